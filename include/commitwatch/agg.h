@@ -1,0 +1,47 @@
+/* agg.h - the bucket aggregator: tracker output -> one batch per bucket.
+ *
+ * A tracker sink that sums what happened in the current bucket (width
+ * fixed at creation, 1 s for the raw tier) into the rows of batch.h, and
+ * hands each batch to an emit callback when the bucket closes: when an
+ * event of a later bucket arrives (cw_agg_advance) or at cw_agg_flush().
+ * It also carries new processes, frames and stacks (with their tags) into
+ * the batch that first needs them.
+ *
+ * Thread: the core thread only; emit runs on it and takes ownership of the
+ * batch. */
+#ifndef COMMITWATCH_AGG_H
+#define COMMITWATCH_AGG_H
+
+#include <stdint.h>
+
+#include "commitwatch/batch.h"
+#include "commitwatch/stacks.h"
+#include "commitwatch/tagger.h"
+#include "commitwatch/tracker.h"
+
+typedef struct cw_agg cw_agg_t;
+
+/* Takes ownership of b (always, also on error). 0 or a CW_E* code, which
+ * cw_agg_advance/flush return to their caller. */
+typedef int (*cw_agg_emit_fn)(void *ctx, cw_batch_t *b);
+
+/* stacks and tagger are borrowed for the aggregator's life. first_frame /
+ * first_stack: the ids already stored (a database being continued), so
+ * only newer ones are sent. 0 or CW_ENOMEM. */
+int cw_agg_create(int64_t width_ns, cw_stacks_t *stacks, cw_tagger_t *tagger,
+                  uint32_t stored_frames, uint32_t stored_stacks, cw_agg_emit_fn emit,
+                  void *emit_ctx, cw_agg_t **out);
+void cw_agg_destroy(cw_agg_t *a); /* accepts NULL; drops an unflushed bucket */
+
+cw_tracker_sink_t cw_agg_sink(cw_agg_t *a);
+
+/* Call before applying an event at ts: closes the current bucket if ts is
+ * past it. Also called by a live source's timer so idle buckets close. */
+int cw_agg_advance(cw_agg_t *a, int64_t ts);
+/* Emits the current bucket if it holds anything (end of input, shutdown). */
+int cw_agg_flush(cw_agg_t *a);
+/* Source counters carried in the next batch. */
+void cw_agg_set_counters(cw_agg_t *a, uint64_t events_total, uint64_t events_lost,
+                         int64_t drift_bytes);
+
+#endif

@@ -1,0 +1,104 @@
+/* batch.h - one closed time bucket, as the aggregator hands it to the store.
+ *
+ * The storage model (docs/DESIGN.md, "Storage model") is append-only per
+ * bucket: a batch holds only rows about events whose ts falls in
+ * [bucket_ns, bucket_ns + width_ns):
+ *   - commits:  per (proc, stack, a): new bytes and commit events, where
+ *     a is the bucket or CW_TS_BEFORE for rundown commits;
+ *   - releases: per (proc, stack, a): bytes, pieces and "closed" (commit
+ *     events whose last byte went) released in this bucket, a being the
+ *     commit's bucket or CW_TS_BEFORE;
+ *   - activity: per proc: events, net delta of outstanding bytes, and the
+ *     highest outstanding relative to the bucket start (>= 0, the start
+ *     included) with the first time it was reached;
+ *   - new processes (and exits), new frames and new stacks (with tags).
+ * With these rows the figures of any bucket-aligned window are exact.
+ *
+ * A batch owns all its memory; cw_batch_free() releases it. It is built
+ * on the core thread and then transferred, whole, to the store writer. */
+#ifndef COMMITWATCH_BATCH_H
+#define COMMITWATCH_BATCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct cw_row_commit {
+    uint32_t proc, stack;
+    int64_t a; /* == batch bucket, or CW_TS_BEFORE (rundown) */
+    uint64_t bytes;
+    uint64_t events;
+} cw_row_commit_t;
+
+typedef struct cw_row_release {
+    uint32_t proc, stack;
+    int64_t a; /* bucket of the commit, or CW_TS_BEFORE */
+    uint64_t bytes;
+    uint64_t pieces;
+    uint64_t closed;
+} cw_row_release_t;
+
+typedef struct cw_row_activity {
+    uint32_t proc;
+    uint64_t events;
+    int64_t delta;
+    int64_t relpeak;    /* >= 0 */
+    int64_t relpeak_ns; /* bucket start when relpeak is the start state */
+} cw_row_activity_t;
+
+/* Insert-or-update of a process instance. */
+typedef struct cw_row_proc {
+    uint32_t id, pid;
+    int64_t start_ns;
+    int64_t exit_ns; /* CW_TS_NEVER while alive */
+    char *name;
+    char *cmdline; /* may be NULL */
+} cw_row_proc_t;
+
+typedef struct cw_row_frame {
+    uint32_t id;
+    char *text;
+} cw_row_frame_t;
+
+typedef struct cw_row_stack {
+    uint32_t id;
+    uint32_t nframes;
+    uint32_t *frames; /* frame ids, outermost first */
+    char *tag;
+} cw_row_stack_t;
+
+#define CW__VEC(T)                                                                                 \
+    struct {                                                                                       \
+        T *v;                                                                                      \
+        uint32_t n, cap;                                                                           \
+    }
+
+typedef struct cw_batch {
+    int64_t bucket_ns; /* start of the bucket */
+    int64_t width_ns;  /* raw tier width */
+    CW__VEC(cw_row_commit_t) commits;
+    CW__VEC(cw_row_release_t) releases;
+    CW__VEC(cw_row_activity_t) activity;
+    CW__VEC(cw_row_proc_t) procs;
+    CW__VEC(cw_row_frame_t) frames;
+    CW__VEC(cw_row_stack_t) stacks;
+    /* Source counters, cumulative since the service started. */
+    uint64_t events_total;
+    uint64_t events_lost;
+    int64_t drift_bytes;
+} cw_batch_t;
+
+/* 0 and *out (zeroed), or CW_ENOMEM. */
+int cw_batch_create(int64_t bucket_ns, int64_t width_ns, cw_batch_t **out);
+void cw_batch_free(cw_batch_t *b); /* accepts NULL */
+
+/* Append helpers: 0 or CW_ENOMEM. Strings are copied. */
+int cw_batch_add_commit(cw_batch_t *b, const cw_row_commit_t *r);
+int cw_batch_add_release(cw_batch_t *b, const cw_row_release_t *r);
+int cw_batch_add_activity(cw_batch_t *b, const cw_row_activity_t *r);
+int cw_batch_add_proc(cw_batch_t *b, uint32_t id, uint32_t pid, int64_t start_ns, int64_t exit_ns,
+                      const char *name, const char *cmdline);
+int cw_batch_add_frame(cw_batch_t *b, uint32_t id, const char *text);
+int cw_batch_add_stack(cw_batch_t *b, uint32_t id, const uint32_t *frames, uint32_t n,
+                       const char *tag);
+
+#endif

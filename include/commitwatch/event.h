@@ -1,0 +1,46 @@
+/* event.h - the normalized event every source produces.
+ *
+ * Sources (replay, perf, etw) turn their input into cw_event_t and hand it
+ * to the pipeline. Stacks are already interned (cw_stacks) by the source;
+ * stack_id 0 is the empty stack. Strings are borrowed for the duration of
+ * the call that receives the event. */
+#ifndef COMMITWATCH_EVENT_H
+#define COMMITWATCH_EVENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum cw_op {
+    CW_OP_COMMIT = 0,
+    CW_OP_DECOMMIT,
+    CW_OP_RESERVE,
+    CW_OP_RELEASE,
+    CW_OP_PROCESS_START,
+    CW_OP_PROCESS_EXIT,
+    CW_OP__COUNT
+} cw_op_t;
+
+/* Timestamps are nanoseconds since the Unix epoch. These two sentinels
+ * stand for "before every window" (rundown) and "never" (still live). */
+#define CW_TS_BEFORE INT64_MIN
+#define CW_TS_NEVER INT64_MAX
+
+typedef struct cw_event {
+    int64_t ts;
+    cw_op_t op;
+    uint32_t pid;
+    uint32_t tid;      /* 0 when unknown */
+    uint64_t addr;
+    uint64_t size;
+    uint32_t stack_id; /* interned; 0 = no stack */
+    bool rundown;      /* commit only: found committed when tracing began */
+    const char *name;    /* process_start only; borrowed */
+    const char *cmdline; /* process_start only, may be NULL; borrowed */
+} cw_event_t;
+
+/* "commit", "decommit", ...; NULL for an out-of-range op. */
+const char *cw_op_name(cw_op_t op);
+/* 0 and *out set, or CW_EINVAL for an unknown name. */
+int cw_op_parse(const char *s, cw_op_t *out);
+
+#endif

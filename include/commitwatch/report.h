@@ -1,0 +1,83 @@
+/* report.h - the figures of one analysis window, and their printing.
+ *
+ * A cw_report_t is what `analyze` prints and what the API serves: for a
+ * window [from_ns, to_ns), per process instance and per stack, the WPA
+ * "VirtualAlloc Commit Lifetimes" figures defined in ARCHITECTURE.md
+ * ("Windows of time and the four types"). Two producers fill it the same
+ * way: the exact trace analyzer (analysis.h) and the database query
+ * (store.h). Process totals are sums over their stacks, except peak.
+ *
+ * A report owns all its memory (strings included); cw_report_free() frees
+ * it. Thread: any, one at a time. */
+#ifndef COMMITWATCH_REPORT_H
+#define COMMITWATCH_REPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum { CW_AIFI = 0, CW_AIFO = 1, CW_AOFI = 2, CW_AOFO = 3, CW_TYPE__COUNT = 4 };
+
+typedef struct cw_typefig {
+    uint64_t bytes;
+    uint64_t count; /* pieces */
+} cw_typefig_t;
+
+/* Figures that add up across stacks. */
+typedef struct cw_figs {
+    uint64_t size_bytes;   /* bytes newly committed in the window */
+    uint64_t commit_count; /* commit events in the window with >= 1 new byte */
+    cw_typefig_t types[CW_TYPE__COUNT];
+} cw_figs_t;
+
+/* impacting = AIFO - AOFI bytes; transient = AIFI. */
+int64_t cw_figs_impacting(const cw_figs_t *f);
+void cw_figs_add(cw_figs_t *acc, const cw_figs_t *f);
+
+typedef struct cw_stack_report {
+    uint32_t stack_id;
+    char *tag;
+    char **frames; /* outermost first */
+    uint32_t nframes;
+    cw_figs_t figs;
+} cw_stack_report_t;
+
+typedef struct cw_proc_report {
+    uint32_t id; /* instance id */
+    uint32_t pid;
+    char *name;
+    char *cmdline;   /* may be NULL */
+    int64_t start_ns;
+    int64_t exit_ns; /* CW_TS_NEVER when it had not exited */
+    cw_figs_t figs;  /* sum of stacks */
+    uint64_t peak_bytes;
+    int64_t peak_ns;
+    uint64_t outstanding_end; /* outstanding(to) = AIFO + AOFO bytes */
+    uint64_t events;          /* events of this instance in the window */
+    cw_stack_report_t *stacks;
+    uint32_t nstacks;
+} cw_proc_report_t;
+
+typedef struct cw_report {
+    int64_t from_ns, to_ns;
+    cw_proc_report_t *procs;
+    uint32_t nprocs;
+    char *note; /* optional, e.g. window snapped to buckets; may be NULL */
+} cw_report_t;
+
+void cw_report_free(cw_report_t *r); /* accepts NULL */
+
+/* Sorts processes (impacting desc, then size desc, then id) and each
+ * process's stacks (size desc, then impacting desc, then stack id). */
+void cw_report_sort(cw_report_t *r);
+
+/* The report as the JSON of `analyze --json` (see README). Returns a
+ * malloc'd string or NULL on CW_ENOMEM. with_stacks adds "stacks". */
+char *cw_report_json(const cw_report_t *r, bool with_stacks);
+/* A WPA-like text table. 0 or CW_EIO. */
+int cw_report_print_table(const cw_report_t *r, bool with_stacks, FILE *out);
+
+/* "12.3 MB" style (powers of 1024, labelled KB/MB/GB like WPA). */
+void cw_format_bytes(int64_t bytes, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,51 @@
+/* source.h - an event source: replay (any OS), perf (Linux), etw (Windows).
+ *
+ * A source is a struct of callbacks, in the manner of Fluent Bit inputs.
+ * run() delivers normalized events, in ts order, to an emit callback on
+ * the calling thread (the core thread) until the input ends or stop() is
+ * called; live sources also call tick() about once a second with the
+ * current time so idle buckets close.
+ *
+ * Stacks are interned into the cw_stacks_t given at open; the source is
+ * the only writer of that table while run() executes. */
+#ifndef COMMITWATCH_SOURCE_H
+#define COMMITWATCH_SOURCE_H
+
+#include <stdint.h>
+
+#include "commitwatch/error.h"
+#include "commitwatch/event.h"
+#include "commitwatch/stacks.h"
+
+typedef struct cw_source_sink {
+    void *ctx;
+    /* One event; a nonzero return stops run(), which returns it. */
+    int (*emit)(void *ctx, const cw_event_t *ev);
+    /* Live sources: time passes with no events. May be NULL. */
+    int (*tick)(void *ctx, int64_t now_ns);
+    /* Live sources: counters (events seen, lost, drift corrected). */
+    void (*counters)(void *ctx, uint64_t seen, uint64_t lost, int64_t drift_bytes);
+} cw_source_sink_t;
+
+typedef struct cw_source_ops {
+    const char *name; /* "replay", "perf", "etw" */
+    /* arg: what follows "name:" in --source (path for replay), or "".
+     * 0 and *impl set, or a CW_E* code with d saying what to do. */
+    int (*open)(void **impl, const char *arg, cw_stacks_t *stacks, cw_diag_t *d);
+    /* "windows" / "linux": the platform whose stacks the data holds. */
+    const char *(*platform)(void *impl);
+    /* Blocks delivering events; 0 at the end of input or after stop(),
+     * else a CW_E* code (d filled) or the emit callback's return. */
+    int (*run)(void *impl, const cw_source_sink_t *sink, cw_diag_t *d);
+    /* Must only interrupt blocking work; async-signal-safe and callable
+     * from any thread. */
+    void (*stop)(void *impl);
+    void (*close)(void *impl); /* accepts NULL */
+} cw_source_ops_t;
+
+/* The sources built into this binary, looked up by name; NULL if none. */
+const cw_source_ops_t *cw_source_find(const char *name);
+
+extern const cw_source_ops_t cw_source_replay;
+
+#endif

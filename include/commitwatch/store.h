@@ -1,0 +1,94 @@
+/* store.h - the SQLite store: schema, migrations, tiers, writer, queries.
+ *
+ * One database file in WAL mode. The schema lives in schema/NNN_*.sql
+ * (compiled into the binary); opening a database applies the migrations
+ * it lacks, refuses one written by a newer commitwatch (CW_ENEWER) and
+ * refuses a file that is not a commitwatch database (CW_ENOTDB), which is
+ * never modified.
+ *
+ * Tiers: 0 = raw (1 s buckets), 1 = 1 min, 2 = 1 h. The writer stores a
+ * batch in tier 0 in one transaction; when a minute (hour) has closed it
+ * rolls tier 0 (1) up into tier 1 (2) in that same transaction. Retention
+ * per tier folds rows older than the tier's horizon into per-stack
+ * baselines (figures stay exact for windows after the horizon); a size cap
+ * shortens retention, finest tier first. See docs/DESIGN.md.
+ *
+ * Threads (DESIGN): a store opened for writing is used by exactly one
+ * thread at a time (the writer thread of cw_writer, or the caller for
+ * synchronous use). Readers open their own handle with
+ * cw_store_open_readonly(); any number may run alongside the writer. */
+#ifndef COMMITWATCH_STORE_H
+#define COMMITWATCH_STORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "commitwatch/batch.h"
+#include "commitwatch/error.h"
+#include "commitwatch/report.h"
+#include "commitwatch/stacks.h"
+
+#define CW_TIERS 3
+
+typedef struct cw_store_opts {
+    int64_t retention_ns[CW_TIERS]; /* 0 = keep forever */
+    uint64_t size_cap_bytes;        /* 0 = no cap */
+} cw_store_opts_t;
+
+/* Defaults: raw 26 h, minute 35 d, hour 400 d, cap 2 GiB. */
+void cw_store_opts_default(cw_store_opts_t *o);
+
+typedef struct cw_store cw_store_t;
+
+/* Opens or creates path for writing, migrating as needed. opts may be
+ * NULL (defaults). 0, or CW_ENOTDB / CW_ENEWER / CW_EDB / CW_EIO with d
+ * saying what and what to do. */
+int cw_store_open(const char *path, const cw_store_opts_t *opts, cw_store_t **out, cw_diag_t *d);
+/* Opens an existing database read-only (no migration; an older schema is
+ * refused with a message asking to run the service once). */
+int cw_store_open_readonly(const char *path, cw_store_t **out, cw_diag_t *d);
+void cw_store_close(cw_store_t *s); /* accepts NULL */
+
+/* Schema version this build writes. */
+int cw_store_schema_version(void);
+
+/* What a writer needs to continue a database: every stored frame and
+ * stack is interned into stacks (which must be empty) so ids stay equal;
+ * *next_proc_id is the next free instance id; *end_ns the end of the last
+ * stored bucket (INT64_MIN when empty). */
+int cw_store_load_state(cw_store_t *s, cw_stacks_t *stacks, uint32_t *next_proc_id,
+                        int64_t *end_ns, cw_diag_t *d);
+
+/* Stores one batch (tier 0 + rollups + retention) in one transaction.
+ * Borrowed. 0 or CW_EDB (nothing of the batch is stored). */
+int cw_store_write(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d);
+
+/* Figures of [from, to) from the finest tier that covers the window and
+ * is aligned to it; a window aligned to no available tier is widened to
+ * the nearest buckets and r->note says so. from == INT64_MIN / to ==
+ * INT64_MAX mean the first / last stored bucket. */
+int cw_store_report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_frames,
+                    cw_report_t **out, cw_diag_t *d);
+
+/* Key/value metadata (rules hash, counters). value is copied. */
+int cw_store_meta_set(cw_store_t *s, const char *key, const char *value, cw_diag_t *d);
+/* *out malloc'd, or NULL when absent. */
+int cw_store_meta_get(cw_store_t *s, const char *key, char **out, cw_diag_t *d);
+
+/* The raw sqlite3 handle, for modules that own their own SQL (retag,
+ * HTTP queries). Borrowed; same thread rules as the store. */
+struct sqlite3 *cw_store_db(cw_store_t *s);
+
+/* The writer thread: batches submitted from the core thread are written
+ * in order by one thread that owns s until cw_writer_stop(). */
+typedef struct cw_writer cw_writer_t;
+/* max_queued batches may wait; submit blocks when full. */
+int cw_writer_start(cw_store_t *s, uint32_t max_queued, cw_writer_t **out);
+/* Transfers ownership of b. Returns the first write error seen so far
+ * (the writer stops writing after an error; b is freed). */
+int cw_writer_submit(cw_writer_t *w, cw_batch_t *b);
+/* Drains the queue, joins the thread, frees w. Returns the first write
+ * error (d filled), or 0. */
+int cw_writer_stop(cw_writer_t *w, cw_diag_t *d);
+
+#endif

@@ -1,0 +1,99 @@
+/* tracker.h - committed ranges per process instance, with attribution.
+ *
+ * Holds, for every live process instance (pid + start time), the committed
+ * pages as an interval map of pieces, each pointing at the commit record
+ * (time, stack) that created it. Implements the rules of ARCHITECTURE.md
+ * "Commit tracking": idempotent commit, decommit/release that splits pieces
+ * and charges the removed bytes to the commit that made them, process exit
+ * releasing everything, pid reuse starting a new instance, unannounced
+ * pids getting an instance named "pid N".
+ *
+ * Output goes to a sink (cw_tracker_sink_t): the window analyzer
+ * (analysis.h) or the bucket aggregator (agg.h).
+ *
+ * A *piece* (the unit the four types count) is the set of bytes of one
+ * commit event released by one later event. A release callback fires once
+ * per (commit event, release event) pair, with the bytes summed.
+ *
+ * Cost: O(log n) per event in the live pieces of that process, plus O(k)
+ * for the k pieces an event touches. Memory comes from pools; the hot path
+ * does not call malloc per event once the pools are warm.
+ *
+ * Thread: the core thread only. Sink callbacks run on that thread, inside
+ * cw_tracker_apply(). */
+#ifndef COMMITWATCH_TRACKER_H
+#define COMMITWATCH_TRACKER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "commitwatch/event.h"
+
+/* A process instance as the sink sees it. Owned by the tracker; valid
+ * during callbacks and, for a live instance, until its exit callback
+ * returns. */
+typedef struct cw_proc {
+    uint32_t id;        /* instance id: dense, starts at first_proc_id */
+    uint32_t pid;
+    int64_t start_ns;   /* process_start time, or first event for "pid N" */
+    int64_t exit_ns;    /* CW_TS_NEVER while alive */
+    const char *name;
+    const char *cmdline; /* may be NULL */
+    uint64_t outstanding; /* committed bytes now */
+    bool implicit;      /* created by an event for an unannounced pid */
+} cw_proc_t;
+
+/* A commit record: one commit event that committed at least one new byte.
+ * Owned by the tracker. */
+typedef struct cw_commit {
+    int64_t ts;         /* CW_TS_BEFORE for rundown */
+    uint32_t stack_id;
+    uint64_t bytes;     /* new bytes the event committed */
+    uint64_t remaining; /* bytes of it still committed */
+} cw_commit_t;
+
+typedef struct cw_tracker_sink {
+    void *ctx;
+    /* A process instance began (announced or implicit). */
+    void (*on_start)(void *ctx, const cw_proc_t *p, int64_t ts);
+    /* Every event applied to p (commit, decommit, reserve, release,
+     * start, exit), after its effects; for activity and peak tracking. */
+    void (*on_event)(void *ctx, const cw_proc_t *p, int64_t ts);
+    /* A commit event committed new_bytes > 0 new bytes, creating c. */
+    void (*on_commit)(void *ctx, const cw_proc_t *p, const cw_commit_t *c, int64_t ts);
+    /* One piece: `bytes` of commit c released at ts. c->remaining is
+     * already reduced; it is 0 when this was c's last piece. */
+    void (*on_release)(void *ctx, const cw_proc_t *p, const cw_commit_t *c, uint64_t bytes,
+                       int64_t ts);
+    /* The instance exited (after its memory was released). */
+    void (*on_exit)(void *ctx, const cw_proc_t *p, int64_t ts);
+    /* From cw_tracker_finish(): a commit still live at the end. */
+    void (*on_live)(void *ctx, const cw_proc_t *p, const cw_commit_t *c);
+} cw_tracker_sink_t;
+
+typedef struct cw_tracker cw_tracker_t;
+
+/* sink is copied; ctx borrowed. Instance ids start at first_proc_id (>= 1;
+ * a database continues its own numbering). 0 or CW_ENOMEM. */
+int cw_tracker_create(const cw_tracker_sink_t *sink, uint32_t first_proc_id,
+                      cw_tracker_t **out);
+void cw_tracker_destroy(cw_tracker_t *t); /* accepts NULL */
+
+/* Applies one event. Events must come in ts order (the caller checks).
+ * 0 or CW_ENOMEM (the tracker is then unusable). */
+int cw_tracker_apply(cw_tracker_t *t, const cw_event_t *ev);
+
+/* Calls on_live for every commit record still live, process by process.
+ * Does not change state. */
+void cw_tracker_finish(cw_tracker_t *t);
+
+/* Live figures for tests and the oracle. */
+uint32_t cw_tracker_live_processes(const cw_tracker_t *t);
+/* The live instance for pid, or NULL. Borrowed. */
+const cw_proc_t *cw_tracker_find(const cw_tracker_t *t, uint32_t pid);
+/* Number of pieces in the interval map of the live instance of pid. */
+uint64_t cw_tracker_piece_count(const cw_tracker_t *t, uint32_t pid);
+/* Next instance id the tracker would hand out. */
+uint32_t cw_tracker_next_proc_id(const cw_tracker_t *t);
+
+#endif
