@@ -1,7 +1,54 @@
-/* main.c - placeholder until the CLI lands. */
+/* main.c - the `commitwatch` binary: dispatch to one command per file. */
 #include <stdio.h>
-int main(void)
+#include <string.h>
+
+#include "cli/cli.h"
+
+typedef struct command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *summary;
+} command_t;
+
+static const command_t commands[] = {
+    {"run", cw_cmd_run, "ingest events from a source into a database (the service)"},
+    {"analyze", cw_cmd_analyze, "print the figures of a window, from a trace or a database"},
+    {"record", cw_cmd_record, "write a trace (JSONL v1) from a live source"},
+    {"tags", cw_cmd_tags, "check stack-tag rule files, explain a stack's tag"},
+    {"install", cw_cmd_service, "install and enable the system service"},
+    {"uninstall", cw_cmd_service, "stop, disable and remove the system service"},
+    {"start", cw_cmd_service, "start the installed service"},
+    {"stop", cw_cmd_service, "stop the installed service"},
+};
+
+static void usage(FILE *out)
 {
-    puts("commitwatch " CW_VERSION);
-    return 0;
+    fprintf(out, "usage: commitwatch COMMAND [OPTIONS]\n\n"
+                 "Continuous, system-wide memory-commit monitoring.\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "  %-10s %s\n\n", "version", "print the version");
+    fprintf(out, "`commitwatch COMMAND --help` describes a command.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("commitwatch %s\n", CW_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(cmd, commands[i].name) == 0) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "commitwatch: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
 }

@@ -1,0 +1,261 @@
+/* report.c - window figures (cw_report_t): freeing, sorting, JSON and the
+ * WPA-like table. JSON is built with cJSON; 64-bit integers are emitted as
+ * raw number text because cJSON numbers are doubles (see DESIGN.md). */
+#include "commitwatch/report.h"
+
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commitwatch/error.h"
+#include "commitwatch/event.h"
+
+static const char *const type_names[CW_TYPE__COUNT] = {"AIFI", "AIFO", "AOFI", "AOFO"};
+
+int64_t cw_figs_impacting(const cw_figs_t *f)
+{
+    return (int64_t)f->types[CW_AIFO].bytes - (int64_t)f->types[CW_AOFI].bytes;
+}
+
+void cw_figs_add(cw_figs_t *acc, const cw_figs_t *f)
+{
+    acc->size_bytes += f->size_bytes;
+    acc->commit_count += f->commit_count;
+    for (int i = 0; i < CW_TYPE__COUNT; i++) {
+        acc->types[i].bytes += f->types[i].bytes;
+        acc->types[i].count += f->types[i].count;
+    }
+}
+
+void cw_report_free(cw_report_t *r)
+{
+    if (!r) return;
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        cw_proc_report_t *p = &r->procs[i];
+        for (uint32_t j = 0; j < p->nstacks; j++) {
+            cw_stack_report_t *s = &p->stacks[j];
+            for (uint32_t k = 0; k < s->nframes; k++) free(s->frames[k]);
+            free(s->frames);
+            free(s->tag);
+        }
+        free(p->stacks);
+        free(p->name);
+        free(p->cmdline);
+    }
+    free(r->procs);
+    free(r->note);
+    free(r);
+}
+
+static int cmp_i64_desc(int64_t a, int64_t b)
+{
+    return a > b ? -1 : a < b ? 1 : 0;
+}
+
+static int cmp_proc(const void *x, const void *y)
+{
+    const cw_proc_report_t *a = x, *b = y;
+    int c = cmp_i64_desc(cw_figs_impacting(&a->figs), cw_figs_impacting(&b->figs));
+    if (!c) c = cmp_i64_desc((int64_t)a->figs.size_bytes, (int64_t)b->figs.size_bytes);
+    if (!c) c = a->id < b->id ? -1 : a->id > b->id;
+    return c;
+}
+
+static int cmp_stack(const void *x, const void *y)
+{
+    const cw_stack_report_t *a = x, *b = y;
+    int c = cmp_i64_desc((int64_t)a->figs.size_bytes, (int64_t)b->figs.size_bytes);
+    if (!c) c = cmp_i64_desc(cw_figs_impacting(&a->figs), cw_figs_impacting(&b->figs));
+    if (!c) c = a->stack_id < b->stack_id ? -1 : a->stack_id > b->stack_id;
+    return c;
+}
+
+void cw_report_sort(cw_report_t *r)
+{
+    if (r->nprocs > 1) qsort(r->procs, r->nprocs, sizeof *r->procs, cmp_proc);
+    for (uint32_t i = 0; i < r->nprocs; i++)
+        if (r->procs[i].nstacks > 1)
+            qsort(r->procs[i].stacks, r->procs[i].nstacks, sizeof *r->procs[i].stacks, cmp_stack);
+}
+
+/* Adds name: exact integer. Returns the item or NULL. */
+static cJSON *add_i64(cJSON *obj, const char *name, int64_t v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%" PRId64, v);
+    return cJSON_AddRawToObject(obj, name, buf);
+}
+
+static cJSON *add_u64(cJSON *obj, const char *name, uint64_t v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%" PRIu64, v);
+    return cJSON_AddRawToObject(obj, name, buf);
+}
+
+/* The four figures shared by tags and stacks. */
+static int add_short_figs(cJSON *o, const cw_figs_t *f)
+{
+    return add_u64(o, "size_bytes", f->size_bytes) && add_u64(o, "commit_count", f->commit_count) &&
+           add_i64(o, "impacting_bytes", cw_figs_impacting(f)) &&
+           add_u64(o, "transient_bytes", f->types[CW_AIFI].bytes) &&
+           add_u64(o, "transient_count", f->types[CW_AIFI].count);
+}
+
+/* Per-tag sums of a process, in order of first appearance in its (sorted)
+ * stacks; then sorted like stacks. */
+typedef struct tag_sum {
+    const char *tag;
+    cw_figs_t figs;
+} tag_sum_t;
+
+static int cmp_tag(const void *x, const void *y)
+{
+    const tag_sum_t *a = x, *b = y;
+    int c = cmp_i64_desc((int64_t)a->figs.size_bytes, (int64_t)b->figs.size_bytes);
+    if (!c) c = cmp_i64_desc(cw_figs_impacting(&a->figs), cw_figs_impacting(&b->figs));
+    if (!c) c = strcmp(a->tag, b->tag);
+    return c;
+}
+
+static tag_sum_t *tag_sums(const cw_proc_report_t *p, uint32_t *n)
+{
+    tag_sum_t *t = calloc(p->nstacks ? p->nstacks : 1, sizeof *t);
+    *n = 0;
+    if (!t) return NULL;
+    for (uint32_t i = 0; i < p->nstacks; i++) {
+        uint32_t j = 0;
+        while (j < *n && strcmp(t[j].tag, p->stacks[i].tag) != 0) j++;
+        if (j == *n) t[(*n)++].tag = p->stacks[i].tag;
+        cw_figs_add(&t[j].figs, &p->stacks[i].figs);
+    }
+    qsort(t, *n, sizeof *t, cmp_tag);
+    return t;
+}
+
+static cJSON *proc_json(const cw_proc_report_t *p, bool with_stacks)
+{
+    cJSON *o = cJSON_CreateObject(), *types, *tags, *stacks;
+    bool ok = o != NULL;
+    ok = ok && add_u64(o, "id", p->id) && add_u64(o, "pid", p->pid) &&
+         cJSON_AddStringToObject(o, "name", p->name ? p->name : "");
+    ok = ok && (p->cmdline ? cJSON_AddStringToObject(o, "cmdline", p->cmdline) != NULL
+                           : cJSON_AddNullToObject(o, "cmdline") != NULL);
+    ok = ok && add_i64(o, "start_ns", p->start_ns);
+    ok = ok && (p->exit_ns == CW_TS_NEVER ? cJSON_AddNullToObject(o, "exit_ns") != NULL
+                                          : add_i64(o, "exit_ns", p->exit_ns) != NULL);
+    ok = ok && add_short_figs(o, &p->figs) &&
+         add_u64(o, "peak_outstanding_bytes", p->peak_bytes) && add_i64(o, "peak_ns", p->peak_ns) &&
+         add_u64(o, "outstanding_end_bytes", p->outstanding_end) &&
+         add_u64(o, "events", p->events);
+    ok = ok && (types = cJSON_AddObjectToObject(o, "types")) != NULL;
+    for (int i = 0; ok && i < CW_TYPE__COUNT; i++) {
+        cJSON *t = cJSON_AddObjectToObject(types, type_names[i]);
+        ok = t && add_u64(t, "bytes", p->figs.types[i].bytes) &&
+             add_u64(t, "count", p->figs.types[i].count);
+    }
+    ok = ok && (tags = cJSON_AddArrayToObject(o, "tags")) != NULL;
+    if (ok) {
+        uint32_t nt;
+        tag_sum_t *ts = tag_sums(p, &nt);
+        ok = ts != NULL;
+        for (uint32_t i = 0; ok && i < nt; i++) {
+            cJSON *t = cJSON_CreateObject();
+            ok = t && cJSON_AddItemToArray(tags, t) && cJSON_AddStringToObject(t, "tag", ts[i].tag) &&
+                 add_short_figs(t, &ts[i].figs);
+        }
+        free(ts);
+    }
+    if (ok && with_stacks) {
+        ok = (stacks = cJSON_AddArrayToObject(o, "stacks")) != NULL;
+        for (uint32_t i = 0; ok && i < p->nstacks; i++) {
+            const cw_stack_report_t *s = &p->stacks[i];
+            cJSON *so = cJSON_CreateObject(), *frames;
+            ok = so && cJSON_AddItemToArray(stacks, so) &&
+                 (frames = cJSON_AddArrayToObject(so, "frames")) != NULL;
+            for (uint32_t k = 0; ok && k < s->nframes; k++)
+                ok = cJSON_AddItemToArray(frames, cJSON_CreateString(s->frames[k]));
+            ok = ok && add_u64(so, "stack_id", s->stack_id) &&
+                 cJSON_AddStringToObject(so, "tag", s->tag) && add_short_figs(so, &s->figs);
+        }
+    }
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+char *cw_report_json(const cw_report_t *r, bool with_stacks)
+{
+    cJSON *root = cJSON_CreateObject(), *win, *procs;
+    char *out = NULL;
+    bool ok = root && (win = cJSON_AddObjectToObject(root, "window")) != NULL &&
+              add_i64(win, "from_ns", r->from_ns) && add_i64(win, "to_ns", r->to_ns) &&
+              (procs = cJSON_AddArrayToObject(root, "processes")) != NULL;
+    if (ok && r->note) ok = cJSON_AddStringToObject(root, "note", r->note) != NULL;
+    for (uint32_t i = 0; ok && i < r->nprocs; i++) {
+        cJSON *p = proc_json(&r->procs[i], with_stacks);
+        ok = p && cJSON_AddItemToArray(procs, p);
+    }
+    if (ok) out = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return out;
+}
+
+void cw_format_bytes(int64_t bytes, char *buf, size_t len)
+{
+    static const char *const units[] = {"B", "KB", "MB", "GB", "TB"};
+    double v = (double)(bytes < 0 ? -bytes : bytes);
+    int u = 0;
+    while (v >= 1024.0 && u < 4) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0) snprintf(buf, len, "%s%" PRId64 " B", bytes < 0 ? "-" : "", bytes < 0 ? -bytes : bytes);
+    else snprintf(buf, len, "%s%.*f %s", bytes < 0 ? "-" : "", v < 10 ? 2 : v < 100 ? 1 : 0, v, units[u]);
+}
+
+/* Seconds since the window start, for readable peak times. */
+static double rel_s(const cw_report_t *r, int64_t ns)
+{
+    return (double)(ns - r->from_ns) / 1e9;
+}
+
+int cw_report_print_table(const cw_report_t *r, bool with_stacks, FILE *out)
+{
+    char size[32], imp[32], tsz[32], peak[32], ost[32];
+    fprintf(out, "Window [%" PRId64 ", %" PRId64 ") ns, %.3f s\n", r->from_ns, r->to_ns,
+            (double)(r->to_ns - r->from_ns) / 1e9);
+    if (r->note) fprintf(out, "Note: %s\n", r->note);
+    fprintf(out, "%-28s %8s %10s %7s %11s %9s %10s %10s %11s %10s\n", "Process", "PID", "Size",
+            "Count", "Impacting", "Trans.#", "Trans.Size", "Peak", "Peak at(s)", "Outst.End");
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        const cw_proc_report_t *p = &r->procs[i];
+        cw_format_bytes((int64_t)p->figs.size_bytes, size, sizeof size);
+        cw_format_bytes(cw_figs_impacting(&p->figs), imp, sizeof imp);
+        cw_format_bytes((int64_t)p->figs.types[CW_AIFI].bytes, tsz, sizeof tsz);
+        cw_format_bytes((int64_t)p->peak_bytes, peak, sizeof peak);
+        cw_format_bytes((int64_t)p->outstanding_end, ost, sizeof ost);
+        fprintf(out, "%-28.28s %8" PRIu32 " %10s %7" PRIu64 " %11s %9" PRIu64 " %10s %10s %11.3f %10s\n",
+                p->name ? p->name : "", p->pid, size, p->figs.commit_count, imp,
+                p->figs.types[CW_AIFI].count, tsz, peak, rel_s(r, p->peak_ns), ost);
+        fprintf(out, "%-28s types: AIFI %" PRIu64 "/%" PRIu64 "B AIFO %" PRIu64 "/%" PRIu64
+                     "B AOFI %" PRIu64 "/%" PRIu64 "B AOFO %" PRIu64 "/%" PRIu64 "B\n",
+                "", p->figs.types[0].count, p->figs.types[0].bytes, p->figs.types[1].count,
+                p->figs.types[1].bytes, p->figs.types[2].count, p->figs.types[2].bytes,
+                p->figs.types[3].count, p->figs.types[3].bytes);
+        if (!with_stacks) continue;
+        for (uint32_t j = 0; j < p->nstacks; j++) {
+            const cw_stack_report_t *s = &p->stacks[j];
+            cw_format_bytes((int64_t)s->figs.size_bytes, size, sizeof size);
+            cw_format_bytes(cw_figs_impacting(&s->figs), imp, sizeof imp);
+            cw_format_bytes((int64_t)s->figs.types[CW_AIFI].bytes, tsz, sizeof tsz);
+            fprintf(out, "    [%s] size %s, impacting %s, transient %" PRIu64 " / %s\n", s->tag,
+                    size, imp, s->figs.types[CW_AIFI].count, tsz);
+            for (uint32_t k = 0; k < s->nframes; k++) fprintf(out, "        %s\n", s->frames[k]);
+        }
+    }
+    return ferror(out) ? CW_EIO : 0;
+}
