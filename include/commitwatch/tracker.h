@@ -15,8 +15,8 @@
  * commit event released by one later event. A release callback fires once
  * per (commit event, release event) pair, with the bytes summed.
  *
- * Cost: O(log n) per event in the live pieces of that process, plus O(k)
- * for the k pieces an event touches. Memory comes from pools; the hot path
+ * Cost: O(log n) per event in the live pieces of that process, times the
+ * k pieces (gaps) an event touches, usually 1. Memory comes from pools; the hot path
  * does not call malloc per event once the pools are warm.
  *
  * Thread: the core thread only. Sink callbacks run on that thread, inside

@@ -13,6 +13,23 @@ int cw_cmd_tags(int argc, char **argv);
 int cw_cmd_service(int argc, char **argv);
 
 /* Shared helpers (cli_util.c). */
+#include <stddef.h>
+
+#include "commitwatch/error.h"
+#include "commitwatch/tagger.h"
+
+/* Stack-tag rule files named with --stacktags or in the config. */
+typedef struct cw_cli_rules {
+    char **files;
+    size_t n;
+} cw_cli_rules_t;
+int cw_cli_rules_add(cw_cli_rules_t *r, const char *file); /* 0 or -1 (message printed) */
+void cw_cli_rules_free(cw_cli_rules_t *r);
+/* The tagger for data of `platform` ("windows", "linux"): the rule files
+ * given, else the platform's default rules. 0 or CW_E* with d filled. */
+int cw_cli_make_tagger(const char *platform, const cw_cli_rules_t *rules, cw_tagger_t **out,
+                       cw_diag_t *d);
+
 /* Parses a nonnegative or negative decimal int64; 0 or -1. */
 int cw_cli_parse_i64(const char *s, long long *out);
 /* True when argv has -h or --help. */

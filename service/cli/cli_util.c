@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stdio.h>
+
 #include "cli/cli.h"
 
 int cw_cli_parse_i64(const char *s, long long *out)
@@ -20,4 +22,34 @@ int cw_cli_wants_help(int argc, char **argv)
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
     return 0;
+}
+
+int cw_cli_rules_add(cw_cli_rules_t *r, const char *file)
+{
+    char **nf = realloc(r->files, (r->n + 1) * sizeof *nf);
+    if (!nf || !(nf[r->n] = strdup(file))) {
+        if (nf) r->files = nf;
+        fprintf(stderr, "commitwatch: out of memory\n");
+        return -1;
+    }
+    r->files = nf;
+    r->n++;
+    return 0;
+}
+
+void cw_cli_rules_free(cw_cli_rules_t *r)
+{
+    for (size_t i = 0; i < r->n; i++) free(r->files[i]);
+    free(r->files);
+    r->files = NULL;
+    r->n = 0;
+}
+
+int cw_cli_make_tagger(const char *platform, const cw_cli_rules_t *rules, cw_tagger_t **out,
+                       cw_diag_t *d)
+{
+    (void)platform;
+    if (rules->n > 0)
+        return cw_diag_set(d, CW_ENOSYS, "stack-tag rule files are not supported by this build yet");
+    return cw_tagger_create_builtin(out);
 }

@@ -1,11 +1,277 @@
-/* cmd_run.c - placeholder: this command lands with its issue. */
+/* cmd_run.c - `commitwatch run`: the service. A source feeds the pipeline
+ * (tracker + bucket aggregator) on this thread; closed buckets go to the
+ * store writer thread; SIGINT/SIGTERM stop the source, the open bucket is
+ * flushed, the writer drains, and the database is closed cleanly.
+ *
+ * DESIGN (threads): this (core) thread owns the source, stacks, tagger,
+ * tracker and aggregator; the writer thread owns the read-write store.
+ * Signal handlers only set flags and call the source's stop(). */
+#include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "cli/cli.h"
+#include "commitwatch/config.h"
+#include "commitwatch/log.h"
+#include "commitwatch/pipeline.h"
+#include "commitwatch/source.h"
+#include "commitwatch/store.h"
+
+static const char usage_text[] =
+    "usage: commitwatch run [--source SOURCE] [--db FILE] [--config FILE]\n"
+    "                       [--stacktags FILE]... [--rebase-now] [--speed X]\n\n"
+    "Runs the service: ingests commit events from SOURCE into the database.\n\n"
+    "  --source SOURCE    perf (Linux, default there), etw (Windows), or replay:PATH\n"
+    "  --db FILE          the SQLite database (created if missing; default from the\n"
+    "                     config, else commitwatch.db)\n"
+    "  --config FILE      configuration file (`key = value` lines)\n"
+    "  --stacktags FILE   stack-tag rules (repeatable; default: the platform's rules)\n"
+    "  --rebase-now       replay only: shift the trace's times so it starts now\n"
+    "  --speed X          replay only: pace events at X times real time (1 = live)\n\n"
+    "SIGINT/SIGTERM flush the open bucket and exit; a replay exits at its end.\n";
+
+static volatile sig_atomic_t stop_requested;
+static const cw_source_ops_t *active_ops;
+static void *active_src;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+    if (active_ops && active_src) active_ops->stop(active_src);
+}
+
+typedef struct run_ctx {
+    cw_pipeline_t *pipe;
+    cw_agg_t *agg;
+    cw_diag_t *d;
+    int64_t stored_end; /* end of the last stored bucket, INT64_MIN if none */
+    bool rebase;
+    double speed;
+    bool started;
+    int64_t shift;       /* added to every ts (rebase) */
+    int64_t wall0, ts0;  /* pacing origin */
+} run_ctx_t;
+
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void sleep_ns(int64_t ns)
+{
+    struct timespec t = {(time_t)(ns / 1000000000LL), (long)(ns % 1000000000LL)};
+    while (nanosleep(&t, &t) != 0 && !stop_requested) {
+    }
+}
+
+static int run_emit(void *ctx, const cw_event_t *in)
+{
+    run_ctx_t *r = ctx;
+    cw_event_t ev = *in;
+    if (!r->started) {
+        r->started = true;
+        r->wall0 = now_ns();
+        r->ts0 = ev.ts;
+        if (r->rebase) r->shift = r->wall0 - ev.ts;
+        if (ev.ts + r->shift < r->stored_end)
+            return cw_diag_set(r->d, CW_ETIME, "the database already holds data up to %" PRId64 " ns but this input starts at %" PRId64 " ns; use another --db, or --rebase-now to replay it as new", r->stored_end, ev.ts + r->shift);
+    }
+    if (r->speed > 0) {
+        int64_t due = r->wall0 + (int64_t)((double)(ev.ts - r->ts0) / r->speed);
+        /* Close buckets while waiting so the dashboard sees them live. */
+        for (int64_t now = now_ns(); now < due && !stop_requested; now = now_ns()) {
+            int64_t step = due - now < 200000000 ? due - now : 200000000;
+            sleep_ns(step);
+            int rc = cw_pipeline_tick(r->pipe, (int64_t)((double)(now_ns() - r->wall0) * r->speed) + r->ts0 + r->shift);
+            if (rc) return cw_diag_set(r->d, rc, "storing a bucket failed: %s", cw_strerror(rc));
+        }
+        if (stop_requested) return 0;
+    }
+    ev.ts += r->shift;
+    return cw_pipeline_feed(r->pipe, &ev, r->d);
+}
+
+static int run_tick(void *ctx, int64_t now)
+{
+    run_ctx_t *r = ctx;
+    return cw_pipeline_tick(r->pipe, now);
+}
+
+static void run_counters(void *ctx, uint64_t seen, uint64_t lost, int64_t drift)
+{
+    run_ctx_t *r = ctx;
+    cw_agg_set_counters(r->agg, seen, lost, drift);
+}
+
+static int emit_to_writer(void *ctx, cw_batch_t *b)
+{
+    return cw_writer_submit(ctx, b);
+}
 
 int cw_cmd_run(int argc, char **argv)
 {
-    (void)argc;
-    fprintf(stderr, "commitwatch: '%s' is not built yet\n", argv[0]);
-    return 1;
+    cw_config_t cfg;
+    cw_cli_rules_t rules = {0};
+    const char *config_path = NULL, *db_arg = NULL, *source_arg = NULL;
+    bool rebase = false;
+    double speed = 0;
+    cw_diag_t d = {{0}}, wd = {{0}};
+    int rc = 0, exit_code = 1;
+    cw_store_t *store = NULL;
+    cw_writer_t *writer = NULL;
+    cw_stacks_t *stacks = NULL;
+    cw_tagger_t *tagger = NULL;
+    cw_agg_t *agg = NULL;
+    cw_pipeline_t *pipe = NULL;
+    const cw_source_ops_t *ops = NULL;
+    void *src = NULL;
+
+    if (cw_cli_wants_help(argc, argv)) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    if (cw_config_init(&cfg) != 0) {
+        fprintf(stderr, "commitwatch run: out of memory\n");
+        return 1;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--rebase-now") == 0) {
+            rebase = true;
+            continue;
+        }
+        if (!v || strncmp(a, "--", 2) != 0) {
+            fprintf(stderr, "commitwatch run: %s '%s'\n%s", v ? "unknown argument" : "missing value or unknown option", a, usage_text);
+            exit_code = 2;
+            goto out;
+        }
+        i++;
+        if (strcmp(a, "--source") == 0) source_arg = v;
+        else if (strcmp(a, "--db") == 0) db_arg = v;
+        else if (strcmp(a, "--config") == 0) config_path = v;
+        else if (strcmp(a, "--stacktags") == 0) {
+            if (cw_cli_rules_add(&rules, v) != 0) goto out;
+        } else if (strcmp(a, "--speed") == 0) {
+            char *end;
+            speed = strtod(v, &end);
+            if (*end || !(speed > 0)) {
+                fprintf(stderr, "commitwatch run: --speed takes a positive number, not '%s'\n", v);
+                exit_code = 2;
+                goto out;
+            }
+        } else {
+            fprintf(stderr, "commitwatch run: unknown option '%s'\n%s", a, usage_text);
+            exit_code = 2;
+            goto out;
+        }
+    }
+    if (config_path && (rc = cw_config_load(&cfg, config_path, stderr, &d)) != 0) {
+        fprintf(stderr, "commitwatch run: %s\n", d.msg);
+        goto out;
+    }
+    for (size_t i = 0; rules.n == 0 && i < cfg.nstacktags; i++)
+        if (cw_cli_rules_add(&rules, cfg.stacktags[i]) != 0) goto out;
+    if (cfg.log_level) {
+        static const char *const levels[] = {"debug", "info", "warning", "error"};
+        for (int l = 0; l < 4; l++)
+            if (strcmp(cfg.log_level, levels[l]) == 0) cw_log_set_level((cw_log_level_t)l);
+    }
+    if (!source_arg) source_arg = cfg.source;
+    if (!source_arg) {
+#if defined(__linux__)
+        source_arg = "perf";
+#elif defined(_WIN32)
+        source_arg = "etw";
+#endif
+    }
+    const char *db_path = db_arg ? db_arg : cfg.db;
+    char name[32];
+    const char *colon = source_arg ? strchr(source_arg, ':') : NULL;
+    size_t nlen = colon ? (size_t)(colon - source_arg) : (source_arg ? strlen(source_arg) : 0);
+    snprintf(name, sizeof name, "%.*s", (int)(nlen < sizeof name ? nlen : sizeof name - 1), source_arg ? source_arg : "");
+    if (!(ops = cw_source_find(name))) {
+        fprintf(stderr, "commitwatch run: unknown source '%s' (this build has: replay:PATH%s)\n", source_arg ? source_arg : "", cw_source_find("perf") ? ", perf" : cw_source_find("etw") ? ", etw" : "");
+        exit_code = 2;
+        goto out;
+    }
+    if ((rebase || speed > 0) && strcmp(ops->name, "replay") != 0) {
+        fprintf(stderr, "commitwatch run: --rebase-now and --speed are for replay sources only\n");
+        exit_code = 2;
+        goto out;
+    }
+
+    /* Open the store and continue its numbering. */
+    run_ctx_t ctx = {0};
+    ctx.d = &d;
+    ctx.rebase = rebase;
+    ctx.speed = speed;
+    uint32_t next_proc = 1;
+    if ((rc = cw_stacks_create(&stacks)) != 0) goto fail;
+    if ((rc = cw_store_open(db_path, &cfg.store, &store, &d)) != 0) goto fail;
+    if ((rc = cw_store_load_state(store, stacks, &next_proc, &ctx.stored_end, &d)) != 0) goto fail;
+    uint32_t stored_frames = cw_stacks_frame_count(stacks), stored_stacks = cw_stacks_count(stacks);
+    if (stored_stacks <= 1) stored_stacks = 0; /* nothing stored yet: send stack 0 too */
+
+    if ((rc = ops->open(&src, colon ? colon + 1 : "", stacks, &d)) != 0) goto fail;
+    if ((rc = cw_cli_make_tagger(ops->platform(src), &rules, &tagger, &d)) != 0) goto fail;
+    if ((rc = cw_writer_start(store, 64, &writer)) != 0) {
+        cw_diag_set(&d, rc, "cannot start the store writer: %s", cw_strerror(rc));
+        goto fail;
+    }
+    if ((rc = cw_agg_create(1000000000LL, stacks, tagger, stored_frames, stored_stacks, emit_to_writer, writer, &agg)) != 0) goto fail;
+    cw_tracker_sink_t sink = cw_agg_sink(agg);
+    if ((rc = cw_pipeline_create(&sink, agg, next_proc, &pipe)) != 0) goto fail;
+    ctx.pipe = pipe;
+    ctx.agg = agg;
+
+    active_ops = ops;
+    active_src = src;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    CW_LOGI("ingesting from %s into %s", source_arg, db_path);
+    cw_source_sink_t ss = {&ctx, run_emit, run_tick, run_counters};
+    rc = ops->run(src, &ss, &d);
+    int flush_rc = cw_agg_flush(agg);
+    if (rc == 0 && flush_rc != 0) rc = cw_diag_set(&d, flush_rc, "storing the last bucket failed: %s", cw_strerror(flush_rc));
+fail:
+    active_ops = NULL;
+    active_src = NULL;
+    if (writer) {
+        int wrc = cw_writer_stop(writer, &wd);
+        if (wrc != 0 && rc == 0) {
+            rc = wrc;
+            d = wd;
+        } else if (wrc != 0) {
+            fprintf(stderr, "commitwatch run: %s\n", wd.msg);
+        }
+    }
+    if (rc == 0) {
+        CW_LOGI("%s: %" PRIu64 " events stored in %s", stop_requested ? "stopped" : "end of input",
+                pipe ? cw_pipeline_events(pipe) : 0, db_path);
+        exit_code = 0;
+    } else {
+        fprintf(stderr, "commitwatch run: %s\n", d.msg[0] ? d.msg : cw_strerror(rc));
+        if (pipe && cw_pipeline_events(pipe) > 0)
+            fprintf(stderr, "commitwatch run: the %" PRIu64 " events before the error are stored in %s\n", cw_pipeline_events(pipe), db_path);
+    }
+    cw_pipeline_destroy(pipe);
+    cw_agg_destroy(agg);
+    if (ops && src) ops->close(src);
+    cw_tagger_destroy(tagger);
+    cw_store_close(store);
+    cw_stacks_destroy(stacks);
+out:
+    cw_cli_rules_free(&rules);
+    cw_config_free(&cfg);
+    return exit_code;
 }

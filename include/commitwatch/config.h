@@ -1,0 +1,49 @@
+/* config.h - the service's configuration file.
+ *
+ * Format: one `key = value` per line; `#` starts a comment; blank lines
+ * are ignored; a key listed as repeatable may appear several times. The
+ * keys are a declarative table in config.c (type, default, description);
+ * an unknown key is a warning naming file:line, a bad value an error.
+ * Command-line options override the file.
+ *
+ * Thread: the core thread (loaded at start and on SIGHUP). */
+#ifndef COMMITWATCH_CONFIG_H
+#define COMMITWATCH_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "commitwatch/error.h"
+#include "commitwatch/store.h"
+
+typedef struct cw_config {
+    char *db;         /* database file */
+    char *source;     /* "perf", "etw", "replay:PATH" */
+    char *listen;     /* "127.0.0.1:8470" */
+    char *token;      /* API token for state-changing endpoints; NULL = none */
+    char *access_log; /* HTTP access log file; NULL = none */
+    char *web_root;   /* dashboard files; NULL = built-in lookup */
+    char **stacktags; /* rule files; none = the platform's defaults */
+    size_t nstacktags;
+    char *log_level; /* debug, info, warning, error */
+    cw_store_opts_t store;
+} cw_config_t;
+
+/* Defaults (strings owned by c). 0 or CW_ENOMEM. */
+int cw_config_init(cw_config_t *c);
+void cw_config_free(cw_config_t *c);
+
+/* Reads path over c. Unknown keys are warned about on warn (may be
+ * NULL). 0, CW_EIO (cannot read) or CW_EPARSE with d naming file:line. */
+int cw_config_load(cw_config_t *c, const char *path, FILE *warn, cw_diag_t *d);
+
+/* "90s", "15m", "26h", "35d", "500ms" or plain nanoseconds -> ns. 0 or -1. */
+int cw_parse_duration(const char *s, int64_t *ns);
+/* "512MiB", "2GiB", "1GB", "4096" -> bytes. 0 or -1. */
+int cw_parse_size(const char *s, uint64_t *bytes);
+
+/* Writes a commented default configuration file (for `install`). */
+int cw_config_write_default(FILE *out);
+
+#endif

@@ -1,0 +1,296 @@
+/* analysis.c - exact window figures from a trace (see analysis.h).
+ *
+ * Every piece is classified by its exact commit time a (CW_TS_BEFORE for
+ * rundown) and release time f (CW_TS_NEVER while live) against [t0, t1):
+ *   AIFI: t0 <= a < t1, f < t1      AIFO: t0 <= a < t1, f >= t1
+ *   AOFI: a < t0, t0 <= f < t1      AOFO: a < t0, f >= t1
+ * Peak: per instance, the net change of outstanding since t0 (commits of
+ * new, non-rundown bytes minus releases inside the window) is followed
+ * after every event in the window; the best value (0 at t0 included) plus
+ * outstanding(t0) = AOFI + AOFO bytes is the peak. */
+#include "commitwatch/analysis.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "commitwatch/error.h"
+#include "commitwatch/event.h"
+#include "core/keymap.h"
+
+typedef struct entry {
+    uint32_t proc, stack;
+    cw_figs_t figs;
+} entry_t;
+
+typedef struct inst {
+    bool seen;
+    uint32_t pid;
+    char *name, *cmdline;
+    int64_t start_ns, exit_ns;
+    uint64_t events;
+    int64_t delta, best;
+    int64_t best_ns;
+} inst_t;
+
+struct cw_analysis {
+    int64_t t0, t1;
+    cw__keymap_t map; /* (proc, stack) -> entries index */
+    entry_t *entries;
+    uint32_t nentries, cap;
+    inst_t *insts; /* indexed by instance id */
+    uint32_t ninsts;
+    int oom;
+};
+
+int cw_analysis_create(int64_t from_ns, int64_t to_ns, cw_analysis_t **out)
+{
+    cw_analysis_t *a = calloc(1, sizeof *a);
+    if (!a) return CW_ENOMEM;
+    if (cw__keymap_init(&a->map, 1024) != 0) {
+        free(a);
+        return CW_ENOMEM;
+    }
+    a->t0 = from_ns;
+    a->t1 = to_ns;
+    *out = a;
+    return 0;
+}
+
+void cw_analysis_destroy(cw_analysis_t *a)
+{
+    if (!a) return;
+    for (uint32_t i = 0; i < a->ninsts; i++) {
+        free(a->insts[i].name);
+        free(a->insts[i].cmdline);
+    }
+    free(a->insts);
+    free(a->entries);
+    cw__keymap_free(&a->map);
+    free(a);
+}
+
+static bool in_window(const cw_analysis_t *a, int64_t ts)
+{
+    return ts >= a->t0 && ts < a->t1;
+}
+
+static inst_t *inst_of(cw_analysis_t *a, const cw_proc_t *p)
+{
+    if (p->id >= a->ninsts) {
+        uint32_t n = a->ninsts ? a->ninsts : 64;
+        while (n <= p->id) n *= 2;
+        inst_t *ni = realloc(a->insts, n * sizeof *ni);
+        if (!ni) {
+            a->oom = 1;
+            return NULL;
+        }
+        memset(ni + a->ninsts, 0, (n - a->ninsts) * sizeof *ni);
+        a->insts = ni;
+        a->ninsts = n;
+    }
+    inst_t *in = &a->insts[p->id];
+    if (!in->seen) {
+        in->seen = true;
+        in->pid = p->pid;
+        in->name = strdup(p->name ? p->name : "");
+        in->cmdline = p->cmdline ? strdup(p->cmdline) : NULL;
+        if (!in->name || (p->cmdline && !in->cmdline)) a->oom = 1;
+        in->start_ns = p->start_ns;
+        in->exit_ns = CW_TS_NEVER;
+        in->best_ns = a->t0;
+    }
+    return in;
+}
+
+static cw_figs_t *figs_of(cw_analysis_t *a, uint32_t proc, uint32_t stack)
+{
+    int added;
+    uint32_t i = cw__keymap_get(&a->map, proc, stack, &added);
+    if (i == UINT32_MAX) goto oom;
+    if (added) {
+        if (a->nentries == a->cap) {
+            uint32_t ncap = a->cap ? a->cap * 2 : 256;
+            entry_t *ne = realloc(a->entries, ncap * sizeof *ne);
+            if (!ne) goto oom;
+            a->entries = ne;
+            a->cap = ncap;
+        }
+        entry_t *e = &a->entries[a->nentries++];
+        memset(e, 0, sizeof *e);
+        e->proc = proc;
+        e->stack = stack;
+    }
+    return &a->entries[i].figs;
+oom:
+    a->oom = 1;
+    return NULL;
+}
+
+/* Classifies one piece of `bytes`, committed at ca, released at f. */
+static void classify(cw_analysis_t *a, const cw_proc_t *p, const cw_commit_t *c, uint64_t bytes,
+                     int64_t f)
+{
+    int type;
+    int64_t ca = c->ts;
+    if (ca >= a->t1) return;
+    if (ca >= a->t0) type = f < a->t1 ? CW_AIFI : CW_AIFO;
+    else if (f < a->t0) return;
+    else type = f < a->t1 ? CW_AOFI : CW_AOFO;
+    cw_figs_t *fg = figs_of(a, p->id, c->stack_id);
+    if (!fg || !inst_of(a, p)) return;
+    fg->types[type].bytes += bytes;
+    fg->types[type].count++;
+}
+
+static void on_start(void *ctx, const cw_proc_t *p, int64_t ts)
+{
+    (void)ts;
+    inst_of(ctx, p);
+}
+
+static void on_event(void *ctx, const cw_proc_t *p, int64_t ts)
+{
+    cw_analysis_t *a = ctx;
+    if (!in_window(a, ts)) return;
+    inst_t *in = inst_of(a, p);
+    if (!in) return;
+    in->events++;
+    if (in->delta > in->best) {
+        in->best = in->delta;
+        in->best_ns = ts;
+    }
+}
+
+static void on_commit(void *ctx, const cw_proc_t *p, const cw_commit_t *c, int64_t ts)
+{
+    cw_analysis_t *a = ctx;
+    if (c->ts == CW_TS_BEFORE || !in_window(a, ts)) return;
+    cw_figs_t *fg = figs_of(a, p->id, c->stack_id);
+    inst_t *in = inst_of(a, p);
+    if (!fg || !in) return;
+    fg->size_bytes += c->bytes;
+    fg->commit_count++;
+    in->delta += (int64_t)c->bytes;
+}
+
+static void on_release(void *ctx, const cw_proc_t *p, const cw_commit_t *c, uint64_t bytes,
+                       int64_t ts)
+{
+    cw_analysis_t *a = ctx;
+    classify(a, p, c, bytes, ts);
+    if (in_window(a, ts)) {
+        inst_t *in = inst_of(a, p);
+        if (in) in->delta -= (int64_t)bytes;
+    }
+}
+
+static void on_exit_(void *ctx, const cw_proc_t *p, int64_t ts)
+{
+    inst_t *in = inst_of(ctx, p);
+    if (in) in->exit_ns = ts;
+}
+
+static void on_live(void *ctx, const cw_proc_t *p, const cw_commit_t *c)
+{
+    classify(ctx, p, c, c->remaining, CW_TS_NEVER);
+}
+
+cw_tracker_sink_t cw_analysis_sink(cw_analysis_t *a)
+{
+    cw_tracker_sink_t s = {a, on_start, on_event, on_commit, on_release, on_exit_, on_live};
+    return s;
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+int cw_analysis_report(cw_analysis_t *a, cw_stacks_t *stacks, cw_tagger_t *tagger,
+                       bool with_frames, cw_report_t **out)
+{
+    cw_report_t *r = calloc(1, sizeof *r);
+    uint32_t *slot = NULL; /* instance id -> report index + 1 */
+    uint32_t *nst = NULL;
+    if (!r || a->oom) goto oom;
+    r->from_ns = a->t0;
+    r->to_ns = a->t1;
+    slot = calloc(a->ninsts + 1, sizeof *slot);
+    nst = calloc(a->ninsts + 1, sizeof *nst);
+    if (!slot || !nst) goto oom;
+
+    /* outstanding(t0) per instance decides, with events, who is reported. */
+    uint64_t *out_t0 = calloc(a->ninsts + 1, sizeof *out_t0);
+    if (!out_t0) goto oom;
+    for (uint32_t i = 0; i < a->nentries; i++) {
+        const entry_t *e = &a->entries[i];
+        out_t0[e->proc] += e->figs.types[CW_AOFI].bytes + e->figs.types[CW_AOFO].bytes;
+        nst[e->proc]++;
+    }
+    uint32_t nprocs = 0;
+    for (uint32_t id = 0; id < a->ninsts; id++)
+        if (a->insts[id].seen && (a->insts[id].events > 0 || out_t0[id] > 0)) slot[id] = ++nprocs;
+    r->procs = calloc(nprocs ? nprocs : 1, sizeof *r->procs);
+    if (!r->procs) {
+        free(out_t0);
+        goto oom;
+    }
+    r->nprocs = nprocs;
+    for (uint32_t id = 0; id < a->ninsts; id++) {
+        if (!slot[id]) continue;
+        const inst_t *in = &a->insts[id];
+        cw_proc_report_t *p = &r->procs[slot[id] - 1];
+        p->id = id;
+        p->pid = in->pid;
+        p->name = dup_or_null(in->name);
+        p->cmdline = dup_or_null(in->cmdline);
+        p->start_ns = in->start_ns;
+        p->exit_ns = in->exit_ns;
+        p->events = in->events;
+        p->peak_bytes = out_t0[id] + (uint64_t)in->best;
+        p->peak_ns = in->best_ns;
+        p->stacks = calloc(nst[id] ? nst[id] : 1, sizeof *p->stacks);
+        if (!p->name || (in->cmdline && !p->cmdline) || !p->stacks) {
+            free(out_t0);
+            goto oom;
+        }
+    }
+    free(out_t0);
+
+    for (uint32_t i = 0; i < a->nentries; i++) {
+        const entry_t *e = &a->entries[i];
+        if (!slot[e->proc]) continue;
+        cw_proc_report_t *p = &r->procs[slot[e->proc] - 1];
+        cw_stack_report_t *s = &p->stacks[p->nstacks++];
+        s->stack_id = e->stack;
+        s->figs = e->figs;
+        s->tag = strdup(cw_tagger_tag_name(tagger, cw_tagger_tag(tagger, stacks, e->stack)));
+        if (!s->tag) goto oom;
+        cw_figs_add(&p->figs, &e->figs);
+        if (with_frames) {
+            uint32_t n;
+            const uint32_t *f = cw_stacks_frames(stacks, e->stack, &n);
+            s->frames = calloc(n ? n : 1, sizeof *s->frames);
+            if (!s->frames) goto oom;
+            for (uint32_t k = 0; k < n; k++) {
+                s->frames[k] = strdup(cw_stacks_frame_text(stacks, f[k]));
+                if (!s->frames[k]) goto oom;
+                s->nframes++;
+            }
+        }
+    }
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        cw_proc_report_t *p = &r->procs[i];
+        p->outstanding_end = p->figs.types[CW_AIFO].bytes + p->figs.types[CW_AOFO].bytes;
+    }
+    free(slot);
+    free(nst);
+    cw_report_sort(r);
+    *out = r;
+    return 0;
+oom:
+    free(slot);
+    free(nst);
+    cw_report_free(r);
+    return CW_ENOMEM;
+}

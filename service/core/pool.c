@@ -1,0 +1,62 @@
+/* pool.c - fixed-size object pool (see pool.h). */
+#include "core/pool.h"
+
+#include <stdlib.h>
+
+typedef struct chunk_hdr {
+    struct chunk_hdr *next;
+    /* objects follow, aligned for any scalar type */
+    max_align_t pad[];
+} chunk_hdr_t;
+
+void cw__pool_init(cw__pool_t *p, size_t obj_size, size_t per_chunk)
+{
+    size_t a = sizeof(max_align_t);
+    if (obj_size < sizeof(void *)) obj_size = sizeof(void *);
+    p->obj_size = (obj_size + a - 1) / a * a;
+    p->per_chunk = per_chunk ? per_chunk : 256;
+    p->free_list = NULL;
+    p->chunks = NULL;
+    p->live = 0;
+}
+
+void *cw__pool_get(cw__pool_t *p)
+{
+    if (!p->free_list) {
+        chunk_hdr_t *c = malloc(sizeof *c + p->obj_size * p->per_chunk);
+        if (!c) return NULL;
+        c->next = p->chunks;
+        p->chunks = c;
+        char *base = (char *)c->pad;
+        for (size_t i = p->per_chunk; i-- > 0;) {
+            void **o = (void **)(base + i * p->obj_size);
+            *o = p->free_list;
+            p->free_list = o;
+        }
+    }
+    void **o = p->free_list;
+    p->free_list = *o;
+    p->live++;
+    return o;
+}
+
+void cw__pool_put(cw__pool_t *p, void *obj)
+{
+    if (!obj) return;
+    *(void **)obj = p->free_list;
+    p->free_list = obj;
+    p->live--;
+}
+
+void cw__pool_destroy(cw__pool_t *p)
+{
+    chunk_hdr_t *c = p->chunks;
+    while (c) {
+        chunk_hdr_t *n = c->next;
+        free(c);
+        c = n;
+    }
+    p->chunks = NULL;
+    p->free_list = NULL;
+    p->live = 0;
+}
