@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "commitwatch/source.h"
 
 typedef struct command {
     const char *name;
@@ -43,7 +44,8 @@ int main(int argc, char **argv)
         return 0;
     }
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
-        printf("commitwatch %s\n", CW_VERSION);
+        printf("commitwatch %s\nsources: replay%s%s\n", CW_VERSION, cw_source_find("perf") ? ", perf" : "",
+               cw_source_find("etw") ? ", etw" : "");
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

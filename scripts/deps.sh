@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs, from Debian's packages, whatever commitwatch needs to build,
+# run and test that this machine lacks. Idempotent; needs root (or sudo).
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake pkg-config git python3 sqlite3
+  libsqlite3-dev libcjson-dev libexpat1-dev libcivetweb-dev libdw-dev libelf-dev
+  valgrind
+)
+# Extra packages for the full test suite (browser, metrics, fuzzing, benchmarks).
+if [[ "${1:-}" == "--test" ]]; then
+  PKGS+=(clang nodejs npm chromium prometheus wrk heaptrack linux-perf util-linux procps)
+fi
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""
+  [[ $(id -u) -eq 0 ]] || SUDO="sudo"
+  echo "deps: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# The dashboard's pinned front-end packages (uPlot), from the npm registry.
+if [[ -f web/package.json ]] && command -v npm >/dev/null && [[ ! -d web/node_modules ]]; then
+  (cd web && npm ci --no-audit --no-fund --loglevel=error)
+fi

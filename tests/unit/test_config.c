@@ -1,0 +1,70 @@
+/* test_config.c - the configuration file: defaults, values, durations and
+ * sizes, repeatable keys, unknown keys warned about, bad values refused
+ * with file:line. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "commitwatch/config.h"
+#include "test.h"
+
+int main(void)
+{
+    cw_config_t c;
+    cw_diag_t d = {{0}};
+    ASSERT_OK(cw_config_init(&c));
+    ASSERT_STR_EQ(c.listen, "127.0.0.1:8470");
+    ASSERT_EQ(c.store.retention_ns[0], 26LL * 3600 * 1000000000LL);
+    ASSERT_U64_EQ(c.store.size_cap_bytes, 2ULL << 30);
+
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/cw_test_config_%d.conf", (int)getpid());
+    FILE *f = fopen(path, "w");
+    fputs("# comment\n\ndb = /var/lib/x.db  # trailing\nstacktags = a.stacktags\nstacktags=b.stacktags\n"
+          "retention_raw = 90m\nsize_cap = 512MiB\nfrobnicate = yes\n", f);
+    fclose(f);
+    char warnbuf[512] = {0};
+    FILE *warn = fmemopen(warnbuf, sizeof warnbuf, "w");
+    ASSERT_OK(cw_config_load(&c, path, warn, &d));
+    fclose(warn);
+    ASSERT_STR_EQ(c.db, "/var/lib/x.db");
+    ASSERT_EQ(c.nstacktags, 2);
+    ASSERT_STR_EQ(c.stacktags[1], "b.stacktags");
+    ASSERT_EQ(c.store.retention_ns[0], 90LL * 60 * 1000000000LL);
+    ASSERT_U64_EQ(c.store.size_cap_bytes, 512ULL << 20);
+    ASSERT_TRUE(strstr(warnbuf, ":8: unknown key 'frobnicate'") != NULL);
+
+    f = fopen(path, "w");
+    fputs("db = x\nretention_raw = soon\n", f);
+    fclose(f);
+    ASSERT_EQ(cw_config_load(&c, path, NULL, &d), CW_EPARSE);
+    ASSERT_TRUE(strstr(d.msg, ":2: bad value 'soon' for retention_raw") != NULL);
+    f = fopen(path, "w");
+    fputs("just words\n", f);
+    fclose(f);
+    ASSERT_EQ(cw_config_load(&c, path, NULL, &d), CW_EPARSE);
+    ASSERT_TRUE(strstr(d.msg, ":1: expected `key = value`") != NULL);
+    ASSERT_EQ(cw_config_load(&c, "/nonexistent.conf", NULL, &d), CW_EIO);
+    remove(path);
+
+    int64_t ns;
+    uint64_t b;
+    ASSERT_OK(cw_parse_duration("500ms", &ns));
+    ASSERT_EQ(ns, 500000000);
+    ASSERT_EQ(cw_parse_duration("-5s", &ns), -1);
+    ASSERT_EQ(cw_parse_duration("5 s", &ns), -1);
+    ASSERT_OK(cw_parse_size("1GB", &b));
+    ASSERT_U64_EQ(b, 1000000000ULL);
+    ASSERT_EQ(cw_parse_size("1XB", &b), -1);
+
+    char *out = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&out, &len);
+    ASSERT_OK(cw_config_write_default(m));
+    fclose(m);
+    ASSERT_TRUE(strstr(out, "listen = 127.0.0.1:8470") != NULL);
+    free(out);
+    cw_config_free(&c);
+    TEST_DONE();
+}
