@@ -10,7 +10,11 @@ PKGS=(
 )
 # Extra packages for the full test suite (browser, metrics, fuzzing, benchmarks).
 if [[ "${1:-}" == "--test" ]]; then
-  PKGS+=(clang nodejs npm chromium prometheus wrk heaptrack linux-perf util-linux procps)
+  PKGS+=(clang chromium prometheus wrk heaptrack linux-perf util-linux procps)
+  # Node.js may come from elsewhere than Debian (this image ships its own);
+  # take Debian's only when there is none.
+  command -v node >/dev/null || PKGS+=(nodejs)
+  command -v npm >/dev/null || PKGS+=(npm)
 fi
 
 missing=()
