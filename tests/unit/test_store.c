@@ -1,0 +1,913 @@
+/* test_store.c - the SQLite store: opening, refusing foreign files,
+ * migrations, continuing a database, and window figures.
+ *
+ * Figures are checked two ways: a handcrafted scenario whose numbers are
+ * written out below, and a generated history (several processes and
+ * stacks, rundown, partial releases, gaps of empty buckets over five
+ * hours) checked against a brute-force oracle over the individual pieces,
+ * on raw, minute and hour windows answered by tier 0, 1 and 2, with and
+ * without retention and with a size cap. */
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "commitwatch/batch.h"
+#include "commitwatch/event.h"
+#include "commitwatch/store.h"
+#include "core/store_internal.h"
+#include "test.h"
+
+#define S INT64_C(1000000000)
+#define MIN (60 * S)
+#define HOUR (3600 * S)
+
+static char dir[256];
+
+static const char *tpath(const char *name)
+{
+    static char buf[4][512];
+    static int i;
+    i = (i + 1) % 4;
+    snprintf(buf[i], sizeof buf[i], "%s/%s", dir, name);
+    return buf[i];
+}
+
+static void rm_db(const char *p)
+{
+    char b[600];
+    unlink(p);
+    snprintf(b, sizeof b, "%s-wal", p);
+    unlink(b);
+    snprintf(b, sizeof b, "%s-shm", p);
+    unlink(b);
+}
+
+static char *slurp(const char *p, size_t *n)
+{
+    FILE *f = fopen(p, "rb");
+    ASSERT_TRUE(f != NULL);
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc(*n + 1);
+    ASSERT_TRUE(fread(b, 1, *n, f) == *n);
+    fclose(f);
+    return b;
+}
+
+static int64_t sql_int(cw_store_t *s, const char *sql)
+{
+    sqlite3_stmt *st;
+    ASSERT_EQ(sqlite3_prepare_v2(cw_store_db(s), sql, -1, &st, NULL), SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    int64_t v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+static void integrity_ok(cw_store_t *s)
+{
+    sqlite3_stmt *st;
+    ASSERT_EQ(sqlite3_prepare_v2(cw_store_db(s), "PRAGMA integrity_check", -1, &st, NULL),
+              SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    ASSERT_STR_EQ((const char *)sqlite3_column_text(st, 0), "ok");
+    sqlite3_finalize(st);
+}
+
+static cw_proc_report_t *find_proc(cw_report_t *r, uint32_t id)
+{
+    for (uint32_t i = 0; i < r->nprocs; i++)
+        if (r->procs[i].id == id) return &r->procs[i];
+    return NULL;
+}
+
+static cw_stack_report_t *find_stack(cw_proc_report_t *p, uint32_t id)
+{
+    for (uint32_t i = 0; i < p->nstacks; i++)
+        if (p->stacks[i].stack_id == id) return &p->stacks[i];
+    return NULL;
+}
+
+static void dictionary(cw_batch_t *b)
+{
+    static const uint32_t s1[] = {1, 2}, s2[] = {1, 3};
+    ASSERT_OK(cw_batch_add_frame(b, 1, "app!main"));
+    ASSERT_OK(cw_batch_add_frame(b, 2, "kernelbase!VirtualAlloc"));
+    ASSERT_OK(cw_batch_add_frame(b, 3, "ntdll!RtlAllocateHeap"));
+    ASSERT_OK(cw_batch_add_stack(b, 0, NULL, 0, "Other"));
+    ASSERT_OK(cw_batch_add_stack(b, 1, s1, 2, "VirtualAlloc"));
+    ASSERT_OK(cw_batch_add_stack(b, 2, s2, 2, "Windows Heap"));
+    ASSERT_OK(cw_batch_add_stack(b, 3, s1, 1, "Other"));
+}
+
+/* ---- opening and refusing -------------------------------------------------- */
+
+static void test_open_refuse(void)
+{
+    cw_store_t *s = NULL;
+    cw_diag_t d = {{0}};
+    size_t n1, n2;
+
+    /* Not SQLite at all. */
+    const char *p = tpath("notdb.txt");
+    FILE *f = fopen(p, "wb");
+    for (int i = 0; i < 200; i++)
+        fputs("this is a text file, not a database\n", f);
+    fclose(f);
+    char *before = slurp(p, &n1);
+    ASSERT_EQ(cw_store_open(p, NULL, &s, &d), CW_ENOTDB);
+    ASSERT_TRUE(strstr(d.msg, "not a commitwatch database") != NULL);
+    char *after = slurp(p, &n2);
+    ASSERT_EQ(n1, n2);
+    ASSERT_TRUE(memcmp(before, after, n1) == 0);
+    free(before);
+    free(after);
+
+    /* A foreign SQLite database (application_id 0, with a table), in WAL
+     * mode so that a careless open would checkpoint into it. */
+    p = tpath("foreign.db");
+    rm_db(p);
+    sqlite3 *db;
+    ASSERT_EQ(sqlite3_open(p, &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES (1),(2);", 0, 0, 0),
+              SQLITE_OK);
+    sqlite3_close(db);
+    before = slurp(p, &n1);
+    ASSERT_EQ(cw_store_open(p, NULL, &s, &d), CW_ENOTDB);
+    ASSERT_EQ(cw_store_open_readonly(p, &s, &d), CW_ENOTDB);
+    after = slurp(p, &n2);
+    ASSERT_EQ(n1, n2);
+    ASSERT_TRUE(memcmp(before, after, n1) == 0);
+    free(before);
+    free(after);
+
+    /* Another application's id. */
+    p = tpath("otherapp.db");
+    rm_db(p);
+    ASSERT_EQ(sqlite3_open(p, &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "PRAGMA application_id = 1234; CREATE TABLE t(x);", 0, 0, 0),
+              SQLITE_OK);
+    sqlite3_close(db);
+    before = slurp(p, &n1);
+    ASSERT_EQ(cw_store_open(p, NULL, &s, &d), CW_ENOTDB);
+    ASSERT_TRUE(strstr(d.msg, "another application") != NULL);
+    after = slurp(p, &n2);
+    ASSERT_TRUE(n1 == n2 && memcmp(before, after, n1) == 0);
+    free(before);
+    free(after);
+
+    /* An empty file is taken over; the pragmas of creation hold. */
+    p = tpath("empty.db");
+    rm_db(p);
+    fclose(fopen(p, "wb"));
+    ASSERT_OK(cw_store_open(p, NULL, &s, &d));
+    ASSERT_EQ(sql_int(s, "PRAGMA application_id"), CW__STORE_APP_ID);
+    ASSERT_EQ(sql_int(s, "PRAGMA user_version"), cw_store_schema_version());
+    ASSERT_EQ(sql_int(s, "PRAGMA auto_vacuum"), 2);
+    ASSERT_EQ(sql_int(s, "PRAGMA synchronous"), 1);
+    char *jm = NULL;
+    {
+        sqlite3_stmt *st;
+        sqlite3_prepare_v2(cw_store_db(s), "PRAGMA journal_mode", -1, &st, NULL);
+        ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+        jm = strdup((const char *)sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+    }
+    ASSERT_STR_EQ(jm, "wal");
+    free(jm);
+    integrity_ok(s);
+    cw_store_close(s);
+
+    /* Read-only open of a missing file says how to create it. */
+    ASSERT_EQ(cw_store_open_readonly(tpath("missing.db"), &s, &d), CW_ENOENT);
+}
+
+static void test_versions(void)
+{
+    cw_store_t *s = NULL;
+    cw_diag_t d = {{0}};
+    const char *p = tpath("newer.db");
+    rm_db(p);
+    ASSERT_OK(cw_store_open(p, NULL, &s, &d));
+    ASSERT_EQ(sqlite3_exec(cw_store_db(s), "PRAGMA user_version = 99", 0, 0, 0), SQLITE_OK);
+    cw_store_close(s);
+    size_t n1, n2;
+    char *before = slurp(p, &n1);
+    ASSERT_EQ(cw_store_open(p, NULL, &s, &d), CW_ENEWER);
+    ASSERT_TRUE(strstr(d.msg, "upgrade commitwatch") != NULL);
+    ASSERT_EQ(cw_store_open_readonly(p, &s, &d), CW_ENEWER);
+    char *after = slurp(p, &n2);
+    ASSERT_TRUE(n1 == n2 && memcmp(before, after, n1) == 0);
+    free(before);
+    free(after);
+
+    /* An older database is upgraded on open, its rows kept. */
+    p = tpath("older.db");
+    rm_db(p);
+    ASSERT_OK(cw__store_create_at_version(p, 1, &d));
+    sqlite3 *db;
+    ASSERT_EQ(sqlite3_open(p, &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "INSERT INTO meta VALUES ('k', 'v1')", 0, 0, 0), SQLITE_OK);
+    sqlite3_close(db);
+    ASSERT_EQ(cw_store_open_readonly(p, &s, &d), CW_EDB);
+    ASSERT_TRUE(strstr(d.msg, "run the commitwatch service") != NULL);
+    ASSERT_OK(cw_store_open(p, NULL, &s, &d));
+    ASSERT_EQ(sql_int(s, "PRAGMA user_version"), cw_store_schema_version());
+    ASSERT_EQ(sql_int(s, "SELECT count(*) FROM sqlite_schema WHERE name = 'losses'"), 1);
+    char *v = NULL;
+    ASSERT_OK(cw_store_meta_get(s, "k", &v, &d));
+    ASSERT_STR_EQ(v, "v1");
+    free(v);
+    ASSERT_OK(cw_store_meta_set(s, "k", "v2", &d));
+    ASSERT_OK(cw_store_meta_get(s, "k", &v, &d));
+    ASSERT_STR_EQ(v, "v2");
+    free(v);
+    ASSERT_OK(cw_store_meta_get(s, "absent", &v, &d));
+    ASSERT_TRUE(v == NULL);
+    integrity_ok(s);
+    cw_store_close(s);
+}
+
+/* ---- the handcrafted scenario ----------------------------------------------- */
+
+/* Process 1, stack 1 (ts in seconds):
+ *   rundown R 8192 (BEFORE)
+ *   10.000000000 commit A 16384      10.000000005 commit B 4096
+ *   11 release 4096 of A             12 release B (all)
+ *   13 release R (all)               14 commit C 4096
+ * Process 2, stack 2: 10 commit 4096, 11 release it (all). */
+static void write_hand(cw_store_t *s)
+{
+    cw_diag_t d;
+    cw_batch_t *b;
+    ASSERT_OK(cw_batch_create(10 * S, S, &b));
+    dictionary(b);
+    ASSERT_OK(cw_batch_add_proc(b, 1, 100, 5 * S, CW_TS_NEVER, "app.exe", "app.exe --run"));
+    ASSERT_OK(cw_batch_add_proc(b, 2, 200, 10 * S, CW_TS_NEVER, "tool.exe", NULL));
+    ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){1, 1, CW_TS_BEFORE, 8192, 1}));
+    ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){1, 1, 10 * S, 20480, 2}));
+    ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){2, 2, 10 * S, 4096, 1}));
+    ASSERT_OK(cw_batch_add_activity(b, &(cw_row_activity_t){1, 2, 20480, 20480, 10 * S + 5}));
+    ASSERT_OK(cw_batch_add_activity(b, &(cw_row_activity_t){2, 2, 4096, 4096, 10 * S}));
+    ASSERT_OK(cw_store_write(s, b, &d));
+    cw_batch_free(b);
+
+    ASSERT_OK(cw_batch_create(11 * S, S, &b));
+    ASSERT_OK(cw_batch_add_release(b, &(cw_row_release_t){1, 1, 10 * S, 4096, 1, 0}));
+    ASSERT_OK(cw_batch_add_release(b, &(cw_row_release_t){2, 2, 10 * S, 4096, 1, 1}));
+    ASSERT_OK(cw_batch_add_activity(b, &(cw_row_activity_t){1, 1, -4096, 0, 11 * S}));
+    ASSERT_OK(cw_batch_add_activity(b, &(cw_row_activity_t){2, 2, -4096, 0, 11 * S}));
+    ASSERT_OK(cw_batch_add_proc(b, 2, 200, 10 * S, 11 * S, "tool.exe", NULL));
+    ASSERT_OK(cw_store_write(s, b, &d));
+    cw_batch_free(b);
+
+    ASSERT_OK(cw_batch_create(12 * S, S, &b));
+    ASSERT_OK(cw_batch_add_release(b, &(cw_row_release_t){1, 1, 10 * S, 4096, 1, 1}));
+    ASSERT_OK(cw_batch_add_activity(b, &(cw_row_activity_t){1, 1, -4096, 0, 12 * S}));
+    ASSERT_OK(cw_store_write(s, b, &d));
+    cw_batch_free(b);
+
+    ASSERT_OK(cw_batch_create(13 * S, S, &b));
+    ASSERT_OK(cw_batch_add_release(b, &(cw_row_release_t){1, 1, CW_TS_BEFORE, 8192, 1, 1}));
+    ASSERT_OK(cw_batch_add_activity(b, &(cw_row_activity_t){1, 1, -8192, 0, 13 * S}));
+    ASSERT_OK(cw_store_write(s, b, &d));
+    cw_batch_free(b);
+
+    ASSERT_OK(cw_batch_create(14 * S, S, &b));
+    ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){1, 1, 14 * S, 4096, 1}));
+    ASSERT_OK(cw_batch_add_activity(b, &(cw_row_activity_t){1, 1, 4096, 4096, 14 * S}));
+    b->events_total = 9;
+    b->events_lost = 2;
+    b->drift_bytes = -4096;
+    ASSERT_OK(cw_store_write(s, b, &d));
+    cw_batch_free(b);
+}
+
+#define FIG(f, t, b, c)                                                                            \
+    do {                                                                                           \
+        ASSERT_U64_EQ((f).types[t].bytes, b);                                                      \
+        ASSERT_U64_EQ((f).types[t].count, c);                                                      \
+    } while (0)
+
+static void test_hand(void)
+{
+    cw_store_t *s = NULL, *ro = NULL;
+    cw_report_t *r;
+    cw_diag_t d = {{0}};
+    const char *p = tpath("hand.db");
+    rm_db(p);
+    ASSERT_OK(cw_store_open(p, NULL, &s, &d));
+    write_hand(s);
+    ASSERT_OK(cw_store_open_readonly(p, &ro, &d));
+
+    /* [10, 13) from a read-only handle. */
+    ASSERT_OK(cw_store_report(ro, 10 * S, 13 * S, true, &r, &d));
+    ASSERT_TRUE(r->note == NULL);
+    ASSERT_EQ(r->from_ns, 10 * S);
+    ASSERT_EQ(r->to_ns, 13 * S);
+    ASSERT_EQ(r->nprocs, 2);
+    cw_proc_report_t *p1 = find_proc(r, 1);
+    ASSERT_TRUE(p1 != NULL);
+    ASSERT_STR_EQ(p1->name, "app.exe");
+    ASSERT_STR_EQ(p1->cmdline, "app.exe --run");
+    ASSERT_EQ(p1->pid, 100);
+    ASSERT_EQ(p1->exit_ns, CW_TS_NEVER);
+    ASSERT_U64_EQ(p1->figs.size_bytes, 20480);
+    ASSERT_U64_EQ(p1->figs.commit_count, 2);
+    FIG(p1->figs, CW_AIFI, 8192, 2);
+    FIG(p1->figs, CW_AIFO, 12288, 1);
+    FIG(p1->figs, CW_AOFI, 0, 0);
+    FIG(p1->figs, CW_AOFO, 8192, 1);
+    ASSERT_U64_EQ(p1->peak_bytes, 28672);
+    ASSERT_EQ(p1->peak_ns, 10 * S + 5);
+    ASSERT_U64_EQ(p1->outstanding_end, 20480);
+    ASSERT_U64_EQ(p1->events, 4);
+    ASSERT_EQ(p1->nstacks, 1);
+    ASSERT_STR_EQ(p1->stacks[0].tag, "VirtualAlloc");
+    ASSERT_EQ(p1->stacks[0].nframes, 2);
+    ASSERT_STR_EQ(p1->stacks[0].frames[0], "app!main");
+    ASSERT_STR_EQ(p1->stacks[0].frames[1], "kernelbase!VirtualAlloc");
+    cw_proc_report_t *p2 = find_proc(r, 2);
+    ASSERT_TRUE(p2 != NULL);
+    ASSERT_TRUE(p2->cmdline == NULL);
+    ASSERT_EQ(p2->exit_ns, 11 * S);
+    FIG(p2->figs, CW_AIFI, 4096, 1);
+    ASSERT_U64_EQ(p2->peak_bytes, 4096);
+    ASSERT_EQ(p2->peak_ns, 10 * S);
+    ASSERT_U64_EQ(p2->outstanding_end, 0);
+    cw_report_free(r);
+
+    /* [13, 15): R goes (AOFI), A stays (AOFO), C is new (AIFO); process 2
+     * has exited and is not reported. */
+    ASSERT_OK(cw_store_report(s, 13 * S, 15 * S, false, &r, &d));
+    ASSERT_EQ(r->nprocs, 1);
+    p1 = &r->procs[0];
+    ASSERT_U64_EQ(p1->figs.size_bytes, 4096);
+    ASSERT_U64_EQ(p1->figs.commit_count, 1);
+    FIG(p1->figs, CW_AIFI, 0, 0);
+    FIG(p1->figs, CW_AIFO, 4096, 1);
+    FIG(p1->figs, CW_AOFI, 8192, 1);
+    FIG(p1->figs, CW_AOFO, 12288, 1);
+    ASSERT_EQ(cw_figs_impacting(&p1->figs), -4096);
+    ASSERT_U64_EQ(p1->peak_bytes, 20480);
+    ASSERT_EQ(p1->peak_ns, 13 * S);
+    ASSERT_U64_EQ(p1->outstanding_end, 16384);
+    ASSERT_EQ(p1->stacks[0].nframes, 0);
+    ASSERT_STR_EQ(p1->stacks[0].tag, "VirtualAlloc");
+    cw_report_free(r);
+
+    /* Whole history (sentinels): [10, 15). */
+    ASSERT_OK(cw_store_report(s, INT64_MIN, INT64_MAX, false, &r, &d));
+    ASSERT_EQ(r->from_ns, 10 * S);
+    ASSERT_EQ(r->to_ns, 15 * S);
+    p1 = find_proc(r, 1);
+    FIG(p1->figs, CW_AIFO, 16384, 2);
+    FIG(p1->figs, CW_AIFI, 8192, 2);
+    FIG(p1->figs, CW_AOFI, 8192, 1);
+    FIG(p1->figs, CW_AOFO, 0, 0);
+    cw_report_free(r);
+
+    /* Not aligned: widened to whole seconds, with a note. */
+    ASSERT_OK(cw_store_report(s, 10 * S + 7, 12 * S + 1, false, &r, &d));
+    ASSERT_EQ(r->from_ns, 10 * S);
+    ASSERT_EQ(r->to_ns, 13 * S);
+    ASSERT_TRUE(r->note != NULL && strstr(r->note, "widened") != NULL);
+    cw_report_free(r);
+
+    /* A window past the end needs no rows beyond it: exact, as asked. */
+    ASSERT_OK(cw_store_report(s, 14 * S, 100 * S + 3, false, &r, &d));
+    ASSERT_TRUE(r->note == NULL);
+    ASSERT_EQ(r->to_ns, 100 * S + 3);
+    ASSERT_U64_EQ(find_proc(r, 1)->outstanding_end, 16384);
+    cw_report_free(r);
+
+    ASSERT_EQ(cw_store_report(s, 12 * S, 12 * S, false, &r, &d), CW_EINVAL);
+
+    /* The source counters were recorded; out-of-order batches refused. */
+    ASSERT_EQ(sql_int(s, "SELECT lost_events FROM losses"), 2);
+    ASSERT_EQ(sql_int(s, "SELECT drift_bytes FROM losses"), -4096);
+    cw_batch_t *b;
+    ASSERT_OK(cw_batch_create(12 * S, S, &b));
+    ASSERT_EQ(cw_store_write(s, b, &d), CW_EINVAL);
+    ASSERT_TRUE(strstr(d.msg, "time order") != NULL);
+    cw_batch_free(b);
+    integrity_ok(s);
+    cw_store_close(ro);
+    cw_store_close(s);
+
+    /* Reopen: continuing state. */
+    cw_stacks_t *st;
+    uint32_t next;
+    int64_t end;
+    ASSERT_OK(cw_store_open(p, NULL, &s, &d));
+    ASSERT_OK(cw_stacks_create(&st));
+    ASSERT_OK(cw_store_load_state(s, st, &next, &end, &d));
+    ASSERT_EQ(next, 3);
+    ASSERT_EQ(end, 15 * S);
+    ASSERT_EQ(cw_stacks_count(st), 4);
+    ASSERT_EQ(cw_stacks_frame_count(st), 4);
+    ASSERT_STR_EQ(cw_stacks_frame_text(st, 3), "ntdll!RtlAllocateHeap");
+    uint32_t n, id;
+    const uint32_t *fr = cw_stacks_frames(st, 2, &n);
+    ASSERT_EQ(n, 2);
+    ASSERT_EQ(fr[0], 1);
+    ASSERT_EQ(fr[1], 3);
+    static const uint32_t s3[] = {1};
+    ASSERT_OK(cw_stacks_intern(st, s3, 1, &id));
+    ASSERT_EQ(id, 3);
+    cw_stacks_destroy(st);
+    /* An empty database continues from nothing. */
+    cw_store_close(s);
+    p = tpath("fresh.db");
+    rm_db(p);
+    ASSERT_OK(cw_store_open(p, NULL, &s, &d));
+    ASSERT_OK(cw_stacks_create(&st));
+    ASSERT_OK(cw_store_load_state(s, st, &next, &end, &d));
+    ASSERT_EQ(next, 1);
+    ASSERT_EQ(end, INT64_MIN);
+    ASSERT_OK(cw_store_report(s, INT64_MIN, INT64_MAX, false, &r, &d));
+    ASSERT_EQ(r->nprocs, 0);
+    cw_report_free(r);
+    cw_stacks_destroy(st);
+    cw_store_close(s);
+}
+
+/* ---- the generated history and its oracle ----------------------------------- */
+
+typedef struct gcommit {
+    uint32_t proc, stack;
+    int64_t ts; /* CW_TS_BEFORE for rundown */
+    uint64_t bytes, remaining;
+} gcommit_t;
+
+typedef struct gev {
+    int64_t ts;
+    uint32_t proc, commit;
+    int64_t delta; /* +bytes for a commit, -bytes for a release */
+    bool closes;
+} gev_t;
+
+#define NPROC 3
+#define NSTACK 4
+
+static gcommit_t gc[4096];
+static uint32_t ngc;
+static gev_t gev[8192];
+static uint32_t ngev;
+static uint64_t rng = 88172645463325252ull;
+static int64_t gen_t0; /* hour-aligned start */
+
+static uint64_t rnd(uint64_t n)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng % n;
+}
+
+static void gen_event(int64_t t)
+{
+    uint32_t proc = 1 + (uint32_t)rnd(NPROC);
+    uint32_t live[4096], nlive = 0;
+    for (uint32_t i = 0; i < ngc; i++)
+        if (gc[i].proc == proc && gc[i].remaining) live[nlive++] = i;
+    if (nlive == 0 || rnd(100) < 55) {
+        ASSERT_TRUE(ngc < 4096 && ngev < 8192);
+        gc[ngc] = (gcommit_t){proc, (uint32_t)rnd(NSTACK), t, 4096 * (1 + rnd(16)), 0};
+        gc[ngc].remaining = gc[ngc].bytes;
+        gev[ngev++] = (gev_t){t, proc, ngc, (int64_t)gc[ngc].bytes, false};
+        ngc++;
+        return;
+    }
+    gcommit_t *c = &gc[live[rnd(nlive)]];
+    uint64_t pages = c->remaining / 4096, take = pages;
+    if (pages > 1 && rnd(2)) take = 1 + rnd(pages - 1);
+    c->remaining -= take * 4096;
+    ASSERT_TRUE(ngev < 8192);
+    gev[ngev++] = (gev_t){t, proc, (uint32_t)(c - gc), -(int64_t)(take * 4096), c->remaining == 0};
+}
+
+/* Two phases of three hours with a gap of 50 hours between them, bursts
+ * of events (several at one ts now and then) separated by gaps from
+ * nanoseconds to 40 minutes. */
+static void generate(void)
+{
+    gen_t0 = INT64_C(472222) * HOUR; /* late 2023, hour-aligned */
+    for (uint32_t p = 1; p <= NPROC; p++)
+        for (int i = 0; i < 2; i++) {
+            gc[ngc] = (gcommit_t){p, (uint32_t)rnd(NSTACK), CW_TS_BEFORE, 65536 * (1 + rnd(4)), 0};
+            gc[ngc].remaining = gc[ngc].bytes;
+            ngc++;
+        }
+    int64_t t = gen_t0 + 30 * S + 123;
+    for (int phase = 0; phase < 2; phase++) {
+        int64_t stop = t + 3 * HOUR;
+        while (t < stop) {
+            uint64_t k = rnd(100);
+            t += k < 85   ? (int64_t)rnd(2 * S)
+                 : k < 98 ? (int64_t)rnd(90 * S)
+                          : 10 * MIN + (int64_t)rnd(30 * MIN);
+            int n = 1 + (int)rnd(3);
+            for (int i = 0; i < n; i++)
+                gen_event(t + (rnd(3) == 0 ? 0 : (int64_t)rnd(1000)));
+            t += 1000;
+        }
+        t += 50 * HOUR + 17 * S;
+    }
+}
+
+static uint64_t bucket_of(int64_t ts)
+{
+    return (uint64_t)(ts - ts % S);
+}
+
+/* Writes the history as one batch per non-empty second, plus an empty
+ * batch now and then inside a gap. */
+static void write_generated(cw_store_t *s)
+{
+    cw_diag_t d = {{0}};
+    uint32_t i = 0;
+    bool first = true;
+    while (i < ngev) {
+        int64_t bk = (int64_t)bucket_of(gev[i].ts);
+        cw_batch_t *b;
+        ASSERT_OK(cw_batch_create(bk, S, &b));
+        if (first) {
+            dictionary(b);
+            for (uint32_t p = 1; p <= NPROC; p++)
+                ASSERT_OK(cw_batch_add_proc(b, p, 1000 + p, gen_t0, CW_TS_NEVER, "gen", NULL));
+            for (uint32_t c = 0; c < ngc; c++)
+                if (gc[c].ts == CW_TS_BEFORE)
+                    ASSERT_OK(
+                        cw_batch_add_commit(b, &(cw_row_commit_t){gc[c].proc, gc[c].stack,
+                                                                  CW_TS_BEFORE, gc[c].bytes, 1}));
+            first = false;
+        }
+        cw_row_activity_t act[NPROC + 1] = {{0}};
+        for (; i < ngev && (int64_t)bucket_of(gev[i].ts) == bk; i++) {
+            const gev_t *e = &gev[i];
+            const gcommit_t *c = &gc[e->commit];
+            cw_row_activity_t *a = &act[e->proc];
+            if (!a->events) *a = (cw_row_activity_t){e->proc, 0, 0, 0, bk};
+            a->events++;
+            a->delta += e->delta;
+            if (a->delta > a->relpeak) {
+                a->relpeak = a->delta;
+                a->relpeak_ns = e->ts;
+            }
+            if (e->delta > 0) {
+                uint32_t j = 0;
+                for (; j < b->commits.n; j++)
+                    if (b->commits.v[j].proc == c->proc && b->commits.v[j].stack == c->stack) break;
+                if (j == b->commits.n)
+                    ASSERT_OK(
+                        cw_batch_add_commit(b, &(cw_row_commit_t){c->proc, c->stack, bk, 0, 0}));
+                b->commits.v[j].bytes += (uint64_t)e->delta;
+                b->commits.v[j].events++;
+            } else {
+                int64_t a_b = c->ts == CW_TS_BEFORE ? CW_TS_BEFORE : (int64_t)bucket_of(c->ts);
+                uint32_t j = 0;
+                for (; j < b->releases.n; j++)
+                    if (b->releases.v[j].proc == c->proc && b->releases.v[j].stack == c->stack &&
+                        b->releases.v[j].a == a_b)
+                        break;
+                if (j == b->releases.n)
+                    ASSERT_OK(cw_batch_add_release(
+                        b, &(cw_row_release_t){c->proc, c->stack, a_b, 0, 0, 0}));
+                b->releases.v[j].bytes += (uint64_t)-e->delta;
+                b->releases.v[j].pieces++;
+                b->releases.v[j].closed += e->closes;
+            }
+        }
+        for (uint32_t p = 1; p <= NPROC; p++)
+            if (act[p].events) ASSERT_OK(cw_batch_add_activity(b, &act[p]));
+        ASSERT_OK(cw_store_write(s, b, &d));
+        cw_batch_free(b);
+        if (i < ngev && (int64_t)bucket_of(gev[i].ts) > bk + 5 * S && rnd(3) == 0) {
+            ASSERT_OK(cw_batch_create(bk + 2 * S, S, &b)); /* an idle bucket */
+            ASSERT_OK(cw_store_write(s, b, &d));
+            cw_batch_free(b);
+        }
+    }
+}
+
+typedef struct oproc {
+    cw_figs_t stacks[NSTACK];
+    int64_t out0, peak, peak_ns;
+    uint64_t events;
+} oproc_t;
+
+static void classify(cw_figs_t *f, int64_t a, int64_t fr, uint64_t bytes, int64_t t0, int64_t t1)
+{
+    int type = -1;
+    if (a >= t0 && a < t1)
+        type = fr < t1 ? CW_AIFI : CW_AIFO;
+    else if (a < t0 && fr >= t0)
+        type = fr < t1 ? CW_AOFI : CW_AOFO;
+    if (type < 0) return;
+    f->types[type].bytes += bytes;
+    f->types[type].count++;
+}
+
+static void oracle(int64_t t0, int64_t t1, oproc_t o[NPROC + 1])
+{
+    memset(o, 0, sizeof(oproc_t) * (NPROC + 1));
+    for (uint32_t c = 0; c < ngc; c++) {
+        const gcommit_t *g = &gc[c];
+        cw_figs_t *f = &o[g->proc].stacks[g->stack];
+        if (g->ts != CW_TS_BEFORE && g->ts >= t0 && g->ts < t1) {
+            f->size_bytes += g->bytes;
+            f->commit_count++;
+        }
+        if (g->ts < t0) o[g->proc].out0 += (int64_t)g->bytes;
+        if (g->remaining) classify(f, g->ts, INT64_MAX, g->remaining, t0, t1);
+    }
+    for (uint32_t i = 0; i < ngev; i++) {
+        const gev_t *e = &gev[i];
+        const gcommit_t *g = &gc[e->commit];
+        if (e->delta < 0) {
+            classify(&o[e->proc].stacks[g->stack], g->ts, e->ts, (uint64_t)-e->delta, t0, t1);
+            if (e->ts < t0) o[e->proc].out0 += e->delta;
+        }
+    }
+    for (uint32_t p = 1; p <= NPROC; p++) {
+        int64_t level = o[p].out0;
+        o[p].peak = level;
+        o[p].peak_ns = t0;
+        for (uint32_t i = 0; i < ngev; i++) {
+            if (gev[i].proc != p || gev[i].ts < t0 || gev[i].ts >= t1) continue;
+            o[p].events++;
+            level += gev[i].delta;
+            if (level > o[p].peak) {
+                o[p].peak = level;
+                o[p].peak_ns = gev[i].ts;
+            }
+        }
+    }
+}
+
+static bool figs_zero(const cw_figs_t *f)
+{
+    cw_figs_t z = {0};
+    return memcmp(f, &z, sizeof z) == 0;
+}
+
+static void figs_eq(const cw_figs_t *a, const cw_figs_t *b, int64_t t0, int64_t t1)
+{
+    if (memcmp(a, b, sizeof *a) == 0) {
+        cw_test_checks++;
+        return;
+    }
+    fprintf(stderr, "window [%" PRId64 ", %" PRId64 ") (+%" PRId64 " s, %" PRId64 " s long)\n", t0,
+            t1, (t0 - gen_t0) / S, (t1 - t0) / S);
+    ASSERT_U64_EQ(a->size_bytes, b->size_bytes);
+    ASSERT_U64_EQ(a->commit_count, b->commit_count);
+    for (int i = 0; i < CW_TYPE__COUNT; i++) {
+        ASSERT_EQ(i, i);
+        ASSERT_U64_EQ(a->types[i].bytes, b->types[i].bytes);
+        ASSERT_U64_EQ(a->types[i].count, b->types[i].count);
+    }
+}
+
+/* The store's report of an aligned window equals the oracle's figures. */
+static void check_window(cw_store_t *s, int64_t t0, int64_t t1)
+{
+    cw_report_t *r;
+    cw_diag_t d = {{0}};
+    oproc_t o[NPROC + 1];
+    ASSERT_OK(cw_store_report(s, t0, t1, false, &r, &d));
+    if (r->note) fprintf(stderr, "[%" PRId64 ", %" PRId64 "): %s\n", t0, t1, r->note);
+    ASSERT_TRUE(r->note == NULL);
+    ASSERT_EQ(r->from_ns, t0);
+    ASSERT_EQ(r->to_ns, t1);
+    oracle(t0, t1, o);
+    uint32_t nreported = 0;
+    for (uint32_t p = 1; p <= NPROC; p++) {
+        cw_proc_report_t *pr = find_proc(r, p);
+        if (!o[p].events && o[p].out0 <= 0) {
+            ASSERT_TRUE(pr == NULL);
+            continue;
+        }
+        nreported++;
+        ASSERT_TRUE(pr != NULL);
+        cw_figs_t total = {0};
+        uint32_t nstacks = 0;
+        uint64_t out_end = 0;
+        for (uint32_t k = 0; k < NSTACK; k++) {
+            if (figs_zero(&o[p].stacks[k])) continue;
+            nstacks++;
+            cw_stack_report_t *sr = find_stack(pr, k);
+            ASSERT_TRUE(sr != NULL);
+            figs_eq(&sr->figs, &o[p].stacks[k], t0, t1);
+            cw_figs_add(&total, &o[p].stacks[k]);
+            out_end += o[p].stacks[k].types[CW_AIFO].bytes + o[p].stacks[k].types[CW_AOFO].bytes;
+        }
+        ASSERT_EQ(pr->nstacks, nstacks);
+        figs_eq(&pr->figs, &total, t0, t1);
+        ASSERT_U64_EQ(pr->events, o[p].events);
+        ASSERT_EQ(pr->peak_bytes, o[p].peak);
+        ASSERT_EQ(pr->peak_ns, o[p].peak_ns);
+        ASSERT_U64_EQ(pr->outstanding_end, out_end);
+    }
+    ASSERT_EQ(r->nprocs, nreported);
+    cw_report_free(r);
+}
+
+/* Windows of `len` buckets of width w at random aligned places in
+ * [lo, hi). */
+static void check_windows(cw_store_t *s, int64_t lo, int64_t hi, int64_t w, int n)
+{
+    lo = lo - lo % w + (lo % w ? w : 0);
+    hi -= hi % w;
+    if (hi - lo < w) return;
+    for (int i = 0; i < n; i++) {
+        int64_t nb = (hi - lo) / w;
+        int64_t a = (int64_t)rnd((uint64_t)nb);
+        int64_t len = 1 + (int64_t)rnd((uint64_t)(nb - a < 90 ? nb - a : 90));
+        check_window(s, lo + a * w, lo + (a + len) * w);
+    }
+}
+
+static void tiers_of(cw_store_t *s, cw__tier_t t[CW_TIERS])
+{
+    cw_diag_t d;
+    ASSERT_OK(cw__store_read_tiers(s, t, &d));
+}
+
+static uint64_t db_bytes(cw_store_t *s)
+{
+    return (uint64_t)sql_int(s, "PRAGMA page_count") * (uint64_t)sql_int(s, "PRAGMA page_size");
+}
+
+static void same_reports(cw_store_t *a, cw_store_t *b, int64_t t0, int64_t t1)
+{
+    cw_report_t *ra, *rb;
+    cw_diag_t d;
+    ASSERT_OK(cw_store_report(a, t0, t1, true, &ra, &d));
+    ASSERT_OK(cw_store_report(b, t0, t1, true, &rb, &d));
+    ASSERT_EQ(ra->nprocs, rb->nprocs);
+    for (uint32_t i = 0; i < ra->nprocs; i++) {
+        cw_proc_report_t *pa = &ra->procs[i], *pb = &rb->procs[i];
+        ASSERT_EQ(pa->id, pb->id);
+        figs_eq(&pa->figs, &pb->figs, t0, t1);
+        ASSERT_U64_EQ(pa->peak_bytes, pb->peak_bytes);
+        ASSERT_EQ(pa->peak_ns, pb->peak_ns);
+        ASSERT_EQ(pa->nstacks, pb->nstacks);
+        for (uint32_t j = 0; j < pa->nstacks; j++) {
+            ASSERT_EQ(pa->stacks[j].stack_id, pb->stacks[j].stack_id);
+            ASSERT_STR_EQ(pa->stacks[j].tag, pb->stacks[j].tag);
+            figs_eq(&pa->stacks[j].figs, &pb->stacks[j].figs, t0, t1);
+        }
+    }
+    cw_report_free(ra);
+    cw_report_free(rb);
+}
+
+static void test_generated(void)
+{
+    cw_store_t *full = NULL, *ret = NULL, *cap = NULL;
+    cw_diag_t d = {{0}};
+    cw_store_opts_t o = {{0, 0, 0}, 0};
+    cw__tier_t t[CW_TIERS];
+    generate();
+    int64_t end = (int64_t)bucket_of(gev[ngev - 1].ts) + S;
+    int64_t phase2 = (int64_t)bucket_of(gev[ngev - 1].ts) - 3 * HOUR;
+
+    /* Kept forever: every aligned window is answered by tier 0. */
+    const char *p = tpath("gen_full.db");
+    rm_db(p);
+    ASSERT_OK(cw_store_open(p, &o, &full, &d));
+    write_generated(full);
+    tiers_of(full, t);
+    ASSERT_EQ(t[0].end, end);
+    ASSERT_EQ(t[1].end, end - end % MIN);
+    ASSERT_EQ(t[2].end, end - end % HOUR);
+    ASSERT_EQ(t[0].horizon, INT64_MIN);
+    check_windows(full, gen_t0 - MIN, end + MIN, S, 150);
+    check_windows(full, gen_t0, end, MIN, 40);
+    check_windows(full, gen_t0, end, HOUR, 10);
+    check_window(full, gen_t0 - HOUR, end + HOUR);
+    integrity_ok(full);
+
+    /* Raw kept 1 h, minutes 2 h, hours forever: old windows come from the
+     * minute and hour tiers, exact, and equal to the full database's. */
+    p = tpath("gen_ret.db");
+    rm_db(p);
+    o.retention_ns[0] = HOUR;
+    o.retention_ns[1] = 2 * HOUR;
+    ASSERT_OK(cw_store_open(p, &o, &ret, &d));
+    write_generated(ret);
+    tiers_of(ret, t);
+    ASSERT_EQ(t[0].horizon, (end - HOUR) - (end - HOUR) % MIN);
+    ASSERT_EQ(t[1].horizon, (end - 2 * HOUR) - (end - 2 * HOUR) % HOUR);
+    ASSERT_EQ(t[2].horizon, INT64_MIN);
+    ASSERT_EQ(sql_int(ret, "SELECT count(*) FROM activity WHERE tier = 0 AND bucket < "
+                           "(SELECT horizon_ns FROM tiers WHERE tier = 0)"),
+              0);
+    ASSERT_TRUE(sql_int(ret, "SELECT count(*) FROM commits WHERE tier = 0") <
+                sql_int(full, "SELECT count(*) FROM commits WHERE tier = 0"));
+    check_windows(ret, t[0].horizon, end + 5 * S, S, 100);
+    check_windows(ret, t[1].horizon, t[0].horizon, MIN, 30);
+    check_windows(ret, gen_t0, t[1].end, HOUR, 15);
+    check_windows(ret, phase2, t[1].end, HOUR, 5);
+    for (int i = 0; i < 20; i++) {
+        int64_t a = t[0].horizon + (int64_t)rnd(HOUR / S) * S;
+        same_reports(full, ret, a, a + (1 + (int64_t)rnd(600)) * S);
+    }
+    /* Before the horizon, a raw window is widened to the minute tier. */
+    cw_report_t *r;
+    ASSERT_OK(cw_store_report(ret, t[0].horizon - 90 * S, t[0].horizon - 30 * S, false, &r, &d));
+    ASSERT_EQ(r->from_ns, t[0].horizon - 2 * MIN);
+    ASSERT_EQ(r->to_ns, t[0].horizon);
+    ASSERT_TRUE(r->note != NULL);
+    cw_report_free(r);
+    integrity_ok(ret);
+
+    /* A size cap below what the full history takes shortens retention,
+     * finest tier first, and the file shrinks. */
+    p = tpath("gen_cap.db");
+    rm_db(p);
+    cw_store_opts_default(&o);
+    o.size_cap_bytes = db_bytes(full) / 2;
+    ASSERT_OK(cw_store_open(p, &o, &cap, &d));
+    write_generated(cap);
+    tiers_of(cap, t);
+    ASSERT_TRUE(t[0].retention < 26 * HOUR);
+    ASSERT_TRUE(t[0].horizon > INT64_MIN);
+    ASSERT_TRUE(db_bytes(cap) < db_bytes(full));
+    ASSERT_TRUE(db_bytes(cap) <= o.size_cap_bytes || t[0].retention == HOUR);
+    check_windows(cap, t[0].horizon, end, S, 50);
+    integrity_ok(cap);
+    printf("generated: %u commits, %u events; full %llu bytes, capped %llu bytes (raw retention "
+           "%lld s)\n",
+           ngc, ngev, (unsigned long long)db_bytes(full), (unsigned long long)db_bytes(cap),
+           (long long)(t[0].retention / S));
+
+    cw_store_close(full);
+    cw_store_close(ret);
+    cw_store_close(cap);
+}
+
+/* Write throughput with many rows per batch (CW_BENCH=1). */
+static void bench(void)
+{
+    cw_store_t *s = NULL;
+    cw_diag_t d = {{0}};
+    const char *p = tpath("bench.db");
+    rm_db(p);
+    ASSERT_OK(cw_store_open(p, NULL, &s, &d));
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    uint64_t rows = 0;
+    const int nb = 3600;
+    for (int i = 0; i < nb; i++) {
+        cw_batch_t *bt;
+        int64_t bk = gen_t0 + i * S;
+        ASSERT_OK(cw_batch_create(bk, S, &bt));
+        for (uint32_t p2 = 1; p2 <= 50; p2++) {
+            for (uint32_t st = 0; st < 4; st++) {
+                ASSERT_OK(cw_batch_add_commit(bt, &(cw_row_commit_t){p2, st, bk, 4096, 1}));
+                if (i)
+                    ASSERT_OK(
+                        cw_batch_add_release(bt, &(cw_row_release_t){p2, st, bk - S, 4096, 1, 1}));
+            }
+            ASSERT_OK(cw_batch_add_activity(bt, &(cw_row_activity_t){p2, 8, 0, 4096, bk}));
+        }
+        rows += bt->commits.n + bt->releases.n + bt->activity.n;
+        ASSERT_OK(cw_store_write(s, bt, &d));
+        cw_batch_free(bt);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double sec = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+    printf("bench: %d batches, %llu rows in %.2f s: %.0f rows/s, %.0f batches/s\n", nb,
+           (unsigned long long)rows, sec, (double)rows / sec, nb / sec);
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    cw_report_t *r;
+    ASSERT_OK(cw_store_report(s, gen_t0 + 600 * S, gen_t0 + 1200 * S, false, &r, &d));
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    printf("bench: report of a 10 min window over 1 h of raw rows: %.1f ms (%u processes)\n",
+           ((double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6),
+           r->nprocs);
+    cw_report_free(r);
+    cw_store_close(s);
+}
+
+int main(void)
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/cw_test_store_XXXXXX", base ? base : "/tmp");
+    ASSERT_TRUE(mkdtemp(dir) != NULL);
+    test_open_refuse();
+    test_versions();
+    test_hand();
+    test_generated();
+    if (getenv("CW_BENCH")) bench();
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ASSERT_EQ(system(cmd), 0);
+    TEST_DONE();
+}
