@@ -1,0 +1,75 @@
+/* test_writer.c - the store writer thread: batches submitted from this
+ * thread are all stored, in order, through a queue much smaller than
+ * their number (submit blocks); the first write error is sticky and comes
+ * back from submit and stop; stop drains before joining. */
+#include <stdint.h>
+#include <unistd.h>
+
+#include "commitwatch/batch.h"
+#include "commitwatch/event.h"
+#include "commitwatch/store.h"
+#include "test.h"
+
+#define S INT64_C(1000000000)
+
+static cw_batch_t *batch_at(int64_t sec, uint32_t proc)
+{
+    cw_batch_t *b;
+    ASSERT_OK(cw_batch_create(sec * S, S, &b));
+    if (sec == 0) {
+        ASSERT_OK(cw_batch_add_stack(b, 0, NULL, 0, "Other"));
+        ASSERT_OK(cw_batch_add_proc(b, proc, 42, 0, CW_TS_NEVER, "w.exe", NULL));
+    }
+    ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){proc, 0, sec * S, 4096, 1}));
+    ASSERT_OK(cw_batch_add_activity(b, &(cw_row_activity_t){proc, 1, 4096, 4096, sec * S}));
+    return b;
+}
+
+int main(void)
+{
+    char path[256];
+    const char *base = getenv("TMPDIR");
+    snprintf(path, sizeof path, "%s/cw_test_writer_XXXXXX", base ? base : "/tmp");
+    ASSERT_TRUE(mkdtemp(path) != NULL);
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s", path);
+    strcat(path, "/w.db");
+
+    cw_store_t *s;
+    cw_writer_t *w;
+    cw_diag_t d = {{0}};
+    ASSERT_OK(cw_store_open(path, NULL, &s, &d));
+    ASSERT_OK(cw_writer_start(s, 2, &w));
+    for (int64_t i = 0; i < 300; i++) ASSERT_OK(cw_writer_submit(w, batch_at(i, 1)));
+    ASSERT_OK(cw_writer_stop(w, &d));
+
+    cw_report_t *r;
+    ASSERT_OK(cw_store_report(s, INT64_MIN, INT64_MAX, false, &r, &d));
+    ASSERT_EQ(r->from_ns, 0);
+    ASSERT_EQ(r->to_ns, 300 * S);
+    ASSERT_EQ(r->nprocs, 1);
+    ASSERT_U64_EQ(r->procs[0].figs.size_bytes, 300 * 4096);
+    ASSERT_U64_EQ(r->procs[0].events, 300);
+    cw_report_free(r);
+
+    /* A batch out of time order fails the writer; the error sticks. */
+    ASSERT_OK(cw_writer_start(s, 1, &w));
+    ASSERT_OK(cw_writer_submit(w, batch_at(300, 1)));
+    int rc = cw_writer_submit(w, batch_at(10, 1)); /* may already fail */
+    ASSERT_TRUE(rc == 0 || rc == CW_EINVAL);
+    int later = 0;
+    for (int64_t i = 301; i < 400 && !later; i++) {
+        later = cw_writer_submit(w, batch_at(i, 1));
+        if (!later) usleep(1000);
+    }
+    ASSERT_EQ(later, CW_EINVAL);
+    ASSERT_EQ(cw_writer_stop(w, &d), CW_EINVAL);
+    ASSERT_TRUE(strstr(d.msg, "time order") != NULL);
+    ASSERT_EQ(cw_writer_stop(NULL, &d), 0);
+
+    cw_store_close(s);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ASSERT_EQ(system(cmd), 0);
+    TEST_DONE();
+}
