@@ -23,7 +23,11 @@
  *  6 R(any,<t0).bytes   7,8 R(W,W) bytes, pieces   9 R(W,>=t1).pieces
  * 10 R(W,any).closed   11,12 R(<t0,W) bytes, pieces   13 R(<t0,>=t1).pieces
  * 14 R(<t0,any).closed. Rows after the window cannot matter: a commit
- * after t1 is released after t1 too. */
+ * after t1 is released after t1 too.
+ * Releases after t1 do matter, up to now, and a rollup tier only holds
+ * those before its end (?4): the later ones come from the finer tiers,
+ * tier ?5 for [?4, ?6) and tier ?7 from ?6 on (-1: none). Their `a` are
+ * finer, which changes nothing against aligned t0 and t1. */
 static const char SQL_Q_FIGS[] =
     "SELECT proc, stack, SUM(cpb), SUM(cpe), SUM(cwb), SUM(cwe), SUM(rfb), SUM(rwwb), "
     "SUM(rwwp), SUM(rwop), SUM(rwc), SUM(rpwb), SUM(rpwp), SUM(rpop), SUM(rpc) FROM ("
@@ -37,7 +41,8 @@ static const char SQL_Q_FIGS[] =
     "  iif(a >= ?2 AND f >= ?3, pieces, 0), iif(a >= ?2, closed, 0),"
     "  iif(a < ?2 AND f >= ?2 AND f < ?3, bytes, 0), iif(a < ?2 AND f >= ?2 AND f < ?3, pieces, 0),"
     "  iif(a < ?2 AND f >= ?3, pieces, 0), iif(a < ?2, closed, 0)"
-    "  FROM releases WHERE tier = ?1 AND a < ?3"
+    "  FROM releases WHERE a < ?3 AND ((tier = ?1 AND f < ?4)"
+    "   OR (tier = ?5 AND f >= ?4 AND f < ?6) OR (tier = ?7 AND f >= ?6))"
     ") GROUP BY proc, stack ORDER BY proc, stack";
 static const char SQL_Q_ACTIVITY[] =
     "SELECT proc, events, delta, relpeak, relpeak_ns FROM activity "
@@ -151,7 +156,7 @@ static uint64_t col_u64(sqlite3_stmt *st, int i)
 }
 
 /* Stage 1: per (proc, stack) figures; processes in id order. */
-static int load_figs(cw_store_t *s, build_t *b, const pick_t *p, cw_diag_t *d)
+static int load_figs(cw_store_t *s, build_t *b, const cw__tier_t *t, const pick_t *p, cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;
     cw_proc_report_t *cur = NULL;
@@ -160,6 +165,10 @@ static int load_figs(cw_store_t *s, build_t *b, const pick_t *p, cw_diag_t *d)
     sqlite3_bind_int(st, 1, p->k);
     sqlite3_bind_int64(st, 2, p->t0);
     sqlite3_bind_int64(st, 3, p->t1);
+    sqlite3_bind_int64(st, 4, p->k ? t[p->k].end : INT64_MAX);
+    sqlite3_bind_int(st, 5, p->k - 1);
+    sqlite3_bind_int64(st, 6, p->k == 2 ? t[1].end : INT64_MAX);
+    sqlite3_bind_int(st, 7, p->k == 2 ? 0 : -1);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         uint32_t proc = (uint32_t)sqlite3_column_int64(st, 0);
         cw_figs_t f = {0};
@@ -395,7 +404,7 @@ int cw_store_report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_fra
                        "tier: older rows were folded by retention or newer ones are not "
                        "rolled up yet",
                        p.t0, p.t1, tier_names[p.k]);
-    if (!err) err = load_figs(s, &b, &p, d);
+    if (!err) err = load_figs(s, &b, t, &p, d);
     if (!err) err = load_activity(s, &b, &p, d);
     if (!err) err = finish(s, &b, with_frames, d);
     if (!err) cw_report_sort(b.r);

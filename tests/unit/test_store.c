@@ -469,13 +469,13 @@ static uint64_t rnd(uint64_t n)
     return rng % n;
 }
 
-static void gen_event(int64_t t)
+static void gen_event(int64_t t, bool release)
 {
     uint32_t proc = 1 + (uint32_t)rnd(NPROC);
     uint32_t live[4096], nlive = 0;
     for (uint32_t i = 0; i < ngc; i++)
         if (gc[i].proc == proc && gc[i].remaining) live[nlive++] = i;
-    if (nlive == 0 || rnd(100) < 55) {
+    if (nlive == 0 || (!release && rnd(100) < 55)) {
         ASSERT_TRUE(ngc < 4096 && ngev < 8192);
         gc[ngc] = (gcommit_t){proc, (uint32_t)rnd(NSTACK), t, 4096 * (1 + rnd(16)), 0};
         gc[ngc].remaining = gc[ngc].bytes;
@@ -513,11 +513,18 @@ static void generate(void)
                           : 10 * MIN + (int64_t)rnd(30 * MIN);
             int n = 1 + (int)rnd(3);
             for (int i = 0; i < n; i++)
-                gen_event(t + (rnd(3) == 0 ? 0 : (int64_t)rnd(1000)));
+                gen_event(t + (rnd(3) == 0 ? 0 : (int64_t)rnd(1000)), false);
             t += 1000;
         }
         t += 50 * HOUR + 17 * S;
     }
+    /* A tail in a new hour: releases of old commits in a closed minute
+     * (in tier 1 but not tier 2) and in the last, open minute (tier 0
+     * only). Windows of the rollup tiers must still see them. */
+    int64_t last = gev[ngev - 1].ts;
+    int64_t tail = last - last % HOUR + HOUR + 10 * MIN + 5 * S;
+    for (int i = 0; i < 8; i++)
+        gen_event(tail + (i < 4 ? 0 : 2 * MIN + 3 * S) + i, true);
 }
 
 static uint64_t bucket_of(int64_t ts)
