@@ -2,7 +2,8 @@
  * files that are not ours, schema migrations, and writing batches (tier 0
  * rows, rollups into the minute and hour tiers, retention folding and the
  * size cap), plus metadata and the state a writer needs to continue.
- * Window queries live in store_report.c; the writer thread in writer.c.
+ * Rollups, retention and the cap live in store_tiers.c, window queries in
+ * store_report.c, the writer thread in writer.c.
  *
  * The storage model is docs/DESIGN.md, "Storage model". In short: every
  * tier holds the same history at its own granularity; tier k is exact for
@@ -31,9 +32,6 @@
 #define NS_PER_S INT64_C(1000000000)
 #define HOUR_NS (3600 * NS_PER_S)
 #define DAY_NS (24 * HOUR_NS)
-
-/* The size cap never shortens a tier's retention below these. */
-static const int64_t min_retention[CW_TIERS] = {HOUR_NS, DAY_NS, 7 * DAY_NS};
 
 /* ---- SQL ---------------------------------------------------------------- */
 
@@ -67,45 +65,6 @@ static const char SQL_TIER_PUT[] = "UPDATE tiers SET start_ns = ?2, horizon_ns =
                                    "retention_ns = ?5 WHERE tier = ?1";
 static const char SQL_LOSS_PUT[] =
     "INSERT INTO losses(ts_ns, events_total, lost_events, drift_bytes) VALUES (?1, ?2, ?3, ?4)";
-/* Rollup of tier ?1 rows in [?2, ?3) into tier ?1 + 1 of width ?4. The
- * floor is written so that it also holds for negative times. */
-static const char SQL_ROLL_COMMITS[] =
-    "INSERT INTO commits(tier, bucket, proc, stack, bytes, events) "
-    "SELECT ?1 + 1, bucket - ((bucket % ?4) + ?4) % ?4 AS fb, proc, stack, SUM(bytes), "
-    "SUM(events) FROM commits WHERE tier = ?1 AND bucket >= ?2 AND bucket < ?3 "
-    "GROUP BY fb, proc, stack";
-/* ?5 = BEFORE, kept as it is (flooring it would overflow). */
-static const char SQL_ROLL_RELEASES[] =
-    "INSERT INTO releases(tier, f, proc, stack, a, bytes, pieces, closed) "
-    "SELECT ?1 + 1, f - ((f % ?4) + ?4) % ?4 AS ff, proc, stack, "
-    "CASE WHEN a = ?5 THEN a ELSE a - ((a % ?4) + ?4) % ?4 END AS fa, "
-    "SUM(bytes), SUM(pieces), SUM(closed) FROM releases "
-    "WHERE tier = ?1 AND f >= ?2 AND f < ?3 GROUP BY ff, proc, stack, fa";
-static const char SQL_ROLL_ACTIVITY_GET[] =
-    "SELECT proc, bucket, events, delta, relpeak, relpeak_ns FROM activity "
-    "WHERE tier = ?1 AND bucket >= ?2 AND bucket < ?3 ORDER BY proc, bucket";
-/* Retention: folds tier ?1's rows in [?2, ?3) into its BEFORE (?4)
- * baselines: bytes - released bytes, events - closed events. */
-static const char SQL_FOLD[] =
-    "INSERT INTO commits(tier, bucket, proc, stack, bytes, events) "
-    "SELECT ?1, ?4, proc, stack, SUM(b), SUM(e) FROM ("
-    "  SELECT proc, stack, bytes AS b, events AS e FROM commits "
-    "   WHERE tier = ?1 AND bucket >= ?2 AND bucket < ?3 "
-    "  UNION ALL "
-    "  SELECT proc, stack, -bytes, -closed FROM releases "
-    "   WHERE tier = ?1 AND f >= ?2 AND f < ?3) "
-    "WHERE true GROUP BY proc, stack "
-    "ON CONFLICT(tier, bucket, proc, stack) "
-    "DO UPDATE SET bytes = bytes + excluded.bytes, events = events + excluded.events";
-static const char SQL_DEL_COMMITS[] =
-    "DELETE FROM commits WHERE tier = ?1 AND bucket >= ?2 AND bucket < ?3";
-static const char SQL_DEL_RELEASES[] =
-    "DELETE FROM releases WHERE tier = ?1 AND f >= ?2 AND f < ?3";
-static const char SQL_DEL_ACTIVITY[] =
-    "DELETE FROM activity WHERE tier = ?1 AND bucket >= ?2 AND bucket < ?3";
-/* A baseline with nothing outstanding and no live commit adds nothing. */
-static const char SQL_DEL_EMPTY_BASE[] =
-    "DELETE FROM commits WHERE tier = ?1 AND bucket = ?2 AND bytes = 0 AND events = 0";
 static const char SQL_LAST_LOSS[] =
     "SELECT events_total, lost_events, drift_bytes FROM losses ORDER BY rowid DESC LIMIT 1";
 
@@ -134,14 +93,14 @@ int cw__store_stmt(cw_store_t *s, int id, const char *sql, sqlite3_stmt **out, c
     return 0;
 }
 
-static int exec(cw_store_t *s, const char *sql, const char *what, cw_diag_t *d)
+int cw__store_exec(cw_store_t *s, const char *sql, const char *what, cw_diag_t *d)
 {
     if (sqlite3_exec(s->db, sql, NULL, NULL, NULL) != SQLITE_OK) return cw__store_dberr(s, what, d);
     return 0;
 }
 
 /* Steps a statement that returns no row, then resets it. */
-static int step_done(cw_store_t *s, sqlite3_stmt *st, const char *what, cw_diag_t *d)
+int cw__store_step_done(cw_store_t *s, sqlite3_stmt *st, const char *what, cw_diag_t *d)
 {
     int rc = sqlite3_step(st);
     int err = rc == SQLITE_DONE ? 0 : cw__store_dberr(s, what, d);
@@ -151,7 +110,7 @@ static int step_done(cw_store_t *s, sqlite3_stmt *st, const char *what, cw_diag_
 }
 
 /* A single integer from a PRAGMA or SELECT. */
-static int query_int(cw_store_t *s, const char *sql, int64_t *out, cw_diag_t *d)
+int cw__store_query_int(cw_store_t *s, const char *sql, int64_t *out, cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;
     int err = 0;
@@ -260,12 +219,12 @@ out:
 static int migrate(cw_store_t *s, int target, cw_diag_t *d)
 {
     int64_t v;
-    int err = query_int(s, "PRAGMA user_version", &v, d);
+    int err = cw__store_query_int(s, "PRAGMA user_version", &v, d);
     if (err) return err;
     for (; v < target; v++) {
         char setv[64];
         snprintf(setv, sizeof setv, "PRAGMA user_version = %d", (int)v + 1);
-        if ((err = exec(s, "BEGIN IMMEDIATE", "starting a migration", d))) return err;
+        if ((err = cw__store_exec(s, "BEGIN IMMEDIATE", "starting a migration", d))) return err;
         if (sqlite3_exec(s->db, cw__schema_sql[v], NULL, NULL, NULL) != SQLITE_OK ||
             sqlite3_exec(s->db, setv, NULL, NULL, NULL) != SQLITE_OK) {
             cw_diag_set(d, CW_EDB,
@@ -275,7 +234,7 @@ static int migrate(cw_store_t *s, int target, cw_diag_t *d)
             sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
             return CW_EDB;
         }
-        if ((err = exec(s, "COMMIT", "committing a migration", d))) return err;
+        if ((err = cw__store_exec(s, "COMMIT", "committing a migration", d))) return err;
     }
     return 0;
 }
@@ -315,7 +274,7 @@ static int put_tier(cw_store_t *s, int k, const cw__tier_t *t, cw_diag_t *d)
     sqlite3_bind_int64(st, 3, t->horizon);
     sqlite3_bind_int64(st, 4, t->end);
     sqlite3_bind_int64(st, 5, t->retention);
-    return step_done(s, st, "saving a tier's state", d);
+    return cw__store_step_done(s, st, "saving a tier's state", d);
 }
 
 /* Takes the retention settings and the last source counters. */
@@ -324,12 +283,12 @@ static int load_writer_state(cw_store_t *s, cw_diag_t *d)
     sqlite3_stmt *st = NULL;
     int err = cw__store_read_tiers(s, s->tiers, d);
     if (err) return err;
-    if ((err = exec(s, "BEGIN IMMEDIATE", "starting a transaction", d))) return err;
+    if ((err = cw__store_exec(s, "BEGIN IMMEDIATE", "starting a transaction", d))) return err;
     for (int k = 0; k < CW_TIERS && !err; k++) {
         s->tiers[k].retention = s->opts.retention_ns[k];
         err = put_tier(s, k, &s->tiers[k], d);
     }
-    if (!err) err = exec(s, "COMMIT", "saving the retention settings", d);
+    if (!err) err = cw__store_exec(s, "COMMIT", "saving the retention settings", d);
     if (err) {
         sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
         return err;
@@ -383,15 +342,15 @@ static int open_impl(const char *path, const cw_store_opts_t *opts, bool readonl
                  "PRAGMA auto_vacuum = INCREMENTAL; PRAGMA application_id = %d; "
                  "PRAGMA journal_mode = WAL",
                  CW__STORE_APP_ID);
-        if ((err = exec(s, sql, "creating the database", d))) goto fail;
+        if ((err = cw__store_exec(s, sql, "creating the database", d))) goto fail;
     }
-    if ((err = query_int(s, "PRAGMA application_id", &v, d))) goto fail;
+    if ((err = cw__store_query_int(s, "PRAGMA application_id", &v, d))) goto fail;
     if (v != CW__STORE_APP_ID) {
         err = cw_diag_set(d, CW_ENOTDB, "%s is not a commitwatch database", path);
         goto fail;
     }
     /* Refuse a newer schema before anything may write to the file. */
-    if ((err = query_int(s, "PRAGMA user_version", &v, d))) goto fail;
+    if ((err = cw__store_query_int(s, "PRAGMA user_version", &v, d))) goto fail;
     if (v > (int64_t)cw__schema_count) {
         err = cw_diag_set(d, CW_ENEWER,
                           "%s has schema version %" PRId64 ", newer than version %d that "
@@ -400,8 +359,9 @@ static int open_impl(const char *path, const cw_store_opts_t *opts, bool readonl
                           path, v, (int)cw__schema_count);
         goto fail;
     }
-    if (!readonly && (err = exec(s, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL",
-                                 "setting the journal mode", d)))
+    if (!readonly &&
+        (err = cw__store_exec(s, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL",
+                              "setting the journal mode", d)))
         goto fail;
     if (readonly) {
         if (v < (int64_t)cw__schema_count) {
@@ -461,7 +421,7 @@ int cw_store_meta_set(cw_store_t *s, const char *key, const char *value, cw_diag
     if (err) return err;
     sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, value, -1, SQLITE_STATIC);
-    return step_done(s, st, "saving a metadata value", d);
+    return cw__store_step_done(s, st, "saving a metadata value", d);
 }
 
 int cw_store_meta_get(cw_store_t *s, const char *key, char **out, cw_diag_t *d)
@@ -541,7 +501,7 @@ int cw_store_load_state(cw_store_t *s, cw_stacks_t *stacks, uint32_t *next_proc_
     cw__tier_t t[CW_TIERS];
     int64_t maxid;
     int err = load_dictionary(s, stacks, d);
-    if (!err) err = query_int(s, "SELECT coalesce(max(id), 0) FROM processes", &maxid, d);
+    if (!err) err = cw__store_query_int(s, "SELECT coalesce(max(id), 0) FROM processes", &maxid, d);
     if (!err) err = cw__store_read_tiers(s, t, d);
     if (err) return err;
     *next_proc_id = (uint32_t)maxid + 1;
@@ -565,7 +525,7 @@ static int put_dictionary(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
         if ((err = cw__store_stmt(s, CW__ST_FRAME_PUT, SQL_FRAME_PUT, &st, d))) break;
         sqlite3_bind_int64(st, 1, b->frames.v[i].id);
         sqlite3_bind_text(st, 2, b->frames.v[i].text, -1, SQLITE_STATIC);
-        err = step_done(s, st, "storing a frame", d);
+        err = cw__store_step_done(s, st, "storing a frame", d);
     }
     for (uint32_t i = 0; i < b->stacks.n && !err; i++) {
         const cw_row_stack_t *r = &b->stacks.v[i];
@@ -582,7 +542,7 @@ static int put_dictionary(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
         sqlite3_bind_int64(st, 1, r->id);
         sqlite3_bind_blob(st, 2, blob, (int)r->nframes * 4, SQLITE_STATIC);
         sqlite3_bind_text(st, 3, r->tag ? r->tag : "Other", -1, SQLITE_STATIC);
-        err = step_done(s, st, "storing a stack", d);
+        err = cw__store_step_done(s, st, "storing a stack", d);
     }
     for (uint32_t i = 0; i < b->procs.n && !err; i++) {
         const cw_row_proc_t *r = &b->procs.v[i];
@@ -593,7 +553,7 @@ static int put_dictionary(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
         if (r->exit_ns != CW_TS_NEVER) sqlite3_bind_int64(st, 4, r->exit_ns);
         sqlite3_bind_text(st, 5, r->name ? r->name : "", -1, SQLITE_STATIC);
         if (r->cmdline) sqlite3_bind_text(st, 6, r->cmdline, -1, SQLITE_STATIC);
-        err = step_done(s, st, "storing a process", d);
+        err = cw__store_step_done(s, st, "storing a process", d);
     }
     free(blob);
     return err;
@@ -611,11 +571,11 @@ static int put_commit(cw_store_t *s, int tier, int64_t bucket, const cw_row_comm
     sqlite3_bind_int64(st, 4, r->stack);
     bind_u64(st, 5, r->bytes);
     bind_u64(st, 6, r->events);
-    return step_done(s, st, "storing commits", d);
+    return cw__store_step_done(s, st, "storing commits", d);
 }
 
-static int put_activity(cw_store_t *s, int tier, int64_t bucket, const cw_row_activity_t *r,
-                        cw_diag_t *d)
+int cw__store_put_activity(cw_store_t *s, int tier, int64_t bucket, const cw_row_activity_t *r,
+                           cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;
     int err = cw__store_stmt(s, CW__ST_ACTIVITY_PUT, SQL_ACTIVITY_PUT, &st, d);
@@ -627,7 +587,7 @@ static int put_activity(cw_store_t *s, int tier, int64_t bucket, const cw_row_ac
     sqlite3_bind_int64(st, 5, r->delta);
     sqlite3_bind_int64(st, 6, r->relpeak);
     sqlite3_bind_int64(st, 7, r->relpeak_ns);
-    return step_done(s, st, "storing activity", d);
+    return cw__store_step_done(s, st, "storing activity", d);
 }
 
 /* The batch's own rows, into tier 0 (rundown commits into every tier). */
@@ -654,161 +614,10 @@ static int put_rows(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
         bind_u64(st, 6, r->bytes);
         bind_u64(st, 7, r->pieces);
         bind_u64(st, 8, r->closed);
-        err = step_done(s, st, "storing releases", d);
+        err = cw__store_step_done(s, st, "storing releases", d);
     }
     for (uint32_t i = 0; i < b->activity.n && !err; i++)
-        err = put_activity(s, 0, b->bucket_ns, &b->activity.v[i], d);
-    return err;
-}
-
-/* Binds (tier, lo, hi) and runs one of the range statements. */
-static int run_range(cw_store_t *s, int id, const char *sql, int tier, int64_t lo, int64_t hi,
-                     int64_t w, const char *what, cw_diag_t *d)
-{
-    sqlite3_stmt *st = NULL;
-    int err = cw__store_stmt(s, id, sql, &st, d);
-    if (err) return err;
-    sqlite3_bind_int(st, 1, tier);
-    sqlite3_bind_int64(st, 2, lo);
-    sqlite3_bind_int64(st, 3, hi);
-    if (sqlite3_bind_parameter_count(st) >= 4)
-        sqlite3_bind_int64(st, 4, id == CW__ST_FOLD ? CW_TS_BEFORE : w);
-    if (sqlite3_bind_parameter_count(st) >= 5) sqlite3_bind_int64(st, 5, CW_TS_BEFORE);
-    return step_done(s, st, what, d);
-}
-
-/* Activity rows of tier k in [lo, hi) combined, per process, into buckets
- * of width w of tier k + 1: events and deltas add up; the relative peak of
- * the coarse bucket is the best of (delta accumulated before a row + that
- * row's relpeak), first reached wins, the coarse bucket start counting as
- * 0 reached at its start. */
-static int roll_activity(cw_store_t *s, int k, int64_t lo, int64_t hi, int64_t w, cw_diag_t *d)
-{
-    sqlite3_stmt *st = NULL;
-    cw_row_activity_t acc = {0};
-    int64_t acc_bucket = 0;
-    bool have = false;
-    int err = cw__store_stmt(s, CW__ST_ROLL_ACTIVITY_GET, SQL_ROLL_ACTIVITY_GET, &st, d), rc;
-    if (err) return err;
-    sqlite3_bind_int(st, 1, k);
-    sqlite3_bind_int64(st, 2, lo);
-    sqlite3_bind_int64(st, 3, hi);
-    /* New rows go to tier k + 1, outside the range being read. */
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        uint32_t proc = (uint32_t)sqlite3_column_int64(st, 0);
-        int64_t fb = cw__floor(sqlite3_column_int64(st, 1), w);
-        if (have && (proc != acc.proc || fb != acc_bucket)) {
-            if ((err = put_activity(s, k + 1, acc_bucket, &acc, d))) break;
-            have = false;
-        }
-        if (!have) {
-            acc = (cw_row_activity_t){.proc = proc, .relpeak_ns = fb};
-            acc_bucket = fb;
-            have = true;
-        }
-        int64_t cand = acc.delta + sqlite3_column_int64(st, 4);
-        if (cand > acc.relpeak) {
-            acc.relpeak = cand;
-            acc.relpeak_ns = sqlite3_column_int64(st, 5);
-        }
-        acc.events += (uint64_t)sqlite3_column_int64(st, 2);
-        acc.delta += sqlite3_column_int64(st, 3);
-    }
-    if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "reading activity to roll up", d);
-    sqlite3_reset(st);
-    if (!err && have) err = put_activity(s, k + 1, acc_bucket, &acc, d);
-    return err;
-}
-
-/* Rolls every closed bucket of tier k + 1 up from tier k. */
-static int rollup(cw_store_t *s, cw__tier_t *t, int k, cw_diag_t *d)
-{
-    cw__tier_t *up = &t[k + 1];
-    int64_t target = cw__floor(t[k].end, up->width);
-    int err = 0;
-    if (t[k].end == INT64_MIN || target <= up->end) return 0;
-    err = run_range(s, CW__ST_ROLL_COMMITS, SQL_ROLL_COMMITS, k, up->end, target, up->width,
-                    "rolling up commits", d);
-    if (!err)
-        err = run_range(s, CW__ST_ROLL_RELEASES, SQL_ROLL_RELEASES, k, up->end, target, up->width,
-                        "rolling up releases", d);
-    if (!err) err = roll_activity(s, k, up->end, target, up->width, d);
-    if (!err) up->end = target;
-    return err;
-}
-
-/* Folds tier k's rows before its new horizon into the BEFORE baselines. */
-static int apply_retention(cw_store_t *s, cw__tier_t *t, int k, cw_diag_t *d)
-{
-    cw__tier_t *tk = &t[k];
-    int64_t end = t[0].end;
-    if (tk->retention <= 0 || end == INT64_MIN || tk->start == INT64_MIN) return 0;
-    if ((uint64_t)end - (uint64_t)INT64_MIN <= (uint64_t)tk->retention) return 0;
-    /* Aligned to the next tier's buckets, and never past what it has
-     * rolled up (its rows come from ours). */
-    int64_t align = k + 1 < CW_TIERS ? t[k + 1].width : tk->width;
-    int64_t limit = k + 1 < CW_TIERS ? t[k + 1].end : tk->end;
-    int64_t h = cw__floor(end - tk->retention, align);
-    if (h > limit) h = limit;
-    if (h <= tk->start || h <= tk->horizon) return 0;
-    int64_t lo = tk->horizon == INT64_MIN ? INT64_MIN + 1 : tk->horizon;
-    int err = run_range(s, CW__ST_FOLD, SQL_FOLD, k, lo, h, 0, "folding old rows", d);
-    if (!err)
-        err = run_range(s, CW__ST_DEL_COMMITS, SQL_DEL_COMMITS, k, lo, h, 0, "deleting commits", d);
-    if (!err)
-        err = run_range(s, CW__ST_DEL_RELEASES, SQL_DEL_RELEASES, k, lo, h, 0, "deleting releases",
-                        d);
-    if (!err)
-        err = run_range(s, CW__ST_DEL_ACTIVITY, SQL_DEL_ACTIVITY, k, lo, h, 0, "deleting activity",
-                        d);
-    if (!err) {
-        sqlite3_stmt *st = NULL;
-        if (!(err = cw__store_stmt(s, CW__ST_DEL_EMPTY_BASE, SQL_DEL_EMPTY_BASE, &st, d))) {
-            sqlite3_bind_int(st, 1, k);
-            sqlite3_bind_int64(st, 2, CW_TS_BEFORE);
-            err = step_done(s, st, "deleting empty baselines", d);
-        }
-    }
-    if (!err) tk->horizon = h;
-    return err;
-}
-
-static int db_size(cw_store_t *s, uint64_t *out, cw_diag_t *d)
-{
-    int64_t pages, psize;
-    int err = query_int(s, "PRAGMA page_count", &pages, d);
-    if (!err) err = query_int(s, "PRAGMA page_size", &psize, d);
-    if (!err) *out = (uint64_t)pages * (uint64_t)psize;
-    return err;
-}
-
-/* While the file is over the cap: halve the finest tier's retention that
- * is still above its minimum (a tier kept forever starts from its span),
- * fold, and give the freed pages back. Stops when every tier is at its
- * minimum: the cap is a target, not a promise. */
-static int enforce_cap(cw_store_t *s, cw__tier_t *t, cw_diag_t *d)
-{
-    uint64_t size;
-    int err;
-    if (!s->opts.size_cap_bytes) return 0;
-    while (!(err = db_size(s, &size, d)) && size > s->opts.size_cap_bytes) {
-        int64_t free_pages;
-        if ((err = query_int(s, "PRAGMA freelist_count", &free_pages, d))) break;
-        if (free_pages > 0) { /* pages freed by earlier folding come first */
-            if ((err = exec(s, "PRAGMA incremental_vacuum", "returning free pages", d))) break;
-            continue;
-        }
-        int k = 0;
-        while (k < CW_TIERS && t[k].retention != 0 && t[k].retention <= min_retention[k])
-            k++;
-        if (k == CW_TIERS) break;
-        int64_t r = t[k].retention;
-        if (r == 0) r = t[0].end - t[k].start;
-        r /= 2;
-        t[k].retention = r < min_retention[k] ? min_retention[k] : r;
-        if ((err = apply_retention(s, t, k, d))) break;
-        if ((err = exec(s, "PRAGMA incremental_vacuum", "returning free pages", d))) break;
-    }
+        err = cw__store_put_activity(s, 0, b->bucket_ns, &b->activity.v[i], d);
     return err;
 }
 
@@ -823,7 +632,7 @@ static int put_losses(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
     bind_u64(st, 2, b->events_total);
     bind_u64(st, 3, b->events_lost);
     sqlite3_bind_int64(st, 4, b->drift_bytes);
-    return step_done(s, st, "storing source counters", d);
+    return cw__store_step_done(s, st, "storing source counters", d);
 }
 
 static int check_batch(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
@@ -857,7 +666,7 @@ int cw_store_write(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
     int err = check_batch(s, b, d);
     if (err) return err;
     memcpy(t, s->tiers, sizeof t);
-    if ((err = exec(s, "BEGIN IMMEDIATE", "starting a transaction", d))) return err;
+    if ((err = cw__store_exec(s, "BEGIN IMMEDIATE", "starting a transaction", d))) return err;
     if ((err = put_dictionary(s, b, d)) || (err = put_rows(s, b, d))) goto fail;
     if (t[0].start == INT64_MIN)
         for (int k = 0; k < CW_TIERS; k++) {
@@ -866,13 +675,13 @@ int cw_store_write(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
         }
     t[0].end = b->bucket_ns + b->width_ns;
     for (int k = 0; k + 1 < CW_TIERS && !err; k++)
-        err = rollup(s, t, k, d);
+        err = cw__store_rollup(s, t, k, d);
     for (int k = 0; k < CW_TIERS && !err; k++)
-        err = apply_retention(s, t, k, d);
-    if (err || (err = put_losses(s, b, d)) || (err = enforce_cap(s, t, d))) goto fail;
+        err = cw__store_retain(s, t, k, d);
+    if (err || (err = put_losses(s, b, d)) || (err = cw__store_enforce_cap(s, t, d))) goto fail;
     for (int k = 0; k < CW_TIERS && !err; k++)
         if (memcmp(&t[k], &s->tiers[k], sizeof t[k]) != 0) err = put_tier(s, k, &t[k], d);
-    if (err || (err = exec(s, "COMMIT", "committing a batch", d))) goto fail;
+    if (err || (err = cw__store_exec(s, "COMMIT", "committing a batch", d))) goto fail;
     memcpy(s->tiers, t, sizeof t);
     s->last_total = b->events_total;
     s->last_lost = b->events_lost;

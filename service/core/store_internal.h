@@ -1,7 +1,8 @@
 /* store_internal.h - what the store's files share (store.c: open,
- * migrations, writing, rollups, retention; store_report.c: window
- * queries; writer.c: the writer thread): the cw_store struct, the cache of
- * prepared statements, tier geometry, and hooks for tests.
+ * migrations, writing; store_tiers.c: rollups, retention, size cap;
+ * store_report.c: window queries; writer.c: the writer thread): the
+ * cw_store struct, the cache of prepared statements, tier geometry, and
+ * hooks for tests.
  *
  * Not a public header: only service/core/store*.c, writer.c and tests
  * include it. */
@@ -70,6 +71,7 @@ struct cw_store {
     /* Source counters of the last losses row (writer only). */
     uint64_t last_total, last_lost;
     int64_t last_drift;
+    bool cap_warned; /* the cap cannot be met: said once */
     sqlite3_stmt *stmts[CW__ST__COUNT];
 };
 
@@ -86,6 +88,27 @@ int64_t cw__floor(int64_t t, int64_t w);
 
 /* Reads the tiers table into t. 0 or CW_EDB. */
 int cw__store_read_tiers(cw_store_t *s, cw__tier_t t[CW_TIERS], cw_diag_t *d);
+
+/* Shared by store.c and store_tiers.c (d filled on error):
+ * runs sql (no rows wanted); steps st once expecting no row, then resets
+ * it and clears its bindings; reads one integer; inserts an activity row. */
+int cw__store_exec(cw_store_t *s, const char *sql, const char *what, cw_diag_t *d);
+int cw__store_step_done(cw_store_t *s, sqlite3_stmt *st, const char *what, cw_diag_t *d);
+int cw__store_query_int(cw_store_t *s, const char *sql, int64_t *out, cw_diag_t *d);
+int cw__store_put_activity(cw_store_t *s, int tier, int64_t bucket, const cw_row_activity_t *r,
+                           cw_diag_t *d);
+
+/* store_tiers.c, on the caller's copy t of the tier state, inside its
+ * transaction. 0 or CW_EDB / CW_EIO.
+ * rollup: rolls every closed bucket of tier k + 1 up from tier k (k < 2).
+ * retain: folds tier k's rows before its new horizon (end of data minus
+ *         its retention, aligned to the next tier, never past what that
+ *         tier has rolled up) into the BEFORE baselines.
+ * enforce_cap: while the file is over the cap, returns free pages, then
+ *         halves the finest tier's retention above its minimum and folds. */
+int cw__store_rollup(cw_store_t *s, cw__tier_t *t, int k, cw_diag_t *d);
+int cw__store_retain(cw_store_t *s, cw__tier_t *t, int k, cw_diag_t *d);
+int cw__store_enforce_cap(cw_store_t *s, cw__tier_t *t, cw_diag_t *d);
 
 /* Test hook: creates a new database at path holding only the first
  * `version` migrations (1 <= version <= cw_store_schema_version()), as an
