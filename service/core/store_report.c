@@ -18,32 +18,29 @@
 #include "commitwatch/store.h"
 #include "core/store_internal.h"
 
-/* Per (proc, stack) over tier ?1 and window [?2, ?3). Columns:
+/* Per (proc, stack), the sums the figures need for window [?2, ?3), from
+ * the rows of tier ?1 in one segment of time: commits with bucket in
+ * [?4, ?5) (?5 <= t1) and releases with f in [?4, ?6). Columns:
  *  2 C(<t0).bytes   3 C(<t0).events   4 C(W).bytes   5 C(W).events
  *  6 R(any,<t0).bytes   7,8 R(W,W) bytes, pieces   9 R(W,>=t1).pieces
  * 10 R(W,any).closed   11,12 R(<t0,W) bytes, pieces   13 R(<t0,>=t1).pieces
- * 14 R(<t0,any).closed. Rows after the window cannot matter: a commit
- * after t1 is released after t1 too.
- * Releases after t1 do matter, up to now, and a rollup tier only holds
- * those before its end (?4): the later ones come from the finer tiers,
- * tier ?5 for [?4, ?6) and tier ?7 from ?6 on (-1: none). Their `a` are
- * finer, which changes nothing against aligned t0 and t1. */
-static const char SQL_Q_FIGS[] =
+ * 14 R(<t0,any).closed. Commits after the window cannot matter (a commit
+ * after t1 is released after t1 too); releases after it do, up to now. */
+static const char SQL_Q_SEGMENT[] =
     "SELECT proc, stack, SUM(cpb), SUM(cpe), SUM(cwb), SUM(cwe), SUM(rfb), SUM(rwwb), "
     "SUM(rwwp), SUM(rwop), SUM(rwc), SUM(rpwb), SUM(rpwp), SUM(rpop), SUM(rpc) FROM ("
     " SELECT proc, stack, iif(bucket < ?2, bytes, 0) AS cpb, iif(bucket < ?2, events, 0) AS cpe,"
     "  iif(bucket >= ?2, bytes, 0) AS cwb, iif(bucket >= ?2, events, 0) AS cwe, 0 AS rfb,"
     "  0 AS rwwb, 0 AS rwwp, 0 AS rwop, 0 AS rwc, 0 AS rpwb, 0 AS rpwp, 0 AS rpop, 0 AS rpc"
-    "  FROM commits WHERE tier = ?1 AND bucket < ?3"
+    "  FROM commits WHERE tier = ?1 AND bucket >= ?4 AND bucket < ?5"
     " UNION ALL"
     " SELECT proc, stack, 0, 0, 0, 0, iif(f < ?2, bytes, 0),"
     "  iif(a >= ?2 AND f < ?3, bytes, 0), iif(a >= ?2 AND f < ?3, pieces, 0),"
     "  iif(a >= ?2 AND f >= ?3, pieces, 0), iif(a >= ?2, closed, 0),"
     "  iif(a < ?2 AND f >= ?2 AND f < ?3, bytes, 0), iif(a < ?2 AND f >= ?2 AND f < ?3, pieces, 0),"
     "  iif(a < ?2 AND f >= ?3, pieces, 0), iif(a < ?2, closed, 0)"
-    "  FROM releases WHERE a < ?3 AND ((tier = ?1 AND f < ?4)"
-    "   OR (tier = ?5 AND f >= ?4 AND f < ?6) OR (tier = ?7 AND f >= ?6))"
-    ") GROUP BY proc, stack ORDER BY proc, stack";
+    "  FROM releases WHERE tier = ?1 AND f >= ?4 AND f < ?6 AND a < ?3"
+    ") GROUP BY proc, stack";
 static const char SQL_Q_ACTIVITY[] =
     "SELECT proc, events, delta, relpeak, relpeak_ns FROM activity "
     "WHERE tier = ?1 AND bucket >= ?2 AND bucket < ?3 ORDER BY proc, bucket";
@@ -103,6 +100,7 @@ static bool pick_tier(const cw__tier_t *t, int64_t from, int64_t to, pick_t *bes
 typedef struct build {
     cw_report_t *r;
     int64_t *out0;
+    int64_t *level; /* outstanding as activity rows are applied */
     bool *active;
     uint32_t cap;
 } build_t;
@@ -118,6 +116,9 @@ static int push_proc(build_t *b, uint32_t id, cw_proc_report_t **out)
         int64_t *no = realloc(b->out0, ncap * sizeof *no);
         if (!no) return CW_ENOMEM;
         b->out0 = no;
+        int64_t *nl = realloc(b->level, ncap * sizeof *nl);
+        if (!nl) return CW_ENOMEM;
+        b->level = nl;
         bool *na = realloc(b->active, ncap * sizeof *na);
         if (!na) return CW_ENOMEM;
         b->active = na;
@@ -128,6 +129,7 @@ static int push_proc(build_t *b, uint32_t id, cw_proc_report_t **out)
     p->id = id;
     p->exit_ns = CW_TS_NEVER;
     b->out0[r->nprocs] = 0;
+    b->level[r->nprocs] = 0;
     b->active[r->nprocs] = false;
     r->nprocs++;
     *out = p;
@@ -155,49 +157,179 @@ static uint64_t col_u64(sqlite3_stmt *st, int i)
     return (uint64_t)sqlite3_column_int64(st, i);
 }
 
-/* Stage 1: per (proc, stack) figures; processes in id order. */
-static int load_figs(cw_store_t *s, build_t *b, const cw__tier_t *t, const pick_t *p, cw_diag_t *d)
+/* Which tier's rows answer which stretch of time. Every tier holds the
+ * whole history at its granularity (rows from its horizon on, a BEFORE
+ * baseline for what came before), so the sums can be assembled from
+ * segments of different tiers, as long as each row's comparisons with t0
+ * and t1 come out as they would with exact times:
+ *  - before t0, only "before t0" matters: the coarsest tiers serve up to
+ *    their last bucket boundary <= t0 (a staircase hour -> minute ->
+ *    second), so a long history costs its hours, not its seconds;
+ *  - from t0 on, `a` is compared with t0 and t1, so a tier serves only if
+ *    both are aligned to it; from its end on the finer tiers take over.
+ * With the row counts of a busy raw tier, this is what keeps a query from
+ * reading a day of 1 s rows. */
+typedef struct segment {
+    int tier;
+    int64_t lo, hi; /* [lo, hi) in bucket / f; lo INT64_MIN includes BEFORE */
+} segment_t;
+
+#define MAX_SEGMENTS (2 * CW_TIERS)
+
+/* Rows of tier k exist for [lo, hi) (lo == INT64_MIN: with BEFORE). */
+static bool tier_holds(const cw__tier_t *t, int k, int64_t lo, int64_t hi)
+{
+    if (t[k].start == INT64_MIN) return false;
+    if (lo == INT64_MIN ? t[k].horizon > hi : t[k].horizon > lo) return false;
+    return k == 0 || hi <= t[k].end; /* nothing is stored after tier 0's end */
+}
+
+static bool aligned(const cw__tier_t *t, int k, int64_t x)
+{
+    return cw__floor(x, t[k].width) == x || x >= t[0].end;
+}
+
+/* Fills seg (time order); *nback = how many lie before t0. */
+static int plan_segments(const cw__tier_t *t, const pick_t *p, segment_t *seg, int *nback)
+{
+    int n = 0;
+    int64_t cur = INT64_MIN;
+    /* Before t0: coarsest first. */
+    for (int k = CW_TIERS - 1; k >= 0 && cur != p->t0; k--) {
+        int64_t b = cw__floor(p->t0, t[k].width);
+        if (cur != INT64_MIN && b <= cur) continue;
+        if (!tier_holds(t, k, cur, b)) continue;
+        seg[n++] = (segment_t){k, cur, b};
+        cur = b;
+    }
+    /* From t0 on: the coarsest tier aligned to the window, then finer
+     * ones from where each coarser one ends. */
+    int j = -1;
+    for (int k = CW_TIERS - 1; k >= 0 && j < 0; k--)
+        if (aligned(t, k, p->t0) && aligned(t, k, p->t1) &&
+            tier_holds(t, k, p->t0, k ? (t[k].end > p->t0 ? t[k].end : p->t0) : INT64_MAX))
+            j = k;
+    if (cur != p->t0 || j < 0) {
+        /* Cannot happen for a window pick_tier() accepted; be exact anyway
+         * with the window's own tier alone. */
+        n = 0;
+        j = p->k;
+        seg[n++] = (segment_t){j, INT64_MIN, p->t0};
+    }
+    *nback = n;
+    for (int64_t lo = p->t0; j >= 0; j--) {
+        int64_t hi = j ? t[j].end : INT64_MAX;
+        if (hi <= lo) continue;
+        seg[n++] = (segment_t){j, lo, hi};
+        lo = hi;
+    }
+    return n;
+}
+
+/* The 13 sums of one (proc, stack), as the columns of SQL_Q_SEGMENT. */
+typedef struct sums {
+    uint32_t proc, stack;
+    int64_t v[13];
+} sums_t;
+
+static int cmp_sums(const void *x, const void *y)
+{
+    const sums_t *a = x, *b = y;
+    if (a->proc != b->proc) return a->proc < b->proc ? -1 : 1;
+    return a->stack < b->stack ? -1 : a->stack > b->stack;
+}
+
+/* Runs every segment and sums its rows per (proc, stack), sorted. */
+static int load_sums(cw_store_t *s, const segment_t *seg, int nseg, const pick_t *p, sums_t **out,
+                     uint32_t *nout, cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;
+    sums_t *v = NULL;
+    uint32_t n = 0, cap = 0;
+    int err = 0, rc = SQLITE_DONE;
+    if ((err = cw__store_stmt(s, CW__ST_Q_FIGS, SQL_Q_SEGMENT, &st, d))) return err;
+    for (int i = 0; i < nseg && !err; i++) {
+        sqlite3_bind_int(st, 1, seg[i].tier);
+        sqlite3_bind_int64(st, 2, p->t0);
+        sqlite3_bind_int64(st, 3, p->t1);
+        sqlite3_bind_int64(st, 4, seg[i].lo);
+        sqlite3_bind_int64(st, 5, seg[i].hi < p->t1 ? seg[i].hi : p->t1);
+        sqlite3_bind_int64(st, 6, seg[i].hi);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            if (n == cap) {
+                sums_t *nv = realloc(v, (cap ? 2 * cap : 64) * sizeof *nv);
+                if (!nv) {
+                    err = CW_ENOMEM;
+                    break;
+                }
+                v = nv;
+                cap = cap ? 2 * cap : 64;
+            }
+            v[n].proc = (uint32_t)sqlite3_column_int64(st, 0);
+            v[n].stack = (uint32_t)sqlite3_column_int64(st, 1);
+            for (int c = 0; c < 13; c++)
+                v[n].v[c] = sqlite3_column_int64(st, 2 + c);
+            n++;
+        }
+        if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window figures", d);
+        sqlite3_reset(st);
+    }
+    if (err) {
+        free(v);
+        return err;
+    }
+    /* Merge the segments' rows of each (proc, stack). */
+    if (n > 1) qsort(v, n, sizeof *v, cmp_sums);
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (m && cmp_sums(&v[m - 1], &v[i]) == 0) {
+            for (int c = 0; c < 13; c++)
+                v[m - 1].v[c] += v[i].v[c];
+            continue;
+        }
+        v[m++] = v[i];
+    }
+    *out = v;
+    *nout = m;
+    return 0;
+}
+
+/* Stage 1: per (proc, stack) figures; processes in id order. */
+static int load_figs(cw_store_t *s, build_t *b, const segment_t *seg, int nseg, const pick_t *p,
+                     cw_diag_t *d)
+{
+    sums_t *v = NULL;
+    uint32_t n = 0;
     cw_proc_report_t *cur = NULL;
-    int err = cw__store_stmt(s, CW__ST_Q_FIGS, SQL_Q_FIGS, &st, d), rc;
-    if (err) return err;
-    sqlite3_bind_int(st, 1, p->k);
-    sqlite3_bind_int64(st, 2, p->t0);
-    sqlite3_bind_int64(st, 3, p->t1);
-    sqlite3_bind_int64(st, 4, p->k ? t[p->k].end : INT64_MAX);
-    sqlite3_bind_int(st, 5, p->k - 1);
-    sqlite3_bind_int64(st, 6, p->k == 2 ? t[1].end : INT64_MAX);
-    sqlite3_bind_int(st, 7, p->k == 2 ? 0 : -1);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        uint32_t proc = (uint32_t)sqlite3_column_int64(st, 0);
+    int err = load_sums(s, seg, nseg, p, &v, &n, d);
+    for (uint32_t i = 0; i < n && !err; i++) {
+#define q(c) v[i].v[(c)-2] /* column c of SQL_Q_SEGMENT */
         cw_figs_t f = {0};
-        uint64_t cw_b = col_u64(st, 4), cw_e = col_u64(st, 5);
-        int64_t out0 = sqlite3_column_int64(st, 2) - sqlite3_column_int64(st, 6);
-        f.size_bytes = cw_b;
-        f.commit_count = cw_e;
-        f.types[CW_AIFI].bytes = col_u64(st, 7);
-        f.types[CW_AIFI].count = col_u64(st, 8);
-        f.types[CW_AIFO].bytes = cw_b - col_u64(st, 7);
-        f.types[CW_AIFO].count = col_u64(st, 9) + cw_e - col_u64(st, 10);
-        f.types[CW_AOFI].bytes = col_u64(st, 11);
-        f.types[CW_AOFI].count = col_u64(st, 12);
-        f.types[CW_AOFO].bytes = (uint64_t)out0 - col_u64(st, 11);
-        f.types[CW_AOFO].count = col_u64(st, 13) + col_u64(st, 3) - col_u64(st, 14);
-        if (!cur || cur->id != proc) {
-            if ((err = push_proc(b, proc, &cur))) break;
+        int64_t out0 = q(2) - q(6);
+        f.size_bytes = (uint64_t)q(4);
+        f.commit_count = (uint64_t)q(5);
+        f.types[CW_AIFI].bytes = (uint64_t)q(7);
+        f.types[CW_AIFI].count = (uint64_t)q(8);
+        f.types[CW_AIFO].bytes = (uint64_t)(q(4) - q(7));
+        f.types[CW_AIFO].count = (uint64_t)(q(9) + q(5) - q(10));
+        f.types[CW_AOFI].bytes = (uint64_t)q(11);
+        f.types[CW_AOFI].count = (uint64_t)q(12);
+        f.types[CW_AOFO].bytes = (uint64_t)(out0 - q(11));
+        f.types[CW_AOFO].count = (uint64_t)(q(13) + q(3) - q(14));
+        if (!cur || cur->id != v[i].proc) {
+            if ((err = push_proc(b, v[i].proc, &cur))) break;
         }
         b->out0[b->r->nprocs - 1] += out0;
         bool any = f.size_bytes || f.commit_count;
-        for (int i = 0; i < CW_TYPE__COUNT; i++)
-            any |= f.types[i].bytes || f.types[i].count;
+        for (int k = 0; k < CW_TYPE__COUNT; k++)
+            any |= f.types[k].bytes || f.types[k].count;
         if (!any) continue;
-        if ((err = push_stack(cur, (uint32_t)sqlite3_column_int64(st, 1), &f))) break;
+        if ((err = push_stack(cur, v[i].stack, &f))) break;
         cw_figs_add(&cur->figs, &f);
         cur->outstanding_end += f.types[CW_AIFO].bytes + f.types[CW_AOFO].bytes;
     }
-    if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window figures", d);
-    sqlite3_reset(st);
+#undef q
+    free(v);
     return err;
 }
 
@@ -215,46 +347,53 @@ static int32_t find_proc(const cw_report_t *r, uint32_t n, uint32_t id)
 }
 
 /* Stage 2: events and peak from the window's activity rows, in bucket
- * order per process, on top of outstanding(t0). */
-static int load_activity(cw_store_t *s, build_t *b, const pick_t *p, cw_diag_t *d)
+ * order per process, on top of outstanding(t0). The forward segments (in
+ * time order) say which tier holds which part of the window. */
+static int load_activity(cw_store_t *s, build_t *b, const segment_t *seg, int nseg, const pick_t *p,
+                         cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;
     uint32_t n0 = b->r->nprocs;
-    int32_t cur = -1;
-    int64_t level = 0;
-    int err = cw__store_stmt(s, CW__ST_Q_ACTIVITY, SQL_Q_ACTIVITY, &st, d), rc;
+    int err = cw__store_stmt(s, CW__ST_Q_ACTIVITY, SQL_Q_ACTIVITY, &st, d), rc = SQLITE_DONE;
     if (err) return err;
     for (uint32_t i = 0; i < n0; i++) {
         b->r->procs[i].peak_bytes = b->out0[i] > 0 ? (uint64_t)b->out0[i] : 0;
         b->r->procs[i].peak_ns = p->t0;
+        b->level[i] = b->out0[i];
     }
-    sqlite3_bind_int(st, 1, p->k);
-    sqlite3_bind_int64(st, 2, p->t0);
-    sqlite3_bind_int64(st, 3, p->t1);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        uint32_t proc = (uint32_t)sqlite3_column_int64(st, 0);
-        if (cur < 0 || b->r->procs[cur].id != proc) {
-            cur = find_proc(b->r, n0, proc);
-            if (cur < 0) { /* activity without stacks, nothing outstanding */
-                cw_proc_report_t *np;
-                if ((err = push_proc(b, proc, &np))) break;
-                cur = (int32_t)b->r->nprocs - 1;
-                np->peak_ns = p->t0;
+    for (int i = 0; i < nseg && !err; i++) {
+        int64_t hi = seg[i].hi < p->t1 ? seg[i].hi : p->t1;
+        int32_t cur = -1;
+        if (seg[i].lo < p->t0 || seg[i].lo >= hi) continue;
+        sqlite3_bind_int(st, 1, seg[i].tier);
+        sqlite3_bind_int64(st, 2, seg[i].lo);
+        sqlite3_bind_int64(st, 3, hi);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            uint32_t proc = (uint32_t)sqlite3_column_int64(st, 0);
+            if (cur < 0 || b->r->procs[cur].id != proc) {
+                cur = find_proc(b->r, n0, proc);
+                for (uint32_t x = n0; cur < 0 && x < b->r->nprocs; x++)
+                    if (b->r->procs[x].id == proc) cur = (int32_t)x;
+                if (cur < 0) { /* activity without stacks, nothing outstanding */
+                    cw_proc_report_t *np;
+                    if ((err = push_proc(b, proc, &np))) break;
+                    cur = (int32_t)b->r->nprocs - 1;
+                    np->peak_ns = p->t0;
+                }
+                b->active[cur] = true;
             }
-            level = b->out0[cur];
-            b->active[cur] = true;
+            cw_proc_report_t *pr = &b->r->procs[cur];
+            int64_t cand = b->level[cur] + sqlite3_column_int64(st, 3);
+            if (cand > (int64_t)pr->peak_bytes) {
+                pr->peak_bytes = (uint64_t)cand;
+                pr->peak_ns = sqlite3_column_int64(st, 4);
+            }
+            pr->events += col_u64(st, 1);
+            b->level[cur] += sqlite3_column_int64(st, 2);
         }
-        cw_proc_report_t *pr = &b->r->procs[cur];
-        int64_t cand = level + sqlite3_column_int64(st, 3);
-        if (cand > (int64_t)pr->peak_bytes) {
-            pr->peak_bytes = (uint64_t)cand;
-            pr->peak_ns = sqlite3_column_int64(st, 4);
-        }
-        pr->events += col_u64(st, 1);
-        level += sqlite3_column_int64(st, 2);
+        if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window activity", d);
+        sqlite3_reset(st);
     }
-    if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window activity", d);
-    sqlite3_reset(st);
     return err;
 }
 
@@ -404,14 +543,17 @@ int cw_store_report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_fra
                        "tier: older rows were folded by retention or newer ones are not "
                        "rolled up yet",
                        p.t0, p.t1, tier_names[p.k]);
-    if (!err) err = load_figs(s, &b, t, &p, d);
-    if (!err) err = load_activity(s, &b, &p, d);
+    segment_t seg[MAX_SEGMENTS];
+    int nback, nseg = plan_segments(t, &p, seg, &nback);
+    if (!err) err = load_figs(s, &b, seg, nseg, &p, d);
+    if (!err) err = load_activity(s, &b, seg + nback, nseg - nback, &p, d);
     if (!err) err = finish(s, &b, with_frames, d);
     if (!err) cw_report_sort(b.r);
 end:
     sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
 fail:
     free(b.out0);
+    free(b.level);
     free(b.active);
     if (err) {
         cw_report_free(b.r);
