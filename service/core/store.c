@@ -330,7 +330,10 @@ static int open_impl(const char *path, const cw_store_opts_t *opts, bool readonl
         cw_store_opts_default(&s->opts);
     int flags = readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
     if (sqlite3_open_v2(path, &s->db, flags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
-        err = s->db ? cw__store_dberr(s, "opening the database", d)
+        err = s->db ? cw_diag_set(d, CW_EIO,
+                                  "cannot open %s: %s; check that its directory exists and that "
+                                  "commitwatch may write there",
+                                  path, sqlite3_errmsg(s->db))
                     : cw_diag_set(d, CW_ENOMEM, "out of memory opening %s", path);
         goto fail;
     }
@@ -345,6 +348,7 @@ static int open_impl(const char *path, const cw_store_opts_t *opts, bool readonl
         if ((err = cw__store_exec(s, sql, "creating the database", d))) goto fail;
     }
     if ((err = cw__store_query_int(s, "PRAGMA application_id", &v, d))) goto fail;
+    if ((err = cw__store_query_int(s, "PRAGMA page_size", &s->page_size, d))) goto fail;
     if (v != CW__STORE_APP_ID) {
         err = cw_diag_set(d, CW_ENOTDB, "%s is not a commitwatch database", path);
         goto fail;

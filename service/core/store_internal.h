@@ -43,6 +43,8 @@ enum cw__stmt {
     CW__ST_DEL_RELEASES,
     CW__ST_DEL_ACTIVITY,
     CW__ST_DEL_EMPTY_BASE,
+    CW__ST_PAGE_COUNT,
+    CW__ST_FREELIST,
     /* store_report.c */
     CW__ST_TIERS_GET,
     CW__ST_Q_FIGS,
@@ -72,6 +74,7 @@ struct cw_store {
     uint64_t last_total, last_lost;
     int64_t last_drift;
     bool cap_warned; /* the cap cannot be met: said once */
+    int64_t page_size;
     sqlite3_stmt *stmts[CW__ST__COUNT];
 };
 

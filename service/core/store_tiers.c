@@ -176,32 +176,44 @@ int cw__store_retain(cw_store_t *s, cw__tier_t *t, int k, cw_diag_t *d)
     return err;
 }
 
-static int db_size(cw_store_t *s, uint64_t *out, cw_diag_t *d)
+/* One integer from a cached PRAGMA statement. */
+static int pragma_int(cw_store_t *s, int id, const char *sql, int64_t *out, cw_diag_t *d)
 {
-    int64_t pages, psize;
-    int err = cw__store_query_int(s, "PRAGMA page_count", &pages, d);
-    if (!err) err = cw__store_query_int(s, "PRAGMA page_size", &psize, d);
-    if (!err) *out = (uint64_t)pages * (uint64_t)psize;
+    sqlite3_stmt *st = NULL;
+    int err = cw__store_stmt(s, id, sql, &st, d);
+    if (err) return err;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        *out = sqlite3_column_int64(st, 0);
+    else
+        err = cw__store_dberr(s, sql, d);
+    sqlite3_reset(st);
     return err;
 }
 
-/* While the file is over the cap: halve the finest tier's retention that
- * is still above its minimum (a tier kept forever starts from its span),
- * fold, and give the freed pages back. Stops when every tier is at its
- * minimum: the cap is a target, not a promise. */
+/* While the file (page_count * page_size, as this transaction sees it) is
+ * over the cap: return the free pages that folding left, then halve the
+ * finest tier's retention still above its minimum (a tier kept forever
+ * starts from its span) and fold. Stops when every tier is at its minimum:
+ * the cap is a target, not a promise. */
 int cw__store_enforce_cap(cw_store_t *s, cw__tier_t *t, cw_diag_t *d)
 {
     uint64_t size;
     int err;
     if (!s->opts.size_cap_bytes) return 0;
-    while (!(err = db_size(s, &size, d)) && size > s->opts.size_cap_bytes) {
-        int64_t free_pages;
-        if ((err = cw__store_query_int(s, "PRAGMA freelist_count", &free_pages, d))) break;
-        if (free_pages > 0) { /* pages freed by earlier folding come first */
+    bool vacuumed = false;
+    for (;;) {
+        int64_t pages, free_pages;
+        if ((err = pragma_int(s, CW__ST_PAGE_COUNT, "PRAGMA page_count", &pages, d))) break;
+        size = (uint64_t)pages * (uint64_t)s->page_size;
+        if (size <= s->opts.size_cap_bytes) break;
+        if ((err = pragma_int(s, CW__ST_FREELIST, "PRAGMA freelist_count", &free_pages, d))) break;
+        if (free_pages > 0 && !vacuumed) { /* pages freed by earlier folding come first */
             if ((err = cw__store_exec(s, "PRAGMA incremental_vacuum", "returning free pages", d)))
                 break;
+            vacuumed = true;
             continue;
         }
+        vacuumed = false;
         int k = 0;
         while (k < CW_TIERS && t[k].retention != 0 && t[k].retention <= min_retention[k])
             k++;
@@ -219,8 +231,6 @@ int cw__store_enforce_cap(cw_store_t *s, cw__tier_t *t, cw_diag_t *d)
         r /= 2;
         t[k].retention = r < min_retention[k] ? min_retention[k] : r;
         if ((err = cw__store_retain(s, t, k, d))) break;
-        if ((err = cw__store_exec(s, "PRAGMA incremental_vacuum", "returning free pages", d)))
-            break;
     }
     return err;
 }
