@@ -399,9 +399,13 @@ int cw_store_open_readonly(const char *path, cw_store_t **out, cw_diag_t *d)
 int cw__store_create_at_version(const char *path, int version, cw_diag_t *d)
 {
     cw_store_t *s = NULL;
+    enum probe kind;
     if (version < 1 || version > (int)cw__schema_count)
         return cw_diag_set(d, CW_EINVAL, "schema version %d does not exist", version);
-    int err = open_impl(path, NULL, false, version, &s, d);
+    int err = probe_file(path, &kind, d);
+    if (!err && kind != PROBE_NEW)
+        err = cw_diag_set(d, CW_EINVAL, "%s exists; the test hook only creates new files", path);
+    if (!err) err = open_impl(path, NULL, false, version, &s, d);
     cw_store_close(s);
     return err;
 }
