@@ -65,6 +65,10 @@ static const char SQL_TIER_PUT[] = "UPDATE tiers SET start_ns = ?2, horizon_ns =
                                    "retention_ns = ?5 WHERE tier = ?1";
 static const char SQL_LOSS_PUT[] =
     "INSERT INTO losses(ts_ns, events_total, lost_events, drift_bytes) VALUES (?1, ?2, ?3, ?4)";
+/* Continuing a database (cw_store_load_state). */
+static const char SQL_FRAMES_ALL[] = "SELECT id, text FROM frames ORDER BY id";
+static const char SQL_STACKS_ALL[] = "SELECT id, frames FROM stacks ORDER BY id";
+static const char SQL_MAX_PROC[] = "SELECT coalesce(max(id), 0) FROM processes";
 static const char SQL_LAST_LOSS[] =
     "SELECT events_total, lost_events, drift_bytes FROM losses ORDER BY rowid DESC LIMIT 1";
 
@@ -458,7 +462,7 @@ static int load_dictionary(cw_store_t *s, cw_stacks_t *stacks, cw_diag_t *d)
     sqlite3_stmt *st = NULL;
     uint32_t *fr = NULL, id;
     int err = 0, rc;
-    if (sqlite3_prepare_v2(s->db, "SELECT id, text FROM frames ORDER BY id", -1, &st, NULL))
+    if (sqlite3_prepare_v2(s->db, SQL_FRAMES_ALL, -1, &st, NULL))
         return cw__store_dberr(s, "reading frames", d);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         const char *text = (const char *)sqlite3_column_text(st, 1);
@@ -472,8 +476,7 @@ static int load_dictionary(cw_store_t *s, cw_stacks_t *stacks, cw_diag_t *d)
     }
     if (rc != SQLITE_DONE) goto dberr;
     sqlite3_finalize(st);
-    if (sqlite3_prepare_v2(s->db, "SELECT id, frames FROM stacks ORDER BY id", -1, &st, NULL))
-        goto dberr;
+    if (sqlite3_prepare_v2(s->db, SQL_STACKS_ALL, -1, &st, NULL)) goto dberr;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         const unsigned char *blob = sqlite3_column_blob(st, 1);
         uint32_t n = (uint32_t)sqlite3_column_bytes(st, 1) / 4;
@@ -509,7 +512,7 @@ int cw_store_load_state(cw_store_t *s, cw_stacks_t *stacks, uint32_t *next_proc_
     cw__tier_t t[CW_TIERS];
     int64_t maxid;
     int err = load_dictionary(s, stacks, d);
-    if (!err) err = cw__store_query_int(s, "SELECT coalesce(max(id), 0) FROM processes", &maxid, d);
+    if (!err) err = cw__store_query_int(s, SQL_MAX_PROC, &maxid, d);
     if (!err) err = cw__store_read_tiers(s, t, d);
     if (err) return err;
     *next_proc_id = (uint32_t)maxid + 1;
