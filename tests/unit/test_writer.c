@@ -40,7 +40,23 @@ int main(void)
     cw_diag_t d = {{0}};
     ASSERT_OK(cw_store_open(path, NULL, &s, &d));
     ASSERT_OK(cw_writer_start(s, 2, &w));
-    for (int64_t i = 0; i < 300; i++) ASSERT_OK(cw_writer_submit(w, batch_at(i, 1)));
+    /* A reader with its own handle runs alongside the writer (WAL): every
+     * report it gets is consistent, and grows. */
+    cw_store_t *ro = NULL;
+    uint64_t seen = 0;
+    for (int64_t i = 0; i < 300; i++) {
+        ASSERT_OK(cw_writer_submit(w, batch_at(i, 1)));
+        if (i % 20 != 10) continue;
+        if (!ro) ASSERT_OK(cw_store_open_readonly(path, &ro, &d));
+        cw_report_t *rr;
+        ASSERT_OK(cw_store_report(ro, INT64_MIN, INT64_MAX, false, &rr, &d));
+        uint64_t size = rr->nprocs ? rr->procs[0].figs.size_bytes : 0;
+        ASSERT_U64_EQ(size, (uint64_t)(rr->to_ns - rr->from_ns) / S * 4096);
+        ASSERT_TRUE(size >= seen);
+        seen = size;
+        cw_report_free(rr);
+    }
+    cw_store_close(ro);
     ASSERT_OK(cw_writer_stop(w, &d));
 
     cw_report_t *r;
