@@ -79,6 +79,15 @@ int cw__store_dberr(cw_store_t *s, const char *what, cw_diag_t *d)
     int code = sqlite3_errcode(s->db) & 0xff;
     int err =
         (code == SQLITE_IOERR || code == SQLITE_FULL || code == SQLITE_CANTOPEN) ? CW_EIO : CW_EDB;
+    if (code == SQLITE_BUSY || code == SQLITE_LOCKED)
+        return cw_diag_set(d, err,
+                           "%s failed on %s: %s; another process holds it (a second commitwatch "
+                           "service writing to the same database?)",
+                           what, s->path, sqlite3_errmsg(s->db));
+    if (code == SQLITE_FULL)
+        return cw_diag_set(d, err,
+                           "%s failed on %s: the disk is full; free space or lower size_cap", what,
+                           s->path);
     return cw_diag_set(d, err, "%s failed on %s: %s", what, s->path, sqlite3_errmsg(s->db));
 }
 
