@@ -28,7 +28,9 @@ void cw_pipeline_destroy(cw_pipeline_t *p); /* accepts NULL */
 /* 0, CW_ETIME (time went back; d says so), or an error of the aggregator's
  * emit / CW_ENOMEM. */
 int cw_pipeline_feed(cw_pipeline_t *p, const cw_event_t *ev, cw_diag_t *d);
-/* Time passes without events (live sources): closes a finished bucket. */
+/* Time passes without events (live sources): closes a finished bucket.
+ * now_ns is a watermark (see source.h): a later event older than it is
+ * refused by cw_pipeline_feed with CW_ETIME. */
 int cw_pipeline_tick(cw_pipeline_t *p, int64_t now_ns);
 /* Reports live commits to the sink (end of an analysis). */
 void cw_pipeline_finish(cw_pipeline_t *p);

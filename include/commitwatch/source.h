@@ -21,7 +21,10 @@ typedef struct cw_source_sink {
     void *ctx;
     /* One event; a nonzero return stops run(), which returns it. */
     int (*emit)(void *ctx, const cw_event_t *ev);
-    /* Live sources: time passes with no events. May be NULL. */
+    /* Live sources: time passes with no events. now_ns is a watermark:
+     * a promise that no event delivered later has ts < now_ns (a source
+     * with per-CPU buffers passes the oldest time it may still deliver).
+     * Buckets before it are closed and stored for good. May be NULL. */
     int (*tick)(void *ctx, int64_t now_ns);
     /* Live sources: counters (events seen, lost, drift corrected). */
     void (*counters)(void *ctx, uint64_t seen, uint64_t lost, int64_t drift_bytes);

@@ -88,7 +88,9 @@ static int run_emit(void *ctx, const cw_event_t *in)
         for (int64_t now = now_ns(); now < due && !stop_requested; now = now_ns()) {
             int64_t step = due - now < 200000000 ? due - now : 200000000;
             sleep_ns(step);
-            int rc = cw_pipeline_tick(r->pipe, (int64_t)((double)(now_ns() - r->wall0) * r->speed) + r->ts0 + r->shift);
+            /* Never past the event about to be fed (a tick is a promise). */
+            int64_t t = (int64_t)((double)(now_ns() - r->wall0) * r->speed) + r->ts0;
+            int rc = cw_pipeline_tick(r->pipe, (t < ev.ts ? t : ev.ts) + r->shift);
             if (rc) return cw_diag_set(r->d, rc, "storing a bucket failed: %s", cw_strerror(rc));
         }
         if (stop_requested) return 0;

@@ -9,6 +9,7 @@ struct cw_pipeline {
     cw_agg_t *agg;
     uint64_t events;
     int64_t first_ts, last_ts;
+    int64_t watermark; /* last tick: no event may be older */
 };
 
 int cw_pipeline_create(const cw_tracker_sink_t *sink, cw_agg_t *agg, uint32_t first_proc_id,
@@ -21,7 +22,7 @@ int cw_pipeline_create(const cw_tracker_sink_t *sink, cw_agg_t *agg, uint32_t fi
         return CW_ENOMEM;
     }
     p->agg = agg;
-    p->first_ts = p->last_ts = INT64_MIN;
+    p->first_ts = p->last_ts = p->watermark = INT64_MIN;
     *out = p;
     return 0;
 }
@@ -38,6 +39,8 @@ int cw_pipeline_feed(cw_pipeline_t *p, const cw_event_t *ev, cw_diag_t *d)
     int rc;
     if (ev->ts < p->last_ts)
         return cw_diag_set(d, CW_ETIME, "event at %" PRId64 " ns goes back in time (the previous one is at %" PRId64 " ns)", ev->ts, p->last_ts);
+    if (ev->ts < p->watermark)
+        return cw_diag_set(d, CW_ETIME, "event at %" PRId64 " ns arrived after the source promised nothing older than %" PRId64 " ns", ev->ts, p->watermark);
     if (p->agg && (rc = cw_agg_advance(p->agg, ev->ts)) != 0)
         return cw_diag_set(d, rc, "storing a bucket failed: %s", cw_strerror(rc));
     if ((rc = cw_tracker_apply(p->tracker, ev)) != 0)
@@ -49,8 +52,9 @@ int cw_pipeline_feed(cw_pipeline_t *p, const cw_event_t *ev, cw_diag_t *d)
 
 int cw_pipeline_tick(cw_pipeline_t *p, int64_t now_ns)
 {
-    if (!p->agg || now_ns < p->last_ts) return 0;
-    return cw_agg_advance(p->agg, now_ns);
+    if (now_ns <= p->watermark || now_ns < p->last_ts) return 0;
+    p->watermark = now_ns;
+    return p->agg ? cw_agg_advance(p->agg, now_ns) : 0;
 }
 
 void cw_pipeline_finish(cw_pipeline_t *p)

@@ -116,6 +116,19 @@ int main(void)
     cw_diag_t d;
     ASSERT_EQ(cw_pipeline_feed(p, &ev, &d), CW_ETIME);
 
+    /* A tick is a watermark: it closes the bucket, and nothing older may
+     * follow it. */
+    ASSERT_OK(cw_pipeline_tick(p, 14 * S));
+    ASSERT_EQ(ngot, 2); /* nothing was open */
+    cw_event_t late = {.ts = 13 * S, .op = CW_OP_COMMIT, .pid = 7, .addr = 0x300000, .size = 4096};
+    ASSERT_EQ(cw_pipeline_feed(p, &late, &d), CW_ETIME);
+    ASSERT_TRUE(strstr(d.msg, "promised nothing older") != NULL);
+    late.ts = 14 * S + 1;
+    ASSERT_OK(cw_pipeline_feed(p, &late, &d));
+    ASSERT_OK(cw_pipeline_tick(p, 15 * S));
+    ASSERT_EQ(ngot, 3);
+    ASSERT_EQ(got[2]->bucket_ns, 14 * S);
+
     for (int i = 0; i < ngot; i++) cw_batch_free(got[i]);
     cw_pipeline_destroy(p);
     cw_agg_destroy(a);
