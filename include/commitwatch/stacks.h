@@ -34,6 +34,11 @@ int cw_stacks_intern(cw_stacks_t *s, const uint32_t *frames, uint32_t n, uint32_
 int cw_stacks_intern_strings(cw_stacks_t *s, const char *const *frames, uint32_t n,
                              uint32_t *out_stack);
 
+/* A number no other table of this process has had, not even one freed
+ * earlier at the same address: lets caches keyed by frame or stack id
+ * (the stack-tag engine's) tell tables apart. Never 0. */
+uint64_t cw_stacks_uid(const cw_stacks_t *s);
+
 uint32_t cw_stacks_count(const cw_stacks_t *s);       /* stacks, including stack 0 */
 uint32_t cw_stacks_frame_count(const cw_stacks_t *s); /* frames + 1 (id 0 unused) */
 /* Borrowed pointer valid until the next intern call; *n set. */

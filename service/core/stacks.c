@@ -7,6 +7,7 @@
  * keep load <= 1/2 and store id+1 so 0 means empty. */
 #include "commitwatch/stacks.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,7 @@ typedef struct stack_rec {
 } stack_rec_t;
 
 struct cw_stacks {
+    uint64_t uid;
     /* frames: index = frame id; [0] unused */
     char **ftext;
     uint32_t *flen;
@@ -64,6 +66,8 @@ int cw_stacks_create(cw_stacks_t **out)
         cw_stacks_destroy(s);
         return CW_ENOMEM;
     }
+    static atomic_uint_least64_t next_uid = 1;
+    s->uid = atomic_fetch_add(&next_uid, 1);
     s->nframes = 1;
     s->nstacks = 1; /* the empty stack */
     s->stacks[0].hash = hash_list(NULL, 0);
@@ -211,6 +215,11 @@ int cw_stacks_intern_strings(cw_stacks_t *s, const char *const *frames, uint32_t
     if (rc == 0) rc = cw_stacks_intern(s, ids, n, out_stack);
     if (ids != small) free(ids);
     return rc;
+}
+
+uint64_t cw_stacks_uid(const cw_stacks_t *s)
+{
+    return s->uid;
 }
 
 uint32_t cw_stacks_count(const cw_stacks_t *s)
