@@ -136,7 +136,7 @@ void cw_stacktags_explain(const cw_stacktags_t *r, const char *const *frames, si
 
 /* The tag of an interned stack (the engine behind the tagger): each frame
  * id's match is computed once and cached in r, for the cw_stacks_t last
- * used (a different table clears the cache). Never NULL. */
+ * used (another table, by cw_stacks_uid(), clears the cache). Never NULL. */
 const char *cw_stacktags_tag_stack(cw_stacktags_t *r, const cw_stacks_t *s, uint32_t stack_id);
 
 /* A tagger whose engine is r ("stacktags"); ownership of r passes to it,

@@ -438,7 +438,7 @@ int cw_stacktags_load_buffer(cw_stacktags_t *r, const char *name, const char *bu
     r->c = c;
     r->nfiles++;
     r->next_seq += nentries;
-    r->cache_owner = NULL; /* rules changed: every cached frame is stale */
+    r->cache_uid = 0; /* rules changed: every cached frame is stale */
     return 0;
 fail:
     cw__st_set_free(&stage);

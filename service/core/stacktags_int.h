@@ -97,8 +97,9 @@ struct cw_stacktags {
     cw_stacktags_warn_fn warn;
     void *warn_ctx;
 
-    /* per frame id of cache_owner: 0 unknown, 1 no rule, k+2 rule k */
-    const cw_stacks_t *cache_owner;
+    /* per frame id of the table with uid cache_uid (0: none yet):
+     * 0 unknown, 1 no rule, k+2 rule k */
+    uint64_t cache_uid;
     uint32_t *fcache;
     uint32_t fcache_n;
 };

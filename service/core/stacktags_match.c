@@ -244,9 +244,9 @@ void cw_stacktags_explain(const cw_stacktags_t *r, const char *const *frames, si
  * out of memory (the caller then matches without the cache). */
 static bool cache_ready(cw_stacktags_t *r, const cw_stacks_t *s, uint32_t need)
 {
-    if (r->cache_owner != s) {
+    if (r->cache_uid != cw_stacks_uid(s)) {
         if (r->fcache) memset(r->fcache, 0, r->fcache_n * sizeof *r->fcache);
-        r->cache_owner = s;
+        r->cache_uid = cw_stacks_uid(s);
     }
     if (need <= r->fcache_n) return true;
     uint32_t ncap = r->fcache_n ? r->fcache_n : 1024;
