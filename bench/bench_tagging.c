@@ -75,29 +75,37 @@ static const char *const linux_tails[][TAIL] = {
 };
 
 /* Application and system modules frames come from. */
-static const char *const win_mods[] = {"app", "appcore.dll", "ui.dll", "net.dll", "ntdll",
-                                       "KernelBase", "kernel32", "ucrtbase", "user32", "combase"};
-static const char *const linux_mods[] = {"app", "libapp.so", "libssl.so.3", "libcrypto.so.3",
-                                         "libc.so.6", "libstdc++.so.6", "libz.so.1", "libglib-2.0.so.0"};
+static const char *const win_mods[] = {"app",    "appcore.dll", "ui.dll",   "net.dll",
+                                       "ntdll",  "KernelBase",  "kernel32", "ucrtbase",
+                                       "user32", "combase"};
+static const char *const linux_mods[] = {
+    "app",       "libapp.so",      "libssl.so.3", "libcrypto.so.3",
+    "libc.so.6", "libstdc++.so.6", "libz.so.1",   "libglib-2.0.so.0"};
 
 int main(int argc, char **argv)
 {
     uint32_t nstacks = 1000000, pool = 50000;
     const char *platform = "windows";
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--stacks") == 0 && i + 1 < argc) nstacks = (uint32_t)atol(argv[++i]);
-        else if (strcmp(argv[i], "--pool") == 0 && i + 1 < argc) pool = (uint32_t)atol(argv[++i]);
-        else if (strcmp(argv[i], "--platform") == 0 && i + 1 < argc) platform = argv[++i];
+        if (strcmp(argv[i], "--stacks") == 0 && i + 1 < argc)
+            nstacks = (uint32_t)atol(argv[++i]);
+        else if (strcmp(argv[i], "--pool") == 0 && i + 1 < argc)
+            pool = (uint32_t)atol(argv[++i]);
+        else if (strcmp(argv[i], "--platform") == 0 && i + 1 < argc)
+            platform = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_tagging [--stacks N] [--pool P] [--platform windows|linux]\n");
+            fprintf(stderr,
+                    "usage: bench_tagging [--stacks N] [--pool P] [--platform windows|linux]\n");
             return 2;
         }
     }
     int win = strcmp(platform, "windows") == 0;
     const char *const(*tails)[TAIL] = win ? win_tails : linux_tails;
-    size_t ntails = win ? sizeof win_tails / sizeof *win_tails : sizeof linux_tails / sizeof *linux_tails;
+    size_t ntails =
+        win ? sizeof win_tails / sizeof *win_tails : sizeof linux_tails / sizeof *linux_tails;
     const char *const *mods = win ? win_mods : linux_mods;
-    size_t nmods = win ? sizeof win_mods / sizeof *win_mods : sizeof linux_mods / sizeof *linux_mods;
+    size_t nmods =
+        win ? sizeof win_mods / sizeof *win_mods : sizeof linux_mods / sizeof *linux_mods;
 
     cw_diag_t d;
     cw_stacktags_t *rules;
@@ -122,12 +130,14 @@ int main(int argc, char **argv)
     uint32_t tail_ids[16][TAIL];
     for (size_t t = 0; t < ntails; t++)
         for (int k = 0; k < TAIL; k++)
-            if (cw_stacks_intern_frame(s, tails[t][k], strlen(tails[t][k]), &tail_ids[t][k])) return 1;
+            if (cw_stacks_intern_frame(s, tails[t][k], strlen(tails[t][k]), &tail_ids[t][k]))
+                return 1;
 
     /* Rule matching of frames never seen: once per pool frame. */
     double t0 = now();
     size_t matched = 0;
-    for (uint32_t i = 0; i < pool; i++) matched += cw_stacktags_match_frame(rules, texts[i], NULL);
+    for (uint32_t i = 0; i < pool; i++)
+        matched += cw_stacktags_match_frame(rules, texts[i], NULL);
     double t_match = now() - t0;
 
     /* Intern the stacks. */
@@ -136,7 +146,8 @@ int main(int argc, char **argv)
     t0 = now();
     for (uint32_t i = 0; i < nstacks; i++) {
         uint32_t f[DEPTH];
-        for (int k = 0; k < DEPTH - TAIL; k++) f[k] = ids[next() % pool];
+        for (int k = 0; k < DEPTH - TAIL; k++)
+            f[k] = ids[next() % pool];
         memcpy(f + DEPTH - TAIL, tail_ids[next() % ntails], sizeof tail_ids[0]);
         if (cw_stacks_intern(s, f, DEPTH, &stack_ids[i])) return 1;
     }
@@ -166,7 +177,8 @@ int main(int argc, char **argv)
 
     cw_tagger_destroy(tagger);
     cw_stacks_destroy(s);
-    for (uint32_t i = 0; i < pool; i++) free(texts[i]);
+    for (uint32_t i = 0; i < pool; i++)
+        free(texts[i]);
     free(texts);
     free(ids);
     free(stack_ids);

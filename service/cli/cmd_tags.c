@@ -18,11 +18,10 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: commitwatch tags check [--platform windows|linux] [FILE...]\n"
-            "       commitwatch tags explain [--rules FILE]... [--platform windows|linux]\n"
-            "                                --stack 'mod!fn;mod!fn;...' [--json]\n\n"
-            "Stack-tag rules are WPA .stacktags files. `tags COMMAND --help` says more.\n");
+    fprintf(out, "usage: commitwatch tags check [--platform windows|linux] [FILE...]\n"
+                 "       commitwatch tags explain [--rules FILE]... [--platform windows|linux]\n"
+                 "                                --stack 'mod!fn;mod!fn;...' [--json]\n\n"
+                 "Stack-tag rules are WPA .stacktags files. `tags COMMAND --help` says more.\n");
 }
 
 static void usage_check(FILE *out)
@@ -80,7 +79,8 @@ static cw_stacktags_t *load_rules(const char *platform, char **files, size_t nfi
         rc = cw_stacktags_default_path(platform, path, sizeof path, &d);
         if (!rc) rc = cw_stacktags_load_file(r, path, &d);
     }
-    for (size_t i = 0; i < nfiles && !rc; i++) rc = cw_stacktags_load_file(r, files[i], &d);
+    for (size_t i = 0; i < nfiles && !rc; i++)
+        rc = cw_stacktags_load_file(r, files[i], &d);
     if (rc) {
         fprintf(stderr, "commitwatch: %s\n", d.msg);
         cw_stacktags_destroy(r);
@@ -158,12 +158,15 @@ static long split_stack(char *s, char **frames)
     for (char *p = s;; n++) {
         char *semi = strchr(p, ';');
         if (semi) *semi = '\0';
-        while (*p == ' ' || *p == '\t') p++;
+        while (*p == ' ' || *p == '\t')
+            p++;
         char *e = p + strlen(p);
-        while (e > p && (e[-1] == ' ' || e[-1] == '\t')) *--e = '\0';
+        while (e > p && (e[-1] == ' ' || e[-1] == '\t'))
+            *--e = '\0';
         if (!*p) {
-            fprintf(stderr, "commitwatch: --stack: frame %ld is empty (frames are separated by "
-                            "';', nothing before the first or after the last)\n",
+            fprintf(stderr,
+                    "commitwatch: --stack: frame %ld is empty (frames are separated by "
+                    "';', nothing before the first or after the last)\n",
                     n);
             return -1;
         }
@@ -183,15 +186,19 @@ static void print_json(const cw_stacktags_explain_t *ex)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "tag", ex->tag);
-    if (ex->frame >= 0) cJSON_AddNumberToObject(o, "frame", (double)ex->frame);
-    else cJSON_AddNullToObject(o, "frame");
+    if (ex->frame >= 0)
+        cJSON_AddNumberToObject(o, "frame", (double)ex->frame);
+    else
+        cJSON_AddNullToObject(o, "frame");
     if (ex->matched) {
         cJSON *ru = cJSON_AddObjectToObject(o, "rule");
         cJSON_AddStringToObject(ru, "tag", ex->rule.tag);
         cJSON_AddNumberToObject(ru, "priority", ex->rule.priority);
         cJSON_AddStringToObject(ru, "module", ex->rule.module);
-        if (ex->rule.method) cJSON_AddStringToObject(ru, "method", ex->rule.method);
-        else cJSON_AddNullToObject(ru, "method");
+        if (ex->rule.method)
+            cJSON_AddStringToObject(ru, "method", ex->rule.method);
+        else
+            cJSON_AddNullToObject(ru, "method");
     } else {
         cJSON_AddNullToObject(o, "rule");
     }
@@ -209,8 +216,10 @@ static void print_text(const cw_stacktags_t *r, char **frames, long n,
         printf("decided by frame %ld: %s\n", ex->frame, frames[ex->frame]);
         printf("rule: tag \"%s\", priority %d, Module=\"%s\"", ex->rule.tag, (int)ex->rule.priority,
                ex->rule.module);
-        if (ex->rule.method) printf(" Method=\"%s\"", ex->rule.method);
-        else printf(" (any method)");
+        if (ex->rule.method)
+            printf(" Method=\"%s\"", ex->rule.method);
+        else
+            printf(" (any method)");
         printf(" at %s:%u\n", ex->rule.file, ex->rule.line);
     } else if (ex->frame >= 0) {
         printf("decided by frame %ld: a pseudo-frame names its own tag\n", ex->frame);
@@ -263,7 +272,8 @@ static int cmd_explain(int argc, char **argv)
     }
     /* At most one frame per ';' plus one. */
     size_t maxf = 1;
-    for (const char *p = stack; *p; p++) maxf += *p == ';';
+    for (const char *p = stack; *p; p++)
+        maxf += *p == ';';
     if (!(frames = calloc(maxf, sizeof *frames))) goto oom;
     long n = split_stack(stack, frames);
     if (n < 0) goto out;
@@ -280,8 +290,10 @@ static int cmd_explain(int argc, char **argv)
     } else {
         cw_stacktags_explain(r, (const char *const *)frames, (size_t)n, &ex);
     }
-    if (json) print_json(&ex);
-    else print_text(r, frames, n, &ex);
+    if (json)
+        print_json(&ex);
+    else
+        print_text(r, frames, n, &ex);
     rc = 0;
     goto out;
 oom:

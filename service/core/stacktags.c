@@ -34,7 +34,8 @@ void cw__st_set_free(st_set_t *set)
 {
     for (uint32_t i = 0; i < set->ntags; i++) {
         st_tag_t *t = &set->tags[i];
-        for (uint32_t j = 0; j < t->nentries; j++) entry_free(&t->entries[j]);
+        for (uint32_t j = 0; j < t->nentries; j++)
+            entry_free(&t->entries[j]);
         free(t->entries);
         free(t->path);
     }
@@ -132,12 +133,11 @@ static int set_clone(st_set_t *dst, const st_set_t *src)
         for (uint32_t j = 0; j < s->nentries; j++) {
             d->entries[j] = s->entries[j];
             d->entries[j].module = dup_n(s->entries[j].module, strlen(s->entries[j].module));
-            d->entries[j].method =
-                s->entries[j].method ? dup_n(s->entries[j].method, strlen(s->entries[j].method))
-                                     : NULL;
+            d->entries[j].method = s->entries[j].method
+                                       ? dup_n(s->entries[j].method, strlen(s->entries[j].method))
+                                       : NULL;
             d->nentries = j + 1;
-            if (!d->entries[j].module || (s->entries[j].method && !d->entries[j].method))
-                goto fail;
+            if (!d->entries[j].module || (s->entries[j].method && !d->entries[j].method)) goto fail;
         }
     }
     return 0;
@@ -163,14 +163,16 @@ static int set_merge(st_set_t *set, st_set_t *stage, uint64_t base)
             d->priority_set = true;
         }
         if (s->nentries) {
-            for (uint32_t j = 0; j < d->nentries; j++) entry_free(&d->entries[j]);
+            for (uint32_t j = 0; j < d->nentries; j++)
+                entry_free(&d->entries[j]);
             free(d->entries);
             d->entries = s->entries;
             d->nentries = s->nentries;
             d->cap = s->cap;
             s->entries = NULL;
             s->nentries = s->cap = 0;
-            for (uint32_t j = 0; j < d->nentries; j++) d->entries[j].seq += base;
+            for (uint32_t j = 0; j < d->nentries; j++)
+                d->entries[j].seq += base;
         }
     }
     return 0;
@@ -225,7 +227,8 @@ static int build_preorder(const st_set_t *set, uint32_t *out)
         uint32_t p = set->tags[i].parent == ST_NONE ? 0 : set->tags[i].parent + 1;
         start[p + 1]++;
     }
-    for (uint32_t i = 1; i <= n + 1; i++) start[i] += start[i - 1];
+    for (uint32_t i = 1; i <= n + 1; i++)
+        start[i] += start[i - 1];
     {
         uint32_t *fill = calloc((size_t)n + 1, sizeof *fill);
         if (!fill) goto out;
@@ -237,11 +240,13 @@ static int build_preorder(const st_set_t *set, uint32_t *out)
     }
     /* Iterative DFS; push children in reverse so the first pops first. */
     uint32_t sp = 0, o = 0;
-    for (uint32_t k = start[1]; k > start[0]; k--) stack[sp++] = kids[k - 1];
+    for (uint32_t k = start[1]; k > start[0]; k--)
+        stack[sp++] = kids[k - 1];
     while (sp) {
         uint32_t t = stack[--sp];
         out[o++] = t;
-        for (uint32_t k = start[t + 2]; k > start[t + 1]; k--) stack[sp++] = kids[k - 1];
+        for (uint32_t k = start[t + 2]; k > start[t + 1]; k--)
+            stack[sp++] = kids[k - 1];
     }
     rc = 0;
 out:
@@ -294,8 +299,10 @@ static void compute_hash(const st_set_t *set, st_compiled_t *c)
         hash_str(&h, "E");
         hash_str(&h, set->tags[c->rules[k].tag].path);
         hash_str(&h, c->rules[k].src->module);
-        if (c->rules[k].src->method) hash_str(&h, c->rules[k].src->method);
-        else hash_str(&h, "\x01(any)");
+        if (c->rules[k].src->method)
+            hash_str(&h, c->rules[k].src->method);
+        else
+            hash_str(&h, "\x01(any)");
     }
     snprintf(c->hash, sizeof c->hash, "%016llx%016llx", (unsigned long long)h.a,
              (unsigned long long)h.b);
@@ -323,7 +330,8 @@ static int compile(const st_set_t *set, st_compiled_t *c)
 {
     uint32_t n = 0;
     memset(c, 0, sizeof *c);
-    for (uint32_t i = 0; i < set->ntags; i++) n += set->tags[i].nentries;
+    for (uint32_t i = 0; i < set->ntags; i++)
+        n += set->tags[i].nentries;
     c->eprio = malloc(((size_t)set->ntags + 1) * sizeof *c->eprio);
     c->preorder = malloc(((size_t)set->ntags + 1) * sizeof *c->preorder);
     c->rules = calloc((size_t)n + 1, sizeof *c->rules);
@@ -336,7 +344,9 @@ static int compile(const st_set_t *set, st_compiled_t *c)
      * inherited priorities. */
     for (uint32_t i = 0; i < set->ntags; i++) {
         const st_tag_t *t = &set->tags[i];
-        c->eprio[i] = t->priority_set ? t->priority : t->parent == ST_NONE ? 0 : c->eprio[t->parent];
+        c->eprio[i] = t->priority_set        ? t->priority
+                      : t->parent == ST_NONE ? 0
+                                             : c->eprio[t->parent];
     }
     for (uint32_t i = 0; i < set->ntags; i++)
         for (uint32_t j = 0; j < set->tags[i].nentries; j++) {
@@ -390,7 +400,8 @@ void cw_stacktags_destroy(cw_stacktags_t *r)
     if (!r) return;
     compiled_free(&r->c);
     cw__st_set_free(&r->set);
-    for (uint32_t i = 0; i < r->nfiles; i++) free(r->files[i]);
+    for (uint32_t i = 0; i < r->nfiles; i++)
+        free(r->files[i]);
     free(r->files);
     free(r->fcache);
     free(r);
@@ -422,7 +433,8 @@ int cw_stacktags_load_buffer(cw_stacktags_t *r, const char *name, const char *bu
 
     rc = cw__st_parse(r, &stage, name, r->nfiles, buf, len, d);
     if (rc) goto fail;
-    for (uint32_t i = 0; i < stage.ntags; i++) nentries += stage.tags[i].nentries;
+    for (uint32_t i = 0; i < stage.ntags; i++)
+        nentries += stage.tags[i].nentries;
     rc = set_clone(&merged, &r->set);
     if (!rc) rc = set_merge(&merged, &stage, r->next_seq);
     if (!rc) rc = compile(&merged, &c);
@@ -583,7 +595,8 @@ int cw_stacktags_open(const char *platform, const char *const *files, size_t nfi
         rc = cw_stacktags_default_path(platform, path, sizeof path, d);
         if (!rc) rc = cw_stacktags_load_file(r, path, d);
     }
-    for (size_t i = 0; i < nfiles && !rc; i++) rc = cw_stacktags_load_file(r, files[i], d);
+    for (size_t i = 0; i < nfiles && !rc; i++)
+        rc = cw_stacktags_load_file(r, files[i], d);
     if (rc) {
         cw_stacktags_destroy(r);
         return rc;

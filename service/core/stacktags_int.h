@@ -29,11 +29,11 @@ typedef struct st_entry {
 } st_entry_t;
 
 typedef struct st_tag {
-    char *path;          /* "Parent\Child" */
-    uint32_t name_off;   /* the last component starts at path + name_off */
-    uint32_t parent;     /* ST_NONE at top level */
-    uint32_t depth;      /* 1 = top level */
-    int32_t priority;    /* meaningful when priority_set */
+    char *path;        /* "Parent\Child" */
+    uint32_t name_off; /* the last component starts at path + name_off */
+    uint32_t parent;   /* ST_NONE at top level */
+    uint32_t depth;    /* 1 = top level */
+    int32_t priority;  /* meaningful when priority_set */
     bool priority_set;
     st_entry_t *entries; /* its own entrypoints */
     uint32_t nentries, cap;
@@ -116,8 +116,8 @@ int cw__st_add_entry(st_set_t *set, uint32_t tag, const char *module, const char
 
 /* stacktags_load.c: parses buf into *set (empty on entry). name is used in
  * messages, file is the index entries get. Warnings through r's sink. */
-int cw__st_parse(cw_stacktags_t *r, st_set_t *set, const char *name, uint32_t file,
-                 const char *buf, size_t len, cw_diag_t *d);
+int cw__st_parse(cw_stacktags_t *r, st_set_t *set, const char *name, uint32_t file, const char *buf,
+                 size_t len, cw_diag_t *d);
 
 /* stacktags_match.c */
 /* Lowercases and classifies a pattern; 0 or CW_ENOMEM. */

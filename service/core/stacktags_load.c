@@ -27,7 +27,7 @@ typedef struct parse {
     uint32_t file;
     uint32_t *stack; /* per open element: the tag its children belong to */
     size_t depth, cap;
-    uint64_t seq; /* entrypoints in document order */
+    uint64_t seq;  /* entrypoints in document order */
     char **warned; /* keys of warnings already given for this file */
     size_t nwarned, wcap;
     int rc;
@@ -93,7 +93,8 @@ static int parse_priority(const char *s, int32_t *out)
     errno = 0;
     long long v = strtoll(s, &end, 10);
     if (end == s || errno) return -1;
-    while (*end == ' ' || *end == '\t') end++;
+    while (*end == ' ' || *end == '\t')
+        end++;
     if (*end || v < INT32_MIN || v > INT32_MAX) return -1;
     *out = (int32_t)v;
     return 0;
@@ -104,9 +105,12 @@ static uint32_t on_tag(parse_t *ps, uint32_t ctx, const XML_Char **atts)
 {
     const char *name = NULL, *prio = NULL;
     for (size_t i = 0; atts[i]; i += 2) {
-        if (strcmp(atts[i], "Name") == 0) name = atts[i + 1];
-        else if (strcmp(atts[i], "Priority") == 0) prio = atts[i + 1];
-        else warn_attr(ps, "Tag", atts[i]);
+        if (strcmp(atts[i], "Name") == 0)
+            name = atts[i + 1];
+        else if (strcmp(atts[i], "Priority") == 0)
+            prio = atts[i + 1];
+        else
+            warn_attr(ps, "Tag", atts[i]);
     }
     if (!name) {
         fail(ps, CW_EPARSE, "<Tag> without a Name attribute");
@@ -130,7 +134,8 @@ static uint32_t on_tag(parse_t *ps, uint32_t ctx, const XML_Char **atts)
     uint32_t idx = ctx;
     int32_t p = 0;
     unsigned depth = 1;
-    for (const char *c = path; *c; c++) depth += *c == '\\';
+    for (const char *c = path; *c; c++)
+        depth += *c == '\\';
     if (prio && parse_priority(prio, &p) != 0)
         fail(ps, CW_EPARSE, "Priority \"%s\" of tag \"%s\" is not a whole number", prio, path);
     else if (depth > ST_MAX_DEPTH)
@@ -138,7 +143,8 @@ static uint32_t on_tag(parse_t *ps, uint32_t ctx, const XML_Char **atts)
              depth, ST_MAX_DEPTH);
     else {
         int rc = cw__st_set_tag(ps->set, path, strlen(path), &idx);
-        if (rc == CW_ENOMEM) fail(ps, rc, "out of memory");
+        if (rc == CW_ENOMEM)
+            fail(ps, rc, "out of memory");
         else if (rc)
             fail(ps, CW_EPARSE, "tag name \"%s\" has an empty part between backslashes", name);
         else if (prio) {
@@ -155,9 +161,12 @@ static void on_entry(parse_t *ps, uint32_t ctx, const XML_Char **atts)
 {
     const char *mod = NULL, *meth = NULL;
     for (size_t i = 0; atts[i]; i += 2) {
-        if (strcmp(atts[i], "Module") == 0) mod = atts[i + 1];
-        else if (strcmp(atts[i], "Method") == 0) meth = atts[i + 1];
-        else warn_attr(ps, "Entrypoint", atts[i]);
+        if (strcmp(atts[i], "Module") == 0)
+            mod = atts[i + 1];
+        else if (strcmp(atts[i], "Method") == 0)
+            meth = atts[i + 1];
+        else
+            warn_attr(ps, "Entrypoint", atts[i]);
     }
     if (ctx == ST_NONE) {
         fail(ps, CW_EPARSE, "<Entrypoint> outside a named <Tag>");
@@ -216,8 +225,8 @@ static void XMLCALL on_end(void *ud, const XML_Char *el)
     if (ps->depth) ps->depth--;
 }
 
-int cw__st_parse(cw_stacktags_t *r, st_set_t *set, const char *name, uint32_t file,
-                 const char *buf, size_t len, cw_diag_t *d)
+int cw__st_parse(cw_stacktags_t *r, st_set_t *set, const char *name, uint32_t file, const char *buf,
+                 size_t len, cw_diag_t *d)
 {
     parse_t ps = {0};
     ps.r = r;
@@ -249,7 +258,8 @@ int cw__st_parse(cw_stacktags_t *r, st_set_t *set, const char *name, uint32_t fi
 
     XML_ParserFree(ps.p);
     free(ps.stack);
-    for (size_t i = 0; i < ps.nwarned; i++) free(ps.warned[i]);
+    for (size_t i = 0; i < ps.nwarned; i++)
+        free(ps.warned[i]);
     free(ps.warned);
     return ps.rc;
 }

@@ -34,7 +34,8 @@ size_t cw__st_strip_ext(const char *name, size_t len)
 int cw__st_pat_compile(st_pat_t *p, const char *text, size_t len, bool lower_case)
 {
     size_t stars = 0;
-    for (size_t i = 0; i < len; i++) stars += text[i] == '*';
+    for (size_t i = 0; i < len; i++)
+        stars += text[i] == '*';
     size_t from = 0, n = len;
     if (stars == len && len > 0) {
         p->kind = ST_PAT_ANY;
@@ -53,7 +54,8 @@ int cw__st_pat_compile(st_pat_t *p, const char *text, size_t len, bool lower_cas
     }
     p->text = malloc(n + 1);
     if (!p->text) return CW_ENOMEM;
-    for (size_t i = 0; i < n; i++) p->text[i] = lower_case ? lower(text[from + i]) : text[from + i];
+    for (size_t i = 0; i < n; i++)
+        p->text[i] = lower_case ? lower(text[from + i]) : text[from + i];
     p->text[n] = '\0';
     p->len = (uint32_t)n;
     return 0;
@@ -85,7 +87,8 @@ static bool glob(const char *p, size_t pn, const char *s, size_t sn)
             return false;
         }
     }
-    while (pi < pn && p[pi] == '*') pi++;
+    while (pi < pn && p[pi] == '*')
+        pi++;
     return pi == pn;
 }
 
@@ -170,14 +173,16 @@ uint32_t cw__st_match_text(const cw_stacktags_t *r, const char *text)
     const char *plus = strrchr(f.meth, '+');
     if (plus && plus[1] == '0' && (plus[2] == 'x' || plus[2] == 'X') && plus[3]) {
         const char *h = plus + 3;
-        while (is_hex(*h)) h++;
+        while (is_hex(*h))
+            h++;
         if (!*h) f.methlen = (size_t)(plus - f.meth);
     }
 
     char small[256];
     char *lm = mlen < sizeof small ? small : malloc(mlen + 1);
     if (!lm) return ST_NONE;
-    for (size_t i = 0; i < mlen; i++) lm[i] = lower(mod[i]);
+    for (size_t i = 0; i < mlen; i++)
+        lm[i] = lower(mod[i]);
     lm[mlen] = '\0';
     f.mod = lm;
     f.mlen = mlen;
@@ -193,13 +198,16 @@ uint32_t cw__st_match_text(const cw_stacktags_t *r, const char *text)
         size_t n = l->keylen < f.mstem ? l->keylen : f.mstem;
         int cmp = memcmp(l->key, lm, n);
         if (cmp == 0) cmp = l->keylen < f.mstem ? -1 : l->keylen > f.mstem;
-        if (cmp < 0) lo = mid + 1;
-        else hi = mid;
+        if (cmp < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     for (; lo < c->nlit && c->lit[lo].keylen == f.mstem && memcmp(c->lit[lo].key, lm, f.mstem) == 0;
          lo++)
         consider(c, c->lit[lo].rule, &f, &best);
-    for (uint32_t i = 0; i < c->nwild; i++) consider(c, c->wild[i], &f, &best);
+    for (uint32_t i = 0; i < c->nwild; i++)
+        consider(c, c->wild[i], &f, &best);
 
     if (lm != small) free(lm);
     return best;
@@ -250,7 +258,8 @@ static bool cache_ready(cw_stacktags_t *r, const cw_stacks_t *s, uint32_t need)
     }
     if (need <= r->fcache_n) return true;
     uint32_t ncap = r->fcache_n ? r->fcache_n : 1024;
-    while (ncap < need) ncap *= 2;
+    while (ncap < need)
+        ncap *= 2;
     uint32_t *nc = realloc(r->fcache, (size_t)ncap * sizeof *nc);
     if (!nc) return false;
     memset(nc + r->fcache_n, 0, (size_t)(ncap - r->fcache_n) * sizeof *nc);

@@ -35,7 +35,8 @@ static int map_put(frame_map_t *m, int64_t stored, uint32_t local)
     if (stored < 1 || stored > UINT32_MAX) return CW_EDB;
     if ((uint64_t)stored >= m->n) {
         uint64_t nn = m->n ? m->n : 1024;
-        while (nn <= (uint64_t)stored) nn *= 2;
+        while (nn <= (uint64_t)stored)
+            nn *= 2;
         uint32_t *nv = realloc(m->v, nn * sizeof *nv);
         if (!nv) return CW_ENOMEM;
         memset(nv + m->n, 0, (nn - m->n) * sizeof *nv);

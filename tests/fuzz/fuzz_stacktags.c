@@ -18,9 +18,21 @@ static void quiet(void *ctx, const char *msg)
 }
 
 static const char *const frames[] = {
-    "ntdll!RtlAllocateHeap", "ntdll.dll!NtAllocateVirtualMemory", "KERNELBASE!VirtualAlloc+0x1f",
-    "app!main", "libc.so.6!malloc", "/usr/lib/libc.so.6!__mmap64", "C:\\x\\m.dll!f", "nobang",
-    "m!", "!f", "", "a*b!*", "x.dll.exe!y", "m!f+0x", "(before trace)",
+    "ntdll!RtlAllocateHeap",
+    "ntdll.dll!NtAllocateVirtualMemory",
+    "KERNELBASE!VirtualAlloc+0x1f",
+    "app!main",
+    "libc.so.6!malloc",
+    "/usr/lib/libc.so.6!__mmap64",
+    "C:\\x\\m.dll!f",
+    "nobang",
+    "m!",
+    "!f",
+    "",
+    "a*b!*",
+    "x.dll.exe!y",
+    "m!f+0x",
+    "(before trace)",
 };
 #define NFRAMES (sizeof frames / sizeof frames[0])
 

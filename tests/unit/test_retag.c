@@ -26,7 +26,8 @@ static cw_tagger_t *tagger_from(const char *xml)
 static const char *RULES_A =
     "<Tag Name=''>"
     " <Tag Name='VirtualAlloc'><Entrypoint Module='ntdll' Method='NtAllocateVirtualMemory'/></Tag>"
-    " <Tag Name='Windows Heap' Priority='10'><Entrypoint Module='ntdll' Method='RtlpAllocateHeap*'/></Tag>"
+    " <Tag Name='Windows Heap' Priority='10'><Entrypoint Module='ntdll' "
+    "Method='RtlpAllocateHeap*'/></Tag>"
     "</Tag>";
 /* B: the heap rule is gone, and main's own code gets a tag. */
 static const char *RULES_B =
@@ -157,8 +158,9 @@ int main(void)
     ASSERT_STR_EQ(h, cw_tagger_rules_hash(tb));
     free(h);
     sqlite3_stmt *q;
-    ASSERT_EQ(sqlite3_prepare_v2(cw_store_db(st), "SELECT tag FROM stacks WHERE id = 1", -1, &q, NULL),
-              SQLITE_OK);
+    ASSERT_EQ(
+        sqlite3_prepare_v2(cw_store_db(st), "SELECT tag FROM stacks WHERE id = 1", -1, &q, NULL),
+        SQLITE_OK);
     ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
     ASSERT_STR_EQ((const char *)sqlite3_column_text(q, 0), "VirtualAlloc"); /* B's, kept */
     sqlite3_finalize(q);

@@ -45,7 +45,8 @@ static const char *tag_of(cw_stacktags_t *r, ...)
     size_t n = 0;
     va_list ap;
     va_start(ap, r);
-    for (const char *f; (f = va_arg(ap, const char *)) != NULL;) frames[n++] = f;
+    for (const char *f; (f = va_arg(ap, const char *)) != NULL;)
+        frames[n++] = f;
     va_end(ap);
     cw_stacktags_explain(r, frames, n, &ex);
     return ex.tag;
@@ -77,18 +78,18 @@ static char *fixture(const char *name)
 
 static void test_patterns(void)
 {
-    cw_stacktags_t *r = rules_from(
-        "<Tag Name=''>"
-        " <Tag Name='Start'><Entrypoint Module='m' Method='*Alloc'/></Tag>"
-        " <Tag Name='Middle'><Entrypoint Module='m' Method='Rtl*Heap'/></Tag>"
-        " <Tag Name='End'><Entrypoint Module='m' Method='Virtual*'/></Tag>"
-        " <Tag Name='Many'><Entrypoint Module='m' Method='a*b*c'/></Tag>"
-        " <Tag Name='ModWild'><Entrypoint Module='lib*.so*' Method='g'/></Tag>"
-        " <Tag Name='ModOnly'><Entrypoint Module='whole.dll'/></Tag>"
-        " <Tag Name='EmptyMethod'><Entrypoint Module='e' Method=''/></Tag>"
-        " <Tag Name='Exact'><Entrypoint Module='m' Method='exact'/></Tag>"
-        "</Tag>",
-        NULL);
+    cw_stacktags_t *r =
+        rules_from("<Tag Name=''>"
+                   " <Tag Name='Start'><Entrypoint Module='m' Method='*Alloc'/></Tag>"
+                   " <Tag Name='Middle'><Entrypoint Module='m' Method='Rtl*Heap'/></Tag>"
+                   " <Tag Name='End'><Entrypoint Module='m' Method='Virtual*'/></Tag>"
+                   " <Tag Name='Many'><Entrypoint Module='m' Method='a*b*c'/></Tag>"
+                   " <Tag Name='ModWild'><Entrypoint Module='lib*.so*' Method='g'/></Tag>"
+                   " <Tag Name='ModOnly'><Entrypoint Module='whole.dll'/></Tag>"
+                   " <Tag Name='EmptyMethod'><Entrypoint Module='e' Method=''/></Tag>"
+                   " <Tag Name='Exact'><Entrypoint Module='m' Method='exact'/></Tag>"
+                   "</Tag>",
+                   NULL);
     ASSERT_STR_EQ(frame_tag(r, "m!HeapAlloc"), "Start");
     ASSERT_STR_EQ(frame_tag(r, "m!Alloc"), "Start"); /* '*' matches nothing too */
     ASSERT_STR_EQ(frame_tag(r, "m!AllocX"), "-");
@@ -115,10 +116,10 @@ static void test_patterns(void)
      * Methods: case-sensitive; a +0x offset is ignored. */
     ASSERT_STR_EQ(frame_tag(r, "M!exact"), "Exact");
     ASSERT_STR_EQ(frame_tag(r, "WHOLE.DLL!x"), "ModOnly");
-    ASSERT_STR_EQ(frame_tag(r, "Whole!x"), "ModOnly");                    /* pattern .dll, module bare */
-    ASSERT_STR_EQ(frame_tag(r, "m.dll!exact"), "Exact");                  /* pattern bare, module .dll */
+    ASSERT_STR_EQ(frame_tag(r, "Whole!x"), "ModOnly");   /* pattern .dll, module bare */
+    ASSERT_STR_EQ(frame_tag(r, "m.dll!exact"), "Exact"); /* pattern bare, module .dll */
     ASSERT_STR_EQ(frame_tag(r, "m.exe!exact"), "Exact");
-    ASSERT_STR_EQ(frame_tag(r, "whole.exe!x"), "-");                      /* a different extension */
+    ASSERT_STR_EQ(frame_tag(r, "whole.exe!x"), "-"); /* a different extension */
     ASSERT_STR_EQ(frame_tag(r, "whole.so!x"), "-");
     ASSERT_STR_EQ(frame_tag(r, "C:\\Windows\\System32\\whole.dll!x"), "ModOnly");
     ASSERT_STR_EQ(frame_tag(r, "/usr/lib/libfoo.so.6!g"), "ModWild");
@@ -144,7 +145,7 @@ static void test_tree_and_priority(void)
         "<Tag Name=''>\n"
         " <Tag Name='Parent' Priority='10'>\n"
         "  <Entrypoint Module='m'/>\n"
-        "  <Tag Name='Child'>\n"                           /* inherits 10 */
+        "  <Tag Name='Child'>\n" /* inherits 10 */
         "   <Entrypoint Module='m' Method='f*'/>\n"
         "   <Tag Name='Low' Priority='-5'><Entrypoint Module='m' Method='fdeep'/></Tag>\n"
         "  </Tag>\n"
@@ -162,9 +163,10 @@ static void test_tree_and_priority(void)
     /* The tree, in pre-order, with effective priorities. */
     ASSERT_EQ(cw_stacktags_tag_count(r), 11);
     cw_stacktags_tag_t t;
-    const char *paths[] = {"Parent",     "Parent\\Child", "Parent\\Child\\Low", "Flat",
-                           "Flat\\Nested", "High",        "Neg",                "Zero",
-                           "Twin",       "TwinHi",        "Second"};
+    const char *paths[] = {"Parent", "Parent\\Child", "Parent\\Child\\Low",
+                           "Flat",   "Flat\\Nested",  "High",
+                           "Neg",    "Zero",          "Twin",
+                           "TwinHi", "Second"};
     for (size_t i = 0; i < 11; i++) {
         ASSERT_OK(cw_stacktags_tag_at(r, i, &t));
         ASSERT_STR_EQ(t.path, paths[i]);
@@ -336,16 +338,17 @@ static void test_wpa_file(void)
                          "ntdll!RtlAllocateHeap", "ntdll!RtlpAllocateHeapInternal",
                          "ntdll!NtAllocateVirtualMemory", NULL),
                   "Memory\\Heap");
-    ASSERT_STR_EQ(tag_of(r, "app!main", "ntdll!RtlAllocateHeap", "ntdll!RtlpLowFragHeapAllocFromContext",
-                         "ntdll!NtAllocateVirtualMemory", NULL),
-                  "Memory\\Heap\\Low Fragmentation");
-    ASSERT_STR_EQ(tag_of(r, "app!main", "KERNELBASE.DLL!VirtualAlloc", "ntdll.dll!NtAllocateVirtualMemory",
+    ASSERT_STR_EQ(tag_of(r, "app!main", "ntdll!RtlAllocateHeap",
+                         "ntdll!RtlpLowFragHeapAllocFromContext", "ntdll!NtAllocateVirtualMemory",
                          NULL),
+                  "Memory\\Heap\\Low Fragmentation");
+    ASSERT_STR_EQ(tag_of(r, "app!main", "KERNELBASE.DLL!VirtualAlloc",
+                         "ntdll.dll!NtAllocateVirtualMemory", NULL),
                   "Memory\\VirtualAlloc");
     /* Startup (-10) only wins where nothing else matched. */
     ASSERT_STR_EQ(tag_of(r, "app!wmainCRTStartup", "app!init", NULL), "Startup");
-    ASSERT_STR_EQ(tag_of(r, "app!main", "d3d11!CDevice::CreateTexture2DResource", "ntdll!NtAllocateVirtualMemory",
-                         NULL),
+    ASSERT_STR_EQ(tag_of(r, "app!main", "d3d11!CDevice::CreateTexture2DResource",
+                         "ntdll!NtAllocateVirtualMemory", NULL),
                   "Graphics");
     ASSERT_STR_EQ(tag_of(r, "app!main", "gdi32full!CreateDIBSection", NULL), "Graphics");
     cw_stacktags_destroy(r);
@@ -421,8 +424,10 @@ static void test_warnings_and_errors(void)
     /* Too deep a tree is refused. */
     {
         char xml[8192] = "";
-        for (int i = 0; i < 70; i++) strcat(xml, "<Tag Name='x'>");
-        for (int i = 0; i < 70; i++) strcat(xml, "</Tag>");
+        for (int i = 0; i < 70; i++)
+            strcat(xml, "<Tag Name='x'>");
+        for (int i = 0; i < 70; i++)
+            strcat(xml, "</Tag>");
         expect_error(xml, CW_EPARSE, "at most 64 levels");
     }
 
@@ -434,7 +439,8 @@ static void test_warnings_and_errors(void)
         ASSERT_EQ(cw_stacktags_load_file(e, "/nonexistent/x.stacktags", &d), CW_EIO);
         ASSERT_TRUE(strstr(d.msg, "/nonexistent/x.stacktags: cannot open") != NULL);
         ASSERT_EQ(cw_stacktags_load_file(e, fixture("malformed.stacktags"), &d), CW_EPARSE);
-        ASSERT_TRUE(strstr(d.msg, "malformed.stacktags:4:5: malformed XML: mismatched tag") != NULL);
+        ASSERT_TRUE(strstr(d.msg, "malformed.stacktags:4:5: malformed XML: mismatched tag") !=
+                    NULL);
         cw_stacktags_destroy(e);
     }
 
@@ -459,8 +465,8 @@ static void test_hash(void)
                     "</Tag></Tag>";
     const char *c = "<Tag Name=''><Tag Name='X' Priority='1'><Entrypoint Module='m'/>"
                     "</Tag></Tag>";
-    cw_stacktags_t *ra = rules_from(a, NULL), *ra2 = rules_from(a2, NULL), *rb = rules_from(b, NULL),
-                   *rc = rules_from(c, NULL), *empty;
+    cw_stacktags_t *ra = rules_from(a, NULL), *ra2 = rules_from(a2, NULL),
+                   *rb = rules_from(b, NULL), *rc = rules_from(c, NULL), *empty;
     ASSERT_OK(cw_stacktags_create(&empty));
     ASSERT_STR_EQ(cw_stacktags_hash(ra), cw_stacktags_hash(ra2));
     ASSERT_TRUE(strcmp(cw_stacktags_hash(ra), cw_stacktags_hash(rb)) != 0);
@@ -586,10 +592,11 @@ static void test_windows_defaults(void)
     ASSERT_STR_EQ(tag_of(r, "ntoskrnl.exe!MiAllocateVirtualMemory", NULL), "VirtualAlloc");
     /* Thread stack: created by CreateThread, even through the heap-free
      * kernel path, and not claimed for every worker's allocations. */
-    ASSERT_STR_EQ(tag_of(r, "app!main", "kernel32!CreateThreadStub", "KernelBase!CreateRemoteThreadEx",
-                         "ntdll!NtCreateThreadEx", "ntoskrnl!NtCreateThreadEx",
-                         "ntoskrnl!PspCreateThread", "ntoskrnl!PspAllocateThread",
-                         "ntoskrnl!MmCreateTeb", "ntoskrnl!MiAllocateVirtualMemory", NULL),
+    ASSERT_STR_EQ(tag_of(r, "app!main", "kernel32!CreateThreadStub",
+                         "KernelBase!CreateRemoteThreadEx", "ntdll!NtCreateThreadEx",
+                         "ntoskrnl!NtCreateThreadEx", "ntoskrnl!PspCreateThread",
+                         "ntoskrnl!PspAllocateThread", "ntoskrnl!MmCreateTeb",
+                         "ntoskrnl!MiAllocateVirtualMemory", NULL),
                   "Thread Stack");
     ASSERT_STR_EQ(tag_of(r, "app!main", "ntdll!RtlCreateUserThread", "ntdll!RtlpCreateUserThreadEx",
                          "ntdll!RtlCreateUserStack", "ntdll!NtAllocateVirtualMemory", NULL),
@@ -603,8 +610,8 @@ static void test_windows_defaults(void)
                          "ntdll!NtAllocateVirtualMemory", NULL),
                   "Windows Heap");
     /* The other tags. */
-    ASSERT_STR_EQ(tag_of(r, "app!Paint", "gdi32full!CreateCompatibleBitmap", "ntdll!RtlAllocateHeap",
-                         "ntdll!NtAllocateVirtualMemory", NULL),
+    ASSERT_STR_EQ(tag_of(r, "app!Paint", "gdi32full!CreateCompatibleBitmap",
+                         "ntdll!RtlAllocateHeap", "ntdll!NtAllocateVirtualMemory", NULL),
                   "GDI");
     ASSERT_STR_EQ(tag_of(r, "app!Run", "coreclr!JIT_New", "coreclr!WKS::GCHeap::Alloc",
                          "coreclr!WKS::gc_heap::grow_heap_segment",
@@ -612,8 +619,9 @@ static void test_windows_defaults(void)
                          "ntdll!NtAllocateVirtualMemory", NULL),
                   "Managed Heap");
     ASSERT_STR_EQ(tag_of(r, "clr.dll!ThePreStub", "clr.dll!UnsafeJitFunction",
-                         "clrjit.dll!CILJit::compileMethod", "clr.dll!LoaderHeap::UnlockedReservePages",
-                         "KernelBase.dll!VirtualAlloc", "ntdll.dll!NtAllocateVirtualMemory", NULL),
+                         "clrjit.dll!CILJit::compileMethod",
+                         "clr.dll!LoaderHeap::UnlockedReservePages", "KernelBase.dll!VirtualAlloc",
+                         "ntdll.dll!NtAllocateVirtualMemory", NULL),
                   "CLR JIT Compile");
     ASSERT_STR_EQ(tag_of(r, "chrome.dll!v8::internal::Heap::CollectGarbage",
                          "chrome.dll!v8::internal::PagedSpace::Expand",
@@ -622,15 +630,16 @@ static void test_windows_defaults(void)
                   "V8 JS Heap");
     ASSERT_STR_EQ(tag_of(r, "jscript9!Js::JavascriptArray::New",
                          "jscript9!Memory::Recycler::LargeAlloc",
-                         "jscript9!Memory::PageAllocatorBase::AllocPages", "KernelBase!VirtualAlloc",
-                         "ntdll!NtAllocateVirtualMemory", NULL),
+                         "jscript9!Memory::PageAllocatorBase::AllocPages",
+                         "KernelBase!VirtualAlloc", "ntdll!NtAllocateVirtualMemory", NULL),
                   "JScript Heap");
     ASSERT_STR_EQ(tag_of(r, "mshtml!CMarkup::Load", "mshtml!MemoryProtection::HeapAlloc",
                          "ntdll!RtlAllocateHeap", "ntdll!NtAllocateVirtualMemory", NULL),
                   "MSHTML Heap");
-    ASSERT_STR_EQ(tag_of(r, "d3d11!CDevice::CreateTexture2D", "nvwgf2umx!x", "gdi32!D3DKMTCreateAllocation2",
-                         "win32u!NtGdiDdDDICreateAllocation", "dxgkrnl.sys!DxgkCreateAllocation",
-                         "ntoskrnl.exe!MiAllocateVirtualMemory", NULL),
+    ASSERT_STR_EQ(tag_of(r, "d3d11!CDevice::CreateTexture2D", "nvwgf2umx!x",
+                         "gdi32!D3DKMTCreateAllocation2", "win32u!NtGdiDdDDICreateAllocation",
+                         "dxgkrnl.sys!DxgkCreateAllocation", "ntoskrnl.exe!MiAllocateVirtualMemory",
+                         NULL),
                   "Video Memory");
     ASSERT_STR_EQ(tag_of(r, "d3d10warp!UMDevice::CreateResource", "ntdll!RtlAllocateHeap",
                          "ntdll!NtAllocateVirtualMemory", NULL),
@@ -652,11 +661,13 @@ static void test_linux_defaults(void)
                          "libc.so.6!sysmalloc_mmap", "libc.so.6!__mmap64", NULL),
                   "C heap (glibc malloc)");
     ASSERT_STR_EQ(tag_of(r, "libc.so.6!start_thread", "app!worker", "libc.so.6!malloc",
-                         "libc.so.6!tcache_init", "libc.so.6!arena_get2", "libc.so.6!_int_new_arena",
-                         "libc.so.6!new_heap", "libc.so.6!alloc_new_heap", "libc.so.6!__mmap", NULL),
+                         "libc.so.6!tcache_init", "libc.so.6!arena_get2",
+                         "libc.so.6!_int_new_arena", "libc.so.6!new_heap",
+                         "libc.so.6!alloc_new_heap", "libc.so.6!__mmap", NULL),
                   "C heap (glibc malloc)");
     ASSERT_STR_EQ(tag_of(r, "libc.so.6!start_thread", "app!worker", "libc.so.6!_int_malloc",
-                         "libc.so.6!sysmalloc", "libc.so.6!grow_heap", "libc.so.6!__mprotect", NULL),
+                         "libc.so.6!sysmalloc", "libc.so.6!grow_heap", "libc.so.6!__mprotect",
+                         NULL),
                   "C heap (glibc malloc)");
     ASSERT_STR_EQ(tag_of(r, "app!main", "libc-2.31.so!__libc_calloc", "libc-2.31.so!sysmalloc",
                          "libc-2.31.so!__default_morecore", "libc-2.31.so!sbrk", NULL),
@@ -665,57 +676,62 @@ static void test_linux_defaults(void)
     ASSERT_STR_EQ(tag_of(r, "app!main", "libc.so.6!pthread_create@@GLIBC_2.34",
                          "libc.so.6!allocate_stack", "libc.so.6!__mmap64", NULL),
                   "Thread Stack");
-    ASSERT_STR_EQ(tag_of(r, "libjvm.so!os::create_thread", "libpthread.so.0!pthread_create@@GLIBC_2.2.5",
+    ASSERT_STR_EQ(tag_of(r, "libjvm.so!os::create_thread",
+                         "libpthread.so.0!pthread_create@@GLIBC_2.2.5",
                          "libpthread.so.0!allocate_stack", "libc.so.6!mmap64", NULL),
                   "Thread Stack");
     /* The loader. */
-    ASSERT_STR_EQ(tag_of(r, "app!main", "libc.so.6!dlopen", "ld-linux-x86-64.so.2!_dl_open",
-                         "ld-linux-x86-64.so.2!_dl_catch_exception", "ld-linux-x86-64.so.2!dl_open_worker",
-                         "ld-linux-x86-64.so.2!_dl_map_object", "ld-linux-x86-64.so.2!_dl_map_object_from_fd",
-                         "ld-linux-x86-64.so.2!_dl_map_segments", "ld-linux-x86-64.so.2!__mmap64", NULL),
-                  "Loader");
-    ASSERT_STR_EQ(tag_of(r, "ld-linux-aarch64.so.1!_dl_start", "ld-linux-aarch64.so.1!_dl_sysdep_start",
-                         "ld-linux-aarch64.so.1!dl_main", "ld-linux-aarch64.so.1!__minimal_malloc",
-                         "ld-linux-aarch64.so.1!__mmap64", NULL),
+    ASSERT_STR_EQ(
+        tag_of(r, "app!main", "libc.so.6!dlopen", "ld-linux-x86-64.so.2!_dl_open",
+               "ld-linux-x86-64.so.2!_dl_catch_exception", "ld-linux-x86-64.so.2!dl_open_worker",
+               "ld-linux-x86-64.so.2!_dl_map_object", "ld-linux-x86-64.so.2!_dl_map_object_from_fd",
+               "ld-linux-x86-64.so.2!_dl_map_segments", "ld-linux-x86-64.so.2!__mmap64", NULL),
+        "Loader");
+    ASSERT_STR_EQ(tag_of(r, "ld-linux-aarch64.so.1!_dl_start",
+                         "ld-linux-aarch64.so.1!_dl_sysdep_start", "ld-linux-aarch64.so.1!dl_main",
+                         "ld-linux-aarch64.so.1!__minimal_malloc", "ld-linux-aarch64.so.1!__mmap64",
+                         NULL),
                   "Loader");
     /* A constructor run by ld.so mapping memory itself is not the loader. */
     ASSERT_STR_EQ(tag_of(r, "ld-linux-x86-64.so.2!_dl_init", "ld-linux-x86-64.so.2!call_init",
                          "libfoo.so!init_pool", "libc.so.6!mmap64", NULL),
                   "Direct mmap");
     /* Other allocators. */
-    ASSERT_STR_EQ(tag_of(r, "app!main", "libjemalloc.so.2!malloc", "libjemalloc.so.2!je_extent_alloc_mmap",
-                         "libc.so.6!mmap64", NULL),
+    ASSERT_STR_EQ(tag_of(r, "app!main", "libjemalloc.so.2!malloc",
+                         "libjemalloc.so.2!je_extent_alloc_mmap", "libc.so.6!mmap64", NULL),
                   "C heap (jemalloc)");
-    ASSERT_STR_EQ(tag_of(r, "redis-server!zmalloc", "redis-server!je_malloc", "redis-server!je_arena_extent_alloc",
-                         "libc.so.6!mmap64", NULL),
+    ASSERT_STR_EQ(tag_of(r, "redis-server!zmalloc", "redis-server!je_malloc",
+                         "redis-server!je_arena_extent_alloc", "libc.so.6!mmap64", NULL),
                   "C heap (jemalloc)");
-    ASSERT_STR_EQ(tag_of(r, "app!main", "libtcmalloc.so.4!tc_malloc", "libtcmalloc.so.4!TCMalloc_SystemAlloc",
-                         "libc.so.6!mmap64", NULL),
+    ASSERT_STR_EQ(tag_of(r, "app!main", "libtcmalloc.so.4!tc_malloc",
+                         "libtcmalloc.so.4!TCMalloc_SystemAlloc", "libc.so.6!mmap64", NULL),
                   "C heap (tcmalloc)");
-    ASSERT_STR_EQ(tag_of(r, "app!main", "app!tcmalloc::PageHeap::GrowHeap", "libc.so.6!__sbrk", NULL),
-                  "C heap (tcmalloc)");
-    ASSERT_STR_EQ(tag_of(r, "app!main", "libmimalloc.so.2!mi_malloc", "libmimalloc.so.2!_mi_os_alloc",
-                         "libc.so.6!mmap64", NULL),
+    ASSERT_STR_EQ(
+        tag_of(r, "app!main", "app!tcmalloc::PageHeap::GrowHeap", "libc.so.6!__sbrk", NULL),
+        "C heap (tcmalloc)");
+    ASSERT_STR_EQ(tag_of(r, "app!main", "libmimalloc.so.2!mi_malloc",
+                         "libmimalloc.so.2!_mi_os_alloc", "libc.so.6!mmap64", NULL),
                   "C heap (mimalloc)");
-    ASSERT_STR_EQ(tag_of(r, "app!main", "app!mi_malloc", "app!_mi_malloc_generic", "app!_mi_os_alloc",
-                         "libc.so.6!mmap64", NULL),
+    ASSERT_STR_EQ(tag_of(r, "app!main", "app!mi_malloc", "app!_mi_malloc_generic",
+                         "app!_mi_os_alloc", "libc.so.6!mmap64", NULL),
                   "C heap (mimalloc)");
     /* Runtimes. */
     ASSERT_STR_EQ(tag_of(r, "libjvm.so!G1CollectedHeap::expand", "libjvm.so!os::commit_memory",
                          "libjvm.so!os::pd_commit_memory", "libc.so.6!mmap64", NULL),
                   "JVM Heap");
-    ASSERT_STR_EQ(tag_of(r, "node!v8::internal::Heap::CollectGarbage", "node!v8::internal::NewSpace::Grow",
-                         "node!v8::base::OS::SetPermissions", "libc.so.6!mprotect", NULL),
+    ASSERT_STR_EQ(tag_of(r, "node!v8::internal::Heap::CollectGarbage",
+                         "node!v8::internal::NewSpace::Grow", "node!v8::base::OS::SetPermissions",
+                         "libc.so.6!mprotect", NULL),
                   "V8 JS Heap");
     ASSERT_STR_EQ(tag_of(r, "app!runtime.mallocgc", "app!runtime.(*mcache).refill",
-                         "app!runtime.(*mheap).alloc", "app!runtime.(*mheap).grow", "app!runtime.sysMap",
-                         "app!runtime.sysMapOS", "app!runtime.mmap", NULL),
+                         "app!runtime.(*mheap).alloc", "app!runtime.(*mheap).grow",
+                         "app!runtime.sysMap", "app!runtime.sysMapOS", "app!runtime.mmap", NULL),
                   "Go Runtime");
     ASSERT_STR_EQ(tag_of(r, "python3.11!PyObject_Malloc", "python3.11!new_arena",
                          "python3.11!_PyObject_ArenaMmap", "libc.so.6!mmap64", NULL),
                   "Python obmalloc");
-    ASSERT_STR_EQ(tag_of(r, "libpython3.12.so.1.0!_PyObject_Malloc", "libpython3.12.so.1.0!new_arena",
-                         "libc.so.6!__mmap", NULL),
+    ASSERT_STR_EQ(tag_of(r, "libpython3.12.so.1.0!_PyObject_Malloc",
+                         "libpython3.12.so.1.0!new_arena", "libc.so.6!__mmap", NULL),
                   "Python obmalloc");
     /* Direct calls. */
     ASSERT_STR_EQ(tag_of(r, "app!_start", "app!main", "libc.so.6!mmap64", NULL), "Direct mmap");
@@ -762,7 +778,8 @@ static void test_default_lookup(void)
     cw_tagger_t *tl;
     ASSERT_OK(cw_stacktags_tagger_for("linux", NULL, 0, &tl, &d));
     ASSERT_TRUE(strcmp(cw_tagger_rules_hash(t), cw_tagger_rules_hash(tl)) != 0);
-    const char *ws[] = {"MemoryTestApp!main", "KernelBase!VirtualAlloc", "ntdll!NtAllocateVirtualMemory"};
+    const char *ws[] = {"MemoryTestApp!main", "KernelBase!VirtualAlloc",
+                        "ntdll!NtAllocateVirtualMemory"};
     ASSERT_OK(cw_stacks_intern_strings(s, ws, 3, &id));
     ASSERT_STR_EQ(cw_tagger_tag_name(t, cw_tagger_tag(t, s, id)), "VirtualAlloc");
     cw_tagger_destroy(t);
