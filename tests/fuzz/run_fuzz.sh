@@ -14,7 +14,7 @@ cmake --build "$build" -j"$(nproc)" --target fuzz_stacktags
 corpus="$build/fuzz-corpus/stacktags"
 mkdir -p "$corpus" "$build/fuzz-artifacts"
 # New inputs go to the first directory (the build's corpus); the others
-# are read-only seeds.
+# are read-only seeds: a few odd inputs, the default rules, the fixtures.
 exec "$build/tests/fuzz/fuzz_stacktags" -max_total_time="$secs" -max_len=16384 -timeout=10 \
   -rss_limit_mb=2048 -print_final_stats=1 -dict=tests/fuzz/stacktags.dict \
-  -artifact_prefix="$build/fuzz-artifacts/" "$corpus" tests/fuzz/seeds
+  -artifact_prefix="$build/fuzz-artifacts/" "$corpus" tests/fuzz/seeds service/stacktags tests/fixtures/stacktags
