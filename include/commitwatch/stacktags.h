@@ -79,8 +79,13 @@ int cw_stacktags_load_buffer(cw_stacktags_t *r, const char *name, const char *bu
  * (d lists the places tried). */
 int cw_stacktags_default_path(const char *platform, char *buf, size_t cap, cw_diag_t *d);
 
-/* A rule set from files, in order, or from the platform's default file
- * when nfiles == 0 (platform is then required). Warnings go to the log. */
+/* Loads files in order, or the platform's default file when nfiles == 0
+ * (platform is then required), stopping at the first error (d says which
+ * file and why; r keeps the files loaded before it). */
+int cw_stacktags_load_files(cw_stacktags_t *r, const char *platform, const char *const *files,
+                            size_t nfiles, cw_diag_t *d);
+/* cw_stacktags_create() + cw_stacktags_load_files(); warnings go to the
+ * log. *out is set only on success. */
 int cw_stacktags_open(const char *platform, const char *const *files, size_t nfiles,
                       cw_stacktags_t **out, cw_diag_t *d);
 

@@ -68,20 +68,13 @@ static cw_stacktags_t *load_rules(const char *platform, char **files, size_t nfi
 {
     cw_stacktags_t *r;
     cw_diag_t d;
-    char path[1024];
     int rc = cw_stacktags_create(&r);
     if (rc) {
         fprintf(stderr, "commitwatch: %s\n", cw_strerror(rc));
         return NULL;
     }
     cw_stacktags_set_warn(r, warn_stderr, NULL);
-    if (nfiles == 0) {
-        rc = cw_stacktags_default_path(platform, path, sizeof path, &d);
-        if (!rc) rc = cw_stacktags_load_file(r, path, &d);
-    }
-    for (size_t i = 0; i < nfiles && !rc; i++)
-        rc = cw_stacktags_load_file(r, files[i], &d);
-    if (rc) {
+    if ((rc = cw_stacktags_load_files(r, platform, (const char *const *)files, nfiles, &d))) {
         fprintf(stderr, "commitwatch: %s\n", d.msg);
         cw_stacktags_destroy(r);
         return NULL;

@@ -584,20 +584,27 @@ int cw_stacktags_default_path(const char *platform, char *buf, size_t cap, cw_di
                        platform, tl ? tried : "nothing");
 }
 
-int cw_stacktags_open(const char *platform, const char *const *files, size_t nfiles,
-                      cw_stacktags_t **out, cw_diag_t *d)
+int cw_stacktags_load_files(cw_stacktags_t *r, const char *platform, const char *const *files,
+                            size_t nfiles, cw_diag_t *d)
 {
-    cw_stacktags_t *r;
     char path[1024];
-    int rc = cw_stacktags_create(&r);
-    if (rc) return cw_diag_set(d, rc, "stack tags: out of memory");
+    int rc = 0;
     if (nfiles == 0) {
         rc = cw_stacktags_default_path(platform, path, sizeof path, d);
         if (!rc) rc = cw_stacktags_load_file(r, path, d);
     }
     for (size_t i = 0; i < nfiles && !rc; i++)
         rc = cw_stacktags_load_file(r, files[i], d);
-    if (rc) {
+    return rc;
+}
+
+int cw_stacktags_open(const char *platform, const char *const *files, size_t nfiles,
+                      cw_stacktags_t **out, cw_diag_t *d)
+{
+    cw_stacktags_t *r;
+    int rc = cw_stacktags_create(&r);
+    if (rc) return cw_diag_set(d, rc, "stack tags: out of memory");
+    if ((rc = cw_stacktags_load_files(r, platform, files, nfiles, d))) {
         cw_stacktags_destroy(r);
         return rc;
     }
