@@ -123,7 +123,7 @@ int main(int argc, char **argv)
     for (uint32_t i = 0; i < pool; i++) {
         char buf[128];
         snprintf(buf, sizeof buf, "%s!Component%u::Function%u", mods[next() % nmods], i % 97, i);
-        texts[i] = malloc(strlen(buf) + 1);
+        if (!(texts[i] = malloc(strlen(buf) + 1))) return 1;
         strcpy(texts[i], buf);
         if (cw_stacks_intern_frame(s, buf, strlen(buf), &ids[i])) return 1;
     }
