@@ -66,6 +66,17 @@ static const char *frame_tag(cw_stacktags_t *r, const char *frame)
     return cw_stacktags_match_frame(r, frame, &ru) ? ru.tag : "-";
 }
 
+/* setenv/unsetenv are POSIX; the Windows C runtime has _putenv_s. */
+static void set_env(const char *name, const char *value)
+{
+#ifdef _WIN32
+    _putenv_s(name, value ? value : "");
+#else
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+#endif
+}
+
 static char *fixture(const char *name)
 {
     static char path[1024];
@@ -755,7 +766,7 @@ static void test_default_lookup(void)
     const char *fx = getenv("CW_FIXTURES");
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/stacktags/defaults", fx ? fx : "tests/fixtures");
-    setenv("CW_STACKTAGS_DIR", dir, 1);
+    set_env("CW_STACKTAGS_DIR", dir);
     ASSERT_OK(cw_stacktags_default_path("linux", path, sizeof path, &d));
     ASSERT_TRUE(strstr(path, "stacktags/defaults/linux.stacktags") != NULL);
     cw_tagger_t *t;
@@ -771,7 +782,7 @@ static void test_default_lookup(void)
     ASSERT_OK(cw_stacktags_default_path("windows", path, sizeof path, &d));
     ASSERT_TRUE(strstr(path, "stacktags/defaults/") == NULL);
     ASSERT_TRUE(strstr(path, "windows.stacktags") != NULL);
-    unsetenv("CW_STACKTAGS_DIR");
+    set_env("CW_STACKTAGS_DIR", NULL);
 
     /* Defaults per platform of the data; explicit files replace them. */
     ASSERT_OK(cw_stacktags_tagger_for("windows", NULL, 0, &t, &d));
