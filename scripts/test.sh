@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds commitwatch with warnings as errors and
-# runs every test with ctest; then the unit and integration tests again
-# under AddressSanitizer + UndefinedBehaviorSanitizer.
+# runs the unit and integration tests under AddressSanitizer +
+# UndefinedBehaviorSanitizer, fuzzes the stack-tag loader for a minute, then
+# runs every test with ctest (its summary is the last thing printed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh --test
@@ -9,6 +10,8 @@ JOBS=$(nproc)
 cmake -S . -B build-asan -DCW_WERROR=ON -DCW_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build build-asan -j"$JOBS"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest -L 'unit|integration' --output-on-failure -j"$JOBS")
+# The stack-tag loader under libFuzzer for a bounded time (clang).
+tests/fuzz/run_fuzz.sh 60
 cmake -S . -B build -DCW_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$JOBS"
 cd build && ctest --output-on-failure

@@ -40,6 +40,9 @@ cw_tracker_sink_t cw_agg_sink(cw_agg_t *a);
 int cw_agg_advance(cw_agg_t *a, int64_t ts);
 /* Emits the current bucket if it holds anything (end of input, shutdown). */
 int cw_agg_flush(cw_agg_t *a);
+/* Replaces the tagger used for stacks not yet sent (after a rules reload;
+ * the caller clears the stacks' cached tags). Borrowed. */
+void cw_agg_set_tagger(cw_agg_t *a, cw_tagger_t *tagger);
 /* Source counters carried in the next batch. */
 void cw_agg_set_counters(cw_agg_t *a, uint64_t events_total, uint64_t events_lost,
                          int64_t drift_bytes);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "cli/cli.h"
+#include "commitwatch/stacktags.h"
 
 int cw_cli_parse_i64(const char *s, long long *out)
 {
@@ -48,8 +49,13 @@ void cw_cli_rules_free(cw_cli_rules_t *r)
 int cw_cli_make_tagger(const char *platform, const cw_cli_rules_t *rules, cw_tagger_t **out,
                        cw_diag_t *d)
 {
-    (void)platform;
-    if (rules->n > 0)
-        return cw_diag_set(d, CW_ENOSYS, "stack-tag rule files are not supported by this build yet");
-    return cw_tagger_create_builtin(out);
+    /* Data of no known platform is tagged with this machine's defaults. */
+    if (!platform || (strcmp(platform, "windows") != 0 && strcmp(platform, "linux") != 0)) {
+#if defined(_WIN32)
+        platform = "windows";
+#else
+        platform = "linux";
+#endif
+    }
+    return cw_stacktags_tagger_for(platform, (const char *const *)rules->files, rules->n, out, d);
 }

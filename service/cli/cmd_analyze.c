@@ -85,6 +85,39 @@ done:
     return rc;
 }
 
+/* --stacktags with --db: the stored tags came from the rules in force when
+ * the data was stored; tag the report's stacks again with the given rules
+ * (nothing in the database changes). */
+static int retag_report(cw_store_t *st, cw_report_t *r, const cw_cli_rules_t *rules, cw_diag_t *d)
+{
+    char *platform = NULL;
+    cw_stacks_t *stacks = NULL;
+    cw_tagger_t *tagger = NULL;
+    int rc;
+    if ((rc = cw_store_meta_get(st, "platform", &platform, d)) != 0) goto done;
+    if ((rc = cw_stacks_create(&stacks)) != 0) goto done;
+    if ((rc = cw_cli_make_tagger(platform, rules, &tagger, d)) != 0) goto done;
+    for (uint32_t i = 0; i < r->nprocs && rc == 0; i++)
+        for (uint32_t j = 0; j < r->procs[i].nstacks && rc == 0; j++) {
+            cw_stack_report_t *s = &r->procs[i].stacks[j];
+            uint32_t id;
+            if ((rc = cw_stacks_intern_strings(stacks, (const char *const *)s->frames, s->nframes, &id)) != 0) break;
+            char *tag = strdup(cw_tagger_tag_name(tagger, cw_tagger_tag(tagger, stacks, id)));
+            if (!tag) {
+                rc = CW_ENOMEM;
+                break;
+            }
+            free(s->tag);
+            s->tag = tag;
+        }
+    if (rc == CW_ENOMEM) cw_diag_set(d, rc, "out of memory");
+done:
+    cw_tagger_destroy(tagger);
+    cw_stacks_destroy(stacks);
+    free(platform);
+    return rc;
+}
+
 int cw_cmd_analyze(int argc, char **argv)
 {
     const char *source = NULL, *db = NULL;
@@ -149,7 +182,9 @@ int cw_cmd_analyze(int argc, char **argv)
         cw_store_t *st = NULL;
         rc = cw_store_open_readonly(db, &st, &d);
         if (rc == 0)
-            rc = cw_store_report(st, have_from ? from : INT64_MIN, have_to ? to : INT64_MAX, stacks, &r, &d);
+            rc = cw_store_report(st, have_from ? from : INT64_MIN, have_to ? to : INT64_MAX,
+                                 stacks || rules.n > 0, &r, &d);
+        if (rc == 0 && rules.n > 0) rc = retag_report(st, r, &rules, &d);
         cw_store_close(st);
     }
     cw_cli_rules_free(&rules);

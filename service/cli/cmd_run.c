@@ -17,6 +17,7 @@
 #include "commitwatch/config.h"
 #include "commitwatch/log.h"
 #include "commitwatch/pipeline.h"
+#include "commitwatch/retag.h"
 #include "commitwatch/source.h"
 #include "commitwatch/store.h"
 
@@ -31,15 +32,21 @@ static const char usage_text[] =
     "  --stacktags FILE   stack-tag rules (repeatable; default: the platform's rules)\n"
     "  --rebase-now       replay only: shift the trace's times so it starts now\n"
     "  --speed X          replay only: pace events at X times real time (1 = live)\n\n"
-    "SIGINT/SIGTERM flush the open bucket and exit; a replay exits at its end.\n";
+    "SIGINT/SIGTERM flush the open bucket and exit; a replay exits at its end.\n"
+    "SIGHUP reloads the configuration file and the stack-tag rules; stored stacks\n"
+    "are re-tagged when the rules changed.\n";
 
 static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t reload_requested;
 static const cw_source_ops_t *active_ops;
 static void *active_src;
 
 static void on_signal(int sig)
 {
-    (void)sig;
+    if (sig == SIGHUP) {
+        reload_requested = 1;
+        return;
+    }
     stop_requested = 1;
     if (active_ops && active_src) active_ops->stop(active_src);
 }
@@ -48,6 +55,14 @@ typedef struct run_ctx {
     cw_pipeline_t *pipe;
     cw_agg_t *agg;
     cw_diag_t *d;
+    /* What a reload replaces (SIGHUP). */
+    const char *config_path;
+    const cw_cli_rules_t *cli_rules; /* --stacktags: win over the config */
+    const char *platform;
+    cw_store_t *store;
+    cw_stacks_t *stacks;
+    cw_tagger_t *tagger;
+    cw_writer_t *writer; /* the agg emits through this ctx */
     int64_t stored_end; /* end of the last stored bucket, INT64_MIN if none */
     bool rebase;
     double speed;
@@ -70,9 +85,90 @@ static void sleep_ns(int64_t ns)
     }
 }
 
+/* Re-tags the stored stacks when the tagger's rules differ from the
+ * database's (the caller owns the store: the writer is not running). */
+static int retag(run_ctx_t *r, cw_diag_t *d)
+{
+    cw_retag_result_t rt;
+    int rc = cw_retag_store(r->store, r->tagger, &rt, d);
+    if (rc == 0 && rt.ran && rt.stacks > 0)
+        CW_LOGI("stack-tag rules %s: re-tagged %" PRIu64 " of %" PRIu64 " stored stacks",
+                cw_tagger_rules_hash(r->tagger), rt.changed, rt.stacks);
+    return rc;
+}
+
+/* The stack-tag rule files in force: --stacktags, else the config's. */
+static int rules_from(const run_ctx_t *r, const cw_config_t *cfg, cw_cli_rules_t *out)
+{
+    const cw_cli_rules_t *src = r->cli_rules;
+    for (size_t i = 0; i < src->n; i++)
+        if (cw_cli_rules_add(out, src->files[i]) != 0) return CW_ENOMEM;
+    for (size_t i = 0; src->n == 0 && i < cfg->nstacktags; i++)
+        if (cw_cli_rules_add(out, cfg->stacktags[i]) != 0) return CW_ENOMEM;
+    return 0;
+}
+
+static void apply_log_level(const char *level)
+{
+    static const char *const levels[] = {"debug", "info", "warning", "error"};
+    for (int l = 0; level && l < 4; l++)
+        if (strcmp(level, levels[l]) == 0) cw_log_set_level((cw_log_level_t)l);
+}
+
+/* SIGHUP: reload the configuration and the rules. On any error the old
+ * configuration and rules stay in force, and the log says why. The writer
+ * is paused (drained and joined) so this thread may use the store. */
+static int reload(run_ctx_t *r)
+{
+    cw_config_t cfg;
+    cw_cli_rules_t rules = {0};
+    cw_tagger_t *nt = NULL;
+    cw_diag_t d = {{0}};
+    int rc;
+
+    reload_requested = 0;
+    CW_LOGI("SIGHUP: reloading %s", r->config_path ? r->config_path : "the stack-tag rules");
+    if ((rc = cw_config_init(&cfg)) != 0) return rc;
+    if (r->config_path && cw_config_load(&cfg, r->config_path, stderr, &d) != 0) {
+        CW_LOGE("reload: %s; keeping the running configuration", d.msg);
+        goto done;
+    }
+    if ((rc = rules_from(r, &cfg, &rules)) != 0) goto done;
+    if (cw_cli_make_tagger(r->platform, &rules, &nt, &d) != 0) {
+        CW_LOGE("reload: %s; keeping the running rules", d.msg);
+        goto done;
+    }
+    apply_log_level(cfg.log_level);
+    if ((rc = cw_writer_stop(r->writer, &d)) != 0) {
+        r->writer = NULL;
+        cw_diag_set(r->d, rc, "%s", d.msg);
+        goto done;
+    }
+    r->writer = NULL;
+    cw_tagger_t *old = r->tagger;
+    r->tagger = nt;
+    if (retag(r, &d) != 0) {
+        CW_LOGE("reload: re-tagging failed: %s; keeping the running rules", d.msg);
+        r->tagger = old;
+    } else {
+        nt = old; /* freed below */
+        cw_stacks_clear_tags(r->stacks);
+        cw_agg_set_tagger(r->agg, r->tagger);
+    }
+    if ((rc = cw_writer_start(r->store, 64, &r->writer)) != 0)
+        cw_diag_set(r->d, rc, "cannot restart the store writer: %s", cw_strerror(rc));
+done:
+    cw_tagger_destroy(nt);
+    cw_cli_rules_free(&rules);
+    cw_config_free(&cfg);
+    return rc;
+}
+
 static int run_emit(void *ctx, const cw_event_t *in)
 {
     run_ctx_t *r = ctx;
+    int rc;
+    if (reload_requested && (rc = reload(r)) != 0) return rc;
     cw_event_t ev = *in;
     if (!r->started) {
         r->started = true;
@@ -90,7 +186,7 @@ static int run_emit(void *ctx, const cw_event_t *in)
             sleep_ns(step);
             /* Never past the event about to be fed (a tick is a promise). */
             int64_t t = (int64_t)((double)(now_ns() - r->wall0) * r->speed) + r->ts0;
-            int rc = cw_pipeline_tick(r->pipe, (t < ev.ts ? t : ev.ts) + r->shift);
+            rc = cw_pipeline_tick(r->pipe, (t < ev.ts ? t : ev.ts) + r->shift);
             if (rc) return cw_diag_set(r->d, rc, "storing a bucket failed: %s", cw_strerror(rc));
         }
         if (stop_requested) return 0;
@@ -102,6 +198,8 @@ static int run_emit(void *ctx, const cw_event_t *in)
 static int run_tick(void *ctx, int64_t now)
 {
     run_ctx_t *r = ctx;
+    int rc;
+    if (reload_requested && (rc = reload(r)) != 0) return rc;
     return cw_pipeline_tick(r->pipe, now);
 }
 
@@ -113,26 +211,24 @@ static void run_counters(void *ctx, uint64_t seen, uint64_t lost, int64_t drift)
 
 static int emit_to_writer(void *ctx, cw_batch_t *b)
 {
-    return cw_writer_submit(ctx, b);
+    run_ctx_t *r = ctx;
+    return cw_writer_submit(r->writer, b);
 }
 
 int cw_cmd_run(int argc, char **argv)
 {
     cw_config_t cfg;
-    cw_cli_rules_t rules = {0};
+    cw_cli_rules_t cli_rules = {0}, rules = {0};
     const char *config_path = NULL, *db_arg = NULL, *source_arg = NULL;
     bool rebase = false;
     double speed = 0;
     cw_diag_t d = {{0}}, wd = {{0}};
     int rc = 0, exit_code = 1;
-    cw_store_t *store = NULL;
-    cw_writer_t *writer = NULL;
-    cw_stacks_t *stacks = NULL;
-    cw_tagger_t *tagger = NULL;
-    cw_agg_t *agg = NULL;
+    run_ctx_t ctx = {0};
     cw_pipeline_t *pipe = NULL;
     const cw_source_ops_t *ops = NULL;
     void *src = NULL;
+    char *stored_platform = NULL;
 
     if (cw_cli_wants_help(argc, argv)) {
         fputs(usage_text, stdout);
@@ -158,7 +254,7 @@ int cw_cmd_run(int argc, char **argv)
         else if (strcmp(a, "--db") == 0) db_arg = v;
         else if (strcmp(a, "--config") == 0) config_path = v;
         else if (strcmp(a, "--stacktags") == 0) {
-            if (cw_cli_rules_add(&rules, v) != 0) goto out;
+            if (cw_cli_rules_add(&cli_rules, v) != 0) goto out;
         } else if (strcmp(a, "--speed") == 0) {
             char *end;
             speed = strtod(v, &end);
@@ -177,13 +273,10 @@ int cw_cmd_run(int argc, char **argv)
         fprintf(stderr, "commitwatch run: %s\n", d.msg);
         goto out;
     }
-    for (size_t i = 0; rules.n == 0 && i < cfg.nstacktags; i++)
-        if (cw_cli_rules_add(&rules, cfg.stacktags[i]) != 0) goto out;
-    if (cfg.log_level) {
-        static const char *const levels[] = {"debug", "info", "warning", "error"};
-        for (int l = 0; l < 4; l++)
-            if (strcmp(cfg.log_level, levels[l]) == 0) cw_log_set_level((cw_log_level_t)l);
-    }
+    ctx.cli_rules = &cli_rules;
+    ctx.config_path = config_path;
+    if (rules_from(&ctx, &cfg, &rules) != 0) goto out;
+    apply_log_level(cfg.log_level);
     if (!source_arg) source_arg = cfg.source;
     if (!source_arg) {
 #if defined(__linux__)
@@ -209,28 +302,36 @@ int cw_cmd_run(int argc, char **argv)
     }
 
     /* Open the store and continue its numbering. */
-    run_ctx_t ctx = {0};
     ctx.d = &d;
     ctx.rebase = rebase;
     ctx.speed = speed;
     uint32_t next_proc = 1;
-    if ((rc = cw_stacks_create(&stacks)) != 0) goto fail;
-    if ((rc = cw_store_open(db_path, &cfg.store, &store, &d)) != 0) goto fail;
-    if ((rc = cw_store_load_state(store, stacks, &next_proc, &ctx.stored_end, &d)) != 0) goto fail;
-    uint32_t stored_frames = cw_stacks_frame_count(stacks), stored_stacks = cw_stacks_count(stacks);
+    if ((rc = cw_stacks_create(&ctx.stacks)) != 0) goto fail;
+    if ((rc = cw_store_open(db_path, &cfg.store, &ctx.store, &d)) != 0) goto fail;
+    if ((rc = cw_store_load_state(ctx.store, ctx.stacks, &next_proc, &ctx.stored_end, &d)) != 0) goto fail;
+    uint32_t stored_frames = cw_stacks_frame_count(ctx.stacks), stored_stacks = cw_stacks_count(ctx.stacks);
     if (stored_stacks <= 1) stored_stacks = 0; /* nothing stored yet: send stack 0 too */
 
-    if ((rc = ops->open(&src, colon ? colon + 1 : "", stacks, &d)) != 0) goto fail;
-    if ((rc = cw_cli_make_tagger(ops->platform(src), &rules, &tagger, &d)) != 0) goto fail;
-    if ((rc = cw_writer_start(store, 64, &writer)) != 0) {
+    if ((rc = ops->open(&src, colon ? colon + 1 : "", ctx.stacks, &d)) != 0) goto fail;
+    /* One database holds the data of one platform: its stacks are tagged
+     * with that platform's rules. */
+    ctx.platform = ops->platform(src);
+    if ((rc = cw_store_meta_get(ctx.store, "platform", &stored_platform, &d)) != 0) goto fail;
+    if (stored_platform && strcmp(stored_platform, ctx.platform) != 0) {
+        rc = cw_diag_set(&d, CW_EINVAL, "%s holds %s data and this source gives %s data; use another --db", db_path, stored_platform, ctx.platform);
+        goto fail;
+    }
+    if (!stored_platform && (rc = cw_store_meta_set(ctx.store, "platform", ctx.platform, &d)) != 0) goto fail;
+    if ((rc = cw_cli_make_tagger(ctx.platform, &rules, &ctx.tagger, &d)) != 0) goto fail;
+    if ((rc = retag(&ctx, &d)) != 0) goto fail;
+    if ((rc = cw_writer_start(ctx.store, 64, &ctx.writer)) != 0) {
         cw_diag_set(&d, rc, "cannot start the store writer: %s", cw_strerror(rc));
         goto fail;
     }
-    if ((rc = cw_agg_create(1000000000LL, stacks, tagger, stored_frames, stored_stacks, emit_to_writer, writer, &agg)) != 0) goto fail;
-    cw_tracker_sink_t sink = cw_agg_sink(agg);
-    if ((rc = cw_pipeline_create(&sink, agg, next_proc, &pipe)) != 0) goto fail;
+    if ((rc = cw_agg_create(1000000000LL, ctx.stacks, ctx.tagger, stored_frames, stored_stacks, emit_to_writer, &ctx, &ctx.agg)) != 0) goto fail;
+    cw_tracker_sink_t sink = cw_agg_sink(ctx.agg);
+    if ((rc = cw_pipeline_create(&sink, ctx.agg, next_proc, &pipe)) != 0) goto fail;
     ctx.pipe = pipe;
-    ctx.agg = agg;
 
     active_ops = ops;
     active_src = src;
@@ -239,17 +340,18 @@ int cw_cmd_run(int argc, char **argv)
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
 
-    CW_LOGI("ingesting from %s into %s", source_arg, db_path);
+    CW_LOGI("ingesting from %s into %s (stack tags: %s)", source_arg, db_path, cw_tagger_rules_hash(ctx.tagger));
     cw_source_sink_t ss = {&ctx, run_emit, run_tick, run_counters};
     rc = ops->run(src, &ss, &d);
-    int flush_rc = cw_agg_flush(agg);
+    int flush_rc = cw_agg_flush(ctx.agg);
     if (rc == 0 && flush_rc != 0) rc = cw_diag_set(&d, flush_rc, "storing the last bucket failed: %s", cw_strerror(flush_rc));
 fail:
     active_ops = NULL;
     active_src = NULL;
-    if (writer) {
-        int wrc = cw_writer_stop(writer, &wd);
+    if (ctx.writer) {
+        int wrc = cw_writer_stop(ctx.writer, &wd);
         if (wrc != 0 && rc == 0) {
             rc = wrc;
             d = wd;
@@ -267,13 +369,15 @@ fail:
             fprintf(stderr, "commitwatch run: the %" PRIu64 " events before the error are stored in %s\n", cw_pipeline_events(pipe), db_path);
     }
     cw_pipeline_destroy(pipe);
-    cw_agg_destroy(agg);
+    cw_agg_destroy(ctx.agg);
     if (ops && src) ops->close(src);
-    cw_tagger_destroy(tagger);
-    cw_store_close(store);
-    cw_stacks_destroy(stacks);
+    cw_tagger_destroy(ctx.tagger);
+    cw_store_close(ctx.store);
+    cw_stacks_destroy(ctx.stacks);
+    free(stored_platform);
 out:
     cw_cli_rules_free(&rules);
+    cw_cli_rules_free(&cli_rules);
     cw_config_free(&cfg);
     return exit_code;
 }

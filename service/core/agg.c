@@ -233,6 +233,11 @@ void cw_agg_destroy(cw_agg_t *a)
     free(a);
 }
 
+void cw_agg_set_tagger(cw_agg_t *a, cw_tagger_t *tagger)
+{
+    a->tagger = tagger;
+}
+
 void cw_agg_set_counters(cw_agg_t *a, uint64_t events_total, uint64_t events_lost,
                          int64_t drift_bytes)
 {
