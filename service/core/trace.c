@@ -190,6 +190,14 @@ static int int_error(cw_trace_reader_t *r, cw_diag_t *d, int_status_t st, const 
 
 /* ---- reader ------------------------------------------------------------ */
 
+/* One JSON value that must fill the whole line (trailing text is an
+ * error). The line is NUL-terminated in place; cJSON requires that NUL to
+ * lie inside the length it is given. */
+static cJSON *parse_line(const char *line, size_t len)
+{
+    return cJSON_ParseWithLengthOpts(line, len + 1, NULL, 1);
+}
+
 static int read_header(cw_trace_reader_t *r, cw_diag_t *d)
 {
     char *line;
@@ -197,7 +205,7 @@ static int read_header(cw_trace_reader_t *r, cw_diag_t *d)
     int rc = next_line(r, &line, &len);
     if (rc < 0) return cw_diag_set(d, rc, "%s: cannot read: %s", r->path, cw_strerror(rc));
     if (rc == 0) return cw_diag_set(d, CW_EPARSE, "%s: empty file: a trace starts with a header line {\"format\":\"%s\",\"version\":%d,...}", r->path, CW_TRACE_FORMAT, CW_TRACE_VERSION);
-    cJSON *h = cJSON_ParseWithLength(line, len);
+    cJSON *h = parse_line(line, len);
     if (!h || !cJSON_IsObject(h)) {
         cJSON_Delete(h);
         return bad(r, d, "%s", "the header line is not a JSON object");
@@ -315,7 +323,7 @@ int cw_trace_reader_next(cw_trace_reader_t *r, cw_event_t *ev, cw_diag_t *d)
     if (rc == 0) return 0;
     if (len == 0) return bad(r, d, "%s", "empty line (every line must be one JSON event)");
 
-    cJSON *o = cJSON_ParseWithLength(line, len);
+    cJSON *o = parse_line(line, len);
     if (!o) {
         const char *at = cJSON_GetErrorPtr();
         long col = (at && at >= line && at <= line + len) ? (long)(at - line) + 1 : 0;
@@ -333,7 +341,7 @@ int cw_trace_reader_next(cw_trace_reader_t *r, cw_event_t *ev, cw_diag_t *d)
     uint64_t v;
     int_status_t st;
     if ((st = int_field(o, line, "ts", false, &v)) != INT_OK) return int_error(r, d, st, "ts", false);
-    if (v > INT64_MAX) return int_error(r, d, INT_TOO_BIG, "ts", false);
+    if (v >= INT64_MAX) return bad(r, d, "%s", "field \"ts\" must be below 2^63 - 1 (nanoseconds since the Unix epoch)");
     ev->ts = (int64_t)v;
     if ((st = int_field(o, line, "pid", false, &v)) != INT_OK) return int_error(r, d, st, "pid", false);
     if (v > UINT32_MAX) return bad(r, d, "%s", "field \"pid\" must fit in 32 bits");
@@ -347,6 +355,7 @@ int cw_trace_reader_next(cw_trace_reader_t *r, cw_event_t *ev, cw_diag_t *d)
         if ((st = int_field(o, line, "addr", true, &ev->addr)) != INT_OK) return int_error(r, d, st, "addr", true);
         if ((st = int_field(o, line, "size", false, &ev->size)) != INT_OK) return int_error(r, d, st, "size", false);
         if (ev->size == 0) return bad(r, d, "%s", "field \"size\" must be greater than 0");
+        if (ev->size > INT64_MAX) return bad(r, d, "%s", "field \"size\" must be below 2^63 (no address space is larger)");
         if (ev->addr + ev->size < ev->addr) return bad(r, d, "%s", "the range addr + size goes past the end of the address space");
     }
     const cJSON *rd = cJSON_GetObjectItemCaseSensitive(o, "rundown");

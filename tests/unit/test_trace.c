@@ -147,6 +147,11 @@ int main(void)
     expect_error("noname", HDR "{\"ts\":1,\"op\":\"process_start\",\"pid\":1}\n", CW_EPARSE, "missing field \"name\"");
     expect_error("badstack", HDR "{\"ts\":1,\"op\":\"commit\",\"pid\":1,\"addr\":1,\"size\":1,\"stack\":[1]}\n", CW_EPARSE, "array of non-empty strings");
     expect_error("rundown", HDR "{\"ts\":1,\"op\":\"decommit\",\"pid\":1,\"addr\":1,\"size\":1,\"rundown\":true}\n", CW_EPARSE, "only valid on a commit");
+    expect_error("trailing", HDR "{\"ts\":1,\"op\":\"process_exit\",\"pid\":1} xyz\n", CW_EPARSE, "not valid JSON");
+    expect_error("twoobjs", HDR "{\"ts\":1,\"op\":\"process_exit\",\"pid\":1}{\"ts\":2}\n", CW_EPARSE, "not valid JSON");
+    expect_error("hugesize", HDR "{\"ts\":1,\"op\":\"commit\",\"pid\":1,\"addr\":0,\"size\":9223372036854775808}\n", CW_EPARSE, "below 2^63");
+    expect_error("tsnever", HDR "{\"ts\":9223372036854775807,\"op\":\"process_exit\",\"pid\":1}\n", CW_EPARSE, "field \"ts\" must be below");
+    expect_error("hdrtrail", "{\"format\":\"commitwatch-trace\",\"version\":1} x\n", CW_EPARSE, "header line is not a JSON object");
     expect_error("emptyline", HDR "\n", CW_EPARSE, "empty line");
     expect_error("back", HDR "{\"ts\":5,\"op\":\"process_exit\",\"pid\":1}\n{\"ts\":4,\"op\":\"process_exit\",\"pid\":1}\n", CW_ETIME, ":3: ts 4 goes back in time");
     cw_diag_t d2 = {{0}};
