@@ -38,6 +38,9 @@ cw_tracker_sink_t cw_agg_sink(cw_agg_t *a);
 /* Call before applying an event at ts: closes the current bucket if ts is
  * past it. Also called by a live source's timer so idle buckets close. */
 int cw_agg_advance(cw_agg_t *a, int64_t ts);
+/* Start of the first bucket that ts may still add to when the bucket
+ * holding ts is closed: the bucket after it. */
+int64_t cw_agg_next_bucket(const cw_agg_t *a, int64_t ts);
 /* Emits the current bucket if it holds anything (end of input, shutdown). */
 int cw_agg_flush(cw_agg_t *a);
 /* Replaces the tagger used for stacks not yet sent (after a rules reload;

@@ -32,6 +32,12 @@ int cw_pipeline_feed(cw_pipeline_t *p, const cw_event_t *ev, cw_diag_t *d);
  * now_ns is a watermark (see source.h): a later event older than it is
  * refused by cw_pipeline_feed with CW_ETIME. */
 int cw_pipeline_tick(cw_pipeline_t *p, int64_t now_ns);
+/* End of a run into a database: closes the bucket of the last event (or
+ * tick) and ends every live instance at the start of the next bucket, so
+ * the stored figures of every window up to the last event stay as they
+ * were and a later run's instances never overlap these. Needs an
+ * aggregator; the caller flushes it afterwards. 0 or the emit error. */
+int cw_pipeline_end_all(cw_pipeline_t *p);
 /* Reports live commits to the sink (end of an analysis). */
 void cw_pipeline_finish(cw_pipeline_t *p);
 

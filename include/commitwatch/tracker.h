@@ -83,6 +83,11 @@ void cw_tracker_destroy(cw_tracker_t *t); /* accepts NULL */
  * 0 or CW_ENOMEM (the tracker is then unusable). */
 int cw_tracker_apply(cw_tracker_t *t, const cw_event_t *ev);
 
+/* Ends every live instance at ts, as an exit would (tracking ended: the
+ * service stops, and a later run starts new instances from its rundown).
+ * ts must not be before the last event. */
+void cw_tracker_end_all(cw_tracker_t *t, int64_t ts);
+
 /* Calls on_live for every commit record still live, process by process.
  * Does not change state. */
 void cw_tracker_finish(cw_tracker_t *t);

@@ -345,7 +345,9 @@ int cw_cmd_run(int argc, char **argv)
     CW_LOGI("ingesting from %s into %s (stack tags: %s)", source_arg, db_path, cw_tagger_rules_hash(ctx.tagger));
     cw_source_sink_t ss = {&ctx, run_emit, run_tick, run_counters};
     rc = ops->run(src, &ss, &d);
-    int flush_rc = cw_agg_flush(ctx.agg);
+    /* Instances still alive end here: tracking ends with this run. */
+    int flush_rc = cw_pipeline_end_all(pipe);
+    if (flush_rc == 0) flush_rc = cw_agg_flush(ctx.agg);
     if (rc == 0 && flush_rc != 0) rc = cw_diag_set(&d, flush_rc, "storing the last bucket failed: %s", cw_strerror(flush_rc));
 fail:
     active_ops = NULL;

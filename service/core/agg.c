@@ -301,6 +301,11 @@ int cw_agg_advance(cw_agg_t *a, int64_t ts)
     return 0;
 }
 
+int64_t cw_agg_next_bucket(const cw_agg_t *a, int64_t ts)
+{
+    return floor_to(ts, a->width) + a->width;
+}
+
 int cw_agg_flush(cw_agg_t *a)
 {
     if (a->err) return a->err;

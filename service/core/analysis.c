@@ -229,7 +229,9 @@ int cw_analysis_report(cw_analysis_t *a, cw_stacks_t *stacks, cw_tagger_t *tagge
     }
     uint32_t nprocs = 0;
     for (uint32_t id = 0; id < a->ninsts; id++)
-        if (a->insts[id].seen && (a->insts[id].events > 0 || out_t0[id] > 0)) slot[id] = ++nprocs;
+        if (a->insts[id].seen && (a->insts[id].events > 0 ||
+                                  (out_t0[id] > 0 && a->insts[id].start_ns < a->t1)))
+            slot[id] = ++nprocs;
     r->procs = calloc(nprocs ? nprocs : 1, sizeof *r->procs);
     if (!r->procs) {
         free(out_t0);

@@ -57,6 +57,18 @@ int cw_pipeline_tick(cw_pipeline_t *p, int64_t now_ns)
     return p->agg ? cw_agg_advance(p->agg, now_ns) : 0;
 }
 
+int cw_pipeline_end_all(cw_pipeline_t *p)
+{
+    int64_t last = p->last_ts > p->watermark ? p->last_ts : p->watermark;
+    int rc;
+    if (!p->agg || last == INT64_MIN || cw_tracker_live_processes(p->tracker) == 0) return 0;
+    int64_t at = cw_agg_next_bucket(p->agg, last);
+    if ((rc = cw_agg_advance(p->agg, at)) != 0) return rc;
+    cw_tracker_end_all(p->tracker, at);
+    p->last_ts = at;
+    return 0;
+}
+
 void cw_pipeline_finish(cw_pipeline_t *p)
 {
     cw_tracker_finish(p->tracker);

@@ -464,23 +464,35 @@ static int fill_proc(cw_store_t *s, cw_proc_report_t *p, bool with_frames, cw_di
     return err;
 }
 
-/* Drops processes that had no activity and nothing outstanding at t0,
- * then names the rest. */
+static void free_proc(cw_proc_report_t *p)
+{
+    for (uint32_t j = 0; j < p->nstacks; j++) {
+        for (uint32_t k = 0; k < p->stacks[j].nframes; k++) free(p->stacks[j].frames[k]);
+        free(p->stacks[j].frames);
+        free(p->stacks[j].tag);
+    }
+    free(p->stacks);
+    free(p->name);
+    free(p->cmdline);
+}
+
+/* Keeps the processes that had activity in the window, or were alive
+ * during it (started before its end) with something outstanding at t0,
+ * and names them. An instance that starts later (a restart's rundown, whose
+ * commits count as outstanding "before the trace") is not in the window. */
 static int finish(cw_store_t *s, build_t *b, bool with_frames, cw_diag_t *d)
 {
     cw_report_t *r = b->r;
     uint32_t kept = 0;
     int err = 0;
     for (uint32_t i = 0; i < r->nprocs; i++) {
-        if (b->active[i] || b->out0[i] > 0) {
-            r->procs[kept++] = r->procs[i];
-            continue;
-        }
-        free(r->procs[i].stacks); /* no names filled yet */
+        bool keep = b->active[i] || b->out0[i] > 0;
+        if (keep && !err) err = fill_proc(s, &r->procs[i], with_frames, d);
+        if (keep && !err && !b->active[i] && r->procs[i].start_ns >= r->to_ns) keep = false;
+        if (keep && !err) r->procs[kept++] = r->procs[i];
+        else free_proc(&r->procs[i]);
     }
     r->nprocs = kept;
-    for (uint32_t i = 0; i < r->nprocs && !err; i++)
-        err = fill_proc(s, &r->procs[i], with_frames, d);
     return err;
 }
 

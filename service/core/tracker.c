@@ -455,6 +455,12 @@ int cw_tracker_apply(cw_tracker_t *t, const cw_event_t *ev)
     }
 }
 
+void cw_tracker_end_all(cw_tracker_t *t, int64_t ts)
+{
+    for (uint32_t i = 0; i <= t->mask; i++)
+        while (t->buckets[i]) end_instance(t, t->buckets[i], ts);
+}
+
 void cw_tracker_finish(cw_tracker_t *t)
 {
     if (!t->sink.on_live) return;

@@ -129,6 +129,21 @@ int main(void)
     ASSERT_EQ(ngot, 3);
     ASSERT_EQ(got[2]->bucket_ns, 14 * S);
 
+    /* The end of a run ends the live instance in the next bucket (after the
+     * last event's): its 4 KiB commit of bucket 14 s and the commit of
+     * bucket 12 s are released in the bucket after the last tick (15 s). */
+    ASSERT_OK(cw_pipeline_end_all(p));
+    ASSERT_OK(cw_agg_flush(a));
+    ASSERT_EQ(ngot, 4);
+    b = got[3];
+    ASSERT_EQ(b->bucket_ns, 16 * S);
+    ASSERT_EQ(b->procs.n, 1);
+    ASSERT_EQ(b->procs.v[0].exit_ns, 16 * S);
+    uint64_t freed = 0;
+    for (uint32_t i = 0; i < b->releases.n; i++) freed += b->releases.v[i].bytes;
+    ASSERT_EQ(freed, 4096 + 4096);
+    ASSERT_EQ(cw_tracker_live_processes(cw_pipeline_tracker(p)), 0);
+
     for (int i = 0; i < ngot; i++) cw_batch_free(got[i]);
     cw_pipeline_destroy(p);
     cw_agg_destroy(a);
