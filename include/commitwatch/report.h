@@ -74,6 +74,11 @@ void cw_report_sort(cw_report_t *r);
 /* The report as the JSON of `analyze --json` (see README). Returns a
  * malloc'd string or NULL on CW_ENOMEM. with_stacks adds "stacks". */
 char *cw_report_json(const cw_report_t *r, bool with_stacks);
+/* One element of that JSON's "processes" array (the HTTP API serves the
+ * same objects). Returns a new cJSON object owned by the caller
+ * (cJSON_Delete), or NULL on CW_ENOMEM. */
+struct cJSON;
+struct cJSON *cw_report_proc_json(const cw_proc_report_t *p, bool with_stacks);
 /* A WPA-like text table. 0 or CW_EIO. */
 int cw_report_print_table(const cw_report_t *r, bool with_stacks, FILE *out);
 

@@ -134,7 +134,7 @@ static tag_sum_t *tag_sums(const cw_proc_report_t *p, uint32_t *n)
     return t;
 }
 
-static cJSON *proc_json(const cw_proc_report_t *p, bool with_stacks)
+cJSON *cw_report_proc_json(const cw_proc_report_t *p, bool with_stacks)
 {
     cJSON *o = cJSON_CreateObject(), *types, *tags, *stacks;
     bool ok = o != NULL;
@@ -196,7 +196,7 @@ char *cw_report_json(const cw_report_t *r, bool with_stacks)
               (procs = cJSON_AddArrayToObject(root, "processes")) != NULL;
     if (ok && r->note) ok = cJSON_AddStringToObject(root, "note", r->note) != NULL;
     for (uint32_t i = 0; ok && i < r->nprocs; i++) {
-        cJSON *p = proc_json(&r->procs[i], with_stacks);
+        cJSON *p = cw_report_proc_json(&r->procs[i], with_stacks);
         ok = p && cJSON_AddItemToArray(procs, p);
     }
     if (ok) out = cJSON_PrintUnformatted(root);

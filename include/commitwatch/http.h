@@ -1,0 +1,87 @@
+/* http.h - the embedded HTTP server: REST API, /metrics, dashboard.
+ *
+ * civetweb serves, on its own worker threads, the JSON API under /api/
+ * (described by /api/openapi.json), Prometheus text at /metrics, and the
+ * static dashboard from a web root (web/ in the source tree or the
+ * installed share/commitwatch/web). See docs/DESIGN.md, "HTTP".
+ *
+ * Threads (DESIGN): cw_http_start() and cw_http_stop() are called by the
+ * thread that runs the service (the core thread). Each civetweb worker
+ * opens its own read-only cw_store on the database file and reads nothing
+ * else of the process but the cw_http_status_t below, which the core
+ * updates with atomics. Workers never touch ingest structures.
+ *
+ * Security: only GET and HEAD are served unless a token is configured;
+ * any state-changing endpoint also requires it (Authorization: Bearer).
+ * The default listen address is loopback; binding elsewhere without a
+ * token logs a warning. Static files never resolve outside the web root.
+ * Request line, headers and query strings are size-limited. */
+#ifndef COMMITWATCH_HTTP_H
+#define COMMITWATCH_HTTP_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "commitwatch/error.h"
+
+#define CW_HTTP_DEFAULT_LISTEN "127.0.0.1:8470"
+
+/* What the service tells the API about itself (/api/health, /metrics).
+ * Fields without _Atomic are set before cw_http_start() and not changed
+ * afterwards; the counters are updated by the core thread at any time
+ * with cw_http_status_counters(). */
+typedef struct cw_http_status {
+    char source[256];  /* "replay:PATH", "perf", "etw" */
+    int64_t start_ns;  /* wall clock when the service started */
+    /* true for a replay: "now" in API times is the end of the last stored
+     * bucket instead of the wall clock, so relative windows (-15m) show
+     * the replayed data. */
+    bool data_clock;
+    _Atomic uint64_t events_total; /* events ingested */
+    _Atomic uint64_t events_lost;  /* events the source reported lost */
+    _Atomic int64_t drift_bytes;   /* drift corrected (oracle vs tracker) */
+    _Atomic bool ingest_done;      /* a replay has reached its end */
+} cw_http_status_t;
+
+/* Zeroes st, copies source (truncated to fit), stamps start_ns. */
+void cw_http_status_init(cw_http_status_t *st, const char *source, bool data_clock);
+/* Any thread; lock-free. */
+void cw_http_status_counters(cw_http_status_t *st, uint64_t events_total, uint64_t events_lost,
+                             int64_t drift_bytes);
+
+typedef struct cw_http_opts {
+    const char *listen;     /* "ADDR:PORT"; NULL = CW_HTTP_DEFAULT_LISTEN */
+    const char *db_path;    /* the database the service writes; required */
+    const char *web_root;   /* NULL = cw_http_default_web_root() */
+    const char *token;      /* NULL or "" = no token: GET/HEAD only */
+    const char *access_log; /* NULL = no access log; else a file path */
+    unsigned threads;       /* worker threads; 0 = 4 */
+    unsigned metrics_top;   /* processes with their own /metrics series; 0 = 20 */
+    /* The stack-tag rule files in force, shown by /api/tags. Borrowed for
+     * the server's life; may be NULL with nrule_files 0. */
+    const char *const *rule_files;
+    unsigned nrule_files;
+    cw_http_status_t *status; /* borrowed for the server's life; may be NULL */
+} cw_http_opts_t;
+
+typedef struct cw_http cw_http_t;
+
+/* Starts listening and serving; returns once the port is bound. All
+ * strings of o are copied except rule_files and status (borrowed).
+ * 0 and *out set, or CW_EINVAL (bad listen address or option) / CW_EIO
+ * (port in use, web root missing) with d saying what to do. */
+int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d);
+/* Stops accepting, waits for requests in flight, closes every worker's
+ * store and frees h. Accepts NULL. */
+void cw_http_stop(cw_http_t *h);
+
+/* The port actually bound (useful with port 0). */
+int cw_http_port(const cw_http_t *h);
+
+/* The web root used when none is given: the source tree's web/ when it
+ * exists (a build run from the tree), else the installed data directory.
+ * Static string. */
+const char *cw_http_default_web_root(void);
+
+#endif

@@ -1,0 +1,460 @@
+/* http.c - the embedded civetweb server: start/stop, per-worker stores,
+ * request dispatch, security checks and response helpers.
+ *
+ * DESIGN. civetweb runs a listener thread and `threads` workers. Every
+ * request goes through begin_request(), which answers it completely:
+ * civetweb's own file serving, CGI and directory listing are never
+ * reached. Each worker thread lazily opens its own read-only cw_store the
+ * first time it serves a request that needs the database (the file may
+ * not exist yet when the server starts) and closes it when the worker
+ * exits; the thread pointer (init_thread) holds it. Workers read only
+ * that store, the immutable cw__http_ctx_t and the status atomics.
+ *
+ * Security: GET and HEAD only unless a token is configured; a request
+ * with another method needs `Authorization: Bearer TOKEN` (there is no
+ * state-changing endpoint yet, so it then gets 405 anyway). Query
+ * strings over CW__HTTP_MAX_QUERY bytes are refused (414); civetweb
+ * limits the request head (max_request_size); bodies are refused (413).
+ * Unknown query parameters are a 400 naming them. */
+#include "http/http_internal.h"
+
+#include <civetweb.h>
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "commitwatch/log.h"
+
+struct cw_http {
+    struct mg_context *mg;
+    cw__http_ctx_t ctx;
+    int port;
+};
+
+/* Per worker thread. */
+typedef struct worker {
+    cw_store_t *store;
+} worker_t;
+
+void cw_http_status_init(cw_http_status_t *st, const char *source, bool data_clock)
+{
+    memset(st, 0, sizeof *st);
+    snprintf(st->source, sizeof st->source, "%s", source ? source : "");
+    st->start_ns = cw__http_wall_ns();
+    st->data_clock = data_clock;
+    atomic_init(&st->events_total, 0);
+    atomic_init(&st->events_lost, 0);
+    atomic_init(&st->drift_bytes, 0);
+    atomic_init(&st->ingest_done, false);
+}
+
+void cw_http_status_counters(cw_http_status_t *st, uint64_t events_total, uint64_t events_lost,
+                             int64_t drift_bytes)
+{
+    atomic_store_explicit(&st->events_total, events_total, memory_order_relaxed);
+    atomic_store_explicit(&st->events_lost, events_lost, memory_order_relaxed);
+    atomic_store_explicit(&st->drift_bytes, drift_bytes, memory_order_relaxed);
+}
+
+int64_t cw__http_wall_ns(void)
+{
+    struct timespec ts;
+    timespec_get(&ts, TIME_UTC);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* ---------------------------------------------------------------- responses */
+
+int cw__http_send(cw__http_req_t *r, int status, const char *ctype, const char *body, size_t len)
+{
+    char clen[32];
+    snprintf(clen, sizeof clen, "%zu", len);
+    mg_response_header_start(r->conn, status);
+    mg_response_header_add(r->conn, "Content-Type", ctype, -1);
+    mg_response_header_add(r->conn, "Content-Length", clen, -1);
+    mg_response_header_add(r->conn, "Cache-Control", "no-store", -1);
+    mg_response_header_add(r->conn, "X-Content-Type-Options", "nosniff", -1);
+    if (status == 405) mg_response_header_add(r->conn, "Allow", "GET, HEAD", -1);
+    mg_response_header_send(r->conn);
+    if (!r->head && len) mg_write(r->conn, body, len);
+    return 0;
+}
+
+int cw__http_send_json(cw__http_req_t *r, const cJSON *root)
+{
+    char *s = cJSON_PrintUnformatted(root);
+    if (!s) return cw__http_fail(r, 500, "out of memory while building the response");
+    cw__http_send(r, 200, "application/json", s, strlen(s));
+    free(s);
+    return 0;
+}
+
+int cw__http_fail(cw__http_req_t *r, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->err, sizeof r->err, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+static void send_error(cw__http_req_t *r, int status)
+{
+    cJSON *o = cJSON_CreateObject();
+    char *s = NULL;
+    if (o && cJSON_AddStringToObject(o, "error", r->err[0] ? r->err : "error"))
+        s = cJSON_PrintUnformatted(o);
+    if (s) cw__http_send(r, status, "application/json", s, strlen(s));
+    else cw__http_send(r, status, "application/json", "{\"error\":\"out of memory\"}", 25);
+    free(s);
+    cJSON_Delete(o);
+}
+
+/* ---------------------------------------------------------------- stores */
+
+static void *init_thread(const struct mg_context *mg, int type)
+{
+    (void)mg;
+    if (type != 1) return NULL;
+    return calloc(1, sizeof(worker_t)); /* NULL: this worker serves without a store */
+}
+
+static void exit_thread(const struct mg_context *mg, int type, void *p)
+{
+    (void)mg;
+    (void)type;
+    worker_t *w = p;
+    if (!w) return;
+    cw_store_close(w->store);
+    free(w);
+}
+
+int cw__http_need_store(cw__http_req_t *r)
+{
+    if (r->store) return 0;
+    worker_t *w = mg_get_thread_pointer(r->conn);
+    if (!w) return cw__http_fail(r, 503, "no database connection for this worker (out of memory)");
+    cw_diag_t d = {{0}};
+    int rc = cw_store_open_readonly(r->ctx->db_path, &w->store, &d);
+    if (rc) {
+        w->store = NULL;
+        return cw__http_fail(r, 503, "database %s cannot be read yet: %s", r->ctx->db_path,
+                             d.msg[0] ? d.msg : cw_strerror(rc));
+    }
+    r->store = w->store;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- routing */
+
+typedef enum { R_PLAIN, R_ID } route_kind_t;
+
+typedef struct route {
+    const char *prefix; /* R_PLAIN: whole path; R_ID: prefix before the id */
+    const char *suffix; /* R_ID: what follows the id ("" or "/series") */
+    route_kind_t kind;
+    const char *params; /* allowed query parameters, comma-separated */
+    bool store;         /* needs the database */
+    int (*plain)(cw__http_req_t *r);
+    int (*with_id)(cw__http_req_t *r, uint32_t id);
+} route_t;
+
+static int system_series(cw__http_req_t *r)
+{
+    return cw__http_series(r, 0);
+}
+
+static const route_t routes[] = {
+    {"/api/health", NULL, R_PLAIN, "", false, cw__http_health, NULL},
+    {"/api/openapi.json", NULL, R_PLAIN, "", false, cw__http_openapi, NULL},
+    {"/api/processes", NULL, R_PLAIN, "from,to,sort,limit,name", true, cw__http_processes, NULL},
+    {"/api/processes/", "", R_ID, "from,to", true, NULL, cw__http_process},
+    {"/api/processes/", "/series", R_ID, "from,to,step", true, NULL, cw__http_series},
+    {"/api/processes/", "/stacks", R_ID, "from,to,type,tag,sort,limit", true, NULL, cw__http_stacks},
+    {"/api/diff", NULL, R_PLAIN, "process,t1,t2,limit", true, cw__http_diff, NULL},
+    {"/api/system/series", NULL, R_PLAIN, "from,to,step", true, system_series, NULL},
+    {"/api/tags", NULL, R_PLAIN, "", true, cw__http_tags, NULL},
+    {"/metrics", NULL, R_PLAIN, "", true, cw__http_metrics, NULL},
+};
+
+/* Is name in the comma-separated list? */
+static bool allowed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0) return true;
+        if (!e) break;
+        p = e + 1;
+    }
+    return false;
+}
+
+/* Matches path against an R_ID route: prefix, decimal id, suffix. */
+static bool match_id(const route_t *rt, const char *path, uint32_t *id, bool *bad_id)
+{
+    size_t pl = strlen(rt->prefix);
+    if (strncmp(path, rt->prefix, pl) != 0) return false;
+    const char *p = path + pl, *slash = strchr(p, '/');
+    size_t idlen = slash ? (size_t)(slash - p) : strlen(p);
+    if (idlen == 0 || strcmp(p + idlen, rt->suffix) != 0) return false;
+    uint64_t v = 0;
+    *bad_id = false;
+    for (size_t i = 0; i < idlen; i++) {
+        if (p[i] < '0' || p[i] > '9' || v > UINT32_MAX / 10) {
+            *bad_id = true;
+            return true;
+        }
+        v = v * 10 + (uint64_t)(p[i] - '0');
+    }
+    if (v == 0 || v > UINT32_MAX) *bad_id = true;
+    *id = (uint32_t)v;
+    return true;
+}
+
+static int dispatch(cw__http_req_t *r)
+{
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        const route_t *rt = &routes[i];
+        uint32_t id = 0;
+        bool bad_id = false;
+        if (rt->kind == R_PLAIN ? strcmp(r->path, rt->prefix) != 0
+                                : !match_id(rt, r->path, &id, &bad_id))
+            continue;
+        if (bad_id)
+            return cw__http_fail(r, 400, "id: a process instance id is a positive integer");
+        for (int k = 0; k < r->nparams; k++)
+            if (!allowed(rt->params, r->params[k].name))
+                return cw__http_fail(r, 400, "%s: unknown parameter for %s%s", r->params[k].name,
+                                     rt->prefix, rt->kind == R_ID ? "{id}" : "");
+        if (rt->store) {
+            int rc = cw__http_need_store(r);
+            if (rc) return rc;
+        }
+        return rt->kind == R_PLAIN ? rt->plain(r) : rt->with_id(r, id);
+    }
+    if (strncmp(r->path, "/api/", 5) == 0 || strcmp(r->path, "/api") == 0)
+        return cw__http_fail(r, 404, "no such endpoint: %s (see /api/openapi.json)", r->path);
+    return cw__http_static(r);
+}
+
+/* Constant-time comparison of the presented token. */
+static bool token_ok(const char *want, const char *auth)
+{
+    static const char pfx[] = "Bearer ";
+    if (!auth || strncmp(auth, pfx, sizeof pfx - 1) != 0) return false;
+    const char *got = auth + sizeof pfx - 1;
+    size_t n = strlen(want), m = strlen(got);
+    unsigned char diff = n != m;
+    for (size_t i = 0; i < n; i++) diff |= (unsigned char)(want[i] ^ got[i < m ? i : 0]);
+    return diff == 0;
+}
+
+static int begin_request(struct mg_connection *conn)
+{
+    const struct mg_request_info *ri = mg_get_request_info(conn);
+    cw__http_req_t *r = calloc(1, sizeof *r);
+    if (!r) {
+        mg_send_http_error(conn, 503, "%s", "out of memory");
+        return 503;
+    }
+    r->conn = conn;
+    r->ctx = mg_get_user_data(mg_get_context(conn));
+    r->path = ri->local_uri ? ri->local_uri : "/";
+    worker_t *w = mg_get_thread_pointer(conn);
+    r->store = w ? w->store : NULL;
+    bool get = strcmp(ri->request_method, "GET") == 0;
+    r->head = strcmp(ri->request_method, "HEAD") == 0;
+
+    int status = 0;
+    if (!get && !r->head) {
+        if (!r->ctx->token)
+            status = cw__http_fail(r, 405, "method %s: this server is read-only (GET and HEAD); "
+                                           "configure a token to enable changes",
+                                   ri->request_method);
+        else if (!token_ok(r->ctx->token, mg_get_header(conn, "Authorization")))
+            status = cw__http_fail(r, 401, "Authorization: a state-changing request needs "
+                                           "'Authorization: Bearer TOKEN'");
+        else
+            status = cw__http_fail(r, 405, "method %s: %s has no state-changing operation",
+                                   ri->request_method, r->path);
+    } else if (ri->content_length > 0) {
+        status = cw__http_fail(r, 413, "request body: GET requests take no body");
+    } else if (ri->query_string && strlen(ri->query_string) > CW__HTTP_MAX_QUERY) {
+        status = cw__http_fail(r, 414, "query: longer than %d bytes", CW__HTTP_MAX_QUERY);
+    } else {
+        status = cw__http_parse_query(r, ri->query_string);
+        if (!status) status = dispatch(r);
+    }
+    if (status) send_error(r, status);
+    free(r);
+    return status ? status : 200;
+}
+
+/* Writes civetweb's own error pages (malformed requests it rejects before
+ * begin_request) as our JSON shape too. */
+static int http_error(struct mg_connection *conn, int status, const char *msg)
+{
+    cw__http_req_t r = {.conn = conn};
+    snprintf(r.err, sizeof r.err, "%s", msg && msg[0] ? msg : "bad request");
+    send_error(&r, status);
+    return 0;
+}
+
+static int log_message(const struct mg_connection *conn, const char *msg)
+{
+    (void)conn;
+    CW_LOGW("http: %s", msg);
+    return 1;
+}
+
+/* ---------------------------------------------------------------- start/stop */
+
+const char *cw_http_default_web_root(void)
+{
+    static const char *const cands[] = {CW_SOURCE_DATADIR "/web", CW_DATADIR "/web"};
+    for (size_t i = 0; i < sizeof cands / sizeof cands[0]; i++) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/index.html", cands[i]);
+        FILE *f = fopen(p, "rb");
+        if (f) {
+            fclose(f);
+            return cands[i];
+        }
+    }
+    return CW_DATADIR "/web";
+}
+
+/* Is the listen address loopback? "127.x.x.x:P", "localhost:P", "[::1]:P". */
+static bool is_loopback(const char *listen)
+{
+    return strncmp(listen, "127.", 4) == 0 || strncmp(listen, "localhost:", 10) == 0 ||
+           strncmp(listen, "[::1]:", 6) == 0;
+}
+
+/* civetweb wants "127.0.0.1:8470" or "[::1]:8470"; we accept the same and
+ * "localhost:P". Checks the shape: HOST:PORT with a numeric port. */
+static int listen_spec(const char *in, char *out, size_t len, cw_diag_t *d)
+{
+    const char *colon = strrchr(in, ':');
+    if (!colon || colon == in || !colon[1])
+        return cw_diag_set(d, CW_EINVAL, "--listen %s: expected ADDR:PORT, e.g. 127.0.0.1:8470", in);
+    for (const char *p = colon + 1; *p; p++)
+        if (*p < '0' || *p > '9')
+            return cw_diag_set(d, CW_EINVAL, "--listen %s: the port must be a number", in);
+    if (atoi(colon + 1) > 65535)
+        return cw_diag_set(d, CW_EINVAL, "--listen %s: the port must be at most 65535", in);
+    if (strncmp(in, "localhost:", 10) == 0) snprintf(out, len, "127.0.0.1%s", colon);
+    else snprintf(out, len, "%s", in);
+    return 0;
+}
+
+static void ctx_free(cw__http_ctx_t *c)
+{
+    free(c->db_path);
+    free(c->web_root);
+    free(c->token);
+}
+
+int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d)
+{
+    int rc;
+    char spec[300], threads[16], *webroot = NULL;
+    const char *listen = o->listen && o->listen[0] ? o->listen : CW_HTTP_DEFAULT_LISTEN;
+    *out = NULL;
+    if (!o->db_path) return cw_diag_set(d, CW_EINVAL, "the HTTP server needs a database path");
+    if ((rc = listen_spec(listen, spec, sizeof spec, d))) return rc;
+    const char *wr = o->web_root ? o->web_root : cw_http_default_web_root();
+    webroot = realpath(wr, NULL);
+    if (!webroot)
+        return cw_diag_set(d, CW_EIO,
+                           "web root %s not found: pass the dashboard folder (web/ of the "
+                           "source tree, or share/commitwatch/web)", wr);
+    cw_http_t *h = calloc(1, sizeof *h);
+    if (!h) {
+        free(webroot);
+        return cw_diag_set(d, CW_ENOMEM, "out of memory starting the HTTP server");
+    }
+    h->ctx.web_root = webroot;
+    h->ctx.db_path = strdup(o->db_path);
+    h->ctx.token = o->token && o->token[0] ? strdup(o->token) : NULL;
+    h->ctx.metrics_top = o->metrics_top ? o->metrics_top : 20;
+    h->ctx.rule_files = o->rule_files;
+    h->ctx.nrule_files = o->nrule_files;
+    h->ctx.status = o->status;
+    if (!h->ctx.db_path || (o->token && o->token[0] && !h->ctx.token)) {
+        rc = cw_diag_set(d, CW_ENOMEM, "out of memory starting the HTTP server");
+        goto fail;
+    }
+    snprintf(threads, sizeof threads, "%u", o->threads ? o->threads : 4);
+    const char *options[32];
+    int n = 0;
+    options[n++] = "listening_ports";
+    options[n++] = spec;
+    options[n++] = "num_threads";
+    options[n++] = threads;
+    options[n++] = "enable_keep_alive";
+    options[n++] = "yes";
+    options[n++] = "keep_alive_timeout_ms";
+    options[n++] = "5000";
+    options[n++] = "request_timeout_ms";
+    options[n++] = "10000";
+    options[n++] = "max_request_size"; /* request line + headers */
+    options[n++] = "8192";
+    options[n++] = "enable_directory_listing";
+    options[n++] = "no";
+    if (o->access_log && o->access_log[0]) {
+        options[n++] = "access_log_file";
+        options[n++] = o->access_log;
+    }
+    options[n++] = NULL;
+
+    struct mg_callbacks cb;
+    memset(&cb, 0, sizeof cb);
+    cb.begin_request = begin_request;
+    cb.http_error = http_error;
+    cb.log_message = log_message;
+    cb.init_thread = init_thread;
+    cb.exit_thread = exit_thread;
+    mg_init_library(0);
+    h->mg = mg_start(&cb, &h->ctx, options);
+    if (!h->mg) {
+        mg_exit_library();
+        rc = cw_diag_set(d, CW_EIO,
+                         "cannot listen on %s (address in use or not local?): pick another "
+                         "with --listen ADDR:PORT, or --no-http", listen);
+        goto fail;
+    }
+    struct mg_server_port ports[4];
+    int np = mg_get_server_ports(h->mg, 4, ports);
+    h->port = np > 0 ? ports[0].port : 0;
+    if (!is_loopback(spec) && !h->ctx.token)
+        CW_LOGW("http: listening on %s, which is not loopback, without a token: anyone who "
+                "can reach it can read every process's memory figures; use --token or bind "
+                "127.0.0.1", listen);
+    CW_LOGI("http: serving http://%s (web root %s)", listen, webroot);
+    *out = h;
+    return 0;
+fail:
+    ctx_free(&h->ctx);
+    free(h);
+    return rc;
+}
+
+void cw_http_stop(cw_http_t *h)
+{
+    if (!h) return;
+    mg_stop(h->mg); /* joins the workers; exit_thread closes their stores */
+    mg_exit_library();
+    ctx_free(&h->ctx);
+    free(h);
+}
+
+int cw_http_port(const cw_http_t *h)
+{
+    return h ? h->port : 0;
+}

@@ -1,0 +1,622 @@
+/* http_api.c - the window resources of the REST API: health, processes,
+ * one process, its stacks (list and caller tree), UMDH-style diff, tags.
+ *
+ * Every figure comes from cw_store_report() (the same code as `analyze
+ * --db`), so the API and the CLI cannot disagree; process objects are
+ * cw_report_proc_json()'s, byte for byte those of `analyze --json`.
+ * 64-bit integers are raw number text (DESIGN.md, "Integers in JSON"). */
+#include "http/http_internal.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <inttypes.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "commitwatch/event.h"
+
+/* ---------------------------------------------------------------- JSON */
+
+cJSON *cw__json_raw_i64(int64_t v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%" PRId64, v);
+    return cJSON_CreateRaw(buf);
+}
+
+cJSON *cw__json_i64(cJSON *obj, const char *name, int64_t v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%" PRId64, v);
+    return cJSON_AddRawToObject(obj, name, buf);
+}
+
+cJSON *cw__json_u64(cJSON *obj, const char *name, uint64_t v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%" PRIu64, v);
+    return cJSON_AddRawToObject(obj, name, buf);
+}
+
+cJSON *cw__json_window(cJSON *obj, int64_t from, int64_t to)
+{
+    cJSON *w = cJSON_AddObjectToObject(obj, "window");
+    if (!w || !cw__json_i64(w, "from_ns", from) || !cw__json_i64(w, "to_ns", to)) return NULL;
+    return w;
+}
+
+static int oom(cw__http_req_t *r)
+{
+    return cw__http_fail(r, 500, "out of memory while building the response");
+}
+
+/* ---------------------------------------------------------------- health */
+
+static uint64_t file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+int cw__http_health(cw__http_req_t *r)
+{
+    const cw_http_status_t *st = r->ctx->status;
+    cJSON *o = cJSON_CreateObject();
+    int64_t now = cw__http_wall_ns(), end = INT64_MIN, start = INT64_MIN;
+    char wal[4200];
+    bool ok = o != NULL;
+    bool db = cw__http_need_store(r) == 0;
+    r->err[0] = 0;
+    if (db) {
+        cw__http_data_end(r->store, &end);
+        cw__http_data_start(r->store, &start);
+    }
+    snprintf(wal, sizeof wal, "%s-wal", r->ctx->db_path);
+    ok = ok && cJSON_AddStringToObject(o, "status", db ? "ok" : "starting");
+    ok = ok && cJSON_AddStringToObject(o, "version", CW_VERSION);
+    ok = ok && cJSON_AddStringToObject(o, "source", st ? st->source : "");
+    ok = ok && cw__json_i64(o, "now_ns", now);
+    ok = ok && cw__json_i64(o, "started_ns", st ? st->start_ns : now);
+    ok = ok && cJSON_AddNumberToObject(o, "uptime_s", st ? (double)(now - st->start_ns) / 1e9 : 0);
+    ok = ok && cw__json_u64(o, "events_ingested", st ? atomic_load(&st->events_total) : 0);
+    ok = ok && cw__json_u64(o, "events_lost", st ? atomic_load(&st->events_lost) : 0);
+    ok = ok && cw__json_i64(o, "drift_corrected_bytes", st ? atomic_load(&st->drift_bytes) : 0);
+    ok = ok && cJSON_AddBoolToObject(o, "ingest_done", st ? atomic_load(&st->ingest_done) : false);
+    ok = ok && cJSON_AddStringToObject(o, "db_path", r->ctx->db_path);
+    ok = ok && cw__json_u64(o, "db_size_bytes", file_size(r->ctx->db_path) + file_size(wal));
+    ok = ok && (end == INT64_MIN ? cJSON_AddNullToObject(o, "last_bucket_end_ns") != NULL
+                                 : cw__json_i64(o, "last_bucket_end_ns", end) != NULL);
+    ok = ok && (start == INT64_MIN ? cJSON_AddNullToObject(o, "first_bucket_ns") != NULL
+                                   : cw__json_i64(o, "first_bucket_ns", start) != NULL);
+    ok = ok && cJSON_AddBoolToObject(o, "data_clock", st ? st->data_clock : false);
+    int rc = ok ? cw__http_send_json(r, o) : oom(r);
+    cJSON_Delete(o);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- reports */
+
+/* Figures of the window from the store; 0 or 500 with the store's message. */
+static int window_report(cw__http_req_t *r, int64_t from, int64_t to, bool frames,
+                         cw_report_t **out)
+{
+    cw_diag_t d = {{0}};
+    int rc = cw_store_report(r->store, from, to, frames, out, &d);
+    if (rc) return cw__http_fail(r, 500, "query failed: %s", d.msg[0] ? d.msg : cw_strerror(rc));
+    cw_report_sort(*out);
+    return 0;
+}
+
+typedef enum { S_IMPACTING, S_TRANSIENT, S_SIZE, S_PEAK, S_OUTSTANDING } proc_sort_t;
+
+static int64_t proc_key(const cw_proc_report_t *p, proc_sort_t s)
+{
+    switch (s) {
+    case S_IMPACTING: return cw_figs_impacting(&p->figs);
+    case S_TRANSIENT: return (int64_t)p->figs.types[CW_AIFI].bytes;
+    case S_SIZE: return (int64_t)p->figs.size_bytes;
+    case S_PEAK: return (int64_t)p->peak_bytes;
+    case S_OUTSTANDING: return (int64_t)p->outstanding_end;
+    }
+    return 0;
+}
+
+/* Stable insertion-free sort: an index array sorted by key desc, then id. */
+typedef struct pidx {
+    int64_t key;
+    uint32_t id;
+    uint32_t i;
+} pidx_t;
+
+static int cmp_pidx(const void *x, const void *y)
+{
+    const pidx_t *a = x, *b = y;
+    if (a->key != b->key) return a->key > b->key ? -1 : 1;
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+/* Case-insensitive substring. */
+static bool contains_ci(const char *hay, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (; *hay; hay++) {
+        size_t i = 0;
+        while (i < n && hay[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
+            i++;
+        if (i == n) return true;
+    }
+    return n == 0;
+}
+
+int cw__http_processes(cw__http_req_t *r)
+{
+    int64_t from, to;
+    uint64_t limit = 1000;
+    proc_sort_t sort = S_IMPACTING;
+    const char *s, *name = cw__http_param(r, "name");
+    int rc = cw__http_window(r, &from, &to);
+    if (rc) return rc;
+    if ((s = cw__http_param(r, "sort"))) {
+        static const char *const names[] = {"impacting", "transient", "size", "peak", "outstanding"};
+        int k = -1;
+        for (int i = 0; i < 5; i++)
+            if (strcmp(s, names[i]) == 0) k = i;
+        if (k < 0)
+            return cw__http_fail(r, 400, "sort: '%s' is not one of impacting, transient, size, "
+                                         "peak, outstanding", s);
+        sort = (proc_sort_t)k;
+    }
+    if ((s = cw__http_param(r, "limit")) && (rc = cw__http_parse_uint(r, "limit", s, 1, 100000, &limit)))
+        return rc;
+
+    cw_report_t *rep = NULL;
+    if ((rc = window_report(r, from, to, false, &rep))) return rc;
+    pidx_t *ix = calloc(rep->nprocs ? rep->nprocs : 1, sizeof *ix);
+    cJSON *root = cJSON_CreateObject(), *arr = NULL;
+    uint32_t n = 0;
+    bool ok = ix && root && cw__json_window(root, rep->from_ns, rep->to_ns) &&
+              (arr = cJSON_AddArrayToObject(root, "processes")) != NULL;
+    if (ok && rep->note) ok = cJSON_AddStringToObject(root, "note", rep->note) != NULL;
+    for (uint32_t i = 0; ok && i < rep->nprocs; i++) {
+        const cw_proc_report_t *p = &rep->procs[i];
+        if (name && !contains_ci(p->name ? p->name : "", name)) continue;
+        ix[n++] = (pidx_t){proc_key(p, sort), p->id, i};
+    }
+    if (ok && n > 1) qsort(ix, n, sizeof *ix, cmp_pidx);
+    ok = ok && cw__json_u64(root, "total", n);
+    for (uint32_t k = 0; ok && k < n && k < limit; k++) {
+        cJSON *p = cw_report_proc_json(&rep->procs[ix[k].i], false);
+        ok = p && cJSON_AddItemToArray(arr, p);
+    }
+    rc = ok ? cw__http_send_json(r, root) : oom(r);
+    cJSON_Delete(root);
+    free(ix);
+    cw_report_free(rep);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- one process */
+
+#define SQL_PROC                                                                                   \
+    "SELECT pid, name, cmdline, start_ns, exit_ns FROM procs WHERE id = ?1"
+
+/* Looks the instance up in the procs table: 0 and *p filled (strings
+ * malloc'd), 404 when unknown, 500 on a database error. */
+static int proc_row(cw__http_req_t *r, uint32_t id, cw_proc_report_t *p)
+{
+    sqlite3_stmt *st = NULL;
+    sqlite3 *db = cw_store_db(r->store);
+    memset(p, 0, sizeof *p);
+    if (sqlite3_prepare_v2(db, SQL_PROC, -1, &st, NULL) != SQLITE_OK)
+        return cw__http_fail(r, 500, "query failed: %s", sqlite3_errmsg(db));
+    sqlite3_bind_int64(st, 1, id);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        const unsigned char *name = sqlite3_column_text(st, 1), *cmd = sqlite3_column_text(st, 2);
+        p->id = id;
+        p->pid = (uint32_t)sqlite3_column_int64(st, 0);
+        p->name = strdup(name ? (const char *)name : "");
+        p->cmdline = cmd ? strdup((const char *)cmd) : NULL;
+        p->start_ns = sqlite3_column_int64(st, 3);
+        p->exit_ns = sqlite3_column_type(st, 4) == SQLITE_NULL ? CW_TS_NEVER
+                                                               : sqlite3_column_int64(st, 4);
+        rc = 0;
+    } else if (rc == SQLITE_DONE)
+        rc = cw__http_fail(r, 404, "id: no process instance %" PRIu32, id);
+    else
+        rc = cw__http_fail(r, 500, "query failed: %s", sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static cw_proc_report_t *find_proc(cw_report_t *rep, uint32_t id)
+{
+    for (uint32_t i = 0; i < rep->nprocs; i++)
+        if (rep->procs[i].id == id) return &rep->procs[i];
+    return NULL;
+}
+
+/* The instance in rep, or (not active in the window) a zero-figure copy
+ * of its procs row in *tmp. 0, 404 or 500. */
+static int proc_in(cw__http_req_t *r, cw_report_t *rep, uint32_t id, cw_proc_report_t *tmp,
+                   const cw_proc_report_t **out)
+{
+    *out = find_proc(rep, id);
+    if (*out) return 0;
+    int rc = proc_row(r, id, tmp);
+    if (rc) return rc;
+    tmp->peak_ns = rep->from_ns;
+    *out = tmp;
+    return 0;
+}
+
+static void proc_row_free(cw_proc_report_t *p)
+{
+    free(p->name);
+    free(p->cmdline);
+}
+
+int cw__http_process(cw__http_req_t *r, uint32_t id)
+{
+    int64_t from, to;
+    int rc = cw__http_window(r, &from, &to);
+    if (rc) return rc;
+    cw_report_t *rep = NULL;
+    cw_proc_report_t tmp = {0};
+    const cw_proc_report_t *p;
+    if ((rc = window_report(r, from, to, false, &rep))) return rc;
+    if ((rc = proc_in(r, rep, id, &tmp, &p))) goto out;
+    cJSON *root = cJSON_CreateObject(), *pj = cw_report_proc_json(p, false);
+    bool ok = root && pj && cw__json_window(root, rep->from_ns, rep->to_ns) &&
+              (!rep->note || cJSON_AddStringToObject(root, "note", rep->note));
+    if (ok) {
+        cJSON_AddItemToObject(root, "process", pj);
+        pj = NULL;
+    }
+    rc = ok ? cw__http_send_json(r, root) : oom(r);
+    cJSON_Delete(pj);
+    cJSON_Delete(root);
+out:
+    proc_row_free(&tmp);
+    cw_report_free(rep);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- stacks */
+
+static cJSON *add_figs(cJSON *o, const cw_figs_t *f)
+{
+    if (!cw__json_u64(o, "size_bytes", f->size_bytes) ||
+        !cw__json_u64(o, "commit_count", f->commit_count) ||
+        !cw__json_i64(o, "impacting_bytes", cw_figs_impacting(f)) ||
+        !cw__json_u64(o, "transient_bytes", f->types[CW_AIFI].bytes) ||
+        !cw__json_u64(o, "transient_count", f->types[CW_AIFI].count))
+        return NULL;
+    static const char *const tn[] = {"AIFI", "AIFO", "AOFI", "AOFO"};
+    cJSON *t = cJSON_AddObjectToObject(o, "types");
+    for (int i = 0; t && i < CW_TYPE__COUNT; i++) {
+        cJSON *x = cJSON_AddObjectToObject(t, tn[i]);
+        if (!x || !cw__json_u64(x, "bytes", f->types[i].bytes) ||
+            !cw__json_u64(x, "count", f->types[i].count))
+            return NULL;
+    }
+    return t;
+}
+
+/* Caller tree: children merged by frame text, outermost frame first. */
+typedef struct tnode {
+    const char *frame; /* borrowed from the report */
+    cw_figs_t figs;
+    uint32_t nstacks;
+    int64_t key; /* sort key, set just before sorting (qsort has no context) */
+    struct tnode *child, *next;
+} tnode_t;
+
+static void tree_free(tnode_t *n)
+{
+    while (n) {
+        tnode_t *next = n->next;
+        tree_free(n->child);
+        free(n);
+        n = next;
+    }
+}
+
+static tnode_t *tree_child(tnode_t *parent, const char *frame)
+{
+    tnode_t **pp = &parent->child;
+    for (; *pp; pp = &(*pp)->next)
+        if (strcmp((*pp)->frame, frame) == 0) return *pp;
+    *pp = calloc(1, sizeof **pp);
+    if (*pp) (*pp)->frame = frame;
+    return *pp;
+}
+
+static int cmp_node(const void *x, const void *y)
+{
+    const tnode_t *a = *(tnode_t *const *)x, *b = *(tnode_t *const *)y;
+    if (a->key != b->key) return a->key > b->key ? -1 : 1;
+    return strcmp(a->frame, b->frame);
+}
+
+/* Serializes n's children, sorted; depth-limited by the stack depth. */
+static cJSON *tree_json(tnode_t *n, bool size_sort)
+{
+    uint32_t k = 0, i = 0;
+    for (const tnode_t *c = n->child; c; c = c->next) k++;
+    cJSON *arr = cJSON_CreateArray();
+    tnode_t **v = calloc(k ? k : 1, sizeof *v);
+    if (!arr || !v) goto fail;
+    for (tnode_t *c = n->child; c; c = c->next) {
+        c->key = size_sort ? (int64_t)c->figs.size_bytes : cw_figs_impacting(&c->figs);
+        v[i++] = c;
+    }
+    qsort(v, k, sizeof *v, cmp_node);
+    for (i = 0; i < k; i++) {
+        cJSON *o = cJSON_CreateObject(), *kids;
+        if (!o || !cJSON_AddItemToArray(arr, o) || !cJSON_AddStringToObject(o, "frame", v[i]->frame) ||
+            !cw__json_u64(o, "stacks", v[i]->nstacks) || !add_figs(o, &v[i]->figs))
+            goto fail;
+        if (v[i]->child) {
+            if (!(kids = tree_json(v[i], size_sort))) goto fail;
+            cJSON_AddItemToObject(o, "children", kids);
+        }
+    }
+    free(v);
+    return arr;
+fail:
+    free(v);
+    cJSON_Delete(arr);
+    return NULL;
+}
+
+static bool tag_matches(const char *tag, const char *want)
+{
+    size_t n = strlen(want);
+    return strcmp(tag, want) == 0 || (strncmp(tag, want, n) == 0 && tag[n] == '\\');
+}
+
+int cw__http_stacks(cw__http_req_t *r, uint32_t id)
+{
+    static const char *const types[] = {"AIFI", "AIFO", "AOFI", "AOFO", "impacting", "transient"};
+    int64_t from, to;
+    int type = -1, rc;
+    uint64_t limit = 500;
+    bool size_sort = false;
+    const char *s, *tag = cw__http_param(r, "tag");
+    if ((rc = cw__http_window(r, &from, &to))) return rc;
+    if ((s = cw__http_param(r, "type"))) {
+        for (int i = 0; i < 6; i++)
+            if (strcmp(s, types[i]) == 0) type = i;
+        if (type < 0)
+            return cw__http_fail(r, 400, "type: '%s' is not one of AIFI, AIFO, AOFI, AOFO, "
+                                         "impacting, transient", s);
+    }
+    if ((s = cw__http_param(r, "sort"))) {
+        if (strcmp(s, "size") == 0) size_sort = true;
+        else if (strcmp(s, "impacting") != 0)
+            return cw__http_fail(r, 400, "sort: '%s' is not one of impacting, size", s);
+    }
+    if ((s = cw__http_param(r, "limit")) && (rc = cw__http_parse_uint(r, "limit", s, 1, 100000, &limit)))
+        return rc;
+
+    cw_report_t *rep = NULL;
+    cw_proc_report_t tmp = {0};
+    const cw_proc_report_t *p;
+    tnode_t root = {.frame = "(root)"};
+    cJSON *o = NULL;
+    if ((rc = window_report(r, from, to, true, &rep))) return rc;
+    if ((rc = proc_in(r, rep, id, &tmp, &p))) goto out;
+
+    /* Filtered stacks, in the requested order. */
+    uint32_t n = 0;
+    pidx_t *ix = calloc(p->nstacks ? p->nstacks : 1, sizeof *ix);
+    bool ok = ix != NULL;
+    for (uint32_t i = 0; ok && i < p->nstacks; i++) {
+        const cw_stack_report_t *st = &p->stacks[i];
+        const cw_figs_t *f = &st->figs;
+        bool keep = type < 0 ? true
+                    : type < 4 ? f->types[type].count > 0 || f->types[type].bytes > 0
+                    : type == 4 ? cw_figs_impacting(f) != 0
+                                : f->types[CW_AIFI].count > 0;
+        if (!keep || (tag && !tag_matches(st->tag, tag))) continue;
+        ix[n++] = (pidx_t){size_sort ? (int64_t)f->size_bytes : cw_figs_impacting(f), st->stack_id, i};
+        cw_figs_add(&root.figs, f);
+        root.nstacks++;
+        tnode_t *node = &root;
+        for (uint32_t k = 0; ok && k < st->nframes; k++) {
+            node = tree_child(node, st->frames[k]);
+            ok = node != NULL;
+            if (ok) {
+                cw_figs_add(&node->figs, f);
+                node->nstacks++;
+            }
+        }
+    }
+    if (ok && n > 1) qsort(ix, n, sizeof *ix, cmp_pidx);
+    cJSON *arr = NULL, *tree = NULL, *pj = NULL;
+    o = cJSON_CreateObject();
+    ok = ok && o && cw__json_window(o, rep->from_ns, rep->to_ns) &&
+         (pj = cJSON_AddObjectToObject(o, "process")) && cw__json_u64(pj, "id", p->id) &&
+         cw__json_u64(pj, "pid", p->pid) && cJSON_AddStringToObject(pj, "name", p->name ? p->name : "") &&
+         cw__json_u64(o, "total", n) && (arr = cJSON_AddArrayToObject(o, "stacks"));
+    for (uint32_t k = 0; ok && k < n && k < limit; k++) {
+        const cw_stack_report_t *st = &p->stacks[ix[k].i];
+        cJSON *so = cJSON_CreateObject(), *fr;
+        ok = so && cJSON_AddItemToArray(arr, so) && cw__json_u64(so, "stack_id", st->stack_id) &&
+             cJSON_AddStringToObject(so, "tag", st->tag) && add_figs(so, &st->figs) &&
+             (fr = cJSON_AddArrayToObject(so, "frames"));
+        for (uint32_t j = 0; ok && j < st->nframes; j++)
+            ok = cJSON_AddItemToArray(fr, cJSON_CreateString(st->frames[j]));
+    }
+    if (ok) {
+        cJSON *t = cJSON_AddObjectToObject(o, "tree");
+        ok = t && cJSON_AddStringToObject(t, "frame", "(all stacks)") &&
+             cw__json_u64(t, "stacks", root.nstacks) && add_figs(t, &root.figs) &&
+             (tree = tree_json(&root, size_sort)) != NULL;
+        if (ok) cJSON_AddItemToObject(t, "children", tree);
+    }
+    rc = ok ? cw__http_send_json(r, o) : oom(r);
+    free(ix);
+out:
+    cJSON_Delete(o);
+    tree_free(root.child);
+    proc_row_free(&tmp);
+    cw_report_free(rep);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- diff */
+
+typedef struct drow {
+    int64_t delta;
+    uint32_t i;
+} drow_t;
+
+static int cmp_drow(const void *x, const void *y)
+{
+    const drow_t *a = x, *b = y;
+    if (a->delta != b->delta) return a->delta > b->delta ? -1 : 1;
+    return a->i < b->i ? -1 : a->i > b->i;
+}
+
+/* UMDH between t1 and t2 is the window [t1, t2): outstanding at t1 is
+ * AOFI + AOFO (committed before t1, released at or after it), at t2 it is
+ * AIFO + AOFO. Counts are pieces outstanding, as UMDH's allocations. */
+int cw__http_diff(cw__http_req_t *r)
+{
+    const char *ps = cw__http_param(r, "process"), *a = cw__http_param(r, "t1"),
+               *b = cw__http_param(r, "t2"), *ls = cw__http_param(r, "limit");
+    uint64_t id, limit = 1000;
+    int64_t t1, t2;
+    int rc;
+    if (!ps) return cw__http_fail(r, 400, "process: required (a process instance id)");
+    if ((rc = cw__http_parse_uint(r, "process", ps, 1, UINT32_MAX, &id))) return rc;
+    if (!a || !b) return cw__http_fail(r, 400, "%s: required (a time: Unix ns, RFC 3339 or -15m)", a ? "t2" : "t1");
+    if ((rc = cw__http_parse_time(r, "t1", a, &t1)) || (rc = cw__http_parse_time(r, "t2", b, &t2)))
+        return rc;
+    if (t1 >= t2) return cw__http_fail(r, 400, "t1: must be before t2");
+    if (ls && (rc = cw__http_parse_uint(r, "limit", ls, 1, 100000, &limit))) return rc;
+
+    cw_report_t *rep = NULL;
+    cw_proc_report_t tmp = {0};
+    const cw_proc_report_t *p;
+    cJSON *o = NULL;
+    if ((rc = window_report(r, t1, t2, true, &rep))) return rc;
+    if ((rc = proc_in(r, rep, (uint32_t)id, &tmp, &p))) goto out;
+    drow_t *rows = calloc(p->nstacks ? p->nstacks : 1, sizeof *rows);
+    uint32_t n = 0;
+    cw_figs_t tot = {0};
+    bool ok = rows != NULL;
+    for (uint32_t i = 0; ok && i < p->nstacks; i++) {
+        const cw_figs_t *f = &p->stacks[i].figs;
+        uint64_t oldb = f->types[CW_AOFI].bytes + f->types[CW_AOFO].bytes;
+        uint64_t newb = f->types[CW_AIFO].bytes + f->types[CW_AOFO].bytes;
+        if (!oldb && !newb) continue;
+        rows[n++] = (drow_t){(int64_t)newb - (int64_t)oldb, i};
+        cw_figs_add(&tot, f);
+    }
+    if (ok && n > 1) qsort(rows, n, sizeof *rows, cmp_drow);
+    cJSON *arr = NULL, *pj;
+    o = cJSON_CreateObject();
+    uint64_t old_tot = tot.types[CW_AOFI].bytes + tot.types[CW_AOFO].bytes;
+    uint64_t new_tot = tot.types[CW_AIFO].bytes + tot.types[CW_AOFO].bytes;
+    ok = ok && o && cw__json_i64(o, "t1_ns", rep->from_ns) && cw__json_i64(o, "t2_ns", rep->to_ns) &&
+         (!rep->note || cJSON_AddStringToObject(o, "note", rep->note)) &&
+         (pj = cJSON_AddObjectToObject(o, "process")) && cw__json_u64(pj, "id", p->id) &&
+         cw__json_u64(pj, "pid", p->pid) && cJSON_AddStringToObject(pj, "name", p->name ? p->name : "") &&
+         cw__json_u64(o, "old_bytes", old_tot) && cw__json_u64(o, "new_bytes", new_tot) &&
+         cw__json_i64(o, "bytes_delta", (int64_t)new_tot - (int64_t)old_tot) &&
+         cw__json_u64(o, "total", n) && (arr = cJSON_AddArrayToObject(o, "stacks"));
+    for (uint32_t k = 0; ok && k < n && k < limit; k++) {
+        const cw_stack_report_t *st = &p->stacks[rows[k].i];
+        const cw_figs_t *f = &st->figs;
+        uint64_t oc = f->types[CW_AOFI].count + f->types[CW_AOFO].count;
+        uint64_t nc = f->types[CW_AIFO].count + f->types[CW_AOFO].count;
+        uint64_t ob = f->types[CW_AOFI].bytes + f->types[CW_AOFO].bytes;
+        uint64_t nb = f->types[CW_AIFO].bytes + f->types[CW_AOFO].bytes;
+        cJSON *so = cJSON_CreateObject(), *fr;
+        ok = so && cJSON_AddItemToArray(arr, so) && cw__json_u64(so, "stack_id", st->stack_id) &&
+             cJSON_AddStringToObject(so, "tag", st->tag) &&
+             cw__json_i64(so, "bytes_delta", rows[k].delta) &&
+             cw__json_i64(so, "count_delta", (int64_t)nc - (int64_t)oc) &&
+             cw__json_u64(so, "new_bytes", nb) && cw__json_u64(so, "new_count", nc) &&
+             cw__json_u64(so, "old_bytes", ob) && cw__json_u64(so, "old_count", oc) &&
+             (fr = cJSON_AddArrayToObject(so, "frames"));
+        for (uint32_t j = 0; ok && j < st->nframes; j++)
+            ok = cJSON_AddItemToArray(fr, cJSON_CreateString(st->frames[j]));
+    }
+    rc = ok ? cw__http_send_json(r, o) : oom(r);
+    free(rows);
+out:
+    cJSON_Delete(o);
+    proc_row_free(&tmp);
+    cw_report_free(rep);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- tags */
+
+/* Finds or adds the child named name[0..len) of arr (objects with
+ * "name", "path", "children"). */
+static cJSON *tag_child(cJSON *arr, const char *name, size_t len, const char *path, size_t plen)
+{
+    cJSON *c;
+    cJSON_ArrayForEach(c, arr)
+    {
+        const char *n = cJSON_GetStringValue(cJSON_GetObjectItem(c, "name"));
+        if (n && strlen(n) == len && strncmp(n, name, len) == 0) return c;
+    }
+    char nb[512], pb[1024];
+    snprintf(nb, sizeof nb, "%.*s", (int)len, name);
+    snprintf(pb, sizeof pb, "%.*s", (int)plen, path);
+    c = cJSON_CreateObject();
+    if (!c || !cJSON_AddItemToArray(arr, c) || !cJSON_AddStringToObject(c, "name", nb) ||
+        !cJSON_AddStringToObject(c, "path", pb) || !cJSON_AddArrayToObject(c, "children"))
+        return NULL;
+    return c;
+}
+
+int cw__http_tags(cw__http_req_t *r)
+{
+    sqlite3 *db = cw_store_db(r->store);
+    sqlite3_stmt *st = NULL;
+    cJSON *o = cJSON_CreateObject(), *rules, *tree;
+    char *hash = NULL;
+    bool ok = o && (rules = cJSON_AddArrayToObject(o, "rule_files")) &&
+              (tree = cJSON_AddArrayToObject(o, "tags"));
+    for (unsigned i = 0; ok && i < r->ctx->nrule_files; i++)
+        ok = cJSON_AddItemToArray(rules, cJSON_CreateString(r->ctx->rule_files[i]));
+    cw_diag_t d;
+    if (ok && cw_store_meta_get(r->store, "rules_hash", &hash, &d) == 0 && hash)
+        ok = cJSON_AddStringToObject(o, "rules_hash", hash) != NULL;
+    free(hash);
+    if (ok && sqlite3_prepare_v2(db, "SELECT DISTINCT tag FROM stacks ORDER BY tag", -1, &st, NULL) !=
+                  SQLITE_OK) {
+        int rc = cw__http_fail(r, 500, "query failed: %s", sqlite3_errmsg(db));
+        cJSON_Delete(o);
+        return rc;
+    }
+    while (ok && sqlite3_step(st) == SQLITE_ROW) {
+        const char *tag = (const char *)sqlite3_column_text(st, 0);
+        if (!tag) continue;
+        cJSON *arr = tree;
+        const char *p = tag;
+        while (ok) {
+            const char *bs = strchr(p, '\\');
+            size_t len = bs ? (size_t)(bs - p) : strlen(p);
+            cJSON *node = tag_child(arr, p, len, tag, (size_t)(p - tag) + len);
+            ok = node != NULL;
+            if (!ok || !bs) break;
+            arr = cJSON_GetObjectItem(node, "children");
+            p = bs + 1;
+        }
+    }
+    sqlite3_finalize(st);
+    int rc = ok ? cw__http_send_json(r, o) : oom(r);
+    cJSON_Delete(o);
+    return rc;
+}

@@ -1,0 +1,123 @@
+/* http_internal.h - what the files of service/http/ share.
+ *
+ * One file per resource (in the manner of Fluent Bit's HTTP API):
+ * http.c (server, dispatch, security), http_params.c (query strings and
+ * times), http_api.c (health, processes, stacks, diff, tags),
+ * http_series.c (process and system series), http_metrics.c (/metrics),
+ * http_openapi.c (the OpenAPI document), http_static.c (the dashboard).
+ *
+ * A handler gets a cw__http_req_t (the connection, its own read-only
+ * store, the parsed query) and returns 0 after sending a response, or
+ * sends nothing and returns an HTTP status with req->err filled; the
+ * dispatcher then sends {"error": err}. */
+#ifndef CW_HTTP_INTERNAL_H
+#define CW_HTTP_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "commitwatch/http.h"
+#include "commitwatch/store.h"
+
+struct mg_connection;
+struct cJSON;
+
+#define CW__HTTP_MAX_PARAMS 16
+#define CW__HTTP_MAX_QUERY 2048      /* bytes of query string */
+#define CW__HTTP_MAX_POINTS 100000   /* steps in one series response */
+#define CW__HTTP_MAX_WINDOW_NS (400LL * 86400 * 1000000000LL)
+
+typedef struct cw__http_param {
+    char name[32];
+    char value[256];
+    bool used; /* read by the handler; unknown names are a 400 */
+} cw__http_param_t;
+
+/* Server-wide, read-only after start (except the status atomics). */
+typedef struct cw__http_ctx {
+    char *db_path;
+    char *web_root; /* realpath */
+    char *token;    /* NULL = none */
+    unsigned metrics_top;
+    const char *const *rule_files;
+    unsigned nrule_files;
+    cw_http_status_t *status;
+} cw__http_ctx_t;
+
+typedef struct cw__http_req {
+    struct mg_connection *conn;
+    const cw__http_ctx_t *ctx;
+    cw_store_t *store; /* this worker's read-only store; NULL if the db is absent */
+    const char *path;  /* decoded path, no query */
+    cw__http_param_t params[CW__HTTP_MAX_PARAMS];
+    int nparams;
+    bool head; /* HEAD: headers only */
+    char err[512];
+} cw__http_req_t;
+
+/* ---- responses (http.c) ---- */
+/* Sends 200 with body (len bytes) and content type. 0. */
+int cw__http_send(cw__http_req_t *r, int status, const char *ctype, const char *body, size_t len);
+/* Prints and sends a cJSON tree (not freed). 0, or 500 on ENOMEM. */
+int cw__http_send_json(cw__http_req_t *r, const struct cJSON *root);
+/* Fills r->err and returns status, for `return cw__http_fail(r, 400, ...)`. */
+int cw__http_fail(cw__http_req_t *r, int status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* Requires r->store; a 503 with a message when the db does not exist yet. */
+int cw__http_need_store(cw__http_req_t *r);
+
+/* ---- parameters (http_params.c) ---- */
+/* Splits and URL-decodes a query string into r->params. 0, or 400/414. */
+int cw__http_parse_query(cw__http_req_t *r, const char *qs);
+/* The value of name (marked used), or NULL. */
+const char *cw__http_param(cw__http_req_t *r, const char *name);
+/* 400 naming the first parameter no handler read, or 0. */
+int cw__http_check_unused(cw__http_req_t *r);
+/* "now" for relative times: the wall clock, or the end of the data for a
+ * replay (status->data_clock). */
+int64_t cw__http_now(cw__http_req_t *r);
+/* Parses a time: Unix ns integer, RFC 3339 ("2026-11-29T10:00:00Z",
+ * fractions and offsets allowed), "now", or relative "-15m" / "+2h" /
+ * "-30s" / "-500ms" / "-1d" (from now). 0, or 400 naming name. */
+int cw__http_parse_time(cw__http_req_t *r, const char *name, const char *s, int64_t *out);
+/* Reads from/to (default: the hour before now) and checks from < to and
+ * the window's size. 0 or a 4xx. */
+int cw__http_window(cw__http_req_t *r, int64_t *from, int64_t *to);
+/* A duration like "60s", "1m", "500ms", or plain ns. 0 or 400. */
+int cw__http_parse_duration(cw__http_req_t *r, const char *name, const char *s, int64_t *out);
+/* A decimal integer in [lo, hi]. 0 or 400. */
+int cw__http_parse_uint(cw__http_req_t *r, const char *name, const char *s, uint64_t lo,
+                        uint64_t hi, uint64_t *out);
+/* Current wall clock in Unix ns. */
+int64_t cw__http_wall_ns(void);
+
+/* ---- JSON helpers (http_api.c) ---- */
+struct cJSON *cw__json_i64(struct cJSON *obj, const char *name, int64_t v);
+struct cJSON *cw__json_u64(struct cJSON *obj, const char *name, uint64_t v);
+struct cJSON *cw__json_raw_i64(int64_t v);
+/* {"from_ns":..,"to_ns":..} added as "window". */
+struct cJSON *cw__json_window(struct cJSON *obj, int64_t from, int64_t to);
+
+/* ---- resources ---- */
+int cw__http_health(cw__http_req_t *r);
+int cw__http_processes(cw__http_req_t *r);
+int cw__http_process(cw__http_req_t *r, uint32_t id);
+int cw__http_stacks(cw__http_req_t *r, uint32_t id);
+int cw__http_diff(cw__http_req_t *r);
+int cw__http_tags(cw__http_req_t *r);
+int cw__http_series(cw__http_req_t *r, uint32_t id); /* id 0: the whole system */
+int cw__http_metrics(cw__http_req_t *r);
+int cw__http_openapi(cw__http_req_t *r);
+/* Static files; 0 after sending (404 included). */
+int cw__http_static(cw__http_req_t *r);
+
+/* ---- SQL shared by resources (http_series.c) ---- */
+/* End of the last stored raw bucket, or INT64_MIN when empty. */
+int cw__http_data_end(cw_store_t *s, int64_t *end_ns);
+/* First stored raw bucket (rundown aside), or INT64_MIN when empty. */
+int cw__http_data_start(cw_store_t *s, int64_t *start_ns);
+
+#endif
