@@ -1,0 +1,98 @@
+// chart.js - outstanding commit by stack tag, stacked, with the peak of
+// each step drawn over it (so a transient spike shorter than a step still
+// shows when zoomed out), on uPlot. Drag on the chart selects a window.
+
+import uPlot from '../vendor/uplot/uPlot.esm.js';
+import { bytes, time } from './fmt.js';
+
+const PALETTE = ['#4e79a7', '#f28e2b', '#59a14f', '#76b7b2', '#edc948', '#b07aa1',
+  '#ff9da7', '#9c755f', '#bab0ac', '#e15759', '#8cd17d', '#499894'];
+
+export function tagColor(i) { return PALETTE[i % PALETTE.length]; }
+
+/** Tags ordered by their largest value, biggest at the bottom of the stack. */
+function tagOrder(s) {
+  const max = (a) => a.reduce((m, v) => Math.max(m, v), 0);
+  return [...s.tags].sort((a, b) => max(s.outstanding[b]) - max(s.outstanding[a]));
+}
+
+/**
+ * Draws series `s` (the JSON of /api/.../series) into el.
+ * opts.onSelect(fromNs, toNs) is called after a drag selection, snapped
+ * outward to the series' steps. Returns {chart, destroy, select(fromNs, toNs)}.
+ */
+export function stackChart(el, s, opts = {}) {
+  const n = s.t.length;
+  const stepS = s.step_ns / 1e9;
+  // A point describes the state at the end of its step.
+  const xs = s.t.map((t) => t / 1e9 + stepS);
+  const tags = tagOrder(s);
+  const cum = [];
+  let acc = new Array(n).fill(0);
+  for (const tag of tags) {
+    acc = acc.map((v, i) => v + s.outstanding[tag][i]);
+    cum.push(acc);
+  }
+  // uPlot draws in order: the tallest band first, each lower one over it.
+  const data = [xs];
+  const series = [{ value: (u, v) => (v == null ? '–' : time(v * 1e9)) }];
+  for (let k = tags.length - 1; k >= 0; k--) {
+    const tag = tags[k];
+    const color = tagColor(s.tags.indexOf(tag));
+    data.push(cum[k]);
+    series.push({
+      label: tag,
+      stroke: color,
+      fill: color + 'cc',
+      width: 1,
+      paths: uPlot.paths.stepped({ align: -1 }),
+      value: (u, v, si, di) => (di == null ? '–' : bytes(s.outstanding[tag][di])),
+      points: { show: false },
+    });
+  }
+  data.push(s.peak_bytes);
+  series.push({
+    label: s.peak_kind === 'exact' ? 'Peak in step' : 'Peak in step (upper bound)',
+    stroke: '#c0392b',
+    width: 1.5,
+    dash: [4, 3],
+    paths: uPlot.paths.stepped({ align: -1 }),
+    value: (u, v) => (v == null ? '–' : bytes(v)),
+    points: { show: false },
+  });
+
+  const width = () => Math.max(280, el.clientWidth);
+  const height = () => (window.innerWidth < 600 ? 220 : (opts.height || 300));
+  const u = new uPlot({
+    width: width(),
+    height: height(),
+    series,
+    scales: { x: { time: true, range: [s.window.from_ns / 1e9, s.window.to_ns / 1e9] }, y: { range: (u, lo, hi) => [0, hi > 0 ? hi * 1.05 : 1] } },
+    axes: [{}, { values: (u, vals) => vals.map((v) => bytes(v)), size: 70 }],
+    cursor: { drag: { x: true, y: false, setScale: false } },
+    legend: { live: true },
+    hooks: {
+      setSelect: [(u) => {
+        if (!opts.onSelect || u.select.width < 3) return;
+        const a = u.posToVal(u.select.left, 'x');
+        const b = u.posToVal(u.select.left + u.select.width, 'x');
+        const from = s.window.from_ns + Math.floor((a * 1e9 - s.window.from_ns) / s.step_ns) * s.step_ns;
+        const to = s.window.from_ns + Math.ceil((b * 1e9 - s.window.from_ns) / s.step_ns) * s.step_ns;
+        opts.onSelect(Math.max(from, s.window.from_ns), Math.min(to, s.window.to_ns));
+      }],
+      draw: [() => { window.cwChartDrawnAt = performance.now(); el.dataset.drawn = String(n); }],
+    },
+  }, data, el);
+
+  const ro = new ResizeObserver(() => u.setSize({ width: width(), height: height() }));
+  ro.observe(el);
+  return {
+    chart: u,
+    /** Shows [fromNs, toNs) as the selection. */
+    select(fromNs, toNs) {
+      const l = u.valToPos(fromNs / 1e9, 'x'), r = u.valToPos(toNs / 1e9, 'x');
+      u.setSelect({ left: l, width: Math.max(1, r - l), top: 0, height: u.over.clientHeight }, false);
+    },
+    destroy() { ro.disconnect(); u.destroy(); },
+  };
+}

@@ -1,0 +1,25 @@
+// nav.js - what the pages share: the hash's path and query, and the
+// service's health with the data's time range.
+
+import { get } from './api.js';
+
+export function parseHash() {
+  const h = location.hash.slice(1) || '/';
+  const [path, qs] = h.split('?');
+  return { parts: path.split('/').filter(Boolean), params: new URLSearchParams(qs || '') };
+}
+
+/** Replaces the hash's query without re-rendering the page. */
+export function setParams(params) {
+  const { parts } = parseHash();
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== '') q.set(k, v);
+  history.replaceState(null, '', `#/${parts.join('/')}${q.toString() ? '?' + q : ''}`);
+}
+
+/** /api/health, and the data's time range: end = the API's "now". */
+export async function health() {
+  const h = await get('/api/health');
+  h.end_ns = h.data_clock && h.last_bucket_end_ns != null ? h.last_bucket_end_ns : h.now_ns;
+  return h;
+}

@@ -1,0 +1,87 @@
+// overview.js - the machine's outstanding commit by tag (stacked, live)
+// and the processes of the window sorted by impacting growth. Dragging on
+// the chart narrows the table to that window, as zooming does in WPA.
+
+import { get } from './api.js';
+import { health, setParams } from './nav.js';
+import { stackChart } from './chart.js';
+import { bytes, delta, perHour, count, time, span, esc } from './fmt.js';
+
+const RANGES = [['15m', 15 * 60e9], ['1h', 3600e9], ['6h', 6 * 3600e9], ['24h', 86400e9], ['7d', 7 * 86400e9]];
+
+export async function overviewPage(main, params) {
+  main.innerHTML = `
+    <section class="controls">
+      <label>Range <select id="range">${RANGES.map(([k]) => `<option value="${k}">last ${k}</option>`).join('')}</select></label>
+      <label class="grow">Search <input id="search" type="search" placeholder="process name" value="${esc(params.get('name') || '')}"></label>
+      <label><input id="live" type="checkbox" checked> live</label>
+      <button id="refresh" type="button">Refresh</button>
+    </section>
+    <h2>Outstanding commit by stack tag <small id="win" class="muted"></small></h2>
+    <div id="chart" class="chart"></div>
+    <h2>Processes <small id="sel" class="muted"></small></h2>
+    <div class="tablewrap"><table id="procs" class="data">
+      <thead><tr><th>Process</th><th>PID</th><th class="n">Impacting</th><th class="n">Growth</th>
+      <th class="n">Transient #</th><th class="n">Transient size</th><th class="n">Size</th><th class="n">Count</th>
+      <th class="n">Peak</th><th class="n">Outstanding</th><th>Top tag</th></tr></thead><tbody></tbody></table></div>`;
+  const $ = (id) => main.querySelector('#' + id);
+  $('range').value = params.get('range') || '1h';
+  let chart = null, sel = null, timer = null, win = null, gen = 0;
+
+  async function load() {
+    const my = ++gen;
+    const h = await health();
+    const range = RANGES.find(([k]) => k === $('range').value)[1];
+    let from = h.end_ns - range;
+    if (h.first_bucket_ns != null && from < h.first_bucket_ns) from = Math.floor(h.first_bucket_ns / 1e9) * 1e9;
+    const to = h.end_ns;
+    if (h.last_bucket_end_ns == null || to <= from) {
+      $('chart').innerHTML = '<p class="muted">No data stored yet.</p>';
+      return;
+    }
+    const s = await get('/api/system/series', { from, to });
+    if (my !== gen) return;
+    win = s.window;
+    $('win').textContent = `${time(win.from_ns)} – ${time(win.to_ns)} (${span(win.to_ns - win.from_ns)}, step ${span(s.step_ns)})`;
+    if (chart) chart.destroy();
+    $('chart').innerHTML = '';
+    chart = stackChart($('chart'), s, { onSelect: (a, b) => { sel = [a, b]; table(); } });
+    if (sel) chart.select(sel[0], sel[1]);
+    await table();
+  }
+
+  async function table() {
+    const [from, to] = sel || [win.from_ns, win.to_ns];
+    $('sel').innerHTML = sel ? `window ${esc(time(from))} – ${esc(time(to))} <a href="" id="clear">whole range</a>` : '';
+    if (sel) $('clear').onclick = (e) => { e.preventDefault(); sel = null; chart && chart.chart.setSelect({ left: 0, width: 0, top: 0, height: 0 }, false); table(); };
+    const name = $('search').value.trim();
+    const r = await get('/api/processes', { from, to, sort: 'impacting', limit: 500, name });
+    const w = r.window.to_ns - r.window.from_ns;
+    $('procs').tBodies[0].innerHTML = r.processes.map((p) => {
+      const top = p.tags[0] ? p.tags[0].tag : '';
+      const href = `#/process/${p.id}?from=${r.window.from_ns}&to=${r.window.to_ns}`;
+      return `<tr data-id="${p.id}" data-name="${esc(p.name)}">
+        <td><a href="${href}">${esc(p.name)}</a>${p.exit_ns != null ? ' <span class="muted">(exited)</span>' : ''}</td>
+        <td>${p.pid}</td>
+        <td class="n" data-fig="impacting">${delta(p.impacting_bytes)}</td>
+        <td class="n">${perHour(p.impacting_bytes, w)}</td>
+        <td class="n" data-fig="transient_count">${count(p.transient_count)}</td>
+        <td class="n" data-fig="transient_size">${bytes(p.transient_bytes)}</td>
+        <td class="n" data-fig="size">${bytes(p.size_bytes)}</td>
+        <td class="n" data-fig="count">${count(p.commit_count)}</td>
+        <td class="n" data-fig="peak">${bytes(p.peak_outstanding_bytes)}</td>
+        <td class="n">${bytes(p.outstanding_end_bytes)}</td>
+        <td>${esc(top)}</td></tr>`;
+    }).join('') || `<tr><td colspan="11" class="muted">No process in this window${name ? ' matches ' + esc(name) : ''}.</td></tr>`;
+  }
+
+  const reload = () => load().catch((e) => { $('chart').innerHTML = `<p class="error">${esc(e.message)}</p>`; });
+  $('range').onchange = () => { sel = null; setParams({ range: $('range').value }); reload(); };
+  $('refresh').onclick = reload;
+  let typing = null;
+  $('search').oninput = () => { clearTimeout(typing); typing = setTimeout(() => table().catch(() => {}), 250); };
+  const tick = () => { if ($('live').checked && !document.hidden) reload(); };
+  timer = setInterval(tick, 5000);
+  await load();
+  return { destroy() { clearInterval(timer); if (chart) chart.destroy(); } };
+}

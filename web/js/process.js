@@ -1,0 +1,174 @@
+// process.js - one process instance: outstanding by tag over time (steady
+// state) with the peak of each step (transients), a drag-selected window
+// whose figures update as WPA's do when zoomed (Size, Count, Impacting,
+// transient count and size, the four types), and the window's stacks as a
+// caller tree, expandable level by level, sortable by impacting or size.
+
+import { get } from './api.js';
+import { health, setParams } from './nav.js';
+import { stackChart, tagColor } from './chart.js';
+import { bytes, delta, perHour, count, time, span, esc, toLocalInput, fromLocalInput } from './fmt.js';
+
+const S = 1e9;
+const floorS = (ns) => Math.floor(ns / S) * S;
+const ceilS = (ns) => Math.ceil(ns / S) * S;
+
+export async function processPage(main, id, params) {
+  const h = await health();
+  const end = ceilS(h.end_ns);
+  const first = h.first_bucket_ns != null ? floorS(h.first_bucket_ns) : end - 3600 * S;
+  const info = (await get(`/api/processes/${id}`, { from: first, to: Math.max(end, first + S) })).process;
+  // Default view: the instance's life (clipped to the last 24 h of data).
+  const lifeTo = info.exit_ns != null ? Math.min(end, ceilS(info.exit_ns + 1)) : end;
+  const lifeFrom = Math.max(floorS(Math.max(info.start_ns, first)), lifeTo - 86400 * S);
+  let view = [params.get('from') ? Number(params.get('from')) : lifeFrom, params.get('to') ? Number(params.get('to')) : lifeTo];
+  if (!(view[0] < view[1])) view = [lifeFrom, Math.max(lifeTo, lifeFrom + S)];
+  let sel = params.get('sf') ? [Number(params.get('sf')), Number(params.get('st'))] : null;
+
+  main.innerHTML = `
+    <h1 class="proc">${esc(info.name)} <small class="muted">pid ${info.pid} · instance ${info.id} ·
+      started ${esc(time(info.start_ns))}${info.exit_ns != null ? ' · exited ' + esc(time(info.exit_ns)) : ' · running'}</small></h1>
+    ${info.cmdline ? `<p class="muted cmd">${esc(info.cmdline)}</p>` : ''}
+    <section class="controls">
+      <label>From <input id="vfrom" type="datetime-local" step="1"></label>
+      <label>To <input id="vto" type="datetime-local" step="1"></label>
+      <button id="apply" type="button">Show</button>
+      <button id="zoom" type="button" disabled>Zoom to selection</button>
+      <button id="life" type="button">Whole life</button>
+      <a id="difflink" href="#/diff">Diff…</a>
+    </section>
+    <h2>Outstanding commit by stack tag <small id="win" class="muted"></small></h2>
+    <p class="muted hint">Drag on the chart to select a window; the dashed line is the peak within each step, so short transients stay visible when zoomed out.</p>
+    <div id="chart" class="chart"></div>
+    <section class="cols">
+      <div>
+        <h2>Window <small id="selwin" class="muted"></small></h2>
+        <dl id="figs" class="figs"></dl>
+        <table id="types" class="data compact"><thead><tr><th>Type</th><th>Meaning</th><th class="n">Count</th><th class="n">Size</th></tr></thead><tbody></tbody></table>
+        <h3>By tag</h3>
+        <div class="tablewrap"><table id="tags" class="data compact"><thead><tr><th>Tag</th><th class="n">Impacting</th><th class="n">Size</th><th class="n">Count</th><th class="n">Transient #</th><th class="n">Transient size</th></tr></thead><tbody></tbody></table></div>
+      </div>
+      <div>
+        <h2>Commit stacks</h2>
+        <section class="controls">
+          <label>Sort <select id="sort"><option value="impacting">impacting</option><option value="size">size</option></select></label>
+          <label>Type <select id="type"><option value="">all</option><option value="impacting">impacting</option><option value="transient">transient</option>
+            <option>AIFI</option><option>AIFO</option><option>AOFI</option><option>AOFO</option></select></label>
+        </section>
+        <div id="tree" class="tree"></div>
+      </div>
+    </section>`;
+  const $ = (x) => main.querySelector('#' + x);
+  let chart = null, gen = 0;
+
+  function persist() {
+    setParams({ from: view[0], to: view[1], sf: sel ? sel[0] : '', st: sel ? sel[1] : '' });
+    $('vfrom').value = toLocalInput(view[0]);
+    $('vto').value = toLocalInput(view[1]);
+    $('zoom').disabled = !sel;
+    const [a, b] = sel || view;
+    $('difflink').href = `#/diff?process=${id}&t1=${a}&t2=${b}`;
+  }
+
+  async function drawChart() {
+    const width = Math.max(300, $('chart').clientWidth || 800);
+    // About one step per 2 px, in whole seconds: peaks keep spikes visible.
+    const step = Math.max(1, Math.ceil((view[1] - view[0]) / S / (width / 2)));
+    const s = await get(`/api/processes/${id}/series`, { from: view[0], to: view[1], step: `${step}s` });
+    $('win').textContent = `${time(s.window.from_ns)} – ${time(s.window.to_ns)} (${span(s.window.to_ns - s.window.from_ns)}, step ${span(s.step_ns)})`;
+    if (chart) chart.destroy();
+    $('chart').innerHTML = '';
+    chart = stackChart($('chart'), s, { onSelect: (a, b) => { sel = [a, b]; persist(); windowFigures(); } });
+    if (sel) chart.select(sel[0], sel[1]);
+  }
+
+  async function windowFigures() {
+    const my = ++gen;
+    const [from, to] = sel || view;
+    const [r, st] = await Promise.all([
+      get(`/api/processes/${id}`, { from, to }),
+      get(`/api/processes/${id}/stacks`, { from, to, sort: $('sort').value, type: $('type').value, limit: 1 }),
+    ]);
+    if (my !== gen) return;
+    const p = r.process, w = r.window.to_ns - r.window.from_ns;
+    $('selwin').innerHTML = `${esc(time(r.window.from_ns))} – ${esc(time(r.window.to_ns))} (${esc(span(w))})` +
+      (r.note ? `<br><span class="note">${esc(r.note)}</span>` : '');
+    const fig = (k, label, v, title = '') => `<div><dt title="${esc(title)}">${label}</dt><dd data-fig="${k}">${v}</dd></div>`;
+    $('figs').innerHTML =
+      fig('size', 'Size', bytes(p.size_bytes), 'bytes newly committed in the window') +
+      fig('count', 'Count', count(p.commit_count), 'commit events in the window') +
+      fig('impacting', 'Impacting', delta(p.impacting_bytes), 'AIFO - AOFI: steady-state growth over the window') +
+      fig('rate', 'Impacting rate', perHour(p.impacting_bytes, w)) +
+      fig('transient_count', 'Transient count', count(p.transient_count), 'AIFI pieces: committed and released inside the window') +
+      fig('transient_size', 'Transient size', bytes(p.transient_bytes)) +
+      fig('peak', 'Peak outstanding', `${bytes(p.peak_outstanding_bytes)} <small>at ${esc(time(p.peak_ns))}</small>`) +
+      fig('outstanding_end', 'Outstanding at end', bytes(p.outstanding_end_bytes));
+    const meaning = { AIFI: 'transient (in, freed in)', AIFO: 'impacting + (in, still out)', AOFI: 'impacting − (before, freed in)', AOFO: 'baseline (before, still out)' };
+    $('types').tBodies[0].innerHTML = ['AIFI', 'AIFO', 'AOFI', 'AOFO'].map((t) =>
+      `<tr data-type="${t}"><td>${t}</td><td class="muted">${meaning[t]}</td><td class="n">${count(p.types[t].count)}</td><td class="n">${bytes(p.types[t].bytes)}</td></tr>`).join('');
+    $('tags').tBodies[0].innerHTML = p.tags.map((t, i) =>
+      `<tr><td><span class="swatch" style="background:${tagColor(i)}"></span>${esc(t.tag)}</td><td class="n">${delta(t.impacting_bytes)}</td><td class="n">${bytes(t.size_bytes)}</td>
+       <td class="n">${count(t.commit_count)}</td><td class="n">${count(t.transient_count)}</td><td class="n">${bytes(t.transient_bytes)}</td></tr>`).join('') ||
+      '<tr><td colspan="6" class="muted">Nothing in this window.</td></tr>';
+    renderTree($('tree'), st.tree, $('sort').value);
+  }
+
+  const fail = (e) => { $('figs').innerHTML = `<p class="error">${esc(e.message)}</p>`; };
+  $('apply').onclick = () => {
+    const a = fromLocalInput($('vfrom').value), b = fromLocalInput($('vto').value);
+    if (a == null || b == null || a >= b) { fail(new Error('From must be before To.')); return; }
+    view = [a, b]; sel = null; persist(); drawChart().then(windowFigures).catch(fail);
+  };
+  $('zoom').onclick = () => { if (!sel) return; view = sel; sel = null; persist(); drawChart().then(windowFigures).catch(fail); };
+  $('life').onclick = () => { view = [lifeFrom, lifeTo]; sel = null; persist(); drawChart().then(windowFigures).catch(fail); };
+  $('sort').onchange = $('type').onchange = () => windowFigures().catch(fail);
+
+  persist();
+  await drawChart();
+  await windowFigures();
+  return { destroy() { if (chart) chart.destroy(); } };
+}
+
+/** The caller tree: a row per frame, children rendered when expanded. */
+function renderTree(el, root, sortKey) {
+  el.innerHTML = '';
+  if (!root || !root.children || !root.children.length) {
+    el.innerHTML = '<p class="muted">No stacks in this window.</p>';
+    return;
+  }
+  const head = document.createElement('div');
+  head.className = 'trow thead';
+  head.innerHTML = '<span class="tframe">Commit stack (outermost caller first)</span><span class="n">Impacting</span><span class="n">Size</span><span class="n">Count</span><span class="n">Trans. #</span><span class="n">Trans. size</span>';
+  el.appendChild(head);
+  const ul = document.createElement('ul');
+  el.appendChild(ul);
+  const add = (parent, node, depth) => {
+    const li = document.createElement('li');
+    const row = document.createElement('div');
+    const kids = node.children || [];
+    row.className = 'trow';
+    row.style.setProperty('--depth', depth);
+    row.innerHTML = `<span class="tframe"><button type="button" class="tog" aria-label="expand" ${kids.length ? '' : 'disabled'}>${kids.length ? '▸' : '·'}</button>${esc(node.frame)}</span>` +
+      `<span class="n">${delta(node.impacting_bytes)}</span><span class="n">${bytes(node.size_bytes)}</span><span class="n">${count(node.commit_count)}</span>` +
+      `<span class="n">${count(node.transient_count)}</span><span class="n">${bytes(node.transient_bytes)}</span>`;
+    li.appendChild(row);
+    parent.appendChild(li);
+    let open = false, sub = null;
+    const toggle = () => {
+      if (!kids.length) return;
+      open = !open;
+      row.querySelector('.tog').textContent = open ? '▾' : '▸';
+      if (open && !sub) {
+        sub = document.createElement('ul');
+        for (const k of kids) add(sub, k, depth + 1);
+        li.appendChild(sub);
+      }
+      if (sub) sub.hidden = !open;
+    };
+    row.querySelector('.tog').onclick = toggle;
+    // Open the heaviest path a few levels, like WPA's expanded stacks.
+    if (kids.length && depth < 6 && (kids.length === 1 || depth < 1)) toggle();
+  };
+  for (const c of root.children) add(ul, c, 0);
+  el.dataset.sort = sortKey;
+}
