@@ -170,7 +170,7 @@ static int system_series(cw__http_req_t *r)
 static const route_t routes[] = {
     {"/api/health", NULL, R_PLAIN, "", false, cw__http_health, NULL},
     {"/api/openapi.json", NULL, R_PLAIN, "", false, cw__http_openapi, NULL},
-    {"/api/processes", NULL, R_PLAIN, "from,to,sort,limit,name", true, cw__http_processes, NULL},
+    {"/api/processes", NULL, R_PLAIN, "from,to,sort,limit,name,pid", true, cw__http_processes, NULL},
     {"/api/processes/", "", R_ID, "from,to", true, NULL, cw__http_process},
     {"/api/processes/", "/series", R_ID, "from,to,step", true, NULL, cw__http_series},
     {"/api/processes/", "/stacks", R_ID, "from,to,type,tag,sort,limit", true, NULL, cw__http_stacks},
@@ -407,6 +407,8 @@ int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d)
     options[n++] = "8192";
     options[n++] = "enable_directory_listing";
     options[n++] = "no";
+    options[n++] = "static_file_max_age";
+    options[n++] = "0";
     if (o->access_log && o->access_log[0]) {
         options[n++] = "access_log_file";
         options[n++] = o->access_log;

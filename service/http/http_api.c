@@ -156,7 +156,8 @@ int cw__http_processes(cw__http_req_t *r)
     int64_t from, to;
     uint64_t limit = 1000;
     proc_sort_t sort = S_IMPACTING;
-    const char *s, *name = cw__http_param(r, "name");
+    const char *s, *name = cw__http_param(r, "name"), *pids = cw__http_param(r, "pid");
+    uint64_t pid = 0;
     int rc = cw__http_window(r, &from, &to);
     if (rc) return rc;
     if ((s = cw__http_param(r, "sort"))) {
@@ -171,6 +172,7 @@ int cw__http_processes(cw__http_req_t *r)
     }
     if ((s = cw__http_param(r, "limit")) && (rc = cw__http_parse_uint(r, "limit", s, 1, 100000, &limit)))
         return rc;
+    if (pids && (rc = cw__http_parse_uint(r, "pid", pids, 0, UINT32_MAX, &pid))) return rc;
 
     cw_report_t *rep = NULL;
     if ((rc = window_report(r, from, to, false, &rep))) return rc;
@@ -183,6 +185,7 @@ int cw__http_processes(cw__http_req_t *r)
     for (uint32_t i = 0; ok && i < rep->nprocs; i++) {
         const cw_proc_report_t *p = &rep->procs[i];
         if (name && !contains_ci(p->name ? p->name : "", name)) continue;
+        if (pids && p->pid != pid) continue;
         ix[n++] = (pidx_t){proc_key(p, sort), p->id, i};
     }
     if (ok && n > 1) qsort(ix, n, sizeof *ix, cmp_pidx);
@@ -201,7 +204,7 @@ int cw__http_processes(cw__http_req_t *r)
 /* ---------------------------------------------------------------- one process */
 
 #define SQL_PROC                                                                                   \
-    "SELECT pid, name, cmdline, start_ns, exit_ns FROM procs WHERE id = ?1"
+    "SELECT pid, name, cmdline, start_ns, exit_ns FROM processes WHERE id = ?1"
 
 /* Looks the instance up in the procs table: 0 and *p filled (strings
  * malloc'd), 404 when unknown, 500 on a database error. */
@@ -311,7 +314,7 @@ typedef struct tnode {
     const char *frame; /* borrowed from the report */
     cw_figs_t figs;
     uint32_t nstacks;
-    int64_t key; /* sort key, set just before sorting (qsort has no context) */
+    int64_t key, key2; /* sort keys, set just before sorting (qsort has no context) */
     struct tnode *child, *next;
 } tnode_t;
 
@@ -339,6 +342,7 @@ static int cmp_node(const void *x, const void *y)
 {
     const tnode_t *a = *(tnode_t *const *)x, *b = *(tnode_t *const *)y;
     if (a->key != b->key) return a->key > b->key ? -1 : 1;
+    if (a->key2 != b->key2) return a->key2 > b->key2 ? -1 : 1;
     return strcmp(a->frame, b->frame);
 }
 
@@ -352,6 +356,7 @@ static cJSON *tree_json(tnode_t *n, bool size_sort)
     if (!arr || !v) goto fail;
     for (tnode_t *c = n->child; c; c = c->next) {
         c->key = size_sort ? (int64_t)c->figs.size_bytes : cw_figs_impacting(&c->figs);
+        c->key2 = size_sort ? cw_figs_impacting(&c->figs) : (int64_t)c->figs.size_bytes;
         v[i++] = c;
     }
     qsort(v, k, sizeof *v, cmp_node);

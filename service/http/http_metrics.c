@@ -99,7 +99,7 @@ static const char *label(const char *in, char *out, size_t len)
     " UNION ALL"                                                                                   \
     " SELECT r.proc, s.tag, -SUM(r.bytes) FROM releases r"                                         \
     "  JOIN stacks s ON s.id = r.stack WHERE r.tier = 0 GROUP BY 1, 2"                             \
-    ") x JOIN procs p ON p.id = x.proc GROUP BY x.proc, x.tag HAVING SUM(x.b) != 0"
+    ") x JOIN processes p ON p.id = x.proc GROUP BY x.proc, x.tag HAVING SUM(x.b) != 0"
 
 #define SQL_COMMITTED                                                                              \
     "SELECT s.tag, SUM(c.bytes), SUM(c.events) FROM commits c JOIN stacks s ON s.id = c.stack"     \
@@ -311,11 +311,13 @@ int cw__http_metrics(cw__http_req_t *r)
                     "(Unix time).\n# TYPE commitwatch_last_bucket_end_seconds gauge\n"
                     "commitwatch_last_bucket_end_seconds %.3f\n",
                 (double)end / 1e9);
-    struct stat sb;
+    struct stat sb, wb;
+    char wal[4200];
+    snprintf(wal, sizeof wal, "%s-wal", r->ctx->db_path);
     if (stat(r->ctx->db_path, &sb) == 0)
-        bprintf(&b, "# HELP commitwatch_db_size_bytes Size of the database file.\n"
+        bprintf(&b, "# HELP commitwatch_db_size_bytes Size of the database file and its WAL.\n"
                     "# TYPE commitwatch_db_size_bytes gauge\ncommitwatch_db_size_bytes %lld\n",
-                (long long)sb.st_size);
+                (long long)sb.st_size + (stat(wal, &wb) == 0 ? (long long)wb.st_size : 0));
     if ((rc = outstanding(r, &b)) || (rc = counters(r, &b))) {
         free(b.p);
         return rc;

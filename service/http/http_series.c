@@ -29,9 +29,12 @@
 #define NS ((int64_t)1000000000)
 static const int64_t tier_width[CW_TIERS] = {NS, 60 * NS, 3600 * NS};
 
-#define SQL_DATA_END "SELECT MAX(bucket) FROM activity WHERE tier = 0"
-#define SQL_DATA_START "SELECT MIN(bucket) FROM activity WHERE tier = 0 AND bucket > ?1"
-#define SQL_TIER_END "SELECT MAX(bucket) FROM activity WHERE tier = ?1"
+/* The tiers table (schema 001): per tier, the first bucket it holds
+ * (start_ns), the retention horizon (exact for windows from it on) and
+ * the end of what it holds completely (end_ns); INT64_MIN while empty. */
+#define SQL_DATA_END "SELECT end_ns FROM tiers WHERE tier = 0"
+#define SQL_DATA_START "SELECT start_ns FROM tiers WHERE tier = 0"
+#define SQL_TIER "SELECT end_ns, horizon_ns FROM tiers WHERE tier = ?1"
 
 /* ?1 tier, ?2 from, ?3 to, ?4 step, ?5 proc (0 = all). */
 #define PROC_FILTER(t) " AND (?5 = 0 OR " t ".proc = ?5)"
@@ -56,7 +59,7 @@ static const int64_t tier_width[CW_TIERS] = {NS, 60 * NS, 3600 * NS};
     "SELECT bucket, SUM(delta), SUM(relpeak) FROM activity a"                                      \
     " WHERE a.tier = ?1 AND a.bucket >= ?2 AND a.bucket < ?3 AND ?4 = ?4" PROC_FILTER("a")         \
     " GROUP BY bucket ORDER BY bucket"
-#define SQL_PROC_NAME "SELECT pid, name FROM procs WHERE id = ?1"
+#define SQL_PROC_NAME "SELECT pid, name FROM processes WHERE id = ?1"
 
 /* Column text, "" for NULL. */
 static const char *col_text(sqlite3_stmt *st, int col)
@@ -79,14 +82,12 @@ static int one_i64(sqlite3 *db, const char *sql, int64_t bind, bool has_bind, in
 
 int cw__http_data_end(cw_store_t *s, int64_t *end_ns)
 {
-    int rc = one_i64(cw_store_db(s), SQL_DATA_END, 0, false, end_ns);
-    if (!rc && *end_ns != INT64_MIN) *end_ns += tier_width[0];
-    return rc;
+    return one_i64(cw_store_db(s), SQL_DATA_END, 0, false, end_ns);
 }
 
 int cw__http_data_start(cw_store_t *s, int64_t *start_ns)
 {
-    return one_i64(cw_store_db(s), SQL_DATA_START, INT64_MIN, true, start_ns);
+    return one_i64(cw_store_db(s), SQL_DATA_START, 0, false, start_ns);
 }
 
 /* Floor division for possibly negative times. */
@@ -279,19 +280,35 @@ static bool add_array(cJSON *o, const char *name, const int64_t *v, uint32_t n)
     return true;
 }
 
-/* Chooses the tier (see the file comment). */
+/* Reads a tier's end and horizon; false when unknown. */
+static bool tier_info(sqlite3 *db, int k, int64_t *end, int64_t *horizon)
+{
+    sqlite3_stmt *st;
+    bool ok = false;
+    if (sqlite3_prepare_v2(db, SQL_TIER, -1, &st, NULL) != SQLITE_OK) return false;
+    sqlite3_bind_int(st, 1, k);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        *end = sqlite3_column_int64(st, 0);
+        *horizon = sqlite3_column_int64(st, 1);
+        ok = true;
+    }
+    sqlite3_finalize(st);
+    return ok;
+}
+
+/* Chooses the tier (see the file comment): the coarsest whose width
+ * divides the step, whose horizon is at or before from (exact figures)
+ * and which holds everything up to to (or up to the end of the data).
+ * Tier 0 otherwise. */
 static int pick_tier(sqlite3 *db, int64_t step, int64_t from, int64_t to)
 {
-    int64_t end0;
-    one_i64(db, SQL_TIER_END, 0, true, &end0);
+    int64_t end0, h0;
+    if (!tier_info(db, 0, &end0, &h0)) return 0;
     for (int k = CW_TIERS - 1; k > 0; k--) {
-        int64_t endk;
-        if (step % tier_width[k]) continue;
-        if (one_i64(db, SQL_TIER_END, k, true, &endk) || endk == INT64_MIN) continue;
-        /* Covered when the tier's last bucket reaches the data (or to). */
-        int64_t need = end0 < to ? end0 : to - 1;
-        if (endk + tier_width[k] > need && floor_to(from, tier_width[k]) == floor_to(from, step))
-            return k;
+        int64_t endk, hk;
+        if (step % tier_width[k] || from % tier_width[k]) continue;
+        if (!tier_info(db, k, &endk, &hk) || endk == INT64_MIN || hk > from) continue;
+        if (endk >= (end0 < to ? end0 : to)) return k;
     }
     return 0;
 }

@@ -5,7 +5,9 @@
  * web/node_modules/uplot/dist/ in a source tree (after `npm ci` in web/).
  * A path with a ".." segment, a backslash or a dot-file segment is
  * refused, and the resolved real path must still lie under the web root,
- * so neither "../" nor a symlink leads out of it. */
+ * so neither "../" nor a symlink leads out of it (for uPlot: out of its
+ * folder). Files are revalidated on every load (ETag), so a dashboard
+ * upgrade is never half-cached. */
 #include "http/http_internal.h"
 
 #include <civetweb.h>
@@ -33,17 +35,19 @@ static bool safe_path(const char *p)
     return true;
 }
 
-/* Sends the file when it is a regular file inside root. */
+/* Sends the file when it is a regular file inside root (both resolved:
+ * root itself may be a symlink, e.g. a shared node_modules). */
 static bool try_send(cw__http_req_t *r, const char *root, const char *rel)
 {
     char path[PATH_MAX];
     if ((size_t)snprintf(path, sizeof path, "%s/%s", root, rel) >= sizeof path) return false;
-    char *real = realpath(path, NULL);
-    if (!real) return false;
-    size_t n = strlen(r->ctx->web_root);
+    char *real = realpath(path, NULL), *rroot = realpath(root, NULL);
+    size_t n = rroot ? strlen(rroot) : 0;
     struct stat st;
-    bool ok = strncmp(real, r->ctx->web_root, n) == 0 && real[n] == '/' && stat(real, &st) == 0 &&
-              S_ISREG(st.st_mode);
+    bool ok = real && rroot && strncmp(real, rroot, n) == 0 && real[n] == '/' &&
+              stat(real, &st) == 0 && S_ISREG(st.st_mode);
+    free(rroot);
+    if (!real) return false;
     if (ok) {
         const char *dot = strrchr(real, '.');
         const char *mime = dot && strcmp(dot, ".js") == 0 ? "text/javascript; charset=utf-8"

@@ -84,6 +84,7 @@ export function stackChart(el, s, opts = {}) {
     },
   }, data, el);
 
+  el._uplot = u; // for tests and the console
   const ro = new ResizeObserver(() => u.setSize({ width: width(), height: height() }));
   ro.observe(el);
   return {

@@ -142,7 +142,7 @@ function renderTree(el, root, sortKey) {
   el.appendChild(head);
   const ul = document.createElement('ul');
   el.appendChild(ul);
-  const add = (parent, node, depth) => {
+  const add = (parent, node, depth, first) => {
     const li = document.createElement('li');
     const row = document.createElement('div');
     const kids = node.children || [];
@@ -160,15 +160,16 @@ function renderTree(el, root, sortKey) {
       row.querySelector('.tog').textContent = open ? '▾' : '▸';
       if (open && !sub) {
         sub = document.createElement('ul');
-        for (const k of kids) add(sub, k, depth + 1);
+        kids.forEach((k, i) => add(sub, k, depth + 1, first && i === 0));
         li.appendChild(sub);
       }
       if (sub) sub.hidden = !open;
     };
     row.querySelector('.tog').onclick = toggle;
-    // Open the heaviest path a few levels, like WPA's expanded stacks.
-    if (kids.length && depth < 6 && (kids.length === 1 || depth < 1)) toggle();
+    // Open the heaviest path (children come sorted), like WPA's expanded
+    // stacks: every only child, and the first child down the first path.
+    if (kids.length && depth < 16 && (kids.length === 1 || first)) toggle();
   };
-  for (const c of root.children) add(ul, c, 0);
+  root.children.forEach((c, i) => add(ul, c, 0, i === 0));
   el.dataset.sort = sortKey;
 }
