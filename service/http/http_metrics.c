@@ -60,32 +60,28 @@ static void bprintf(buf_t *b, const char *fmt, ...)
     }
 }
 
-/* Escapes a label value into out (size >= 2 * 128 + 1). */
+/* Escapes a label value into out (len >= 2 * 128 + 1): at most 128 bytes
+ * of the input, never cutting a UTF-8 sequence; backslash, quote and
+ * newline escaped, other control characters replaced by '_'. */
 static const char *label(const char *in, char *out, size_t len)
 {
+    const unsigned char *p = (const unsigned char *)(in ? in : "");
     size_t o = 0, used = 0;
-    for (const unsigned char *p = (const unsigned char *)(in ? in : ""); *p && used < 128; p++, used++) {
-        if (o + 3 >= len) break;
-        if (*p == '\\' || *p == '"') {
+    while (*p) {
+        size_t n = *p >= 0xF0 ? 4 : *p >= 0xE0 ? 3 : *p >= 0xC0 ? 2 : 1;
+        if (used + n > 128 || o + 2 * n + 1 > len) break;
+        bool bad = (*p >= 0x80 && *p < 0xC0) || *p >= 0xF8;
+        for (size_t k = 1; k < n && !bad; k++) bad = (p[k] & 0xC0) != 0x80;
+        if (bad) n = 1; /* not UTF-8: replaced, Prometheus wants UTF-8 */
+        if (n == 1 && (*p == '\\' || *p == '"' || *p == '\n')) {
             out[o++] = '\\';
-            out[o++] = (char)*p;
-        } else if (*p == '\n') {
-            out[o++] = '\\';
-            out[o++] = 'n';
-        } else if (*p < 0x20 || *p == 0x7f)
+            out[o++] = *p == '\n' ? 'n' : (char)*p;
+        } else if (n == 1 && (bad || *p < 0x20 || *p == 0x7f))
             out[o++] = '_';
         else
-            out[o++] = (char)*p;
-    }
-    /* Never cut a UTF-8 sequence in half. */
-    while (o > 0 && ((unsigned char)out[o - 1] & 0xC0) == 0x80) {
-        size_t k = o;
-        while (k > 0 && ((unsigned char)out[k - 1] & 0xC0) == 0x80) k--;
-        if (k == 0) break;
-        unsigned char lead = (unsigned char)out[k - 1];
-        size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-        if (o - (k - 1) >= need) break;
-        o = k - 1;
+            for (size_t k = 0; k < n; k++) out[o++] = (char)p[k];
+        p += n;
+        used += n;
     }
     out[o] = 0;
     return out;

@@ -1,0 +1,143 @@
+"""cwservice.py - start `commitwatch run` with its HTTP server for a test.
+
+Shared by the HTTP end-to-end tests (test_api.py, test_metrics.py,
+test_dashboard_browser.py). The environment comes from ctest
+(tests/CMakeLists.txt): CW_BIN, CW_FIXTURES, CW_BUILD, CW_SOURCE.
+
+    with Service(trace) as svc:
+        status, body = svc.get("/api/health")
+
+The service replays `trace` into a fresh database under
+$CW_BUILD/e2e-http/<name>/ and keeps serving after the end of input; the
+context manager waits until every bucket is stored and stops it with
+SIGTERM (SIGKILL after 20 s) at the end.
+"""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+BIN = os.environ.get("CW_BIN", "commitwatch")
+FIXTURES = os.environ.get("CW_FIXTURES", os.path.join(os.path.dirname(__file__), "..", "fixtures"))
+BUILD = os.environ.get("CW_BUILD", ".")
+SOURCE = os.environ.get("CW_SOURCE", os.path.join(os.path.dirname(__file__), "..", ".."))
+MTA = os.path.join(FIXTURES, "memorytestapp.jsonl")
+MTA_WINDOWS = os.path.join(FIXTURES, "memorytestapp.windows.json")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Service:
+    def __init__(self, trace, name="svc", args=(), wait_done=True, config=None):
+        self.trace = trace
+        self.dir = os.path.join(BUILD, "e2e-http", name)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(self.dir)
+        self.db = os.path.join(self.dir, "commitwatch.db")
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.args = list(args)
+        self.wait_done = wait_done
+        self.config = config
+        self.proc = None
+
+    def __enter__(self):
+        cmd = [BIN, "run", "--source", f"replay:{self.trace}", "--db", self.db,
+               "--listen", f"127.0.0.1:{self.port}"] + self.args
+        if self.config is not None:
+            path = os.path.join(self.dir, "commitwatch.conf")
+            with open(path, "w") as f:
+                f.write(self.config)
+            cmd += ["--config", path]
+        self.log = open(os.path.join(self.dir, "service.log"), "w")
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 60
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"commitwatch run exited with {self.proc.returncode}:\n{self.logtext()}")
+            try:
+                status, h = self.get("/api/health")
+                if status == 200 and (h.get("ingest_done") or not self.wait_done):
+                    break
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            if time.time() > deadline:
+                self.__exit__(None, None, None)
+                raise RuntimeError(f"service not ready after 60 s:\n{self.logtext()}")
+            time.sleep(0.1)
+        return self
+
+    def __exit__(self, *exc):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return False
+
+    def logtext(self):
+        self.log.flush()
+        with open(os.path.join(self.dir, "service.log")) as f:
+            return f.read()
+
+    def request(self, path, method="GET", headers=None):
+        """(status, headers, body bytes); never raises on an HTTP status."""
+        req = urllib.request.Request(self.base + path, method=method, headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, dict(r.headers), r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, dict(e.headers), e.read()
+
+    def get(self, path, **kw):
+        """(status, parsed JSON or text). Integers stay exact (Python ints)."""
+        status, headers, body = self.request(path, **kw)
+        if headers.get("Content-Type", "").startswith("application/json"):
+            return status, json.loads(body)
+        return status, body.decode("utf-8", "replace")
+
+
+def analyze_json(db, from_ns, to_ns, stacks=False):
+    """`commitwatch analyze --db DB --from --to --json` parsed."""
+    cmd = [BIN, "analyze", "--db", db, "--from", str(from_ns), "--to", str(to_ns), "--json"]
+    if stacks:
+        cmd.append("--stacks")
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+class Checks:
+    """Counts checks and prints the closing line ctest output readers use."""
+
+    def __init__(self):
+        self.passed = self.failed = 0
+
+    def eq(self, name, got, want):
+        self.check(name, got == want, f"got {got!r}, want {want!r}")
+
+    def check(self, name, cond, detail=""):
+        if cond:
+            self.passed += 1
+            print(f"ok   {name}")
+        else:
+            self.failed += 1
+            print(f"FAIL {name}: {detail}")
+        sys.stdout.flush()
+
+    def done(self):
+        print(f"{self.passed} passed, {self.failed} failed")
+        sys.exit(1 if self.failed else 0)
