@@ -117,6 +117,13 @@ int cw__http_static(cw__http_req_t *r);
 /* ---- SQL shared by resources (http_series.c) ---- */
 /* End of the last stored raw bucket, or INT64_MIN when empty. */
 int cw__http_data_end(cw_store_t *s, int64_t *end_ns);
+/* Where to split "everything before t" between tier k (1 or 2: rows
+ * before the result) and the raw tier (rows from it on): the last bucket
+ * boundary of tier k <= t that tier k is complete to, or INT64_MIN (raw
+ * tier only) when there is none or retention has folded raw rows after
+ * it. t == INT64_MAX: everything. */
+struct sqlite3;
+int64_t cw__http_split(struct sqlite3 *db, int tier, int64_t t);
 /* First stored raw bucket (rundown aside), or INT64_MIN when empty. */
 int cw__http_data_start(cw_store_t *s, int64_t *start_ns);
 

@@ -6,9 +6,13 @@
  * set. Label values are made scrape-safe: backslash, quote and newline
  * escaped, other control characters replaced, at most 128 bytes.
  *
- * The counters (committed, decommitted, transient) are sums over the raw
- * tier; retention folding old rows into baselines shows up as a counter
- * reset, which rate() and increase() handle. */
+ * Everything is read from the hour tier up to the hour it is complete to
+ * and from the raw tier after it (transients: the minute tier), so a
+ * scrape costs little however much history is stored. The counters
+ * (committed, decommitted, transient) are sums over what is stored;
+ * retention folding old rows into baselines shows up as a counter reset,
+ * which rate() and increase() handle. Transient = committed and released
+ * within the same (UTC) minute. */
 #include "http/http_internal.h"
 
 #include <inttypes.h>
@@ -87,23 +91,39 @@ static const char *label(const char *in, char *out, size_t len)
     return out;
 }
 
-/* Per process, per tag outstanding now (raw tier: commits - releases). */
+/* Everything stored, read cheaply: the hour tier's rows before ?1 (the
+ * hour it is complete to, see cw__http_split) and the raw tier's rows
+ * from ?1 on. Per process, per tag outstanding now: */
 #define SQL_OUTSTANDING                                                                            \
-    "SELECT x.proc, p.pid, p.name, x.tag, SUM(x.b) FROM ("                                         \
-    " SELECT c.proc AS proc, s.tag AS tag, SUM(c.bytes) AS b FROM commits c"                       \
-    "  JOIN stacks s ON s.id = c.stack WHERE c.tier = 0 GROUP BY 1, 2"                             \
-    " UNION ALL"                                                                                   \
-    " SELECT r.proc, s.tag, -SUM(r.bytes) FROM releases r"                                         \
-    "  JOIN stacks s ON s.id = r.stack WHERE r.tier = 0 GROUP BY 1, 2"                             \
-    ") x JOIN processes p ON p.id = x.proc GROUP BY x.proc, x.tag HAVING SUM(x.b) != 0"
+    "SELECT x.proc, p.pid, p.name, s.tag, SUM(x.b) FROM ("                                         \
+    " SELECT proc, stack, bytes AS b FROM commits WHERE tier = 2 AND bucket < ?1"                  \
+    " UNION ALL SELECT proc, stack, bytes FROM commits WHERE tier = 0 AND bucket >= ?1"            \
+    " UNION ALL SELECT proc, stack, -bytes FROM releases WHERE tier = 2 AND f < ?1"                \
+    " UNION ALL SELECT proc, stack, -bytes FROM releases WHERE tier = 0 AND f >= ?1"               \
+    ") x JOIN stacks s ON s.id = x.stack JOIN processes p ON p.id = x.proc"                        \
+    " GROUP BY x.proc, s.tag HAVING SUM(x.b) != 0 ORDER BY x.proc"
 
+/* Committed bytes and events by tag (rundown and retention baselines,
+ * bucket BEFORE, left out). */
 #define SQL_COMMITTED                                                                              \
-    "SELECT s.tag, SUM(c.bytes), SUM(c.events) FROM commits c JOIN stacks s ON s.id = c.stack"     \
-    " WHERE c.tier = 0 AND c.bucket != -9223372036854775807 - 1 GROUP BY s.tag ORDER BY s.tag"
+    "SELECT s.tag, SUM(x.b), SUM(x.e) FROM ("                                                      \
+    " SELECT stack, bytes AS b, events AS e FROM commits WHERE tier = 2 AND bucket < ?1"           \
+    "  AND bucket > -9223372036854775807 - 1"                                                      \
+    " UNION ALL SELECT stack, bytes, events FROM commits WHERE tier = 0 AND bucket >= ?1"          \
+    "  AND bucket > -9223372036854775807 - 1"                                                      \
+    ") x JOIN stacks s ON s.id = x.stack GROUP BY s.tag ORDER BY s.tag"
+/* Released bytes by tag; and the transient part: released within the
+ * same minute it was committed (minute tier before ?2, raw after it). */
 #define SQL_RELEASED                                                                               \
-    "SELECT s.tag, SUM(r.bytes), SUM(CASE WHEN r.a = r.f THEN r.bytes ELSE 0 END),"                \
-    " SUM(CASE WHEN r.a = r.f THEN r.pieces ELSE 0 END)"                                           \
-    " FROM releases r JOIN stacks s ON s.id = r.stack WHERE r.tier = 0 GROUP BY s.tag ORDER BY s.tag"
+    "SELECT s.tag, SUM(x.b), SUM(x.tb), SUM(x.tp) FROM ("                                          \
+    " SELECT stack, bytes AS b, 0 AS tb, 0 AS tp FROM releases WHERE tier = 2 AND f < ?1"          \
+    " UNION ALL SELECT stack, bytes, 0, 0 FROM releases WHERE tier = 0 AND f >= ?1"                \
+    " UNION ALL SELECT stack, 0, bytes, pieces FROM releases WHERE tier = 1 AND f < ?2 AND a = f"  \
+    " UNION ALL SELECT stack, 0, bytes, pieces FROM releases WHERE tier = 0 AND f >= ?2"           \
+    "  AND a > -9223372036854775807 - 1"                                                           \
+    "  AND (a - ((a % 60000000000) + 60000000000) % 60000000000)"                                  \
+    "    = (f - ((f % 60000000000) + 60000000000) % 60000000000)"                                  \
+    ") x JOIN stacks s ON s.id = x.stack GROUP BY s.tag ORDER BY s.tag"
 
 typedef struct prow {
     uint32_t proc, pid;
@@ -143,6 +163,7 @@ static int outstanding(cw__http_req_t *r, buf_t *b)
     int rc = 0;
     if (sqlite3_prepare_v2(db, SQL_OUTSTANDING, -1, &st, NULL) != SQLITE_OK)
         return cw__http_fail(r, 500, "query failed: %s", sqlite3_errmsg(db));
+    sqlite3_bind_int64(st, 1, cw__http_split(db, 2, INT64_MAX));
     while (sqlite3_step(st) == SQLITE_ROW) {
         if (n == cap) {
             cap = cap ? cap * 2 : 256;
@@ -232,8 +253,10 @@ static int counters(cw__http_req_t *r, buf_t *b)
     sqlite3 *db = cw_store_db(r->store);
     sqlite3_stmt *st;
     char l[300];
+    int64_t split2 = cw__http_split(db, 2, INT64_MAX), split1 = cw__http_split(db, 1, INT64_MAX);
     if (sqlite3_prepare_v2(db, SQL_COMMITTED, -1, &st, NULL) != SQLITE_OK)
         return cw__http_fail(r, 500, "query failed: %s", sqlite3_errmsg(db));
+    sqlite3_bind_int64(st, 1, split2);
     buf_t ev = {0};
     bprintf(b, "# HELP commitwatch_committed_bytes_total Bytes newly committed, by stack tag.\n"
                "# TYPE commitwatch_committed_bytes_total counter\n");
@@ -253,13 +276,15 @@ static int counters(cw__http_req_t *r, buf_t *b)
 
     if (sqlite3_prepare_v2(db, SQL_RELEASED, -1, &st, NULL) != SQLITE_OK)
         return cw__http_fail(r, 500, "query failed: %s", sqlite3_errmsg(db));
+    sqlite3_bind_int64(st, 1, split2);
+    sqlite3_bind_int64(st, 2, split1);
     buf_t tb = {0}, tc = {0};
     bprintf(b, "# HELP commitwatch_decommitted_bytes_total Bytes decommitted or released, by the stack "
                "tag of the commit that made them.\n# TYPE commitwatch_decommitted_bytes_total counter\n");
     bprintf(&tb, "# HELP commitwatch_transient_bytes_total Bytes committed and released within the "
-                 "same 1 s bucket, by stack tag.\n# TYPE commitwatch_transient_bytes_total counter\n");
+                 "same minute, by stack tag.\n# TYPE commitwatch_transient_bytes_total counter\n");
     bprintf(&tc, "# HELP commitwatch_transient_pieces_total Pieces committed and released within the "
-                 "same 1 s bucket, by stack tag.\n# TYPE commitwatch_transient_pieces_total counter\n");
+                 "same minute, by stack tag.\n# TYPE commitwatch_transient_pieces_total counter\n");
     while (sqlite3_step(st) == SQLITE_ROW) {
         label((const char *)sqlite3_column_text(st, 0), l, sizeof l);
         bprintf(b, "commitwatch_decommitted_bytes_total{tag=\"%s\"} %" PRId64 "\n", l,

@@ -38,13 +38,24 @@ static const int64_t tier_width[CW_TIERS] = {NS, 60 * NS, 3600 * NS};
 
 /* ?1 tier, ?2 from, ?3 to, ?4 step, ?5 proc (0 = all). */
 #define PROC_FILTER(t) " AND (?5 = 0 OR " t ".proc = ?5)"
+/* Outstanding by tag at ?2 (exclusive) for proc ?3 (0 = all): the hour
+ * tier's rows before ?1 (an hour boundary the hour tier is complete to)
+ * plus the raw tier's rows from ?1 to ?2. Scanning a day of raw rows
+ * for the state at the start of a window is what this avoids. */
 #define SQL_START_COMMITS                                                                          \
-    "SELECT s.tag, SUM(c.bytes) FROM commits c JOIN stacks s ON s.id = c.stack"                    \
-    " WHERE c.tier = ?1 AND c.bucket < ?2 AND ?3 = ?3 AND ?4 = ?4" PROC_FILTER("c")                \
-    " GROUP BY s.tag"
+    "SELECT s.tag, SUM(x.b) FROM ("                                                                \
+    " SELECT stack AS st, bytes AS b FROM commits WHERE tier = 2 AND bucket < ?1"                  \
+    "  AND (?3 = 0 OR proc = ?3)"                                                                  \
+    " UNION ALL SELECT stack, bytes FROM commits WHERE tier = 0 AND bucket >= ?1 AND bucket < ?2"  \
+    "  AND (?3 = 0 OR proc = ?3)"                                                                  \
+    ") x JOIN stacks s ON s.id = x.st GROUP BY s.tag"
 #define SQL_START_RELEASES                                                                         \
-    "SELECT s.tag, -SUM(r.bytes) FROM releases r JOIN stacks s ON s.id = r.stack"                  \
-    " WHERE r.tier = ?1 AND r.f < ?2 AND ?3 = ?3 AND ?4 = ?4" PROC_FILTER("r") " GROUP BY s.tag"
+    "SELECT s.tag, -SUM(x.b) FROM ("                                                               \
+    " SELECT stack AS st, bytes AS b FROM releases WHERE tier = 2 AND f < ?1"                      \
+    "  AND (?3 = 0 OR proc = ?3)"                                                                  \
+    " UNION ALL SELECT stack, bytes FROM releases WHERE tier = 0 AND f >= ?1 AND f < ?2"           \
+    "  AND (?3 = 0 OR proc = ?3)"                                                                  \
+    ") x JOIN stacks s ON s.id = x.st GROUP BY s.tag"
 #define SQL_STEP_COMMITS                                                                           \
     "SELECT (c.bucket - ?2) / ?4, s.tag, SUM(c.bytes), SUM(c.events)"                              \
     " FROM commits c JOIN stacks s ON s.id = c.stack"                                              \
@@ -96,6 +107,33 @@ static int64_t floor_to(int64_t t, int64_t w)
     int64_t q = t / w;
     if (t % w && t < 0) q--;
     return q * w;
+}
+
+/* Reads a tier's end and horizon; false when unknown. */
+static bool tier_info(sqlite3 *db, int k, int64_t *end, int64_t *horizon)
+{
+    sqlite3_stmt *st;
+    bool ok = false;
+    if (sqlite3_prepare_v2(db, SQL_TIER, -1, &st, NULL) != SQLITE_OK) return false;
+    sqlite3_bind_int(st, 1, k);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        *end = sqlite3_column_int64(st, 0);
+        *horizon = sqlite3_column_int64(st, 1);
+        ok = true;
+    }
+    sqlite3_finalize(st);
+    return ok;
+}
+
+int64_t cw__http_split(sqlite3 *db, int tier, int64_t t)
+{
+    int64_t endk, hk, end0, h0;
+    if (!tier_info(db, tier, &endk, &hk) || !tier_info(db, 0, &end0, &h0) || endk == INT64_MIN)
+        return INT64_MIN;
+    int64_t e = t == INT64_MAX ? endk : floor_to(t, tier_width[tier]);
+    if (e > endk) e = endk;
+    /* Raw rows after e must all still be there (not folded by retention). */
+    return h0 != INT64_MIN && h0 > e ? INT64_MIN : e;
 }
 
 /* A step that gives at most ~1000 points. */
@@ -186,8 +224,15 @@ static int fill(sqlite3 *db, const qargs_t *q, series_t *s)
     int rc = 0;
     /* Outstanding at from, by tag. */
     const char *start_sql[2] = {SQL_START_COMMITS, SQL_START_RELEASES};
+    int64_t split = cw__http_split(db, 2, q->from);
     for (int k = 0; k < 2 && !rc; k++) {
-        if ((rc = prepare(db, start_sql[k], q, &st))) break;
+        if (sqlite3_prepare_v2(db, start_sql[k], -1, &st, NULL) != SQLITE_OK) {
+            rc = CW_EDB;
+            break;
+        }
+        sqlite3_bind_int64(st, 1, split);
+        sqlite3_bind_int64(st, 2, q->from);
+        sqlite3_bind_int64(st, 3, q->proc);
         while (!rc && sqlite3_step(st) == SQLITE_ROW) {
             int t = tag_index(s, col_text(st, 0));
             if (t < 0) rc = CW_ENOMEM;
@@ -278,22 +323,6 @@ static bool add_array(cJSON *o, const char *name, const int64_t *v, uint32_t n)
     if (!a) return false;
     cJSON_AddItemToObject(o, name, a);
     return true;
-}
-
-/* Reads a tier's end and horizon; false when unknown. */
-static bool tier_info(sqlite3 *db, int k, int64_t *end, int64_t *horizon)
-{
-    sqlite3_stmt *st;
-    bool ok = false;
-    if (sqlite3_prepare_v2(db, SQL_TIER, -1, &st, NULL) != SQLITE_OK) return false;
-    sqlite3_bind_int(st, 1, k);
-    if (sqlite3_step(st) == SQLITE_ROW) {
-        *end = sqlite3_column_int64(st, 0);
-        *horizon = sqlite3_column_int64(st, 1);
-        ok = true;
-    }
-    sqlite3_finalize(st);
-    return ok;
 }
 
 /* Chooses the tier (see the file comment): the coarsest whose width

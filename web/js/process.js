@@ -10,6 +10,7 @@ import { stackChart, tagColor } from './chart.js';
 import { bytes, delta, perHour, count, time, span, esc, toLocalInput, fromLocalInput } from './fmt.js';
 
 const S = 1e9;
+const NICE_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 180, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
 const floorS = (ns) => Math.floor(ns / S) * S;
 const ceilS = (ns) => Math.ceil(ns / S) * S;
 
@@ -72,8 +73,10 @@ export async function processPage(main, id, params) {
 
   async function drawChart() {
     const width = Math.max(300, $('chart').clientWidth || 800);
-    // About one step per 2 px, in whole seconds: peaks keep spikes visible.
-    const step = Math.max(1, Math.ceil((view[1] - view[0]) / S / (width / 2)));
+    // About one step per 2 px, rounded up to a step the stored tiers hold
+    // (1 s, 1 min, 1 h multiples); the peak line keeps spikes visible.
+    const raw = (view[1] - view[0]) / S / (width / 2);
+    const step = NICE_STEPS.find((x) => x >= raw) || Math.ceil(raw / 86400) * 86400;
     const s = await get(`/api/processes/${id}/series`, { from: view[0], to: view[1], step: `${step}s` });
     $('win').textContent = `${time(s.window.from_ns)} – ${time(s.window.to_ns)} (${span(s.window.to_ns - s.window.from_ns)}, step ${span(s.step_ns)})`;
     if (chart) chart.destroy();
