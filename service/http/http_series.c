@@ -70,7 +70,7 @@ static const int64_t tier_width[CW_TIERS] = {NS, 60 * NS, 3600 * NS};
     "SELECT bucket, SUM(delta), SUM(relpeak) FROM activity a"                                      \
     " WHERE a.tier = ?1 AND a.bucket >= ?2 AND a.bucket < ?3 AND ?4 = ?4" PROC_FILTER("a")         \
     " GROUP BY bucket ORDER BY bucket"
-#define SQL_PROC_NAME "SELECT pid, name FROM processes WHERE id = ?1"
+#define SQL_PROC_NAME "SELECT pid, name, cmdline, start_ns, exit_ns FROM processes WHERE id = ?1"
 
 /* Column text, "" for NULL. */
 static const char *col_text(sqlite3_stmt *st, int col)
@@ -355,7 +355,8 @@ int cw__http_series(cw__http_req_t *r, uint32_t proc)
         step = auto_step(to - from);
     sqlite3 *db = cw_store_db(r->store);
     uint32_t pid = 0;
-    char *name = NULL;
+    char *name = NULL, *cmdline = NULL;
+    int64_t start_ns = 0, exit_ns = INT64_MAX;
     if (proc) {
         sqlite3_stmt *st;
         if (sqlite3_prepare_v2(db, SQL_PROC_NAME, -1, &st, NULL) != SQLITE_OK)
@@ -364,6 +365,9 @@ int cw__http_series(cw__http_req_t *r, uint32_t proc)
         if (sqlite3_step(st) == SQLITE_ROW) {
             pid = (uint32_t)sqlite3_column_int64(st, 0);
             name = strdup(col_text(st, 1));
+            if (sqlite3_column_type(st, 2) != SQLITE_NULL) cmdline = strdup(col_text(st, 2));
+            start_ns = sqlite3_column_int64(st, 3);
+            if (sqlite3_column_type(st, 4) != SQLITE_NULL) exit_ns = sqlite3_column_int64(st, 4);
         }
         sqlite3_finalize(st);
         if (!name) return cw__http_fail(r, 404, "id: no process instance %" PRIu32, proc);
@@ -373,6 +377,7 @@ int cw__http_series(cw__http_req_t *r, uint32_t proc)
     uint64_t n = ((uint64_t)to - (uint64_t)q.from + (uint64_t)step - 1) / (uint64_t)step;
     if (n > CW__HTTP_MAX_POINTS) {
         free(name);
+        free(cmdline);
         return cw__http_fail(r, 400,
                              "step: the window has %" PRIu64 " steps of %" PRId64
                              " s, more than %d; use a larger step or a shorter window",
@@ -413,7 +418,10 @@ int cw__http_series(cw__http_req_t *r, uint32_t proc)
               cw__json_i64(o, "outstanding_start_bytes", start_total);
     if (ok && proc)
         ok = (pj = cJSON_AddObjectToObject(o, "process")) && cw__json_u64(pj, "id", proc) &&
-             cw__json_u64(pj, "pid", pid) && cJSON_AddStringToObject(pj, "name", name);
+             cw__json_u64(pj, "pid", pid) && cJSON_AddStringToObject(pj, "name", name) &&
+             (cmdline ? cJSON_AddStringToObject(pj, "cmdline", cmdline) : cJSON_AddNullToObject(pj, "cmdline")) &&
+             cw__json_i64(pj, "start_ns", start_ns) &&
+             (exit_ns == INT64_MAX ? cJSON_AddNullToObject(pj, "exit_ns") : cw__json_i64(pj, "exit_ns", exit_ns));
     ok = ok && add_array(o, "t", tv, s.npoints) && (tags = cJSON_AddArrayToObject(o, "tags")) &&
          (outs = cJSON_AddObjectToObject(o, "outstanding"));
     for (uint32_t t = 0; ok && t < s.ntags; t++)
@@ -434,5 +442,6 @@ out:
     free(tv);
     free(tot);
     free(name);
+    free(cmdline);
     return rc;
 }

@@ -14,16 +14,37 @@ const NICE_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 180, 300, 600, 900, 1800, 3600
 const floorS = (ns) => Math.floor(ns / S) * S;
 const ceilS = (ns) => Math.ceil(ns / S) * S;
 
+/** The series of [from, to) at about one step per 2 px of the chart,
+ * rounded up to a step the stored tiers hold (1 s, 1 min, 1 h multiples);
+ * the peak line keeps spikes visible. */
+function series(id, from, to, width) {
+  const raw = (to - from) / S / (Math.max(300, width) / 2);
+  const step = NICE_STEPS.find((x) => x >= raw) || Math.ceil(raw / 86400) * 86400;
+  return get(`/api/processes/${id}/series`, { from, to, step: `${step}s` });
+}
+
 export async function processPage(main, id, params) {
   const h = await health();
   const end = ceilS(h.end_ns);
   const first = h.first_bucket_ns != null ? floorS(h.first_bucket_ns) : end - 3600 * S;
-  const info = (await get(`/api/processes/${id}`, { from: first, to: Math.max(end, first + S) })).process;
+  const width0 = main.clientWidth - 10;
+  // The chart comes first: the series (cheap) also names the process, and
+  // the window figures (a full report) follow.
+  let s0, view;
+  if (params.get('from') && params.get('to') && Number(params.get('from')) < Number(params.get('to'))) {
+    view = [Number(params.get('from')), Number(params.get('to'))];
+    s0 = await series(id, view[0], view[1], width0);
+  } else {
+    s0 = await series(id, Math.max(first, end - 86400 * S), Math.max(end, first + S), width0);
+  }
+  const info = s0.process;
   // Default view: the instance's life (clipped to the last 24 h of data).
-  const lifeTo = info.exit_ns != null ? Math.min(end, ceilS(info.exit_ns + 1)) : end;
-  const lifeFrom = Math.max(floorS(Math.max(info.start_ns, first)), lifeTo - 86400 * S);
-  let view = [params.get('from') ? Number(params.get('from')) : lifeFrom, params.get('to') ? Number(params.get('to')) : lifeTo];
-  if (!(view[0] < view[1])) view = [lifeFrom, Math.max(lifeTo, lifeFrom + S)];
+  const lifeTo = Math.max(info.exit_ns != null ? Math.min(end, ceilS(info.exit_ns + 1)) : end, first + S);
+  const lifeFrom = Math.min(Math.max(floorS(Math.max(info.start_ns, first)), lifeTo - 86400 * S), lifeTo - S);
+  if (!view) {
+    view = [lifeFrom, lifeTo];
+    if (s0.window.from_ns !== lifeFrom || s0.window.to_ns !== lifeTo) s0 = await series(id, lifeFrom, lifeTo, width0);
+  }
   let sel = params.get('sf') ? [Number(params.get('sf')), Number(params.get('st'))] : null;
 
   main.innerHTML = `
@@ -45,7 +66,7 @@ export async function processPage(main, id, params) {
       <div>
         <h2>Window <small id="selwin" class="muted"></small></h2>
         <dl id="figs" class="figs"></dl>
-        <table id="types" class="data compact"><thead><tr><th>Type</th><th>Meaning</th><th class="n">Count</th><th class="n">Size</th></tr></thead><tbody></tbody></table>
+        <div class="tablewrap"><table id="types" class="data compact"><thead><tr><th>Type</th><th>Meaning</th><th class="n">Count</th><th class="n">Size</th></tr></thead><tbody></tbody></table></div>
         <h3>By tag</h3>
         <div class="tablewrap"><table id="tags" class="data compact"><thead><tr><th>Tag</th><th class="n">Impacting</th><th class="n">Size</th><th class="n">Count</th><th class="n">Transient #</th><th class="n">Transient size</th></tr></thead><tbody></tbody></table></div>
       </div>
@@ -71,13 +92,8 @@ export async function processPage(main, id, params) {
     $('difflink').href = `#/diff?process=${id}&t1=${a}&t2=${b}`;
   }
 
-  async function drawChart() {
-    const width = Math.max(300, $('chart').clientWidth || 800);
-    // About one step per 2 px, rounded up to a step the stored tiers hold
-    // (1 s, 1 min, 1 h multiples); the peak line keeps spikes visible.
-    const raw = (view[1] - view[0]) / S / (width / 2);
-    const step = NICE_STEPS.find((x) => x >= raw) || Math.ceil(raw / 86400) * 86400;
-    const s = await get(`/api/processes/${id}/series`, { from: view[0], to: view[1], step: `${step}s` });
+  async function drawChart(pre) {
+    const s = pre || await series(id, view[0], view[1], $('chart').clientWidth || 800);
     $('win').textContent = `${time(s.window.from_ns)} – ${time(s.window.to_ns)} (${span(s.window.to_ns - s.window.from_ns)}, step ${span(s.step_ns)})`;
     if (chart) chart.destroy();
     $('chart').innerHTML = '';
@@ -127,7 +143,7 @@ export async function processPage(main, id, params) {
   $('sort').onchange = $('type').onchange = () => windowFigures().catch(fail);
 
   persist();
-  await drawChart();
+  await drawChart(s0);
   await windowFigures();
   return { destroy() { if (chart) chart.destroy(); } };
 }
@@ -151,7 +167,7 @@ function renderTree(el, root, sortKey) {
     const kids = node.children || [];
     row.className = 'trow';
     row.style.setProperty('--depth', depth);
-    row.innerHTML = `<span class="tframe"><button type="button" class="tog" aria-label="expand" ${kids.length ? '' : 'disabled'}>${kids.length ? '▸' : '·'}</button>${esc(node.frame)}</span>` +
+    row.innerHTML = `<span class="tframe" title="${esc(node.frame)}"><button type="button" class="tog" aria-label="expand" ${kids.length ? '' : 'disabled'}>${kids.length ? '▸' : '·'}</button>${esc(node.frame)}</span>` +
       `<span class="n">${delta(node.impacting_bytes)}</span><span class="n">${bytes(node.size_bytes)}</span><span class="n">${count(node.commit_count)}</span>` +
       `<span class="n">${count(node.transient_count)}</span><span class="n">${bytes(node.transient_bytes)}</span>`;
     li.appendChild(row);
@@ -169,9 +185,9 @@ function renderTree(el, root, sortKey) {
       if (sub) sub.hidden = !open;
     };
     row.querySelector('.tog').onclick = toggle;
-    // Open the heaviest path (children come sorted), like WPA's expanded
-    // stacks: every only child, and the first child down the first path.
-    if (kids.length && depth < 16 && (kids.length === 1 || first)) toggle();
+    // Open the heaviest path (children come sorted by the chosen figure)
+    // down to its allocating call, like WPA's expanded stacks.
+    if (kids.length && first) toggle();
   };
   root.children.forEach((c, i) => add(ul, c, 0, i === 0));
   el.dataset.sort = sortKey;
