@@ -32,8 +32,8 @@
  * afterwards; the counters are updated by the core thread at any time
  * with cw_http_status_counters(). */
 typedef struct cw_http_status {
-    char source[256];  /* "replay:PATH", "perf", "etw" */
-    int64_t start_ns;  /* wall clock when the service started */
+    char source[256]; /* "replay:PATH", "perf", "etw" */
+    int64_t start_ns; /* wall clock when the service started */
     /* true for a replay: "now" in API times is the end of the last stored
      * bucket instead of the wall clock, so relative windows (-15m) show
      * the replayed data. */

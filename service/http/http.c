@@ -107,8 +107,10 @@ static void send_error(cw__http_req_t *r, int status)
     char *s = NULL;
     if (o && cJSON_AddStringToObject(o, "error", r->err[0] ? r->err : "error"))
         s = cJSON_PrintUnformatted(o);
-    if (s) cw__http_send(r, status, "application/json", s, strlen(s));
-    else cw__http_send(r, status, "application/json", "{\"error\":\"out of memory\"}", 25);
+    if (s)
+        cw__http_send(r, status, "application/json", s, strlen(s));
+    else
+        cw__http_send(r, status, "application/json", "{\"error\":\"out of memory\"}", 25);
     free(s);
     cJSON_Delete(o);
 }
@@ -170,10 +172,12 @@ static int system_series(cw__http_req_t *r)
 static const route_t routes[] = {
     {"/api/health", NULL, R_PLAIN, "", false, cw__http_health, NULL},
     {"/api/openapi.json", NULL, R_PLAIN, "", false, cw__http_openapi, NULL},
-    {"/api/processes", NULL, R_PLAIN, "from,to,sort,limit,name,pid", true, cw__http_processes, NULL},
+    {"/api/processes", NULL, R_PLAIN, "from,to,sort,limit,name,pid", true, cw__http_processes,
+     NULL},
     {"/api/processes/", "", R_ID, "from,to", true, NULL, cw__http_process},
     {"/api/processes/", "/series", R_ID, "from,to,step", true, NULL, cw__http_series},
-    {"/api/processes/", "/stacks", R_ID, "from,to,type,tag,sort,limit", true, NULL, cw__http_stacks},
+    {"/api/processes/", "/stacks", R_ID, "from,to,type,tag,sort,limit", true, NULL,
+     cw__http_stacks},
     {"/api/diff", NULL, R_PLAIN, "process,t1,t2,limit", true, cw__http_diff, NULL},
     {"/api/system/series", NULL, R_PLAIN, "from,to,step", true, system_series, NULL},
     {"/api/tags", NULL, R_PLAIN, "", true, cw__http_tags, NULL},
@@ -225,8 +229,7 @@ static int dispatch(cw__http_req_t *r)
         if (rt->kind == R_PLAIN ? strcmp(r->path, rt->prefix) != 0
                                 : !match_id(rt, r->path, &id, &bad_id))
             continue;
-        if (bad_id)
-            return cw__http_fail(r, 400, "id: a process instance id is a positive integer");
+        if (bad_id) return cw__http_fail(r, 400, "id: a process instance id is a positive integer");
         for (int k = 0; k < r->nparams; k++)
             if (!allowed(rt->params, r->params[k].name))
                 return cw__http_fail(r, 400, "%s: unknown parameter for %s%s", r->params[k].name,
@@ -250,7 +253,8 @@ static bool token_ok(const char *want, const char *auth)
     const char *got = auth + sizeof pfx - 1;
     size_t n = strlen(want), m = strlen(got);
     unsigned char diff = n != m;
-    for (size_t i = 0; i < n; i++) diff |= (unsigned char)(want[i] ^ got[i < m ? i : 0]);
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)(want[i] ^ got[i < m ? i : 0]);
     return diff == 0;
 }
 
@@ -273,12 +277,14 @@ static int begin_request(struct mg_connection *conn)
     int status = 0;
     if (!get && !r->head) {
         if (!r->ctx->token)
-            status = cw__http_fail(r, 405, "method %s: this server is read-only (GET and HEAD); "
-                                           "configure a token to enable changes",
+            status = cw__http_fail(r, 405,
+                                   "method %s: this server is read-only (GET and HEAD); "
+                                   "configure a token to enable changes",
                                    ri->request_method);
         else if (!token_ok(r->ctx->token, mg_get_header(conn, "Authorization")))
-            status = cw__http_fail(r, 401, "Authorization: a state-changing request needs "
-                                           "'Authorization: Bearer TOKEN'");
+            status = cw__http_fail(r, 401,
+                                   "Authorization: a state-changing request needs "
+                                   "'Authorization: Bearer TOKEN'");
         else
             status = cw__http_fail(r, 405, "method %s: %s has no state-changing operation",
                                    ri->request_method, r->path);
@@ -342,14 +348,17 @@ static int listen_spec(const char *in, char *out, size_t len, cw_diag_t *d)
 {
     const char *colon = strrchr(in, ':');
     if (!colon || colon == in || !colon[1])
-        return cw_diag_set(d, CW_EINVAL, "--listen %s: expected ADDR:PORT, e.g. 127.0.0.1:8470", in);
+        return cw_diag_set(d, CW_EINVAL, "--listen %s: expected ADDR:PORT, e.g. 127.0.0.1:8470",
+                           in);
     for (const char *p = colon + 1; *p; p++)
         if (*p < '0' || *p > '9')
             return cw_diag_set(d, CW_EINVAL, "--listen %s: the port must be a number", in);
     if (atoi(colon + 1) > 65535)
         return cw_diag_set(d, CW_EINVAL, "--listen %s: the port must be at most 65535", in);
-    if (strncmp(in, "localhost:", 10) == 0) snprintf(out, len, "127.0.0.1%s", colon);
-    else snprintf(out, len, "%s", in);
+    if (strncmp(in, "localhost:", 10) == 0)
+        snprintf(out, len, "127.0.0.1%s", colon);
+    else
+        snprintf(out, len, "%s", in);
     return 0;
 }
 
@@ -373,7 +382,8 @@ int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d)
     if (!webroot)
         return cw_diag_set(d, CW_EIO,
                            "web root %s not found: pass the dashboard folder (web/ of the "
-                           "source tree, or share/commitwatch/web)", wr);
+                           "source tree, or share/commitwatch/web)",
+                           wr);
     cw_http_t *h = calloc(1, sizeof *h);
     if (!h) {
         free(webroot);
@@ -428,7 +438,8 @@ int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d)
         mg_exit_library();
         rc = cw_diag_set(d, CW_EIO,
                          "cannot listen on %s (address in use or not local?): pick another "
-                         "with --listen ADDR:PORT, or --no-http", listen);
+                         "with --listen ADDR:PORT, or --no-http",
+                         listen);
         goto fail;
     }
     struct mg_server_port ports[4];
@@ -437,7 +448,8 @@ int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d)
     if (!is_loopback(spec) && !h->ctx.token)
         CW_LOGW("http: listening on %s, which is not loopback, without a token: anyone who "
                 "can reach it can read every process's memory figures; use --token or bind "
-                "127.0.0.1", listen);
+                "127.0.0.1",
+                listen);
     CW_LOGI("http: serving http://%s (web root %s)", listen, webroot);
     *out = h;
     return 0;

@@ -115,11 +115,16 @@ typedef enum { S_IMPACTING, S_TRANSIENT, S_SIZE, S_PEAK, S_OUTSTANDING } proc_so
 static int64_t proc_key(const cw_proc_report_t *p, proc_sort_t s)
 {
     switch (s) {
-    case S_IMPACTING: return cw_figs_impacting(&p->figs);
-    case S_TRANSIENT: return (int64_t)p->figs.types[CW_AIFI].bytes;
-    case S_SIZE: return (int64_t)p->figs.size_bytes;
-    case S_PEAK: return (int64_t)p->peak_bytes;
-    case S_OUTSTANDING: return (int64_t)p->outstanding_end;
+    case S_IMPACTING:
+        return cw_figs_impacting(&p->figs);
+    case S_TRANSIENT:
+        return (int64_t)p->figs.types[CW_AIFI].bytes;
+    case S_SIZE:
+        return (int64_t)p->figs.size_bytes;
+    case S_PEAK:
+        return (int64_t)p->peak_bytes;
+    case S_OUTSTANDING:
+        return (int64_t)p->outstanding_end;
     }
     return 0;
 }
@@ -144,7 +149,8 @@ static bool contains_ci(const char *hay, const char *needle)
     size_t n = strlen(needle);
     for (; *hay; hay++) {
         size_t i = 0;
-        while (i < n && hay[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
+        while (i < n && hay[i] &&
+               tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
             i++;
         if (i == n) return true;
     }
@@ -161,16 +167,20 @@ int cw__http_processes(cw__http_req_t *r)
     int rc = cw__http_window(r, &from, &to);
     if (rc) return rc;
     if ((s = cw__http_param(r, "sort"))) {
-        static const char *const names[] = {"impacting", "transient", "size", "peak", "outstanding"};
+        static const char *const names[] = {"impacting", "transient", "size", "peak",
+                                            "outstanding"};
         int k = -1;
         for (int i = 0; i < 5; i++)
             if (strcmp(s, names[i]) == 0) k = i;
         if (k < 0)
-            return cw__http_fail(r, 400, "sort: '%s' is not one of impacting, transient, size, "
-                                         "peak, outstanding", s);
+            return cw__http_fail(r, 400,
+                                 "sort: '%s' is not one of impacting, transient, size, "
+                                 "peak, outstanding",
+                                 s);
         sort = (proc_sort_t)k;
     }
-    if ((s = cw__http_param(r, "limit")) && (rc = cw__http_parse_uint(r, "limit", s, 1, 100000, &limit)))
+    if ((s = cw__http_param(r, "limit")) &&
+        (rc = cw__http_parse_uint(r, "limit", s, 1, 100000, &limit)))
         return rc;
     if (pids && (rc = cw__http_parse_uint(r, "pid", pids, 0, UINT32_MAX, &pid))) return rc;
 
@@ -203,8 +213,7 @@ int cw__http_processes(cw__http_req_t *r)
 
 /* ---------------------------------------------------------------- one process */
 
-#define SQL_PROC                                                                                   \
-    "SELECT pid, name, cmdline, start_ns, exit_ns FROM processes WHERE id = ?1"
+#define SQL_PROC "SELECT pid, name, cmdline, start_ns, exit_ns FROM processes WHERE id = ?1"
 
 /* Looks the instance up in the procs table: 0 and *p filled (strings
  * malloc'd), 404 when unknown, 500 on a database error. */
@@ -224,8 +233,8 @@ static int proc_row(cw__http_req_t *r, uint32_t id, cw_proc_report_t *p)
         p->name = strdup(name ? (const char *)name : "");
         p->cmdline = cmd ? strdup((const char *)cmd) : NULL;
         p->start_ns = sqlite3_column_int64(st, 3);
-        p->exit_ns = sqlite3_column_type(st, 4) == SQLITE_NULL ? CW_TS_NEVER
-                                                               : sqlite3_column_int64(st, 4);
+        p->exit_ns =
+            sqlite3_column_type(st, 4) == SQLITE_NULL ? CW_TS_NEVER : sqlite3_column_int64(st, 4);
         rc = 0;
     } else if (rc == SQLITE_DONE)
         rc = cw__http_fail(r, 404, "id: no process instance %" PRIu32, id);
@@ -350,7 +359,8 @@ static int cmp_node(const void *x, const void *y)
 static cJSON *tree_json(tnode_t *n, bool size_sort)
 {
     uint32_t k = 0, i = 0;
-    for (const tnode_t *c = n->child; c; c = c->next) k++;
+    for (const tnode_t *c = n->child; c; c = c->next)
+        k++;
     cJSON *arr = cJSON_CreateArray();
     tnode_t **v = calloc(k ? k : 1, sizeof *v);
     if (!arr || !v) goto fail;
@@ -362,7 +372,8 @@ static cJSON *tree_json(tnode_t *n, bool size_sort)
     qsort(v, k, sizeof *v, cmp_node);
     for (i = 0; i < k; i++) {
         cJSON *o = cJSON_CreateObject(), *kids;
-        if (!o || !cJSON_AddItemToArray(arr, o) || !cJSON_AddStringToObject(o, "frame", v[i]->frame) ||
+        if (!o || !cJSON_AddItemToArray(arr, o) ||
+            !cJSON_AddStringToObject(o, "frame", v[i]->frame) ||
             !cw__json_u64(o, "stacks", v[i]->nstacks) || !add_figs(o, &v[i]->figs))
             goto fail;
         if (v[i]->child) {
@@ -397,15 +408,19 @@ int cw__http_stacks(cw__http_req_t *r, uint32_t id)
         for (int i = 0; i < 6; i++)
             if (strcmp(s, types[i]) == 0) type = i;
         if (type < 0)
-            return cw__http_fail(r, 400, "type: '%s' is not one of AIFI, AIFO, AOFI, AOFO, "
-                                         "impacting, transient", s);
+            return cw__http_fail(r, 400,
+                                 "type: '%s' is not one of AIFI, AIFO, AOFI, AOFO, "
+                                 "impacting, transient",
+                                 s);
     }
     if ((s = cw__http_param(r, "sort"))) {
-        if (strcmp(s, "size") == 0) size_sort = true;
+        if (strcmp(s, "size") == 0)
+            size_sort = true;
         else if (strcmp(s, "impacting") != 0)
             return cw__http_fail(r, 400, "sort: '%s' is not one of impacting, size", s);
     }
-    if ((s = cw__http_param(r, "limit")) && (rc = cw__http_parse_uint(r, "limit", s, 1, 100000, &limit)))
+    if ((s = cw__http_param(r, "limit")) &&
+        (rc = cw__http_parse_uint(r, "limit", s, 1, 100000, &limit)))
         return rc;
 
     cw_report_t *rep = NULL;
@@ -423,12 +438,13 @@ int cw__http_stacks(cw__http_req_t *r, uint32_t id)
     for (uint32_t i = 0; ok && i < p->nstacks; i++) {
         const cw_stack_report_t *st = &p->stacks[i];
         const cw_figs_t *f = &st->figs;
-        bool keep = type < 0 ? true
-                    : type < 4 ? f->types[type].count > 0 || f->types[type].bytes > 0
+        bool keep = type < 0    ? true
+                    : type < 4  ? f->types[type].count > 0 || f->types[type].bytes > 0
                     : type == 4 ? cw_figs_impacting(f) != 0
                                 : f->types[CW_AIFI].count > 0;
         if (!keep || (tag && !tag_matches(st->tag, tag))) continue;
-        ix[n++] = (pidx_t){size_sort ? (int64_t)f->size_bytes : cw_figs_impacting(f), st->stack_id, i};
+        ix[n++] =
+            (pidx_t){size_sort ? (int64_t)f->size_bytes : cw_figs_impacting(f), st->stack_id, i};
         cw_figs_add(&root.figs, f);
         root.nstacks++;
         tnode_t *node = &root;
@@ -446,7 +462,8 @@ int cw__http_stacks(cw__http_req_t *r, uint32_t id)
     o = cJSON_CreateObject();
     ok = ok && o && cw__json_window(o, rep->from_ns, rep->to_ns) &&
          (pj = cJSON_AddObjectToObject(o, "process")) && cw__json_u64(pj, "id", p->id) &&
-         cw__json_u64(pj, "pid", p->pid) && cJSON_AddStringToObject(pj, "name", p->name ? p->name : "") &&
+         cw__json_u64(pj, "pid", p->pid) &&
+         cJSON_AddStringToObject(pj, "name", p->name ? p->name : "") &&
          cw__json_u64(o, "total", n) && (arr = cJSON_AddArrayToObject(o, "stacks"));
     for (uint32_t k = 0; ok && k < n && k < limit; k++) {
         const cw_stack_report_t *st = &p->stacks[ix[k].i];
@@ -500,7 +517,9 @@ int cw__http_diff(cw__http_req_t *r)
     int rc;
     if (!ps) return cw__http_fail(r, 400, "process: required (a process instance id)");
     if ((rc = cw__http_parse_uint(r, "process", ps, 1, UINT32_MAX, &id))) return rc;
-    if (!a || !b) return cw__http_fail(r, 400, "%s: required (a time: Unix ns, RFC 3339 or -15m)", a ? "t2" : "t1");
+    if (!a || !b)
+        return cw__http_fail(r, 400, "%s: required (a time: Unix ns, RFC 3339 or -15m)",
+                             a ? "t2" : "t1");
     if ((rc = cw__http_parse_time(r, "t1", a, &t1)) || (rc = cw__http_parse_time(r, "t2", b, &t2)))
         return rc;
     if (t1 >= t2) return cw__http_fail(r, 400, "t1: must be before t2");
@@ -529,10 +548,12 @@ int cw__http_diff(cw__http_req_t *r)
     o = cJSON_CreateObject();
     uint64_t old_tot = tot.types[CW_AOFI].bytes + tot.types[CW_AOFO].bytes;
     uint64_t new_tot = tot.types[CW_AIFO].bytes + tot.types[CW_AOFO].bytes;
-    ok = ok && o && cw__json_i64(o, "t1_ns", rep->from_ns) && cw__json_i64(o, "t2_ns", rep->to_ns) &&
+    ok = ok && o && cw__json_i64(o, "t1_ns", rep->from_ns) &&
+         cw__json_i64(o, "t2_ns", rep->to_ns) &&
          (!rep->note || cJSON_AddStringToObject(o, "note", rep->note)) &&
          (pj = cJSON_AddObjectToObject(o, "process")) && cw__json_u64(pj, "id", p->id) &&
-         cw__json_u64(pj, "pid", p->pid) && cJSON_AddStringToObject(pj, "name", p->name ? p->name : "") &&
+         cw__json_u64(pj, "pid", p->pid) &&
+         cJSON_AddStringToObject(pj, "name", p->name ? p->name : "") &&
          cw__json_u64(o, "old_bytes", old_tot) && cw__json_u64(o, "new_bytes", new_tot) &&
          cw__json_i64(o, "bytes_delta", (int64_t)new_tot - (int64_t)old_tot) &&
          cw__json_u64(o, "total", n) && (arr = cJSON_AddArrayToObject(o, "stacks"));
@@ -599,8 +620,8 @@ int cw__http_tags(cw__http_req_t *r)
     if (ok && cw_store_meta_get(r->store, "rules_hash", &hash, &d) == 0 && hash)
         ok = cJSON_AddStringToObject(o, "rules_hash", hash) != NULL;
     free(hash);
-    if (ok && sqlite3_prepare_v2(db, "SELECT DISTINCT tag FROM stacks ORDER BY tag", -1, &st, NULL) !=
-                  SQLITE_OK) {
+    if (ok && sqlite3_prepare_v2(db, "SELECT DISTINCT tag FROM stacks ORDER BY tag", -1, &st,
+                                 NULL) != SQLITE_OK) {
         int rc = cw__http_fail(r, 500, "query failed: %s", sqlite3_errmsg(db));
         cJSON_Delete(o);
         return rc;

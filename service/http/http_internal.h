@@ -23,8 +23,8 @@ struct mg_connection;
 struct cJSON;
 
 #define CW__HTTP_MAX_PARAMS 16
-#define CW__HTTP_MAX_QUERY 2048      /* bytes of query string */
-#define CW__HTTP_MAX_POINTS 100000   /* steps in one series response */
+#define CW__HTTP_MAX_QUERY 2048    /* bytes of query string */
+#define CW__HTTP_MAX_POINTS 100000 /* steps in one series response */
 #define CW__HTTP_MAX_WINDOW_NS (400LL * 86400 * 1000000000LL)
 
 typedef struct cw__http_param {

@@ -53,7 +53,8 @@ static void bprintf(buf_t *b, const char *fmt, ...)
             return;
         }
         size_t cap = b->cap ? b->cap * 2 : 16384;
-        while (cap < b->n + (size_t)k + 1) cap *= 2;
+        while (cap < b->n + (size_t)k + 1)
+            cap *= 2;
         char *np = realloc(b->p, cap);
         if (!np) {
             b->failed = true;
@@ -75,7 +76,8 @@ static const char *label(const char *in, char *out, size_t len)
         size_t n = *p >= 0xF0 ? 4 : *p >= 0xE0 ? 3 : *p >= 0xC0 ? 2 : 1;
         if (used + n > 128 || o + 2 * n + 1 > len) break;
         bool bad = (*p >= 0x80 && *p < 0xC0) || *p >= 0xF8;
-        for (size_t k = 1; k < n && !bad; k++) bad = (p[k] & 0xC0) != 0x80;
+        for (size_t k = 1; k < n && !bad; k++)
+            bad = (p[k] & 0xC0) != 0x80;
         if (bad) n = 1; /* not UTF-8: replaced, Prometheus wants UTF-8 */
         if (n == 1 && (*p == '\\' || *p == '"' || *p == '\n')) {
             out[o++] = '\\';
@@ -83,7 +85,8 @@ static const char *label(const char *in, char *out, size_t len)
         } else if (n == 1 && (bad || *p < 0x20 || *p == 0x7f))
             out[o++] = '_';
         else
-            for (size_t k = 0; k < n; k++) out[o++] = (char)p[k];
+            for (size_t k = 0; k < n; k++)
+                out[o++] = (char)p[k];
         p += n;
         used += n;
     }
@@ -175,9 +178,10 @@ static int outstanding(cw__http_req_t *r, buf_t *b)
             rows = nr;
         }
         const unsigned char *nm = sqlite3_column_text(st, 2), *tg = sqlite3_column_text(st, 3);
-        rows[n] = (prow_t){(uint32_t)sqlite3_column_int64(st, 0), (uint32_t)sqlite3_column_int64(st, 1),
-                           strdup(nm ? (const char *)nm : ""), strdup(tg ? (const char *)tg : ""),
-                           sqlite3_column_int64(st, 4)};
+        rows[n] =
+            (prow_t){(uint32_t)sqlite3_column_int64(st, 0), (uint32_t)sqlite3_column_int64(st, 1),
+                     strdup(nm ? (const char *)nm : ""), strdup(tg ? (const char *)tg : ""),
+                     sqlite3_column_int64(st, 4)};
         n++;
     }
     sqlite3_finalize(st);
@@ -196,9 +200,10 @@ static int outstanding(cw__http_req_t *r, buf_t *b)
     size_t top = nt < r->ctx->metrics_top ? nt : r->ctx->metrics_top;
 
     char l1[300], l2[300];
-    bprintf(b, "# HELP commitwatch_process_outstanding_bytes Committed bytes now outstanding, per "
-               "process (top %u by outstanding; the rest as process=\"other\") and stack tag.\n"
-               "# TYPE commitwatch_process_outstanding_bytes gauge\n",
+    bprintf(b,
+            "# HELP commitwatch_process_outstanding_bytes Committed bytes now outstanding, per "
+            "process (top %u by outstanding; the rest as process=\"other\") and stack tag.\n"
+            "# TYPE commitwatch_process_outstanding_bytes gauge\n",
             r->ctx->metrics_top);
     /* "other": per tag sums of the processes outside the top. Tags are few. */
     typedef struct otag {
@@ -213,7 +218,8 @@ static int outstanding(cw__http_req_t *r, buf_t *b)
     }
     for (size_t i = 0; i < n; i++) {
         bool in_top = false;
-        for (size_t k = 0; k < top && !in_top; k++) in_top = tots[k].proc == rows[i].proc;
+        for (size_t k = 0; k < top && !in_top; k++)
+            in_top = tots[k].proc == rows[i].proc;
         if (in_top) {
             bprintf(b,
                     "commitwatch_process_outstanding_bytes{process=\"%s\",pid=\"%" PRIu32
@@ -223,23 +229,27 @@ static int outstanding(cw__http_req_t *r, buf_t *b)
             continue;
         }
         size_t k = 0;
-        while (k < no && strcmp(other[k].tag, rows[i].tag) != 0) k++;
+        while (k < no && strcmp(other[k].tag, rows[i].tag) != 0)
+            k++;
         if (k == no) other[no++] = (otag_t){rows[i].tag, 0};
         other[k].bytes += rows[i].bytes;
     }
     for (size_t k = 0; k < no; k++)
-        bprintf(b,
-                "commitwatch_process_outstanding_bytes{process=\"other\",pid=\"\",id=\"\",tag=\"%s\"} "
-                "%" PRId64 "\n",
-                label(other[k].tag, l2, sizeof l2), other[k].bytes);
+        bprintf(
+            b,
+            "commitwatch_process_outstanding_bytes{process=\"other\",pid=\"\",id=\"\",tag=\"%s\"} "
+            "%" PRId64 "\n",
+            label(other[k].tag, l2, sizeof l2), other[k].bytes);
     free(other);
     int64_t all = 0;
-    for (size_t i = 0; i < nt; i++) all += tots[i].bytes;
-    bprintf(b, "# HELP commitwatch_outstanding_bytes Committed bytes now outstanding, all "
-               "processes.\n# TYPE commitwatch_outstanding_bytes gauge\n"
-               "commitwatch_outstanding_bytes %" PRId64 "\n"
-               "# HELP commitwatch_processes Process instances with outstanding commit.\n"
-               "# TYPE commitwatch_processes gauge\ncommitwatch_processes %zu\n",
+    for (size_t i = 0; i < nt; i++)
+        all += tots[i].bytes;
+    bprintf(b,
+            "# HELP commitwatch_outstanding_bytes Committed bytes now outstanding, all "
+            "processes.\n# TYPE commitwatch_outstanding_bytes gauge\n"
+            "commitwatch_outstanding_bytes %" PRId64 "\n"
+            "# HELP commitwatch_processes Process instances with outstanding commit.\n"
+            "# TYPE commitwatch_processes gauge\ncommitwatch_processes %zu\n",
             all, nt);
 out:
     free(tots);
@@ -260,8 +270,9 @@ static int counters(cw__http_req_t *r, buf_t *b)
     buf_t ev = {0};
     bprintf(b, "# HELP commitwatch_committed_bytes_total Bytes newly committed, by stack tag.\n"
                "# TYPE commitwatch_committed_bytes_total counter\n");
-    bprintf(&ev, "# HELP commitwatch_commit_events_total Commit events that committed new bytes, by "
-                 "stack tag.\n# TYPE commitwatch_commit_events_total counter\n");
+    bprintf(&ev,
+            "# HELP commitwatch_commit_events_total Commit events that committed new bytes, by "
+            "stack tag.\n# TYPE commitwatch_commit_events_total counter\n");
     while (sqlite3_step(st) == SQLITE_ROW) {
         label((const char *)sqlite3_column_text(st, 0), l, sizeof l);
         bprintf(b, "commitwatch_committed_bytes_total{tag=\"%s\"} %" PRId64 "\n", l,
@@ -270,8 +281,10 @@ static int counters(cw__http_req_t *r, buf_t *b)
                 (int64_t)sqlite3_column_int64(st, 2));
     }
     sqlite3_finalize(st);
-    if (ev.failed) b->failed = true;
-    else if (ev.p) bprintf(b, "%s", ev.p);
+    if (ev.failed)
+        b->failed = true;
+    else if (ev.p)
+        bprintf(b, "%s", ev.p);
     free(ev.p);
 
     if (sqlite3_prepare_v2(db, SQL_RELEASED, -1, &st, NULL) != SQLITE_OK)
@@ -279,12 +292,15 @@ static int counters(cw__http_req_t *r, buf_t *b)
     sqlite3_bind_int64(st, 1, split2);
     sqlite3_bind_int64(st, 2, split1);
     buf_t tb = {0}, tc = {0};
-    bprintf(b, "# HELP commitwatch_decommitted_bytes_total Bytes decommitted or released, by the stack "
-               "tag of the commit that made them.\n# TYPE commitwatch_decommitted_bytes_total counter\n");
+    bprintf(
+        b,
+        "# HELP commitwatch_decommitted_bytes_total Bytes decommitted or released, by the stack "
+        "tag of the commit that made them.\n# TYPE commitwatch_decommitted_bytes_total counter\n");
     bprintf(&tb, "# HELP commitwatch_transient_bytes_total Bytes committed and released within the "
                  "same minute, by stack tag.\n# TYPE commitwatch_transient_bytes_total counter\n");
-    bprintf(&tc, "# HELP commitwatch_transient_pieces_total Pieces committed and released within the "
-                 "same minute, by stack tag.\n# TYPE commitwatch_transient_pieces_total counter\n");
+    bprintf(&tc,
+            "# HELP commitwatch_transient_pieces_total Pieces committed and released within the "
+            "same minute, by stack tag.\n# TYPE commitwatch_transient_pieces_total counter\n");
     while (sqlite3_step(st) == SQLITE_ROW) {
         label((const char *)sqlite3_column_text(st, 0), l, sizeof l);
         bprintf(b, "commitwatch_decommitted_bytes_total{tag=\"%s\"} %" PRId64 "\n", l,
@@ -310,34 +326,40 @@ int cw__http_metrics(cw__http_req_t *r)
     int64_t now = cw__http_wall_ns(), end = INT64_MIN;
     char l[300];
     int rc;
-    bprintf(&b, "# HELP commitwatch_build_info The running commitwatch.\n"
-                "# TYPE commitwatch_build_info gauge\n"
-                "commitwatch_build_info{version=\"%s\",source=\"%s\"} 1\n",
+    bprintf(&b,
+            "# HELP commitwatch_build_info The running commitwatch.\n"
+            "# TYPE commitwatch_build_info gauge\n"
+            "commitwatch_build_info{version=\"%s\",source=\"%s\"} 1\n",
             CW_VERSION, label(st ? st->source : "", l, sizeof l));
-    bprintf(&b, "# HELP commitwatch_uptime_seconds Seconds since the service started.\n"
-                "# TYPE commitwatch_uptime_seconds gauge\ncommitwatch_uptime_seconds %.3f\n",
+    bprintf(&b,
+            "# HELP commitwatch_uptime_seconds Seconds since the service started.\n"
+            "# TYPE commitwatch_uptime_seconds gauge\ncommitwatch_uptime_seconds %.3f\n",
             st ? (double)(now - st->start_ns) / 1e9 : 0.0);
-    bprintf(&b, "# HELP commitwatch_events_ingested_total Events read from the source.\n"
-                "# TYPE commitwatch_events_ingested_total counter\n"
-                "commitwatch_events_ingested_total %" PRIu64 "\n"
-                "# HELP commitwatch_events_lost_total Events the source reported lost.\n"
-                "# TYPE commitwatch_events_lost_total counter\ncommitwatch_events_lost_total %" PRIu64 "\n"
-                "# HELP commitwatch_drift_corrected_bytes Bytes of drift between the tracker and "
-                "the OS's figures, corrected.\n# TYPE commitwatch_drift_corrected_bytes gauge\n"
-                "commitwatch_drift_corrected_bytes %" PRId64 "\n",
+    bprintf(&b,
+            "# HELP commitwatch_events_ingested_total Events read from the source.\n"
+            "# TYPE commitwatch_events_ingested_total counter\n"
+            "commitwatch_events_ingested_total %" PRIu64 "\n"
+            "# HELP commitwatch_events_lost_total Events the source reported lost.\n"
+            "# TYPE commitwatch_events_lost_total counter\ncommitwatch_events_lost_total %" PRIu64
+            "\n"
+            "# HELP commitwatch_drift_corrected_bytes Bytes of drift between the tracker and "
+            "the OS's figures, corrected.\n# TYPE commitwatch_drift_corrected_bytes gauge\n"
+            "commitwatch_drift_corrected_bytes %" PRId64 "\n",
             st ? atomic_load(&st->events_total) : 0, st ? atomic_load(&st->events_lost) : 0,
             st ? atomic_load(&st->drift_bytes) : 0);
     if (cw__http_data_end(r->store, &end) == 0 && end != INT64_MIN)
-        bprintf(&b, "# HELP commitwatch_last_bucket_end_seconds End of the last stored bucket "
-                    "(Unix time).\n# TYPE commitwatch_last_bucket_end_seconds gauge\n"
-                    "commitwatch_last_bucket_end_seconds %.3f\n",
+        bprintf(&b,
+                "# HELP commitwatch_last_bucket_end_seconds End of the last stored bucket "
+                "(Unix time).\n# TYPE commitwatch_last_bucket_end_seconds gauge\n"
+                "commitwatch_last_bucket_end_seconds %.3f\n",
                 (double)end / 1e9);
     struct stat sb, wb;
     char wal[4200];
     snprintf(wal, sizeof wal, "%s-wal", r->ctx->db_path);
     if (stat(r->ctx->db_path, &sb) == 0)
-        bprintf(&b, "# HELP commitwatch_db_size_bytes Size of the database file and its WAL.\n"
-                    "# TYPE commitwatch_db_size_bytes gauge\ncommitwatch_db_size_bytes %lld\n",
+        bprintf(&b,
+                "# HELP commitwatch_db_size_bytes Size of the database file and its WAL.\n"
+                "# TYPE commitwatch_db_size_bytes gauge\ncommitwatch_db_size_bytes %lld\n",
                 (long long)sb.st_size + (stat(wal, &wb) == 0 ? (long long)wb.st_size : 0));
     if ((rc = outstanding(r, &b)) || (rc = counters(r, &b))) {
         free(b.p);

@@ -123,7 +123,8 @@ static bool parse_rfc3339(const char *s, int64_t *out)
         if (!nd) return false;
     }
     int sign = 0;
-    if (*p == 'Z' || *p == 'z') p++;
+    if (*p == 'Z' || *p == 'z')
+        p++;
     else if (*p == '+' || *p == '-') {
         sign = *p++ == '+' ? 1 : -1;
         if (!digits(&p, 2, &oh) || *p++ != ':' || !digits(&p, 2, &om)) return false;
@@ -152,8 +153,12 @@ static bool parse_span(const char *s, bool bare_ns, int64_t *out)
     static const struct {
         const char *u;
         int64_t ns;
-    } units[] = {{"ns", 1},          {"us", 1000},          {"ms", 1000000},
-                 {"s", 1000000000LL}, {"m", 60000000000LL}, {"h", 3600000000000LL},
+    } units[] = {{"ns", 1},
+                 {"us", 1000},
+                 {"ms", 1000000},
+                 {"s", 1000000000LL},
+                 {"m", 60000000000LL},
+                 {"h", 3600000000000LL},
                  {"d", 86400000000000LL}};
     int64_t mul = 0;
     if (!*p && bare_ns) mul = 1;
@@ -179,7 +184,8 @@ int cw__http_parse_time(cw__http_req_t *r, const char *name, const char *s, int6
     }
     if (isdigit((unsigned char)s[0]) || (s[0] == '-' && isdigit((unsigned char)s[1]))) {
         bool all = true;
-        for (const char *p = s + (s[0] == '-'); *p; p++) all = all && isdigit((unsigned char)*p);
+        for (const char *p = s + (s[0] == '-'); *p; p++)
+            all = all && isdigit((unsigned char)*p);
         if (all) {
             char *end;
             long long v = strtoll(s, &end, 10);
@@ -199,8 +205,10 @@ int cw__http_parse_time(cw__http_req_t *r, const char *name, const char *s, int6
 int cw__http_parse_duration(cw__http_req_t *r, const char *name, const char *s, int64_t *out)
 {
     if (!parse_span(s, true, out) || *out <= 0)
-        return cw__http_fail(r, 400, "%s: '%s' is not a positive duration; use 1s, 60s, 5m, 1h "
-                                     "or ns", name, s);
+        return cw__http_fail(r, 400,
+                             "%s: '%s' is not a positive duration; use 1s, 60s, 5m, 1h "
+                             "or ns",
+                             name, s);
     return 0;
 }
 

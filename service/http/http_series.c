@@ -37,38 +37,39 @@ static const int64_t tier_width[CW_TIERS] = {NS, 60 * NS, 3600 * NS};
 #define SQL_TIER "SELECT end_ns, horizon_ns FROM tiers WHERE tier = ?1"
 
 /* ?1 tier, ?2 from, ?3 to, ?4 step, ?5 proc (0 = all). */
-#define PROC_FILTER(t) " AND (?5 = 0 OR " t ".proc = ?5)"
+/* One text per query for a process (F = "AND proc = ?n") and one for the
+ * whole system (F = ""): an "?n = 0 OR" form would keep SQLite from using
+ * the proc column. */
+#define PROC_FILTER(t) " AND " t ".proc = ?5"
 /* Outstanding by tag at ?2 (exclusive) for proc ?3 (0 = all): the hour
  * tier's rows before ?1 (an hour boundary the hour tier is complete to)
  * plus the raw tier's rows from ?1 to ?2. Scanning a day of raw rows
  * for the state at the start of a window is what this avoids. */
-#define SQL_START_COMMITS                                                                          \
+#define SQL_START_COMMITS(F)                                                                       \
     "SELECT s.tag, SUM(x.b) FROM ("                                                                \
-    " SELECT stack AS st, bytes AS b FROM commits WHERE tier = 2 AND bucket < ?1"                  \
-    "  AND (?3 = 0 OR proc = ?3)"                                                                  \
-    " UNION ALL SELECT stack, bytes FROM commits WHERE tier = 0 AND bucket >= ?1 AND bucket < ?2"  \
-    "  AND (?3 = 0 OR proc = ?3)"                                                                  \
-    ") x JOIN stacks s ON s.id = x.st GROUP BY s.tag"
-#define SQL_START_RELEASES                                                                         \
+    " SELECT stack AS st, bytes AS b FROM commits WHERE tier = 2 AND bucket < ?1" F                \
+    " UNION ALL SELECT stack, bytes FROM commits WHERE tier = 0 AND bucket >= ?1 AND bucket < "    \
+    "?2" F ") x JOIN stacks s ON s.id = x.st GROUP BY s.tag"
+#define SQL_START_RELEASES(F)                                                                      \
     "SELECT s.tag, -SUM(x.b) FROM ("                                                               \
-    " SELECT stack AS st, bytes AS b FROM releases WHERE tier = 2 AND f < ?1"                      \
-    "  AND (?3 = 0 OR proc = ?3)"                                                                  \
-    " UNION ALL SELECT stack, bytes FROM releases WHERE tier = 0 AND f >= ?1 AND f < ?2"           \
-    "  AND (?3 = 0 OR proc = ?3)"                                                                  \
+    " SELECT stack AS st, bytes AS b FROM releases WHERE tier = 2 AND f < ?1" F                    \
+    " UNION ALL SELECT stack, bytes FROM releases WHERE tier = 0 AND f >= ?1 AND f < ?2" F         \
     ") x JOIN stacks s ON s.id = x.st GROUP BY s.tag"
-#define SQL_STEP_COMMITS                                                                           \
+#define SQL_STEP_COMMITS(F)                                                                        \
     "SELECT (c.bucket - ?2) / ?4, s.tag, SUM(c.bytes), SUM(c.events)"                              \
     " FROM commits c JOIN stacks s ON s.id = c.stack"                                              \
-    " WHERE c.tier = ?1 AND c.bucket >= ?2 AND c.bucket < ?3" PROC_FILTER("c") " GROUP BY 1, 2"
-#define SQL_STEP_RELEASES                                                                          \
+    " WHERE c.tier = ?1 AND c.bucket >= ?2 AND c.bucket < ?3" F " GROUP BY 1, 2"
+#define SQL_STEP_RELEASES(F)                                                                       \
     "SELECT (r.f - ?2) / ?4, s.tag, SUM(r.bytes),"                                                 \
-    " SUM(CASE WHEN r.a < ?2 THEN 0 WHEN (r.a - ?2) / ?4 = (r.f - ?2) / ?4 THEN r.bytes ELSE 0 END)," \
-    " SUM(CASE WHEN r.a < ?2 THEN 0 WHEN (r.a - ?2) / ?4 = (r.f - ?2) / ?4 THEN r.pieces ELSE 0 END)" \
+    " SUM(CASE WHEN r.a < ?2 THEN 0 WHEN (r.a - ?2) / ?4 = (r.f - ?2) / ?4 THEN r.bytes ELSE 0 "   \
+    "END),"                                                                                        \
+    " SUM(CASE WHEN r.a < ?2 THEN 0 WHEN (r.a - ?2) / ?4 = (r.f - ?2) / ?4 THEN r.pieces ELSE 0 "  \
+    "END)"                                                                                         \
     " FROM releases r JOIN stacks s ON s.id = r.stack"                                             \
-    " WHERE r.tier = ?1 AND r.f >= ?2 AND r.f < ?3" PROC_FILTER("r") " GROUP BY 1, 2"
-#define SQL_ACTIVITY                                                                               \
+    " WHERE r.tier = ?1 AND r.f >= ?2 AND r.f < ?3" F " GROUP BY 1, 2"
+#define SQL_ACTIVITY(F)                                                                            \
     "SELECT bucket, SUM(delta), SUM(relpeak) FROM activity a"                                      \
-    " WHERE a.tier = ?1 AND a.bucket >= ?2 AND a.bucket < ?3 AND ?4 = ?4" PROC_FILTER("a")         \
+    " WHERE a.tier = ?1 AND a.bucket >= ?2 AND a.bucket < ?3 AND ?4 = ?4" F                        \
     " GROUP BY bucket ORDER BY bucket"
 #define SQL_PROC_NAME "SELECT pid, name, cmdline, start_ns, exit_ns FROM processes WHERE id = ?1"
 
@@ -86,7 +87,8 @@ static int one_i64(sqlite3 *db, const char *sql, int64_t bind, bool has_bind, in
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return CW_EDB;
     if (has_bind) sqlite3_bind_int64(st, 1, bind);
     int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) *out = sqlite3_column_int64(st, 0);
+    if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+        *out = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : CW_EDB;
 }
@@ -139,9 +141,9 @@ int64_t cw__http_split(sqlite3 *db, int tier, int64_t t)
 /* A step that gives at most ~1000 points. */
 static int64_t auto_step(int64_t span)
 {
-    static const int64_t nice[] = {1,    2,    5,    10,    15,    30,    60,    120,  300,
-                                   600,  900,  1800, 3600,  7200,  10800, 21600, 43200, 86400,
-                                   172800, 604800};
+    static const int64_t nice[] = {1,     2,     5,     10,    15,     30,    60,
+                                   120,   300,   600,   900,   1800,   3600,  7200,
+                                   10800, 21600, 43200, 86400, 172800, 604800};
     for (size_t i = 0; i < sizeof nice / sizeof nice[0]; i++)
         if (span / (nice[i] * NS) <= 1000) return nice[i] * NS;
     return 604800 * NS;
@@ -151,7 +153,7 @@ typedef struct series {
     uint32_t npoints;
     uint32_t ntags, captags;
     char **tags;
-    int64_t **out; /* [tag][i]: starts as the step's net change */
+    int64_t **out;  /* [tag][i]: starts as the step's net change */
     int64_t *start; /* [tag]: outstanding at from */
     int64_t *committed, *commit_count, *decommitted, *transient, *transient_count, *peak;
 } series_t;
@@ -223,7 +225,9 @@ static int fill(sqlite3 *db, const qargs_t *q, series_t *s)
     sqlite3_stmt *st = NULL;
     int rc = 0;
     /* Outstanding at from, by tag. */
-    const char *start_sql[2] = {SQL_START_COMMITS, SQL_START_RELEASES};
+    const char *start_sql[2] = {
+        q->proc ? SQL_START_COMMITS(" AND proc = ?3") : SQL_START_COMMITS(""),
+        q->proc ? SQL_START_RELEASES(" AND proc = ?3") : SQL_START_RELEASES("")};
     int64_t split = cw__http_split(db, 2, q->from);
     for (int k = 0; k < 2 && !rc; k++) {
         if (sqlite3_prepare_v2(db, start_sql[k], -1, &st, NULL) != SQLITE_OK) {
@@ -235,16 +239,21 @@ static int fill(sqlite3 *db, const qargs_t *q, series_t *s)
         sqlite3_bind_int64(st, 3, q->proc);
         while (!rc && sqlite3_step(st) == SQLITE_ROW) {
             int t = tag_index(s, col_text(st, 0));
-            if (t < 0) rc = CW_ENOMEM;
-            else s->start[t] += sqlite3_column_int64(st, 1);
+            if (t < 0)
+                rc = CW_ENOMEM;
+            else
+                s->start[t] += sqlite3_column_int64(st, 1);
         }
         sqlite3_finalize(st);
     }
-    if (!rc && !(rc = prepare(db, SQL_STEP_COMMITS, q, &st))) {
+    if (!rc &&
+        !(rc = prepare(db, q->proc ? SQL_STEP_COMMITS(PROC_FILTER("c")) : SQL_STEP_COMMITS(""), q,
+                       &st))) {
         while (!rc && sqlite3_step(st) == SQLITE_ROW) {
             int64_t i = sqlite3_column_int64(st, 0);
             int t = tag_index(s, col_text(st, 1));
-            if (t < 0) rc = CW_ENOMEM;
+            if (t < 0)
+                rc = CW_ENOMEM;
             else if (i >= 0 && i < s->npoints) {
                 int64_t b = sqlite3_column_int64(st, 2);
                 s->out[t][i] += b;
@@ -254,11 +263,14 @@ static int fill(sqlite3 *db, const qargs_t *q, series_t *s)
         }
         sqlite3_finalize(st);
     }
-    if (!rc && !(rc = prepare(db, SQL_STEP_RELEASES, q, &st))) {
+    if (!rc &&
+        !(rc = prepare(db, q->proc ? SQL_STEP_RELEASES(PROC_FILTER("r")) : SQL_STEP_RELEASES(""), q,
+                       &st))) {
         while (!rc && sqlite3_step(st) == SQLITE_ROW) {
             int64_t i = sqlite3_column_int64(st, 0);
             int t = tag_index(s, col_text(st, 1));
-            if (t < 0) rc = CW_ENOMEM;
+            if (t < 0)
+                rc = CW_ENOMEM;
             else if (i >= 0 && i < s->npoints) {
                 int64_t b = sqlite3_column_int64(st, 2);
                 s->out[t][i] -= b;
@@ -281,7 +293,8 @@ static int fill(sqlite3 *db, const qargs_t *q, series_t *s)
         }
     }
     /* Peaks: the state at each step start, raised by the buckets' peaks. */
-    if ((rc = prepare(db, SQL_ACTIVITY, q, &st))) return rc;
+    if ((rc = prepare(db, q->proc ? SQL_ACTIVITY(PROC_FILTER("a")) : SQL_ACTIVITY(""), q, &st)))
+        return rc;
     int64_t cur = total;
     uint32_t i = 0;
     if (s->npoints) s->peak[0] = cur;
@@ -289,17 +302,20 @@ static int fill(sqlite3 *db, const qargs_t *q, series_t *s)
         int64_t b = sqlite3_column_int64(st, 0);
         uint32_t k = (uint32_t)((b - q->from) / q->step);
         if (k >= s->npoints) break;
-        while (i < k) s->peak[++i] = cur;
+        while (i < k)
+            s->peak[++i] = cur;
         int64_t p = cur + sqlite3_column_int64(st, 2);
         if (p > s->peak[i]) s->peak[i] = p;
         cur += sqlite3_column_int64(st, 1);
     }
-    while (i + 1 < s->npoints) s->peak[++i] = cur;
+    while (i + 1 < s->npoints)
+        s->peak[++i] = cur;
     /* The step's end state may be above the last bucket's peak when the
      * activity rows are coarser; never report a peak below it. */
     for (uint32_t j = 0; j < s->npoints; j++) {
         int64_t end = 0;
-        for (uint32_t t = 0; t < s->ntags; t++) end += s->out[t][j];
+        for (uint32_t t = 0; t < s->ntags; t++)
+            end += s->out[t][j];
         if (end > s->peak[j]) s->peak[j] = end;
     }
     sqlite3_finalize(st);
@@ -350,7 +366,8 @@ int cw__http_series(cw__http_req_t *r, uint32_t proc)
     if (rc) return rc;
     if (ss) {
         if ((rc = cw__http_parse_duration(r, "step", ss, &step))) return rc;
-        if (step % NS) return cw__http_fail(r, 400, "step: must be a whole number of seconds (1s, 60s, 5m)");
+        if (step % NS)
+            return cw__http_fail(r, 400, "step: must be a whole number of seconds (1s, 60s, 5m)");
     } else
         step = auto_step(to - from);
     sqlite3 *db = cw_store_db(r->store);
@@ -406,10 +423,12 @@ int cw__http_series(cw__http_req_t *r, uint32_t proc)
         goto out;
     }
     int64_t start_total = 0;
-    for (uint32_t t = 0; t < s.ntags; t++) start_total += s.start[t];
+    for (uint32_t t = 0; t < s.ntags; t++)
+        start_total += s.start[t];
     for (uint32_t i = 0; i < n; i++) {
         tv[i] = q.from + (int64_t)i * step;
-        for (uint32_t t = 0; t < s.ntags; t++) tot[i] += s.out[t][i];
+        for (uint32_t t = 0; t < s.ntags; t++)
+            tot[i] += s.out[t][i];
     }
     cJSON *outs, *tags, *pj;
     o = cJSON_CreateObject();
@@ -419,9 +438,11 @@ int cw__http_series(cw__http_req_t *r, uint32_t proc)
     if (ok && proc)
         ok = (pj = cJSON_AddObjectToObject(o, "process")) && cw__json_u64(pj, "id", proc) &&
              cw__json_u64(pj, "pid", pid) && cJSON_AddStringToObject(pj, "name", name) &&
-             (cmdline ? cJSON_AddStringToObject(pj, "cmdline", cmdline) : cJSON_AddNullToObject(pj, "cmdline")) &&
+             (cmdline ? cJSON_AddStringToObject(pj, "cmdline", cmdline)
+                      : cJSON_AddNullToObject(pj, "cmdline")) &&
              cw__json_i64(pj, "start_ns", start_ns) &&
-             (exit_ns == INT64_MAX ? cJSON_AddNullToObject(pj, "exit_ns") : cw__json_i64(pj, "exit_ns", exit_ns));
+             (exit_ns == INT64_MAX ? cJSON_AddNullToObject(pj, "exit_ns")
+                                   : cw__json_i64(pj, "exit_ns", exit_ns));
     ok = ok && add_array(o, "t", tv, s.npoints) && (tags = cJSON_AddArrayToObject(o, "tags")) &&
          (outs = cJSON_AddObjectToObject(o, "outstanding"));
     for (uint32_t t = 0; ok && t < s.ntags; t++)

@@ -50,7 +50,7 @@ static bool try_send(cw__http_req_t *r, const char *root, const char *rel)
     if (!real) return false;
     if (ok) {
         const char *dot = strrchr(real, '.');
-        const char *mime = dot && strcmp(dot, ".js") == 0 ? "text/javascript; charset=utf-8"
+        const char *mime = dot && strcmp(dot, ".js") == 0     ? "text/javascript; charset=utf-8"
                            : dot && strcmp(dot, ".html") == 0 ? "text/html; charset=utf-8"
                            : dot && strcmp(dot, ".css") == 0  ? "text/css; charset=utf-8"
                                                               : NULL;

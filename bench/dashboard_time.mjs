@@ -1,0 +1,41 @@
+// dashboard_time.mjs - time from navigation to a drawn chart on the
+// process page, in Debian's chromium via playwright-core (web/node_modules).
+// usage: node bench/dashboard_time.mjs URL PROCESS_ID FROM_NS TO_NS [RUNS]
+// Prints one line per run and the median, in ms (navigation start to the
+// chart's first draw with data, uPlot's draw hook).
+import { createRequire } from 'node:module';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const require = createRequire(path.join(here, '..', 'web', 'package.json'));
+const { chromium } = require('playwright-core');
+const [url, id, from, to, runs = '5'] = process.argv.slice(2);
+
+const profile = mkdtempSync(path.join(tmpdir(), 'cw-bench-'));
+const ctx = await chromium.launchPersistentContext(profile, {
+  executablePath: process.env.CW_CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  viewport: { width: 1280, height: 800 },
+});
+const times = [];
+try {
+  const page = ctx.pages()[0] || await ctx.newPage();
+  for (let i = 0; i < Number(runs); i++) {
+    await page.goto('about:blank');
+    await page.goto(`${url}/#/process/${id}?from=${from}&to=${to}`);
+    await page.waitForFunction(() => window.cwChartDrawnAt !== undefined, null, { timeout: 60000 });
+    const r = await page.evaluate(() => ({ t: window.cwChartDrawnAt, n: Number(document.querySelector('#chart').dataset.drawn) }));
+    times.push(r.t);
+    console.log(`run ${i + 1}: chart drawn after ${r.t.toFixed(0)} ms (${r.n} steps)`);
+  }
+} finally {
+  await ctx.close();
+  rmSync(profile, { recursive: true, force: true });
+}
+times.sort((a, b) => a - b);
+console.log(`median: ${times[Math.floor(times.length / 2)].toFixed(0)} ms`);

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# http_bench.sh - the HTTP benchmark (docs/BENCHMARKS.md, "HTTP").
+#
+# 1. Generates 24 h of 1 s data for a long-running process and 20
+#    background ones (bench/gen_http_trace.py) and ingests it (--no-http).
+# 2. Serves that database while the service ingests a further 20 minutes
+#    of the same workload, paced at 10x (so buckets are written during the
+#    whole measurement), and runs wrk against /api/processes (the last
+#    hour), the process's 24 h series, the system series, and /metrics:
+#    requests/s and p99 latency.
+# 3. Times the dashboard's process page, 24 h window, from navigation to
+#    a drawn chart (bench/dashboard_time.mjs, chromium + playwright-core).
+#
+# usage: bench/http_bench.sh [BUILD_DIR]    (default: build)
+# Needs: wrk, python3, and for step 3 node, chromium, web/node_modules.
+# Loopback only; every wrk run is bounded (DURATION seconds).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=$(cd "${1:-$ROOT/build}" && pwd)
+BIN=$BUILD/commitwatch
+OUT=$BUILD/bench-http
+DURATION=${DURATION:-15}
+THREADS=${THREADS:-2}
+CONNS=${CONNS:-8}
+PORT=${PORT:-18499}
+T0=1760000000
+mkdir -p "$OUT"
+cd "$OUT"
+
+if [[ ! -f day.jsonl ]]; then
+  python3 "$ROOT/bench/gen_http_trace.py" --start $T0 --seconds 86400 > day.jsonl
+  python3 "$ROOT/bench/gen_http_trace.py" --start $((T0 + 86400)) --seconds 1200 > more.jsonl
+fi
+if [[ ! -f day.db ]]; then
+  echo "== ingest 24 h ($(wc -l < day.jsonl) events)"
+  s=$(date +%s.%N)
+  "$BIN" run --source replay:day.jsonl --db day.db.tmp --no-http 2>ingest.log
+  mv day.db.tmp day.db
+  echo "ingest: $(echo "$(date +%s.%N) - $s" | bc) s"
+fi
+rm -f live.db live.db-wal live.db-shm
+cp day.db live.db
+
+"$BIN" run --source replay:more.jsonl --db live.db --listen 127.0.0.1:$PORT --speed 10 2>serve.log &
+SVC=$!
+trap 'kill $SVC 2>/dev/null; wait $SVC 2>/dev/null || true' EXIT
+B=http://127.0.0.1:$PORT
+for _ in $(seq 100); do curl -sf "$B/api/health" >/dev/null && break; sleep 0.1; done
+
+FROM=$((T0 * 1000000000))
+TO=$(((T0 + 86400) * 1000000000))
+ID=$(curl -sf "$B/api/processes?from=$FROM&to=$TO&name=LongRunner" | python3 -c 'import json,sys; print(json.load(sys.stdin)["processes"][0]["id"])')
+echo "== service ingesting more.jsonl at 10x; LongRunner.exe is instance $ID"
+
+bench() {
+  local name=$1 path=$2
+  local size
+  size=$(curl -s -o /dev/null -w '%{size_download}' "$B$path")
+  wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --latency "$B$path" > "wrk-$name.txt"
+  local rps p99
+  rps=$(awk '/Requests\/sec/ {print $2}' "wrk-$name.txt")
+  p99=$(awk '$1 == "99%" {print $2}' "wrk-$name.txt")
+  printf '%-28s %10s req/s   p99 %10s   (%s bytes)\n' "$name" "$rps" "$p99" "$size"
+}
+echo "== wrk -t$THREADS -c$CONNS -d${DURATION}s"
+bench processes-last-hour "/api/processes?from=-1h&to=now"
+bench process-series-24h "/api/processes/$ID/series?from=$FROM&to=$TO&step=120s"
+bench process-series-24h-auto "/api/processes/$ID/series?from=$FROM&to=$TO"
+bench system-series-24h "/api/system/series?from=$FROM&to=$TO"
+bench metrics "/metrics"
+bench health "/api/health"
+
+if command -v node >/dev/null && [[ -d "$ROOT/web/node_modules/playwright-core" ]]; then
+  echo "== dashboard: process page, 24 h of 1 s data, navigation to drawn chart"
+  node "$ROOT/bench/dashboard_time.mjs" "$B" "$ID" "$FROM" "$TO" 5
+fi
+echo "still ingesting at the end: $(curl -s "$B/api/health" | python3 -c 'import json,sys; h=json.load(sys.stdin); print(not h["ingest_done"], h["events_ingested"], "events")')"
