@@ -20,6 +20,7 @@
 
 #include <civetweb.h>
 #include <cjson/cJSON.h>
+#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,6 +147,11 @@ int cw__http_need_store(cw__http_req_t *r)
         return cw__http_fail(r, 503, "database %s cannot be read yet: %s", r->ctx->db_path,
                              d.msg[0] ? d.msg : cw_strerror(rc));
     }
+    /* Reads map the file instead of copying pages (a writer's commit
+     * empties this connection's page cache; the OS cache and the map stay
+     * warm). Failures only cost speed. */
+    sqlite3_exec(cw_store_db(w->store), "PRAGMA mmap_size = 268435456; PRAGMA cache_size = -8192",
+                 NULL, NULL, NULL);
     r->store = w->store;
     return 0;
 }
@@ -417,6 +423,10 @@ int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d)
     options[n++] = "8192";
     options[n++] = "enable_directory_listing";
     options[n++] = "no";
+    /* Headers and body go out in two writes: without TCP_NODELAY, Nagle
+     * and the client's delayed ACK add 40 ms to every keep-alive reply. */
+    options[n++] = "tcp_nodelay";
+    options[n++] = "1";
     options[n++] = "static_file_max_age";
     options[n++] = "0";
     if (o->access_log && o->access_log[0]) {

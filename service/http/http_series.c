@@ -36,7 +36,8 @@ static const int64_t tier_width[CW_TIERS] = {NS, 60 * NS, 3600 * NS};
 #define SQL_DATA_START "SELECT start_ns FROM tiers WHERE tier = 0"
 #define SQL_TIER "SELECT end_ns, horizon_ns FROM tiers WHERE tier = ?1"
 
-/* ?1 tier, ?2 from, ?3 to, ?4 step, ?5 proc (0 = all). */
+/* ?1 tier, ?2 the series' first step start (origin), ?6 .. ?3 the rows
+ * read from this tier, ?4 step, ?5 proc. */
 /* One text per query for a process (F = "AND proc = ?n") and one for the
  * whole system (F = ""): an "?n = 0 OR" form would keep SQLite from using
  * the proc column. */
@@ -58,7 +59,7 @@ static const int64_t tier_width[CW_TIERS] = {NS, 60 * NS, 3600 * NS};
 #define SQL_STEP_COMMITS(F)                                                                        \
     "SELECT (c.bucket - ?2) / ?4, s.tag, SUM(c.bytes), SUM(c.events)"                              \
     " FROM commits c JOIN stacks s ON s.id = c.stack"                                              \
-    " WHERE c.tier = ?1 AND c.bucket >= ?2 AND c.bucket < ?3" F " GROUP BY 1, 2"
+    " WHERE c.tier = ?1 AND c.bucket >= ?6 AND c.bucket < ?3" F " GROUP BY 1, 2"
 #define SQL_STEP_RELEASES(F)                                                                       \
     "SELECT (r.f - ?2) / ?4, s.tag, SUM(r.bytes),"                                                 \
     " SUM(CASE WHEN r.a < ?2 THEN 0 WHEN (r.a - ?2) / ?4 = (r.f - ?2) / ?4 THEN r.bytes ELSE 0 "   \
@@ -66,10 +67,10 @@ static const int64_t tier_width[CW_TIERS] = {NS, 60 * NS, 3600 * NS};
     " SUM(CASE WHEN r.a < ?2 THEN 0 WHEN (r.a - ?2) / ?4 = (r.f - ?2) / ?4 THEN r.pieces ELSE 0 "  \
     "END)"                                                                                         \
     " FROM releases r JOIN stacks s ON s.id = r.stack"                                             \
-    " WHERE r.tier = ?1 AND r.f >= ?2 AND r.f < ?3" F " GROUP BY 1, 2"
+    " WHERE r.tier = ?1 AND r.f >= ?6 AND r.f < ?3" F " GROUP BY 1, 2"
 #define SQL_ACTIVITY(F)                                                                            \
     "SELECT bucket, SUM(delta), SUM(relpeak) FROM activity a"                                      \
-    " WHERE a.tier = ?1 AND a.bucket >= ?2 AND a.bucket < ?3 AND ?4 = ?4" F                        \
+    " WHERE a.tier = ?1 AND a.bucket >= ?6 AND a.bucket < ?3 AND ?4 = ?4 AND ?2 = ?2" F                        \
     " GROUP BY bucket ORDER BY bucket"
 #define SQL_PROC_NAME "SELECT pid, name, cmdline, start_ns, exit_ns FROM processes WHERE id = ?1"
 
@@ -203,49 +204,31 @@ static int tag_index(series_t *s, const char *tag)
 }
 
 typedef struct qargs {
-    int tier;
+    int tier;          /* the coarse tier of the first part */
     int64_t from, to, step;
+    int64_t mid;       /* [from, mid) from `tier`, [mid, to) from the raw tier */
     uint32_t proc;
+    int64_t lo, hi;    /* the part being read */
+    int part_tier;
 } qargs_t;
 
 static int prepare(sqlite3 *db, const char *sql, const qargs_t *q, sqlite3_stmt **st)
 {
     if (sqlite3_prepare_v2(db, sql, -1, st, NULL) != SQLITE_OK) return CW_EDB;
-    sqlite3_bind_int(*st, 1, q->tier);
+    sqlite3_bind_int(*st, 1, q->part_tier);
     sqlite3_bind_int64(*st, 2, q->from);
-    sqlite3_bind_int64(*st, 3, q->to);
+    sqlite3_bind_int64(*st, 3, q->hi);
     sqlite3_bind_int64(*st, 4, q->step);
-    sqlite3_bind_int64(*st, 5, q->proc);
+    if (q->proc) sqlite3_bind_int64(*st, 5, q->proc);
+    sqlite3_bind_int64(*st, 6, q->lo);
     return 0;
 }
 
-/* Runs the queries into s. 0, CW_EDB or CW_ENOMEM. */
-static int fill(sqlite3 *db, const qargs_t *q, series_t *s)
+/* Adds one part's commits and releases to the steps. */
+static int fill_steps(sqlite3 *db, const qargs_t *q, series_t *s)
 {
     sqlite3_stmt *st = NULL;
     int rc = 0;
-    /* Outstanding at from, by tag. */
-    const char *start_sql[2] = {
-        q->proc ? SQL_START_COMMITS(" AND proc = ?3") : SQL_START_COMMITS(""),
-        q->proc ? SQL_START_RELEASES(" AND proc = ?3") : SQL_START_RELEASES("")};
-    int64_t split = cw__http_split(db, 2, q->from);
-    for (int k = 0; k < 2 && !rc; k++) {
-        if (sqlite3_prepare_v2(db, start_sql[k], -1, &st, NULL) != SQLITE_OK) {
-            rc = CW_EDB;
-            break;
-        }
-        sqlite3_bind_int64(st, 1, split);
-        sqlite3_bind_int64(st, 2, q->from);
-        sqlite3_bind_int64(st, 3, q->proc);
-        while (!rc && sqlite3_step(st) == SQLITE_ROW) {
-            int t = tag_index(s, col_text(st, 0));
-            if (t < 0)
-                rc = CW_ENOMEM;
-            else
-                s->start[t] += sqlite3_column_int64(st, 1);
-        }
-        sqlite3_finalize(st);
-    }
     if (!rc &&
         !(rc = prepare(db, q->proc ? SQL_STEP_COMMITS(PROC_FILTER("c")) : SQL_STEP_COMMITS(""), q,
                        &st))) {
@@ -281,6 +264,44 @@ static int fill(sqlite3 *db, const qargs_t *q, series_t *s)
         }
         sqlite3_finalize(st);
     }
+    return rc;
+}
+
+/* Runs the queries into s. 0, CW_EDB or CW_ENOMEM. */
+static int fill(sqlite3 *db, const qargs_t *q, series_t *s)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = 0;
+    /* Outstanding at from, by tag. */
+    const char *start_sql[2] = {
+        q->proc ? SQL_START_COMMITS(" AND proc = ?3") : SQL_START_COMMITS(""),
+        q->proc ? SQL_START_RELEASES(" AND proc = ?3") : SQL_START_RELEASES("")};
+    int64_t split = cw__http_split(db, 2, q->from);
+    for (int k = 0; k < 2 && !rc; k++) {
+        if (sqlite3_prepare_v2(db, start_sql[k], -1, &st, NULL) != SQLITE_OK) {
+            rc = CW_EDB;
+            break;
+        }
+        sqlite3_bind_int64(st, 1, split);
+        sqlite3_bind_int64(st, 2, q->from);
+        sqlite3_bind_int64(st, 3, q->proc);
+        while (!rc && sqlite3_step(st) == SQLITE_ROW) {
+            int t = tag_index(s, col_text(st, 0));
+            if (t < 0)
+                rc = CW_ENOMEM;
+            else
+                s->start[t] += sqlite3_column_int64(st, 1);
+        }
+        sqlite3_finalize(st);
+    }
+    /* The steps: [from, mid) from the coarse tier, [mid, to) raw. */
+    qargs_t part = *q;
+    for (int k = 0; k < 2 && !rc; k++) {
+        part.part_tier = k == 0 ? q->tier : 0;
+        part.lo = k == 0 ? q->from : q->mid;
+        part.hi = k == 0 ? q->mid : q->to;
+        if (part.lo < part.hi) rc = fill_steps(db, &part, s);
+    }
     if (rc) return rc;
     /* Net changes -> states at step ends. */
     int64_t total = 0;
@@ -292,21 +313,30 @@ static int fill(sqlite3 *db, const qargs_t *q, series_t *s)
             s->out[t][i] = cur;
         }
     }
-    /* Peaks: the state at each step start, raised by the buckets' peaks. */
-    if ((rc = prepare(db, q->proc ? SQL_ACTIVITY(PROC_FILTER("a")) : SQL_ACTIVITY(""), q, &st)))
-        return rc;
+    /* Peaks: the state at each step start, raised by the buckets' peaks,
+     * the parts read in time order. */
     int64_t cur = total;
     uint32_t i = 0;
     if (s->npoints) s->peak[0] = cur;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        int64_t b = sqlite3_column_int64(st, 0);
-        uint32_t k = (uint32_t)((b - q->from) / q->step);
-        if (k >= s->npoints) break;
-        while (i < k)
-            s->peak[++i] = cur;
-        int64_t p = cur + sqlite3_column_int64(st, 2);
-        if (p > s->peak[i]) s->peak[i] = p;
-        cur += sqlite3_column_int64(st, 1);
+    for (int k = 0; k < 2; k++) {
+        part.part_tier = k == 0 ? q->tier : 0;
+        part.lo = k == 0 ? q->from : q->mid;
+        part.hi = k == 0 ? q->mid : q->to;
+        if (part.lo >= part.hi) continue;
+        if ((rc = prepare(db, q->proc ? SQL_ACTIVITY(PROC_FILTER("a")) : SQL_ACTIVITY(""), &part,
+                          &st)))
+            return rc;
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            int64_t b = sqlite3_column_int64(st, 0);
+            uint32_t j = (uint32_t)((b - q->from) / q->step);
+            if (j >= s->npoints) break;
+            while (i < j)
+                s->peak[++i] = cur;
+            int64_t p = cur + sqlite3_column_int64(st, 2);
+            if (p > s->peak[i]) s->peak[i] = p;
+            cur += sqlite3_column_int64(st, 1);
+        }
+        sqlite3_finalize(st);
     }
     while (i + 1 < s->npoints)
         s->peak[++i] = cur;
@@ -318,7 +348,6 @@ static int fill(sqlite3 *db, const qargs_t *q, series_t *s)
             end += s->out[t][j];
         if (end > s->peak[j]) s->peak[j] = end;
     }
-    sqlite3_finalize(st);
     return 0;
 }
 
@@ -341,19 +370,20 @@ static bool add_array(cJSON *o, const char *name, const int64_t *v, uint32_t n)
     return true;
 }
 
-/* Chooses the tier (see the file comment): the coarsest whose width
- * divides the step, whose horizon is at or before from (exact figures)
- * and which holds everything up to to (or up to the end of the data).
- * Tier 0 otherwise. */
-static int pick_tier(sqlite3 *db, int64_t step, int64_t from, int64_t to)
+/* Chooses the coarse tier (see the file comment): the coarsest whose
+ * width divides the step and the origin, whose horizon is at or before
+ * from (exact figures) and which holds some of the window; *mid is where
+ * it stops holding it (the raw tier reads the rest). Tier 0 otherwise. */
+static int pick_tier(sqlite3 *db, int64_t step, int64_t from, int64_t to, int64_t *mid)
 {
-    int64_t end0, h0;
-    if (!tier_info(db, 0, &end0, &h0)) return 0;
+    *mid = to;
     for (int k = CW_TIERS - 1; k > 0; k--) {
         int64_t endk, hk;
-        if (step % tier_width[k] || from % tier_width[k]) continue;
-        if (!tier_info(db, k, &endk, &hk) || endk == INT64_MIN || hk > from) continue;
-        if (endk >= (end0 < to ? end0 : to)) return k;
+        if (step % tier_width[k] || floor_to(from, tier_width[k]) != from) continue;
+        if (!tier_info(db, k, &endk, &hk) || endk == INT64_MIN || hk > from || endk <= from)
+            continue;
+        *mid = endk < to ? endk : to;
+        return k;
     }
     return 0;
 }
@@ -401,7 +431,7 @@ int cw__http_series(cw__http_req_t *r, uint32_t proc)
                              n, (int64_t)(step / NS), CW__HTTP_MAX_POINTS);
     }
     q.to = q.from + (int64_t)n * step;
-    q.tier = pick_tier(db, step, q.from, q.to);
+    q.tier = pick_tier(db, step, q.from, q.to, &q.mid);
 
     series_t s = {.npoints = (uint32_t)n};
     s.committed = calloc(n, sizeof(int64_t));
