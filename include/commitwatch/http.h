@@ -56,7 +56,7 @@ typedef struct cw_http_opts {
     const char *web_root;   /* NULL = cw_http_default_web_root() */
     const char *token;      /* NULL or "" = no token: GET/HEAD only */
     const char *access_log; /* NULL = no access log; else a file path */
-    unsigned threads;       /* worker threads; 0 = 4 */
+    unsigned threads;       /* worker threads; 0 = 16 */
     unsigned metrics_top;   /* processes with their own /metrics series; 0 = 20 */
     /* The stack-tag rule files in force, shown by /api/tags. Borrowed for
      * the server's life; may be NULL with nrule_files 0. */

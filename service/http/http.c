@@ -118,11 +118,29 @@ static void send_error(cw__http_req_t *r, int status)
 
 /* ---------------------------------------------------------------- stores */
 
+/* Read connections: PRAGMAs for speed; failures only cost speed. */
+static void tune(cw_store_t *s)
+{
+    /* Reads map the file instead of copying pages (a writer's commit
+     * empties this connection's page cache; the OS cache and the map stay
+     * warm). */
+    sqlite3_exec(cw_store_db(s), "PRAGMA mmap_size = 268435456; PRAGMA cache_size = -8192", NULL,
+                 NULL, NULL);
+}
+
 static void *init_thread(const struct mg_context *mg, int type)
 {
-    (void)mg;
     if (type != 1) return NULL;
-    return calloc(1, sizeof(worker_t)); /* NULL: this worker serves without a store */
+    worker_t *w = calloc(1, sizeof(worker_t)); /* NULL: this worker serves without a store */
+    const cw__http_ctx_t *ctx = mg_get_user_data(mg);
+    cw_diag_t d;
+    /* Open now when the database exists, so the first request does not
+     * pay for it; otherwise on first use (cw__http_need_store). */
+    if (w && ctx && cw_store_open_readonly(ctx->db_path, &w->store, &d) == 0)
+        tune(w->store);
+    else if (w)
+        w->store = NULL;
+    return w;
 }
 
 static void exit_thread(const struct mg_context *mg, int type, void *p)
@@ -147,11 +165,7 @@ int cw__http_need_store(cw__http_req_t *r)
         return cw__http_fail(r, 503, "database %s cannot be read yet: %s", r->ctx->db_path,
                              d.msg[0] ? d.msg : cw_strerror(rc));
     }
-    /* Reads map the file instead of copying pages (a writer's commit
-     * empties this connection's page cache; the OS cache and the map stay
-     * warm). Failures only cost speed. */
-    sqlite3_exec(cw_store_db(w->store), "PRAGMA mmap_size = 268435456; PRAGMA cache_size = -8192",
-                 NULL, NULL, NULL);
+    tune(w->store);
     r->store = w->store;
     return 0;
 }
@@ -406,7 +420,11 @@ int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d)
         rc = cw_diag_set(d, CW_ENOMEM, "out of memory starting the HTTP server");
         goto fail;
     }
-    snprintf(threads, sizeof threads, "%u", o->threads ? o->threads : 4);
+    /* civetweb gives a connection a worker for its whole keep-alive life:
+     * a browser opens 6 at once, so fewer workers stall page loads until
+     * a keep-alive times out. Workers are cheap (a thread, and a read
+     * connection opened on first use). */
+    snprintf(threads, sizeof threads, "%u", o->threads ? o->threads : 16);
     const char *options[32];
     int n = 0;
     options[n++] = "listening_ports";
@@ -416,7 +434,7 @@ int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d)
     options[n++] = "enable_keep_alive";
     options[n++] = "yes";
     options[n++] = "keep_alive_timeout_ms";
-    options[n++] = "5000";
+    options[n++] = "2000";
     options[n++] = "request_timeout_ms";
     options[n++] = "10000";
     options[n++] = "max_request_size"; /* request line + headers */
