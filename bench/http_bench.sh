@@ -55,7 +55,9 @@ bench() {
   local name=$1 path=$2 size c
   size=$(curl -s -o /dev/null -w '%{size_download}' "$B$path")
   for c in $CONNS; do
-    wrk -t1 -c"$c" -d"${DURATION}s" --latency "$B$path" > "wrk-$name-c$c.txt"
+    wrk -t1 -c"$c" -d"${DURATION}s" --timeout 30s --latency "$B$path" > "wrk-$name-c$c.txt"
+    # Let requests still queued in the server finish before the next run.
+    sleep 3
     local rps p99
     rps=$(awk '/Requests\/sec/ {print $2}' "wrk-$name-c$c.txt")
     p99=$(awk '$1 == "99%" {print $2}' "wrk-$name-c$c.txt")
@@ -63,12 +65,12 @@ bench() {
   done
 }
 echo "== wrk -t1 -d${DURATION}s, connections: $CONNS"
-bench processes-last-hour "/api/processes?from=-1h&to=now"
-bench process-series-24h "/api/processes/$ID/series?from=$FROM&to=$TO&step=120s"
+bench health "/api/health"
+bench process-series-24h "/api/processes/$ID/series?from=$FROM&to=$TO&step=180s"
 bench process-series-24h-auto "/api/processes/$ID/series?from=$FROM&to=$TO"
 bench system-series-24h "/api/system/series?from=$FROM&to=$TO"
 bench metrics "/metrics"
-bench health "/api/health"
+bench processes-last-hour "/api/processes?from=-1h&to=now"
 
 if command -v node >/dev/null && [[ -d "$ROOT/web/node_modules/playwright-core" ]]; then
   echo "== dashboard: process page, 24 h of 1 s data, navigation to drawn chart"

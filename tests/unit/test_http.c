@@ -1,0 +1,163 @@
+/* test_http.c - the HTTP module without a database: time and duration
+ * parsing, query strings, and a real server on an ephemeral loopback port
+ * (health while the database does not exist yet, method and path rules,
+ * error bodies, static files confined to the web root). The API's figures
+ * are tested end to end in tests/e2e/test_api.py. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "commitwatch/http.h"
+#include "http/http_internal.h"
+#include "test.h"
+
+#define NS 1000000000LL
+
+static cw__http_ctx_t ctx = {.db_path = "/nonexistent/commitwatch.db"};
+
+static cw__http_req_t req(void)
+{
+    cw__http_req_t r;
+    memset(&r, 0, sizeof r);
+    r.ctx = &ctx;
+    return r;
+}
+
+static void test_times(void)
+{
+    cw__http_req_t r = req();
+    int64_t t;
+    ASSERT_OK(cw__http_parse_time(&r, "from", "1750000014000000000", &t));
+    ASSERT_EQ(t, 1750000014000000000LL);
+    ASSERT_OK(cw__http_parse_time(&r, "from", "2025-06-15T15:06:54Z", &t));
+    ASSERT_EQ(t, 1750000014000000000LL);
+    ASSERT_OK(cw__http_parse_time(&r, "from", "2025-06-15T17:06:54.25+02:00", &t));
+    ASSERT_EQ(t, 1750000014250000000LL);
+    ASSERT_OK(cw__http_parse_time(&r, "from", "1970-01-01T00:00:00Z", &t));
+    ASSERT_EQ(t, 0);
+    int64_t now = cw__http_wall_ns();
+    ASSERT_OK(cw__http_parse_time(&r, "from", "-15m", &t));
+    ASSERT_TRUE(t <= now - 15 * 60 * NS + NS && t >= now - 15 * 60 * NS - 10 * NS);
+    ASSERT_OK(cw__http_parse_time(&r, "to", "now", &t));
+    ASSERT_TRUE(t >= now);
+    ASSERT_EQ(cw__http_parse_time(&r, "from", "yesterday", &t), 400);
+    ASSERT_TRUE(strstr(r.err, "from") == r.err);
+    ASSERT_EQ(cw__http_parse_time(&r, "to", "2025-13-01T00:00:00Z", &t), 400);
+    ASSERT_EQ(cw__http_parse_time(&r, "to", "99999999999999999999", &t), 400);
+    ASSERT_EQ(cw__http_parse_time(&r, "to", "-15x", &t), 400);
+
+    int64_t d;
+    ASSERT_OK(cw__http_parse_duration(&r, "step", "60s", &d));
+    ASSERT_EQ(d, 60 * NS);
+    ASSERT_OK(cw__http_parse_duration(&r, "step", "5m", &d));
+    ASSERT_EQ(d, 300 * NS);
+    ASSERT_OK(cw__http_parse_duration(&r, "step", "1000000000", &d));
+    ASSERT_EQ(d, NS);
+    ASSERT_EQ(cw__http_parse_duration(&r, "step", "0s", &d), 400);
+    ASSERT_EQ(cw__http_parse_duration(&r, "step", "1.5s", &d), 400);
+}
+
+static void test_query(void)
+{
+    cw__http_req_t r = req();
+    ASSERT_OK(cw__http_parse_query(&r, "from=-1h&name=a%20b&to=now"));
+    ASSERT_EQ(r.nparams, 3);
+    ASSERT_STR_EQ(cw__http_param(&r, "name"), "a b");
+    ASSERT_TRUE(cw__http_param(&r, "sort") == NULL);
+    ASSERT_EQ(cw__http_check_unused(&r), 400); /* from, to not read */
+    r = req();
+    ASSERT_EQ(cw__http_parse_query(&r, "a=1&a=2"), 400);
+    r = req();
+    int64_t f, t;
+    ASSERT_OK(cw__http_parse_query(&r, "from=2000&to=1000"));
+    ASSERT_EQ(cw__http_window(&r, &f, &t), 400);
+    r = req();
+    ASSERT_OK(cw__http_parse_query(&r, "to=1000"));
+    ASSERT_OK(cw__http_window(&r, &f, &t));
+    ASSERT_EQ(t - f, 3600 * NS);
+}
+
+/* One HTTP/1.0 request on a fresh connection; returns the status, fills
+ * body (NUL-terminated, truncated to len). */
+static int http(int port, const char *method, const char *path, char *body, size_t len)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_TRUE(fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    char buf[65536];
+    int n = snprintf(buf, sizeof buf, "%s %s HTTP/1.0\r\nHost: x\r\n\r\n", method, path);
+    ASSERT_EQ(write(fd, buf, (size_t)n), n);
+    size_t got = 0;
+    ssize_t k;
+    while (got < sizeof buf - 1 && (k = read(fd, buf + got, sizeof buf - 1 - got)) > 0)
+        got += (size_t)k;
+    buf[got] = 0;
+    close(fd);
+    int status = 0;
+    sscanf(buf, "HTTP/1.%*d %d", &status);
+    const char *b = strstr(buf, "\r\n\r\n");
+    snprintf(body, len, "%s", b ? b + 4 : "");
+    return status;
+}
+
+static void test_server(void)
+{
+    cw_http_status_t st;
+    cw_http_status_init(&st, "replay:test", true);
+    cw_http_status_counters(&st, 42, 1, -7);
+    char web[4096];
+    snprintf(web, sizeof web, "%s/web", CW_SOURCE_DATADIR);
+    cw_http_opts_t o = {.listen = "127.0.0.1:0", .db_path = "/nonexistent/commitwatch.db",
+                        .web_root = web, .status = &st, .threads = 2};
+    cw_http_t *h = NULL;
+    cw_diag_t d;
+    ASSERT_OK(cw_http_start(&o, &h, &d));
+    int port = cw_http_port(h);
+    ASSERT_TRUE(port > 0);
+    char body[8192];
+
+    ASSERT_EQ(http(port, "GET", "/api/health", body, sizeof body), 200);
+    ASSERT_TRUE(strstr(body, "\"status\":\"starting\"") != NULL);
+    ASSERT_TRUE(strstr(body, "\"events_ingested\":42") != NULL);
+    ASSERT_TRUE(strstr(body, "\"drift_corrected_bytes\":-7") != NULL);
+    ASSERT_EQ(http(port, "GET", "/api/processes", body, sizeof body), 503);
+    ASSERT_TRUE(strstr(body, "{\"error\":") == body);
+    ASSERT_EQ(http(port, "GET", "/api/health?x=1", body, sizeof body), 400);
+    ASSERT_TRUE(strstr(body, "x: unknown parameter") != NULL);
+    ASSERT_EQ(http(port, "GET", "/api/nope", body, sizeof body), 404);
+    ASSERT_EQ(http(port, "POST", "/api/health", body, sizeof body), 405);
+    ASSERT_EQ(http(port, "GET", "/api/processes/12x", body, sizeof body), 400);
+    ASSERT_EQ(http(port, "GET", "/api/openapi.json", body, sizeof body), 200);
+    ASSERT_TRUE(strstr(body, "\"openapi\":\"3.") != NULL);
+    ASSERT_EQ(http(port, "GET", "/", body, sizeof body), 200);
+    ASSERT_TRUE(strstr(body, "commitwatch") != NULL);
+    ASSERT_EQ(http(port, "GET", "/../CMakeLists.txt", body, sizeof body), 404);
+    ASSERT_EQ(http(port, "GET", "/%2e%2e/CMakeLists.txt", body, sizeof body), 404);
+    ASSERT_EQ(http(port, "GET", "/.gitignore", body, sizeof body), 404);
+    ASSERT_EQ(http(port, "GET", "/node_modules/uplot/package.json", body, sizeof body), 404);
+    cw_http_stop(h);
+
+    /* A token allows other methods through to the (absent) operation. */
+    o.token = "t0k";
+    ASSERT_OK(cw_http_start(&o, &h, &d));
+    ASSERT_EQ(http(cw_http_port(h), "POST", "/api/health", body, sizeof body), 401);
+    cw_http_stop(h);
+
+    o.listen = "127.0.0.1:notaport";
+    ASSERT_EQ(cw_http_start(&o, &h, &d), CW_EINVAL);
+    ASSERT_TRUE(strstr(d.msg, "--listen") != NULL);
+    o.listen = NULL;
+    o.web_root = "/nonexistent/web";
+    ASSERT_EQ(cw_http_start(&o, &h, &d), CW_EIO);
+    cw_http_stop(NULL);
+}
+
+int main(void)
+{
+    test_times();
+    test_query();
+    test_server();
+    TEST_DONE();
+}
