@@ -478,7 +478,9 @@ int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d)
                 "can reach it can read every process's memory figures; use --token or bind "
                 "127.0.0.1",
                 listen);
-    CW_LOGI("http: serving http://%s (web root %s)", listen, webroot);
+    char shown[320];
+    snprintf(shown, sizeof shown, "%.*s:%d", (int)(strrchr(spec, ':') - spec), spec, h->port);
+    CW_LOGI("http: serving http://%s (web root %s)", shown, webroot);
     *out = h;
     return 0;
 fail:
