@@ -2,7 +2,8 @@
 // process page, in Debian's chromium via playwright-core (web/node_modules).
 // usage: node bench/dashboard_time.mjs URL PROCESS_ID FROM_NS TO_NS [RUNS]
 // Prints one line per run and the median, in ms (navigation start to the
-// chart's first draw with data, uPlot's draw hook).
+// chart's first draw with data, uPlot's draw hook). The first run includes
+// the browser's own cold start.
 import { createRequire } from 'node:module';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -31,6 +32,9 @@ try {
     await page.waitForFunction(() => window.cwChartDrawnAt !== undefined, null, { timeout: 60000 });
     const r = await page.evaluate(() => ({ t: window.cwChartDrawnAt, n: Number(document.querySelector('#chart').dataset.drawn) }));
     times.push(r.t);
+    // Let the page's window figures (full reports) finish before the next
+    // run, so runs do not compete for the CPU.
+    await page.waitForFunction(() => window.cwFiguresDoneAt !== undefined, null, { timeout: 120000 });
     console.log(`run ${i + 1}: chart drawn after ${r.t.toFixed(0)} ms (${r.n} steps)`);
   }
 } finally {

@@ -17,9 +17,18 @@ export function setParams(params) {
   history.replaceState(null, '', `#/${parts.join('/')}${q.toString() ? '?' + q : ''}`);
 }
 
-/** /api/health, and the data's time range: end = the API's "now". */
-export async function health() {
-  const h = await get('/api/health');
-  h.end_ns = h.data_clock && h.last_bucket_end_ns != null ? h.last_bucket_end_ns : h.now_ns;
-  return h;
+let cached = null;
+
+/** /api/health, and the data's time range: end = the API's "now". Calls
+ * within a second share one request. */
+export function health() {
+  const now = Date.now();
+  if (cached && now - cached.at < 1000) return cached.p;
+  const p = get('/api/health').then((h) => {
+    h.end_ns = h.data_clock && h.last_bucket_end_ns != null ? h.last_bucket_end_ns : h.now_ns;
+    return h;
+  });
+  p.catch(() => { cached = null; });
+  cached = { at: now, p };
+  return p;
 }

@@ -130,6 +130,7 @@ export async function processPage(main, id, params) {
        <td class="n">${count(t.commit_count)}</td><td class="n">${count(t.transient_count)}</td><td class="n">${bytes(t.transient_bytes)}</td></tr>`).join('') ||
       '<tr><td colspan="6" class="muted">Nothing in this window.</td></tr>';
     renderTree($('tree'), st.tree, $('sort').value);
+    window.cwFiguresDoneAt = performance.now();
   }
 
   const fail = (e) => { $('figs').innerHTML = `<p class="error">${esc(e.message)}</p>`; };
