@@ -15,6 +15,7 @@
 
 #include "cli/cli.h"
 #include "commitwatch/config.h"
+#include "commitwatch/http.h"
 #include "commitwatch/log.h"
 #include "commitwatch/pipeline.h"
 #include "commitwatch/retag.h"
@@ -23,7 +24,8 @@
 
 static const char usage_text[] =
     "usage: commitwatch run [--source SOURCE] [--db FILE] [--config FILE]\n"
-    "                       [--stacktags FILE]... [--rebase-now] [--speed X]\n\n"
+    "                       [--stacktags FILE]... [--rebase-now] [--speed X]\n"
+    "                       [--listen ADDR:PORT] [--token TOKEN] [--no-http] [--exit-at-end]\n\n"
     "Runs the service: ingests commit events from SOURCE into the database.\n\n"
     "  --source SOURCE    perf (Linux, default there), etw (Windows), or replay:PATH\n"
     "  --db FILE          the SQLite database (created if missing; default from the\n"
@@ -31,8 +33,15 @@ static const char usage_text[] =
     "  --config FILE      configuration file (`key = value` lines)\n"
     "  --stacktags FILE   stack-tag rules (repeatable; default: the platform's rules)\n"
     "  --rebase-now       replay only: shift the trace's times so it starts now\n"
-    "  --speed X          replay only: pace events at X times real time (1 = live)\n\n"
-    "SIGINT/SIGTERM flush the open bucket and exit; a replay exits at its end.\n"
+    "  --speed X          replay only: pace events at X times real time (1 = live)\n"
+    "  --listen ADDR:PORT serve the API, /metrics and the dashboard there\n"
+    "                     (default 127.0.0.1:8470)\n"
+    "  --token TOKEN      allow state-changing requests carrying this bearer token\n"
+    "  --no-http          run without the HTTP server\n"
+    "  --exit-at-end      replay: exit at the end of input instead of serving on\n\n"
+    "SIGINT/SIGTERM flush the open bucket and exit. A replay keeps serving its\n"
+    "data after its end until then (or exits at once with --exit-at-end or\n"
+    "--no-http).\n"
     "SIGHUP reloads the configuration file and the stack-tag rules; stored stacks\n"
     "are re-tagged when the rules changed.\n";
 
@@ -52,6 +61,7 @@ static void on_signal(int sig)
 }
 
 typedef struct run_ctx {
+    cw_http_status_t *status; /* what the HTTP server shows (atomics) */
     cw_pipeline_t *pipe;
     cw_agg_t *agg;
     cw_diag_t *d;
@@ -192,7 +202,10 @@ static int run_emit(void *ctx, const cw_event_t *in)
         if (stop_requested) return 0;
     }
     ev.ts += r->shift;
-    return cw_pipeline_feed(r->pipe, &ev, r->d);
+    rc = cw_pipeline_feed(r->pipe, &ev, r->d);
+    atomic_store_explicit(&r->status->events_total, cw_pipeline_events(r->pipe),
+                          memory_order_relaxed);
+    return rc;
 }
 
 static int run_tick(void *ctx, int64_t now)
@@ -207,6 +220,7 @@ static void run_counters(void *ctx, uint64_t seen, uint64_t lost, int64_t drift)
 {
     run_ctx_t *r = ctx;
     cw_agg_set_counters(r->agg, seen, lost, drift);
+    cw_http_status_counters(r->status, seen, lost, drift);
 }
 
 static int emit_to_writer(void *ctx, cw_batch_t *b)
@@ -220,7 +234,10 @@ int cw_cmd_run(int argc, char **argv)
     cw_config_t cfg;
     cw_cli_rules_t cli_rules = {0}, rules = {0};
     const char *config_path = NULL, *db_arg = NULL, *source_arg = NULL;
-    bool rebase = false;
+    bool rebase = false, no_http = false, exit_at_end = false;
+    const char *listen_arg = NULL, *token_arg = NULL;
+    cw_http_t *http = NULL;
+    cw_http_status_t status;
     double speed = 0;
     cw_diag_t d = {{0}}, wd = {{0}};
     int rc = 0, exit_code = 1;
@@ -244,6 +261,10 @@ int cw_cmd_run(int argc, char **argv)
             rebase = true;
             continue;
         }
+        if (strcmp(a, "--no-http") == 0 || strcmp(a, "--exit-at-end") == 0) {
+            *(a[2] == 'n' ? &no_http : &exit_at_end) = true;
+            continue;
+        }
         if (!v || strncmp(a, "--", 2) != 0) {
             fprintf(stderr, "commitwatch run: %s '%s'\n%s", v ? "unknown argument" : "missing value or unknown option", a, usage_text);
             exit_code = 2;
@@ -253,6 +274,8 @@ int cw_cmd_run(int argc, char **argv)
         if (strcmp(a, "--source") == 0) source_arg = v;
         else if (strcmp(a, "--db") == 0) db_arg = v;
         else if (strcmp(a, "--config") == 0) config_path = v;
+        else if (strcmp(a, "--listen") == 0) listen_arg = v;
+        else if (strcmp(a, "--token") == 0) token_arg = v;
         else if (strcmp(a, "--stacktags") == 0) {
             if (cw_cli_rules_add(&cli_rules, v) != 0) goto out;
         } else if (strcmp(a, "--speed") == 0) {
@@ -302,6 +325,8 @@ int cw_cmd_run(int argc, char **argv)
     }
 
     /* Open the store and continue its numbering. */
+    cw_http_status_init(&status, source_arg, strcmp(ops->name, "replay") == 0);
+    ctx.status = &status;
     ctx.d = &d;
     ctx.rebase = rebase;
     ctx.speed = speed;
@@ -332,6 +357,20 @@ int cw_cmd_run(int argc, char **argv)
     cw_tracker_sink_t sink = cw_agg_sink(ctx.agg);
     if ((rc = cw_pipeline_create(&sink, ctx.agg, next_proc, &pipe)) != 0) goto fail;
     ctx.pipe = pipe;
+    /* HTTP workers read the database through their own connections. A
+     * replay's API clock is its data's end, so "the last hour" shows it. */
+    if (!no_http) {
+        cw_http_opts_t ho = {0};
+        ho.listen = listen_arg ? listen_arg : cfg.listen;
+        ho.db_path = db_path;
+        ho.web_root = cfg.web_root;
+        ho.token = token_arg ? token_arg : cfg.token;
+        ho.access_log = cfg.access_log;
+        ho.rule_files = (const char *const *)rules.files; /* the startup rules */
+        ho.nrule_files = (unsigned)rules.n;
+        ho.status = &status;
+        if ((rc = cw_http_start(&ho, &http, &d)) != 0) goto fail;
+    }
 
     active_ops = ops;
     active_src = src;
@@ -345,6 +384,7 @@ int cw_cmd_run(int argc, char **argv)
     CW_LOGI("ingesting from %s into %s (stack tags: %s)", source_arg, db_path, cw_tagger_rules_hash(ctx.tagger));
     cw_source_sink_t ss = {&ctx, run_emit, run_tick, run_counters};
     rc = ops->run(src, &ss, &d);
+    atomic_store(&status.events_total, cw_pipeline_events(pipe));
     /* Instances still alive end here: tracking ends with this run. */
     int flush_rc = cw_pipeline_end_all(pipe);
     if (flush_rc == 0) flush_rc = cw_agg_flush(ctx.agg);
@@ -361,6 +401,15 @@ fail:
             fprintf(stderr, "commitwatch run: %s\n", wd.msg);
         }
     }
+    if (http && rc == 0 && !exit_at_end && !stop_requested) {
+        /* The input has ended (a replay) and every bucket is stored: keep
+         * serving it until SIGINT/SIGTERM. */
+        atomic_store(&status.ingest_done, true);
+        CW_LOGI("end of input: %" PRIu64 " events stored; still serving (SIGINT/SIGTERM to exit, "
+                "--exit-at-end to leave at once)", pipe ? cw_pipeline_events(pipe) : 0);
+        while (!stop_requested) sleep_ns(100000000);
+    }
+    cw_http_stop(http);
     if (rc == 0) {
         CW_LOGI("%s: %" PRIu64 " events stored in %s", stop_requested ? "stopped" : "end of input",
                 pipe ? cw_pipeline_events(pipe) : 0, db_path);
