@@ -616,6 +616,8 @@ int cw__http_tags(cw__http_req_t *r)
               (tree = cJSON_AddArrayToObject(o, "tags"));
     for (unsigned i = 0; ok && i < r->ctx->nrule_files; i++)
         ok = cJSON_AddItemToArray(rules, cJSON_CreateString(r->ctx->rule_files[i]));
+    /* No files given: the tagger uses the platform's default rules. */
+    ok = ok && cJSON_AddBoolToObject(o, "default_rules", r->ctx->nrule_files == 0);
     cw_diag_t d;
     if (ok && cw_store_meta_get(r->store, "rules_hash", &hash, &d) == 0 && hash)
         ok = cJSON_AddStringToObject(o, "rules_hash", hash) != NULL;
