@@ -38,6 +38,16 @@ def free_port():
         return s.getsockname()[1]
 
 
+def require_fixture():
+    """Exits 77 (ctest: skipped, with the reason) while the MemoryTestApp
+    fixture (tests/fixtures/gen_memorytestapp.py's output) is not in the
+    tree."""
+    missing = [p for p in (MTA, MTA_WINDOWS) if not os.path.exists(p)]
+    if missing:
+        print("SKIP: fixture not in the tree: " + ", ".join(missing))
+        sys.exit(77)
+
+
 class Service:
     def __init__(self, trace, name="svc", args=(), wait_done=True, config=None):
         self.trace = trace

@@ -10,7 +10,9 @@ import time
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(__file__))
-from cwservice import MTA, MTA_WINDOWS, Checks, Service, analyze_json  # noqa: E402
+from cwservice import MTA, MTA_WINDOWS, Checks, Service, analyze_json, require_fixture  # noqa: E402
+
+require_fixture()
 
 S = 1_000_000_000
 t = Checks()

@@ -12,7 +12,9 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from cwservice import BUILD, MTA, MTA_WINDOWS, SOURCE, Service  # noqa: E402
+from cwservice import BUILD, MTA, MTA_WINDOWS, SOURCE, Service, require_fixture  # noqa: E402
+
+require_fixture()
 
 shots = os.path.join(BUILD, "screenshots")
 os.makedirs(shots, exist_ok=True)

@@ -12,7 +12,9 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from cwservice import BUILD, MTA, Checks, Service  # noqa: E402
+from cwservice import BUILD, MTA, Checks, Service, require_fixture  # noqa: E402
+
+require_fixture()
 
 t = Checks()
 PROMTOOL = shutil.which("promtool")

@@ -106,7 +106,7 @@ def main():
         f.write(ALT_RULES)
 
     # Default Windows rules.
-    rc, _, err = cli("run", "--source", "replay:" + trace, "--db", db)
+    rc, _, err = cli("run", "--no-http", "--source", "replay:" + trace, "--db", db)
     check(rc == 0, "run with the default rules", err)
     tags = app_tags(db)
     check(tags.get("VirtualAlloc") == 6 << 20, "transients are VirtualAlloc", tags)
@@ -121,7 +121,7 @@ def main():
     # stacks.
     later = os.path.join(tmp, "later.jsonl")
     write_trace(later, 2, t0=T0 + 20 * S)
-    rc, _, err = cli("run", "--source", "replay:" + later, "--db", db, "--stacktags", alt)
+    rc, _, err = cli("run", "--no-http", "--source", "replay:" + later, "--db", db, "--stacktags", alt)
     check(rc == 0, "second run with other rules", err)
     check("re-tagged" in err, "the log says the stored stacks were re-tagged", err)
     rc, out, err = cli("analyze", "--db", db, "--json", "--from", str(T0), "--to", str(T0 + 7 * S))
@@ -135,7 +135,7 @@ def main():
     with open(conf, "w") as f:
         f.write("# defaults first\nlog_level = info\n")
     log = open(os.path.join(tmp, "run.log"), "w+")
-    p = subprocess.Popen([BIN, "run", "--source", "replay:" + trace, "--db", db2, "--config", conf,
+    p = subprocess.Popen([BIN, "run", "--no-http", "--source", "replay:" + trace, "--db", db2, "--config", conf,
                           "--rebase-now", "--speed", "1"], stdout=log, stderr=subprocess.STDOUT)
     try:
         time.sleep(2.5)
@@ -171,7 +171,7 @@ def main():
     # One database holds one platform's data.
     lin = os.path.join(tmp, "linux.jsonl")
     write_trace(lin, 1, platform="linux")
-    rc, _, err = cli("run", "--source", "replay:" + lin, "--db", db, "--rebase-now")
+    rc, _, err = cli("run", "--no-http", "--source", "replay:" + lin, "--db", db, "--rebase-now")
     check(rc == 1 and "holds windows data" in err, "another platform's data is refused", err)
 
     shutil.rmtree(tmp, ignore_errors=True)
