@@ -8,7 +8,12 @@ import { bytes, time } from './fmt.js';
 const PALETTE = ['#4e79a7', '#f28e2b', '#59a14f', '#76b7b2', '#edc948', '#b07aa1',
   '#ff9da7', '#9c755f', '#bab0ac', '#e15759', '#8cd17d', '#499894'];
 
-export function tagColor(i) { return PALETTE[i % PALETTE.length]; }
+/** A tag's color, from its name, so every chart and table agree. */
+export function tagColor(tag) {
+  let h = 0;
+  for (const c of String(tag)) h = (h * 31 + c.codePointAt(0)) >>> 0;
+  return PALETTE[h % PALETTE.length];
+}
 
 /** Tags ordered by their largest value, biggest at the bottom of the stack. */
 function tagOrder(s) {
@@ -38,7 +43,7 @@ export function stackChart(el, s, opts = {}) {
   const series = [{ value: (u, v) => (v == null ? '–' : time(v * 1e9)) }];
   for (let k = tags.length - 1; k >= 0; k--) {
     const tag = tags[k];
-    const color = tagColor(s.tags.indexOf(tag));
+    const color = tagColor(tag);
     data.push(cum[k]);
     series.push({
       label: tag,

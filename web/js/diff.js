@@ -6,6 +6,10 @@ import { get } from './api.js';
 import { health, setParams } from './nav.js';
 import { bytes, delta, count, esc, toLocalInput, fromLocalInput, time } from './fmt.js';
 
+// The summary line of a stack names its innermost frame outside the OS's
+// allocation plumbing (the rest is one click away).
+const SYSTEM = /^(ntdll|kernelbase|kernel32|ucrtbase|msvcrt|libc[.-]|ld-linux|\[kernel)/i;
+
 export async function diffPage(main, params) {
   const h = await health();
   const end = Math.ceil(h.end_ns / 1e9) * 1e9;
@@ -24,7 +28,7 @@ export async function diffPage(main, params) {
     <p id="sum" class="summary"></p>
     <div class="tablewrap"><table id="diff" class="data">
       <thead><tr><th class="n">Bytes delta</th><th class="n">Count delta</th><th class="n">New bytes</th><th class="n">New count</th>
-      <th class="n">Old bytes</th><th>Tag</th><th>Stack (allocating call first)</th></tr></thead><tbody></tbody></table></div>`;
+      <th class="n">Old bytes</th><th>Tag</th><th>Stack (innermost own frame; open for all, allocating call first)</th></tr></thead><tbody></tbody></table></div>`;
   const $ = (x) => main.querySelector('#' + x);
   if (params.get('process')) $('proc').value = params.get('process');
   $('t1').value = toLocalInput(params.get('t1') ? Number(params.get('t1')) : first);
@@ -40,9 +44,10 @@ export async function diffPage(main, params) {
         `${bytes(d.old_bytes)} → ${bytes(d.new_bytes)}, <b data-fig="bytes_delta">${delta(d.bytes_delta)}</b>` + (d.note ? ` <span class="note">${esc(d.note)}</span>` : '');
       $('diff').tBodies[0].innerHTML = d.stacks.map((s) => {
         const frames = [...s.frames].reverse();
+        const own = frames.find((f) => !SYSTEM.test(f)) || frames[0];
         return `<tr><td class="n">${delta(s.bytes_delta)}</td><td class="n">${s.count_delta > 0 ? '+' : ''}${count(s.count_delta)}</td>
           <td class="n">${bytes(s.new_bytes)}</td><td class="n">${count(s.new_count)}</td><td class="n">${bytes(s.old_bytes)}</td>
-          <td>${esc(s.tag)}</td><td><details><summary>${esc(frames[0] || '(no stack)')}</summary><pre>${frames.map(esc).join('\n')}</pre></details></td></tr>`;
+          <td>${esc(s.tag)}</td><td><details><summary>${esc(own || '(no stack)')}</summary><pre>${frames.map(esc).join('\n')}</pre></details></td></tr>`;
       }).join('') || '<tr><td colspan="7" class="muted">No outstanding commit at either time.</td></tr>';
     } catch (e) {
       $('sum').innerHTML = `<span class="error">${esc(e.message)}</span>`;

@@ -125,8 +125,8 @@ export async function processPage(main, id, params) {
     const meaning = { AIFI: 'transient (in, freed in)', AIFO: 'impacting + (in, still out)', AOFI: 'impacting − (before, freed in)', AOFO: 'baseline (before, still out)' };
     $('types').tBodies[0].innerHTML = ['AIFI', 'AIFO', 'AOFI', 'AOFO'].map((t) =>
       `<tr data-type="${t}"><td>${t}</td><td class="muted">${meaning[t]}</td><td class="n">${count(p.types[t].count)}</td><td class="n">${bytes(p.types[t].bytes)}</td></tr>`).join('');
-    $('tags').tBodies[0].innerHTML = p.tags.map((t, i) =>
-      `<tr><td><span class="swatch" style="background:${tagColor(i)}"></span>${esc(t.tag)}</td><td class="n">${delta(t.impacting_bytes)}</td><td class="n">${bytes(t.size_bytes)}</td>
+    $('tags').tBodies[0].innerHTML = p.tags.map((t) =>
+      `<tr><td><span class="swatch" style="background:${tagColor(t.tag)}"></span>${esc(t.tag)}</td><td class="n">${delta(t.impacting_bytes)}</td><td class="n">${bytes(t.size_bytes)}</td>
        <td class="n">${count(t.commit_count)}</td><td class="n">${count(t.transient_count)}</td><td class="n">${bytes(t.transient_bytes)}</td></tr>`).join('') ||
       '<tr><td colspan="6" class="muted">Nothing in this window.</td></tr>';
     renderTree($('tree'), st.tree, $('sort').value);
