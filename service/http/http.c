@@ -398,7 +398,7 @@ int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d)
     if (!o->db_path) return cw_diag_set(d, CW_EINVAL, "the HTTP server needs a database path");
     if ((rc = listen_spec(listen, spec, sizeof spec, d))) return rc;
     const char *wr = o->web_root ? o->web_root : cw_http_default_web_root();
-    webroot = realpath(wr, NULL);
+    webroot = cw__realpath(wr);
     if (!webroot)
         return cw_diag_set(d, CW_EIO,
                            "web root %s not found: pass the dashboard folder (web/ of the "

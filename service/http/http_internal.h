@@ -22,6 +22,17 @@
 struct mg_connection;
 struct cJSON;
 
+/* The absolute, resolved form of a path, malloc'd, or NULL. Windows has
+ * no realpath(); _fullpath() resolves "." and ".." (the web root's own
+ * links are the installer's). */
+#ifdef _WIN32
+#define cw__realpath(p) _fullpath(NULL, (p), 0)
+#define CW__IS_SEP(c) ((c) == '/' || (c) == '\\')
+#else
+#define cw__realpath(p) realpath((p), NULL)
+#define CW__IS_SEP(c) ((c) == '/')
+#endif
+
 #define CW__HTTP_MAX_PARAMS 16
 #define CW__HTTP_MAX_QUERY 2048    /* bytes of query string */
 #define CW__HTTP_MAX_POINTS 100000 /* steps in one series response */

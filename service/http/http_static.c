@@ -41,10 +41,10 @@ static bool try_send(cw__http_req_t *r, const char *root, const char *rel)
 {
     char path[PATH_MAX];
     if ((size_t)snprintf(path, sizeof path, "%s/%s", root, rel) >= sizeof path) return false;
-    char *real = realpath(path, NULL), *rroot = realpath(root, NULL);
+    char *real = cw__realpath(path), *rroot = cw__realpath(root);
     size_t n = rroot ? strlen(rroot) : 0;
     struct stat st;
-    bool ok = real && rroot && strncmp(real, rroot, n) == 0 && real[n] == '/' &&
+    bool ok = real && rroot && strncmp(real, rroot, n) == 0 && CW__IS_SEP(real[n]) &&
               stat(real, &st) == 0 && S_ISREG(st.st_mode);
     free(rroot);
     if (!real) return false;
