@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from cwservice import BUILD, MTA, Checks, Service, require_fixture  # noqa: E402
@@ -69,7 +70,7 @@ with Service(MTA, name="metrics") as svc:
     samples = parse(text)
     names = {n for n, _, _ in samples}
     for n in ("commitwatch_events_ingested_total", "commitwatch_events_lost_total",
-              "commitwatch_drift_corrected_bytes", "commitwatch_process_outstanding_bytes",
+              "commitwatch_drift_corrected_bytes",
               "commitwatch_committed_bytes_total", "commitwatch_decommitted_bytes_total",
               "commitwatch_transient_bytes_total", "commitwatch_transient_pieces_total",
               "commitwatch_outstanding_bytes", "commitwatch_uptime_seconds"):
@@ -85,10 +86,16 @@ with Service(MTA, name="metrics") as svc:
         if n == "commitwatch_process_outstanding_bytes":
             got[lab["id"]] = got.get(lab["id"], 0) + int(v)
     t.eq("outstanding per process = API outstanding_end_bytes", got, want)
+    total = [v for n, _, v in samples if n == "commitwatch_outstanding_bytes"][0]
+    t.eq("outstanding total = API (every instance ends with the run)", int(total),
+         sum(p["outstanding_end_bytes"] for p in r["processes"]))
     committed = sum(v for n, _, v in samples if n == "commitwatch_committed_bytes_total")
     t.eq("committed counter = sum of Size over the data", int(committed), sum(p["size_bytes"] for p in r["processes"]))
 
-# 2. Hostile names and many processes: escaping and the top-N bound.
+# 2. Hostile names and many live processes: escaping and the top-N bound.
+# The replay is paced (--speed 1) and ends with an event a minute later,
+# so the 60 processes are alive, with their commits stored, while we
+# scrape (a finished run ends every instance).
 d = os.path.join(BUILD, "e2e-http")
 os.makedirs(d, exist_ok=True)
 trace = os.path.join(d, "many.jsonl")
@@ -108,8 +115,15 @@ with open(trace, "w") as f:
         f.write(json.dumps({"ts": ts + 1000, "op": "commit", "pid": 1000 + i, "addr": 0x10000000,
                             "size": size(i), "stack": [f"app{i % 7}.dll!f", "KernelBase.dll!VirtualAlloc"]}) + "\n")
         ts += S // 10
-with Service(trace, name="metrics-many") as svc:
-    st, text = svc.get("/metrics")
+    f.write(json.dumps({"ts": ts + 60 * S, "op": "process_start", "pid": 99, "name": "late.exe"}) + "\n")
+with Service(trace, name="metrics-many", args=["--speed", "1"], wait_done=False) as svc:
+    deadline = time.time() + 30
+    while True:
+        st, text = svc.get("/metrics")
+        m = re.search(r"^commitwatch_processes (\d+)$", text, re.M)
+        if (m and int(m.group(1)) >= 60) or time.time() > deadline:
+            break
+        time.sleep(0.3)
     promtool(text, "hostile names")
     samples = parse(text)
     per = [(lab, v) for n, lab, v in samples if n == "commitwatch_process_outstanding_bytes"]
