@@ -80,8 +80,14 @@ export async function overviewPage(main, params) {
   $('refresh').onclick = reload;
   let typing = null;
   $('search').oninput = () => { clearTimeout(typing); typing = setTimeout(() => table().catch(() => {}), 250); };
-  const tick = () => { if ($('live').checked && !document.hidden) reload(); };
+  const tick = () => { if ($('live') && $('live').checked && !document.hidden) reload(); };
   timer = setInterval(tick, 5000);
-  await load();
-  return { destroy() { clearInterval(timer); if (chart) chart.destroy(); } };
+  const destroy = () => { clearInterval(timer); if (chart) chart.destroy(); };
+  try {
+    await load();
+  } catch (e) {
+    destroy(); // the router shows the error; nothing keeps polling
+    throw e;
+  }
+  return { destroy };
 }
