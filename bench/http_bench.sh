@@ -12,7 +12,7 @@
 #    a drawn chart (bench/dashboard_time.mjs, chromium + playwright-core).
 #
 # usage: bench/http_bench.sh [BUILD_DIR]    (default: build)
-# Needs: wrk, python3, and for step 3 node, chromium, web/node_modules.
+# Needs: wrk, curl, python3, and for step 3 node, chromium, web/node_modules.
 # Loopback only; every wrk run is bounded (DURATION seconds).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,10 +32,10 @@ if [[ ! -f day.jsonl ]]; then
 fi
 if [[ ! -f day.db ]]; then
   echo "== ingest 24 h ($(wc -l < day.jsonl) events)"
-  s=$(date +%s.%N)
+  s=$(date +%s%N)
   "$BIN" run --source replay:day.jsonl --db day.db.tmp --no-http 2>ingest.log
   mv day.db.tmp day.db
-  echo "ingest: $(echo "$(date +%s.%N) - $s" | bc) s"
+  echo "ingest: $(( ($(date +%s%N) - s) / 1000000 )) ms"
 fi
 rm -f live.db live.db-wal live.db-shm
 cp day.db live.db
