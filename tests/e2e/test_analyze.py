@@ -1,0 +1,529 @@
+#!/usr/bin/env python3
+"""test_analyze.py - `commitwatch analyze` and `run` end to end.
+
+Runs the real binary (CW_BIN) on the MemoryTestApp fixture of seed 002
+(tests/fixtures/gen_memorytestapp.py) and checks the figures the seed
+states, the stacks, the table, the database path (`run --db` then
+`analyze --db` must agree with the trace on whole-second windows), every
+kind of malformed trace, what a bad trace does to an existing database,
+the refusal of a trace older than stored data, and a clean stop on SIGINT.
+
+Environment (set by tests/CMakeLists.txt): CW_BIN, CW_FIXTURES, CW_BUILD,
+CW_SOURCE. Standard library only. Exit status 0 when every check passed.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+BIN = os.environ.get("CW_BIN", "commitwatch")
+FIX = os.environ.get("CW_FIXTURES", os.path.join(os.path.dirname(__file__), "..", "fixtures"))
+BUILD = os.environ.get("CW_BUILD", "")
+SOURCE = os.environ.get("CW_SOURCE", os.path.join(os.path.dirname(__file__), "..", ".."))
+TRACE = os.path.join(FIX, "memorytestapp.jsonl")
+WINDOWS = os.path.join(FIX, "memorytestapp.windows.json")
+MB = 1024 * 1024
+SEC = 1_000_000_000
+
+FIGS = ("size_bytes", "commit_count", "impacting_bytes", "transient_bytes", "transient_count",
+        "peak_outstanding_bytes", "peak_ns", "outstanding_end_bytes")
+TYPES = ("AIFI", "AIFO", "AOFI", "AOFO")
+
+TMP = tempfile.mkdtemp(prefix="cw_e2e_analyze_")
+WIN = json.load(open(WINDOWS))
+APP = WIN["process"]
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Fail(msg)
+
+
+def eq(a, b, what):
+    if a != b:
+        raise Fail(f"{what}: {a!r} != {b!r}")
+
+
+def run(*args, timeout=300, ok=True):
+    p = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=timeout)
+    if ok and p.returncode != 0:
+        raise Fail(f"commitwatch {' '.join(args)} exited {p.returncode}:\n{p.stderr}")
+    return p
+
+
+def analyze_json(source_args, frm=None, to=None, stacks=False):
+    args = ["analyze", *source_args, "--json"]
+    if frm is not None:
+        args += ["--from", str(frm)]
+    if to is not None:
+        args += ["--to", str(to)]
+    if stacks:
+        args.append("--stacks")
+    p = run(*args)
+    try:
+        return json.loads(p.stdout)
+    except ValueError as e:
+        raise Fail(f"analyze {' '.join(args)}: output is not JSON ({e}):\n{p.stdout[:2000]}")
+
+
+def replay(path=TRACE):
+    return ["--source", "replay:" + path]
+
+
+def procs_named(doc, name):
+    return [p for p in doc["processes"] if p["name"] == name]
+
+
+def the_app(doc):
+    ps = [p for p in doc["processes"] if p["name"] == APP["name"] and p["pid"] == APP["pid"]]
+    eq(len(ps), 1, "MemoryTestApp.exe instances in the report")
+    return ps[0]
+
+
+def check_figs(p, expect, what):
+    for k in FIGS:
+        eq(p[k], expect[k], f"{what}: {k}")
+    for t in TYPES:
+        eq(p["types"][t], expect["types"][t], f"{what}: types.{t}")
+
+
+def check_shape(doc):
+    """The JSON shape of the CLI spec (more fields allowed)."""
+    for k in ("from_ns", "to_ns"):
+        check(isinstance(doc["window"][k], int), f"window.{k} is an integer")
+    for p in doc["processes"]:
+        for k in ("id", "pid", "name", "start_ns", "events") + FIGS:
+            check(k in p, f"process field {k} present")
+        check("exit_ns" in p and (p["exit_ns"] is None or isinstance(p["exit_ns"], int)),
+              "exit_ns is an integer or null")
+        check("cmdline" in p, "cmdline present")
+        for t in TYPES:
+            check(set(p["types"][t]) >= {"bytes", "count"}, f"types.{t} has bytes and count")
+        eq(p["impacting_bytes"], p["types"]["AIFO"]["bytes"] - p["types"]["AOFI"]["bytes"],
+           f"{p['name']}: impacting = AIFO - AOFI")
+        eq(p["transient_bytes"], p["types"]["AIFI"]["bytes"], f"{p['name']}: transient = AIFI")
+        eq(p["transient_count"], p["types"]["AIFI"]["count"], f"{p['name']}: transient count")
+        eq(p["outstanding_end_bytes"], p["types"]["AIFO"]["bytes"] + p["types"]["AOFO"]["bytes"],
+           f"{p['name']}: outstanding_end = AIFO + AOFO")
+        for t in p["tags"]:
+            for k in ("tag", "size_bytes", "commit_count", "impacting_bytes", "transient_bytes",
+                      "transient_count"):
+                check(k in t, f"tag field {k} present")
+        for k in ("size_bytes", "commit_count", "impacting_bytes", "transient_bytes",
+                  "transient_count"):
+            eq(sum(t[k] for t in p["tags"]), p[k], f"{p['name']}: tags add up to {k}")
+
+
+# --- the MemoryTestApp story ---------------------------------------------
+
+def test_fixture_is_current():
+    """The committed fixture is what the generator makes (deterministic)."""
+    out = os.path.join(TMP, "regen.jsonl")
+    win = os.path.join(TMP, "regen.windows.json")
+    gen = os.path.join(FIX, "gen_memorytestapp.py")
+    subprocess.run([sys.executable, gen, "--out", out, "--windows", win], check=True,
+                   capture_output=True)
+    check(open(out, "rb").read() == open(TRACE, "rb").read(),
+          "tests/fixtures/memorytestapp.jsonl is stale: run gen_memorytestapp.py --examples")
+    a, b = json.load(open(win)), WIN
+    a["trace"] = b["trace"]
+    check(a == b, "memorytestapp.windows.json is stale: run gen_memorytestapp.py --examples")
+    ex = os.path.join(SOURCE, "examples", "memorytestapp.jsonl")
+    check(open(ex, "rb").read() == open(TRACE, "rb").read(),
+          "examples/memorytestapp.jsonl differs from the fixture")
+
+
+def test_whole_life():
+    doc = analyze_json(replay())
+    check_shape(doc)
+    app = the_app(doc)
+    eq(app["impacting_bytes"], 0, "whole life: Impacting Size")
+    check(125.5 * MB <= app["size_bytes"] <= 126.5 * MB,
+          f"whole life: Size about 126 MB, got {app['size_bytes'] / MB:.2f} MB")
+    check(app["exit_ns"] is not None, "MemoryTestApp exited")
+    eq(app["outstanding_end_bytes"], 0, "whole life: outstanding at the end")
+    # The trace's own window covers every event: same figures as the aligned
+    # whole-life window.
+    check(doc["window"]["from_ns"] <= WIN["t0_ns"], "default window starts at the first event")
+    check_figs(app, WIN["windows"]["whole"]["expect"], "whole life")
+    # The spikes: ten 10 MB transients, all inside the life.
+    eq(app["types"]["AIFI"]["count"] >= 10, True, "at least ten transients")
+
+
+def test_key_windows():
+    for key, w in WIN["windows"].items():
+        doc = analyze_json(replay(), w["from_ns"], w["to_ns"])
+        check_shape(doc)
+        eq((doc["window"]["from_ns"], doc["window"]["to_ns"]), (w["from_ns"], w["to_ns"]),
+           f"{key}: window echoed")
+        check_figs(the_app(doc), w["expect"], key)
+    step = the_app(analyze_json(replay(), WIN["windows"]["step"]["from_ns"],
+                                WIN["windows"]["step"]["to_ns"]))
+    eq(step["impacting_bytes"], 10 * MB, "step: Impacting Size")
+    eq(step["types"]["AIFO"]["bytes"], 10 * MB, "step: AIFO bytes")
+    eq(step["types"]["AIFO"]["count"], 1, "step: AIFO count")
+    w = WIN["windows"]["last_four_spikes"]
+    last = the_app(analyze_json(replay(), w["from_ns"], w["to_ns"]))
+    eq(last["commit_count"], 4, "last four spikes: Count")
+    eq(last["size_bytes"], 40 * MB, "last four spikes: Size")
+    eq(last["impacting_bytes"], 0, "last four spikes: Impacting Size")
+    eq(last["transient_count"], 4, "last four spikes: transient count")
+    eq(last["transient_bytes"], 40 * MB, "last four spikes: transient bytes")
+
+
+def test_unaligned_window():
+    """An unaligned window: the first spike only, cut at 50 ms into its life
+    (AIFO), then the whole spike (AIFI)."""
+    s0 = WIN["spikes_ns"][0]
+    app = the_app(analyze_json(replay(), s0, s0 + 50_000_000))
+    eq(app["types"]["AIFO"], {"bytes": 10 * MB, "count": 1}, "half a spike: AIFO")
+    eq(app["peak_outstanding_bytes"] >= 10 * MB, True, "half a spike: peak includes the buffer")
+    eq(app["peak_ns"], s0, "half a spike: peak at the commit")
+    app = the_app(analyze_json(replay(), s0 + 1, s0 + 200_000_000))
+    eq(app["types"]["AIFO"]["bytes"], 0, "after the commit: no AIFO")
+    eq(app["types"]["AOFI"], {"bytes": 10 * MB, "count": 1}, "after the commit: AOFI")
+    eq(app["impacting_bytes"], -10 * MB, "after the commit: Impacting -10 MB")
+    eq(app["commit_count"], 0, "after the commit: Count")
+
+
+def test_stacks():
+    w = WIN["windows"]["last_four_spikes"]
+    doc = analyze_json(replay(), w["from_ns"], w["to_ns"], stacks=True)
+    app = the_app(doc)
+    check("stacks" in app, "--stacks adds stacks")
+    spikes = [s for s in app["stacks"]
+              if "MemoryTestApp.exe!ManipulateTemporaryBuffer" in s["frames"]]
+    eq(len(spikes), 1, "one ManipulateTemporaryBuffer stack")
+    s = spikes[0]
+    eq(s["frames"][0], "ntdll.dll!RtlUserThreadStart", "outermost frame first")
+    eq(s["frames"][-1], "ntdll.dll!NtAllocateVirtualMemory", "allocating call last")
+    eq(s["frames"][-5:], ["MemoryTestApp.exe!main", "MemoryTestApp.exe!Operation1",
+                          "MemoryTestApp.exe!ManipulateTemporaryBuffer",
+                          "KernelBase.dll!VirtualAlloc", "ntdll.dll!NtAllocateVirtualMemory"],
+       "spike stack frames")
+    eq((s["size_bytes"], s["transient_bytes"], s["transient_count"], s["impacting_bytes"]),
+       (40 * MB, 40 * MB, 4, 0), "spike stack figures")
+    check(isinstance(s["stack_id"], int) and isinstance(s["tag"], str), "stack_id and tag")
+    for k in ("size_bytes", "impacting_bytes", "transient_bytes", "transient_count"):
+        eq(sum(x[k] for x in app["stacks"]), app[k], f"stacks add up to {k}")
+    # The step: main's own VirtualAlloc.
+    w = WIN["windows"]["step"]
+    app = the_app(analyze_json(replay(), w["from_ns"], w["to_ns"], stacks=True))
+    steps = [s for s in app["stacks"] if s["impacting_bytes"] == 10 * MB]
+    eq(len(steps), 1, "one stack holds the step")
+    eq(steps[0]["frames"][-3:], ["MemoryTestApp.exe!main", "KernelBase.dll!VirtualAlloc",
+                                 "ntdll.dll!NtAllocateVirtualMemory"], "step stack")
+    # The leaks show as heap growth under InnerLoopOperation over the life.
+    app = the_app(analyze_json(replay(), stacks=True))
+    leaks = [s for s in app["stacks"] if "MemoryTestApp.exe!InnerLoopOperation" in s["frames"]]
+    eq(len(leaks), 1, "one InnerLoopOperation stack")
+    growth = WIN["heap_growth_commits"]
+    eq(leaks[0]["size_bytes"], sum(g[1] for g in growth), "heap growth bytes")
+    eq(leaks[0]["commit_count"], len(growth), "heap growth commits")
+    # Without --stacks there are none.
+    doc = analyze_json(replay())
+    check(all("stacks" not in p for p in doc["processes"]), "no stacks without --stacks")
+
+
+def test_other_processes():
+    doc = analyze_json(replay())
+    svc = procs_named(doc, "svchost.exe")
+    eq(len(svc), 1, "svchost instances")
+    svc = svc[0]
+    # Its rundown is AOFO/AOFI, never Size: one rundown region freed at 20 s.
+    eq(svc["types"]["AOFI"]["count"], 1, "svchost: rundown region released (AOFI)")
+    eq(svc["types"]["AOFI"]["bytes"], 3 * MB + 512 * 1024, "svchost: AOFI bytes")
+    eq(svc["types"]["AOFO"]["count"], 3, "svchost: rundown still held (AOFO)")
+    check(svc["exit_ns"] is None, "svchost alive at the end")
+    check(svc["peak_outstanding_bytes"] >= 1 * MB + 256 * 1024 + 3 * MB + 512 * 1024 + 64 * 1024,
+          "svchost: the rundown counts as outstanding")
+    reuse = sorted((p for p in doc["processes"] if p["pid"] == 5120), key=lambda p: p["start_ns"])
+    eq([p["name"] for p in reuse], ["cmd.exe", "notepad.exe"], "pid 5120 reused: two instances")
+    check(reuse[0]["id"] != reuse[1]["id"], "two instance ids")
+    check(reuse[0]["exit_ns"] is not None and reuse[1]["exit_ns"] is None, "cmd exited")
+    eq(reuse[0]["impacting_bytes"], 0, "cmd.exe: exit released everything")
+    eq(reuse[0]["size_bytes"], 6 * 256 * 1024, "cmd.exe: size")
+    eq(reuse[0]["types"]["AIFI"]["count"], 6, "cmd.exe: 5 commits freed at exit + 1 decommit")
+    eq(reuse[1]["impacting_bytes"], 6 * 16 * 1024, "notepad.exe: impacting")
+
+
+def test_table():
+    p = run("analyze", *replay())
+    out = p.stdout
+    check("MemoryTestApp.exe" in out, "table names MemoryTestApp.exe")
+    line = [ln for ln in out.splitlines() if "MemoryTestApp.exe" in ln]
+    eq(len(line), 1, "one table row for MemoryTestApp.exe")
+    check(re.search(r"\b126(\.0+)? MB\b", line[0]), f"table row shows 126 MB: {line[0]!r}")
+    check(re.search(r"(?i)impacting", out), "table has an Impacting column")
+    check(re.search(r"(?i)transient", out), "table has Transient columns")
+    check(re.search(r"(?i)peak", out), "table has a Peak column")
+    w = WIN["windows"]["step"]
+    p = run("analyze", *replay(), "--from", str(w["from_ns"]), "--to", str(w["to_ns"]), "--stacks")
+    row = [ln for ln in p.stdout.splitlines() if "MemoryTestApp.exe" in ln]
+    check(row and re.search(r"\b10(\.0+)? MB\b", row[0]), f"step row shows 10 MB: {row!r}")
+    check("MemoryTestApp.exe!main" in p.stdout or "VirtualAlloc" in p.stdout,
+          "--stacks in the table shows frames")
+
+
+# --- database path ----------------------------------------------------------
+
+def key_of(p):
+    return (p["pid"], p["name"], p["start_ns"])
+
+
+def compare_reports(a, b, what, stacks=False):
+    eq(sorted(key_of(p) for p in a["processes"]), sorted(key_of(p) for p in b["processes"]),
+       f"{what}: processes")
+    bmap = {key_of(p): p for p in b["processes"]}
+    for pa in a["processes"]:
+        pb = bmap[key_of(pa)]
+        name = f"{what}: {pa['name']} ({pa['pid']})"
+        for k in FIGS + ("events", "types", "exit_ns", "cmdline"):
+            eq(pa[k], pb[k], f"{name}: {k}")
+        ta = {t["tag"]: t for t in pa["tags"]}
+        tb = {t["tag"]: t for t in pb["tags"]}
+        eq(ta, tb, f"{name}: tags")
+        if stacks:
+            sa = {tuple(s["frames"]): {k: v for k, v in s.items() if k != "stack_id"}
+                  for s in pa["stacks"]}
+            sb = {tuple(s["frames"]): {k: v for k, v in s.items() if k != "stack_id"}
+                  for s in pb["stacks"]}
+            eq(sa, sb, f"{name}: stacks")
+
+
+def new_db(name):
+    path = os.path.join(TMP, name)
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            os.remove(path + suffix)
+    return path
+
+
+def integrity_ok(db):
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return con.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    finally:
+        con.close()
+
+
+def test_db_agrees():
+    db = new_db("mta.db")
+    run("run", *replay(), "--db", db)
+    check(integrity_ok(db), "integrity_check after run")
+    windows = list(WIN["windows"].values())
+    # A few more whole-second windows, including ones that cut lifetimes.
+    t0 = WIN["t0_ns"]
+    windows += [{"from_ns": t0 + a * SEC, "to_ns": t0 + b * SEC}
+                for a, b in ((0, 1), (1, 2), (0, 15), (13, 17), (16, 31), (20, 21), (29, 32))]
+    for w in windows:
+        a = analyze_json(replay(), w["from_ns"], w["to_ns"], stacks=True)
+        b = analyze_json(["--db", db], w["from_ns"], w["to_ns"], stacks=True)
+        eq(b["window"]["from_ns"], w["from_ns"], "db window from")
+        eq(b["window"]["to_ns"], w["to_ns"], "db window to")
+        compare_reports(a, b, f"[{w['from_ns'] - t0}, {w['to_ns'] - t0}) replay vs db",
+                        stacks=True)
+        if "expect" in w:
+            check_figs(the_app(b), w["expect"], "db")
+    # The database's whole range holds the whole trace.
+    b = analyze_json(["--db", db])
+    check_figs(the_app(b), WIN["windows"]["whole"]["expect"], "db, no window")
+
+
+# --- malformed traces -----------------------------------------------------------
+
+HEADER = '{"format":"commitwatch-trace","version":1,"platform":"windows","pointer_size":8}'
+GOOD = [
+    '{"ts":1000,"op":"process_start","pid":7,"name":"a.exe"}',
+    '{"ts":2000,"op":"commit","pid":7,"addr":"0x10000","size":8192,"stack":["a.exe!main"]}',
+]
+# (name, lines after the header or None for the whole file, bad line, words)
+MALFORMED = [
+    ("not_json", [*GOOD, '{"ts":3000,"op":"commit","pid":7,'], 4, r"json|pars|syntax"),
+    ("missing_size", [*GOOD, '{"ts":3000,"op":"commit","pid":7,"addr":"0x20000","stack":[]}'],
+     4, r"size"),
+    ("missing_addr", [*GOOD, '{"ts":3000,"op":"decommit","pid":7,"size":4096}'], 4, r"addr"),
+    ("missing_ts", [*GOOD, '{"op":"commit","pid":7,"addr":"0x20000","size":4096}'], 4, r"ts"),
+    ("missing_pid", [*GOOD, '{"ts":3000,"op":"commit","addr":"0x20000","size":4096}'], 4,
+     r"pid"),
+    ("missing_name", [*GOOD, '{"ts":3000,"op":"process_start","pid":8}'], 4, r"name"),
+    ("bad_op", [*GOOD, '{"ts":3000,"op":"allocate","pid":7,"addr":"0x20000","size":4096}'], 4,
+     r"op|allocate"),
+    ("bad_addr", [*GOOD, '{"ts":3000,"op":"commit","pid":7,"addr":"0xZZ","size":4096}'], 4,
+     r"addr"),
+    ("bad_addr_type", [*GOOD, '{"ts":3000,"op":"commit","pid":7,"addr":true,"size":4096}'], 4,
+     r"addr"),
+    ("negative_size", [*GOOD, '{"ts":3000,"op":"commit","pid":7,"addr":"0x20000","size":-4096}'],
+     4, r"size"),
+    ("back_in_time", [*GOOD, '{"ts":1500,"op":"commit","pid":7,"addr":"0x20000","size":4096}'], 4,
+     r"time|ts|order|earlier|before"),
+    ("bad_stack", [*GOOD, '{"ts":3000,"op":"commit","pid":7,"addr":"0x20000","size":4096,'
+                          '"stack":"a.exe!main"}'], 4, r"stack"),
+    ("bad_header", None, 1, r"header|format"),
+    ("wrong_version", None, 1, r"version"),
+    ("empty", None, 1, r"empty|header"),
+]
+WHOLE_FILES = {
+    "bad_header": '{"format":"something-else","version":1,"platform":"windows","pointer_size":8}\n'
+                  + GOOD[0] + "\n",
+    "wrong_version": HEADER.replace('"version":1', '"version":2') + "\n" + GOOD[0] + "\n",
+    "empty": "",
+}
+
+
+def write_trace(name, lines):
+    path = os.path.join(TMP, name + ".jsonl")
+    with open(path, "w") as fh:
+        if lines is None:
+            fh.write(WHOLE_FILES[name])
+        else:
+            fh.write("\n".join([HEADER, *lines]) + "\n")
+    return path
+
+
+def check_error(p, path, line, words, what):
+    check(p.returncode != 0, f"{what}: nonzero exit (got {p.returncode})")
+    check(p.returncode > 0, f"{what}: exits, does not crash (got {p.returncode})")
+    err = p.stderr
+    check(f"{path}:{line}" in err or f"{os.path.basename(path)}:{line}" in err,
+          f"{what}: message names file:line ({os.path.basename(path)}:{line}): {err!r}")
+    check(re.search(words, err, re.I), f"{what}: message says what is wrong ({words}): {err!r}")
+
+
+def test_malformed_analyze():
+    for name, lines, line, words in MALFORMED:
+        path = write_trace(name, lines)
+        p = run("analyze", *replay(path), "--json", ok=False)
+        check_error(p, path, line, words, f"analyze {name}")
+        eq(p.stdout.strip(), "", f"analyze {name}: no report on stdout")
+
+
+def test_malformed_run_keeps_db():
+    # Good data first: the MemoryTestApp trace.
+    db = new_db("malformed.db")
+    run("run", *replay(), "--db", db)
+    w = WIN["windows"]["whole"]
+    before = analyze_json(["--db", db], w["from_ns"], w["to_ns"], stacks=True)
+    t_end = WIN["t0_ns"] + 40 * SEC
+    for i, (name, lines, line, words) in enumerate(MALFORMED):
+        if lines is None:
+            path = write_trace(name, lines)
+        else:
+            # Valid events spread over several seconds after the stored
+            # data (so some buckets close and are written), then the bad line.
+            base = t_end + i * 10 * SEC
+            shifted = []
+            for j, ln in enumerate(lines):
+                ev = json.loads(ln) if j < len(lines) - 1 else None
+                if ev is not None:
+                    ev["ts"] = base + ev["ts"] * SEC // 1000
+                    ev["pid"] = 9000 + i
+                    shifted.append(json.dumps(ev))
+                else:
+                    bad = ln.replace('"pid":7', f'"pid":{9000 + i}')
+                    bad = re.sub(r'"ts":(\d+)',
+                                 lambda m: f'"ts":{base + int(m.group(1)) * SEC // 1000}', bad)
+                    shifted.append(bad)
+            path = write_trace(name + "_run", shifted)
+        p = run("run", *replay(path), "--db", db, ok=False)
+        check_error(p, path, line, words, f"run {name}")
+        check(integrity_ok(db), f"run {name}: integrity_check ok")
+        after = analyze_json(["--db", db], w["from_ns"], w["to_ns"], stacks=True)
+        compare_reports(before, after, f"run {name}: earlier data", stacks=True)
+
+
+def test_run_refuses_older_trace():
+    db = new_db("older.db")
+    run("run", *replay(), "--db", db)
+    w = WIN["windows"]["whole"]
+    before = analyze_json(["--db", db], w["from_ns"], w["to_ns"])
+    p = run("run", *replay(), "--db", db, ok=False)
+    check(p.returncode > 0, f"a second run of the same trace is refused (exit {p.returncode})")
+    check(re.search(r"(?i)before|older|earlier|rebase", p.stderr),
+          f"the refusal says why: {p.stderr!r}")
+    check(integrity_ok(db), "integrity after the refusal")
+    compare_reports(before, analyze_json(["--db", db], w["from_ns"], w["to_ns"]),
+                    "refused run leaves data")
+    # --rebase-now replays it again, moved to now.
+    p = run("run", *replay(), "--db", db, "--rebase-now")
+    check(integrity_ok(db), "integrity after --rebase-now")
+    compare_reports(before, analyze_json(["--db", db], w["from_ns"], w["to_ns"]),
+                    "--rebase-now leaves the old window alone")
+
+
+# --- SIGINT -----------------------------------------------------------------------
+
+def big_trace():
+    """A large generated trace from the bench generator (bench/gen_trace.c)."""
+    path = os.path.join(TMP, "big.jsonl")
+    gen = os.path.join(BUILD, "bench", "cw_gen_trace")
+    check(os.path.exists(gen), f"{gen} not built")
+    subprocess.run([gen, "--events", "4000000", "--procs", "200", "--out", path], check=True,
+                   capture_output=True)
+    return path
+
+
+def test_sigint():
+    path = big_trace()
+    db = new_db("sigint.db")
+    proc = subprocess.Popen([BIN, "run", *replay(path), "--db", db],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    check(proc.poll() is None, "the big trace was ingested before SIGINT; make it bigger")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    eq(proc.returncode, 0, f"run exits cleanly on SIGINT ({err.strip()})")
+    check(integrity_ok(db), "integrity after SIGINT")
+    stored = analyze_json(["--db", db])
+    check(stored["processes"], "data was flushed before exiting")
+    frm, to = stored["window"]["from_ns"], stored["window"]["to_ns"]
+    # Every second before the last stored one must have been written whole
+    # (the last one may hold only the events before the stop).
+    to -= SEC
+    check(to > frm, "more than one second stored")
+    a = analyze_json(replay(path), frm, to)
+    b = analyze_json(["--db", db], frm, to)
+    compare_reports(a, b, "stored prefix after SIGINT vs the trace")
+
+
+def main():
+    if not shutil.which(BIN) and not os.path.exists(BIN):
+        print(f"commitwatch binary not found: {BIN}")
+        return 1
+    only = sys.argv[1:]
+    tests = [(n, f) for n, f in globals().items() if n.startswith("test_") and callable(f)]
+    failed = 0
+    for name, fn in tests:
+        if only and name not in only:
+            continue
+        t = time.time()
+        try:
+            fn()
+            print(f"ok   {name} ({time.time() - t:.1f}s)")
+        except Fail as e:
+            failed += 1
+            print(f"FAIL {name}: {e}")
+        except Exception:
+            failed += 1
+            print(f"FAIL {name}: exception")
+            traceback.print_exc()
+    if not failed:
+        shutil.rmtree(TMP, ignore_errors=True)
+    else:
+        print(f"{failed} failed; files kept in {TMP}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
