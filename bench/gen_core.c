@@ -58,6 +58,7 @@ struct cwgen {
     uint32_t *stack_len;
     uint32_t nstacks; /* including the rundown pseudo-stack (last) */
     uint32_t next_pid;
+    uint32_t last_proc;
 };
 
 static const char *const proc_names[] = {
@@ -112,6 +113,7 @@ void cwgen_opts_default(cwgen_opts_t *o)
     o->seed = 1;
     o->start_ns = 1750000000LL * 1000000000LL;
     o->span_ns = 3600LL * 1000000000LL;
+    o->burst = 1;
 }
 
 static char *dupf(const char *fmt, unsigned a, unsigned b)
@@ -363,7 +365,9 @@ static void step(cwgen_t *g)
         return;
     }
     g->now = next;
-    uint32_t i = (uint32_t)below(g, g->o.procs);
+    uint32_t i = g->last_proc;
+    if (g->o.burst <= 1 || below(g, g->o.burst) == 0) i = (uint32_t)below(g, g->o.procs);
+    g->last_proc = i;
     proc_t *p = &g->procs[i];
     if (!p->alive) {
         if (g->now >= p->restart_at) start_proc(g, i, g->now, 0); /* pid reuse */

@@ -29,6 +29,9 @@ typedef struct cwgen_opts {
     uint64_t seed;
     int64_t start_ns;  /* first timestamp */
     int64_t span_ns;   /* the events spread over about this long */
+    uint32_t burst;    /* mean run of consecutive steps in one process:
+                        * 1 = every step picks a process at random (the
+                        * worst case for caches); larger = more locality */
 } cwgen_opts_t;
 
 typedef struct cwgen cwgen_t;

@@ -2,7 +2,7 @@
  * JSONL v1 trace, for `commitwatch run --source replay:FILE`.
  *
  * usage: cw_gen_trace [--events N] [--procs N] [--stacks N] [--seed N]
- *                     [--span-s N] [--out FILE|-]
+ *                     [--span-s N] [--burst N] [--out FILE|-]
  * Defaults: 10,000,000 events, 1,000 processes, 300 stacks, seed 1, over
  * one hour, to stdout. Each stack's JSON array is rendered once; lines are
  * formatted by hand into a large buffer (about 1 s per million events). */
@@ -71,7 +71,7 @@ static char *put_str(char *p, const char *s)
 static int usage(void)
 {
     fprintf(stderr, "usage: cw_gen_trace [--events N] [--procs N] [--stacks N] [--seed N] "
-                    "[--span-s N] [--out FILE|-]\n");
+                    "[--span-s N] [--burst N] [--out FILE|-]\n");
     return 2;
 }
 
@@ -87,6 +87,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--procs")) o.procs = (uint32_t)strtoul(v, NULL, 10);
         else if (!strcmp(k, "--stacks")) o.nstacks = (uint32_t)strtoul(v, NULL, 10);
         else if (!strcmp(k, "--seed")) o.seed = strtoull(v, NULL, 10);
+        else if (!strcmp(k, "--burst")) o.burst = (uint32_t)strtoul(v, NULL, 10);
         else if (!strcmp(k, "--span-s")) o.span_ns = (int64_t)strtoll(v, NULL, 10) * 1000000000LL;
         else if (!strcmp(k, "--out")) out = v;
         else return usage();

@@ -1,0 +1,206 @@
+/* bench_pipeline.c - the core pipeline alone, without JSON parsing.
+ *
+ * Drives tracker + bucket aggregator (+ the store writer thread) with the
+ * workload of gen_core.h, exactly as `commitwatch run` does after its
+ * source has parsed an event: cw_pipeline_feed() per event, batches handed
+ * to cw_writer_submit(). Stacks are interned once up front, as a source
+ * does on first sight. Events are generated in chunks outside the timed
+ * part, so the figure is the pipeline's alone.
+ *
+ * usage: bench_pipeline [--events N] [--procs N] [--stacks N] [--seed N]
+ *                       [--span-s N] [--burst N] [--mode track|agg|store] [--db FILE]
+ *   track: tracker only (a sink that does nothing)
+ *   agg:   tracker + aggregator; batches are freed, not stored
+ *   store: tracker + aggregator + store writer into --db (default; the
+ *          file is replaced)
+ * Prints one line: mode, events, seconds, events/s, peak RSS (MiB). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "commitwatch/agg.h"
+#include "commitwatch/pipeline.h"
+#include "commitwatch/stacks.h"
+#include "commitwatch/store.h"
+#include "commitwatch/tagger.h"
+#include "commitwatch/tracker.h"
+#include "gen_core.h"
+
+#define CHUNK 262144
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static double peak_rss_mib(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_maxrss / 1024.0; /* KiB on Linux */
+}
+
+static int discard_batch(void *ctx, cw_batch_t *b)
+{
+    uint64_t *n = ctx;
+    (*n)++;
+    cw_batch_free(b);
+    return 0;
+}
+
+static int to_writer(void *ctx, cw_batch_t *b)
+{
+    return cw_writer_submit(ctx, b);
+}
+
+static void nop_proc(void *c, const cw_proc_t *p, int64_t ts)
+{
+    (void)c, (void)p, (void)ts;
+}
+static void nop_commit(void *c, const cw_proc_t *p, const cw_commit_t *k, int64_t ts)
+{
+    (void)c, (void)p, (void)k, (void)ts;
+}
+static void nop_release(void *c, const cw_proc_t *p, const cw_commit_t *k, uint64_t b, int64_t ts)
+{
+    (void)c, (void)p, (void)k, (void)b, (void)ts;
+}
+static void nop_live(void *c, const cw_proc_t *p, const cw_commit_t *k)
+{
+    (void)c, (void)p, (void)k;
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: bench_pipeline [--events N] [--procs N] [--stacks N] [--seed N] "
+                    "[--span-s N] [--burst N] [--mode track|agg|store] [--db FILE]\n");
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    cwgen_opts_t o;
+    cwgen_opts_default(&o);
+    const char *mode = "store", *db = "bench_pipeline.db";
+    for (int i = 1; i < argc; i++) {
+        if (i + 1 >= argc) return usage();
+        const char *k = argv[i], *v = argv[++i];
+        if (!strcmp(k, "--events")) o.events = strtoull(v, NULL, 10);
+        else if (!strcmp(k, "--procs")) o.procs = (uint32_t)strtoul(v, NULL, 10);
+        else if (!strcmp(k, "--stacks")) o.nstacks = (uint32_t)strtoul(v, NULL, 10);
+        else if (!strcmp(k, "--seed")) o.seed = strtoull(v, NULL, 10);
+        else if (!strcmp(k, "--burst")) o.burst = (uint32_t)strtoul(v, NULL, 10);
+        else if (!strcmp(k, "--span-s")) o.span_ns = (int64_t)strtoll(v, NULL, 10) * 1000000000LL;
+        else if (!strcmp(k, "--mode")) mode = v;
+        else if (!strcmp(k, "--db")) db = v;
+        else return usage();
+    }
+    bool use_agg = strcmp(mode, "track") != 0, use_store = strcmp(mode, "store") == 0;
+    if (!use_agg && strcmp(mode, "track") != 0) return usage();
+    if (use_agg && !use_store && strcmp(mode, "agg") != 0) return usage();
+
+    cwgen_t *g = cwgen_create(&o);
+    cw_stacks_t *stacks = NULL;
+    cw_tagger_t *tagger = NULL;
+    cw_store_t *store = NULL;
+    cw_writer_t *writer = NULL;
+    cw_agg_t *agg = NULL;
+    cw_pipeline_t *pipe = NULL;
+    cw_diag_t d = {{0}};
+    uint64_t batches = 0;
+    uint32_t *id = NULL;
+    cw_event_t *chunk = NULL;
+    int rc = 1;
+    if (!g || cw_stacks_create(&stacks) != 0 || cw_tagger_create_builtin(&tagger) != 0) goto out;
+
+    cw_tracker_sink_t sink = {NULL, nop_proc, nop_proc, nop_commit, nop_release, nop_proc, nop_live};
+    if (use_store) {
+        unlink(db);
+        char wal[1024];
+        snprintf(wal, sizeof wal, "%s-wal", db);
+        unlink(wal);
+        uint32_t next_proc;
+        int64_t end;
+        if (cw_store_open(db, NULL, &store, &d) != 0 ||
+            cw_store_load_state(store, stacks, &next_proc, &end, &d) != 0) {
+            /* load_state interns nothing into a fresh database. */
+            fprintf(stderr, "bench_pipeline: %s\n", d.msg);
+            goto out;
+        }
+        if (cw_writer_start(store, 64, &writer) != 0) goto out;
+        if (cw_agg_create(1000000000LL, stacks, tagger, 0, 0, to_writer, writer, &agg) != 0)
+            goto out;
+    } else if (use_agg) {
+        if (cw_agg_create(1000000000LL, stacks, tagger, 0, 0, discard_batch, &batches, &agg) != 0)
+            goto out;
+    }
+    /* Intern the workload's stacks once (after load_state, which wants an
+     * empty table): generator index i -> id[i + 1]. */
+    uint32_t nst = cwgen_stack_count(g);
+    if (!(id = calloc(nst + 1, sizeof *id))) goto out;
+    for (uint32_t s = 0; s < nst; s++) {
+        uint32_t n;
+        const char *const *f = cwgen_stack_frames(g, s, &n);
+        if (cw_stacks_intern_strings(stacks, f, n, &id[s + 1]) != 0) goto out;
+    }
+    if (agg) sink = cw_agg_sink(agg);
+    if (cw_pipeline_create(&sink, agg, 1, &pipe) != 0) goto out;
+
+    if (!(chunk = malloc(CHUNK * sizeof *chunk))) goto out;
+    double busy = 0;
+    uint64_t total = 0;
+    for (;;) {
+        uint32_t n = 0;
+        while (n < CHUNK && cwgen_next(g, &chunk[n]) == 1) {
+            chunk[n].stack_id = id[chunk[n].stack_id];
+            n++;
+        }
+        if (n == 0) break;
+        double t0 = now_s();
+        for (uint32_t i = 0; i < n; i++)
+            if (cw_pipeline_feed(pipe, &chunk[i], &d) != 0) {
+                fprintf(stderr, "bench_pipeline: %s\n", d.msg);
+                goto out;
+            }
+        busy += now_s() - t0;
+        total += n;
+    }
+    double t0 = now_s();
+    if (agg && cw_agg_flush(agg) != 0) goto out;
+    if (writer) {
+        int wrc = cw_writer_stop(writer, &d);
+        writer = NULL;
+        if (wrc != 0) {
+            fprintf(stderr, "bench_pipeline: %s\n", d.msg);
+            goto out;
+        }
+    }
+    busy += now_s() - t0;
+    /* How big the interval maps got: the tracker's cost is a descent of
+     * one of them per event. */
+    uint64_t pieces = 0;
+    cw_tracker_t *tr = cw_pipeline_tracker(pipe);
+    for (uint32_t i = 0; i < o.procs; i++) pieces += cw_tracker_piece_count(tr, 4 * (1000 + i));
+    printf("mode=%s events=%" PRIu64 " procs=%u stacks=%u burst=%u seconds=%.3f "
+           "events_per_s=%.0f peak_rss_mib=%.1f live_processes=%u live_pieces=%" PRIu64 "\n",
+           mode, total, o.procs, o.nstacks, o.burst, busy, (double)total / busy, peak_rss_mib(),
+           cw_tracker_live_processes(tr), pieces);
+    rc = 0;
+out:
+    free(chunk);
+    free(id);
+    if (writer) cw_writer_stop(writer, &d);
+    cw_pipeline_destroy(pipe);
+    cw_agg_destroy(agg);
+    cw_store_close(store);
+    cw_tagger_destroy(tagger);
+    cw_stacks_destroy(stacks);
+    cwgen_destroy(g);
+    return rc;
+}
