@@ -279,7 +279,7 @@ def test_table():
 # --- database path ----------------------------------------------------------
 
 def key_of(p):
-    return (p["pid"], p["name"], p["start_ns"])
+    return (p["id"], p["pid"], p["name"], p["start_ns"])
 
 
 def compare_reports(a, b, what, stacks=False):
@@ -558,7 +558,7 @@ def big_trace():
     path = os.path.join(TMP, "big.jsonl")
     gen = os.path.join(BUILD, "bench", "cw_gen_trace")
     check(os.path.exists(gen), f"{gen} not built")
-    subprocess.run([gen, "--events", "4000000", "--procs", "200", "--out", path], check=True,
+    subprocess.run([gen, "--events", "2000000", "--procs", "200", "--out", path], check=True,
                    capture_output=True)
     return path
 
