@@ -45,26 +45,28 @@ if [ ! -s "$TRACE" ]; then
     echo "# generated $TRACE ($(du -h "$TRACE" | cut -f1)) in $(echo "$end - $start" | bc) s"
 fi
 
-# best_of CMD...: runs CMD RUNS times under GNU time; prints "seconds rss_mib"
-# of the fastest run (and its rss).
+# best_of CMD...: runs CMD RUNS times under GNU time; prints
+# "wall_s cpu_s rss_mib" of the run with the least CPU time.
 best_of() {
     best=""
     i=0
     while [ $i -lt "$RUNS" ]; do
         i=$((i + 1))
         rm -f "$WORK/run.db" "$WORK/run.db-wal" "$WORK/run.db-shm"
-        if ! "$TIME" -f "%e %M" -o "$WORK/time.out" "$@" >/dev/null 2>"$WORK/err.out"; then
+        if ! "$TIME" -f "%e %U %S %M" -o "$WORK/time.out" "$@" >/dev/null 2>"$WORK/err.out"; then
             echo "FAILED: $* : $(tail -1 "$WORK/err.out")" >&2
-            echo "n/a n/a"
+            echo "n/a n/a n/a"
             return 0
         fi
-        read -r secs kib <"$WORK/time.out"
-        if [ -z "$best" ] || [ "$(echo "$secs < $best" | bc)" = 1 ]; then
-            best=$secs
+        read -r secs user sys kib <"$WORK/time.out"
+        cpu=$(echo "$user + $sys" | bc)
+        if [ -z "$best" ] || [ "$(echo "$cpu < $best" | bc)" = 1 ]; then
+            best=$cpu
+            best_wall=$secs
             best_rss=$kib
         fi
     done
-    echo "$best $(echo "scale=1; $best_rss / 1024" | bc)"
+    echo "$best_wall $best $(echo "scale=1; $best_rss / 1024" | bc)"
 }
 
 rate() { # events seconds
@@ -72,13 +74,16 @@ rate() { # events seconds
 }
 
 echo
-echo "| path | seconds | events/s | peak RSS (MiB) |"
-echo "| --- | ---: | ---: | ---: |"
+echo "| path | wall s | events/s (wall) | CPU s | events/CPU-s | peak RSS (MiB) |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: |"
 set -- $(best_of "$CW" run --source "replay:$TRACE" --db "$WORK/run.db")
-echo "| (a) run --source replay --db (parse+track+aggregate+store) | $1 | $(rate "$EVENTS" "$1") | $2 |"
+echo "| (a) \`run --source replay --db\` | $1 | $(rate "$EVENTS" "$1") | $2 | $(rate "$EVENTS" "$2") | $3 |"
 set -- $(best_of "$CW" analyze --source "replay:$TRACE" --json)
-echo "| (a) analyze --source replay --json (parse+track+analysis) | $1 | $(rate "$EVENTS" "$1") | $2 |"
+echo "| (a) \`analyze --source replay --json\` | $1 | $(rate "$EVENTS" "$1") | $2 | $(rate "$EVENTS" "$2") | $3 |"
 
+# (b): the core thread's CPU is what "one core" means; the store writer's
+# CPU (its own thread) is reported beside it.
+field() { echo "$2" | sed "s/.* $1=\([-0-9.]*\).*/\1/"; }
 for burst in 1 8; do
     for mode in track agg store; do
         best=""
@@ -91,19 +96,21 @@ for burst in 1 8; do
                 line=""
                 break
             }
-            eps=$(echo "$line" | sed 's/.*events_per_s=\([0-9]*\).*/\1/')
+            eps=$(field events_per_cpu_s "$line")
             if [ -z "$best" ] || [ "$eps" -gt "$best" ]; then
                 best=$eps
                 bestline=$line
             fi
         done
         if [ -z "$best" ]; then
-            echo "| (b) pipeline $mode, burst $burst | n/a | n/a | n/a |"
+            echo "| (b) pipeline $mode, burst $burst | n/a | n/a | n/a | n/a | n/a |"
             continue
         fi
-        secs=$(echo "$bestline" | sed 's/.*seconds=\([0-9.]*\).*/\1/')
-        rss=$(echo "$bestline" | sed 's/.*peak_rss_mib=\([0-9.]*\).*/\1/')
-        echo "| (b) pipeline $mode, burst $burst | $secs | $best | $rss |"
+        extra=""
+        [ "$mode" = store ] && extra=" (+ writer thread $(field writer_cpu_s "$bestline") s CPU)"
+        echo "| (b) pipeline $mode, burst $burst | $(field seconds "$bestline") |" \
+            "$(field events_per_s "$bestline") | $(field core_cpu_s "$bestline")$extra |" \
+            "$best | $(field peak_rss_mib "$bestline") |"
     done
 done
 rm -f "$WORK/run.db" "$WORK/run.db-wal" "$WORK/run.db-shm" "$WORK/pipe.db" "$WORK/pipe.db-wal" \
