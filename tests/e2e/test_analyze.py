@@ -346,6 +346,23 @@ def test_db_agrees():
     check_figs(the_app(b), WIN["windows"]["whole"]["expect"], "db, no window")
 
 
+def test_db_unaligned():
+    """An unaligned window on the database is widened to whole buckets, a
+    note says so, and the figures are those of the widened window."""
+    db = new_db("unaligned.db")
+    run("run", *replay(), "--db", db)
+    t0 = WIN["t0_ns"]
+    frm, to = t0 + 14 * SEC + 250_000_000, t0 + 19 * SEC + 1
+    b = analyze_json(["--db", db], frm, to)
+    eq((b["window"]["from_ns"], b["window"]["to_ns"]), (t0 + 14 * SEC, t0 + 20 * SEC),
+       "widened to the enclosing seconds")
+    check(isinstance(b.get("note"), str) and b["note"], "a note says the window was widened")
+    a = analyze_json(replay(), t0 + 14 * SEC, t0 + 20 * SEC)
+    compare_reports(a, b, "widened window")
+    p = run("analyze", "--db", db, "--from", str(frm), "--to", str(to))
+    check(re.search(r"(?i)note", p.stdout + p.stderr), "the table shows the note")
+
+
 def random_trace(path, seed, nev=400, span_s=12):
     """A random trace (pid reuse, rundown, overlapping commits, partial
     decommits, exits, unannounced pids), times spread over span_s seconds
