@@ -363,6 +363,31 @@ def test_db_unaligned():
     check(re.search(r"(?i)note", p.stdout + p.stderr), "the table shows the note")
 
 
+def test_db_refuses_foreign_files():
+    """A file that is not a commitwatch database is refused, never
+    modified; a missing database is an error for analyze."""
+    text = os.path.join(TMP, "notes.txt")
+    with open(text, "w") as fh:
+        fh.write("not a database\n" * 100)
+    other = new_db("other.sqlite")
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE t(x)")
+    con.execute("INSERT INTO t VALUES (42)")
+    con.commit()
+    con.close()
+    for path in (text, other):
+        before = open(path, "rb").read()
+        p = run("run", *replay(), "--db", path, ok=False)
+        check(p.returncode > 0, f"run --db {os.path.basename(path)} refused")
+        check(os.path.basename(path) in p.stderr, f"the refusal names the file: {p.stderr!r}")
+        p = run("analyze", "--db", path, ok=False)
+        check(p.returncode > 0, f"analyze --db {os.path.basename(path)} refused")
+        check(open(path, "rb").read() == before, f"{os.path.basename(path)} unchanged")
+    p = run("analyze", "--db", os.path.join(TMP, "missing.db"), ok=False)
+    check(p.returncode > 0 and "missing.db" in p.stderr, f"missing database: {p.stderr!r}")
+    check(not os.path.exists(os.path.join(TMP, "missing.db")), "analyze creates no database")
+
+
 def random_trace(path, seed, nev=400, span_s=12):
     """A random trace (pid reuse, rundown, overlapping commits, partial
     decommits, exits, unannounced pids), times spread over span_s seconds
