@@ -405,10 +405,11 @@ def random_trace(path, seed, nev=400, span_s=12):
     with ties and bucket-edge times."""
     import random
     rnd = random.Random(seed)
-    t0 = 1_700_000_000 * SEC
+    t0 = 1_699_999_200 * SEC  # a whole hour
     page = 4096
     stacks = [["app.exe!main", f"app.exe!f{i}", "KernelBase.dll!VirtualAlloc"] for i in range(4)]
     times = sorted(rnd.choice([t0 + rnd.randrange(span_s) * SEC,  # on a bucket edge
+                               t0 + rnd.randrange(span_s // 60 + 1) * 60 * SEC,  # a minute's
                                t0 + rnd.randrange(span_s * SEC)]) for _ in range(nev))
     lines = [HEADER]
     pids = [100, 104, 108]
@@ -441,7 +442,7 @@ def test_db_random():
     """Random traces: analyze --db equals analyze --source on every
     whole-second window (aggregator + store against the exact analyzer)."""
     import random
-    for seed in range(1, 9):
+    for seed in range(1, 1 + int(os.environ.get("CW_DB_RANDOM", "8"))):
         path = os.path.join(TMP, f"random{seed}.jsonl")
         t0, span = random_trace(path, seed)
         db = new_db(f"random{seed}.db")
@@ -453,6 +454,31 @@ def test_db_random():
             x = analyze_json(replay(path), frm, to, stacks=True)
             y = analyze_json(["--db", db], frm, to, stacks=True)
             compare_reports(x, y, f"seed {seed} window [{a}, {b}) s", stacks=True)
+
+
+def test_db_rollup():
+    """A trace of 30 hours: windows older than the raw tier's retention
+    (26 h by default) come from the minute and hour tiers, and must still
+    equal the exact analyzer on windows aligned to them."""
+    import random
+    for seed in range(1, 1 + int(os.environ.get("CW_DB_ROLLUP", "3"))):
+        path = os.path.join(TMP, f"rollup{seed}.jsonl")
+        span = 30 * 3600
+        t0, _ = random_trace(path, 100 + seed, nev=800, span_s=span)
+        db = new_db(f"rollup{seed}.db")
+        run("run", *replay(path), "--db", db)
+        rnd = random.Random(seed)
+        H, M = 3600 * SEC, 60 * SEC
+        wins = [(t0, t0 + 2 * H), (t0 + H, t0 + 3 * H)]
+        wins += [(t0 + a * M, t0 + b * M) for a, b in
+                 (sorted(rnd.sample(range(0, 200), 2)) for _ in range(5))]
+        for frm, to in wins:
+            y = analyze_json(["--db", db], frm, to, stacks=True)
+            check((y["window"]["from_ns"], y["window"]["to_ns"]) == (frm, to),
+                  f"[{frm}, {to}) answered exactly: {y['window']} {y.get('note')}")
+            x = analyze_json(replay(path), frm, to, stacks=True)
+            compare_reports(x, y, f"rollup seed {seed} window [{(frm - t0) // M}, "
+                                  f"{(to - t0) // M}) min", stacks=True)
 
 
 # --- malformed traces -----------------------------------------------------------
