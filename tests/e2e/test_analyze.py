@@ -214,7 +214,8 @@ def test_stacks():
        "spike stack frames")
     eq((s["size_bytes"], s["transient_bytes"], s["transient_count"], s["impacting_bytes"]),
        (40 * MB, 40 * MB, 4, 0), "spike stack figures")
-    check(isinstance(s["stack_id"], int) and isinstance(s["tag"], str), "stack_id and tag")
+    check(isinstance(s["stack_id"], int), "stack_id")
+    eq(s["tag"], "VirtualAlloc", "spike stack tag (default Windows rules)")
     for k in ("size_bytes", "impacting_bytes", "transient_bytes", "transient_count"):
         eq(sum(x[k] for x in app["stacks"]), app[k], f"stacks add up to {k}")
     # The step: main's own VirtualAlloc.
@@ -231,6 +232,17 @@ def test_stacks():
     growth = WIN["heap_growth_commits"]
     eq(leaks[0]["size_bytes"], sum(g[1] for g in growth), "heap growth bytes")
     eq(leaks[0]["commit_count"], len(growth), "heap growth commits")
+    # With the default Windows stack tags: the leaks are Windows Heap
+    # commits, the spikes and the step VirtualAlloc, the rest sorted too.
+    eq(leaks[0]["tag"], "Windows Heap", "the leaks' tag")
+    tags = {t["tag"]: t for t in app["tags"]}
+    check("VirtualAlloc" in tags and tags["VirtualAlloc"]["size_bytes"] >= 110 * MB,
+          f"spikes and step are VirtualAlloc: {sorted(tags)}")
+    check("Thread Stack" in tags, "thread stacks tagged")
+    svc = analyze_json(replay(), stacks=True)
+    svc = [p for p in svc["processes"] if p["name"] == "svchost.exe"][0]
+    eq(sorted(s["tag"] for s in svc["stacks"] if s["frames"] == ["(before trace)"]),
+       ["(before trace)"], "rundown tagged (before trace)")
     # Without --stacks there are none.
     doc = analyze_json(replay())
     check(all("stacks" not in p for p in doc["processes"]), "no stacks without --stacks")
