@@ -747,25 +747,26 @@ def big_trace():
 
 def test_sigint():
     path = big_trace()
-    db = new_db("sigint.db")
-    proc = subprocess.Popen([BIN, "run", *replay(path), "--db", db],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.0)
-    check(proc.poll() is None, "the big trace was ingested before SIGINT; make it bigger")
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    eq(proc.returncode, 0, f"run exits cleanly on SIGINT ({err.strip()})")
-    check(integrity_ok(db), "integrity after SIGINT")
-    stored = analyze_json(["--db", db])
-    check(stored["processes"], "data was flushed before exiting")
-    frm, to = stored["window"]["from_ns"], stored["window"]["to_ns"]
-    # Every second before the last stored one must have been written whole
-    # (the last one may hold only the events before the stop).
-    to -= SEC
-    check(to > frm, "more than one second stored")
-    a = analyze_json(replay(path), frm, to)
-    b = analyze_json(["--db", db], frm, to)
-    compare_reports(a, b, "stored prefix after SIGINT vs the trace", known_until=to)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        db = new_db("sigint.db")
+        proc = subprocess.Popen([BIN, "run", *replay(path), "--db", db],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.0)
+        check(proc.poll() is None, "the big trace was ingested before the signal; make it bigger")
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+        eq(proc.returncode, 0, f"run exits cleanly on {sig.name} ({err.strip()})")
+        check(integrity_ok(db), f"integrity after {sig.name}")
+        stored = analyze_json(["--db", db])
+        check(stored["processes"], f"data was flushed before exiting on {sig.name}")
+        frm, to = stored["window"]["from_ns"], stored["window"]["to_ns"]
+        # Every second before the last stored one must have been written
+        # whole (the last one may hold only the events before the stop).
+        to -= SEC
+        check(to > frm, "more than one second stored")
+        a = analyze_json(replay(path), frm, to)
+        b = analyze_json(["--db", db], frm, to)
+        compare_reports(a, b, f"stored prefix after {sig.name} vs the trace", known_until=to)
 
 
 def main():
