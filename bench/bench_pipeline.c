@@ -101,15 +101,24 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc) return usage();
         const char *k = argv[i], *v = argv[++i];
-        if (!strcmp(k, "--events")) o.events = strtoull(v, NULL, 10);
-        else if (!strcmp(k, "--procs")) o.procs = (uint32_t)strtoul(v, NULL, 10);
-        else if (!strcmp(k, "--stacks")) o.nstacks = (uint32_t)strtoul(v, NULL, 10);
-        else if (!strcmp(k, "--seed")) o.seed = strtoull(v, NULL, 10);
-        else if (!strcmp(k, "--burst")) o.burst = (uint32_t)strtoul(v, NULL, 10);
-        else if (!strcmp(k, "--span-s")) o.span_ns = (int64_t)strtoll(v, NULL, 10) * 1000000000LL;
-        else if (!strcmp(k, "--mode")) mode = v;
-        else if (!strcmp(k, "--db")) db = v;
-        else return usage();
+        if (!strcmp(k, "--events"))
+            o.events = strtoull(v, NULL, 10);
+        else if (!strcmp(k, "--procs"))
+            o.procs = (uint32_t)strtoul(v, NULL, 10);
+        else if (!strcmp(k, "--stacks"))
+            o.nstacks = (uint32_t)strtoul(v, NULL, 10);
+        else if (!strcmp(k, "--seed"))
+            o.seed = strtoull(v, NULL, 10);
+        else if (!strcmp(k, "--burst"))
+            o.burst = (uint32_t)strtoul(v, NULL, 10);
+        else if (!strcmp(k, "--span-s"))
+            o.span_ns = (int64_t)strtoll(v, NULL, 10) * 1000000000LL;
+        else if (!strcmp(k, "--mode"))
+            mode = v;
+        else if (!strcmp(k, "--db"))
+            db = v;
+        else
+            return usage();
     }
     bool use_agg = strcmp(mode, "track") != 0, use_store = strcmp(mode, "store") == 0;
     if (!use_agg && strcmp(mode, "track") != 0) return usage();
@@ -129,7 +138,8 @@ int main(int argc, char **argv)
     int rc = 1;
     if (!g || cw_stacks_create(&stacks) != 0 || cw_tagger_create_builtin(&tagger) != 0) goto out;
 
-    cw_tracker_sink_t sink = {NULL, nop_proc, nop_proc, nop_commit, nop_release, nop_proc, nop_live};
+    cw_tracker_sink_t sink = {NULL,        nop_proc, nop_proc, nop_commit,
+                              nop_release, nop_proc, nop_live};
     if (use_store) {
         unlink(db);
         char wal[1024];
@@ -203,7 +213,8 @@ int main(int argc, char **argv)
      * one of them per event. */
     uint64_t pieces = 0;
     cw_tracker_t *tr = cw_pipeline_tracker(pipe);
-    for (uint32_t i = 0; i < o.procs; i++) pieces += cw_tracker_piece_count(tr, 4 * (1000 + i));
+    for (uint32_t i = 0; i < o.procs; i++)
+        pieces += cw_tracker_piece_count(tr, 4 * (1000 + i));
     printf("mode=%s events=%" PRIu64 " procs=%u stacks=%u burst=%u seconds=%.3f "
            "events_per_s=%.0f core_cpu_s=%.3f events_per_cpu_s=%.0f writer_cpu_s=%.3f "
            "peak_rss_mib=%.1f live_processes=%u live_pieces=%" PRIu64 "\n",

@@ -62,10 +62,10 @@ struct cwgen {
 };
 
 static const char *const proc_names[] = {
-    "svchost.exe", "chrome.exe", "msedge.exe", "explorer.exe", "Code.exe", "Teams.exe",
-    "OUTLOOK.EXE", "WINWORD.EXE", "MsMpEng.exe", "RuntimeBroker.exe", "dllhost.exe",
-    "conhost.exe", "SearchHost.exe", "sqlservr.exe", "java.exe", "node.exe", "python.exe",
-    "devenv.exe", "MemoryTestApp.exe", "firefox.exe",
+    "svchost.exe", "chrome.exe",  "msedge.exe",     "explorer.exe",      "Code.exe",
+    "Teams.exe",   "OUTLOOK.EXE", "WINWORD.EXE",    "MsMpEng.exe",       "RuntimeBroker.exe",
+    "dllhost.exe", "conhost.exe", "SearchHost.exe", "sqlservr.exe",      "java.exe",
+    "node.exe",    "python.exe",  "devenv.exe",     "MemoryTestApp.exe", "firefox.exe",
 };
 #define NPROC_NAMES (sizeof proc_names / sizeof proc_names[0])
 
@@ -144,15 +144,18 @@ static int build_stacks(cwgen_t *g)
     for (uint32_t s = 0; s < g->o.nstacks; s++) {
         const char *const *tail = tails[s % NTAILS];
         uint32_t ntail = 0;
-        while (tail[ntail]) ntail++;
+        while (tail[ntail])
+            ntail++;
         uint32_t mid = 2 + (uint32_t)below(g, 7);
         const char **f = calloc(2 + mid + ntail, sizeof *f);
         if (!f) return -1;
         uint32_t n = 0;
         f[n++] = g->frame_text[0];
         f[n++] = g->frame_text[1];
-        for (uint32_t k = 0; k < mid; k++) f[n++] = g->frame_text[2 + below(g, NMIDDLE)];
-        for (uint32_t k = 0; k < ntail; k++) f[n++] = tail[k];
+        for (uint32_t k = 0; k < mid; k++)
+            f[n++] = g->frame_text[2 + below(g, NMIDDLE)];
+        for (uint32_t k = 0; k < ntail; k++)
+            f[n++] = tail[k];
         g->stack_frames[s] = f;
         g->stack_len[s] = n;
     }
@@ -274,7 +277,8 @@ cwgen_t *cwgen_create(const cwgen_opts_t *o)
         cwgen_destroy(g);
         return NULL;
     }
-    for (uint32_t i = 0; i < g->o.procs; i++) g->procs[i].pid = 4 * (1000 + i);
+    for (uint32_t i = 0; i < g->o.procs; i++)
+        g->procs[i].pid = 4 * (1000 + i);
     g->next_pid = 0;
     return g;
 }
@@ -282,9 +286,11 @@ cwgen_t *cwgen_create(const cwgen_opts_t *o)
 void cwgen_destroy(cwgen_t *g)
 {
     if (!g) return;
-    for (uint32_t i = 0; i < g->nframe_text; i++) free(g->frame_text[i]);
+    for (uint32_t i = 0; i < g->nframe_text; i++)
+        free(g->frame_text[i]);
     free(g->frame_text);
-    for (uint32_t s = 0; s + 1 < g->nstacks; s++) free((void *)g->stack_frames[s]);
+    for (uint32_t s = 0; s + 1 < g->nstacks; s++)
+        free((void *)g->stack_frames[s]);
     free(g->stack_frames);
     free(g->stack_len);
     free(g->procs);
@@ -370,8 +376,10 @@ static void step(cwgen_t *g)
     g->last_proc = i;
     proc_t *p = &g->procs[i];
     if (!p->alive) {
-        if (g->now >= p->restart_at) start_proc(g, i, g->now, 0); /* pid reuse */
-        else do_commit(g, (i + 1) % g->o.procs, &g->procs[(i + 1) % g->o.procs]);
+        if (g->now >= p->restart_at)
+            start_proc(g, i, g->now, 0); /* pid reuse */
+        else
+            do_commit(g, (i + 1) % g->o.procs, &g->procs[(i + 1) % g->o.procs]);
         return;
     }
     uint64_t r = below(g, 100000);

@@ -23,15 +23,15 @@
 #include "commitwatch/event.h"
 
 typedef struct cwgen_opts {
-    uint64_t events;   /* stop after this many events */
-    uint32_t procs;    /* concurrent process instances */
-    uint32_t nstacks;  /* distinct stacks (the rundown pseudo-stack aside) */
+    uint64_t events;  /* stop after this many events */
+    uint32_t procs;   /* concurrent process instances */
+    uint32_t nstacks; /* distinct stacks (the rundown pseudo-stack aside) */
     uint64_t seed;
-    int64_t start_ns;  /* first timestamp */
-    int64_t span_ns;   /* the events spread over about this long */
-    uint32_t burst;    /* mean run of consecutive steps in one process:
-                        * 1 = every step picks a process at random (the
-                        * worst case for caches); larger = more locality */
+    int64_t start_ns; /* first timestamp */
+    int64_t span_ns;  /* the events spread over about this long */
+    uint32_t burst;   /* mean run of consecutive steps in one process:
+                       * 1 = every step picks a process at random (the
+                       * worst case for caches); larger = more locality */
 } cwgen_opts_t;
 
 typedef struct cwgen cwgen_t;

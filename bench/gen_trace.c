@@ -16,7 +16,8 @@
 static char *json_string_array(const char *const *f, uint32_t n)
 {
     size_t len = 3;
-    for (uint32_t i = 0; i < n; i++) len += strlen(f[i]) * 2 + 3;
+    for (uint32_t i = 0; i < n; i++)
+        len += strlen(f[i]) * 2 + 3;
     char *s = malloc(len), *p = s;
     if (!s) return NULL;
     *p++ = '[';
@@ -42,7 +43,8 @@ static char *put_u64(char *p, uint64_t v)
         tmp[n++] = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    while (n) *p++ = tmp[--n];
+    while (n)
+        *p++ = tmp[--n];
     return p;
 }
 
@@ -57,7 +59,8 @@ static char *put_hex(char *p, uint64_t v)
     } while (v);
     *p++ = '0';
     *p++ = 'x';
-    while (n) *p++ = tmp[--n];
+    while (n)
+        *p++ = tmp[--n];
     return p;
 }
 
@@ -83,14 +86,22 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc) return usage();
         const char *k = argv[i], *v = argv[++i];
-        if (!strcmp(k, "--events")) o.events = strtoull(v, NULL, 10);
-        else if (!strcmp(k, "--procs")) o.procs = (uint32_t)strtoul(v, NULL, 10);
-        else if (!strcmp(k, "--stacks")) o.nstacks = (uint32_t)strtoul(v, NULL, 10);
-        else if (!strcmp(k, "--seed")) o.seed = strtoull(v, NULL, 10);
-        else if (!strcmp(k, "--burst")) o.burst = (uint32_t)strtoul(v, NULL, 10);
-        else if (!strcmp(k, "--span-s")) o.span_ns = (int64_t)strtoll(v, NULL, 10) * 1000000000LL;
-        else if (!strcmp(k, "--out")) out = v;
-        else return usage();
+        if (!strcmp(k, "--events"))
+            o.events = strtoull(v, NULL, 10);
+        else if (!strcmp(k, "--procs"))
+            o.procs = (uint32_t)strtoul(v, NULL, 10);
+        else if (!strcmp(k, "--stacks"))
+            o.nstacks = (uint32_t)strtoul(v, NULL, 10);
+        else if (!strcmp(k, "--seed"))
+            o.seed = strtoull(v, NULL, 10);
+        else if (!strcmp(k, "--burst"))
+            o.burst = (uint32_t)strtoul(v, NULL, 10);
+        else if (!strcmp(k, "--span-s"))
+            o.span_ns = (int64_t)strtoll(v, NULL, 10) * 1000000000LL;
+        else if (!strcmp(k, "--out"))
+            out = v;
+        else
+            return usage();
     }
     FILE *fp = strcmp(out, "-") ? fopen(out, "wb") : stdout;
     if (!fp) {
@@ -153,7 +164,8 @@ int main(int argc, char **argv)
     if (!rc && fwrite(buf, 1, (size_t)(p - buf), fp) != (size_t)(p - buf)) rc = 1;
     if (fp != stdout ? fclose(fp) != 0 : fflush(fp) != 0) rc = 1;
     if (rc) perror(out);
-    for (uint32_t s = 0; s < ns; s++) free(stack_json[s]);
+    for (uint32_t s = 0; s < ns; s++)
+        free(stack_json[s]);
     free(stack_json);
     free(buf);
     cwgen_destroy(g);

@@ -75,7 +75,7 @@ static int64_t last_bucket;
 #define PUSH(arr, n, cap, val)                                                                     \
     do {                                                                                           \
         if ((n) == (cap)) {                                                                        \
-            (cap) = (cap) ? (cap) * 2 : 1024;                                                      \
+            (cap) = (cap) ? (cap)*2 : 1024;                                                        \
             (arr) = realloc((arr), (cap) * sizeof *(arr));                                         \
             ASSERT_TRUE((arr) != NULL);                                                            \
         }                                                                                          \
@@ -175,13 +175,12 @@ static int cmp_arow(const void *x, const void *y)
         long long cw__g = (long long)(got), cw__w = (long long)(want);                             \
         cw_test_checks++;                                                                          \
         if (cw__g != cw__w)                                                                        \
-            CW_FAIL("seed %" PRIu64 " window [%" PRId64 ", %" PRId64 ") %s: analyzer %lld, "    \
+            CW_FAIL("seed %" PRIu64 " window [%" PRId64 ", %" PRId64 ") %s: analyzer %lld, "       \
                     "rows %lld",                                                                   \
                     seed_now, t0, t1, what, cw__g, cw__w);                                         \
     } while (0)
 
-static void compare(const char *who, const cw_figs_t *g, const cw_figs_t *w, int64_t t0,
-                    int64_t t1)
+static void compare(const char *who, const cw_figs_t *g, const cw_figs_t *w, int64_t t0, int64_t t1)
 {
     static const char *const tn[] = {"AIFI", "AIFO", "AOFI", "AOFO"};
     char what[128];
@@ -302,8 +301,10 @@ static void one_trace(cw_stacks_t *stacks, cw_tagger_t *tagger, const uint32_t *
         cw_event_t *ev = &evs[k];
         memset(ev, 0, sizeof *ev);
         uint32_t step = below(6);
-        if (step == 0) ts = (ts / W + 1) * W; /* exactly on the next bucket edge */
-        else if (step < 3) ts += below(60);
+        if (step == 0)
+            ts = (ts / W + 1) * W; /* exactly on the next bucket edge */
+        else if (step < 3)
+            ts += below(60);
         ev->ts = ts;
         ev->pid = 100 + 4 * below(NPIDS);
         ev->addr = (uint64_t)below(NPAGES) * PAGE;
@@ -365,7 +366,8 @@ static void one_trace(cw_stacks_t *stacks, cw_tagger_t *tagger, const uint32_t *
     cw_pipeline_t *pipe;
     ASSERT_OK(cw_pipeline_create(&sink, agg, 1, &pipe));
     cw_diag_t d;
-    for (uint32_t k = 0; k < nev; k++) ASSERT_OK(cw_pipeline_feed(pipe, &evs[k], &d));
+    for (uint32_t k = 0; k < nev; k++)
+        ASSERT_OK(cw_pipeline_feed(pipe, &evs[k], &d));
     ASSERT_OK(cw_agg_flush(agg));
     cw_pipeline_finish(pipe); /* on_live: the analyzers' live pieces */
     uint32_t nprocs = cw_tracker_next_proc_id(cw_pipeline_tracker(pipe));
@@ -402,7 +404,8 @@ int main(void)
     const char *one = getenv("CW_RANDOM_SEED"), *many = getenv("CW_RANDOM_TRACES");
     uint64_t s0 = 1, s1 = many ? strtoull(many, NULL, 10) : 1500;
     if (one) s0 = s1 = strtoull(one, NULL, 10);
-    for (uint64_t s = s0; s <= s1; s++) one_trace(stacks, tagger, sid, s);
+    for (uint64_t s = s0; s <= s1; s++)
+        one_trace(stacks, tagger, sid, s);
 
     free(C);
     free(R);

@@ -89,7 +89,8 @@ static cw_tracker_t *new_recorder(void)
 static int count_calls(char kind)
 {
     int n = 0;
-    for (int i = 0; i < ncalls; i++) n += calls[i].kind == kind;
+    for (int i = 0; i < ncalls; i++)
+        n += calls[i].kind == kind;
     return n;
 }
 
@@ -149,7 +150,8 @@ static cw_report_t *analyze(const cw_event_t *evs, int n, int64_t t0, int64_t t1
     cw_tracker_sink_t s = cw_analysis_sink(a);
     cw_tracker_t *t;
     ASSERT_OK(cw_tracker_create(&s, 1, &t));
-    for (int i = 0; i < n; i++) ASSERT_OK(cw_tracker_apply(t, &evs[i]));
+    for (int i = 0; i < n; i++)
+        ASSERT_OK(cw_tracker_apply(t, &evs[i]));
     cw_tracker_finish(t);
     cw_report_t *r;
     ASSERT_OK(cw_analysis_report(a, stacks, tagger, true, &r));
@@ -341,7 +343,8 @@ static void test_pid_reuse(void)
         E(70, CW_OP_COMMIT, 7, BASE + P, P, S3),
     };
     cw_tracker_t *t = new_recorder();
-    for (int i = 0; i < 7; i++) apply(t, evs[i]);
+    for (int i = 0; i < 7; i++)
+        apply(t, evs[i]);
     ASSERT_EQ(count_calls('s'), 3);
     ASSERT_EQ(count_calls('x'), 2);
     ASSERT_EQ(nth('x', 0)->id, 1);
@@ -395,7 +398,8 @@ static void test_exit_with_outstanding(void)
         E(40, CW_OP_PROCESS_EXIT, 7, 0, 0, 0),
     };
     cw_tracker_t *t = new_recorder();
-    for (int i = 0; i < 5; i++) apply(t, evs[i]);
+    for (int i = 0; i < 5; i++)
+        apply(t, evs[i]);
     ASSERT_TRUE(cw_tracker_find(t, 7) == NULL);
     ASSERT_EQ(cw_tracker_live_processes(t), 0);
     ASSERT_EQ(count_calls('r'), 3); /* the decommit, then S1's rest, S2 */
@@ -437,13 +441,13 @@ static void test_exit_with_outstanding(void)
 static void test_unannounced_pid(void)
 {
     cw_event_t evs[] = {
-        E(20, CW_OP_COMMIT, 42, BASE, 2 * P, S1),
-        E(30, CW_OP_PROCESS_EXIT, 42, 0, 0, 0),
+        E(20, CW_OP_COMMIT, 42, BASE, 2 * P, S1), E(30, CW_OP_PROCESS_EXIT, 42, 0, 0, 0),
         E(40, CW_OP_COMMIT, 42, BASE, 1 * P, S2), /* after the exit */
         E(50, CW_OP_PROCESS_EXIT, 43, 0, 0, 0),   /* exit of a pid never seen */
     };
     cw_tracker_t *t = new_recorder();
-    for (int i = 0; i < 4; i++) apply(t, evs[i]);
+    for (int i = 0; i < 4; i++)
+        apply(t, evs[i]);
     const cw_proc_t *p = cw_tracker_find(t, 42);
     ASSERT_TRUE(p != NULL);
     ASSERT_STR_EQ(p->name, "pid 42");
@@ -478,7 +482,8 @@ static void test_rundown(void)
         E(30, CW_OP_DECOMMIT, 7, BASE, P, 0),
     };
     cw_tracker_t *t = new_recorder();
-    for (int i = 0; i < 5; i++) apply(t, evs[i]);
+    for (int i = 0; i < 5; i++)
+        apply(t, evs[i]);
     ASSERT_EQ(nth('c', 0)->commit_ts, CW_TS_BEFORE);
     ASSERT_U64_EQ(nth('c', 1)->bytes, 2 * P);
     ASSERT_EQ(nth('r', 0)->commit_ts, CW_TS_BEFORE);
@@ -515,7 +520,7 @@ static void test_window_edges(void)
     cw_event_t evs[] = {
         START(10, 7, "app.exe"),
         E(20, CW_OP_COMMIT, 7, BASE, 2 * P, S1),
-        E(20, CW_OP_RELEASE, 7, BASE, 2 * P, 0),      /* same instant: AIFI */
+        E(20, CW_OP_RELEASE, 7, BASE, 2 * P, 0), /* same instant: AIFI */
         E(30, CW_OP_COMMIT, 7, BASE + 4 * P, 3 * P, S2),
         E(40, CW_OP_RELEASE, 7, BASE + 4 * P, 3 * P, 0),
         E(40, CW_OP_COMMIT, 7, BASE, 3 * P, S3), /* peak 3P again, later */
@@ -555,7 +560,8 @@ static void test_many_pieces(void)
 {
     cw_tracker_t *t = new_recorder();
     apply(t, START(1, 7, "app.exe"));
-    for (int i = 0; i < 200; i += 2) apply(t, E(2, CW_OP_COMMIT, 7, BASE + (uint64_t)i * P, P, S1));
+    for (int i = 0; i < 200; i += 2)
+        apply(t, E(2, CW_OP_COMMIT, 7, BASE + (uint64_t)i * P, P, S1));
     ASSERT_U64_EQ(cw_tracker_piece_count(t, 7), 100);
     apply(t, E(3, CW_OP_COMMIT, 7, BASE, 200 * P, S2)); /* fills the 100 holes */
     ASSERT_U64_EQ(cw_tracker_piece_count(t, 7), 200);

@@ -36,8 +36,8 @@
 #include "test.h"
 
 #define PAGE 4096u
-#define NPAGES 40    /* address space of a process, in pages */
-#define MAXLEN 12    /* longest range, in pages */
+#define NPAGES 40 /* address space of a process, in pages */
+#define MAXLEN 12 /* longest range, in pages */
 #define NPIDS 4
 #define MAXEV 600
 #define MAXREC (MAXEV + 8)
@@ -65,7 +65,7 @@ static uint32_t below(uint32_t n)
 
 typedef struct m_rec {
     uint32_t inst;
-    int64_t a; /* CW_TS_BEFORE for rundown */
+    int64_t a;    /* CW_TS_BEFORE for rundown */
     uint32_t seq; /* index of the commit event */
     uint32_t stack;
     uint64_t bytes;
@@ -120,13 +120,16 @@ static m_inst_t *m_new_inst(uint32_t slot, int64_t ts, const char *name)
     memset(in, 0, sizeof *in);
     in->id = first_id + M.ninst;
     in->pid = pid_of_slot(slot);
-    if (name) snprintf(in->name, sizeof in->name, "%s", name);
-    else snprintf(in->name, sizeof in->name, "pid %u", in->pid);
+    if (name)
+        snprintf(in->name, sizeof in->name, "%s", name);
+    else
+        snprintf(in->name, sizeof in->name, "pid %u", in->pid);
     in->start = ts;
     in->exit = CW_TS_NEVER;
     in->alive = true;
     in->steps = calloc(MAXEV * 2, sizeof *in->steps);
-    for (int i = 0; i < NPAGES + MAXLEN; i++) in->owner[i] = -1;
+    for (int i = 0; i < NPAGES + MAXLEN; i++)
+        in->owner[i] = -1;
     M.live[slot] = (int)M.ninst++;
     return in;
 }
@@ -158,7 +161,8 @@ static int64_t m_free(m_inst_t *in, int p0, int p1, int64_t ts)
         in->owner[p] = -1;
         freed += PAGE;
     }
-    for (uint32_t k = 0; k < nt; k++) M.piece[M.npiece++] = (m_piece_t){touched[k], ts, by[k]};
+    for (uint32_t k = 0; k < nt; k++)
+        M.piece[M.npiece++] = (m_piece_t){touched[k], ts, by[k]};
     return freed;
 }
 
@@ -200,8 +204,9 @@ static void m_apply(const cw_event_t *ev, uint32_t slot)
                 bytes += PAGE;
             }
         if (bytes) {
-            M.rec[M.nrec++] = (m_rec_t){(uint32_t)(in - M.inst), ev->rundown ? CW_TS_BEFORE : ev->ts,
-                                        M.seq, ev->stack_id, bytes};
+            M.rec[M.nrec++] =
+                (m_rec_t){(uint32_t)(in - M.inst), ev->rundown ? CW_TS_BEFORE : ev->ts, M.seq,
+                          ev->stack_id, bytes};
             if (ev->rundown) in->rundown_bytes += bytes;
         }
         m_step(in, ev->ts, ev->rundown ? 0 : (int64_t)bytes);
@@ -278,9 +283,12 @@ static void m_window(uint32_t i, int64_t t0, int64_t t1, int64_t stack, m_figs_t
         if (c->inst != i || (stack >= 0 && c->stack != (uint32_t)stack)) continue;
         int type;
         if (c->a >= t1) continue;
-        if (c->a >= t0) type = pc->f < t1 ? CW_AIFI : CW_AIFO;
-        else if (pc->f < t0) continue;
-        else type = pc->f < t1 ? CW_AOFI : CW_AOFO;
+        if (c->a >= t0)
+            type = pc->f < t1 ? CW_AIFI : CW_AIFO;
+        else if (pc->f < t0)
+            continue;
+        else
+            type = pc->f < t1 ? CW_AOFI : CW_AOFO;
         o->figs.types[type].bytes += pc->bytes;
         o->figs.types[type].count++;
     }
@@ -290,7 +298,8 @@ static void m_window(uint32_t i, int64_t t0, int64_t t1, int64_t stack, m_figs_t
     const m_inst_t *in = &M.inst[i];
     int64_t cur = (int64_t)in->rundown_bytes;
     uint32_t s = 0;
-    for (; s < in->nsteps && in->steps[s].ts < t0; s++) cur += in->steps[s].delta;
+    for (; s < in->nsteps && in->steps[s].ts < t0; s++)
+        cur += in->steps[s].delta;
     o->out_t0 = (uint64_t)cur;
     o->peak = (uint64_t)cur;
     o->peak_ns = t0;
@@ -316,19 +325,22 @@ typedef struct fan {
 static void f_start(void *ctx, const cw_proc_t *p, int64_t ts)
 {
     fan_t *f = ctx;
-    for (int i = 0; i < f->n; i++) f->sinks[i].on_start(f->sinks[i].ctx, p, ts);
+    for (int i = 0; i < f->n; i++)
+        f->sinks[i].on_start(f->sinks[i].ctx, p, ts);
 }
 static void f_event(void *ctx, const cw_proc_t *p, int64_t ts)
 {
     fan_t *f = ctx;
-    for (int i = 0; i < f->n; i++) f->sinks[i].on_event(f->sinks[i].ctx, p, ts);
+    for (int i = 0; i < f->n; i++)
+        f->sinks[i].on_event(f->sinks[i].ctx, p, ts);
 }
 static void f_commit(void *ctx, const cw_proc_t *p, const cw_commit_t *c, int64_t ts)
 {
     fan_t *f = ctx;
     f->commits++;
     f->committed_bytes += c->bytes;
-    for (int i = 0; i < f->n; i++) f->sinks[i].on_commit(f->sinks[i].ctx, p, c, ts);
+    for (int i = 0; i < f->n; i++)
+        f->sinks[i].on_commit(f->sinks[i].ctx, p, c, ts);
 }
 static void f_release(void *ctx, const cw_proc_t *p, const cw_commit_t *c, uint64_t bytes,
                       int64_t ts)
@@ -337,19 +349,22 @@ static void f_release(void *ctx, const cw_proc_t *p, const cw_commit_t *c, uint6
     f->releases++;
     f->released_bytes += bytes;
     ASSERT_TRUE(bytes > 0);
-    for (int i = 0; i < f->n; i++) f->sinks[i].on_release(f->sinks[i].ctx, p, c, bytes, ts);
+    for (int i = 0; i < f->n; i++)
+        f->sinks[i].on_release(f->sinks[i].ctx, p, c, bytes, ts);
 }
 static void f_exit(void *ctx, const cw_proc_t *p, int64_t ts)
 {
     fan_t *f = ctx;
-    for (int i = 0; i < f->n; i++) f->sinks[i].on_exit(f->sinks[i].ctx, p, ts);
+    for (int i = 0; i < f->n; i++)
+        f->sinks[i].on_exit(f->sinks[i].ctx, p, ts);
 }
 static void f_live(void *ctx, const cw_proc_t *p, const cw_commit_t *c)
 {
     fan_t *f = ctx;
     f->lives++;
     f->live_bytes += c->remaining;
-    for (int i = 0; i < f->n; i++) f->sinks[i].on_live(f->sinks[i].ctx, p, c);
+    for (int i = 0; i < f->n; i++)
+        f->sinks[i].on_live(f->sinks[i].ctx, p, c);
 }
 
 static cw_stacks_t *stacks;
@@ -366,7 +381,8 @@ static int64_t win[NWIN][2];
         long long cw__g = (long long)(got), cw__w = (long long)(want);                             \
         cw_test_checks++;                                                                          \
         if (cw__g != cw__w)                                                                        \
-            CW_FAIL("seed %" PRIu64 " window [%" PRId64 ", %" PRId64 "): %s: got %lld, model %lld", \
+            CW_FAIL("seed %" PRIu64 " window [%" PRId64 ", %" PRId64                               \
+                    "): %s: got %lld, model %lld",                                                 \
                     seed_now, t0, t1, what, cw__g, cw__w);                                         \
     } while (0)
 
@@ -430,8 +446,7 @@ static void compare_report(const cw_report_t *r, int64_t t0, int64_t t1)
         snprintf(what, sizeof what, "%s peak_ns", who);
         CHECK(what, p->peak_ns, m.peak_ns);
         snprintf(what, sizeof what, "%s outstanding_end", who);
-        CHECK(what, p->outstanding_end,
-              m.figs.types[CW_AIFO].bytes + m.figs.types[CW_AOFO].bytes);
+        CHECK(what, p->outstanding_end, m.figs.types[CW_AIFO].bytes + m.figs.types[CW_AOFO].bytes);
         compare_figs(&p->figs, &m.figs, t0, t1, who);
         /* Per stack: every stack with figures, and no other. */
         uint32_t nst = 0;
@@ -473,7 +488,8 @@ static void one_trace(uint64_t seed, uint32_t nev)
         M.inst[i].steps = NULL;
     }
     memset(&M, 0, sizeof M);
-    for (int s = 0; s < NPIDS; s++) M.live[s] = -1;
+    for (int s = 0; s < NPIDS; s++)
+        M.live[s] = -1;
     first_id = 1 + below(5);
 
     /* Events first (the windows need their times). */
@@ -579,22 +595,25 @@ static void one_trace(uint64_t seed, uint32_t nev)
         for (uint32_t s = 0; s < NPIDS; s++) {
             const cw_proc_t *p = cw_tracker_find(t, pid_of_slot(s));
             if (M.live[s] < 0) {
-                if (p) CW_FAIL("seed %" PRIu64 " event %u: pid %u should have no live instance",
-                               seed, k, pid_of_slot(s));
+                if (p)
+                    CW_FAIL("seed %" PRIu64 " event %u: pid %u should have no live instance", seed,
+                            k, pid_of_slot(s));
                 continue;
             }
             nlive++;
             const m_inst_t *in = &M.inst[M.live[s]];
-            if (!p) CW_FAIL("seed %" PRIu64 " event %u: pid %u has no live instance", seed, k, in->pid);
+            if (!p)
+                CW_FAIL("seed %" PRIu64 " event %u: pid %u has no live instance", seed, k, in->pid);
             if (p->id != in->id || p->outstanding != m_outstanding(in) ||
                 cw_tracker_piece_count(t, in->pid) != m_runs(in) || p->start_ns != in->start ||
                 strcmp(p->name, in->name) != 0)
-                CW_FAIL("seed %" PRIu64 " event %u (ts %" PRId64 " op %s pid %u): tracker says id %u "
-                        "outstanding %" PRIu64 " pieces %" PRIu64 " start %" PRId64 " \"%s\"; model "
-                        "id %u outstanding %" PRIu64 " pieces %" PRIu64 " start %" PRId64 " \"%s\"",
-                        seed, k, evs[k].ts, cw_op_name(evs[k].op), evs[k].pid, p->id,
-                        p->outstanding, cw_tracker_piece_count(t, in->pid), p->start_ns, p->name,
-                        in->id, m_outstanding(in), m_runs(in), in->start, in->name);
+                CW_FAIL(
+                    "seed %" PRIu64 " event %u (ts %" PRId64 " op %s pid %u): tracker says id %u "
+                    "outstanding %" PRIu64 " pieces %" PRIu64 " start %" PRId64 " \"%s\"; model "
+                    "id %u outstanding %" PRIu64 " pieces %" PRIu64 " start %" PRId64 " \"%s\"",
+                    seed, k, evs[k].ts, cw_op_name(evs[k].op), evs[k].pid, p->id, p->outstanding,
+                    cw_tracker_piece_count(t, in->pid), p->start_ns, p->name, in->id,
+                    m_outstanding(in), m_runs(in), in->start, in->name);
             if (p->implicit != (strncmp(in->name, "pid ", 4) == 0))
                 CW_FAIL("seed %" PRIu64 " event %u: implicit flag", seed, k);
         }
@@ -615,7 +634,8 @@ static void one_trace(uint64_t seed, uint32_t nev)
             rel_bytes += M.piece[k].bytes;
         }
     }
-    for (uint32_t r = 0; r < M.nrec; r++) com_bytes += M.rec[r].bytes;
+    for (uint32_t r = 0; r < M.nrec; r++)
+        com_bytes += M.rec[r].bytes;
     ASSERT_U64_EQ(fan.commits, M.nrec);
     ASSERT_U64_EQ(fan.committed_bytes, com_bytes);
     ASSERT_U64_EQ(fan.releases, rel);
@@ -654,8 +674,10 @@ int main(void)
      * fragmented maps and many instances. */
     uint64_t s0 = 1, s1 = ntraces;
     if (one) s0 = s1 = strtoull(one, NULL, 10);
-    for (uint64_t s = s0; s <= s1; s++) one_trace(s, s % 10 == 0 ? MAXEV : 20 + (uint32_t)(s % 180));
-    for (uint32_t i = 0; i < MAXINST; i++) free(M.inst[i].steps);
+    for (uint64_t s = s0; s <= s1; s++)
+        one_trace(s, s % 10 == 0 ? MAXEV : 20 + (uint32_t)(s % 180));
+    for (uint32_t i = 0; i < MAXINST; i++)
+        free(M.inst[i].steps);
     cw_tagger_destroy(tagger);
     cw_stacks_destroy(stacks);
     TEST_DONE();
