@@ -294,9 +294,11 @@ def key_of(p):
     return (p["id"], p["pid"], p["name"], p["start_ns"])
 
 
-def compare_reports(a, b, what, stacks=False, known_until=None):
-    """a and b agree on every figure. known_until: b holds only the data
-    before this time (a stopped run), so later exits are unknown to it."""
+def compare_reports(a, b, what, stacks=False, known_until=None, ended_at=None):
+    """a (the exact analyzer) and b (the database) agree on every figure.
+    known_until: b holds only the data before this time (a stopped run), so
+    later exits are unknown to it. ended_at: the run into b ended its live
+    instances at this time (DESIGN.md "End of a run"), which a does not."""
     eq(sorted(key_of(p) for p in a["processes"]), sorted(key_of(p) for p in b["processes"]),
        f"{what}: processes")
     bmap = {key_of(p): p for p in b["processes"]}
@@ -304,8 +306,8 @@ def compare_reports(a, b, what, stacks=False, known_until=None):
         pb = bmap[key_of(pa)]
         name = f"{what}: {pa['name']} ({pa['pid']})"
         for k in FIGS + ("events", "exit_ns", "cmdline"):
-            if (k == "exit_ns" and known_until is not None and pa[k] is not None
-                    and pa[k] >= known_until and pb[k] is None):
+            if k == "exit_ns" and ended_at is not None and pb[k] == ended_at and (
+                    pa[k] is None or pa[k] >= ended_at):
                 continue
             eq(pa[k], pb[k], f"{name}: {k}")
         for t in TYPES:
@@ -361,7 +363,7 @@ def test_db_agrees():
         eq(b["window"]["from_ns"], w["from_ns"], "db window from")
         eq(b["window"]["to_ns"], w["to_ns"], "db window to")
         compare_reports(a, b, f"[{w['from_ns'] - t0}, {w['to_ns'] - t0}) replay vs db",
-                        stacks=True)
+                        stacks=True, ended_at=t0 + 32 * SEC)
         if "expect" in w:
             check_figs(the_app(b), w["expect"], "db")
     # The database's whole range holds the whole trace.
@@ -381,7 +383,7 @@ def test_db_unaligned():
        "widened to the enclosing seconds")
     check(isinstance(b.get("note"), str) and b["note"], "a note says the window was widened")
     a = analyze_json(replay(), t0 + 14 * SEC, t0 + 20 * SEC)
-    compare_reports(a, b, "widened window")
+    compare_reports(a, b, "widened window", ended_at=t0 + 32 * SEC)
     p = run("analyze", "--db", db, "--from", str(frm), "--to", str(to))
     check(re.search(r"(?i)note", p.stdout + p.stderr), "the table shows the note")
 
@@ -447,7 +449,8 @@ def random_trace(path, seed, nev=400, span_s=12):
         lines.append(json.dumps(ev))
     with open(path, "w") as fh:
         fh.write("\n".join(lines) + "\n")
-    return t0, span_s
+    # run ends live instances at the start of the bucket after the last event.
+    return t0, (times[-1] // SEC + 1) * SEC
 
 
 def test_db_random():
@@ -456,16 +459,23 @@ def test_db_random():
     import random
     for seed in range(1, 1 + int(os.environ.get("CW_DB_RANDOM", "8"))):
         path = os.path.join(TMP, f"random{seed}.jsonl")
-        t0, span = random_trace(path, seed)
+        t0, ended = random_trace(path, seed)
         db = new_db(f"random{seed}.db")
         run("run", *replay(path), "--db", db)
         rnd = random.Random(seed)
-        wins = [(0, span + 1)] + [tuple(sorted(rnd.sample(range(span + 2), 2))) for _ in range(6)]
+        last = (ended - t0) // SEC  # windows up to the end of tracking
+        wins = [(0, last)] + [tuple(sorted(rnd.sample(range(last + 1), 2))) for _ in range(6)]
         for a, b in wins:
             frm, to = t0 + a * SEC, t0 + b * SEC
             x = analyze_json(replay(path), frm, to, stacks=True)
             y = analyze_json(["--db", db], frm, to, stacks=True)
-            compare_reports(x, y, f"seed {seed} window [{a}, {b}) s", stacks=True)
+            compare_reports(x, y, f"seed {seed} window [{a}, {b}) s", stacks=True,
+                            ended_at=ended)
+        # After the end of tracking nothing is outstanding.
+        y = analyze_json(["--db", db], ended, ended + SEC)
+        for p in y["processes"]:
+            eq((p["outstanding_end_bytes"], p["exit_ns"] is not None), (0, True),
+               f"seed {seed}: {p['name']} after tracking ended")
 
 
 def test_db_rollup():
@@ -476,7 +486,7 @@ def test_db_rollup():
     for seed in range(1, 1 + int(os.environ.get("CW_DB_ROLLUP", "3"))):
         path = os.path.join(TMP, f"rollup{seed}.jsonl")
         span = 30 * 3600
-        t0, _ = random_trace(path, 100 + seed, nev=800, span_s=span)
+        t0, ended = random_trace(path, 100 + seed, nev=800, span_s=span)
         db = new_db(f"rollup{seed}.db")
         run("run", *replay(path), "--db", db)
         rnd = random.Random(seed)
@@ -490,7 +500,7 @@ def test_db_rollup():
                   f"[{frm}, {to}) answered exactly: {y['window']} {y.get('note')}")
             x = analyze_json(replay(path), frm, to, stacks=True)
             compare_reports(x, y, f"rollup seed {seed} window [{(frm - t0) // M}, "
-                                  f"{(to - t0) // M}) min", stacks=True)
+                                  f"{(to - t0) // M}) min", stacks=True, ended_at=ended)
 
 
 # --- malformed traces -----------------------------------------------------------
@@ -522,6 +532,18 @@ MALFORMED = [
      r"time|ts|order|earlier|before"),
     ("bad_stack", [*GOOD, '{"ts":3000,"op":"commit","pid":7,"addr":"0x20000","size":4096,'
                           '"stack":"a.exe!main"}'], 4, r"stack"),
+    ("trailing_garbage",
+     [*GOOD, '{"ts":3000,"op":"commit","pid":7,"addr":"0x20000","size":4096} xyz'], 4,
+     r"json|pars|syntax|trailing|after"),
+    ("two_objects",
+     [*GOOD, '{"ts":3000,"op":"commit","pid":7,"addr":"0x20000","size":4096}{"ts":4000}'], 4,
+     r"json|pars|syntax|trailing|after"),
+    # No address space is 2^63 bytes; such sizes overflowed signed sums.
+    ("size_2_63", [*GOOD, '{"ts":3000,"op":"commit","pid":7,"addr":"0x1000",'
+                          '"size":9223372036854775808}'], 4, r"size"),
+    # INT64_MAX is the "never" sentinel; the default window's end overflowed.
+    ("ts_never", [*GOOD, '{"ts":9223372036854775807,"op":"commit","pid":7,"addr":"0x20000",'
+                         '"size":4096}'], 4, r"ts"),
     ("bad_header", None, 1, r"header|format"),
     ("wrong_version", None, 1, r"version"),
     ("empty", None, 1, r"empty|header"),
@@ -591,8 +613,6 @@ def test_fuzz_lines():
             key = rnd.choice([x for x in ("ts", "pid", "size", "addr", "tid") if x in ev] or ["ts"])
             ev[key] = rnd.choice([-1, 2**64, 2**63 + 1, 1.5, "12", None, [], {}, True, "0x",
                                   "0x-1"])
-            if key == "size" and ev[key] == 2**63 + 1:
-                ev[key] = 2**64 + 1  # sizes >= 2^63: a known bug (KNOWN_BUGS)
             ln = json.dumps(ev)
         elif kind == 4:  # swap with a later line (time may go back)
             k2 = rnd.randrange(k, len(ls))
@@ -615,39 +635,6 @@ def test_fuzz_lines():
             check(re.search(r"fuzz\.jsonl:\d+", p.stderr), f"{what}: no file:line in {p.stderr!r}")
             check("runtime error" not in p.stderr and "Sanitizer" not in p.stderr,
                   f"{what}: sanitizer: {p.stderr[-800:]}")
-
-
-# Malformed lines the reader accepted when this test was written: each is a
-# known bug (reported, owned by trace.c). They are checked and reported
-# here without failing the suite; once fixed, move them into MALFORMED.
-KNOWN_BUGS = [
-    ("trailing_garbage",
-     [*GOOD, '{"ts":3000,"op":"commit","pid":7,"addr":"0x20000","size":4096} xyz'], 4,
-     r"json|pars|syntax|trailing|after"),
-    ("two_objects",
-     [*GOOD, '{"ts":3000,"op":"commit","pid":7,"addr":"0x20000","size":4096}{"ts":4000}'], 4,
-     r"json|pars|syntax|trailing|after"),
-    # ts = INT64_MAX is CW_TS_NEVER; the default window [first, last + 1)
-    # overflowed to a negative end.
-    # A size of 2^63 or more passes the reader (addr + size does not wrap)
-    # and overflows the signed arithmetic of analysis.c (UBSan: "signed
-    # integer overflow" at analysis.c:183). No address space is that big.
-    ("size_2_63", [*GOOD, '{"ts":3000,"op":"commit","pid":7,"addr":"0x1000",'
-                          '"size":9223372036854775808}'], 4, r"size"),
-    ("ts_never", [*GOOD, '{"ts":9223372036854775807,"op":"commit","pid":7,"addr":"0x20000",'
-                         '"size":4096}'], 4, r"ts|range|large|fit"),
-]
-
-
-def test_known_bugs():
-    for name, lines, line, words in KNOWN_BUGS:
-        path = write_trace(name, lines)
-        p = run("analyze", *replay(path), "--json", ok=False)
-        try:
-            check_error(p, path, line, words, f"analyze {name}")
-            print(f"     known bug {name} is fixed: move it into MALFORMED")
-        except Fail as e:
-            print(f"     known bug {name} still present: {e}")
 
 
 def test_malformed_run_keeps_db():
@@ -707,11 +694,10 @@ def test_run_refuses_older_trace():
     eq(the_app(b)["impacting_bytes"], 0, "the rebased replay: Impacting 0")
 
 
-def test_known_bug_restart():
-    """Known bug (reported; cmd_run.c / store): instances alive when a run
-    ends stay alive in the database for ever. A later run (a restart of the
-    service) starts new instances for the same pids from their rundown, and
-    every later window reports both, counting the old memory twice."""
+def test_restart():
+    """Instances alive when a run ends are ended there ("tracking ended"),
+    so a later run (a restart of the service) that starts new instances for
+    the same pids from their rundown counts nothing twice."""
     db = new_db("restart.db")
     run("run", *replay(), "--db", db)
     t = WIN["t0_ns"] + 100 * SEC
@@ -724,13 +710,23 @@ def test_known_bug_restart():
             {"ts": t + 5 * SEC, "op": "commit", "pid": 1044, "addr": "0x200000", "size": 4096,
              "stack": ["a.dll!f"]})]) + "\n")
     run("run", *replay(path), "--db", db)
-    doc = analyze_json(["--db", db], t, t + 10 * SEC)
+    doc = analyze_json(["--db", db], t, t + 6 * SEC)  # this run too ends at t + 6 s
     svc = procs_named(doc, "svchost.exe")
-    if len(svc) == 1 and not procs_named(doc, "notepad.exe"):
-        print("     known bug restart is fixed: make this test strict")
-    else:
-        print(f"     known bug restart still present: {len(svc)} svchost.exe instances and "
-              f"{len(procs_named(doc, 'notepad.exe'))} notepad.exe alive after the restart")
+    eq(len(svc), 1, "one svchost.exe after the restart")
+    eq(svc[0]["start_ns"], t, "the new instance")
+    eq(svc[0]["outstanding_end_bytes"], MB + 4096, "its memory only")
+    eq(procs_named(doc, "notepad.exe"), [], "the first run's notepad.exe has ended")
+    # The first run's windows keep their figures; its live instances end
+    # at the start of the bucket after its last event.
+    ended = WIN["t0_ns"] + 32 * SEC
+    doc = analyze_json(["--db", db], WIN["t0_ns"], ended)
+    check_figs(the_app(doc), WIN["windows"]["whole"]["expect"], "first run after the restart")
+    for p in doc["processes"]:
+        check(p["exit_ns"] is not None and p["exit_ns"] <= ended,
+              f"{p['name']} ended by {ended}: {p['exit_ns']}")
+    doc = analyze_json(["--db", db], ended, ended + SEC)
+    for p in doc["processes"]:
+        eq(p["outstanding_end_bytes"], 0, f"{p['name']}: nothing outstanding after tracking ended")
 
 
 # --- SIGINT -----------------------------------------------------------------------
@@ -760,13 +756,16 @@ def test_sigint():
         stored = analyze_json(["--db", db])
         check(stored["processes"], f"data was flushed before exiting on {sig.name}")
         frm, to = stored["window"]["from_ns"], stored["window"]["to_ns"]
-        # Every second before the last stored one must have been written
-        # whole (the last one may hold only the events before the stop).
-        to -= SEC
-        check(to > frm, "more than one second stored")
+        # The last stored second holds the end of tracking (live instances
+        # ended at its start); the one before it only the events before the
+        # stop. Every earlier second must have been written whole.
+        ended = to - SEC
+        to -= 2 * SEC
+        check(to > frm, "more than two seconds stored")
         a = analyze_json(replay(path), frm, to)
         b = analyze_json(["--db", db], frm, to)
-        compare_reports(a, b, f"stored prefix after {sig.name} vs the trace", known_until=to)
+        compare_reports(a, b, f"stored prefix after {sig.name} vs the trace", known_until=to,
+                        ended_at=ended)
 
 
 def main():

@@ -504,12 +504,18 @@ static void test_rundown(void)
     ASSERT_EQ(s->nframes, 1);
     ASSERT_STR_EQ(s->frames[0], "(before trace)");
     cw_report_free(r);
-    /* Before any event, the rundown already counts as outstanding. */
-    r = analyze(evs, 5, 0, 5);
+    /* A window between events: the rundown is outstanding at its start. */
+    r = analyze(evs, 5, 12, 15);
     ASSERT_EQ(r->nprocs, 1);
-    ASSERT_U64_EQ(r->procs[0].peak_bytes, 6 * P);
-    ASSERT_EQ(r->procs[0].peak_ns, 0);
     ASSERT_U64_EQ(r->procs[0].events, 0);
+    ASSERT_TYPE(r->procs[0].figs, CW_AOFO, 6 * P, 3); /* the decommit at 30 is after */
+    ASSERT_U64_EQ(r->procs[0].peak_bytes, 6 * P);
+    ASSERT_EQ(r->procs[0].peak_ns, 12);
+    cw_report_free(r);
+    /* Rundown never reaches back before its instance started (DESIGN.md,
+     * "Reported processes"): a window before the start shows nothing. */
+    r = analyze(evs, 5, 0, 5);
+    ASSERT_EQ(r->nprocs, 0);
     cw_report_free(r);
 }
 
@@ -555,6 +561,31 @@ static void test_window_edges(void)
     cw_report_free(r);
 }
 
+/* The end of a run: cw_tracker_end_all ends every live instance as an exit
+ * would, releasing its memory at that time. */
+static void test_end_all(void)
+{
+    cw_tracker_t *t = new_recorder();
+    apply(t, START(10, 7, "a.exe"));
+    apply(t, E(20, CW_OP_COMMIT, 7, BASE, 4 * P, S1));
+    apply(t, E(30, CW_OP_COMMIT, 9, BASE, 2 * P, S2)); /* implicit "pid 9" */
+    apply(t, E(40, CW_OP_PROCESS_EXIT, 9, 0, 0, 0));
+    apply(t, E(50, CW_OP_COMMIT, 11, BASE, P, S3));
+    ncalls = 0;
+    cw_tracker_end_all(t, 60);
+    ASSERT_EQ(cw_tracker_live_processes(t), 0);
+    ASSERT_TRUE(cw_tracker_find(t, 7) == NULL);
+    ASSERT_EQ(count_calls('x'), 2); /* pid 7 and pid 11; pid 9 had exited */
+    ASSERT_EQ(count_calls('r'), 2);
+    for (int i = 0; i < 2; i++)
+        ASSERT_EQ(nth('r', i)->ts, 60);
+    cw_tracker_finish(t);
+    ASSERT_EQ(count_calls('l'), 0);
+    cw_tracker_end_all(t, 70); /* nothing left: a no-op */
+    ASSERT_EQ(count_calls('x'), 2);
+    cw_tracker_destroy(t);
+}
+
 /* Many pieces: a commit fragmented page by page and decommitted in one go. */
 static void test_many_pieces(void)
 {
@@ -595,6 +626,7 @@ int main(void)
     test_unannounced_pid();
     test_rundown();
     test_window_edges();
+    test_end_all();
     test_many_pieces();
 
     cw_tagger_destroy(tagger);

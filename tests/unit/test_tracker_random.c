@@ -13,8 +13,9 @@
  * Random traces mix overlapping commits, commits over committed pages,
  * decommits that split pieces (or hit nothing), releases, reserves,
  * process starts (pid reuse, with or without an exit first), exits, events
- * for unannounced pids and after exits, and rundown commits, with many
- * equal timestamps. Windows are random (aligned to nothing), empty, one
+ * for unannounced pids and after exits, rundown commits, and (one trace in
+ * three) the end of a run that ends every live instance, with many equal
+ * timestamps. Windows are random (aligned to nothing), empty, one
  * instant wide, or exactly on event times. Every figure of every process
  * and of every (process, stack) is compared; so are the tracker's live
  * outstanding bytes and piece counts after every event.
@@ -419,7 +420,9 @@ static void compare_report(const cw_report_t *r, int64_t t0, int64_t t1)
     for (uint32_t i = 0; i < M.ninst; i++) {
         m_figs_t m;
         m_window(i, t0, t1, -1, &m);
-        bool reported = m.events > 0 || m.out_t0 > 0;
+        /* DESIGN.md "Reported processes": an event in the window, or alive
+         * during it (started before to) with outstanding commit at from. */
+        bool reported = m.events > 0 || (m.out_t0 > 0 && M.inst[i].start < t1);
         const cw_proc_report_t *p = NULL;
         for (uint32_t k = 0; k < r->nprocs; k++)
             if (r->procs[k].id == M.inst[i].id) p = &r->procs[k];
@@ -619,6 +622,18 @@ static void one_trace(uint64_t seed, uint32_t nev)
         }
         ASSERT_EQ(cw_tracker_live_processes(t), nlive);
         ASSERT_EQ(cw_tracker_next_proc_id(t), first_id + M.ninst);
+    }
+    if (seed % 3 == 0) {
+        /* The end of a run (cw_tracker_end_all): every live instance ends
+         * as by an exit, a little after the last event. */
+        int64_t end = evs[nev - 1].ts + below(3);
+        cw_tracker_end_all(t, end);
+        for (uint32_t s = 0; s < NPIDS; s++)
+            if (M.live[s] >= 0) {
+                m_end(&M.inst[M.live[s]], end);
+                M.live[s] = -1;
+            }
+        ASSERT_EQ(cw_tracker_live_processes(t), 0);
     }
     cw_tracker_finish(t);
     m_finish();
