@@ -32,6 +32,9 @@ for f in "$CW" "$GEN" "$PIPE"; do
 done
 [ -x "$TIME" ] || { echo "run_core_bench: needs GNU time ($TIME; apt-get install time)" >&2; exit 1; }
 mkdir -p "$WORK"
+
+# calc EXPR: arithmetic with awk (bc is not on every machine).
+calc() { awk "BEGIN { print $1 }"; }
 TRACE=$WORK/trace-$EVENTS-$PROCS-$STACKS.jsonl
 
 echo "# commitwatch core benchmark, $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -42,7 +45,7 @@ if [ ! -s "$TRACE" ]; then
     start=$(date +%s.%N)
     "$GEN" --events "$EVENTS" --procs "$PROCS" --stacks "$STACKS" --out "$TRACE"
     end=$(date +%s.%N)
-    echo "# generated $TRACE ($(du -h "$TRACE" | cut -f1)) in $(echo "$end - $start" | bc) s"
+    echo "# generated $TRACE ($(du -h "$TRACE" | cut -f1)) in $(calc "$end - $start") s"
 fi
 
 # best_of CMD...: runs CMD RUNS times under GNU time; prints
@@ -59,18 +62,18 @@ best_of() {
             return 0
         fi
         read -r secs user sys kib <"$WORK/time.out"
-        cpu=$(echo "$user + $sys" | bc)
-        if [ -z "$best" ] || [ "$(echo "$cpu < $best" | bc)" = 1 ]; then
+        cpu=$(calc "$user + $sys")
+        if [ -z "$best" ] || [ "$(calc "$cpu < $best")" = 1 ]; then
             best=$cpu
             best_wall=$secs
             best_rss=$kib
         fi
     done
-    echo "$best_wall $best $(echo "scale=1; $best_rss / 1024" | bc)"
+    echo "$best_wall $best $(awk "BEGIN { printf \"%.1f\", $best_rss / 1024 }")"
 }
 
 rate() { # events seconds
-    if [ "$2" = "n/a" ]; then echo "n/a"; else echo "scale=0; $1 / $2" | bc; fi
+    if [ "$2" = "n/a" ]; then echo "n/a"; else awk "BEGIN { printf \"%d\", $1 / $2 }"; fi
 }
 
 echo
