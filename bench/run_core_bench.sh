@@ -2,7 +2,7 @@
 # run_core_bench.sh - the core pipeline benchmark (docs/BENCHMARKS.md,
 # "Core pipeline").
 #
-# (a) the whole path: `commitwatch run --source replay:FILE --db X` on a
+# (a) the whole path: `commitwatch run --source replay:FILE --db X --no-http` on a
 #     generated JSONL trace (parse + intern + track + aggregate + store),
 #     and `commitwatch analyze` on it (parse + track + exact analysis);
 # (b) the pipeline alone, no JSON: bench_pipeline drives tracker +
@@ -79,7 +79,7 @@ rate() { # events seconds
 echo
 echo "| path | wall s | events/s (wall) | CPU s | events/CPU-s | peak RSS (MiB) |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: |"
-set -- $(best_of "$CW" run --source "replay:$TRACE" --db "$WORK/run.db")
+set -- $(best_of "$CW" run --source "replay:$TRACE" --db "$WORK/run.db" --no-http)
 echo "| (a) \`run --source replay --db\` | $1 | $(rate "$EVENTS" "$1") | $2 | $(rate "$EVENTS" "$2") | $3 |"
 set -- $(best_of "$CW" analyze --source "replay:$TRACE" --json)
 echo "| (a) \`analyze --source replay --json\` | $1 | $(rate "$EVENTS" "$1") | $2 | $(rate "$EVENTS" "$2") | $3 |"
