@@ -1,0 +1,122 @@
+/* perf_internal.h - the parts of the Linux perf source, shared between its
+ * files (service/sources/perf/).
+ *
+ *   shadow.c   the VMA shadow of one process: which pages the kernel
+ *              charges to commit (VM_ACCOUNT), kept up by syscall results;
+ *              emits commit / decommit / reserve / release. Pure logic, no
+ *              OS calls: unit-tested in tests/unit/test_perf_shadow.c.
+ *   smaps.c    parsing /proc/PID/smaps into shadow segments (rundown,
+ *              exec, resync after loss) and the modules a process maps.
+ *   unwind.c   user-stack unwinding (libdw, CFI) and symbolization into
+ *              interned stacks; module cache.
+ *   perf.c     perf_event_open per CPU, ring buffers, timestamp merge,
+ *              enter/exit pairing, the process table, the source ops.
+ *
+ * Thread: everything here runs on the thread that called the source's
+ * run() (the core thread); only perf.c's stop() is called from elsewhere. */
+#ifndef CW_PERF_INTERNAL_H
+#define CW_PERF_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "commitwatch/event.h"
+#include "commitwatch/stacks.h"
+
+#define CW__PAGE 4096u
+#define CW__PAGE_UP(x) (((x) + (CW__PAGE - 1)) & ~(uint64_t)(CW__PAGE - 1))
+#define CW__PAGE_DOWN(x) ((x) & ~(uint64_t)(CW__PAGE - 1))
+
+/* ---- shadow.c ---------------------------------------------------------- */
+
+/* Flags of a shadow segment: the VMA flags that decide the commit charge. */
+enum {
+    CW__SEG_ACCT = 1u << 0,  /* VM_ACCOUNT: charged (smaps "ac") */
+    CW__SEG_WRITE = 1u << 1, /* VM_WRITE ("wr") */
+    CW__SEG_SHARED = 1u << 2, /* VM_SHARED ("sh") */
+    CW__SEG_NORES = 1u << 3, /* VM_NORESERVE ("nr") */
+    CW__SEG_HUGE = 1u << 4,  /* VM_HUGETLB ("ht") */
+    CW__SEG_ANON = 1u << 5,  /* no file behind it */
+    CW__SEG_STACK = 1u << 6, /* the main thread's [stack]: never counted */
+    CW__SEG_HEAP = 1u << 7,  /* the brk area ([heap]) */
+};
+
+/* A run of pages with equal flags and one attribution. Segments are kept
+ * sorted, never overlapping; they need not be merged (VMA boundaries do
+ * not matter to the charge, only per-page flags do). */
+typedef struct cw__seg {
+    uint64_t start, end; /* page-aligned, start < end */
+    uint32_t flags;      /* CW__SEG_* */
+    uint32_t stack_id;   /* stack of the call that charged it */
+} cw__seg_t;
+
+/* Callbacks the shadow needs from its owner. */
+typedef struct cw__shadow_env {
+    void *ctx;
+    /* One emitted event (pid, ts, tid are filled by the shadow). Nonzero
+     * return is passed back to the caller of the shadow function. */
+    int (*emit)(void *ctx, const cw_event_t *ev);
+    /* After an mprotect removing write from a charged anonymous range:
+     * is [addr, addr+len) still charged? 1 yes, 0 no, -1 unknown (then
+     * the shadow keeps it charged, the common case). May be NULL. */
+    int (*query_acct)(void *ctx, uint32_t pid, uint64_t addr, uint64_t len);
+    bool overcommit_never; /* vm.overcommit_memory == 2: MAP_NORESERVE ignored */
+} cw__shadow_env_t;
+
+typedef struct cw__shadow {
+    uint32_t pid;
+    cw__seg_t *seg;
+    size_t n, cap;
+    uint64_t brk;    /* PAGE_UP of the current program break; 0 unknown */
+    uint64_t acct_bytes; /* charged bytes outside [stack] (the oracle) */
+} cw__shadow_t;
+
+/* What one syscall asked and got. ts/tid/stack_id describe the call. */
+typedef struct cw__call {
+    int64_t ts;
+    uint32_t tid;
+    uint32_t stack_id;
+} cw__call_t;
+
+void cw__shadow_init(cw__shadow_t *s, uint32_t pid);
+void cw__shadow_free(cw__shadow_t *s);
+/* Drops every segment without emitting anything. */
+void cw__shadow_clear(cw__shadow_t *s);
+/* Copies src's segments and brk into dst (cleared first); dst->pid kept.
+ * 0 or CW_ENOMEM. */
+int cw__shadow_copy(cw__shadow_t *dst, const cw__shadow_t *src);
+
+/* Successful syscalls (the caller drops failed ones). Each returns 0, a
+ * CW_E* code, or the emit callback's nonzero return. Addresses and
+ * lengths are as passed; the shadow page-rounds as the kernel does. */
+/* addr = the address mmap returned; prot/flags as passed. */
+int cw__shadow_mmap(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
+                    uint64_t addr, uint64_t len, uint64_t prot, uint64_t flags);
+int cw__shadow_munmap(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
+                      uint64_t addr, uint64_t len);
+int cw__shadow_mprotect(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
+                        uint64_t addr, uint64_t len, uint64_t prot);
+/* old_addr/old_len/new_len/flags as passed, result = the new address. */
+int cw__shadow_mremap(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
+                      uint64_t old_addr, uint64_t old_len, uint64_t new_len, uint64_t flags,
+                      uint64_t result);
+/* arg = the requested break (0 = query), result = the break returned. */
+int cw__shadow_brk(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
+                   uint64_t arg, uint64_t result);
+
+/* Makes the shadow equal to segs[0..n) (sorted, e.g. from smaps): pages
+ * charged now but not before are committed with pseudo_stack (rundown
+ * flag as given), pages charged before but not now are decommitted;
+ * pages charged in both keep their attribution. brk is set when nonzero.
+ * *drift gets the bytes corrected (added + removed). 0 or an error. */
+int cw__shadow_sync(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
+                    const cw__seg_t *segs, size_t n, uint64_t brk, uint32_t pseudo_stack,
+                    bool rundown, uint64_t *drift);
+
+/* Commits every charged segment again (a forked child that starts with its
+ * parent's memory), attributed to stack_id. */
+int cw__shadow_commit_all(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
+                          uint32_t stack_id);
+
+#endif
