@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "commitwatch/error.h"
 #include "commitwatch/event.h"
 #include "commitwatch/stacks.h"
 
@@ -118,5 +119,94 @@ int cw__shadow_sync(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call
  * parent's memory), attributed to stack_id. */
 int cw__shadow_commit_all(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
                           uint32_t stack_id);
+
+/* ---- smaps.c ----------------------------------------------------------- */
+
+/* An executable file mapping (for unwinding and symbols). */
+typedef struct cw__xmap {
+    uint64_t start, end, pgoff;
+    uint64_t dev, ino; /* makedev(major, minor), inode */
+    char *path;        /* owned */
+} cw__xmap_t;
+
+/* What /proc/PID/smaps said at one instant. */
+typedef struct cw__snapshot {
+    cw__seg_t *seg; /* every VMA, flags from perms + VmFlags */
+    size_t n, cap;
+    cw__xmap_t *x;  /* executable file mappings */
+    size_t nx, xcap;
+    uint64_t brk;   /* PAGE_UP of the break: [heap] end, else start_brk; 0 unknown */
+} cw__snapshot_t;
+
+/* Reads /proc/PID/smaps (and the start of the break from /proc/PID/stat).
+ * 0; CW_ENOENT when the process is gone or has no memory (kernel thread,
+ * zombie); CW_EPERM; CW_ENOMEM. snap is reset first; free with
+ * cw__snapshot_free(). */
+int cw__smaps_read(uint32_t pid, cw__snapshot_t *snap);
+void cw__snapshot_free(cw__snapshot_t *snap);
+/* Is [addr, addr+len) charged right now? 1, 0, or -1 (cannot tell). */
+int cw__smaps_query_acct(uint32_t pid, uint64_t addr, uint64_t len);
+/* comm (name) and the command line (NULs as spaces) of pid; "" if gone. */
+void cw__proc_names(uint32_t pid, char *name, size_t nsize, char *cmdline, size_t csize);
+
+/* ---- unwind.c ---------------------------------------------------------- */
+
+typedef struct cw__unwinder cw__unwinder_t;
+typedef struct cw__aspace cw__aspace_t; /* one process's executable mappings */
+
+/* stacks borrowed (the source's interner). 0 or CW_ENOMEM. */
+int cw__unwinder_create(cw_stacks_t *stacks, cw__unwinder_t **out);
+void cw__unwinder_destroy(cw__unwinder_t *u); /* accepts NULL */
+
+cw__aspace_t *cw__aspace_new(uint32_t pid); /* NULL on ENOMEM */
+void cw__aspace_free(cw__aspace_t *as);     /* accepts NULL */
+/* An executable file mapping appeared (mmap2 record, smaps); path copied. */
+int cw__aspace_map(cw__unwinder_t *u, cw__aspace_t *as, uint64_t start, uint64_t len,
+                   uint64_t pgoff, uint64_t dev, uint64_t ino, const char *path);
+/* [a, b) unmapped or replaced. */
+void cw__aspace_unmap(cw__aspace_t *as, uint64_t a, uint64_t b);
+void cw__aspace_clear(cw__aspace_t *as);
+int cw__aspace_copy(cw__aspace_t *dst, const cw__aspace_t *src);
+
+/* The user registers a sample carries (PERF_SAMPLE_REGS_USER). */
+uint64_t cw__unwind_regs_mask(void);
+/* Unwinds one sample: regs in the order of cw__unwind_regs_mask() bits,
+ * stack = the bytes from the user stack pointer up. *stack_id gets the
+ * interned stack, outermost caller first (0 if nothing could be read).
+ * Never fails for bad input; CW_ENOMEM only. */
+int cw__unwind(cw__unwinder_t *u, cw__aspace_t *as, uint32_t tid, const uint64_t *regs,
+               uint32_t nregs, const uint8_t *stack, uint64_t stack_size, uint32_t *stack_id);
+
+/* ---- perf_open.c: events and rings -------------------------------------- */
+
+/* The syscalls followed; enter and exit tracepoints of each. */
+enum { CW__SC_MMAP, CW__SC_MUNMAP, CW__SC_MREMAP, CW__SC_BRK, CW__SC_MPROTECT,
+       CW__SC_PKEY_MPROTECT, CW__SC_N };
+
+typedef struct cw__ring {
+    int fd; /* the CPU's dummy event, which owns the ring */
+    void *base;
+    size_t data_size; /* power of two */
+} cw__ring_t;
+
+typedef struct cw__events {
+    int sc_enter_id[CW__SC_N], sc_exit_id[CW__SC_N]; /* tracepoint ids, -1 if absent */
+    int newtask_id, newtask_pid_off, newtask_flags_off; /* task:task_newtask, -1 if absent */
+    int *fds;   /* every event fd */
+    size_t nfds;
+    cw__ring_t *rings; /* one per CPU */
+    size_t nrings;
+    uint32_t stack_bytes; /* PERF_SAMPLE_STACK_USER size on enter events */
+    char tracefs[256];
+} cw__events_t;
+
+/* Finds tracefs (mounting it when root and it is not), checks privileges,
+ * opens the events on every CPU, disabled, with one ring per CPU.
+ * 0, or CW_EPERM / CW_ENOSYS / CW_EIO / CW_ENOMEM with d saying what to
+ * do. note gets a line to log (e.g. "mounted tracefs at ..."), or "". */
+int cw__events_open(cw__events_t *e, size_t ring_bytes, uint32_t stack_bytes, cw_diag_t *d,
+                    char *note, size_t note_size);
+int cw__events_enable(cw__events_t *e);
+void cw__events_close(cw__events_t *e);
 
 #endif
