@@ -93,7 +93,7 @@ typedef struct perf_src {
     atomic_int stopping;
     const cw_source_sink_t *sink;
     cw__shadow_env_t env;
-    int64_t mono_to_epoch, last_ts, now_mono; /* now_mono: ts being processed */
+    int64_t mono_to_epoch, last_ts, now_mono, t0_epoch; /* now_mono: ts being processed */
     uint32_t self;
     uint32_t st_before, st_exec, st_fork, st_resync;
     uint64_t seen, lost, orphans;
@@ -543,10 +543,11 @@ static int on_sample(perf_src_t *s, const uint8_t *b, const uint8_t *end, int64_
             if (p + 8 > end) return 0;
             memcpy(&abi, p, 8);
             p += 8;
+            /* Only 64-bit code is unwound (the registers are read as such). */
             if (abi != PERF_SAMPLE_REGS_ABI_NONE) {
                 if (p + n * 8 > end || n > 40) return 0;
                 memcpy(t->regs, p, n * 8);
-                t->nregs = (uint32_t)n;
+                if (abi == PERF_SAMPLE_REGS_ABI_64) t->nregs = (uint32_t)n;
                 p += n * 8;
             }
             uint64_t size, dyn;
@@ -593,6 +594,8 @@ static int process_rec(perf_src_t *s, const rec_t *r)
     case PERF_RECORD_LOST: {
         uint64_t n;
         memcpy(&n, b + 8, 8);
+        CW_LOGD("perf: %llu records lost at +%.3f s", (unsigned long long)n,
+                (double)(r->ts + s->mono_to_epoch - s->t0_epoch) / 1e9);
         s->lost += n;
         s->resync_due = true;
         return 0;
@@ -722,33 +725,29 @@ static int drain_all(perf_src_t *s)
 }
 
 /* Processes queued records older than horizon (all when horizon is max).
- * A loss stops the walk: the resync reads /proc (draining the rings
- * meanwhile, into the queue), then the walk goes on. */
+ * Returns to the caller once per pass whatever the load, so stop() and
+ * ticks are seen. */
 static int process_until(perf_src_t *s, int64_t horizon)
 {
     int rc = 0;
-    while (!rc && s->qn) {
-        qsort(s->q, s->qn, sizeof *s->q, rec_cmp);
-        size_t i = 0, sorted = s->qn;
-        int64_t ts = 0, last_drain = mono_now();
-        while (!rc && i < sorted && s->q[i]->ts < horizon && !s->resync_due) {
-            ts = s->q[i]->ts;
-            rc = process_rec(s, s->q[i]);
-            if (!rc) rc = s->err;
-            free(s->q[i++]);
-            /* Unwinding a burst can take a while: keep the kernel's rings
-             * from overflowing by moving their records to the queue (they
-             * are newer than everything sorted, and wait for the next pass). */
-            if (!rc && (i & 63) == 0 && mono_now() - last_drain > 5000000) {
-                rc = drain_all(s);
-                last_drain = mono_now();
-            }
+    if (s->qn == 0) return 0;
+    qsort(s->q, s->qn, sizeof *s->q, rec_cmp);
+    size_t i = 0, sorted = s->qn;
+    int64_t last_drain = mono_now();
+    while (!rc && i < sorted && s->q[i]->ts < horizon) {
+        rc = process_rec(s, s->q[i]);
+        if (!rc) rc = s->err;
+        free(s->q[i++]);
+        /* Unwinding a burst can take a while: keep the kernel's rings from
+         * overflowing by moving their records to the queue (they are newer
+         * than everything sorted, and wait for the next pass). */
+        if (!rc && (i & 63) == 0 && mono_now() - last_drain > 5000000) {
+            rc = drain_all(s);
+            last_drain = mono_now();
         }
-        memmove(s->q, s->q + i, (s->qn - i) * sizeof *s->q);
-        s->qn -= i;
-        if (rc || !s->resync_due) break;
-        rc = resync_all(s, ts);
     }
+    memmove(s->q, s->q + i, (s->qn - i) * sizeof *s->q);
+    s->qn -= i;
     return rc;
 }
 
@@ -831,18 +830,24 @@ static int perf_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
     s->mono_to_epoch = (int64_t)rt.tv_sec * 1000000000LL + rt.tv_nsec - m0;
     if (cw__events_enable(&s->ev) != 0)
         return cw_diag_set(d, CW_EIO, "enabling the perf events failed: %s", strerror(errno));
+    s->t0_epoch = m0 + s->mono_to_epoch;
     int rc = rundown(s, mono_now());
     size_t nfd = s->ev.nrings + 1;
     struct pollfd *pfd = calloc(nfd, sizeof *pfd);
     if (!pfd) rc = CW_ENOMEM;
     for (size_t i = 0; pfd && i < s->ev.nrings; i++) pfd[i] = (struct pollfd){s->ev.rings[i].fd, POLLIN, 0};
     if (pfd) pfd[s->ev.nrings] = (struct pollfd){s->pipefd[0], POLLIN, 0};
-    int64_t next_tick = mono_now();
+    int64_t next_tick = mono_now(), next_resync = 0;
     while (!rc && !atomic_load(&s->stopping)) {
         poll(pfd, nfd, 100);
         int64_t t = mono_now();
         rc = drain_all(s);
         if (!rc) rc = process_until(s, t - SLACK_NS);
+        /* After a loss, one resync covers every loss of the last second. */
+        if (!rc && s->resync_due && t >= next_resync) {
+            rc = resync_all(s, s->now_mono);
+            next_resync = mono_now() + 1000000000LL;
+        }
         if (!rc && t >= next_tick) {
             next_tick = t + 1000000000LL;
             int64_t now = t - SLACK_NS + s->mono_to_epoch;
@@ -855,6 +860,7 @@ static int perf_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
     /* Stopped: what the rings hold still goes out. */
     if (!rc) rc = drain_all(s);
     if (!rc) rc = process_until(s, INT64_MAX);
+    if (!rc && s->resync_due) rc = resync_all(s, s->now_mono);
     if (!rc && sink->counters) sink->counters(sink->ctx, s->seen, s->lost, (int64_t)s->drift);
     free(pfd);
     CW_LOGD("perf: %llu records, %llu enters, %llu exits (%llu without enter), %llu applied, "

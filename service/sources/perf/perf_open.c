@@ -289,6 +289,12 @@ int cw__events_open(cw__events_t *e, size_t ring_bytes, uint32_t stack_bytes, cw
             int fd = perf_open(&a, cpu, lead);
             if (fd < 0) return open_error(d, errno, "perf_event_open (syscall tracepoints)");
             if ((rc = push_fd(e, fd))) return rc;
+            /* Our own calls (reading the rings) are not traced: in the
+             * kernel, so they cost no record. Other threads of ours are
+             * dropped when read. */
+            char filter[64];
+            snprintf(filter, sizeof filter, "common_pid != %d", (int)getpid());
+            ioctl(fd, PERF_EVENT_IOC_SET_FILTER, filter);
             if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, lead) != 0)
                 return open_error(d, errno, "redirecting a tracepoint into the CPU's ring");
         }

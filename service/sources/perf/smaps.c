@@ -51,7 +51,7 @@ static uint64_t start_brk(uint32_t pid)
     if (!p) return 0;
     p++;
     /* Field 3 follows ")"; walk to field 47. */
-    for (int field = 2; field < 47 && p; field++) p = strchr(p + 1, ' ');
+    for (int field = 2; field < 46 && p; field++) p = strchr(p + 1, ' ');
     return p ? strtoull(p + 1, NULL, 10) : 0;
 }
 

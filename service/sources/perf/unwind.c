@@ -13,9 +13,13 @@
  *
  * Thread: the core thread only. */
 #include <elfutils/libdwfl.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commitwatch/error.h"
 #include "sources/perf/perf_internal.h"
@@ -26,7 +30,21 @@ typedef struct module {
     uint64_t dev, ino;
     char *path; /* as the process saw it; opened by libdw */
     const char *name; /* basename of path */
+    /* Symbols: one Dwfl per module, shared by every process, loaded on
+     * the first frame that needs it (with its separate debuginfo). */
+    Dwfl *sym;
+    Dwfl_Module *sym_mod;
+    bool sym_tried, sym_exec; /* sym_exec: ET_EXEC, placed at its link address */
+    struct fsym *fsyms; /* functions sorted by address (libdw's lookup is linear) */
+    size_t nfsyms;
 } module_t;
+
+typedef struct fsym {
+    uint64_t addr, size;
+    const char *name; /* borrowed from the module's Dwfl */
+} fsym_t;
+
+#define SYM_BASE 0x10000000ull /* where a shared object is placed in its Dwfl */
 
 typedef struct amap {
     uint64_t start, end, pgoff;
@@ -55,6 +73,8 @@ typedef struct fcache_ent {
 
 struct cw__unwinder {
     cw_stacks_t *stacks;
+    int self_fd;
+    Elf *self_elf; /* our own executable: tells libdw the architecture */
     module_t **mods;
     size_t nmods, mcap;
     fcache_ent_t *fc; /* open addressing, power of two */
@@ -62,7 +82,25 @@ struct cw__unwinder {
 };
 
 static char *debuginfo_path;
+/* Unwinding uses .eh_frame (and .debug_frame of the file itself): never
+ * the separate debuginfo, which would be loaded again for every process. */
+static int no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+                        const char *file_name, const char *debuglink_file,
+                        GElf_Word debuglink_crc, char **debuginfo_file_name)
+{
+    (void)mod, (void)userdata, (void)modname, (void)base, (void)file_name;
+    (void)debuglink_file, (void)debuglink_crc, (void)debuginfo_file_name;
+    return -1;
+}
+
 static const Dwfl_Callbacks dwfl_cbs = {
+    .find_elf = dwfl_linux_proc_find_elf,
+    .find_debuginfo = no_debuginfo,
+    .debuginfo_path = &debuginfo_path,
+};
+
+/* Symbols: separate debuginfo (e.g. libc6-dbg's) welcome. */
+static const Dwfl_Callbacks sym_cbs = {
     .find_elf = dwfl_linux_proc_find_elf,
     .find_debuginfo = dwfl_standard_find_debuginfo,
     .debuginfo_path = &debuginfo_path,
@@ -73,6 +111,9 @@ int cw__unwinder_create(cw_stacks_t *stacks, cw__unwinder_t **out)
     cw__unwinder_t *u = calloc(1, sizeof *u);
     if (!u) return CW_ENOMEM;
     u->stacks = stacks;
+    elf_version(EV_CURRENT);
+    u->self_fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    u->self_elf = u->self_fd >= 0 ? elf_begin(u->self_fd, ELF_C_READ_MMAP, NULL) : NULL;
     u->fcap = 4096;
     u->fc = calloc(u->fcap, sizeof *u->fc);
     if (!u->fc) {
@@ -87,11 +128,15 @@ void cw__unwinder_destroy(cw__unwinder_t *u)
 {
     if (!u) return;
     for (size_t i = 0; i < u->nmods; i++) {
+        if (u->mods[i]->sym) dwfl_end(u->mods[i]->sym);
+        free(u->mods[i]->fsyms);
         free(u->mods[i]->path);
         free(u->mods[i]);
     }
     free(u->mods);
     free(u->fc);
+    if (u->self_elf) elf_end(u->self_elf);
+    if (u->self_fd >= 0) close(u->self_fd);
     free(u);
 }
 
@@ -300,7 +345,7 @@ static const Dwfl_Thread_Callbacks thread_cbs = {
 };
 
 /* (Re)reports the process's modules to its Dwfl; false if none usable. */
-static bool refresh(cw__aspace_t *as)
+static bool refresh(const cw__unwinder_t *u, cw__aspace_t *as)
 {
     if (!as->dwfl) {
         as->dwfl = dwfl_begin(&dwfl_cbs);
@@ -321,7 +366,8 @@ static bool refresh(cw__aspace_t *as)
         as->dirty = false;
     }
     if (!as->attached)
-        as->attached = dwfl_attach_state(as->dwfl, NULL, (pid_t)as->pid, &thread_cbs, as);
+        as->attached = u->self_elf &&
+                       dwfl_attach_state(as->dwfl, u->self_elf, (pid_t)as->pid, &thread_cbs, as);
     return as->attached;
 }
 
@@ -390,6 +436,39 @@ static uint32_t fc_get(const cw__unwinder_t *u, const module_t *m, uint64_t off)
     return 0;
 }
 
+static int fsym_cmp(const void *a, const void *b)
+{
+    const fsym_t *x = a, *y = b;
+    if (x->addr != y->addr) return x->addr < y->addr ? -1 : 1;
+    return (x->size < y->size) - (x->size > y->size); /* sized first */
+}
+
+/* Reads the module's function symbols once (symtab from its debuginfo when
+ * there is one, else dynsym), sorted for binary search. */
+static void load_fsyms(module_t *mod)
+{
+    int n = dwfl_module_getsymtab(mod->sym_mod);
+    if (n <= 0) return;
+    mod->fsyms = malloc((size_t)n * sizeof *mod->fsyms);
+    if (!mod->fsyms) return;
+    size_t k = 0;
+    for (int i = 1; i < n; i++) {
+        GElf_Sym sym;
+        GElf_Addr addr;
+        const char *name = dwfl_module_getsym_info(mod->sym_mod, i, &sym, &addr, NULL, NULL, NULL);
+        int type = GELF_ST_TYPE(sym.st_info);
+        if (!name || !*name || (type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF)
+            continue;
+        mod->fsyms[k++] = (fsym_t){addr, sym.st_size, name};
+    }
+    qsort(mod->fsyms, k, sizeof *mod->fsyms, fsym_cmp);
+    /* Aliases at one address: keep the first (sized) one. */
+    size_t w = 0;
+    for (size_t i = 0; i < k; i++)
+        if (w == 0 || mod->fsyms[w - 1].addr != mod->fsyms[i].addr) mod->fsyms[w++] = mod->fsyms[i];
+    mod->nfsyms = w;
+}
+
 /* The interned frame of pc in as. */
 static int symbolize(cw__unwinder_t *u, cw__aspace_t *as, uint64_t pc, uint32_t *frame)
 {
@@ -403,11 +482,36 @@ static int symbolize(cw__unwinder_t *u, cw__aspace_t *as, uint64_t pc, uint32_t 
     uint64_t off = pc - base;
     if ((*frame = fc_get(u, m->mod, off))) return 0;
     const char *fn = NULL;
-    Dwfl_Module *dm = as->dwfl ? dwfl_addrmodule(as->dwfl, pc) : NULL;
-    if (dm) {
-        GElf_Off soff;
-        GElf_Sym sym;
-        fn = dwfl_module_addrinfo(dm, pc, &soff, &sym, NULL, NULL, NULL);
+    module_t *mod = m->mod;
+    if (!mod->sym_tried) {
+        mod->sym_tried = true;
+        mod->sym = dwfl_begin(&sym_cbs);
+        if (mod->sym) {
+            dwfl_report_begin(mod->sym);
+            mod->sym_mod = dwfl_report_elf(mod->sym, mod->name, mod->path, -1, SYM_BASE, false);
+            dwfl_report_end(mod->sym, NULL, NULL);
+            GElf_Addr bias;
+            Elf *elf = mod->sym_mod ? dwfl_module_getelf(mod->sym_mod, &bias) : NULL;
+            GElf_Ehdr eh;
+            mod->sym_exec = elf && gelf_getehdr(elf, &eh) && eh.e_type == ET_EXEC;
+            load_fsyms(mod);
+        }
+    }
+    if (mod->nfsyms) {
+        /* The same place in the module, wherever this process loaded it. */
+        uint64_t addr = (mod->sym_exec ? base : SYM_BASE) + off;
+        size_t lo = 0, hi = mod->nfsyms;
+        while (lo < hi) { /* first symbol above addr */
+            size_t mid = lo + (hi - lo) / 2;
+            if (mod->fsyms[mid].addr <= addr)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo > 0) {
+            const fsym_t *f = &mod->fsyms[lo - 1];
+            if (addr < f->addr + (f->size ? f->size : 1)) fn = f->name;
+        }
     }
     /* Versioned names ("__sbrk@GLIBC_2.2.5") are shown bare. */
     int fnlen = fn ? (int)strcspn(fn, "@") : 0;
@@ -431,7 +535,7 @@ int cw__unwind(cw__unwinder_t *u, cw__aspace_t *as, uint32_t tid, const uint64_t
     as->stack_size = stack_size;
     as->sp = sample_sp(regs);
     as->tid = tid;
-    if (refresh(as)) dwfl_getthread_frames(as->dwfl, (pid_t)tid, frame_cb, &w);
+    if (refresh(u, as)) dwfl_getthread_frames(as->dwfl, (pid_t)tid, frame_cb, &w);
     if (w.n == 0) w.pc[w.n++] = sample_ip(regs); /* at least where the call was made */
     uint32_t frames[MAX_FRAMES];
     /* libdw walks innermost first; stacks are stored outermost first. */
