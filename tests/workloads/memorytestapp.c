@@ -118,9 +118,15 @@ NOINLINE int main(int argc, char **argv)
     double next_transient = total / 20; /* ten, centred in ten equal slices */
     int transients = 0;
     void *step = NULL;
+    long long step_ns = 0;
     while (now_ms() - t0 < total) {
         double t = now_ms() - t0;
-        if (!step && t >= total / 2) step = map_touch(10 * MB); /* main's 10 MB, kept */
+        if (!step && t >= total / 2) {
+            struct timespec rt;
+            clock_gettime(CLOCK_REALTIME, &rt);
+            step_ns = (long long)rt.tv_sec * 1000000000LL + rt.tv_nsec;
+            step = map_touch(10 * MB); /* main's 10 MB, kept */
+        }
         if (transients < 10 && t >= next_transient) {
             Operation1();
             transients++;
@@ -129,8 +135,8 @@ NOINLINE int main(int argc, char **argv)
         InnerLoopOperation(objects);
         sleep_ms(25);
     }
-    printf("memorytestapp: done (%d transients, step at %p, settled at %p)\n", transients, step,
-           settled);
+    printf("memorytestapp: done (%d transients, step at %p, settled at %p)\nstep_ns=%lld\n",
+           transients, step, settled, step_ns);
     fflush(stdout);
     if (pause) raise(SIGSTOP);
     if (fifo) {

@@ -42,6 +42,7 @@ typedef struct module {
 typedef struct fsym {
     uint64_t addr, size;
     const char *name; /* borrowed from the module's Dwfl */
+    uint32_t rank;    /* among aliases at one address, the lowest is shown */
 } fsym_t;
 
 #define SYM_BASE 0x10000000ull /* where a shared object is placed in its Dwfl */
@@ -440,7 +441,7 @@ static int fsym_cmp(const void *a, const void *b)
 {
     const fsym_t *x = a, *y = b;
     if (x->addr != y->addr) return x->addr < y->addr ? -1 : 1;
-    return (x->size < y->size) - (x->size > y->size); /* sized first */
+    return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
 /* Reads the module's function symbols once (symtab from its debuginfo when
@@ -459,10 +460,16 @@ static void load_fsyms(module_t *mod)
         int type = GELF_ST_TYPE(sym.st_info);
         if (!name || !*name || (type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF)
             continue;
-        mod->fsyms[k++] = (fsym_t){addr, sym.st_size, name};
+        /* Of aliases ("__GI___mmap64", "__mmap", "mmap"), show the public
+         * name: sized, not local, fewest leading underscores, shortest. */
+        uint32_t under = (uint32_t)strspn(name, "_");
+        uint32_t rank = (sym.st_size ? 0 : 1u << 30) +
+                        (GELF_ST_BIND(sym.st_info) == STB_LOCAL ? 1u << 20 : 0) + (under << 12) +
+                        (uint32_t)(strlen(name) & 0xfff);
+        mod->fsyms[k++] = (fsym_t){addr, sym.st_size, name, rank};
     }
     qsort(mod->fsyms, k, sizeof *mod->fsyms, fsym_cmp);
-    /* Aliases at one address: keep the first (sized) one. */
+    /* Aliases at one address: keep the best ranked (sorted first). */
     size_t w = 0;
     for (size_t i = 0; i < k; i++)
         if (w == 0 || mod->fsyms[w - 1].addr != mod->fsyms[i].addr) mod->fsyms[w++] = mod->fsyms[i];
