@@ -39,7 +39,6 @@
 #include "commitwatch/source.h"
 #include "sources/perf/perf_internal.h"
 
-#define RING_BYTES (4u << 20)    /* per CPU */
 #define STACK_BYTES 8192u        /* user stack copied per sample */
 #define SLACK_NS 2000000         /* see DESIGN */
 #define K_CLONE_VM 0x100ull
@@ -782,7 +781,12 @@ static int perf_open_src(void **impl, const char *arg, cw_stacks_t *stacks, cw_d
     s->pipefd[0] = s->pipefd[1] = -1;
     s->stacks = stacks;
     char note[256];
-    int rc = cw__events_open(&s->ev, RING_BYTES, STACK_BYTES, d, note, sizeof note);
+    /* Rings: 64 MiB in all, 2 to 16 MiB per CPU (a power of two). A CPU
+     * making 50,000 stack samples a second fills 16 MiB in 40 ms. */
+    long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+    size_t ring = 16u << 20;
+    while (ring > (2u << 20) && ring * (size_t)(ncpu > 0 ? ncpu : 1) > (64u << 20)) ring /= 2;
+    int rc = cw__events_open(&s->ev, ring, STACK_BYTES, d, note, sizeof note);
     if (rc) goto fail;
     if (note[0]) CW_LOGW("perf: %s", note);
     if ((rc = cw__unwinder_create(stacks, &s->unw))) goto fail;
