@@ -4,19 +4,19 @@ costs the traced programs, and what the daemon costs itself. As root:
 
     python3 bench/perf_overhead.py [--build build] [--runs 3]
 
-Measures, in one run (medians of --runs), with bench/perf_overhead.c:
+Measures, in one run (fastest of --runs), with bench/perf_overhead.c:
   - malloc churn: bare, under the daemon (`commitwatch run --source perf`),
     under heaptrack;
   - 1 MiB mmap/munmap storm (pages touched; and bare, untouched): bare,
     under the daemon, under a background `perf record -a --call-graph dwarf`
     of the same syscalls;
   - the daemon's CPU and RSS idle (5 s) and during the storm.
-Prints a Markdown table for docs/BENCHMARKS.md."""
+Times are CPU seconds (user + system) of the load, the fastest of --runs
+(the machine may be shared: other jobs only make runs slower). Prints a Markdown table for docs/BENCHMARKS.md."""
 import argparse
 import os
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,19 +26,16 @@ SYSCALLS = ["mmap", "munmap", "mremap", "brk", "mprotect"]
 
 
 def load(build, mode, n, prefix=()):
-    out = subprocess.run([*prefix, os.path.join(build, "bench", "perf_overhead"), mode, str(n)],
-                         capture_output=True, text=True, check=True)
-    # The load prints its seconds alone on a line (heaptrack adds its own lines).
-    for line in reversed(out.stdout.splitlines()):
-        try:
-            return float(line)
-        except ValueError:
-            continue
-    raise RuntimeError("no time in: " + out.stdout)
-
-
-def median(build, mode, n, runs, prefix=()):
-    return statistics.median(load(build, mode, n, prefix) for _ in range(runs))
+    """CPU seconds (user + system) the load used: what tracing costs it,
+    including the kernel's work in its syscalls, and much less disturbed
+    than elapsed time by other jobs on a shared machine. Under a prefix
+    (heaptrack), the whole process tree's time."""
+    before = os.times()
+    subprocess.run([*prefix, os.path.join(build, "bench", "perf_overhead"), mode, str(n)],
+                   stdout=subprocess.DEVNULL, check=True)
+    after = os.times()
+    return (after.children_user - before.children_user) + \
+        (after.children_system - before.children_system)
 
 
 def proc_cpu(pid):
@@ -73,7 +70,7 @@ def start_daemon(build, tmp):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--churn", type=int, default=20000000)
     ap.add_argument("--storm", type=int, default=3000)
     ap.add_argument("--storm-bare", type=int, default=200000)
@@ -81,58 +78,72 @@ def main():
     if os.geteuid() != 0:
         sys.exit("perf_overhead: run as root (system-wide tracing)")
     tmp = tempfile.mkdtemp(prefix="cw-bench-perf-")
+    loads = [("churn", "churn", a.churn), ("storm", "storm", a.storm),
+             ("bare", "storm-bare", a.storm_bare)]
+    times = {}  # key -> list of seconds
+
+    def measure(suffix, prefix=(), which=None):
+        for key, mode, n in loads:
+            if which and key not in which:
+                continue
+            times.setdefault(key + suffix, []).append(load(a.build, mode, n, prefix))
+
     r = {}
     try:
-        # Bare.
-        r["churn"] = median(a.build, "churn", a.churn, a.runs)
-        r["storm"] = median(a.build, "storm", a.storm, a.runs)
-        r["bare"] = median(a.build, "storm-bare", a.storm_bare, a.runs)
-        # Under the daemon.
-        d, log = start_daemon(a.build, tmp)
-        time.sleep(2)
-        c0, t0 = proc_cpu(d.pid), time.time()
-        time.sleep(5)
-        r["idle_cpu"] = 100 * (proc_cpu(d.pid) - c0) / (time.time() - t0)
-        r["idle_rss"] = proc_rss_mb(d.pid)
-        r["churn_d"] = median(a.build, "churn", a.churn, a.runs)
-        c0, t0 = proc_cpu(d.pid), time.time()
-        r["storm_d"] = median(a.build, "storm", a.storm, a.runs)
-        r["storm_cpu"] = 100 * (proc_cpu(d.pid) - c0) / (time.time() - t0)
-        r["storm_rss"] = proc_rss_mb(d.pid)
-        c0, t0 = proc_cpu(d.pid), time.time()
-        r["bare_d"] = median(a.build, "storm-bare", a.storm_bare, a.runs)
-        r["bare_cpu"] = 100 * (proc_cpu(d.pid) - c0) / (time.time() - t0)
-        r["bare_rss"] = proc_rss_mb(d.pid)
-        time.sleep(1.5)
-        d.send_signal(signal.SIGINT)
-        d.wait(timeout=120)
-        log.seek(0)
-        lost = [l for l in log.read().splitlines() if "lost" in l]
-        r["lost"] = lost[-1] if lost else "none"
-        # heaptrack on the churn.
+        # Rounds of bare / traced pairs, so that a change in the machine's
+        # background load hits both sides alike.
+        for i in range(a.runs):
+            measure("")
+            d, log = start_daemon(a.build, tmp)
+            if i == 0:  # the daemon alone, then during each load
+                time.sleep(2)
+                c0, t0 = proc_cpu(d.pid), time.time()
+                time.sleep(5)
+                r["idle_cpu"] = 100 * (proc_cpu(d.pid) - c0) / (time.time() - t0)
+                r["idle_rss"] = proc_rss_mb(d.pid)
+                for key, mode, n in loads[1:]:
+                    c0, t0 = proc_cpu(d.pid), time.time()
+                    times.setdefault(key + "_d", []).append(load(a.build, mode, n))
+                    r[key + "_cpu"] = 100 * (proc_cpu(d.pid) - c0) / (time.time() - t0)
+                    r[key + "_rss"] = proc_rss_mb(d.pid)
+                measure("_d", which=("churn",))
+            else:
+                measure("_d")
+            time.sleep(1.5)
+            d.send_signal(signal.SIGINT)
+            d.wait(timeout=120)
+            log.seek(0)
+            lost = [l for l in log.read().splitlines() if "lost" in l]
+            r["lost"] = lost[-1] if lost else "none"
+        # heaptrack on the churn (paired with bare runs too).
         if shutil.which("heaptrack"):
-            r["churn_h"] = median(a.build, "churn", a.churn, a.runs,
-                                  ("heaptrack", "-o", os.path.join(tmp, "ht")))
-        # A background perf record of the same syscalls, on the storm.
+            for i in range(a.runs):
+                measure("", which=("churn",))
+                measure("_h", ("heaptrack", "-o", os.path.join(tmp, f"ht{i}")), which=("churn",))
+        # A background perf record of the same syscalls, on the storms.
         if shutil.which("perf"):
             evs = []
-            for s in SYSCALLS:
-                evs += ["-e", f"syscalls:sys_enter_{s}", "-e", f"syscalls:sys_exit_{s}"]
-            p = subprocess.Popen(["perf", "record", "-a", "--call-graph", "dwarf", "-o",
-                                  os.path.join(tmp, "perf.data"), *evs],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(3)
-            r["storm_p"] = median(a.build, "storm", a.storm, a.runs)
-            r["bare_p"] = median(a.build, "storm-bare", a.storm_bare, a.runs)
-            p.send_signal(signal.SIGINT)
-            p.wait(timeout=300)
+            for sc in SYSCALLS:
+                evs += ["-e", f"syscalls:sys_enter_{sc}", "-e", f"syscalls:sys_exit_{sc}"]
+            for i in range(a.runs):
+                measure("", which=("storm", "bare"))
+                p = subprocess.Popen(["perf", "record", "-a", "--call-graph", "dwarf", "-o",
+                                      os.path.join(tmp, "perf.data"), *evs],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                time.sleep(2)
+                measure("_p", which=("storm", "bare"))
+                p.send_signal(signal.SIGINT)
+                p.wait(timeout=300)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    # The fastest run of each: other jobs on a shared machine only slow runs down.
+    for k, v in times.items():
+        r[k] = min(v)
 
     def ratio(k, base):
         return f"{r[k] / r[base]:.3f}x" if k in r else "n/a"
 
-    print(f"| load | bare | commitwatch daemon | other tool |")
+    print(f"| load (CPU seconds) | bare | commitwatch daemon | other tool |")
     print(f"| --- | --- | --- | --- |")
     print(f"| malloc churn ({a.churn:,} malloc/free) | {r['churn']:.3f} s | "
           f"{r['churn_d']:.3f} s ({ratio('churn_d', 'churn')}) | heaptrack: "
@@ -149,6 +160,9 @@ def main():
     print(f"| idle (5 s) | {r['idle_cpu']:.1f} % | {r['idle_rss']:.1f} MiB |")
     print(f"| during the storm | {r['storm_cpu']:.1f} % | {r['storm_rss']:.1f} MiB |")
     print(f"| during the untouched storm | {r['bare_cpu']:.1f} % | {r['bare_rss']:.1f} MiB |")
+    print()
+    print("runs (s): " + "; ".join(f"{k} " + " ".join(f"{x:.3f}" for x in v)
+                                   for k, v in sorted(times.items())))
     print()
     print(f"records lost: {r['lost']}")
 

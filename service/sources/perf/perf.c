@@ -40,6 +40,7 @@
 #include "sources/perf/perf_internal.h"
 
 #define STACK_BYTES 8192u        /* user stack copied per sample */
+#define QUEUE_CAP (96u << 20)    /* bytes of records held: past it the rings overflow */
 #define SLACK_NS 2000000         /* see DESIGN */
 #define K_CLONE_VM 0x100ull
 #define K_CLONE_THREAD 0x10000ull
@@ -86,7 +87,7 @@ typedef struct perf_src {
     cw__unwinder_t *unw;
     pmap_t procs, thrs, newtask; /* newtask: child tid -> clone flags + 1 */
     rec_t **q;
-    size_t qn, qcap;
+    size_t qn, qcap, qbytes;
     uint64_t seq;
     int pipefd[2];
     atomic_int stopping;
@@ -630,7 +631,7 @@ static int drain(perf_src_t *s, const cw__ring_t *r)
     uint64_t head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE);
     uint64_t tail = mp->data_tail;
     int rc = 0;
-    while (tail + sizeof(struct perf_event_header) <= head) {
+    while (tail + sizeof(struct perf_event_header) <= head && s->qbytes < QUEUE_CAP) {
         struct perf_event_header h;
         ring_copy(r, tail, &h, sizeof h);
         if (h.size < sizeof h + 24 || tail + h.size > head) {
@@ -652,6 +653,7 @@ static int drain(perf_src_t *s, const cw__ring_t *r)
             continue;
         }
         x->seq = s->seq++;
+        s->qbytes += h.size;
         if (s->qn == s->qcap) {
             size_t c = s->qcap ? s->qcap * 2 : 4096;
             rec_t **q = realloc(s->q, c * sizeof *q);
@@ -736,6 +738,7 @@ static int process_until(perf_src_t *s, int64_t horizon)
     while (!rc && i < sorted && s->q[i]->ts < horizon) {
         rc = process_rec(s, s->q[i]);
         if (!rc) rc = s->err;
+        s->qbytes -= s->q[i]->h.size;
         free(s->q[i++]);
         /* Unwinding a burst can take a while: keep the kernel's rings from
          * overflowing by moving their records to the queue (they are newer

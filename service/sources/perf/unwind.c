@@ -37,7 +37,12 @@ typedef struct module {
     bool sym_tried, sym_exec; /* sym_exec: ET_EXEC, placed at its link address */
     struct fsym *fsyms; /* functions sorted by address (libdw's lookup is linear) */
     size_t nfsyms;
+    size_t refs; /* mappings of live address spaces */
 } module_t;
+
+/* Past this many modules, those no process maps any more are forgotten
+ * (a build machine maps new test binaries all day). */
+#define MOD_SWEEP 1024
 
 typedef struct fsym {
     uint64_t addr, size;
@@ -125,20 +130,36 @@ int cw__unwinder_create(cw_stacks_t *stacks, cw__unwinder_t **out)
     return 0;
 }
 
+static void module_free(module_t *m)
+{
+    if (m->sym) dwfl_end(m->sym);
+    free(m->fsyms);
+    free(m->path);
+    free(m);
+}
+
 void cw__unwinder_destroy(cw__unwinder_t *u)
 {
     if (!u) return;
-    for (size_t i = 0; i < u->nmods; i++) {
-        if (u->mods[i]->sym) dwfl_end(u->mods[i]->sym);
-        free(u->mods[i]->fsyms);
-        free(u->mods[i]->path);
-        free(u->mods[i]);
-    }
+    for (size_t i = 0; i < u->nmods; i++) module_free(u->mods[i]);
     free(u->mods);
     free(u->fc);
     if (u->self_elf) elf_end(u->self_elf);
     if (u->self_fd >= 0) close(u->self_fd);
     free(u);
+}
+
+/* Forgets unmapped modules; the frame cache (keyed by module) starts over. */
+static void module_sweep(cw__unwinder_t *u)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < u->nmods; i++) {
+        if (u->mods[i]->refs) u->mods[w++] = u->mods[i];
+        else module_free(u->mods[i]);
+    }
+    u->nmods = w;
+    memset(u->fc, 0, u->fcap * sizeof *u->fc);
+    u->fn = 0;
 }
 
 static module_t *module_get(cw__unwinder_t *u, uint64_t dev, uint64_t ino, const char *path)
@@ -179,6 +200,7 @@ cw__aspace_t *cw__aspace_new(uint32_t pid)
 void cw__aspace_free(cw__aspace_t *as)
 {
     if (!as) return;
+    for (size_t i = 0; i < as->n; i++) as->m[i].mod->refs--;
     if (as->dwfl) dwfl_end(as->dwfl);
     free(as->m);
     free(as);
@@ -200,8 +222,15 @@ void cw__aspace_unmap(cw__aspace_t *as, uint64_t a, uint64_t b)
             out[w++] = m;
             continue;
         }
-        if (m.start < a) out[w++] = (amap_t){m.start, a, m.pgoff, m.mod};
-        if (m.end > b) out[w++] = (amap_t){b, m.end, m.pgoff + (b - m.start), m.mod};
+        m.mod->refs--;
+        if (m.start < a) {
+            out[w++] = (amap_t){m.start, a, m.pgoff, m.mod};
+            m.mod->refs++;
+        }
+        if (m.end > b) {
+            out[w++] = (amap_t){b, m.end, m.pgoff + (b - m.start), m.mod};
+            m.mod->refs++;
+        }
     }
     free(as->m);
     as->m = out;
@@ -212,6 +241,7 @@ void cw__aspace_unmap(cw__aspace_t *as, uint64_t a, uint64_t b)
 
 void cw__aspace_clear(cw__aspace_t *as)
 {
+    for (size_t i = 0; i < as->n; i++) as->m[i].mod->refs--;
     as->n = 0;
     as->dirty = true;
 }
@@ -221,6 +251,7 @@ int cw__aspace_map(cw__unwinder_t *u, cw__aspace_t *as, uint64_t start, uint64_t
 {
     if (!path || path[0] != '/' || len == 0) return 0;
     cw__aspace_unmap(as, start, start + len);
+    if (u->nmods >= MOD_SWEEP) module_sweep(u);
     module_t *mod = module_get(u, dev, ino, path);
     if (!mod) return CW_ENOMEM;
     if (as->n == as->cap) {
@@ -237,12 +268,14 @@ int cw__aspace_map(cw__unwinder_t *u, cw__aspace_t *as, uint64_t start, uint64_t
     }
     as->m[i] = (amap_t){start, start + len, pgoff, mod};
     as->n++;
+    mod->refs++;
     as->dirty = true;
     return 0;
 }
 
 int cw__aspace_copy(cw__aspace_t *dst, const cw__aspace_t *src)
 {
+    cw__aspace_clear(dst);
     if (src->n > dst->cap) {
         amap_t *p = realloc(dst->m, src->n * sizeof *p);
         if (!p) return CW_ENOMEM;
@@ -251,6 +284,7 @@ int cw__aspace_copy(cw__aspace_t *dst, const cw__aspace_t *src)
     }
     if (src->n) memcpy(dst->m, src->m, src->n * sizeof *src->m);
     dst->n = src->n;
+    for (size_t i = 0; i < dst->n; i++) dst->m[i].mod->refs++;
     dst->dirty = true;
     return 0;
 }
