@@ -32,7 +32,7 @@ def load(build, mode, n, prefix=()):
     (heaptrack), the whole process tree's time."""
     before = os.times()
     subprocess.run([*prefix, os.path.join(build, "bench", "perf_overhead"), mode, str(n)],
-                   stdout=subprocess.DEVNULL, check=True)
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
     after = os.times()
     return (after.children_user - before.children_user) + \
         (after.children_system - before.children_system)
