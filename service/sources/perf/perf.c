@@ -634,8 +634,9 @@ static int drain(perf_src_t *s, const cw__ring_t *r)
     while (tail + sizeof(struct perf_event_header) <= head && s->qbytes < QUEUE_CAP) {
         struct perf_event_header h;
         ring_copy(r, tail, &h, sizeof h);
-        if (h.size < sizeof h + 24 || tail + h.size > head) {
-            tail += h.size ? h.size : (head - tail); /* malformed: skip */
+        if (tail + h.size > head) break; /* not possible: the kernel publishes whole records */
+        if (h.size < sizeof h + 24) { /* too short for a sample_id: skip (all if size 0) */
+            tail += h.size ? h.size : head - tail;
             continue;
         }
         rec_t *x = malloc(sizeof *x - sizeof x->h + h.size);
