@@ -54,7 +54,7 @@ def proc_rss_mb(pid):
 
 def start_daemon(build, tmp):
     log = open(os.path.join(tmp, "daemon.log"), "w+")
-    d = subprocess.Popen([os.path.join(build, "commitwatch"), "run", "--source", "perf", "--db",
+    d = subprocess.Popen([os.path.join(build, "commitwatch"), "run", "--source", "perf", "--no-http", "--db",
                           os.path.join(tmp, "bench.db")], stderr=log)
     for _ in range(300):
         log.seek(0)

@@ -176,7 +176,7 @@ def test_daemon(tmp):
     print("== (b) end to end: the daemon and the MemoryTestApp", flush=True)
     db = os.path.join(tmp, "e2e.db")
     log = open(os.path.join(tmp, "run.log"), "w+")
-    run = subprocess.Popen([BIN, "run", "--source", "perf", "--db", db], stderr=log)
+    run = subprocess.Popen([BIN, "run", "--source", "perf", "--no-http", "--db", db], stderr=log)
     try:
         deadline = time.time() + 60
         while time.time() < deadline:
