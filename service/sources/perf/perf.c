@@ -69,6 +69,9 @@ typedef struct proc {
     uint32_t fork_parent; /* fork seen, clone flags not yet */
     int64_t mark;         /* see DESIGN */
     bool started;
+    bool has_pend;        /* an exec snapshot waiting for its time (see on_comm) */
+    int64_t pend_at;
+    cw__snapshot_t pend;
     cw__shadow_t sh;
     cw__aspace_t *as;
     char name[64];
@@ -88,6 +91,9 @@ typedef struct perf_src {
     pmap_t procs, thrs, newtask; /* newtask: child tid -> clone flags + 1 */
     rec_t **q;
     size_t qn, qcap, qbytes;
+    uint32_t *pend; /* pids with an exec snapshot pending */
+    size_t npend, pend_cap;
+    int64_t pend_min;
     uint64_t seq;
     int pipefd[2];
     atomic_int stopping;
@@ -235,6 +241,7 @@ static proc_t *proc_new(perf_src_t *s, uint32_t pid)
 static void proc_drop(perf_src_t *s, proc_t *p)
 {
     pmap_del(&s->procs, p->pid);
+    cw__snapshot_free(&p->pend);
     cw__shadow_free(&p->sh);
     cw__aspace_free(p->as);
     free(p);
@@ -258,6 +265,10 @@ static int proc_snapshot(perf_src_t *s, proc_t *p, int64_t ts, uint32_t pseudo, 
     int rc = cw__smaps_read(p->pid, &snap);
     if (rc) return rc;
     p->mark = mark;
+    if (p->has_pend) { /* this snapshot is newer */
+        cw__snapshot_free(&p->pend);
+        p->has_pend = false;
+    }
     cw__call_t c = {ts, 0, 0};
     rc = cw__shadow_sync(&p->sh, &s->env, &c, snap.seg, snap.n, snap.brk, pseudo, rundown, drift);
     for (size_t i = 0; !rc && i < snap.nx; i++) {
@@ -312,6 +323,42 @@ static proc_t *mem_owner(perf_src_t *s, uint32_t pid)
     return p;
 }
 
+/* An exec snapshot, read when the exec record was processed, is applied
+ * when processing reaches the time it was read: by then the shadow holds
+ * the calls the program made since the exec, with their stacks, and the
+ * sync commits only what the kernel made without a call (the image's
+ * segments), as `(exec image)`. */
+static int pend_apply(perf_src_t *s, proc_t *p)
+{
+    p->has_pend = false;
+    cw__call_t c = {p->pend_at, 0, 0};
+    uint64_t drift = 0;
+    int rc = cw__shadow_sync(&p->sh, &s->env, &c, p->pend.seg, p->pend.n, p->pend.brk,
+                             s->st_exec, false, &drift);
+    cw__snapshot_free(&p->pend);
+    return rc;
+}
+
+/* Applies the pending snapshots read at or before upto. */
+static int pend_due(perf_src_t *s, int64_t upto)
+{
+    size_t w = 0;
+    int rc = 0;
+    s->pend_min = INT64_MAX;
+    for (size_t i = 0; i < s->npend; i++) {
+        proc_t *p = pmap_get(&s->procs, s->pend[i]);
+        if (!p || !p->has_pend) continue;
+        if (!rc && p->pend_at <= upto) {
+            rc = pend_apply(s, p);
+            continue;
+        }
+        if (p->pend_at < s->pend_min) s->pend_min = p->pend_at;
+        s->pend[w++] = s->pend[i];
+    }
+    s->npend = w;
+    return rc;
+}
+
 /* Completes a fork once the clone flags are known (or assumed). */
 static int fork_resolve(perf_src_t *s, proc_t *p, bool shares_vm, int64_t ts)
 {
@@ -327,7 +374,9 @@ static int fork_resolve(perf_src_t *s, proc_t *p, bool shares_vm, int64_t ts)
         p->alias = pp->pid;
         return 0;
     }
-    int rc = cw__shadow_copy(&p->sh, &pp->sh);
+    /* The child gets the image too: the parent's snapshot cannot wait. */
+    int rc = pp->has_pend ? pend_apply(s, pp) : 0;
+    if (!rc) rc = cw__shadow_copy(&p->sh, &pp->sh);
     if (!rc) rc = cw__aspace_copy(p->as, pp->as);
     if (rc) return rc;
     cw__call_t c = {ts, p->pid, 0};
@@ -432,10 +481,33 @@ static int on_comm(perf_src_t *s, const uint8_t *b, uint16_t misc, int64_t ts)
     p->started = true;
     rc = emit_proc(s, CW_OP_PROCESS_START, pid, ts, p->name, cmd);
     if (rc) return rc;
-    /* The kernel mapped the image without mmap calls: read what it made. */
-    uint64_t drift = 0;
-    rc = proc_snapshot(s, p, ts, s->st_exec, false, &drift);
-    return rc == CW_ENOENT ? 0 : rc;
+    /* The kernel mapped the image without mmap calls: read what it made,
+     * to be applied when processing reaches now (pend_apply). */
+    if (p->has_pend) cw__snapshot_free(&p->pend);
+    p->has_pend = false;
+    int64_t at = mono_now();
+    rc = cw__smaps_read(pid, &p->pend);
+    if (rc) return rc == CW_ENOENT ? 0 : rc; /* gone already: its exit follows */
+    if (s->npend == s->pend_cap) {
+        size_t c = s->pend_cap ? s->pend_cap * 2 : 64;
+        uint32_t *q = realloc(s->pend, c * sizeof *q);
+        if (!q) return CW_ENOMEM;
+        s->pend = q;
+        s->pend_cap = c;
+    }
+    s->pend[s->npend++] = pid;
+    /* Its executable mappings now, whichever order the kernel reported the
+     * image's mmap2 records and this exec in (the clear above). */
+    for (size_t i = 0; i < p->pend.nx; i++) {
+        const cw__xmap_t *x = &p->pend.x[i];
+        rc = cw__aspace_map(s->unw, p->as, x->start, x->end - x->start, x->pgoff, x->dev, x->ino,
+                            x->path);
+        if (rc) return rc;
+    }
+    p->has_pend = true;
+    p->pend_at = at;
+    if (s->npend == 1 || at < s->pend_min) s->pend_min = at;
+    return 0;
 }
 
 static int on_mmap2(perf_src_t *s, const uint8_t *b)
@@ -585,6 +657,10 @@ static int process_rec(perf_src_t *s, const rec_t *r)
     const uint8_t *end = (const uint8_t *)&r->h + r->h.size;
     s->now_mono = r->ts;
     s->seen++;
+    if (s->npend && r->ts > s->pend_min) {
+        int rc = pend_due(s, r->ts - 1);
+        if (rc) return rc;
+    }
     switch (r->h.type) {
     case PERF_RECORD_SAMPLE: return on_sample(s, b, end, r->ts);
     case PERF_RECORD_FORK: return on_fork(s, (const uint32_t *)b, r->ts);
@@ -856,6 +932,7 @@ static int perf_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
             rc = resync_all(s, s->now_mono);
             next_resync = mono_now() + 1000000000LL;
         }
+        if (!rc && s->npend) rc = pend_due(s, t - SLACK_NS);
         if (!rc && t >= next_tick) {
             next_tick = t + 1000000000LL;
             int64_t now = t - SLACK_NS + s->mono_to_epoch;
@@ -868,6 +945,7 @@ static int perf_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
     /* Stopped: what the rings hold still goes out. */
     if (!rc) rc = drain_all(s);
     if (!rc) rc = process_until(s, INT64_MAX);
+    if (!rc && s->npend) rc = pend_due(s, INT64_MAX);
     if (!rc && s->resync_due) rc = resync_all(s, s->now_mono);
     if (!rc && sink->counters) sink->counters(sink->ctx, s->seen, s->lost, (int64_t)s->drift);
     free(pfd);
@@ -898,8 +976,10 @@ static void perf_close(void *impl)
             proc_t *p = s->procs.vals[i];
             cw__shadow_free(&p->sh);
             cw__aspace_free(p->as);
+            cw__snapshot_free(&p->pend);
             free(p);
         }
+    free(s->pend);
     for (size_t i = 0; i < s->thrs.cap; i++)
         if (s->thrs.vals[i]) {
             thr_t *t = s->thrs.vals[i];

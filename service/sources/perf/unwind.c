@@ -382,6 +382,13 @@ static const Dwfl_Thread_Callbacks thread_cbs = {
 /* (Re)reports the process's modules to its Dwfl; false if none usable. */
 static bool refresh(const cw__unwinder_t *u, cw__aspace_t *as)
 {
+    /* libdw (0.188) does not unwind through modules reported after the
+     * thread state was attached: a changed address space gets a new Dwfl. */
+    if (as->dirty && as->dwfl && as->attached) {
+        dwfl_end(as->dwfl);
+        as->dwfl = NULL;
+        as->attached = false;
+    }
     if (!as->dwfl) {
         as->dwfl = dwfl_begin(&dwfl_cbs);
         if (!as->dwfl) return false;
