@@ -9,20 +9,26 @@
  *              exec, resync after loss) and the modules a process maps.
  *   unwind.c   user-stack unwinding (libdw, CFI) and symbolization into
  *              interned stacks; module cache.
- *   perf.c     perf_event_open per CPU, ring buffers, timestamp merge,
- *              enter/exit pairing, the process table, the source ops.
+ *   perf_open.c  perf_event_open per CPU, ring buffers, user errors.
+ *   perf.c     draining the rings, the timestamp merge, resync after
+ *              losses, the rundown, the source ops.
+ *   procs.c    the process table (fork, exec, exit) and the records:
+ *              enter/exit pairing, applying calls to the shadow.
  *
  * Thread: everything here runs on the thread that called the source's
  * run() (the core thread); only perf.c's stop() is called from elsewhere. */
 #ifndef CW_PERF_INTERNAL_H
 #define CW_PERF_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <linux/perf_event.h>
 
 #include "commitwatch/error.h"
 #include "commitwatch/event.h"
+#include "commitwatch/source.h"
 #include "commitwatch/stacks.h"
 
 #define CW__PAGE 4096u
@@ -208,5 +214,99 @@ int cw__events_open(cw__events_t *e, size_t ring_bytes, uint32_t stack_bytes, cw
                     char *note, size_t note_size);
 int cw__events_enable(cw__events_t *e);
 void cw__events_close(cw__events_t *e);
+
+/* ---- perf.c and procs.c: the source's state ----------------------------- */
+
+#define STACK_BYTES 8192u        /* user stack copied per sample */
+#define QUEUE_CAP (96u << 20)    /* bytes of records held: past it the rings overflow */
+#define SLACK_NS 2000000         /* see DESIGN */
+#define K_CLONE_VM 0x100ull
+#define K_CLONE_THREAD 0x10000ull
+#define K_PROT_EXEC 0x4u
+
+typedef struct rec {
+    int64_t ts;
+    uint64_t seq;
+    struct perf_event_header h; /* followed by the record's body */
+} cw__rec_t;
+
+typedef struct thr {
+    uint32_t tid;
+    int sc; /* pending enter's syscall, -1 none */
+    int64_t ts;
+    uint64_t args[6];
+    uint32_t nregs;
+    uint64_t regs[40];
+    uint8_t *stk;
+    uint64_t stk_len;
+} cw__thr_t;
+
+typedef struct proc {
+    uint32_t pid;
+    uint32_t alias;       /* CLONE_VM child: its memory is this pid's */
+    uint32_t fork_parent; /* fork seen, clone flags not yet */
+    int64_t mark;         /* see DESIGN */
+    bool started;
+    bool has_pend;        /* an exec snapshot waiting for its time (see on_comm) */
+    int64_t pend_at;
+    cw__snapshot_t pend;
+    cw__shadow_t sh;
+    cw__aspace_t *as;
+    char name[64];
+} cw__proc_t;
+
+/* u32 -> pointer, open addressing with backward-shift deletion. */
+typedef struct pmap {
+    uint32_t *keys;
+    void **vals;
+    size_t cap, n;
+} cw__pmap_t;
+
+typedef struct cw__perf {
+    cw__events_t ev;
+    cw_stacks_t *stacks;
+    cw__unwinder_t *unw;
+    cw__pmap_t procs, thrs, newtask; /* newtask: child tid -> clone flags + 1 */
+    cw__rec_t **q;
+    size_t qn, qcap, qbytes;
+    uint32_t *pend; /* pids with an exec snapshot pending */
+    size_t npend, pend_cap;
+    int64_t pend_min;
+    uint64_t seq;
+    int pipefd[2];
+    atomic_int stopping;
+    const cw_source_sink_t *sink;
+    cw__shadow_env_t env;
+    int64_t mono_to_epoch, last_ts, now_mono, t0_epoch; /* now_mono: ts being processed */
+    uint32_t self;
+    uint32_t st_before, st_exec, st_fork, st_resync;
+    uint64_t seen, lost, orphans;
+    uint64_t n_enter, n_exit, n_applied, n_marked, n_unknown;
+    uint64_t drift;
+    bool resync_due;
+    int err;
+    cw_diag_t *d;
+} cw__perf_t;
+
+/* perf.c: small u32 -> pointer maps (open addressing). */
+void *cw__pmap_get(const cw__pmap_t *m, uint32_t k);
+int cw__pmap_put(cw__pmap_t *m, uint32_t k, void *v); /* 0 or CW_ENOMEM */
+void cw__pmap_del(cw__pmap_t *m, uint32_t k);
+void cw__pmap_free(cw__pmap_t *m);
+int64_t cw__mono_now(void); /* CLOCK_MONOTONIC ns */
+/* perf.c: emits process_start / process_exit (ts monotonic). */
+int cw__perf_emit_proc(cw__perf_t *s, cw_op_t op, uint32_t pid, int64_t ts, const char *name,
+                       const char *cmdline);
+
+/* procs.c: the process table and the records that change it. */
+int cw__perf_process_rec(cw__perf_t *s, const cw__rec_t *r);
+/* A process first seen: announced and loaded from smaps; NULL when gone
+ * (s->err set on a real error). */
+cw__proc_t *cw__proc_adopt(cw__perf_t *s, uint32_t pid, int64_t ts, uint32_t pseudo, bool rundown);
+/* Loads a smaps snapshot into p (sync); CW_ENOENT when p has no memory. */
+int cw__proc_snapshot(cw__perf_t *s, cw__proc_t *p, int64_t ts, uint32_t pseudo, bool rundown,
+                      uint64_t *drift);
+int cw__proc_exit(cw__perf_t *s, cw__proc_t *p, int64_t ts); /* ends and frees p */
+int cw__pend_due(cw__perf_t *s, int64_t upto); /* exec snapshots read by upto */
 
 #endif
