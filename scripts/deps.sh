@@ -6,7 +6,7 @@ set -euo pipefail
 PKGS=(
   build-essential cmake pkg-config git python3 sqlite3
   libsqlite3-dev libcjson-dev libexpat1-dev libcivetweb-dev libdw-dev libelf-dev
-  valgrind
+  libc6-dbg valgrind
 )
 # Extra packages for the full test suite (browser, metrics, fuzzing, benchmarks).
 if [[ "${1:-}" == "--test" ]]; then

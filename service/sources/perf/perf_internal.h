@@ -1,0 +1,312 @@
+/* perf_internal.h - the parts of the Linux perf source, shared between its
+ * files (service/sources/perf/).
+ *
+ *   shadow.c   the VMA shadow of one process: which pages the kernel
+ *              charges to commit (VM_ACCOUNT), kept up by syscall results;
+ *              emits commit / decommit / reserve / release. Pure logic, no
+ *              OS calls: unit-tested in tests/unit/test_perf_shadow.c.
+ *   smaps.c    parsing /proc/PID/smaps into shadow segments (rundown,
+ *              exec, resync after loss) and the modules a process maps.
+ *   unwind.c   user-stack unwinding (libdw, CFI) and symbolization into
+ *              interned stacks; module cache.
+ *   perf_open.c  perf_event_open per CPU, ring buffers, user errors.
+ *   perf.c     draining the rings, the timestamp merge, resync after
+ *              losses, the rundown, the source ops.
+ *   procs.c    the process table (fork, exec, exit) and the records:
+ *              enter/exit pairing, applying calls to the shadow.
+ *
+ * Thread: everything here runs on the thread that called the source's
+ * run() (the core thread); only perf.c's stop() is called from elsewhere. */
+#ifndef CW_PERF_INTERNAL_H
+#define CW_PERF_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <linux/perf_event.h>
+
+#include "commitwatch/error.h"
+#include "commitwatch/event.h"
+#include "commitwatch/source.h"
+#include "commitwatch/stacks.h"
+
+#define CW__PAGE 4096u
+#define CW__PAGE_UP(x) (((x) + (CW__PAGE - 1)) & ~(uint64_t)(CW__PAGE - 1))
+#define CW__PAGE_DOWN(x) ((x) & ~(uint64_t)(CW__PAGE - 1))
+
+/* ---- shadow.c ---------------------------------------------------------- */
+
+/* Flags of a shadow segment: the VMA flags that decide the commit charge. */
+enum {
+    CW__SEG_ACCT = 1u << 0,  /* VM_ACCOUNT: charged (smaps "ac") */
+    CW__SEG_WRITE = 1u << 1, /* VM_WRITE ("wr") */
+    CW__SEG_SHARED = 1u << 2, /* VM_SHARED ("sh") */
+    CW__SEG_NORES = 1u << 3, /* VM_NORESERVE ("nr") */
+    CW__SEG_HUGE = 1u << 4,  /* VM_HUGETLB ("ht") */
+    CW__SEG_ANON = 1u << 5,  /* no file behind it */
+    CW__SEG_STACK = 1u << 6, /* the main thread's [stack]: never counted */
+    CW__SEG_HEAP = 1u << 7,  /* the brk area ([heap]) */
+};
+
+/* A run of pages with equal flags and one attribution. Segments are kept
+ * sorted, never overlapping; they need not be merged (VMA boundaries do
+ * not matter to the charge, only per-page flags do). */
+typedef struct cw__seg {
+    uint64_t start, end; /* page-aligned, start < end */
+    uint32_t flags;      /* CW__SEG_* */
+    uint32_t stack_id;   /* stack of the call that charged it */
+} cw__seg_t;
+
+/* Callbacks the shadow needs from its owner. */
+typedef struct cw__shadow_env {
+    void *ctx;
+    /* One emitted event (pid, ts, tid are filled by the shadow). Nonzero
+     * return is passed back to the caller of the shadow function. */
+    int (*emit)(void *ctx, const cw_event_t *ev);
+    /* After an mprotect removing write from a charged anonymous range:
+     * is [addr, addr+len) still charged? 1 yes, 0 no, -1 unknown (then
+     * the shadow keeps it charged, the common case). May be NULL. */
+    int (*query_acct)(void *ctx, uint32_t pid, uint64_t addr, uint64_t len);
+    bool overcommit_never; /* vm.overcommit_memory == 2: MAP_NORESERVE ignored */
+} cw__shadow_env_t;
+
+typedef struct cw__shadow {
+    uint32_t pid;
+    cw__seg_t *seg;
+    size_t n, cap;
+    uint64_t brk;    /* PAGE_UP of the current program break; 0 unknown */
+    uint64_t acct_bytes; /* charged bytes outside [stack] (the oracle) */
+} cw__shadow_t;
+
+/* What one syscall asked and got. ts/tid/stack_id describe the call. */
+typedef struct cw__call {
+    int64_t ts;
+    uint32_t tid;
+    uint32_t stack_id;
+} cw__call_t;
+
+void cw__shadow_init(cw__shadow_t *s, uint32_t pid);
+void cw__shadow_free(cw__shadow_t *s);
+/* Drops every segment without emitting anything. */
+void cw__shadow_clear(cw__shadow_t *s);
+/* Copies src's segments and brk into dst (cleared first); dst->pid kept.
+ * 0 or CW_ENOMEM. */
+int cw__shadow_copy(cw__shadow_t *dst, const cw__shadow_t *src);
+
+/* Successful syscalls (the caller drops failed ones). Each returns 0, a
+ * CW_E* code, or the emit callback's nonzero return. Addresses and
+ * lengths are as passed; the shadow page-rounds as the kernel does. */
+/* addr = the address mmap returned; prot/flags as passed. */
+int cw__shadow_mmap(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
+                    uint64_t addr, uint64_t len, uint64_t prot, uint64_t flags);
+int cw__shadow_munmap(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
+                      uint64_t addr, uint64_t len);
+int cw__shadow_mprotect(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
+                        uint64_t addr, uint64_t len, uint64_t prot);
+/* old_addr/old_len/new_len/flags as passed, result = the new address. */
+int cw__shadow_mremap(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
+                      uint64_t old_addr, uint64_t old_len, uint64_t new_len, uint64_t flags,
+                      uint64_t result);
+/* arg = the requested break (0 = query), result = the break returned. */
+int cw__shadow_brk(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
+                   uint64_t arg, uint64_t result);
+
+/* Makes the shadow equal to segs[0..n) (sorted, e.g. from smaps): pages
+ * charged now but not before are committed with pseudo_stack (rundown
+ * flag as given), pages charged before but not now are decommitted;
+ * pages charged in both keep their attribution. brk is set when nonzero.
+ * *drift gets the bytes corrected (added + removed). 0 or an error. */
+int cw__shadow_sync(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
+                    const cw__seg_t *segs, size_t n, uint64_t brk, uint32_t pseudo_stack,
+                    bool rundown, uint64_t *drift);
+
+/* Commits every charged segment again (a forked child that starts with its
+ * parent's memory), attributed to stack_id. */
+int cw__shadow_commit_all(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
+                          uint32_t stack_id);
+
+/* ---- smaps.c ----------------------------------------------------------- */
+
+/* An executable file mapping (for unwinding and symbols). */
+typedef struct cw__xmap {
+    uint64_t start, end, pgoff;
+    uint64_t dev, ino; /* makedev(major, minor), inode */
+    char *path;        /* owned */
+} cw__xmap_t;
+
+/* What /proc/PID/smaps said at one instant. */
+typedef struct cw__snapshot {
+    cw__seg_t *seg; /* every VMA, flags from perms + VmFlags */
+    size_t n, cap;
+    cw__xmap_t *x;  /* executable file mappings */
+    size_t nx, xcap;
+    uint64_t brk;   /* PAGE_UP of the break: [heap] end, else start_brk; 0 unknown */
+} cw__snapshot_t;
+
+/* Reads /proc/PID/smaps (and the start of the break from /proc/PID/stat).
+ * 0; CW_ENOENT when the process is gone or has no memory (kernel thread,
+ * zombie); CW_EPERM; CW_ENOMEM. snap is reset first; free with
+ * cw__snapshot_free(). */
+int cw__smaps_read(uint32_t pid, cw__snapshot_t *snap);
+void cw__snapshot_free(cw__snapshot_t *snap);
+/* Is [addr, addr+len) charged right now? 1, 0, or -1 (cannot tell). */
+int cw__smaps_query_acct(uint32_t pid, uint64_t addr, uint64_t len);
+/* comm (name) and the command line (NULs as spaces) of pid; "" if gone. */
+void cw__proc_names(uint32_t pid, char *name, size_t nsize, char *cmdline, size_t csize);
+
+/* ---- unwind.c ---------------------------------------------------------- */
+
+typedef struct cw__unwinder cw__unwinder_t;
+typedef struct cw__aspace cw__aspace_t; /* one process's executable mappings */
+
+/* stacks borrowed (the source's interner). 0 or CW_ENOMEM. */
+int cw__unwinder_create(cw_stacks_t *stacks, cw__unwinder_t **out);
+void cw__unwinder_destroy(cw__unwinder_t *u); /* accepts NULL */
+
+cw__aspace_t *cw__aspace_new(uint32_t pid); /* NULL on ENOMEM */
+void cw__aspace_free(cw__aspace_t *as);     /* accepts NULL */
+/* An executable file mapping appeared (mmap2 record, smaps); path copied. */
+int cw__aspace_map(cw__unwinder_t *u, cw__aspace_t *as, uint64_t start, uint64_t len,
+                   uint64_t pgoff, uint64_t dev, uint64_t ino, const char *path);
+/* [a, b) unmapped or replaced. */
+void cw__aspace_unmap(cw__aspace_t *as, uint64_t a, uint64_t b);
+void cw__aspace_clear(cw__aspace_t *as);
+int cw__aspace_copy(cw__aspace_t *dst, const cw__aspace_t *src);
+
+/* The user registers a sample carries (PERF_SAMPLE_REGS_USER). */
+uint64_t cw__unwind_regs_mask(void);
+/* Unwinds one sample: regs in the order of cw__unwind_regs_mask() bits,
+ * stack = the bytes from the user stack pointer up. *stack_id gets the
+ * interned stack, outermost caller first (0 if nothing could be read).
+ * Never fails for bad input; CW_ENOMEM only. */
+int cw__unwind(cw__unwinder_t *u, cw__aspace_t *as, uint32_t tid, const uint64_t *regs,
+               uint32_t nregs, const uint8_t *stack, uint64_t stack_size, uint32_t *stack_id);
+
+/* ---- perf_open.c: events and rings -------------------------------------- */
+
+/* The syscalls followed; enter and exit tracepoints of each. */
+enum { CW__SC_MMAP, CW__SC_MUNMAP, CW__SC_MREMAP, CW__SC_BRK, CW__SC_MPROTECT,
+       CW__SC_PKEY_MPROTECT, CW__SC_N };
+
+typedef struct cw__ring {
+    int fd; /* the CPU's dummy event, which owns the ring */
+    void *base;
+    size_t data_size; /* power of two */
+} cw__ring_t;
+
+typedef struct cw__events {
+    int sc_enter_id[CW__SC_N], sc_exit_id[CW__SC_N]; /* tracepoint ids, -1 if absent */
+    int newtask_id, newtask_pid_off, newtask_flags_off; /* task:task_newtask, -1 if absent */
+    int *fds;   /* every event fd */
+    size_t nfds;
+    cw__ring_t *rings; /* one per CPU */
+    size_t nrings;
+    uint32_t stack_bytes; /* PERF_SAMPLE_STACK_USER size on enter events */
+    char tracefs[256];
+} cw__events_t;
+
+/* Finds tracefs (mounting it when root and it is not), checks privileges,
+ * opens the events on every CPU, disabled, with one ring per CPU.
+ * 0, or CW_EPERM / CW_ENOSYS / CW_EIO / CW_ENOMEM with d saying what to
+ * do. note gets a line to log (e.g. "mounted tracefs at ..."), or "". */
+int cw__events_open(cw__events_t *e, size_t ring_bytes, uint32_t stack_bytes, cw_diag_t *d,
+                    char *note, size_t note_size);
+int cw__events_enable(cw__events_t *e);
+void cw__events_close(cw__events_t *e);
+
+/* ---- perf.c and procs.c: the source's state ----------------------------- */
+
+#define STACK_BYTES 8192u        /* user stack copied per sample */
+#define QUEUE_CAP (96u << 20)    /* bytes of records held: past it the rings overflow */
+#define SLACK_NS 2000000         /* see DESIGN */
+#define K_CLONE_VM 0x100ull
+#define K_CLONE_THREAD 0x10000ull
+#define K_PROT_EXEC 0x4u
+
+typedef struct rec {
+    int64_t ts;
+    uint64_t seq;
+    struct perf_event_header h; /* followed by the record's body */
+} cw__rec_t;
+
+typedef struct thr {
+    uint32_t tid;
+    int sc; /* pending enter's syscall, -1 none */
+    int64_t ts;
+    uint64_t args[6];
+    uint32_t nregs;
+    uint64_t regs[40];
+    uint8_t *stk;
+    uint64_t stk_len;
+} cw__thr_t;
+
+typedef struct proc {
+    uint32_t pid;
+    uint32_t alias;       /* CLONE_VM child: its memory is this pid's */
+    uint32_t fork_parent; /* fork seen, clone flags not yet */
+    int64_t mark;         /* see DESIGN */
+    bool started;
+    bool has_pend;        /* an exec snapshot waiting for its time (see on_comm) */
+    int64_t pend_at;
+    cw__snapshot_t pend;
+    cw__shadow_t sh;
+    cw__aspace_t *as;
+    char name[64];
+} cw__proc_t;
+
+/* u32 -> pointer, open addressing with backward-shift deletion. */
+typedef struct pmap {
+    uint32_t *keys;
+    void **vals;
+    size_t cap, n;
+} cw__pmap_t;
+
+typedef struct cw__perf {
+    cw__events_t ev;
+    cw_stacks_t *stacks;
+    cw__unwinder_t *unw;
+    cw__pmap_t procs, thrs, newtask; /* newtask: child tid -> clone flags + 1 */
+    cw__rec_t **q;
+    size_t qn, qcap, qbytes;
+    uint32_t *pend; /* pids with an exec snapshot pending */
+    size_t npend, pend_cap;
+    int64_t pend_min;
+    uint64_t seq;
+    int pipefd[2];
+    atomic_int stopping;
+    const cw_source_sink_t *sink;
+    cw__shadow_env_t env;
+    int64_t mono_to_epoch, last_ts, now_mono, t0_epoch; /* now_mono: ts being processed */
+    uint32_t self;
+    uint32_t st_before, st_exec, st_fork, st_resync;
+    uint64_t seen, lost, orphans;
+    uint64_t n_enter, n_exit, n_applied, n_marked, n_unknown;
+    uint64_t drift;
+    bool resync_due;
+    int err;
+    cw_diag_t *d;
+} cw__perf_t;
+
+/* perf.c: small u32 -> pointer maps (open addressing). */
+void *cw__pmap_get(const cw__pmap_t *m, uint32_t k);
+int cw__pmap_put(cw__pmap_t *m, uint32_t k, void *v); /* 0 or CW_ENOMEM */
+void cw__pmap_del(cw__pmap_t *m, uint32_t k);
+void cw__pmap_free(cw__pmap_t *m);
+int64_t cw__mono_now(void); /* CLOCK_MONOTONIC ns */
+/* perf.c: emits process_start / process_exit (ts monotonic). */
+int cw__perf_emit_proc(cw__perf_t *s, cw_op_t op, uint32_t pid, int64_t ts, const char *name,
+                       const char *cmdline);
+
+/* procs.c: the process table and the records that change it. */
+int cw__perf_process_rec(cw__perf_t *s, const cw__rec_t *r);
+/* A process first seen: announced and loaded from smaps; NULL when gone
+ * (s->err set on a real error). */
+cw__proc_t *cw__proc_adopt(cw__perf_t *s, uint32_t pid, int64_t ts, uint32_t pseudo, bool rundown);
+/* Loads a smaps snapshot into p (sync); CW_ENOENT when p has no memory. */
+int cw__proc_snapshot(cw__perf_t *s, cw__proc_t *p, int64_t ts, uint32_t pseudo, bool rundown,
+                      uint64_t *drift);
+int cw__proc_exit(cw__perf_t *s, cw__proc_t *p, int64_t ts); /* ends and frees p */
+int cw__pend_due(cw__perf_t *s, int64_t upto); /* exec snapshots read by upto */
+
+#endif
