@@ -250,7 +250,8 @@ int cw_analysis_report(cw_analysis_t *a, cw_stacks_t *stacks, cw_tagger_t *tagge
         p->exit_ns = in->exit_ns;
         p->events = in->events;
         p->peak_bytes = out_t0[id] + (uint64_t)in->best;
-        p->peak_ns = in->best_ns;
+        /* The state at `from` is reached no earlier than the instance. */
+        p->peak_ns = in->best_ns < in->start_ns ? in->start_ns : in->best_ns;
         p->stacks = calloc(nst[id] ? nst[id] : 1, sizeof *p->stacks);
         if (!p->name || (in->cmdline && !p->cmdline) || !p->stacks) {
             free(out_t0);

@@ -489,6 +489,10 @@ static int finish(cw_store_t *s, build_t *b, bool with_frames, cw_diag_t *d)
         bool keep = b->active[i] || b->out0[i] > 0;
         if (keep && !err) err = fill_proc(s, &r->procs[i], with_frames, d);
         if (keep && !err && !b->active[i] && r->procs[i].start_ns >= r->to_ns) keep = false;
+        /* The state at a bucket start is reached no earlier than the
+         * instance (as in the trace analyzer). */
+        if (keep && !err && r->procs[i].peak_ns < r->procs[i].start_ns)
+            r->procs[i].peak_ns = r->procs[i].start_ns;
         if (keep && !err) r->procs[kept++] = r->procs[i];
         else free_proc(&r->procs[i]);
     }

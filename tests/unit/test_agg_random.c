@@ -218,6 +218,8 @@ static void check_window(const cw_report_t *r, uint32_t nprocs, int64_t t0, int6
             }
             cur += A[i].r.delta;
         }
+        /* The state at a bucket start is reached no earlier than the instance. */
+        if (peak_ns < start_of[proc]) peak_ns = start_of[proc];
         const cw_proc_report_t *p = NULL;
         for (uint32_t k = 0; k < r->nprocs; k++)
             if (r->procs[k].id == proc) p = &r->procs[k];

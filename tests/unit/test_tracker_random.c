@@ -312,6 +312,8 @@ static void m_window(uint32_t i, int64_t t0, int64_t t1, int64_t stack, m_figs_t
             o->peak_ns = in->steps[s].ts;
         }
     }
+    /* The state at t0 is reached no earlier than the instance started. */
+    if (o->peak_ns < in->start) o->peak_ns = in->start;
 }
 
 /* ---- the system under test: one tracker, one analysis per window ---------- */
