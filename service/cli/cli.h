@@ -25,6 +25,13 @@ typedef struct cw_cli_rules {
 } cw_cli_rules_t;
 int cw_cli_rules_add(cw_cli_rules_t *r, const char *file); /* 0 or -1 (message printed) */
 void cw_cli_rules_free(cw_cli_rules_t *r);
+/* Looks up --source SPEC ("perf", "etw", "replay:PATH"): the source's ops
+ * and, in *arg, what follows the colon ("" when none). NULL (and a message
+ * naming what this build has, printed as `commitwatch CMD: ...`) when the
+ * source is unknown. */
+struct cw_source_ops;
+const struct cw_source_ops *cw_cli_find_source(const char *cmd, const char *spec, const char **arg);
+
 /* The tagger for data of `platform` ("windows", "linux"): the rule files
  * given, else the platform's default rules. 0 or CW_E* with d filled. */
 int cw_cli_make_tagger(const char *platform, const cw_cli_rules_t *rules, cw_tagger_t **out,

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "cli/cli.h"
+#include "commitwatch/source.h"
 #include "commitwatch/stacktags.h"
 
 int cw_cli_parse_i64(const char *s, long long *out)
@@ -58,4 +59,25 @@ int cw_cli_make_tagger(const char *platform, const cw_cli_rules_t *rules, cw_tag
 #endif
     }
     return cw_stacktags_tagger_for(platform, (const char *const *)rules->files, rules->n, out, d);
+}
+
+const cw_source_ops_t *cw_cli_find_source(const char *cmd, const char *spec, const char **arg)
+{
+    char name[32];
+    const char *colon = spec ? strchr(spec, ':') : NULL;
+    size_t nlen = colon ? (size_t)(colon - spec) : (spec ? strlen(spec) : 0);
+    const cw_source_ops_t *ops = NULL;
+    if (nlen < sizeof name) {
+        memcpy(name, spec, nlen);
+        name[nlen] = '\0';
+        ops = cw_source_find(name);
+    }
+    if (!ops) {
+        fprintf(stderr, "commitwatch %s: unknown source '%s' (this build has: replay:PATH%s%s)\n", cmd,
+                spec ? spec : "", cw_source_find("perf") ? ", perf" : "",
+                cw_source_find("etw") ? ", etw" : "");
+        return NULL;
+    }
+    *arg = colon ? colon + 1 : "";
+    return ops;
 }

@@ -124,16 +124,9 @@ int cw_cmd_record(int argc, char **argv)
         source_arg = "";
 #endif
     }
-    char name[32];
-    const char *colon = strchr(source_arg, ':');
-    size_t nlen = colon ? (size_t)(colon - source_arg) : strlen(source_arg);
-    snprintf(name, sizeof name, "%.*s", (int)(nlen < sizeof name ? nlen : sizeof name - 1),
-             source_arg);
-    const cw_source_ops_t *ops = cw_source_find(name);
-    if (!ops) {
-        fprintf(stderr, "commitwatch record: unknown source '%s'\n", source_arg);
-        return 2;
-    }
+    const char *source_rest = "";
+    const cw_source_ops_t *ops = cw_cli_find_source("record", source_arg, &source_rest);
+    if (!ops) return 2;
 
     cw_diag_t d = {{0}};
     cw_stacks_t *stacks = NULL;
@@ -144,7 +137,7 @@ int cw_cmd_record(int argc, char **argv)
         cw_diag_set(&d, rc, "%s", cw_strerror(rc));
         goto done;
     }
-    if ((rc = ops->open(&src, colon ? colon + 1 : "", stacks, &d))) goto done;
+    if ((rc = ops->open(&src, source_rest, stacks, &d))) goto done;
     cw_trace_header_t h = {{0}, 8};
     snprintf(h.platform, sizeof h.platform, "%s", ops->platform(src));
     if ((rc = cw_trace_writer_open(out, &h, stacks, &r.w, &d))) goto done;

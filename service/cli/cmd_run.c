@@ -309,12 +309,8 @@ int cw_cmd_run(int argc, char **argv)
 #endif
     }
     const char *db_path = db_arg ? db_arg : cfg.db;
-    char name[32];
-    const char *colon = source_arg ? strchr(source_arg, ':') : NULL;
-    size_t nlen = colon ? (size_t)(colon - source_arg) : (source_arg ? strlen(source_arg) : 0);
-    snprintf(name, sizeof name, "%.*s", (int)(nlen < sizeof name ? nlen : sizeof name - 1), source_arg ? source_arg : "");
-    if (!(ops = cw_source_find(name))) {
-        fprintf(stderr, "commitwatch run: unknown source '%s' (this build has: replay:PATH%s)\n", source_arg ? source_arg : "", cw_source_find("perf") ? ", perf" : cw_source_find("etw") ? ", etw" : "");
+    const char *source_rest = "";
+    if (!(ops = cw_cli_find_source("run", source_arg, &source_rest))) {
         exit_code = 2;
         goto out;
     }
@@ -337,7 +333,7 @@ int cw_cmd_run(int argc, char **argv)
     uint32_t stored_frames = cw_stacks_frame_count(ctx.stacks), stored_stacks = cw_stacks_count(ctx.stacks);
     if (stored_stacks <= 1) stored_stacks = 0; /* nothing stored yet: send stack 0 too */
 
-    if ((rc = ops->open(&src, colon ? colon + 1 : "", ctx.stacks, &d)) != 0) goto fail;
+    if ((rc = ops->open(&src, source_rest, ctx.stacks, &d)) != 0) goto fail;
     /* One database holds the data of one platform: its stacks are tagged
      * with that platform's rules. */
     ctx.platform = ops->platform(src);
