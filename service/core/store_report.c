@@ -526,12 +526,12 @@ int cw_store_report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_fra
         err = (b.r->note = strdup("the database holds no data yet")) ? 0 : CW_ENOMEM;
         goto end;
     }
-    if (from_ns == INT64_MIN) {
-        /* The oldest time some tier still answers exactly. */
-        int64_t oldest = INT64_MAX;
-        for (int k = 0; k < CW_TIERS; k++)
-            if (t[k].start != INT64_MIN && t[k].horizon < oldest) oldest = t[k].horizon;
-        from_ns = oldest > t[0].start ? oldest : t[0].start;
+    bool whole_from = from_ns == INT64_MIN;
+    if (whole_from) {
+        /* Everything the raw tier answers exactly, up to the newest data;
+         * older history, folded out of it by retention, stays in the
+         * coarser tiers for windows that ask for it (a note says so). */
+        from_ns = t[0].horizon > t[0].start ? t[0].horizon : t[0].start;
     }
     if (to_ns == INT64_MAX) to_ns = t[0].end;
     if (from_ns >= to_ns || from_ns < INT64_MIN / 2) {
@@ -559,6 +559,15 @@ int cw_store_report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_fra
                        "tier: older rows were folded by retention or newer ones are not "
                        "rolled up yet",
                        p.t0, p.t1, tier_names[p.k]);
+    if (!err && whole_from && !b.r->note && t[0].horizon > t[0].start) {
+        /* Retention folded older raw rows: the coarser tiers keep them. */
+        char buf[320];
+        snprintf(buf, sizeof buf,
+                 "the whole raw tier [%" PRId64 ", %" PRId64 "); history before it is kept at "
+                 "1 min / 1 h resolution: ask for it with --from",
+                 p.t0, p.t1);
+        if (!(b.r->note = strdup(buf))) err = CW_ENOMEM;
+    }
     segment_t seg[MAX_SEGMENTS];
     int nback, nseg = plan_segments(t, &p, seg, &nback);
     if (!err) err = load_figs(s, &b, seg, nseg, &p, d);
