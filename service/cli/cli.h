@@ -32,6 +32,10 @@ void cw_cli_rules_free(cw_cli_rules_t *r);
 struct cw_source_ops;
 const struct cw_source_ops *cw_cli_find_source(const char *cmd, const char *spec, const char **arg);
 
+/* Routes SIGINT and SIGTERM (and SIGHUP when hup) to handler, which must
+ * only set flags and call a source's stop(). */
+void cw_cli_catch_signals(void (*handler)(int), int hup);
+
 /* The tagger for data of `platform` ("windows", "linux"): the rule files
  * given, else the platform's default rules. 0 or CW_E* with d filled. */
 int cw_cli_make_tagger(const char *platform, const cw_cli_rules_t *rules, cw_tagger_t **out,

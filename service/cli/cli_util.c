@@ -1,5 +1,6 @@
 /* cli_util.c - small helpers shared by the commands. */
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,4 +81,14 @@ const cw_source_ops_t *cw_cli_find_source(const char *cmd, const char *spec, con
     }
     *arg = colon ? colon + 1 : "";
     return ops;
+}
+
+void cw_cli_catch_signals(void (*handler)(int), int hup)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    if (hup) sigaction(SIGHUP, &sa, NULL);
 }

@@ -145,11 +145,7 @@ int cw_cmd_record(int argc, char **argv)
 
     active_ops = ops;
     active_src = src;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    cw_cli_catch_signals(on_signal, 0);
     CW_LOGI("recording from %s into %s%s", source_arg, out,
             duration ? "" : " (SIGINT or SIGTERM stops)");
     cw_source_sink_t sink = {&r, rec_emit, rec_tick, rec_counters};

@@ -370,12 +370,7 @@ int cw_cmd_run(int argc, char **argv)
 
     active_ops = ops;
     active_src = src;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    cw_cli_catch_signals(on_signal, 1);
 
     CW_LOGI("ingesting from %s into %s (stack tags: %s)", source_arg, db_path, cw_tagger_rules_hash(ctx.tagger));
     cw_source_sink_t ss = {&ctx, run_emit, run_tick, run_counters};
