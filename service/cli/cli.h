@@ -30,6 +30,8 @@ void cw_cli_rules_free(cw_cli_rules_t *r);
  * naming what this build has, printed as `commitwatch CMD: ...`) when the
  * source is unknown. */
 struct cw_source_ops;
+/* This platform's live source ("perf", "etw"), or NULL where there is none. */
+const char *cw_cli_live_source(void);
 const struct cw_source_ops *cw_cli_find_source(const char *cmd, const char *spec, const char **arg);
 
 /* Routes SIGINT and SIGTERM (and SIGHUP when hup) to handler, which must

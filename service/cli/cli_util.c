@@ -62,6 +62,17 @@ int cw_cli_make_tagger(const char *platform, const cw_cli_rules_t *rules, cw_tag
     return cw_stacktags_tagger_for(platform, (const char *const *)rules->files, rules->n, out, d);
 }
 
+const char *cw_cli_live_source(void)
+{
+#if defined(__linux__)
+    return "perf";
+#elif defined(_WIN32)
+    return "etw";
+#else
+    return NULL;
+#endif
+}
+
 const cw_source_ops_t *cw_cli_find_source(const char *cmd, const char *spec, const char **arg)
 {
     char name[32];

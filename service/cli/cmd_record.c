@@ -115,15 +115,7 @@ int cw_cmd_record(int argc, char **argv)
         fprintf(stderr, "commitwatch record: --out FILE is required\n\n%s", usage_text);
         return 2;
     }
-    if (!source_arg) {
-#if defined(__linux__)
-        source_arg = "perf";
-#elif defined(_WIN32)
-        source_arg = "etw";
-#else
-        source_arg = "";
-#endif
-    }
+    if (!source_arg) source_arg = cw_cli_live_source();
     const char *source_rest = "";
     const cw_source_ops_t *ops = cw_cli_find_source("record", source_arg, &source_rest);
     if (!ops) return 2;

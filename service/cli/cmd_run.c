@@ -301,13 +301,7 @@ int cw_cmd_run(int argc, char **argv)
     if (rules_from(&ctx, &cfg, &rules) != 0) goto out;
     apply_log_level(cfg.log_level);
     if (!source_arg) source_arg = cfg.source;
-    if (!source_arg) {
-#if defined(__linux__)
-        source_arg = "perf";
-#elif defined(_WIN32)
-        source_arg = "etw";
-#endif
-    }
+    if (!source_arg) source_arg = cw_cli_live_source();
     const char *db_path = db_arg ? db_arg : cfg.db;
     const char *source_rest = "";
     if (!(ops = cw_cli_find_source("run", source_arg, &source_rest))) {
