@@ -9,6 +9,8 @@
 
 #include <stddef.h>
 
+#include "commitwatch/common.h"
+
 #define CW_ERRNO_MAP(X)                                                                            \
     X(ENOMEM, -1, "out of memory")                                                                 \
     X(EINVAL, -2, "invalid argument")                                                              \
@@ -22,7 +24,8 @@
     X(EPERM, -10, "permission denied")                                                             \
     X(ENOSYS, -11, "not supported here")                                                           \
     X(ESTOPPED, -12, "stopped")                                                                    \
-    X(ERANGE, -13, "value out of range")
+    X(ERANGE, -13, "value out of range")                                                           \
+    X(EUSAGE, -14, "invalid usage")
 
 typedef enum cw_errno {
 #define CW__ERR_ENUM(name, code, msg) CW_##name = (code),
@@ -42,10 +45,6 @@ typedef struct cw_diag {
 
 /* printf-style fill of d (d may be NULL). Returns err unchanged so callers
  * can write `return cw_diag_set(d, CW_EPARSE, "...")`. */
-int cw_diag_set(cw_diag_t *d, int err, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
+int cw_diag_set(cw_diag_t *d, int err, const char *fmt, ...) CW_PRINTF(3, 4);
 
 #endif

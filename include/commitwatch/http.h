@@ -8,8 +8,8 @@
  * Threads (DESIGN): cw_http_start() and cw_http_stop() are called by the
  * thread that runs the service (the core thread). Each civetweb worker
  * opens its own read-only cw_store on the database file and reads nothing
- * else of the process but the cw_http_status_t below, which the core
- * updates with atomics. Workers never touch ingest structures.
+ * else of the process but the service's cw_status_t (status.h), which the
+ * core thread updates with atomics. Workers never touch ingest structures.
  *
  * Security: only GET and HEAD are served unless a token is configured;
  * any state-changing endpoint also requires it (Authorization: Bearer).
@@ -19,36 +19,13 @@
 #ifndef COMMITWATCH_HTTP_H
 #define COMMITWATCH_HTTP_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "commitwatch/error.h"
+#include "commitwatch/status.h"
 
 #define CW_HTTP_DEFAULT_LISTEN "127.0.0.1:8470"
-
-/* What the service tells the API about itself (/api/health, /metrics).
- * Fields without _Atomic are set before cw_http_start() and not changed
- * afterwards; the counters are updated by the core thread at any time
- * with cw_http_status_counters(). */
-typedef struct cw_http_status {
-    char source[256]; /* "replay:PATH", "perf", "etw" */
-    int64_t start_ns; /* wall clock when the service started */
-    /* true for a replay: "now" in API times is the end of the last stored
-     * bucket instead of the wall clock, so relative windows (-15m) show
-     * the replayed data. */
-    bool data_clock;
-    _Atomic uint64_t events_total; /* events ingested */
-    _Atomic uint64_t events_lost;  /* events the source reported lost */
-    _Atomic int64_t drift_bytes;   /* drift corrected (oracle vs tracker) */
-    _Atomic bool ingest_done;      /* a replay has reached its end */
-} cw_http_status_t;
-
-/* Zeroes st, copies source (truncated to fit), stamps start_ns. */
-void cw_http_status_init(cw_http_status_t *st, const char *source, bool data_clock);
-/* Any thread; lock-free. */
-void cw_http_status_counters(cw_http_status_t *st, uint64_t events_total, uint64_t events_lost,
-                             int64_t drift_bytes);
 
 typedef struct cw_http_opts {
     const char *listen;     /* "ADDR:PORT"; NULL = CW_HTTP_DEFAULT_LISTEN */
@@ -62,7 +39,7 @@ typedef struct cw_http_opts {
      * the server's life; may be NULL with nrule_files 0. */
     const char *const *rule_files;
     unsigned nrule_files;
-    cw_http_status_t *status; /* borrowed for the server's life; may be NULL */
+    cw_status_t *status; /* borrowed for the server's life; may be NULL */
 } cw_http_opts_t;
 
 typedef struct cw_http cw_http_t;

@@ -11,6 +11,7 @@
 #ifndef COMMITWATCH_SOURCE_H
 #define COMMITWATCH_SOURCE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "commitwatch/error.h"
@@ -30,11 +31,22 @@ typedef struct cw_source_sink {
     void (*counters)(void *ctx, uint64_t seen, uint64_t lost, int64_t drift_bytes);
 } cw_source_sink_t;
 
+/* How to open a source. Strings are borrowed for the call. */
+typedef struct cw_source_opts {
+    const char *arg;     /* what follows "name:" in --source (path for replay), or "" */
+    cw_stacks_t *stacks; /* stacks are interned here; borrowed for the source's life */
+    /* Replay only (other sources refuse them): shift every time so the
+     * input starts now, and pace events at `speed` times real time,
+     * ticking while it waits so buckets close as they would live (0 = as
+     * fast as possible). */
+    bool rebase_now;
+    double speed;
+} cw_source_opts_t;
+
 typedef struct cw_source_ops {
     const char *name; /* "replay", "perf", "etw" */
-    /* arg: what follows "name:" in --source (path for replay), or "".
-     * 0 and *impl set, or a CW_E* code with d saying what to do. */
-    int (*open)(void **impl, const char *arg, cw_stacks_t *stacks, cw_diag_t *d);
+    /* 0 and *impl set, or a CW_E* code with d saying what to do. */
+    int (*open)(void **impl, const cw_source_opts_t *o, cw_diag_t *d);
     /* "windows" / "linux": the platform whose stacks the data holds. */
     const char *(*platform)(void *impl);
     /* Blocks delivering events; 0 at the end of input or after stop(),
@@ -46,8 +58,16 @@ typedef struct cw_source_ops {
     void (*close)(void *impl); /* accepts NULL */
 } cw_source_ops_t;
 
-/* The sources built into this binary, looked up by name; NULL if none. */
+/* The sources built into this binary (a registry CMake generates from
+ * its source list), looked up by name; NULL if none. */
 const cw_source_ops_t *cw_source_find(const char *name);
+/* This platform's live source ("perf", "etw"), or NULL where none is
+ * built: the default of `run` and `record`. */
+const char *cw_source_live(void);
+/* --source SPEC ("perf", "etw", "replay:PATH"): the source's ops and, in
+ * *arg, what follows the colon ("" when none). NULL with CW_EUSAGE in d
+ * (naming the sources this build has) when unknown or spec is NULL. */
+const cw_source_ops_t *cw_source_lookup(const char *spec, const char **arg, cw_diag_t *d);
 
 extern const cw_source_ops_t cw_source_replay;
 

@@ -74,7 +74,8 @@ int cw_stacktags_load_buffer(cw_stacktags_t *r, const char *name, const char *bu
 
 /* The default rule file of a platform ("windows" or "linux"): the first
  * of $CW_STACKTAGS_DIR/<platform>.stacktags, the source tree's
- * service/stacktags/, and the installed CW_DATADIR/stacktags/ that exists.
+ * service/stacks/rules/, and the installed share/commitwatch/stacktags/
+ * (cw_plat_data_dirs("stacktags")) that exists.
  * Writes the path to buf. 0, CW_EINVAL (unknown platform) or CW_ENOENT
  * (d lists the places tried). */
 int cw_stacktags_default_path(const char *platform, char *buf, size_t cap, cw_diag_t *d);
@@ -154,5 +155,10 @@ int cw_stacktags_tagger(cw_stacktags_t *r, cw_tagger_t **out);
  * d filled. */
 int cw_stacktags_tagger_for(const char *platform, const char *const *files, size_t nfiles,
                             cw_tagger_t **out, cw_diag_t *d);
+
+/* The platform whose default rules tag data of data_platform: itself when
+ * it is "windows" or "linux", else (data of no known platform) the
+ * machine's own (cw_plat_name()). Static string. */
+const char *cw_stacktags_platform(const char *data_platform);
 
 #endif

@@ -49,6 +49,10 @@ int cw_store_open(const char *path, const cw_store_opts_t *opts, cw_store_t **ou
 int cw_store_open_readonly(const char *path, cw_store_t **out, cw_diag_t *d);
 void cw_store_close(cw_store_t *s); /* accepts NULL */
 
+/* Bytes the database at path takes on disk: the file and its WAL (0 when
+ * absent). Any thread. */
+uint64_t cw_store_disk_bytes(const char *path);
+
 /* Schema version this build writes. */
 int cw_store_schema_version(void);
 

@@ -5,6 +5,12 @@
 #ifndef CW_CLI_H
 #define CW_CLI_H
 
+#include <stddef.h>
+
+#include "commitwatch/error.h"
+#include "commitwatch/source.h"
+#include "commitwatch/tagger.h"
+
 int cw_cmd_run(int argc, char **argv);
 int cw_cmd_analyze(int argc, char **argv);
 int cw_cmd_record(int argc, char **argv);
@@ -12,39 +18,46 @@ int cw_cmd_tags(int argc, char **argv);
 /* Service management: install, uninstall, start, stop (argv[0] says which). */
 int cw_cmd_service(int argc, char **argv);
 
-/* Shared helpers (cli_util.c). */
-#include <stddef.h>
+/* ---- shared helpers (cli_util.c) ---- */
 
-#include "commitwatch/error.h"
-#include "commitwatch/tagger.h"
+/* One option of a command, as a row of a table: the value lands in the
+ * command's options struct at `off`. */
+typedef enum {
+    CW_CLI_FLAG,     /* bool, no value */
+    CW_CLI_STR,      /* const char * (borrowed from argv) */
+    CW_CLI_LIST,     /* repeatable: const char ** (malloc'd; the caller frees it),
+                      * its count a size_t at `aux` */
+    CW_CLI_POSITIVE, /* double > 0 */
+    CW_CLI_NS,       /* int64_t Unix nanoseconds, 0 <= v < INT64_MAX; bool "given" at `aux` */
+    CW_CLI_SECONDS,  /* long long > 0 */
+} cw_cli_type_t;
 
-/* Stack-tag rule files named with --stacktags or in the config. */
-typedef struct cw_cli_rules {
-    char **files;
-    size_t n;
-} cw_cli_rules_t;
-int cw_cli_rules_add(cw_cli_rules_t *r, const char *file); /* 0 or -1 (message printed) */
-void cw_cli_rules_free(cw_cli_rules_t *r);
+typedef struct cw_cli_opt {
+    const char *name;  /* "--db"; NULL ends the table */
+    cw_cli_type_t type;
+    size_t off;
+    size_t aux;
+    const char *alias; /* another spelling ("-v"), or NULL */
+} cw_cli_opt_t;
+
+/* Parses argv[1..] into out with the table. 0, or 2 after printing
+ * `commitwatch CMD: ...` (unknown option, missing or bad value, with the
+ * usage text for the unknown ones). */
+int cw_cli_parse(const char *cmd, int argc, char **argv, const cw_cli_opt_t *table, void *out,
+                 const char *usage);
+
 /* Looks up --source SPEC ("perf", "etw", "replay:PATH"): the source's ops
  * and, in *arg, what follows the colon ("" when none). NULL (and a message
  * naming what this build has, printed as `commitwatch CMD: ...`) when the
- * source is unknown. */
-struct cw_source_ops;
-/* This platform's live source ("perf", "etw"), or NULL where there is none. */
-const char *cw_cli_live_source(void);
-const struct cw_source_ops *cw_cli_find_source(const char *cmd, const char *spec, const char **arg);
+ * source is unknown or spec is NULL. */
+const cw_source_ops_t *cw_cli_find_source(const char *cmd, const char *spec, const char **arg);
 
-/* Routes SIGINT and SIGTERM (and SIGHUP when hup) to handler, which must
- * only set flags and call a source's stop(). */
-void cw_cli_catch_signals(void (*handler)(int), int hup);
+/* The tagger for data of `platform` (cw_stacktags_platform() decides the
+ * defaults for data of no known platform): the rule files given, else the
+ * platform's default rules. 0 or CW_E* with d filled. */
+int cw_cli_make_tagger(const char *platform, const char *const *files, size_t nfiles,
+                       cw_tagger_t **out, cw_diag_t *d);
 
-/* The tagger for data of `platform` ("windows", "linux"): the rule files
- * given, else the platform's default rules. 0 or CW_E* with d filled. */
-int cw_cli_make_tagger(const char *platform, const cw_cli_rules_t *rules, cw_tagger_t **out,
-                       cw_diag_t *d);
-
-/* Parses a nonnegative or negative decimal int64; 0 or -1. */
-int cw_cli_parse_i64(const char *s, long long *out);
 /* True when argv has -h or --help. */
 int cw_cli_wants_help(int argc, char **argv);
 

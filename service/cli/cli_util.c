@@ -1,24 +1,15 @@
-/* cli_util.c - small helpers shared by the commands. */
+/* cli_util.c - what the commands share: the option-table parser, source
+ * lookup and the tagger for a data platform. */
 #include <errno.h>
-#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <stdio.h>
 
 #include "cli/cli.h"
 #include "commitwatch/source.h"
 #include "commitwatch/stacktags.h"
-
-int cw_cli_parse_i64(const char *s, long long *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end) return -1;
-    *out = v;
-    return 0;
-}
 
 int cw_cli_wants_help(int argc, char **argv)
 {
@@ -27,79 +18,101 @@ int cw_cli_wants_help(int argc, char **argv)
     return 0;
 }
 
-int cw_cli_rules_add(cw_cli_rules_t *r, const char *file)
+/* Stores one value; 0, or 2 after printing why it is bad. */
+static int set_opt(const char *cmd, const cw_cli_opt_t *o, const char *v, char *base)
 {
-    char **nf = realloc(r->files, (r->n + 1) * sizeof *nf);
-    if (!nf || !(nf[r->n] = strdup(file))) {
-        if (nf) r->files = nf;
-        fprintf(stderr, "commitwatch: out of memory\n");
-        return -1;
+    char *end;
+    errno = 0;
+    switch (o->type) {
+    case CW_CLI_FLAG:
+        *(bool *)(base + o->off) = true;
+        return 0;
+    case CW_CLI_STR:
+        *(const char **)(base + o->off) = v;
+        return 0;
+    case CW_CLI_LIST: {
+        const char ***list = (const char ***)(base + o->off);
+        size_t *n = (size_t *)(base + o->aux);
+        const char **nl = realloc(*list, (*n + 1) * sizeof *nl);
+        if (!nl) {
+            fprintf(stderr, "commitwatch %s: out of memory\n", cmd);
+            return 2;
+        }
+        nl[(*n)++] = v;
+        *list = nl;
+        return 0;
     }
-    r->files = nf;
-    r->n++;
+    case CW_CLI_POSITIVE: {
+        double x = strtod(v, &end);
+        if (errno || end == v || *end || !(x > 0)) {
+            fprintf(stderr, "commitwatch %s: %s takes a positive number, not '%s'\n", cmd, o->name, v);
+            return 2;
+        }
+        *(double *)(base + o->off) = x;
+        return 0;
+    }
+    case CW_CLI_NS: {
+        long long x = strtoll(v, &end, 10);
+        if (errno || end == v || *end || x < 0 || x == INT64_MAX) {
+            fprintf(stderr,
+                    "commitwatch %s: %s takes nanoseconds since the Unix epoch (a whole number "
+                    ">= 0), not '%s'\n",
+                    cmd, o->name, v);
+            return 2;
+        }
+        *(int64_t *)(base + o->off) = x;
+        *(bool *)(base + o->aux) = true;
+        return 0;
+    }
+    case CW_CLI_SECONDS: {
+        long long x = strtoll(v, &end, 10);
+        if (errno || end == v || *end || x <= 0) {
+            fprintf(stderr, "commitwatch %s: %s wants a positive number of seconds, not '%s'\n",
+                    cmd, o->name, v);
+            return 2;
+        }
+        *(long long *)(base + o->off) = x;
+        return 0;
+    }
+    }
+    return 2;
+}
+
+int cw_cli_parse(const char *cmd, int argc, char **argv, const cw_cli_opt_t *table, void *out,
+                 const char *usage)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const cw_cli_opt_t *o = table;
+        while (o->name && strcmp(a, o->name) != 0 && !(o->alias && strcmp(a, o->alias) == 0)) o++;
+        if (!o->name) {
+            fprintf(stderr, "commitwatch %s: unknown option '%s'\n\n%s", cmd, a, usage);
+            return 2;
+        }
+        const char *v = NULL;
+        if (o->type != CW_CLI_FLAG) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "commitwatch %s: %s needs a value\n", cmd, a);
+                return 2;
+            }
+            v = argv[++i];
+        }
+        int rc = set_opt(cmd, o, v, out);
+        if (rc) return rc;
+    }
     return 0;
 }
 
-void cw_cli_rules_free(cw_cli_rules_t *r)
+int cw_cli_make_tagger(const char *platform, const char *const *files, size_t nfiles,
+                       cw_tagger_t **out, cw_diag_t *d)
 {
-    for (size_t i = 0; i < r->n; i++) free(r->files[i]);
-    free(r->files);
-    r->files = NULL;
-    r->n = 0;
-}
-
-int cw_cli_make_tagger(const char *platform, const cw_cli_rules_t *rules, cw_tagger_t **out,
-                       cw_diag_t *d)
-{
-    /* Data of no known platform is tagged with this machine's defaults. */
-    if (!platform || (strcmp(platform, "windows") != 0 && strcmp(platform, "linux") != 0)) {
-#if defined(_WIN32)
-        platform = "windows";
-#else
-        platform = "linux";
-#endif
-    }
-    return cw_stacktags_tagger_for(platform, (const char *const *)rules->files, rules->n, out, d);
-}
-
-const char *cw_cli_live_source(void)
-{
-#if defined(__linux__)
-    return "perf";
-#elif defined(_WIN32)
-    return "etw";
-#else
-    return NULL;
-#endif
+    return cw_stacktags_tagger_for(cw_stacktags_platform(platform), files, nfiles, out, d);
 }
 
 const cw_source_ops_t *cw_cli_find_source(const char *cmd, const char *spec, const char **arg)
 {
-    char name[32];
-    const char *colon = spec ? strchr(spec, ':') : NULL;
-    size_t nlen = colon ? (size_t)(colon - spec) : (spec ? strlen(spec) : 0);
-    const cw_source_ops_t *ops = NULL;
-    if (nlen < sizeof name) {
-        memcpy(name, spec, nlen);
-        name[nlen] = '\0';
-        ops = cw_source_find(name);
-    }
-    if (!ops) {
-        fprintf(stderr, "commitwatch %s: unknown source '%s' (this build has: replay:PATH%s%s)\n", cmd,
-                spec ? spec : "", cw_source_find("perf") ? ", perf" : "",
-                cw_source_find("etw") ? ", etw" : "");
-        return NULL;
-    }
-    *arg = colon ? colon + 1 : "";
+    cw_diag_t d = {{0}};
+    const cw_source_ops_t *ops = cw_source_lookup(spec, arg, &d);
+    if (!ops) fprintf(stderr, "commitwatch %s: %s\n", cmd, d.msg);
     return ops;
-}
-
-void cw_cli_catch_signals(void (*handler)(int), int hup)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = handler;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    if (hup) sigaction(SIGHUP, &sa, NULL);
 }

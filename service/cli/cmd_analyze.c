@@ -43,8 +43,30 @@ static int feed(void *ctx, const cw_event_t *ev)
 }
 
 /* Replays the trace through a window analyzer. */
+/* The command line. */
+typedef struct analyze_args {
+    const char *source, *db;
+    int64_t from, to;
+    bool have_from, have_to, json, stacks;
+    const char **rules; /* --stacktags */
+    size_t nrules;
+} analyze_args_t;
+
+#define F(f) offsetof(analyze_args_t, f)
+static const cw_cli_opt_t opts[] = {
+    {"--source", CW_CLI_STR, F(source), 0, NULL},
+    {"--db", CW_CLI_STR, F(db), 0, NULL},
+    {"--from", CW_CLI_NS, F(from), F(have_from), NULL},
+    {"--to", CW_CLI_NS, F(to), F(have_to), NULL},
+    {"--json", CW_CLI_FLAG, F(json), 0, NULL},
+    {"--stacks", CW_CLI_FLAG, F(stacks), 0, NULL},
+    {"--stacktags", CW_CLI_LIST, F(rules), F(nrules), NULL},
+    {NULL, CW_CLI_FLAG, 0, 0, NULL},
+};
+#undef F
+
 static int analyze_trace(const char *path, int64_t from, int64_t to, bool stacks_wanted,
-                         const cw_cli_rules_t *rules, cw_report_t **out, cw_diag_t *d)
+                         const analyze_args_t *args, cw_report_t **out, cw_diag_t *d)
 {
     cw_stacks_t *stacks = NULL;
     cw_tagger_t *tagger = NULL;
@@ -54,8 +76,10 @@ static int analyze_trace(const char *path, int64_t from, int64_t to, bool stacks
     int rc;
 
     if ((rc = cw_stacks_create(&stacks)) != 0) goto done;
-    if ((rc = cw_source_replay.open(&src, path, stacks, d)) != 0) goto done;
-    if ((rc = cw_cli_make_tagger(cw_source_replay.platform(src), rules, &tagger, d)) != 0) goto done;
+    cw_source_opts_t so = {.arg = path, .stacks = stacks};
+    if ((rc = cw_source_replay.open(&src, &so, d)) != 0) goto done;
+    rc = cw_cli_make_tagger(cw_source_replay.platform(src), args->rules, args->nrules, &tagger, d);
+    if (rc != 0) goto done;
     if ((rc = cw_analysis_create(from, to, &an)) != 0) goto done;
     cw_tracker_sink_t sink = cw_analysis_sink(an);
     if ((rc = cw_pipeline_create(&sink, NULL, 1, &pipe)) != 0) goto done;
@@ -88,7 +112,7 @@ done:
 /* --stacktags with --db: the stored tags came from the rules in force when
  * the data was stored; tag the report's stacks again with the given rules
  * (nothing in the database changes). */
-static int retag_report(cw_store_t *st, cw_report_t *r, const cw_cli_rules_t *rules, cw_diag_t *d)
+static int retag_report(cw_store_t *st, cw_report_t *r, const analyze_args_t *args, cw_diag_t *d)
 {
     char *platform = NULL;
     cw_stacks_t *stacks = NULL;
@@ -96,7 +120,7 @@ static int retag_report(cw_store_t *st, cw_report_t *r, const cw_cli_rules_t *ru
     int rc;
     if ((rc = cw_store_meta_get(st, "platform", &platform, d)) != 0) goto done;
     if ((rc = cw_stacks_create(&stacks)) != 0) goto done;
-    if ((rc = cw_cli_make_tagger(platform, rules, &tagger, d)) != 0) goto done;
+    if ((rc = cw_cli_make_tagger(platform, args->rules, args->nrules, &tagger, d)) != 0) goto done;
     for (uint32_t i = 0; i < r->nprocs && rc == 0; i++)
         for (uint32_t j = 0; j < r->procs[i].nstacks && rc == 0; j++) {
             cw_stack_report_t *s = &r->procs[i].stacks[j];
@@ -120,10 +144,7 @@ done:
 
 int cw_cmd_analyze(int argc, char **argv)
 {
-    const char *source = NULL, *db = NULL;
-    long long from = WHOLE_FROM, to = WHOLE_TO;
-    bool json = false, stacks = false, have_from = false, have_to = false;
-    cw_cli_rules_t rules = {0};
+    analyze_args_t a = {.from = WHOLE_FROM, .to = WHOLE_TO};
     cw_report_t *r = NULL;
     cw_diag_t d = {{0}};
     int rc;
@@ -132,68 +153,38 @@ int cw_cmd_analyze(int argc, char **argv)
         fputs(usage_text, stdout);
         return 0;
     }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--json") == 0) {
-            json = true;
-        } else if (strcmp(a, "--stacks") == 0) {
-            stacks = true;
-        } else if ((strcmp(a, "--source") == 0 || strcmp(a, "--db") == 0 ||
-                    strcmp(a, "--from") == 0 || strcmp(a, "--to") == 0 ||
-                    strcmp(a, "--stacktags") == 0) && !v) {
-            fprintf(stderr, "commitwatch analyze: %s needs a value\n", a);
-            return 2;
-        } else if (strcmp(a, "--source") == 0) {
-            source = argv[++i];
-        } else if (strcmp(a, "--db") == 0) {
-            db = argv[++i];
-        } else if (strcmp(a, "--stacktags") == 0) {
-            if (cw_cli_rules_add(&rules, argv[++i]) != 0) return 1;
-        } else if (strcmp(a, "--from") == 0 || strcmp(a, "--to") == 0) {
-            long long x;
-            if (cw_cli_parse_i64(v, &x) != 0 || x < 0 || x == INT64_MAX) {
-                fprintf(stderr, "commitwatch analyze: %s takes nanoseconds since the Unix epoch (a whole number >= 0), not '%s'\n", a, v);
-                return 2;
-            }
-            if (a[2] == 'f') from = x, have_from = true;
-            else to = x, have_to = true;
-            i++;
-        } else {
-            fprintf(stderr, "commitwatch analyze: unknown option '%s'\n%s", a, usage_text);
-            return 2;
-        }
-    }
-    if ((source != NULL) == (db != NULL)) {
+    if ((rc = cw_cli_parse("analyze", argc, argv, opts, &a, usage_text)) != 0) goto usage;
+    if ((a.source != NULL) == (a.db != NULL)) {
         fprintf(stderr, "commitwatch analyze: give exactly one of --source replay:PATH or --db FILE\n%s", usage_text);
-        return 2;
+        goto usage;
     }
-    if (have_from && have_to && from >= to) {
-        fprintf(stderr, "commitwatch analyze: --from (%lld) must be before --to (%lld)\n", from, to);
-        return 2;
+    if (a.have_from && a.have_to && a.from >= a.to) {
+        fprintf(stderr, "commitwatch analyze: --from (%" PRId64 ") must be before --to (%" PRId64 ")\n", a.from, a.to);
+        goto usage;
     }
-    if (source) {
-        if (strncmp(source, "replay:", 7) != 0) {
+    if (a.source) {
+        if (strncmp(a.source, "replay:", 7) != 0) {
             fprintf(stderr, "commitwatch analyze: --source must be replay:PATH (live sources are for `run` and `record`)\n");
-            return 2;
+            goto usage;
         }
-        rc = analyze_trace(source + 7, from, to, stacks, &rules, &r, &d);
+        rc = analyze_trace(a.source + 7, a.from, a.to, a.stacks, &a, &r, &d);
     } else {
         cw_store_t *st = NULL;
-        rc = cw_store_open_readonly(db, &st, &d);
+        rc = cw_store_open_readonly(a.db, &st, &d);
         if (rc == 0)
-            rc = cw_store_report(st, have_from ? from : INT64_MIN, have_to ? to : INT64_MAX,
-                                 stacks || rules.n > 0, &r, &d);
-        if (rc == 0 && rules.n > 0) rc = retag_report(st, r, &rules, &d);
+            rc = cw_store_report(st, a.have_from ? a.from : INT64_MIN, a.have_to ? a.to : INT64_MAX,
+                                 a.stacks || a.nrules > 0, &r, &d);
+        if (rc == 0 && a.nrules > 0) rc = retag_report(st, r, &a, &d);
         cw_store_close(st);
     }
-    cw_cli_rules_free(&rules);
+    free(a.rules);
+    a.rules = NULL;
     if (rc != 0) {
         fprintf(stderr, "commitwatch analyze: %s\n", d.msg[0] ? d.msg : cw_strerror(rc));
         return 1;
     }
-    if (json) {
-        char *s = cw_report_json(r, stacks);
+    if (a.json) {
+        char *s = cw_report_json(r, a.stacks);
         if (!s) {
             fprintf(stderr, "commitwatch analyze: out of memory\n");
             cw_report_free(r);
@@ -202,8 +193,11 @@ int cw_cmd_analyze(int argc, char **argv)
         puts(s);
         free(s);
     } else {
-        cw_report_print_table(r, stacks, stdout);
+        cw_report_print_table(r, a.stacks, stdout);
     }
     cw_report_free(r);
     return fflush(stdout) == 0 ? 0 : 1;
+usage:
+    free(a.rules);
+    return 2;
 }

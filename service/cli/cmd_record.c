@@ -5,14 +5,14 @@
  * each event; signal handlers (SIGINT, SIGTERM) and the duration deadline
  * only call the source's stop(). The trace is complete up to the stop:
  * events the source still holds are written before it returns. */
-#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/cli.h"
 #include "commitwatch/log.h"
+#include "commitwatch/platform.h"
 #include "commitwatch/source.h"
 #include "commitwatch/trace.h"
 
@@ -24,35 +24,46 @@ static const char usage_text[] =
     "  --duration S     stop after S seconds (default: until SIGINT/SIGTERM)\n"
     "  --verbose, -v    log the source's statistics\n";
 
-static const cw_source_ops_t *active_ops;
-static void *active_src;
+/* The running source, for the stop hook (a signal handler). */
+static const cw_source_ops_t *_Atomic active_ops;
+static void *_Atomic active_src;
 
-static void on_signal(int sig)
+static void on_stop(void)
 {
-    (void)sig;
-    if (active_ops && active_src) active_ops->stop(active_src);
+    const cw_source_ops_t *ops = atomic_load(&active_ops);
+    void *src = atomic_load(&active_src);
+    if (ops && src) ops->stop(src);
 }
+
+typedef struct record_args {
+    const char *source, *out;
+    long long duration;
+    bool verbose;
+} record_args_t;
+
+#define F(f) offsetof(record_args_t, f)
+static const cw_cli_opt_t opts[] = {
+    {"--source", CW_CLI_STR, F(source), 0, NULL},
+    {"--out", CW_CLI_STR, F(out), 0, NULL},
+    {"--duration", CW_CLI_SECONDS, F(duration), 0, NULL},
+    {"--verbose", CW_CLI_FLAG, F(verbose), 0, "-v"},
+    {NULL, CW_CLI_FLAG, 0, 0, NULL},
+};
+#undef F
 
 typedef struct rec_ctx {
     cw_trace_writer_t *w;
-    int64_t deadline; /* CLOCK_MONOTONIC ns, 0 = none */
+    int64_t deadline; /* cw_plat_mono_ns(), 0 = none */
     bool stopped;
     uint64_t events, lost;
     int64_t drift;
 } rec_ctx_t;
 
-static int64_t mono_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
 static void check_deadline(rec_ctx_t *r)
 {
-    if (r->deadline && !r->stopped && mono_ns() >= r->deadline) {
+    if (r->deadline && !r->stopped && cw_plat_mono_ns() >= r->deadline) {
         r->stopped = true;
-        active_ops->stop(active_src);
+        on_stop();
     }
 }
 
@@ -82,40 +93,20 @@ static void rec_counters(void *ctx, uint64_t seen, uint64_t lost, int64_t drift)
 
 int cw_cmd_record(int argc, char **argv)
 {
-    const char *source_arg = NULL, *out = NULL;
-    long long duration = 0;
+    record_args_t a = {0};
     if (cw_cli_wants_help(argc, argv)) {
         fputs(usage_text, stdout);
         return 0;
     }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--source") == 0 && v) {
-            source_arg = v;
-            i++;
-        } else if (strcmp(a, "--out") == 0 && v) {
-            out = v;
-            i++;
-        } else if (strcmp(a, "--verbose") == 0 || strcmp(a, "-v") == 0) {
-            cw_log_set_level(CW_LOG_DEBUG);
-        } else if (strcmp(a, "--duration") == 0 && v) {
-            if (cw_cli_parse_i64(v, &duration) != 0 || duration <= 0) {
-                fprintf(stderr, "commitwatch record: --duration wants a positive number of "
-                                "seconds, not '%s'\n", v);
-                return 2;
-            }
-            i++;
-        } else {
-            fprintf(stderr, "commitwatch record: unexpected argument '%s'\n\n%s", a, usage_text);
-            return 2;
-        }
-    }
+    if (cw_cli_parse("record", argc, argv, opts, &a, usage_text) != 0) return 2;
+    if (a.verbose) cw_log_set_level(CW_LOG_DEBUG);
+    const char *out = a.out, *source_arg = a.source;
+    long long duration = a.duration;
     if (!out) {
         fprintf(stderr, "commitwatch record: --out FILE is required\n\n%s", usage_text);
         return 2;
     }
-    if (!source_arg) source_arg = cw_cli_live_source();
+    if (!source_arg) source_arg = cw_source_live();
     const char *source_rest = "";
     const cw_source_ops_t *ops = cw_cli_find_source("record", source_arg, &source_rest);
     if (!ops) return 2;
@@ -129,21 +120,23 @@ int cw_cmd_record(int argc, char **argv)
         cw_diag_set(&d, rc, "%s", cw_strerror(rc));
         goto done;
     }
-    if ((rc = ops->open(&src, source_rest, stacks, &d))) goto done;
+    cw_source_opts_t so = {.arg = source_rest, .stacks = stacks};
+    if ((rc = ops->open(&src, &so, &d))) goto done;
     cw_trace_header_t h = {{0}, 8};
     snprintf(h.platform, sizeof h.platform, "%s", ops->platform(src));
     if ((rc = cw_trace_writer_open(out, &h, stacks, &r.w, &d))) goto done;
-    if (duration) r.deadline = mono_ns() + duration * 1000000000LL;
+    if (duration) r.deadline = cw_plat_mono_ns() + duration * 1000000000LL;
 
-    active_ops = ops;
-    active_src = src;
-    cw_cli_catch_signals(on_signal, 0);
+    atomic_store(&active_src, src);
+    atomic_store(&active_ops, ops);
+    cw_plat_catch_stop(on_stop, NULL);
     CW_LOGI("recording from %s into %s%s", source_arg, out,
             duration ? "" : " (SIGINT or SIGTERM stops)");
     cw_source_sink_t sink = {&r, rec_emit, rec_tick, rec_counters};
     rc = ops->run(src, &sink, &d);
-    active_ops = NULL;
-    active_src = NULL;
+    atomic_store(&active_ops, NULL);
+    atomic_store(&active_src, NULL);
+    cw_plat_catch_stop(NULL, NULL);
 done:;
     cw_diag_t wd = {{0}};
     int wrc = cw_trace_writer_close(r.w, &wd);

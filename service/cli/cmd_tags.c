@@ -7,14 +7,11 @@
 #include <cjson/cJSON.h>
 
 #include "cli/cli.h"
+#include "commitwatch/platform.h"
 #include "commitwatch/stacktags.h"
 
 /* The defaults follow the data; with no data at hand, the machine's. */
-#ifdef _WIN32
-#define HOST_PLATFORM "windows"
-#else
-#define HOST_PLATFORM "linux"
-#endif
+#define HOST_PLATFORM cw_plat_name()
 
 static void usage(FILE *out)
 {

@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "commitwatch/log.h"
+#include "commitwatch/platform.h"
 
 struct cw_http {
     struct mg_context *mg;
@@ -39,33 +40,6 @@ struct cw_http {
 typedef struct worker {
     cw_store_t *store;
 } worker_t;
-
-void cw_http_status_init(cw_http_status_t *st, const char *source, bool data_clock)
-{
-    memset(st, 0, sizeof *st);
-    snprintf(st->source, sizeof st->source, "%s", source ? source : "");
-    st->start_ns = cw__http_wall_ns();
-    st->data_clock = data_clock;
-    atomic_init(&st->events_total, 0);
-    atomic_init(&st->events_lost, 0);
-    atomic_init(&st->drift_bytes, 0);
-    atomic_init(&st->ingest_done, false);
-}
-
-void cw_http_status_counters(cw_http_status_t *st, uint64_t events_total, uint64_t events_lost,
-                             int64_t drift_bytes)
-{
-    atomic_store_explicit(&st->events_total, events_total, memory_order_relaxed);
-    atomic_store_explicit(&st->events_lost, events_lost, memory_order_relaxed);
-    atomic_store_explicit(&st->drift_bytes, drift_bytes, memory_order_relaxed);
-}
-
-int64_t cw__http_wall_ns(void)
-{
-    struct timespec ts;
-    timespec_get(&ts, TIME_UTC);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 /* ---------------------------------------------------------------- responses */
 
@@ -342,17 +316,14 @@ static int log_message(const struct mg_connection *conn, const char *msg)
 
 const char *cw_http_default_web_root(void)
 {
-    static const char *const cands[] = {CW_SOURCE_DATADIR "/web", CW_DATADIR "/web"};
-    for (size_t i = 0; i < sizeof cands / sizeof cands[0]; i++) {
+    const char *cands[4];
+    size_t n = cw_plat_data_dirs("web", cands, CW_ARRAY_LEN(cands));
+    for (size_t i = 0; i < n; i++) {
         char p[4096];
         snprintf(p, sizeof p, "%s/index.html", cands[i]);
-        FILE *f = fopen(p, "rb");
-        if (f) {
-            fclose(f);
-            return cands[i];
-        }
+        if (cw_plat_is_file(p)) return cands[i];
     }
-    return CW_DATADIR "/web";
+    return n ? cands[n - 1] : "web";
 }
 
 /* Is the listen address loopback? "127.x.x.x:P", "localhost:P", "[::1]:P". */
@@ -398,7 +369,7 @@ int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d)
     if (!o->db_path) return cw_diag_set(d, CW_EINVAL, "the HTTP server needs a database path");
     if ((rc = listen_spec(listen, spec, sizeof spec, d))) return rc;
     const char *wr = o->web_root ? o->web_root : cw_http_default_web_root();
-    webroot = cw__realpath(wr);
+    webroot = cw_plat_realpath(wr);
     if (!webroot)
         return cw_diag_set(d, CW_EIO,
                            "web root %s not found: pass the dashboard folder (web/ of the "

@@ -6,6 +6,7 @@
  * cw_report_proc_json()'s, byte for byte those of `analyze --json`.
  * 64-bit integers are raw number text (DESIGN.md, "Integers in JSON"). */
 #include "http/http_internal.h"
+#include "commitwatch/platform.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -14,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "commitwatch/event.h"
 
@@ -55,18 +55,11 @@ static int oom(cw__http_req_t *r)
 
 /* ---------------------------------------------------------------- health */
 
-static uint64_t file_size(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
-}
-
 int cw__http_health(cw__http_req_t *r)
 {
-    const cw_http_status_t *st = r->ctx->status;
+    const cw_status_t *st = r->ctx->status;
     cJSON *o = cJSON_CreateObject();
-    int64_t now = cw__http_wall_ns(), end = INT64_MIN, start = INT64_MIN;
-    char wal[4200];
+    int64_t now = cw_plat_wall_ns(), end = INT64_MIN, start = INT64_MIN;
     bool ok = o != NULL;
     bool db = cw__http_need_store(r) == 0;
     r->err[0] = 0;
@@ -74,19 +67,19 @@ int cw__http_health(cw__http_req_t *r)
         cw__http_data_end(r->store, &end);
         cw__http_data_start(r->store, &start);
     }
-    snprintf(wal, sizeof wal, "%s-wal", r->ctx->db_path);
     ok = ok && cJSON_AddStringToObject(o, "status", db ? "ok" : "starting");
     ok = ok && cJSON_AddStringToObject(o, "version", CW_VERSION);
     ok = ok && cJSON_AddStringToObject(o, "source", st ? st->source : "");
     ok = ok && cw__json_i64(o, "now_ns", now);
     ok = ok && cw__json_i64(o, "started_ns", st ? st->start_ns : now);
     ok = ok && cJSON_AddNumberToObject(o, "uptime_s", st ? (double)(now - st->start_ns) / 1e9 : 0);
-    ok = ok && cw__json_u64(o, "events_ingested", st ? atomic_load(&st->events_total) : 0);
+    ok = ok && cw__json_u64(o, "events_ingested", st ? atomic_load(&st->events_ingested) : 0);
+    ok = ok && cw__json_u64(o, "source_records", st ? atomic_load(&st->source_records) : 0);
     ok = ok && cw__json_u64(o, "events_lost", st ? atomic_load(&st->events_lost) : 0);
     ok = ok && cw__json_i64(o, "drift_corrected_bytes", st ? atomic_load(&st->drift_bytes) : 0);
     ok = ok && cJSON_AddBoolToObject(o, "ingest_done", st ? atomic_load(&st->ingest_done) : false);
     ok = ok && cJSON_AddStringToObject(o, "db_path", r->ctx->db_path);
-    ok = ok && cw__json_u64(o, "db_size_bytes", file_size(r->ctx->db_path) + file_size(wal));
+    ok = ok && cw__json_u64(o, "db_size_bytes", cw_store_disk_bytes(r->ctx->db_path));
     ok = ok && (end == INT64_MIN ? cJSON_AddNullToObject(o, "last_bucket_end_ns") != NULL
                                  : cw__json_i64(o, "last_bucket_end_ns", end) != NULL);
     ok = ok && (start == INT64_MIN ? cJSON_AddNullToObject(o, "first_bucket_ns") != NULL

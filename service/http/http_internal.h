@@ -22,16 +22,6 @@
 struct mg_connection;
 struct cJSON;
 
-/* The absolute, resolved form of a path, malloc'd, or NULL. Windows has
- * no realpath(); _fullpath() resolves "." and ".." (the web root's own
- * links are the installer's). */
-#ifdef _WIN32
-#define cw__realpath(p) _fullpath(NULL, (p), 0)
-#define CW__IS_SEP(c) ((c) == '/' || (c) == '\\')
-#else
-#define cw__realpath(p) realpath((p), NULL)
-#define CW__IS_SEP(c) ((c) == '/')
-#endif
 
 #define CW__HTTP_MAX_PARAMS 16
 #define CW__HTTP_MAX_QUERY 2048    /* bytes of query string */
@@ -52,7 +42,7 @@ typedef struct cw__http_ctx {
     unsigned metrics_top;
     const char *const *rule_files;
     unsigned nrule_files;
-    cw_http_status_t *status;
+    cw_status_t *status;
 } cw__http_ctx_t;
 
 typedef struct cw__http_req {
@@ -72,11 +62,7 @@ int cw__http_send(cw__http_req_t *r, int status, const char *ctype, const char *
 /* Prints and sends a cJSON tree (not freed). 0, or 500 on ENOMEM. */
 int cw__http_send_json(cw__http_req_t *r, const struct cJSON *root);
 /* Fills r->err and returns status, for `return cw__http_fail(r, 400, ...)`. */
-int cw__http_fail(cw__http_req_t *r, int status, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
+int cw__http_fail(cw__http_req_t *r, int status, const char *fmt, ...) CW_PRINTF(3, 4);
 /* Requires r->store; a 503 with a message when the db does not exist yet. */
 int cw__http_need_store(cw__http_req_t *r);
 
@@ -102,8 +88,6 @@ int cw__http_parse_duration(cw__http_req_t *r, const char *name, const char *s, 
 /* A decimal integer in [lo, hi]. 0 or 400. */
 int cw__http_parse_uint(cw__http_req_t *r, const char *name, const char *s, uint64_t lo,
                         uint64_t hi, uint64_t *out);
-/* Current wall clock in Unix ns. */
-int64_t cw__http_wall_ns(void);
 
 /* ---- JSON helpers (http_api.c) ---- */
 struct cJSON *cw__json_i64(struct cJSON *obj, const char *name, int64_t v);

@@ -14,6 +14,7 @@
  * which rate() and increase() handle. Transient = committed and released
  * within the same (UTC) minute. */
 #include "http/http_internal.h"
+#include "commitwatch/platform.h"
 
 #include <inttypes.h>
 #include <sqlite3.h>
@@ -21,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 /* A growable text buffer; on ENOMEM it stays failed and empty. */
 typedef struct buf {
@@ -321,9 +321,9 @@ static int counters(cw__http_req_t *r, buf_t *b)
 
 int cw__http_metrics(cw__http_req_t *r)
 {
-    const cw_http_status_t *st = r->ctx->status;
+    const cw_status_t *st = r->ctx->status;
     buf_t b = {0};
-    int64_t now = cw__http_wall_ns(), end = INT64_MIN;
+    int64_t now = cw_plat_wall_ns(), end = INT64_MIN;
     char l[300];
     int rc;
     bprintf(&b,
@@ -345,7 +345,7 @@ int cw__http_metrics(cw__http_req_t *r)
             "# HELP commitwatch_drift_corrected_bytes Bytes of drift between the tracker and "
             "the OS's figures, corrected.\n# TYPE commitwatch_drift_corrected_bytes gauge\n"
             "commitwatch_drift_corrected_bytes %" PRId64 "\n",
-            st ? atomic_load(&st->events_total) : 0, st ? atomic_load(&st->events_lost) : 0,
+            st ? atomic_load(&st->events_ingested) : 0, st ? atomic_load(&st->events_lost) : 0,
             st ? atomic_load(&st->drift_bytes) : 0);
     if (cw__http_data_end(r->store, &end) == 0 && end != INT64_MIN)
         bprintf(&b,
@@ -353,14 +353,10 @@ int cw__http_metrics(cw__http_req_t *r)
                 "(Unix time).\n# TYPE commitwatch_last_bucket_end_seconds gauge\n"
                 "commitwatch_last_bucket_end_seconds %.3f\n",
                 (double)end / 1e9);
-    struct stat sb, wb;
-    char wal[4200];
-    snprintf(wal, sizeof wal, "%s-wal", r->ctx->db_path);
-    if (stat(r->ctx->db_path, &sb) == 0)
-        bprintf(&b,
-                "# HELP commitwatch_db_size_bytes Size of the database file and its WAL.\n"
-                "# TYPE commitwatch_db_size_bytes gauge\ncommitwatch_db_size_bytes %lld\n",
-                (long long)sb.st_size + (stat(wal, &wb) == 0 ? (long long)wb.st_size : 0));
+    bprintf(&b,
+            "# HELP commitwatch_db_size_bytes Size of the database file and its WAL.\n"
+            "# TYPE commitwatch_db_size_bytes gauge\ncommitwatch_db_size_bytes %" PRIu64 "\n",
+            cw_store_disk_bytes(r->ctx->db_path));
     if ((rc = outstanding(r, &b)) || (rc = counters(r, &b))) {
         free(b.p);
         return rc;

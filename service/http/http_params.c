@@ -4,6 +4,7 @@
  * failure is a 400 whose message names the parameter and shows a valid
  * example, so a user can fix the URL without reading the docs. */
 #include "http/http_internal.h"
+#include "commitwatch/platform.h"
 
 #include <civetweb.h>
 #include <ctype.h>
@@ -66,12 +67,12 @@ int cw__http_check_unused(cw__http_req_t *r)
 
 int64_t cw__http_now(cw__http_req_t *r)
 {
-    const cw_http_status_t *st = r->ctx->status;
+    const cw_status_t *st = r->ctx->status;
     if (st && st->data_clock && r->store) {
         int64_t end;
         if (cw__http_data_end(r->store, &end) == 0 && end != INT64_MIN) return end;
     }
-    return cw__http_wall_ns();
+    return cw_plat_wall_ns();
 }
 
 /* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant). */

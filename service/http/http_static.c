@@ -9,13 +9,12 @@
  * folder). Files are revalidated on every load (ETag), so a dashboard
  * upgrade is never half-cached. */
 #include "http/http_internal.h"
+#include "commitwatch/platform.h"
 
 #include <civetweb.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 static const char extra_headers[] =
     "X-Content-Type-Options: nosniff\r\n"
@@ -39,13 +38,12 @@ static bool safe_path(const char *p)
  * root itself may be a symlink, e.g. a shared node_modules). */
 static bool try_send(cw__http_req_t *r, const char *root, const char *rel)
 {
-    char path[PATH_MAX];
+    char path[CW_PATH_MAX];
     if ((size_t)snprintf(path, sizeof path, "%s/%s", root, rel) >= sizeof path) return false;
-    char *real = cw__realpath(path), *rroot = cw__realpath(root);
+    char *real = cw_plat_realpath(path), *rroot = cw_plat_realpath(root);
     size_t n = rroot ? strlen(rroot) : 0;
-    struct stat st;
-    bool ok = real && rroot && strncmp(real, rroot, n) == 0 && CW__IS_SEP(real[n]) &&
-              stat(real, &st) == 0 && S_ISREG(st.st_mode);
+    bool ok = real && rroot && strncmp(real, rroot, n) == 0 && cw_plat_is_sep(real[n]) &&
+              cw_plat_is_file(real);
     free(rroot);
     if (!real) return false;
     if (ok) {
@@ -66,7 +64,7 @@ int cw__http_static(cw__http_req_t *r)
     if (p[0] != '/' || !safe_path(p)) return cw__http_fail(r, 404, "not found: %s", p);
     if (strcmp(p, "/") == 0) p = "/index.html";
     static const char vend[] = "/vendor/uplot/";
-    char root[PATH_MAX];
+    char root[CW_PATH_MAX];
     if (strncmp(p, vend, sizeof vend - 1) == 0) {
         const char *file = p + sizeof vend - 1;
         snprintf(root, sizeof root, "%s/vendor/uplot", r->ctx->web_root);

@@ -17,4 +17,4 @@ mkdir -p "$corpus" "$build/fuzz-artifacts"
 # are read-only seeds: a few odd inputs, the default rules, the fixtures.
 exec "$build/tests/fuzz/fuzz_stacktags" -max_total_time="$secs" -max_len=16384 -timeout=10 \
   -rss_limit_mb=2048 -print_final_stats=1 -dict=tests/fuzz/stacktags.dict \
-  -artifact_prefix="$build/fuzz-artifacts/" "$corpus" tests/fuzz/seeds service/stacktags tests/fixtures/stacktags
+  -artifact_prefix="$build/fuzz-artifacts/" "$corpus" tests/fuzz/seeds service/stacks/rules tests/fixtures/stacktags

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "commitwatch/http.h"
+#include "commitwatch/platform.h"
 #include "http/http_internal.h"
 #include "test.h"
 
@@ -36,7 +37,7 @@ static void test_times(void)
     ASSERT_EQ(t, 1750000014250000000LL);
     ASSERT_OK(cw__http_parse_time(&r, "from", "1970-01-01T00:00:00Z", &t));
     ASSERT_EQ(t, 0);
-    int64_t now = cw__http_wall_ns();
+    int64_t now = cw_plat_wall_ns();
     ASSERT_OK(cw__http_parse_time(&r, "from", "-15m", &t));
     ASSERT_TRUE(t <= now - 15 * 60 * NS + NS && t >= now - 15 * 60 * NS - 10 * NS);
     ASSERT_OK(cw__http_parse_time(&r, "to", "now", &t));
@@ -104,11 +105,13 @@ static int http(int port, const char *method, const char *path, char *body, size
 
 static void test_server(void)
 {
-    cw_http_status_t st;
-    cw_http_status_init(&st, "replay:test", true);
-    cw_http_status_counters(&st, 42, 1, -7);
+    cw_status_t st;
+    cw_status_init(&st, "replay:test", true, 1);
+    atomic_store(&st.events_ingested, 42);
+    atomic_store(&st.events_lost, 1);
+    atomic_store(&st.drift_bytes, -7);
     char web[4096];
-    snprintf(web, sizeof web, "%s/web", CW_SOURCE_DATADIR);
+    snprintf(web, sizeof web, "%s", cw_http_default_web_root());
     cw_http_opts_t o = {.listen = "127.0.0.1:0", .db_path = "/nonexistent/commitwatch.db",
                         .web_root = web, .status = &st, .threads = 2};
     cw_http_t *h = NULL;

@@ -41,11 +41,11 @@ static int query(void *ctx, uint32_t pid, uint64_t addr, uint64_t len)
     return query_answer;
 }
 
-static cw__shadow_env_t env = {NULL, rec, query, false};
+static cw_perf__shadow_env_t env = {NULL, rec, query, false};
 
-static cw__call_t call(int64_t ts, uint32_t stack)
+static cw_perf__call_t call(int64_t ts, uint32_t stack)
 {
-    return (cw__call_t){ts, 7, stack};
+    return (cw_perf__call_t){ts, 7, stack};
 }
 
 static void reset(void)
@@ -65,12 +65,12 @@ static void reset(void)
 
 static void test_mmap_munmap(void)
 {
-    cw__shadow_t s;
-    cw__shadow_init(&s, 42);
-    cw__call_t c = call(100, 5);
+    cw_perf__shadow_t s;
+    cw_perf__shadow_init(&s, 42);
+    cw_perf__call_t c = call(100, 5);
     /* Private writable anonymous: charged, the length page-rounded. */
     reset();
-    ASSERT_OK(cw__shadow_mmap(&s, &env, &c, 0x10000000, 10 * MB - 100, PROT_R | PROT_W, PRIV | ANON));
+    ASSERT_OK(cw_perf__shadow_mmap(&s, &env, &c, 0x10000000, 10 * MB - 100, PROT_R | PROT_W, PRIV | ANON));
     ASSERT_EQ(nev, 1);
     EV(0, CW_OP_COMMIT, 0x10000000, 10 * MB, 5);
     ASSERT_EQ(evs[0].ts, 100);
@@ -78,141 +78,141 @@ static void test_mmap_munmap(void)
     ASSERT_U64_EQ(s.acct_bytes, 10 * MB);
     /* munmap of a middle part splits; one release of the range. */
     reset();
-    ASSERT_OK(cw__shadow_munmap(&s, &env, &c, 0x10000000 + MB, MB));
+    ASSERT_OK(cw_perf__shadow_munmap(&s, &env, &c, 0x10000000 + MB, MB));
     ASSERT_EQ(nev, 1);
     EV(0, CW_OP_RELEASE, 0x10000000 + MB, MB, 0);
     ASSERT_U64_EQ(s.acct_bytes, 9 * MB);
     ASSERT_EQ(s.n, 2);
     /* munmap of nothing mapped: nothing emitted. */
     reset();
-    ASSERT_OK(cw__shadow_munmap(&s, &env, &c, 0x50000000, MB));
+    ASSERT_OK(cw_perf__shadow_munmap(&s, &env, &c, 0x50000000, MB));
     ASSERT_EQ(nev, 0);
     /* MAP_FIXED over a charged range: release, then the new mapping. */
     reset();
-    cw__call_t c2 = call(200, 6);
-    ASSERT_OK(cw__shadow_mmap(&s, &env, &c2, 0x10000000, 2 * MB, PROT_R, PRIV | 0x10 /*FIXED*/));
+    cw_perf__call_t c2 = call(200, 6);
+    ASSERT_OK(cw_perf__shadow_mmap(&s, &env, &c2, 0x10000000, 2 * MB, PROT_R, PRIV | 0x10 /*FIXED*/));
     ASSERT_EQ(nev, 2);
     EV(0, CW_OP_RELEASE, 0x10000000, 2 * MB, 0);
     EV(1, CW_OP_RESERVE, 0x10000000, 2 * MB, 6);
     ASSERT_U64_EQ(s.acct_bytes, 8 * MB);
-    cw__shadow_free(&s);
+    cw_perf__shadow_free(&s);
 }
 
 static void test_not_charged(void)
 {
-    cw__shadow_t s;
-    cw__shadow_init(&s, 42);
-    cw__call_t c = call(1, 1);
+    cw_perf__shadow_t s;
+    cw_perf__shadow_init(&s, 42);
+    cw_perf__call_t c = call(1, 1);
     reset();
     /* shared, read-only, NORESERVE, hugetlb: reserve only. */
-    ASSERT_OK(cw__shadow_mmap(&s, &env, &c, 0x1000000, MB, PROT_R | PROT_W, SHARED | ANON));
-    ASSERT_OK(cw__shadow_mmap(&s, &env, &c, 0x2000000, MB, PROT_R, PRIV | ANON));
-    ASSERT_OK(cw__shadow_mmap(&s, &env, &c, 0x3000000, MB, PROT_R | PROT_W, PRIV | ANON | NORES));
-    ASSERT_OK(cw__shadow_mmap(&s, &env, &c, 0x4000000, 2 * MB, PROT_R | PROT_W, PRIV | ANON | HUGE));
+    ASSERT_OK(cw_perf__shadow_mmap(&s, &env, &c, 0x1000000, MB, PROT_R | PROT_W, SHARED | ANON));
+    ASSERT_OK(cw_perf__shadow_mmap(&s, &env, &c, 0x2000000, MB, PROT_R, PRIV | ANON));
+    ASSERT_OK(cw_perf__shadow_mmap(&s, &env, &c, 0x3000000, MB, PROT_R | PROT_W, PRIV | ANON | NORES));
+    ASSERT_OK(cw_perf__shadow_mmap(&s, &env, &c, 0x4000000, 2 * MB, PROT_R | PROT_W, PRIV | ANON | HUGE));
     ASSERT_EQ(nev, 4);
     for (int k = 0; k < 4; k++) ASSERT_EQ(evs[k].op, CW_OP_RESERVE);
     ASSERT_U64_EQ(s.acct_bytes, 0);
     /* A private writable file mapping (a .data segment) is charged. */
     reset();
-    ASSERT_OK(cw__shadow_mmap(&s, &env, &c, 0x5000000, 8192, PROT_R | PROT_W, PRIV));
+    ASSERT_OK(cw_perf__shadow_mmap(&s, &env, &c, 0x5000000, 8192, PROT_R | PROT_W, PRIV));
     EV(0, CW_OP_COMMIT, 0x5000000, 8192, 1);
     /* vm.overcommit_memory = 2: MAP_NORESERVE is ignored. */
-    cw__shadow_env_t never = env;
+    cw_perf__shadow_env_t never = env;
     never.overcommit_never = true;
     reset();
-    ASSERT_OK(cw__shadow_mmap(&s, &never, &c, 0x6000000, MB, PROT_R | PROT_W, PRIV | ANON | NORES));
+    ASSERT_OK(cw_perf__shadow_mmap(&s, &never, &c, 0x6000000, MB, PROT_R | PROT_W, PRIV | ANON | NORES));
     EV(0, CW_OP_COMMIT, 0x6000000, MB, 1);
-    cw__shadow_free(&s);
+    cw_perf__shadow_free(&s);
 }
 
 static void test_mprotect(void)
 {
-    cw__shadow_t s;
-    cw__shadow_init(&s, 42);
-    cw__call_t m = call(1, 1), p = call(2, 2);
+    cw_perf__shadow_t s;
+    cw_perf__shadow_init(&s, 42);
+    cw_perf__call_t m = call(1, 1), p = call(2, 2);
     /* glibc thread arena: PROT_NONE + NORESERVE, then mprotect RW: never charged. */
     reset();
-    ASSERT_OK(cw__shadow_mmap(&s, &env, &m, 0x1000000, 64 * MB, 0, PRIV | ANON | NORES));
-    ASSERT_OK(cw__shadow_mprotect(&s, &env, &p, 0x1000000, 132 * 1024, PROT_R | PROT_W));
+    ASSERT_OK(cw_perf__shadow_mmap(&s, &env, &m, 0x1000000, 64 * MB, 0, PRIV | ANON | NORES));
+    ASSERT_OK(cw_perf__shadow_mprotect(&s, &env, &p, 0x1000000, 132 * 1024, PROT_R | PROT_W));
     ASSERT_EQ(nev, 1);
     ASSERT_EQ(evs[0].op, CW_OP_RESERVE);
     ASSERT_U64_EQ(s.acct_bytes, 0);
     /* Thread stack: PROT_NONE without NORESERVE, mprotect RW above the guard:
      * that part is charged, attributed to the mprotect. */
     reset();
-    ASSERT_OK(cw__shadow_mmap(&s, &env, &m, 0x8000000, 8 * MB, 0, PRIV | ANON));
-    ASSERT_OK(cw__shadow_mprotect(&s, &env, &p, 0x8000000 + 4096, 8 * MB - 4096, PROT_R | PROT_W));
+    ASSERT_OK(cw_perf__shadow_mmap(&s, &env, &m, 0x8000000, 8 * MB, 0, PRIV | ANON));
+    ASSERT_OK(cw_perf__shadow_mprotect(&s, &env, &p, 0x8000000 + 4096, 8 * MB - 4096, PROT_R | PROT_W));
     ASSERT_EQ(nev, 2);
     EV(0, CW_OP_RESERVE, 0x8000000, 8 * MB, 1);
     EV(1, CW_OP_COMMIT, 0x8000000 + 4096, 8 * MB - 4096, 2);
     ASSERT_U64_EQ(s.acct_bytes, 8 * MB - 4096);
     /* Adding write again to a charged range: nothing more. */
     reset();
-    ASSERT_OK(cw__shadow_mprotect(&s, &env, &p, 0x8000000, 8 * MB, PROT_R | PROT_W));
+    ASSERT_OK(cw_perf__shadow_mprotect(&s, &env, &p, 0x8000000, 8 * MB, PROT_R | PROT_W));
     ASSERT_EQ(nev, 1); /* the guard page only */
     EV(0, CW_OP_COMMIT, 0x8000000, 4096, 2);
     /* Removing write from a charged anonymous range: the kernel (asked)
      * says it stays charged (faulted in) ... */
     reset();
     query_answer = 1;
-    ASSERT_OK(cw__shadow_mprotect(&s, &env, &p, 0x8000000, 4096, PROT_R));
+    ASSERT_OK(cw_perf__shadow_mprotect(&s, &env, &p, 0x8000000, 4096, PROT_R));
     ASSERT_EQ(nev, 0);
     ASSERT_EQ(queries, 1);
     /* ... or not (never faulted: no anon_vma): decommit. */
     reset();
     query_answer = 0;
-    ASSERT_OK(cw__shadow_mprotect(&s, &env, &p, 0x8000000 + 4096, 4096, 0));
+    ASSERT_OK(cw_perf__shadow_mprotect(&s, &env, &p, 0x8000000 + 4096, 4096, 0));
     ASSERT_EQ(nev, 1);
     EV(0, CW_OP_DECOMMIT, 0x8000000 + 4096, 4096, 0);
     ASSERT_U64_EQ(s.acct_bytes, 8 * MB - 4096);
     /* Unknown answer keeps the charge. */
     reset();
     query_answer = -1;
-    ASSERT_OK(cw__shadow_mprotect(&s, &env, &p, 0x8000000 + 8192, 4096, PROT_R));
+    ASSERT_OK(cw_perf__shadow_mprotect(&s, &env, &p, 0x8000000 + 8192, 4096, PROT_R));
     ASSERT_EQ(nev, 0);
     /* RELRO: a file mapping made read-only stays charged, nobody asked. */
     reset();
-    ASSERT_OK(cw__shadow_mmap(&s, &env, &m, 0x20000000, 16384, PROT_R | PROT_W, PRIV));
-    ASSERT_OK(cw__shadow_mprotect(&s, &env, &p, 0x20000000, 8192, PROT_R));
+    ASSERT_OK(cw_perf__shadow_mmap(&s, &env, &m, 0x20000000, 16384, PROT_R | PROT_W, PRIV));
+    ASSERT_OK(cw_perf__shadow_mprotect(&s, &env, &p, 0x20000000, 8192, PROT_R));
     ASSERT_EQ(nev, 1);
     ASSERT_EQ(queries, 0);
     /* A read-only private file mapping made writable is charged (once). */
     reset();
-    ASSERT_OK(cw__shadow_mmap(&s, &env, &m, 0x30000000, 8192, PROT_R, PRIV));
-    ASSERT_OK(cw__shadow_mprotect(&s, &env, &p, 0x30000000, 8192, PROT_R | PROT_W));
+    ASSERT_OK(cw_perf__shadow_mmap(&s, &env, &m, 0x30000000, 8192, PROT_R, PRIV));
+    ASSERT_OK(cw_perf__shadow_mprotect(&s, &env, &p, 0x30000000, 8192, PROT_R | PROT_W));
     ASSERT_EQ(nev, 2);
     EV(1, CW_OP_COMMIT, 0x30000000, 8192, 2);
     /* A shared mapping made writable is never charged. */
     reset();
-    ASSERT_OK(cw__shadow_mmap(&s, &env, &m, 0x40000000, 8192, PROT_R, SHARED));
-    ASSERT_OK(cw__shadow_mprotect(&s, &env, &p, 0x40000000, 8192, PROT_R | PROT_W));
+    ASSERT_OK(cw_perf__shadow_mmap(&s, &env, &m, 0x40000000, 8192, PROT_R, SHARED));
+    ASSERT_OK(cw_perf__shadow_mprotect(&s, &env, &p, 0x40000000, 8192, PROT_R | PROT_W));
     ASSERT_EQ(nev, 1);
-    cw__shadow_free(&s);
+    cw_perf__shadow_free(&s);
 }
 
 static void test_mremap(void)
 {
-    cw__shadow_t s;
-    cw__shadow_init(&s, 42);
-    cw__call_t m = call(1, 1), r = call(2, 2);
+    cw_perf__shadow_t s;
+    cw_perf__shadow_init(&s, 42);
+    cw_perf__call_t m = call(1, 1), r = call(2, 2);
     reset();
-    ASSERT_OK(cw__shadow_mmap(&s, &env, &m, 0x10000000, 4 * MB, PROT_R | PROT_W, PRIV | ANON));
+    ASSERT_OK(cw_perf__shadow_mmap(&s, &env, &m, 0x10000000, 4 * MB, PROT_R | PROT_W, PRIV | ANON));
     /* Grow in place: the new part is charged, attributed to the mremap. */
     reset();
-    ASSERT_OK(cw__shadow_mremap(&s, &env, &r, 0x10000000, 4 * MB, 6 * MB, MAYMOVE, 0x10000000));
+    ASSERT_OK(cw_perf__shadow_mremap(&s, &env, &r, 0x10000000, 4 * MB, 6 * MB, MAYMOVE, 0x10000000));
     ASSERT_EQ(nev, 1);
     EV(0, CW_OP_COMMIT, 0x10000000 + 4 * MB, 2 * MB, 2);
     ASSERT_U64_EQ(s.acct_bytes, 6 * MB);
     /* Shrink in place: the tail is released. */
     reset();
-    ASSERT_OK(cw__shadow_mremap(&s, &env, &r, 0x10000000, 6 * MB, 5 * MB, 0, 0x10000000));
+    ASSERT_OK(cw_perf__shadow_mremap(&s, &env, &r, 0x10000000, 6 * MB, 5 * MB, 0, 0x10000000));
     ASSERT_EQ(nev, 1);
     EV(0, CW_OP_RELEASE, 0x10000000 + 5 * MB, MB, 0);
     ASSERT_U64_EQ(s.acct_bytes, 5 * MB);
     /* Move and grow: old range released, its pieces committed at the new
      * address with their original stacks, the growth with the mremap's. */
     reset();
-    ASSERT_OK(cw__shadow_mremap(&s, &env, &r, 0x10000000, 5 * MB, 7 * MB, MAYMOVE, 0x70000000));
+    ASSERT_OK(cw_perf__shadow_mremap(&s, &env, &r, 0x10000000, 5 * MB, 7 * MB, MAYMOVE, 0x70000000));
     ASSERT_EQ(nev, 4);
     EV(0, CW_OP_RELEASE, 0x10000000, 5 * MB, 0);
     EV(1, CW_OP_COMMIT, 0x70000000, 4 * MB, 1);
@@ -221,9 +221,9 @@ static void test_mremap(void)
     ASSERT_U64_EQ(s.acct_bytes, 7 * MB);
     /* MREMAP_FIXED onto a mapped, charged range replaces it. */
     reset();
-    ASSERT_OK(cw__shadow_mmap(&s, &env, &m, 0x90000000, MB, PROT_R | PROT_W, PRIV | ANON));
+    ASSERT_OK(cw_perf__shadow_mmap(&s, &env, &m, 0x90000000, MB, PROT_R | PROT_W, PRIV | ANON));
     reset();
-    ASSERT_OK(cw__shadow_mremap(&s, &env, &r, 0x70000000, MB, MB, MAYMOVE | FIXED, 0x90000000));
+    ASSERT_OK(cw_perf__shadow_mremap(&s, &env, &r, 0x70000000, MB, MB, MAYMOVE | FIXED, 0x90000000));
     ASSERT_EQ(nev, 3);
     EV(0, CW_OP_RELEASE, 0x90000000, MB, 0);
     EV(1, CW_OP_RELEASE, 0x70000000, MB, 0);
@@ -231,51 +231,51 @@ static void test_mremap(void)
     ASSERT_U64_EQ(s.acct_bytes, 7 * MB);
     /* MREMAP_DONTUNMAP: the old range stays mapped and charged. */
     reset();
-    ASSERT_OK(cw__shadow_mremap(&s, &env, &r, 0x90000000, MB, MB, MAYMOVE | DONTUNMAP, 0xa0000000));
+    ASSERT_OK(cw_perf__shadow_mremap(&s, &env, &r, 0x90000000, MB, MB, MAYMOVE | DONTUNMAP, 0xa0000000));
     ASSERT_EQ(nev, 1);
     EV(0, CW_OP_COMMIT, 0xa0000000, MB, 1);
     ASSERT_U64_EQ(s.acct_bytes, 8 * MB);
-    cw__shadow_free(&s);
+    cw_perf__shadow_free(&s);
 }
 
 static void test_brk(void)
 {
-    cw__shadow_t s;
-    cw__shadow_init(&s, 42);
-    cw__call_t b = call(1, 3);
+    cw_perf__shadow_t s;
+    cw_perf__shadow_init(&s, 42);
+    cw_perf__call_t b = call(1, 3);
     reset();
     /* Unknown break: the first result only teaches it. */
-    ASSERT_OK(cw__shadow_brk(&s, &env, &b, 0, 0x555555559000));
+    ASSERT_OK(cw_perf__shadow_brk(&s, &env, &b, 0, 0x555555559000));
     ASSERT_EQ(nev, 0);
-    ASSERT_OK(cw__shadow_brk(&s, &env, &b, 0x55555557a000, 0x55555557a000));
+    ASSERT_OK(cw_perf__shadow_brk(&s, &env, &b, 0x55555557a000, 0x55555557a000));
     ASSERT_EQ(nev, 1);
     EV(0, CW_OP_COMMIT, 0x555555559000, 0x21000, 3);
     /* Unaligned growth within the same page: nothing. */
     reset();
-    ASSERT_OK(cw__shadow_brk(&s, &env, &b, 0x55555557a010, 0x55555557a010));
+    ASSERT_OK(cw_perf__shadow_brk(&s, &env, &b, 0x55555557a010, 0x55555557a010));
     ASSERT_EQ(nev, 1); /* rounds up to the next page */
     EV(0, CW_OP_COMMIT, 0x55555557a000, 0x1000, 3);
     /* A failed growth returns the old break: nothing. */
     reset();
-    ASSERT_OK(cw__shadow_brk(&s, &env, &b, 0x7fff00000000, 0x55555557a010));
+    ASSERT_OK(cw_perf__shadow_brk(&s, &env, &b, 0x7fff00000000, 0x55555557a010));
     ASSERT_EQ(nev, 0);
     /* Shrink: released. */
     reset();
-    ASSERT_OK(cw__shadow_brk(&s, &env, &b, 0x555555569000, 0x555555569000));
+    ASSERT_OK(cw_perf__shadow_brk(&s, &env, &b, 0x555555569000, 0x555555569000));
     ASSERT_EQ(nev, 1);
     EV(0, CW_OP_RELEASE, 0x555555569000, 0x12000, 0);
     ASSERT_U64_EQ(s.acct_bytes, 0x10000);
-    cw__shadow_free(&s);
+    cw_perf__shadow_free(&s);
 }
 
 static void test_sync_fork(void)
 {
-    cw__shadow_t s, child;
-    cw__shadow_init(&s, 42);
-    cw__call_t c = call(10, 0);
+    cw_perf__shadow_t s, child;
+    cw_perf__shadow_init(&s, 42);
+    cw_perf__call_t c = call(10, 0);
     /* Rundown from a snapshot: charged segments committed with the pseudo
      * stack and the rundown flag; [stack] and uncharged ones not. */
-    cw__seg_t snap[] = {
+    cw_perf__seg_t snap[] = {
         {0x1000, 0x3000, CW__SEG_ACCT | CW__SEG_WRITE, 0},
         {0x3000, 0x5000, CW__SEG_ACCT, 0}, /* RELRO, adjacent: merged event */
         {0x8000, 0x9000, CW__SEG_WRITE | CW__SEG_SHARED, 0},
@@ -283,7 +283,7 @@ static void test_sync_fork(void)
     };
     uint64_t drift = 0;
     reset();
-    ASSERT_OK(cw__shadow_sync(&s, &env, &c, snap, 4, 0x9000, 99, true, &drift));
+    ASSERT_OK(cw_perf__shadow_sync(&s, &env, &c, snap, 4, 0x9000, 99, true, &drift));
     ASSERT_EQ(nev, 1);
     EV(0, CW_OP_COMMIT, 0x1000, 0x4000, 99);
     ASSERT_TRUE(evs[0].rundown);
@@ -291,15 +291,15 @@ static void test_sync_fork(void)
     ASSERT_U64_EQ(s.brk, 0x9000);
     ASSERT_U64_EQ(drift, 0x4000);
     /* An mmap, then a resync that finds it gone and something else new. */
-    cw__call_t m = call(11, 5);
-    ASSERT_OK(cw__shadow_mmap(&s, &env, &m, 0x40000, 0x2000, PROT_R | PROT_W, PRIV | ANON));
-    cw__seg_t snap2[] = {
+    cw_perf__call_t m = call(11, 5);
+    ASSERT_OK(cw_perf__shadow_mmap(&s, &env, &m, 0x40000, 0x2000, PROT_R | PROT_W, PRIV | ANON));
+    cw_perf__seg_t snap2[] = {
         {0x1000, 0x5000, CW__SEG_ACCT | CW__SEG_WRITE, 0},
         {0x50000, 0x51000, CW__SEG_ACCT | CW__SEG_WRITE | CW__SEG_ANON, 0},
     };
     drift = 0;
     reset();
-    ASSERT_OK(cw__shadow_sync(&s, &env, &c, snap2, 2, 0, 98, false, &drift));
+    ASSERT_OK(cw_perf__shadow_sync(&s, &env, &c, snap2, 2, 0, 98, false, &drift));
     ASSERT_EQ(nev, 2);
     EV(0, CW_OP_DECOMMIT, 0x40000, 0x2000, 0);
     EV(1, CW_OP_COMMIT, 0x50000, 0x1000, 98);
@@ -309,10 +309,10 @@ static void test_sync_fork(void)
     /* Pages charged in both keep their attribution (seen by a move). */
     ASSERT_EQ(s.seg[0].stack_id, 99);
     /* Fork: the child starts with the parent's charged memory. */
-    cw__shadow_init(&child, 43);
-    ASSERT_OK(cw__shadow_copy(&child, &s));
+    cw_perf__shadow_init(&child, 43);
+    ASSERT_OK(cw_perf__shadow_copy(&child, &s));
     reset();
-    ASSERT_OK(cw__shadow_commit_all(&child, &env, &c, 77));
+    ASSERT_OK(cw_perf__shadow_commit_all(&child, &env, &c, 77));
     ASSERT_EQ(nev, 2);
     ASSERT_EQ(evs[0].pid, 43);
     ASSERT_EQ(evs[0].op, CW_OP_COMMIT);
@@ -320,8 +320,8 @@ static void test_sync_fork(void)
     ASSERT_U64_EQ(evs[0].size + evs[1].size, 0x5000);
     ASSERT_U64_EQ(child.acct_bytes, 0x5000);
     ASSERT_U64_EQ(child.brk, 0x9000);
-    cw__shadow_free(&child);
-    cw__shadow_free(&s);
+    cw_perf__shadow_free(&child);
+    cw_perf__shadow_free(&s);
 }
 
 int main(void)

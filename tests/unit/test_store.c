@@ -17,7 +17,7 @@
 #include "commitwatch/batch.h"
 #include "commitwatch/event.h"
 #include "commitwatch/store.h"
-#include "core/store_internal.h"
+#include "store/store_internal.h"
 #include "test.h"
 
 #define S INT64_C(1000000000)

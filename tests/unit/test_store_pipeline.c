@@ -19,7 +19,7 @@
 #include "commitwatch/stacks.h"
 #include "commitwatch/store.h"
 #include "commitwatch/tagger.h"
-#include "core/store_internal.h"
+#include "store/store_internal.h"
 #include "test.h"
 
 #define S INT64_C(1000000000)

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "commitwatch/log.h"
+#include "commitwatch/platform.h"
 #include "commitwatch/source.h"
 #include "sources/perf/perf_internal.h"
 
@@ -47,7 +48,7 @@ static size_t h32(uint32_t k, size_t cap)
     return (size_t)((k * 2654435761u) & (cap - 1));
 }
 
-void *cw__pmap_get(const cw__pmap_t *m, uint32_t k)
+void *cw_perf__pmap_get(const cw_perf__pmap_t *m, uint32_t k)
 {
     if (!m->cap) return NULL;
     for (size_t i = h32(k, m->cap); m->vals[i]; i = (i + 1) & (m->cap - 1))
@@ -55,10 +56,10 @@ void *cw__pmap_get(const cw__pmap_t *m, uint32_t k)
     return NULL;
 }
 
-int cw__pmap_put(cw__pmap_t *m, uint32_t k, void *v)
+int cw_perf__pmap_put(cw_perf__pmap_t *m, uint32_t k, void *v)
 {
     if ((m->n + 1) * 2 > m->cap) {
-        cw__pmap_t g = {0};
+        cw_perf__pmap_t g = {0};
         g.cap = m->cap ? m->cap * 2 : 256;
         g.keys = calloc(g.cap, sizeof *g.keys);
         g.vals = calloc(g.cap, sizeof *g.vals);
@@ -68,7 +69,7 @@ int cw__pmap_put(cw__pmap_t *m, uint32_t k, void *v)
             return CW_ENOMEM;
         }
         for (size_t i = 0; i < m->cap; i++)
-            if (m->vals[i]) cw__pmap_put(&g, m->keys[i], m->vals[i]);
+            if (m->vals[i]) cw_perf__pmap_put(&g, m->keys[i], m->vals[i]);
         free(m->keys);
         free(m->vals);
         *m = g;
@@ -81,7 +82,7 @@ int cw__pmap_put(cw__pmap_t *m, uint32_t k, void *v)
     return 0;
 }
 
-void cw__pmap_del(cw__pmap_t *m, uint32_t k)
+void cw_perf__pmap_del(cw_perf__pmap_t *m, uint32_t k)
 {
     if (!m->cap) return;
     size_t i = h32(k, m->cap);
@@ -101,7 +102,7 @@ void cw__pmap_del(cw__pmap_t *m, uint32_t k)
     }
 }
 
-void cw__pmap_free(cw__pmap_t *m)
+void cw_perf__pmap_free(cw_perf__pmap_t *m)
 {
     free(m->keys);
     free(m->vals);
@@ -110,15 +111,8 @@ void cw__pmap_free(cw__pmap_t *m)
 
 /* ---- time and emission ------------------------------------------------ */
 
-int64_t cw__mono_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
 /* Every event goes out through here: monotonic -> epoch, never backwards. */
-static int emit_raw(cw__perf_t *s, cw_event_t *ev)
+static int emit_raw(cw_perf__t *s, cw_event_t *ev)
 {
     int64_t ts = ev->ts + s->mono_to_epoch;
     if (ts < s->last_ts) ts = s->last_ts;
@@ -136,10 +130,10 @@ static int shadow_emit(void *ctx, const cw_event_t *in)
 static int shadow_query(void *ctx, uint32_t pid, uint64_t addr, uint64_t len)
 {
     (void)ctx;
-    return cw__smaps_query_acct(pid, addr, len);
+    return cw_perf__smaps_query_acct(pid, addr, len);
 }
 
-int cw__perf_emit_proc(cw__perf_t *s, cw_op_t op, uint32_t pid, int64_t ts, const char *name,
+int cw_perf__emit_proc(cw_perf__t *s, cw_op_t op, uint32_t pid, int64_t ts, const char *name,
                      const char *cmdline)
 {
     cw_event_t ev = {0};
@@ -153,7 +147,7 @@ int cw__perf_emit_proc(cw__perf_t *s, cw_op_t op, uint32_t pid, int64_t ts, cons
 
 /* ---- rings and the merge ---------------------------------------------- */
 
-static void ring_copy(const cw__ring_t *r, uint64_t pos, void *dst, size_t len)
+static void ring_copy(const cw_perf__ring_t *r, uint64_t pos, void *dst, size_t len)
 {
     const uint8_t *data = (const uint8_t *)r->base + sysconf(_SC_PAGESIZE);
     size_t off = (size_t)(pos & (r->data_size - 1));
@@ -163,7 +157,7 @@ static void ring_copy(const cw__ring_t *r, uint64_t pos, void *dst, size_t len)
 }
 
 /* The pid a record is about, from its body or its sample_id trailer. */
-static uint32_t rec_pid(const cw__rec_t *r)
+static uint32_t rec_pid(const cw_perf__rec_t *r)
 {
     const uint8_t *b = (const uint8_t *)(&r->h + 1);
     uint32_t pid;
@@ -172,7 +166,7 @@ static uint32_t rec_pid(const cw__rec_t *r)
     return pid;
 }
 
-static int drain(cw__perf_t *s, const cw__ring_t *r)
+static int drain(cw_perf__t *s, const cw_perf__ring_t *r)
 {
     struct perf_event_mmap_page *mp = r->base;
     uint64_t head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE);
@@ -186,7 +180,7 @@ static int drain(cw__perf_t *s, const cw__ring_t *r)
             tail += h.size ? h.size : head - tail;
             continue;
         }
-        cw__rec_t *x = malloc(sizeof *x - sizeof x->h + h.size);
+        cw_perf__rec_t *x = malloc(sizeof *x - sizeof x->h + h.size);
         if (!x) {
             rc = CW_ENOMEM;
             break;
@@ -204,7 +198,7 @@ static int drain(cw__perf_t *s, const cw__ring_t *r)
         s->qbytes += h.size;
         if (s->qn == s->qcap) {
             size_t c = s->qcap ? s->qcap * 2 : 4096;
-            cw__rec_t **q = realloc(s->q, c * sizeof *q);
+            cw_perf__rec_t **q = realloc(s->q, c * sizeof *q);
             if (!q) {
                 free(x);
                 rc = CW_ENOMEM;
@@ -221,15 +215,15 @@ static int drain(cw__perf_t *s, const cw__ring_t *r)
 
 static int rec_cmp(const void *a, const void *b)
 {
-    const cw__rec_t *x = *(cw__rec_t *const *)a, *y = *(cw__rec_t *const *)b;
+    const cw_perf__rec_t *x = *(cw_perf__rec_t *const *)a, *y = *(cw_perf__rec_t *const *)b;
     if (x->ts != y->ts) return x->ts < y->ts ? -1 : 1;
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-static int drain_all(cw__perf_t *s);
+static int drain_all(cw_perf__t *s);
 
 /* After lost records: every process is read again and corrected. */
-static int resync_all(cw__perf_t *s, int64_t ts)
+static int resync_all(cw_perf__t *s, int64_t ts)
 {
     s->resync_due = false;
     uint64_t before = s->drift;
@@ -241,10 +235,10 @@ static int resync_all(cw__perf_t *s, int64_t ts)
         if (s->procs.vals[i]) pids[n++] = s->procs.keys[i];
     int rc = 0;
     for (size_t i = 0; !rc && i < n; i++) {
-        cw__proc_t *p = cw__pmap_get(&s->procs, pids[i]);
+        cw_perf__proc_t *p = cw_perf__pmap_get(&s->procs, pids[i]);
         if (!p || p->alias || p->fork_parent) continue;
-        rc = cw__proc_snapshot(s, p, ts, s->st_resync, false, &s->drift);
-        if (rc == CW_ENOENT) rc = cw__proc_exit(s, p, ts); /* its exit was lost */
+        rc = cw_perf__proc_snapshot(s, p, ts, s->st_resync, false, &s->drift);
+        if (rc == CW_ENOENT) rc = cw_perf__proc_exit(s, p, ts); /* its exit was lost */
         if (!rc) rc = drain_all(s); /* reading /proc is slow: keep the rings empty */
     }
     free(pids);
@@ -254,8 +248,8 @@ static int resync_all(cw__perf_t *s, int64_t ts)
     while (!rc && dir && (de = readdir(dir))) {
         char *endp;
         unsigned long pid = strtoul(de->d_name, &endp, 10);
-        if (*endp || pid == 0 || pid == s->self || cw__pmap_get(&s->procs, (uint32_t)pid)) continue;
-        cw__proc_adopt(s, (uint32_t)pid, ts, s->st_resync, false);
+        if (*endp || pid == 0 || pid == s->self || cw_perf__pmap_get(&s->procs, (uint32_t)pid)) continue;
+        cw_perf__proc_adopt(s, (uint32_t)pid, ts, s->st_resync, false);
         rc = s->err;
     }
     if (dir) closedir(dir);
@@ -266,7 +260,7 @@ static int resync_all(cw__perf_t *s, int64_t ts)
     return rc;
 }
 
-static int drain_all(cw__perf_t *s)
+static int drain_all(cw_perf__t *s)
 {
     int rc = 0;
     for (size_t i = 0; !rc && i < s->ev.nrings; i++) rc = drain(s, &s->ev.rings[i]);
@@ -276,24 +270,24 @@ static int drain_all(cw__perf_t *s)
 /* Processes queued records older than horizon (all when horizon is max).
  * Returns to the caller once per pass whatever the load, so stop() and
  * ticks are seen. */
-static int process_until(cw__perf_t *s, int64_t horizon)
+static int process_until(cw_perf__t *s, int64_t horizon)
 {
     int rc = 0;
     if (s->qn == 0) return 0;
     qsort(s->q, s->qn, sizeof *s->q, rec_cmp);
     size_t i = 0, sorted = s->qn;
-    int64_t last_drain = cw__mono_now();
+    int64_t last_drain = cw_plat_mono_ns();
     while (!rc && i < sorted && s->q[i]->ts < horizon) {
-        rc = cw__perf_process_rec(s, s->q[i]);
+        rc = cw_perf__process_rec(s, s->q[i]);
         if (!rc) rc = s->err;
         s->qbytes -= s->q[i]->h.size;
         free(s->q[i++]);
         /* Unwinding a burst can take a while: keep the kernel's rings from
          * overflowing by moving their records to the queue (they are newer
          * than everything sorted, and wait for the next pass). */
-        if (!rc && (i & 63) == 0 && cw__mono_now() - last_drain > 5000000) {
+        if (!rc && (i & 63) == 0 && cw_plat_mono_ns() - last_drain > 5000000) {
             rc = drain_all(s);
-            last_drain = cw__mono_now();
+            last_drain = cw_plat_mono_ns();
         }
     }
     memmove(s->q, s->q + i, (s->qn - i) * sizeof *s->q);
@@ -303,7 +297,7 @@ static int process_until(cw__perf_t *s, int64_t horizon)
 
 /* ---- the rundown ------------------------------------------------------- */
 
-static int rundown(cw__perf_t *s, int64_t ts)
+static int rundown(cw_perf__t *s, int64_t ts)
 {
     DIR *dir = opendir("/proc");
     if (!dir) return CW_EIO;
@@ -313,7 +307,7 @@ static int rundown(cw__perf_t *s, int64_t ts)
         char *endp;
         unsigned long pid = strtoul(de->d_name, &endp, 10);
         if (*endp || pid == 0 || pid == s->self) continue;
-        if (cw__proc_adopt(s, (uint32_t)pid, ts, s->st_before, true)) nproc++;
+        if (cw_perf__proc_adopt(s, (uint32_t)pid, ts, s->st_before, true)) nproc++;
         if (!s->err) s->err = drain_all(s); /* reading /proc is slow: keep the rings empty */
         if (s->err) break;
     }
@@ -324,10 +318,12 @@ static int rundown(cw__perf_t *s, int64_t ts)
 
 /* ---- the source ops ---------------------------------------------------- */
 
-static int perf_open_src(void **impl, const char *arg, cw_stacks_t *stacks, cw_diag_t *d)
+static int perf_open_src(void **impl, const cw_source_opts_t *o, cw_diag_t *d)
 {
-    (void)arg;
-    cw__perf_t *s = calloc(1, sizeof *s);
+    cw_stacks_t *stacks = o->stacks;
+    if (o->arg && o->arg[0])
+        return cw_diag_set(d, CW_EUSAGE, "--source perf takes no argument (got 'perf:%s')", o->arg);
+    cw_perf__t *s = calloc(1, sizeof *s);
     if (!s) return CW_ENOMEM;
     s->pipefd[0] = s->pipefd[1] = -1;
     s->stacks = stacks;
@@ -337,10 +333,10 @@ static int perf_open_src(void **impl, const char *arg, cw_stacks_t *stacks, cw_d
     long ncpu = sysconf(_SC_NPROCESSORS_CONF);
     size_t ring = 16u << 20;
     while (ring > (2u << 20) && ring * (size_t)(ncpu > 0 ? ncpu : 1) > (64u << 20)) ring /= 2;
-    int rc = cw__events_open(&s->ev, ring, STACK_BYTES, d, note, sizeof note);
+    int rc = cw_perf__events_open(&s->ev, ring, STACK_BYTES, d, note, sizeof note);
     if (rc) goto fail;
     if (note[0]) CW_LOGW("perf: %s", note);
-    if ((rc = cw__unwinder_create(stacks, &s->unw))) goto fail;
+    if ((rc = cw_perf__unwinder_create(stacks, &s->unw))) goto fail;
     if (pipe2(s->pipefd, O_CLOEXEC | O_NONBLOCK) != 0) {
         rc = cw_diag_set(d, CW_EIO, "pipe: %s", strerror(errno));
         goto fail;
@@ -355,13 +351,13 @@ static int perf_open_src(void **impl, const char *arg, cw_stacks_t *stacks, cw_d
         if (fscanf(f, "%d", &oc) != 1) oc = 0;
         fclose(f);
     }
-    s->env = (cw__shadow_env_t){s, shadow_emit, shadow_query, oc == 2};
+    s->env = (cw_perf__shadow_env_t){s, shadow_emit, shadow_query, oc == 2};
     s->self = (uint32_t)getpid();
     *impl = s;
     return 0;
 fail:
-    cw__events_close(&s->ev);
-    cw__unwinder_destroy(s->unw);
+    cw_perf__events_close(&s->ev);
+    cw_perf__unwinder_destroy(s->unw);
     if (s->pipefd[0] >= 0) close(s->pipefd[0]);
     if (s->pipefd[1] >= 0) close(s->pipefd[1]);
     free(s);
@@ -376,34 +372,34 @@ static const char *perf_platform(void *impl)
 
 static int perf_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
 {
-    cw__perf_t *s = impl;
+    cw_perf__t *s = impl;
     s->sink = sink;
     s->d = d;
-    struct timespec rt;
-    clock_gettime(CLOCK_REALTIME, &rt);
-    int64_t m0 = cw__mono_now();
-    s->mono_to_epoch = (int64_t)rt.tv_sec * 1000000000LL + rt.tv_nsec - m0;
-    if (cw__events_enable(&s->ev) != 0)
+    /* perf timestamps are CLOCK_MONOTONIC (use_clockid), which the
+     * platform's monotonic clock reads. */
+    int64_t w0 = cw_plat_wall_ns(), m0 = cw_plat_mono_ns();
+    s->mono_to_epoch = w0 - m0;
+    if (cw_perf__events_enable(&s->ev) != 0)
         return cw_diag_set(d, CW_EIO, "enabling the perf events failed: %s", strerror(errno));
     s->t0_epoch = m0 + s->mono_to_epoch;
-    int rc = rundown(s, cw__mono_now());
+    int rc = rundown(s, cw_plat_mono_ns());
     size_t nfd = s->ev.nrings + 1;
     struct pollfd *pfd = calloc(nfd, sizeof *pfd);
     if (!pfd) rc = CW_ENOMEM;
     for (size_t i = 0; pfd && i < s->ev.nrings; i++) pfd[i] = (struct pollfd){s->ev.rings[i].fd, POLLIN, 0};
     if (pfd) pfd[s->ev.nrings] = (struct pollfd){s->pipefd[0], POLLIN, 0};
-    int64_t next_tick = cw__mono_now(), next_resync = 0;
+    int64_t next_tick = cw_plat_mono_ns(), next_resync = 0;
     while (!rc && !atomic_load(&s->stopping)) {
         poll(pfd, nfd, 100);
-        int64_t t = cw__mono_now();
+        int64_t t = cw_plat_mono_ns();
         rc = drain_all(s);
         if (!rc) rc = process_until(s, t - SLACK_NS);
         /* After a loss, one resync covers every loss of the last second. */
         if (!rc && s->resync_due && t >= next_resync) {
             rc = resync_all(s, s->now_mono);
-            next_resync = cw__mono_now() + 1000000000LL;
+            next_resync = cw_plat_mono_ns() + 1000000000LL;
         }
-        if (!rc && s->npend) rc = cw__pend_due(s, t - SLACK_NS);
+        if (!rc && s->npend) rc = cw_perf__pend_due(s, t - SLACK_NS);
         if (!rc && t >= next_tick) {
             next_tick = t + 1000000000LL;
             int64_t now = t - SLACK_NS + s->mono_to_epoch;
@@ -416,7 +412,7 @@ static int perf_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
     /* Stopped: what the rings hold still goes out. */
     if (!rc) rc = drain_all(s);
     if (!rc) rc = process_until(s, INT64_MAX);
-    if (!rc && s->npend) rc = cw__pend_due(s, INT64_MAX);
+    if (!rc && s->npend) rc = cw_perf__pend_due(s, INT64_MAX);
     if (!rc && s->resync_due) rc = resync_all(s, s->now_mono);
     if (!rc && sink->counters) sink->counters(sink->ctx, s->seen, s->lost, (int64_t)s->drift);
     free(pfd);
@@ -432,7 +428,7 @@ static int perf_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
 
 static void perf_stop(void *impl)
 {
-    cw__perf_t *s = impl;
+    cw_perf__t *s = impl;
     atomic_store(&s->stopping, 1);
     ssize_t w = write(s->pipefd[1], "x", 1); /* async-signal-safe */
     (void)w;
@@ -440,30 +436,30 @@ static void perf_stop(void *impl)
 
 static void perf_close(void *impl)
 {
-    cw__perf_t *s = impl;
+    cw_perf__t *s = impl;
     if (!s) return;
     for (size_t i = 0; i < s->procs.cap; i++)
         if (s->procs.vals[i]) {
-            cw__proc_t *p = s->procs.vals[i];
-            cw__shadow_free(&p->sh);
-            cw__aspace_free(p->as);
-            cw__snapshot_free(&p->pend);
+            cw_perf__proc_t *p = s->procs.vals[i];
+            cw_perf__shadow_free(&p->sh);
+            cw_perf__aspace_free(p->as);
+            cw_perf__snapshot_free(&p->pend);
             free(p);
         }
     free(s->pend);
     for (size_t i = 0; i < s->thrs.cap; i++)
         if (s->thrs.vals[i]) {
-            cw__thr_t *t = s->thrs.vals[i];
+            cw_perf__thr_t *t = s->thrs.vals[i];
             free(t->stk);
             free(t);
         }
-    cw__pmap_free(&s->procs);
-    cw__pmap_free(&s->thrs);
-    cw__pmap_free(&s->newtask);
+    cw_perf__pmap_free(&s->procs);
+    cw_perf__pmap_free(&s->thrs);
+    cw_perf__pmap_free(&s->newtask);
     for (size_t i = 0; i < s->qn; i++) free(s->q[i]);
     free(s->q);
-    cw__events_close(&s->ev);
-    cw__unwinder_destroy(s->unw);
+    cw_perf__events_close(&s->ev);
+    cw_perf__unwinder_destroy(s->unw);
     close(s->pipefd[0]);
     close(s->pipefd[1]);
     free(s);

@@ -28,6 +28,7 @@
 
 #include "commitwatch/error.h"
 #include "commitwatch/event.h"
+#include "commitwatch/platform.h"
 #include "commitwatch/source.h"
 #include "commitwatch/stacks.h"
 
@@ -52,14 +53,14 @@ enum {
 /* A run of pages with equal flags and one attribution. Segments are kept
  * sorted, never overlapping; they need not be merged (VMA boundaries do
  * not matter to the charge, only per-page flags do). */
-typedef struct cw__seg {
+typedef struct cw_perf__seg {
     uint64_t start, end; /* page-aligned, start < end */
     uint32_t flags;      /* CW__SEG_* */
     uint32_t stack_id;   /* stack of the call that charged it */
-} cw__seg_t;
+} cw_perf__seg_t;
 
 /* Callbacks the shadow needs from its owner. */
-typedef struct cw__shadow_env {
+typedef struct cw_perf__shadow_env {
     void *ctx;
     /* One emitted event (pid, ts, tid are filled by the shadow). Nonzero
      * return is passed back to the caller of the shadow function. */
@@ -69,47 +70,47 @@ typedef struct cw__shadow_env {
      * the shadow keeps it charged, the common case). May be NULL. */
     int (*query_acct)(void *ctx, uint32_t pid, uint64_t addr, uint64_t len);
     bool overcommit_never; /* vm.overcommit_memory == 2: MAP_NORESERVE ignored */
-} cw__shadow_env_t;
+} cw_perf__shadow_env_t;
 
-typedef struct cw__shadow {
+typedef struct cw_perf__shadow {
     uint32_t pid;
-    cw__seg_t *seg;
+    cw_perf__seg_t *seg;
     size_t n, cap;
     uint64_t brk;    /* PAGE_UP of the current program break; 0 unknown */
     uint64_t acct_bytes; /* charged bytes outside [stack] (the oracle) */
-} cw__shadow_t;
+} cw_perf__shadow_t;
 
 /* What one syscall asked and got. ts/tid/stack_id describe the call. */
-typedef struct cw__call {
+typedef struct cw_perf__call {
     int64_t ts;
     uint32_t tid;
     uint32_t stack_id;
-} cw__call_t;
+} cw_perf__call_t;
 
-void cw__shadow_init(cw__shadow_t *s, uint32_t pid);
-void cw__shadow_free(cw__shadow_t *s);
+void cw_perf__shadow_init(cw_perf__shadow_t *s, uint32_t pid);
+void cw_perf__shadow_free(cw_perf__shadow_t *s);
 /* Drops every segment without emitting anything. */
-void cw__shadow_clear(cw__shadow_t *s);
+void cw_perf__shadow_clear(cw_perf__shadow_t *s);
 /* Copies src's segments and brk into dst (cleared first); dst->pid kept.
  * 0 or CW_ENOMEM. */
-int cw__shadow_copy(cw__shadow_t *dst, const cw__shadow_t *src);
+int cw_perf__shadow_copy(cw_perf__shadow_t *dst, const cw_perf__shadow_t *src);
 
 /* Successful syscalls (the caller drops failed ones). Each returns 0, a
  * CW_E* code, or the emit callback's nonzero return. Addresses and
  * lengths are as passed; the shadow page-rounds as the kernel does. */
 /* addr = the address mmap returned; prot/flags as passed. */
-int cw__shadow_mmap(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
+int cw_perf__shadow_mmap(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
                     uint64_t addr, uint64_t len, uint64_t prot, uint64_t flags);
-int cw__shadow_munmap(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
+int cw_perf__shadow_munmap(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
                       uint64_t addr, uint64_t len);
-int cw__shadow_mprotect(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
+int cw_perf__shadow_mprotect(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
                         uint64_t addr, uint64_t len, uint64_t prot);
 /* old_addr/old_len/new_len/flags as passed, result = the new address. */
-int cw__shadow_mremap(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
+int cw_perf__shadow_mremap(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
                       uint64_t old_addr, uint64_t old_len, uint64_t new_len, uint64_t flags,
                       uint64_t result);
 /* arg = the requested break (0 = query), result = the break returned. */
-int cw__shadow_brk(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
+int cw_perf__shadow_brk(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
                    uint64_t arg, uint64_t result);
 
 /* Makes the shadow equal to segs[0..n) (sorted, e.g. from smaps): pages
@@ -117,70 +118,70 @@ int cw__shadow_brk(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_
  * flag as given), pages charged before but not now are decommitted;
  * pages charged in both keep their attribution. brk is set when nonzero.
  * *drift gets the bytes corrected (added + removed). 0 or an error. */
-int cw__shadow_sync(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
-                    const cw__seg_t *segs, size_t n, uint64_t brk, uint32_t pseudo_stack,
+int cw_perf__shadow_sync(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
+                    const cw_perf__seg_t *segs, size_t n, uint64_t brk, uint32_t pseudo_stack,
                     bool rundown, uint64_t *drift);
 
 /* Commits every charged segment again (a forked child that starts with its
  * parent's memory), attributed to stack_id. */
-int cw__shadow_commit_all(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
+int cw_perf__shadow_commit_all(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
                           uint32_t stack_id);
 
 /* ---- smaps.c ----------------------------------------------------------- */
 
 /* An executable file mapping (for unwinding and symbols). */
-typedef struct cw__xmap {
+typedef struct cw_perf__xmap {
     uint64_t start, end, pgoff;
     uint64_t dev, ino; /* makedev(major, minor), inode */
     char *path;        /* owned */
-} cw__xmap_t;
+} cw_perf__xmap_t;
 
 /* What /proc/PID/smaps said at one instant. */
-typedef struct cw__snapshot {
-    cw__seg_t *seg; /* every VMA, flags from perms + VmFlags */
+typedef struct cw_perf__snapshot {
+    cw_perf__seg_t *seg; /* every VMA, flags from perms + VmFlags */
     size_t n, cap;
-    cw__xmap_t *x;  /* executable file mappings */
+    cw_perf__xmap_t *x;  /* executable file mappings */
     size_t nx, xcap;
     uint64_t brk;   /* PAGE_UP of the break: [heap] end, else start_brk; 0 unknown */
-} cw__snapshot_t;
+} cw_perf__snapshot_t;
 
 /* Reads /proc/PID/smaps (and the start of the break from /proc/PID/stat).
  * 0; CW_ENOENT when the process is gone or has no memory (kernel thread,
  * zombie); CW_EPERM; CW_ENOMEM. snap is reset first; free with
- * cw__snapshot_free(). */
-int cw__smaps_read(uint32_t pid, cw__snapshot_t *snap);
-void cw__snapshot_free(cw__snapshot_t *snap);
+ * cw_perf__snapshot_free(). */
+int cw_perf__smaps_read(uint32_t pid, cw_perf__snapshot_t *snap);
+void cw_perf__snapshot_free(cw_perf__snapshot_t *snap);
 /* Is [addr, addr+len) charged right now? 1, 0, or -1 (cannot tell). */
-int cw__smaps_query_acct(uint32_t pid, uint64_t addr, uint64_t len);
+int cw_perf__smaps_query_acct(uint32_t pid, uint64_t addr, uint64_t len);
 /* comm (name) and the command line (NULs as spaces) of pid; "" if gone. */
-void cw__proc_names(uint32_t pid, char *name, size_t nsize, char *cmdline, size_t csize);
+void cw_perf__proc_names(uint32_t pid, char *name, size_t nsize, char *cmdline, size_t csize);
 
 /* ---- unwind.c ---------------------------------------------------------- */
 
-typedef struct cw__unwinder cw__unwinder_t;
-typedef struct cw__aspace cw__aspace_t; /* one process's executable mappings */
+typedef struct cw_perf__unwinder cw_perf__unwinder_t;
+typedef struct cw_perf__aspace cw_perf__aspace_t; /* one process's executable mappings */
 
 /* stacks borrowed (the source's interner). 0 or CW_ENOMEM. */
-int cw__unwinder_create(cw_stacks_t *stacks, cw__unwinder_t **out);
-void cw__unwinder_destroy(cw__unwinder_t *u); /* accepts NULL */
+int cw_perf__unwinder_create(cw_stacks_t *stacks, cw_perf__unwinder_t **out);
+void cw_perf__unwinder_destroy(cw_perf__unwinder_t *u); /* accepts NULL */
 
-cw__aspace_t *cw__aspace_new(uint32_t pid); /* NULL on ENOMEM */
-void cw__aspace_free(cw__aspace_t *as);     /* accepts NULL */
+cw_perf__aspace_t *cw_perf__aspace_new(uint32_t pid); /* NULL on ENOMEM */
+void cw_perf__aspace_free(cw_perf__aspace_t *as);     /* accepts NULL */
 /* An executable file mapping appeared (mmap2 record, smaps); path copied. */
-int cw__aspace_map(cw__unwinder_t *u, cw__aspace_t *as, uint64_t start, uint64_t len,
+int cw_perf__aspace_map(cw_perf__unwinder_t *u, cw_perf__aspace_t *as, uint64_t start, uint64_t len,
                    uint64_t pgoff, uint64_t dev, uint64_t ino, const char *path);
 /* [a, b) unmapped or replaced. */
-void cw__aspace_unmap(cw__aspace_t *as, uint64_t a, uint64_t b);
-void cw__aspace_clear(cw__aspace_t *as);
-int cw__aspace_copy(cw__aspace_t *dst, const cw__aspace_t *src);
+void cw_perf__aspace_unmap(cw_perf__aspace_t *as, uint64_t a, uint64_t b);
+void cw_perf__aspace_clear(cw_perf__aspace_t *as);
+int cw_perf__aspace_copy(cw_perf__aspace_t *dst, const cw_perf__aspace_t *src);
 
 /* The user registers a sample carries (PERF_SAMPLE_REGS_USER). */
-uint64_t cw__unwind_regs_mask(void);
-/* Unwinds one sample: regs in the order of cw__unwind_regs_mask() bits,
+uint64_t cw_perf__unwind_regs_mask(void);
+/* Unwinds one sample: regs in the order of cw_perf__unwind_regs_mask() bits,
  * stack = the bytes from the user stack pointer up. *stack_id gets the
  * interned stack, outermost caller first (0 if nothing could be read).
  * Never fails for bad input; CW_ENOMEM only. */
-int cw__unwind(cw__unwinder_t *u, cw__aspace_t *as, uint32_t tid, const uint64_t *regs,
+int cw_perf__unwind(cw_perf__unwinder_t *u, cw_perf__aspace_t *as, uint32_t tid, const uint64_t *regs,
                uint32_t nregs, const uint8_t *stack, uint64_t stack_size, uint32_t *stack_id);
 
 /* ---- perf_open.c: events and rings -------------------------------------- */
@@ -189,31 +190,31 @@ int cw__unwind(cw__unwinder_t *u, cw__aspace_t *as, uint32_t tid, const uint64_t
 enum { CW__SC_MMAP, CW__SC_MUNMAP, CW__SC_MREMAP, CW__SC_BRK, CW__SC_MPROTECT,
        CW__SC_PKEY_MPROTECT, CW__SC_N };
 
-typedef struct cw__ring {
+typedef struct cw_perf__ring {
     int fd; /* the CPU's dummy event, which owns the ring */
     void *base;
     size_t data_size; /* power of two */
-} cw__ring_t;
+} cw_perf__ring_t;
 
-typedef struct cw__events {
+typedef struct cw_perf__events {
     int sc_enter_id[CW__SC_N], sc_exit_id[CW__SC_N]; /* tracepoint ids, -1 if absent */
     int newtask_id, newtask_pid_off, newtask_flags_off; /* task:task_newtask, -1 if absent */
     int *fds;   /* every event fd */
     size_t nfds;
-    cw__ring_t *rings; /* one per CPU */
+    cw_perf__ring_t *rings; /* one per CPU */
     size_t nrings;
     uint32_t stack_bytes; /* PERF_SAMPLE_STACK_USER size on enter events */
     char tracefs[256];
-} cw__events_t;
+} cw_perf__events_t;
 
 /* Finds tracefs (mounting it when root and it is not), checks privileges,
  * opens the events on every CPU, disabled, with one ring per CPU.
  * 0, or CW_EPERM / CW_ENOSYS / CW_EIO / CW_ENOMEM with d saying what to
  * do. note gets a line to log (e.g. "mounted tracefs at ..."), or "". */
-int cw__events_open(cw__events_t *e, size_t ring_bytes, uint32_t stack_bytes, cw_diag_t *d,
+int cw_perf__events_open(cw_perf__events_t *e, size_t ring_bytes, uint32_t stack_bytes, cw_diag_t *d,
                     char *note, size_t note_size);
-int cw__events_enable(cw__events_t *e);
-void cw__events_close(cw__events_t *e);
+int cw_perf__events_enable(cw_perf__events_t *e);
+void cw_perf__events_close(cw_perf__events_t *e);
 
 /* ---- perf.c and procs.c: the source's state ----------------------------- */
 
@@ -228,7 +229,7 @@ typedef struct rec {
     int64_t ts;
     uint64_t seq;
     struct perf_event_header h; /* followed by the record's body */
-} cw__rec_t;
+} cw_perf__rec_t;
 
 typedef struct thr {
     uint32_t tid;
@@ -239,7 +240,7 @@ typedef struct thr {
     uint64_t regs[40];
     uint8_t *stk;
     uint64_t stk_len;
-} cw__thr_t;
+} cw_perf__thr_t;
 
 typedef struct proc {
     uint32_t pid;
@@ -249,25 +250,25 @@ typedef struct proc {
     bool started;
     bool has_pend;        /* an exec snapshot waiting for its time (see on_comm) */
     int64_t pend_at;
-    cw__snapshot_t pend;
-    cw__shadow_t sh;
-    cw__aspace_t *as;
+    cw_perf__snapshot_t pend;
+    cw_perf__shadow_t sh;
+    cw_perf__aspace_t *as;
     char name[64];
-} cw__proc_t;
+} cw_perf__proc_t;
 
 /* u32 -> pointer, open addressing with backward-shift deletion. */
 typedef struct pmap {
     uint32_t *keys;
     void **vals;
     size_t cap, n;
-} cw__pmap_t;
+} cw_perf__pmap_t;
 
-typedef struct cw__perf {
-    cw__events_t ev;
+typedef struct cw_perf__perf {
+    cw_perf__events_t ev;
     cw_stacks_t *stacks;
-    cw__unwinder_t *unw;
-    cw__pmap_t procs, thrs, newtask; /* newtask: child tid -> clone flags + 1 */
-    cw__rec_t **q;
+    cw_perf__unwinder_t *unw;
+    cw_perf__pmap_t procs, thrs, newtask; /* newtask: child tid -> clone flags + 1 */
+    cw_perf__rec_t **q;
     size_t qn, qcap, qbytes;
     uint32_t *pend; /* pids with an exec snapshot pending */
     size_t npend, pend_cap;
@@ -276,7 +277,7 @@ typedef struct cw__perf {
     int pipefd[2];
     atomic_int stopping;
     const cw_source_sink_t *sink;
-    cw__shadow_env_t env;
+    cw_perf__shadow_env_t env;
     int64_t mono_to_epoch, last_ts, now_mono, t0_epoch; /* now_mono: ts being processed */
     uint32_t self;
     uint32_t st_before, st_exec, st_fork, st_resync;
@@ -286,27 +287,26 @@ typedef struct cw__perf {
     bool resync_due;
     int err;
     cw_diag_t *d;
-} cw__perf_t;
+} cw_perf__t;
 
 /* perf.c: small u32 -> pointer maps (open addressing). */
-void *cw__pmap_get(const cw__pmap_t *m, uint32_t k);
-int cw__pmap_put(cw__pmap_t *m, uint32_t k, void *v); /* 0 or CW_ENOMEM */
-void cw__pmap_del(cw__pmap_t *m, uint32_t k);
-void cw__pmap_free(cw__pmap_t *m);
-int64_t cw__mono_now(void); /* CLOCK_MONOTONIC ns */
+void *cw_perf__pmap_get(const cw_perf__pmap_t *m, uint32_t k);
+int cw_perf__pmap_put(cw_perf__pmap_t *m, uint32_t k, void *v); /* 0 or CW_ENOMEM */
+void cw_perf__pmap_del(cw_perf__pmap_t *m, uint32_t k);
+void cw_perf__pmap_free(cw_perf__pmap_t *m);
 /* perf.c: emits process_start / process_exit (ts monotonic). */
-int cw__perf_emit_proc(cw__perf_t *s, cw_op_t op, uint32_t pid, int64_t ts, const char *name,
+int cw_perf__emit_proc(cw_perf__t *s, cw_op_t op, uint32_t pid, int64_t ts, const char *name,
                        const char *cmdline);
 
 /* procs.c: the process table and the records that change it. */
-int cw__perf_process_rec(cw__perf_t *s, const cw__rec_t *r);
+int cw_perf__process_rec(cw_perf__t *s, const cw_perf__rec_t *r);
 /* A process first seen: announced and loaded from smaps; NULL when gone
  * (s->err set on a real error). */
-cw__proc_t *cw__proc_adopt(cw__perf_t *s, uint32_t pid, int64_t ts, uint32_t pseudo, bool rundown);
+cw_perf__proc_t *cw_perf__proc_adopt(cw_perf__t *s, uint32_t pid, int64_t ts, uint32_t pseudo, bool rundown);
 /* Loads a smaps snapshot into p (sync); CW_ENOENT when p has no memory. */
-int cw__proc_snapshot(cw__perf_t *s, cw__proc_t *p, int64_t ts, uint32_t pseudo, bool rundown,
+int cw_perf__proc_snapshot(cw_perf__t *s, cw_perf__proc_t *p, int64_t ts, uint32_t pseudo, bool rundown,
                       uint64_t *drift);
-int cw__proc_exit(cw__perf_t *s, cw__proc_t *p, int64_t ts); /* ends and frees p */
-int cw__pend_due(cw__perf_t *s, int64_t upto); /* exec snapshots read by upto */
+int cw_perf__proc_exit(cw_perf__t *s, cw_perf__proc_t *p, int64_t ts); /* ends and frees p */
+int cw_perf__pend_due(cw_perf__t *s, int64_t upto); /* exec snapshots read by upto */
 
 #endif

@@ -86,7 +86,7 @@ static bool tracefs_mounted(const char *dir)
 }
 
 /* Picks the tracefs directory; mounts it when root and not mounted. */
-static int find_tracefs(cw__events_t *e, cw_diag_t *d, char *note, size_t note_size)
+static int find_tracefs(cw_perf__events_t *e, cw_diag_t *d, char *note, size_t note_size)
 {
     const char *env = getenv("CW_TRACEFS"); /* tests point this elsewhere */
     const char *cands[] = {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"};
@@ -131,7 +131,7 @@ static int find_tracefs(cw__events_t *e, cw_diag_t *d, char *note, size_t note_s
     return 0;
 }
 
-static int tp_id(const cw__events_t *e, const char *group, const char *name)
+static int tp_id(const cw_perf__events_t *e, const char *group, const char *name)
 {
     char p[512];
     int id;
@@ -140,7 +140,7 @@ static int tp_id(const cw__events_t *e, const char *group, const char *name)
 }
 
 /* Offset of field `name` in a tracepoint's format file, or -1. */
-static int tp_field(const cw__events_t *e, const char *group, const char *ev, const char *name)
+static int tp_field(const cw_perf__events_t *e, const char *group, const char *ev, const char *name)
 {
     char p[512], line[512], want[96];
     snprintf(p, sizeof p, "%s/events/%s/%s/format", e->tracefs, group, ev);
@@ -180,7 +180,7 @@ static void base_attr(struct perf_event_attr *a, size_t ring_bytes)
     a->wakeup_watermark = (uint32_t)(ring_bytes / 8);
 }
 
-static int push_fd(cw__events_t *e, int fd)
+static int push_fd(cw_perf__events_t *e, int fd)
 {
     int *p = realloc(e->fds, (e->nfds + 1) * sizeof *p);
     if (!p) {
@@ -205,7 +205,7 @@ static int open_error(cw_diag_t *d, int err, const char *what)
     return cw_diag_set(d, CW_EIO, "%s failed: %s", what, strerror(err));
 }
 
-int cw__events_open(cw__events_t *e, size_t ring_bytes, uint32_t stack_bytes, cw_diag_t *d,
+int cw_perf__events_open(cw_perf__events_t *e, size_t ring_bytes, uint32_t stack_bytes, cw_diag_t *d,
                     char *note, size_t note_size)
 {
     int rc;
@@ -266,7 +266,7 @@ int cw__events_open(cw__events_t *e, size_t ring_bytes, uint32_t stack_bytes, cw
                                "mapping a %zu KiB perf ring buffer failed (%s). Fix: run as "
                                "root, or raise kernel.perf_event_mlock_kb",
                                ring_bytes / 1024, strerror(errno));
-        e->rings[e->nrings++] = (cw__ring_t){lead, base, ring_bytes};
+        e->rings[e->nrings++] = (cw_perf__ring_t){lead, base, ring_bytes};
 
         for (int i = 0; i < CW__SC_N * 2 + 1; i++) {
             int id, sc = i / 2;
@@ -280,7 +280,7 @@ int cw__events_open(cw__events_t *e, size_t ring_bytes, uint32_t stack_bytes, cw
                 id = enter ? e->sc_enter_id[sc] : e->sc_exit_id[sc];
                 if (enter && sc != CW__SC_MUNMAP) {
                     a.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
-                    a.sample_regs_user = cw__unwind_regs_mask();
+                    a.sample_regs_user = cw_perf__unwind_regs_mask();
                     a.sample_stack_user = stack_bytes;
                 }
             }
@@ -303,14 +303,14 @@ int cw__events_open(cw__events_t *e, size_t ring_bytes, uint32_t stack_bytes, cw
     return 0;
 }
 
-int cw__events_enable(cw__events_t *e)
+int cw_perf__events_enable(cw_perf__events_t *e)
 {
     for (size_t i = 0; i < e->nfds; i++)
         if (ioctl(e->fds[i], PERF_EVENT_IOC_ENABLE, 0) != 0) return CW_EIO;
     return 0;
 }
 
-void cw__events_close(cw__events_t *e)
+void cw_perf__events_close(cw_perf__events_t *e)
 {
     long page = sysconf(_SC_PAGESIZE);
     for (size_t i = 0; i < e->nrings; i++) munmap(e->rings[i].base, (size_t)page + e->rings[i].data_size);

@@ -15,87 +15,87 @@
 
 /* ---- the process table ------------------------------------------------ */
 
-static cw__proc_t *proc_new(cw__perf_t *s, uint32_t pid)
+static cw_perf__proc_t *proc_new(cw_perf__t *s, uint32_t pid)
 {
-    cw__proc_t *p = calloc(1, sizeof *p);
+    cw_perf__proc_t *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->pid = pid;
-    cw__shadow_init(&p->sh, pid);
-    p->as = cw__aspace_new(pid);
-    if (!p->as || cw__pmap_put(&s->procs, pid, p)) {
-        cw__aspace_free(p->as);
+    cw_perf__shadow_init(&p->sh, pid);
+    p->as = cw_perf__aspace_new(pid);
+    if (!p->as || cw_perf__pmap_put(&s->procs, pid, p)) {
+        cw_perf__aspace_free(p->as);
         free(p);
         return NULL;
     }
     return p;
 }
 
-static void proc_drop(cw__perf_t *s, cw__proc_t *p)
+static void proc_drop(cw_perf__t *s, cw_perf__proc_t *p)
 {
-    cw__pmap_del(&s->procs, p->pid);
-    cw__snapshot_free(&p->pend);
-    cw__shadow_free(&p->sh);
-    cw__aspace_free(p->as);
+    cw_perf__pmap_del(&s->procs, p->pid);
+    cw_perf__snapshot_free(&p->pend);
+    cw_perf__shadow_free(&p->sh);
+    cw_perf__aspace_free(p->as);
     free(p);
 }
 
 /* Ends p's instance (if one was announced) and forgets it. */
-int cw__proc_exit(cw__perf_t *s, cw__proc_t *p, int64_t ts)
+int cw_perf__proc_exit(cw_perf__t *s, cw_perf__proc_t *p, int64_t ts)
 {
-    int rc = p->started ? cw__perf_emit_proc(s, CW_OP_PROCESS_EXIT, p->pid, ts, NULL, NULL) : 0;
+    int rc = p->started ? cw_perf__emit_proc(s, CW_OP_PROCESS_EXIT, p->pid, ts, NULL, NULL) : 0;
     proc_drop(s, p);
     return rc;
 }
 
 /* Loads a snapshot into p: shadow synced (pseudo stack for new charges),
  * executable mappings added, mark set. CW_ENOENT if p has no memory. */
-int cw__proc_snapshot(cw__perf_t *s, cw__proc_t *p, int64_t ts, uint32_t pseudo, bool rundown,
+int cw_perf__proc_snapshot(cw_perf__t *s, cw_perf__proc_t *p, int64_t ts, uint32_t pseudo, bool rundown,
                          uint64_t *drift)
 {
-    cw__snapshot_t snap = {0};
-    int64_t mark = cw__mono_now();
-    int rc = cw__smaps_read(p->pid, &snap);
+    cw_perf__snapshot_t snap = {0};
+    int64_t mark = cw_plat_mono_ns();
+    int rc = cw_perf__smaps_read(p->pid, &snap);
     if (rc) return rc;
     p->mark = mark;
     if (p->has_pend) { /* this snapshot is newer */
-        cw__snapshot_free(&p->pend);
+        cw_perf__snapshot_free(&p->pend);
         p->has_pend = false;
     }
-    cw__call_t c = {ts, 0, 0};
-    rc = cw__shadow_sync(&p->sh, &s->env, &c, snap.seg, snap.n, snap.brk, pseudo, rundown, drift);
+    cw_perf__call_t c = {ts, 0, 0};
+    rc = cw_perf__shadow_sync(&p->sh, &s->env, &c, snap.seg, snap.n, snap.brk, pseudo, rundown, drift);
     for (size_t i = 0; !rc && i < snap.nx; i++) {
-        const cw__xmap_t *x = &snap.x[i];
-        rc = cw__aspace_map(s->unw, p->as, x->start, x->end - x->start, x->pgoff, x->dev, x->ino,
+        const cw_perf__xmap_t *x = &snap.x[i];
+        rc = cw_perf__aspace_map(s->unw, p->as, x->start, x->end - x->start, x->pgoff, x->dev, x->ino,
                             x->path);
     }
-    cw__snapshot_free(&snap);
+    cw_perf__snapshot_free(&snap);
     return rc;
 }
 
 /* A process not seen before (rundown, or its fork was missed): announce
  * it and load its memory. NULL when it is gone or has no memory. */
-cw__proc_t *cw__proc_adopt(cw__perf_t *s, uint32_t pid, int64_t ts, uint32_t pseudo, bool rundown)
+cw_perf__proc_t *cw_perf__proc_adopt(cw_perf__t *s, uint32_t pid, int64_t ts, uint32_t pseudo, bool rundown)
 {
     char cmd[1024];
-    cw__proc_t *p = proc_new(s, pid);
+    cw_perf__proc_t *p = proc_new(s, pid);
     if (!p) {
         s->err = CW_ENOMEM;
         return NULL;
     }
-    cw__proc_names(pid, p->name, sizeof p->name, cmd, sizeof cmd);
+    cw_perf__proc_names(pid, p->name, sizeof p->name, cmd, sizeof cmd);
     /* Read first: a kernel thread or a process already gone is skipped. */
-    cw__snapshot_t probe = {0};
-    int rc = cw__smaps_read(pid, &probe);
-    cw__snapshot_free(&probe);
+    cw_perf__snapshot_t probe = {0};
+    int rc = cw_perf__smaps_read(pid, &probe);
+    cw_perf__snapshot_free(&probe);
     if (rc) {
         proc_drop(s, p);
         return NULL;
     }
     p->started = true;
-    rc = cw__perf_emit_proc(s, CW_OP_PROCESS_START, pid, ts, p->name[0] ? p->name : "?", cmd);
+    rc = cw_perf__emit_proc(s, CW_OP_PROCESS_START, pid, ts, p->name[0] ? p->name : "?", cmd);
     if (!rc) {
         uint64_t drift = 0;
-        rc = cw__proc_snapshot(s, p, ts, pseudo, rundown, &drift);
+        rc = cw_perf__proc_snapshot(s, p, ts, pseudo, rundown, &drift);
         if (rc == CW_ENOENT) rc = 0; /* exited meanwhile: its exit record follows */
     }
     if (rc) s->err = rc;
@@ -104,11 +104,11 @@ cw__proc_t *cw__proc_adopt(cw__perf_t *s, uint32_t pid, int64_t ts, uint32_t pse
 
 /* The process whose memory pid's calls change (a CLONE_VM child shares
  * its parent's), or NULL. */
-static cw__proc_t *mem_owner(cw__perf_t *s, uint32_t pid)
+static cw_perf__proc_t *mem_owner(cw_perf__t *s, uint32_t pid)
 {
-    cw__proc_t *p = cw__pmap_get(&s->procs, pid);
+    cw_perf__proc_t *p = cw_perf__pmap_get(&s->procs, pid);
     if (p && p->alias) {
-        cw__proc_t *o = cw__pmap_get(&s->procs, p->alias);
+        cw_perf__proc_t *o = cw_perf__pmap_get(&s->procs, p->alias);
         if (o) return o;
         p->alias = 0; /* the parent is gone: the child keeps what it saw */
     }
@@ -120,25 +120,25 @@ static cw__proc_t *mem_owner(cw__perf_t *s, uint32_t pid)
  * the calls the program made since the exec, with their stacks, and the
  * sync commits only what the kernel made without a call (the image's
  * segments), as `(exec image)`. */
-static int pend_apply(cw__perf_t *s, cw__proc_t *p)
+static int pend_apply(cw_perf__t *s, cw_perf__proc_t *p)
 {
     p->has_pend = false;
-    cw__call_t c = {p->pend_at, 0, 0};
+    cw_perf__call_t c = {p->pend_at, 0, 0};
     uint64_t drift = 0;
-    int rc = cw__shadow_sync(&p->sh, &s->env, &c, p->pend.seg, p->pend.n, p->pend.brk,
+    int rc = cw_perf__shadow_sync(&p->sh, &s->env, &c, p->pend.seg, p->pend.n, p->pend.brk,
                              s->st_exec, false, &drift);
-    cw__snapshot_free(&p->pend);
+    cw_perf__snapshot_free(&p->pend);
     return rc;
 }
 
 /* Applies the pending snapshots read at or before upto. */
-int cw__pend_due(cw__perf_t *s, int64_t upto)
+int cw_perf__pend_due(cw_perf__t *s, int64_t upto)
 {
     size_t w = 0;
     int rc = 0;
     s->pend_min = INT64_MAX;
     for (size_t i = 0; i < s->npend; i++) {
-        cw__proc_t *p = cw__pmap_get(&s->procs, s->pend[i]);
+        cw_perf__proc_t *p = cw_perf__pmap_get(&s->procs, s->pend[i]);
         if (!p || !p->has_pend) continue;
         if (!rc && p->pend_at <= upto) {
             rc = pend_apply(s, p);
@@ -152,14 +152,14 @@ int cw__pend_due(cw__perf_t *s, int64_t upto)
 }
 
 /* Completes a fork once the clone flags are known (or assumed). */
-static int fork_resolve(cw__perf_t *s, cw__proc_t *p, bool shares_vm, int64_t ts)
+static int fork_resolve(cw_perf__t *s, cw_perf__proc_t *p, bool shares_vm, int64_t ts)
 {
     uint32_t parent = p->fork_parent;
     p->fork_parent = 0;
-    cw__proc_t *pp = mem_owner(s, parent);
+    cw_perf__proc_t *pp = mem_owner(s, parent);
     if (!pp) { /* parent unknown: read the child itself */
         uint64_t drift = 0;
-        int rc = cw__proc_snapshot(s, p, ts, s->st_resync, false, &drift);
+        int rc = cw_perf__proc_snapshot(s, p, ts, s->st_resync, false, &drift);
         return rc == CW_ENOENT ? 0 : rc;
     }
     if (shares_vm) {
@@ -168,16 +168,16 @@ static int fork_resolve(cw__perf_t *s, cw__proc_t *p, bool shares_vm, int64_t ts
     }
     /* The child gets the image too: the parent's snapshot cannot wait. */
     int rc = pp->has_pend ? pend_apply(s, pp) : 0;
-    if (!rc) rc = cw__shadow_copy(&p->sh, &pp->sh);
-    if (!rc) rc = cw__aspace_copy(p->as, pp->as);
+    if (!rc) rc = cw_perf__shadow_copy(&p->sh, &pp->sh);
+    if (!rc) rc = cw_perf__aspace_copy(p->as, pp->as);
     if (rc) return rc;
-    cw__call_t c = {ts, p->pid, 0};
-    return cw__shadow_commit_all(&p->sh, &s->env, &c, s->st_fork);
+    cw_perf__call_t c = {ts, p->pid, 0};
+    return cw_perf__shadow_commit_all(&p->sh, &s->env, &c, s->st_fork);
 }
 
-static cw__proc_t *proc_ready(cw__perf_t *s, uint32_t pid, int64_t ts)
+static cw_perf__proc_t *proc_ready(cw_perf__t *s, uint32_t pid, int64_t ts)
 {
-    cw__proc_t *p = cw__pmap_get(&s->procs, pid);
+    cw_perf__proc_t *p = cw_perf__pmap_get(&s->procs, pid);
     if (p && p->fork_parent) {
         int rc = fork_resolve(s, p, false, ts);
         if (rc) s->err = rc;
@@ -187,35 +187,35 @@ static cw__proc_t *proc_ready(cw__perf_t *s, uint32_t pid, int64_t ts)
 
 /* ---- records ---------------------------------------------------------- */
 
-static int on_fork(cw__perf_t *s, const uint32_t *b, int64_t ts)
+static int on_fork(cw_perf__t *s, const uint32_t *b, int64_t ts)
 {
     uint32_t pid = b[0], ppid = b[1], tid = b[2];
     if (pid == ppid || pid != tid) return 0; /* a new thread */
-    cw__proc_t *p = cw__pmap_get(&s->procs, pid);
+    cw_perf__proc_t *p = cw_perf__pmap_get(&s->procs, pid);
     if (p && p->mark >= ts) return 0; /* the rundown already saw it */
     if (p) {
-        int rc = cw__proc_exit(s, p, ts); /* pid reused, its exit not seen */
+        int rc = cw_perf__proc_exit(s, p, ts); /* pid reused, its exit not seen */
         if (rc) return rc;
     }
-    cw__proc_t *pp = cw__pmap_get(&s->procs, ppid);
+    cw_perf__proc_t *pp = cw_perf__pmap_get(&s->procs, ppid);
     if (!pp) return 0; /* parent unknown: adopted at its first event */
     p = proc_new(s, pid);
     if (!p) return CW_ENOMEM;
     snprintf(p->name, sizeof p->name, "%s", pp->name);
     p->started = true;
     p->fork_parent = ppid;
-    int rc = cw__perf_emit_proc(s, CW_OP_PROCESS_START, pid, ts, p->name, NULL);
+    int rc = cw_perf__emit_proc(s, CW_OP_PROCESS_START, pid, ts, p->name, NULL);
     if (rc) return rc;
-    uintptr_t flags = (uintptr_t)cw__pmap_get(&s->newtask, pid);
+    uintptr_t flags = (uintptr_t)cw_perf__pmap_get(&s->newtask, pid);
     if (flags) {
-        cw__pmap_del(&s->newtask, pid);
+        cw_perf__pmap_del(&s->newtask, pid);
         return fork_resolve(s, p, ((flags - 1) & K_CLONE_VM) != 0, ts);
     }
     if (s->ev.newtask_id < 0) return fork_resolve(s, p, false, ts);
     return 0;
 }
 
-static int on_newtask(cw__perf_t *s, const uint8_t *raw, uint32_t raw_size, int64_t ts)
+static int on_newtask(cw_perf__t *s, const uint8_t *raw, uint32_t raw_size, int64_t ts)
 {
     int32_t child;
     uint64_t flags;
@@ -223,62 +223,62 @@ static int on_newtask(cw__perf_t *s, const uint8_t *raw, uint32_t raw_size, int6
     memcpy(&child, raw + s->ev.newtask_pid_off, 4);
     memcpy(&flags, raw + s->ev.newtask_flags_off, 8);
     if (flags & K_CLONE_THREAD) return 0;
-    cw__proc_t *p = cw__pmap_get(&s->procs, (uint32_t)child);
+    cw_perf__proc_t *p = cw_perf__pmap_get(&s->procs, (uint32_t)child);
     if (p && p->fork_parent) return fork_resolve(s, p, (flags & K_CLONE_VM) != 0, ts);
     if (!p) { /* the fork record may come second */
-        if (s->newtask.n > 4096) cw__pmap_free(&s->newtask);
-        return cw__pmap_put(&s->newtask, (uint32_t)child, (void *)(uintptr_t)(flags + 1));
+        if (s->newtask.n > 4096) cw_perf__pmap_free(&s->newtask);
+        return cw_perf__pmap_put(&s->newtask, (uint32_t)child, (void *)(uintptr_t)(flags + 1));
     }
     return 0;
 }
 
-static int on_exit_rec(cw__perf_t *s, const uint32_t *b, int64_t ts)
+static int on_exit_rec(cw_perf__t *s, const uint32_t *b, int64_t ts)
 {
     uint32_t pid = b[0], tid = b[2];
-    cw__thr_t *t = cw__pmap_get(&s->thrs, tid);
+    cw_perf__thr_t *t = cw_perf__pmap_get(&s->thrs, tid);
     if (t) {
-        cw__pmap_del(&s->thrs, tid);
+        cw_perf__pmap_del(&s->thrs, tid);
         free(t->stk);
         free(t);
     }
     if (pid != tid) return 0;
-    cw__pmap_del(&s->newtask, pid);
-    cw__proc_t *p = cw__pmap_get(&s->procs, pid);
-    return p ? cw__proc_exit(s, p, ts) : 0;
+    cw_perf__pmap_del(&s->newtask, pid);
+    cw_perf__proc_t *p = cw_perf__pmap_get(&s->procs, pid);
+    return p ? cw_perf__proc_exit(s, p, ts) : 0;
 }
 
-static int on_comm(cw__perf_t *s, const uint8_t *b, uint16_t misc, int64_t ts)
+static int on_comm(cw_perf__t *s, const uint8_t *b, uint16_t misc, int64_t ts)
 {
     uint32_t pid, tid;
     memcpy(&pid, b, 4);
     memcpy(&tid, b + 4, 4);
     const char *comm = (const char *)b + 8;
-    cw__proc_t *p = cw__pmap_get(&s->procs, pid);
+    cw_perf__proc_t *p = cw_perf__pmap_get(&s->procs, pid);
     if (!(misc & PERF_RECORD_MISC_COMM_EXEC)) {
         if (p && pid == tid) snprintf(p->name, sizeof p->name, "%s", comm);
         return 0;
     }
     if (p && p->mark >= ts) return 0; /* its snapshot already shows the new image */
     int rc = 0;
-    if (p && p->started) rc = cw__perf_emit_proc(s, CW_OP_PROCESS_EXIT, pid, ts, NULL, NULL);
+    if (p && p->started) rc = cw_perf__emit_proc(s, CW_OP_PROCESS_EXIT, pid, ts, NULL, NULL);
     if (rc) return rc;
     if (!p && !(p = proc_new(s, pid))) return CW_ENOMEM;
     /* exec: a new instance with nothing of the old image. */
     p->alias = p->fork_parent = 0;
-    cw__shadow_clear(&p->sh);
-    cw__aspace_clear(p->as);
+    cw_perf__shadow_clear(&p->sh);
+    cw_perf__aspace_clear(p->as);
     char cmd[1024], dummy[64];
-    cw__proc_names(pid, dummy, sizeof dummy, cmd, sizeof cmd);
+    cw_perf__proc_names(pid, dummy, sizeof dummy, cmd, sizeof cmd);
     snprintf(p->name, sizeof p->name, "%s", comm);
     p->started = true;
-    rc = cw__perf_emit_proc(s, CW_OP_PROCESS_START, pid, ts, p->name, cmd);
+    rc = cw_perf__emit_proc(s, CW_OP_PROCESS_START, pid, ts, p->name, cmd);
     if (rc) return rc;
     /* The kernel mapped the image without mmap calls: read what it made,
      * to be applied when processing reaches now (pend_apply). */
-    if (p->has_pend) cw__snapshot_free(&p->pend);
+    if (p->has_pend) cw_perf__snapshot_free(&p->pend);
     p->has_pend = false;
-    int64_t at = cw__mono_now();
-    rc = cw__smaps_read(pid, &p->pend);
+    int64_t at = cw_plat_mono_ns();
+    rc = cw_perf__smaps_read(pid, &p->pend);
     if (rc) return rc == CW_ENOENT ? 0 : rc; /* gone already: its exit follows */
     if (s->npend == s->pend_cap) {
         size_t c = s->pend_cap ? s->pend_cap * 2 : 64;
@@ -291,8 +291,8 @@ static int on_comm(cw__perf_t *s, const uint8_t *b, uint16_t misc, int64_t ts)
     /* Its executable mappings now, whichever order the kernel reported the
      * image's mmap2 records and this exec in (the clear above). */
     for (size_t i = 0; i < p->pend.nx; i++) {
-        const cw__xmap_t *x = &p->pend.x[i];
-        rc = cw__aspace_map(s->unw, p->as, x->start, x->end - x->start, x->pgoff, x->dev, x->ino,
+        const cw_perf__xmap_t *x = &p->pend.x[i];
+        rc = cw_perf__aspace_map(s->unw, p->as, x->start, x->end - x->start, x->pgoff, x->dev, x->ino,
                             x->path);
         if (rc) return rc;
     }
@@ -302,7 +302,7 @@ static int on_comm(cw__perf_t *s, const uint8_t *b, uint16_t misc, int64_t ts)
     return 0;
 }
 
-static int on_mmap2(cw__perf_t *s, const uint8_t *b)
+static int on_mmap2(cw_perf__t *s, const uint8_t *b)
 {
     uint32_t pid, maj, min, prot;
     uint64_t addr, len, pgoff, ino;
@@ -315,11 +315,11 @@ static int on_mmap2(cw__perf_t *s, const uint8_t *b)
     memcpy(&ino, b + 40, 8);
     memcpy(&prot, b + 56, 4);
     if (!(prot & K_PROT_EXEC)) return 0;
-    cw__proc_t *p = mem_owner(s, pid);
+    cw_perf__proc_t *p = mem_owner(s, pid);
     if (!p) return 0;
     uint64_t dev = ((uint64_t)(maj & 0xfffff000u) << 32) | ((uint64_t)(maj & 0xfffu) << 8) |
                    ((uint64_t)(min & 0xffffff00u) << 12) | (min & 0xffu); /* makedev() */
-    return cw__aspace_map(s->unw, p->as, addr, len, pgoff, dev, ino, (const char *)b + 64);
+    return cw_perf__aspace_map(s->unw, p->as, addr, len, pgoff, dev, ino, (const char *)b + 64);
 }
 
 static bool is_err(uint64_t ret)
@@ -328,19 +328,19 @@ static bool is_err(uint64_t ret)
 }
 
 /* A paired syscall: apply it to the owner's shadow. */
-static int apply(cw__perf_t *s, cw__thr_t *t, int sc, uint32_t pid, int64_t ts, uint64_t ret)
+static int apply(cw_perf__t *s, cw_perf__thr_t *t, int sc, uint32_t pid, int64_t ts, uint64_t ret)
 {
     const uint64_t *a = t->args;
     if (sc != CW__SC_BRK && is_err(ret)) return 0;
-    cw__proc_t *p = proc_ready(s, pid, ts);
+    cw_perf__proc_t *p = proc_ready(s, pid, ts);
     if (!p) {
         /* First sight of this process (its fork was lost, or it predates
          * a resync): read it; this call is then in the snapshot. */
         s->n_unknown++;
-        cw__proc_adopt(s, pid, ts, s->st_resync, false);
+        cw_perf__proc_adopt(s, pid, ts, s->st_resync, false);
         return s->err;
     }
-    cw__proc_t *o = mem_owner(s, pid);
+    cw_perf__proc_t *o = mem_owner(s, pid);
     if (o != p && o->fork_parent) fork_resolve(s, o, false, ts);
     if (ts <= o->mark) {
         s->n_marked++;
@@ -351,26 +351,26 @@ static int apply(cw__perf_t *s, cw__thr_t *t, int sc, uint32_t pid, int64_t ts, 
     bool want = sc == CW__SC_MMAP || sc == CW__SC_MREMAP ||
                 ((sc == CW__SC_MPROTECT || sc == CW__SC_PKEY_MPROTECT) && (a[2] & 2)) ||
                 (sc == CW__SC_BRK && CW__PAGE_UP(ret) > o->sh.brk);
-    cw__call_t c = {ts, t->tid, 0};
+    cw_perf__call_t c = {ts, t->tid, 0};
     if (want && t->nregs) {
-        int rc = cw__unwind(s->unw, o->as, t->tid, t->regs, t->nregs, t->stk, t->stk_len,
+        int rc = cw_perf__unwind(s->unw, o->as, t->tid, t->regs, t->nregs, t->stk, t->stk_len,
                             &c.stack_id);
         if (rc) return rc;
     }
     switch (sc) {
-    case CW__SC_MMAP: return cw__shadow_mmap(&o->sh, &s->env, &c, ret, a[1], a[2], a[3]);
+    case CW__SC_MMAP: return cw_perf__shadow_mmap(&o->sh, &s->env, &c, ret, a[1], a[2], a[3]);
     case CW__SC_MUNMAP:
-        cw__aspace_unmap(o->as, a[0], a[0] + CW__PAGE_UP(a[1]));
-        return cw__shadow_munmap(&o->sh, &s->env, &c, a[0], a[1]);
+        cw_perf__aspace_unmap(o->as, a[0], a[0] + CW__PAGE_UP(a[1]));
+        return cw_perf__shadow_munmap(&o->sh, &s->env, &c, a[0], a[1]);
     case CW__SC_MREMAP:
-        if (ret != a[0]) cw__aspace_unmap(o->as, a[0], a[0] + CW__PAGE_UP(a[1]));
-        return cw__shadow_mremap(&o->sh, &s->env, &c, a[0], a[1], a[2], a[3], ret);
-    case CW__SC_BRK: return cw__shadow_brk(&o->sh, &s->env, &c, a[0], ret);
-    default: return cw__shadow_mprotect(&o->sh, &s->env, &c, a[0], a[1], a[2]);
+        if (ret != a[0]) cw_perf__aspace_unmap(o->as, a[0], a[0] + CW__PAGE_UP(a[1]));
+        return cw_perf__shadow_mremap(&o->sh, &s->env, &c, a[0], a[1], a[2], a[3], ret);
+    case CW__SC_BRK: return cw_perf__shadow_brk(&o->sh, &s->env, &c, a[0], ret);
+    default: return cw_perf__shadow_mprotect(&o->sh, &s->env, &c, a[0], a[1], a[2]);
     }
 }
 
-static int on_sample(cw__perf_t *s, const uint8_t *b, const uint8_t *end, int64_t ts)
+static int on_sample(cw_perf__t *s, const uint8_t *b, const uint8_t *end, int64_t ts)
 {
     uint32_t pid, tid, raw_size;
     memcpy(&pid, b + 8, 4);
@@ -386,10 +386,10 @@ static int on_sample(cw__perf_t *s, const uint8_t *b, const uint8_t *end, int64_
     if (id == s->ev.newtask_id) return on_newtask(s, raw, raw_size, ts);
     for (int sc = 0; sc < CW__SC_N; sc++) {
         if (id == s->ev.sc_enter_id[sc]) {
-            cw__thr_t *t = cw__pmap_get(&s->thrs, tid);
+            cw_perf__thr_t *t = cw_perf__pmap_get(&s->thrs, tid);
             if (!t) {
                 t = calloc(1, sizeof *t);
-                if (!t || cw__pmap_put(&s->thrs, tid, t)) {
+                if (!t || cw_perf__pmap_put(&s->thrs, tid, t)) {
                     free(t);
                     return CW_ENOMEM;
                 }
@@ -403,7 +403,7 @@ static int on_sample(cw__perf_t *s, const uint8_t *b, const uint8_t *end, int64_
             t->stk_len = 0;
             if (sc == CW__SC_MUNMAP) return 0;
             /* REGS_USER: abi, regs; STACK_USER: size, data, dyn_size. */
-            uint64_t abi, n = (uint64_t)__builtin_popcountll(cw__unwind_regs_mask());
+            uint64_t abi, n = (uint64_t)__builtin_popcountll(cw_perf__unwind_regs_mask());
             if (p + 8 > end) return 0;
             memcpy(&abi, p, 8);
             p += 8;
@@ -428,7 +428,7 @@ static int on_sample(cw__perf_t *s, const uint8_t *b, const uint8_t *end, int64_
             return 0;
         }
         if (id == s->ev.sc_exit_id[sc]) {
-            cw__thr_t *t = cw__pmap_get(&s->thrs, tid);
+            cw_perf__thr_t *t = cw_perf__pmap_get(&s->thrs, tid);
             if (!t || t->sc != sc) {
                 s->orphans++; /* enter lost, or before tracing began */
                 return 0;
@@ -443,14 +443,14 @@ static int on_sample(cw__perf_t *s, const uint8_t *b, const uint8_t *end, int64_
     return 0;
 }
 
-int cw__perf_process_rec(cw__perf_t *s, const cw__rec_t *r)
+int cw_perf__process_rec(cw_perf__t *s, const cw_perf__rec_t *r)
 {
     const uint8_t *b = (const uint8_t *)(&r->h + 1);
     const uint8_t *end = (const uint8_t *)&r->h + r->h.size;
     s->now_mono = r->ts;
     s->seen++;
     if (s->npend && r->ts > s->pend_min) {
-        int rc = cw__pend_due(s, r->ts - 1);
+        int rc = cw_perf__pend_due(s, r->ts - 1);
         if (rc) return rc;
     }
     switch (r->h.type) {

@@ -38,7 +38,7 @@ static bool charged(uint32_t flags)
     return (flags & CW__SEG_ACCT) && !(flags & CW__SEG_STACK);
 }
 
-static int emit(const cw__shadow_env_t *env, const cw__shadow_t *s, const cw__call_t *c,
+static int emit(const cw_perf__shadow_env_t *env, const cw_perf__shadow_t *s, const cw_perf__call_t *c,
                 cw_op_t op, uint64_t addr, uint64_t size, uint32_t stack, bool rundown)
 {
     if (size == 0) return 0;
@@ -54,13 +54,13 @@ static int emit(const cw__shadow_env_t *env, const cw__shadow_t *s, const cw__ca
     return env->emit(env->ctx, &ev);
 }
 
-void cw__shadow_init(cw__shadow_t *s, uint32_t pid)
+void cw_perf__shadow_init(cw_perf__shadow_t *s, uint32_t pid)
 {
     memset(s, 0, sizeof *s);
     s->pid = pid;
 }
 
-void cw__shadow_free(cw__shadow_t *s)
+void cw_perf__shadow_free(cw_perf__shadow_t *s)
 {
     if (!s) return;
     free(s->seg);
@@ -68,26 +68,26 @@ void cw__shadow_free(cw__shadow_t *s)
     s->n = s->cap = 0;
 }
 
-void cw__shadow_clear(cw__shadow_t *s)
+void cw_perf__shadow_clear(cw_perf__shadow_t *s)
 {
     s->n = 0;
     s->brk = 0;
     s->acct_bytes = 0;
 }
 
-static int reserve_n(cw__shadow_t *s, size_t want)
+static int reserve_n(cw_perf__shadow_t *s, size_t want)
 {
     if (want <= s->cap) return 0;
     size_t cap = s->cap ? s->cap : 16;
     while (cap < want) cap *= 2;
-    cw__seg_t *p = realloc(s->seg, cap * sizeof *p);
+    cw_perf__seg_t *p = realloc(s->seg, cap * sizeof *p);
     if (!p) return CW_ENOMEM;
     s->seg = p;
     s->cap = cap;
     return 0;
 }
 
-int cw__shadow_copy(cw__shadow_t *dst, const cw__shadow_t *src)
+int cw_perf__shadow_copy(cw_perf__shadow_t *dst, const cw_perf__shadow_t *src)
 {
     int rc = reserve_n(dst, src->n);
     if (rc) return rc;
@@ -99,7 +99,7 @@ int cw__shadow_copy(cw__shadow_t *dst, const cw__shadow_t *src)
 }
 
 /* Index of the first segment whose end is above addr (n if none). */
-static size_t lower(const cw__shadow_t *s, uint64_t addr)
+static size_t lower(const cw_perf__shadow_t *s, uint64_t addr)
 {
     size_t lo = 0, hi = s->n;
     while (lo < hi) {
@@ -113,7 +113,7 @@ static size_t lower(const cw__shadow_t *s, uint64_t addr)
 }
 
 /* Makes addr a segment boundary (splits the segment straddling it). */
-static int split_at(cw__shadow_t *s, uint64_t addr)
+static int split_at(cw_perf__shadow_t *s, uint64_t addr)
 {
     size_t i = lower(s, addr);
     if (i == s->n || s->seg[i].start >= addr) return 0;
@@ -127,7 +127,7 @@ static int split_at(cw__shadow_t *s, uint64_t addr)
 }
 
 /* Splits at a and b; first and last (exclusive) get the segments inside. */
-static int carve(cw__shadow_t *s, uint64_t a, uint64_t b, size_t *first, size_t *last)
+static int carve(cw_perf__shadow_t *s, uint64_t a, uint64_t b, size_t *first, size_t *last)
 {
     int rc = split_at(s, a);
     if (!rc) rc = split_at(s, b);
@@ -140,7 +140,7 @@ static int carve(cw__shadow_t *s, uint64_t a, uint64_t b, size_t *first, size_t 
 }
 
 /* Removes [a, b); sets removed to whether any segment was there. */
-static int remove_range(cw__shadow_t *s, uint64_t a, uint64_t b, bool *removed)
+static int remove_range(cw_perf__shadow_t *s, uint64_t a, uint64_t b, bool *removed)
 {
     size_t i, j;
     *removed = false;
@@ -158,7 +158,7 @@ static int remove_range(cw__shadow_t *s, uint64_t a, uint64_t b, bool *removed)
 }
 
 /* Inserts seg where nothing is mapped (callers removed the range first). */
-static int insert(cw__shadow_t *s, cw__seg_t seg)
+static int insert(cw_perf__shadow_t *s, cw_perf__seg_t seg)
 {
     int rc = reserve_n(s, s->n + 1);
     if (rc) return rc;
@@ -171,7 +171,7 @@ static int insert(cw__shadow_t *s, cw__seg_t seg)
 }
 
 /* Address space [a, b) goes away: one release if anything was mapped. */
-static int unmap(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c, uint64_t a,
+static int unmap(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c, uint64_t a,
                  uint64_t b)
 {
     bool removed;
@@ -181,15 +181,15 @@ static int unmap(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t 
 }
 
 /* A new mapping [a, b) with flags: commit when charged, else reserve. */
-static int map_new(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c, uint64_t a,
+static int map_new(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c, uint64_t a,
                    uint64_t b, uint32_t flags, uint32_t stack)
 {
-    int rc = insert(s, (cw__seg_t){a, b, flags, stack});
+    int rc = insert(s, (cw_perf__seg_t){a, b, flags, stack});
     if (rc) return rc;
     return emit(env, s, c, charged(flags) ? CW_OP_COMMIT : CW_OP_RESERVE, a, b - a, stack, false);
 }
 
-int cw__shadow_mmap(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
+int cw_perf__shadow_mmap(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
                     uint64_t addr, uint64_t len, uint64_t prot, uint64_t flags)
 {
     uint64_t a = CW__PAGE_DOWN(addr), b = CW__PAGE_UP(addr + len);
@@ -211,14 +211,14 @@ int cw__shadow_mmap(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call
     return map_new(s, env, c, a, b, f, c->stack_id);
 }
 
-int cw__shadow_munmap(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
+int cw_perf__shadow_munmap(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
                       uint64_t addr, uint64_t len)
 {
     uint64_t a = CW__PAGE_DOWN(addr), b = CW__PAGE_UP(addr + len);
     return unmap(s, env, c, a, b);
 }
 
-int cw__shadow_mprotect(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
+int cw_perf__shadow_mprotect(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
                         uint64_t addr, uint64_t len, uint64_t prot)
 {
     uint64_t a = CW__PAGE_DOWN(addr), b = CW__PAGE_UP(addr + len);
@@ -227,7 +227,7 @@ int cw__shadow_mprotect(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__
     int rc = carve(s, a, b, &i, &j);
     if (rc) return rc;
     for (size_t k = i; k < j; k++) {
-        cw__seg_t *g = &s->seg[k];
+        cw_perf__seg_t *g = &s->seg[k];
         uint32_t old = g->flags;
         uint64_t size = g->end - g->start;
         if (prot & K_PROT_WRITE) {
@@ -267,7 +267,7 @@ int cw__shadow_mprotect(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__
     return 0;
 }
 
-int cw__shadow_mremap(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
+int cw_perf__shadow_mremap(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
                       uint64_t old_addr, uint64_t old_len, uint64_t new_len, uint64_t flags,
                       uint64_t result)
 {
@@ -296,7 +296,7 @@ int cw__shadow_mremap(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__ca
     if ((rc = unmap(s, env, c, na, na + nl))) return rc;
     uint64_t keep = ol < nl ? ol : nl;
     size_t i, j, cnt = 0;
-    cw__seg_t *moved = NULL;
+    cw_perf__seg_t *moved = NULL;
     if (keep) {
         if ((rc = carve(s, oa, oa + keep, &i, &j))) return rc;
         cnt = j - i;
@@ -306,7 +306,7 @@ int cw__shadow_mremap(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__ca
     }
     if (!(flags & K_MREMAP_DONTUNMAP) && ol) rc = unmap(s, env, c, oa, oa + ol);
     for (size_t k = 0; !rc && k < cnt; k++) {
-        cw__seg_t g = moved[k];
+        cw_perf__seg_t g = moved[k];
         g.start = g.start - oa + na;
         g.end = g.end - oa + na;
         g.flags &= ~(uint32_t)(CW__SEG_STACK | CW__SEG_HEAP);
@@ -319,7 +319,7 @@ int cw__shadow_mremap(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__ca
     return 0;
 }
 
-int cw__shadow_brk(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
+int cw_perf__shadow_brk(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
                    uint64_t arg, uint64_t result)
 {
     (void)arg;
@@ -341,11 +341,11 @@ int cw__shadow_brk(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_
     return 0;
 }
 
-int cw__shadow_commit_all(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
+int cw_perf__shadow_commit_all(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
                           uint32_t stack_id)
 {
     for (size_t k = 0; k < s->n; k++) {
-        cw__seg_t *g = &s->seg[k];
+        cw_perf__seg_t *g = &s->seg[k];
         if (!charged(g->flags)) continue;
         g->stack_id = stack_id;
         int rc = emit(env, s, c, CW_OP_COMMIT, g->start, g->end - g->start, stack_id, false);
@@ -362,8 +362,8 @@ typedef struct pending {
     bool open;
 } pending_t;
 
-static int flush(pending_t *p, const cw__shadow_env_t *env, const cw__shadow_t *s,
-                 const cw__call_t *c, uint32_t pseudo, bool rundown)
+static int flush(pending_t *p, const cw_perf__shadow_env_t *env, const cw_perf__shadow_t *s,
+                 const cw_perf__call_t *c, uint32_t pseudo, bool rundown)
 {
     if (!p->open) return 0;
     p->open = false;
@@ -372,7 +372,7 @@ static int flush(pending_t *p, const cw__shadow_env_t *env, const cw__shadow_t *
 }
 
 static int add_pending(pending_t *p, cw_op_t op, uint64_t a, uint64_t b,
-                       const cw__shadow_env_t *env, const cw__shadow_t *s, const cw__call_t *c,
+                       const cw_perf__shadow_env_t *env, const cw_perf__shadow_t *s, const cw_perf__call_t *c,
                        uint32_t pseudo, bool rundown)
 {
     if (p->open && p->op == op && p->b == a) {
@@ -384,7 +384,7 @@ static int add_pending(pending_t *p, cw_op_t op, uint64_t a, uint64_t b,
     return rc;
 }
 
-static int push_seg(cw__seg_t **out, size_t *n, size_t *cap, cw__seg_t g)
+static int push_seg(cw_perf__seg_t **out, size_t *n, size_t *cap, cw_perf__seg_t g)
 {
     if (*n && (*out)[*n - 1].end == g.start && (*out)[*n - 1].flags == g.flags &&
         (*out)[*n - 1].stack_id == g.stack_id) {
@@ -393,7 +393,7 @@ static int push_seg(cw__seg_t **out, size_t *n, size_t *cap, cw__seg_t g)
     }
     if (*n == *cap) {
         size_t nc = *cap ? *cap * 2 : 64;
-        cw__seg_t *p = realloc(*out, nc * sizeof *p);
+        cw_perf__seg_t *p = realloc(*out, nc * sizeof *p);
         if (!p) return CW_ENOMEM;
         *out = p;
         *cap = nc;
@@ -402,11 +402,11 @@ static int push_seg(cw__seg_t **out, size_t *n, size_t *cap, cw__seg_t g)
     return 0;
 }
 
-int cw__shadow_sync(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call_t *c,
-                    const cw__seg_t *segs, size_t n, uint64_t brk, uint32_t pseudo_stack,
+int cw_perf__shadow_sync(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
+                    const cw_perf__seg_t *segs, size_t n, uint64_t brk, uint32_t pseudo_stack,
                     bool rundown, uint64_t *drift)
 {
-    cw__seg_t *out = NULL;
+    cw_perf__seg_t *out = NULL;
     size_t on = 0, ocap = 0, i = 0, j = 0;
     uint64_t acct = 0, moved = 0;
     pending_t p = {0};
@@ -431,7 +431,7 @@ int cw__shadow_sync(cw__shadow_t *s, const cw__shadow_env_t *env, const cw__call
         bool oa = in_o && charged(s->seg[i].flags);
         bool na = in_n && charged(segs[j].flags);
         if (in_n) {
-            cw__seg_t g = segs[j];
+            cw_perf__seg_t g = segs[j];
             g.start = x;
             g.end = y;
             g.stack_id = oa && na ? s->seg[i].stack_id : pseudo_stack;

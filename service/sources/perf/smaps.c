@@ -16,7 +16,7 @@
 #include "commitwatch/error.h"
 #include "sources/perf/perf_internal.h"
 
-void cw__snapshot_free(cw__snapshot_t *snap)
+void cw_perf__snapshot_free(cw_perf__snapshot_t *snap)
 {
     if (!snap) return;
     for (size_t i = 0; i < snap->nx; i++) free(snap->x[i].path);
@@ -56,7 +56,7 @@ static uint64_t start_brk(uint32_t pid)
 }
 
 /* Parses one smaps header "start-end perms offset maj:min inode path". */
-static int header(const char *line, cw__seg_t *g, char *perms, uint64_t *pgoff, unsigned *maj,
+static int header(const char *line, cw_perf__seg_t *g, char *perms, uint64_t *pgoff, unsigned *maj,
                   unsigned *min, uint64_t *ino, const char **path)
 {
     int used = 0;
@@ -74,10 +74,10 @@ static int header(const char *line, cw__seg_t *g, char *perms, uint64_t *pgoff, 
     return 1;
 }
 
-int cw__smaps_read(uint32_t pid, cw__snapshot_t *snap)
+int cw_perf__smaps_read(uint32_t pid, cw_perf__snapshot_t *snap)
 {
     char path[64];
-    cw__snapshot_free(snap);
+    cw_perf__snapshot_free(snap);
     snprintf(path, sizeof path, "/proc/%u/smaps", pid);
     FILE *f = fopen(path, "re");
     if (!f) return errno == EACCES || errno == EPERM ? CW_EPERM : CW_ENOENT;
@@ -85,11 +85,11 @@ int cw__smaps_read(uint32_t pid, cw__snapshot_t *snap)
     size_t lcap = 0;
     ssize_t len;
     int rc = 0;
-    cw__seg_t *cur = NULL;
+    cw_perf__seg_t *cur = NULL;
     uint64_t heap_end = 0;
     while ((len = getline(&line, &lcap, f)) > 0) {
         if (line[len - 1] == '\n') line[--len] = 0;
-        cw__seg_t g;
+        cw_perf__seg_t g;
         char perms[8] = {0};
         uint64_t pgoff, ino;
         unsigned maj, min;
@@ -108,7 +108,7 @@ int cw__smaps_read(uint32_t pid, cw__snapshot_t *snap)
             cur = &snap->seg[snap->n++];
             if (perms[2] == 'x' && p[0] == '/') {
                 if ((rc = grow((void **)&snap->x, &snap->xcap, snap->nx + 1, sizeof *snap->x))) break;
-                cw__xmap_t *x = &snap->x[snap->nx];
+                cw_perf__xmap_t *x = &snap->x[snap->nx];
                 x->start = g.start;
                 x->end = g.end;
                 x->pgoff = pgoff;
@@ -141,7 +141,7 @@ int cw__smaps_read(uint32_t pid, cw__snapshot_t *snap)
     free(line);
     fclose(f);
     if (rc) {
-        cw__snapshot_free(snap);
+        cw_perf__snapshot_free(snap);
         return rc;
     }
     if (snap->n == 0) return CW_ENOENT; /* kernel thread, zombie, or gone */
@@ -149,23 +149,23 @@ int cw__smaps_read(uint32_t pid, cw__snapshot_t *snap)
     return 0;
 }
 
-int cw__smaps_query_acct(uint32_t pid, uint64_t addr, uint64_t len)
+int cw_perf__smaps_query_acct(uint32_t pid, uint64_t addr, uint64_t len)
 {
-    cw__snapshot_t s = {0};
-    if (cw__smaps_read(pid, &s) != 0) return -1;
+    cw_perf__snapshot_t s = {0};
+    if (cw_perf__smaps_read(pid, &s) != 0) return -1;
     int ans = -1;
     for (size_t i = 0; i < s.n; i++) {
-        const cw__seg_t *g = &s.seg[i];
+        const cw_perf__seg_t *g = &s.seg[i];
         if (g->start <= addr && addr + len <= g->end) {
             ans = (g->flags & CW__SEG_ACCT) ? 1 : 0;
             break;
         }
     }
-    cw__snapshot_free(&s);
+    cw_perf__snapshot_free(&s);
     return ans;
 }
 
-void cw__proc_names(uint32_t pid, char *name, size_t nsize, char *cmdline, size_t csize)
+void cw_perf__proc_names(uint32_t pid, char *name, size_t nsize, char *cmdline, size_t csize)
 {
     char path[64];
     name[0] = 0;

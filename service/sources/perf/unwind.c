@@ -3,7 +3,7 @@
  * like Debian's glibc, unwinds right) and symbolization to
  * "module!function" ("module!0xOFFSET" without a symbol), interned.
  *
- * Per process, an address space (cw__aspace) holds the executable file
+ * Per process, an address space (cw_perf__aspace) holds the executable file
  * mappings the kernel reported (mmap2 records, smaps), so a process that
  * has exited by the time its samples are processed is still symbolized.
  * Its Dwfl is made on the first sample that needs it and re-reported only
@@ -57,13 +57,13 @@ typedef struct amap {
     module_t *mod;
 } amap_t;
 
-struct cw__aspace {
+struct cw_perf__aspace {
     uint32_t pid;
     amap_t *m;
     size_t n, cap;
     Dwfl *dwfl;
     bool dirty, attached;
-    /* The sample being unwound (valid during cw__unwind only). */
+    /* The sample being unwound (valid during cw_perf__unwind only). */
     const uint64_t *regs;
     uint32_t nregs;
     const uint8_t *stack;
@@ -77,7 +77,7 @@ typedef struct fcache_ent {
     uint32_t frame;
 } fcache_ent_t;
 
-struct cw__unwinder {
+struct cw_perf__unwinder {
     cw_stacks_t *stacks;
     int self_fd;
     Elf *self_elf; /* our own executable: tells libdw the architecture */
@@ -112,9 +112,9 @@ static const Dwfl_Callbacks sym_cbs = {
     .debuginfo_path = &debuginfo_path,
 };
 
-int cw__unwinder_create(cw_stacks_t *stacks, cw__unwinder_t **out)
+int cw_perf__unwinder_create(cw_stacks_t *stacks, cw_perf__unwinder_t **out)
 {
-    cw__unwinder_t *u = calloc(1, sizeof *u);
+    cw_perf__unwinder_t *u = calloc(1, sizeof *u);
     if (!u) return CW_ENOMEM;
     u->stacks = stacks;
     elf_version(EV_CURRENT);
@@ -138,7 +138,7 @@ static void module_free(module_t *m)
     free(m);
 }
 
-void cw__unwinder_destroy(cw__unwinder_t *u)
+void cw_perf__unwinder_destroy(cw_perf__unwinder_t *u)
 {
     if (!u) return;
     for (size_t i = 0; i < u->nmods; i++) module_free(u->mods[i]);
@@ -150,7 +150,7 @@ void cw__unwinder_destroy(cw__unwinder_t *u)
 }
 
 /* Forgets unmapped modules; the frame cache (keyed by module) starts over. */
-static void module_sweep(cw__unwinder_t *u)
+static void module_sweep(cw_perf__unwinder_t *u)
 {
     size_t w = 0;
     for (size_t i = 0; i < u->nmods; i++) {
@@ -162,7 +162,7 @@ static void module_sweep(cw__unwinder_t *u)
     u->fn = 0;
 }
 
-static module_t *module_get(cw__unwinder_t *u, uint64_t dev, uint64_t ino, const char *path)
+static module_t *module_get(cw_perf__unwinder_t *u, uint64_t dev, uint64_t ino, const char *path)
 {
     for (size_t i = 0; i < u->nmods; i++) {
         module_t *m = u->mods[i];
@@ -190,14 +190,14 @@ static module_t *module_get(cw__unwinder_t *u, uint64_t dev, uint64_t ino, const
     return m;
 }
 
-cw__aspace_t *cw__aspace_new(uint32_t pid)
+cw_perf__aspace_t *cw_perf__aspace_new(uint32_t pid)
 {
-    cw__aspace_t *as = calloc(1, sizeof *as);
+    cw_perf__aspace_t *as = calloc(1, sizeof *as);
     if (as) as->pid = pid;
     return as;
 }
 
-void cw__aspace_free(cw__aspace_t *as)
+void cw_perf__aspace_free(cw_perf__aspace_t *as)
 {
     if (!as) return;
     for (size_t i = 0; i < as->n; i++) as->m[i].mod->refs--;
@@ -206,7 +206,7 @@ void cw__aspace_free(cw__aspace_t *as)
     free(as);
 }
 
-void cw__aspace_unmap(cw__aspace_t *as, uint64_t a, uint64_t b)
+void cw_perf__aspace_unmap(cw_perf__aspace_t *as, uint64_t a, uint64_t b)
 {
     size_t i = 0;
     while (i < as->n && as->m[i].end <= a) i++;
@@ -239,18 +239,18 @@ void cw__aspace_unmap(cw__aspace_t *as, uint64_t a, uint64_t b)
     as->dirty = true;
 }
 
-void cw__aspace_clear(cw__aspace_t *as)
+void cw_perf__aspace_clear(cw_perf__aspace_t *as)
 {
     for (size_t i = 0; i < as->n; i++) as->m[i].mod->refs--;
     as->n = 0;
     as->dirty = true;
 }
 
-int cw__aspace_map(cw__unwinder_t *u, cw__aspace_t *as, uint64_t start, uint64_t len,
+int cw_perf__aspace_map(cw_perf__unwinder_t *u, cw_perf__aspace_t *as, uint64_t start, uint64_t len,
                    uint64_t pgoff, uint64_t dev, uint64_t ino, const char *path)
 {
     if (!path || path[0] != '/' || len == 0) return 0;
-    cw__aspace_unmap(as, start, start + len);
+    cw_perf__aspace_unmap(as, start, start + len);
     if (u->nmods >= MOD_SWEEP) module_sweep(u);
     module_t *mod = module_get(u, dev, ino, path);
     if (!mod) return CW_ENOMEM;
@@ -273,9 +273,9 @@ int cw__aspace_map(cw__unwinder_t *u, cw__aspace_t *as, uint64_t start, uint64_t
     return 0;
 }
 
-int cw__aspace_copy(cw__aspace_t *dst, const cw__aspace_t *src)
+int cw_perf__aspace_copy(cw_perf__aspace_t *dst, const cw_perf__aspace_t *src)
 {
-    cw__aspace_clear(dst);
+    cw_perf__aspace_clear(dst);
     if (src->n > dst->cap) {
         amap_t *p = realloc(dst->m, src->n * sizeof *p);
         if (!p) return CW_ENOMEM;
@@ -289,7 +289,7 @@ int cw__aspace_copy(cw__aspace_t *dst, const cw__aspace_t *src)
     return 0;
 }
 
-static const amap_t *find_map(const cw__aspace_t *as, uint64_t pc)
+static const amap_t *find_map(const cw_perf__aspace_t *as, uint64_t pc)
 {
     size_t lo = 0, hi = as->n;
     while (lo < hi) {
@@ -307,7 +307,7 @@ static const amap_t *find_map(const cw__aspace_t *as, uint64_t pc)
 static pid_t next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
 {
     (void)dwfl;
-    cw__aspace_t *as = arg;
+    cw_perf__aspace_t *as = arg;
     if (*thread_argp) return 0;
     *thread_argp = as;
     return (pid_t)as->tid;
@@ -324,7 +324,7 @@ static bool get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
 static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
 {
     (void)dwfl;
-    cw__aspace_t *as = arg;
+    cw_perf__aspace_t *as = arg;
     if (addr < as->sp || addr - as->sp + sizeof(uint64_t) > as->stack_size) return false;
     memcpy(result, as->stack + (addr - as->sp), sizeof(uint64_t));
     return true;
@@ -332,13 +332,13 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *a
 
 #if defined(__x86_64__)
 /* perf_event_x86_regs: AX BX CX DX SI DI BP SP IP (0-8), R8-R15 (16-23). */
-uint64_t cw__unwind_regs_mask(void)
+uint64_t cw_perf__unwind_regs_mask(void)
 {
     return 0x1ffull | (0xffull << 16);
 }
 static bool set_initial_registers(Dwfl_Thread *thread, void *arg)
 {
-    cw__aspace_t *as = arg;
+    cw_perf__aspace_t *as = arg;
     const uint64_t *r = as->regs;
     if (as->nregs < 17) return false;
     /* DWARF x86-64 order: rax rdx rcx rbx rsi rdi rbp rsp r8..r15. */
@@ -352,13 +352,13 @@ static uint64_t sample_sp(const uint64_t *r) { return r[7]; }
 static uint64_t sample_ip(const uint64_t *r) { return r[8]; }
 #elif defined(__aarch64__)
 /* perf_event_arm64_regs: X0-X30, SP (31), PC (32). */
-uint64_t cw__unwind_regs_mask(void)
+uint64_t cw_perf__unwind_regs_mask(void)
 {
     return (1ull << 33) - 1;
 }
 static bool set_initial_registers(Dwfl_Thread *thread, void *arg)
 {
-    cw__aspace_t *as = arg;
+    cw_perf__aspace_t *as = arg;
     if (as->nregs < 33) return false;
     Dwarf_Word d[32];
     for (int i = 0; i < 32; i++) d[i] = as->regs[i];
@@ -380,7 +380,7 @@ static const Dwfl_Thread_Callbacks thread_cbs = {
 };
 
 /* (Re)reports the process's modules to its Dwfl; false if none usable. */
-static bool refresh(const cw__unwinder_t *u, cw__aspace_t *as)
+static bool refresh(const cw_perf__unwinder_t *u, cw_perf__aspace_t *as)
 {
     /* libdw (0.188) does not unwind through modules reported after the
      * thread state was attached: a changed address space gets a new Dwfl. */
@@ -436,9 +436,9 @@ static size_t fc_hash(const module_t *m, uint64_t off)
     return (size_t)(h ^ (h >> 29));
 }
 
-static int fc_put(cw__unwinder_t *u, const module_t *m, uint64_t off, uint32_t frame);
+static int fc_put(cw_perf__unwinder_t *u, const module_t *m, uint64_t off, uint32_t frame);
 
-static int fc_grow(cw__unwinder_t *u)
+static int fc_grow(cw_perf__unwinder_t *u)
 {
     fcache_ent_t *old = u->fc;
     size_t ocap = u->fcap;
@@ -455,7 +455,7 @@ static int fc_grow(cw__unwinder_t *u)
     return 0;
 }
 
-static int fc_put(cw__unwinder_t *u, const module_t *m, uint64_t off, uint32_t frame)
+static int fc_put(cw_perf__unwinder_t *u, const module_t *m, uint64_t off, uint32_t frame)
 {
     if ((u->fn + 1) * 2 > u->fcap) {
         int rc = fc_grow(u);
@@ -468,7 +468,7 @@ static int fc_put(cw__unwinder_t *u, const module_t *m, uint64_t off, uint32_t f
     return 0;
 }
 
-static uint32_t fc_get(const cw__unwinder_t *u, const module_t *m, uint64_t off)
+static uint32_t fc_get(const cw_perf__unwinder_t *u, const module_t *m, uint64_t off)
 {
     size_t i = fc_hash(m, off) & (u->fcap - 1);
     while (u->fc[i].mod) {
@@ -518,7 +518,7 @@ static void load_fsyms(module_t *mod)
 }
 
 /* The interned frame of pc in as. */
-static int symbolize(cw__unwinder_t *u, cw__aspace_t *as, uint64_t pc, uint32_t *frame)
+static int symbolize(cw_perf__unwinder_t *u, cw_perf__aspace_t *as, uint64_t pc, uint32_t *frame)
 {
     char buf[512];
     const amap_t *m = find_map(as, pc);
@@ -571,7 +571,7 @@ static int symbolize(cw__unwinder_t *u, cw__aspace_t *as, uint64_t pc, uint32_t 
     return rc;
 }
 
-int cw__unwind(cw__unwinder_t *u, cw__aspace_t *as, uint32_t tid, const uint64_t *regs,
+int cw_perf__unwind(cw_perf__unwinder_t *u, cw_perf__aspace_t *as, uint32_t tid, const uint64_t *regs,
                uint32_t nregs, const uint8_t *stack, uint64_t stack_size, uint32_t *stack_id)
 {
     walk_t w;

@@ -27,7 +27,8 @@
 #include <string.h>
 
 #include "commitwatch/event.h"
-#include "core/store_internal.h"
+#include "store/store_internal.h"
+#include "commitwatch/platform.h"
 
 #define NS_PER_S INT64_C(1000000000)
 #define HOUR_NS (3600 * NS_PER_S)
@@ -143,6 +144,17 @@ void cw_store_opts_default(cw_store_opts_t *o)
     o->retention_ns[1] = 35 * DAY_NS;
     o->retention_ns[2] = 400 * DAY_NS;
     o->size_cap_bytes = UINT64_C(2) << 30;
+}
+
+uint64_t cw_store_disk_bytes(const char *path)
+{
+    char wal[CW_PATH_MAX + 8];
+    uint64_t db = 0, w = 0;
+    if (!path) return 0;
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    cw_plat_file_size(path, &db);
+    cw_plat_file_size(wal, &w);
+    return db + w;
 }
 
 int cw_store_schema_version(void)

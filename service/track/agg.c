@@ -14,7 +14,7 @@
 
 #include "commitwatch/error.h"
 #include "commitwatch/event.h"
-#include "core/keymap.h"
+#include "base/keymap.h"
 
 typedef struct commit_acc {
     uint32_t proc, stack;

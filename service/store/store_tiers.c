@@ -16,7 +16,7 @@
 
 #include "commitwatch/event.h"
 #include "commitwatch/log.h"
-#include "core/store_internal.h"
+#include "store/store_internal.h"
 
 #define HOUR_NS (INT64_C(3600) * 1000000000)
 #define DAY_NS (24 * HOUR_NS)

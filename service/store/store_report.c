@@ -16,7 +16,7 @@
 
 #include "commitwatch/event.h"
 #include "commitwatch/store.h"
-#include "core/store_internal.h"
+#include "store/store_internal.h"
 
 /* Per (proc, stack), the sums the figures need for window [?2, ?3), from
  * the rows of tier ?1 in one segment of time: commits with bucket in

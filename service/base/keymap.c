@@ -1,11 +1,11 @@
 /* keymap.c - two-word key -> dense index map (see keymap.h). Linear
  * probing, load kept <= 1/2. */
-#include "core/keymap.h"
+#include "base/keymap.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/hash.h"
+#include "base/hash.h"
 
 static uint32_t slot_of(const cw__keymap_t *m, uint64_t k1, uint64_t k2)
 {

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/stacktags_int.h"
+#include "stacks/stacktags_int.h"
 
 /* ---- patterns --------------------------------------------------------- */
 

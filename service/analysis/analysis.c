@@ -15,7 +15,7 @@
 
 #include "commitwatch/error.h"
 #include "commitwatch/event.h"
-#include "core/keymap.h"
+#include "base/keymap.h"
 
 typedef struct entry {
     uint32_t proc, stack;

@@ -17,7 +17,7 @@
 
 #include <expat.h>
 
-#include "core/stacktags_int.h"
+#include "stacks/stacktags_int.h"
 
 typedef struct parse {
     XML_Parser p;

@@ -5,13 +5,14 @@
  * Loading is all or nothing: a file is parsed into a fresh set, merged
  * into a copy of the current set, and the copy compiled; only when all of
  * that worked do the copy and its compiled form replace the old ones. */
-#include "core/stacktags_int.h"
+#include "stacks/stacktags_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "commitwatch/log.h"
+#include "commitwatch/platform.h"
 
 /* ---- the set ---------------------------------------------------------- */
 
@@ -544,14 +545,6 @@ int cw_stacktags_tag_rule(const cw_stacktags_t *r, size_t i, size_t j, cw_stackt
 
 /* ---- default files ---------------------------------------------------- */
 
-static bool file_exists(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    fclose(f);
-    return true;
-}
-
 int cw_stacktags_default_path(const char *platform, char *buf, size_t cap, cw_diag_t *d)
 {
     if (!platform || (strcmp(platform, "windows") != 0 && strcmp(platform, "linux") != 0))
@@ -559,21 +552,16 @@ int cw_stacktags_default_path(const char *platform, char *buf, size_t cap, cw_di
                            "no default stack tags for platform '%s' (known: windows, linux)",
                            platform ? platform : "(none)");
     const char *env = getenv("CW_STACKTAGS_DIR");
-    const char *dirs[3];
+    const char *dirs[4];
     size_t ndirs = 0;
     if (env && *env) dirs[ndirs++] = env;
-#ifdef CW_SOURCE_DATADIR
-    dirs[ndirs++] = CW_SOURCE_DATADIR "/service/stacktags";
-#endif
-#ifdef CW_DATADIR
-    dirs[ndirs++] = CW_DATADIR "/stacktags";
-#endif
+    ndirs += cw_plat_data_dirs("stacktags", dirs + ndirs, CW_ARRAY_LEN(dirs) - ndirs);
     char tried[768] = "";
     size_t tl = 0;
     for (size_t i = 0; i < ndirs; i++) {
         int n = snprintf(buf, cap, "%s/%s.stacktags", dirs[i], platform);
         if (n < 0 || (size_t)n >= cap) continue;
-        if (file_exists(buf)) return 0;
+        if (cw_plat_is_file(buf)) return 0;
         int w = snprintf(tried + tl, sizeof tried - tl, "%s%s", tl ? ", " : "", buf);
         if (w > 0 && (size_t)w < sizeof tried - tl) tl += (size_t)w;
     }
@@ -610,6 +598,14 @@ int cw_stacktags_open(const char *platform, const char *const *files, size_t nfi
     }
     *out = r;
     return 0;
+}
+
+const char *cw_stacktags_platform(const char *data_platform)
+{
+    if (data_platform &&
+        (strcmp(data_platform, "windows") == 0 || strcmp(data_platform, "linux") == 0))
+        return data_platform;
+    return cw_plat_name();
 }
 
 int cw_stacktags_tagger_for(const char *platform, const char *const *files, size_t nfiles,

@@ -18,8 +18,8 @@
 #include <string.h>
 
 #include "commitwatch/error.h"
-#include "core/hash.h"
-#include "core/pool.h"
+#include "base/hash.h"
+#include "base/pool.h"
 
 typedef struct rec {
     cw_commit_t pub;

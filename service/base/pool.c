@@ -1,5 +1,5 @@
 /* pool.c - fixed-size object pool (see pool.h). */
-#include "core/pool.h"
+#include "base/pool.h"
 
 #include <stdlib.h>
 

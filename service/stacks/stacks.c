@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "commitwatch/error.h"
-#include "core/hash.h"
+#include "base/hash.h"
 
 typedef struct stack_rec {
     uint64_t off;

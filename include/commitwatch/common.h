@@ -1,0 +1,52 @@
+/* common.h - small helpers every stage shares (service/base/common.c):
+ * the printf-format attribute, floor division for bucket arithmetic, a
+ * growable-array reserve and bounded string copies. One copy of each, so
+ * no file writes its own.
+ *
+ * Thread: all of these are reentrant. */
+#ifndef COMMITWATCH_COMMON_H
+#define COMMITWATCH_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* printf-style argument checking. MinGW reads plain `printf` as the
+ * Microsoft format (no %zu, %lld), so it checks against gnu_printf there
+ * (the build sets __USE_MINGW_ANSI_STDIO=1, whose printf implements it). */
+#if defined(__MINGW32__)
+#define CW_PRINTF(fmt, args) __attribute__((format(gnu_printf, fmt, args)))
+#elif defined(__GNUC__)
+#define CW_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define CW_PRINTF(fmt, args)
+#endif
+
+#define CW_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Room for a path in a buffer (longer paths are refused, never cut). */
+#define CW_PATH_MAX 4096
+
+/* The start of the width-w bucket holding t (rounds toward -inf; w > 0).
+ * INT64_MIN stays INT64_MIN. */
+static inline int64_t cw_floor_to(int64_t t, int64_t w)
+{
+    if (t == INT64_MIN) return t;
+    int64_t r = t % w;
+    return r < 0 ? t - r - w : t - r;
+}
+
+/* Makes room for at least `need` elements of `elem` bytes in the array
+ * *items of capacity *cap, doubling (from at least 8). On success *items and
+ * *cap may change; on failure both are unchanged. 0 or CW_ENOMEM. */
+int cw_reserve(void *items, size_t *cap, size_t need, size_t elem);
+/* The typed form: CW_RESERVE(v, cap, n + 1) for `T *v; size_t cap`. */
+#define CW_RESERVE(v, cap, need) cw_reserve(&(v), &(cap), (need), sizeof *(v))
+
+/* Copies src into dst[size] truncating, always NUL-terminated when
+ * size > 0. Returns strlen(src) (>= size means truncated). */
+size_t cw_strlcpy(char *dst, const char *src, size_t size);
+/* malloc'd copy of s, or of its first n bytes; NULL on ENOMEM (or s NULL). */
+char *cw_strdup(const char *s);
+char *cw_strndup(const char *s, size_t n);
+
+#endif

@@ -1,0 +1,129 @@
+/* platform.h - what commitwatch needs of the operating system, in a
+ * handful of calls (in the manner of SQLite's os.h and libuv's uv.h).
+ *
+ * Declared once here, defined once per OS: service/platform/posix/ (Linux)
+ * and service/platform/win/ (Windows); CMake compiles one of them. Nothing
+ * outside service/platform/ and the OS event sources (sources/perf,
+ * sources/etw) includes an OS header or tests _WIN32/__linux__:
+ * scripts/check_layers.py fails the build when something does.
+ *
+ * OS error codes are translated to CW_E* here and nowhere else.
+ * Thread: every function may be called from any thread unless it says
+ * otherwise. */
+#ifndef COMMITWATCH_PLATFORM_H
+#define COMMITWATCH_PLATFORM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "commitwatch/error.h"
+
+/* ---- identity ------------------------------------------------------------ */
+
+/* "linux" or "windows": the platform this binary runs on, which is also the
+ * platform whose default stack tags apply to data of no known platform. */
+const char *cw_plat_name(void);
+
+/* ---- clocks -------------------------------------------------------------- */
+
+/* Wall clock, nanoseconds since the Unix epoch (may step). */
+int64_t cw_plat_wall_ns(void);
+/* Monotonic clock, nanoseconds from an arbitrary origin; never steps. On
+ * Linux it is CLOCK_MONOTONIC, the clock perf_event timestamps use. */
+int64_t cw_plat_mono_ns(void);
+/* Sleeps about ns (<= 0: returns at once). May return early on a signal. */
+void cw_plat_sleep_ns(int64_t ns);
+
+/* ---- threads ------------------------------------------------------------- */
+
+typedef struct cw_thread cw_thread_t;
+typedef struct cw_mutex cw_mutex_t;
+typedef struct cw_cond cw_cond_t;
+
+/* Starts fn(arg) on a new thread. 0 and *out set, or CW_ENOMEM. */
+int cw_thread_start(cw_thread_t **out, void (*fn)(void *arg), void *arg);
+/* Waits for the thread to end and frees t. Accepts NULL. */
+void cw_thread_join(cw_thread_t *t);
+
+/* 0 and *out set, or CW_ENOMEM. destroy accepts NULL. */
+int cw_mutex_create(cw_mutex_t **out);
+void cw_mutex_destroy(cw_mutex_t *m);
+void cw_mutex_lock(cw_mutex_t *m);
+void cw_mutex_unlock(cw_mutex_t *m);
+
+int cw_cond_create(cw_cond_t **out);
+void cw_cond_destroy(cw_cond_t *c);
+void cw_cond_wait(cw_cond_t *c, cw_mutex_t *m);
+/* Waits at most timeout_ns; returns true when woken (or spuriously), false
+ * on timeout. */
+bool cw_cond_timedwait(cw_cond_t *c, cw_mutex_t *m, int64_t timeout_ns);
+void cw_cond_signal(cw_cond_t *c);
+void cw_cond_broadcast(cw_cond_t *c);
+
+/* ---- files and paths ----------------------------------------------------- */
+
+/* The absolute, resolved form of an existing path, malloc'd, or NULL. */
+char *cw_plat_realpath(const char *path);
+/* Is c a directory separator here ('/'; on Windows '/' and '\\')? */
+bool cw_plat_is_sep(char c);
+/* Size of a regular file in bytes: 0 and *out set, or CW_ENOENT. */
+int cw_plat_file_size(const char *path, uint64_t *out);
+bool cw_plat_is_file(const char *path);
+bool cw_plat_is_dir(const char *path);
+
+/* Where the program's read-only data of `kind` ("web", "stacktags") may
+ * live, most specific first: the source tree's folder when the binary runs
+ * from a build tree, then the installed one (share/commitwatch/KIND on
+ * Linux; KIND\ beside commitwatch.exe on Windows). Fills up to max static
+ * strings; returns how many. */
+size_t cw_plat_data_dirs(const char *kind, const char **out, size_t max);
+/* The service's writable state folder (/var/lib/commitwatch;
+ * %ProgramData%\commitwatch), and its configuration file
+ * (/etc/commitwatch/commitwatch.conf; %ProgramData%\commitwatch\commitwatch.conf).
+ * Static strings. */
+const char *cw_plat_state_dir(void);
+const char *cw_plat_config_path(void);
+
+/* ---- stop and reload ----------------------------------------------------- */
+
+/* Routes the OS's stop requests (SIGINT, SIGTERM; Ctrl+C, Ctrl+Break,
+ * console close) to on_stop and its reload request (SIGHUP; none on a
+ * console) to on_reload (may be NULL: reload requests are then ignored).
+ * Both run in a signal or control-handler context: they may only set
+ * flags (atomics) and call a source's stop(). Call once, from the main
+ * thread. cw_plat_catch_stop(NULL, NULL) restores the defaults. */
+void cw_plat_catch_stop(void (*on_stop)(void), void (*on_reload)(void));
+
+/* ---- logging ------------------------------------------------------------- */
+
+/* Where log lines go. "stderr" (default; under systemd, with the journal's
+ * priority prefix so journald keeps the level), "syslog" (Linux; the
+ * Windows Event Log on Windows, once the event source is registered).
+ * Installs the sink into log.h. 0, or CW_EINVAL naming the known sinks. */
+int cw_plat_log_open(const char *sink, cw_diag_t *d);
+/* Flushes and closes the sink opened last; the log returns to stderr. */
+void cw_plat_log_close(void);
+
+/* ---- the system service ---------------------------------------------------- */
+
+/* What `commitwatch install|uninstall|start|stop` do: systemd on Linux,
+ * the Service Control Manager on Windows. */
+typedef struct cw_plat_service_opts {
+    const char *root; /* Linux: write under this folder, no systemctl ("" = /) */
+    bool print_unit;  /* install: print the unit/service definition and stop */
+    /* install: writes the default configuration file (when there is none)
+     * to f; 0 or nonzero on failure. Supplied by the caller, which owns the
+     * configuration's format. */
+    int (*write_config)(FILE *f);
+} cw_plat_service_opts_t;
+
+/* cmd is "install", "uninstall", "start" or "stop". Prints what it did on
+ * stdout and errors (with the fix) on stderr. Returns the exit code: 0, or
+ * 1 on failure. */
+int cw_plat_service(const char *cmd, const cw_plat_service_opts_t *o);
+/* The help text of those commands on this platform (static). */
+const char *cw_plat_service_usage(void);
+
+#endif

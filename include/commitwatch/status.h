@@ -1,0 +1,32 @@
+/* status.h - what the running service says about itself (/api/health,
+ * /metrics). One owner per figure: the service entry point (service.h)
+ * writes every field; HTTP workers only read.
+ *
+ * Fields without _Atomic are set before the HTTP server starts and never
+ * change afterwards; the atomics are written by the core thread and read
+ * by any thread (relaxed: each is a figure of its own). */
+#ifndef COMMITWATCH_STATUS_H
+#define COMMITWATCH_STATUS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct cw_status {
+    char source[256]; /* "replay:PATH", "perf", "etw" */
+    int64_t start_ns; /* wall clock when the service started */
+    /* true for a replay: "now" in API times is the end of the last stored
+     * bucket instead of the wall clock, so relative windows (-15m) show
+     * the replayed data. */
+    bool data_clock;
+    _Atomic uint64_t events_ingested; /* events the pipeline applied (and stores) */
+    _Atomic uint64_t source_records;  /* records the source read (perf: ring records) */
+    _Atomic uint64_t events_lost;     /* events the source reported lost */
+    _Atomic int64_t drift_bytes;      /* drift corrected (oracle vs tracker) */
+    _Atomic bool ingest_done;         /* a replay has reached its end */
+} cw_status_t;
+
+/* Zeroes st, copies source (truncated to fit), stamps start_ns (wall). */
+void cw_status_init(cw_status_t *st, const char *source, bool data_clock, int64_t start_ns);
+
+#endif

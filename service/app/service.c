@@ -1,0 +1,372 @@
+/* service.c - the service entry point (service.h): configuration, source,
+ * pipeline, writer, HTTP and status, from start to a clean stop.
+ *
+ * The flow of one event: the source (on this, the core thread) calls
+ * on_event(); the pipeline checks its order and applies it to the tracker,
+ * whose sink is the aggregator; when a bucket closes the aggregator hands
+ * the batch to emit_batch(), which queues it for the writer thread. A tick
+ * (live sources, or a paced replay) closes idle buckets the same way.
+ * Reload requests are served between two events or ticks, on this thread.
+ *
+ * One service per process: the stop and reload flags are process-wide so
+ * that signal handlers and the Windows service control handler can set
+ * them. */
+#include "commitwatch/service.h"
+
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commitwatch/config.h"
+#include "commitwatch/http.h"
+#include "commitwatch/log.h"
+#include "commitwatch/pipeline.h"
+#include "commitwatch/platform.h"
+#include "commitwatch/retag.h"
+#include "commitwatch/source.h"
+#include "commitwatch/stacktags.h"
+#include "commitwatch/status.h"
+#include "commitwatch/store.h"
+
+/* Batches that may wait for the writer before the core thread blocks. */
+#define WRITER_QUEUE 64
+
+static atomic_bool stop_flag;
+static atomic_bool reload_flag;
+/* The running source, for cw_service_stop(); set while run() executes. */
+static const cw_source_ops_t *_Atomic active_ops;
+static void *_Atomic active_src;
+
+void cw_service_stop(void)
+{
+    atomic_store(&stop_flag, true);
+    const cw_source_ops_t *ops = atomic_load(&active_ops);
+    void *src = atomic_load(&active_src);
+    if (ops && src) ops->stop(src);
+}
+
+void cw_service_reload(void)
+{
+    atomic_store(&reload_flag, true);
+}
+
+bool cw_service_stopping(void)
+{
+    return atomic_load(&stop_flag);
+}
+
+/* Everything the core thread owns while the service runs. */
+typedef struct svc {
+    const cw_service_args_t *args;
+    cw_diag_t *d;
+    cw_status_t status; /* the one owner of every status figure */
+    const char *platform; /* of the data: the source's */
+    cw_store_t *store;    /* read-write; the writer's while it runs */
+    cw_stacks_t *stacks;
+    cw_tagger_t *tagger;
+    cw_writer_t *writer;
+    cw_agg_t *agg;
+    cw_pipeline_t *pipe;
+    int64_t stored_end; /* end of the last stored bucket, INT64_MIN if none */
+    bool started;       /* the first event has been seen */
+} svc_t;
+
+/* ---- configuration ------------------------------------------------------- */
+
+/* The stack-tag rule files in force: the command line's, else the config's.
+ * *files (malloc'd array, borrowed strings) is freed by the caller. */
+static int rules_from(const cw_service_args_t *a, const cw_config_t *cfg, const char ***files,
+                      size_t *n)
+{
+    const char *const *src = a->nstacktags ? a->stacktags : (const char *const *)cfg->stacktags;
+    size_t cnt = a->nstacktags ? a->nstacktags : cfg->nstacktags;
+    *files = NULL;
+    *n = 0;
+    if (!cnt) return 0;
+    if (!(*files = malloc(cnt * sizeof **files))) return CW_ENOMEM;
+    memcpy(*files, src, cnt * sizeof **files);
+    *n = cnt;
+    return 0;
+}
+
+static void apply_log_level(const cw_config_t *cfg)
+{
+    cw_log_level_t l;
+    if (cw_log_level_parse(cfg->log_level, &l) == 0) cw_log_set_level(l);
+}
+
+/* Loads the configuration file (if any) over the defaults. */
+static int load_config(const cw_service_args_t *a, cw_config_t *cfg, cw_diag_t *d)
+{
+    int rc = cw_config_init(cfg);
+    if (rc) return cw_diag_set(d, rc, "out of memory");
+    if (a->config_path && (rc = cw_config_load(cfg, a->config_path, stderr, d)) != 0) return rc;
+    return 0;
+}
+
+/* Re-tags the stored stacks when the tagger's rules differ from the
+ * database's (the caller owns the store: the writer is not running). */
+static int retag(svc_t *s, cw_diag_t *d)
+{
+    cw_retag_result_t rt;
+    int rc = cw_retag_store(s->store, s->tagger, &rt, d);
+    if (rc == 0 && rt.ran && rt.stacks > 0)
+        CW_LOGI("stack-tag rules %s: re-tagged %" PRIu64 " of %" PRIu64 " stored stacks",
+                cw_tagger_rules_hash(s->tagger), rt.changed, rt.stacks);
+    return rc;
+}
+
+/* A reload: the configuration file and the rules. On any error the running
+ * configuration and rules stay, and the log says why. The writer is paused
+ * (drained and joined) so this thread may use the store. Returns 0 or an
+ * error that stops the service (the writer could not be restarted). */
+static int reload(svc_t *s)
+{
+    cw_config_t cfg;
+    const char **files = NULL;
+    size_t nfiles = 0;
+    cw_tagger_t *nt = NULL;
+    cw_diag_t d = {{0}};
+    int rc = 0;
+
+    atomic_store(&reload_flag, false);
+    CW_LOGI("reload requested: reloading %s", s->args->config_path ? s->args->config_path : "the stack-tag rules");
+    if (load_config(s->args, &cfg, &d) != 0) {
+        CW_LOGE("reload: %s; keeping the running configuration", d.msg);
+        goto done;
+    }
+    if ((rc = rules_from(s->args, &cfg, &files, &nfiles)) != 0) goto done;
+    if (cw_stacktags_tagger_for(cw_stacktags_platform(s->platform), files, nfiles, &nt, &d) != 0) {
+        CW_LOGE("reload: %s; keeping the running rules", d.msg);
+        goto done;
+    }
+    apply_log_level(&cfg);
+    rc = cw_writer_stop(s->writer, &d);
+    s->writer = NULL;
+    if (rc != 0) {
+        cw_diag_set(s->d, rc, "%s", d.msg);
+        goto done;
+    }
+    cw_tagger_t *old = s->tagger;
+    s->tagger = nt;
+    if (retag(s, &d) != 0) {
+        CW_LOGE("reload: re-tagging failed: %s; keeping the running rules", d.msg);
+        s->tagger = old;
+    } else {
+        nt = old; /* freed below */
+        cw_stacks_clear_tags(s->stacks);
+        cw_agg_set_tagger(s->agg, s->tagger);
+    }
+    if ((rc = cw_writer_start(s->store, WRITER_QUEUE, &s->writer)) != 0)
+        cw_diag_set(s->d, rc, "cannot restart the store writer: %s", cw_strerror(rc));
+done:
+    cw_tagger_destroy(nt);
+    free(files);
+    cw_config_free(&cfg);
+    return rc;
+}
+
+/* ---- what the source calls (core thread) ----------------------------------- */
+
+static int on_event(void *ctx, const cw_event_t *ev)
+{
+    svc_t *s = ctx;
+    int rc;
+    if (atomic_load(&reload_flag) && (rc = reload(s)) != 0) return rc;
+    if (!s->started) {
+        s->started = true;
+        if (ev->ts < s->stored_end)
+            return cw_diag_set(s->d, CW_ETIME,
+                               "the database already holds data up to %" PRId64
+                               " ns but this input starts at %" PRId64
+                               " ns; use another --db, or --rebase-now to replay it as new",
+                               s->stored_end, ev->ts);
+    }
+    rc = cw_pipeline_feed(s->pipe, ev, s->d);
+    atomic_store_explicit(&s->status.events_ingested, cw_pipeline_events(s->pipe),
+                          memory_order_relaxed);
+    return rc;
+}
+
+static int on_tick(void *ctx, int64_t now)
+{
+    svc_t *s = ctx;
+    int rc;
+    if (atomic_load(&reload_flag) && (rc = reload(s)) != 0) return rc;
+    if ((rc = cw_pipeline_tick(s->pipe, now)) != 0)
+        return cw_diag_set(s->d, rc, "storing a bucket failed: %s", cw_strerror(rc));
+    return 0;
+}
+
+static void on_counters(void *ctx, uint64_t seen, uint64_t lost, int64_t drift)
+{
+    svc_t *s = ctx;
+    cw_agg_set_counters(s->agg, seen, lost, drift);
+    atomic_store_explicit(&s->status.source_records, seen, memory_order_relaxed);
+    atomic_store_explicit(&s->status.events_lost, lost, memory_order_relaxed);
+    atomic_store_explicit(&s->status.drift_bytes, drift, memory_order_relaxed);
+}
+
+static int emit_batch(void *ctx, cw_batch_t *b)
+{
+    svc_t *s = ctx;
+    return cw_writer_submit(s->writer, b);
+}
+
+/* ---- the service ------------------------------------------------------------ */
+
+int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
+{
+    cw_config_t cfg;
+    const char **files = NULL;
+    size_t nfiles = 0;
+    const cw_source_ops_t *ops = NULL;
+    void *src = NULL;
+    cw_http_t *http = NULL;
+    char *stored_platform = NULL;
+    cw_diag_t wd = {{0}};
+    int rc;
+    svc_t *s = calloc(1, sizeof *s);
+
+    if (!s) return cw_diag_set(d, CW_ENOMEM, "out of memory");
+    s->args = a;
+    s->d = d;
+    s->stored_end = INT64_MIN;
+    atomic_store(&stop_flag, false);
+    atomic_store(&reload_flag, false);
+    if ((rc = load_config(a, &cfg, d)) != 0) goto out;
+    if ((rc = rules_from(a, &cfg, &files, &nfiles)) != 0) goto out;
+    apply_log_level(&cfg);
+
+    const char *spec = a->source ? a->source : cfg.source ? cfg.source : cw_source_live();
+    const char *db_path = a->db ? a->db : cfg.db;
+    const char *arg = "";
+    if (!spec) {
+        rc = cw_diag_set(d, CW_EUSAGE,
+                         "this build has no live source for this machine; give --source "
+                         "replay:PATH");
+        goto out;
+    }
+    if (!(ops = cw_source_lookup(spec, &arg, d))) {
+        rc = CW_EUSAGE;
+        goto out;
+    }
+    bool replay = strcmp(ops->name, "replay") == 0;
+    if ((a->rebase_now || a->speed > 0) && !replay) {
+        rc = cw_diag_set(d, CW_EUSAGE, "--rebase-now and --speed are for replay sources only");
+        goto out;
+    }
+    cw_status_init(&s->status, spec, replay, cw_plat_wall_ns());
+
+    /* Open the store and continue its numbering. */
+    uint32_t next_proc = 1;
+    if ((rc = cw_stacks_create(&s->stacks)) != 0) goto oom;
+    if ((rc = cw_store_open(db_path, &cfg.store, &s->store, d)) != 0) goto out;
+    if ((rc = cw_store_load_state(s->store, s->stacks, &next_proc, &s->stored_end, d)) != 0)
+        goto out;
+    uint32_t stored_frames = cw_stacks_frame_count(s->stacks);
+    uint32_t stored_stacks = cw_stacks_count(s->stacks);
+    if (stored_stacks <= 1) stored_stacks = 0; /* nothing stored yet: send stack 0 too */
+
+    cw_source_opts_t so = {.arg = arg, .stacks = s->stacks, .rebase_now = a->rebase_now,
+                           .speed = a->speed};
+    if ((rc = ops->open(&src, &so, d)) != 0) goto out;
+    /* One database holds the data of one platform: its stacks are tagged
+     * with that platform's rules. */
+    s->platform = ops->platform(src);
+    if ((rc = cw_store_meta_get(s->store, "platform", &stored_platform, d)) != 0) goto out;
+    if (stored_platform && strcmp(stored_platform, s->platform) != 0) {
+        rc = cw_diag_set(d, CW_EINVAL, "%s holds %s data and this source gives %s data; use another --db",
+                         db_path, stored_platform, s->platform);
+        goto out;
+    }
+    if (!stored_platform && (rc = cw_store_meta_set(s->store, "platform", s->platform, d)) != 0)
+        goto out;
+    rc = cw_stacktags_tagger_for(cw_stacktags_platform(s->platform), files, nfiles, &s->tagger, d);
+    if (rc != 0) goto out;
+    if ((rc = retag(s, d)) != 0) goto out;
+    if ((rc = cw_writer_start(s->store, WRITER_QUEUE, &s->writer)) != 0) {
+        cw_diag_set(d, rc, "cannot start the store writer: %s", cw_strerror(rc));
+        goto out;
+    }
+    if ((rc = cw_agg_create(1000000000LL, s->stacks, s->tagger, stored_frames, stored_stacks,
+                            emit_batch, s, &s->agg)) != 0)
+        goto oom;
+    cw_tracker_sink_t sink = cw_agg_sink(s->agg);
+    if ((rc = cw_pipeline_create(&sink, s->agg, next_proc, &s->pipe)) != 0) goto oom;
+
+    /* HTTP workers read the database through their own connections. A
+     * replay's API clock is its data's end, so "the last hour" shows it. */
+    if (!a->no_http) {
+        cw_http_opts_t ho = {0};
+        ho.listen = a->listen ? a->listen : cfg.listen;
+        ho.db_path = db_path;
+        ho.web_root = cfg.web_root;
+        ho.token = a->token ? a->token : cfg.token;
+        ho.access_log = cfg.access_log;
+        ho.rule_files = files; /* the startup rules */
+        ho.nrule_files = (unsigned)nfiles;
+        ho.status = &s->status;
+        if ((rc = cw_http_start(&ho, &http, d)) != 0) goto out;
+    }
+
+    atomic_store(&active_src, src);
+    atomic_store(&active_ops, ops);
+    if (a->on_running) a->on_running(a->ctx);
+    CW_LOGI("ingesting from %s into %s (stack tags: %s)", spec, db_path,
+            cw_tagger_rules_hash(s->tagger));
+    cw_source_sink_t ss = {s, on_event, on_tick, on_counters};
+    if (!atomic_load(&stop_flag)) rc = ops->run(src, &ss, d);
+    atomic_store(&active_ops, NULL);
+    atomic_store(&active_src, NULL);
+    atomic_store(&s->status.events_ingested, cw_pipeline_events(s->pipe));
+    /* Instances still alive end here: tracking ends with this run. */
+    int flush_rc = cw_pipeline_end_all(s->pipe);
+    if (flush_rc == 0) flush_rc = cw_agg_flush(s->agg);
+    if (rc == 0 && flush_rc != 0)
+        rc = cw_diag_set(d, flush_rc, "storing the last bucket failed: %s", cw_strerror(flush_rc));
+    goto out;
+oom:
+    rc = cw_diag_set(d, rc, "out of memory starting the service");
+out:
+    if (s->writer) {
+        int wrc = cw_writer_stop(s->writer, &wd);
+        if (wrc != 0 && rc == 0) {
+            rc = wrc;
+            *d = wd;
+        } else if (wrc != 0) {
+            CW_LOGE("%s", wd.msg);
+        }
+    }
+    if (http && rc == 0 && !a->exit_at_end && !atomic_load(&stop_flag)) {
+        /* The input has ended (a replay) and every bucket is stored: keep
+         * serving it until stopped. */
+        atomic_store(&s->status.ingest_done, true);
+        CW_LOGI("end of input: %" PRIu64 " events stored; still serving (SIGINT/SIGTERM to "
+                "exit, --exit-at-end to leave at once)",
+                s->pipe ? cw_pipeline_events(s->pipe) : 0);
+        while (!atomic_load(&stop_flag)) cw_plat_sleep_ns(100000000);
+    }
+    cw_http_stop(http);
+    uint64_t events = s->pipe ? cw_pipeline_events(s->pipe) : 0;
+    if (rc == 0)
+        CW_LOGI("%s: %" PRIu64 " events stored in %s",
+                atomic_load(&stop_flag) ? "stopped" : "end of input", events,
+                a->db ? a->db : cfg.db);
+    else if (events > 0)
+        CW_LOGE("the %" PRIu64 " events before the error are stored in %s", events,
+                a->db ? a->db : cfg.db);
+    cw_pipeline_destroy(s->pipe);
+    cw_agg_destroy(s->agg);
+    if (ops && src) ops->close(src);
+    cw_tagger_destroy(s->tagger);
+    cw_store_close(s->store);
+    cw_stacks_destroy(s->stacks);
+    free(stored_platform);
+    free(files);
+    cw_config_free(&cfg);
+    free(s);
+    return rc;
+}

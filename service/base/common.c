@@ -1,0 +1,55 @@
+/* common.c - the shared helpers of common.h: growable arrays and bounded
+ * string copies. */
+#include "commitwatch/common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "commitwatch/error.h"
+
+/* items is the address of a `T *`: it is read and written with memcpy,
+ * which copies the pointer's bytes without an aliasing question (every
+ * object pointer has void *'s representation on the targets we build). */
+int cw_reserve(void *items, size_t *cap, size_t need, size_t elem)
+{
+    void *old;
+    if (need <= *cap) return 0;
+    size_t ncap = *cap < 8 ? 8 : *cap;
+    while (ncap < need) {
+        if (ncap > SIZE_MAX / 2) return CW_ENOMEM;
+        ncap *= 2;
+    }
+    if (ncap > SIZE_MAX / elem) return CW_ENOMEM;
+    memcpy(&old, items, sizeof old);
+    void *np = realloc(old, ncap * elem);
+    if (!np) return CW_ENOMEM;
+    memcpy(items, &np, sizeof np);
+    *cap = ncap;
+    return 0;
+}
+
+size_t cw_strlcpy(char *dst, const char *src, size_t size)
+{
+    size_t n = strlen(src);
+    if (size) {
+        size_t k = n < size ? n : size - 1;
+        memcpy(dst, src, k);
+        dst[k] = '\0';
+    }
+    return n;
+}
+
+char *cw_strndup(const char *s, size_t n)
+{
+    if (!s) return NULL;
+    char *p = malloc(n + 1);
+    if (!p) return NULL;
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+char *cw_strdup(const char *s)
+{
+    return s ? cw_strndup(s, strlen(s)) : NULL;
+}

@@ -1,0 +1,19 @@
+/* status.c - initialisation of the service's status record (status.h). */
+#include "commitwatch/status.h"
+
+#include <string.h>
+
+#include "commitwatch/common.h"
+
+void cw_status_init(cw_status_t *st, const char *source, bool data_clock, int64_t start_ns)
+{
+    memset(st, 0, sizeof *st);
+    cw_strlcpy(st->source, source ? source : "", sizeof st->source);
+    st->start_ns = start_ns;
+    st->data_clock = data_clock;
+    atomic_init(&st->events_ingested, 0);
+    atomic_init(&st->source_records, 0);
+    atomic_init(&st->events_lost, 0);
+    atomic_init(&st->drift_bytes, 0);
+    atomic_init(&st->ingest_done, false);
+}

@@ -1,0 +1,35 @@
+/* clock.c - POSIX clocks and sleep, and the platform's name. */
+#include <errno.h>
+#include <time.h>
+
+#include "commitwatch/platform.h"
+
+const char *cw_plat_name(void)
+{
+    return CW_HOST_PLATFORM;
+}
+
+static int64_t read_clock(clockid_t id)
+{
+    struct timespec t;
+    clock_gettime(id, &t);
+    return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+int64_t cw_plat_wall_ns(void)
+{
+    return read_clock(CLOCK_REALTIME);
+}
+
+int64_t cw_plat_mono_ns(void)
+{
+    return read_clock(CLOCK_MONOTONIC);
+}
+
+void cw_plat_sleep_ns(int64_t ns)
+{
+    if (ns <= 0) return;
+    struct timespec t = {(time_t)(ns / 1000000000LL), (long)(ns % 1000000000LL)};
+    /* A signal ends the sleep early: callers re-check their stop flag. */
+    nanosleep(&t, NULL);
+}

@@ -1,0 +1,124 @@
+/* thread.c - threads, mutexes and condition variables on pthreads. The
+ * opaque types of platform.h are allocated here; the condition variable
+ * waits on CLOCK_MONOTONIC so a wall-clock step does not stretch a
+ * timed wait. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "commitwatch/platform.h"
+
+struct cw_thread {
+    pthread_t t;
+    void (*fn)(void *);
+    void *arg;
+};
+struct cw_mutex {
+    pthread_mutex_t m;
+};
+struct cw_cond {
+    pthread_cond_t c;
+};
+
+static void *trampoline(void *p)
+{
+    cw_thread_t *t = p;
+    t->fn(t->arg);
+    return NULL;
+}
+
+int cw_thread_start(cw_thread_t **out, void (*fn)(void *), void *arg)
+{
+    cw_thread_t *t = malloc(sizeof *t);
+    if (!t) return CW_ENOMEM;
+    t->fn = fn;
+    t->arg = arg;
+    if (pthread_create(&t->t, NULL, trampoline, t) != 0) {
+        free(t);
+        return CW_ENOMEM;
+    }
+    *out = t;
+    return 0;
+}
+
+void cw_thread_join(cw_thread_t *t)
+{
+    if (!t) return;
+    pthread_join(t->t, NULL);
+    free(t);
+}
+
+int cw_mutex_create(cw_mutex_t **out)
+{
+    cw_mutex_t *m = malloc(sizeof *m);
+    if (!m) return CW_ENOMEM;
+    if (pthread_mutex_init(&m->m, NULL) != 0) {
+        free(m);
+        return CW_ENOMEM;
+    }
+    *out = m;
+    return 0;
+}
+
+void cw_mutex_destroy(cw_mutex_t *m)
+{
+    if (!m) return;
+    pthread_mutex_destroy(&m->m);
+    free(m);
+}
+
+void cw_mutex_lock(cw_mutex_t *m)
+{
+    pthread_mutex_lock(&m->m);
+}
+
+void cw_mutex_unlock(cw_mutex_t *m)
+{
+    pthread_mutex_unlock(&m->m);
+}
+
+int cw_cond_create(cw_cond_t **out)
+{
+    pthread_condattr_t a;
+    cw_cond_t *c = malloc(sizeof *c);
+    if (!c) return CW_ENOMEM;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    int rc = pthread_cond_init(&c->c, &a);
+    pthread_condattr_destroy(&a);
+    if (rc != 0) {
+        free(c);
+        return CW_ENOMEM;
+    }
+    *out = c;
+    return 0;
+}
+
+void cw_cond_destroy(cw_cond_t *c)
+{
+    if (!c) return;
+    pthread_cond_destroy(&c->c);
+    free(c);
+}
+
+void cw_cond_wait(cw_cond_t *c, cw_mutex_t *m)
+{
+    pthread_cond_wait(&c->c, &m->m);
+}
+
+bool cw_cond_timedwait(cw_cond_t *c, cw_mutex_t *m, int64_t timeout_ns)
+{
+    int64_t due = cw_plat_mono_ns() + (timeout_ns > 0 ? timeout_ns : 0);
+    struct timespec t = {(time_t)(due / 1000000000LL), (long)(due % 1000000000LL)};
+    return pthread_cond_timedwait(&c->c, &m->m, &t) == 0;
+}
+
+void cw_cond_signal(cw_cond_t *c)
+{
+    pthread_cond_signal(&c->c);
+}
+
+void cw_cond_broadcast(cw_cond_t *c)
+{
+    pthread_cond_broadcast(&c->c);
+}

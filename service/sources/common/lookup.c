@@ -1,0 +1,26 @@
+/* lookup.c - --source SPEC ("perf", "etw", "replay:PATH") to a source of
+ * this build (the registry CMake generates). */
+#include <string.h>
+
+#include "commitwatch/source.h"
+
+const cw_source_ops_t *cw_source_lookup(const char *spec, const char **arg, cw_diag_t *d)
+{
+    char name[32];
+    const char *colon = spec ? strchr(spec, ':') : NULL;
+    size_t nlen = colon ? (size_t)(colon - spec) : (spec ? strlen(spec) : 0);
+    const cw_source_ops_t *ops = NULL;
+    if (spec && nlen < sizeof name) {
+        memcpy(name, spec, nlen);
+        name[nlen] = '\0';
+        ops = cw_source_find(name);
+    }
+    if (!ops) {
+        cw_diag_set(d, CW_EUSAGE, "unknown source '%s' (this build has: replay:PATH%s%s)",
+                    spec ? spec : "", cw_source_find("perf") ? ", perf" : "",
+                    cw_source_find("etw") ? ", etw" : "");
+        return NULL;
+    }
+    *arg = colon ? colon + 1 : "";
+    return ops;
+}
