@@ -20,6 +20,7 @@
 #define COMMITWATCH_BATCH_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct cw_row_commit {
@@ -69,7 +70,8 @@ typedef struct cw_row_stack {
 #define CW__VEC(T)                                                                                 \
     struct {                                                                                       \
         T *v;                                                                                      \
-        uint32_t n, cap;                                                                           \
+        uint32_t n;                                                                                \
+        size_t cap;                                                                                \
     }
 
 typedef struct cw_batch {

@@ -39,8 +39,16 @@ static inline int64_t cw_floor_to(int64_t t, int64_t w)
  * *items of capacity *cap, doubling (from at least 8). On success *items and
  * *cap may change; on failure both are unchanged. 0 or CW_ENOMEM. */
 int cw_reserve(void *items, size_t *cap, size_t need, size_t elem);
-/* The typed form: CW_RESERVE(v, cap, n + 1) for `T *v; size_t cap`. */
-#define CW_RESERVE(v, cap, need) cw_reserve(&(v), &(cap), (need), sizeof *(v))
+/* The typed form, for `T *v; size_t cap`: CW_RESERVE(v, cap, n + 1). The
+ * common case (room enough) costs one comparison. */
+#define CW_RESERVE(v, cap, need)                                                                   \
+    ((size_t)(need) <= (cap) ? 0 : cw_reserve(&(v), &(cap), (need), sizeof *(v)))
+
+/* The same for an array indexed by id, whose slots must start zeroed:
+ * slots from the old capacity up to the new one are zero-filled. */
+int cw_reserve_zeroed(void *items, size_t *cap, size_t need, size_t elem);
+#define CW_RESERVE_ZEROED(v, cap, need)                                                            \
+    ((size_t)(need) <= (cap) ? 0 : cw_reserve_zeroed(&(v), &(cap), (need), sizeof *(v)))
 
 /* Copies src into dst[size] truncating, always NUL-terminated when
  * size > 0. Returns strlen(src) (>= size means truncated). */

@@ -25,7 +25,7 @@ typedef struct cw_config {
     char *access_log; /* HTTP access log file; NULL = none */
     char *web_root;   /* dashboard files; NULL = built-in lookup */
     char **stacktags; /* rule files; none = the platform's defaults */
-    size_t nstacktags;
+    size_t nstacktags, stacktags_cap;
     char *log_level; /* debug, info, warning, error */
     cw_store_opts_t store;
 } cw_config_t;

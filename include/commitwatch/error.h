@@ -18,7 +18,7 @@
     X(EPARSE, -4, "malformed input")                                                               \
     X(ETIME, -5, "events go back in time")                                                         \
     X(ENOTDB, -6, "not a commitwatch database")                                                    \
-    X(ENEWER, -7, "database was written by a newer commitwatch")                                  \
+    X(ENEWER, -7, "database was written by a newer commitwatch")                                   \
     X(EDB, -8, "database error")                                                                   \
     X(ENOENT, -9, "not found")                                                                     \
     X(EPERM, -10, "permission denied")                                                             \

@@ -60,8 +60,8 @@ int cw_store_schema_version(void);
  * stack is interned into stacks (which must be empty) so ids stay equal;
  * *next_proc_id is the next free instance id; *end_ns the end of the last
  * stored bucket (INT64_MIN when empty). */
-int cw_store_load_state(cw_store_t *s, cw_stacks_t *stacks, uint32_t *next_proc_id,
-                        int64_t *end_ns, cw_diag_t *d);
+int cw_store_load_state(cw_store_t *s, cw_stacks_t *stacks, uint32_t *next_proc_id, int64_t *end_ns,
+                        cw_diag_t *d);
 
 /* Stores one batch (tier 0 + rollups + retention) in one transaction.
  * Borrowed. 0 or CW_EDB (nothing of the batch is stored). */

@@ -15,7 +15,7 @@
 
 #include "commitwatch/error.h"
 #include "commitwatch/event.h"
-#include "base/keymap.h"
+#include "commitwatch/keymap.h"
 
 typedef struct entry {
     uint32_t proc, stack;
@@ -34,11 +34,12 @@ typedef struct inst {
 
 struct cw_analysis {
     int64_t t0, t1;
-    cw__keymap_t map; /* (proc, stack) -> entries index */
+    cw_keymap_t map; /* (proc, stack) -> entries index */
     entry_t *entries;
-    uint32_t nentries, cap;
+    uint32_t nentries;
+    size_t cap;
     inst_t *insts; /* indexed by instance id */
-    uint32_t ninsts;
+    size_t ninsts; /* slots of insts (zeroed when unused) */
     int oom;
 };
 
@@ -46,7 +47,7 @@ int cw_analysis_create(int64_t from_ns, int64_t to_ns, cw_analysis_t **out)
 {
     cw_analysis_t *a = calloc(1, sizeof *a);
     if (!a) return CW_ENOMEM;
-    if (cw__keymap_init(&a->map, 1024) != 0) {
+    if (cw_keymap_init(&a->map, 1024) != 0) {
         free(a);
         return CW_ENOMEM;
     }
@@ -65,7 +66,7 @@ void cw_analysis_destroy(cw_analysis_t *a)
     }
     free(a->insts);
     free(a->entries);
-    cw__keymap_free(&a->map);
+    cw_keymap_free(&a->map);
     free(a);
 }
 
@@ -76,17 +77,9 @@ static bool in_window(const cw_analysis_t *a, int64_t ts)
 
 static inst_t *inst_of(cw_analysis_t *a, const cw_proc_t *p)
 {
-    if (p->id >= a->ninsts) {
-        uint32_t n = a->ninsts ? a->ninsts : 64;
-        while (n <= p->id) n *= 2;
-        inst_t *ni = realloc(a->insts, n * sizeof *ni);
-        if (!ni) {
-            a->oom = 1;
-            return NULL;
-        }
-        memset(ni + a->ninsts, 0, (n - a->ninsts) * sizeof *ni);
-        a->insts = ni;
-        a->ninsts = n;
+    if (CW_RESERVE_ZEROED(a->insts, a->ninsts, (size_t)p->id + 1)) {
+        a->oom = 1;
+        return NULL;
     }
     inst_t *in = &a->insts[p->id];
     if (!in->seen) {
@@ -105,16 +98,10 @@ static inst_t *inst_of(cw_analysis_t *a, const cw_proc_t *p)
 static cw_figs_t *figs_of(cw_analysis_t *a, uint32_t proc, uint32_t stack)
 {
     int added;
-    uint32_t i = cw__keymap_get(&a->map, proc, stack, &added);
+    uint32_t i = cw_keymap_get(&a->map, proc, stack, &added);
     if (i == UINT32_MAX) goto oom;
     if (added) {
-        if (a->nentries == a->cap) {
-            uint32_t ncap = a->cap ? a->cap * 2 : 256;
-            entry_t *ne = realloc(a->entries, ncap * sizeof *ne);
-            if (!ne) goto oom;
-            a->entries = ne;
-            a->cap = ncap;
-        }
+        if (CW_RESERVE(a->entries, a->cap, a->nentries + 1u)) goto oom;
         entry_t *e = &a->entries[a->nentries++];
         memset(e, 0, sizeof *e);
         e->proc = proc;
@@ -133,9 +120,12 @@ static void classify(cw_analysis_t *a, const cw_proc_t *p, const cw_commit_t *c,
     int type;
     int64_t ca = c->ts;
     if (ca >= a->t1) return;
-    if (ca >= a->t0) type = f < a->t1 ? CW_AIFI : CW_AIFO;
-    else if (f < a->t0) return;
-    else type = f < a->t1 ? CW_AOFI : CW_AOFO;
+    if (ca >= a->t0)
+        type = f < a->t1 ? CW_AIFI : CW_AIFO;
+    else if (f < a->t0)
+        return;
+    else
+        type = f < a->t1 ? CW_AOFI : CW_AOFO;
     cw_figs_t *fg = figs_of(a, p->id, c->stack_id);
     if (!fg || !inst_of(a, p)) return;
     fg->types[type].bytes += bytes;
@@ -206,8 +196,8 @@ static char *dup_or_null(const char *s)
     return s ? strdup(s) : NULL;
 }
 
-int cw_analysis_report(cw_analysis_t *a, cw_stacks_t *stacks, cw_tagger_t *tagger,
-                       bool with_frames, cw_report_t **out)
+int cw_analysis_report(cw_analysis_t *a, cw_stacks_t *stacks, cw_tagger_t *tagger, bool with_frames,
+                       cw_report_t **out)
 {
     cw_report_t *r = calloc(1, sizeof *r);
     uint32_t *slot = NULL; /* instance id -> report index + 1 */
@@ -229,8 +219,8 @@ int cw_analysis_report(cw_analysis_t *a, cw_stacks_t *stacks, cw_tagger_t *tagge
     }
     uint32_t nprocs = 0;
     for (uint32_t id = 0; id < a->ninsts; id++)
-        if (a->insts[id].seen && (a->insts[id].events > 0 ||
-                                  (out_t0[id] > 0 && a->insts[id].start_ns < a->t1)))
+        if (a->insts[id].seen &&
+            (a->insts[id].events > 0 || (out_t0[id] > 0 && a->insts[id].start_ns < a->t1)))
             slot[id] = ++nprocs;
     r->procs = calloc(nprocs ? nprocs : 1, sizeof *r->procs);
     if (!r->procs) {

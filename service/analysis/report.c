@@ -35,7 +35,8 @@ void cw_report_free(cw_report_t *r)
         cw_proc_report_t *p = &r->procs[i];
         for (uint32_t j = 0; j < p->nstacks; j++) {
             cw_stack_report_t *s = &p->stacks[j];
-            for (uint32_t k = 0; k < s->nframes; k++) free(s->frames[k]);
+            for (uint32_t k = 0; k < s->nframes; k++)
+                free(s->frames[k]);
             free(s->frames);
             free(s->tag);
         }
@@ -126,7 +127,8 @@ static tag_sum_t *tag_sums(const cw_proc_report_t *p, uint32_t *n)
     if (!t) return NULL;
     for (uint32_t i = 0; i < p->nstacks; i++) {
         uint32_t j = 0;
-        while (j < *n && strcmp(t[j].tag, p->stacks[i].tag) != 0) j++;
+        while (j < *n && strcmp(t[j].tag, p->stacks[i].tag) != 0)
+            j++;
         if (j == *n) t[(*n)++].tag = p->stacks[i].tag;
         cw_figs_add(&t[j].figs, &p->stacks[i].figs);
     }
@@ -145,10 +147,9 @@ cJSON *cw_report_proc_json(const cw_proc_report_t *p, bool with_stacks)
     ok = ok && add_i64(o, "start_ns", p->start_ns);
     ok = ok && (p->exit_ns == CW_TS_NEVER ? cJSON_AddNullToObject(o, "exit_ns") != NULL
                                           : add_i64(o, "exit_ns", p->exit_ns) != NULL);
-    ok = ok && add_short_figs(o, &p->figs) &&
-         add_u64(o, "peak_outstanding_bytes", p->peak_bytes) && add_i64(o, "peak_ns", p->peak_ns) &&
-         add_u64(o, "outstanding_end_bytes", p->outstanding_end) &&
-         add_u64(o, "events", p->events);
+    ok = ok && add_short_figs(o, &p->figs) && add_u64(o, "peak_outstanding_bytes", p->peak_bytes) &&
+         add_i64(o, "peak_ns", p->peak_ns) &&
+         add_u64(o, "outstanding_end_bytes", p->outstanding_end) && add_u64(o, "events", p->events);
     ok = ok && (types = cJSON_AddObjectToObject(o, "types")) != NULL;
     for (int i = 0; ok && i < CW_TYPE__COUNT; i++) {
         cJSON *t = cJSON_AddObjectToObject(types, type_names[i]);
@@ -162,8 +163,8 @@ cJSON *cw_report_proc_json(const cw_proc_report_t *p, bool with_stacks)
         ok = ts != NULL;
         for (uint32_t i = 0; ok && i < nt; i++) {
             cJSON *t = cJSON_CreateObject();
-            ok = t && cJSON_AddItemToArray(tags, t) && cJSON_AddStringToObject(t, "tag", ts[i].tag) &&
-                 add_short_figs(t, &ts[i].figs);
+            ok = t && cJSON_AddItemToArray(tags, t) &&
+                 cJSON_AddStringToObject(t, "tag", ts[i].tag) && add_short_figs(t, &ts[i].figs);
         }
         free(ts);
     }
@@ -213,8 +214,14 @@ void cw_format_bytes(int64_t bytes, char *buf, size_t len)
         v /= 1024.0;
         u++;
     }
-    if (u == 0) snprintf(buf, len, "%s%" PRId64 " B", bytes < 0 ? "-" : "", bytes < 0 ? -bytes : bytes);
-    else snprintf(buf, len, "%s%.*f %s", bytes < 0 ? "-" : "", v < 10 ? 2 : v < 100 ? 1 : 0, v, units[u]);
+    if (u == 0)
+        snprintf(buf, len, "%s%" PRId64 " B", bytes < 0 ? "-" : "", bytes < 0 ? -bytes : bytes);
+    else
+        snprintf(buf, len, "%s%.*f %s", bytes < 0 ? "-" : "",
+                 v < 10    ? 2
+                 : v < 100 ? 1
+                           : 0,
+                 v, units[u]);
 }
 
 /* Seconds since the window start, for readable peak times. */
@@ -238,11 +245,13 @@ int cw_report_print_table(const cw_report_t *r, bool with_stacks, FILE *out)
         cw_format_bytes((int64_t)p->figs.types[CW_AIFI].bytes, tsz, sizeof tsz);
         cw_format_bytes((int64_t)p->peak_bytes, peak, sizeof peak);
         cw_format_bytes((int64_t)p->outstanding_end, ost, sizeof ost);
-        fprintf(out, "%-28.28s %8" PRIu32 " %10s %7" PRIu64 " %11s %9" PRIu64 " %10s %10s %11.3f %10s\n",
+        fprintf(out,
+                "%-28.28s %8" PRIu32 " %10s %7" PRIu64 " %11s %9" PRIu64 " %10s %10s %11.3f %10s\n",
                 p->name ? p->name : "", p->pid, size, p->figs.commit_count, imp,
                 p->figs.types[CW_AIFI].count, tsz, peak, rel_s(r, p->peak_ns), ost);
-        fprintf(out, "%-28s types: AIFI %" PRIu64 "/%" PRIu64 "B AIFO %" PRIu64 "/%" PRIu64
-                     "B AOFI %" PRIu64 "/%" PRIu64 "B AOFO %" PRIu64 "/%" PRIu64 "B\n",
+        fprintf(out,
+                "%-28s types: AIFI %" PRIu64 "/%" PRIu64 "B AIFO %" PRIu64 "/%" PRIu64
+                "B AOFI %" PRIu64 "/%" PRIu64 "B AOFO %" PRIu64 "/%" PRIu64 "B\n",
                 "", p->figs.types[0].count, p->figs.types[0].bytes, p->figs.types[1].count,
                 p->figs.types[1].bytes, p->figs.types[2].count, p->figs.types[2].bytes,
                 p->figs.types[3].count, p->figs.types[3].bytes);
@@ -254,7 +263,8 @@ int cw_report_print_table(const cw_report_t *r, bool with_stacks, FILE *out)
             cw_format_bytes((int64_t)s->figs.types[CW_AIFI].bytes, tsz, sizeof tsz);
             fprintf(out, "    [%s] size %s, impacting %s, transient %" PRIu64 " / %s\n", s->tag,
                     size, imp, s->figs.types[CW_AIFI].count, tsz);
-            for (uint32_t k = 0; k < s->nframes; k++) fprintf(out, "        %s\n", s->frames[k]);
+            for (uint32_t k = 0; k < s->nframes; k++)
+                fprintf(out, "        %s\n", s->frames[k]);
         }
     }
     return ferror(out) ? CW_EIO : 0;

@@ -24,16 +24,16 @@ struct cw_trace_reader {
     char *path;
     cw_stacks_t *stacks;
     cw_trace_header_t hdr;
-    char *buf;        /* fread buffer */
-    size_t cap, len;  /* capacity, bytes held */
-    size_t pos;       /* start of the next line */
+    char *buf;       /* fread buffer */
+    size_t cap, len; /* capacity, bytes held */
+    size_t pos;      /* start of the next line */
     bool eof;
     uint64_t line;
     int64_t last_ts;
     bool have_ts;
     cJSON *cur; /* the last event's tree: its strings back the event */
     uint32_t *ids;
-    uint32_t idcap;
+    size_t idcap;
 };
 
 /* ---- line reading ------------------------------------------------------ */
@@ -60,12 +60,7 @@ static int next_line(cw_trace_reader_t *r, char **line, size_t *len)
         memmove(r->buf, r->buf + r->pos, r->len - r->pos);
         r->len -= r->pos;
         r->pos = 0;
-        if (r->len + 1 >= r->cap) {
-            char *nb = realloc(r->buf, r->cap * 2);
-            if (!nb) return CW_ENOMEM;
-            r->buf = nb;
-            r->cap *= 2;
-        }
+        if (CW_RESERVE(r->buf, r->cap, r->len + 2)) return CW_ENOMEM; /* room and a NUL */
         size_t got = fread(r->buf + r->len, 1, r->cap - r->len - 1, r->f);
         r->len += got;
         if (got == 0) {
@@ -79,7 +74,8 @@ static int next_line(cw_trace_reader_t *r, char **line, size_t *len)
 
 static const char *skip_ws(const char *p)
 {
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+        p++;
     return p;
 }
 
@@ -106,7 +102,8 @@ static const char *skip_value(const char *p)
         }
         return p;
     }
-    while (*p && *p != ',' && *p != '}' && *p != ' ' && *p != '\t') p++;
+    while (*p && *p != ',' && *p != '}' && *p != ' ' && *p != '\t')
+        p++;
     return p;
 }
 
@@ -155,7 +152,8 @@ static int_status_t int_field(const cJSON *obj, const char *line, const char *ke
     const char *p = raw_member(line, key);
     if (!p) return INT_NOT_INTEGER;
     const char *q = p + (*p == '-');
-    while (*q >= '0' && *q <= '9') q++;
+    while (*q >= '0' && *q <= '9')
+        q++;
     if (*q == '.' || *q == 'e' || *q == 'E') return INT_NOT_INTEGER;
     if (*p == '-') return INT_NEGATIVE;
     errno = 0;
@@ -204,7 +202,11 @@ static int read_header(cw_trace_reader_t *r, cw_diag_t *d)
     size_t len;
     int rc = next_line(r, &line, &len);
     if (rc < 0) return cw_diag_set(d, rc, "%s: cannot read: %s", r->path, cw_strerror(rc));
-    if (rc == 0) return cw_diag_set(d, CW_EPARSE, "%s: empty file: a trace starts with a header line {\"format\":\"%s\",\"version\":%d,...}", r->path, CW_TRACE_FORMAT, CW_TRACE_VERSION);
+    if (rc == 0)
+        return cw_diag_set(d, CW_EPARSE,
+                           "%s: empty file: a trace starts with a header line "
+                           "{\"format\":\"%s\",\"version\":%d,...}",
+                           r->path, CW_TRACE_FORMAT, CW_TRACE_VERSION);
     cJSON *h = parse_line(line, len);
     if (!h || !cJSON_IsObject(h)) {
         cJSON_Delete(h);
@@ -216,19 +218,24 @@ static int read_header(cw_trace_reader_t *r, cw_diag_t *d)
     int_status_t st = int_field(h, line, "version", false, &version);
     rc = 0;
     if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, CW_TRACE_FORMAT) != 0)
-        rc = bad(r, d, "not a commitwatch trace: the header's \"format\" must be \"%s\"", CW_TRACE_FORMAT);
+        rc = bad(r, d, "not a commitwatch trace: the header's \"format\" must be \"%s\"",
+                 CW_TRACE_FORMAT);
     else if (st != INT_OK)
         rc = int_error(r, d, st, "version", false);
     else if (version != CW_TRACE_VERSION)
-        rc = cw_diag_set(d, CW_EPARSE, "%s:%" PRIu64 ": trace version %" PRIu64 " is not supported (this commitwatch reads version %d)", r->path, r->line, version, CW_TRACE_VERSION);
+        rc = cw_diag_set(d, CW_EPARSE,
+                         "%s:%" PRIu64 ": trace version %" PRIu64
+                         " is not supported (this commitwatch reads version %d)",
+                         r->path, r->line, version, CW_TRACE_VERSION);
     else if (plat && (!cJSON_IsString(plat) || strlen(plat->valuestring) >= sizeof r->hdr.platform))
-        rc = bad(r, d, "%s", "field \"platform\" must be a short string such as \"windows\" or \"linux\"");
+        rc = bad(r, d, "%s",
+                 "field \"platform\" must be a short string such as \"windows\" or \"linux\"");
     else if ((st = int_field(h, line, "pointer_size", false, &psize)) != INT_OK && st != INT_ABSENT)
         rc = int_error(r, d, st, "pointer_size", false);
     else if (psize != 4 && psize != 8)
         rc = bad(r, d, "%s", "field \"pointer_size\" must be 4 or 8");
     if (rc == 0) {
-        snprintf(r->hdr.platform, sizeof r->hdr.platform, "%s", plat ? plat->valuestring : "unknown");
+        cw_strlcpy(r->hdr.platform, plat ? plat->valuestring : "unknown", sizeof r->hdr.platform);
         r->hdr.pointer_size = (uint32_t)psize;
     }
     cJSON_Delete(h);
@@ -294,17 +301,15 @@ static int read_stack(cw_trace_reader_t *r, const cJSON *stack, uint32_t *out, c
 {
     int n = cJSON_GetArraySize(stack), i = 0;
     const cJSON *fr;
-    if ((uint32_t)n > r->idcap) {
-        uint32_t *ni = realloc(r->ids, (size_t)n * sizeof *ni);
-        if (!ni) return CW_ENOMEM;
-        r->ids = ni;
-        r->idcap = (uint32_t)n;
-    }
+    if (n > 0 && CW_RESERVE(r->ids, r->idcap, (size_t)n)) return CW_ENOMEM;
     cJSON_ArrayForEach(fr, stack)
     {
         if (!cJSON_IsString(fr) || !fr->valuestring[0])
-            return bad(r, d, "%s", "field \"stack\" must be an array of non-empty strings (frames \"module!function\")");
-        if (cw_stacks_intern_frame(r->stacks, fr->valuestring, strlen(fr->valuestring), &r->ids[i++]))
+            return bad(r, d, "%s",
+                       "field \"stack\" must be an array of non-empty strings (frames "
+                       "\"module!function\")");
+        if (cw_stacks_intern_frame(r->stacks, fr->valuestring, strlen(fr->valuestring),
+                                   &r->ids[i++]))
             return CW_ENOMEM;
     }
     return cw_stacks_intern(r->stacks, r->ids, (uint32_t)n, out);
@@ -327,7 +332,8 @@ int cw_trace_reader_next(cw_trace_reader_t *r, cw_event_t *ev, cw_diag_t *d)
     if (!o) {
         const char *at = cJSON_GetErrorPtr();
         long col = (at && at >= line && at <= line + len) ? (long)(at - line) + 1 : 0;
-        return cw_diag_set(d, CW_EPARSE, "%s:%" PRIu64 ":%ld: not valid JSON", r->path, r->line, col);
+        return cw_diag_set(d, CW_EPARSE, "%s:%" PRIu64 ":%ld: not valid JSON", r->path, r->line,
+                           col);
     }
     r->cur = o;
     if (!cJSON_IsObject(o)) return bad(r, d, "%s", "an event must be a JSON object");
@@ -336,50 +342,72 @@ int cw_trace_reader_next(cw_trace_reader_t *r, cw_event_t *ev, cw_diag_t *d)
     const cJSON *op = cJSON_GetObjectItemCaseSensitive(o, "op");
     if (!op) return bad(r, d, "%s", "missing field \"op\"");
     if (!cJSON_IsString(op) || cw_op_parse(op->valuestring, &ev->op) != 0)
-        return bad(r, d, "%s", "field \"op\" must be one of commit, decommit, reserve, release, process_start, process_exit");
+        return bad(r, d, "%s",
+                   "field \"op\" must be one of commit, decommit, reserve, release, process_start, "
+                   "process_exit");
 
     uint64_t v;
     int_status_t st;
-    if ((st = int_field(o, line, "ts", false, &v)) != INT_OK) return int_error(r, d, st, "ts", false);
-    if (v >= INT64_MAX) return bad(r, d, "%s", "field \"ts\" must be below 2^63 - 1 (nanoseconds since the Unix epoch)");
+    if ((st = int_field(o, line, "ts", false, &v)) != INT_OK)
+        return int_error(r, d, st, "ts", false);
+    if (v >= INT64_MAX)
+        return bad(r, d, "%s",
+                   "field \"ts\" must be below 2^63 - 1 (nanoseconds since the Unix epoch)");
     ev->ts = (int64_t)v;
-    if ((st = int_field(o, line, "pid", false, &v)) != INT_OK) return int_error(r, d, st, "pid", false);
+    if ((st = int_field(o, line, "pid", false, &v)) != INT_OK)
+        return int_error(r, d, st, "pid", false);
     if (v > UINT32_MAX) return bad(r, d, "%s", "field \"pid\" must fit in 32 bits");
     ev->pid = (uint32_t)v;
     st = int_field(o, line, "tid", false, &v);
-    if (st == INT_OK && v <= UINT32_MAX) ev->tid = (uint32_t)v;
-    else if (st != INT_ABSENT) return v > UINT32_MAX && st == INT_OK ? bad(r, d, "%s", "field \"tid\" must fit in 32 bits") : int_error(r, d, st, "tid", false);
+    if (st == INT_OK && v <= UINT32_MAX)
+        ev->tid = (uint32_t)v;
+    else if (st != INT_ABSENT)
+        return v > UINT32_MAX && st == INT_OK ? bad(r, d, "%s", "field \"tid\" must fit in 32 bits")
+                                              : int_error(r, d, st, "tid", false);
 
     bool ranged = ev->op <= CW_OP_RELEASE;
     if (ranged) {
-        if ((st = int_field(o, line, "addr", true, &ev->addr)) != INT_OK) return int_error(r, d, st, "addr", true);
-        if ((st = int_field(o, line, "size", false, &ev->size)) != INT_OK) return int_error(r, d, st, "size", false);
+        if ((st = int_field(o, line, "addr", true, &ev->addr)) != INT_OK)
+            return int_error(r, d, st, "addr", true);
+        if ((st = int_field(o, line, "size", false, &ev->size)) != INT_OK)
+            return int_error(r, d, st, "size", false);
         if (ev->size == 0) return bad(r, d, "%s", "field \"size\" must be greater than 0");
-        if (ev->size > INT64_MAX) return bad(r, d, "%s", "field \"size\" must be below 2^63 (no address space is larger)");
-        if (ev->addr + ev->size < ev->addr) return bad(r, d, "%s", "the range addr + size goes past the end of the address space");
+        if (ev->size > INT64_MAX)
+            return bad(r, d, "%s",
+                       "field \"size\" must be below 2^63 (no address space is larger)");
+        if (ev->addr + ev->size < ev->addr)
+            return bad(r, d, "%s", "the range addr + size goes past the end of the address space");
     }
     const cJSON *rd = cJSON_GetObjectItemCaseSensitive(o, "rundown");
     if (rd) {
         if (!cJSON_IsBool(rd)) return bad(r, d, "%s", "field \"rundown\" must be true or false");
-        if (ev->op != CW_OP_COMMIT && cJSON_IsTrue(rd)) return bad(r, d, "%s", "\"rundown\" is only valid on a commit");
+        if (ev->op != CW_OP_COMMIT && cJSON_IsTrue(rd))
+            return bad(r, d, "%s", "\"rundown\" is only valid on a commit");
         ev->rundown = cJSON_IsTrue(rd);
     }
     if (ev->op == CW_OP_PROCESS_START) {
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name");
         const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(o, "cmdline");
-        if (!name) return bad(r, d, "%s", "missing field \"name\" (process_start needs the image name)");
+        if (!name)
+            return bad(r, d, "%s", "missing field \"name\" (process_start needs the image name)");
         if (!cJSON_IsString(name)) return bad(r, d, "%s", "field \"name\" must be a string");
-        if (cmd && !cJSON_IsNull(cmd) && !cJSON_IsString(cmd)) return bad(r, d, "%s", "field \"cmdline\" must be a string");
+        if (cmd && !cJSON_IsNull(cmd) && !cJSON_IsString(cmd))
+            return bad(r, d, "%s", "field \"cmdline\" must be a string");
         ev->name = name->valuestring;
         ev->cmdline = cJSON_IsString(cmd) ? cmd->valuestring : NULL;
     }
     const cJSON *stack = cJSON_GetObjectItemCaseSensitive(o, "stack");
     if (stack && !cJSON_IsNull(stack)) {
-        if (!cJSON_IsArray(stack)) return bad(r, d, "%s", "field \"stack\" must be an array of strings");
+        if (!cJSON_IsArray(stack))
+            return bad(r, d, "%s", "field \"stack\" must be an array of strings");
         if ((rc = read_stack(r, stack, &ev->stack_id, d)) != 0) return rc;
     }
     if (r->have_ts && ev->ts < r->last_ts)
-        return cw_diag_set(d, CW_ETIME, "%s:%" PRIu64 ": ts %" PRId64 " goes back in time (the previous event is at %" PRId64 "); events must be in time order", r->path, r->line, ev->ts, r->last_ts);
+        return cw_diag_set(d, CW_ETIME,
+                           "%s:%" PRIu64 ": ts %" PRId64
+                           " goes back in time (the previous event is at %" PRId64
+                           "); events must be in time order",
+                           r->path, r->line, ev->ts, r->last_ts);
     r->last_ts = ev->ts;
     r->have_ts = true;
     return 1;
@@ -393,7 +421,7 @@ struct cw_trace_writer {
     char *path;
     const cw_stacks_t *stacks;
     char **esc; /* escaped frame text by frame id */
-    uint32_t nesc;
+    size_t nesc;
 };
 
 /* cJSON's escaping of s, quotes included; malloc'd or NULL. */
@@ -422,7 +450,8 @@ int cw_trace_writer_open(const char *path, const cw_trace_header_t *h, const cw_
         w->f = fopen(path, "wb");
         w->own = true;
         if (!w->f) {
-            int rc = cw_diag_set(d, CW_EIO, "%s: cannot create the trace: %s", path, strerror(errno));
+            int rc =
+                cw_diag_set(d, CW_EIO, "%s: cannot create the trace: %s", path, strerror(errno));
             free(w->path);
             free(w);
             return rc;
@@ -442,15 +471,7 @@ int cw_trace_writer_open(const char *path, const cw_trace_header_t *h, const cw_
 
 static const char *frame_esc(cw_trace_writer_t *w, uint32_t id)
 {
-    if (id >= w->nesc) {
-        uint32_t n = w->nesc ? w->nesc : 256;
-        while (n <= id) n *= 2;
-        char **ne = realloc(w->esc, n * sizeof *ne);
-        if (!ne) return NULL;
-        memset(ne + w->nesc, 0, (n - w->nesc) * sizeof *ne);
-        w->esc = ne;
-        w->nesc = n;
-    }
+    if (CW_RESERVE_ZEROED(w->esc, w->nesc, (size_t)id + 1)) return NULL;
     if (!w->esc[id]) w->esc[id] = escape(cw_stacks_frame_text(w->stacks, id));
     return w->esc[id];
 }
@@ -458,7 +479,8 @@ static const char *frame_esc(cw_trace_writer_t *w, uint32_t id)
 int cw_trace_writer_write(cw_trace_writer_t *w, const cw_event_t *ev)
 {
     FILE *f = w->f;
-    fprintf(f, "{\"ts\":%" PRId64 ",\"op\":\"%s\",\"pid\":%" PRIu32, ev->ts, cw_op_name(ev->op), ev->pid);
+    fprintf(f, "{\"ts\":%" PRId64 ",\"op\":\"%s\",\"pid\":%" PRIu32, ev->ts, cw_op_name(ev->op),
+            ev->pid);
     if (ev->tid) fprintf(f, ",\"tid\":%" PRIu32, ev->tid);
     if (ev->op <= CW_OP_RELEASE)
         fprintf(f, ",\"addr\":\"0x%" PRIx64 "\",\"size\":%" PRIu64, ev->addr, ev->size);
@@ -500,7 +522,8 @@ int cw_trace_writer_close(cw_trace_writer_t *w, cw_diag_t *d)
         rc = cw_diag_set(d, CW_EIO, "%s: cannot write the trace: %s", w->path, strerror(errno));
     if (w->own && fclose(w->f) != 0 && rc == 0)
         rc = cw_diag_set(d, CW_EIO, "%s: cannot close the trace: %s", w->path, strerror(errno));
-    for (uint32_t i = 0; i < w->nesc; i++) free(w->esc[i]);
+    for (size_t i = 0; i < w->nesc; i++)
+        free(w->esc[i]);
     free(w->esc);
     free(w->path);
     free(w);

@@ -23,15 +23,19 @@ typedef struct key_def {
 static const key_def_t keys[] = {
     {"db", T_STRING, OFF(db), "commitwatch.db", "the SQLite database file"},
     {"source", T_STRING, OFF(source), NULL, "perf (Linux), etw (Windows) or replay:PATH"},
-    {"listen", T_STRING, OFF(listen), "127.0.0.1:8470", "HTTP address:port of the API and dashboard"},
+    {"listen", T_STRING, OFF(listen), "127.0.0.1:8470",
+     "HTTP address:port of the API and dashboard"},
     {"token", T_STRING, OFF(token), NULL, "token required by state-changing API calls"},
     {"access_log", T_STRING, OFF(access_log), NULL, "HTTP access log file"},
     {"web_root", T_STRING, OFF(web_root), NULL, "folder of the dashboard's files"},
     {"stacktags", T_LIST, OFF(stacktags), NULL, "a stack-tag rule file (repeatable)"},
     {"log_level", T_STRING, OFF(log_level), "info", "debug, info, warning or error"},
-    {"retention_raw", T_DURATION, OFF(store.retention_ns[0]), "26h", "how long 1 s buckets are kept"},
-    {"retention_minute", T_DURATION, OFF(store.retention_ns[1]), "35d", "how long 1 min buckets are kept"},
-    {"retention_hour", T_DURATION, OFF(store.retention_ns[2]), "400d", "how long 1 h buckets are kept (0 = forever)"},
+    {"retention_raw", T_DURATION, OFF(store.retention_ns[0]), "26h",
+     "how long 1 s buckets are kept"},
+    {"retention_minute", T_DURATION, OFF(store.retention_ns[1]), "35d",
+     "how long 1 min buckets are kept"},
+    {"retention_hour", T_DURATION, OFF(store.retention_ns[2]), "400d",
+     "how long 1 h buckets are kept (0 = forever)"},
     {"size_cap", T_SIZE, OFF(store.size_cap_bytes), "2GiB", "largest database file (0 = no cap)"},
 };
 
@@ -40,8 +44,13 @@ int cw_parse_duration(const char *s, int64_t *ns)
     static const struct {
         const char *suffix;
         int64_t mult;
-    } units[] = {{"ns", 1}, {"us", 1000}, {"ms", 1000000}, {"s", 1000000000LL},
-                 {"m", 60000000000LL}, {"h", 3600000000000LL}, {"d", 86400000000000LL}};
+    } units[] = {{"ns", 1},
+                 {"us", 1000},
+                 {"ms", 1000000},
+                 {"s", 1000000000LL},
+                 {"m", 60000000000LL},
+                 {"h", 3600000000000LL},
+                 {"d", 86400000000000LL}};
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
@@ -64,8 +73,9 @@ int cw_parse_size(const char *s, uint64_t *bytes)
     static const struct {
         const char *suffix;
         uint64_t mult;
-    } units[] = {{"B", 1}, {"KB", 1000}, {"MB", 1000000}, {"GB", 1000000000ULL},
-                 {"KiB", 1024}, {"MiB", 1048576}, {"GiB", 1073741824ULL}, {"TiB", 1099511627776ULL}};
+    } units[] = {
+        {"B", 1},      {"KB", 1000},     {"MB", 1000000},        {"GB", 1000000000ULL},
+        {"KiB", 1024}, {"MiB", 1048576}, {"GiB", 1073741824ULL}, {"TiB", 1099511627776ULL}};
     char *end;
     errno = 0;
     if (*s == '-') return -1;
@@ -99,10 +109,8 @@ static int set_value(cw_config_t *c, const key_def_t *k, const char *v)
     case T_LIST: {
         char ***list = (char ***)(base + k->offset);
         size_t *n = &c->nstacktags; /* the only list key */
-        char **nl = realloc(*list, (*n + 1) * sizeof *nl);
-        if (!nl) return CW_ENOMEM;
-        *list = nl;
-        if (!(nl[*n] = strdup(v))) return CW_ENOMEM;
+        if (CW_RESERVE(*list, c->stacktags_cap, *n + 1) || !((*list)[*n] = cw_strdup(v)))
+            return CW_ENOMEM;
         (*n)++;
         return 0;
     }
@@ -134,16 +142,19 @@ void cw_config_free(cw_config_t *c)
     free(c->access_log);
     free(c->web_root);
     free(c->log_level);
-    for (size_t i = 0; i < c->nstacktags; i++) free(c->stacktags[i]);
+    for (size_t i = 0; i < c->nstacktags; i++)
+        free(c->stacktags[i]);
     free(c->stacktags);
     memset(c, 0, sizeof *c);
 }
 
 static char *trim(char *s)
 {
-    while (isspace((unsigned char)*s)) s++;
+    while (isspace((unsigned char)*s))
+        s++;
     char *e = s + strlen(s);
-    while (e > s && isspace((unsigned char)e[-1])) *--e = '\0';
+    while (e > s && isspace((unsigned char)e[-1]))
+        *--e = '\0';
     return s;
 }
 
@@ -153,7 +164,9 @@ int cw_config_load(cw_config_t *c, const char *path, FILE *warn, cw_diag_t *d)
     char line[4096];
     unsigned lineno = 0;
     int rc = 0;
-    if (!f) return cw_diag_set(d, CW_EIO, "%s: cannot read the configuration: %s", path, strerror(errno));
+    if (!f)
+        return cw_diag_set(d, CW_EIO, "%s: cannot read the configuration: %s", path,
+                           strerror(errno));
     while (rc == 0 && fgets(line, sizeof line, f)) {
         lineno++;
         char *hash = strchr(line, '#');
@@ -171,12 +184,15 @@ int cw_config_load(cw_config_t *c, const char *path, FILE *warn, cw_diag_t *d)
         for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
             if (strcmp(keys[i].key, key) == 0) k = &keys[i];
         if (!k) {
-            if (warn) fprintf(warn, "commitwatch: warning: %s:%u: unknown key '%s' ignored\n", path, lineno, key);
+            if (warn)
+                fprintf(warn, "commitwatch: warning: %s:%u: unknown key '%s' ignored\n", path,
+                        lineno, key);
             continue;
         }
         rc = set_value(c, k, val);
         if (rc == CW_EINVAL)
-            rc = cw_diag_set(d, CW_EPARSE, "%s:%u: bad value '%s' for %s (%s)", path, lineno, val, key, k->help);
+            rc = cw_diag_set(d, CW_EPARSE, "%s:%u: bad value '%s' for %s (%s)", path, lineno, val,
+                             key, k->help);
     }
     if (rc == 0 && ferror(f)) rc = cw_diag_set(d, CW_EIO, "%s: read error", path);
     fclose(f);

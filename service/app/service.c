@@ -61,7 +61,7 @@ bool cw_service_stopping(void)
 typedef struct svc {
     const cw_service_args_t *args;
     cw_diag_t *d;
-    cw_status_t status; /* the one owner of every status figure */
+    cw_status_t status;   /* the one owner of every status figure */
     const char *platform; /* of the data: the source's */
     cw_store_t *store;    /* read-write; the writer's while it runs */
     cw_stacks_t *stacks;
@@ -132,7 +132,8 @@ static int reload(svc_t *s)
     int rc = 0;
 
     atomic_store(&reload_flag, false);
-    CW_LOGI("reload requested: reloading %s", s->args->config_path ? s->args->config_path : "the stack-tag rules");
+    CW_LOGI("reload requested: reloading %s",
+            s->args->config_path ? s->args->config_path : "the stack-tag rules");
     if (load_config(s->args, &cfg, &d) != 0) {
         CW_LOGE("reload: %s; keeping the running configuration", d.msg);
         goto done;
@@ -270,15 +271,16 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
     uint32_t stored_stacks = cw_stacks_count(s->stacks);
     if (stored_stacks <= 1) stored_stacks = 0; /* nothing stored yet: send stack 0 too */
 
-    cw_source_opts_t so = {.arg = arg, .stacks = s->stacks, .rebase_now = a->rebase_now,
-                           .speed = a->speed};
+    cw_source_opts_t so = {
+        .arg = arg, .stacks = s->stacks, .rebase_now = a->rebase_now, .speed = a->speed};
     if ((rc = ops->open(&src, &so, d)) != 0) goto out;
     /* One database holds the data of one platform: its stacks are tagged
      * with that platform's rules. */
     s->platform = ops->platform(src);
     if ((rc = cw_store_meta_get(s->store, "platform", &stored_platform, d)) != 0) goto out;
     if (stored_platform && strcmp(stored_platform, s->platform) != 0) {
-        rc = cw_diag_set(d, CW_EINVAL, "%s holds %s data and this source gives %s data; use another --db",
+        rc = cw_diag_set(d, CW_EINVAL,
+                         "%s holds %s data and this source gives %s data; use another --db",
                          db_path, stored_platform, s->platform);
         goto out;
     }
@@ -347,7 +349,8 @@ out:
         CW_LOGI("end of input: %" PRIu64 " events stored; still serving (SIGINT/SIGTERM to "
                 "exit, --exit-at-end to leave at once)",
                 s->pipe ? cw_pipeline_events(s->pipe) : 0);
-        while (!atomic_load(&stop_flag)) cw_plat_sleep_ns(100000000);
+        while (!atomic_load(&stop_flag))
+            cw_plat_sleep_ns(100000000);
     }
     cw_http_stop(http);
     uint64_t events = s->pipe ? cw_pipeline_events(s->pipe) : 0;

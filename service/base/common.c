@@ -28,6 +28,18 @@ int cw_reserve(void *items, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
+int cw_reserve_zeroed(void *items, size_t *cap, size_t need, size_t elem)
+{
+    size_t old = *cap;
+    char *p;
+    int rc = cw_reserve(items, cap, need, elem);
+    if (rc == 0 && *cap > old) {
+        memcpy(&p, items, sizeof p);
+        memset(p + old * elem, 0, (*cap - old) * elem);
+    }
+    return rc;
+}
+
 size_t cw_strlcpy(char *dst, const char *src, size_t size)
 {
     size_t n = strlen(src);

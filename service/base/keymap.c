@@ -1,18 +1,18 @@
 /* keymap.c - two-word key -> dense index map (see keymap.h). Linear
  * probing, load kept <= 1/2. */
-#include "base/keymap.h"
+#include "commitwatch/keymap.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/hash.h"
+#include "commitwatch/hash.h"
 
-static uint32_t slot_of(const cw__keymap_t *m, uint64_t k1, uint64_t k2)
+static uint32_t slot_of(const cw_keymap_t *m, uint64_t k1, uint64_t k2)
 {
-    return (uint32_t)cw__hash_combine(cw__hash_u64(k1), k2) & m->mask;
+    return (uint32_t)cw_hash_combine(cw_hash_u64(k1), k2) & m->mask;
 }
 
-int cw__keymap_init(cw__keymap_t *m, uint32_t initial_pow2)
+int cw_keymap_init(cw_keymap_t *m, uint32_t initial_pow2)
 {
     uint32_t cap = initial_pow2 < 16 ? 16 : initial_pow2;
     memset(m, 0, sizeof *m);
@@ -20,14 +20,14 @@ int cw__keymap_init(cw__keymap_t *m, uint32_t initial_pow2)
     m->k2 = malloc(cap * sizeof *m->k2);
     m->idx = calloc(cap, sizeof *m->idx);
     if (!m->k1 || !m->k2 || !m->idx) {
-        cw__keymap_free(m);
+        cw_keymap_free(m);
         return -1;
     }
     m->mask = cap - 1;
     return 0;
 }
 
-void cw__keymap_free(cw__keymap_t *m)
+void cw_keymap_free(cw_keymap_t *m)
 {
     free(m->k1);
     free(m->k2);
@@ -35,31 +35,32 @@ void cw__keymap_free(cw__keymap_t *m)
     memset(m, 0, sizeof *m);
 }
 
-void cw__keymap_clear(cw__keymap_t *m)
+void cw_keymap_clear(cw_keymap_t *m)
 {
     if (m->count) memset(m->idx, 0, ((size_t)m->mask + 1) * sizeof *m->idx);
     m->count = 0;
 }
 
-static int grow(cw__keymap_t *m)
+static int grow(cw_keymap_t *m)
 {
-    cw__keymap_t n;
-    if (cw__keymap_init(&n, (m->mask + 1) * 2) != 0) return -1;
+    cw_keymap_t n;
+    if (cw_keymap_init(&n, (m->mask + 1) * 2) != 0) return -1;
     for (uint32_t i = 0; i <= m->mask; i++) {
         if (!m->idx[i]) continue;
         uint32_t j = slot_of(&n, m->k1[i], m->k2[i]);
-        while (n.idx[j]) j = (j + 1) & n.mask;
+        while (n.idx[j])
+            j = (j + 1) & n.mask;
         n.k1[j] = m->k1[i];
         n.k2[j] = m->k2[i];
         n.idx[j] = m->idx[i];
     }
     n.count = m->count;
-    cw__keymap_free(m);
+    cw_keymap_free(m);
     *m = n;
     return 0;
 }
 
-uint32_t cw__keymap_get(cw__keymap_t *m, uint64_t k1, uint64_t k2, int *added)
+uint32_t cw_keymap_get(cw_keymap_t *m, uint64_t k1, uint64_t k2, int *added)
 {
     uint32_t i = slot_of(m, k1, k2);
     *added = 0;
@@ -69,7 +70,7 @@ uint32_t cw__keymap_get(cw__keymap_t *m, uint64_t k1, uint64_t k2, int *added)
     }
     if ((m->count + 1) * 2 > m->mask + 1) {
         if (grow(m) != 0) return UINT32_MAX;
-        return cw__keymap_get(m, k1, k2, added);
+        return cw_keymap_get(m, k1, k2, added);
     }
     m->k1[i] = k1;
     m->k2[i] = k2;

@@ -1,5 +1,5 @@
 /* pool.c - fixed-size object pool (see pool.h). */
-#include "base/pool.h"
+#include "commitwatch/pool.h"
 
 #include <stdlib.h>
 
@@ -9,7 +9,7 @@ typedef struct chunk_hdr {
     max_align_t pad[];
 } chunk_hdr_t;
 
-void cw__pool_init(cw__pool_t *p, size_t obj_size, size_t per_chunk)
+void cw_pool_init(cw_pool_t *p, size_t obj_size, size_t per_chunk)
 {
     size_t a = sizeof(max_align_t);
     if (obj_size < sizeof(void *)) obj_size = sizeof(void *);
@@ -20,7 +20,7 @@ void cw__pool_init(cw__pool_t *p, size_t obj_size, size_t per_chunk)
     p->live = 0;
 }
 
-void *cw__pool_get(cw__pool_t *p)
+void *cw_pool_get(cw_pool_t *p)
 {
     if (!p->free_list) {
         chunk_hdr_t *c = malloc(sizeof *c + p->obj_size * p->per_chunk);
@@ -40,7 +40,7 @@ void *cw__pool_get(cw__pool_t *p)
     return o;
 }
 
-void cw__pool_put(cw__pool_t *p, void *obj)
+void cw_pool_put(cw_pool_t *p, void *obj)
 {
     if (!obj) return;
     *(void **)obj = p->free_list;
@@ -48,7 +48,7 @@ void cw__pool_put(cw__pool_t *p, void *obj)
     p->live--;
 }
 
-void cw__pool_destroy(cw__pool_t *p)
+void cw_pool_destroy(cw_pool_t *p)
 {
     chunk_hdr_t *c = p->chunks;
     while (c) {

@@ -33,7 +33,7 @@ typedef enum {
 } cw_cli_type_t;
 
 typedef struct cw_cli_opt {
-    const char *name;  /* "--db"; NULL ends the table */
+    const char *name; /* "--db"; NULL ends the table */
     cw_cli_type_t type;
     size_t off;
     size_t aux;

@@ -18,8 +18,9 @@ int cw_cli_wants_help(int argc, char **argv)
     return 0;
 }
 
-/* Stores one value; 0, or 2 after printing why it is bad. */
-static int set_opt(const char *cmd, const cw_cli_opt_t *o, const char *v, char *base)
+/* Stores one value; 0, or 2 after printing why it is bad. argc bounds how
+ * many values a list can get, so its array is sized once. */
+static int set_opt(const char *cmd, const cw_cli_opt_t *o, const char *v, char *base, int argc)
 {
     char *end;
     errno = 0;
@@ -33,19 +34,18 @@ static int set_opt(const char *cmd, const cw_cli_opt_t *o, const char *v, char *
     case CW_CLI_LIST: {
         const char ***list = (const char ***)(base + o->off);
         size_t *n = (size_t *)(base + o->aux);
-        const char **nl = realloc(*list, (*n + 1) * sizeof *nl);
-        if (!nl) {
+        if (!*list && !(*list = malloc((size_t)argc * sizeof **list))) {
             fprintf(stderr, "commitwatch %s: out of memory\n", cmd);
             return 2;
         }
-        nl[(*n)++] = v;
-        *list = nl;
+        (*list)[(*n)++] = v;
         return 0;
     }
     case CW_CLI_POSITIVE: {
         double x = strtod(v, &end);
         if (errno || end == v || *end || !(x > 0)) {
-            fprintf(stderr, "commitwatch %s: %s takes a positive number, not '%s'\n", cmd, o->name, v);
+            fprintf(stderr, "commitwatch %s: %s takes a positive number, not '%s'\n", cmd, o->name,
+                    v);
             return 2;
         }
         *(double *)(base + o->off) = x;
@@ -84,7 +84,8 @@ int cw_cli_parse(const char *cmd, int argc, char **argv, const cw_cli_opt_t *tab
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const cw_cli_opt_t *o = table;
-        while (o->name && strcmp(a, o->name) != 0 && !(o->alias && strcmp(a, o->alias) == 0)) o++;
+        while (o->name && strcmp(a, o->name) != 0 && !(o->alias && strcmp(a, o->alias) == 0))
+            o++;
         if (!o->name) {
             fprintf(stderr, "commitwatch %s: unknown option '%s'\n\n%s", cmd, a, usage);
             return 2;
@@ -97,7 +98,7 @@ int cw_cli_parse(const char *cmd, int argc, char **argv, const cw_cli_opt_t *tab
             }
             v = argv[++i];
         }
-        int rc = set_opt(cmd, o, v, out);
+        int rc = set_opt(cmd, o, v, out, argc);
         if (rc) return rc;
     }
     return 0;

@@ -125,7 +125,9 @@ static int retag_report(cw_store_t *st, cw_report_t *r, const analyze_args_t *ar
         for (uint32_t j = 0; j < r->procs[i].nstacks && rc == 0; j++) {
             cw_stack_report_t *s = &r->procs[i].stacks[j];
             uint32_t id;
-            if ((rc = cw_stacks_intern_strings(stacks, (const char *const *)s->frames, s->nframes, &id)) != 0) break;
+            if ((rc = cw_stacks_intern_strings(stacks, (const char *const *)s->frames, s->nframes,
+                                               &id)) != 0)
+                break;
             char *tag = strdup(cw_tagger_tag_name(tagger, cw_tagger_tag(tagger, stacks, id)));
             if (!tag) {
                 rc = CW_ENOMEM;
@@ -155,16 +157,21 @@ int cw_cmd_analyze(int argc, char **argv)
     }
     if ((rc = cw_cli_parse("analyze", argc, argv, opts, &a, usage_text)) != 0) goto usage;
     if ((a.source != NULL) == (a.db != NULL)) {
-        fprintf(stderr, "commitwatch analyze: give exactly one of --source replay:PATH or --db FILE\n%s", usage_text);
+        fprintf(stderr,
+                "commitwatch analyze: give exactly one of --source replay:PATH or --db FILE\n%s",
+                usage_text);
         goto usage;
     }
     if (a.have_from && a.have_to && a.from >= a.to) {
-        fprintf(stderr, "commitwatch analyze: --from (%" PRId64 ") must be before --to (%" PRId64 ")\n", a.from, a.to);
+        fprintf(stderr,
+                "commitwatch analyze: --from (%" PRId64 ") must be before --to (%" PRId64 ")\n",
+                a.from, a.to);
         goto usage;
     }
     if (a.source) {
         if (strncmp(a.source, "replay:", 7) != 0) {
-            fprintf(stderr, "commitwatch analyze: --source must be replay:PATH (live sources are for `run` and `record`)\n");
+            fprintf(stderr, "commitwatch analyze: --source must be replay:PATH (live sources are "
+                            "for `run` and `record`)\n");
             goto usage;
         }
         rc = analyze_trace(a.source + 7, a.from, a.to, a.stacks, &a, &r, &d);

@@ -123,7 +123,7 @@ int cw_cmd_record(int argc, char **argv)
     cw_source_opts_t so = {.arg = source_rest, .stacks = stacks};
     if ((rc = ops->open(&src, &so, &d))) goto done;
     cw_trace_header_t h = {{0}, 8};
-    snprintf(h.platform, sizeof h.platform, "%s", ops->platform(src));
+    cw_strlcpy(h.platform, ops->platform(src), sizeof h.platform);
     if ((rc = cw_trace_writer_open(out, &h, stacks, &r.w, &d))) goto done;
     if (duration) r.deadline = cw_plat_mono_ns() + duration * 1000000000LL;
 

@@ -62,8 +62,7 @@ int cw_cmd_run(int argc, char **argv)
         cw_plat_catch_stop(cw_service_stop, cw_service_reload);
         int src = cw_service_run(&a, &d);
         cw_plat_catch_stop(NULL, NULL);
-        if (src != 0)
-            fprintf(stderr, "commitwatch run: %s\n", d.msg[0] ? d.msg : cw_strerror(src));
+        if (src != 0) fprintf(stderr, "commitwatch run: %s\n", d.msg[0] ? d.msg : cw_strerror(src));
         rc = src == 0 ? 0 : src == CW_EUSAGE ? 2 : 1;
     }
     free((void *)a.stacktags);

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "commitwatch/error.h"
-#include "base/hash.h"
+#include "commitwatch/hash.h"
 
 typedef struct stack_rec {
     uint64_t off;
@@ -27,22 +27,26 @@ struct cw_stacks {
     char **ftext;
     uint32_t *flen;
     uint64_t *fhash;
-    uint32_t nframes, fcap;
+    uint32_t nframes;
+    size_t fcap;
     uint32_t *ftab; /* open addressing: frame id + 0 (ids start at 1) */
     uint32_t ftab_mask;
 
     stack_rec_t *stacks; /* index = stack id; [0] = empty stack */
-    uint32_t nstacks, scap;
+    uint32_t nstacks;
+    size_t scap;
     uint32_t *ids; /* all stacks' frame ids */
-    uint64_t nids, idcap;
+    uint64_t nids;
+    size_t idcap;
     uint32_t *stab; /* stack id + 1 */
     uint32_t stab_mask;
 };
 
 static uint64_t hash_list(const uint32_t *f, uint32_t n)
 {
-    uint64_t h = cw__hash_u64(n);
-    for (uint32_t i = 0; i < n; i++) h = cw__hash_combine(h, f[i]);
+    uint64_t h = cw_hash_u64(n);
+    for (uint32_t i = 0; i < n; i++)
+        h = cw_hash_combine(h, f[i]);
     return h;
 }
 
@@ -81,7 +85,8 @@ void cw_stacks_destroy(cw_stacks_t *s)
 {
     if (!s) return;
     if (s->ftext)
-        for (uint32_t i = 1; i < s->nframes; i++) free(s->ftext[i]);
+        for (uint32_t i = 1; i < s->nframes; i++)
+            free(s->ftext[i]);
     free(s->ftext);
     free(s->flen);
     free(s->fhash);
@@ -93,15 +98,16 @@ void cw_stacks_destroy(cw_stacks_t *s)
 }
 
 /* Rebuilds an open addressing table at twice the size from hashes. */
-static int rehash(uint32_t **tab, uint32_t *mask, uint32_t count, uint64_t (*hash_of)(void *, uint32_t),
-                  void *ctx, uint32_t first)
+static int rehash(uint32_t **tab, uint32_t *mask, uint32_t count,
+                  uint64_t (*hash_of)(void *, uint32_t), void *ctx, uint32_t first)
 {
     uint32_t nmask = (*mask << 1) | 1;
     uint32_t *nt = calloc((size_t)nmask + 1, sizeof *nt);
     if (!nt) return CW_ENOMEM;
     for (uint32_t id = first; id < count; id++) {
         uint32_t i = (uint32_t)hash_of(ctx, id) & nmask;
-        while (nt[i]) i = (i + 1) & nmask;
+        while (nt[i])
+            i = (i + 1) & nmask;
         nt[i] = id + (first == 0 ? 1 : 0);
     }
     free(*tab);
@@ -122,7 +128,7 @@ static uint64_t stack_hash_of(void *ctx, uint32_t id)
 
 int cw_stacks_intern_frame(cw_stacks_t *s, const char *text, size_t len, uint32_t *out_frame)
 {
-    uint64_t h = cw__hash_bytes(text, len);
+    uint64_t h = cw_hash_bytes(text, len);
     uint32_t i = (uint32_t)h & s->ftab_mask;
     for (; s->ftab[i]; i = (i + 1) & s->ftab_mask) {
         uint32_t id = s->ftab[i];
@@ -132,22 +138,15 @@ int cw_stacks_intern_frame(cw_stacks_t *s, const char *text, size_t len, uint32_
         }
     }
     if (s->nframes == s->fcap) {
-        uint32_t ncap = s->fcap * 2;
-        char **t = realloc(s->ftext, ncap * sizeof *t);
-        if (!t) return CW_ENOMEM;
-        s->ftext = t;
-        uint32_t *l = realloc(s->flen, ncap * sizeof *l);
-        if (!l) return CW_ENOMEM;
-        s->flen = l;
-        uint64_t *hh = realloc(s->fhash, ncap * sizeof *hh);
-        if (!hh) return CW_ENOMEM;
-        s->fhash = hh;
-        s->fcap = ncap;
+        /* Three parallel arrays of one capacity: each grows alike. */
+        size_t ct = s->fcap, cl = s->fcap, ch = s->fcap;
+        if (CW_RESERVE(s->ftext, ct, s->nframes + 1u) || CW_RESERVE(s->flen, cl, s->nframes + 1u) ||
+            CW_RESERVE(s->fhash, ch, s->nframes + 1u))
+            return CW_ENOMEM;
+        s->fcap = ct;
     }
-    char *copy = malloc(len + 1);
+    char *copy = cw_strndup(text, len);
     if (!copy) return CW_ENOMEM;
-    memcpy(copy, text, len);
-    copy[len] = '\0';
     uint32_t id = s->nframes++;
     s->ftext[id] = copy;
     s->flen[id] = (uint32_t)len;
@@ -168,25 +167,15 @@ int cw_stacks_intern(cw_stacks_t *s, const uint32_t *frames, uint32_t n, uint32_
     for (; s->stab[i]; i = (i + 1) & s->stab_mask) {
         uint32_t id = s->stab[i] - 1;
         const stack_rec_t *r = &s->stacks[id];
-        if (r->hash == h && r->n == n && (n == 0 || memcmp(s->ids + r->off, frames, n * sizeof *frames) == 0)) {
+        if (r->hash == h && r->n == n &&
+            (n == 0 || memcmp(s->ids + r->off, frames, n * sizeof *frames) == 0)) {
             *out_stack = id;
             return 0;
         }
     }
-    if (s->nstacks == s->scap) {
-        stack_rec_t *ns = realloc(s->stacks, (size_t)s->scap * 2 * sizeof *ns);
-        if (!ns) return CW_ENOMEM;
-        s->stacks = ns;
-        s->scap *= 2;
-    }
-    if (s->nids + n > s->idcap) {
-        uint64_t ncap = s->idcap;
-        while (ncap < s->nids + n) ncap *= 2;
-        uint32_t *ni = realloc(s->ids, ncap * sizeof *ni);
-        if (!ni) return CW_ENOMEM;
-        s->ids = ni;
-        s->idcap = ncap;
-    }
+    if (CW_RESERVE(s->stacks, s->scap, s->nstacks + 1u) ||
+        CW_RESERVE(s->ids, s->idcap, s->nids + n))
+        return CW_ENOMEM;
     uint32_t id = s->nstacks++;
     stack_rec_t *r = &s->stacks[id];
     r->off = s->nids;
@@ -260,5 +249,6 @@ void cw_stacks_set_tag(cw_stacks_t *s, uint32_t stack_id, uint32_t tag_id)
 
 void cw_stacks_clear_tags(cw_stacks_t *s)
 {
-    for (uint32_t i = 0; i < s->nstacks; i++) s->stacks[i].tag = CW_TAG_UNSET;
+    for (uint32_t i = 0; i < s->nstacks; i++)
+        s->stacks[i].tag = CW_TAG_UNSET;
 }

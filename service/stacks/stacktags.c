@@ -16,15 +16,6 @@
 
 /* ---- the set ---------------------------------------------------------- */
 
-static char *dup_n(const char *s, size_t n)
-{
-    char *c = malloc(n + 1);
-    if (!c) return NULL;
-    memcpy(c, s, n);
-    c[n] = '\0';
-    return c;
-}
-
 static void entry_free(st_entry_t *e)
 {
     free(e->module);
@@ -65,16 +56,10 @@ int cw__st_set_tag(st_set_t *set, const char *path, size_t len, uint32_t *out)
         if (++depth > ST_MAX_DEPTH) return CW_EINVAL;
         uint32_t idx = find_tag(set, path, i);
         if (idx == ST_NONE) {
-            if (set->ntags == set->cap) {
-                uint32_t ncap = set->cap ? set->cap * 2 : 16;
-                st_tag_t *nt = realloc(set->tags, ncap * sizeof *nt);
-                if (!nt) return CW_ENOMEM;
-                set->tags = nt;
-                set->cap = ncap;
-            }
+            if (CW_RESERVE(set->tags, set->cap, set->ntags + 1u)) return CW_ENOMEM;
             st_tag_t *t = &set->tags[set->ntags];
             memset(t, 0, sizeof *t);
-            if (!(t->path = dup_n(path, i))) return CW_ENOMEM;
+            if (!(t->path = cw_strndup(path, i))) return CW_ENOMEM;
             t->name_off = (uint32_t)start;
             t->parent = parent;
             t->depth = depth;
@@ -91,17 +76,11 @@ int cw__st_add_entry(st_set_t *set, uint32_t tag, const char *module, const char
                      uint32_t file, uint32_t line)
 {
     st_tag_t *t = &set->tags[tag];
-    if (t->nentries == t->cap) {
-        uint32_t ncap = t->cap ? t->cap * 2 : 4;
-        st_entry_t *ne = realloc(t->entries, ncap * sizeof *ne);
-        if (!ne) return CW_ENOMEM;
-        t->entries = ne;
-        t->cap = ncap;
-    }
+    if (CW_RESERVE(t->entries, t->cap, t->nentries + 1u)) return CW_ENOMEM;
     st_entry_t *e = &t->entries[t->nentries];
     memset(e, 0, sizeof *e);
-    e->module = dup_n(module, strlen(module));
-    e->method = method ? dup_n(method, strlen(method)) : NULL;
+    e->module = cw_strdup(module);
+    e->method = method ? cw_strdup(method) : NULL;
     if (!e->module || (method && !e->method)) {
         entry_free(e);
         return CW_ENOMEM;
@@ -127,16 +106,14 @@ static int set_clone(st_set_t *dst, const st_set_t *src)
         d->entries = NULL;
         d->nentries = d->cap = 0;
         dst->ntags = i + 1;
-        if (!(d->path = dup_n(s->path, strlen(s->path)))) goto fail;
+        if (!(d->path = cw_strdup(s->path))) goto fail;
         d->entries = s->nentries ? malloc(s->nentries * sizeof *d->entries) : NULL;
         if (s->nentries && !d->entries) goto fail;
         d->cap = s->nentries;
         for (uint32_t j = 0; j < s->nentries; j++) {
             d->entries[j] = s->entries[j];
-            d->entries[j].module = dup_n(s->entries[j].module, strlen(s->entries[j].module));
-            d->entries[j].method = s->entries[j].method
-                                       ? dup_n(s->entries[j].method, strlen(s->entries[j].method))
-                                       : NULL;
+            d->entries[j].module = cw_strdup(s->entries[j].module);
+            d->entries[j].method = s->entries[j].method ? cw_strdup(s->entries[j].method) : NULL;
             d->nentries = j + 1;
             if (!d->entries[j].module || (s->entries[j].method && !d->entries[j].method)) goto fail;
         }
@@ -422,14 +399,9 @@ int cw_stacktags_load_buffer(cw_stacktags_t *r, const char *name, const char *bu
     uint64_t nentries = 0;
     int rc;
 
-    if (r->nfiles == r->fcap) {
-        uint32_t ncap = r->fcap ? r->fcap * 2 : 4;
-        char **nf = realloc(r->files, ncap * sizeof *nf);
-        if (!nf) return cw_diag_set(d, CW_ENOMEM, "%s: out of memory", name);
-        r->files = nf;
-        r->fcap = ncap;
-    }
-    if (!(r->files[r->nfiles] = dup_n(name, strlen(name))))
+    if (CW_RESERVE(r->files, r->fcap, r->nfiles + 1u))
+        return cw_diag_set(d, CW_ENOMEM, "%s: out of memory", name);
+    if (!(r->files[r->nfiles] = cw_strdup(name)))
         return cw_diag_set(d, CW_ENOMEM, "%s: out of memory", name);
 
     rc = cw__st_parse(r, &stage, name, r->nfiles, buf, len, d);
@@ -469,15 +441,9 @@ int cw_stacktags_load_file(cw_stacktags_t *r, const char *path, cw_diag_t *d)
 
     if (!f) return cw_diag_set(d, CW_EIO, "%s: cannot open stack-tag file (check the path)", path);
     for (;;) {
-        if (len == cap) {
-            size_t ncap = cap ? cap * 2 : 64 * 1024;
-            char *nb = realloc(buf, ncap);
-            if (!nb) {
-                rc = cw_diag_set(d, CW_ENOMEM, "%s: out of memory reading it", path);
-                goto out;
-            }
-            buf = nb;
-            cap = ncap;
+        if (CW_RESERVE(buf, cap, len + 65536)) { /* always 64 KiB to read into */
+            rc = cw_diag_set(d, CW_ENOMEM, "%s: out of memory reading it", path);
+            goto out;
         }
         size_t got = fread(buf + len, 1, cap - len, f);
         len += got;

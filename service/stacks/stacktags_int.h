@@ -36,13 +36,15 @@ typedef struct st_tag {
     int32_t priority;  /* meaningful when priority_set */
     bool priority_set;
     st_entry_t *entries; /* its own entrypoints */
-    uint32_t nentries, cap;
+    uint32_t nentries;
+    size_t cap;
 } st_tag_t;
 
 /* Tags in creation order; a parent is always created before its children. */
 typedef struct st_set {
     st_tag_t *tags;
-    uint32_t ntags, cap;
+    uint32_t ntags;
+    size_t cap;
 } st_set_t;
 
 /* A compiled pattern: the text (lowercased for modules) and its shape,
@@ -92,7 +94,8 @@ struct cw_stacktags {
     st_set_t set;
     st_compiled_t c;
     char **files; /* names of the loaded files, for messages */
-    uint32_t nfiles, fcap;
+    uint32_t nfiles;
+    size_t fcap;
     uint64_t next_seq;
     cw_stacktags_warn_fn warn;
     void *warn_ctx;
@@ -101,7 +104,7 @@ struct cw_stacktags {
      * 0 unknown, 1 no rule, k+2 rule k */
     uint64_t cache_uid;
     uint32_t *fcache;
-    uint32_t fcache_n;
+    size_t fcache_n;
 };
 
 /* stacktags.c */

@@ -35,11 +35,7 @@ typedef struct parse {
 } parse_t;
 
 /* Stops the parser with a rule error at the current position. */
-static void fail(parse_t *ps, int rc, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
+static void fail(parse_t *ps, int rc, const char *fmt, ...) CW_PRINTF(3, 4);
 
 static void fail(parse_t *ps, int rc, const char *fmt, ...)
 {
@@ -60,17 +56,10 @@ static void warn_once(parse_t *ps, const char *key, const char *text)
 {
     for (size_t i = 0; i < ps->nwarned; i++)
         if (strcmp(ps->warned[i], key) == 0) return;
-    if (ps->nwarned == ps->wcap) {
-        size_t ncap = ps->wcap ? ps->wcap * 2 : 8;
-        char **nw = realloc(ps->warned, ncap * sizeof *nw);
-        if (!nw) return; /* a lost warning is not worth failing the load */
-        ps->warned = nw;
-        ps->wcap = ncap;
-    }
-    size_t kl = strlen(key);
-    char *k = malloc(kl + 1);
+    /* A lost warning is not worth failing the load. */
+    if (CW_RESERVE(ps->warned, ps->wcap, ps->nwarned + 1)) return;
+    char *k = cw_strdup(key);
     if (!k) return;
-    memcpy(k, key, kl + 1);
     ps->warned[ps->nwarned++] = k;
     char msg[768];
     snprintf(msg, sizeof msg, "%s:%lu: %s", ps->name,
@@ -205,15 +194,9 @@ static void XMLCALL on_start(void *ud, const XML_Char *el, const XML_Char **atts
         warn_once(ps, key, text);
     }
     if (ps->rc) return;
-    if (ps->depth == ps->cap) {
-        size_t ncap = ps->cap ? ps->cap * 2 : 16;
-        uint32_t *ns = realloc(ps->stack, ncap * sizeof *ns);
-        if (!ns) {
-            fail(ps, CW_ENOMEM, "out of memory");
-            return;
-        }
-        ps->stack = ns;
-        ps->cap = ncap;
+    if (CW_RESERVE(ps->stack, ps->cap, ps->depth + 1)) {
+        fail(ps, CW_ENOMEM, "out of memory");
+        return;
     }
     ps->stack[ps->depth++] = push;
 }

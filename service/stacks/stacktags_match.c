@@ -256,16 +256,7 @@ static bool cache_ready(cw_stacktags_t *r, const cw_stacks_t *s, uint32_t need)
         if (r->fcache) memset(r->fcache, 0, r->fcache_n * sizeof *r->fcache);
         r->cache_uid = cw_stacks_uid(s);
     }
-    if (need <= r->fcache_n) return true;
-    uint32_t ncap = r->fcache_n ? r->fcache_n : 1024;
-    while (ncap < need)
-        ncap *= 2;
-    uint32_t *nc = realloc(r->fcache, (size_t)ncap * sizeof *nc);
-    if (!nc) return false;
-    memset(nc + r->fcache_n, 0, (size_t)(ncap - r->fcache_n) * sizeof *nc);
-    r->fcache = nc;
-    r->fcache_n = ncap;
-    return true;
+    return CW_RESERVE_ZEROED(r->fcache, r->fcache_n, need) == 0;
 }
 
 const char *cw_stacktags_tag_stack(cw_stacktags_t *r, const cw_stacks_t *s, uint32_t stack_id)

@@ -12,7 +12,8 @@ struct cw_tagger {
     const cw_tagger_ops_t *ops;
     void *impl;
     char **names; /* tag id -> owned name */
-    uint32_t nnames, cap;
+    uint32_t nnames;
+    size_t cap;
 };
 
 static const char *builtin_tag(void *impl, const cw_stacks_t *s, uint32_t stack_id)
@@ -53,7 +54,8 @@ void cw_tagger_destroy(cw_tagger_t *t)
 {
     if (!t) return;
     if (t->ops->destroy) t->ops->destroy(t->impl);
-    for (uint32_t i = 0; i < t->nnames; i++) free(t->names[i]);
+    for (uint32_t i = 0; i < t->nnames; i++)
+        free(t->names[i]);
     free(t->names);
     free(t);
 }
@@ -64,17 +66,9 @@ static uint32_t intern_name(cw_tagger_t *t, const char *name, size_t len)
 {
     for (uint32_t i = 0; i < t->nnames; i++)
         if (strncmp(t->names[i], name, len) == 0 && t->names[i][len] == '\0') return i;
-    if (t->nnames == t->cap) {
-        uint32_t ncap = t->cap ? t->cap * 2 : 16;
-        char **nn = realloc(t->names, ncap * sizeof *nn);
-        if (!nn) return CW_TAG_UNSET;
-        t->names = nn;
-        t->cap = ncap;
-    }
-    char *copy = malloc(len + 1);
+    if (CW_RESERVE(t->names, t->cap, t->nnames + 1u)) return CW_TAG_UNSET;
+    char *copy = cw_strndup(name, len);
     if (!copy) return CW_TAG_UNSET;
-    memcpy(copy, name, len);
-    copy[len] = '\0';
     t->names[t->nnames] = copy;
     return t->nnames++;
 }
@@ -94,8 +88,10 @@ uint32_t cw_tagger_tag(cw_tagger_t *t, cw_stacks_t *s, uint32_t stack_id)
     }
     if (!name) name = t->ops->tag(t->impl, s, stack_id);
     tag = intern_name(t, name, strlen(name));
-    if (tag != CW_TAG_UNSET) cw_stacks_set_tag(s, stack_id, tag);
-    else tag = intern_name(t, CW_TAG_OTHER_NAME, strlen(CW_TAG_OTHER_NAME));
+    if (tag != CW_TAG_UNSET)
+        cw_stacks_set_tag(s, stack_id, tag);
+    else
+        tag = intern_name(t, CW_TAG_OTHER_NAME, strlen(CW_TAG_OTHER_NAME));
     return tag == CW_TAG_UNSET ? 0 : tag;
 }
 

@@ -14,7 +14,7 @@
 
 #include "commitwatch/error.h"
 #include "commitwatch/event.h"
-#include "base/keymap.h"
+#include "commitwatch/keymap.h"
 
 typedef struct commit_acc {
     uint32_t proc, stack;
@@ -37,9 +37,9 @@ typedef struct act_acc {
 /* A dense array of accumulators found through a keymap. */
 #define ACC_TABLE(T)                                                                               \
     struct {                                                                                       \
-        cw__keymap_t map;                                                                          \
+        cw_keymap_t map;                                                                           \
         T *v;                                                                                      \
-        uint32_t cap;                                                                              \
+        size_t cap;                                                                                \
     }
 
 struct cw_agg {
@@ -60,40 +60,28 @@ struct cw_agg {
     int err; /* first failure inside a callback, returned by advance/flush */
 };
 
-static int64_t floor_to(int64_t ts, int64_t w)
-{
-    int64_t q = ts / w;
-    if (ts % w != 0 && ts < 0) q--;
-    return q * w;
-}
-
 /* Index of the accumulator for (k1, k2), zeroed when new; UINT32_MAX on
  * out of memory. */
-static uint32_t acc_get(cw__keymap_t *map, void **v, uint32_t *cap, size_t elem, uint64_t k1,
+static uint32_t acc_get(cw_keymap_t *map, void *v, size_t *cap, size_t elem, uint64_t k1,
                         uint64_t k2)
 {
     int added;
-    uint32_t i = cw__keymap_get(map, k1, k2, &added);
+    uint32_t i = cw_keymap_get(map, k1, k2, &added);
     if (i == UINT32_MAX || !added) return i;
-    if (i >= *cap) {
-        uint32_t ncap = *cap ? *cap * 2 : 256;
-        void *nv = realloc(*v, ncap * elem);
-        if (!nv) return UINT32_MAX;
-        *v = nv;
-        *cap = ncap;
-    }
-    memset((char *)*v + (size_t)i * elem, 0, elem);
+    if (cw_reserve(v, cap, (size_t)i + 1, elem) != 0) return UINT32_MAX;
+    char *base;
+    memcpy(&base, v, sizeof base); /* v is the address of the table's T * */
+    memset(base + (size_t)i * elem, 0, elem);
     return i;
 }
 
 #define ACC(a, table, k1, k2)                                                                      \
-    acc_get(&(a)->table.map, (void **)&(a)->table.v, &(a)->table.cap, sizeof *(a)->table.v, (k1),  \
-            (k2))
+    acc_get(&(a)->table.map, &(a)->table.v, &(a)->table.cap, sizeof *(a)->table.v, (k1), (k2))
 
 static int open_bucket(cw_agg_t *a, int64_t ts)
 {
     if (a->batch) return 0;
-    a->bucket = floor_to(ts, a->width);
+    a->bucket = cw_floor_to(ts, a->width);
     return cw_batch_create(a->bucket, a->width, &a->batch);
 }
 
@@ -170,7 +158,7 @@ static void on_release(void *ctx, const cw_proc_t *p, const cw_commit_t *c, uint
                        int64_t ts)
 {
     cw_agg_t *a = ctx;
-    int64_t ab = c->ts == CW_TS_BEFORE ? CW_TS_BEFORE : floor_to(c->ts, a->width);
+    int64_t ab = c->ts == CW_TS_BEFORE ? CW_TS_BEFORE : cw_floor_to(c->ts, a->width);
     act_acc_t *x;
     uint32_t i;
     if (open_bucket(a, ts) != 0 || !(x = act_of(a, p)) ||
@@ -211,8 +199,8 @@ int cw_agg_create(int64_t width_ns, cw_stacks_t *stacks, cw_tagger_t *tagger,
     a->emit = emit;
     a->emit_ctx = emit_ctx;
     a->bucket = INT64_MIN;
-    if (cw__keymap_init(&a->commits.map, 1024) || cw__keymap_init(&a->releases.map, 1024) ||
-        cw__keymap_init(&a->acts.map, 256)) {
+    if (cw_keymap_init(&a->commits.map, 1024) || cw_keymap_init(&a->releases.map, 1024) ||
+        cw_keymap_init(&a->acts.map, 256)) {
         cw_agg_destroy(a);
         return CW_ENOMEM;
     }
@@ -224,9 +212,9 @@ void cw_agg_destroy(cw_agg_t *a)
 {
     if (!a) return;
     cw_batch_free(a->batch);
-    cw__keymap_free(&a->commits.map);
-    cw__keymap_free(&a->releases.map);
-    cw__keymap_free(&a->acts.map);
+    cw_keymap_free(&a->commits.map);
+    cw_keymap_free(&a->releases.map);
+    cw_keymap_free(&a->acts.map);
     free(a->commits.v);
     free(a->releases.v);
     free(a->acts.v);
@@ -279,9 +267,9 @@ static int close_bucket(cw_agg_t *a)
         uint32_t tag = cw_tagger_tag(a->tagger, a->stacks, id);
         rc = cw_batch_add_stack(b, id, f, n, cw_tagger_tag_name(a->tagger, tag));
     }
-    cw__keymap_clear(&a->commits.map);
-    cw__keymap_clear(&a->releases.map);
-    cw__keymap_clear(&a->acts.map);
+    cw_keymap_clear(&a->commits.map);
+    cw_keymap_clear(&a->releases.map);
+    cw_keymap_clear(&a->acts.map);
     if (rc != 0) {
         cw_batch_free(b);
         return rc;
@@ -303,7 +291,7 @@ int cw_agg_advance(cw_agg_t *a, int64_t ts)
 
 int64_t cw_agg_next_bucket(const cw_agg_t *a, int64_t ts)
 {
-    return floor_to(ts, a->width) + a->width;
+    return cw_floor_to(ts, a->width) + a->width;
 }
 
 int cw_agg_flush(cw_agg_t *a)

@@ -4,28 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "commitwatch/common.h"
 #include "commitwatch/error.h"
 
 /* Grows a CW__VEC to hold one more element. 0 or CW_ENOMEM. */
 #define VEC_PUSH(vec, elem)                                                                        \
-    (((vec).n == (vec).cap && vec_grow((void **)&(vec).v, &(vec).cap, sizeof *(vec).v) != 0)       \
-         ? CW_ENOMEM                                                                               \
-         : ((vec).v[(vec).n++] = (elem), 0))
-
-static int vec_grow(void **v, uint32_t *cap, size_t elem)
-{
-    uint32_t ncap = *cap ? *cap * 2 : 16;
-    void *nv = realloc(*v, (size_t)ncap * elem);
-    if (!nv) return CW_ENOMEM;
-    *v = nv;
-    *cap = ncap;
-    return 0;
-}
-
-static char *dup_or_null(const char *s)
-{
-    return s ? strdup(s) : NULL;
-}
+    (CW_RESERVE((vec).v, (vec).cap, (vec).n + 1u) ? CW_ENOMEM : ((vec).v[(vec).n++] = (elem), 0))
 
 int cw_batch_create(int64_t bucket_ns, int64_t width_ns, cw_batch_t **out)
 {
@@ -44,7 +28,8 @@ void cw_batch_free(cw_batch_t *b)
         free(b->procs.v[i].name);
         free(b->procs.v[i].cmdline);
     }
-    for (uint32_t i = 0; i < b->frames.n; i++) free(b->frames.v[i].text);
+    for (uint32_t i = 0; i < b->frames.n; i++)
+        free(b->frames.v[i].text);
     for (uint32_t i = 0; i < b->stacks.n; i++) {
         free(b->stacks.v[i].frames);
         free(b->stacks.v[i].tag);
@@ -76,7 +61,7 @@ int cw_batch_add_activity(cw_batch_t *b, const cw_row_activity_t *r)
 int cw_batch_add_proc(cw_batch_t *b, uint32_t id, uint32_t pid, int64_t start_ns, int64_t exit_ns,
                       const char *name, const char *cmdline)
 {
-    cw_row_proc_t r = {id, pid, start_ns, exit_ns, dup_or_null(name), dup_or_null(cmdline)};
+    cw_row_proc_t r = {id, pid, start_ns, exit_ns, cw_strdup(name), cw_strdup(cmdline)};
     if ((name && !r.name) || (cmdline && !r.cmdline) || VEC_PUSH(b->procs, r) != 0) {
         free(r.name);
         free(r.cmdline);

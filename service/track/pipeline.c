@@ -38,9 +38,16 @@ int cw_pipeline_feed(cw_pipeline_t *p, const cw_event_t *ev, cw_diag_t *d)
 {
     int rc;
     if (ev->ts < p->last_ts)
-        return cw_diag_set(d, CW_ETIME, "event at %" PRId64 " ns goes back in time (the previous one is at %" PRId64 " ns)", ev->ts, p->last_ts);
+        return cw_diag_set(d, CW_ETIME,
+                           "event at %" PRId64
+                           " ns goes back in time (the previous one is at %" PRId64 " ns)",
+                           ev->ts, p->last_ts);
     if (ev->ts < p->watermark)
-        return cw_diag_set(d, CW_ETIME, "event at %" PRId64 " ns arrived after the source promised nothing older than %" PRId64 " ns", ev->ts, p->watermark);
+        return cw_diag_set(d, CW_ETIME,
+                           "event at %" PRId64
+                           " ns arrived after the source promised nothing older than %" PRId64
+                           " ns",
+                           ev->ts, p->watermark);
     if (p->agg && (rc = cw_agg_advance(p->agg, ev->ts)) != 0)
         return cw_diag_set(d, rc, "storing a bucket failed: %s", cw_strerror(rc));
     if ((rc = cw_tracker_apply(p->tracker, ev)) != 0)

@@ -18,8 +18,8 @@
 #include <string.h>
 
 #include "commitwatch/error.h"
-#include "base/hash.h"
-#include "base/pool.h"
+#include "commitwatch/hash.h"
+#include "commitwatch/pool.h"
 
 typedef struct rec {
     cw_commit_t pub;
@@ -50,7 +50,7 @@ struct cw_tracker {
     proc_t **buckets; /* pid -> live instance, chained */
     uint32_t mask;
     uint32_t nlive;
-    cw__pool_t nodes, recs, procs;
+    cw_pool_t nodes, recs, procs;
 };
 
 /* ---- AVL tree of pieces ------------------------------------------------ */
@@ -110,8 +110,10 @@ static node_t *avl_insert(node_t *n, node_t *x)
         x->height = 1;
         return x;
     }
-    if (x->start < n->start) n->left = avl_insert(n->left, x);
-    else n->right = avl_insert(n->right, x);
+    if (x->start < n->start)
+        n->left = avl_insert(n->left, x);
+    else
+        n->right = avl_insert(n->right, x);
     return balance(n);
 }
 
@@ -171,7 +173,7 @@ static void free_tree(cw_tracker_t *t, node_t *n)
             n = l;
         } else {
             node_t *r = n->right;
-            cw__pool_put(&t->nodes, n);
+            cw_pool_put(&t->nodes, n);
             n = r;
         }
     }
@@ -181,8 +183,9 @@ static void free_tree(cw_tracker_t *t, node_t *n)
 
 static proc_t *find_live(const cw_tracker_t *t, uint32_t pid)
 {
-    proc_t *p = t->buckets[cw__hash_u64(pid) & t->mask];
-    while (p && p->pub.pid != pid) p = p->hnext;
+    proc_t *p = t->buckets[cw_hash_u64(pid) & t->mask];
+    while (p && p->pub.pid != pid)
+        p = p->hnext;
     return p;
 }
 
@@ -195,7 +198,7 @@ static int grow_table(cw_tracker_t *t)
         proc_t *p = t->buckets[i];
         while (p) {
             proc_t *next = p->hnext;
-            uint32_t j = (uint32_t)cw__hash_u64(p->pub.pid) & nmask;
+            uint32_t j = (uint32_t)cw_hash_u64(p->pub.pid) & nmask;
             p->hnext = nb[j];
             nb[j] = p;
             p = next;
@@ -209,8 +212,9 @@ static int grow_table(cw_tracker_t *t)
 
 static void unlink_live(cw_tracker_t *t, proc_t *p)
 {
-    proc_t **pp = &t->buckets[cw__hash_u64(p->pub.pid) & t->mask];
-    while (*pp != p) pp = &(*pp)->hnext;
+    proc_t **pp = &t->buckets[cw_hash_u64(p->pub.pid) & t->mask];
+    while (*pp != p)
+        pp = &(*pp)->hnext;
     *pp = p->hnext;
     t->nlive--;
 }
@@ -220,7 +224,7 @@ static proc_t *new_instance(cw_tracker_t *t, uint32_t pid, int64_t ts, const cha
 {
     char implicit_name[32];
     if (t->nlive + 1 > t->mask && grow_table(t) != 0) return NULL;
-    proc_t *p = cw__pool_get(&t->procs);
+    proc_t *p = cw_pool_get(&t->procs);
     if (!p) return NULL;
     memset(p, 0, sizeof *p);
     if (implicit) {
@@ -232,7 +236,7 @@ static proc_t *new_instance(cw_tracker_t *t, uint32_t pid, int64_t ts, const cha
     if (!p->name || (cmdline && !p->cmdline)) {
         free(p->name);
         free(p->cmdline);
-        cw__pool_put(&t->procs, p);
+        cw_pool_put(&t->procs, p);
         return NULL;
     }
     p->pub.id = t->next_id++;
@@ -242,7 +246,7 @@ static proc_t *new_instance(cw_tracker_t *t, uint32_t pid, int64_t ts, const cha
     p->pub.name = p->name;
     p->pub.cmdline = p->cmdline;
     p->pub.implicit = implicit;
-    uint32_t b = (uint32_t)cw__hash_u64(pid) & t->mask;
+    uint32_t b = (uint32_t)cw_hash_u64(pid) & t->mask;
     p->hnext = t->buckets[b];
     t->buckets[b] = p;
     t->nlive++;
@@ -252,8 +256,10 @@ static proc_t *new_instance(cw_tracker_t *t, uint32_t pid, int64_t ts, const cha
 
 static void rec_unlink(proc_t *p, rec_t *r)
 {
-    if (r->prev) r->prev->next = r->next;
-    else p->recs = r->next;
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        p->recs = r->next;
     if (r->next) r->next->prev = r->prev;
 }
 
@@ -268,7 +274,7 @@ static void end_instance(cw_tracker_t *t, proc_t *p, int64_t ts)
         r->pub.remaining = 0;
         p->pub.outstanding -= bytes;
         if (t->sink.on_release) t->sink.on_release(t->sink.ctx, &p->pub, &r->pub, bytes, ts);
-        cw__pool_put(&t->recs, r);
+        cw_pool_put(&t->recs, r);
         r = next;
     }
     p->recs = NULL;
@@ -280,7 +286,7 @@ static void end_instance(cw_tracker_t *t, proc_t *p, int64_t ts)
     unlink_live(t, p);
     free(p->name);
     free(p->cmdline);
-    cw__pool_put(&t->procs, p);
+    cw_pool_put(&t->procs, p);
 }
 
 /* ---- commit / decommit ------------------------------------------------- */
@@ -298,13 +304,13 @@ static int commit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
         }
         uint64_t gap_end = (n && n->start < end) ? n->start : end;
         if (!r) {
-            r = cw__pool_get(&t->recs);
+            r = cw_pool_get(&t->recs);
             if (!r) return CW_ENOMEM;
             memset(r, 0, sizeof *r);
             r->pub.ts = ev->rundown ? CW_TS_BEFORE : ev->ts;
             r->pub.stack_id = ev->stack_id;
         }
-        node_t *x = cw__pool_get(&t->nodes);
+        node_t *x = cw_pool_get(&t->nodes);
         if (!x) return CW_ENOMEM; /* r is linked below only if it got bytes */
         x->start = cur;
         x->end = gap_end;
@@ -345,10 +351,10 @@ static int decommit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
         if (n->start >= s && n->end <= e) { /* whole piece goes */
             node_t *gone;
             p->root = avl_remove(p->root, n->start, &gone);
-            cw__pool_put(&t->nodes, gone);
+            cw_pool_put(&t->nodes, gone);
             p->npieces--;
         } else if (n->start < s && n->end > e) { /* middle: split in two */
-            node_t *x = cw__pool_get(&t->nodes);
+            node_t *x = cw_pool_get(&t->nodes);
             if (!x) {
                 rc = CW_ENOMEM;
                 break;
@@ -376,7 +382,7 @@ static int decommit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
         if (t->sink.on_release) t->sink.on_release(t->sink.ctx, &p->pub, &r->pub, bytes, ev->ts);
         if (r->pub.remaining == 0) {
             rec_unlink(p, r);
-            cw__pool_put(&t->recs, r);
+            cw_pool_put(&t->recs, r);
         }
         touched = next;
     }
@@ -397,9 +403,9 @@ int cw_tracker_create(const cw_tracker_sink_t *sink, uint32_t first_proc_id, cw_
         free(t);
         return CW_ENOMEM;
     }
-    cw__pool_init(&t->nodes, sizeof(node_t), 4096);
-    cw__pool_init(&t->recs, sizeof(rec_t), 4096);
-    cw__pool_init(&t->procs, sizeof(proc_t), 256);
+    cw_pool_init(&t->nodes, sizeof(node_t), 4096);
+    cw_pool_init(&t->recs, sizeof(rec_t), 4096);
+    cw_pool_init(&t->procs, sizeof(proc_t), 256);
     *out = t;
     return 0;
 }
@@ -412,9 +418,9 @@ void cw_tracker_destroy(cw_tracker_t *t)
             free(p->name);
             free(p->cmdline);
         }
-    cw__pool_destroy(&t->nodes);
-    cw__pool_destroy(&t->recs);
-    cw__pool_destroy(&t->procs);
+    cw_pool_destroy(&t->nodes);
+    cw_pool_destroy(&t->recs);
+    cw_pool_destroy(&t->procs);
     free(t->buckets);
     free(t);
 }
@@ -458,7 +464,8 @@ int cw_tracker_apply(cw_tracker_t *t, const cw_event_t *ev)
 void cw_tracker_end_all(cw_tracker_t *t, int64_t ts)
 {
     for (uint32_t i = 0; i <= t->mask; i++)
-        while (t->buckets[i]) end_instance(t, t->buckets[i], ts);
+        while (t->buckets[i])
+            end_instance(t, t->buckets[i], ts);
 }
 
 void cw_tracker_finish(cw_tracker_t *t)
@@ -466,7 +473,8 @@ void cw_tracker_finish(cw_tracker_t *t)
     if (!t->sink.on_live) return;
     for (uint32_t i = 0; i <= t->mask; i++)
         for (proc_t *p = t->buckets[i]; p; p = p->hnext)
-            for (rec_t *r = p->recs; r; r = r->next) t->sink.on_live(t->sink.ctx, &p->pub, &r->pub);
+            for (rec_t *r = p->recs; r; r = r->next)
+                t->sink.on_live(t->sink.ctx, &p->pub, &r->pub);
 }
 
 uint32_t cw_tracker_live_processes(const cw_tracker_t *t)

@@ -112,8 +112,11 @@ static void test_server(void)
     atomic_store(&st.drift_bytes, -7);
     char web[4096];
     snprintf(web, sizeof web, "%s", cw_http_default_web_root());
-    cw_http_opts_t o = {.listen = "127.0.0.1:0", .db_path = "/nonexistent/commitwatch.db",
-                        .web_root = web, .status = &st, .threads = 2};
+    cw_http_opts_t o = {.listen = "127.0.0.1:0",
+                        .db_path = "/nonexistent/commitwatch.db",
+                        .web_root = web,
+                        .status = &st,
+                        .threads = 2};
     cw_http_t *h = NULL;
     cw_diag_t d;
     ASSERT_OK(cw_http_start(&o, &h, &d));

@@ -70,7 +70,8 @@ static void test_mmap_munmap(void)
     cw_perf__call_t c = call(100, 5);
     /* Private writable anonymous: charged, the length page-rounded. */
     reset();
-    ASSERT_OK(cw_perf__shadow_mmap(&s, &env, &c, 0x10000000, 10 * MB - 100, PROT_R | PROT_W, PRIV | ANON));
+    ASSERT_OK(cw_perf__shadow_mmap(&s, &env, &c, 0x10000000, 10 * MB - 100, PROT_R | PROT_W,
+                                   PRIV | ANON));
     ASSERT_EQ(nev, 1);
     EV(0, CW_OP_COMMIT, 0x10000000, 10 * MB, 5);
     ASSERT_EQ(evs[0].ts, 100);
@@ -90,7 +91,8 @@ static void test_mmap_munmap(void)
     /* MAP_FIXED over a charged range: release, then the new mapping. */
     reset();
     cw_perf__call_t c2 = call(200, 6);
-    ASSERT_OK(cw_perf__shadow_mmap(&s, &env, &c2, 0x10000000, 2 * MB, PROT_R, PRIV | 0x10 /*FIXED*/));
+    ASSERT_OK(
+        cw_perf__shadow_mmap(&s, &env, &c2, 0x10000000, 2 * MB, PROT_R, PRIV | 0x10 /*FIXED*/));
     ASSERT_EQ(nev, 2);
     EV(0, CW_OP_RELEASE, 0x10000000, 2 * MB, 0);
     EV(1, CW_OP_RESERVE, 0x10000000, 2 * MB, 6);
@@ -107,10 +109,13 @@ static void test_not_charged(void)
     /* shared, read-only, NORESERVE, hugetlb: reserve only. */
     ASSERT_OK(cw_perf__shadow_mmap(&s, &env, &c, 0x1000000, MB, PROT_R | PROT_W, SHARED | ANON));
     ASSERT_OK(cw_perf__shadow_mmap(&s, &env, &c, 0x2000000, MB, PROT_R, PRIV | ANON));
-    ASSERT_OK(cw_perf__shadow_mmap(&s, &env, &c, 0x3000000, MB, PROT_R | PROT_W, PRIV | ANON | NORES));
-    ASSERT_OK(cw_perf__shadow_mmap(&s, &env, &c, 0x4000000, 2 * MB, PROT_R | PROT_W, PRIV | ANON | HUGE));
+    ASSERT_OK(
+        cw_perf__shadow_mmap(&s, &env, &c, 0x3000000, MB, PROT_R | PROT_W, PRIV | ANON | NORES));
+    ASSERT_OK(
+        cw_perf__shadow_mmap(&s, &env, &c, 0x4000000, 2 * MB, PROT_R | PROT_W, PRIV | ANON | HUGE));
     ASSERT_EQ(nev, 4);
-    for (int k = 0; k < 4; k++) ASSERT_EQ(evs[k].op, CW_OP_RESERVE);
+    for (int k = 0; k < 4; k++)
+        ASSERT_EQ(evs[k].op, CW_OP_RESERVE);
     ASSERT_U64_EQ(s.acct_bytes, 0);
     /* A private writable file mapping (a .data segment) is charged. */
     reset();
@@ -120,7 +125,8 @@ static void test_not_charged(void)
     cw_perf__shadow_env_t never = env;
     never.overcommit_never = true;
     reset();
-    ASSERT_OK(cw_perf__shadow_mmap(&s, &never, &c, 0x6000000, MB, PROT_R | PROT_W, PRIV | ANON | NORES));
+    ASSERT_OK(
+        cw_perf__shadow_mmap(&s, &never, &c, 0x6000000, MB, PROT_R | PROT_W, PRIV | ANON | NORES));
     EV(0, CW_OP_COMMIT, 0x6000000, MB, 1);
     cw_perf__shadow_free(&s);
 }
@@ -141,7 +147,8 @@ static void test_mprotect(void)
      * that part is charged, attributed to the mprotect. */
     reset();
     ASSERT_OK(cw_perf__shadow_mmap(&s, &env, &m, 0x8000000, 8 * MB, 0, PRIV | ANON));
-    ASSERT_OK(cw_perf__shadow_mprotect(&s, &env, &p, 0x8000000 + 4096, 8 * MB - 4096, PROT_R | PROT_W));
+    ASSERT_OK(
+        cw_perf__shadow_mprotect(&s, &env, &p, 0x8000000 + 4096, 8 * MB - 4096, PROT_R | PROT_W));
     ASSERT_EQ(nev, 2);
     EV(0, CW_OP_RESERVE, 0x8000000, 8 * MB, 1);
     EV(1, CW_OP_COMMIT, 0x8000000 + 4096, 8 * MB - 4096, 2);
@@ -199,7 +206,8 @@ static void test_mremap(void)
     ASSERT_OK(cw_perf__shadow_mmap(&s, &env, &m, 0x10000000, 4 * MB, PROT_R | PROT_W, PRIV | ANON));
     /* Grow in place: the new part is charged, attributed to the mremap. */
     reset();
-    ASSERT_OK(cw_perf__shadow_mremap(&s, &env, &r, 0x10000000, 4 * MB, 6 * MB, MAYMOVE, 0x10000000));
+    ASSERT_OK(
+        cw_perf__shadow_mremap(&s, &env, &r, 0x10000000, 4 * MB, 6 * MB, MAYMOVE, 0x10000000));
     ASSERT_EQ(nev, 1);
     EV(0, CW_OP_COMMIT, 0x10000000 + 4 * MB, 2 * MB, 2);
     ASSERT_U64_EQ(s.acct_bytes, 6 * MB);
@@ -212,7 +220,8 @@ static void test_mremap(void)
     /* Move and grow: old range released, its pieces committed at the new
      * address with their original stacks, the growth with the mremap's. */
     reset();
-    ASSERT_OK(cw_perf__shadow_mremap(&s, &env, &r, 0x10000000, 5 * MB, 7 * MB, MAYMOVE, 0x70000000));
+    ASSERT_OK(
+        cw_perf__shadow_mremap(&s, &env, &r, 0x10000000, 5 * MB, 7 * MB, MAYMOVE, 0x70000000));
     ASSERT_EQ(nev, 4);
     EV(0, CW_OP_RELEASE, 0x10000000, 5 * MB, 0);
     EV(1, CW_OP_COMMIT, 0x70000000, 4 * MB, 1);
@@ -223,7 +232,8 @@ static void test_mremap(void)
     reset();
     ASSERT_OK(cw_perf__shadow_mmap(&s, &env, &m, 0x90000000, MB, PROT_R | PROT_W, PRIV | ANON));
     reset();
-    ASSERT_OK(cw_perf__shadow_mremap(&s, &env, &r, 0x70000000, MB, MB, MAYMOVE | FIXED, 0x90000000));
+    ASSERT_OK(
+        cw_perf__shadow_mremap(&s, &env, &r, 0x70000000, MB, MB, MAYMOVE | FIXED, 0x90000000));
     ASSERT_EQ(nev, 3);
     EV(0, CW_OP_RELEASE, 0x90000000, MB, 0);
     EV(1, CW_OP_RELEASE, 0x70000000, MB, 0);
@@ -231,7 +241,8 @@ static void test_mremap(void)
     ASSERT_U64_EQ(s.acct_bytes, 7 * MB);
     /* MREMAP_DONTUNMAP: the old range stays mapped and charged. */
     reset();
-    ASSERT_OK(cw_perf__shadow_mremap(&s, &env, &r, 0x90000000, MB, MB, MAYMOVE | DONTUNMAP, 0xa0000000));
+    ASSERT_OK(
+        cw_perf__shadow_mremap(&s, &env, &r, 0x90000000, MB, MB, MAYMOVE | DONTUNMAP, 0xa0000000));
     ASSERT_EQ(nev, 1);
     EV(0, CW_OP_COMMIT, 0xa0000000, MB, 1);
     ASSERT_U64_EQ(s.acct_bytes, 8 * MB);

@@ -36,7 +36,8 @@ static const char unit_template[] =
     "\n"
     "[Service]\n"
     "Type=simple\n"
-    "ExecStart=@COMMITWATCH@ run --source perf --config /etc/commitwatch/commitwatch.conf --db /var/lib/commitwatch/commitwatch.db\n"
+    "ExecStart=@COMMITWATCH@ run --source perf --config /etc/commitwatch/commitwatch.conf --db "
+    "/var/lib/commitwatch/commitwatch.db\n"
     "ExecReload=/bin/kill -HUP $MAINPID\n"
     "Restart=on-failure\n"
     "RestartSec=5\n"
@@ -50,7 +51,8 @@ static const char unit_template[] =
     "# CAP_DAC_READ_SEARCH (tracefs, and the ELF files and debuginfo of every\n"
     "# process, for stacks), CAP_IPC_LOCK (perf ring buffers past\n"
     "# kernel.perf_event_mlock_kb). Nothing else.\n"
-    "CapabilityBoundingSet=CAP_PERFMON CAP_SYS_ADMIN CAP_SYS_PTRACE CAP_DAC_READ_SEARCH CAP_IPC_LOCK\n"
+    "CapabilityBoundingSet=CAP_PERFMON CAP_SYS_ADMIN CAP_SYS_PTRACE CAP_DAC_READ_SEARCH "
+    "CAP_IPC_LOCK\n"
     "NoNewPrivileges=yes\n"
     "ProtectSystem=strict\n"
     "ReadWritePaths=/var/lib/commitwatch\n"
@@ -114,7 +116,10 @@ static int no_systemd(const char *cmd, const char *did)
             "Run the daemon directly instead: commitwatch run --source perf --db " STATE_DIR
             "/commitwatch.db\n",
             cmd, init,
-            strcmp(cmd, "install") == 0 ? "enabled" : strcmp(cmd, "uninstall") == 0 ? "disabled" : strcmp(cmd, "start") == 0 ? "started" : "stopped",
+            strcmp(cmd, "install") == 0     ? "enabled"
+            : strcmp(cmd, "uninstall") == 0 ? "disabled"
+            : strcmp(cmd, "start") == 0     ? "started"
+                                            : "stopped",
             did);
     return 1;
 }
@@ -144,7 +149,7 @@ static int systemctl(const char *a1, const char *a2, const char *a3)
 static int mkdirs(const char *path, mode_t mode)
 {
     char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s", path);
+    cw_strlcpy(tmp, path, sizeof tmp);
     for (char *p = tmp + 1; *p; p++) {
         if (*p != '/') continue;
         *p = 0;
@@ -162,7 +167,8 @@ static int write_file(const char *path, int (*fill)(FILE *, const char *), const
     FILE *f = fopen(tmp, "w");
     if (!f) {
         fprintf(stderr, "commitwatch install: cannot write %s: %s%s\n", path, strerror(errno),
-                errno == EACCES || errno == EROFS ? " (run as root: sudo commitwatch install)" : "");
+                errno == EACCES || errno == EROFS ? " (run as root: sudo commitwatch install)"
+                                                  : "");
         return 1;
     }
     int rc = fill(f, arg);
@@ -213,8 +219,10 @@ int cw_plat_service(const char *cmd, const cw_plat_service_opts_t *o)
     config_writer = o->write_config;
     char bin[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", bin, sizeof bin - 1);
-    if (n <= 0) snprintf(bin, sizeof bin, "/usr/bin/commitwatch");
-    else bin[n] = 0;
+    if (n <= 0)
+        snprintf(bin, sizeof bin, "/usr/bin/commitwatch");
+    else
+        bin[n] = 0;
     if (o->print_unit) {
         print_unit(stdout, bin);
         return 0;
@@ -247,7 +255,8 @@ int cw_plat_service(const char *cmd, const cw_plat_service_opts_t *o)
         if (!systemd_running())
             return no_systemd(cmd, "The unit file and the configuration were written; "
                                    "on a machine with systemd, `commitwatch install` enables it. ");
-        if (systemctl("daemon-reload", NULL, NULL) || systemctl("enable", "commitwatch.service", NULL))
+        if (systemctl("daemon-reload", NULL, NULL) ||
+            systemctl("enable", "commitwatch.service", NULL))
             return 1;
         printf("enabled commitwatch.service; start it with `commitwatch start`\n");
         return 0;
@@ -267,7 +276,8 @@ int cw_plat_service(const char *cmd, const cw_plat_service_opts_t *o)
     /* start, stop */
     if (!systemd_running()) return no_systemd(cmd, "");
     if (access(UNIT_PATH, F_OK) != 0) {
-        fprintf(stderr, "commitwatch %s: the service is not installed (run `commitwatch install`)\n", cmd);
+        fprintf(stderr,
+                "commitwatch %s: the service is not installed (run `commitwatch install`)\n", cmd);
         return 1;
     }
     return systemctl(cmd, "commitwatch.service", NULL);

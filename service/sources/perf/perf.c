@@ -40,7 +40,6 @@
 #include "commitwatch/source.h"
 #include "sources/perf/perf_internal.h"
 
-
 /* ---- small maps ------------------------------------------------------- */
 
 static size_t h32(uint32_t k, size_t cap)
@@ -75,7 +74,8 @@ int cw_perf__pmap_put(cw_perf__pmap_t *m, uint32_t k, void *v)
         *m = g;
     }
     size_t i = h32(k, m->cap);
-    while (m->vals[i] && m->keys[i] != k) i = (i + 1) & (m->cap - 1);
+    while (m->vals[i] && m->keys[i] != k)
+        i = (i + 1) & (m->cap - 1);
     if (!m->vals[i]) m->n++;
     m->keys[i] = k;
     m->vals[i] = v;
@@ -86,7 +86,8 @@ void cw_perf__pmap_del(cw_perf__pmap_t *m, uint32_t k)
 {
     if (!m->cap) return;
     size_t i = h32(k, m->cap);
-    while (m->vals[i] && m->keys[i] != k) i = (i + 1) & (m->cap - 1);
+    while (m->vals[i] && m->keys[i] != k)
+        i = (i + 1) & (m->cap - 1);
     if (!m->vals[i]) return;
     m->vals[i] = NULL;
     m->n--;
@@ -134,7 +135,7 @@ static int shadow_query(void *ctx, uint32_t pid, uint64_t addr, uint64_t len)
 }
 
 int cw_perf__emit_proc(cw_perf__t *s, cw_op_t op, uint32_t pid, int64_t ts, const char *name,
-                     const char *cmdline)
+                       const char *cmdline)
 {
     cw_event_t ev = {0};
     ev.ts = ts;
@@ -161,8 +162,10 @@ static uint32_t rec_pid(const cw_perf__rec_t *r)
 {
     const uint8_t *b = (const uint8_t *)(&r->h + 1);
     uint32_t pid;
-    if (r->h.type == PERF_RECORD_SAMPLE) memcpy(&pid, b + 8, 4);
-    else memcpy(&pid, (const uint8_t *)&r->h + r->h.size - 24, 4);
+    if (r->h.type == PERF_RECORD_SAMPLE)
+        memcpy(&pid, b + 8, 4);
+    else
+        memcpy(&pid, (const uint8_t *)&r->h + r->h.size - 24, 4);
     return pid;
 }
 
@@ -176,7 +179,7 @@ static int drain(cw_perf__t *s, const cw_perf__ring_t *r)
         struct perf_event_header h;
         ring_copy(r, tail, &h, sizeof h);
         if (tail + h.size > head) break; /* not possible: the kernel publishes whole records */
-        if (h.size < sizeof h + 24) { /* too short for a sample_id: skip (all if size 0) */
+        if (h.size < sizeof h + 24) {    /* too short for a sample_id: skip (all if size 0) */
             tail += h.size ? h.size : head - tail;
             continue;
         }
@@ -188,24 +191,20 @@ static int drain(cw_perf__t *s, const cw_perf__ring_t *r)
         ring_copy(r, tail, &x->h, h.size);
         tail += h.size;
         const uint8_t *base = (const uint8_t *)&x->h;
-        if (h.type == PERF_RECORD_SAMPLE) memcpy(&x->ts, base + 8 + 16, 8);
-        else memcpy(&x->ts, base + h.size - 16, 8);
+        if (h.type == PERF_RECORD_SAMPLE)
+            memcpy(&x->ts, base + 8 + 16, 8);
+        else
+            memcpy(&x->ts, base + h.size - 16, 8);
         if (rec_pid(x) == s->self && h.type != PERF_RECORD_LOST) { /* our own work */
             free(x);
             continue;
         }
         x->seq = s->seq++;
         s->qbytes += h.size;
-        if (s->qn == s->qcap) {
-            size_t c = s->qcap ? s->qcap * 2 : 4096;
-            cw_perf__rec_t **q = realloc(s->q, c * sizeof *q);
-            if (!q) {
-                free(x);
-                rc = CW_ENOMEM;
-                break;
-            }
-            s->q = q;
-            s->qcap = c;
+        if (CW_RESERVE(s->q, s->qcap, s->qn + 1)) {
+            free(x);
+            rc = CW_ENOMEM;
+            break;
         }
         s->q[s->qn++] = x;
     }
@@ -248,7 +247,8 @@ static int resync_all(cw_perf__t *s, int64_t ts)
     while (!rc && dir && (de = readdir(dir))) {
         char *endp;
         unsigned long pid = strtoul(de->d_name, &endp, 10);
-        if (*endp || pid == 0 || pid == s->self || cw_perf__pmap_get(&s->procs, (uint32_t)pid)) continue;
+        if (*endp || pid == 0 || pid == s->self || cw_perf__pmap_get(&s->procs, (uint32_t)pid))
+            continue;
         cw_perf__proc_adopt(s, (uint32_t)pid, ts, s->st_resync, false);
         rc = s->err;
     }
@@ -263,7 +263,8 @@ static int resync_all(cw_perf__t *s, int64_t ts)
 static int drain_all(cw_perf__t *s)
 {
     int rc = 0;
-    for (size_t i = 0; !rc && i < s->ev.nrings; i++) rc = drain(s, &s->ev.rings[i]);
+    for (size_t i = 0; !rc && i < s->ev.nrings; i++)
+        rc = drain(s, &s->ev.rings[i]);
     return rc;
 }
 
@@ -332,7 +333,8 @@ static int perf_open_src(void **impl, const cw_source_opts_t *o, cw_diag_t *d)
      * making 50,000 stack samples a second fills 16 MiB in 40 ms. */
     long ncpu = sysconf(_SC_NPROCESSORS_CONF);
     size_t ring = 16u << 20;
-    while (ring > (2u << 20) && ring * (size_t)(ncpu > 0 ? ncpu : 1) > (64u << 20)) ring /= 2;
+    while (ring > (2u << 20) && ring * (size_t)(ncpu > 0 ? ncpu : 1) > (64u << 20))
+        ring /= 2;
     int rc = cw_perf__events_open(&s->ev, ring, STACK_BYTES, d, note, sizeof note);
     if (rc) goto fail;
     if (note[0]) CW_LOGW("perf: %s", note);
@@ -386,7 +388,8 @@ static int perf_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
     size_t nfd = s->ev.nrings + 1;
     struct pollfd *pfd = calloc(nfd, sizeof *pfd);
     if (!pfd) rc = CW_ENOMEM;
-    for (size_t i = 0; pfd && i < s->ev.nrings; i++) pfd[i] = (struct pollfd){s->ev.rings[i].fd, POLLIN, 0};
+    for (size_t i = 0; pfd && i < s->ev.nrings; i++)
+        pfd[i] = (struct pollfd){s->ev.rings[i].fd, POLLIN, 0};
     if (pfd) pfd[s->ev.nrings] = (struct pollfd){s->pipefd[0], POLLIN, 0};
     int64_t next_tick = cw_plat_mono_ns(), next_resync = 0;
     while (!rc && !atomic_load(&s->stopping)) {
@@ -422,7 +425,8 @@ static int perf_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
             (unsigned long long)s->n_exit, (unsigned long long)s->orphans,
             (unsigned long long)s->n_applied, (unsigned long long)s->n_marked,
             (unsigned long long)s->n_unknown);
-    if (rc && rc != CW_ENOMEM && rc > -100 && !d->msg[0]) cw_diag_set(d, rc, "perf source: %s", cw_strerror(rc));
+    if (rc && rc != CW_ENOMEM && rc > -100 && !d->msg[0])
+        cw_diag_set(d, rc, "perf source: %s", cw_strerror(rc));
     return rc;
 }
 
@@ -456,7 +460,8 @@ static void perf_close(void *impl)
     cw_perf__pmap_free(&s->procs);
     cw_perf__pmap_free(&s->thrs);
     cw_perf__pmap_free(&s->newtask);
-    for (size_t i = 0; i < s->qn; i++) free(s->q[i]);
+    for (size_t i = 0; i < s->qn; i++)
+        free(s->q[i]);
     free(s->q);
     cw_perf__events_close(&s->ev);
     cw_perf__unwinder_destroy(s->unw);

@@ -40,14 +40,14 @@
 
 /* Flags of a shadow segment: the VMA flags that decide the commit charge. */
 enum {
-    CW__SEG_ACCT = 1u << 0,  /* VM_ACCOUNT: charged (smaps "ac") */
-    CW__SEG_WRITE = 1u << 1, /* VM_WRITE ("wr") */
+    CW__SEG_ACCT = 1u << 0,   /* VM_ACCOUNT: charged (smaps "ac") */
+    CW__SEG_WRITE = 1u << 1,  /* VM_WRITE ("wr") */
     CW__SEG_SHARED = 1u << 2, /* VM_SHARED ("sh") */
-    CW__SEG_NORES = 1u << 3, /* VM_NORESERVE ("nr") */
-    CW__SEG_HUGE = 1u << 4,  /* VM_HUGETLB ("ht") */
-    CW__SEG_ANON = 1u << 5,  /* no file behind it */
-    CW__SEG_STACK = 1u << 6, /* the main thread's [stack]: never counted */
-    CW__SEG_HEAP = 1u << 7,  /* the brk area ([heap]) */
+    CW__SEG_NORES = 1u << 3,  /* VM_NORESERVE ("nr") */
+    CW__SEG_HUGE = 1u << 4,   /* VM_HUGETLB ("ht") */
+    CW__SEG_ANON = 1u << 5,   /* no file behind it */
+    CW__SEG_STACK = 1u << 6,  /* the main thread's [stack]: never counted */
+    CW__SEG_HEAP = 1u << 7,   /* the brk area ([heap]) */
 };
 
 /* A run of pages with equal flags and one attribution. Segments are kept
@@ -76,7 +76,7 @@ typedef struct cw_perf__shadow {
     uint32_t pid;
     cw_perf__seg_t *seg;
     size_t n, cap;
-    uint64_t brk;    /* PAGE_UP of the current program break; 0 unknown */
+    uint64_t brk;        /* PAGE_UP of the current program break; 0 unknown */
     uint64_t acct_bytes; /* charged bytes outside [stack] (the oracle) */
 } cw_perf__shadow_t;
 
@@ -99,33 +99,34 @@ int cw_perf__shadow_copy(cw_perf__shadow_t *dst, const cw_perf__shadow_t *src);
  * CW_E* code, or the emit callback's nonzero return. Addresses and
  * lengths are as passed; the shadow page-rounds as the kernel does. */
 /* addr = the address mmap returned; prot/flags as passed. */
-int cw_perf__shadow_mmap(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
-                    uint64_t addr, uint64_t len, uint64_t prot, uint64_t flags);
-int cw_perf__shadow_munmap(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
-                      uint64_t addr, uint64_t len);
-int cw_perf__shadow_mprotect(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
-                        uint64_t addr, uint64_t len, uint64_t prot);
+int cw_perf__shadow_mmap(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env,
+                         const cw_perf__call_t *c, uint64_t addr, uint64_t len, uint64_t prot,
+                         uint64_t flags);
+int cw_perf__shadow_munmap(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env,
+                           const cw_perf__call_t *c, uint64_t addr, uint64_t len);
+int cw_perf__shadow_mprotect(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env,
+                             const cw_perf__call_t *c, uint64_t addr, uint64_t len, uint64_t prot);
 /* old_addr/old_len/new_len/flags as passed, result = the new address. */
-int cw_perf__shadow_mremap(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
-                      uint64_t old_addr, uint64_t old_len, uint64_t new_len, uint64_t flags,
-                      uint64_t result);
+int cw_perf__shadow_mremap(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env,
+                           const cw_perf__call_t *c, uint64_t old_addr, uint64_t old_len,
+                           uint64_t new_len, uint64_t flags, uint64_t result);
 /* arg = the requested break (0 = query), result = the break returned. */
-int cw_perf__shadow_brk(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
-                   uint64_t arg, uint64_t result);
+int cw_perf__shadow_brk(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env,
+                        const cw_perf__call_t *c, uint64_t arg, uint64_t result);
 
 /* Makes the shadow equal to segs[0..n) (sorted, e.g. from smaps): pages
  * charged now but not before are committed with pseudo_stack (rundown
  * flag as given), pages charged before but not now are decommitted;
  * pages charged in both keep their attribution. brk is set when nonzero.
  * *drift gets the bytes corrected (added + removed). 0 or an error. */
-int cw_perf__shadow_sync(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
-                    const cw_perf__seg_t *segs, size_t n, uint64_t brk, uint32_t pseudo_stack,
-                    bool rundown, uint64_t *drift);
+int cw_perf__shadow_sync(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env,
+                         const cw_perf__call_t *c, const cw_perf__seg_t *segs, size_t n,
+                         uint64_t brk, uint32_t pseudo_stack, bool rundown, uint64_t *drift);
 
 /* Commits every charged segment again (a forked child that starts with its
  * parent's memory), attributed to stack_id. */
-int cw_perf__shadow_commit_all(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
-                          uint32_t stack_id);
+int cw_perf__shadow_commit_all(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env,
+                               const cw_perf__call_t *c, uint32_t stack_id);
 
 /* ---- smaps.c ----------------------------------------------------------- */
 
@@ -140,9 +141,9 @@ typedef struct cw_perf__xmap {
 typedef struct cw_perf__snapshot {
     cw_perf__seg_t *seg; /* every VMA, flags from perms + VmFlags */
     size_t n, cap;
-    cw_perf__xmap_t *x;  /* executable file mappings */
+    cw_perf__xmap_t *x; /* executable file mappings */
     size_t nx, xcap;
-    uint64_t brk;   /* PAGE_UP of the break: [heap] end, else start_brk; 0 unknown */
+    uint64_t brk; /* PAGE_UP of the break: [heap] end, else start_brk; 0 unknown */
 } cw_perf__snapshot_t;
 
 /* Reads /proc/PID/smaps (and the start of the break from /proc/PID/stat).
@@ -169,7 +170,7 @@ cw_perf__aspace_t *cw_perf__aspace_new(uint32_t pid); /* NULL on ENOMEM */
 void cw_perf__aspace_free(cw_perf__aspace_t *as);     /* accepts NULL */
 /* An executable file mapping appeared (mmap2 record, smaps); path copied. */
 int cw_perf__aspace_map(cw_perf__unwinder_t *u, cw_perf__aspace_t *as, uint64_t start, uint64_t len,
-                   uint64_t pgoff, uint64_t dev, uint64_t ino, const char *path);
+                        uint64_t pgoff, uint64_t dev, uint64_t ino, const char *path);
 /* [a, b) unmapped or replaced. */
 void cw_perf__aspace_unmap(cw_perf__aspace_t *as, uint64_t a, uint64_t b);
 void cw_perf__aspace_clear(cw_perf__aspace_t *as);
@@ -181,14 +182,22 @@ uint64_t cw_perf__unwind_regs_mask(void);
  * stack = the bytes from the user stack pointer up. *stack_id gets the
  * interned stack, outermost caller first (0 if nothing could be read).
  * Never fails for bad input; CW_ENOMEM only. */
-int cw_perf__unwind(cw_perf__unwinder_t *u, cw_perf__aspace_t *as, uint32_t tid, const uint64_t *regs,
-               uint32_t nregs, const uint8_t *stack, uint64_t stack_size, uint32_t *stack_id);
+int cw_perf__unwind(cw_perf__unwinder_t *u, cw_perf__aspace_t *as, uint32_t tid,
+                    const uint64_t *regs, uint32_t nregs, const uint8_t *stack, uint64_t stack_size,
+                    uint32_t *stack_id);
 
 /* ---- perf_open.c: events and rings -------------------------------------- */
 
 /* The syscalls followed; enter and exit tracepoints of each. */
-enum { CW__SC_MMAP, CW__SC_MUNMAP, CW__SC_MREMAP, CW__SC_BRK, CW__SC_MPROTECT,
-       CW__SC_PKEY_MPROTECT, CW__SC_N };
+enum {
+    CW__SC_MMAP,
+    CW__SC_MUNMAP,
+    CW__SC_MREMAP,
+    CW__SC_BRK,
+    CW__SC_MPROTECT,
+    CW__SC_PKEY_MPROTECT,
+    CW__SC_N
+};
 
 typedef struct cw_perf__ring {
     int fd; /* the CPU's dummy event, which owns the ring */
@@ -197,10 +206,10 @@ typedef struct cw_perf__ring {
 } cw_perf__ring_t;
 
 typedef struct cw_perf__events {
-    int sc_enter_id[CW__SC_N], sc_exit_id[CW__SC_N]; /* tracepoint ids, -1 if absent */
+    int sc_enter_id[CW__SC_N], sc_exit_id[CW__SC_N];    /* tracepoint ids, -1 if absent */
     int newtask_id, newtask_pid_off, newtask_flags_off; /* task:task_newtask, -1 if absent */
-    int *fds;   /* every event fd */
-    size_t nfds;
+    int *fds;                                           /* every event fd */
+    size_t nfds, fdcap;
     cw_perf__ring_t *rings; /* one per CPU */
     size_t nrings;
     uint32_t stack_bytes; /* PERF_SAMPLE_STACK_USER size on enter events */
@@ -211,16 +220,16 @@ typedef struct cw_perf__events {
  * opens the events on every CPU, disabled, with one ring per CPU.
  * 0, or CW_EPERM / CW_ENOSYS / CW_EIO / CW_ENOMEM with d saying what to
  * do. note gets a line to log (e.g. "mounted tracefs at ..."), or "". */
-int cw_perf__events_open(cw_perf__events_t *e, size_t ring_bytes, uint32_t stack_bytes, cw_diag_t *d,
-                    char *note, size_t note_size);
+int cw_perf__events_open(cw_perf__events_t *e, size_t ring_bytes, uint32_t stack_bytes,
+                         cw_diag_t *d, char *note, size_t note_size);
 int cw_perf__events_enable(cw_perf__events_t *e);
 void cw_perf__events_close(cw_perf__events_t *e);
 
 /* ---- perf.c and procs.c: the source's state ----------------------------- */
 
-#define STACK_BYTES 8192u        /* user stack copied per sample */
-#define QUEUE_CAP (96u << 20)    /* bytes of records held: past it the rings overflow */
-#define SLACK_NS 2000000         /* see DESIGN */
+#define STACK_BYTES 8192u     /* user stack copied per sample */
+#define QUEUE_CAP (96u << 20) /* bytes of records held: past it the rings overflow */
+#define SLACK_NS 2000000      /* see DESIGN */
 #define K_CLONE_VM 0x100ull
 #define K_CLONE_THREAD 0x10000ull
 #define K_PROT_EXEC 0x4u
@@ -248,7 +257,7 @@ typedef struct proc {
     uint32_t fork_parent; /* fork seen, clone flags not yet */
     int64_t mark;         /* see DESIGN */
     bool started;
-    bool has_pend;        /* an exec snapshot waiting for its time (see on_comm) */
+    bool has_pend; /* an exec snapshot waiting for its time (see on_comm) */
     int64_t pend_at;
     cw_perf__snapshot_t pend;
     cw_perf__shadow_t sh;
@@ -302,10 +311,11 @@ int cw_perf__emit_proc(cw_perf__t *s, cw_op_t op, uint32_t pid, int64_t ts, cons
 int cw_perf__process_rec(cw_perf__t *s, const cw_perf__rec_t *r);
 /* A process first seen: announced and loaded from smaps; NULL when gone
  * (s->err set on a real error). */
-cw_perf__proc_t *cw_perf__proc_adopt(cw_perf__t *s, uint32_t pid, int64_t ts, uint32_t pseudo, bool rundown);
+cw_perf__proc_t *cw_perf__proc_adopt(cw_perf__t *s, uint32_t pid, int64_t ts, uint32_t pseudo,
+                                     bool rundown);
 /* Loads a smaps snapshot into p (sync); CW_ENOENT when p has no memory. */
-int cw_perf__proc_snapshot(cw_perf__t *s, cw_perf__proc_t *p, int64_t ts, uint32_t pseudo, bool rundown,
-                      uint64_t *drift);
+int cw_perf__proc_snapshot(cw_perf__t *s, cw_perf__proc_t *p, int64_t ts, uint32_t pseudo,
+                           bool rundown, uint64_t *drift);
 int cw_perf__proc_exit(cw_perf__t *s, cw_perf__proc_t *p, int64_t ts); /* ends and frees p */
 int cw_perf__pend_due(cw_perf__t *s, int64_t upto); /* exec snapshots read by upto */
 

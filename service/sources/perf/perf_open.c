@@ -29,8 +29,8 @@
 
 #include "sources/perf/perf_internal.h"
 
-static const char *const sc_names[CW__SC_N] = {"mmap", "munmap", "mremap",
-                                               "brk", "mprotect", "pkey_mprotect"};
+static const char *const sc_names[CW__SC_N] = {"mmap", "munmap",   "mremap",
+                                               "brk",  "mprotect", "pkey_mprotect"};
 
 static int read_int_file(const char *path, int *out)
 {
@@ -91,12 +91,12 @@ static int find_tracefs(cw_perf__events_t *e, cw_diag_t *d, char *note, size_t n
     const char *env = getenv("CW_TRACEFS"); /* tests point this elsewhere */
     const char *cands[] = {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"};
     if (env && *env) {
-        snprintf(e->tracefs, sizeof e->tracefs, "%s", env);
+        cw_strlcpy(e->tracefs, env, sizeof e->tracefs);
     } else {
         e->tracefs[0] = 0;
         for (size_t i = 0; i < 2; i++)
             if (tracefs_mounted(cands[i])) {
-                snprintf(e->tracefs, sizeof e->tracefs, "%s", cands[i]);
+                cw_strlcpy(e->tracefs, cands[i], sizeof e->tracefs);
                 break;
             }
         if (!e->tracefs[0]) {
@@ -112,7 +112,7 @@ static int find_tracefs(cw_perf__events_t *e, cw_diag_t *d, char *note, size_t n
                                    "CONFIG_TRACING",
                                    cands[0], strerror(errno), cands[0]);
             snprintf(note, note_size, "tracefs was not mounted: mounted it at %s", cands[0]);
-            snprintf(e->tracefs, sizeof e->tracefs, "%s", cands[0]);
+            cw_strlcpy(e->tracefs, cands[0], sizeof e->tracefs);
         }
     }
     if (!tracefs_has_syscalls(e->tracefs)) {
@@ -182,12 +182,10 @@ static void base_attr(struct perf_event_attr *a, size_t ring_bytes)
 
 static int push_fd(cw_perf__events_t *e, int fd)
 {
-    int *p = realloc(e->fds, (e->nfds + 1) * sizeof *p);
-    if (!p) {
+    if (CW_RESERVE(e->fds, e->fdcap, e->nfds + 1)) {
         close(fd);
         return CW_ENOMEM;
     }
-    e->fds = p;
     e->fds[e->nfds++] = fd;
     return 0;
 }
@@ -196,8 +194,9 @@ static int open_error(cw_diag_t *d, int err, const char *what)
 {
     if (err == EACCES || err == EPERM) return privilege_error(d, what);
     if (err == EMFILE || err == ENFILE)
-        return cw_diag_set(d, CW_EIO, "%s: too many open files (%s). Fix: raise the limit "
-                                      "(LimitNOFILE= in the unit, ulimit -n)",
+        return cw_diag_set(d, CW_EIO,
+                           "%s: too many open files (%s). Fix: raise the limit "
+                           "(LimitNOFILE= in the unit, ulimit -n)",
                            what, strerror(err));
     if (err == ENOENT || err == ENODEV || err == EOPNOTSUPP)
         return cw_diag_set(d, CW_ENOSYS, "%s: the kernel does not support it (%s)", what,
@@ -205,8 +204,8 @@ static int open_error(cw_diag_t *d, int err, const char *what)
     return cw_diag_set(d, CW_EIO, "%s failed: %s", what, strerror(err));
 }
 
-int cw_perf__events_open(cw_perf__events_t *e, size_t ring_bytes, uint32_t stack_bytes, cw_diag_t *d,
-                    char *note, size_t note_size)
+int cw_perf__events_open(cw_perf__events_t *e, size_t ring_bytes, uint32_t stack_bytes,
+                         cw_diag_t *d, char *note, size_t note_size)
 {
     int rc;
     memset(e, 0, sizeof *e);
@@ -259,8 +258,8 @@ int cw_perf__events_open(cw_perf__events_t *e, size_t ring_bytes, uint32_t stack
             return open_error(d, errno, "perf_event_open (system-wide task events)");
         }
         if ((rc = push_fd(e, lead))) return rc;
-        void *base = mmap(NULL, (size_t)page + ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-                          lead, 0);
+        void *base =
+            mmap(NULL, (size_t)page + ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, lead, 0);
         if (base == MAP_FAILED)
             return cw_diag_set(d, CW_EIO,
                                "mapping a %zu KiB perf ring buffer failed (%s). Fix: run as "
@@ -313,8 +312,10 @@ int cw_perf__events_enable(cw_perf__events_t *e)
 void cw_perf__events_close(cw_perf__events_t *e)
 {
     long page = sysconf(_SC_PAGESIZE);
-    for (size_t i = 0; i < e->nrings; i++) munmap(e->rings[i].base, (size_t)page + e->rings[i].data_size);
-    for (size_t i = 0; i < e->nfds; i++) close(e->fds[i]);
+    for (size_t i = 0; i < e->nrings; i++)
+        munmap(e->rings[i].base, (size_t)page + e->rings[i].data_size);
+    for (size_t i = 0; i < e->nfds; i++)
+        close(e->fds[i]);
     free(e->rings);
     free(e->fds);
     memset(e, 0, sizeof *e);

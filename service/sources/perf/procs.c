@@ -49,8 +49,8 @@ int cw_perf__proc_exit(cw_perf__t *s, cw_perf__proc_t *p, int64_t ts)
 
 /* Loads a snapshot into p: shadow synced (pseudo stack for new charges),
  * executable mappings added, mark set. CW_ENOENT if p has no memory. */
-int cw_perf__proc_snapshot(cw_perf__t *s, cw_perf__proc_t *p, int64_t ts, uint32_t pseudo, bool rundown,
-                         uint64_t *drift)
+int cw_perf__proc_snapshot(cw_perf__t *s, cw_perf__proc_t *p, int64_t ts, uint32_t pseudo,
+                           bool rundown, uint64_t *drift)
 {
     cw_perf__snapshot_t snap = {0};
     int64_t mark = cw_plat_mono_ns();
@@ -62,11 +62,12 @@ int cw_perf__proc_snapshot(cw_perf__t *s, cw_perf__proc_t *p, int64_t ts, uint32
         p->has_pend = false;
     }
     cw_perf__call_t c = {ts, 0, 0};
-    rc = cw_perf__shadow_sync(&p->sh, &s->env, &c, snap.seg, snap.n, snap.brk, pseudo, rundown, drift);
+    rc = cw_perf__shadow_sync(&p->sh, &s->env, &c, snap.seg, snap.n, snap.brk, pseudo, rundown,
+                              drift);
     for (size_t i = 0; !rc && i < snap.nx; i++) {
         const cw_perf__xmap_t *x = &snap.x[i];
-        rc = cw_perf__aspace_map(s->unw, p->as, x->start, x->end - x->start, x->pgoff, x->dev, x->ino,
-                            x->path);
+        rc = cw_perf__aspace_map(s->unw, p->as, x->start, x->end - x->start, x->pgoff, x->dev,
+                                 x->ino, x->path);
     }
     cw_perf__snapshot_free(&snap);
     return rc;
@@ -74,7 +75,8 @@ int cw_perf__proc_snapshot(cw_perf__t *s, cw_perf__proc_t *p, int64_t ts, uint32
 
 /* A process not seen before (rundown, or its fork was missed): announce
  * it and load its memory. NULL when it is gone or has no memory. */
-cw_perf__proc_t *cw_perf__proc_adopt(cw_perf__t *s, uint32_t pid, int64_t ts, uint32_t pseudo, bool rundown)
+cw_perf__proc_t *cw_perf__proc_adopt(cw_perf__t *s, uint32_t pid, int64_t ts, uint32_t pseudo,
+                                     bool rundown)
 {
     char cmd[1024];
     cw_perf__proc_t *p = proc_new(s, pid);
@@ -126,7 +128,7 @@ static int pend_apply(cw_perf__t *s, cw_perf__proc_t *p)
     cw_perf__call_t c = {p->pend_at, 0, 0};
     uint64_t drift = 0;
     int rc = cw_perf__shadow_sync(&p->sh, &s->env, &c, p->pend.seg, p->pend.n, p->pend.brk,
-                             s->st_exec, false, &drift);
+                                  s->st_exec, false, &drift);
     cw_perf__snapshot_free(&p->pend);
     return rc;
 }
@@ -201,7 +203,7 @@ static int on_fork(cw_perf__t *s, const uint32_t *b, int64_t ts)
     if (!pp) return 0; /* parent unknown: adopted at its first event */
     p = proc_new(s, pid);
     if (!p) return CW_ENOMEM;
-    snprintf(p->name, sizeof p->name, "%s", pp->name);
+    cw_strlcpy(p->name, pp->name, sizeof p->name);
     p->started = true;
     p->fork_parent = ppid;
     int rc = cw_perf__emit_proc(s, CW_OP_PROCESS_START, pid, ts, p->name, NULL);
@@ -255,7 +257,7 @@ static int on_comm(cw_perf__t *s, const uint8_t *b, uint16_t misc, int64_t ts)
     const char *comm = (const char *)b + 8;
     cw_perf__proc_t *p = cw_perf__pmap_get(&s->procs, pid);
     if (!(misc & PERF_RECORD_MISC_COMM_EXEC)) {
-        if (p && pid == tid) snprintf(p->name, sizeof p->name, "%s", comm);
+        if (p && pid == tid) cw_strlcpy(p->name, comm, sizeof p->name);
         return 0;
     }
     if (p && p->mark >= ts) return 0; /* its snapshot already shows the new image */
@@ -269,7 +271,7 @@ static int on_comm(cw_perf__t *s, const uint8_t *b, uint16_t misc, int64_t ts)
     cw_perf__aspace_clear(p->as);
     char cmd[1024], dummy[64];
     cw_perf__proc_names(pid, dummy, sizeof dummy, cmd, sizeof cmd);
-    snprintf(p->name, sizeof p->name, "%s", comm);
+    cw_strlcpy(p->name, comm, sizeof p->name);
     p->started = true;
     rc = cw_perf__emit_proc(s, CW_OP_PROCESS_START, pid, ts, p->name, cmd);
     if (rc) return rc;
@@ -280,20 +282,14 @@ static int on_comm(cw_perf__t *s, const uint8_t *b, uint16_t misc, int64_t ts)
     int64_t at = cw_plat_mono_ns();
     rc = cw_perf__smaps_read(pid, &p->pend);
     if (rc) return rc == CW_ENOENT ? 0 : rc; /* gone already: its exit follows */
-    if (s->npend == s->pend_cap) {
-        size_t c = s->pend_cap ? s->pend_cap * 2 : 64;
-        uint32_t *q = realloc(s->pend, c * sizeof *q);
-        if (!q) return CW_ENOMEM;
-        s->pend = q;
-        s->pend_cap = c;
-    }
+    if (CW_RESERVE(s->pend, s->pend_cap, s->npend + 1)) return CW_ENOMEM;
     s->pend[s->npend++] = pid;
     /* Its executable mappings now, whichever order the kernel reported the
      * image's mmap2 records and this exec in (the clear above). */
     for (size_t i = 0; i < p->pend.nx; i++) {
         const cw_perf__xmap_t *x = &p->pend.x[i];
-        rc = cw_perf__aspace_map(s->unw, p->as, x->start, x->end - x->start, x->pgoff, x->dev, x->ino,
-                            x->path);
+        rc = cw_perf__aspace_map(s->unw, p->as, x->start, x->end - x->start, x->pgoff, x->dev,
+                                 x->ino, x->path);
         if (rc) return rc;
     }
     p->has_pend = true;
@@ -354,19 +350,22 @@ static int apply(cw_perf__t *s, cw_perf__thr_t *t, int sc, uint32_t pid, int64_t
     cw_perf__call_t c = {ts, t->tid, 0};
     if (want && t->nregs) {
         int rc = cw_perf__unwind(s->unw, o->as, t->tid, t->regs, t->nregs, t->stk, t->stk_len,
-                            &c.stack_id);
+                                 &c.stack_id);
         if (rc) return rc;
     }
     switch (sc) {
-    case CW__SC_MMAP: return cw_perf__shadow_mmap(&o->sh, &s->env, &c, ret, a[1], a[2], a[3]);
+    case CW__SC_MMAP:
+        return cw_perf__shadow_mmap(&o->sh, &s->env, &c, ret, a[1], a[2], a[3]);
     case CW__SC_MUNMAP:
         cw_perf__aspace_unmap(o->as, a[0], a[0] + CW__PAGE_UP(a[1]));
         return cw_perf__shadow_munmap(&o->sh, &s->env, &c, a[0], a[1]);
     case CW__SC_MREMAP:
         if (ret != a[0]) cw_perf__aspace_unmap(o->as, a[0], a[0] + CW__PAGE_UP(a[1]));
         return cw_perf__shadow_mremap(&o->sh, &s->env, &c, a[0], a[1], a[2], a[3], ret);
-    case CW__SC_BRK: return cw_perf__shadow_brk(&o->sh, &s->env, &c, a[0], ret);
-    default: return cw_perf__shadow_mprotect(&o->sh, &s->env, &c, a[0], a[1], a[2]);
+    case CW__SC_BRK:
+        return cw_perf__shadow_brk(&o->sh, &s->env, &c, a[0], ret);
+    default:
+        return cw_perf__shadow_mprotect(&o->sh, &s->env, &c, a[0], a[1], a[2]);
     }
 }
 
@@ -454,11 +453,16 @@ int cw_perf__process_rec(cw_perf__t *s, const cw_perf__rec_t *r)
         if (rc) return rc;
     }
     switch (r->h.type) {
-    case PERF_RECORD_SAMPLE: return on_sample(s, b, end, r->ts);
-    case PERF_RECORD_FORK: return on_fork(s, (const uint32_t *)b, r->ts);
-    case PERF_RECORD_EXIT: return on_exit_rec(s, (const uint32_t *)b, r->ts);
-    case PERF_RECORD_COMM: return on_comm(s, b, r->h.misc, r->ts);
-    case PERF_RECORD_MMAP2: return on_mmap2(s, b);
+    case PERF_RECORD_SAMPLE:
+        return on_sample(s, b, end, r->ts);
+    case PERF_RECORD_FORK:
+        return on_fork(s, (const uint32_t *)b, r->ts);
+    case PERF_RECORD_EXIT:
+        return on_exit_rec(s, (const uint32_t *)b, r->ts);
+    case PERF_RECORD_COMM:
+        return on_comm(s, b, r->h.misc, r->ts);
+    case PERF_RECORD_MMAP2:
+        return on_mmap2(s, b);
     case PERF_RECORD_LOST: {
         uint64_t n;
         memcpy(&n, b + 8, 8);
@@ -468,6 +472,7 @@ int cw_perf__process_rec(cw_perf__t *s, const cw_perf__rec_t *r)
         s->resync_due = true;
         return 0;
     }
-    default: return 0;
+    default:
+        return 0;
     }
 }

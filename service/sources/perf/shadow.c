@@ -38,8 +38,9 @@ static bool charged(uint32_t flags)
     return (flags & CW__SEG_ACCT) && !(flags & CW__SEG_STACK);
 }
 
-static int emit(const cw_perf__shadow_env_t *env, const cw_perf__shadow_t *s, const cw_perf__call_t *c,
-                cw_op_t op, uint64_t addr, uint64_t size, uint32_t stack, bool rundown)
+static int emit(const cw_perf__shadow_env_t *env, const cw_perf__shadow_t *s,
+                const cw_perf__call_t *c, cw_op_t op, uint64_t addr, uint64_t size, uint32_t stack,
+                bool rundown)
 {
     if (size == 0) return 0;
     cw_event_t ev = {0};
@@ -75,21 +76,9 @@ void cw_perf__shadow_clear(cw_perf__shadow_t *s)
     s->acct_bytes = 0;
 }
 
-static int reserve_n(cw_perf__shadow_t *s, size_t want)
-{
-    if (want <= s->cap) return 0;
-    size_t cap = s->cap ? s->cap : 16;
-    while (cap < want) cap *= 2;
-    cw_perf__seg_t *p = realloc(s->seg, cap * sizeof *p);
-    if (!p) return CW_ENOMEM;
-    s->seg = p;
-    s->cap = cap;
-    return 0;
-}
-
 int cw_perf__shadow_copy(cw_perf__shadow_t *dst, const cw_perf__shadow_t *src)
 {
-    int rc = reserve_n(dst, src->n);
+    int rc = CW_RESERVE(dst->seg, dst->cap, src->n);
     if (rc) return rc;
     if (src->n) memcpy(dst->seg, src->seg, src->n * sizeof *src->seg);
     dst->n = src->n;
@@ -117,7 +106,7 @@ static int split_at(cw_perf__shadow_t *s, uint64_t addr)
 {
     size_t i = lower(s, addr);
     if (i == s->n || s->seg[i].start >= addr) return 0;
-    int rc = reserve_n(s, s->n + 1);
+    int rc = CW_RESERVE(s->seg, s->cap, s->n + 1);
     if (rc) return rc;
     memmove(&s->seg[i + 1], &s->seg[i], (s->n - i) * sizeof *s->seg);
     s->n++;
@@ -134,7 +123,8 @@ static int carve(cw_perf__shadow_t *s, uint64_t a, uint64_t b, size_t *first, si
     if (rc) return rc;
     *first = lower(s, a);
     size_t j = *first;
-    while (j < s->n && s->seg[j].start < b) j++;
+    while (j < s->n && s->seg[j].start < b)
+        j++;
     *last = j;
     return 0;
 }
@@ -160,7 +150,7 @@ static int remove_range(cw_perf__shadow_t *s, uint64_t a, uint64_t b, bool *remo
 /* Inserts seg where nothing is mapped (callers removed the range first). */
 static int insert(cw_perf__shadow_t *s, cw_perf__seg_t seg)
 {
-    int rc = reserve_n(s, s->n + 1);
+    int rc = CW_RESERVE(s->seg, s->cap, s->n + 1);
     if (rc) return rc;
     size_t i = lower(s, seg.start);
     memmove(&s->seg[i + 1], &s->seg[i], (s->n - i) * sizeof *s->seg);
@@ -171,8 +161,8 @@ static int insert(cw_perf__shadow_t *s, cw_perf__seg_t seg)
 }
 
 /* Address space [a, b) goes away: one release if anything was mapped. */
-static int unmap(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c, uint64_t a,
-                 uint64_t b)
+static int unmap(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
+                 uint64_t a, uint64_t b)
 {
     bool removed;
     int rc = remove_range(s, a, b, &removed);
@@ -181,16 +171,17 @@ static int unmap(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const c
 }
 
 /* A new mapping [a, b) with flags: commit when charged, else reserve. */
-static int map_new(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c, uint64_t a,
-                   uint64_t b, uint32_t flags, uint32_t stack)
+static int map_new(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
+                   uint64_t a, uint64_t b, uint32_t flags, uint32_t stack)
 {
     int rc = insert(s, (cw_perf__seg_t){a, b, flags, stack});
     if (rc) return rc;
     return emit(env, s, c, charged(flags) ? CW_OP_COMMIT : CW_OP_RESERVE, a, b - a, stack, false);
 }
 
-int cw_perf__shadow_mmap(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
-                    uint64_t addr, uint64_t len, uint64_t prot, uint64_t flags)
+int cw_perf__shadow_mmap(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env,
+                         const cw_perf__call_t *c, uint64_t addr, uint64_t len, uint64_t prot,
+                         uint64_t flags)
 {
     uint64_t a = CW__PAGE_DOWN(addr), b = CW__PAGE_UP(addr + len);
     if (b <= a) return 0;
@@ -211,15 +202,15 @@ int cw_perf__shadow_mmap(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env,
     return map_new(s, env, c, a, b, f, c->stack_id);
 }
 
-int cw_perf__shadow_munmap(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
-                      uint64_t addr, uint64_t len)
+int cw_perf__shadow_munmap(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env,
+                           const cw_perf__call_t *c, uint64_t addr, uint64_t len)
 {
     uint64_t a = CW__PAGE_DOWN(addr), b = CW__PAGE_UP(addr + len);
     return unmap(s, env, c, a, b);
 }
 
-int cw_perf__shadow_mprotect(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
-                        uint64_t addr, uint64_t len, uint64_t prot)
+int cw_perf__shadow_mprotect(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env,
+                             const cw_perf__call_t *c, uint64_t addr, uint64_t len, uint64_t prot)
 {
     uint64_t a = CW__PAGE_DOWN(addr), b = CW__PAGE_UP(addr + len);
     size_t i, j;
@@ -235,8 +226,8 @@ int cw_perf__shadow_mprotect(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *
             /* mprotect_fixup(): a private mapping made writable is charged
              * unless it already was, or was writable, shared, hugetlb or
              * NORESERVE. */
-            if (!(old & (CW__SEG_ACCT | CW__SEG_WRITE | CW__SEG_HUGE | CW__SEG_SHARED |
-                         CW__SEG_NORES))) {
+            if (!(old &
+                  (CW__SEG_ACCT | CW__SEG_WRITE | CW__SEG_HUGE | CW__SEG_SHARED | CW__SEG_NORES))) {
                 g->flags |= CW__SEG_ACCT;
                 g->stack_id = c->stack_id;
                 if (charged(g->flags)) {
@@ -267,9 +258,9 @@ int cw_perf__shadow_mprotect(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *
     return 0;
 }
 
-int cw_perf__shadow_mremap(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
-                      uint64_t old_addr, uint64_t old_len, uint64_t new_len, uint64_t flags,
-                      uint64_t result)
+int cw_perf__shadow_mremap(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env,
+                           const cw_perf__call_t *c, uint64_t old_addr, uint64_t old_len,
+                           uint64_t new_len, uint64_t flags, uint64_t result)
 {
     uint64_t oa = CW__PAGE_DOWN(old_addr), ol = CW__PAGE_UP(old_len), nl = CW__PAGE_UP(new_len);
     uint64_t na = result;
@@ -319,8 +310,8 @@ int cw_perf__shadow_mremap(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *en
     return 0;
 }
 
-int cw_perf__shadow_brk(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
-                   uint64_t arg, uint64_t result)
+int cw_perf__shadow_brk(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env,
+                        const cw_perf__call_t *c, uint64_t arg, uint64_t result)
 {
     (void)arg;
     uint64_t r = CW__PAGE_UP(result);
@@ -341,8 +332,8 @@ int cw_perf__shadow_brk(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, 
     return 0;
 }
 
-int cw_perf__shadow_commit_all(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
-                          uint32_t stack_id)
+int cw_perf__shadow_commit_all(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env,
+                               const cw_perf__call_t *c, uint32_t stack_id)
 {
     for (size_t k = 0; k < s->n; k++) {
         cw_perf__seg_t *g = &s->seg[k];
@@ -367,13 +358,14 @@ static int flush(pending_t *p, const cw_perf__shadow_env_t *env, const cw_perf__
 {
     if (!p->open) return 0;
     p->open = false;
-    if (p->op == CW_OP_COMMIT) return emit(env, s, c, CW_OP_COMMIT, p->a, p->b - p->a, pseudo, rundown);
+    if (p->op == CW_OP_COMMIT)
+        return emit(env, s, c, CW_OP_COMMIT, p->a, p->b - p->a, pseudo, rundown);
     return emit(env, s, c, CW_OP_DECOMMIT, p->a, p->b - p->a, 0, false);
 }
 
 static int add_pending(pending_t *p, cw_op_t op, uint64_t a, uint64_t b,
-                       const cw_perf__shadow_env_t *env, const cw_perf__shadow_t *s, const cw_perf__call_t *c,
-                       uint32_t pseudo, bool rundown)
+                       const cw_perf__shadow_env_t *env, const cw_perf__shadow_t *s,
+                       const cw_perf__call_t *c, uint32_t pseudo, bool rundown)
 {
     if (p->open && p->op == op && p->b == a) {
         p->b = b;
@@ -391,20 +383,14 @@ static int push_seg(cw_perf__seg_t **out, size_t *n, size_t *cap, cw_perf__seg_t
         (*out)[*n - 1].end = g.end;
         return 0;
     }
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 64;
-        cw_perf__seg_t *p = realloc(*out, nc * sizeof *p);
-        if (!p) return CW_ENOMEM;
-        *out = p;
-        *cap = nc;
-    }
+    if (CW_RESERVE(*out, *cap, *n + 1)) return CW_ENOMEM;
     (*out)[(*n)++] = g;
     return 0;
 }
 
-int cw_perf__shadow_sync(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env, const cw_perf__call_t *c,
-                    const cw_perf__seg_t *segs, size_t n, uint64_t brk, uint32_t pseudo_stack,
-                    bool rundown, uint64_t *drift)
+int cw_perf__shadow_sync(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env,
+                         const cw_perf__call_t *c, const cw_perf__seg_t *segs, size_t n,
+                         uint64_t brk, uint32_t pseudo_stack, bool rundown, uint64_t *drift)
 {
     cw_perf__seg_t *out = NULL;
     size_t on = 0, ocap = 0, i = 0, j = 0;
@@ -414,8 +400,10 @@ int cw_perf__shadow_sync(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env,
     /* Sweep both sorted lists over their elementary intervals. */
     uint64_t x = 0;
     for (;;) {
-        while (i < s->n && s->seg[i].end <= x) i++;
-        while (j < n && segs[j].end <= x) j++;
+        while (i < s->n && s->seg[i].end <= x)
+            i++;
+        while (j < n && segs[j].end <= x)
+            j++;
         if (i == s->n && j == n) break;
         /* Next interval start: x itself if covered, else the nearest start. */
         uint64_t os = i < s->n ? s->seg[i].start : UINT64_MAX;
@@ -424,10 +412,14 @@ int cw_perf__shadow_sync(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env,
         bool in_o = i < s->n && s->seg[i].start <= x;
         bool in_n = j < n && segs[j].start <= x;
         uint64_t y = UINT64_MAX;
-        if (in_o) y = s->seg[i].end;
-        else if (i < s->n) y = s->seg[i].start;
-        if (in_n) y = segs[j].end < y ? segs[j].end : y;
-        else if (j < n && segs[j].start < y) y = segs[j].start;
+        if (in_o)
+            y = s->seg[i].end;
+        else if (i < s->n)
+            y = s->seg[i].start;
+        if (in_n)
+            y = segs[j].end < y ? segs[j].end : y;
+        else if (j < n && segs[j].start < y)
+            y = segs[j].start;
         bool oa = in_o && charged(s->seg[i].flags);
         bool na = in_n && charged(segs[j].flags);
         if (in_n) {
@@ -438,8 +430,10 @@ int cw_perf__shadow_sync(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env,
             if ((rc = push_seg(&out, &on, &ocap, g))) goto done;
             if (na) acct += y - x;
         }
-        if (na && !oa) rc = add_pending(&p, CW_OP_COMMIT, x, y, env, s, c, pseudo_stack, rundown);
-        else if (oa && !na) rc = add_pending(&p, CW_OP_DECOMMIT, x, y, env, s, c, pseudo_stack, rundown);
+        if (na && !oa)
+            rc = add_pending(&p, CW_OP_COMMIT, x, y, env, s, c, pseudo_stack, rundown);
+        else if (oa && !na)
+            rc = add_pending(&p, CW_OP_DECOMMIT, x, y, env, s, c, pseudo_stack, rundown);
         if (rc) goto done;
         if (na != oa) moved += y - x;
         x = y;

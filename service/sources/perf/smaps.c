@@ -19,22 +19,11 @@
 void cw_perf__snapshot_free(cw_perf__snapshot_t *snap)
 {
     if (!snap) return;
-    for (size_t i = 0; i < snap->nx; i++) free(snap->x[i].path);
+    for (size_t i = 0; i < snap->nx; i++)
+        free(snap->x[i].path);
     free(snap->seg);
     free(snap->x);
     memset(snap, 0, sizeof *snap);
-}
-
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap * 2 : 64;
-    while (c < need) c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q) return CW_ENOMEM;
-    *p = q;
-    *cap = c;
-    return 0;
 }
 
 /* start_brk, field 47 of /proc/PID/stat (after the ")" of comm). */
@@ -51,7 +40,8 @@ static uint64_t start_brk(uint32_t pid)
     if (!p) return 0;
     p++;
     /* Field 3 follows ")"; walk to field 47. */
-    for (int field = 2; field < 46 && p; field++) p = strchr(p + 1, ' ');
+    for (int field = 2; field < 46 && p; field++)
+        p = strchr(p + 1, ' ');
     return p ? strtoull(p + 1, NULL, 10) : 0;
 }
 
@@ -65,7 +55,8 @@ static int header(const char *line, cw_perf__seg_t *g, char *perms, uint64_t *pg
                pgoff, maj, min, ino, &used) != 7)
         return 0;
     const char *p = line + used;
-    while (*p == ' ' || *p == '\t') p++;
+    while (*p == ' ' || *p == '\t')
+        p++;
     *path = p;
     g->start = a;
     g->end = b;
@@ -94,8 +85,9 @@ int cw_perf__smaps_read(uint32_t pid, cw_perf__snapshot_t *snap)
         uint64_t pgoff, ino;
         unsigned maj, min;
         const char *p;
-        if (isxdigit((unsigned char)line[0]) && header(line, &g, perms, &pgoff, &maj, &min, &ino, &p)) {
-            if ((rc = grow((void **)&snap->seg, &snap->cap, snap->n + 1, sizeof g))) break;
+        if (isxdigit((unsigned char)line[0]) &&
+            header(line, &g, perms, &pgoff, &maj, &min, &ino, &p)) {
+            if ((rc = CW_RESERVE(snap->seg, snap->cap, snap->n + 1))) break;
             if (perms[1] == 'w') g.flags |= CW__SEG_WRITE;
             if (perms[3] == 's') g.flags |= CW__SEG_SHARED;
             if (p[0] != '/') g.flags |= CW__SEG_ANON;
@@ -107,7 +99,7 @@ int cw_perf__smaps_read(uint32_t pid, cw_perf__snapshot_t *snap)
             snap->seg[snap->n] = g;
             cur = &snap->seg[snap->n++];
             if (perms[2] == 'x' && p[0] == '/') {
-                if ((rc = grow((void **)&snap->x, &snap->xcap, snap->nx + 1, sizeof *snap->x))) break;
+                if ((rc = CW_RESERVE(snap->x, snap->xcap, snap->nx + 1))) break;
                 cw_perf__xmap_t *x = &snap->x[snap->nx];
                 x->start = g.start;
                 x->end = g.end;
@@ -128,12 +120,17 @@ int cw_perf__smaps_read(uint32_t pid, cw_perf__snapshot_t *snap)
             for (char *t = line + 8; *t; t++) {
                 if (t[0] == ' ' || !t[1]) continue;
                 if (t[2] && t[2] != ' ') continue;
-                if (t[0] == 'a' && t[1] == 'c') cur->flags |= CW__SEG_ACCT;
-                else if (t[0] == 'n' && t[1] == 'r') cur->flags |= CW__SEG_NORES;
-                else if (t[0] == 'h' && t[1] == 't') cur->flags |= CW__SEG_HUGE;
+                if (t[0] == 'a' && t[1] == 'c')
+                    cur->flags |= CW__SEG_ACCT;
+                else if (t[0] == 'n' && t[1] == 'r')
+                    cur->flags |= CW__SEG_NORES;
+                else if (t[0] == 'h' && t[1] == 't')
+                    cur->flags |= CW__SEG_HUGE;
                 /* wr and sh also come from perms; VmFlags is the kernel's word. */
-                else if (t[0] == 'w' && t[1] == 'r') cur->flags |= CW__SEG_WRITE;
-                else if (t[0] == 's' && t[1] == 'h') cur->flags |= CW__SEG_SHARED;
+                else if (t[0] == 'w' && t[1] == 'r')
+                    cur->flags |= CW__SEG_WRITE;
+                else if (t[0] == 's' && t[1] == 'h')
+                    cur->flags |= CW__SEG_SHARED;
                 t++;
             }
         }
@@ -182,7 +179,8 @@ void cw_perf__proc_names(uint32_t pid, char *name, size_t nsize, char *cmdline, 
     if (!f) return;
     size_t n = fread(cmdline, 1, csize - 1, f);
     fclose(f);
-    while (n && cmdline[n - 1] == 0) n--;
+    while (n && cmdline[n - 1] == 0)
+        n--;
     for (size_t i = 0; i < n; i++)
         if (cmdline[i] == 0) cmdline[i] = ' ';
     cmdline[n] = 0;

@@ -28,14 +28,14 @@
 
 typedef struct module {
     uint64_t dev, ino;
-    char *path; /* as the process saw it; opened by libdw */
+    char *path;       /* as the process saw it; opened by libdw */
     const char *name; /* basename of path */
     /* Symbols: one Dwfl per module, shared by every process, loaded on
      * the first frame that needs it (with its separate debuginfo). */
     Dwfl *sym;
     Dwfl_Module *sym_mod;
     bool sym_tried, sym_exec; /* sym_exec: ET_EXEC, placed at its link address */
-    struct fsym *fsyms; /* functions sorted by address (libdw's lookup is linear) */
+    struct fsym *fsyms;       /* functions sorted by address (libdw's lookup is linear) */
     size_t nfsyms;
     size_t refs; /* mappings of live address spaces */
 } module_t;
@@ -91,8 +91,8 @@ static char *debuginfo_path;
 /* Unwinding uses .eh_frame (and .debug_frame of the file itself): never
  * the separate debuginfo, which would be loaded again for every process. */
 static int no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
-                        const char *file_name, const char *debuglink_file,
-                        GElf_Word debuglink_crc, char **debuginfo_file_name)
+                        const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
+                        char **debuginfo_file_name)
 {
     (void)mod, (void)userdata, (void)modname, (void)base, (void)file_name;
     (void)debuglink_file, (void)debuglink_crc, (void)debuginfo_file_name;
@@ -141,7 +141,8 @@ static void module_free(module_t *m)
 void cw_perf__unwinder_destroy(cw_perf__unwinder_t *u)
 {
     if (!u) return;
-    for (size_t i = 0; i < u->nmods; i++) module_free(u->mods[i]);
+    for (size_t i = 0; i < u->nmods; i++)
+        module_free(u->mods[i]);
     free(u->mods);
     free(u->fc);
     if (u->self_elf) elf_end(u->self_elf);
@@ -154,8 +155,10 @@ static void module_sweep(cw_perf__unwinder_t *u)
 {
     size_t w = 0;
     for (size_t i = 0; i < u->nmods; i++) {
-        if (u->mods[i]->refs) u->mods[w++] = u->mods[i];
-        else module_free(u->mods[i]);
+        if (u->mods[i]->refs)
+            u->mods[w++] = u->mods[i];
+        else
+            module_free(u->mods[i]);
     }
     u->nmods = w;
     memset(u->fc, 0, u->fcap * sizeof *u->fc);
@@ -168,13 +171,7 @@ static module_t *module_get(cw_perf__unwinder_t *u, uint64_t dev, uint64_t ino, 
         module_t *m = u->mods[i];
         if (ino ? (m->dev == dev && m->ino == ino) : strcmp(m->path, path) == 0) return m;
     }
-    if (u->nmods == u->mcap) {
-        size_t c = u->mcap ? u->mcap * 2 : 64;
-        module_t **p = realloc(u->mods, c * sizeof *p);
-        if (!p) return NULL;
-        u->mods = p;
-        u->mcap = c;
-    }
+    if (CW_RESERVE(u->mods, u->mcap, u->nmods + 1)) return NULL;
     module_t *m = calloc(1, sizeof *m);
     if (!m || !(m->path = strdup(path))) {
         free(m);
@@ -200,7 +197,8 @@ cw_perf__aspace_t *cw_perf__aspace_new(uint32_t pid)
 void cw_perf__aspace_free(cw_perf__aspace_t *as)
 {
     if (!as) return;
-    for (size_t i = 0; i < as->n; i++) as->m[i].mod->refs--;
+    for (size_t i = 0; i < as->n; i++)
+        as->m[i].mod->refs--;
     if (as->dwfl) dwfl_end(as->dwfl);
     free(as->m);
     free(as);
@@ -209,7 +207,8 @@ void cw_perf__aspace_free(cw_perf__aspace_t *as)
 void cw_perf__aspace_unmap(cw_perf__aspace_t *as, uint64_t a, uint64_t b)
 {
     size_t i = 0;
-    while (i < as->n && as->m[i].end <= a) i++;
+    while (i < as->n && as->m[i].end <= a)
+        i++;
     if (i == as->n || as->m[i].start >= b) return; /* the common case: no code there */
     /* Rebuild: keep what lies outside [a, b), pieces of cut mappings too. */
     size_t cap = as->n + 1;
@@ -241,26 +240,21 @@ void cw_perf__aspace_unmap(cw_perf__aspace_t *as, uint64_t a, uint64_t b)
 
 void cw_perf__aspace_clear(cw_perf__aspace_t *as)
 {
-    for (size_t i = 0; i < as->n; i++) as->m[i].mod->refs--;
+    for (size_t i = 0; i < as->n; i++)
+        as->m[i].mod->refs--;
     as->n = 0;
     as->dirty = true;
 }
 
 int cw_perf__aspace_map(cw_perf__unwinder_t *u, cw_perf__aspace_t *as, uint64_t start, uint64_t len,
-                   uint64_t pgoff, uint64_t dev, uint64_t ino, const char *path)
+                        uint64_t pgoff, uint64_t dev, uint64_t ino, const char *path)
 {
     if (!path || path[0] != '/' || len == 0) return 0;
     cw_perf__aspace_unmap(as, start, start + len);
     if (u->nmods >= MOD_SWEEP) module_sweep(u);
     module_t *mod = module_get(u, dev, ino, path);
     if (!mod) return CW_ENOMEM;
-    if (as->n == as->cap) {
-        size_t c = as->cap ? as->cap * 2 : 32;
-        amap_t *p = realloc(as->m, c * sizeof *p);
-        if (!p) return CW_ENOMEM;
-        as->m = p;
-        as->cap = c;
-    }
+    if (CW_RESERVE(as->m, as->cap, as->n + 1)) return CW_ENOMEM;
     size_t i = as->n;
     while (i > 0 && as->m[i - 1].start > start) {
         as->m[i] = as->m[i - 1];
@@ -276,15 +270,11 @@ int cw_perf__aspace_map(cw_perf__unwinder_t *u, cw_perf__aspace_t *as, uint64_t 
 int cw_perf__aspace_copy(cw_perf__aspace_t *dst, const cw_perf__aspace_t *src)
 {
     cw_perf__aspace_clear(dst);
-    if (src->n > dst->cap) {
-        amap_t *p = realloc(dst->m, src->n * sizeof *p);
-        if (!p) return CW_ENOMEM;
-        dst->m = p;
-        dst->cap = src->n;
-    }
+    if (CW_RESERVE(dst->m, dst->cap, src->n)) return CW_ENOMEM;
     if (src->n) memcpy(dst->m, src->m, src->n * sizeof *src->m);
     dst->n = src->n;
-    for (size_t i = 0; i < dst->n; i++) dst->m[i].mod->refs++;
+    for (size_t i = 0; i < dst->n; i++)
+        dst->m[i].mod->refs++;
     dst->dirty = true;
     return 0;
 }
@@ -342,14 +332,20 @@ static bool set_initial_registers(Dwfl_Thread *thread, void *arg)
     const uint64_t *r = as->regs;
     if (as->nregs < 17) return false;
     /* DWARF x86-64 order: rax rdx rcx rbx rsi rdi rbp rsp r8..r15. */
-    Dwarf_Word d[16] = {r[0], r[3], r[2], r[1], r[4], r[5], r[6], r[7],
+    Dwarf_Word d[16] = {r[0], r[3],  r[2],  r[1],  r[4],  r[5],  r[6],  r[7],
                         r[9], r[10], r[11], r[12], r[13], r[14], r[15], r[16]};
     if (!dwfl_thread_state_registers(thread, 0, 16, d)) return false;
     dwfl_thread_state_register_pc(thread, r[8]);
     return true;
 }
-static uint64_t sample_sp(const uint64_t *r) { return r[7]; }
-static uint64_t sample_ip(const uint64_t *r) { return r[8]; }
+static uint64_t sample_sp(const uint64_t *r)
+{
+    return r[7];
+}
+static uint64_t sample_ip(const uint64_t *r)
+{
+    return r[8];
+}
 #elif defined(__aarch64__)
 /* perf_event_arm64_regs: X0-X30, SP (31), PC (32). */
 uint64_t cw_perf__unwind_regs_mask(void)
@@ -361,13 +357,20 @@ static bool set_initial_registers(Dwfl_Thread *thread, void *arg)
     cw_perf__aspace_t *as = arg;
     if (as->nregs < 33) return false;
     Dwarf_Word d[32];
-    for (int i = 0; i < 32; i++) d[i] = as->regs[i];
+    for (int i = 0; i < 32; i++)
+        d[i] = as->regs[i];
     if (!dwfl_thread_state_registers(thread, 0, 32, d)) return false;
     dwfl_thread_state_register_pc(thread, as->regs[32]);
     return true;
 }
-static uint64_t sample_sp(const uint64_t *r) { return r[31]; }
-static uint64_t sample_ip(const uint64_t *r) { return r[32]; }
+static uint64_t sample_sp(const uint64_t *r)
+{
+    return r[31];
+}
+static uint64_t sample_ip(const uint64_t *r)
+{
+    return r[32];
+}
 #else
 #error "the perf source supports x86_64 and aarch64"
 #endif
@@ -462,7 +465,8 @@ static int fc_put(cw_perf__unwinder_t *u, const module_t *m, uint64_t off, uint3
         if (rc) return rc;
     }
     size_t i = fc_hash(m, off) & (u->fcap - 1);
-    while (u->fc[i].mod) i = (i + 1) & (u->fcap - 1);
+    while (u->fc[i].mod)
+        i = (i + 1) & (u->fcap - 1);
     u->fc[i] = (fcache_ent_t){m, off, frame};
     u->fn++;
     return 0;
@@ -499,7 +503,8 @@ static void load_fsyms(module_t *mod)
         GElf_Addr addr;
         const char *name = dwfl_module_getsym_info(mod->sym_mod, i, &sym, &addr, NULL, NULL, NULL);
         int type = GELF_ST_TYPE(sym.st_info);
-        if (!name || !*name || (type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF)
+        if (!name || !*name || (type != STT_FUNC && type != STT_GNU_IFUNC) ||
+            sym.st_shndx == SHN_UNDEF)
             continue;
         /* Of aliases ("__GI___mmap64", "__mmap", "mmap"), show the public
          * name: sized, not local, fewest leading underscores, shortest. */
@@ -564,15 +569,16 @@ static int symbolize(cw_perf__unwinder_t *u, cw_perf__aspace_t *as, uint64_t pc,
     /* Versioned names ("__sbrk@GLIBC_2.2.5") are shown bare. */
     int fnlen = fn ? (int)strcspn(fn, "@") : 0;
     int n = fnlen ? snprintf(buf, sizeof buf, "%s!%.*s", m->mod->name, fnlen, fn)
-                      : snprintf(buf, sizeof buf, "%s!0x%llx", m->mod->name, (unsigned long long)off);
+                  : snprintf(buf, sizeof buf, "%s!0x%llx", m->mod->name, (unsigned long long)off);
     if (n >= (int)sizeof buf) n = (int)sizeof buf - 1;
     int rc = cw_stacks_intern_frame(u->stacks, buf, (size_t)n, frame);
     if (!rc) rc = fc_put(u, m->mod, off, *frame);
     return rc;
 }
 
-int cw_perf__unwind(cw_perf__unwinder_t *u, cw_perf__aspace_t *as, uint32_t tid, const uint64_t *regs,
-               uint32_t nregs, const uint8_t *stack, uint64_t stack_size, uint32_t *stack_id)
+int cw_perf__unwind(cw_perf__unwinder_t *u, cw_perf__aspace_t *as, uint32_t tid,
+                    const uint64_t *regs, uint32_t nregs, const uint8_t *stack, uint64_t stack_size,
+                    uint32_t *stack_id)
 {
     walk_t w;
     w.n = 0;

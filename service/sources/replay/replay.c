@@ -33,8 +33,7 @@ static int replay_open(void **impl, const cw_source_opts_t *o, cw_diag_t *d)
     int rc;
     if (!o->arg || !*o->arg)
         return cw_diag_set(d, CW_EUSAGE, "--source replay needs a file: --source replay:PATH");
-    if (!(o->speed >= 0))
-        return cw_diag_set(d, CW_EUSAGE, "--speed takes a positive number");
+    if (!(o->speed >= 0)) return cw_diag_set(d, CW_EUSAGE, "--speed takes a positive number");
     if (!(r = calloc(1, sizeof *r))) return CW_ENOMEM;
     atomic_init(&r->stop, false);
     r->rebase = o->rebase_now;

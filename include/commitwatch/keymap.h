@@ -3,23 +3,23 @@
  * Values live in the caller's own array, indexed by what the map returns;
  * the map only finds them. Clearing keeps the capacity (the aggregator
  * reuses one map per bucket). Not thread-safe. */
-#ifndef CW_CORE_KEYMAP_H
-#define CW_CORE_KEYMAP_H
+#ifndef COMMITWATCH_KEYMAP_H
+#define COMMITWATCH_KEYMAP_H
 
 #include <stdint.h>
 
-typedef struct cw__keymap {
+typedef struct cw_keymap {
     uint64_t *k1, *k2;
     uint32_t *idx; /* index + 1; 0 = empty slot */
     uint32_t mask;
     uint32_t count;
-} cw__keymap_t;
+} cw_keymap_t;
 
-int cw__keymap_init(cw__keymap_t *m, uint32_t initial_pow2);
-void cw__keymap_free(cw__keymap_t *m);
-void cw__keymap_clear(cw__keymap_t *m);
+int cw_keymap_init(cw_keymap_t *m, uint32_t initial_pow2);
+void cw_keymap_free(cw_keymap_t *m);
+void cw_keymap_clear(cw_keymap_t *m);
 /* Finds the key; if absent inserts it with index = count (the next dense
  * index) and sets *added. Returns the index, or UINT32_MAX on ENOMEM. */
-uint32_t cw__keymap_get(cw__keymap_t *m, uint64_t k1, uint64_t k2, int *added);
+uint32_t cw_keymap_get(cw_keymap_t *m, uint64_t k1, uint64_t k2, int *added);
 
 #endif

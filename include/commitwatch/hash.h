@@ -1,12 +1,12 @@
-/* hash.h - internal hashing helpers shared by the core's hash tables. */
-#ifndef CW_CORE_HASH_H
-#define CW_CORE_HASH_H
+/* hash.h - hashing helpers shared by the hash tables of every stage. */
+#ifndef COMMITWATCH_HASH_H
+#define COMMITWATCH_HASH_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 /* 64-bit FNV-1a over bytes; good enough for interning short strings. */
-static inline uint64_t cw__hash_bytes(const void *p, size_t n)
+static inline uint64_t cw_hash_bytes(const void *p, size_t n)
 {
     const unsigned char *s = p;
     uint64_t h = 1469598103934665603ULL;
@@ -18,7 +18,7 @@ static inline uint64_t cw__hash_bytes(const void *p, size_t n)
 }
 
 /* A strong 64-bit mixer (splitmix64 finalizer) for integer keys. */
-static inline uint64_t cw__hash_u64(uint64_t x)
+static inline uint64_t cw_hash_u64(uint64_t x)
 {
     x ^= x >> 30;
     x *= 0xbf58476d1ce4e5b9ULL;
@@ -28,9 +28,9 @@ static inline uint64_t cw__hash_u64(uint64_t x)
     return x;
 }
 
-static inline uint64_t cw__hash_combine(uint64_t h, uint64_t v)
+static inline uint64_t cw_hash_combine(uint64_t h, uint64_t v)
 {
-    return cw__hash_u64(h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)));
+    return cw_hash_u64(h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)));
 }
 
 #endif
