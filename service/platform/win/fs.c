@@ -1,0 +1,146 @@
+/* fs.c - paths and the program's folders on Windows. Paths are UTF-8 in
+ * the program and UTF-16 for the OS. Data (web\, stacktags\) lives beside
+ * commitwatch.exe (%ProgramFiles%\commitwatch\ once installed); state and
+ * configuration in %ProgramData%\commitwatch\. */
+#include "platform/win/win_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commitwatch/platform.h"
+
+wchar_t *cw_win__wide(const char *s)
+{
+    int n = MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, NULL, 0);
+    if (n <= 0) return NULL;
+    wchar_t *w = malloc((size_t)n * sizeof *w);
+    if (w && MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, w, n) != n) {
+        free(w);
+        w = NULL;
+    }
+    return w;
+}
+
+char *cw_win__utf8(const wchar_t *w)
+{
+    int n = WideCharToMultiByte(CP_UTF8, 0, w, -1, NULL, 0, NULL, NULL);
+    if (n <= 0) return NULL;
+    char *s = malloc((size_t)n);
+    if (s && WideCharToMultiByte(CP_UTF8, 0, w, -1, s, n, NULL, NULL) != n) {
+        free(s);
+        s = NULL;
+    }
+    return s;
+}
+
+static DWORD attributes(const char *path)
+{
+    wchar_t *w = path ? cw_win__wide(path) : NULL;
+    DWORD a = w ? GetFileAttributesW(w) : INVALID_FILE_ATTRIBUTES;
+    free(w);
+    return a;
+}
+
+char *cw_plat_realpath(const char *path)
+{
+    wchar_t *w = path ? cw_win__wide(path) : NULL, *full = NULL;
+    char *out = NULL;
+    if (!w) return NULL;
+    DWORD n = GetFullPathNameW(w, 0, NULL, NULL);
+    if (n && (full = malloc(n * sizeof *full)) && GetFullPathNameW(w, n, full, NULL) < n &&
+        GetFileAttributesW(full) != INVALID_FILE_ATTRIBUTES)
+        out = cw_win__utf8(full);
+    free(full);
+    free(w);
+    return out;
+}
+
+bool cw_plat_is_sep(char c)
+{
+    return c == '/' || c == '\\';
+}
+
+int cw_plat_file_size(const char *path, uint64_t *out)
+{
+    WIN32_FILE_ATTRIBUTE_DATA fa;
+    wchar_t *w = path ? cw_win__wide(path) : NULL;
+    BOOL ok = w && GetFileAttributesExW(w, GetFileExInfoStandard, &fa) &&
+              !(fa.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY);
+    free(w);
+    if (!ok) return CW_ENOENT;
+    *out = ((uint64_t)fa.nFileSizeHigh << 32) | fa.nFileSizeLow;
+    return 0;
+}
+
+bool cw_plat_is_file(const char *path)
+{
+    DWORD a = attributes(path);
+    return a != INVALID_FILE_ATTRIBUTES && !(a & FILE_ATTRIBUTE_DIRECTORY);
+}
+
+bool cw_plat_is_dir(const char *path)
+{
+    DWORD a = attributes(path);
+    return a != INVALID_FILE_ATTRIBUTES && (a & FILE_ATTRIBUTE_DIRECTORY);
+}
+
+/* The folder of commitwatch.exe (UTF-8, no trailing separator), computed
+ * once; static. */
+static const char *exe_dir(void)
+{
+    static char dir[CW_PATH_MAX];
+    if (!dir[0]) {
+        wchar_t w[CW_PATH_MAX];
+        DWORD n = GetModuleFileNameW(NULL, w, CW_PATH_MAX);
+        char *u = n && n < CW_PATH_MAX ? cw_win__utf8(w) : NULL;
+        if (u) {
+            char *slash = strrchr(u, '\\');
+            if (slash) *slash = '\0';
+            cw_strlcpy(dir, u, sizeof dir);
+        } else {
+            cw_strlcpy(dir, ".", sizeof dir);
+        }
+        free(u);
+    }
+    return dir;
+}
+
+size_t cw_plat_data_dirs(const char *kind, const char **out, size_t max)
+{
+    static char web[CW_PATH_MAX + 8], tags[CW_PATH_MAX + 16];
+    static const char tree_web[] = CW_SOURCE_DATADIR "/web";
+    static const char tree_tags[] = CW_SOURCE_DATADIR "/service/stacks/rules";
+    size_t n = 0;
+    if (strcmp(kind, "web") == 0) {
+        snprintf(web, sizeof web, "%s\\web", exe_dir());
+        if (n < max) out[n++] = tree_web;
+        if (n < max) out[n++] = web;
+    } else if (strcmp(kind, "stacktags") == 0) {
+        snprintf(tags, sizeof tags, "%s\\stacktags", exe_dir());
+        if (n < max) out[n++] = tree_tags;
+        if (n < max) out[n++] = tags;
+    }
+    return n;
+}
+
+/* %ProgramData%\commitwatch (C:\ProgramData\commitwatch when unset). */
+const char *cw_plat_state_dir(void)
+{
+    static char dir[CW_PATH_MAX];
+    if (!dir[0]) {
+        wchar_t w[CW_PATH_MAX];
+        DWORD n = GetEnvironmentVariableW(L"ProgramData", w, CW_PATH_MAX);
+        char *u = n && n < CW_PATH_MAX ? cw_win__utf8(w) : NULL;
+        snprintf(dir, sizeof dir, "%s\\commitwatch", u ? u : "C:\\ProgramData");
+        free(u);
+    }
+    return dir;
+}
+
+const char *cw_plat_config_path(void)
+{
+    static char path[CW_PATH_MAX + 32];
+    if (!path[0]) snprintf(path, sizeof path, "%s\\commitwatch.conf", cw_plat_state_dir());
+    return path;
+}
