@@ -42,7 +42,6 @@ static int feed(void *ctx, const cw_event_t *ev)
     return cw_pipeline_feed(a->pipe, ev, a->d);
 }
 
-/* Replays the trace through a window analyzer. */
 /* The command line. */
 typedef struct analyze_args {
     const char *source, *db;
@@ -65,6 +64,7 @@ static const cw_cli_opt_t opts[] = {
 };
 #undef F
 
+/* Replays the trace through a window analyzer. */
 static int analyze_trace(const char *path, int64_t from, int64_t to, bool stacks_wanted,
                          const analyze_args_t *args, cw_report_t **out, cw_diag_t *d)
 {

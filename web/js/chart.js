@@ -9,7 +9,7 @@ const PALETTE = ['#4e79a7', '#f28e2b', '#59a14f', '#76b7b2', '#edc948', '#b07aa1
   '#ff9da7', '#9c755f', '#e15759', '#8cd17d', '#499894', '#d4a6c8', '#86bcb6', '#f1ce63',
   '#a0cbe8', '#ffbe7d', '#d37295', '#fabfd2', '#b6992d', '#79706e'];
 
-// The default rules' tags (service/stacktags/) each have their own color,
+// The default rules' tags (service/stacks/rules/) each have their own color,
 // so the common ones never share one; other tags get one from their name.
 const KNOWN = ['VirtualAlloc', 'Windows Heap', 'Thread Stack', '(before trace)', 'Other',
   'Managed Heap', 'GDI', 'V8 JS Heap', 'Video Memory', 'CLR JIT Compile', 'Loader',

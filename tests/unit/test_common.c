@@ -1,0 +1,106 @@
+/* test_common.c - base's shared helpers (common.h): growable arrays keep
+ * their contents and grow geometrically, zeroed arrays hand out zeroed
+ * slots, bounded copies truncate and terminate, floor division rounds
+ * toward -inf. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commitwatch/common.h"
+#include "commitwatch/error.h"
+#include "test.h"
+
+static void test_reserve(void)
+{
+    uint64_t *v = NULL;
+    size_t cap = 0, reallocs = 0, last = 0;
+    for (size_t i = 0; i < 100000; i++) {
+        ASSERT_OK(CW_RESERVE(v, cap, i + 1));
+        ASSERT_TRUE(cap >= i + 1);
+        if (cap != last) reallocs++, last = cap;
+        v[i] = i * 7;
+    }
+    for (size_t i = 0; i < 100000; i++)
+        if (v[i] != i * 7) CW_FAIL("slot %zu lost its value", i);
+    /* Doubling: about log2(100000 / 8) growths, not one per push. */
+    ASSERT_TRUE(reallocs <= 15);
+    size_t before = cap;
+    ASSERT_OK(CW_RESERVE(v, cap, 10)); /* room enough: nothing moves */
+    ASSERT_EQ(cap, before);
+    free(v);
+
+    /* Overflowing requests fail and leave the array as it was. */
+    char *c = NULL;
+    size_t ccap = 0;
+    ASSERT_OK(CW_RESERVE(c, ccap, 3));
+    ASSERT_EQ(CW_RESERVE(c, ccap, SIZE_MAX), CW_ENOMEM);
+    ASSERT_EQ(ccap, 8);
+    free(c);
+}
+
+static void test_reserve_zeroed(void)
+{
+    int *v = NULL;
+    size_t cap = 0;
+    ASSERT_OK(CW_RESERVE_ZEROED(v, cap, 5));
+    for (size_t i = 0; i < cap; i++)
+        ASSERT_EQ(v[i], 0);
+    for (size_t i = 0; i < cap; i++)
+        v[i] = -1;
+    size_t old = cap;
+    ASSERT_OK(CW_RESERVE_ZEROED(v, cap, 1000));
+    for (size_t i = 0; i < old; i++)
+        ASSERT_EQ(v[i], -1);
+    for (size_t i = old; i < cap; i++)
+        ASSERT_EQ(v[i], 0);
+    free(v);
+}
+
+static void test_strings(void)
+{
+    char buf[6];
+    ASSERT_EQ(cw_strlcpy(buf, "hello", sizeof buf), 5);
+    ASSERT_STR_EQ(buf, "hello");
+    ASSERT_EQ(cw_strlcpy(buf, "hello world", sizeof buf), 11);
+    ASSERT_STR_EQ(buf, "hello");
+    ASSERT_EQ(cw_strlcpy(buf, "", sizeof buf), 0);
+    ASSERT_STR_EQ(buf, "");
+    buf[0] = 'x';
+    ASSERT_EQ(cw_strlcpy(buf, "abc", 0), 3); /* size 0: nothing written */
+    ASSERT_EQ(buf[0], 'x');
+
+    char *d = cw_strdup("frame!fn");
+    ASSERT_STR_EQ(d, "frame!fn");
+    free(d);
+    d = cw_strndup("module!function", 6);
+    ASSERT_STR_EQ(d, "module");
+    free(d);
+    ASSERT_TRUE(cw_strdup(NULL) == NULL);
+}
+
+static void test_floor(void)
+{
+    ASSERT_EQ(cw_floor_to(0, 10), 0);
+    ASSERT_EQ(cw_floor_to(9, 10), 0);
+    ASSERT_EQ(cw_floor_to(10, 10), 10);
+    ASSERT_EQ(cw_floor_to(-1, 10), -10);
+    ASSERT_EQ(cw_floor_to(-10, 10), -10);
+    ASSERT_EQ(cw_floor_to(-11, 10), -20);
+    ASSERT_EQ(cw_floor_to(INT64_MIN, 1000000000), INT64_MIN);
+    ASSERT_EQ(cw_floor_to(INT64_MAX, 1000000000), INT64_MAX - INT64_MAX % 1000000000);
+    /* Against the definition, on a sweep of both signs. */
+    for (int64_t t = -2500; t <= 2500; t += 7) {
+        int64_t f = cw_floor_to(t, 60);
+        if (!(f <= t && t < f + 60 && f % 60 == 0))
+            CW_FAIL("floor(%lld, 60) = %lld", (long long)t, (long long)f);
+    }
+}
+
+int main(void)
+{
+    test_reserve();
+    test_reserve_zeroed();
+    test_strings();
+    test_floor();
+    TEST_DONE();
+}
