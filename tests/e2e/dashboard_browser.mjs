@@ -123,6 +123,27 @@ try {
     }
   }
 
+  /** p, or null once ms have passed. */
+  const within = (p, ms) => Promise.race([p, new Promise((r) => setTimeout(() => r(null), ms))]);
+  /** Holds the requests whose URL (a URL object) matches, before they reach
+   * the server, until release(): an answer made late, as a slow server or
+   * network would. `seen` resolves with the first such request. */
+  async function hold(match) {
+    let release, seen;
+    const gate = new Promise((r) => { release = r; });
+    const first = new Promise((r) => { seen = r; });
+    const m = (u) => match(u);
+    const handler = async (route) => { seen(route.request()); await gate; await route.continue().catch(() => {}); };
+    await page.route(m, handler);
+    return { seen: first, release: () => release(), stop: () => page.unroute(m, handler) };
+  }
+  /** Releases a held request and waits for its answer to reach the page. */
+  async function releaseHeld(h, req) {
+    const resp = page.waitForResponse((r) => r.request() === req, { timeout: 10000 }).catch(() => null);
+    h.release();
+    return !!(await resp);
+  }
+
   // ---- Overview helpers ------------------------------------------------
   /** The overview chart's window (ns), its points and the top of its stack. */
   const chartState = () => page.evaluate(() => {
@@ -364,6 +385,22 @@ try {
   check('search with no match: the table says so', noneOk && (await overviewRows()).length === 0, String(await tableNote()));
   await page.fill('#search', '');
   check('search cleared: all processes again', await waitTable(all.map((p) => p.name), mFirst, mEnd));
+  // A late answer to an older search must not replace the newer one's.
+  await page.uncheck('#live'); // no refresh in between
+  {
+    const h = await hold((u) => u.pathname === '/api/processes' && u.searchParams.get('name') === 'note');
+    await page.fill('#search', 'note');
+    const req = await within(h.seen, 5000);
+    check('late answer: the search for "note" was asked (its answer held back)', !!req);
+    await page.fill('#search', 'svc');
+    check('late answer: the newer search "svc" shows svchost.exe', await waitTable(['svchost.exe'], mFirst, mEnd));
+    check('late answer: the answer for "note" reached the page', req && await releaseHeld(h, req));
+    // Rendering follows the answer at once; a second is plenty to see it.
+    const stale = await waitFor(() => [...document.querySelectorAll('#procs tbody tr[data-id]')].some((r) => r.dataset.name === 'notepad.exe'), null, 1000);
+    check('late answer: the table still shows "svc"\'s rows, not the older search\'s', !stale && await page.locator('#search').inputValue() === 'svc',
+      JSON.stringify((await overviewRows()).map((r) => r.name)));
+    await h.stop();
+  }
   await page.goto(`${URL}/#/?name=Memory`);
   check('a link with ?name=Memory opens the overview filtered', await waitTable([W.process.name], mFirst, mEnd) &&
     await page.locator('#search').inputValue() === 'Memory', await page.locator('#search').inputValue());
