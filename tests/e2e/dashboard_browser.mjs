@@ -686,6 +686,33 @@ try {
   eq('From/To + Show: the URL', [(await hashWin()).from, (await hashWin()).to], [T0 + 10 * S, T0 + 20 * S]);
   await comparePanel('process, typed 10-20 s', T0 + 10 * S, T0 + 20 * S);
 
+  // A late chart for an earlier click must not replace a later one's:
+  // "Zoom to selection" (its series held back), then "Whole life".
+  await select('process, typed view, step window', STEP.from_ns, STEP.to_ns);
+  {
+    const h = await hold((u) => u.pathname.endsWith('/series') && u.searchParams.get('from') === String(STEP.from_ns) &&
+      u.searchParams.get('to') === String(STEP.to_ns));
+    await page.click('#zoom');
+    const req = await within(h.seen, 5000);
+    check('late answer: "Zoom to selection" asked for its series (held back)', !!req);
+    await page.click('#life');
+    const lifeChart = ([a, b]) => {
+      const u = document.querySelector('#chart')?._uplot;
+      return !!u && u.root.isConnected && Math.round(u.scales.x.min * 1e3) * 1e6 === a && Math.round(u.scales.x.max * 1e3) * 1e6 === b;
+    };
+    check('late answer: "Whole life" draws meanwhile', await waitFor(lifeChart, life, 10000) && await waitPanel(life[0], life[1]));
+    check('late answer: the zoom\'s series reached the page', req && await releaseHeld(h, req));
+    const stale = await waitFor(([a]) => {
+      const u = document.querySelector('#chart')?._uplot;
+      return !!u && u.root.isConnected && Math.round(u.scales.x.min * 1e3) * 1e6 === a;
+    }, [STEP.from_ns], 1000);
+    check('late answer: the chart still shows the whole life, not the zoom', !stale && await waitFor(lifeChart, life, 2000),
+      JSON.stringify(await page.evaluate(() => { const u = document.querySelector('#chart')._uplot; return [u.scales.x.min, u.scales.x.max]; })));
+    hw = await hashWin();
+    check('late answer: URL and figures show the whole life', hw.from === life[0] && hw.to === life[1] && await waitPanel(life[0], life[1], 2000), JSON.stringify(hw));
+    await h.stop();
+  }
+
   // ======================================================================
   // 5. Diff page, opened from the process page's link for the step.
   // ======================================================================
