@@ -766,12 +766,31 @@ try {
   await waitFor((a) => document.querySelector('#sum').textContent.includes(a), '15:06:42', 5000);
   await compareDiff('diff 2-25 s', procId, T0 + 2 * S, T0 + 25 * S);
 
+  // A late answer to an earlier Compare must not replace a later one's.
+  {
+    const h = await hold((u) => u.pathname === '/api/diff' && u.searchParams.get('t2') === String(T0 + 25 * S));
+    await page.fill('#t2', iso(T0 + 25 * S));
+    await page.click('#go');
+    const req = await within(h.seen, 5000);
+    check('late answer: Compare up to 25 s asked (held back)', !!req);
+    await page.fill('#t2', iso(T0 + 20 * S));
+    await page.click('#go');
+    check('late answer: Compare up to 20 s shows meanwhile', await waitFor((t) => document.querySelector('#sum').textContent.includes(t), '→ 2025-06-15 15:07:00:', 10000),
+      await page.locator('#sum').textContent());
+    check('late answer: the 25 s answer reached the page', req && await releaseHeld(h, req));
+    const stale = await waitFor(() => document.querySelector('#sum').textContent.includes('15:07:05'), null, 1000);
+    check('late answer: the diff still shows 2-20 s', !stale && (await page.evaluate(() => location.hash)).includes(`t2=${T0 + 20 * S}`),
+      await page.locator('#sum').textContent());
+    await compareDiff('diff 2-20 s', procId, T0 + 2 * S, T0 + 20 * S);
+    await h.stop();
+  }
+
   // Another process from the list.
   const svc = all.find((q) => q.name === 'svchost.exe');
   await page.selectOption('#proc', String(svc.id));
   await page.click('#go');
   check('diff: choosing svchost.exe compares it', await waitFor((n) => document.querySelector('#sum b')?.textContent === n, svc.name, 10000));
-  dr = await compareDiff('diff svchost.exe 2-25 s', svc.id, T0 + 2 * S, T0 + 25 * S);
+  dr = await compareDiff('diff svchost.exe 2-20 s', svc.id, T0 + 2 * S, T0 + 20 * S);
   check('diff svchost.exe: its rundown stacks are tagged (before trace)', dr.rowsD.some((r) => r.c[5] === '(before trace)'), JSON.stringify(dr.rowsD.map((r) => r.c[5])));
   await shot(page, 'diff-svchost.png');
 
