@@ -12,8 +12,9 @@
 // What the page shows is compared with the REST API for the same window
 // (the page's URL or links name it), and, where the seed knows them, with
 // exact figures. Every wait is a condition with a deadline; a wait that
-// runs out is a failed check. Prints "N passed, M failed" and exits
-// non-zero on any failure.
+// runs out is a failed check. Answers made late on purpose (page.route
+// holds a request back) check that an older answer never replaces a newer
+// one. Prints "N passed, M failed" and exits non-zero on any failure.
 import { createRequire } from 'node:module';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -313,7 +314,7 @@ try {
   {
     const hR = await api(RANGE, '/api/health');
     const first = Math.floor(hR.first_bucket_ns / S) * S, end = hR.last_bucket_end_ns;
-    const both = [RSPEC.late.name, RSPEC.early.name]; // late.exe grew, early.exe did not
+    const both = [RSPEC.late.name, RSPEC.early.name];
     // The chart asks for [first data, end): the series API gives whole steps.
     const w1h = (await api(RANGE, '/api/system/series', { from: first, to: end })).window;
     check('range 1h: the series window starts at the first data and covers the end', w1h.from_ns === first && w1h.to_ns >= end, JSON.stringify(w1h));
