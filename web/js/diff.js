@@ -34,12 +34,15 @@ export async function diffPage(main, params) {
   $('t1').value = toLocalInput(params.get('t1') ? Number(params.get('t1')) : first);
   $('t2').value = toLocalInput(params.get('t2') ? Number(params.get('t2')) : end);
 
+  let gen = 0;
   async function run() {
+    const my = ++gen; // only the latest Compare writes the page
     const t1 = fromLocalInput($('t1').value), t2 = fromLocalInput($('t2').value), process = $('proc').value;
     if (!process) { $('sum').textContent = 'No process stored yet.'; return; }
     setParams({ process, t1, t2 });
     try {
       const d = await get('/api/diff', { process, t1, t2 });
+      if (my !== gen) return;
       $('sum').innerHTML = `<b>${esc(d.process.name)}</b> (pid ${d.process.pid}): ${esc(time(d.t1_ns))} → ${esc(time(d.t2_ns))}: ` +
         `${bytes(d.old_bytes)} → ${bytes(d.new_bytes)}, <b data-fig="bytes_delta">${delta(d.bytes_delta)}</b>` + (d.note ? ` <span class="note">${esc(d.note)}</span>` : '');
       $('diff').tBodies[0].innerHTML = d.stacks.map((s) => {
@@ -50,6 +53,7 @@ export async function diffPage(main, params) {
           <td>${esc(s.tag)}</td><td><details><summary>${esc(own || '(no stack)')}</summary><pre>${frames.map(esc).join('\n')}</pre></details></td></tr>`;
       }).join('') || '<tr><td colspan="7" class="muted">No outstanding commit at either time.</td></tr>';
     } catch (e) {
+      if (my !== gen) return;
       $('sum').innerHTML = `<span class="error">${esc(e.message)}</span>`;
     }
   }

@@ -26,7 +26,7 @@ export async function overviewPage(main, params) {
       <th class="n">Peak</th><th class="n">Outstanding</th><th>Top tag</th></tr></thead><tbody></tbody></table></div>`;
   const $ = (id) => main.querySelector('#' + id);
   $('range').value = params.get('range') || '1h';
-  let chart = null, sel = null, timer = null, win = null, gen = 0;
+  let chart = null, sel = null, timer = null, win = null, gen = 0, tgen = 0;
 
   async function load() {
     const my = ++gen;
@@ -51,11 +51,13 @@ export async function overviewPage(main, params) {
   }
 
   async function table() {
+    const my = ++tgen; // only the latest call writes the table: answers can come back out of order
     const [from, to] = sel || [win.from_ns, win.to_ns];
     $('sel').innerHTML = sel ? `window ${esc(time(from))} – ${esc(time(to))} <a href="" id="clear">whole range</a>` : '';
     if (sel) $('clear').onclick = (e) => { e.preventDefault(); sel = null; chart && chart.chart.setSelect({ left: 0, width: 0, top: 0, height: 0 }, false); table(); };
     const name = $('search').value.trim();
     const r = await get('/api/processes', { from, to, sort: 'impacting', limit: 500, name });
+    if (my !== tgen) return;
     const w = r.window.to_ns - r.window.from_ns;
     $('procs').tBodies[0].innerHTML = r.processes.map((p) => {
       const top = p.tags[0] ? p.tags[0].tag : '';

@@ -81,7 +81,7 @@ export async function processPage(main, id, params) {
       </div>
     </section>`;
   const $ = (x) => main.querySelector('#' + x);
-  let chart = null, gen = 0;
+  let chart = null, gen = 0, cgen = 0;
 
   function persist() {
     setParams({ from: view[0], to: view[1], sf: sel ? sel[0] : '', st: sel ? sel[1] : '' });
@@ -93,7 +93,9 @@ export async function processPage(main, id, params) {
   }
 
   async function drawChart(pre) {
+    const my = ++cgen; // a later view's chart wins even if its series comes back first
     const s = pre || await series(id, view[0], view[1], $('chart').clientWidth || 800);
+    if (my !== cgen) return;
     $('win').textContent = `${time(s.window.from_ns)} – ${time(s.window.to_ns)} (${span(s.window.to_ns - s.window.from_ns)}, step ${span(s.step_ns)})`;
     if (chart) chart.destroy();
     $('chart').innerHTML = '';
