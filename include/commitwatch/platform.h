@@ -126,4 +126,28 @@ int cw_plat_service(const char *cmd, const cw_plat_service_opts_t *o);
 /* The help text of those commands on this platform (static). */
 const char *cw_plat_service_usage(void);
 
+/* Running as the system service. On Windows a service process must hand
+ * its main thread to the Service Control Manager, which then calls back;
+ * these hooks are what it calls. run() runs the service on the SCM's
+ * service thread and calls running(handle) once it is up; stop() and
+ * reload() must only set flags (they run on the control handler's
+ * thread). */
+typedef struct cw_plat_service_hooks {
+    int (*run)(void *ctx, void (*running)(void *handle), void *handle);
+    void (*stop)(void);
+    void (*reload)(void);
+    void *ctx;
+} cw_plat_service_hooks_t;
+
+/* When the service manager started this process (the Windows SCM), runs
+ * h->run as the service "commitwatch": reports START_PENDING (with wait
+ * hints) -> RUNNING (when running() is called) -> STOP_PENDING ->
+ * STOPPED with run's result as the exit code, and routes STOP, SHUTDOWN
+ * and PRESHUTDOWN to stop() and PARAMCHANGE to reload(). Returns 0 after
+ * the service stopped, with *run_rc set to run's return value.
+ * Returns CW_ENOSYS at once when this process is not a service (a
+ * console; Linux, where systemd runs the daemon as a plain process): the
+ * caller then runs in the foreground itself. */
+int cw_plat_service_dispatch(const cw_plat_service_hooks_t *h, int *run_rc);
+
 #endif

@@ -1,7 +1,9 @@
 /* cmd_run.c - `commitwatch run`: parses the command line into the
- * service's arguments, routes the platform's stop and reload requests
- * (SIGINT/SIGTERM/SIGHUP; Ctrl+C on a Windows console) to the service,
- * and runs it (service.h). */
+ * service's arguments and runs the service (service.h): as the system
+ * service when the Windows Service Control Manager started the process
+ * (its controls reach cw_service_stop() / cw_service_reload()), else in the
+ * foreground, with the platform's stop and reload requests
+ * (SIGINT/SIGTERM/SIGHUP; Ctrl+C on a Windows console) routed to it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -282,3 +282,11 @@ int cw_plat_service(const char *cmd, const cw_plat_service_opts_t *o)
     }
     return systemctl(cmd, "commitwatch.service", NULL);
 }
+
+/* systemd runs the daemon as a plain process: nothing to hand over. */
+int cw_plat_service_dispatch(const cw_plat_service_hooks_t *h, int *run_rc)
+{
+    (void)h;
+    (void)run_rc;
+    return CW_ENOSYS;
+}

@@ -14,4 +14,15 @@ wchar_t *cw_win__wide(const char *s);
 /* malloc'd UTF-8 copy of w, or NULL. */
 char *cw_win__utf8(const wchar_t *w);
 
+/* Event ids of the message table installer/windows/messages.mc (severity
+ * bits included, as windmc computes them); keep the two equal. */
+#define CW_WIN_MSG_INFO 0x40000001L
+#define CW_WIN_MSG_WARNING 0x80000002L
+#define CW_WIN_MSG_ERROR 0xC0000003L
+
+/* The Event Log source "commitwatch" (log.c): registered by install. */
+#include "commitwatch/error.h"
+int cw_win__eventlog_register(cw_diag_t *d);
+void cw_win__eventlog_unregister(void);
+
 #endif
