@@ -10,7 +10,7 @@
 
 #include "commitwatch/platform.h"
 
-wchar_t *cw_win__wide(const char *s)
+wchar_t *cw_win_wide(const char *s)
 {
     int n = MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, NULL, 0);
     if (n <= 0) return NULL;
@@ -22,7 +22,7 @@ wchar_t *cw_win__wide(const char *s)
     return w;
 }
 
-char *cw_win__utf8(const wchar_t *w)
+char *cw_win_utf8(const wchar_t *w)
 {
     int n = WideCharToMultiByte(CP_UTF8, 0, w, -1, NULL, 0, NULL, NULL);
     if (n <= 0) return NULL;
@@ -36,7 +36,7 @@ char *cw_win__utf8(const wchar_t *w)
 
 static DWORD attributes(const char *path)
 {
-    wchar_t *w = path ? cw_win__wide(path) : NULL;
+    wchar_t *w = path ? cw_win_wide(path) : NULL;
     DWORD a = w ? GetFileAttributesW(w) : INVALID_FILE_ATTRIBUTES;
     free(w);
     return a;
@@ -44,13 +44,13 @@ static DWORD attributes(const char *path)
 
 char *cw_plat_realpath(const char *path)
 {
-    wchar_t *w = path ? cw_win__wide(path) : NULL, *full = NULL;
+    wchar_t *w = path ? cw_win_wide(path) : NULL, *full = NULL;
     char *out = NULL;
     if (!w) return NULL;
     DWORD n = GetFullPathNameW(w, 0, NULL, NULL);
     if (n && (full = malloc(n * sizeof *full)) && GetFullPathNameW(w, n, full, NULL) < n &&
         GetFileAttributesW(full) != INVALID_FILE_ATTRIBUTES)
-        out = cw_win__utf8(full);
+        out = cw_win_utf8(full);
     free(full);
     free(w);
     return out;
@@ -64,7 +64,7 @@ bool cw_plat_is_sep(char c)
 int cw_plat_file_size(const char *path, uint64_t *out)
 {
     WIN32_FILE_ATTRIBUTE_DATA fa;
-    wchar_t *w = path ? cw_win__wide(path) : NULL;
+    wchar_t *w = path ? cw_win_wide(path) : NULL;
     BOOL ok = w && GetFileAttributesExW(w, GetFileExInfoStandard, &fa) &&
               !(fa.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY);
     free(w);
@@ -93,7 +93,7 @@ static const char *exe_dir(void)
     if (!dir[0]) {
         wchar_t w[CW_PATH_MAX];
         DWORD n = GetModuleFileNameW(NULL, w, CW_PATH_MAX);
-        char *u = n && n < CW_PATH_MAX ? cw_win__utf8(w) : NULL;
+        char *u = n && n < CW_PATH_MAX ? cw_win_utf8(w) : NULL;
         if (u) {
             char *slash = strrchr(u, '\\');
             if (slash) *slash = '\0';
@@ -131,7 +131,7 @@ const char *cw_plat_state_dir(void)
     if (!dir[0]) {
         wchar_t w[CW_PATH_MAX];
         DWORD n = GetEnvironmentVariableW(L"ProgramData", w, CW_PATH_MAX);
-        char *u = n && n < CW_PATH_MAX ? cw_win__utf8(w) : NULL;
+        char *u = n && n < CW_PATH_MAX ? cw_win_utf8(w) : NULL;
         snprintf(dir, sizeof dir, "%s\\commitwatch", u ? u : "C:\\ProgramData");
         free(u);
     }

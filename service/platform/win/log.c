@@ -50,7 +50,7 @@ static void report(cw_log_level_t lvl, const char *line)
     char text[2048];
     cw_strlcpy(text, strncmp(line, "commitwatch: ", 13) == 0 ? line + 13 : line, sizeof text);
     text[strcspn(text, "\n")] = '\0';
-    wchar_t *w = cw_win__wide(text);
+    wchar_t *w = cw_win_wide(text);
     const wchar_t *strings[1] = {w ? w : L"(a log line that is not valid UTF-8)"};
     ReportEventW(source, event_type(lvl), 0, event_id(lvl), NULL, 1, 0, strings, NULL);
     free(w);
@@ -83,7 +83,7 @@ int cw_plat_log_open(const char *sink, cw_diag_t *d)
     if (strcmp(sink, "service") == 0) {
         char path[CW_PATH_MAX + 32];
         snprintf(path, sizeof path, "%s\\commitwatch.log", cw_plat_state_dir());
-        wchar_t *w = cw_win__wide(path);
+        wchar_t *w = cw_win_wide(path);
         file = w ? _wfopen(w, L"a") : NULL;
         free(w);
         cw_log_set_sink(service_sink);

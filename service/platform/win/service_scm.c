@@ -185,12 +185,12 @@ static bool make_dirs(const char *dir)
         if (*p != '\\' && *p != '/') continue;
         char c = *p;
         *p = '\0';
-        wchar_t *w = cw_win__wide(tmp);
+        wchar_t *w = cw_win_wide(tmp);
         if (w) CreateDirectoryW(w, NULL);
         free(w);
         *p = c;
     }
-    wchar_t *w = cw_win__wide(tmp);
+    wchar_t *w = cw_win_wide(tmp);
     if (w) CreateDirectoryW(w, NULL);
     free(w);
     return cw_plat_is_dir(dir);
@@ -208,7 +208,7 @@ static int write_default_config(const cw_plat_service_opts_t *o)
                 cw_plat_state_dir());
         return 1;
     }
-    wchar_t *w = cw_win__wide(conf);
+    wchar_t *w = cw_win_wide(conf);
     FILE *f = w ? _wfopen(w, L"w") : NULL;
     free(w);
     if (!f || !o->write_config || o->write_config(f) != 0) {
@@ -229,7 +229,7 @@ static int install(const cw_plat_service_opts_t *o)
     wchar_t exe[CW_PATH_MAX], cmdline[3 * CW_PATH_MAX];
     DWORD n = GetModuleFileNameW(NULL, exe, CW_PATH_MAX);
     if (!n || n >= CW_PATH_MAX) return fail("install", "finding commitwatch.exe", GetLastError());
-    wchar_t *conf = cw_win__wide(cw_plat_config_path()), *state = cw_win__wide(cw_plat_state_dir());
+    wchar_t *conf = cw_win_wide(cw_plat_config_path()), *state = cw_win_wide(cw_plat_state_dir());
     if (!conf || !state) {
         free(conf);
         free(state);
@@ -241,7 +241,7 @@ static int install(const cw_plat_service_opts_t *o)
     free(conf);
     free(state);
     if (o->print_unit) {
-        char *u = cw_win__utf8(cmdline);
+        char *u = cw_win_utf8(cmdline);
         printf("service: commitwatch (automatic start, LocalSystem)\ncommand line: %s\n",
                u ? u : "?");
         free(u);

@@ -1,6 +1,7 @@
-/* win_internal.h - what the files of platform/win share: UTF-8 <-> UTF-16
- * conversion (every path the program handles is UTF-8; Windows' own are
- * UTF-16, so the W functions are called) and the Windows headers. */
+/* win_internal.h - what the files of platform/win share: the Windows
+ * headers, UTF-8 <-> UTF-16 conversion (platform_win.h: every path the
+ * program handles is UTF-8; Windows' own are UTF-16, so the W functions are
+ * called), the Event Log source's registration and its message ids. */
 #ifndef CW_WIN_INTERNAL_H
 #define CW_WIN_INTERNAL_H
 
@@ -9,10 +10,7 @@
 #endif
 #include <windows.h>
 
-/* malloc'd UTF-16 copy of s, or NULL (ENOMEM or invalid UTF-8). */
-wchar_t *cw_win__wide(const char *s);
-/* malloc'd UTF-8 copy of w, or NULL. */
-char *cw_win__utf8(const wchar_t *w);
+#include "commitwatch/platform_win.h"
 
 /* Event ids of the message table installer/windows/messages.mc (severity
  * bits included, as windmc computes them); keep the two equal. */
