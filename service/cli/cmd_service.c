@@ -26,6 +26,9 @@ int cw_cmd_service(int argc, char **argv)
             o.root = argv[++i];
         } else if (strcmp(argv[i], "--print-unit") == 0 && strcmp(cmd, "install") == 0) {
             o.print_unit = true;
+        } else if (strcmp(argv[i], "--print-config") == 0 && strcmp(cmd, "install") == 0) {
+            /* The default configuration file (packaging writes it as is). */
+            return write_config(stdout) == 0 && fflush(stdout) == 0 ? 0 : 1;
         } else {
             fprintf(stderr, "commitwatch %s: unexpected argument '%s'\n\n%s", cmd, argv[i],
                     cw_plat_service_usage());

@@ -1,10 +1,12 @@
 /* fs.c - paths and the program's folders on Linux: realpath, file
  * kinds and sizes, where data, state and configuration live. */
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "commitwatch/platform.h"
 
@@ -38,19 +40,46 @@ bool cw_plat_is_dir(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* Source-tree folder of each kind of data (a build run from the tree
- * finds its files without installing), then the installed one. */
+/* BINDIR/../share/commitwatch/KIND for each kind, computed once. */
+static char near_web[CW_PATH_MAX + 64], near_tags[CW_PATH_MAX + 64];
+static pthread_once_t near_once = PTHREAD_ONCE_INIT;
+
+static void near_init(void)
+{
+    char dir[CW_PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
+    dir[n > 0 ? n : 0] = '\0';
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    else
+        cw_strlcpy(dir, ".", sizeof dir);
+    /* BINDIR/.., resolved, so paths in messages read /usr/share/... */
+    cw_strlcpy(dir + strlen(dir), "/..", sizeof dir - strlen(dir));
+    char *up = realpath(dir, NULL);
+    snprintf(near_web, sizeof near_web, "%s/share/commitwatch/web", up ? up : dir);
+    snprintf(near_tags, sizeof near_tags, "%s/share/commitwatch/stacktags", up ? up : dir);
+    free(up);
+}
+
+/* Where each kind of data is looked for: beside an installed binary
+ * (BINDIR/../share/commitwatch/KIND, so a package or a copied prefix finds
+ * its own files wherever it lands), the source tree (a build run from the
+ * tree, uninstalled), then the configured install prefix. */
 size_t cw_plat_data_dirs(const char *kind, const char **out, size_t max)
 {
     static const struct {
-        const char *kind, *tree, *installed;
+        const char *kind, *near, *tree, *installed;
     } dirs[] = {
-        {"web", CW_SOURCE_DATADIR "/web", CW_DATADIR "/web"},
-        {"stacktags", CW_SOURCE_DATADIR "/service/stacks/rules", CW_DATADIR "/stacktags"},
+        {"web", near_web, CW_SOURCE_DATADIR "/web", CW_DATADIR "/web"},
+        {"stacktags", near_tags, CW_SOURCE_DATADIR "/service/stacks/rules",
+         CW_DATADIR "/stacktags"},
     };
     size_t n = 0;
+    pthread_once(&near_once, near_init);
     for (size_t i = 0; i < CW_ARRAY_LEN(dirs); i++) {
         if (strcmp(dirs[i].kind, kind) != 0) continue;
+        if (n < max && cw_plat_is_dir(dirs[i].near)) out[n++] = dirs[i].near;
         if (n < max) out[n++] = dirs[i].tree;
         if (n < max) out[n++] = dirs[i].installed;
     }

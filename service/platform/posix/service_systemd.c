@@ -197,7 +197,7 @@ static int fill_conf(FILE *f, const char *unused)
 }
 
 static const char usage_text[] =
-    "usage: commitwatch install [--root DIR] [--print-unit]\n"
+    "usage: commitwatch install [--root DIR] [--print-unit | --print-config]\n"
     "       commitwatch uninstall [--root DIR]\n"
     "       commitwatch start | stop\n\n"
     "install    writes " UNIT_PATH " (hardened systemd unit),\n"
@@ -206,7 +206,8 @@ static const char usage_text[] =
     "           configuration stay)\n"
     "start, stop  start or stop the installed service\n\n"
     "  --root DIR    write under DIR instead of / and do not call systemctl (packaging)\n"
-    "  --print-unit  print the unit file and exit\n";
+    "  --print-unit  print the unit file and exit\n"
+    "  --print-config  print the default configuration file and exit\n";
 
 const char *cw_plat_service_usage(void)
 {

@@ -85,42 +85,54 @@ bool cw_plat_is_dir(const char *path)
     return a != INVALID_FILE_ATTRIBUTES && (a & FILE_ATTRIBUTE_DIRECTORY);
 }
 
-/* The folder of commitwatch.exe (UTF-8, no trailing separator), computed
- * once; static. */
-static const char *exe_dir(void)
+/* web\ and stacktags\ beside commitwatch.exe (UTF-8), computed once. */
+static char web_dir[CW_PATH_MAX + 8], tags_dir[CW_PATH_MAX + 16];
+
+static BOOL CALLBACK init_near(INIT_ONCE *once, void *param, void **ctx)
 {
-    static char dir[CW_PATH_MAX];
-    if (!dir[0]) {
-        wchar_t w[CW_PATH_MAX];
-        DWORD n = GetModuleFileNameW(NULL, w, CW_PATH_MAX);
-        char *u = n && n < CW_PATH_MAX ? cw_win_utf8(w) : NULL;
-        if (u) {
-            char *slash = strrchr(u, '\\');
-            if (slash) *slash = '\0';
-            cw_strlcpy(dir, u, sizeof dir);
-        } else {
-            cw_strlcpy(dir, ".", sizeof dir);
-        }
-        free(u);
+    (void)once;
+    (void)param;
+    (void)ctx;
+    char dir[CW_PATH_MAX] = ".";
+    wchar_t w[CW_PATH_MAX];
+    DWORD n = GetModuleFileNameW(NULL, w, CW_PATH_MAX);
+    char *u = n && n < CW_PATH_MAX ? cw_win_utf8(w) : NULL;
+    if (u) {
+        char *slash = strrchr(u, '\\');
+        if (slash) *slash = '\0';
+        cw_strlcpy(dir, u, sizeof dir);
     }
-    return dir;
+    free(u);
+    snprintf(web_dir, sizeof web_dir, "%s\\web", dir);
+    snprintf(tags_dir, sizeof tags_dir, "%s\\stacktags", dir);
+    return TRUE;
 }
 
+/* Beside the .exe when the folder is there (an installed tree: the MSI
+ * puts web\ and stacktags\ in %ProgramFiles%\commitwatch\), then the source
+ * tree (a build run from the tree), then beside the .exe again so that a
+ * "not found" message names where an installation would have it. */
 size_t cw_plat_data_dirs(const char *kind, const char **out, size_t max)
 {
-    static char web[CW_PATH_MAX + 8], tags[CW_PATH_MAX + 16];
     static const char tree_web[] = CW_SOURCE_DATADIR "/web";
     static const char tree_tags[] = CW_SOURCE_DATADIR "/service/stacks/rules";
+    static INIT_ONCE once = INIT_ONCE_STATIC_INIT;
+    const char *beside, *tree;
     size_t n = 0;
     if (strcmp(kind, "web") == 0) {
-        snprintf(web, sizeof web, "%s\\web", exe_dir());
-        if (n < max) out[n++] = tree_web;
-        if (n < max) out[n++] = web;
+        beside = web_dir;
+        tree = tree_web;
     } else if (strcmp(kind, "stacktags") == 0) {
-        snprintf(tags, sizeof tags, "%s\\stacktags", exe_dir());
-        if (n < max) out[n++] = tree_tags;
-        if (n < max) out[n++] = tags;
+        beside = tags_dir;
+        tree = tree_tags;
+    } else {
+        return 0;
     }
+    InitOnceExecuteOnce(&once, init_near, NULL, NULL);
+    bool installed = cw_plat_is_dir(beside);
+    if (n < max && installed) out[n++] = beside;
+    if (n < max) out[n++] = tree;
+    if (n < max && !installed) out[n++] = beside;
     return n;
 }
 
