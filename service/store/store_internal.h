@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "commitwatch/common.h"
 #include "commitwatch/store.h"
 
 /* The fixed PRAGMA application_id of a commitwatch database ("CwMc"). */
@@ -85,9 +86,6 @@ int cw__store_stmt(cw_store_t *s, int id, const char *sql, sqlite3_stmt **out, c
 /* Fills d with "<what> failed on <path>: <sqlite message>" and returns
  * CW_EDB (CW_EIO for disk errors). */
 int cw__store_dberr(cw_store_t *s, const char *what, cw_diag_t *d);
-
-/* Largest multiple of w that is <= t (t > INT64_MIN). */
-int64_t cw__floor(int64_t t, int64_t w);
 
 /* Reads the tiers table into t. 0 or CW_EDB. */
 int cw__store_read_tiers(cw_store_t *s, cw__tier_t t[CW_TIERS], cw_diag_t *d);

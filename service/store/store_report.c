@@ -60,7 +60,7 @@ typedef struct pick {
 
 static int64_t ceil_to(int64_t t, int64_t w)
 {
-    int64_t f = cw__floor(t, w);
+    int64_t f = cw_floor_to(t, w);
     return f == t ? t : f + w;
 }
 
@@ -75,7 +75,7 @@ static bool pick_tier(const cw__tier_t *t, int64_t from, int64_t to, pick_t *bes
     for (int k = 0; k < CW_TIERS; k++) {
         int64_t w = t[k].width;
         if (t[k].start == INT64_MIN) continue;
-        pick_t p = {k, cw__floor(from, w), to >= end0 ? to : ceil_to(to, w), 0};
+        pick_t p = {k, cw_floor_to(from, w), to >= end0 ? to : ceil_to(to, w), 0};
         bool clipped = false;
         if (t[k].horizon != INT64_MIN && p.t0 < t[k].horizon) {
             p.t0 = t[k].horizon;
@@ -186,7 +186,7 @@ static bool tier_holds(const cw__tier_t *t, int k, int64_t lo, int64_t hi)
 
 static bool aligned(const cw__tier_t *t, int k, int64_t x)
 {
-    return cw__floor(x, t[k].width) == x || x >= t[0].end;
+    return cw_floor_to(x, t[k].width) == x || x >= t[0].end;
 }
 
 /* Fills seg (time order); *nback = how many lie before t0. */
@@ -196,7 +196,7 @@ static int plan_segments(const cw__tier_t *t, const pick_t *p, segment_t *seg, i
     int64_t cur = INT64_MIN;
     /* Before t0: coarsest first. */
     for (int k = CW_TIERS - 1; k >= 0 && cur != p->t0; k--) {
-        int64_t b = cw__floor(p->t0, t[k].width);
+        int64_t b = cw_floor_to(p->t0, t[k].width);
         if (cur != INT64_MIN && b <= cur) continue;
         if (!tier_holds(t, k, cur, b)) continue;
         seg[n++] = (segment_t){k, cur, b};
@@ -467,7 +467,8 @@ static int fill_proc(cw_store_t *s, cw_proc_report_t *p, bool with_frames, cw_di
 static void free_proc(cw_proc_report_t *p)
 {
     for (uint32_t j = 0; j < p->nstacks; j++) {
-        for (uint32_t k = 0; k < p->stacks[j].nframes; k++) free(p->stacks[j].frames[k]);
+        for (uint32_t k = 0; k < p->stacks[j].nframes; k++)
+            free(p->stacks[j].frames[k]);
         free(p->stacks[j].frames);
         free(p->stacks[j].tag);
     }
@@ -493,8 +494,10 @@ static int finish(cw_store_t *s, build_t *b, bool with_frames, cw_diag_t *d)
          * instance (as in the trace analyzer). */
         if (keep && !err && r->procs[i].peak_ns < r->procs[i].start_ns)
             r->procs[i].peak_ns = r->procs[i].start_ns;
-        if (keep && !err) r->procs[kept++] = r->procs[i];
-        else free_proc(&r->procs[i]);
+        if (keep && !err)
+            r->procs[kept++] = r->procs[i];
+        else
+            free_proc(&r->procs[i]);
     }
     r->nprocs = kept;
     return err;
