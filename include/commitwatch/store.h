@@ -48,6 +48,9 @@ int cw_store_open(const char *path, const cw_store_opts_t *opts, cw_store_t **ou
  * refused with a message asking to run the service once). */
 int cw_store_open_readonly(const char *path, cw_store_t **out, cw_diag_t *d);
 void cw_store_close(cw_store_t *s); /* accepts NULL */
+/* For a handle that serves many reads (an HTTP worker's): maps the file
+ * (256 MiB) and keeps an 8 MiB page cache. Failures only cost speed. */
+void cw_store_tune_for_reads(cw_store_t *s);
 
 /* Bytes the database at path takes on disk: the file and its WAL (0 when
  * absent). Any thread. */
@@ -60,8 +63,8 @@ int cw_store_schema_version(void);
  * stack is interned into stacks (which must be empty) so ids stay equal;
  * *next_proc_id is the next free instance id; *end_ns the end of the last
  * stored bucket (INT64_MIN when empty). */
-int cw_store_load_state(cw_store_t *s, cw_stacks_t *stacks, uint32_t *next_proc_id,
-                        int64_t *end_ns, cw_diag_t *d);
+int cw_store_load_state(cw_store_t *s, cw_stacks_t *stacks, uint32_t *next_proc_id, int64_t *end_ns,
+                        cw_diag_t *d);
 
 /* Stores one batch (tier 0 + rollups + retention) in one transaction.
  * Borrowed. 0 or CW_EDB (nothing of the batch is stored). */
