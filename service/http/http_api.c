@@ -18,36 +18,6 @@
 
 #include "commitwatch/event.h"
 
-/* ---------------------------------------------------------------- JSON */
-
-cJSON *cw__json_raw_i64(int64_t v)
-{
-    char buf[32];
-    snprintf(buf, sizeof buf, "%" PRId64, v);
-    return cJSON_CreateRaw(buf);
-}
-
-cJSON *cw__json_i64(cJSON *obj, const char *name, int64_t v)
-{
-    char buf[32];
-    snprintf(buf, sizeof buf, "%" PRId64, v);
-    return cJSON_AddRawToObject(obj, name, buf);
-}
-
-cJSON *cw__json_u64(cJSON *obj, const char *name, uint64_t v)
-{
-    char buf[32];
-    snprintf(buf, sizeof buf, "%" PRIu64, v);
-    return cJSON_AddRawToObject(obj, name, buf);
-}
-
-cJSON *cw__json_window(cJSON *obj, int64_t from, int64_t to)
-{
-    cJSON *w = cJSON_AddObjectToObject(obj, "window");
-    if (!w || !cw__json_i64(w, "from_ns", from) || !cw__json_i64(w, "to_ns", to)) return NULL;
-    return w;
-}
-
 static int oom(cw__http_req_t *r)
 {
     return cw__http_fail(r, 500, "out of memory while building the response");

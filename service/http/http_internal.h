@@ -2,9 +2,10 @@
  *
  * One file per resource (in the manner of Fluent Bit's HTTP API):
  * http.c (server, dispatch, security), http_params.c (query strings and
- * times), http_api.c (health, processes, stacks, diff, tags),
- * http_series.c (process and system series), http_metrics.c (/metrics),
- * http_openapi.c (the OpenAPI document), http_static.c (the dashboard).
+ * times), http_json.c (JSON helpers), http_api.c (health, processes,
+ * stacks, diff, tags), http_series.c (process and system series),
+ * http_metrics.c (/metrics), http_openapi.c (the OpenAPI document),
+ * http_static.c (the dashboard).
  *
  * A handler gets a cw__http_req_t (the connection, its own read-only
  * store, the parsed query) and returns 0 after sending a response, or
@@ -21,7 +22,6 @@
 
 struct mg_connection;
 struct cJSON;
-
 
 #define CW__HTTP_MAX_PARAMS 16
 #define CW__HTTP_MAX_QUERY 2048    /* bytes of query string */
@@ -89,10 +89,14 @@ int cw__http_parse_duration(cw__http_req_t *r, const char *name, const char *s, 
 int cw__http_parse_uint(cw__http_req_t *r, const char *name, const char *s, uint64_t lo,
                         uint64_t hi, uint64_t *out);
 
-/* ---- JSON helpers (http_api.c) ---- */
+/* ---- JSON helpers (http_json.c): the new item, or NULL on ENOMEM ---- */
 struct cJSON *cw__json_i64(struct cJSON *obj, const char *name, int64_t v);
 struct cJSON *cw__json_u64(struct cJSON *obj, const char *name, uint64_t v);
 struct cJSON *cw__json_raw_i64(int64_t v);
+/* null when v == none, else v. */
+struct cJSON *cw__json_i64_or_null(struct cJSON *obj, const char *name, int64_t v, int64_t none);
+/* v[0..n) as an array named name. */
+struct cJSON *cw__json_i64_array(struct cJSON *obj, const char *name, const int64_t *v, uint32_t n);
 /* {"from_ns":..,"to_ns":..} added as "window". */
 struct cJSON *cw__json_window(struct cJSON *obj, int64_t from, int64_t to);
 
