@@ -7,10 +7,11 @@
  * http_metrics.c (/metrics), http_openapi.c (the OpenAPI document),
  * http_static.c (the dashboard).
  *
- * A handler gets a cw__http_req_t (the connection, its own read-only
- * store, the parsed query) and returns 0 after sending a response, or
- * sends nothing and returns an HTTP status with req->err filled; the
- * dispatcher then sends {"error": err}. */
+ * The resources build responses from the store's results (store.h,
+ * query.h) and run no SQL of their own. A handler gets a cw__http_req_t
+ * (the connection, its own read-only store, the parsed query) and returns
+ * 0 after sending a response, or sends nothing and returns an HTTP status
+ * with req->err filled; the dispatcher then sends {"error": err}. */
 #ifndef CW_HTTP_INTERNAL_H
 #define CW_HTTP_INTERNAL_H
 
@@ -112,18 +113,5 @@ int cw__http_metrics(cw__http_req_t *r);
 int cw__http_openapi(cw__http_req_t *r);
 /* Static files; 0 after sending (404 included). */
 int cw__http_static(cw__http_req_t *r);
-
-/* ---- SQL shared by resources (http_series.c) ---- */
-/* End of the last stored raw bucket, or INT64_MIN when empty. */
-int cw__http_data_end(cw_store_t *s, int64_t *end_ns);
-/* Where to split "everything before t" between tier k (1 or 2: rows
- * before the result) and the raw tier (rows from it on): the last bucket
- * boundary of tier k <= t that tier k is complete to, or INT64_MIN (raw
- * tier only) when there is none or retention has folded raw rows after
- * it. t == INT64_MAX: everything. */
-struct sqlite3;
-int64_t cw__http_split(struct sqlite3 *db, int tier, int64_t t);
-/* First stored raw bucket (rundown aside), or INT64_MIN when empty. */
-int cw__http_data_start(cw_store_t *s, int64_t *start_ns);
 
 #endif
