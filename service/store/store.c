@@ -156,11 +156,6 @@ int cw_store_schema_version(void)
     return (int)cw__schema_count;
 }
 
-struct sqlite3 *cw_store_db(cw_store_t *s)
-{
-    return s->db;
-}
-
 void cw_store_tune_for_reads(cw_store_t *s)
 {
     /* Reads map the file instead of copying pages (a writer's commit
