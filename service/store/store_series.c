@@ -38,8 +38,9 @@
 #define SQL_START_COMMITS(F)                                                                       \
     "SELECT s.tag, SUM(x.b) FROM ("                                                                \
     " SELECT stack AS st, bytes AS b FROM commits WHERE tier = 2 AND bucket < ?1" F                \
-    " UNION ALL SELECT stack, bytes FROM commits WHERE tier = 0 AND bucket >= ?1 AND bucket < "    \
-    "?2" F ") x JOIN stacks s ON s.id = x.st GROUP BY s.tag"
+    " UNION ALL SELECT stack, bytes FROM commits"                                                  \
+    " WHERE tier = 0 AND bucket >= ?1 AND bucket < ?2" F                                           \
+    ") x JOIN stacks s ON s.id = x.st GROUP BY s.tag"
 #define SQL_START_RELEASES(F)                                                                      \
     "SELECT s.tag, -SUM(x.b) FROM ("                                                               \
     " SELECT stack AS st, bytes AS b FROM releases WHERE tier = 2 AND f < ?1" F                    \
@@ -52,13 +53,14 @@
     "SELECT (c.bucket - ?2) / ?3, s.tag, SUM(c.bytes), SUM(c.events), 0"                           \
     " FROM commits c JOIN stacks s ON s.id = c.stack"                                              \
     " WHERE c.tier = ?1 AND c.bucket >= ?4 AND c.bucket < ?5" F " GROUP BY 1, 2"
-#define SAME_STEP(col)                                                                             \
-    "SUM(CASE WHEN r.a < ?2 THEN 0 WHEN (r.a - ?2) / ?3 = (r.f - ?2) / ?3 THEN r." col             \
-    " ELSE 0 END)"
+/* SAME_STEP "col ELSE 0 END)": the sum of column col of the releases of
+ * commits made in the same step. */
+#define SAME_STEP " SUM(CASE WHEN r.a < ?2 THEN 0 WHEN (r.a - ?2) / ?3 = (r.f - ?2) / ?3 THEN r."
 #define SQL_STEP_RELEASES(F)                                                                       \
-    "SELECT (r.f - ?2) / ?3, s.tag, SUM(r.bytes), " SAME_STEP("bytes") ", " SAME_STEP(             \
-        "pieces") " FROM releases r JOIN stacks s ON s.id = r.stack"                               \
-                  " WHERE r.tier = ?1 AND r.f >= ?4 AND r.f < ?5" F " GROUP BY 1, 2"
+    "SELECT (r.f - ?2) / ?3, s.tag, SUM(r.bytes)," SAME_STEP "bytes ELSE 0 END)," SAME_STEP        \
+    "pieces ELSE 0 END)"                                                                           \
+    " FROM releases r JOIN stacks s ON s.id = r.stack"                                             \
+    " WHERE r.tier = ?1 AND r.f >= ?4 AND r.f < ?5" F " GROUP BY 1, 2"
 
 /* Activity of tier ?1 in [?2, ?3) [proc ?4], by bucket: net change, and
  * the peaks relative to the bucket start added. */
