@@ -59,7 +59,8 @@ enum cw__stmt {
     CW__ST_Q_PROC,
     CW__ST_TAGS,
     CW__ST_OUTSTANDING,
-    CW__ST_COUNTERS,
+    CW__ST_COMMITTED,
+    CW__ST_RELEASED,
     /* store_series.c: each query for the whole machine, then for one process */
     CW__ST_SER_START_COMMITS,
     CW__ST_SER_START_COMMITS_PROC,

@@ -33,25 +33,28 @@ static const char SQL_OUTSTANDING[] =
     ") x JOIN stacks s ON s.id = x.stack JOIN processes p ON p.id = x.proc"
     " GROUP BY x.proc, s.tag HAVING SUM(x.b) != 0 ORDER BY x.proc";
 
-/* The counters by tag, columns 1-5: committed bytes and events (rundown
- * and retention baselines, bucket BEFORE, left out); released bytes;
- * transient bytes and pieces, released within the same minute they were
- * committed in (minute tier before ?2, raw from ?2 on). Columns 6 and 7
- * say whether the tag had any commit row, any release row: a counter
- * lists only the tags that have rows of its kind. */
-static const char SQL_COUNTERS[] =
-    "SELECT s.tag, SUM(x.cb), SUM(x.ce), SUM(x.rb), SUM(x.tb), SUM(x.tp), MAX(x.hc), MAX(x.hr)"
-    " FROM ("
-    " SELECT stack, bytes AS cb, events AS ce, 0 AS rb, 0 AS tb, 0 AS tp, 1 AS hc, 0 AS hr"
-    "  FROM commits WHERE tier = 2 AND bucket < ?1 AND bucket > -9223372036854775807 - 1"
-    " UNION ALL SELECT stack, bytes, events, 0, 0, 0, 1, 0"
-    "  FROM commits WHERE tier = 0 AND bucket >= ?1 AND bucket > -9223372036854775807 - 1"
-    " UNION ALL SELECT stack, 0, 0, bytes, 0, 0, 0, 1 FROM releases WHERE tier = 2 AND f < ?1"
-    " UNION ALL SELECT stack, 0, 0, bytes, 0, 0, 0, 1 FROM releases WHERE tier = 0 AND f >= ?1"
-    " UNION ALL SELECT stack, 0, 0, 0, bytes, pieces, 0, 1"
-    "  FROM releases WHERE tier = 1 AND f < ?2 AND a = f"
-    " UNION ALL SELECT stack, 0, 0, 0, bytes, pieces, 0, 1"
-    "  FROM releases WHERE tier = 0 AND f >= ?2 AND a > -9223372036854775807 - 1"
+/* The counters by tag, as two statements (one reading commits, one
+ * releases) whose rows the same loop takes in (load_counters): a
+ * statement of both kinds would have SQLite materialize every row first
+ * (15 % slower on a day of 1 s data). Commits, columns 1 and 2: committed
+ * bytes and events (rundown and retention baselines, bucket BEFORE, left
+ * out). Releases, columns 1-3: released bytes; the transient part, bytes
+ * and pieces released within the same minute they were committed in
+ * (minute tier before ?2, raw from ?2 on). */
+static const char SQL_COMMITTED[] =
+    "SELECT s.tag, SUM(x.b), SUM(x.e) FROM ("
+    " SELECT stack, bytes AS b, events AS e FROM commits WHERE tier = 2 AND bucket < ?1"
+    "  AND bucket > -9223372036854775807 - 1"
+    " UNION ALL SELECT stack, bytes, events FROM commits WHERE tier = 0 AND bucket >= ?1"
+    "  AND bucket > -9223372036854775807 - 1"
+    ") x JOIN stacks s ON s.id = x.stack GROUP BY s.tag ORDER BY s.tag";
+static const char SQL_RELEASED[] =
+    "SELECT s.tag, SUM(x.b), SUM(x.tb), SUM(x.tp) FROM ("
+    " SELECT stack, bytes AS b, 0 AS tb, 0 AS tp FROM releases WHERE tier = 2 AND f < ?1"
+    " UNION ALL SELECT stack, bytes, 0, 0 FROM releases WHERE tier = 0 AND f >= ?1"
+    " UNION ALL SELECT stack, 0, bytes, pieces FROM releases WHERE tier = 1 AND f < ?2 AND a = f"
+    " UNION ALL SELECT stack, 0, bytes, pieces FROM releases WHERE tier = 0 AND f >= ?2"
+    "  AND a > -9223372036854775807 - 1"
     "  AND (a - ((a % 60000000000) + 60000000000) % 60000000000)"
     "    = (f - ((f % 60000000000) + 60000000000) % 60000000000)"
     ") x JOIN stacks s ON s.id = x.stack GROUP BY s.tag ORDER BY s.tag";
@@ -224,32 +227,62 @@ static int load_outstanding(cw_store_t *s, int64_t split2, cw_store_metrics_t *m
     return err;
 }
 
-/* The counters by tag. */
+/* The counters of tag in m, added in name order when new; NULL on
+ * ENOMEM. Tags are few (bounded by the rule set). */
+static cw_tag_counters_t *counters_of(cw_store_metrics_t *m, size_t *cap, const char *tag)
+{
+    size_t i = 0;
+    int c = 1;
+    while (i < m->ntags && (c = strcmp(m->tags[i].tag, tag)) < 0)
+        i++;
+    if (i < m->ntags && c == 0) return &m->tags[i];
+    char *name = cw_strdup(tag);
+    if (!name || CW_RESERVE(m->tags, *cap, m->ntags + 1)) {
+        free(name);
+        return NULL;
+    }
+    memmove(&m->tags[i + 1], &m->tags[i], (m->ntags - i) * sizeof *m->tags);
+    memset(&m->tags[i], 0, sizeof m->tags[i]);
+    m->tags[i].tag = name;
+    m->ntags++;
+    return &m->tags[i];
+}
+
+/* The counters by tag: the committed rows, then the released rows. */
 static int load_counters(cw_store_t *s, int64_t split2, int64_t split1, cw_store_metrics_t *m,
                          cw_diag_t *d)
 {
-    sqlite3_stmt *st = NULL;
+    static const struct {
+        int slot;
+        const char *sql;
+    } kinds[] = {{CW__ST_COMMITTED, SQL_COMMITTED}, {CW__ST_RELEASED, SQL_RELEASED}};
     size_t cap = 0;
-    int err = cw__store_stmt(s, CW__ST_COUNTERS, SQL_COUNTERS, &st, d), rc;
-    if (err) return err;
-    sqlite3_bind_int64(st, 1, split2);
-    sqlite3_bind_int64(st, 2, split1);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if ((err = CW_RESERVE(m->tags, cap, m->ntags + 1))) break;
-        cw_tag_counters_t *c = &m->tags[m->ntags];
-        memset(c, 0, sizeof *c);
-        m->ntags++;
-        c->committed_bytes = sqlite3_column_int64(st, 1);
-        c->commit_events = sqlite3_column_int64(st, 2);
-        c->decommitted_bytes = sqlite3_column_int64(st, 3);
-        c->transient_bytes = sqlite3_column_int64(st, 4);
-        c->transient_pieces = sqlite3_column_int64(st, 5);
-        c->has_commits = sqlite3_column_int64(st, 6) != 0;
-        c->has_releases = sqlite3_column_int64(st, 7) != 0;
-        if ((err = col_dup(st, 0, "", &c->tag))) break;
+    int err = 0;
+    for (size_t k = 0; k < CW_ARRAY_LEN(kinds) && !err; k++) {
+        sqlite3_stmt *st = NULL;
+        int rc = SQLITE_DONE;
+        if ((err = cw__store_stmt(s, kinds[k].slot, kinds[k].sql, &st, d))) break;
+        sqlite3_bind_int64(st, 1, split2);
+        if (k == 1) sqlite3_bind_int64(st, 2, split1);
+        while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+            const char *tag = (const char *)sqlite3_column_text(st, 0);
+            cw_tag_counters_t *c = counters_of(m, &cap, tag ? tag : "");
+            if (!c) {
+                err = CW_ENOMEM;
+            } else if (k == 0) {
+                c->has_commits = true;
+                c->committed_bytes = sqlite3_column_int64(st, 1);
+                c->commit_events = sqlite3_column_int64(st, 2);
+            } else {
+                c->has_releases = true;
+                c->decommitted_bytes = sqlite3_column_int64(st, 1);
+                c->transient_bytes = sqlite3_column_int64(st, 2);
+                c->transient_pieces = sqlite3_column_int64(st, 3);
+            }
+        }
+        if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "reading the counters", d);
+        cw__store_stmt_done(st);
     }
-    if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "reading the counters", d);
-    cw__store_stmt_done(st);
     return err;
 }
 
