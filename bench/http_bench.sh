@@ -28,8 +28,10 @@ cd "$OUT"
 
 if [[ ! -f day.jsonl ]]; then
   python3 "$ROOT/bench/gen_http_trace.py" --start $T0 --seconds 86400 > day.jsonl
-  python3 "$ROOT/bench/gen_http_trace.py" --start $((T0 + 86400)) --seconds 3600 > more.jsonl
 fi
+# The live hour starts after the stored day: the end of a replay stores one
+# more (1 s) bucket, where the instances still alive end.
+python3 "$ROOT/bench/gen_http_trace.py" --start $((T0 + 86401)) --seconds 3600 > more.jsonl
 if [[ ! -f day.db ]]; then
   echo "== ingest 24 h ($(wc -l < day.jsonl) events)"
   s=$(date +%s%N)

@@ -13,6 +13,10 @@
  * baselines (figures stay exact for windows after the horizon); a size cap
  * shortens retention, finest tier first. See docs/DESIGN.md.
  *
+ * Every SQL statement is the store's: callers get plain C results (window
+ * figures here, the API's series, /metrics figures and lookups in
+ * query.h), never the SQLite handle.
+ *
  * Threads (DESIGN): a store opened for writing is used by exactly one
  * thread at a time (the writer thread of cw_writer, or the caller for
  * synchronous use). Readers open their own handle with
@@ -48,6 +52,9 @@ int cw_store_open(const char *path, const cw_store_opts_t *opts, cw_store_t **ou
  * refused with a message asking to run the service once). */
 int cw_store_open_readonly(const char *path, cw_store_t **out, cw_diag_t *d);
 void cw_store_close(cw_store_t *s); /* accepts NULL */
+/* For a handle that serves many reads (an HTTP worker's): maps the file
+ * (256 MiB) and keeps an 8 MiB page cache. Failures only cost speed. */
+void cw_store_tune_for_reads(cw_store_t *s);
 
 /* Bytes the database at path takes on disk: the file and its WAL (0 when
  * absent). Any thread. */
@@ -78,10 +85,6 @@ int cw_store_report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_fra
 int cw_store_meta_set(cw_store_t *s, const char *key, const char *value, cw_diag_t *d);
 /* *out malloc'd, or NULL when absent. */
 int cw_store_meta_get(cw_store_t *s, const char *key, char **out, cw_diag_t *d);
-
-/* The raw sqlite3 handle, for modules that own their own SQL (retag,
- * HTTP queries). Borrowed; same thread rules as the store. */
-struct sqlite3 *cw_store_db(cw_store_t *s);
 
 /* The writer thread: batches submitted from the core thread are written
  * in order by one thread that owns s until cw_writer_stop(). */

@@ -20,7 +20,6 @@
 
 #include <civetweb.h>
 #include <cjson/cJSON.h>
-#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,16 +91,6 @@ static void send_error(cw__http_req_t *r, int status)
 
 /* ---------------------------------------------------------------- stores */
 
-/* Read connections: PRAGMAs for speed; failures only cost speed. */
-static void tune(cw_store_t *s)
-{
-    /* Reads map the file instead of copying pages (a writer's commit
-     * empties this connection's page cache; the OS cache and the map stay
-     * warm). */
-    sqlite3_exec(cw_store_db(s), "PRAGMA mmap_size = 268435456; PRAGMA cache_size = -8192", NULL,
-                 NULL, NULL);
-}
-
 static void *init_thread(const struct mg_context *mg, int type)
 {
     if (type != 1) return NULL;
@@ -111,7 +100,7 @@ static void *init_thread(const struct mg_context *mg, int type)
     /* Open now when the database exists, so the first request does not
      * pay for it; otherwise on first use (cw__http_need_store). */
     if (w && ctx && cw_store_open_readonly(ctx->db_path, &w->store, &d) == 0)
-        tune(w->store);
+        cw_store_tune_for_reads(w->store);
     else if (w)
         w->store = NULL;
     return w;
@@ -139,7 +128,7 @@ int cw__http_need_store(cw__http_req_t *r)
         return cw__http_fail(r, 503, "database %s cannot be read yet: %s", r->ctx->db_path,
                              d.msg[0] ? d.msg : cw_strerror(rc));
     }
-    tune(w->store);
+    cw_store_tune_for_reads(w->store);
     r->store = w->store;
     return 0;
 }

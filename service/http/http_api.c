@@ -6,47 +6,17 @@
  * cw_report_proc_json()'s, byte for byte those of `analyze --json`.
  * 64-bit integers are raw number text (DESIGN.md, "Integers in JSON"). */
 #include "http/http_internal.h"
-#include "commitwatch/platform.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <inttypes.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "commitwatch/event.h"
-
-/* ---------------------------------------------------------------- JSON */
-
-cJSON *cw__json_raw_i64(int64_t v)
-{
-    char buf[32];
-    snprintf(buf, sizeof buf, "%" PRId64, v);
-    return cJSON_CreateRaw(buf);
-}
-
-cJSON *cw__json_i64(cJSON *obj, const char *name, int64_t v)
-{
-    char buf[32];
-    snprintf(buf, sizeof buf, "%" PRId64, v);
-    return cJSON_AddRawToObject(obj, name, buf);
-}
-
-cJSON *cw__json_u64(cJSON *obj, const char *name, uint64_t v)
-{
-    char buf[32];
-    snprintf(buf, sizeof buf, "%" PRIu64, v);
-    return cJSON_AddRawToObject(obj, name, buf);
-}
-
-cJSON *cw__json_window(cJSON *obj, int64_t from, int64_t to)
-{
-    cJSON *w = cJSON_AddObjectToObject(obj, "window");
-    if (!w || !cw__json_i64(w, "from_ns", from) || !cw__json_i64(w, "to_ns", to)) return NULL;
-    return w;
-}
+#include "commitwatch/platform.h"
+#include "commitwatch/query.h"
 
 static int oom(cw__http_req_t *r)
 {
@@ -63,10 +33,7 @@ int cw__http_health(cw__http_req_t *r)
     bool ok = o != NULL;
     bool db = cw__http_need_store(r) == 0;
     r->err[0] = 0;
-    if (db) {
-        cw__http_data_end(r->store, &end);
-        cw__http_data_start(r->store, &start);
-    }
+    if (db) cw_store_data_span(r->store, &start, &end, NULL);
     ok = ok && cJSON_AddStringToObject(o, "status", db ? "ok" : "starting");
     ok = ok && cJSON_AddStringToObject(o, "version", CW_VERSION);
     ok = ok && cJSON_AddStringToObject(o, "source", st ? st->source : "");
@@ -80,10 +47,8 @@ int cw__http_health(cw__http_req_t *r)
     ok = ok && cJSON_AddBoolToObject(o, "ingest_done", st ? atomic_load(&st->ingest_done) : false);
     ok = ok && cJSON_AddStringToObject(o, "db_path", r->ctx->db_path);
     ok = ok && cw__json_u64(o, "db_size_bytes", cw_store_disk_bytes(r->ctx->db_path));
-    ok = ok && (end == INT64_MIN ? cJSON_AddNullToObject(o, "last_bucket_end_ns") != NULL
-                                 : cw__json_i64(o, "last_bucket_end_ns", end) != NULL);
-    ok = ok && (start == INT64_MIN ? cJSON_AddNullToObject(o, "first_bucket_ns") != NULL
-                                   : cw__json_i64(o, "first_bucket_ns", start) != NULL);
+    ok = ok && cw__json_i64_or_null(o, "last_bucket_end_ns", end, INT64_MIN);
+    ok = ok && cw__json_i64_or_null(o, "first_bucket_ns", start, INT64_MIN);
     ok = ok && cJSON_AddBoolToObject(o, "data_clock", st ? st->data_clock : false);
     int rc = ok ? cw__http_send_json(r, o) : oom(r);
     cJSON_Delete(o);
@@ -206,37 +171,6 @@ int cw__http_processes(cw__http_req_t *r)
 
 /* ---------------------------------------------------------------- one process */
 
-#define SQL_PROC "SELECT pid, name, cmdline, start_ns, exit_ns FROM processes WHERE id = ?1"
-
-/* Looks the instance up in the procs table: 0 and *p filled (strings
- * malloc'd), 404 when unknown, 500 on a database error. */
-static int proc_row(cw__http_req_t *r, uint32_t id, cw_proc_report_t *p)
-{
-    sqlite3_stmt *st = NULL;
-    sqlite3 *db = cw_store_db(r->store);
-    memset(p, 0, sizeof *p);
-    if (sqlite3_prepare_v2(db, SQL_PROC, -1, &st, NULL) != SQLITE_OK)
-        return cw__http_fail(r, 500, "query failed: %s", sqlite3_errmsg(db));
-    sqlite3_bind_int64(st, 1, id);
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        const unsigned char *name = sqlite3_column_text(st, 1), *cmd = sqlite3_column_text(st, 2);
-        p->id = id;
-        p->pid = (uint32_t)sqlite3_column_int64(st, 0);
-        p->name = strdup(name ? (const char *)name : "");
-        p->cmdline = cmd ? strdup((const char *)cmd) : NULL;
-        p->start_ns = sqlite3_column_int64(st, 3);
-        p->exit_ns =
-            sqlite3_column_type(st, 4) == SQLITE_NULL ? CW_TS_NEVER : sqlite3_column_int64(st, 4);
-        rc = 0;
-    } else if (rc == SQLITE_DONE)
-        rc = cw__http_fail(r, 404, "id: no process instance %" PRIu32, id);
-    else
-        rc = cw__http_fail(r, 500, "query failed: %s", sqlite3_errmsg(db));
-    sqlite3_finalize(st);
-    return rc;
-}
-
 static cw_proc_report_t *find_proc(cw_report_t *rep, uint32_t id)
 {
     for (uint32_t i = 0; i < rep->nprocs; i++)
@@ -244,24 +178,33 @@ static cw_proc_report_t *find_proc(cw_report_t *rep, uint32_t id)
     return NULL;
 }
 
-/* The instance in rep, or (not active in the window) a zero-figure copy
- * of its procs row in *tmp. 0, 404 or 500. */
-static int proc_in(cw__http_req_t *r, cw_report_t *rep, uint32_t id, cw_proc_report_t *tmp,
+/* A process instance not active in a window: zero figures, its row. */
+typedef struct idle_proc {
+    cw_proc_info_t info; /* owns the strings p borrows */
+    cw_proc_report_t p;
+} idle_proc_t;
+
+/* The instance in rep, or (not active in the window) a zero-figure report
+ * of its processes row in *tmp (free with cw_proc_info_clear(&tmp->info)).
+ * 0, 404 or 500. */
+static int proc_in(cw__http_req_t *r, cw_report_t *rep, uint32_t id, idle_proc_t *tmp,
                    const cw_proc_report_t **out)
 {
+    cw_diag_t d = {{0}};
     *out = find_proc(rep, id);
     if (*out) return 0;
-    int rc = proc_row(r, id, tmp);
-    if (rc) return rc;
-    tmp->peak_ns = rep->from_ns;
-    *out = tmp;
+    int rc = cw_store_proc_get(r->store, id, &tmp->info, &d);
+    if (rc == CW_ENOENT) return cw__http_fail(r, 404, "id: no process instance %" PRIu32, id);
+    if (rc) return cw__http_fail(r, 500, "query failed: %s", d.msg);
+    tmp->p = (cw_proc_report_t){.id = id,
+                                .pid = tmp->info.pid,
+                                .name = tmp->info.name,
+                                .cmdline = tmp->info.cmdline,
+                                .start_ns = tmp->info.start_ns,
+                                .exit_ns = tmp->info.exit_ns,
+                                .peak_ns = rep->from_ns};
+    *out = &tmp->p;
     return 0;
-}
-
-static void proc_row_free(cw_proc_report_t *p)
-{
-    free(p->name);
-    free(p->cmdline);
 }
 
 int cw__http_process(cw__http_req_t *r, uint32_t id)
@@ -270,7 +213,7 @@ int cw__http_process(cw__http_req_t *r, uint32_t id)
     int rc = cw__http_window(r, &from, &to);
     if (rc) return rc;
     cw_report_t *rep = NULL;
-    cw_proc_report_t tmp = {0};
+    idle_proc_t tmp = {0};
     const cw_proc_report_t *p;
     if ((rc = window_report(r, from, to, false, &rep))) return rc;
     if ((rc = proc_in(r, rep, id, &tmp, &p))) goto out;
@@ -285,7 +228,7 @@ int cw__http_process(cw__http_req_t *r, uint32_t id)
     cJSON_Delete(pj);
     cJSON_Delete(root);
 out:
-    proc_row_free(&tmp);
+    cw_proc_info_clear(&tmp.info);
     cw_report_free(rep);
     return rc;
 }
@@ -417,7 +360,7 @@ int cw__http_stacks(cw__http_req_t *r, uint32_t id)
         return rc;
 
     cw_report_t *rep = NULL;
-    cw_proc_report_t tmp = {0};
+    idle_proc_t tmp = {0};
     const cw_proc_report_t *p;
     tnode_t root = {.frame = "(root)"};
     cJSON *o = NULL;
@@ -479,7 +422,7 @@ int cw__http_stacks(cw__http_req_t *r, uint32_t id)
 out:
     cJSON_Delete(o);
     tree_free(root.child);
-    proc_row_free(&tmp);
+    cw_proc_info_clear(&tmp.info);
     cw_report_free(rep);
     return rc;
 }
@@ -519,7 +462,7 @@ int cw__http_diff(cw__http_req_t *r)
     if (ls && (rc = cw__http_parse_uint(r, "limit", ls, 1, 100000, &limit))) return rc;
 
     cw_report_t *rep = NULL;
-    cw_proc_report_t tmp = {0};
+    idle_proc_t tmp = {0};
     const cw_proc_report_t *p;
     cJSON *o = NULL;
     if ((rc = window_report(r, t1, t2, true, &rep))) return rc;
@@ -572,7 +515,7 @@ int cw__http_diff(cw__http_req_t *r)
     free(rows);
 out:
     cJSON_Delete(o);
-    proc_row_free(&tmp);
+    cw_proc_info_clear(&tmp.info);
     cw_report_free(rep);
     return rc;
 }
@@ -601,31 +544,25 @@ static cJSON *tag_child(cJSON *arr, const char *name, size_t len, const char *pa
 
 int cw__http_tags(cw__http_req_t *r)
 {
-    sqlite3 *db = cw_store_db(r->store);
-    sqlite3_stmt *st = NULL;
-    cJSON *o = cJSON_CreateObject(), *rules, *tree;
+    cw_tag_list_t tags = {0};
+    cw_diag_t d = {{0}};
     char *hash = NULL;
+    int rc = cw_store_tags(r->store, &tags, &d);
+    if (rc) return cw__http_fail(r, 500, "query failed: %s", d.msg);
+    cJSON *o = cJSON_CreateObject(), *rules, *tree;
     bool ok = o && (rules = cJSON_AddArrayToObject(o, "rule_files")) &&
               (tree = cJSON_AddArrayToObject(o, "tags"));
     for (unsigned i = 0; ok && i < r->ctx->nrule_files; i++)
         ok = cJSON_AddItemToArray(rules, cJSON_CreateString(r->ctx->rule_files[i]));
     /* No files given: the tagger uses the platform's default rules. */
     ok = ok && cJSON_AddBoolToObject(o, "default_rules", r->ctx->nrule_files == 0);
-    cw_diag_t d;
     if (ok && cw_store_meta_get(r->store, "rules_hash", &hash, &d) == 0 && hash)
         ok = cJSON_AddStringToObject(o, "rules_hash", hash) != NULL;
     free(hash);
-    if (ok && sqlite3_prepare_v2(db, "SELECT DISTINCT tag FROM stacks ORDER BY tag", -1, &st,
-                                 NULL) != SQLITE_OK) {
-        int rc = cw__http_fail(r, 500, "query failed: %s", sqlite3_errmsg(db));
-        cJSON_Delete(o);
-        return rc;
-    }
-    while (ok && sqlite3_step(st) == SQLITE_ROW) {
-        const char *tag = (const char *)sqlite3_column_text(st, 0);
-        if (!tag) continue;
+    /* A tag path A\B becomes the node A with the child B. */
+    for (size_t k = 0; ok && k < tags.n; k++) {
+        const char *tag = tags.v[k], *p = tag;
         cJSON *arr = tree;
-        const char *p = tag;
         while (ok) {
             const char *bs = strchr(p, '\\');
             size_t len = bs ? (size_t)(bs - p) : strlen(p);
@@ -636,8 +573,8 @@ int cw__http_tags(cw__http_req_t *r)
             p = bs + 1;
         }
     }
-    sqlite3_finalize(st);
-    int rc = ok ? cw__http_send_json(r, o) : oom(r);
+    rc = ok ? cw__http_send_json(r, o) : oom(r);
     cJSON_Delete(o);
+    cw_tag_list_clear(&tags);
     return rc;
 }

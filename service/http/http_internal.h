@@ -2,14 +2,16 @@
  *
  * One file per resource (in the manner of Fluent Bit's HTTP API):
  * http.c (server, dispatch, security), http_params.c (query strings and
- * times), http_api.c (health, processes, stacks, diff, tags),
- * http_series.c (process and system series), http_metrics.c (/metrics),
- * http_openapi.c (the OpenAPI document), http_static.c (the dashboard).
+ * times), http_json.c (JSON helpers), http_api.c (health, processes,
+ * stacks, diff, tags), http_series.c (process and system series),
+ * http_metrics.c (/metrics), http_openapi.c (the OpenAPI document),
+ * http_static.c (the dashboard).
  *
- * A handler gets a cw__http_req_t (the connection, its own read-only
- * store, the parsed query) and returns 0 after sending a response, or
- * sends nothing and returns an HTTP status with req->err filled; the
- * dispatcher then sends {"error": err}. */
+ * The resources build responses from the store's results (store.h,
+ * query.h) and run no SQL of their own. A handler gets a cw__http_req_t
+ * (the connection, its own read-only store, the parsed query) and returns
+ * 0 after sending a response, or sends nothing and returns an HTTP status
+ * with req->err filled; the dispatcher then sends {"error": err}. */
 #ifndef CW_HTTP_INTERNAL_H
 #define CW_HTTP_INTERNAL_H
 
@@ -21,7 +23,6 @@
 
 struct mg_connection;
 struct cJSON;
-
 
 #define CW__HTTP_MAX_PARAMS 16
 #define CW__HTTP_MAX_QUERY 2048    /* bytes of query string */
@@ -89,10 +90,14 @@ int cw__http_parse_duration(cw__http_req_t *r, const char *name, const char *s, 
 int cw__http_parse_uint(cw__http_req_t *r, const char *name, const char *s, uint64_t lo,
                         uint64_t hi, uint64_t *out);
 
-/* ---- JSON helpers (http_api.c) ---- */
+/* ---- JSON helpers (http_json.c): the new item, or NULL on ENOMEM ---- */
 struct cJSON *cw__json_i64(struct cJSON *obj, const char *name, int64_t v);
 struct cJSON *cw__json_u64(struct cJSON *obj, const char *name, uint64_t v);
 struct cJSON *cw__json_raw_i64(int64_t v);
+/* null when v == none, else v. */
+struct cJSON *cw__json_i64_or_null(struct cJSON *obj, const char *name, int64_t v, int64_t none);
+/* v[0..n) as an array named name. */
+struct cJSON *cw__json_i64_array(struct cJSON *obj, const char *name, const int64_t *v, uint32_t n);
 /* {"from_ns":..,"to_ns":..} added as "window". */
 struct cJSON *cw__json_window(struct cJSON *obj, int64_t from, int64_t to);
 
@@ -108,18 +113,5 @@ int cw__http_metrics(cw__http_req_t *r);
 int cw__http_openapi(cw__http_req_t *r);
 /* Static files; 0 after sending (404 included). */
 int cw__http_static(cw__http_req_t *r);
-
-/* ---- SQL shared by resources (http_series.c) ---- */
-/* End of the last stored raw bucket, or INT64_MIN when empty. */
-int cw__http_data_end(cw_store_t *s, int64_t *end_ns);
-/* Where to split "everything before t" between tier k (1 or 2: rows
- * before the result) and the raw tier (rows from it on): the last bucket
- * boundary of tier k <= t that tier k is complete to, or INT64_MIN (raw
- * tier only) when there is none or retention has folded raw rows after
- * it. t == INT64_MAX: everything. */
-struct sqlite3;
-int64_t cw__http_split(struct sqlite3 *db, int tier, int64_t t);
-/* First stored raw bucket (rundown aside), or INT64_MIN when empty. */
-int cw__http_data_start(cw_store_t *s, int64_t *start_ns);
 
 #endif

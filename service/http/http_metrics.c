@@ -6,22 +6,25 @@
  * set. Label values are made scrape-safe: backslash, quote and newline
  * escaped, other control characters replaced, at most 128 bytes.
  *
- * Everything is read from the hour tier up to the hour it is complete to
- * and from the raw tier after it (transients: the minute tier), so a
- * scrape costs little however much history is stored. The counters
- * (committed, decommitted, transient) are sums over what is stored;
- * retention folding old rows into baselines shows up as a counter reset,
- * which rate() and increase() handle. Transient = committed and released
- * within the same (UTC) minute. */
+ * The figures are cw_store_metrics()'s (query.h): read from the hour tier
+ * up to the hour it is complete to and from the raw tier after it
+ * (transients: the minute tier), so a scrape costs little however much
+ * history is stored. The counters (committed, decommitted, transient) are
+ * sums over what is stored; retention folding old rows into baselines
+ * shows up as a counter reset, which rate() and increase() handle.
+ * Transient = committed and released within the same (UTC) minute. This
+ * file owns the text: the top N, the "other" series, labels. */
 #include "http/http_internal.h"
-#include "commitwatch/platform.h"
 
 #include <inttypes.h>
-#include <sqlite3.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "commitwatch/platform.h"
+#include "commitwatch/query.h"
 
 /* A growable text buffer; on ENOMEM it stays failed and empty. */
 typedef struct buf {
@@ -30,11 +33,7 @@ typedef struct buf {
     bool failed;
 } buf_t;
 
-static void bprintf(buf_t *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
+static void bprintf(buf_t *b, const char *fmt, ...) CW_PRINTF(2, 3);
 
 static void bprintf(buf_t *b, const char *fmt, ...)
 {
@@ -52,16 +51,12 @@ static void bprintf(buf_t *b, const char *fmt, ...)
             b->n += (size_t)k;
             return;
         }
-        size_t cap = b->cap ? b->cap * 2 : 16384;
-        while (cap < b->n + (size_t)k + 1)
-            cap *= 2;
-        char *np = realloc(b->p, cap);
-        if (!np) {
+        /* A scrape is a few KiB to a few 100 KiB: start at 16 KiB. */
+        size_t need = b->n + (size_t)k + 1;
+        if (CW_RESERVE(b->p, b->cap, need < 16384 ? 16384 : need)) {
             b->failed = true;
             return;
         }
-        b->p = np;
-        b->cap = cap;
     }
 }
 
@@ -94,46 +89,6 @@ static const char *label(const char *in, char *out, size_t len)
     return out;
 }
 
-/* Everything stored, read cheaply: the hour tier's rows before ?1 (the
- * hour it is complete to, see cw__http_split) and the raw tier's rows
- * from ?1 on. Per process, per tag outstanding now: */
-#define SQL_OUTSTANDING                                                                            \
-    "SELECT x.proc, p.pid, p.name, s.tag, SUM(x.b) FROM ("                                         \
-    " SELECT proc, stack, bytes AS b FROM commits WHERE tier = 2 AND bucket < ?1"                  \
-    " UNION ALL SELECT proc, stack, bytes FROM commits WHERE tier = 0 AND bucket >= ?1"            \
-    " UNION ALL SELECT proc, stack, -bytes FROM releases WHERE tier = 2 AND f < ?1"                \
-    " UNION ALL SELECT proc, stack, -bytes FROM releases WHERE tier = 0 AND f >= ?1"               \
-    ") x JOIN stacks s ON s.id = x.stack JOIN processes p ON p.id = x.proc"                        \
-    " GROUP BY x.proc, s.tag HAVING SUM(x.b) != 0 ORDER BY x.proc"
-
-/* Committed bytes and events by tag (rundown and retention baselines,
- * bucket BEFORE, left out). */
-#define SQL_COMMITTED                                                                              \
-    "SELECT s.tag, SUM(x.b), SUM(x.e) FROM ("                                                      \
-    " SELECT stack, bytes AS b, events AS e FROM commits WHERE tier = 2 AND bucket < ?1"           \
-    "  AND bucket > -9223372036854775807 - 1"                                                      \
-    " UNION ALL SELECT stack, bytes, events FROM commits WHERE tier = 0 AND bucket >= ?1"          \
-    "  AND bucket > -9223372036854775807 - 1"                                                      \
-    ") x JOIN stacks s ON s.id = x.stack GROUP BY s.tag ORDER BY s.tag"
-/* Released bytes by tag; and the transient part: released within the
- * same minute it was committed (minute tier before ?2, raw after it). */
-#define SQL_RELEASED                                                                               \
-    "SELECT s.tag, SUM(x.b), SUM(x.tb), SUM(x.tp) FROM ("                                          \
-    " SELECT stack, bytes AS b, 0 AS tb, 0 AS tp FROM releases WHERE tier = 2 AND f < ?1"          \
-    " UNION ALL SELECT stack, bytes, 0, 0 FROM releases WHERE tier = 0 AND f >= ?1"                \
-    " UNION ALL SELECT stack, 0, bytes, pieces FROM releases WHERE tier = 1 AND f < ?2 AND a = f"  \
-    " UNION ALL SELECT stack, 0, bytes, pieces FROM releases WHERE tier = 0 AND f >= ?2"           \
-    "  AND a > -9223372036854775807 - 1"                                                           \
-    "  AND (a - ((a % 60000000000) + 60000000000) % 60000000000)"                                  \
-    "    = (f - ((f % 60000000000) + 60000000000) % 60000000000)"                                  \
-    ") x JOIN stacks s ON s.id = x.stack GROUP BY s.tag ORDER BY s.tag"
-
-typedef struct prow {
-    uint32_t proc, pid;
-    char *name, *tag;
-    int64_t bytes;
-} prow_t;
-
 typedef struct ptot {
     uint32_t proc;
     int64_t bytes;
@@ -146,52 +101,14 @@ static int cmp_ptot(const void *x, const void *y)
     return a->proc < b->proc ? -1 : a->proc > b->proc;
 }
 
-static void free_rows(prow_t *v, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        free(v[i].name);
-        free(v[i].tag);
-    }
-    free(v);
-}
-
 /* Outstanding bytes by process and tag, top N processes + other. */
-static int outstanding(cw__http_req_t *r, buf_t *b)
+static int outstanding(cw__http_req_t *r, const cw_store_metrics_t *m, buf_t *b)
 {
-    sqlite3 *db = cw_store_db(r->store);
-    sqlite3_stmt *st;
-    prow_t *rows = NULL;
-    ptot_t *tots = NULL;
-    size_t n = 0, cap = 0, nt = 0;
-    int rc = 0;
-    if (sqlite3_prepare_v2(db, SQL_OUTSTANDING, -1, &st, NULL) != SQLITE_OK)
-        return cw__http_fail(r, 500, "query failed: %s", sqlite3_errmsg(db));
-    sqlite3_bind_int64(st, 1, cw__http_split(db, 2, INT64_MAX));
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 256;
-            prow_t *nr = realloc(rows, cap * sizeof *nr);
-            if (!nr) {
-                rc = cw__http_fail(r, 500, "out of memory");
-                break;
-            }
-            rows = nr;
-        }
-        const unsigned char *nm = sqlite3_column_text(st, 2), *tg = sqlite3_column_text(st, 3);
-        rows[n] =
-            (prow_t){(uint32_t)sqlite3_column_int64(st, 0), (uint32_t)sqlite3_column_int64(st, 1),
-                     strdup(nm ? (const char *)nm : ""), strdup(tg ? (const char *)tg : ""),
-                     sqlite3_column_int64(st, 4)};
-        n++;
-    }
-    sqlite3_finalize(st);
-    if (rc) goto out;
+    const cw_outstanding_row_t *rows = m->out;
+    size_t n = m->nout, nt = 0;
     /* Rows come grouped by process: totals per process. */
-    tots = calloc(n ? n : 1, sizeof *tots);
-    if (!tots) {
-        rc = cw__http_fail(r, 500, "out of memory");
-        goto out;
-    }
+    ptot_t *tots = calloc(n ? n : 1, sizeof *tots);
+    if (!tots) return cw__http_fail(r, 500, "out of memory");
     for (size_t i = 0; i < n; i++) {
         if (!nt || tots[nt - 1].proc != rows[i].proc) tots[nt++] = (ptot_t){rows[i].proc, 0};
         tots[nt - 1].bytes += rows[i].bytes;
@@ -213,8 +130,8 @@ static int outstanding(cw__http_req_t *r, buf_t *b)
     otag_t *other = calloc(n ? n : 1, sizeof *other);
     size_t no = 0;
     if (!other) {
-        rc = cw__http_fail(r, 500, "out of memory");
-        goto out;
+        free(tots);
+        return cw__http_fail(r, 500, "out of memory");
     }
     for (size_t i = 0; i < n; i++) {
         bool in_top = false;
@@ -251,79 +168,52 @@ static int outstanding(cw__http_req_t *r, buf_t *b)
             "# HELP commitwatch_processes Process instances with outstanding commit.\n"
             "# TYPE commitwatch_processes gauge\ncommitwatch_processes %zu\n",
             all, nt);
-out:
     free(tots);
-    free_rows(rows, n);
-    return rc;
+    return 0;
 }
 
-/* Counters by tag. */
-static int counters(cw__http_req_t *r, buf_t *b)
-{
-    sqlite3 *db = cw_store_db(r->store);
-    sqlite3_stmt *st;
-    char l[300];
-    int64_t split2 = cw__http_split(db, 2, INT64_MAX), split1 = cw__http_split(db, 1, INT64_MAX);
-    if (sqlite3_prepare_v2(db, SQL_COMMITTED, -1, &st, NULL) != SQLITE_OK)
-        return cw__http_fail(r, 500, "query failed: %s", sqlite3_errmsg(db));
-    sqlite3_bind_int64(st, 1, split2);
-    buf_t ev = {0};
-    bprintf(b, "# HELP commitwatch_committed_bytes_total Bytes newly committed, by stack tag.\n"
-               "# TYPE commitwatch_committed_bytes_total counter\n");
-    bprintf(&ev,
-            "# HELP commitwatch_commit_events_total Commit events that committed new bytes, by "
-            "stack tag.\n# TYPE commitwatch_commit_events_total counter\n");
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        label((const char *)sqlite3_column_text(st, 0), l, sizeof l);
-        bprintf(b, "commitwatch_committed_bytes_total{tag=\"%s\"} %" PRId64 "\n", l,
-                (int64_t)sqlite3_column_int64(st, 1));
-        bprintf(&ev, "commitwatch_commit_events_total{tag=\"%s\"} %" PRId64 "\n", l,
-                (int64_t)sqlite3_column_int64(st, 2));
-    }
-    sqlite3_finalize(st);
-    if (ev.failed)
-        b->failed = true;
-    else if (ev.p)
-        bprintf(b, "%s", ev.p);
-    free(ev.p);
+/* The counters by tag, one family after the other; a family lists the
+ * tags that have rows of its kind (commits, or releases). */
+static const struct counter {
+    const char *name, *help;
+    bool releases;
+    size_t off; /* of the figure in cw_tag_counters_t */
+} counter_families[] = {
+    {"commitwatch_committed_bytes_total", "Bytes newly committed, by stack tag.", false,
+     offsetof(cw_tag_counters_t, committed_bytes)},
+    {"commitwatch_commit_events_total", "Commit events that committed new bytes, by stack tag.",
+     false, offsetof(cw_tag_counters_t, commit_events)},
+    {"commitwatch_decommitted_bytes_total",
+     "Bytes decommitted or released, by the stack tag of the commit that made them.", true,
+     offsetof(cw_tag_counters_t, decommitted_bytes)},
+    {"commitwatch_transient_bytes_total",
+     "Bytes committed and released within the same minute, by stack tag.", true,
+     offsetof(cw_tag_counters_t, transient_bytes)},
+    {"commitwatch_transient_pieces_total",
+     "Pieces committed and released within the same minute, by stack tag.", true,
+     offsetof(cw_tag_counters_t, transient_pieces)},
+};
 
-    if (sqlite3_prepare_v2(db, SQL_RELEASED, -1, &st, NULL) != SQLITE_OK)
-        return cw__http_fail(r, 500, "query failed: %s", sqlite3_errmsg(db));
-    sqlite3_bind_int64(st, 1, split2);
-    sqlite3_bind_int64(st, 2, split1);
-    buf_t tb = {0}, tc = {0};
-    bprintf(
-        b,
-        "# HELP commitwatch_decommitted_bytes_total Bytes decommitted or released, by the stack "
-        "tag of the commit that made them.\n# TYPE commitwatch_decommitted_bytes_total counter\n");
-    bprintf(&tb, "# HELP commitwatch_transient_bytes_total Bytes committed and released within the "
-                 "same minute, by stack tag.\n# TYPE commitwatch_transient_bytes_total counter\n");
-    bprintf(&tc,
-            "# HELP commitwatch_transient_pieces_total Pieces committed and released within the "
-            "same minute, by stack tag.\n# TYPE commitwatch_transient_pieces_total counter\n");
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        label((const char *)sqlite3_column_text(st, 0), l, sizeof l);
-        bprintf(b, "commitwatch_decommitted_bytes_total{tag=\"%s\"} %" PRId64 "\n", l,
-                (int64_t)sqlite3_column_int64(st, 1));
-        bprintf(&tb, "commitwatch_transient_bytes_total{tag=\"%s\"} %" PRId64 "\n", l,
-                (int64_t)sqlite3_column_int64(st, 2));
-        bprintf(&tc, "commitwatch_transient_pieces_total{tag=\"%s\"} %" PRId64 "\n", l,
-                (int64_t)sqlite3_column_int64(st, 3));
+static void counters(const cw_store_metrics_t *m, buf_t *b)
+{
+    char l[300];
+    for (size_t f = 0; f < CW_ARRAY_LEN(counter_families); f++) {
+        const struct counter *c = &counter_families[f];
+        bprintf(b, "# HELP %s %s\n# TYPE %s counter\n", c->name, c->help, c->name);
+        for (size_t i = 0; i < m->ntags; i++) {
+            const cw_tag_counters_t *t = &m->tags[i];
+            if (!(c->releases ? t->has_releases : t->has_commits)) continue;
+            int64_t v = *(const int64_t *)(const void *)((const char *)t + c->off);
+            bprintf(b, "%s{tag=\"%s\"} %" PRId64 "\n", c->name, label(t->tag, l, sizeof l), v);
+        }
     }
-    sqlite3_finalize(st);
-    if (tb.failed || tc.failed) b->failed = true;
-    if (tb.p) bprintf(b, "%s", tb.p);
-    if (tc.p) bprintf(b, "%s", tc.p);
-    free(tb.p);
-    free(tc.p);
-    return 0;
 }
 
 int cw__http_metrics(cw__http_req_t *r)
 {
     const cw_status_t *st = r->ctx->status;
     buf_t b = {0};
-    int64_t now = cw_plat_wall_ns(), end = INT64_MIN;
+    int64_t now = cw_plat_wall_ns();
     char l[300];
     int rc;
     bprintf(&b,
@@ -347,17 +237,27 @@ int cw__http_metrics(cw__http_req_t *r)
             "commitwatch_drift_corrected_bytes %" PRId64 "\n",
             st ? atomic_load(&st->events_ingested) : 0, st ? atomic_load(&st->events_lost) : 0,
             st ? atomic_load(&st->drift_bytes) : 0);
-    if (cw__http_data_end(r->store, &end) == 0 && end != INT64_MIN)
+    cw_store_metrics_t *m = NULL;
+    cw_diag_t d = {{0}};
+    if ((rc = cw_store_metrics(r->store, &m, &d))) {
+        free(b.p);
+        return rc == CW_ENOMEM ? cw__http_fail(r, 500, "out of memory")
+                               : cw__http_fail(r, 500, "query failed: %s", d.msg);
+    }
+    if (m->data_end_ns != INT64_MIN)
         bprintf(&b,
                 "# HELP commitwatch_last_bucket_end_seconds End of the last stored bucket "
                 "(Unix time).\n# TYPE commitwatch_last_bucket_end_seconds gauge\n"
                 "commitwatch_last_bucket_end_seconds %.3f\n",
-                (double)end / 1e9);
+                (double)m->data_end_ns / 1e9);
     bprintf(&b,
             "# HELP commitwatch_db_size_bytes Size of the database file and its WAL.\n"
             "# TYPE commitwatch_db_size_bytes gauge\ncommitwatch_db_size_bytes %" PRIu64 "\n",
             cw_store_disk_bytes(r->ctx->db_path));
-    if ((rc = outstanding(r, &b)) || (rc = counters(r, &b))) {
+    rc = outstanding(r, m, &b);
+    if (!rc) counters(m, &b);
+    cw_store_metrics_free(m);
+    if (rc) {
         free(b.p);
         return rc;
     }

@@ -4,13 +4,15 @@
  * failure is a 400 whose message names the parameter and shows a valid
  * example, so a user can fix the URL without reading the docs. */
 #include "http/http_internal.h"
-#include "commitwatch/platform.h"
 
 #include <civetweb.h>
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "commitwatch/platform.h"
+#include "commitwatch/query.h"
 
 int cw__http_parse_query(cw__http_req_t *r, const char *qs)
 {
@@ -70,7 +72,7 @@ int64_t cw__http_now(cw__http_req_t *r)
     const cw_status_t *st = r->ctx->status;
     if (st && st->data_clock && r->store) {
         int64_t end;
-        if (cw__http_data_end(r->store, &end) == 0 && end != INT64_MIN) return end;
+        if (cw_store_data_span(r->store, NULL, &end, NULL) == 0 && end != INT64_MIN) return end;
     }
     return cw_plat_wall_ns();
 }

@@ -92,12 +92,6 @@ int cw__store_dberr(cw_store_t *s, const char *what, cw_diag_t *d)
     return cw_diag_set(d, err, "%s failed on %s: %s", what, s->path, sqlite3_errmsg(s->db));
 }
 
-int64_t cw__floor(int64_t t, int64_t w)
-{
-    int64_t r = t % w;
-    return r < 0 ? t - r - w : t - r;
-}
-
 int cw__store_stmt(cw_store_t *s, int id, const char *sql, sqlite3_stmt **out, cw_diag_t *d)
 {
     if (!s->stmts[id] && sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT,
@@ -162,9 +156,13 @@ int cw_store_schema_version(void)
     return (int)cw__schema_count;
 }
 
-struct sqlite3 *cw_store_db(cw_store_t *s)
+void cw_store_tune_for_reads(cw_store_t *s)
 {
-    return s->db;
+    /* Reads map the file instead of copying pages (a writer's commit
+     * empties this connection's page cache; the OS cache and the map stay
+     * warm). */
+    sqlite3_exec(s->db, "PRAGMA mmap_size = 268435456; PRAGMA cache_size = -8192", NULL, NULL,
+                 NULL);
 }
 
 /* ---- opening ------------------------------------------------------------ */
@@ -672,7 +670,7 @@ static int check_batch(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
     if (s->readonly)
         return cw_diag_set(d, CW_EINVAL, "%s was opened read-only; cannot store a batch", s->path);
     if (b->width_ns != s->tiers[0].width || b->bucket_ns == INT64_MIN ||
-        cw__floor(b->bucket_ns, b->width_ns) != b->bucket_ns)
+        cw_floor_to(b->bucket_ns, b->width_ns) != b->bucket_ns)
         return cw_diag_set(d, CW_EINVAL,
                            "batch bucket %" PRId64 " of width %" PRId64 " is not a raw-tier "
                            "bucket (width %" PRId64 ")",
@@ -702,7 +700,7 @@ int cw_store_write(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
     if ((err = put_dictionary(s, b, d)) || (err = put_rows(s, b, d))) goto fail;
     if (t[0].start == INT64_MIN)
         for (int k = 0; k < CW_TIERS; k++) {
-            t[k].start = cw__floor(b->bucket_ns, t[k].width);
+            t[k].start = cw_floor_to(b->bucket_ns, t[k].width);
             if (k) t[k].end = t[k].start;
         }
     t[0].end = b->bucket_ns + b->width_ns;

@@ -1,11 +1,11 @@
 /* store_internal.h - what the store's files share (store.c: open,
  * migrations, writing; store_tiers.c: rollups, retention, size cap;
- * store_report.c: window queries; writer.c: the writer thread): the
- * cw_store struct, the cache of prepared statements, tier geometry, and
- * hooks for tests.
+ * store_report.c: window figures; store_query.c: the API's small queries
+ * and /metrics; store_series.c: time series; store_retag.c: re-tagging;
+ * writer.c: the writer thread): the cw_store struct, the cache of
+ * prepared statements, tier geometry, and hooks for tests.
  *
- * Not a public header: only service/core/store*.c, writer.c and tests
- * include it. */
+ * Not a public header: only service/store/ and tests include it. */
 #ifndef COMMITWATCH_STORE_INTERNAL_H
 #define COMMITWATCH_STORE_INTERNAL_H
 
@@ -13,6 +13,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "commitwatch/common.h"
+#include "commitwatch/query.h"
 #include "commitwatch/store.h"
 
 /* The fixed PRAGMA application_id of a commitwatch database ("CwMc"). */
@@ -49,9 +51,27 @@ enum cw__stmt {
     CW__ST_TIERS_GET,
     CW__ST_Q_FIGS,
     CW__ST_Q_ACTIVITY,
-    CW__ST_Q_PROC,
     CW__ST_Q_STACK,
     CW__ST_Q_FRAME,
+    /* store_query.c */
+    CW__ST_READ_BEGIN,
+    CW__ST_READ_END,
+    CW__ST_Q_PROC,
+    CW__ST_TAGS,
+    CW__ST_OUTSTANDING,
+    CW__ST_COMMITTED,
+    CW__ST_RELEASED,
+    /* store_series.c: each query for the whole machine, then for one process */
+    CW__ST_SER_START_COMMITS,
+    CW__ST_SER_START_COMMITS_PROC,
+    CW__ST_SER_START_RELEASES,
+    CW__ST_SER_START_RELEASES_PROC,
+    CW__ST_SER_STEP_COMMITS,
+    CW__ST_SER_STEP_COMMITS_PROC,
+    CW__ST_SER_STEP_RELEASES,
+    CW__ST_SER_STEP_RELEASES_PROC,
+    CW__ST_SER_ACTIVITY,
+    CW__ST_SER_ACTIVITY_PROC,
     CW__ST__COUNT
 };
 
@@ -86,11 +106,30 @@ int cw__store_stmt(cw_store_t *s, int id, const char *sql, sqlite3_stmt **out, c
  * CW_EDB (CW_EIO for disk errors). */
 int cw__store_dberr(cw_store_t *s, const char *what, cw_diag_t *d);
 
-/* Largest multiple of w that is <= t (t > INT64_MIN). */
-int64_t cw__floor(int64_t t, int64_t w);
-
 /* Reads the tiers table into t. 0 or CW_EDB. */
 int cw__store_read_tiers(cw_store_t *s, cw__tier_t t[CW_TIERS], cw_diag_t *d);
+
+/* store_query.c: a read transaction around a query's statements, so they
+ * all see one snapshot. Begins one unless the handle is inside a
+ * transaction already (*began says which; pass it to the end). 0 or
+ * CW_EDB. */
+int cw__store_read_begin(cw_store_t *s, bool *began, cw_diag_t *d);
+void cw__store_read_end(cw_store_t *s, bool began);
+
+/* store_query.c: where to split "everything before x" between tier k
+ * (rows before the result) and the raw tier (rows from it on): the last
+ * bucket boundary of tier k <= x that tier k is complete to (x ==
+ * INT64_MAX: its end), or INT64_MIN (the raw tier alone) when tier k is
+ * empty or retention has folded raw rows after that boundary. */
+int64_t cw__store_split(const cw__tier_t t[CW_TIERS], int k, int64_t x);
+
+/* store_query.c: the processes row of instance id into *out (name and
+ * cmdline NULL when the row has none); *found false, and *out zeroed but
+ * for id and exit_ns (CW_TS_NEVER), when there is no such row. 0,
+ * CW_ENOMEM or CW_EDB (*out holds nothing to free). */
+int cw__store_proc_row(cw_store_t *s, uint32_t id, cw_proc_info_t *out, bool *found, cw_diag_t *d);
+/* Resets st and clears its bindings, after every use of a cached one. */
+void cw__store_stmt_done(sqlite3_stmt *st);
 
 /* Shared by store.c and store_tiers.c (d filled on error):
  * runs sql (no rows wanted); steps st once expecting no row, then resets

@@ -8,7 +8,8 @@
  * rows on top of outstanding(t0).
  *
  * Everything is read inside one read transaction, so a writer committing
- * meanwhile (WAL) never makes the tier state and the rows disagree. */
+ * meanwhile (WAL) never makes the tier state and the rows disagree. The
+ * processes rows are read by store_query.c's cw__store_proc_row(). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,8 +45,6 @@ static const char SQL_Q_SEGMENT[] =
 static const char SQL_Q_ACTIVITY[] =
     "SELECT proc, events, delta, relpeak, relpeak_ns FROM activity "
     "WHERE tier = ?1 AND bucket >= ?2 AND bucket < ?3 ORDER BY proc, bucket";
-static const char SQL_Q_PROC[] =
-    "SELECT pid, start_ns, exit_ns, name, cmdline FROM processes WHERE id = ?1";
 static const char SQL_Q_STACK[] = "SELECT frames, tag FROM stacks WHERE id = ?1";
 static const char SQL_Q_FRAME[] = "SELECT text FROM frames WHERE id = ?1";
 
@@ -60,7 +59,7 @@ typedef struct pick {
 
 static int64_t ceil_to(int64_t t, int64_t w)
 {
-    int64_t f = cw__floor(t, w);
+    int64_t f = cw_floor_to(t, w);
     return f == t ? t : f + w;
 }
 
@@ -75,7 +74,7 @@ static bool pick_tier(const cw__tier_t *t, int64_t from, int64_t to, pick_t *bes
     for (int k = 0; k < CW_TIERS; k++) {
         int64_t w = t[k].width;
         if (t[k].start == INT64_MIN) continue;
-        pick_t p = {k, cw__floor(from, w), to >= end0 ? to : ceil_to(to, w), 0};
+        pick_t p = {k, cw_floor_to(from, w), to >= end0 ? to : ceil_to(to, w), 0};
         bool clipped = false;
         if (t[k].horizon != INT64_MIN && p.t0 < t[k].horizon) {
             p.t0 = t[k].horizon;
@@ -186,7 +185,7 @@ static bool tier_holds(const cw__tier_t *t, int k, int64_t lo, int64_t hi)
 
 static bool aligned(const cw__tier_t *t, int k, int64_t x)
 {
-    return cw__floor(x, t[k].width) == x || x >= t[0].end;
+    return cw_floor_to(x, t[k].width) == x || x >= t[0].end;
 }
 
 /* Fills seg (time order); *nback = how many lie before t0. */
@@ -196,7 +195,7 @@ static int plan_segments(const cw__tier_t *t, const pick_t *p, segment_t *seg, i
     int64_t cur = INT64_MIN;
     /* Before t0: coarsest first. */
     for (int k = CW_TIERS - 1; k >= 0 && cur != p->t0; k--) {
-        int64_t b = cw__floor(p->t0, t[k].width);
+        int64_t b = cw_floor_to(p->t0, t[k].width);
         if (cur != INT64_MIN && b <= cur) continue;
         if (!tier_holds(t, k, cur, b)) continue;
         seg[n++] = (segment_t){k, cur, b};
@@ -438,23 +437,16 @@ static int fill_stack(cw_store_t *s, cw_stack_report_t *sr, bool with_frames, cw
 
 static int fill_proc(cw_store_t *s, cw_proc_report_t *p, bool with_frames, cw_diag_t *d)
 {
-    sqlite3_stmt *st = NULL;
-    int err = cw__store_stmt(s, CW__ST_Q_PROC, SQL_Q_PROC, &st, d), rc;
+    cw_proc_info_t info;
+    bool found;
+    int err = cw__store_proc_row(s, p->id, &info, &found, d);
     if (err) return err;
-    sqlite3_bind_int64(st, 1, p->id);
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        p->pid = (uint32_t)sqlite3_column_int64(st, 0);
-        p->start_ns = sqlite3_column_int64(st, 1);
-        p->exit_ns =
-            sqlite3_column_type(st, 2) == SQLITE_NULL ? CW_TS_NEVER : sqlite3_column_int64(st, 2);
-        err = dup_text(st, 3, &p->name);
-        if (!err) err = dup_text(st, 4, &p->cmdline);
-    } else if (rc != SQLITE_DONE) {
-        err = cw__store_dberr(s, "reading a process", d);
-    }
-    sqlite3_reset(st);
-    if (!err && !p->name) {
+    p->pid = info.pid;
+    p->start_ns = info.start_ns;
+    p->exit_ns = info.exit_ns;
+    p->name = info.name; /* moved: p owns the strings now */
+    p->cmdline = info.cmdline;
+    if (!p->name) {
         char buf[32];
         snprintf(buf, sizeof buf, "instance %" PRIu32, p->id);
         if (!(p->name = strdup(buf))) err = CW_ENOMEM;
@@ -467,7 +459,8 @@ static int fill_proc(cw_store_t *s, cw_proc_report_t *p, bool with_frames, cw_di
 static void free_proc(cw_proc_report_t *p)
 {
     for (uint32_t j = 0; j < p->nstacks; j++) {
-        for (uint32_t k = 0; k < p->stacks[j].nframes; k++) free(p->stacks[j].frames[k]);
+        for (uint32_t k = 0; k < p->stacks[j].nframes; k++)
+            free(p->stacks[j].frames[k]);
         free(p->stacks[j].frames);
         free(p->stacks[j].tag);
     }
@@ -493,8 +486,10 @@ static int finish(cw_store_t *s, build_t *b, bool with_frames, cw_diag_t *d)
          * instance (as in the trace analyzer). */
         if (keep && !err && r->procs[i].peak_ns < r->procs[i].start_ns)
             r->procs[i].peak_ns = r->procs[i].start_ns;
-        if (keep && !err) r->procs[kept++] = r->procs[i];
-        else free_proc(&r->procs[i]);
+        if (keep && !err)
+            r->procs[kept++] = r->procs[i];
+        else
+            free_proc(&r->procs[i]);
     }
     r->nprocs = kept;
     return err;
@@ -513,12 +508,10 @@ int cw_store_report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_fra
     cw__tier_t t[CW_TIERS];
     build_t b = {0};
     pick_t p = {0};
+    bool began = false;
     int err;
     if (!(b.r = calloc(1, sizeof *b.r))) return CW_ENOMEM;
-    if (sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) {
-        err = cw__store_dberr(s, "starting a read", d);
-        goto fail;
-    }
+    if ((err = cw__store_read_begin(s, &began, d))) goto fail;
     if ((err = cw__store_read_tiers(s, t, d))) goto end;
     if (t[0].end == INT64_MIN) { /* nothing stored yet */
         b.r->from_ns = from_ns == INT64_MIN ? 0 : from_ns;
@@ -575,7 +568,7 @@ int cw_store_report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_fra
     if (!err) err = finish(s, &b, with_frames, d);
     if (!err) cw_report_sort(b.r);
 end:
-    sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+    cw__store_read_end(s, began);
 fail:
     free(b.out0);
     free(b.level);

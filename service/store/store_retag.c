@@ -6,12 +6,15 @@
  * through the tagger seam, and only rows whose tag text changed are
  * updated. One IMMEDIATE transaction covers the reads, the updates and the
  * new meta 'rules_hash', so a failure leaves the old tags and old hash
- * together, and the next start tries again. */
+ * together, and the next start tries again. It runs once per change of
+ * the rules, so its statements are prepared for the run, not cached. */
 #include "commitwatch/retag.h"
 
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "store/store_internal.h"
 
 static const char SQL_FRAMES[] = "SELECT id, text FROM frames ORDER BY id";
 static const char SQL_STACKS[] = "SELECT id, frames, tag FROM stacks ORDER BY id";
@@ -147,10 +150,9 @@ int cw_retag_store(cw_store_t *s, cw_tagger_t *t, cw_retag_result_t *out, cw_dia
     char *stored = NULL;
     cw_stacks_t *priv = NULL;
     frame_map_t map = {0};
-    sqlite3 *db = cw_store_db(s);
+    sqlite3 *db = s->db;
     int err;
 
-    if (!db) return cw_diag_set(d, CW_ENOSYS, "re-tagging stored stacks: no database handle");
     if ((err = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL)) != SQLITE_OK)
         return dberr(db, "starting a transaction", d);
     /* Read the hash inside the transaction: no other writer can slip in. */

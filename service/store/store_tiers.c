@@ -99,7 +99,7 @@ static int roll_activity(cw_store_t *s, int k, int64_t lo, int64_t hi, int64_t w
     /* New rows go to tier k + 1, outside the range being read. */
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         uint32_t proc = (uint32_t)sqlite3_column_int64(st, 0);
-        int64_t fb = cw__floor(sqlite3_column_int64(st, 1), w);
+        int64_t fb = cw_floor_to(sqlite3_column_int64(st, 1), w);
         if (have && (proc != acc.proc || fb != acc_bucket)) {
             if ((err = cw__store_put_activity(s, k + 1, acc_bucket, &acc, d))) break;
             have = false;
@@ -127,7 +127,7 @@ static int roll_activity(cw_store_t *s, int k, int64_t lo, int64_t hi, int64_t w
 int cw__store_rollup(cw_store_t *s, cw__tier_t *t, int k, cw_diag_t *d)
 {
     cw__tier_t *up = &t[k + 1];
-    int64_t target = cw__floor(t[k].end, up->width);
+    int64_t target = cw_floor_to(t[k].end, up->width);
     int err = 0;
     if (t[k].end == INT64_MIN || target <= up->end) return 0;
     err = run_range(s, CW__ST_ROLL_COMMITS, SQL_ROLL_COMMITS, k, up->end, target, up->width,
@@ -151,7 +151,7 @@ int cw__store_retain(cw_store_t *s, cw__tier_t *t, int k, cw_diag_t *d)
      * rolled up (its rows come from ours). */
     int64_t align = k + 1 < CW_TIERS ? t[k + 1].width : tk->width;
     int64_t limit = k + 1 < CW_TIERS ? t[k + 1].end : tk->end;
-    int64_t h = cw__floor(end - tk->retention, align);
+    int64_t h = cw_floor_to(end - tk->retention, align);
     if (h > limit) h = limit;
     if (h <= tk->start || h <= tk->horizon) return 0;
     int64_t lo = tk->horizon == INT64_MIN ? INT64_MIN + 1 : tk->horizon;

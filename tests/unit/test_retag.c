@@ -10,6 +10,7 @@
 #include "commitwatch/retag.h"
 #include "commitwatch/stacktags.h"
 #include "commitwatch/store.h"
+#include "store/store_internal.h"
 #include "test.h"
 
 static cw_tagger_t *tagger_from(const char *xml)
@@ -143,9 +144,9 @@ int main(void)
     ASSERT_TRUE(!res.ran);
 
     /* A damaged stack row: an error that names it, and nothing changes. */
-    ASSERT_EQ(sqlite3_exec(cw_store_db(st), "UPDATE stacks SET frames = x'010203' WHERE id = 2",
-                           NULL, NULL, NULL),
-              SQLITE_OK);
+    ASSERT_EQ(
+        sqlite3_exec(st->db, "UPDATE stacks SET frames = x'010203' WHERE id = 2", NULL, NULL, NULL),
+        SQLITE_OK);
     ASSERT_EQ(cw_retag_store(st, ta, &res, &d), CW_EDB);
     ASSERT_TRUE(strstr(d.msg, "stack 2") != NULL);
     ASSERT_TRUE(!res.ran);
@@ -153,9 +154,8 @@ int main(void)
     ASSERT_STR_EQ(h, cw_tagger_rules_hash(tb));
     free(h);
     sqlite3_stmt *q;
-    ASSERT_EQ(
-        sqlite3_prepare_v2(cw_store_db(st), "SELECT tag FROM stacks WHERE id = 1", -1, &q, NULL),
-        SQLITE_OK);
+    ASSERT_EQ(sqlite3_prepare_v2(st->db, "SELECT tag FROM stacks WHERE id = 1", -1, &q, NULL),
+              SQLITE_OK);
     ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
     ASSERT_STR_EQ((const char *)sqlite3_column_text(q, 0), "VirtualAlloc"); /* B's, kept */
     sqlite3_finalize(q);

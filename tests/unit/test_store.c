@@ -61,7 +61,7 @@ static char *slurp(const char *p, size_t *n)
 static int64_t sql_int(cw_store_t *s, const char *sql)
 {
     sqlite3_stmt *st;
-    ASSERT_EQ(sqlite3_prepare_v2(cw_store_db(s), sql, -1, &st, NULL), SQLITE_OK);
+    ASSERT_EQ(sqlite3_prepare_v2(s->db, sql, -1, &st, NULL), SQLITE_OK);
     ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
     int64_t v = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
@@ -71,8 +71,7 @@ static int64_t sql_int(cw_store_t *s, const char *sql)
 static void integrity_ok(cw_store_t *s)
 {
     sqlite3_stmt *st;
-    ASSERT_EQ(sqlite3_prepare_v2(cw_store_db(s), "PRAGMA integrity_check", -1, &st, NULL),
-              SQLITE_OK);
+    ASSERT_EQ(sqlite3_prepare_v2(s->db, "PRAGMA integrity_check", -1, &st, NULL), SQLITE_OK);
     ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
     ASSERT_STR_EQ((const char *)sqlite3_column_text(st, 0), "ok");
     sqlite3_finalize(st);
@@ -172,7 +171,7 @@ static void test_open_refuse(void)
     char *jm = NULL;
     {
         sqlite3_stmt *st;
-        sqlite3_prepare_v2(cw_store_db(s), "PRAGMA journal_mode", -1, &st, NULL);
+        sqlite3_prepare_v2(s->db, "PRAGMA journal_mode", -1, &st, NULL);
         ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
         jm = strdup((const char *)sqlite3_column_text(st, 0));
         sqlite3_finalize(st);
@@ -193,7 +192,7 @@ static void test_versions(void)
     const char *p = tpath("newer.db");
     rm_db(p);
     ASSERT_OK(cw_store_open(p, NULL, &s, &d));
-    ASSERT_EQ(sqlite3_exec(cw_store_db(s), "PRAGMA user_version = 99", 0, 0, 0), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(s->db, "PRAGMA user_version = 99", 0, 0, 0), SQLITE_OK);
     cw_store_close(s);
     size_t n1, n2;
     char *before = slurp(p, &n1);

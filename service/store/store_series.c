@@ -1,0 +1,368 @@
+/* store_series.c - time series of a process or of the whole machine
+ * (cw_store_series): outstanding by tag, committed, decommitted, transient
+ * and peak per step.
+ *
+ * Reads the storage model's tables (docs/DESIGN.md, "Storage model") from
+ * one coarse tier: the coarsest whose bucket width divides the step and
+ * the aligned start and whose rollups reach into the window (a live minute
+ * or hour not yet rolled up is read from the raw tier). Per step i, the
+ * window being aligned down to the step:
+ *   outstanding[tag][i]  state at the end of the step, from the state at
+ *                        `from` (commits before it minus releases before
+ *                        it) plus the step's commits minus its releases;
+ *   committed / decommitted  bytes committed and released in the step;
+ *   transient            releases in the step of commits of the same step
+ *                        (AIFI of the step, pieces and bytes);
+ *   peak                 process: the highest outstanding at any instant
+ *                        of the step, exact (activity.relpeak); machine: an
+ *                        upper bound (the per-process peaks of a bucket
+ *                        added, as they may fall at different instants).
+ * Every query has one text for the machine and one for a process (an
+ * "?n = 0 OR proc = ?n" form would keep SQLite from using the proc
+ * column), each a slot of the statement cache. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "commitwatch/query.h"
+#include "store/store_internal.h"
+
+/* ---- SQL ---------------------------------------------------------------- */
+
+#define PROC(t, n) " AND " t "proc = ?" #n
+
+/* Outstanding by tag at ?2 (exclusive) [for proc ?3]: the hour tier's rows
+ * before ?1 (an hour boundary the hour tier is complete to, see
+ * cw__store_split) plus the raw tier's rows from ?1 to ?2. Scanning a day
+ * of raw rows for the state at the start of a window is what this avoids.
+ * Columns: tag, bytes (negative for releases). */
+#define SQL_START_COMMITS(F)                                                                       \
+    "SELECT s.tag, SUM(x.b) FROM ("                                                                \
+    " SELECT stack AS st, bytes AS b FROM commits WHERE tier = 2 AND bucket < ?1" F                \
+    " UNION ALL SELECT stack, bytes FROM commits"                                                  \
+    " WHERE tier = 0 AND bucket >= ?1 AND bucket < ?2" F                                           \
+    ") x JOIN stacks s ON s.id = x.st GROUP BY s.tag"
+#define SQL_START_RELEASES(F)                                                                      \
+    "SELECT s.tag, -SUM(x.b) FROM ("                                                               \
+    " SELECT stack AS st, bytes AS b FROM releases WHERE tier = 2 AND f < ?1" F                    \
+    " UNION ALL SELECT stack, bytes FROM releases WHERE tier = 0 AND f >= ?1 AND f < ?2" F         \
+    ") x JOIN stacks s ON s.id = x.st GROUP BY s.tag"
+
+/* The steps' rows of tier ?1 in [?4, ?5), steps of ?3 from ?2 [proc ?6].
+ * Both have the columns: step, tag, bytes, n1, n2 (see `sinks`). */
+#define SQL_STEP_COMMITS(F)                                                                        \
+    "SELECT (c.bucket - ?2) / ?3, s.tag, SUM(c.bytes), SUM(c.events), 0"                           \
+    " FROM commits c JOIN stacks s ON s.id = c.stack"                                              \
+    " WHERE c.tier = ?1 AND c.bucket >= ?4 AND c.bucket < ?5" F " GROUP BY 1, 2"
+/* SAME_STEP "col ELSE 0 END)": the sum of column col of the releases of
+ * commits made in the same step. */
+#define SAME_STEP " SUM(CASE WHEN r.a < ?2 THEN 0 WHEN (r.a - ?2) / ?3 = (r.f - ?2) / ?3 THEN r."
+#define SQL_STEP_RELEASES(F)                                                                       \
+    "SELECT (r.f - ?2) / ?3, s.tag, SUM(r.bytes)," SAME_STEP "bytes ELSE 0 END)," SAME_STEP        \
+    "pieces ELSE 0 END)"                                                                           \
+    " FROM releases r JOIN stacks s ON s.id = r.stack"                                             \
+    " WHERE r.tier = ?1 AND r.f >= ?4 AND r.f < ?5" F " GROUP BY 1, 2"
+
+/* Activity of tier ?1 in [?2, ?3) [proc ?4], by bucket: net change, and
+ * the peaks relative to the bucket start added. */
+#define SQL_ACTIVITY(F)                                                                            \
+    "SELECT bucket, SUM(delta), SUM(relpeak) FROM activity a"                                      \
+    " WHERE a.tier = ?1 AND a.bucket >= ?2 AND a.bucket < ?3" F " GROUP BY bucket ORDER BY bucket"
+
+enum query { Q_START_COMMITS, Q_START_RELEASES, Q_STEP_COMMITS, Q_STEP_RELEASES, Q_ACTIVITY, Q__N };
+
+static const struct {
+    int slot[2]; /* machine, process */
+    const char *sql[2];
+} queries[Q__N] = {
+    [Q_START_COMMITS] = {{CW__ST_SER_START_COMMITS, CW__ST_SER_START_COMMITS_PROC},
+                         {SQL_START_COMMITS(""), SQL_START_COMMITS(PROC("", 3))}},
+    [Q_START_RELEASES] = {{CW__ST_SER_START_RELEASES, CW__ST_SER_START_RELEASES_PROC},
+                          {SQL_START_RELEASES(""), SQL_START_RELEASES(PROC("", 3))}},
+    [Q_STEP_COMMITS] = {{CW__ST_SER_STEP_COMMITS, CW__ST_SER_STEP_COMMITS_PROC},
+                        {SQL_STEP_COMMITS(""), SQL_STEP_COMMITS(PROC("c.", 6))}},
+    [Q_STEP_RELEASES] = {{CW__ST_SER_STEP_RELEASES, CW__ST_SER_STEP_RELEASES_PROC},
+                         {SQL_STEP_RELEASES(""), SQL_STEP_RELEASES(PROC("r.", 6))}},
+    [Q_ACTIVITY] = {{CW__ST_SER_ACTIVITY, CW__ST_SER_ACTIVITY_PROC},
+                    {SQL_ACTIVITY(""), SQL_ACTIVITY(PROC("a.", 4))}},
+};
+
+/* ---- the series under construction -------------------------------------------- */
+
+typedef struct build {
+    cw_store_t *s;
+    const cw_series_query_t *q;
+    cw_series_t *r;
+    size_t tagcap;
+    cw_diag_t *d;
+} build_t;
+
+/* The cached statement of query k for this series. */
+static int stmt(build_t *b, enum query k, sqlite3_stmt **out)
+{
+    int p = b->q->proc != 0;
+    return cw__store_stmt(b->s, queries[k].slot[p], queries[k].sql[p], out, b->d);
+}
+
+/* Index of the tag in column col, added when new; -1 on ENOMEM. */
+static int tag_index(build_t *b, sqlite3_stmt *st, int col)
+{
+    cw_series_t *r = b->r;
+    const unsigned char *txt = sqlite3_column_text(st, col);
+    const char *tag = txt ? (const char *)txt : "";
+    for (uint32_t i = 0; i < r->ntags; i++)
+        if (strcmp(r->tags[i].name, tag) == 0) return (int)i;
+    if (CW_RESERVE(r->tags, b->tagcap, r->ntags + 1)) return -1;
+    cw_series_tag_t *t = &r->tags[r->ntags];
+    t->name = cw_strdup(tag);
+    t->start = 0;
+    t->outstanding = calloc(r->npoints, sizeof *t->outstanding);
+    if (!t->name || !t->outstanding) {
+        free(t->name);
+        free(t->outstanding);
+        return -1;
+    }
+    return (int)r->ntags++;
+}
+
+/* Steps st to its end; 0, CW_ENOMEM or CW_EDB. The statement is done. */
+static int finish_rows(build_t *b, sqlite3_stmt *st, int rc, int err, const char *what)
+{
+    if (!err && rc != SQLITE_DONE) err = cw__store_dberr(b->s, what, b->d);
+    cw__store_stmt_done(st);
+    return err;
+}
+
+/* Outstanding at from, by tag: commits before it, then releases. */
+static int load_start(build_t *b, int64_t split)
+{
+    static const enum query ks[] = {Q_START_COMMITS, Q_START_RELEASES};
+    int err = 0;
+    for (size_t k = 0; k < CW_ARRAY_LEN(ks) && !err; k++) {
+        sqlite3_stmt *st = NULL;
+        int rc = SQLITE_DONE;
+        if ((err = stmt(b, ks[k], &st))) break;
+        sqlite3_bind_int64(st, 1, split);
+        sqlite3_bind_int64(st, 2, b->r->from_ns);
+        if (b->q->proc) sqlite3_bind_int64(st, 3, b->q->proc);
+        while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+            int t = tag_index(b, st, 0);
+            if (t < 0)
+                err = CW_ENOMEM;
+            else
+                b->r->tags[t].start += sqlite3_column_int64(st, 1);
+        }
+        err = finish_rows(b, st, rc, err, "reading a series' start");
+    }
+    return err;
+}
+
+/* One part of the window: [lo, hi) read from tier. */
+typedef struct part {
+    int tier;
+    int64_t lo, hi;
+} part_t;
+
+/* Where a step row goes: outstanding changes by sign * bytes; bytes, n1
+ * and n2 (columns 2, 3, 4) add to their figures (n2 NULL: none). */
+typedef struct sink {
+    enum query k;
+    int sign;
+    int64_t *bytes, *n1, *n2;
+} sink_t;
+
+/* Adds one part's commits or releases to the steps. */
+static int load_steps(build_t *b, const part_t *pt, const sink_t *sk)
+{
+    cw_series_t *r = b->r;
+    sqlite3_stmt *st = NULL;
+    int rc = SQLITE_DONE, err = stmt(b, sk->k, &st);
+    if (err) return err;
+    sqlite3_bind_int(st, 1, pt->tier);
+    sqlite3_bind_int64(st, 2, r->from_ns);
+    sqlite3_bind_int64(st, 3, r->step_ns);
+    sqlite3_bind_int64(st, 4, pt->lo);
+    sqlite3_bind_int64(st, 5, pt->hi);
+    if (b->q->proc) sqlite3_bind_int64(st, 6, b->q->proc);
+    while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t i = sqlite3_column_int64(st, 0);
+        int t = tag_index(b, st, 1);
+        if (t < 0) {
+            err = CW_ENOMEM;
+        } else if (i >= 0 && i < r->npoints) {
+            int64_t bytes = sqlite3_column_int64(st, 2);
+            r->tags[t].outstanding[i] += sk->sign * bytes;
+            sk->bytes[i] += bytes;
+            sk->n1[i] += sqlite3_column_int64(st, 3);
+            if (sk->n2) sk->n2[i] += sqlite3_column_int64(st, 4);
+        }
+    }
+    return finish_rows(b, st, rc, err, "reading a series' steps");
+}
+
+/* Peaks: the state at each step start, raised by the buckets' peaks, the
+ * parts read in time order; *cur is the state, *i the step, carried from
+ * one part to the next. */
+static int load_peaks(build_t *b, const part_t *pt, int64_t *cur, uint32_t *i)
+{
+    cw_series_t *r = b->r;
+    sqlite3_stmt *st = NULL;
+    int rc = SQLITE_DONE, err = stmt(b, Q_ACTIVITY, &st);
+    if (err) return err;
+    sqlite3_bind_int(st, 1, pt->tier);
+    sqlite3_bind_int64(st, 2, pt->lo);
+    sqlite3_bind_int64(st, 3, pt->hi);
+    if (b->q->proc) sqlite3_bind_int64(st, 4, b->q->proc);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t bucket = sqlite3_column_int64(st, 0);
+        uint32_t j = (uint32_t)((bucket - r->from_ns) / r->step_ns);
+        if (j >= r->npoints) {
+            rc = SQLITE_DONE;
+            break;
+        }
+        while (*i < j)
+            r->peak[++*i] = *cur;
+        int64_t p = *cur + sqlite3_column_int64(st, 2);
+        if (p > r->peak[*i]) r->peak[*i] = p;
+        *cur += sqlite3_column_int64(st, 1);
+    }
+    return finish_rows(b, st, rc, err, "reading a series' activity");
+}
+
+/* Chooses the coarse tier (see the file comment): the coarsest whose
+ * width divides the step and the origin, whose horizon is at or before
+ * from (exact figures) and which holds some of the window; *mid is where
+ * it stops holding it (the raw tier reads the rest). Tier 0 otherwise. */
+static int pick_tier(const cw__tier_t *t, int64_t step, int64_t from, int64_t to, int64_t *mid)
+{
+    *mid = to;
+    for (int k = CW_TIERS - 1; k > 0; k--) {
+        if (step % t[k].width || cw_floor_to(from, t[k].width) != from) continue;
+        if (t[k].end == INT64_MIN || t[k].horizon > from || t[k].end <= from) continue;
+        *mid = t[k].end < to ? t[k].end : to;
+        return k;
+    }
+    return 0;
+}
+
+/* Runs the queries into b->r, whose window is set. */
+static int fill(build_t *b, const cw__tier_t *t)
+{
+    cw_series_t *r = b->r;
+    int64_t mid;
+    int err;
+    r->tier = pick_tier(t, r->step_ns, r->from_ns, r->to_ns, &mid);
+    /* The steps: [from, mid) from the coarse tier, [mid, to) raw. */
+    const part_t parts[2] = {{r->tier, r->from_ns, mid}, {0, mid, r->to_ns}};
+    const sink_t sinks[2] = {
+        {Q_STEP_COMMITS, 1, r->committed, r->commit_count, NULL},
+        {Q_STEP_RELEASES, -1, r->decommitted, r->transient, r->transient_count},
+    };
+    if ((err = load_start(b, cw__store_split(t, 2, r->from_ns)))) return err;
+    for (int k = 0; k < 2 && !err; k++)
+        for (int j = 0; j < 2 && !err && parts[k].lo < parts[k].hi; j++)
+            err = load_steps(b, &parts[k], &sinks[j]);
+    if (err) return err;
+    /* Net changes -> states at step ends. */
+    for (uint32_t k = 0; k < r->ntags; k++) {
+        int64_t cur = r->tags[k].start;
+        r->outstanding_start += cur;
+        for (uint32_t i = 0; i < r->npoints; i++) {
+            cur += r->tags[k].outstanding[i];
+            r->tags[k].outstanding[i] = cur;
+            r->outstanding_total[i] += cur;
+        }
+    }
+    int64_t cur = r->outstanding_start;
+    uint32_t i = 0;
+    if (r->npoints) r->peak[0] = cur;
+    for (int k = 0; k < 2 && !err; k++)
+        if (parts[k].lo < parts[k].hi) err = load_peaks(b, &parts[k], &cur, &i);
+    if (err) return err;
+    while (i + 1 < r->npoints)
+        r->peak[++i] = cur;
+    /* The step's end state may be above the last bucket's peak when the
+     * activity rows are coarser; never report a peak below it. */
+    for (uint32_t j = 0; j < r->npoints; j++)
+        if (r->outstanding_total[j] > r->peak[j]) r->peak[j] = r->outstanding_total[j];
+    return 0;
+}
+
+uint64_t cw_series_steps(const cw_series_query_t *q, int64_t *aligned_from)
+{
+    if (q->step_ns <= 0 || q->from_ns >= q->to_ns) return 0;
+    int64_t from = cw_floor_to(q->from_ns, q->step_ns);
+    if (aligned_from) *aligned_from = from;
+    return ((uint64_t)q->to_ns - (uint64_t)from + (uint64_t)q->step_ns - 1) / (uint64_t)q->step_ns;
+}
+
+/* The result with its window and zeroed per-step arrays (one block, owned
+ * through r->t); NULL on ENOMEM. */
+static cw_series_t *series_new(const cw_series_query_t *q, int64_t from, uint32_t n)
+{
+    enum { NARRAYS = 8 };
+    cw_series_t *r = calloc(1, sizeof *r);
+    int64_t *v = calloc((size_t)n * NARRAYS + 1, sizeof *v);
+    if (!r || !v) {
+        free(r);
+        free(v);
+        return NULL;
+    }
+    r->from_ns = from;
+    r->step_ns = q->step_ns;
+    r->to_ns = from + (int64_t)n * q->step_ns;
+    r->npoints = n;
+    r->peak_exact = q->proc != 0;
+    int64_t **arrays[NARRAYS] = {
+        &r->t,           &r->outstanding_total, &r->committed,       &r->commit_count,
+        &r->decommitted, &r->transient,         &r->transient_count, &r->peak};
+    for (int k = 0; k < NARRAYS; k++)
+        *arrays[k] = v + (size_t)k * n;
+    for (uint32_t i = 0; i < n; i++)
+        r->t[i] = from + (int64_t)i * q->step_ns;
+    return r;
+}
+
+int cw_store_series(cw_store_t *s, const cw_series_query_t *q, cw_series_t **out, cw_diag_t *d)
+{
+    cw__tier_t t[CW_TIERS];
+    int64_t from = 0;
+    uint64_t n = cw_series_steps(q, &from);
+    bool began = false;
+    build_t b = {s, q, NULL, 0, d};
+    int err;
+    *out = NULL;
+    if (n == 0 || n > UINT32_MAX)
+        return cw_diag_set(d, CW_EINVAL,
+                           "series: a window [from, to) and a positive step of at "
+                           "most 2^32 steps are needed");
+    if (!(b.r = series_new(q, from, (uint32_t)n)))
+        return cw_diag_set(d, CW_ENOMEM, "series: out of memory for %llu points",
+                           (unsigned long long)n);
+    if (!(err = cw__store_read_begin(s, &began, d)) && !(err = cw__store_read_tiers(s, t, d))) {
+        if (q->step_ns % t[0].width)
+            err = cw_diag_set(d, CW_EINVAL, "series: the step must be a multiple of %lld ns",
+                              (long long)t[0].width);
+        else
+            err = fill(&b, t);
+    }
+    cw__store_read_end(s, began);
+    if (err == CW_ENOMEM) cw_diag_set(d, err, "series: out of memory");
+    if (err) {
+        cw_series_free(b.r);
+        return err;
+    }
+    *out = b.r;
+    return 0;
+}
+
+void cw_series_free(cw_series_t *s)
+{
+    if (!s) return;
+    for (uint32_t i = 0; i < s->ntags; i++) {
+        free(s->tags[i].name);
+        free(s->tags[i].outstanding);
+    }
+    free(s->tags);
+    free(s->t); /* the block of every per-step array */
+    free(s);
+}
