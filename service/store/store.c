@@ -480,6 +480,7 @@ static int load_dictionary(cw_store_t *s, cw_stacks_t *stacks, cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;
     uint32_t *fr = NULL, id;
+    size_t frcap = 0;
     int err = 0, rc;
     if (sqlite3_prepare_v2(s->db, SQL_FRAMES_ALL, -1, &st, NULL))
         return cw__store_dberr(s, "reading frames", d);
@@ -499,15 +500,11 @@ static int load_dictionary(cw_store_t *s, cw_stacks_t *stacks, cw_diag_t *d)
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         const unsigned char *blob = sqlite3_column_blob(st, 1);
         uint32_t n = (uint32_t)sqlite3_column_bytes(st, 1) / 4;
-        uint32_t *nfr = realloc(fr, (n ? n : 1) * sizeof *fr);
-        if (!nfr) {
+        if (CW_RESERVE(fr, frcap, n ? n : 1)) {
             err = CW_ENOMEM;
             goto out;
         }
-        fr = nfr;
-        for (uint32_t i = 0; i < n; i++)
-            fr[i] = (uint32_t)blob[4 * i] | (uint32_t)blob[4 * i + 1] << 8 |
-                    (uint32_t)blob[4 * i + 2] << 16 | (uint32_t)blob[4 * i + 3] << 24;
+        cw__store_frames_decode(blob, n, fr);
         if ((err = cw_stacks_intern(stacks, fr, n, &id))) goto out;
         if (id != (uint32_t)sqlite3_column_int64(st, 0)) {
             err = cw_diag_set(d, CW_EDB, "%s: stored stack ids are not dense (stack %lld)", s->path,
@@ -550,6 +547,7 @@ static int put_dictionary(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;
     unsigned char *blob = NULL;
+    size_t blobcap = 0;
     int err = 0;
     for (uint32_t i = 0; i < b->frames.n && !err; i++) {
         if ((err = cw__store_stmt(s, CW__ST_FRAME_PUT, SQL_FRAME_PUT, &st, d))) break;
@@ -559,15 +557,11 @@ static int put_dictionary(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
     }
     for (uint32_t i = 0; i < b->stacks.n && !err; i++) {
         const cw_row_stack_t *r = &b->stacks.v[i];
-        unsigned char *nb = realloc(blob, (size_t)r->nframes * 4 + 1);
-        if (!nb) {
+        if (CW_RESERVE(blob, blobcap, (size_t)r->nframes * 4 + 1)) {
             err = CW_ENOMEM;
             break;
         }
-        blob = nb;
-        for (uint32_t j = 0; j < r->nframes; j++)
-            for (int k = 0; k < 4; k++)
-                blob[4 * j + k] = (unsigned char)(r->frames[j] >> (8 * k));
+        cw__store_frames_encode(r->frames, r->nframes, blob);
         if ((err = cw__store_stmt(s, CW__ST_STACK_PUT, SQL_STACK_PUT, &st, d))) break;
         sqlite3_bind_int64(st, 1, r->id);
         sqlite3_bind_blob(st, 2, blob, (int)r->nframes * 4, SQLITE_STATIC);

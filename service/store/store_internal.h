@@ -157,4 +157,20 @@ int cw__store_enforce_cap(cw_store_t *s, cw__tier_t *t, cw_diag_t *d);
  * older commitwatch would have. 0 or CW_EINVAL / CW_EDB / CW_ENOTDB. */
 int cw__store_create_at_version(const char *path, int version, cw_diag_t *d);
 
+/* Stored stacks are frame-id lists, little-endian u32 each (stacks.frames).
+ * decode reads n ids from blob (4n bytes); encode writes 4n bytes. */
+static inline void cw__store_frames_decode(const unsigned char *blob, size_t n, uint32_t *out)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = (uint32_t)blob[4 * i] | (uint32_t)blob[4 * i + 1] << 8 |
+                 (uint32_t)blob[4 * i + 2] << 16 | (uint32_t)blob[4 * i + 3] << 24;
+}
+
+static inline void cw__store_frames_encode(const uint32_t *ids, size_t n, unsigned char *out)
+{
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < 4; k++)
+            out[4 * i + k] = (unsigned char)(ids[i] >> (8 * k));
+}
+
 #endif

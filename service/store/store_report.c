@@ -95,41 +95,30 @@ static bool pick_tier(const cw__tier_t *t, int64_t from, int64_t to, pick_t *bes
     return found;
 }
 
-/* Report under construction: out0 and "had activity" per process. */
+/* What the report under construction keeps per process, beside it. */
+typedef struct proc_state {
+    int64_t out0;  /* outstanding at the window's start */
+    int64_t level; /* outstanding as activity rows are applied */
+    bool active;   /* had activity in the window */
+} proc_state_t;
+
+/* Report under construction: r->procs and their states, index for index. */
 typedef struct build {
     cw_report_t *r;
-    int64_t *out0;
-    int64_t *level; /* outstanding as activity rows are applied */
-    bool *active;
-    uint32_t cap;
+    proc_state_t *ps;
+    size_t cap, pscap;
 } build_t;
 
 static int push_proc(build_t *b, uint32_t id, cw_proc_report_t **out)
 {
     cw_report_t *r = b->r;
-    if (r->nprocs == b->cap) {
-        uint32_t ncap = b->cap ? 2 * b->cap : 16;
-        cw_proc_report_t *np = realloc(r->procs, ncap * sizeof *np);
-        if (!np) return CW_ENOMEM;
-        r->procs = np;
-        int64_t *no = realloc(b->out0, ncap * sizeof *no);
-        if (!no) return CW_ENOMEM;
-        b->out0 = no;
-        int64_t *nl = realloc(b->level, ncap * sizeof *nl);
-        if (!nl) return CW_ENOMEM;
-        b->level = nl;
-        bool *na = realloc(b->active, ncap * sizeof *na);
-        if (!na) return CW_ENOMEM;
-        b->active = na;
-        b->cap = ncap;
-    }
+    if (CW_RESERVE(r->procs, b->cap, r->nprocs + 1u) || CW_RESERVE(b->ps, b->pscap, r->nprocs + 1u))
+        return CW_ENOMEM;
     cw_proc_report_t *p = &r->procs[r->nprocs];
     memset(p, 0, sizeof *p);
     p->id = id;
     p->exit_ns = CW_TS_NEVER;
-    b->out0[r->nprocs] = 0;
-    b->level[r->nprocs] = 0;
-    b->active[r->nprocs] = false;
+    b->ps[r->nprocs] = (proc_state_t){0, 0, false};
     r->nprocs++;
     *out = p;
     return 0;
@@ -244,7 +233,8 @@ static int load_sums(cw_store_t *s, const segment_t *seg, int nseg, const pick_t
 {
     sqlite3_stmt *st = NULL;
     sums_t *v = NULL;
-    uint32_t n = 0, cap = 0;
+    uint32_t n = 0;
+    size_t cap = 0;
     int err = 0, rc = SQLITE_DONE;
     if ((err = cw__store_stmt(s, CW__ST_Q_FIGS, SQL_Q_SEGMENT, &st, d))) return err;
     for (int i = 0; i < nseg && !err; i++) {
@@ -255,14 +245,9 @@ static int load_sums(cw_store_t *s, const segment_t *seg, int nseg, const pick_t
         sqlite3_bind_int64(st, 5, seg[i].hi < p->t1 ? seg[i].hi : p->t1);
         sqlite3_bind_int64(st, 6, seg[i].hi);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-            if (n == cap) {
-                sums_t *nv = realloc(v, (cap ? 2 * cap : 64) * sizeof *nv);
-                if (!nv) {
-                    err = CW_ENOMEM;
-                    break;
-                }
-                v = nv;
-                cap = cap ? 2 * cap : 64;
+            if (CW_RESERVE(v, cap, n + 1u)) {
+                err = CW_ENOMEM;
+                break;
             }
             v[n].proc = (uint32_t)sqlite3_column_int64(st, 0);
             v[n].stack = (uint32_t)sqlite3_column_int64(st, 1);
@@ -318,7 +303,7 @@ static int load_figs(cw_store_t *s, build_t *b, const segment_t *seg, int nseg, 
         if (!cur || cur->id != v[i].proc) {
             if ((err = push_proc(b, v[i].proc, &cur))) break;
         }
-        b->out0[b->r->nprocs - 1] += out0;
+        b->ps[b->r->nprocs - 1].out0 += out0;
         bool any = f.size_bytes || f.commit_count;
         for (int k = 0; k < CW_TYPE__COUNT; k++)
             any |= f.types[k].bytes || f.types[k].count;
@@ -356,9 +341,9 @@ static int load_activity(cw_store_t *s, build_t *b, const segment_t *seg, int ns
     int err = cw__store_stmt(s, CW__ST_Q_ACTIVITY, SQL_Q_ACTIVITY, &st, d), rc = SQLITE_DONE;
     if (err) return err;
     for (uint32_t i = 0; i < n0; i++) {
-        b->r->procs[i].peak_bytes = b->out0[i] > 0 ? (uint64_t)b->out0[i] : 0;
+        b->r->procs[i].peak_bytes = b->ps[i].out0 > 0 ? (uint64_t)b->ps[i].out0 : 0;
         b->r->procs[i].peak_ns = p->t0;
-        b->level[i] = b->out0[i];
+        b->ps[i].level = b->ps[i].out0;
     }
     for (int i = 0; i < nseg && !err; i++) {
         int64_t hi = seg[i].hi < p->t1 ? seg[i].hi : p->t1;
@@ -379,16 +364,16 @@ static int load_activity(cw_store_t *s, build_t *b, const segment_t *seg, int ns
                     cur = (int32_t)b->r->nprocs - 1;
                     np->peak_ns = p->t0;
                 }
-                b->active[cur] = true;
+                b->ps[cur].active = true;
             }
             cw_proc_report_t *pr = &b->r->procs[cur];
-            int64_t cand = b->level[cur] + sqlite3_column_int64(st, 3);
+            int64_t cand = b->ps[cur].level + sqlite3_column_int64(st, 3);
             if (cand > (int64_t)pr->peak_bytes) {
                 pr->peak_bytes = (uint64_t)cand;
                 pr->peak_ns = sqlite3_column_int64(st, 4);
             }
             pr->events += col_u64(st, 1);
-            b->level[cur] += sqlite3_column_int64(st, 2);
+            b->ps[cur].level += sqlite3_column_int64(st, 2);
         }
         if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window activity", d);
         sqlite3_reset(st);
@@ -479,9 +464,9 @@ static int finish(cw_store_t *s, build_t *b, bool with_frames, cw_diag_t *d)
     uint32_t kept = 0;
     int err = 0;
     for (uint32_t i = 0; i < r->nprocs; i++) {
-        bool keep = b->active[i] || b->out0[i] > 0;
+        bool keep = b->ps[i].active || b->ps[i].out0 > 0;
         if (keep && !err) err = fill_proc(s, &r->procs[i], with_frames, d);
-        if (keep && !err && !b->active[i] && r->procs[i].start_ns >= r->to_ns) keep = false;
+        if (keep && !err && !b->ps[i].active && r->procs[i].start_ns >= r->to_ns) keep = false;
         /* The state at a bucket start is reached no earlier than the
          * instance (as in the trace analyzer). */
         if (keep && !err && r->procs[i].peak_ns < r->procs[i].start_ns)
@@ -570,9 +555,7 @@ int cw_store_report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_fra
 end:
     cw__store_read_end(s, began);
 fail:
-    free(b.out0);
-    free(b.level);
-    free(b.active);
+    free(b.ps);
     if (err) {
         cw_report_free(b.r);
         return err;

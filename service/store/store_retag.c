@@ -30,22 +30,13 @@ static int dberr(sqlite3 *db, const char *what, cw_diag_t *d)
  * (the store writes them so), but a map keeps this independent of it. */
 typedef struct frame_map {
     uint32_t *v; /* 0 = not stored */
-    uint64_t n;
+    size_t n;    /* slots of v, zeroed when unused */
 } frame_map_t;
 
 static int map_put(frame_map_t *m, int64_t stored, uint32_t local)
 {
     if (stored < 1 || stored > UINT32_MAX) return CW_EDB;
-    if ((uint64_t)stored >= m->n) {
-        uint64_t nn = m->n ? m->n : 1024;
-        while (nn <= (uint64_t)stored)
-            nn *= 2;
-        uint32_t *nv = realloc(m->v, nn * sizeof *nv);
-        if (!nv) return CW_ENOMEM;
-        memset(nv + m->n, 0, (nn - m->n) * sizeof *nv);
-        m->v = nv;
-        m->n = nn;
-    }
+    if (CW_RESERVE_ZEROED(m->v, m->n, (size_t)stored + 1)) return CW_ENOMEM;
     m->v[stored] = local;
     return 0;
 }
@@ -98,15 +89,10 @@ static int retag_stacks(sqlite3 *db, cw_stacks_t *priv, const frame_map_t *map, 
                               (long long)id, bytes);
             goto out;
         }
-        if (n > cap) {
-            uint32_t *nf = realloc(fr, n * sizeof *nf);
-            if (!nf) goto oom;
-            fr = nf;
-            cap = n;
-        }
+        if (CW_RESERVE(fr, cap, n)) goto oom;
+        cw__store_frames_decode(blob, n, fr);
         for (size_t i = 0; i < n; i++) {
-            uint32_t f = (uint32_t)blob[4 * i] | (uint32_t)blob[4 * i + 1] << 8 |
-                         (uint32_t)blob[4 * i + 2] << 16 | (uint32_t)blob[4 * i + 3] << 24;
+            uint32_t f = fr[i];
             if (f >= map->n || map->v[f] == 0) {
                 err = cw_diag_set(d, CW_EDB,
                                   "re-tagging stored stacks: stack %lld refers to frame %u, "
