@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """check_layers.py - the architecture's rules, checked on the tree and a build.
 
-    scripts/check_layers.py BUILD_DIR
+    scripts/check_layers.py BUILD_DIR [--root TREE]
 
 Reads the stage graph CMake wrote (BUILD_DIR/stages.txt: "lib dirs... :
 deps...") and fails (exit 1, one line per violation) when:
@@ -18,6 +18,8 @@ deps...") and fails (exit 1, one line per violation) when:
   4. a file includes a public header whose functions live in a stage that
      is not its own or below it, or another stage's internal header.
 
+--root checks another tree than the one this script is in (its test,
+tests/e2e/test_check_layers.py, plants violations in a copy).
 Standard library only; runs wherever the build ran (nm from binutils).
 """
 
@@ -27,6 +29,10 @@ import subprocess
 import sys
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+if "--root" in sys.argv:
+    i = sys.argv.index("--root")
+    ROOT = os.path.abspath(sys.argv[i + 1])
+    del sys.argv[i:i + 2]
 SERVICE = os.path.join(ROOT, "service")
 INCLUDE = os.path.join(ROOT, "include", "commitwatch")
 

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds commitwatch with warnings as errors and
 # runs the unit and integration tests under AddressSanitizer +
-# UndefinedBehaviorSanitizer, fuzzes the stack-tag loader for a minute, then
-# runs every test with ctest (its summary is the last thing printed).
+# UndefinedBehaviorSanitizer, fuzzes the stack-tag loader for a minute,
+# checks the architecture's rules (scripts/check_layers.py: SQL only in the
+# store, OS code only in platform/ and the OS sources, no call to a stage
+# above; scripts/check_mingw.sh: the portable code compiles for Windows),
+# then runs every test with ctest (its summary is the last thing printed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh --test
@@ -14,4 +17,6 @@ cmake --build build-asan -j"$JOBS"
 tests/fuzz/run_fuzz.sh 60
 cmake -S . -B build -DCW_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$JOBS"
+python3 scripts/check_layers.py build
+scripts/check_mingw.sh
 cd build && ctest --output-on-failure
