@@ -26,6 +26,7 @@
 #include "commitwatch/report.h"
 #include "commitwatch/stacks.h"
 #include "commitwatch/tagger.h"
+#include "rng.h"
 #include "test.h"
 
 #define W 100 /* bucket width, ns */
@@ -36,20 +37,7 @@
 #define NWIN 10
 #define NSTACKS 4
 
-static uint64_t rng, seed_now;
-
-static uint64_t rnd(void)
-{
-    uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static uint32_t below(uint32_t n)
-{
-    return (uint32_t)(rnd() % n);
-}
+static uint64_t seed_now;
 
 /* ---- every row of every batch, with the batch's bucket ---------------------- */
 
@@ -296,35 +284,35 @@ static const char *const names[] = {"a.exe", "b.exe", "svchost.exe"};
 
 static void one_trace(cw_stacks_t *stacks, cw_tagger_t *tagger, const uint32_t *sid, uint64_t seed)
 {
-    rng = seed * 0x9E3779B97F4A7C15ull + 11;
+    test_rng_seed(seed, 11);
     seed_now = seed;
     nC = nR = nA = 0;
     last_bucket = INT64_MIN;
     uint32_t nev = 20 + (uint32_t)(seed % 10 == 0 ? MAXEV - 20 : seed % 200);
 
     static cw_event_t evs[MAXEV];
-    int64_t ts = 1000 + below(300);
+    int64_t ts = 1000 + test_rng_below(300);
     for (uint32_t k = 0; k < nev; k++) {
         cw_event_t *ev = &evs[k];
         memset(ev, 0, sizeof *ev);
-        uint32_t step = below(6);
+        uint32_t step = test_rng_below(6);
         if (step == 0)
             ts = (ts / W + 1) * W; /* exactly on the next bucket edge */
         else if (step < 3)
-            ts += below(60);
+            ts += test_rng_below(60);
         ev->ts = ts;
-        ev->pid = 100 + 4 * below(NPIDS);
-        ev->addr = (uint64_t)below(NPAGES) * PAGE;
-        ev->size = (uint64_t)(1 + below(10)) * PAGE;
-        uint32_t r = below(100);
+        ev->pid = 100 + 4 * test_rng_below(NPIDS);
+        ev->addr = (uint64_t)test_rng_below(NPAGES) * PAGE;
+        ev->size = (uint64_t)(1 + test_rng_below(10)) * PAGE;
+        uint32_t r = test_rng_below(100);
         if (k < 8) {
             ev->op = k % 2 ? CW_OP_COMMIT : CW_OP_PROCESS_START;
             ev->rundown = ev->op == CW_OP_COMMIT;
             ev->stack_id = sid[NSTACKS + 1];
-            ev->name = names[below(3)];
+            ev->name = names[test_rng_below(3)];
         } else if (r < 38) {
             ev->op = CW_OP_COMMIT;
-            ev->stack_id = sid[below(NSTACKS + 1)]; /* 0 = no stack, too */
+            ev->stack_id = sid[test_rng_below(NSTACKS + 1)]; /* 0 = no stack, too */
         } else if (r < 64) {
             ev->op = CW_OP_DECOMMIT;
         } else if (r < 76) {
@@ -333,7 +321,7 @@ static void one_trace(cw_stacks_t *stacks, cw_tagger_t *tagger, const uint32_t *
             ev->op = CW_OP_RESERVE;
         } else if (r < 88) {
             ev->op = CW_OP_PROCESS_START;
-            ev->name = names[below(3)];
+            ev->name = names[test_rng_below(3)];
         } else if (r < 95) {
             ev->op = CW_OP_PROCESS_EXIT;
         } else {
@@ -348,8 +336,8 @@ static void one_trace(cw_stacks_t *stacks, cw_tagger_t *tagger, const uint32_t *
     win[0][1] = hi;
     for (int w = 1; w < NWIN; w++) {
         int64_t nb = (hi - lo) / W + 2;
-        int64_t a = lo - W + (int64_t)below((uint32_t)nb) * W;
-        int64_t b = lo - W + (int64_t)below((uint32_t)nb) * W;
+        int64_t a = lo - W + (int64_t)test_rng_below((uint32_t)nb) * W;
+        int64_t b = lo - W + (int64_t)test_rng_below((uint32_t)nb) * W;
         if (a > b) {
             int64_t t = a;
             a = b;

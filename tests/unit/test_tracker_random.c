@@ -34,6 +34,7 @@
 #include "commitwatch/stacks.h"
 #include "commitwatch/tagger.h"
 #include "commitwatch/tracker.h"
+#include "rng.h"
 #include "test.h"
 
 #define PAGE 4096u
@@ -46,21 +47,6 @@
 #define MAXPIECE (MAXEV * 16)
 #define NWIN 12
 #define NSTACKS 5 /* + the rundown pseudo-stack */
-
-static uint64_t rng;
-
-static uint64_t rnd(void)
-{
-    uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static uint32_t below(uint32_t n)
-{
-    return (uint32_t)(rnd() % n);
-}
 
 /* ---- the reference model ----------------------------------------------- */
 
@@ -486,7 +472,7 @@ static const char *const names[] = {"a.exe", "b.exe", "svchost.exe", "MemoryTest
 
 static void one_trace(uint64_t seed, uint32_t nev)
 {
-    rng = seed * 0x9E3779B97F4A7C15ull + 7;
+    test_rng_seed(seed, 7);
     seed_now = seed;
     for (uint32_t i = 0; i < M.ninst; i++) {
         free(M.inst[i].steps);
@@ -495,37 +481,37 @@ static void one_trace(uint64_t seed, uint32_t nev)
     memset(&M, 0, sizeof M);
     for (int s = 0; s < NPIDS; s++)
         M.live[s] = -1;
-    first_id = 1 + below(5);
+    first_id = 1 + test_rng_below(5);
 
     /* Events first (the windows need their times). */
     static cw_event_t evs[MAXEV];
     static uint32_t slots[MAXEV];
-    int64_t ts = 1000 + below(50);
+    int64_t ts = 1000 + test_rng_below(50);
     bool tracing_started = false;
     for (uint32_t k = 0; k < nev; k++) {
         cw_event_t *ev = &evs[k];
         memset(ev, 0, sizeof *ev);
-        if (below(3) == 0) ts += 1 + below(40); /* else: the same time */
+        if (test_rng_below(3) == 0) ts += 1 + test_rng_below(40); /* else: the same time */
         ev->ts = ts;
-        uint32_t slot = below(NPIDS);
+        uint32_t slot = test_rng_below(NPIDS);
         slots[k] = slot;
         ev->pid = pid_of_slot(slot);
-        uint32_t r = below(100);
-        uint32_t p0 = below(NPAGES), len = 1 + below(MAXLEN);
+        uint32_t r = test_rng_below(100);
+        uint32_t p0 = test_rng_below(NPAGES), len = 1 + test_rng_below(MAXLEN);
         ev->addr = (uint64_t)p0 * PAGE;
         ev->size = (uint64_t)len * PAGE;
         if (!tracing_started && r < 50) {
             /* The start of a trace: processes and their rundown. */
-            ev->op = below(3) ? CW_OP_COMMIT : CW_OP_PROCESS_START;
+            ev->op = test_rng_below(3) ? CW_OP_COMMIT : CW_OP_PROCESS_START;
             ev->rundown = ev->op == CW_OP_COMMIT;
             ev->stack_id = stack_ids[RUNDOWN_STACK];
-            if (ev->op == CW_OP_PROCESS_START) ev->name = names[below(4)];
+            if (ev->op == CW_OP_PROCESS_START) ev->name = names[test_rng_below(4)];
             continue;
         }
         tracing_started = true;
         if (r < 36) {
             ev->op = CW_OP_COMMIT;
-            ev->stack_id = stack_ids[1 + below(NSTACKS)];
+            ev->stack_id = stack_ids[1 + test_rng_below(NSTACKS)];
         } else if (r < 60) {
             ev->op = CW_OP_DECOMMIT;
         } else if (r < 72) {
@@ -534,7 +520,7 @@ static void one_trace(uint64_t seed, uint32_t nev)
             ev->op = CW_OP_RESERVE;
         } else if (r < 85) {
             ev->op = CW_OP_PROCESS_START; /* a new process, or pid reuse */
-            ev->name = names[below(4)];
+            ev->name = names[test_rng_below(4)];
         } else if (r < 91) {
             ev->op = CW_OP_PROCESS_EXIT;
         } else if (r < 94) {
@@ -558,16 +544,16 @@ static void one_trace(uint64_t seed, uint32_t nev)
     nw++;
     while (nw < NWIN) {
         int64_t a, b;
-        uint32_t kind = below(4);
+        uint32_t kind = test_rng_below(4);
         if (kind == 0) {
-            a = evs[below(nev)].ts;
-            b = evs[below(nev)].ts;
+            a = evs[test_rng_below(nev)].ts;
+            b = evs[test_rng_below(nev)].ts;
         } else if (kind == 1) {
-            a = evs[below(nev)].ts;
+            a = evs[test_rng_below(nev)].ts;
             b = a + 1;
         } else {
-            a = lo - 20 + (int64_t)below((uint32_t)(hi - lo + 40));
-            b = lo - 20 + (int64_t)below((uint32_t)(hi - lo + 40));
+            a = lo - 20 + (int64_t)test_rng_below((uint32_t)(hi - lo + 40));
+            b = lo - 20 + (int64_t)test_rng_below((uint32_t)(hi - lo + 40));
         }
         if (a > b) {
             int64_t t = a;
@@ -628,7 +614,7 @@ static void one_trace(uint64_t seed, uint32_t nev)
     if (seed % 3 == 0) {
         /* The end of a run (cw_tracker_end_all): every live instance ends
          * as by an exit, a little after the last event. */
-        int64_t end = evs[nev - 1].ts + below(3);
+        int64_t end = evs[nev - 1].ts + test_rng_below(3);
         cw_tracker_end_all(t, end);
         for (uint32_t s = 0; s < NPIDS; s++)
             if (M.live[s] >= 0) {
