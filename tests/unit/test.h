@@ -54,8 +54,13 @@ static int cw_test_checks;
         if (cw__rc != 0) CW_FAIL("%s returned %d", #expr, cw__rc);                                 \
     } while (0)
 
+/* A test that ran no check proved nothing: it fails. */
 #define TEST_DONE()                                                                                \
     do {                                                                                           \
+        if (cw_test_checks == 0) {                                                                 \
+            fprintf(stderr, "%s: FAIL: no check ran\n", __FILE__);                                 \
+            return 1;                                                                              \
+        }                                                                                          \
         printf("%d checks passed\n", cw_test_checks);                                              \
         return 0;                                                                                  \
     } while (0)
