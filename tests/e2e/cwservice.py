@@ -9,8 +9,9 @@ test_dashboard_browser.py). The environment comes from ctest
 
 The service replays `trace` into a fresh database under
 $CW_BUILD/e2e-http/<name>/ and keeps serving after the end of input; the
-context manager waits until every bucket is stored and stops it with
-SIGTERM (SIGKILL after 20 s) at the end.
+context manager waits until every bucket is stored (or, wait_done=False,
+until it answers) and stops it with SIGTERM at the end: a service that does
+not exit within 20 s fails the test.
 """
 
 import json
@@ -23,6 +24,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(__file__))
+from cwtest import require, wait_until  # noqa: E402
 
 BIN = os.environ.get("CW_BIN", "commitwatch")
 FIXTURES = os.environ.get("CW_FIXTURES", os.path.join(os.path.dirname(__file__), "..", "fixtures"))
@@ -39,13 +43,11 @@ def free_port():
 
 
 def require_fixture():
-    """Exits 77 (ctest: skipped, with the reason) while the MemoryTestApp
-    fixture (tests/fixtures/gen_memorytestapp.py's output) is not in the
-    tree."""
+    """The MemoryTestApp fixture (tests/fixtures/gen_memorytestapp.py's
+    output) must be in the tree: without it the test fails in CI and is
+    skipped (exit 77, with the reason) elsewhere (cwtest.require)."""
     missing = [p for p in (MTA, MTA_WINDOWS) if not os.path.exists(p)]
-    if missing:
-        print("SKIP: fixture not in the tree: " + ", ".join(missing))
-        sys.exit(77)
+    require(not missing, "fixture not in the tree: " + ", ".join(missing))
 
 
 class Service:
@@ -72,35 +74,48 @@ class Service:
             cmd += ["--config", path]
         self.log = open(os.path.join(self.dir, "service.log"), "w")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 60
-        while True:
+
+        def ready():
             if self.proc.poll() is not None:
-                raise RuntimeError(f"commitwatch run exited with {self.proc.returncode}:\n{self.logtext()}")
+                raise RuntimeError(f"commitwatch run exited with {self.proc.returncode}:\n"
+                                   f"{self.logtext()}")
             try:
                 status, h = self.get("/api/health")
-                if status == 200 and (h.get("ingest_done") or not self.wait_done):
-                    break
             except (urllib.error.URLError, ConnectionError, OSError):
-                pass
-            if time.time() > deadline:
-                self.__exit__(None, None, None)
-                raise RuntimeError(f"service not ready after 60 s:\n{self.logtext()}")
-            time.sleep(0.1)
+                return None
+            return status == 200 and (h.get("ingest_done") or not self.wait_done)
+
+        try:
+            wait_until(ready, 60, lambda: "the service is ready (ingest done)" if self.wait_done
+                       else "the service answers /api/health", interval=0.1)
+        except BaseException:
+            self.__exit__(*sys.exc_info())
+            print(self.logtext(), file=sys.stderr)
+            raise
         return self
 
     def __exit__(self, *exc):
+        hung = False
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
+                hung = True
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
+        if exc[0] is None and hung:
+            raise RuntimeError(f"commitwatch run did not exit within 20 s of SIGTERM:\n"
+                               f"{self.logtext()}")
+        if exc[0] is None and self.proc and self.proc.returncode != 0:
+            raise RuntimeError(f"commitwatch run exited with {self.proc.returncode} "
+                               f"(0 expected after SIGTERM):\n{self.logtext()}")
         return False
 
     def logtext(self):
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         with open(os.path.join(self.dir, "service.log")) as f:
             return f.read()
 

@@ -1,0 +1,75 @@
+"""cwtest.py - what every end-to-end test shares: waiting on a condition
+with a deadline, and prerequisites that fail in CI instead of skipping.
+
+    from cwtest import require, wait_until
+
+    require(shutil.which("promtool"), "promtool (apt-get install prometheus)")
+    h = wait_until(lambda: ready(), 30, "the service answers /api/health")
+
+wait_until never sleeps in the hope that something happened: it polls a
+condition and raises WaitTimeout (the test fails, naming what it waited
+for) when the deadline passes. Deadlines are generous (a noisy 2-core
+machine); they only bound how long a broken build takes to fail.
+
+require: ctest counts exit code 77 as "skipped", and a skip prints as
+"100% tests passed". A developer's machine may lack a prerequisite (a skip
+says which); CI must not: where the environment variable CI is set, or the
+test runs as root (CI runs as root), a missing prerequisite fails the test.
+"""
+
+import os
+import sys
+import time
+
+SKIP = 77  # tests/CMakeLists.txt: SKIP_RETURN_CODE
+
+
+class WaitTimeout(AssertionError):
+    pass
+
+
+def in_ci():
+    """True in CI: CI set, or running as root (CI runs as root)."""
+    if os.environ.get("CI"):
+        return True
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def require(ok, what):
+    """Continues when ok is true; otherwise exits: 1 (FAIL, with the reason)
+    in CI, 77 (ctest: skipped) elsewhere."""
+    if ok:
+        return
+    if in_ci():
+        print(f"FAIL: missing prerequisite: {what} (in CI, or as root, a missing "
+              "prerequisite is a failure, not a skip)", flush=True)
+        sys.exit(1)
+    print(f"SKIP: missing prerequisite: {what}", flush=True)
+    sys.exit(SKIP)
+
+
+def wait_until(cond, timeout, what, interval=0.05):
+    """Polls cond() until it returns a true value, which is returned.
+    Raises WaitTimeout naming `what` (and the last value) when `timeout`
+    seconds pass first; an exception cond raises ends the wait at once.
+    `what` may be a callable giving the text, for details known only at
+    the end."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() >= deadline:
+            text = what() if callable(what) else what
+            raise WaitTimeout(f"timed out after {timeout} s waiting until {text} "
+                              f"(last value: {v!r:.2000})")
+        time.sleep(interval)
+
+
+def file_text(path):
+    """The file's text, '' while it does not exist."""
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
