@@ -1,0 +1,381 @@
+"""refmodel.py - an independent reference model of ARCHITECTURE.md's rules,
+for checking what the service stores and serves.
+
+The API and `analyze --db` share one C function (cw_store_report), so
+comparing them proves little. This model is written from the contract
+alone (../shared/ARCHITECTURE.md "Commit tracking: exact rules", "Windows
+of time and the four types"; docs/DESIGN.md "Decisions the architecture
+leaves open", "End of a run"), in plain Python over a JSONL trace, with no
+code in common with the service:
+
+- per process instance (pid, start): committed byte ranges, each piece
+  remembering the commit event (time, stack) that made it; a commit never
+  re-attributes bytes already committed; a decommit/release splits pieces
+  and its bytes count against the commit that made them; process_exit (and
+  a process_start for a pid still alive) releases everything;
+- a piece = the bytes of one commit event released by one later event
+  (or still committed);
+- rundown commits have a = -infinity: outstanding before the trace, never
+  in Size or counts;
+- optionally the end of a `run`: instances still alive end at `end_run_at`
+  (releases and an event there), as the service does when its input ends.
+
+Stack tags come from a `tag_of(frames)` callable (tests use the binary's
+`tags explain`, a code path apart from the store). All times are Unix ns;
+`shift` is added to every event time (a `--rebase-now` replay).
+"""
+
+import json
+
+SEC = 10**9
+BEFORE = -(2**63)  # rundown commit time
+NEVER = 2**63 - 1  # release time of a live piece
+TYPES = ("AIFI", "AIFO", "AOFI", "AOFO")
+
+
+def read_trace(path):
+    """(header, [event dict]) of a JSONL v1 trace."""
+    with open(path) as f:
+        lines = f.read().splitlines()
+    return json.loads(lines[0]), [json.loads(ln) for ln in lines[1:] if ln.strip()]
+
+
+def _addr(v):
+    return int(v, 16) if isinstance(v, str) else int(v)
+
+
+class Rec:
+    """One commit event that committed at least one new byte."""
+
+    def __init__(self, inst, a, ts, stack, nbytes):
+        self.inst, self.a, self.ts, self.stack, self.bytes = inst, a, ts, stack, nbytes
+        self.rundown = a == BEFORE
+
+
+class Piece:
+    def __init__(self, rec, nbytes, f):
+        self.rec, self.bytes, self.f = rec, nbytes, f
+
+
+class Inst:
+    def __init__(self, iid, pid, name, cmdline, start, implicit):
+        self.id, self.pid, self.name, self.cmdline = iid, pid, name, cmdline
+        self.start, self.exit, self.implicit = start, None, implicit
+        self.ranges = []  # sorted [lo, hi, rec], never overlapping
+        self.recs = []  # every Rec, in order
+        self.pieces = []  # every Piece (released or live), in order
+        # Every event of the instance: (ts, delta) where delta is the
+        # change of outstanding the event made, rundown commits aside (they
+        # are outstanding "before the trace", so they change nothing then).
+        self.events = []
+
+    def key(self):
+        return (self.pid, self.name, self.start)
+
+
+class Model:
+    def __init__(self, events, tag_of, end_run_at=None, shift=0):
+        self.tag_of = tag_of
+        self.insts = []
+        self.live = {}
+        self.nevents = 0
+        self.first_ts = self.last_ts = None
+        for ev in events:
+            self._apply(ev, shift)
+        if end_run_at is not None:
+            for inst in list(self.live.values()):
+                self._end(inst, end_run_at)
+        for inst in self.live.values():
+            for rec, rem in self._remaining(inst).items():
+                inst.pieces.append(Piece(rec, rem, NEVER))
+        self.all_pieces = [p for i in self.insts for p in i.pieces]
+        self.all_recs = [r for i in self.insts for r in i.recs]
+
+    # ---- tracking
+
+    def _new(self, pid, ts, name=None, cmdline=None):
+        implicit = name is None
+        inst = Inst(len(self.insts) + 1, pid, f"pid {pid}" if implicit else name, cmdline, ts,
+                    implicit)
+        self.insts.append(inst)
+        self.live[pid] = inst
+        return inst
+
+    def _remaining(self, inst):
+        rem = {}
+        for lo, hi, rec in inst.ranges:
+            rem[rec] = rem.get(rec, 0) + hi - lo
+        return rem
+
+    def _end(self, inst, ts):
+        released = 0
+        for rec, rem in sorted(self._remaining(inst).items(), key=lambda x: inst.recs.index(x[0])):
+            inst.pieces.append(Piece(rec, rem, ts))
+            released += rem
+        inst.ranges = []
+        inst.exit = ts
+        inst.events.append((ts, -released))
+        del self.live[inst.pid]
+
+    def _apply(self, ev, shift):
+        ts = ev["ts"] + shift
+        self.nevents += 1
+        if self.first_ts is None:
+            self.first_ts = ts
+        self.last_ts = ts
+        op, pid = ev["op"], ev["pid"]
+        inst = self.live.get(pid)
+        if op == "process_start":
+            if inst:
+                self._end(inst, ts)
+            inst = self._new(pid, ts, ev["name"], ev.get("cmdline"))
+            inst.events.append((ts, 0))
+            return
+        if inst is None:
+            inst = self._new(pid, ts)
+        if op == "process_exit":
+            self._end(inst, ts)
+            return
+        lo, size = _addr(ev["addr"]), ev["size"]
+        hi = lo + size
+        delta = 0
+        if size > 0 and op == "commit":
+            gaps, cur = [], lo
+            for a, b, _ in inst.ranges:
+                if b <= cur or a >= hi:
+                    continue
+                if a > cur:
+                    gaps.append((cur, a))
+                cur = max(cur, b)
+            if cur < hi:
+                gaps.append((cur, hi))
+            new = sum(b - a for a, b in gaps)
+            if new:
+                rundown = bool(ev.get("rundown"))
+                rec = Rec(inst, BEFORE if rundown else ts, ts, tuple(ev.get("stack") or ()), new)
+                inst.recs.append(rec)
+                inst.ranges = sorted(inst.ranges + [[a, b, rec] for a, b in gaps],
+                                     key=lambda r: r[0])
+                if not rundown:
+                    delta = new
+        elif size > 0 and op in ("decommit", "release"):
+            keep, removed = [], {}
+            for a, b, rec in inst.ranges:
+                if b <= lo or a >= hi:
+                    keep.append([a, b, rec])
+                    continue
+                removed[rec] = removed.get(rec, 0) + min(b, hi) - max(a, lo)
+                if a < lo:
+                    keep.append([a, lo, rec])
+                if b > hi:
+                    keep.append([hi, b, rec])
+            inst.ranges = keep
+            for rec in sorted(removed, key=inst.recs.index):
+                inst.pieces.append(Piece(rec, removed[rec], ts))
+                delta -= removed[rec]
+        inst.events.append((ts, delta))
+
+    # ---- figures
+
+    def stack_tag(self, stack):
+        return self.tag_of(stack)
+
+    @staticmethod
+    def piece_type(p, t0, t1):
+        a, f = p.rec.a, p.f
+        if a >= t1:
+            return None
+        if a >= t0:
+            return "AIFI" if f < t1 else "AIFO"
+        if f < t0:
+            return None
+        return "AOFI" if f < t1 else "AOFO"
+
+    @staticmethod
+    def empty_figs():
+        return {"size_bytes": 0, "commit_count": 0,
+                "types": {t: {"bytes": 0, "count": 0} for t in TYPES}}
+
+    @staticmethod
+    def finish_figs(f):
+        f["impacting_bytes"] = f["types"]["AIFO"]["bytes"] - f["types"]["AOFI"]["bytes"]
+        f["transient_bytes"] = f["types"]["AIFI"]["bytes"]
+        f["transient_count"] = f["types"]["AIFI"]["count"]
+        return f
+
+    def stack_figs(self, inst, t0, t1):
+        """{frames tuple: figures} of inst's stacks with anything in [t0, t1)."""
+        out = {}
+        for r in inst.recs:
+            if not r.rundown and t0 <= r.a < t1:
+                f = out.setdefault(r.stack, self.empty_figs())
+                f["size_bytes"] += r.bytes
+                f["commit_count"] += 1
+        for p in inst.pieces:
+            k = self.piece_type(p, t0, t1)
+            if k:
+                f = out.setdefault(p.rec.stack, self.empty_figs())
+                f["types"][k]["bytes"] += p.bytes
+                f["types"][k]["count"] += 1
+        return {s: self.finish_figs(f) for s, f in out.items()}
+
+    def report(self, t0, t1, stacks=False):
+        """The processes reported for [t0, t1), by key (pid, name, start):
+        the figures of `analyze --json` (tags; stacks as {frames: figs})."""
+        out = {}
+        for inst in self.insts:
+            sf = self.stack_figs(inst, t0, t1)
+            nev = sum(1 for ts, _ in inst.events if t0 <= ts < t1)
+            out_t0 = sum(f["types"]["AOFI"]["bytes"] + f["types"]["AOFO"]["bytes"]
+                         for f in sf.values())
+            if not (nev > 0 or (out_t0 > 0 and inst.start < t1)):
+                continue
+            p = self.empty_figs()
+            for f in sf.values():
+                p["size_bytes"] += f["size_bytes"]
+                p["commit_count"] += f["commit_count"]
+                for t in TYPES:
+                    for k in ("bytes", "count"):
+                        p["types"][t][k] += f["types"][t][k]
+            self.finish_figs(p)
+            # Peak: outstanding at t0, then after every event in the window
+            # (rundown counts as outstanding from before the trace); the
+            # first time reached, never before the instance started.
+            cur = best = out_t0
+            best_ns = t0
+            for ts, d in inst.events:
+                if t0 <= ts < t1:
+                    cur += d
+                    if cur > best:
+                        best, best_ns = cur, ts
+            p["peak_outstanding_bytes"] = best
+            p["peak_ns"] = max(best_ns, inst.start)
+            p["outstanding_end_bytes"] = p["types"]["AIFO"]["bytes"] + p["types"]["AOFO"]["bytes"]
+            p["events"] = nev
+            p.update(pid=inst.pid, name=inst.name, cmdline=inst.cmdline, start_ns=inst.start,
+                     exit_ns=inst.exit, model_id=inst.id)
+            tags = {}
+            for s, f in sf.items():
+                tg = tags.setdefault(self.tag_of(s), {"size_bytes": 0, "commit_count": 0,
+                                                     "impacting_bytes": 0, "transient_bytes": 0,
+                                                     "transient_count": 0})
+                for k in tg:
+                    tg[k] += f[k]
+            p["tags"] = tags
+            if stacks:
+                p["stacks"] = sf
+            out[inst.key()] = p
+        return out
+
+    def outstanding_at(self, t, inst=None):
+        """{(inst id, tag): bytes} outstanding at t: the state after every
+        event before t (rundown: committed before the trace); zeros left out."""
+        out = {}
+        for p in (inst.pieces if inst else self.all_pieces):
+            if (p.rec.rundown or p.rec.a < t) and p.f >= t:
+                k = (p.rec.inst.id, self.tag_of(p.rec.stack))
+                out[k] = out.get(k, 0) + p.bytes
+        return {k: v for k, v in out.items() if v}
+
+    def series(self, frm, step, n, inst=None):
+        """Per step i of [frm + i*step, frm + (i+1)*step): the columns of
+        /api/processes/{id}/series (inst) or /api/system/series (None).
+        frm and step are whole seconds."""
+        insts = [inst] if inst else self.insts
+        recs = [r for i in insts for r in i.recs]
+        pieces = [p for i in insts for p in i.pieces]
+        ends = [frm + (i + 1) * step for i in range(n)]
+
+        def idx(t):
+            return (t - frm) // step if frm <= t < frm + n * step else None
+
+        cols = {k: [0] * n for k in ("committed_bytes", "commit_count", "decommitted_bytes",
+                                     "transient_bytes", "transient_count")}
+        outs = {}
+        for r in recs:
+            i = None if r.rundown else idx(r.a)
+            if i is not None:
+                cols["committed_bytes"][i] += r.bytes
+                cols["commit_count"][i] += 1
+        for p in pieces:
+            tag = self.tag_of(p.rec.stack)
+            col = outs.setdefault(tag, [0] * n)
+            for i, e in enumerate(ends):
+                if (p.rec.rundown or p.rec.a < e) and p.f >= e:
+                    col[i] += p.bytes
+            i = idx(p.f) if p.f != NEVER else None
+            if i is not None:
+                cols["decommitted_bytes"][i] += p.bytes
+                if not p.rec.rundown and idx(p.rec.a) == i:
+                    cols["transient_bytes"][i] += p.bytes
+                    cols["transient_count"][i] += 1
+        # Peak: per instance and 1 s bucket, the highest outstanding at any
+        # instant of the bucket (its start included); a step's peak is the
+        # highest, over its buckets, of those summed over the instances
+        # (exact for one instance; for the system the documented upper
+        # bound, as instances peak at different instants).
+        nb = n * step // SEC
+        bpeak = [0] * nb
+        for one in insts:
+            cur = sum(p.bytes for p in one.pieces
+                      if (p.rec.rundown or p.rec.a < frm) and p.f >= frm)
+            evs, k = one.events, 0
+            while k < len(evs) and evs[k][0] < frm:
+                k += 1
+            for b in range(nb):
+                best, end = cur, frm + (b + 1) * SEC
+                while k < len(evs) and evs[k][0] < end:
+                    cur += evs[k][1]
+                    best = max(best, cur)
+                    k += 1
+                bpeak[b] += best
+        per = step // SEC
+        peak = [max(bpeak[i * per:(i + 1) * per]) for i in range(n)]
+        cols["outstanding"] = outs
+        cols["outstanding_total"] = [sum(c[i] for c in outs.values()) for i in range(n)]
+        cols["peak_bytes"] = peak
+        return cols
+
+    def counters(self, until):
+        """The /metrics counters by tag over everything before `until`:
+        committed bytes and commit events (rundown left out), decommitted
+        bytes, and transient bytes and pieces (committed and released
+        within the same UTC minute)."""
+        m = 60 * 10**9
+        c = {k: {} for k in ("committed", "events", "decommitted", "transient", "pieces")}
+
+        def add(kind, tag, v):
+            c[kind][tag] = c[kind].get(tag, 0) + v
+
+        for r in self.all_recs:
+            if not r.rundown and r.a < until:
+                add("committed", self.tag_of(r.stack), r.bytes)
+                add("events", self.tag_of(r.stack), 1)
+        for p in self.all_pieces:
+            if p.f < until:
+                tag = self.tag_of(p.rec.stack)
+                add("decommitted", tag, p.bytes)
+                same = not p.rec.rundown and p.rec.a // m == p.f // m
+                add("transient", tag, p.bytes if same else 0)
+                add("pieces", tag, 1 if same else 0)
+        return c
+
+
+def tag_explainer(binary, platform, rules=()):
+    """tag_of(frames) through `commitwatch tags explain --json` (cached)."""
+    import subprocess
+    cache = {}
+
+    def tag_of(frames):
+        if frames not in cache:
+            args = [binary, "tags", "explain", "--json", "--platform", platform,
+                    "--stack", ";".join(frames)]
+            for r in rules:
+                args += ["--rules", r]
+            p = subprocess.run(args, capture_output=True, text=True, timeout=60)
+            if p.returncode != 0:
+                raise RuntimeError(f"tags explain {frames}: {p.stderr}")
+            cache[frames] = json.loads(p.stdout)["tag"]
+        return cache[frames]
+
+    return tag_of
