@@ -1,6 +1,14 @@
 """test_metrics.py - /metrics is valid Prometheus text (checked by Debian's
-`promtool check metrics`), its figures match the API, label values are
-scrape-safe and cardinality stays bounded (top N processes + "other").
+`promtool check metrics`), every series equals an independent reference,
+label values are scrape-safe and cardinality stays bounded (top N
+processes + "other").
+
+The reference is refmodel.py (ARCHITECTURE.md's rules in Python) over the
+same trace. A finished replay has ended every instance (nothing is
+outstanding), so the per-process series are checked while a paced replay
+(`--rebase-now --speed 4`) ingests: at every stored state the test can see
+whole (the stored end is the same before and after the scrape), every
+series equals the model of the data stored so far, with live instances.
 
 Needs promtool (Debian package `prometheus`)."""
 
@@ -13,13 +21,18 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from cwservice import BUILD, MTA, Checks, Service, require_fixture  # noqa: E402
+from cwservice import BIN, BUILD, MTA, MTA_WINDOWS, Checks, Service, require_fixture  # noqa: E402
+from cwtest import wait_until  # noqa: E402
+import refmodel  # noqa: E402
 
 require_fixture()
 
 t = Checks()
 PROMTOOL = shutil.which("promtool")
 S = 1_000_000_000
+T0 = json.load(open(MTA_WINDOWS))["t0_ns"]
+HEADER, EVENTS = refmodel.read_trace(MTA)
+TAG_OF = refmodel.tag_explainer(BIN, HEADER["platform"])
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
@@ -60,79 +73,177 @@ def promtool(text, name):
     t.check(f"{name}: promtool check metrics", r.returncode == 0, r.stdout + r.stderr)
 
 
-# 1. The MemoryTestApp fixture.
-with Service(MTA, name="metrics") as svc:
-    st, text = svc.get("/metrics")
-    t.eq("metrics: 200", st, 200)
-    st2, hdrs, _ = svc.request("/metrics")
-    t.check("metrics: text exposition content type", hdrs.get("Content-Type", "").startswith("text/plain; version=0.0.4"), hdrs)
-    promtool(text, "fixture")
+def one(samples, name):
+    """The value of the one sample of an unlabelled series (None if absent)."""
+    v = [x for n, lab, x in samples if n == name]
+    t.eq(f"{name}: one sample", len(v), 1)
+    return v[0] if v else None
+
+
+def by_tag(samples, name):
+    return {lab["tag"]: int(v) for n, lab, v in samples if n == name}
+
+
+COUNTERS = (("commitwatch_committed_bytes_total", "committed"),
+            ("commitwatch_commit_events_total", "events"),
+            ("commitwatch_decommitted_bytes_total", "decommitted"),
+            ("commitwatch_transient_bytes_total", "transient"),
+            ("commitwatch_transient_pieces_total", "pieces"))
+
+
+def check_scrape(what, text, model, stored_end, ids, health):
+    """Every series of one scrape against the model of the data stored up
+    to stored_end. Returns the number of processes with outstanding."""
     samples = parse(text)
-    names = {n for n, _, _ in samples}
-    for n in ("commitwatch_events_ingested_total", "commitwatch_events_lost_total",
-              "commitwatch_drift_corrected_bytes",
-              "commitwatch_committed_bytes_total", "commitwatch_decommitted_bytes_total",
-              "commitwatch_transient_bytes_total", "commitwatch_transient_pieces_total",
-              "commitwatch_outstanding_bytes", "commitwatch_uptime_seconds"):
-        t.check(f"metrics has {n}", n in names, sorted(names))
+    # Per process and tag: outstanding now (the top 20; here fewer).
+    want = {}
+    for (iid, tag), v in model.outstanding_at(stored_end).items():
+        inst = model.insts[iid - 1]
+        want[(inst.name, str(inst.pid), str(ids.get(inst.key())), tag)] = v
+    got = {(lab["process"], lab["pid"], lab["id"], lab["tag"]): int(v)
+           for n, lab, v in samples if n == "commitwatch_process_outstanding_bytes"}
+    t.eq(f"{what}: outstanding per process and tag", got, want)
+    t.eq(f"{what}: outstanding total", one(samples, "commitwatch_outstanding_bytes"),
+         sum(want.values()))
+    nproc = len({k[:3] for k in want})
+    t.eq(f"{what}: processes with outstanding", one(samples, "commitwatch_processes"), nproc)
+    c = model.counters(stored_end)
+    for series, kind in COUNTERS:
+        t.eq(f"{what}: {series} by tag", by_tag(samples, series), c[kind])
+    end = one(samples, "commitwatch_last_bucket_end_seconds")
+    t.check(f"{what}: last bucket end", end == stored_end / 1e9, (end, stored_end))
+    ing = one(samples, "commitwatch_events_ingested_total")
+    stored = sum(1 for e in EVENTS if e["ts"] + model_shift < stored_end)
+    t.check(f"{what}: events ingested: at least those stored, at most the trace's",
+            ing is not None and stored <= ing <= len(EVENTS), (ing, stored, len(EVENTS)))
+    t.eq(f"{what}: events lost", one(samples, "commitwatch_events_lost_total"), 0)
+    t.eq(f"{what}: drift corrected", one(samples, "commitwatch_drift_corrected_bytes"), 0)
+    t.check(f"{what}: database size", (one(samples, "commitwatch_db_size_bytes") or 0) > 0, "")
+    up = one(samples, "commitwatch_uptime_seconds")
+    t.check(f"{what}: uptime since the service started",
+            up is not None and 0 < up <= time.monotonic() - launched + 1, (up, time.monotonic() - launched))
+    info = [lab for n, lab, v in samples if n == "commitwatch_build_info" and v == 1]
+    t.eq(f"{what}: build info", info, [{"version": health["version"], "source": "replay:" + MTA}])
+    return nproc
+
+
+# 1. The MemoryTestApp fixture, paced: scraped at every stored state while
+# instances are alive, then after the end of input.
+launched = time.monotonic()
+model_shift = 0
+with Service(MTA, name="metrics", args=["--rebase-now", "--speed", "4"], wait_done=False) as svc:
+    st2, hdrs, _ = svc.request("/metrics")
+    t.eq("metrics: 200", st2, 200)
+    t.check("metrics: text exposition content type",
+            hdrs.get("Content-Type", "").startswith("text/plain; version=0.0.4"), hdrs)
+    scrapes = {}
+
+    def scrape():
+        st, h1 = svc.get("/api/health")
+        if h1["ingest_done"]:
+            return True
+        e = h1["last_bucket_end_ns"]
+        if e is None:
+            return False
+        st, text = svc.get("/metrics")
+        st, h2 = svc.get("/api/health")
+        if st == 200 and h2["last_bucket_end_ns"] == e and not h2["ingest_done"]:
+            scrapes[e] = (text, h1)
+        return False
+
+    wait_until(scrape, 60, "the paced replay ends (ingest_done)", interval=0.02)
     st, h = svc.get("/api/health")
-    ev = [v for n, _, v in samples if n == "commitwatch_events_ingested_total"][0]
-    t.eq("events ingested = /api/health", int(ev), h["events_ingested"])
-    # Outstanding per process = the API's outstanding at the end of the data.
+    # The rebase shift: the first event (svchost's start at T0) now starts
+    # at T0 + shift; ids of the instances by (pid, name, start).
     st, r = svc.get(f"/api/processes?from={h['first_bucket_ns']}&to={h['last_bucket_end_ns']}")
-    want = {str(p["id"]): p["outstanding_end_bytes"] for p in r["processes"] if p["outstanding_end_bytes"]}
-    got = {}
-    for n, lab, v in samples:
-        if n == "commitwatch_process_outstanding_bytes":
-            got[lab["id"]] = got.get(lab["id"], 0) + int(v)
-    t.eq("outstanding per process = API outstanding_end_bytes", got, want)
-    total = [v for n, _, v in samples if n == "commitwatch_outstanding_bytes"][0]
-    t.eq("outstanding total = API (every instance ends with the run)", int(total),
-         sum(p["outstanding_end_bytes"] for p in r["processes"]))
-    committed = sum(v for n, _, v in samples if n == "commitwatch_committed_bytes_total")
-    t.eq("committed counter = sum of Size over the data", int(committed), sum(p["size_bytes"] for p in r["processes"]))
+    ids = {(p["pid"], p["name"], p["start_ns"]): p["id"] for p in r["processes"]}
+    starts = [p["start_ns"] for p in r["processes"] if p["name"] == "svchost.exe"]
+    t.eq("one svchost.exe", len(starts), 1)
+    model_shift = starts[0] - EVENTS[0]["ts"]
+    live = 0
+    for e, (text, h1) in sorted(scrapes.items()):
+        model = refmodel.Model([ev for ev in EVENTS if ev["ts"] + model_shift < e], TAG_OF,
+                               shift=model_shift)
+        n = check_scrape(f"live at +{(e - starts[0]) / S:g}s", text, model, e, ids, h1)
+        names = {i.name for i in model.insts if model.outstanding_at(e, i)}
+        live += n >= 2 and "MemoryTestApp.exe" in names
+    t.check(f"live: at least 3 scrapes with MemoryTestApp.exe and another process outstanding "
+            f"({live} of {len(scrapes)})", live >= 3, sorted(scrapes))
+    if scrapes:
+        promtool(scrapes[max(scrapes)][0], "while ingesting")
+
+    # After the end of input: every instance has ended with the run (at
+    # the start of the bucket after the last event); the counters hold
+    # the whole trace, ending included.
+    st, text = svc.get("/metrics")
+    promtool(text, "fixture")
+    ended = ((EVENTS[-1]["ts"] + model_shift) // S + 1) * S
+    model = refmodel.Model(EVENTS, TAG_OF, end_run_at=ended, shift=model_shift)
+    t.eq("after the end: stored up to the bucket of the end of tracking",
+         h["last_bucket_end_ns"], ended + S)
+    check_scrape("after the end", text, model, h["last_bucket_end_ns"], ids, h)
+    samples = parse(text)
+    t.eq("after the end: every event ingested", one(samples, "commitwatch_events_ingested_total"),
+         len(EVENTS))
+    t.eq("after the end: no per-process series (every instance ended)",
+         [lab for n, lab, v in samples if n == "commitwatch_process_outstanding_bytes"], [])
+    c = model.counters(h["last_bucket_end_ns"])
+    t.check("after the end: the model's counters are not empty",
+            all(any(c[k].values()) for _, k in COUNTERS), c)
+    t.eq("after the end: everything committed was released",
+         sum(c["committed"].values()) + sum(p.bytes for p in model.all_pieces if p.rec.rundown),
+         sum(c["decommitted"].values()))
 
 # 2. Hostile names and many live processes: escaping and the top-N bound.
-# The replay is paced (--speed 1) and ends with an event a minute later,
-# so the 60 processes are alive, with their commits stored, while we
-# scrape (a finished run ends every instance).
+# The replay is paced and ends with an event a minute later, so the 60
+# processes are alive, with their commits stored, while we scrape (a
+# finished run ends every instance).
 d = os.path.join(BUILD, "e2e-http")
 os.makedirs(d, exist_ok=True)
 trace = os.path.join(d, "many.jsonl")
 evil = 'evil "quoted" \\ back\nslash\tname' + "é" * 100
+N = 60
 
 
 def size(i):
     return 4096 * 1000 if i == 0 else 4096 * (i + 1)
 
 
+def name_of(i):
+    return evil if i == 0 else f"proc{i}.exe"
+
+
 with open(trace, "w") as f:
     f.write('{"format":"commitwatch-trace","version":1,"platform":"windows","pointer_size":8}\n')
     ts = 1_760_000_000 * S
-    for i in range(60):
-        name = evil if i == 0 else f"proc{i}.exe"
-        f.write(json.dumps({"ts": ts, "op": "process_start", "pid": 1000 + i, "name": name}) + "\n")
+    for i in range(N):
+        f.write(json.dumps({"ts": ts, "op": "process_start", "pid": 1000 + i, "name": name_of(i)}) + "\n")
         f.write(json.dumps({"ts": ts + 1000, "op": "commit", "pid": 1000 + i, "addr": 0x10000000,
                             "size": size(i), "stack": [f"app{i % 7}.dll!f", "KernelBase.dll!VirtualAlloc"]}) + "\n")
         ts += S // 10
     f.write(json.dumps({"ts": ts + 60 * S, "op": "process_start", "pid": 99, "name": "late.exe"}) + "\n")
-with Service(trace, name="metrics-many", args=["--speed", "1"], wait_done=False) as svc:
-    deadline = time.time() + 30
-    while True:
+tag = TAG_OF(("app0.dll!f", "KernelBase.dll!VirtualAlloc"))
+with Service(trace, name="metrics-many", args=["--speed", "2"], wait_done=False) as svc:
+    def all_stored():
         st, text = svc.get("/metrics")
         m = re.search(r"^commitwatch_processes (\d+)$", text, re.M)
-        if (m and int(m.group(1)) >= 60) or time.time() > deadline:
-            break
-        time.sleep(0.3)
+        return text if m and int(m.group(1)) >= N else None
+
+    text = wait_until(all_stored, 30, f"/metrics counts {N} processes with outstanding commit")
     promtool(text, "hostile names")
     samples = parse(text)
     per = [(lab, v) for n, lab, v in samples if n == "commitwatch_process_outstanding_bytes"]
-    procs = {lab["process"] for lab, _ in per}
-    t.check("top 20 processes + other", len(procs) == 21 and "other" in procs, sorted(procs))
-    t.check("the largest processes are named", "proc59.exe" in procs and "proc2.exe" not in procs, sorted(procs))
-    total = sum(v for _, v in per)
-    t.eq("top + other add up to all outstanding", int(total), sum(size(i) for i in range(60)))
-    ev = [p for p in procs if p.startswith("evil")]
+    top = sorted(range(N), key=lambda i: -size(i))[:20]
+    label0 = name_of(0).replace("\t", "_")
+    while len(label0.encode()) > 128:  # at most 128 bytes, never a split character
+        label0 = label0[:-1]
+    want = {(label0 if i == 0 else name_of(i), str(1000 + i), tag): size(i) for i in top}
+    want[("other", "", tag)] = sum(size(i) for i in range(N) if i not in top)
+    t.eq("top 20 processes by outstanding, the rest as other",
+         {(lab["process"], lab["pid"], lab["tag"]): int(v) for lab, v in per}, want)
+    t.eq("other has no id", sorted({lab["id"] for lab, _ in per if lab["process"] == "other"}), [""])
+    t.eq("outstanding total", one(samples, "commitwatch_outstanding_bytes"), sum(size(i) for i in range(N)))
+    ev = [lab["process"] for lab, _ in per if lab["process"].startswith("evil")]
     t.check("hostile name escaped and kept", ev and ev[0].startswith('evil "quoted" \\ back\nslash_name'), ev)
     t.check("label values are bounded (128 bytes)", ev and len(ev[0].encode()) <= 128, ev)
 
