@@ -14,13 +14,16 @@
 """
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from cwtest import file_text, wait_until  # noqa: E402
 
 BIN = os.environ.get("CW_BIN", "build/commitwatch")
 checks = 0
@@ -89,9 +92,25 @@ def app_tags(db, *extra):
 
 
 def stored_tags(db):
-    con = sqlite3.connect(db)
+    """The tags of the stored stacks; empty while the database is not
+    there yet (read-only: never creates it)."""
+    if not os.path.exists(db):
+        return set()
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
     try:
         return {tag for (tag,) in con.execute("SELECT DISTINCT tag FROM stacks")}
+    except sqlite3.OperationalError:  # the schema is not written yet
+        return set()
+    finally:
+        con.close()
+
+
+def stored_end(db):
+    """End of the last stored raw bucket (INT64_MIN while none)."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        row = con.execute("SELECT end_ns FROM tiers WHERE tier = 0").fetchone()
+        return row[0] if row and row[0] is not None else -(2**63)
     finally:
         con.close()
 
@@ -132,40 +151,43 @@ def main():
     # SIGHUP reloads the configuration file while ingesting.
     db2 = os.path.join(tmp, "b.db")
     conf = os.path.join(tmp, "cw.conf")
+    runlog = os.path.join(tmp, "run.log")
     with open(conf, "w") as f:
         f.write("# defaults first\nlog_level = info\n")
-    log = open(os.path.join(tmp, "run.log"), "w+")
+    log = open(runlog, "w")
     p = subprocess.Popen([BIN, "run", "--no-http", "--source", "replay:" + trace, "--db", db2, "--config", conf,
                           "--rebase-now", "--speed", "1"], stdout=log, stderr=subprocess.STDOUT)
     try:
-        time.sleep(2.5)
+        # Some stacks are stored with the default rules before the reload.
+        wait_until(lambda: "VirtualAlloc" in stored_tags(db2), 30,
+                   "the first stacks are stored with the default rules")
+        check(p.poll() is None, "still ingesting when the rules change (the trace lasts 6 s)", file_text(runlog))
         with open(conf, "w") as f:
             f.write("stacktags = %s\n" % alt)
         p.send_signal(signal.SIGHUP)
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            log.seek(0)
-            text = log.read()
-            if "re-tagged" in text:
-                break
-            time.sleep(0.2)
-        check("re-tagged" in text, "SIGHUP re-tagged the stored stacks", text)
-        # A broken configuration is refused; the service keeps running.
+        wait_until(lambda: "re-tagged" in file_text(runlog), 30, "SIGHUP re-tagged the stored stacks")
+        check("Temp Buffers" in stored_tags(db2), "the stored stacks carry the new tag", stored_tags(db2))
+        # A broken configuration is refused; the service keeps running and
+        # storing.
         with open(conf, "w") as f:
             f.write("retention_raw = soon\n")
+        before = stored_end(db2)
         p.send_signal(signal.SIGHUP)
-        time.sleep(1.0)
-        check(p.poll() is None, "a bad reload does not stop the service")
+        wait_until(lambda: "keeping the running configuration" in file_text(runlog), 30,
+                   "the bad reload is reported")
+        check(p.poll() is None, "a bad reload does not stop the service", file_text(runlog))
+        wait_until(lambda: stored_end(db2) > before, 30, "the service stores more after the bad reload")
         p.send_signal(signal.SIGINT)
         rc = p.wait(timeout=30)
     finally:
         if p.poll() is None:
             p.kill()
-    log.seek(0)
-    text = log.read()
+        log.close()
+    text = file_text(runlog)
     check(rc == 0, "run exits 0 on SIGINT after reloads", text)
     check(f"reload requested: reloading {conf}" in text, "the reload is logged", text)
-    check("keeping the running configuration" in text, "bad reload is reported", text)
+    check(re.search(r"reload: .*retention_raw.*; keeping the running configuration", text),
+          "bad reload is reported, naming the key", text)
     check("Temp Buffers" in stored_tags(db2), "stacks stored after the reload carry the new tag", stored_tags(db2))
 
     # One database holds one platform's data.
