@@ -16,15 +16,22 @@
     tracepoints: each gives its message.
 
 It never skips: without root or perf it fails, saying why (CI runs as root).
+Waits are on conditions with deadlines (processes asleep or stopped, the
+daemon's stored end), never sleeps; the workload is found by its pid, as
+another test run on the machine may run its own copy at the same time.
 """
 import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from cwtest import file_text, wait_until  # noqa: E402
 
 BIN = os.environ.get("CW_BIN", "build/commitwatch")
 BUILD = os.environ.get("CW_BUILD", "build")
@@ -53,6 +60,36 @@ def smaps_charged(pid):
             elif line.startswith("VmFlags:") and " ac" in line and name != "[stack]":
                 total += size
     return total
+
+
+def proc_state(pid):
+    """The state letter of /proc/PID/stat (R, S, T, ...)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def asleep(pid):
+    """pid's main thread is blocked in nanosleep / clock_nanosleep."""
+    try:
+        with open(f"/proc/{pid}/wchan") as f:
+            return "nanosleep" in f.read()
+    except OSError:
+        return False
+
+
+def stored_end(db):
+    """End of the last stored raw bucket of a database being written
+    (INT64_MIN while there is none). Read-only."""
+    if not os.path.exists(db):
+        return -(2**63)
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        row = con.execute("SELECT end_ns FROM tiers WHERE tier = 0").fetchone()
+    except sqlite3.OperationalError:  # the schema is not written yet
+        return -(2**63)
+    finally:
+        con.close()
+    return row[0] if row and row[0] is not None else -(2**63)
 
 
 def start_record(trace):
@@ -120,13 +157,11 @@ def test_oracle(tmp):
         child = int(py.stdout.readline())
         slp = subprocess.Popen(["sleep", "300"])
         procs.append(slp)
-        deadline = time.time() + 60
-        while time.time() < deadline:  # the workload stops itself at its pause
-            with open(f"/proc/{app.pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "T":
-                    break
-            time.sleep(0.1)
-        time.sleep(1.0)  # let the tracer catch up with the last calls
+        # Quiescent: the workload stopped itself at its pause, the others
+        # sleep in nanosleep (their last memory calls are made).
+        wait_until(lambda: proc_state(app.pid) == "T" and
+                   all(asleep(p) for p in (py.pid, child, slp.pid)), 60,
+                   "the workload is paused and the other processes sleep")
         pids = {"memorytestapp (paused)": app.pid, "python (threads, mremap, mprotect)": py.pid,
                 "python's forked child": child, "sleep": slp.pid}
         want = {k: smaps_charged(p) for k, p in pids.items()}
@@ -137,8 +172,9 @@ def test_oracle(tmp):
                     others[int(d)] = smaps_charged(int(d))
                 except OSError:
                     pass
+        # Every call before this moment is in the trace: record drains the
+        # perf rings when it stops.
         capture = time.time_ns()
-        time.sleep(0.5)
         rc, err = stop(rec)
         check(rc == 0, f"record exits 0 (stderr: {err.strip()[-300:]})")
         out = subprocess.run([BIN, "analyze", "--source", "replay:" + trace, "--json", "--to",
@@ -175,22 +211,28 @@ def stacks_with(proc, frame):
 def test_daemon(tmp):
     print("== (b) end to end: the daemon and the MemoryTestApp", flush=True)
     db = os.path.join(tmp, "e2e.db")
-    log = open(os.path.join(tmp, "run.log"), "w+")
+    log = open(os.path.join(tmp, "run.log"), "w+", buffering=1)
     run = subprocess.Popen([BIN, "run", "--source", "perf", "--no-http", "--db", db], stderr=log)
     try:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            log.seek(0)
-            if "rundown loaded" in log.read():
-                break
+        def rundown_loaded():
             if run.poll() is not None:
-                break
-            time.sleep(0.2)
-        app = subprocess.run([APP, "--seconds", "6", "--objects", "100", "--delay", "500"],
-                             capture_output=True, text=True, timeout=120)
+                raise SystemExit(f"FAIL: the daemon exited with {run.returncode}:\n"
+                                 f"{file_text(log.name)}")
+            return "rundown loaded" in file_text(log.name)
+
+        wait_until(rundown_loaded, 60, "the daemon loaded its rundown")
+        # The workload is found by its pid: another test run on the machine
+        # may run its own copy at the same time (the daemon sees them all).
+        app = subprocess.Popen([APP, "--seconds", "6", "--objects", "100", "--delay", "500"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        app_out, _ = app.communicate(timeout=120)
+        app_done = time.time_ns()
         check(app.returncode == 0, "the workload runs")
-        step_ns = int(app.stdout.split("step_ns=")[1].split()[0])
-        time.sleep(2.5)  # a bucket closes after its second ends
+        step_ns = int(app_out.split("step_ns=")[1].split()[0])
+        # The bucket of the workload's exit is stored: every event before it
+        # was processed (a tick promises nothing older comes).
+        wait_until(lambda: stored_end(db) > app_done, 60,
+                   "the daemon stores the second the workload exited in")
         rc, _ = stop(run)
     finally:
         if run.poll() is None:
@@ -203,7 +245,7 @@ def test_daemon(tmp):
                              capture_output=True, text=True)
         check(out.returncode == 0, "analyze --db " + " ".join(extra) + ": " + out.stderr.strip())
         procs = json.loads(out.stdout)["processes"] if out.returncode == 0 else []
-        return [p for p in procs if p["name"] == "memorytestapp"]
+        return [p for p in procs if p["name"] == "memorytestapp" and p["pid"] == app.pid]
 
     whole = analyze()
     check(len(whole) == 1, f"the workload is found once ({len(whole)})")
@@ -215,19 +257,19 @@ def test_daemon(tmp):
     check(sum(s["transient_count"] for s in tr) == 10 and
           sum(s["transient_bytes"] for s in tr) == 100 * MB,
           "ten 10 MB transients under ManipulateTemporaryBuffer")
-    check(all(any("Operation1" in f for f in s["frames"]) for s in tr),
+    check(tr and all(any("Operation1" in f for f in s["frames"]) for s in tr),
           "their stacks go through Operation1")
     heap = [s for s in stacks_with(w, "InnerLoopOperation")
             if any("brk" in f or "morecore" in f for f in s["frames"])]
     check(sum(s["size_bytes"] for s in heap) >= 256 * 1024,
           "C heap growth (brk) under InnerLoopOperation")
-    tags_shipped = os.path.isdir(os.path.join(SOURCE, "service", "stacktags")) and any(
-        "linux" in n.lower() for n in os.listdir(os.path.join(SOURCE, "service", "stacktags")))
-    if tags_shipped:
-        check(all(s["tag"].startswith("C heap") for s in heap),
-              "that growth is tagged C heap: " + ", ".join(s["tag"] for s in heap))
-    else:
-        print("note the Linux stack tags are not in this tree yet: the C heap tag is not checked")
+    # The Linux default rules ship with the binary: the tag is always checked.
+    r = subprocess.run([BIN, "tags", "check", "--platform", "linux"], capture_output=True, text=True)
+    check(r.returncode == 0 and "C heap (glibc malloc)" in r.stdout,
+          "the Linux default stack tags are installed, with C heap (glibc malloc): " +
+          (r.stderr.strip() or r.stdout.strip().splitlines()[-1:][0] if r.stdout.strip() else ""))
+    check(heap and all(s["tag"].startswith("C heap") for s in heap),
+          "that growth is tagged C heap: " + ", ".join(s["tag"] for s in heap))
 
     sec = 1000000000
     frm = (step_ns // sec - 1) * sec
