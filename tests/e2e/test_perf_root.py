@@ -267,7 +267,7 @@ def test_daemon(tmp):
     r = subprocess.run([BIN, "tags", "check", "--platform", "linux"], capture_output=True, text=True)
     check(r.returncode == 0 and "C heap (glibc malloc)" in r.stdout,
           "the Linux default stack tags are installed, with C heap (glibc malloc): " +
-          (r.stderr.strip() or r.stdout.strip().splitlines()[-1:][0] if r.stdout.strip() else ""))
+          (r.stderr.strip() or (r.stdout.strip().splitlines() or [""])[-1]))
     check(heap and all(s["tag"].startswith("C heap") for s in heap),
           "that growth is tagged C heap: " + ", ".join(s["tag"] for s in heap))
 
