@@ -3,15 +3,36 @@
 
 The unit the binary writes is installer/linux/commitwatch.service with the
 binary's path filled in; `install --root DIR` writes the unit, a default
-configuration and the state directory under DIR; where systemd is not PID 1
-the commands say so and exit 1. Needs no root."""
+configuration and the state directory under DIR.
+
+Then the real commands, never a silent no-op:
+- where systemd is PID 1: the real install, start (the service runs and
+  answers /api/health), stop and uninstall, as root; the machine is left as
+  it was (a commitwatch.service already installed fails the test rather
+  than being replaced);
+- elsewhere (a container): the exact "systemd is not running" behaviour:
+  install writes the files and exits 1 saying it cannot enable the
+  service, uninstall removes the unit and exits 1, start and stop exit 1.
+  As root this runs in a private mount namespace with copy-on-write
+  overlays on /etc and /var/lib, so the real paths are written without
+  touching the machine; without root, install says it needs root.
+"""
 import os
+import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(__file__))
+from cwtest import require, wait_until  # noqa: E402
 
 BIN = os.path.abspath(os.environ.get("CW_BIN", "build/commitwatch"))
 SOURCE = os.environ.get("CW_SOURCE", ".")
+UNIT = "/etc/systemd/system/commitwatch.service"
+CONF = "/etc/commitwatch/commitwatch.conf"
+STATE = "/var/lib/commitwatch"
 failures = []
 
 
@@ -25,15 +46,26 @@ def run(*args):
     return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=60)
 
 
-def main():
-    if not sys.platform.startswith("linux"):
-        print("FAIL: this test is for Linux")
-        return 1
+def template():
     with open(os.path.join(SOURCE, "installer", "linux", "commitwatch.service")) as f:
-        template = f.read()
-    real = os.path.realpath(BIN)
+        return f.read().replace("@COMMITWATCH@", os.path.realpath(BIN))
+
+
+def no_systemd_message(cmd, did):
+    """The exact message of a service command where systemd is not PID 1."""
+    with open("/proc/1/comm") as f:
+        init = f.read().strip()
+    verb = {"install": "enabled", "uninstall": "disabled", "start": "started", "stop": "stopped"}[cmd]
+    return (f"commitwatch {cmd}: systemd is not running on this machine (PID 1 is '{init}', as in a "
+            f"container), so the service cannot be {verb} here. {did}"
+            f"Run the daemon directly instead: commitwatch run --source perf --db {STATE}/commitwatch.db\n")
+
+
+def staged():
+    """--print-unit and --root: files only, never systemctl."""
+    unit_text = template()
     r = run("install", "--print-unit")
-    check(r.returncode == 0 and r.stdout == template.replace("@COMMITWATCH@", real),
+    check(r.returncode == 0 and r.stdout == unit_text,
           "the printed unit is installer/linux/commitwatch.service with the binary's path")
     for key in ("ProtectSystem=strict", "ReadWritePaths=/var/lib/commitwatch", "PrivateTmp=yes",
                 "NoNewPrivileges=yes", "CapabilityBoundingSet=CAP_PERFMON",
@@ -42,12 +74,11 @@ def main():
     with tempfile.TemporaryDirectory() as root:
         r = run("install", "--root", root)
         check(r.returncode == 0, "install --root writes files: " + r.stderr.strip())
-        unit = os.path.join(root, "etc/systemd/system/commitwatch.service")
-        conf = os.path.join(root, "etc/commitwatch/commitwatch.conf")
-        check(os.path.isfile(unit) and open(unit).read() == template.replace("@COMMITWATCH@", real),
-              "the unit file is written")
+        unit = os.path.join(root, UNIT[1:])
+        conf = os.path.join(root, CONF[1:])
+        check(os.path.isfile(unit) and open(unit).read() == unit_text, "the unit file is written")
         check(os.path.isfile(conf) and os.path.getsize(conf) > 0, "a default configuration is written")
-        check(os.path.isdir(os.path.join(root, "var/lib/commitwatch")), "the state directory exists")
+        check(os.path.isdir(os.path.join(root, STATE[1:])), "the state directory exists")
         with open(conf, "a") as f:
             f.write("\n# mine\n")
         r = run("install", "--root", root)
@@ -56,14 +87,156 @@ def main():
         r = run("uninstall", "--root", root)
         check(r.returncode == 0 and not os.path.exists(unit) and os.path.exists(conf),
               "uninstall --root removes the unit, keeps the configuration")
-    if not os.path.isdir("/run/systemd/system"):
+    r = run("start", "--bogus")
+    check(r.returncode == 2 and "unexpected argument '--bogus'" in r.stderr,
+          "a bad argument is a usage error (exit 2): " + r.stderr.strip().splitlines()[0])
+
+
+def without_systemd_inside():
+    """Runs inside a private mount namespace whose /etc and /var/lib are
+    overlays: the real commands write the real paths, on the overlay."""
+    had_conf = os.path.exists(CONF)
+    r = run("install")
+    check(r.returncode == 1, f"install without systemd exits 1 (got {r.returncode})")
+    check(r.stderr == no_systemd_message(
+        "install", "The unit file and the configuration were written; on a machine with systemd, "
+                   "`commitwatch install` enables it. "),
+          "install says systemd is not running, what it wrote, what to run: " + r.stderr.strip())
+    want = [f"wrote {UNIT}", f"kept {CONF}" if had_conf else f"wrote {CONF} (default configuration)",
+            f"database: {STATE}/commitwatch.db"]
+    check(r.stdout.splitlines() == want, f"install prints what it wrote: {r.stdout!r}")
+    check(os.path.isfile(UNIT) and open(UNIT).read() == template(), f"{UNIT} is written")
+    check(os.path.isfile(CONF) and os.path.getsize(CONF) > 0, f"{CONF} is written")
+    check(os.path.isdir(STATE), f"{STATE} exists")
+    for cmd in ("start", "stop"):
+        r = run(cmd)
+        check(r.returncode == 1 and r.stderr == no_systemd_message(cmd, "") and r.stdout == "",
+              f"{cmd} without systemd exits 1 saying so: " + r.stderr.strip())
+    r = run("uninstall")
+    check(r.returncode == 1, f"uninstall without systemd exits 1 (got {r.returncode})")
+    check(r.stderr == no_systemd_message("uninstall", "The unit file was removed. "),
+          "uninstall says systemd is not running and that the unit was removed: " + r.stderr.strip())
+    check(r.stdout == f"removed {UNIT} (kept {CONF} and {STATE})\n", f"uninstall prints: {r.stdout!r}")
+    check(not os.path.exists(UNIT) and os.path.isfile(CONF), "the unit is gone, the configuration kept")
+
+
+def without_systemd():
+    if os.geteuid() != 0:
+        # Not root: the real paths cannot be written, and install says so.
+        r = run("install")
+        check(r.returncode == 1 and "cannot create directories" in r.stderr and "run as root" in r.stderr,
+              "install as a user says it needs root: " + r.stderr.strip())
         for cmd in ("start", "stop"):
             r = run(cmd)
-            check(r.returncode == 1 and "systemd is not running" in r.stderr,
-                  f"{cmd} without systemd says so: " + r.stderr.strip())
+            check(r.returncode == 1 and r.stderr == no_systemd_message(cmd, ""),
+                  f"{cmd} without systemd exits 1 saying so: " + r.stderr.strip())
+        return
+    require(shutil.which("unshare") and shutil.which("mount"), "unshare and mount (util-linux)")
+    before = {p: os.path.exists(p) for p in (UNIT, CONF, STATE)}
+    with tempfile.TemporaryDirectory(prefix="cw-svc-") as tmp:
+        mounts = []
+        for d in ("/etc", "/var/lib"):
+            up, wk = os.path.join(tmp, d.strip("/").replace("/", "_")), os.path.join(tmp, "w" + d.replace("/", "_"))
+            os.makedirs(up)
+            os.makedirs(wk)
+            mounts.append(f"mount -t overlay overlay -o lowerdir={d},upperdir={up},workdir={wk} {d}")
+        script = " && ".join(mounts) + f" && exec {sys.executable} {os.path.abspath(__file__)} --inside"
+        r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+                           capture_output=True, text=True, timeout=120, env=os.environ)
+        print(r.stdout, end="", flush=True)
+        check(r.returncode == 0 and "FAIL" not in r.stdout,
+              "the commands in a private mount namespace: " + (r.stderr.strip()[-2000:] or "ok"))
+        check(r.stdout.count("ok   ") >= 10, "the namespace ran its checks")
+    check({p: os.path.exists(p) for p in (UNIT, CONF, STATE)} == before,
+          "the machine's /etc and /var/lib are untouched")
+
+
+def free_port():
+    with socket.socket() as s_:
+        s_.bind(("127.0.0.1", 0))
+        return s_.getsockname()[1]
+
+
+def systemctl(*args):
+    return subprocess.run(["systemctl", *args], capture_output=True, text=True, timeout=120)
+
+
+def with_systemd():
+    """The real thing, as root: install, start, stop, uninstall."""
+    require(os.geteuid() == 0, "root, to install a system service")
+    if os.path.exists(UNIT):
+        check(False, f"{UNIT} already exists: this test will not replace an installed service")
+        return
+    created = [p for p in (CONF, os.path.dirname(CONF), STATE) if not os.path.exists(p)]
+    try:
+        r = run("install")
+        check(r.returncode == 0 and "enabled commitwatch.service" in r.stdout,
+              "install enables the service: " + (r.stderr.strip() or r.stdout.strip()))
+        check(os.path.isfile(UNIT) and open(UNIT).read() == template(), f"{UNIT} is the template")
+        check(systemctl("is-enabled", "commitwatch.service").stdout.strip() == "enabled",
+              "systemctl says it is enabled")
+        # Where the service will listen: a free port when this test wrote
+        # the configuration, else what the machine's configuration says.
+        listen = "127.0.0.1:8470"
+        if CONF in created:
+            listen = f"127.0.0.1:{free_port()}"
+            with open(CONF, "a") as f:
+                f.write(f"\nlisten = {listen}\n")
+        else:
+            for line in open(CONF):
+                k, _, v = line.split("#")[0].partition("=")
+                if k.strip() == "listen" and v.strip():
+                    listen = v.strip()
+        r = run("start")
+        check(r.returncode == 0, "start exits 0: " + r.stderr.strip())
+        wait_until(lambda: systemctl("is-active", "commitwatch.service").stdout.strip() == "active", 30,
+                   "systemctl says commitwatch.service is active")
+
+        def health():
+            try:
+                with urllib.request.urlopen(f"http://{listen}/api/health", timeout=5) as h:
+                    return h.status == 200 and b'"source":"perf"' in h.read()
+            except OSError:
+                return False
+
+        wait_until(health, 60, f"the installed service answers /api/health on {listen} "
+                               "with source perf")
+        check(True, "the started service traces with perf and serves its API")
+        r = run("stop")
+        check(r.returncode == 0, "stop exits 0: " + r.stderr.strip())
+        wait_until(lambda: systemctl("is-active", "commitwatch.service").stdout.strip() in
+                   ("inactive", "failed"), 30, "commitwatch.service stops")
+        check(systemctl("is-active", "commitwatch.service").stdout.strip() == "inactive",
+              "it stopped cleanly (inactive, not failed)")
+        r = run("uninstall")
+        check(r.returncode == 0 and not os.path.exists(UNIT), "uninstall removes the unit: " + r.stderr.strip())
+        check(systemctl("cat", "commitwatch.service").returncode != 0, "systemd no longer knows the unit")
+    finally:
+        if os.path.exists(UNIT):
+            systemctl("disable", "--now", "commitwatch.service")
+            os.remove(UNIT)
+            systemctl("daemon-reload")
+        for p in created:
+            if os.path.isdir(p):
+                shutil.rmtree(p, ignore_errors=True)
+            elif os.path.exists(p):
+                os.remove(p)
+
+
+def main():
+    if not sys.platform.startswith("linux"):
+        print("FAIL: this test is for Linux")
+        return 1
+    if sys.argv[1:] == ["--inside"]:
+        without_systemd_inside()
+        return 1 if failures else 0
+    staged()
+    if os.path.isdir("/run/systemd/system"):
+        print("== systemd is PID 1: the real install, start, stop, uninstall", flush=True)
+        with_systemd()
     else:
-        r = run("start", "--bogus")
-        check(r.returncode == 2, "a bad argument is a usage error")
+        print("== systemd is not running: the commands say so", flush=True)
+        without_systemd()
     if failures:
         print("test_service: FAILED: " + "; ".join(failures))
         return 1
