@@ -119,11 +119,13 @@ static int retag(svc_t *s, cw_diag_t *d)
 }
 
 /* A reload: the configuration file and the rules. On any error the running
- * configuration and rules stay, and the log says why. The writer is paused
- * (drained and joined) so this thread may use the store. Returns 0 or an
- * error that stops the service (the writer could not be restarted). */
+ * configuration and rules stay, and the log says why. The writer, when it
+ * runs, is paused (drained and joined) so this thread may use the store;
+ * after the end of a replay (still serving) it no longer runs. Returns 0
+ * or an error that stops the service (the writer could not be restarted). */
 static int reload(svc_t *s)
 {
+    bool writing = s->writer != NULL;
     cw_config_t cfg;
     const char **files = NULL;
     size_t nfiles = 0;
@@ -160,7 +162,7 @@ static int reload(svc_t *s)
         cw_stacks_clear_tags(s->stacks);
         cw_agg_set_tagger(s->agg, s->tagger);
     }
-    if ((rc = cw_writer_start(s->store, WRITER_QUEUE, &s->writer)) != 0)
+    if (writing && (rc = cw_writer_start(s->store, WRITER_QUEUE, &s->writer)) != 0)
         cw_diag_set(s->d, rc, "cannot restart the store writer: %s", cw_strerror(rc));
 done:
     cw_tagger_destroy(nt);
@@ -336,6 +338,7 @@ oom:
 out:
     if (s->writer) {
         int wrc = cw_writer_stop(s->writer, &wd);
+        s->writer = NULL;
         if (wrc != 0 && rc == 0) {
             rc = wrc;
             *d = wd;
@@ -350,8 +353,11 @@ out:
         CW_LOGI("end of input: %" PRIu64 " events stored; still serving (SIGINT/SIGTERM to "
                 "exit, --exit-at-end to leave at once)",
                 s->pipe ? cw_pipeline_events(s->pipe) : 0);
-        while (!atomic_load(&stop_flag))
+        while (!atomic_load(&stop_flag)) {
+            /* SIGHUP still reloads: the rules re-tag the stored stacks. */
+            if (atomic_load(&reload_flag) && reload(s) != 0) CW_LOGE("reload failed: %s", d->msg);
             cw_plat_sleep_ns(100000000);
+        }
     }
     cw_http_stop(http);
     uint64_t events = s->pipe ? cw_pipeline_events(s->pipe) : 0;
