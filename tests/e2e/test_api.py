@@ -253,6 +253,29 @@ with Service(MTA, name="api") as svc:
                          stp, inst)
     st, s2 = svc.get(q(f"/api/processes/{pid_}/series", **{"from": first, "to": end}))
     t.check("series: default step", st == 200 and s2["step_ns"] >= S, s2.get("step_ns"))
+    # The endpoints agree with each other, in a window that ends while
+    # processes are alive (outstanding at its end is not zero).
+    f, to = T0, T0 + 20 * S
+    st, r = svc.get(q("/api/processes", **{"from": f, "to": to}))
+    procs = {p["id"]: p for p in r["processes"]}
+    st, s = svc.get(q(f"/api/processes/{pid_}/series", **{"from": f, "to": to, "step": "1s"}))
+    a = procs[pid_]
+    t.check("series vs process: outstanding at the end is not zero", a["outstanding_end_bytes"] > 0, a)
+    t.eq("series vs process: committed bytes add up to Size", sum(s["committed_bytes"]), a["size_bytes"])
+    t.eq("series vs process: commit counts add up to Count", sum(s["commit_count"]), a["commit_count"])
+    t.eq("series vs process: peak = the window's peak", max(s["peak_bytes"]), a["peak_outstanding_bytes"])
+    t.eq("series vs process: last outstanding = outstanding at the end", s["outstanding_total"][-1],
+         a["outstanding_end_bytes"])
+    t.eq("series: tags add up to the total",
+         [sum(s["outstanding"][tg][i] for tg in s["tags"]) for i in range(len(s["t"]))], s["outstanding_total"])
+    st, ss = svc.get(q("/api/system/series", **{"from": f, "to": to, "step": "1s"}))
+    t.eq("system series vs processes: last total = their outstanding at the end",
+         ss["outstanding_total"][-1], sum(p["outstanding_end_bytes"] for p in procs.values()))
+    t.eq("system series vs processes: committed = their Size", sum(ss["committed_bytes"]),
+         sum(p["size_bytes"] for p in procs.values()))
+    t.check("system series: peak >= outstanding at every step",
+            len(ss["peak_bytes"]) == 20 and all(p >= o for p, o in zip(ss["peak_bytes"], ss["outstanding_total"])),
+            (ss["peak_bytes"], ss["outstanding_total"]))
 
     # ---- system series: the machine's totals by tag
     st, ss = svc.get(q("/api/system/series", **{"from": first, "to": end, "step": "1s"}))
@@ -359,6 +382,27 @@ with Service(MTA, name="api") as svc:
         t.eq(f"{what}: caller tree", tree_of(sk["tree"]), model_tree(want, sort == "size"))
         t.eq(f"{what}: process", sk["process"], {"id": pid_, "pid": mta_inst.pid, "name": NAME})
 
+    # The tree and the process agree; the transient buffer's caller holds
+    # the four spikes (the generator's story).
+    st, sk = svc.get(q(f"/api/processes/{pid_}/stacks", **{"from": four["from_ns"], "to": four["to_ns"]}))
+    st, r = svc.get(q(f"/api/processes/{pid_}", **{"from": four["from_ns"], "to": four["to_ns"]}))
+    t.eq("stacks vs process: tree root Size, impacting, transient count",
+         [sk["tree"][k] for k in ("size_bytes", "impacting_bytes", "transient_count")],
+         [r["process"][k] for k in ("size_bytes", "impacting_bytes", "transient_count")])
+
+    def find(node, frame):
+        if node.get("frame") == frame:
+            return node
+        for c in node.get("children", []):
+            x = find(c, frame)
+            if x:
+                return x
+        return None
+
+    tb = find(sk["tree"], "MemoryTestApp.exe!ManipulateTemporaryBuffer") or {}
+    t.eq("stacks: the transient buffer's caller: Count 4, Size 40 MB",
+         (tb.get("commit_count"), tb.get("size_bytes")), (4, 40 * 1024 * 1024))
+
     # ---- diff (UMDH-style) per stack: old = AOFI + AOFO, new = AIFO + AOFO
     for f, to in ((step["from_ns"], step["to_ns"]), (T0 + 16 * S, T0 + 31 * S), (T0, T0 + 20 * S),
                   (T0 + 2 * S, T0 + 16 * S)):
@@ -385,6 +429,9 @@ with Service(MTA, name="api") as svc:
                  (sum(r_["old_bytes"] for r_ in rows.values()),
                   sum(r_["new_bytes"] for r_ in rows.values()),
                   sum(r_["bytes_delta"] for r_ in rows.values()), len(rows), f, to))
+            t.check(f"{what} {inst.name}: new - old = delta, per stack",
+                    d["stacks"] and all(r_["new_bytes"] - r_["old_bytes"] == r_["bytes_delta"]
+                                        for r_ in d["stacks"]), d["stacks"])
             t.eq(f"{what} {inst.name}: largest delta first", [r_["bytes_delta"] for r_ in d["stacks"]],
                  sorted((r_["bytes_delta"] for r_ in d["stacks"]), reverse=True))
     st, d = svc.get(q("/api/diff", process=pid_, t1=step["from_ns"], t2=step["to_ns"]))
