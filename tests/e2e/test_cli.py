@@ -422,10 +422,14 @@ def tag_paths(nodes, out=None):
 
 wait_until(lambda: (health(port) or {}).get("last_bucket_end_ns"), 30, "a first bucket is stored")
 config("hup.conf", f"log_level = info\nstacktags = {WPA}\n")
+h = health(port)
+t.check("SIGHUP while ingesting: sent while the replay ingests", h and not h["ingest_done"], h)
 run.p.send_signal(signal.SIGHUP)
 wait_until(answered, 30, "the reload is logged and the stored stacks are re-tagged")
-h = health(port)
-t.check("SIGHUP while ingesting: the service was still ingesting", h and not h["ingest_done"], h)
+wait_until(lambda: "end of input" in run.text(), 60, "the replay reaches the end of its input")
+log = run.text()
+t.check("SIGHUP while ingesting: reloaded before the end of input",
+        log.index("reload requested") < log.index("end of input"), log)
 t.eq("SIGHUP while ingesting: the API answered every request", sorted(set(answers)), [200])
 t.check("SIGHUP while ingesting: re-tagged", "re-tagged" in run.text(), run.text())
 wait_until(lambda: (health(port) or {}).get("ingest_done"), 60, "ingest completes after the reload")
