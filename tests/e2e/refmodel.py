@@ -70,6 +70,8 @@ class Inst:
         self.events = []
 
     def key(self):
+        """Who it is, for messages: (pid, name, start); two instances may
+        share it (events at the same time), ids never do."""
         return (self.pid, self.name, self.start)
 
 
@@ -220,7 +222,8 @@ class Model:
         return {s: self.finish_figs(f) for s, f in out.items()}
 
     def report(self, t0, t1, stacks=False):
-        """The processes reported for [t0, t1), by key (pid, name, start):
+        """The processes reported for [t0, t1), by instance id (1, 2, ...
+        in the order instances appear, as a fresh database numbers them):
         the figures of `analyze --json` (tags; stacks as {frames: figs})."""
         out = {}
         for inst in self.insts:
@@ -252,8 +255,8 @@ class Model:
             p["peak_ns"] = max(best_ns, inst.start)
             p["outstanding_end_bytes"] = p["types"]["AIFO"]["bytes"] + p["types"]["AOFO"]["bytes"]
             p["events"] = nev
-            p.update(pid=inst.pid, name=inst.name, cmdline=inst.cmdline, start_ns=inst.start,
-                     exit_ns=inst.exit, model_id=inst.id)
+            p.update(id=inst.id, pid=inst.pid, name=inst.name, cmdline=inst.cmdline,
+                     start_ns=inst.start, exit_ns=inst.exit)
             tags = {}
             for s, f in sf.items():
                 tg = tags.setdefault(self.tag_of(s), {"size_bytes": 0, "commit_count": 0,
@@ -264,7 +267,7 @@ class Model:
             p["tags"] = tags
             if stacks:
                 p["stacks"] = sf
-            out[inst.key()] = p
+            out[inst.id] = p
         return out
 
     def outstanding_at(self, t, inst=None):

@@ -13,6 +13,7 @@ replay is served, exactly, while it ingests."""
 
 import json
 import os
+import random
 import sys
 import time
 import urllib.parse
@@ -38,17 +39,13 @@ ENDED = (EVENTS[-1]["ts"] // S + 1) * S
 M = refmodel.Model(EVENTS, TAG_OF, end_run_at=ENDED)
 FIGS = ("size_bytes", "commit_count", "impacting_bytes", "transient_bytes", "transient_count",
         "peak_outstanding_bytes", "peak_ns", "outstanding_end_bytes", "events")
-IDENT = ("pid", "name", "cmdline", "start_ns", "exit_ns")
+IDENT = ("id", "pid", "name", "cmdline", "start_ns", "exit_ns")
 SERIES_COLS = ("committed_bytes", "commit_count", "decommitted_bytes", "transient_bytes",
                "transient_count", "peak_bytes", "outstanding_total")
 
 
 def q(path, **params):
     return path + ("?" + urllib.parse.urlencode(params) if params else "")
-
-
-def key(p):
-    return (p["pid"], p["name"], p["start_ns"])
 
 
 def by_id(procs):
@@ -73,23 +70,24 @@ def check_proc(what, got, want):
 def check_processes(what, got, want):
     """An /api/processes answer (its processes) against the model's report."""
     t.check(f"{what}: the model reports processes", len(want) > 0, want)
-    gmap = {key(p): p for p in got}
-    t.eq(f"{what}: the processes", sorted(gmap), sorted(want))
-    t.eq(f"{what}: ids unique", len({p["id"] for p in got}), len(got))
+    gmap = {p["id"]: p for p in got}
+    t.eq(f"{what}: ids unique", len(gmap), len(got))
+    t.eq(f"{what}: the processes (ids)", sorted(gmap), sorted(want))
     for k, w in want.items():
         if k in gmap:
-            check_proc(f"{what}: {k[1]} ({k[0]})", gmap[k], w)
+            check_proc(f"{what}: {w['name']} ({w['pid']})", gmap[k], w)
 
 
 def nonzero_cols(cols):
     return {k: v for k, v in cols.items() if any(v)}
 
 
-def check_series(what, s, frm, to, step, inst):
+def check_series(what, s, frm, to, step, inst, model=None, require_data=True):
     """/series (inst) or /system/series (None) against the model, every
     step and every column; the model's columns must hold something."""
+    model = model or M
     n = (to - frm) // step
-    want = M.series(frm, step, n, inst)
+    want = model.series(frm, step, n, inst)
     t.eq(f"{what}: window", s["window"], {"from_ns": frm, "to_ns": frm + n * step})
     t.eq(f"{what}: step", s["step_ns"], step)
     t.eq(f"{what}: t", s["t"], [frm + i * step for i in range(n)])
@@ -98,10 +96,11 @@ def check_series(what, s, frm, to, step, inst):
     t.eq(f"{what}: outstanding by tag", nonzero_cols(s["outstanding"]),
          nonzero_cols(want["outstanding"]))
     t.eq(f"{what}: every tag has a column", sorted(s["tags"]), sorted(s["outstanding"]))
-    start = sum(v for v in M.outstanding_at(frm, inst).values())
+    start = sum(v for v in model.outstanding_at(frm, inst).values())
     t.eq(f"{what}: outstanding at from", s["outstanding_start_bytes"], start)
     for c in ("outstanding_total", "committed_bytes", "decommitted_bytes", "peak_bytes"):
-        t.check(f"{what}: the model's {c} is not all zero", any(want[c]), want[c])
+        if require_data:
+            t.check(f"{what}: the model's {c} is not all zero", any(want[c]), want[c])
     return want
 
 
@@ -160,10 +159,14 @@ with Service(MTA, name="api") as svc:
         t.eq(f"processes {name}: the objects of analyze --json", by_id(r["processes"]),
              by_id(a["processes"]))
 
+    # A fresh database numbers instances 1, 2, ... as they appear, as the
+    # model does: ids name the same instances on both sides.
     st, r = svc.get(q("/api/processes", **{"from": first, "to": end}))
-    ids = {key(p): p["id"] for p in r["processes"]}
+    t.eq("ids: instances numbered in the order they appear",
+         {p["id"]: (p["pid"], p["name"], p["start_ns"]) for p in r["processes"]},
+         {i.id: i.key() for i in M.insts})
     mta_inst = model_inst(NAME, W["process"]["pid"])
-    pid_ = ids[mta_inst.key()]
+    pid_ = mta_inst.id
 
     # Times as RFC 3339 and relative give the same windows.
     step = W["windows"]["step"]
@@ -211,18 +214,18 @@ with Service(MTA, name="api") as svc:
                                                                     T0 + 31 * S)]:
         want = M.report(f, to)
         for k, w in want.items():
-            st, r = svc.get(q(f"/api/processes/{ids[k]}", **{"from": f, "to": to}))
-            t.eq(f"process/{{id}} {name} {k[1]}: 200", st, 200)
-            t.eq(f"process/{{id}} {name} {k[1]}: window", r["window"], {"from_ns": f, "to_ns": to})
-            check_proc(f"process/{{id}} {name} {k[1]}", r["process"], w)
+            st, r = svc.get(q(f"/api/processes/{k}", **{"from": f, "to": to}))
+            t.eq(f"process/{{id}} {name} {w['name']}: 200", st, 200)
+            t.eq(f"process/{{id}} {name} {w['name']}: window", r["window"], {"from_ns": f, "to_ns": to})
+            check_proc(f"process/{{id}} {name} {w['name']}", r["process"], w)
     cmd = model_inst("cmd.exe")
     f, to = T0 + 12 * S, T0 + 14 * S
-    t.check("cmd.exe is not in [12s, 14s) (it exited at 9 s)", cmd.key() not in M.report(f, to), "")
-    st, r = svc.get(q(f"/api/processes/{ids[cmd.key()]}", **{"from": f, "to": to}))
+    t.check("cmd.exe is not in [12s, 14s) (it exited at 9 s)", cmd.id not in M.report(f, to), "")
+    st, r = svc.get(q(f"/api/processes/{cmd.id}", **{"from": f, "to": to}))
     zero = refmodel.Model.finish_figs(refmodel.Model.empty_figs())
     t.eq("process/{id} outside its life: 200", st, 200)
     t.eq("process/{id} outside its life: who", [r["process"][k] for k in IDENT],
-         [cmd.pid, cmd.name, cmd.cmdline, cmd.start, cmd.exit])
+         [cmd.id, cmd.pid, cmd.name, cmd.cmdline, cmd.start, cmd.exit])
     t.eq("process/{id} outside its life: zero figures",
          [r["process"][k] for k in ("size_bytes", "commit_count", "impacting_bytes",
                                     "transient_bytes", "transient_count", "types", "events")],
@@ -232,7 +235,7 @@ with Service(MTA, name="api") as svc:
     # ---- series: every step, every column, against the model
     for inst in M.insts:
         nm = f"series {inst.name}"
-        st, s = svc.get(q(f"/api/processes/{ids[inst.key()]}/series",
+        st, s = svc.get(q(f"/api/processes/{inst.id}/series",
                           **{"from": first, "to": end, "step": "1s"}))
         t.eq(f"{nm}: 200", st, 200)
         check_series(f"{nm} 1s", s, first, end, S, inst)
@@ -247,7 +250,7 @@ with Service(MTA, name="api") as svc:
     for f, to, stp in ((T0, T0 + 30 * S, 5 * S), (T0 + 16 * S, T0 + 31 * S, S),
                        (T0 + 10 * S, T0 + 30 * S, 10 * S)):
         for inst in (mta_inst, model_inst("svchost.exe")):
-            st, s = svc.get(q(f"/api/processes/{ids[inst.key()]}/series",
+            st, s = svc.get(q(f"/api/processes/{inst.id}/series",
                               **{"from": f, "to": to, "step": f"{stp // S}s"}))
             check_series(f"series {inst.name} [{rel(f)}, {rel(to)}) step {stp // S}s", s, f, to,
                          stp, inst)
@@ -419,7 +422,7 @@ with Service(MTA, name="api") as svc:
                                     "tag": M.stack_tag(frames)}
             t.check(f"{what} {inst.name}: the model has rows with a delta",
                     any(r_["bytes_delta"] for r_ in rows.values()), rows)
-            st, d = svc.get(q("/api/diff", process=ids[inst.key()], t1=f, t2=to))
+            st, d = svc.get(q("/api/diff", process=inst.id, t1=f, t2=to))
             t.eq(f"{what} {inst.name}: 200", st, 200)
             got = {tuple(r_["frames"]): {k: v for k, v in r_.items()
                                          if k not in ("frames", "stack_id")} for r_ in d["stacks"]}
@@ -466,7 +469,7 @@ with Service(MTA, name="api") as svc:
 
     # ---- a large window: 30 days back, and the whole 400 days allowed
     st, r = svc.get(q("/api/processes", **{"from": end - 30 * 86400 * S, "to": end}))
-    t.eq("large window: processes", (st, sorted(key(p) for p in r["processes"])),
+    t.eq("large window: processes", (st, sorted(p["id"] for p in r["processes"])),
          (200, sorted(M.report(end - 30 * 86400 * S, end))))
     st, s = svc.get(q(f"/api/processes/{pid_}/series", **{"from": "-399d", "to": "now"}))
     t.check("large window: series picks a step", st == 200 and len(s["t"]) <= 1000,
@@ -594,6 +597,85 @@ with Service(MTA, name="api-token", args=["--token", "s3cret", "--speed", "5", "
         paths |= {"\\".join(parts[:i + 1]) for i in range(len(parts))}
     t.check("tags with --stacktags: nested tags", any("\\" in x for x in want_tags), want_tags)
     t.eq("tags with --stacktags: the tree", sorted(tag_paths(tg["tags"], [])), sorted(paths))
+
+# ---- random traces (pid reuse, pids never started, events after exits,
+# rundown, overlapping commits, partial decommits, equal times): processes,
+# one process, stacks, diff, series and system series against the model.
+def random_trace(path, seed, nev=300, span_s=12):
+    rnd = random.Random(seed)
+    t0 = 1_699_999_200 * S
+    page = 4096
+    stacks = [["app.exe!main", f"app.exe!f{i}", "KernelBase.dll!VirtualAlloc"] for i in range(3)]
+    stacks.append(["app.exe!main", "ntdll.dll!RtlpAllocateHeapInternal", "ntdll.dll!NtAllocateVirtualMemory"])
+    times = sorted(rnd.choice([t0 + rnd.randrange(span_s) * S, t0 + rnd.randrange(span_s * S)])
+                   for _ in range(nev))
+    lines = [json.dumps(HEADER)]
+    for i, ts in enumerate(times):
+        pid = rnd.choice([100, 104, 108])
+        r = rnd.random()
+        addr = hex(0x10000 + rnd.randrange(32) * page)
+        size = (1 + rnd.randrange(8)) * page
+        if i < 6:
+            ev = ({"op": "commit", "addr": addr, "size": size, "stack": ["(before trace)"], "rundown": True}
+                  if i % 2 else {"op": "process_start", "name": f"p{pid}.exe"})
+        elif r < 0.40:
+            ev = {"op": "commit", "addr": addr, "size": size, "stack": rnd.choice(stacks)}
+        elif r < 0.70:
+            ev = {"op": rnd.choice(["decommit", "release"]), "addr": addr, "size": size}
+        elif r < 0.75:
+            ev = {"op": "reserve", "addr": addr, "size": size}
+        elif r < 0.85:
+            ev = {"op": "process_start", "name": rnd.choice(["a.exe", "b.exe"])}
+        else:
+            ev = {"op": "process_exit"}
+        lines.append(json.dumps({"ts": ts, "pid": pid, **ev}))
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+rand_dir = os.path.join(os.environ.get("CW_BUILD", "."), "e2e-http", "api-random")
+os.makedirs(rand_dir, exist_ok=True)
+for seed in range(1, 1 + int(os.environ.get("CW_API_RANDOM", "4"))):
+    path = os.path.join(rand_dir, f"random{seed}.jsonl")
+    random_trace(path, seed)
+    _, evs = refmodel.read_trace(path)
+    m = refmodel.Model(evs, TAG_OF, end_run_at=(evs[-1]["ts"] // S + 1) * S)
+    rnd = random.Random(seed)
+    with Service(path, name=f"api-random{seed}") as svc:
+        st, h = svc.get("/api/health")
+        first, end = h["first_bucket_ns"], h["last_bucket_end_ns"]
+        nsec = (end - first) // S
+        wins = [(first, end)] + [tuple(first + x * S for x in sorted(rnd.sample(range(nsec + 1), 2)))
+                                 for _ in range(4)]
+        for f, to in wins:
+            what = f"random {seed} [{(f - first) // S}s, {(to - first) // S}s)"
+            st, r = svc.get(q("/api/processes", **{"from": f, "to": to}))
+            want = m.report(f, to)
+            check_processes(what, r["processes"], want)
+            for iid in rnd.sample(sorted(want), min(4, len(want))):
+                inst = m.insts[iid - 1]
+                st, r = svc.get(q(f"/api/processes/{iid}", **{"from": f, "to": to}))
+                check_proc(f"{what} process/{iid}", r["process"], want[iid])
+                st, sk = svc.get(q(f"/api/processes/{iid}/stacks", **{"from": f, "to": to}))
+                got = {tuple(x["frames"]): {k: x[k] for k in ("size_bytes", "commit_count", "impacting_bytes",
+                                                            "transient_bytes", "transient_count", "types", "tag")}
+                       for x in sk["stacks"]}
+                t.eq(f"{what} stacks/{iid}", got, {fr: {k: v[k] for k in ("size_bytes", "commit_count",
+                                                                          "impacting_bytes", "transient_bytes",
+                                                                          "transient_count", "types")}
+                                                     | {"tag": TAG_OF(fr)}
+                                                     for fr, v in m.stack_figs(inst, f, to).items()})
+        # Series of six instances with commits (of ~70: most hold nothing).
+        busy = [i.id for i in m.insts if i.recs]
+        t.check(f"random {seed}: six instances with commits", len(busy) >= 6, busy)
+        for iid in rnd.sample(busy, min(6, len(busy))):
+            for stp in (1, 2):
+                st, s = svc.get(q(f"/api/processes/{iid}/series", **{"from": first, "to": end, "step": f"{stp}s"}))
+                frm = s["window"]["from_ns"]
+                check_series(f"random {seed} series/{iid} step {stp}s", s, frm, s["window"]["to_ns"], stp * S,
+                             m.insts[iid - 1], model=m, require_data=False)
+        st, s = svc.get(q("/api/system/series", **{"from": first, "to": end, "step": "1s"}))
+        check_series(f"random {seed} system series", s, first, end, S, None, model=m)
 
 log_dir = os.path.join(os.environ.get("CW_BUILD", "."), "e2e-http", "api-log")
 os.makedirs(log_dir, exist_ok=True)

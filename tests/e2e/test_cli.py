@@ -277,8 +277,8 @@ t.eq("config: exit 0 on SIGTERM", run.stop(), 0)
 tag_wpa = refmodel.tag_explainer(BIN, HEADER["platform"], rules=[WPA])
 model = refmodel.Model(EVENTS, tag_wpa, end_run_at=(EVENTS[-1]["ts"] // S + 1) * S)
 w = W["windows"]["whole"]
-app_key = [i.key() for i in model.insts if (i.pid, i.name) == (APP["pid"], APP["name"])][0]
-want = model.report(w["from_ns"], w["to_ns"])[app_key]
+app_id = [i.id for i in model.insts if (i.pid, i.name) == (APP["pid"], APP["name"])][0]
+want = model.report(w["from_ns"], w["to_ns"])[app_id]
 app = the_app(analyze_db(db1, "--from", str(w["from_ns"]), "--to", str(w["to_ns"])))
 t.eq("config db: it holds the trace, tagged by the configured rules (the model's tags)",
      {x["tag"]: x["size_bytes"] for x in app.get("tags", [])},

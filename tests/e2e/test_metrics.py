@@ -91,7 +91,7 @@ COUNTERS = (("commitwatch_committed_bytes_total", "committed"),
             ("commitwatch_transient_pieces_total", "pieces"))
 
 
-def check_scrape(what, text, model, stored_end, ids, health):
+def check_scrape(what, text, model, stored_end, health):
     """Every series of one scrape against the model of the data stored up
     to stored_end. Returns the number of processes with outstanding."""
     samples = parse(text)
@@ -99,7 +99,7 @@ def check_scrape(what, text, model, stored_end, ids, health):
     want = {}
     for (iid, tag), v in model.outstanding_at(stored_end).items():
         inst = model.insts[iid - 1]
-        want[(inst.name, str(inst.pid), str(ids.get(inst.key())), tag)] = v
+        want[(inst.name, str(inst.pid), str(inst.id), tag)] = v
     got = {(lab["process"], lab["pid"], lab["id"], lab["tag"]): int(v)
            for n, lab, v in samples if n == "commitwatch_process_outstanding_bytes"}
     t.eq(f"{what}: outstanding per process and tag", got, want)
@@ -154,17 +154,21 @@ with Service(MTA, name="metrics", args=["--rebase-now", "--speed", "4"], wait_do
     wait_until(scrape, 60, "the paced replay ends (ingest_done)", interval=0.02)
     st, h = svc.get("/api/health")
     # The rebase shift: the first event (svchost's start at T0) now starts
-    # at T0 + shift; ids of the instances by (pid, name, start).
+    # at T0 + shift. A fresh database numbers instances as they appear, as
+    # the model does (the id label).
     st, r = svc.get(f"/api/processes?from={h['first_bucket_ns']}&to={h['last_bucket_end_ns']}")
-    ids = {(p["pid"], p["name"], p["start_ns"]): p["id"] for p in r["processes"]}
     starts = [p["start_ns"] for p in r["processes"] if p["name"] == "svchost.exe"]
     t.eq("one svchost.exe", len(starts), 1)
     model_shift = starts[0] - EVENTS[0]["ts"]
+    whole = refmodel.Model(EVENTS, TAG_OF, shift=model_shift)
+    t.eq("ids: instances numbered in the order they appear",
+         {p["id"]: (p["pid"], p["name"], p["start_ns"]) for p in r["processes"]},
+         {i.id: i.key() for i in whole.insts})
     live = 0
     for e, (text, h1) in sorted(scrapes.items()):
         model = refmodel.Model([ev for ev in EVENTS if ev["ts"] + model_shift < e], TAG_OF,
                                shift=model_shift)
-        n = check_scrape(f"live at +{(e - starts[0]) / S:g}s", text, model, e, ids, h1)
+        n = check_scrape(f"live at +{(e - starts[0]) / S:g}s", text, model, e, h1)
         names = {i.name for i in model.insts if model.outstanding_at(e, i)}
         live += n >= 2 and "MemoryTestApp.exe" in names
     t.check(f"live: at least 3 scrapes with MemoryTestApp.exe and another process outstanding "
@@ -181,7 +185,7 @@ with Service(MTA, name="metrics", args=["--rebase-now", "--speed", "4"], wait_do
     model = refmodel.Model(EVENTS, TAG_OF, end_run_at=ended, shift=model_shift)
     t.eq("after the end: stored up to the bucket of the end of tracking",
          h["last_bucket_end_ns"], ended + S)
-    check_scrape("after the end", text, model, h["last_bucket_end_ns"], ids, h)
+    check_scrape("after the end", text, model, h["last_bucket_end_ns"], h)
     samples = parse(text)
     t.eq("after the end: every event ingested", one(samples, "commitwatch_events_ingested_total"),
          len(EVENTS))
