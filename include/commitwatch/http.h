@@ -35,8 +35,10 @@ typedef struct cw_http_opts {
     const char *access_log; /* NULL = no access log; else a file path */
     unsigned threads;       /* worker threads; 0 = 16 */
     unsigned metrics_top;   /* processes with their own /metrics series; 0 = 20 */
-    /* The stack-tag rule files in force, shown by /api/tags. Borrowed for
-     * the server's life; may be NULL with nrule_files 0. */
+    /* The stack-tag rule files at startup, shown by /api/tags while the
+     * database records none (the service records the ones in force with
+     * each re-tag: CW_RULE_FILES_META_KEY). Borrowed for the server's
+     * life; may be NULL with nrule_files 0. */
     const char *const *rule_files;
     unsigned nrule_files;
     cw_status_t *status; /* borrowed for the server's life; may be NULL */

@@ -21,6 +21,9 @@
 #include "commitwatch/tagger.h"
 
 #define CW_RETAG_META_KEY "rules_hash"
+/* The rule files those tags came from (one path a line; "" = the platform's
+ * defaults), written by the service with each re-tag, for /api/tags. */
+#define CW_RULE_FILES_META_KEY "rule_files"
 
 typedef struct cw_retag_result {
     bool ran;         /* the stored hash differed (or was absent) */

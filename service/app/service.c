@@ -118,6 +118,24 @@ static int retag(svc_t *s, cw_diag_t *d)
     return rc;
 }
 
+/* Records the rule files in force in the database (meta 'rule_files'),
+ * which /api/tags shows: the startup rules, then each reload's. The caller
+ * owns the store (the writer is not running). */
+static int record_rules(svc_t *s, const char *const *files, size_t n, cw_diag_t *d)
+{
+    size_t len = 1;
+    for (size_t i = 0; i < n; i++)
+        len += strlen(files[i]) + 1;
+    char *v = malloc(len), *p = v;
+    if (!v) return cw_diag_set(d, CW_ENOMEM, "out of memory");
+    *p = '\0';
+    for (size_t i = 0; i < n; i++)
+        p += sprintf(p, "%s%s", i ? "\n" : "", files[i]);
+    int rc = cw_store_meta_set(s->store, CW_RULE_FILES_META_KEY, v, d);
+    free(v);
+    return rc;
+}
+
 /* A reload: the configuration file and the rules. On any error the running
  * configuration and rules stay, and the log says why. The writer, when it
  * runs, is paused (drained and joined) so this thread may use the store;
@@ -161,6 +179,8 @@ static int reload(svc_t *s)
         nt = old; /* freed below */
         cw_stacks_clear_tags(s->stacks);
         cw_agg_set_tagger(s->agg, s->tagger);
+        if (record_rules(s, files, nfiles, &d) != 0)
+            CW_LOGE("reload: recording the rule files for /api/tags failed: %s", d.msg);
     }
     if (writing && (rc = cw_writer_start(s->store, WRITER_QUEUE, &s->writer)) != 0)
         cw_diag_set(s->d, rc, "cannot restart the store writer: %s", cw_strerror(rc));
@@ -292,6 +312,7 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
     rc = cw_stacktags_tagger_for(cw_stacktags_platform(s->platform), files, nfiles, &s->tagger, d);
     if (rc != 0) goto out;
     if ((rc = retag(s, d)) != 0) goto out;
+    if ((rc = record_rules(s, files, nfiles, d)) != 0) goto out;
     if ((rc = cw_writer_start(s->store, WRITER_QUEUE, &s->writer)) != 0) {
         cw_diag_set(d, rc, "cannot start the store writer: %s", cw_strerror(rc));
         goto out;

@@ -17,6 +17,7 @@
 #include "commitwatch/event.h"
 #include "commitwatch/platform.h"
 #include "commitwatch/query.h"
+#include "commitwatch/retag.h"
 
 static int oom(cw__http_req_t *r)
 {
@@ -552,10 +553,28 @@ int cw__http_tags(cw__http_req_t *r)
     cJSON *o = cJSON_CreateObject(), *rules, *tree;
     bool ok = o && (rules = cJSON_AddArrayToObject(o, "rule_files")) &&
               (tree = cJSON_AddArrayToObject(o, "tags"));
-    for (unsigned i = 0; ok && i < r->ctx->nrule_files; i++)
-        ok = cJSON_AddItemToArray(rules, cJSON_CreateString(r->ctx->rule_files[i]));
+    /* The rule files in force: the service records them with every re-tag
+     * (a SIGHUP may have changed them since the server started); the
+     * startup files when the database has none recorded. */
+    char *files = NULL;
+    unsigned nfiles = 0;
+    if (ok && cw_store_meta_get(r->store, CW_RULE_FILES_META_KEY, &files, &d) == 0 && files) {
+        for (char *p = files, *e; ok && *p; p = e + (*e != '\0')) {
+            e = p + strcspn(p, "\n");
+            char c = *e;
+            *e = '\0';
+            ok = cJSON_AddItemToArray(rules, cJSON_CreateString(p));
+            nfiles++;
+            *e = c;
+        }
+    } else {
+        for (unsigned i = 0; ok && i < r->ctx->nrule_files; i++)
+            ok = cJSON_AddItemToArray(rules, cJSON_CreateString(r->ctx->rule_files[i]));
+        nfiles = r->ctx->nrule_files;
+    }
+    free(files);
     /* No files given: the tagger uses the platform's default rules. */
-    ok = ok && cJSON_AddBoolToObject(o, "default_rules", r->ctx->nrule_files == 0);
+    ok = ok && cJSON_AddBoolToObject(o, "default_rules", nfiles == 0);
     if (ok && cw_store_meta_get(r->store, "rules_hash", &hash, &d) == 0 && hash)
         ok = cJSON_AddStringToObject(o, "rules_hash", hash) != NULL;
     free(hash);
