@@ -432,6 +432,10 @@ t.check("SIGHUP while ingesting: reloaded before the end of input",
         log.index("reload requested") < log.index("end of input"), log)
 t.eq("SIGHUP while ingesting: the API answered every request", sorted(set(answers)), [200])
 t.check("SIGHUP while ingesting: re-tagged", "re-tagged" in run.text(), run.text())
+st, body = get(port, "/api/tags")
+tg = json.loads(body) if st == 200 else {}
+t.eq("SIGHUP while ingesting: /api/tags lists the rule files now in force",
+     (tg.get("rule_files"), tg.get("default_rules")), ([WPA], False))
 wait_until(lambda: (health(port) or {}).get("ingest_done"), 60, "ingest completes after the reload")
 t.eq("after the reload: every event ingested", health(port)["events_ingested"], len(EVENTS))
 
@@ -456,6 +460,10 @@ try:
 except AssertionError as e:
     t.check("SIGHUP after the end of input: reloaded", False, f"{e}\n{run.text()[-1500:]}")
 t.eq("SIGHUP after the end of input: the API answered every request", sorted(set(answers)), [200])
+st, body = get(port, "/api/tags")
+tg = json.loads(body) if st == 200 else {}
+t.eq("SIGHUP after the end of input: /api/tags says the default rules are in force again",
+     (tg.get("rule_files"), tg.get("default_rules")), ([], True))
 t.eq("SIGHUP after the end of input: still serving", health(port) is not None, True)
 t.eq("SIGHUP: exit 0 on SIGTERM", run.stop(), 0)
 
