@@ -29,8 +29,9 @@ class WaitTimeout(AssertionError):
 
 
 def in_ci():
-    """True in CI: CI set, or running as root (CI runs as root)."""
-    if os.environ.get("CI"):
+    """True in CI: CI set (to anything but 0, false or no), or running as
+    root (CI runs as root). The same rule as test_dashboard_browser.py."""
+    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
         return True
     return hasattr(os, "geteuid") and os.geteuid() == 0
 
