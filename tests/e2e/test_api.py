@@ -635,7 +635,7 @@ def random_trace(path, seed, nev=300, span_s=12):
 
 rand_dir = os.path.join(os.environ.get("CW_BUILD", "."), "e2e-http", "api-random")
 os.makedirs(rand_dir, exist_ok=True)
-for seed in range(1, 1 + int(os.environ.get("CW_API_RANDOM", "4"))):
+for seed in range(1, 1 + int(os.environ.get("CW_API_RANDOM", "3"))):
     path = os.path.join(rand_dir, f"random{seed}.jsonl")
     random_trace(path, seed)
     _, evs = refmodel.read_trace(path)

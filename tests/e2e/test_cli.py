@@ -228,7 +228,7 @@ listening.close()
 port = free_port()
 db = path("exit-at-end.db")
 run = Run("exit-at-end", "--source", TRACE, "--db", db, "--listen", f"127.0.0.1:{port}",
-          "--speed", "4", "--exit-at-end")
+          "--speed", "6", "--exit-at-end")
 h = run.serving(port, done=False)
 t.check("--exit-at-end: serves while it ingests", not h["ingest_done"], h)
 wait_until(lambda: run.p.poll() is not None, 60, "run --exit-at-end exits at the end of its input")
@@ -396,7 +396,7 @@ t.check("size_cap = 8KiB: the raw tier was folded", tiers(db)[0][0] > T0, tiers(
 port = free_port()
 conf = config("hup.conf", "log_level = info\n")
 run = Run("hup", "--source", TRACE, "--db", path("hup.db"), "--listen", f"127.0.0.1:{port}",
-          "--config", conf, "--speed", "4")
+          "--config", conf, "--speed", "5")
 run.serving(port, done=False)
 answers = []
 
