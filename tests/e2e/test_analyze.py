@@ -779,6 +779,19 @@ def big_trace():
     return path
 
 
+def trace_prefix(path, to):
+    """A copy of the trace with its events before `to` (events are in time
+    order, so reading stops at the first one at or after it)."""
+    out = os.path.join(TMP, "prefix.jsonl")
+    with open(path) as src, open(out, "w") as dst:
+        dst.write(src.readline())
+        for line in src:
+            if json.loads(line)["ts"] >= to:
+                break
+            dst.write(line)
+    return out
+
+
 def test_sigint():
     path = big_trace()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -786,9 +799,10 @@ def test_sigint():
         proc = subprocess.Popen([BIN, "run", *replay(path), "--db", db, "--no-http"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
-            # Signal once a few seconds of data are stored, while ingesting.
-            wait_until(lambda: proc.poll() is not None or stored_seconds(db) >= 4, 60,
-                       "run stores 4 s of data")
+            # Signal once two minutes of data (about 70,000 events of the
+            # hour the trace spans) are stored, while it ingests.
+            wait_until(lambda: proc.poll() is not None or stored_seconds(db) >= 120, 60,
+                       "run stores 120 s of data")
             check(proc.poll() is None, "the big trace was ingested before the signal; make it bigger")
         except BaseException:
             proc.kill()
@@ -807,7 +821,11 @@ def test_sigint():
         ended = to - SEC
         to -= 2 * SEC
         check(to > frm, "more than two seconds stored")
-        a = analyze_json(replay(path), frm, to)
+        # The trace's events before `ended` hold everything the database
+        # can know (the stop came before it): analyze that prefix, not all
+        # 2 M events. Later releases only split AIFO/AOFO pieces further,
+        # and compare_reports allows the database fewer of them.
+        a = analyze_json(replay(trace_prefix(path, ended)), frm, to)
         b = analyze_json(["--db", db], frm, to)
         compare_reports(a, b, f"stored prefix after {sig.name} vs the trace", known_until=to,
                         ended_at=ended)
