@@ -30,11 +30,7 @@ typedef struct buf {
     bool failed;
 } buf_t;
 
-static void bprintf(buf_t *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
+static void bprintf(buf_t *b, const char *fmt, ...) CW_PRINTF(2, 3);
 
 static void bprintf(buf_t *b, const char *fmt, ...)
 {
