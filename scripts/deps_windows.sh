@@ -56,14 +56,14 @@ BASE_CFLAGS="-O2 -fno-strict-aliasing -ffile-prefix-map=$PREFIX=. -D__USE_MINGW_
 # on Linux), URI file names, the schema retry count. WAL, incremental
 # vacuum and mmap are on by default. Debian's extras the service does not
 # use (FTS3, R-Tree, column metadata, sessions, soundex, ...) are left out.
-SQLITE_DEFS="-DSQLITE_THREADSAFE=1 -DSQLITE_SECURE_DELETE -DSQLITE_USE_URI=1 -DSQLITE_MAX_SCHEMA_RETRY=25"
+SQLITE_DEFS=(-DSQLITE_THREADSAFE=1 -DSQLITE_SECURE_DELETE -DSQLITE_USE_URI=1 -DSQLITE_MAX_SCHEMA_RETRY=25)
 # civetweb: no TLS or CGI; MinGW's C library has no clock_gettime. Caching
 # stays as on Linux: NO_CACHING would drop the static_file_max_age option
 # the service sets (service/http/http.c), and mg_start would refuse it
 # (64-bit MinGW has timegm as _mkgmtime, which is what NO_CACHING avoids).
-CIVETWEB_DEFS="-DNO_SSL -DNO_CGI -DMUST_IMPLEMENT_CLOCK_GETTIME -DNDEBUG"
+CIVETWEB_DEFS=(-DNO_SSL -DNO_CGI -DMUST_IMPLEMENT_CLOCK_GETTIME -DNDEBUG)
 # expat: static, with the hand-written configuration below.
-EXPAT_DEFS="-DXML_STATIC -DHAVE_EXPAT_CONFIG_H"
+EXPAT_DEFS=(-DXML_STATIC -DHAVE_EXPAT_CONFIG_H)
 
 log() { echo "deps-windows: $*"; }
 die() { echo "deps-windows: $*" >&2; exit 1; }
@@ -176,7 +176,7 @@ build_lib() {
 
 # ---- SQLite -----------------------------------------------------------------
 build_sqlite() {
-  local stamp="${VERSION[sqlite3]} $BASE_CFLAGS $SQLITE_DEFS"
+  local stamp="${VERSION[sqlite3]} $BASE_CFLAGS ${SQLITE_DEFS[*]}"
   stamp_ok sqlite3 "$stamp" && { log "sqlite3 ${VERSION[sqlite3]}: up to date"; return; }
   fetch sqlite3
   local dir
@@ -187,20 +187,20 @@ build_sqlite() {
   (cd "$dir/bld" && ../configure --disable-tcl >configure.log 2>&1 && make -j"$JOBS" sqlite3.c >make.log 2>&1) ||
     die "sqlite3: generating sqlite3.c failed (see $dir/bld/*.log)"
   log "sqlite3: compiling with MinGW"
-  build_lib sqlite3 "$dir" $SQLITE_DEFS -- "$dir/bld/sqlite3.c"
+  build_lib sqlite3 "$dir" "${SQLITE_DEFS[@]}" -- "$dir/bld/sqlite3.c"
   cp "$dir/bld/sqlite3.h" "$dir/bld/sqlite3ext.h" "$PREFIX/include/"
   echo "$stamp" >"$PREFIX/stamps/sqlite3"
 }
 
 # ---- civetweb ---------------------------------------------------------------
 build_civetweb() {
-  local stamp="${VERSION[civetweb]} $BASE_CFLAGS $CIVETWEB_DEFS"
+  local stamp="${VERSION[civetweb]} $BASE_CFLAGS ${CIVETWEB_DEFS[*]}"
   stamp_ok civetweb "$stamp" && { log "civetweb ${VERSION[civetweb]}: up to date"; return; }
   fetch civetweb
   local dir
   dir=$(unpack civetweb)
   log "civetweb ${VERSION[civetweb]}: compiling with MinGW"
-  build_lib civetweb "$dir" $CIVETWEB_DEFS -I"$dir/include" -- "$dir/src/civetweb.c"
+  build_lib civetweb "$dir" "${CIVETWEB_DEFS[@]}" -I"$dir/include" -- "$dir/src/civetweb.c"
   cp "$dir/include/civetweb.h" "$PREFIX/include/"
   echo "$stamp" >"$PREFIX/stamps/civetweb"
 }
@@ -223,7 +223,7 @@ build_cjson() {
 # `#if XML_DTD == 1`, the generated header defines XML_DTD empty), so its
 # configuration header is written here.
 build_expat() {
-  local stamp="${VERSION[expat]} $BASE_CFLAGS $EXPAT_DEFS"
+  local stamp="${VERSION[expat]} $BASE_CFLAGS ${EXPAT_DEFS[*]}"
   stamp_ok expat "$stamp" && { log "expat ${VERSION[expat]}: up to date"; return; }
   fetch expat
   local dir
@@ -249,7 +249,7 @@ build_expat() {
 #endif
 EOF
   log "expat ${VERSION[expat]}: compiling with MinGW"
-  build_lib expat "$dir" $EXPAT_DEFS -I"$dir/expat/lib" -- \
+  build_lib expat "$dir" "${EXPAT_DEFS[@]}" -I"$dir/expat/lib" -- \
     "$dir/expat/lib/xmlparse.c" "$dir/expat/lib/xmlrole.c" "$dir/expat/lib/xmltok.c"
   cp "$dir/expat/lib/expat.h" "$dir/expat/lib/expat_external.h" "$PREFIX/include/"
   echo "$stamp" >"$PREFIX/stamps/expat"

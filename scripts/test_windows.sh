@@ -36,7 +36,7 @@ step "check commitwatch.exe"
 exe=$BUILD/commitwatch.exe
 # Only DLLs every Windows has: a static build (no libgcc, winpthread or
 # third-party DLL beside it).
-dlls=$($HOST-objdump -p "$exe" | awk '/DLL Name:/ { print $3 }' | sort -u | tr '\n' ' ')
+dlls=$($HOST-objdump -p "$exe" | awk '/DLL Name:/ { print $3 }' | sort -u | xargs)
 for d in $dlls; do
   case "${d,,}" in
     kernel32.dll | msvcrt.dll | ws2_32.dll | advapi32.dll | user32.dll | shell32.dll | ole32.dll | \
