@@ -1,6 +1,13 @@
 #!/usr/bin/env bash
 # Installs, from Debian's packages, whatever commitwatch needs to build,
 # run and test that this machine lacks. Idempotent; needs root (or sudo).
+#
+#   scripts/deps.sh              build and run on Linux
+#   scripts/deps.sh --test       ... and the full test suite
+#   scripts/deps.sh --windows    ... and the Windows cross build under Wine:
+#                                MinGW-w64, Wine, and the Windows static
+#                                libraries (scripts/deps_windows.sh) in
+#                                build-win-deps/ (or $CW_WIN_DEPS)
 set -euo pipefail
 
 PKGS=(
@@ -15,6 +22,12 @@ if [[ "${1:-}" == "--test" ]]; then
   # take Debian's only when there is none.
   command -v node >/dev/null || PKGS+=(nodejs)
   command -v npm >/dev/null || PKGS+=(npm)
+fi
+# The Windows cross build: the compiler, Wine to run the tests, and what
+# building the libraries from Debian's sources needs (dpkg-source, tclsh
+# for SQLite's amalgamation, curl for Debian's pool).
+if [[ "${1:-}" == "--windows" ]]; then
+  PKGS+=(gcc-mingw-w64-x86-64 binutils-mingw-w64-x86-64 wine wine64 tcl dpkg-dev xz-utils curl)
 fi
 
 missing=()
@@ -31,4 +44,7 @@ fi
 # The dashboard's pinned front-end packages (uPlot), from the npm registry.
 if [[ -f web/package.json ]] && command -v npm >/dev/null && [[ ! -d web/node_modules ]]; then
   (cd web && npm ci --no-audit --no-fund --loglevel=error)
+fi
+if [[ "${1:-}" == "--windows" ]]; then
+  "$(dirname "$0")/deps_windows.sh" "${CW_WIN_DEPS:-build-win-deps}"
 fi

@@ -4,10 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "commitwatch/config.h"
 #include "test.h"
+#include "test_port.h"
 
 int main(void)
 {
@@ -18,16 +18,17 @@ int main(void)
     ASSERT_EQ(c.store.retention_ns[0], 26LL * 3600 * 1000000000LL);
     ASSERT_U64_EQ(c.store.size_cap_bytes, 2ULL << 30);
 
-    char path[64];
-    snprintf(path, sizeof path, "/tmp/cw_test_config_%d.conf", (int)getpid());
+    char path[1024];
+    snprintf(path, sizeof path, "%s/cw_test_config_%d.conf", cw_test_tmpdir(), cw_test_getpid());
     FILE *f = fopen(path, "w");
     fputs("# comment\n\ndb = /var/lib/x.db  # trailing\nstacktags = a.stacktags\nstacktags=b.stacktags\n"
           "retention_raw = 90m\nsize_cap = 512MiB\nfrobnicate = yes\n", f);
     fclose(f);
     char warnbuf[512] = {0};
-    FILE *warn = fmemopen(warnbuf, sizeof warnbuf, "w");
-    ASSERT_OK(cw_config_load(&c, path, warn, &d));
-    fclose(warn);
+    cw_test_scratch_t warn;
+    ASSERT_TRUE(cw_test_scratch_open(&warn, "warn") != NULL);
+    ASSERT_OK(cw_config_load(&c, path, warn.f, &d));
+    cw_test_scratch_read(&warn, warnbuf, sizeof warnbuf);
     ASSERT_STR_EQ(c.db, "/var/lib/x.db");
     ASSERT_EQ(c.nstacktags, 2);
     ASSERT_STR_EQ(c.stacktags[1], "b.stacktags");
@@ -58,13 +59,12 @@ int main(void)
     ASSERT_U64_EQ(b, 1000000000ULL);
     ASSERT_EQ(cw_parse_size("1XB", &b), -1);
 
-    char *out = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&out, &len);
-    ASSERT_OK(cw_config_write_default(m));
-    fclose(m);
+    static char out[65536];
+    cw_test_scratch_t m;
+    ASSERT_TRUE(cw_test_scratch_open(&m, "default") != NULL);
+    ASSERT_OK(cw_config_write_default(m.f));
+    ASSERT_TRUE(cw_test_scratch_read(&m, out, sizeof out) < sizeof out - 1);
     ASSERT_TRUE(strstr(out, "listen = 127.0.0.1:8470") != NULL);
-    free(out);
     cw_config_free(&c);
     TEST_DONE();
 }

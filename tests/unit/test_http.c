@@ -3,15 +3,32 @@
  * (health while the database does not exist yet, method and path rules,
  * error bodies, static files confined to the web root). The API's figures
  * are tested end to end in tests/e2e/test_api.py. */
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include "commitwatch/http.h"
 #include "commitwatch/platform.h"
 #include "http/http_internal.h"
 #include "test.h"
+
+/* Sockets, the test's client side: Winsock on Windows, BSD elsewhere. */
+#ifdef _WIN32
+#include <winsock2.h>
+typedef SOCKET sock_t;
+#define SOCK_OK(s) ((s) != INVALID_SOCKET)
+#define sock_close closesocket
+static void sock_init(void)
+{
+    WSADATA w;
+    ASSERT_EQ(WSAStartup(MAKEWORD(2, 2), &w), 0);
+}
+#else
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+typedef int sock_t;
+#define SOCK_OK(s) ((s) >= 0)
+#define sock_close close
+static void sock_init(void) {}
+#endif
 
 #define NS 1000000000LL
 
@@ -83,19 +100,20 @@ static void test_query(void)
  * body (NUL-terminated, truncated to len). */
 static int http(int port, const char *method, const char *path, char *body, size_t len)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sock_t fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_TRUE(fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    ASSERT_TRUE(SOCK_OK(fd) && connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
     char buf[65536];
     int n = snprintf(buf, sizeof buf, "%s %s HTTP/1.0\r\nHost: x\r\n\r\n", method, path);
-    ASSERT_EQ(write(fd, buf, (size_t)n), n);
+    ASSERT_EQ(send(fd, buf, n, 0), n);
     size_t got = 0;
-    ssize_t k;
-    while (got < sizeof buf - 1 && (k = read(fd, buf + got, sizeof buf - 1 - got)) > 0)
+    int k;
+    while (got < sizeof buf - 1 &&
+           (k = (int)recv(fd, buf + got, (int)(sizeof buf - 1 - got), 0)) > 0)
         got += (size_t)k;
     buf[got] = 0;
-    close(fd);
+    sock_close(fd);
     int status = 0;
     sscanf(buf, "HTTP/1.%*d %d", &status);
     const char *b = strstr(buf, "\r\n\r\n");
@@ -164,6 +182,7 @@ int main(void)
 {
     test_times();
     test_query();
+    sock_init();
     test_server();
     TEST_DONE();
 }

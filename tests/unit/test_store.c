@@ -10,15 +10,14 @@
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "commitwatch/batch.h"
 #include "commitwatch/event.h"
+#include "commitwatch/platform.h"
 #include "commitwatch/store.h"
 #include "store/store_internal.h"
 #include "test.h"
+#include "test_port.h"
 
 #define S INT64_C(1000000000)
 #define MIN (60 * S)
@@ -38,11 +37,11 @@ static const char *tpath(const char *name)
 static void rm_db(const char *p)
 {
     char b[600];
-    unlink(p);
+    remove(p);
     snprintf(b, sizeof b, "%s-wal", p);
-    unlink(b);
+    remove(b);
     snprintf(b, sizeof b, "%s-shm", p);
-    unlink(b);
+    remove(b);
 }
 
 static char *slurp(const char *p, size_t *n)
@@ -884,8 +883,7 @@ static void bench(void)
     const char *p = tpath("bench.db");
     rm_db(p);
     ASSERT_OK(cw_store_open(p, NULL, &s, &d));
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
+    int64_t a = cw_plat_mono_ns(), b;
     uint64_t rows = 0;
     const int nb = 3600;
     for (int i = 0; i < nb; i++) {
@@ -905,11 +903,10 @@ static void bench(void)
         ASSERT_OK(cw_store_write(s, bt, &d));
         cw_batch_free(bt);
     }
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    double sec = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+    b = cw_plat_mono_ns();
+    double sec = (double)(b - a) / 1e9;
     printf("bench: %d batches, %llu rows in %.2f s: %.0f rows/s, %.0f batches/s\n", nb,
            (unsigned long long)rows, sec, (double)rows / sec, nb / sec);
-    clock_gettime(CLOCK_MONOTONIC, &a);
     static const struct {
         int64_t from, to;
         const char *what;
@@ -919,12 +916,11 @@ static void bench(void)
              {0, 3600, "the whole hour"}};
     for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
         cw_report_t *r;
-        clock_gettime(CLOCK_MONOTONIC, &a);
+        a = cw_plat_mono_ns();
         ASSERT_OK(cw_store_report(s, gen_t0 + w[i].from * S, gen_t0 + w[i].to * S, false, &r, &d));
-        clock_gettime(CLOCK_MONOTONIC, &b);
+        b = cw_plat_mono_ns();
         printf("bench: report of %s, over 1 h of raw rows: %.1f ms (%u processes)\n", w[i].what,
-               ((double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6),
-               r->nprocs);
+               (double)(b - a) / 1e6, r->nprocs);
         cw_report_free(r);
     }
     cw_store_close(s);
@@ -932,16 +928,13 @@ static void bench(void)
 
 int main(void)
 {
-    const char *base = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/cw_test_store_XXXXXX", base ? base : "/tmp");
-    ASSERT_TRUE(mkdtemp(dir) != NULL);
+    snprintf(dir, sizeof dir, "%s/cw_test_store_XXXXXX", cw_test_tmpdir());
+    ASSERT_TRUE(cw_test_mkdtemp(dir) != NULL);
     test_open_refuse();
     test_versions();
     test_hand();
     test_generated();
     if (getenv("CW_BENCH")) bench();
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ASSERT_EQ(system(cmd), 0);
+    ASSERT_OK(cw_test_rmtree(dir));
     TEST_DONE();
 }

@@ -10,7 +10,6 @@
  * of every process and stack must be equal. */
 #include <stdbool.h>
 #include <stdint.h>
-#include <unistd.h>
 
 #include "commitwatch/agg.h"
 #include "commitwatch/analysis.h"
@@ -21,6 +20,7 @@
 #include "commitwatch/tagger.h"
 #include "store/store_internal.h"
 #include "test.h"
+#include "test_port.h"
 
 #define S INT64_C(1000000000)
 #define MIN (60 * S)
@@ -243,9 +243,8 @@ static void windows(cw_store_t *s, int64_t lo, int64_t hi, int64_t w, int n)
 int main(void)
 {
     char dir[256], path[300];
-    const char *base = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/cw_test_store_pipeline_XXXXXX", base ? base : "/tmp");
-    ASSERT_TRUE(mkdtemp(dir) != NULL);
+    snprintf(dir, sizeof dir, "%s/cw_test_store_pipeline_XXXXXX", cw_test_tmpdir());
+    ASSERT_TRUE(cw_test_mkdtemp(dir) != NULL);
     int64_t t0 = INT64_C(1700000000) * S;
     generate(t0);
     int64_t end = ev[nev - 1].ts - ev[nev - 1].ts % S + S;
@@ -275,9 +274,7 @@ int main(void)
     windows(s, t0, t[2].end, HOUR, 6);
     cw_store_close(s);
 
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ASSERT_EQ(system(cmd), 0);
+    ASSERT_OK(cw_test_rmtree(dir));
     printf("%u events\n", nev);
     TEST_DONE();
 }

@@ -4,15 +4,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "commitwatch/trace.h"
 #include "test.h"
+#include "test_port.h"
 
 static const char *tmp_path(const char *name)
 {
     static char buf[256];
-    snprintf(buf, sizeof buf, "%s/cw_test_trace_%d_%s", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid(), name);
+    snprintf(buf, sizeof buf, "%s/cw_test_trace_%d_%s", cw_test_tmpdir(), cw_test_getpid(), name);
     return buf;
 }
 

@@ -3,12 +3,13 @@
  * their number (submit blocks); the first write error is sticky and comes
  * back from submit and stop; stop drains before joining. */
 #include <stdint.h>
-#include <unistd.h>
 
 #include "commitwatch/batch.h"
 #include "commitwatch/event.h"
+#include "commitwatch/platform.h"
 #include "commitwatch/store.h"
 #include "test.h"
+#include "test_port.h"
 
 #define S INT64_C(1000000000)
 
@@ -28,9 +29,8 @@ static cw_batch_t *batch_at(int64_t sec, uint32_t proc)
 int main(void)
 {
     char path[256];
-    const char *base = getenv("TMPDIR");
-    snprintf(path, sizeof path, "%s/cw_test_writer_XXXXXX", base ? base : "/tmp");
-    ASSERT_TRUE(mkdtemp(path) != NULL);
+    snprintf(path, sizeof path, "%s/cw_test_writer_XXXXXX", cw_test_tmpdir());
+    ASSERT_TRUE(cw_test_mkdtemp(path) != NULL);
     char dir[256];
     snprintf(dir, sizeof dir, "%s", path);
     strcat(path, "/w.db");
@@ -76,7 +76,7 @@ int main(void)
     int later = 0;
     for (int64_t i = 301; i < 400 && !later; i++) {
         later = cw_writer_submit(w, batch_at(i, 1));
-        if (!later) usleep(1000);
+        if (!later) cw_plat_sleep_ns(1000000);
     }
     ASSERT_EQ(later, CW_EINVAL);
     ASSERT_EQ(cw_writer_stop(w, &d), CW_EINVAL);
@@ -84,8 +84,6 @@ int main(void)
     ASSERT_EQ(cw_writer_stop(NULL, &d), 0);
 
     cw_store_close(s);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ASSERT_EQ(system(cmd), 0);
+    ASSERT_OK(cw_test_rmtree(dir));
     TEST_DONE();
 }

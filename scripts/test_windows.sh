@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Builds commitwatch for Windows with MinGW-w64 and runs every test .exe
+# under Wine, from a clean clone: installs what is missing (MinGW-w64, Wine,
+# tcl, dpkg-dev, with apt-get), builds the Windows libraries from Debian's
+# pinned sources (scripts/deps.sh --windows, into build-win-deps/; skipped
+# when built), configures build-win/ with cmake/toolchain-mingw64.cmake and
+# warnings as errors, builds, checks that commitwatch.exe imports system DLLs
+# only and links reproducibly, then runs ctest, each test through
+# scripts/wine_run.sh in a fresh private Wine prefix (build-win/wine-prefix).
+# ctest's summary is the last thing printed; the exit status is ctest's.
+#
+#   scripts/test_windows.sh [CTEST_ARGS...]     (e.g. -R test_store)
+#
+# Environment: CW_WIN_DEPS (library prefix, default build-win-deps),
+# CW_BUILD_WIN (build folder, default build-win), JOBS (default nproc).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DEPS=$(realpath -m "${CW_WIN_DEPS:-build-win-deps}")
+BUILD=${CW_BUILD_WIN:-build-win}
+JOBS=${JOBS:-$(nproc)}
+HOST=x86_64-w64-mingw32
+t0=$(date +%s)
+step() { echo "== test_windows: $* ($(($(date +%s) - t0)) s)"; }
+
+step "dependencies"
+CW_WIN_DEPS=$DEPS scripts/deps.sh --windows
+
+step "configure $BUILD"
+cmake -S . -B "$BUILD" -DCMAKE_TOOLCHAIN_FILE=cmake/toolchain-mingw64.cmake \
+  -DCW_WIN_DEPS="$DEPS" -DCW_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+
+step "build"
+cmake --build "$BUILD" -j"$JOBS"
+
+step "check commitwatch.exe"
+exe=$BUILD/commitwatch.exe
+# Only DLLs every Windows has: a static build (no libgcc, winpthread or
+# third-party DLL beside it).
+dlls=$($HOST-objdump -p "$exe" | awk '/DLL Name:/ { print $3 }' | sort -u | xargs)
+for d in $dlls; do
+  case "${d,,}" in
+    kernel32.dll | msvcrt.dll | ws2_32.dll | advapi32.dll | user32.dll | shell32.dll | ole32.dll | \
+      tdh.dll | psapi.dll | dbghelp.dll | bcrypt.dll) ;;
+    *) echo "test_windows: $exe imports $d, which is not a system DLL (imports: $dlls)" >&2; exit 1 ;;
+  esac
+done
+# Reproducible: linking again gives the same bytes (no time stamp).
+cp "$exe" "$BUILD/commitwatch.exe.first"
+rm "$exe"
+cmake --build "$BUILD" --target commitwatch >/dev/null
+cmp "$exe" "$BUILD/commitwatch.exe.first" ||
+  { echo "test_windows: two links of $exe differ" >&2; exit 1; }
+rm "$BUILD/commitwatch.exe.first"
+echo "test_windows: $exe: $(stat -c %s "$exe") bytes, imports $dlls, links reproducibly"
+
+step "ctest under Wine"
+cd "$BUILD"
+exec ctest --output-on-failure -j"$JOBS" "$@"

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# wine_run.sh - runs a Windows program of the cross build under Wine, in a
+# private 64-bit prefix, without a display, stdin from /dev/null; the
+# CMAKE_CROSSCOMPILING_EMULATOR of cmake/toolchain-mingw64.cmake, so ctest
+# runs every test .exe through it.
+#
+#   scripts/wine_run.sh PROGRAM.exe [ARGS...]   exit status: the program's exit code mod 256
+#   scripts/wine_run.sh --init                  create the prefix afresh and boot it
+#   scripts/wine_run.sh --stop                  end the prefix's wineserver and its programs
+#
+# The prefix is $WINEPREFIX (the Windows build's ctest sets one under the
+# build folder and re-creates it once per run, tests/CMakeLists.txt), else
+# ${XDG_CACHE_HOME:-~/.cache}/commitwatch/wine64. A prefix that does not
+# exist yet is booted before the first program runs. Wine 8 wants the boot
+# finished (wineboot -i, then wineserver -w) before anything else starts in
+# a new prefix (../shared/WINDOWS.md).
+set -euo pipefail
+
+export WINEPREFIX=${WINEPREFIX:-${XDG_CACHE_HOME:-$HOME/.cache}/commitwatch/wine64}
+export WINEARCH=win64
+export WINEDEBUG=${WINEDEBUG:--all}
+# No Mono or Gecko install prompts; no X11 or Wayland windows.
+export WINEDLLOVERRIDES="mscoree,mshtml="
+unset DISPLAY WAYLAND_DISPLAY
+
+command -v wine >/dev/null || { echo "wine_run: wine not found (scripts/deps.sh --windows)" >&2; exit 127; }
+
+boot() {
+  mkdir -p "$WINEPREFIX"
+  wine wineboot -i </dev/null >/dev/null 2>&1
+  wineserver -w
+  [[ -f $WINEPREFIX/system.reg ]] || { echo "wine_run: wineboot did not create $WINEPREFIX" >&2; exit 1; }
+}
+
+case "${1:-}" in
+  --init)
+    # Only a folder that is a Wine prefix (or empty) is ever removed.
+    if [[ -d $WINEPREFIX ]]; then
+      [[ -f $WINEPREFIX/system.reg || -z $(ls -A "$WINEPREFIX") ]] ||
+        { echo "wine_run: $WINEPREFIX is not a Wine prefix; not removing it" >&2; exit 1; }
+      wineserver -k 2>/dev/null || true
+      rm -rf "$WINEPREFIX"
+    fi
+    boot
+    echo "wine_run: prefix $WINEPREFIX ready ($(wine --version))"
+    exit 0
+    ;;
+  --stop)
+    [[ -d $WINEPREFIX ]] && { wineserver -k 2>/dev/null || true; }
+    exit 0
+    ;;
+  "" | -h | --help)
+    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+    exit 2
+    ;;
+esac
+
+if [[ ! -f $WINEPREFIX/system.reg ]]; then
+  # Two programs starting at once in a new prefix boot it once.
+  mkdir -p "$(dirname "$WINEPREFIX")"
+  exec 9>"$WINEPREFIX.lock"
+  flock 9
+  [[ -f $WINEPREFIX/system.reg ]] || boot
+  flock -u 9
+  exec 9>&-
+fi
+exec wine "$@" </dev/null
