@@ -159,7 +159,7 @@ static void test_threads(void)
 /* Creates path (UTF-8) with n bytes, through the UTF-16 API. */
 static void make_file(const char *path, int n)
 {
-    wchar_t *w = cw_win__wide(path);
+    wchar_t *w = cw_win_wide(path);
     ASSERT_TRUE(w != NULL);
     FILE *f = _wfopen(w, L"wb");
     free(w);
@@ -232,7 +232,7 @@ static void test_paths(void)
 
     /* Sizes past 4 GiB need the high 32 bits (a sparse file: nothing written). */
     snprintf(p, sizeof p, "%s/big.bin", dir);
-    wchar_t *w = cw_win__wide(p);
+    wchar_t *w = cw_win_wide(p);
     HANDLE h = CreateFileW(w, GENERIC_WRITE, 0, NULL, CREATE_ALWAYS, FILE_ATTRIBUTE_NORMAL, NULL);
     free(w);
     ASSERT_TRUE(h != INVALID_HANDLE_VALUE);
@@ -253,7 +253,7 @@ static void exe_dir(char *out, size_t cap)
     wchar_t w[MAX_PATH];
     DWORD n = GetModuleFileNameW(NULL, w, MAX_PATH);
     ASSERT_TRUE(n > 0 && n < MAX_PATH);
-    char *u = cw_win__utf8(w);
+    char *u = cw_win_utf8(w);
     ASSERT_TRUE(u != NULL);
     char *slash = strrchr(u, '\\');
     ASSERT_TRUE(slash != NULL);
@@ -296,7 +296,7 @@ static void test_folders(void)
     /* State and configuration under %ProgramData%\commitwatch. */
     wchar_t pd[MAX_PATH];
     DWORD n = GetEnvironmentVariableW(L"ProgramData", pd, MAX_PATH);
-    char *u = n && n < MAX_PATH ? cw_win__utf8(pd) : NULL;
+    char *u = n && n < MAX_PATH ? cw_win_utf8(pd) : NULL;
     snprintf(want, sizeof want, "%s\\commitwatch", u ? u : "C:\\ProgramData");
     free(u);
     ASSERT_STR_EQ(cw_plat_state_dir(), want);
@@ -309,15 +309,15 @@ static void test_utf16(void)
 {
     const char *s =
         "caf\xc3\xa9 \xe4\xb8\xad \xf0\x9f\x98\x80"; /* é, 中, and one outside the BMP */
-    wchar_t *w = cw_win__wide(s);
+    wchar_t *w = cw_win_wide(s);
     ASSERT_TRUE(w != NULL);
     ASSERT_EQ(wcslen(w), 9); /* 4 + 1 + 1 + 1 + a surrogate pair */
     ASSERT_EQ(w[3], 0xe9);
-    char *back = cw_win__utf8(w);
+    char *back = cw_win_utf8(w);
     ASSERT_STR_EQ(back, s);
     free(back);
     free(w);
-    ASSERT_TRUE(cw_win__wide("\xc3") == NULL); /* truncated sequence */
+    ASSERT_TRUE(cw_win_wide("\xc3") == NULL); /* truncated sequence */
 }
 
 static void test_log_sinks(void)

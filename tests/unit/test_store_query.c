@@ -11,7 +11,6 @@
  * tag of /metrics. */
 #include <stdbool.h>
 #include <stdint.h>
-#include <unistd.h>
 
 #include "commitwatch/batch.h"
 #include "commitwatch/event.h"
@@ -19,6 +18,7 @@
 #include "commitwatch/store.h"
 #include "store/store_internal.h"
 #include "test.h"
+#include "test_port.h"
 
 #define S INT64_C(1000000000)
 #define MIN (60 * S)
@@ -37,7 +37,7 @@ static const char *tpath(const char *name)
 {
     static char buf[512];
     snprintf(buf, sizeof buf, "%s/%s", dir, name);
-    unlink(buf);
+    remove(buf);
     return buf;
 }
 
@@ -651,13 +651,10 @@ static void test_generated(void)
 
 int main(void)
 {
-    const char *base = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/cw_test_store_query_XXXXXX", base ? base : "/tmp");
-    ASSERT_TRUE(mkdtemp(dir) != NULL);
+    snprintf(dir, sizeof dir, "%s/cw_test_store_query_XXXXXX", cw_test_tmpdir());
+    ASSERT_TRUE(cw_test_mkdtemp(dir) != NULL);
     test_empty();
     test_generated();
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ASSERT_EQ(system(cmd), 0);
+    ASSERT_EQ(cw_test_rmtree(dir), 0);
     TEST_DONE();
 }
