@@ -113,6 +113,10 @@ void cw_plat_log_close(void);
 typedef struct cw_plat_service_opts {
     const char *root; /* Linux: write under this folder, no systemctl ("" = /) */
     bool print_unit;  /* install: print the unit/service definition and stop */
+    /* install, Windows: what an MSI cannot say itself, for a service the
+     * MSI has just registered: write the default configuration when there
+     * is none, set the recovery actions and the preshutdown timeout. */
+    bool msi;
     /* install: writes the default configuration file (when there is none)
      * to f; 0 or nonzero on failure. Supplied by the caller, which owns the
      * configuration's format. */

@@ -371,8 +371,8 @@ out:
         /* The input has ended (a replay) and every bucket is stored: keep
          * serving it until stopped. */
         atomic_store(&s->status.ingest_done, true);
-        CW_LOGI("end of input: %" PRIu64 " events stored; still serving (SIGINT/SIGTERM to "
-                "exit, --exit-at-end to leave at once)",
+        CW_LOGI("end of input: %" PRIu64 " events stored; still serving until stopped "
+                "(--exit-at-end to leave at once)",
                 s->pipe ? cw_pipeline_events(s->pipe) : 0);
         while (!atomic_load(&stop_flag)) {
             /* SIGHUP still reloads: the rules re-tag the stored stacks. */

@@ -51,20 +51,40 @@ static const cw_cli_opt_t opts[] = {
 };
 #undef F
 
+typedef struct run_ctx {
+    cw_service_args_t *args;
+    cw_diag_t d;
+} run_ctx_t;
+
+/* The service's body, as the service manager calls it. */
+static int run_service(void *ctx, void (*running)(void *handle), void *handle)
+{
+    run_ctx_t *r = ctx;
+    r->args->on_running = running;
+    r->args->ctx = handle;
+    return cw_service_run(r->args, &r->d);
+}
+
 int cw_cmd_run(int argc, char **argv)
 {
     cw_service_args_t a = {0};
-    cw_diag_t d = {{0}};
+    run_ctx_t r = {&a, {{0}}};
     if (cw_cli_wants_help(argc, argv)) {
         fputs(usage_text, stdout);
         return 0;
     }
     int rc = cw_cli_parse("run", argc, argv, opts, &a, usage_text);
     if (rc == 0) {
-        cw_plat_catch_stop(cw_service_stop, cw_service_reload);
-        int src = cw_service_run(&a, &d);
-        cw_plat_catch_stop(NULL, NULL);
-        if (src != 0) fprintf(stderr, "commitwatch run: %s\n", d.msg[0] ? d.msg : cw_strerror(src));
+        int src = 0;
+        cw_plat_service_hooks_t hooks = {run_service, cw_service_stop, cw_service_reload, &r};
+        if (cw_plat_service_dispatch(&hooks, &src) == CW_ENOSYS) {
+            /* Not a service: in the foreground, stopped by signals or Ctrl+C. */
+            cw_plat_catch_stop(cw_service_stop, cw_service_reload);
+            src = cw_service_run(&a, &r.d);
+            cw_plat_catch_stop(NULL, NULL);
+        }
+        if (src != 0)
+            fprintf(stderr, "commitwatch run: %s\n", r.d.msg[0] ? r.d.msg : cw_strerror(src));
         rc = src == 0 ? 0 : src == CW_EUSAGE ? 2 : 1;
     }
     free((void *)a.stacktags);

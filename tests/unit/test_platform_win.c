@@ -330,6 +330,31 @@ static void test_log_sinks(void)
     cw_plat_log_close();
     ASSERT_OK(cw_plat_log_open(NULL, &d));
     cw_plat_log_close();
+
+    /* The service's sink: every line to %ProgramData%\commitwatch\commitwatch.log
+     * (appended), info and up to the Event Log (which stores nothing under Wine). */
+    char path[4200], line[256], buf[8192];
+    ASSERT_EQ(cw_test_mkdir_p(cw_plat_state_dir()), 0);
+    snprintf(path, sizeof path, "%s\\commitwatch.log", cw_plat_state_dir());
+    remove(path);
+    ASSERT_OK(cw_plat_log_open("eventlog", &d));
+    CW_LOGW("test_platform_win: a warning to the Event Log");
+    ASSERT_OK(cw_plat_log_open("service", &d));
+    snprintf(line, sizeof line, "test_platform_win: service line %lu",
+             (unsigned long)GetCurrentProcessId());
+    CW_LOGI("%s", line);
+    CW_LOGE("%s (error)", line);
+    cw_plat_log_close();
+    CW_LOGI("test_platform_win: after close, to stderr only");
+    FILE *f = fopen(path, "rb");
+    ASSERT_TRUE(f != NULL);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    ASSERT_TRUE(strstr(buf, line) != NULL);
+    ASSERT_TRUE(strstr(buf, "commitwatch: error: ") != NULL);
+    ASSERT_TRUE(strstr(buf, "after close") == NULL);
+    remove(path);
 }
 
 /* ---- Ctrl+C, in a child with a console of its own ------------------------ */

@@ -224,6 +224,10 @@ int cw_plat_service(const char *cmd, const cw_plat_service_opts_t *o)
         snprintf(bin, sizeof bin, "/usr/bin/commitwatch");
     else
         bin[n] = 0;
+    if (o->msi) {
+        fprintf(stderr, "commitwatch install: --msi is for the Windows installer\n");
+        return 2;
+    }
     if (o->print_unit) {
         print_unit(stdout, bin);
         return 0;

@@ -4,6 +4,9 @@
  * configuration in %ProgramData%\commitwatch\. */
 #include "platform/win/win_internal.h"
 
+#include <knownfolders.h>
+#include <shlobj.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,23 +139,36 @@ size_t cw_plat_data_dirs(const char *kind, const char **out, size_t max)
     return n;
 }
 
-/* %ProgramData%\commitwatch (C:\ProgramData\commitwatch when unset). */
+/* The ProgramData known folder + \commitwatch, computed once. The known
+ * folder, not the %ProgramData% variable: a service's environment need not
+ * have it right (under Wine a LocalSystem service sees C:\users\Public). */
+static char state_dir[CW_PATH_MAX], config_path[CW_PATH_MAX + 32];
+static INIT_ONCE state_once = INIT_ONCE_STATIC_INIT;
+
+static BOOL CALLBACK init_state(INIT_ONCE *once, void *param, void **ctx)
+{
+    (void)once;
+    (void)param;
+    (void)ctx;
+    wchar_t *known = NULL;
+    char *u = NULL;
+    if (SHGetKnownFolderPath(&FOLDERID_ProgramData, 0, NULL, &known) == S_OK)
+        u = cw_win_utf8(known);
+    CoTaskMemFree(known);
+    snprintf(state_dir, sizeof state_dir, "%s\\commitwatch", u ? u : "C:\\ProgramData");
+    snprintf(config_path, sizeof config_path, "%s\\commitwatch.conf", state_dir);
+    free(u);
+    return TRUE;
+}
+
 const char *cw_plat_state_dir(void)
 {
-    static char dir[CW_PATH_MAX];
-    if (!dir[0]) {
-        wchar_t w[CW_PATH_MAX];
-        DWORD n = GetEnvironmentVariableW(L"ProgramData", w, CW_PATH_MAX);
-        char *u = n && n < CW_PATH_MAX ? cw_win_utf8(w) : NULL;
-        snprintf(dir, sizeof dir, "%s\\commitwatch", u ? u : "C:\\ProgramData");
-        free(u);
-    }
-    return dir;
+    InitOnceExecuteOnce(&state_once, init_state, NULL, NULL);
+    return state_dir;
 }
 
 const char *cw_plat_config_path(void)
 {
-    static char path[CW_PATH_MAX + 32];
-    if (!path[0]) snprintf(path, sizeof path, "%s\\commitwatch.conf", cw_plat_state_dir());
-    return path;
+    InitOnceExecuteOnce(&state_once, init_state, NULL, NULL);
+    return config_path;
 }

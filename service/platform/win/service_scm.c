@@ -224,8 +224,42 @@ static int write_default_config(const cw_plat_service_opts_t *o)
     return 0;
 }
 
+/* What CreateServiceW cannot set: the description, restart after a crash
+ * (5 s, 30 s, then every minute; the count resets after a day without
+ * failure) and the preshutdown timeout. */
+static void configure(SC_HANDLE svc)
+{
+    SERVICE_DESCRIPTIONW desc = {(wchar_t *)SVC_DESCRIPTION};
+    ChangeServiceConfig2W(svc, SERVICE_CONFIG_DESCRIPTION, &desc);
+    SC_ACTION actions[3] = {
+        {SC_ACTION_RESTART, 5000}, {SC_ACTION_RESTART, 30000}, {SC_ACTION_RESTART, 60000}};
+    SERVICE_FAILURE_ACTIONSW fa = {86400, NULL, NULL, 3, actions};
+    ChangeServiceConfig2W(svc, SERVICE_CONFIG_FAILURE_ACTIONS, &fa);
+    SERVICE_PRESHUTDOWN_INFO pre = {STOP_WAIT_MS};
+    ChangeServiceConfig2W(svc, SERVICE_CONFIG_PRESHUTDOWN_INFO, &pre);
+}
+
+/* `install --msi`: the MSI has registered the service (ServiceInstall) and
+ * the event source; this finishes what it cannot do. */
+static int finish_msi(const cw_plat_service_opts_t *o)
+{
+    SC_HANDLE scm = open_scm("install --msi", SC_MANAGER_CONNECT);
+    if (!scm) return 1;
+    SC_HANDLE svc = OpenServiceW(scm, SVC_NAME, SERVICE_CHANGE_CONFIG);
+    if (!svc) {
+        DWORD err = GetLastError();
+        CloseServiceHandle(scm);
+        return fail("install --msi", "opening the service", err);
+    }
+    configure(svc);
+    CloseServiceHandle(svc);
+    CloseServiceHandle(scm);
+    return write_default_config(o);
+}
+
 static int install(const cw_plat_service_opts_t *o)
 {
+    if (o->msi) return finish_msi(o);
     wchar_t exe[CW_PATH_MAX], cmdline[3 * CW_PATH_MAX];
     DWORD n = GetModuleFileNameW(NULL, exe, CW_PATH_MAX);
     if (!n || n >= CW_PATH_MAX) return fail("install", "finding commitwatch.exe", GetLastError());
@@ -258,16 +292,7 @@ static int install(const cw_plat_service_opts_t *o)
         CloseServiceHandle(scm);
         return fail("install", "creating the service", err);
     }
-    SERVICE_DESCRIPTIONW desc = {(wchar_t *)SVC_DESCRIPTION};
-    ChangeServiceConfig2W(svc, SERVICE_CONFIG_DESCRIPTION, &desc);
-    /* Restart after a crash: 5 s, 30 s, then every minute; the count
-     * resets after a day without failure. */
-    SC_ACTION actions[3] = {
-        {SC_ACTION_RESTART, 5000}, {SC_ACTION_RESTART, 30000}, {SC_ACTION_RESTART, 60000}};
-    SERVICE_FAILURE_ACTIONSW fa = {86400, NULL, NULL, 3, actions};
-    ChangeServiceConfig2W(svc, SERVICE_CONFIG_FAILURE_ACTIONS, &fa);
-    SERVICE_PRESHUTDOWN_INFO pre = {STOP_WAIT_MS};
-    ChangeServiceConfig2W(svc, SERVICE_CONFIG_PRESHUTDOWN_INFO, &pre);
+    configure(svc);
     CloseServiceHandle(svc);
     CloseServiceHandle(scm);
     printf("installed the service commitwatch (automatic start, LocalSystem)\n");
