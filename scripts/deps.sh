@@ -23,11 +23,11 @@ if [[ "${1:-}" == "--test" ]]; then
   command -v node >/dev/null || PKGS+=(nodejs)
   command -v npm >/dev/null || PKGS+=(npm)
 fi
-# The Windows cross build: the compiler, Wine to run the tests, and what
-# building the libraries from Debian's sources needs (dpkg-source, tclsh
-# for SQLite's amalgamation, curl for Debian's pool).
+# The Windows cross build: the compiler, Wine to run the tests, wixl for
+# the MSI, and what building the libraries from Debian's sources needs
+# (dpkg-source, tclsh for SQLite's amalgamation, curl for Debian's pool).
 if [[ "${1:-}" == "--windows" ]]; then
-  PKGS+=(gcc-mingw-w64-x86-64 binutils-mingw-w64-x86-64 wine wine64 tcl dpkg-dev xz-utils curl)
+  PKGS+=(gcc-mingw-w64-x86-64 binutils-mingw-w64-x86-64 wine wine64 tcl dpkg-dev xz-utils curl wixl)
 fi
 
 missing=()
