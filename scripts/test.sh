@@ -5,7 +5,9 @@
 # checks the architecture's rules (scripts/check_layers.py: SQL only in the
 # store, OS code only in platform/ and the OS sources, no call to a stage
 # above; scripts/check_mingw.sh: the portable code compiles for Windows),
-# then runs every test with ctest (its summary is the last thing printed).
+# builds and tests the Windows build under Wine (scripts/test_windows.sh),
+# then runs every Linux test with ctest (its summary is the last thing
+# printed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh --test
@@ -19,4 +21,8 @@ cmake -S . -B build -DCW_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$JOBS"
 python3 scripts/check_layers.py build
 scripts/check_mingw.sh
+# The Windows build, cross-compiled with MinGW-w64: its unit tests and the
+# Wine end-to-end tests (service, MSI, rundown, API against this Linux
+# build) under Wine. Before the Linux ctest, whose summary CI reads.
+CW_LINUX_BUILD=build scripts/test_windows.sh
 cd build && ctest --output-on-failure

@@ -12,7 +12,9 @@
 #   scripts/test_windows.sh [CTEST_ARGS...]     (e.g. -R test_store)
 #
 # Environment: CW_WIN_DEPS (library prefix, default build-win-deps),
-# CW_BUILD_WIN (build folder, default build-win), JOBS (default nproc).
+# CW_BUILD_WIN (build folder, default build-win), JOBS (default nproc),
+# CW_LINUX_BUILD (a Linux build folder: test_win_api compares the two
+# builds' answers on the same traces).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEPS=$(realpath -m "${CW_WIN_DEPS:-build-win-deps}")
@@ -27,7 +29,8 @@ CW_WIN_DEPS=$DEPS scripts/deps.sh --windows
 
 step "configure $BUILD"
 cmake -S . -B "$BUILD" -DCMAKE_TOOLCHAIN_FILE=cmake/toolchain-mingw64.cmake \
-  -DCW_WIN_DEPS="$DEPS" -DCW_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  -DCW_WIN_DEPS="$DEPS" -DCW_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  ${CW_LINUX_BUILD:+-DCW_LINUX_BUILD="$(realpath "$CW_LINUX_BUILD")"} >/dev/null
 
 step "build"
 cmake --build "$BUILD" -j"$JOBS"

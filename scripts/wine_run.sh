@@ -14,6 +14,10 @@
 # exist yet is booted before the first program runs. Wine 8 wants the boot
 # finished (wineboot -i, then wineserver -w) before anything else starts in
 # a new prefix (../shared/WINDOWS.md).
+#
+# CW_WINE_STDIN=keep passes the caller's standard input to the program
+# instead of /dev/null (a test holds a workload open through a pipe:
+# memorytestapp.exe --hold runs until its stdin closes).
 set -euo pipefail
 
 export WINEPREFIX=${WINEPREFIX:-${XDG_CACHE_HOME:-$HOME/.cache}/commitwatch/wine64}
@@ -50,7 +54,7 @@ case "${1:-}" in
     exit 0
     ;;
   "" | -h | --help)
-    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
@@ -63,5 +67,8 @@ if [[ ! -f $WINEPREFIX/system.reg ]]; then
   [[ -f $WINEPREFIX/system.reg ]] || boot
   flock -u 9
   exec 9>&-
+fi
+if [[ ${CW_WINE_STDIN:-} == keep ]]; then
+  exec wine "$@"
 fi
 exec wine "$@" </dev/null

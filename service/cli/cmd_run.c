@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "commitwatch/log.h"
 #include "commitwatch/platform.h"
 #include "commitwatch/service.h"
 
@@ -56,13 +57,17 @@ typedef struct run_ctx {
     cw_diag_t d;
 } run_ctx_t;
 
-/* The service's body, as the service manager calls it. */
+/* The service's body, as the service manager calls it. A service has no
+ * console: its error also goes to the log (the service's log file and the
+ * Event Log). */
 static int run_service(void *ctx, void (*running)(void *handle), void *handle)
 {
     run_ctx_t *r = ctx;
     r->args->on_running = running;
     r->args->ctx = handle;
-    return cw_service_run(r->args, &r->d);
+    int rc = cw_service_run(r->args, &r->d);
+    if (rc != 0) CW_LOGE("run: %s", r->d.msg[0] ? r->d.msg : cw_strerror(rc));
+    return rc;
 }
 
 int cw_cmd_run(int argc, char **argv)

@@ -34,6 +34,11 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+    /* Log lines go to stderr as they happen. The C library may buffer a
+     * stderr that is not a terminal (msvcrt does when it is redirected to a
+     * file or a pipe): a line would then show up only at exit, or never if
+     * the process is killed. */
+    setvbuf(stderr, NULL, _IONBF, 0);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -11,9 +11,26 @@ The service replays `trace` into a fresh database under
 $CW_BUILD/e2e-http/<name>/ and keeps serving after the end of input; the
 context manager waits until every bucket is stored (or, wait_done=False,
 until it answers) and stops it with SIGTERM at the end: a service that does
-not exit within 20 s fails the test.
+not exit within 20 s, or exits with anything but 0, fails the test.
+
+The Windows build runs commitwatch.exe the same way under Wine: CW_BIN is
+the .exe and CW_BIN_PREFIX the launcher it runs through
+(scripts/wine_run.sh); Service(bin=..., prefix=[...]) picks another binary
+(a test comparing the two builds runs both). A Windows binary is stopped
+with SIGINT instead: Wine turns SIGINT to the wine process into Ctrl+C
+(CTRL_C_EVENT), which commitwatch handles as a stop request, whereas
+SIGTERM ends the process at once, with no console event (no clean stop
+to check). And its requests share one keep-alive connection (KeptClient):
+Wine 8's wineserver aborts (server/sock.c, complete_async_poll: "Assertion
+`output->count == signaled_count' failed") when a socket poll times out as
+an event arrives, which civetweb's close of each connection (it polls the
+closed connection for a second) sets off now and then: a client opening a
+connection per request brought the prefix's wineserver down after 322,
+555, 1273 and 2623 requests in four trials; one kept-alive connection made
+6000 requests twice without it.
 """
 
+import http.client
 import json
 import os
 import shutil
@@ -29,6 +46,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 from cwtest import require, wait_until  # noqa: E402
 
 BIN = os.environ.get("CW_BIN", "commitwatch")
+# The launcher the binary runs through ([] = none; the Windows build's
+# ctest gives scripts/wine_run.sh).
+PREFIX = [os.environ["CW_BIN_PREFIX"]] if os.environ.get("CW_BIN_PREFIX") else []
 FIXTURES = os.environ.get("CW_FIXTURES", os.path.join(os.path.dirname(__file__), "..", "fixtures"))
 BUILD = os.environ.get("CW_BUILD", ".")
 SOURCE = os.environ.get("CW_SOURCE", os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -51,7 +71,8 @@ def require_fixture():
 
 
 class Service:
-    def __init__(self, trace, name="svc", args=(), wait_done=True, config=None):
+    def __init__(self, trace, name="svc", args=(), wait_done=True, config=None, bin=None,
+                 prefix=None, source=None):
         self.trace = trace
         self.dir = os.path.join(BUILD, "e2e-http", name)
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -62,10 +83,16 @@ class Service:
         self.args = list(args)
         self.wait_done = wait_done
         self.config = config
+        self.source = source or f"replay:{trace}"  # another source: `trace` is unused
+        self.bin = bin or BIN
+        self.prefix = PREFIX if prefix is None else list(prefix)
+        # Ctrl+C for a Windows program under Wine (see above).
+        self.stop_signal = signal.SIGINT if self.bin.endswith(".exe") else signal.SIGTERM
+        self.kept = KeptClient(self.port) if self.bin.endswith(".exe") else None
         self.proc = None
 
     def __enter__(self):
-        cmd = [BIN, "run", "--source", f"replay:{self.trace}", "--db", self.db,
+        cmd = self.prefix + [self.bin, "run", "--source", self.source, "--db", self.db,
                "--listen", f"127.0.0.1:{self.port}"] + self.args
         if self.config is not None:
             path = os.path.join(self.dir, "commitwatch.conf")
@@ -81,7 +108,7 @@ class Service:
                                    f"{self.logtext()}")
             try:
                 status, h = self.get("/api/health")
-            except (urllib.error.URLError, ConnectionError, OSError):
+            except (urllib.error.URLError, http.client.HTTPException, OSError):
                 return None
             return status == 200 and (h.get("ingest_done") or not self.wait_done)
 
@@ -97,7 +124,7 @@ class Service:
     def __exit__(self, *exc):
         hung = False
         if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self.proc.send_signal(self.stop_signal)
             try:
                 self.proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
@@ -105,12 +132,15 @@ class Service:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
+        if self.kept:
+            self.kept.close()
+        sig = signal.Signals(self.stop_signal).name
         if exc[0] is None and hung:
-            raise RuntimeError(f"commitwatch run did not exit within 20 s of SIGTERM:\n"
+            raise RuntimeError(f"commitwatch run did not exit within 20 s of {sig}:\n"
                                f"{self.logtext()}")
         if exc[0] is None and self.proc and self.proc.returncode != 0:
             raise RuntimeError(f"commitwatch run exited with {self.proc.returncode} "
-                               f"(0 expected after SIGTERM):\n{self.logtext()}")
+                               f"(0 expected after {sig}):\n{self.logtext()}")
         return False
 
     def logtext(self):
@@ -121,6 +151,8 @@ class Service:
 
     def request(self, path, method="GET", headers=None):
         """(status, headers, body bytes); never raises on an HTTP status."""
+        if self.kept:
+            return self.kept.request(path, method, headers)
         req = urllib.request.Request(self.base + path, method=method, headers=headers or {})
         try:
             with urllib.request.urlopen(req, timeout=30) as r:
@@ -136,9 +168,51 @@ class Service:
         return status, body.decode("utf-8", "replace")
 
 
-def analyze_json(db, from_ns, to_ns, stacks=False):
+class KeptClient:
+    """HTTP requests to 127.0.0.1:port over one keep-alive connection,
+    opened again when the server closed it (after its keep-alive timeout,
+    or a Connection: close answer); a GET that found the kept connection
+    closed is sent again once on a new one."""
+
+    def __init__(self, port):
+        self.port = port
+        self.conn = None
+
+    def close(self):
+        if self.conn:
+            self.conn.close()
+        self.conn = None
+
+    def request(self, path, method="GET", headers=None):
+        """(status, headers, body bytes); never raises on an HTTP status."""
+        for attempt in (1, 2):
+            fresh = self.conn is None
+            if fresh:
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+            try:
+                self.conn.request(method, path, headers=headers or {})
+                r = self.conn.getresponse()
+                body = r.read()
+            except (http.client.HTTPException, OSError):
+                self.close()
+                if fresh or attempt == 2 or method not in ("GET", "HEAD"):
+                    raise
+                continue
+            if r.will_close:
+                self.close()
+            return r.status, dict(r.headers), body
+
+    def get(self, path):
+        """(status, parsed JSON or text)."""
+        status, headers, body = self.request(path)
+        if headers.get("Content-Type", "").startswith("application/json"):
+            return status, json.loads(body)
+        return status, body.decode("utf-8", "replace")
+
+
+def analyze_json(db, from_ns, to_ns, stacks=False, bin=None, prefix=None):
     """`commitwatch analyze --db DB --from --to --json` parsed."""
-    cmd = [BIN, "analyze", "--db", db, "--from", str(from_ns), "--to", str(to_ns), "--json"]
+    cmd = (PREFIX if prefix is None else list(prefix)) + [bin or BIN, "analyze", "--db", db, "--from", str(from_ns), "--to", str(to_ns), "--json"]
     if stacks:
         cmd.append("--stacks")
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout

@@ -26,6 +26,7 @@ Stack tags come from a `tag_of(frames)` callable (tests use the binary's
 """
 
 import json
+import random
 
 SEC = 10**9
 BEFORE = -(2**63)  # rundown commit time
@@ -221,6 +222,22 @@ class Model:
                 f["types"][k]["count"] += 1
         return {s: self.finish_figs(f) for s, f in out.items()}
 
+    def diff_rows(self, inst, t0, t1, tag_of=None):
+        """/api/diff's rows for inst between t0 and t1, by frames tuple: what
+        was outstanding at t0 (old) and at t1 (new) per stack, stacks with
+        neither left out. tag_of: the tag of a stack (default stack_tag)."""
+        tag_of = tag_of or self.stack_tag
+        rows = {}
+        for frames, fg in self.stack_figs(inst, t0, t1).items():
+            ty = fg["types"]
+            ob, oc = ty["AOFI"]["bytes"] + ty["AOFO"]["bytes"], ty["AOFI"]["count"] + ty["AOFO"]["count"]
+            nb, nc = ty["AIFO"]["bytes"] + ty["AOFO"]["bytes"], ty["AIFO"]["count"] + ty["AOFO"]["count"]
+            if ob or nb:
+                rows[frames] = {"bytes_delta": nb - ob, "count_delta": nc - oc, "new_bytes": nb,
+                                "new_count": nc, "old_bytes": ob, "old_count": oc,
+                                "tag": tag_of(frames)}
+        return rows
+
     def report(self, t0, t1, stacks=False):
         """The processes reported for [t0, t1), by instance id (1, 2, ...
         in the order instances appear, as a fresh database numbers them):
@@ -364,14 +381,15 @@ class Model:
         return c
 
 
-def tag_explainer(binary, platform, rules=()):
-    """tag_of(frames) through `commitwatch tags explain --json` (cached)."""
+def tag_explainer(binary, platform, rules=(), prefix=()):
+    """tag_of(frames) through `commitwatch tags explain --json` (cached);
+    prefix: the launcher the binary runs through (Wine's, for a .exe)."""
     import subprocess
     cache = {}
 
     def tag_of(frames):
         if frames not in cache:
-            args = [binary, "tags", "explain", "--json", "--platform", platform,
+            args = list(prefix) + [binary, "tags", "explain", "--json", "--platform", platform,
                     "--stack", ";".join(frames)]
             for r in rules:
                 args += ["--rules", r]
@@ -382,3 +400,52 @@ def tag_explainer(binary, platform, rules=()):
         return cache[frames]
 
     return tag_of
+
+
+def random_trace(path, seed, header, nev=300, span_s=12, stacks=None, minute_edges=False):
+    """Writes a random trace (v1 JSONL, `header` first: a dict or its JSON
+    text) that tries the rules' corners: pid reuse, pids never started,
+    events after exits, rundown, overlapping commits, partial decommits,
+    equal times and times on bucket edges (whole seconds; whole minutes too
+    with minute_edges). Returns (t0, end): the trace's first whole hour and
+    where `run` ends the instances alive at the end (the start of the
+    bucket after the last event)."""
+    rnd = random.Random(seed)
+    t0 = 1_699_999_200 * SEC
+    page = 4096
+    if stacks is None:
+        stacks = [["app.exe!main", f"app.exe!f{i}", "KernelBase.dll!VirtualAlloc"] for i in range(3)]
+        stacks.append(["app.exe!main", "ntdll.dll!RtlpAllocateHeapInternal",
+                       "ntdll.dll!NtAllocateVirtualMemory"])
+
+    def when():
+        if minute_edges:
+            return rnd.choice([t0 + rnd.randrange(span_s) * SEC,
+                               t0 + rnd.randrange(span_s // 60 + 1) * 60 * SEC,
+                               t0 + rnd.randrange(span_s * SEC)])
+        return rnd.choice([t0 + rnd.randrange(span_s) * SEC, t0 + rnd.randrange(span_s * SEC)])
+
+    times = sorted(when() for _ in range(nev))
+    lines = [header if isinstance(header, str) else json.dumps(header)]
+    for i, ts in enumerate(times):
+        pid = rnd.choice([100, 104, 108])
+        r = rnd.random()
+        addr = hex(0x10000 + rnd.randrange(32) * page)
+        size = (1 + rnd.randrange(8)) * page
+        if i < 6:
+            ev = ({"op": "commit", "addr": addr, "size": size, "stack": ["(before trace)"], "rundown": True}
+                  if i % 2 else {"op": "process_start", "name": f"p{pid}.exe"})
+        elif r < 0.40:
+            ev = {"op": "commit", "addr": addr, "size": size, "stack": rnd.choice(stacks)}
+        elif r < 0.70:
+            ev = {"op": rnd.choice(["decommit", "release"]), "addr": addr, "size": size}
+        elif r < 0.75:
+            ev = {"op": "reserve", "addr": addr, "size": size}
+        elif r < 0.85:
+            ev = {"op": "process_start", "name": rnd.choice(["a.exe", "b.exe"])}
+        else:
+            ev = {"op": "process_exit"}
+        lines.append(json.dumps({"ts": ts, "pid": pid, **ev}))
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return t0, (times[-1] // SEC + 1) * SEC

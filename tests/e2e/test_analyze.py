@@ -25,6 +25,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(__file__))
 from cwtest import wait_until  # noqa: E402
+import refmodel  # noqa: E402
 
 BIN = os.environ.get("CW_BIN", "commitwatch")
 FIX = os.environ.get("CW_FIXTURES", os.path.join(os.path.dirname(__file__), "..", "fixtures"))
@@ -442,43 +443,11 @@ def test_db_refuses_foreign_files():
 
 
 def random_trace(path, seed, nev=400, span_s=12):
-    """A random trace (pid reuse, rundown, overlapping commits, partial
-    decommits, exits, unannounced pids), times spread over span_s seconds
-    with ties and bucket-edge times."""
-    import random
-    rnd = random.Random(seed)
-    t0 = 1_699_999_200 * SEC  # a whole hour
-    page = 4096
+    """refmodel.random_trace with four VirtualAlloc stacks and times on
+    minute edges too: (t0, where run ends the live instances)."""
     stacks = [["app.exe!main", f"app.exe!f{i}", "KernelBase.dll!VirtualAlloc"] for i in range(4)]
-    times = sorted(rnd.choice([t0 + rnd.randrange(span_s) * SEC,  # on a bucket edge
-                               t0 + rnd.randrange(span_s // 60 + 1) * 60 * SEC,  # a minute's
-                               t0 + rnd.randrange(span_s * SEC)]) for _ in range(nev))
-    lines = [HEADER]
-    pids = [100, 104, 108]
-    for i, ts in enumerate(times):
-        pid = rnd.choice(pids)
-        r = rnd.random()
-        addr = hex(0x10000 + rnd.randrange(32) * page)
-        size = (1 + rnd.randrange(8)) * page
-        if i < 6:
-            ev = {"op": "commit", "addr": addr, "size": size, "stack": ["(before trace)"],
-                  "rundown": True} if i % 2 else {"op": "process_start", "name": f"p{pid}.exe"}
-        elif r < 0.40:
-            ev = {"op": "commit", "addr": addr, "size": size, "stack": rnd.choice(stacks)}
-        elif r < 0.70:
-            ev = {"op": rnd.choice(["decommit", "release"]), "addr": addr, "size": size}
-        elif r < 0.75:
-            ev = {"op": "reserve", "addr": addr, "size": size}
-        elif r < 0.85:
-            ev = {"op": "process_start", "name": rnd.choice(["a.exe", "b.exe"])}
-        else:
-            ev = {"op": "process_exit"}
-        ev = {"ts": ts, "pid": pid, **ev}
-        lines.append(json.dumps(ev))
-    with open(path, "w") as fh:
-        fh.write("\n".join(lines) + "\n")
-    # run ends live instances at the start of the bucket after the last event.
-    return t0, (times[-1] // SEC + 1) * SEC
+    return refmodel.random_trace(path, seed, HEADER, nev=nev, span_s=span_s, stacks=stacks,
+                                 minute_edges=True)
 
 
 def test_db_random():

@@ -411,15 +411,7 @@ with Service(MTA, name="api") as svc:
                   (T0 + 2 * S, T0 + 16 * S)):
         what = f"diff [{rel(f)}, {rel(to)})"
         for inst in (mta_inst, model_inst("svchost.exe")):
-            rows = {}
-            for frames, fg in M.stack_figs(inst, f, to).items():
-                ty = fg["types"]
-                ob, oc = ty["AOFI"]["bytes"] + ty["AOFO"]["bytes"], ty["AOFI"]["count"] + ty["AOFO"]["count"]
-                nb, nc = ty["AIFO"]["bytes"] + ty["AOFO"]["bytes"], ty["AIFO"]["count"] + ty["AOFO"]["count"]
-                if ob or nb:
-                    rows[frames] = {"bytes_delta": nb - ob, "count_delta": nc - oc, "new_bytes": nb,
-                                    "new_count": nc, "old_bytes": ob, "old_count": oc,
-                                    "tag": M.stack_tag(frames)}
+            rows = M.diff_rows(inst, f, to)
             t.check(f"{what} {inst.name}: the model has rows with a delta",
                     any(r_["bytes_delta"] for r_ in rows.values()), rows)
             st, d = svc.get(q("/api/diff", process=inst.id, t1=f, t2=to))
@@ -601,43 +593,11 @@ with Service(MTA, name="api-token", args=["--token", "s3cret", "--speed", "5", "
 # ---- random traces (pid reuse, pids never started, events after exits,
 # rundown, overlapping commits, partial decommits, equal times): processes,
 # one process, stacks, diff, series and system series against the model.
-def random_trace(path, seed, nev=300, span_s=12):
-    rnd = random.Random(seed)
-    t0 = 1_699_999_200 * S
-    page = 4096
-    stacks = [["app.exe!main", f"app.exe!f{i}", "KernelBase.dll!VirtualAlloc"] for i in range(3)]
-    stacks.append(["app.exe!main", "ntdll.dll!RtlpAllocateHeapInternal", "ntdll.dll!NtAllocateVirtualMemory"])
-    times = sorted(rnd.choice([t0 + rnd.randrange(span_s) * S, t0 + rnd.randrange(span_s * S)])
-                   for _ in range(nev))
-    lines = [json.dumps(HEADER)]
-    for i, ts in enumerate(times):
-        pid = rnd.choice([100, 104, 108])
-        r = rnd.random()
-        addr = hex(0x10000 + rnd.randrange(32) * page)
-        size = (1 + rnd.randrange(8)) * page
-        if i < 6:
-            ev = ({"op": "commit", "addr": addr, "size": size, "stack": ["(before trace)"], "rundown": True}
-                  if i % 2 else {"op": "process_start", "name": f"p{pid}.exe"})
-        elif r < 0.40:
-            ev = {"op": "commit", "addr": addr, "size": size, "stack": rnd.choice(stacks)}
-        elif r < 0.70:
-            ev = {"op": rnd.choice(["decommit", "release"]), "addr": addr, "size": size}
-        elif r < 0.75:
-            ev = {"op": "reserve", "addr": addr, "size": size}
-        elif r < 0.85:
-            ev = {"op": "process_start", "name": rnd.choice(["a.exe", "b.exe"])}
-        else:
-            ev = {"op": "process_exit"}
-        lines.append(json.dumps({"ts": ts, "pid": pid, **ev}))
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
-
-
 rand_dir = os.path.join(os.environ.get("CW_BUILD", "."), "e2e-http", "api-random")
 os.makedirs(rand_dir, exist_ok=True)
 for seed in range(1, 1 + int(os.environ.get("CW_API_RANDOM", "3"))):
     path = os.path.join(rand_dir, f"random{seed}.jsonl")
-    random_trace(path, seed)
+    refmodel.random_trace(path, seed, HEADER)
     _, evs = refmodel.read_trace(path)
     m = refmodel.Model(evs, TAG_OF, end_run_at=(evs[-1]["ts"] // S + 1) * S)
     rnd = random.Random(seed)
