@@ -130,6 +130,13 @@ int64_t cw__store_split(const cw__tier_t t[CW_TIERS], int k, int64_t x);
  * state t, read inside the caller's read transaction. 0 or CW_EDB. */
 int cw__store_data_end(cw_store_t *s, const cw__tier_t *t, int64_t *end_ns, bool *ended,
                        cw_diag_t *d);
+/* store_query.c: the tier state t as if nothing were stored from `end` on
+ * (the end of the data where tracking ended): the bucket there holds only
+ * the release rows that end the instances alive then, which are no data.
+ * Windows and steps up to `end` stay exact, and an end at `end` needs no
+ * alignment; rows after it are still read where a query reads "releases
+ * after the window" (pieces live at its end). */
+void cw__store_tiers_clip(cw__tier_t t[CW_TIERS], int64_t end);
 
 /* store_query.c: the processes row of instance id into *out (name and
  * cmdline NULL when the row has none); *found false, and *out zeroed but

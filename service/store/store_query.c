@@ -151,6 +151,15 @@ int cw__store_data_end(cw_store_t *s, const cw__tier_t *t, int64_t *end_ns, bool
     return err;
 }
 
+void cw__store_tiers_clip(cw__tier_t t[CW_TIERS], int64_t end)
+{
+    t[0].end = end;
+    for (int k = 1; k < CW_TIERS; k++) {
+        int64_t b = cw_floor_to(end, t[k].width);
+        if (t[k].end > b) t[k].end = b;
+    }
+}
+
 int cw_store_data_end(cw_store_t *s, int64_t *end_ns, bool *ended, cw_diag_t *d)
 {
     cw__tier_t t[CW_TIERS];

@@ -504,21 +504,6 @@ static int add_note(cw_report_t *r, const char *text)
     return 0;
 }
 
-/* The data ended at `end` (tracking ended, cw__store_data_end()): its
- * bucket holds only the release rows that end the instances alive then,
- * which are no data. Reading the tiers as if they stopped there keeps
- * every window at or before it exact, and a window's end at it needs no
- * alignment; the release rows after it still count, as releases after the
- * window do (the pieces live at its end). */
-static void clip_tiers(cw__tier_t *t, int64_t end)
-{
-    t[0].end = end;
-    for (int k = 1; k < CW_TIERS; k++) {
-        int64_t b = cw_floor_to(end, t[k].width);
-        if (t[k].end > b) t[k].end = b;
-    }
-}
-
 int cw_store_report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_frames,
                     cw_report_t **out, cw_diag_t *d)
 {
@@ -564,7 +549,7 @@ int cw_store_report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_fra
         }
         clipped = to_ns != INT64_MAX && to_ns > data_end;
         if (to_ns > data_end) to_ns = data_end;
-        clip_tiers(t, data_end);
+        cw__store_tiers_clip(t, data_end);
     }
     if (to_ns == INT64_MAX) to_ns = t[0].end;
     if (from_ns >= to_ns || from_ns < INT64_MIN / 2) {

@@ -395,19 +395,6 @@ static cw_series_t *series_new(const cw_series_query_t *q, int64_t from, uint32_
     return r;
 }
 
-/* The data ended at `end` (tracking ended): the tiers are read as if they
- * stopped there (the release rows of its bucket end the instances alive
- * then; they are not data). Steps are then read up to it, and a step that
- * holds it shows the state there. */
-static void clip_tiers(cw__tier_t *t, int64_t end)
-{
-    t[0].end = end;
-    for (int k = 1; k < CW_TIERS; k++) {
-        int64_t b = cw_floor_to(end, t[k].width);
-        if (t[k].end > b) t[k].end = b;
-    }
-}
-
 int cw_store_series(cw_store_t *s, const cw_series_query_t *q, cw_series_t **out, cw_diag_t *d)
 {
     cw__tier_t t[CW_TIERS];
@@ -431,7 +418,7 @@ int cw_store_series(cw_store_t *s, const cw_series_query_t *q, cw_series_t **out
     if (!err && ended && q->to_ns > data_end) {
         /* Clipped to the end of the data: the steps up to the one holding
          * it (none when the window starts after it). */
-        clip_tiers(t, data_end);
+        cw__store_tiers_clip(t, data_end);
         cq.to_ns = data_end;
         n = cq.from_ns < cq.to_ns ? cw_series_steps(&cq, &from) : 0;
     }
