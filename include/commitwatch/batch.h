@@ -52,7 +52,8 @@ typedef struct cw_row_proc {
     int64_t start_ns;
     int64_t exit_ns; /* CW_TS_NEVER while alive */
     char *name;
-    char *cmdline; /* may be NULL */
+    char *cmdline;       /* may be NULL */
+    bool tracking_ended; /* exit_ns is where tracking ended, not an exit */
 } cw_row_proc_t;
 
 typedef struct cw_row_frame {

@@ -33,14 +33,26 @@
  * 0 or CW_EDB. */
 int cw_store_data_span(cw_store_t *s, int64_t *start_ns, int64_t *end_ns, cw_diag_t *d);
 
+/* The end of the data: where tracking ended, when the last run ended
+ * (end of a replay's or .etl's input, a stopped service) and nothing was
+ * stored after it; otherwise (a run still going, or one that left no
+ * instance alive) the end of the last stored bucket. *ended (may be NULL)
+ * says which. The bucket that holds the end of tracking holds no data:
+ * windows reaching past this time are clipped to it (docs/DESIGN.md, "End
+ * of a run"). INT64_MIN while the database is empty. 0 or CW_EDB. */
+int cw_store_data_end(cw_store_t *s, int64_t *end_ns, bool *ended, cw_diag_t *d);
+
 /* ---- one process instance ----------------------------------------------- */
 
 typedef struct cw_proc_info {
     uint32_t id, pid;
     int64_t start_ns;
     int64_t exit_ns; /* CW_TS_NEVER while it has not exited */
-    char *name;      /* owned; "" when the row has none */
-    char *cmdline;   /* owned; NULL when unknown */
+    /* CW_TS_NEVER, or where tracking ended while it was alive (then
+     * exit_ns is CW_TS_NEVER: it did not exit) */
+    int64_t tracking_ended_ns;
+    char *name;    /* owned; "" when the row has none */
+    char *cmdline; /* owned; NULL when unknown */
 } cw_proc_info_t;
 
 /* The processes row of instance id. 0 and *out filled (free its strings
@@ -85,6 +97,10 @@ typedef struct cw_series_tag {
 /* Per step i, [t[i], t[i] + step_ns): see docs/DESIGN.md, "HTTP", Series. */
 typedef struct cw_series {
     int64_t from_ns, to_ns, step_ns; /* the aligned window: to = from + npoints * step */
+    /* INT64_MIN, or the end of the data (cw_store_data_end(), tracking
+     * ended) when the window asked reached past it: the steps stop at the
+     * one holding it, and that step's figures are up to it. */
+    int64_t clipped_at;
     int tier; /* the coarse tier the steps were read from (the raw tier after it) */
     uint32_t npoints;
     int64_t outstanding_start; /* at from_ns, all tags */

@@ -49,6 +49,9 @@ typedef struct cw_proc_report {
     char *cmdline;   /* may be NULL */
     int64_t start_ns;
     int64_t exit_ns; /* CW_TS_NEVER when it had not exited */
+    /* CW_TS_NEVER, or where tracking ended while it was alive (a stored
+     * run's end: it did not exit, exit_ns is CW_TS_NEVER) */
+    int64_t tracking_ended_ns;
     cw_figs_t figs;  /* sum of stacks */
     uint64_t peak_bytes;
     int64_t peak_ns;

@@ -36,11 +36,12 @@ typedef struct cw_proc {
     uint32_t id;        /* instance id: dense, starts at first_proc_id */
     uint32_t pid;
     int64_t start_ns;   /* process_start time, or first event for "pid N" */
-    int64_t exit_ns;    /* CW_TS_NEVER while alive */
+    int64_t exit_ns;    /* CW_TS_NEVER while alive; see tracking_ended */
     const char *name;
     const char *cmdline; /* may be NULL */
     uint64_t outstanding; /* committed bytes now */
     bool implicit;      /* created by an event for an unannounced pid */
+    bool tracking_ended; /* ended by cw_tracker_end_all(), not by an exit */
 } cw_proc_t;
 
 /* A commit record: one commit event that committed at least one new byte.
@@ -83,9 +84,12 @@ void cw_tracker_destroy(cw_tracker_t *t); /* accepts NULL */
  * 0 or CW_ENOMEM (the tracker is then unusable). */
 int cw_tracker_apply(cw_tracker_t *t, const cw_event_t *ev);
 
-/* Ends every live instance at ts, as an exit would (tracking ended: the
- * service stops, and a later run starts new instances from its rundown).
- * ts must not be before the last event. */
+/* Ends every live instance at ts (tracking ended: the service stops, or
+ * the input ends, and a later run starts new instances from its rundown).
+ * The sink sees what an exit gives (the memory released at ts, on_event,
+ * on_exit with exit_ns = ts) with p->tracking_ended set, so that what is
+ * stored can tell it from a real exit. ts must not be before the last
+ * event. */
 void cw_tracker_end_all(cw_tracker_t *t, int64_t ts);
 
 /* Calls on_live for every commit record still live, process by process.

@@ -238,6 +238,7 @@ int cw_analysis_report(cw_analysis_t *a, cw_stacks_t *stacks, cw_tagger_t *tagge
         p->cmdline = dup_or_null(in->cmdline);
         p->start_ns = in->start_ns;
         p->exit_ns = in->exit_ns;
+        p->tracking_ended_ns = CW_TS_NEVER; /* a trace ends; its processes do not */
         p->events = in->events;
         p->peak_bytes = out_t0[id] + (uint64_t)in->best;
         /* The state at `from` is reached no earlier than the instance. */

@@ -147,6 +147,9 @@ cJSON *cw_report_proc_json(const cw_proc_report_t *p, bool with_stacks)
     ok = ok && add_i64(o, "start_ns", p->start_ns);
     ok = ok && (p->exit_ns == CW_TS_NEVER ? cJSON_AddNullToObject(o, "exit_ns") != NULL
                                           : add_i64(o, "exit_ns", p->exit_ns) != NULL);
+    ok = ok && (p->tracking_ended_ns == CW_TS_NEVER
+                    ? cJSON_AddNullToObject(o, "tracking_ended_ns") != NULL
+                    : add_i64(o, "tracking_ended_ns", p->tracking_ended_ns) != NULL);
     ok = ok && add_short_figs(o, &p->figs) && add_u64(o, "peak_outstanding_bytes", p->peak_bytes) &&
          add_i64(o, "peak_ns", p->peak_ns) &&
          add_u64(o, "outstanding_end_bytes", p->outstanding_end) && add_u64(o, "events", p->events);

@@ -30,11 +30,12 @@ int cw__http_health(cw__http_req_t *r)
 {
     const cw_status_t *st = r->ctx->status;
     cJSON *o = cJSON_CreateObject();
-    int64_t now = cw_plat_wall_ns(), end = INT64_MIN, start = INT64_MIN;
-    bool ok = o != NULL;
+    int64_t now = cw_plat_wall_ns(), end = INT64_MIN, start = INT64_MIN, data_end = INT64_MIN;
+    bool ok = o != NULL, ended = false;
     bool db = cw__http_need_store(r) == 0;
     r->err[0] = 0;
     if (db) cw_store_data_span(r->store, &start, &end, NULL);
+    if (db) cw_store_data_end(r->store, &data_end, &ended, NULL);
     ok = ok && cJSON_AddStringToObject(o, "status", db ? "ok" : "starting");
     ok = ok && cJSON_AddStringToObject(o, "version", CW_VERSION);
     ok = ok && cJSON_AddStringToObject(o, "source", st ? st->source : "");
@@ -50,6 +51,9 @@ int cw__http_health(cw__http_req_t *r)
     ok = ok && cw__json_u64(o, "db_size_bytes", cw_store_disk_bytes(r->ctx->db_path));
     ok = ok && cw__json_i64_or_null(o, "last_bucket_end_ns", end, INT64_MIN);
     ok = ok && cw__json_i64_or_null(o, "first_bucket_ns", start, INT64_MIN);
+    ok = ok && cw__json_i64_or_null(o, "data_end_ns", data_end, INT64_MIN);
+    ok =
+        ok && cw__json_i64_or_null(o, "tracking_ended_ns", ended ? data_end : INT64_MIN, INT64_MIN);
     ok = ok && cJSON_AddBoolToObject(o, "data_clock", st ? st->data_clock : false);
     int rc = ok ? cw__http_send_json(r, o) : oom(r);
     cJSON_Delete(o);
@@ -203,6 +207,7 @@ static int proc_in(cw__http_req_t *r, cw_report_t *rep, uint32_t id, idle_proc_t
                                 .cmdline = tmp->info.cmdline,
                                 .start_ns = tmp->info.start_ns,
                                 .exit_ns = tmp->info.exit_ns,
+                                .tracking_ended_ns = tmp->info.tracking_ended_ns,
                                 .peak_ns = rep->from_ns};
     *out = &tmp->p;
     return 0;

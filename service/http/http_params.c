@@ -72,7 +72,9 @@ int64_t cw__http_now(cw__http_req_t *r)
     const cw_status_t *st = r->ctx->status;
     if (st && st->data_clock && r->store) {
         int64_t end;
-        if (cw_store_data_span(r->store, NULL, &end, NULL) == 0 && end != INT64_MIN) return end;
+        /* The end of the data: where tracking ended, once a replay's
+         * input has ended (the bucket after it holds no data). */
+        if (cw_store_data_end(r->store, &end, NULL, NULL) == 0 && end != INT64_MIN) return end;
     }
     return cw_plat_wall_ns();
 }

@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
+#include <stdio.h>
 
 #include "commitwatch/event.h"
 #include "commitwatch/query.h"
@@ -44,7 +45,16 @@ static cJSON *series_json(const cw_series_t *s, const cw_proc_info_t *proc)
              (proc->cmdline ? cJSON_AddStringToObject(pj, "cmdline", proc->cmdline)
                             : cJSON_AddNullToObject(pj, "cmdline")) &&
              cw__json_i64(pj, "start_ns", proc->start_ns) &&
-             cw__json_i64_or_null(pj, "exit_ns", proc->exit_ns, CW_TS_NEVER);
+             cw__json_i64_or_null(pj, "exit_ns", proc->exit_ns, CW_TS_NEVER) &&
+             cw__json_i64_or_null(pj, "tracking_ended_ns", proc->tracking_ended_ns, CW_TS_NEVER);
+    if (ok && s->clipped_at != INT64_MIN) {
+        char note[200];
+        snprintf(note, sizeof note,
+                 "the window is clipped to the end of the data at %" PRId64 ", where tracking "
+                 "ended: the last step's figures are up to it",
+                 s->clipped_at);
+        ok = cJSON_AddStringToObject(o, "note", note) != NULL;
+    }
     ok = ok && cw__json_i64_array(o, "t", s->t, s->npoints) &&
          (tags = cJSON_AddArrayToObject(o, "tags")) &&
          (outs = cJSON_AddObjectToObject(o, "outstanding"));

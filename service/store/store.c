@@ -45,10 +45,10 @@ static const char SQL_STACK_PUT[] =
     "INSERT INTO stacks(id, frames, tag) VALUES (?1, ?2, ?3) "
     "ON CONFLICT(id) DO UPDATE SET frames = excluded.frames, tag = excluded.tag";
 static const char SQL_PROC_PUT[] =
-    "INSERT INTO processes(id, pid, start_ns, exit_ns, name, cmdline) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(id) DO UPDATE SET pid = excluded.pid, "
+    "INSERT INTO processes(id, pid, start_ns, exit_ns, name, cmdline, tracking_ended_ns) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(id) DO UPDATE SET pid = excluded.pid, "
     "start_ns = excluded.start_ns, exit_ns = excluded.exit_ns, name = excluded.name, "
-    "cmdline = excluded.cmdline";
+    "cmdline = excluded.cmdline, tracking_ended_ns = excluded.tracking_ended_ns";
 /* Adds: a BEFORE row receives rundown from several batches. */
 static const char SQL_COMMIT_ADD[] =
     "INSERT INTO commits(tier, bucket, proc, stack, bytes, events) "
@@ -574,7 +574,10 @@ static int put_dictionary(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
         sqlite3_bind_int64(st, 1, r->id);
         sqlite3_bind_int64(st, 2, r->pid);
         sqlite3_bind_int64(st, 3, r->start_ns);
-        if (r->exit_ns != CW_TS_NEVER) sqlite3_bind_int64(st, 4, r->exit_ns);
+        /* The end of tracking is not an exit (schema/003): the instance's
+         * end time goes to its own column, exit_ns stays NULL. */
+        if (r->exit_ns != CW_TS_NEVER)
+            sqlite3_bind_int64(st, r->tracking_ended ? 7 : 4, r->exit_ns);
         sqlite3_bind_text(st, 5, r->name ? r->name : "", -1, SQLITE_STATIC);
         if (r->cmdline) sqlite3_bind_text(st, 6, r->cmdline, -1, SQLITE_STATIC);
         err = cw__store_step_done(s, st, "storing a process", d);

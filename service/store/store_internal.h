@@ -57,6 +57,7 @@ enum cw__stmt {
     CW__ST_READ_BEGIN,
     CW__ST_READ_END,
     CW__ST_Q_PROC,
+    CW__ST_Q_LAST_ENDED,
     CW__ST_TAGS,
     CW__ST_OUTSTANDING,
     CW__ST_COMMITTED,
@@ -70,6 +71,8 @@ enum cw__stmt {
     CW__ST_SER_STEP_COMMITS_PROC,
     CW__ST_SER_STEP_RELEASES,
     CW__ST_SER_STEP_RELEASES_PROC,
+    CW__ST_SER_RUNDOWN,
+    CW__ST_SER_RUNDOWN_PROC,
     CW__ST_SER_ACTIVITY,
     CW__ST_SER_ACTIVITY_PROC,
     CW__ST__COUNT
@@ -123,9 +126,21 @@ void cw__store_read_end(cw_store_t *s, bool began);
  * empty or retention has folded raw rows after that boundary. */
 int64_t cw__store_split(const cw__tier_t t[CW_TIERS], int k, int64_t x);
 
+/* store_query.c: the end of the data (cw_store_data_end()) for the tier
+ * state t, read inside the caller's read transaction. 0 or CW_EDB. */
+int cw__store_data_end(cw_store_t *s, const cw__tier_t *t, int64_t *end_ns, bool *ended,
+                       cw_diag_t *d);
+/* store_query.c: the tier state t as if nothing were stored from `end` on
+ * (the end of the data where tracking ended): the bucket there holds only
+ * the release rows that end the instances alive then, which are no data.
+ * Windows and steps up to `end` stay exact, and an end at `end` needs no
+ * alignment; rows after it are still read where a query reads "releases
+ * after the window" (pieces live at its end). */
+void cw__store_tiers_clip(cw__tier_t t[CW_TIERS], int64_t end);
+
 /* store_query.c: the processes row of instance id into *out (name and
  * cmdline NULL when the row has none); *found false, and *out zeroed but
- * for id and exit_ns (CW_TS_NEVER), when there is no such row. 0,
+ * for id, exit_ns and tracking_ended_ns (CW_TS_NEVER), when there is no such row. 0,
  * CW_ENOMEM or CW_EDB (*out holds nothing to free). */
 int cw__store_proc_row(cw_store_t *s, uint32_t id, cw_proc_info_t *out, bool *found, cw_diag_t *d);
 /* Resets st and clears its bindings, after every use of a cached one. */

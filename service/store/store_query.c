@@ -18,7 +18,10 @@
 static const char SQL_READ_BEGIN[] = "BEGIN";
 static const char SQL_READ_END[] = "COMMIT";
 static const char SQL_Q_PROC[] =
-    "SELECT pid, start_ns, exit_ns, name, cmdline FROM processes WHERE id = ?1";
+    "SELECT pid, start_ns, exit_ns, name, cmdline, tracking_ended_ns FROM processes WHERE id = ?1";
+/* The newest end of tracking (schema/003's partial index answers it). */
+static const char SQL_LAST_ENDED[] =
+    "SELECT MAX(tracking_ended_ns) FROM processes WHERE tracking_ended_ns IS NOT NULL";
 static const char SQL_TAGS[] = "SELECT DISTINCT tag FROM stacks ORDER BY tag";
 
 /* Everything stored, read cheaply: the hour tier's rows before ?1 (the
@@ -123,6 +126,54 @@ int cw_store_data_span(cw_store_t *s, int64_t *start_ns, int64_t *end_ns, cw_dia
     return err;
 }
 
+int cw__store_data_end(cw_store_t *s, const cw__tier_t *t, int64_t *end_ns, bool *ended,
+                       cw_diag_t *d)
+{
+    sqlite3_stmt *st = NULL;
+    int err = 0, rc;
+    *end_ns = t[0].end;
+    *ended = false;
+    if (t[0].end == INT64_MIN) return 0;
+    if ((err = cw__store_stmt(s, CW__ST_Q_LAST_ENDED, SQL_LAST_ENDED, &st, d))) return err;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
+        int64_t e = sqlite3_column_int64(st, 0);
+        /* The run that ended there stored the bucket of its end last
+         * (release rows only); a later run stores buckets after it. */
+        if (e < t[0].end && e >= t[0].end - t[0].width) {
+            *end_ns = e;
+            *ended = true;
+        }
+    } else if (rc != SQLITE_ROW) {
+        err = cw__store_dberr(s, "reading where tracking ended", d);
+    }
+    cw__store_stmt_done(st);
+    return err;
+}
+
+void cw__store_tiers_clip(cw__tier_t t[CW_TIERS], int64_t end)
+{
+    t[0].end = end;
+    for (int k = 1; k < CW_TIERS; k++) {
+        int64_t b = cw_floor_to(end, t[k].width);
+        if (t[k].end > b) t[k].end = b;
+    }
+}
+
+int cw_store_data_end(cw_store_t *s, int64_t *end_ns, bool *ended, cw_diag_t *d)
+{
+    cw__tier_t t[CW_TIERS];
+    bool began = false, e = false;
+    int64_t end = INT64_MIN;
+    int err = cw__store_read_begin(s, &began, d);
+    if (!err) err = cw__store_read_tiers(s, t, d);
+    if (!err) err = cw__store_data_end(s, t, &end, &e, d);
+    cw__store_read_end(s, began);
+    if (end_ns) *end_ns = err ? INT64_MIN : end;
+    if (ended) *ended = !err && e;
+    return err;
+}
+
 /* ---- one process instance --------------------------------------------------- */
 
 int cw__store_proc_row(cw_store_t *s, uint32_t id, cw_proc_info_t *out, bool *found, cw_diag_t *d)
@@ -132,6 +183,7 @@ int cw__store_proc_row(cw_store_t *s, uint32_t id, cw_proc_info_t *out, bool *fo
     memset(out, 0, sizeof *out);
     out->id = id;
     out->exit_ns = CW_TS_NEVER;
+    out->tracking_ended_ns = CW_TS_NEVER;
     *found = false;
     if (err) return err;
     sqlite3_bind_int64(st, 1, id);
@@ -141,6 +193,8 @@ int cw__store_proc_row(cw_store_t *s, uint32_t id, cw_proc_info_t *out, bool *fo
         out->pid = (uint32_t)sqlite3_column_int64(st, 0);
         out->start_ns = sqlite3_column_int64(st, 1);
         if (sqlite3_column_type(st, 2) != SQLITE_NULL) out->exit_ns = sqlite3_column_int64(st, 2);
+        if (sqlite3_column_type(st, 5) != SQLITE_NULL)
+            out->tracking_ended_ns = sqlite3_column_int64(st, 5);
         err = col_dup(st, 3, NULL, &out->name);
         if (!err) err = col_dup(st, 4, NULL, &out->cmdline);
     } else if (rc != SQLITE_DONE) {

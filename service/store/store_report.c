@@ -118,6 +118,7 @@ static int push_proc(build_t *b, uint32_t id, cw_proc_report_t **out)
     memset(p, 0, sizeof *p);
     p->id = id;
     p->exit_ns = CW_TS_NEVER;
+    p->tracking_ended_ns = CW_TS_NEVER;
     b->ps[r->nprocs] = (proc_state_t){0, 0, false};
     r->nprocs++;
     *out = p;
@@ -429,6 +430,7 @@ static int fill_proc(cw_store_t *s, cw_proc_report_t *p, bool with_frames, cw_di
     p->pid = info.pid;
     p->start_ns = info.start_ns;
     p->exit_ns = info.exit_ns;
+    p->tracking_ended_ns = info.tracking_ended_ns;
     p->name = info.name; /* moved: p owns the strings now */
     p->cmdline = info.cmdline;
     if (!p->name) {
@@ -487,6 +489,21 @@ static int set_note(cw_report_t *r, const char *fmt, int64_t a, int64_t b, const
     return (r->note = strdup(buf)) ? 0 : CW_ENOMEM;
 }
 
+/* Appends "; text" to the report's note (or sets it). 0 or CW_ENOMEM. */
+static int add_note(cw_report_t *r, const char *text)
+{
+    size_t old = r->note ? strlen(r->note) : 0, n = strlen(text);
+    char *v = realloc(r->note, old + n + 3);
+    if (!v) return CW_ENOMEM;
+    if (old) {
+        memcpy(v + old, "; ", 2);
+        old += 2;
+    }
+    memcpy(v + old, text, n + 1);
+    r->note = v;
+    return 0;
+}
+
 int cw_store_report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_frames,
                     cw_report_t **out, cw_diag_t *d)
 {
@@ -498,6 +515,9 @@ int cw_store_report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_fra
     if (!(b.r = calloc(1, sizeof *b.r))) return CW_ENOMEM;
     if ((err = cw__store_read_begin(s, &began, d))) goto fail;
     if ((err = cw__store_read_tiers(s, t, d))) goto end;
+    int64_t data_end;
+    bool ended;
+    if ((err = cw__store_data_end(s, t, &data_end, &ended, d))) goto end;
     if (t[0].end == INT64_MIN) { /* nothing stored yet */
         b.r->from_ns = from_ns == INT64_MIN ? 0 : from_ns;
         b.r->to_ns = to_ns == INT64_MAX ? b.r->from_ns : to_ns;
@@ -510,6 +530,26 @@ int cw_store_report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_fra
          * older history, folded out of it by retention, stays in the
          * coarser tiers for windows that ask for it (a note says so). */
         from_ns = t[0].horizon > t[0].start ? t[0].horizon : t[0].start;
+    }
+    bool clipped = false;
+    if (ended) {
+        /* Tracking ended there: nothing is known after it. A window past
+         * it is clipped to it, so the instances alive then are shown as
+         * they were, not as released by the end of tracking. */
+        if (from_ns >= data_end && to_ns != INT64_MAX && from_ns < to_ns) {
+            b.r->from_ns = from_ns;
+            b.r->to_ns = to_ns;
+            char buf[200];
+            snprintf(buf, sizeof buf,
+                     "the data ends at %" PRId64 ", where tracking ended: nothing is known "
+                     "after it",
+                     data_end);
+            err = (b.r->note = strdup(buf)) ? 0 : CW_ENOMEM;
+            goto end;
+        }
+        clipped = to_ns != INT64_MAX && to_ns > data_end;
+        if (to_ns > data_end) to_ns = data_end;
+        cw__store_tiers_clip(t, data_end);
     }
     if (to_ns == INT64_MAX) to_ns = t[0].end;
     if (from_ns >= to_ns || from_ns < INT64_MIN / 2) {
@@ -545,6 +585,14 @@ int cw_store_report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_fra
                  "1 min / 1 h resolution: ask for it with --from",
                  p.t0, p.t1);
         if (!(b.r->note = strdup(buf))) err = CW_ENOMEM;
+    }
+    if (!err && clipped) {
+        char buf[200];
+        snprintf(buf, sizeof buf,
+                 "the window is clipped to the end of the data at %" PRId64 ", where tracking "
+                 "ended (processes alive then are shown as they were)",
+                 data_end);
+        err = add_note(b.r, buf);
     }
     segment_t seg[MAX_SEGMENTS];
     int nback, nseg = plan_segments(t, &p, seg, &nback);

@@ -10,6 +10,10 @@
  *   outstanding[tag][i]  state at the end of the step, from the state at
  *                        `from` (commits before it minus releases before
  *                        it) plus the step's commits minus its releases;
+ *                        rundown (BEFORE) counts from its instance's start
+ *                        on, never earlier: a restart's rundown finds the
+ *                        memory the previous run's instances held until
+ *                        tracking ended, and must not count it twice;
  *   committed / decommitted  bytes committed and released in the step;
  *   transient            releases in the step of commits of the same step
  *                        (AIFI of the step, pieces and bytes);
@@ -35,11 +39,14 @@
  * cw__store_split) plus the raw tier's rows from ?1 to ?2. Scanning a day
  * of raw rows for the state at the start of a window is what this avoids.
  * Columns: tag, bytes (negative for releases). */
+#define LATER_RUNDOWN                                                                              \
+    " AND NOT (bucket = -9223372036854775807 - 1"                                                  \
+    " AND proc IN (SELECT id FROM processes WHERE start_ns >= ?2))"
 #define SQL_START_COMMITS(F)                                                                       \
     "SELECT s.tag, SUM(x.b) FROM ("                                                                \
-    " SELECT stack AS st, bytes AS b FROM commits WHERE tier = 2 AND bucket < ?1" F                \
+    " SELECT stack AS st, bytes AS b FROM commits WHERE tier = 2 AND bucket < ?1" F LATER_RUNDOWN  \
     " UNION ALL SELECT stack, bytes FROM commits"                                                  \
-    " WHERE tier = 0 AND bucket >= ?1 AND bucket < ?2" F                                           \
+    " WHERE tier = 0 AND bucket >= ?1 AND bucket < ?2" F LATER_RUNDOWN                             \
     ") x JOIN stacks s ON s.id = x.st GROUP BY s.tag"
 #define SQL_START_RELEASES(F)                                                                      \
     "SELECT s.tag, -SUM(x.b) FROM ("                                                               \
@@ -62,13 +69,29 @@
     " FROM releases r JOIN stacks s ON s.id = r.stack"                                             \
     " WHERE r.tier = ?1 AND r.f >= ?4 AND r.f < ?5" F " GROUP BY 1, 2"
 
+/* Rundown (BEFORE) commits of tier ?1 of the instances that start in
+ * [?2, ?3) [proc ?4]: they count from that start on (the start state
+ * leaves them out, LATER_RUNDOWN). Columns: start, tag, bytes. */
+#define SQL_RUNDOWN(F)                                                                             \
+    "SELECT p.start_ns, s.tag, SUM(c.bytes) FROM commits c JOIN processes p ON p.id = c.proc"      \
+    " JOIN stacks s ON s.id = c.stack WHERE c.tier = ?1 AND c.bucket = -9223372036854775807 - 1"   \
+    " AND p.start_ns >= ?2 AND p.start_ns < ?3" F " GROUP BY 1, 2 ORDER BY 1"
+
 /* Activity of tier ?1 in [?2, ?3) [proc ?4], by bucket: net change, and
  * the peaks relative to the bucket start added. */
 #define SQL_ACTIVITY(F)                                                                            \
     "SELECT bucket, SUM(delta), SUM(relpeak) FROM activity a"                                      \
     " WHERE a.tier = ?1 AND a.bucket >= ?2 AND a.bucket < ?3" F " GROUP BY bucket ORDER BY bucket"
 
-enum query { Q_START_COMMITS, Q_START_RELEASES, Q_STEP_COMMITS, Q_STEP_RELEASES, Q_ACTIVITY, Q__N };
+enum query {
+    Q_START_COMMITS,
+    Q_START_RELEASES,
+    Q_STEP_COMMITS,
+    Q_STEP_RELEASES,
+    Q_RUNDOWN,
+    Q_ACTIVITY,
+    Q__N
+};
 
 static const struct {
     int slot[2]; /* machine, process */
@@ -82,11 +105,18 @@ static const struct {
                         {SQL_STEP_COMMITS(""), SQL_STEP_COMMITS(PROC("c.", 6))}},
     [Q_STEP_RELEASES] = {{CW__ST_SER_STEP_RELEASES, CW__ST_SER_STEP_RELEASES_PROC},
                          {SQL_STEP_RELEASES(""), SQL_STEP_RELEASES(PROC("r.", 6))}},
+    [Q_RUNDOWN] = {{CW__ST_SER_RUNDOWN, CW__ST_SER_RUNDOWN_PROC},
+                   {SQL_RUNDOWN(""), SQL_RUNDOWN(PROC("c.", 4))}},
     [Q_ACTIVITY] = {{CW__ST_SER_ACTIVITY, CW__ST_SER_ACTIVITY_PROC},
                     {SQL_ACTIVITY(""), SQL_ACTIVITY(PROC("a.", 4))}},
 };
 
 /* ---- the series under construction -------------------------------------------- */
+
+/* Rundown that starts counting inside the window (SQL_RUNDOWN). */
+typedef struct rundown {
+    int64_t start, bytes;
+} rundown_t;
 
 typedef struct build {
     cw_store_t *s;
@@ -94,6 +124,8 @@ typedef struct build {
     cw_series_t *r;
     size_t tagcap;
     cw_diag_t *d;
+    rundown_t *rd;             /* by start */
+    size_t nrd, rdcap, rdnext; /* rdnext: the next one the peaks apply */
 } build_t;
 
 /* The cached statement of query k for this series. */
@@ -156,6 +188,33 @@ static int load_start(build_t *b, int64_t split)
     return err;
 }
 
+/* Rundown of the instances that start in the window, from tier (the one
+ * whose BEFORE rows the start state read): added to the outstanding of
+ * the step of their start, and kept in b->rd for the peaks. */
+static int load_rundown(build_t *b, int tier)
+{
+    cw_series_t *r = b->r;
+    sqlite3_stmt *st = NULL;
+    int rc = SQLITE_DONE, err = stmt(b, Q_RUNDOWN, &st);
+    if (err) return err;
+    sqlite3_bind_int(st, 1, tier);
+    sqlite3_bind_int64(st, 2, r->from_ns);
+    sqlite3_bind_int64(st, 3, r->to_ns);
+    if (b->q->proc) sqlite3_bind_int64(st, 4, b->q->proc);
+    while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t start = sqlite3_column_int64(st, 0), bytes = sqlite3_column_int64(st, 2);
+        int64_t i = (start - r->from_ns) / r->step_ns;
+        int t = tag_index(b, st, 1);
+        if (t < 0 || CW_RESERVE(b->rd, b->rdcap, b->nrd + 1)) {
+            err = CW_ENOMEM;
+        } else if (i >= 0 && i < r->npoints) {
+            r->tags[t].outstanding[i] += bytes;
+            b->rd[b->nrd++] = (rundown_t){start, bytes};
+        }
+    }
+    return finish_rows(b, st, rc, err, "reading a series' rundown");
+}
+
 /* One part of the window: [lo, hi) read from tier. */
 typedef struct part {
     int tier;
@@ -202,7 +261,7 @@ static int load_steps(build_t *b, const part_t *pt, const sink_t *sk)
 /* Peaks: the state at each step start, raised by the buckets' peaks, the
  * parts read in time order; *cur is the state, *i the step, carried from
  * one part to the next. */
-static int load_peaks(build_t *b, const part_t *pt, int64_t *cur, uint32_t *i)
+static int load_peaks(build_t *b, const part_t *pt, int64_t width, int64_t *cur, uint32_t *i)
 {
     cw_series_t *r = b->r;
     sqlite3_stmt *st = NULL;
@@ -221,6 +280,12 @@ static int load_peaks(build_t *b, const part_t *pt, int64_t *cur, uint32_t *i)
         }
         while (*i < j)
             r->peak[++*i] = *cur;
+        /* Rundown of an instance that starts in this bucket: there from
+         * its start, under the bucket's relative peak (its start is an
+         * event of the bucket). */
+        while (b->rdnext < b->nrd && b->rd[b->rdnext].start < bucket + width)
+            *cur += b->rd[b->rdnext++].bytes;
+        if (*cur > r->peak[*i]) r->peak[*i] = *cur;
         int64_t p = *cur + sqlite3_column_int64(st, 2);
         if (p > r->peak[*i]) r->peak[*i] = p;
         *cur += sqlite3_column_int64(st, 1);
@@ -251,13 +316,20 @@ static int fill(build_t *b, const cw__tier_t *t)
     int64_t mid;
     int err;
     r->tier = pick_tier(t, r->step_ns, r->from_ns, r->to_ns, &mid);
-    /* The steps: [from, mid) from the coarse tier, [mid, to) raw. */
-    const part_t parts[2] = {{r->tier, r->from_ns, mid}, {0, mid, r->to_ns}};
+    /* The steps: [from, mid) from the coarse tier, [mid, to) raw; nothing
+     * after the end of the data when it was clipped (the last step holds
+     * the state there). */
+    int64_t hi = r->to_ns < t[0].end ? r->to_ns : t[0].end;
+    if (hi < r->from_ns) hi = r->from_ns;
+    if (mid > hi) mid = hi;
+    const part_t parts[2] = {{r->tier, r->from_ns, mid}, {0, mid, hi}};
     const sink_t sinks[2] = {
         {Q_STEP_COMMITS, 1, r->committed, r->commit_count, NULL},
         {Q_STEP_RELEASES, -1, r->decommitted, r->transient, r->transient_count},
     };
-    if ((err = load_start(b, cw__store_split(t, 2, r->from_ns)))) return err;
+    int64_t split = cw__store_split(t, 2, r->from_ns);
+    if ((err = load_start(b, split))) return err;
+    if ((err = load_rundown(b, split != INT64_MIN ? 2 : 0))) return err;
     for (int k = 0; k < 2 && !err; k++)
         for (int j = 0; j < 2 && !err && parts[k].lo < parts[k].hi; j++)
             err = load_steps(b, &parts[k], &sinks[j]);
@@ -276,7 +348,8 @@ static int fill(build_t *b, const cw__tier_t *t)
     uint32_t i = 0;
     if (r->npoints) r->peak[0] = cur;
     for (int k = 0; k < 2 && !err; k++)
-        if (parts[k].lo < parts[k].hi) err = load_peaks(b, &parts[k], &cur, &i);
+        if (parts[k].lo < parts[k].hi)
+            err = load_peaks(b, &parts[k], t[parts[k].tier].width, &cur, &i);
     if (err) return err;
     while (i + 1 < r->npoints)
         r->peak[++i] = cur;
@@ -325,27 +398,39 @@ static cw_series_t *series_new(const cw_series_query_t *q, int64_t from, uint32_
 int cw_store_series(cw_store_t *s, const cw_series_query_t *q, cw_series_t **out, cw_diag_t *d)
 {
     cw__tier_t t[CW_TIERS];
-    int64_t from = 0;
+    int64_t from = 0, data_end = INT64_MIN;
     uint64_t n = cw_series_steps(q, &from);
-    bool began = false;
-    build_t b = {s, q, NULL, 0, d};
+    bool began = false, ended = false;
+    cw_series_query_t cq = *q;
+    build_t b = {s, &cq, NULL, 0, d, NULL, 0, 0, 0};
     int err;
     *out = NULL;
     if (n == 0 || n > UINT32_MAX)
         return cw_diag_set(d, CW_EINVAL,
                            "series: a window [from, to) and a positive step of at "
                            "most 2^32 steps are needed");
-    if (!(b.r = series_new(q, from, (uint32_t)n)))
-        return cw_diag_set(d, CW_ENOMEM, "series: out of memory for %llu points",
-                           (unsigned long long)n);
-    if (!(err = cw__store_read_begin(s, &began, d)) && !(err = cw__store_read_tiers(s, t, d))) {
-        if (q->step_ns % t[0].width)
-            err = cw_diag_set(d, CW_EINVAL, "series: the step must be a multiple of %lld ns",
-                              (long long)t[0].width);
-        else
-            err = fill(&b, t);
+    if ((err = cw__store_read_begin(s, &began, d))) return err;
+    if (!(err = cw__store_read_tiers(s, t, d)))
+        err = cw__store_data_end(s, t, &data_end, &ended, d);
+    if (!err && q->step_ns % t[0].width)
+        err = cw_diag_set(d, CW_EINVAL, "series: the step must be a multiple of %lld ns",
+                          (long long)t[0].width);
+    if (!err && ended && q->to_ns > data_end) {
+        /* Clipped to the end of the data: the steps up to the one holding
+         * it (none when the window starts after it). */
+        cw__store_tiers_clip(t, data_end);
+        cq.to_ns = data_end;
+        n = cq.from_ns < cq.to_ns ? cw_series_steps(&cq, &from) : 0;
+    }
+    if (!err && !(b.r = series_new(&cq, from, (uint32_t)n)))
+        err = cw_diag_set(d, CW_ENOMEM, "series: out of memory for %llu points",
+                          (unsigned long long)n);
+    if (!err) {
+        b.r->clipped_at = cq.to_ns != q->to_ns ? data_end : INT64_MIN;
+        if (n) err = fill(&b, t);
     }
     cw__store_read_end(s, began);
+    free(b.rd);
     if (err == CW_ENOMEM) cw_diag_set(d, err, "series: out of memory");
     if (err) {
         cw_series_free(b.r);

@@ -114,8 +114,12 @@ static void on_exit_(void *ctx, const cw_proc_t *p, int64_t ts)
 {
     cw_agg_t *a = ctx;
     if (open_bucket(a, ts) != 0 ||
-        cw_batch_add_proc(a->batch, p->id, p->pid, p->start_ns, ts, p->name, p->cmdline))
+        cw_batch_add_proc(a->batch, p->id, p->pid, p->start_ns, ts, p->name, p->cmdline)) {
         fail(a, CW_ENOMEM);
+        return;
+    }
+    /* A real exit, or the end of tracking (the row says which). */
+    a->batch->procs.v[a->batch->procs.n - 1].tracking_ended = p->tracking_ended;
 }
 
 static void on_event(void *ctx, const cw_proc_t *p, int64_t ts)

@@ -61,7 +61,7 @@ int cw_batch_add_activity(cw_batch_t *b, const cw_row_activity_t *r)
 int cw_batch_add_proc(cw_batch_t *b, uint32_t id, uint32_t pid, int64_t start_ns, int64_t exit_ns,
                       const char *name, const char *cmdline)
 {
-    cw_row_proc_t r = {id, pid, start_ns, exit_ns, cw_strdup(name), cw_strdup(cmdline)};
+    cw_row_proc_t r = {id, pid, start_ns, exit_ns, cw_strdup(name), cw_strdup(cmdline), false};
     if ((name && !r.name) || (cmdline && !r.cmdline) || VEC_PUSH(b->procs, r) != 0) {
         free(r.name);
         free(r.cmdline);

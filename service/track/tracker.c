@@ -246,6 +246,7 @@ static proc_t *new_instance(cw_tracker_t *t, uint32_t pid, int64_t ts, const cha
     p->pub.name = p->name;
     p->pub.cmdline = p->cmdline;
     p->pub.implicit = implicit;
+    p->pub.tracking_ended = false;
     uint32_t b = (uint32_t)cw_hash_u64(pid) & t->mask;
     p->hnext = t->buckets[b];
     t->buckets[b] = p;
@@ -464,8 +465,10 @@ int cw_tracker_apply(cw_tracker_t *t, const cw_event_t *ev)
 void cw_tracker_end_all(cw_tracker_t *t, int64_t ts)
 {
     for (uint32_t i = 0; i <= t->mask; i++)
-        while (t->buckets[i])
+        while (t->buckets[i]) {
+            t->buckets[i]->pub.tracking_ended = true;
             end_instance(t, t->buckets[i], ts);
+        }
 }
 
 void cw_tracker_finish(cw_tracker_t *t)

@@ -181,6 +181,7 @@ try {
     const q = new URLSearchParams(tr.querySelector('a').getAttribute('href').split('?')[1]);
     return { id: Number(tr.dataset.id), name: tr.dataset.name, pid: c[1], impacting: c[2], growth: c[3], tcount: c[4], tsize: c[5],
       size: c[6], count: c[7], peak: c[8], outstanding: c[9], top: c[10], exited: c[0].includes('(exited)'),
+      ended: c[0].includes('(tracking ended '), label: c[0],
       from: Number(q.get('from')), to: Number(q.get('to')) };
   }));
   const tableNote = () => page.evaluate(() => document.querySelector('#procs tbody td.muted')?.textContent.trim() ?? null);
@@ -223,7 +224,9 @@ try {
         sizeDiff(`${x.name} outstanding`, x.outstanding, p.outstanding_end_bytes),
         x.top === (p.tags[0] ? p.tags[0].tag : '') ? '' : `${x.name} top tag "${x.top}"`,
         // (exited) is the state when the page asked; a live process may exit after that.
-        x.exited === (p.exit_ns != null) || (!x.exited && p.exit_ns >= r.window.to_ns) ? '' : `${x.name} exited mark`);
+        x.exited === (p.exit_ns != null) || (!x.exited && p.exit_ns >= r.window.to_ns) ? '' : `${x.name} exited mark`,
+        // Alive when tracking ended (the end of a replay's input): not an exit.
+        x.ended === (p.tracking_ended_ns != null) ? '' : `${x.name} tracking-ended mark`);
     }
     listCheck(`${label}: every figure in the table is the API's`, diffs);
     return rows;
@@ -313,14 +316,18 @@ try {
   // ======================================================================
   {
     const hR = await api(RANGE, '/api/health');
-    const first = Math.floor(hR.first_bucket_ns / S) * S, end = hR.last_bucket_end_ns;
+    const first = Math.floor(hR.first_bucket_ns / S) * S, end = hR.data_end_ns;
     const both = [RSPEC.late.name, RSPEC.early.name];
     // The chart asks for [first data, end): the series API gives whole steps.
     const w1h = (await api(RANGE, '/api/system/series', { from: first, to: end })).window;
     check('range 1h: the series window starts at the first data and covers the end', w1h.from_ns === first && w1h.to_ns >= end, JSON.stringify(w1h));
-    const names1h = (await api(RANGE, '/api/processes', { from: w1h.from_ns, to: w1h.to_ns, sort: 'impacting' })).processes.map((p) => p.name);
+    // The table asks for the chart's window; the API clips it to the end of
+    // the data (late.exe is alive when the replay's input ends).
+    const r1h = await api(RANGE, '/api/processes', { from: w1h.from_ns, to: w1h.to_ns, sort: 'impacting' });
+    const names1h = r1h.processes.map((p) => p.name);
+    eq('range 1h: the table\'s window is clipped to the end of the data', r1h.window.to_ns, end);
     await page.goto(`${RANGE}/#/`);
-    check('range 1h (the default): both processes are listed, for the chart\'s window', await waitTable(names1h, w1h.from_ns, w1h.to_ns),
+    check('range 1h (the default): both processes are listed, for the chart\'s window', await waitTable(names1h, r1h.window.from_ns, r1h.window.to_ns),
       JSON.stringify((await overviewRows()).map((r) => r.name)));
     eq('range: the default is the last hour', await page.locator('#range').inputValue(), '1h');
     eq('range 1h: the API lists early.exe and late.exe', names1h.slice().sort(), both.slice().sort());
@@ -343,14 +350,17 @@ try {
     check('range 15m: a reload keeps it', ok15r && await page.locator('#range').inputValue() === '15m', await page.locator('#range').inputValue());
 
     await page.selectOption('#range', '7d');
-    check('range 7d: both processes again', await waitTable(names1h, w1h.from_ns, w1h.to_ns), JSON.stringify((await overviewRows()).map((r) => r.name)));
+    check('range 7d: both processes again', await waitTable(names1h, r1h.window.from_ns, r1h.window.to_ns), JSON.stringify((await overviewRows()).map((r) => r.name)));
   }
 
   // ======================================================================
   // 3. Overview of the fixture: figures, search, drag to narrow.
   // ======================================================================
   const hM = await api(URL, '/api/health');
-  const mFirst = Math.floor(hM.first_bucket_ns / S) * S, mEnd = hM.last_bucket_end_ns;
+  // The data ends where the replay's input ended tracking (not at the end
+  // of the last stored bucket, which holds only that end).
+  const mFirst = Math.floor(hM.first_bucket_ns / S) * S, mEnd = hM.data_end_ns;
+  eq('health: the replay\'s data ends where tracking ended', [hM.tracking_ended_ns, mEnd], [hM.last_bucket_end_ns - S, hM.last_bucket_end_ns - S]);
   const all = (await api(URL, '/api/processes', { from: mFirst, to: mEnd, sort: 'impacting', limit: 500 })).processes;
   await page.goto(`${URL}/#/`);
   check('overview lists the fixture\'s processes', await waitTable(all.map((p) => p.name), mFirst, mEnd),
@@ -369,6 +379,14 @@ try {
     eq('overview: MemoryTestApp Size 126 MB (seed: all it ever commits)', mta && mta.size, '126 MB');
     eq('overview: MemoryTestApp Impacting 0 (everything released by the end)', mta && mta.impacting, '0 B');
     eq('overview: MemoryTestApp Count and transient count', mta && [mta.count, mta.tcount], [String(whole.commit_count), String(whole.transient_count)]);
+    // A real exit shows "(exited)"; the processes alive when the replay's
+    // input ended show where tracking ended, with what they still held.
+    check('overview: MemoryTestApp (a real exit) is marked exited', mta && mta.exited && !mta.ended, mta && mta.label);
+    const alive = rowsAll.filter((r) => r.name === 'svchost.exe' || r.name === 'notepad.exe');
+    check('overview: svchost.exe and notepad.exe show "(tracking ended …)", not "(exited)", with memory outstanding',
+      alive.length === 2 && alive.every((r) => r.ended && !r.exited && r.outstanding !== '0 B'), JSON.stringify(alive.map((r) => [r.label, r.outstanding])));
+    const note = await page.locator('#note').textContent();
+    check('overview: a note says where tracking ended', await page.locator('#note').isVisible() && note.startsWith('Tracking ended'), note);
   }
   await shot(page, 'overview-1280.png');
 
@@ -794,6 +812,21 @@ try {
   dr = await compareDiff('diff svchost.exe 2-20 s', svc.id, T0 + 2 * S, T0 + 20 * S);
   check('diff svchost.exe: its rundown stacks are tagged (before trace)', dr.rowsD.some((r) => r.c[5] === '(before trace)'), JSON.stringify(dr.rowsD.map((r) => r.c[5])));
   await shot(page, 'diff-svchost.png');
+
+  // svchost.exe was alive when the replay's input ended: its page says so
+  // (not "exited"), its default view ends there, and the window figures
+  // are what it held then.
+  await page.goto(`${URL}/#/process/${svc.id}`);
+  await page.waitForSelector('#figs [data-fig="impacting"]');
+  const head = await page.locator('h1.proc').textContent();
+  check('process page of svchost.exe: "running when tracking ended", not "exited"',
+    head.includes('running when tracking ended') && !head.includes('exited'), head);
+  hw = await hashWin();
+  eq('process page of svchost.exe: its life ends where tracking ended', hw.to, mEnd);
+  const rs = await api(URL, `/api/processes/${svc.id}`, { from: hw.from, to: hw.to });
+  check('process page of svchost.exe: the API shows it alive with memory outstanding',
+    rs.process.exit_ns === null && rs.process.tracking_ended_ns === mEnd && rs.process.outstanding_end_bytes > 0, JSON.stringify(rs.process));
+  await shot(page, 'process-tracking-ended.png');
 
   // ======================================================================
   // 6. Phone width: no sideways scrolling.

@@ -18,7 +18,10 @@ code in common with the service:
 - rundown commits have a = -infinity: outstanding before the trace, never
   in Size or counts;
 - optionally the end of a `run`: instances still alive end at `end_run_at`
-  (releases and an event there), as the service does when its input ends.
+  (releases and an event there), as the service does when its input ends;
+  they did not exit (exit_ns None, tracking_ended_ns = end_run_at), and
+  the data ends there: a report's window reaching past it is clipped to it
+  (`data_end`; DESIGN.md, "End of a run").
 
 Stack tags come from a `tag_of(frames)` callable (tests use the binary's
 `tags explain`, a code path apart from the store). All times are Unix ns;
@@ -62,6 +65,7 @@ class Inst:
     def __init__(self, iid, pid, name, cmdline, start, implicit):
         self.id, self.pid, self.name, self.cmdline = iid, pid, name, cmdline
         self.start, self.exit, self.implicit = start, None, implicit
+        self.tracking_ended = None  # where the end of a run ended it, alive
         self.ranges = []  # sorted [lo, hi, rec], never overlapping
         self.recs = []  # every Rec, in order
         self.pieces = []  # every Piece (released or live), in order
@@ -83,11 +87,15 @@ class Model:
         self.live = {}
         self.nevents = 0
         self.first_ts = self.last_ts = None
+        # The end of the data when a run ended tracking with instances alive
+        # (the service stores that only then); None otherwise.
+        self.data_end = None
         for ev in events:
             self._apply(ev, shift)
         if end_run_at is not None:
             for inst in list(self.live.values()):
-                self._end(inst, end_run_at)
+                self._end(inst, end_run_at, tracking=True)
+                self.data_end = end_run_at
         for inst in self.live.values():
             for rec, rem in self._remaining(inst).items():
                 inst.pieces.append(Piece(rec, rem, NEVER))
@@ -110,13 +118,16 @@ class Model:
             rem[rec] = rem.get(rec, 0) + hi - lo
         return rem
 
-    def _end(self, inst, ts):
+    def _end(self, inst, ts, tracking=False):
         released = 0
         for rec, rem in sorted(self._remaining(inst).items(), key=lambda x: inst.recs.index(x[0])):
             inst.pieces.append(Piece(rec, rem, ts))
             released += rem
         inst.ranges = []
-        inst.exit = ts
+        if tracking:
+            inst.tracking_ended = ts
+        else:
+            inst.exit = ts
         inst.events.append((ts, -released))
         del self.live[inst.pid]
 
@@ -238,11 +249,23 @@ class Model:
                                 "tag": tag_of(frames)}
         return rows
 
+    def clip(self, t0, t1):
+        """[t0, t1) as the service answers it: clipped to the end of the
+        data (None when the window starts at or after it)."""
+        if self.data_end is None or t1 <= self.data_end:
+            return t0, t1
+        return (t0, self.data_end) if t0 < self.data_end else None
+
     def report(self, t0, t1, stacks=False):
         """The processes reported for [t0, t1), by instance id (1, 2, ...
         in the order instances appear, as a fresh database numbers them):
-        the figures of `analyze --json` (tags; stacks as {frames: figs})."""
+        the figures of `analyze --json` (tags; stacks as {frames: figs}).
+        A window past the end of the data is clipped to it (clip())."""
         out = {}
+        w = self.clip(t0, t1)
+        if w is None:
+            return out
+        t0, t1 = w
         for inst in self.insts:
             sf = self.stack_figs(inst, t0, t1)
             nev = sum(1 for ts, _ in inst.events if t0 <= ts < t1)
@@ -273,7 +296,8 @@ class Model:
             p["outstanding_end_bytes"] = p["types"]["AIFO"]["bytes"] + p["types"]["AOFO"]["bytes"]
             p["events"] = nev
             p.update(id=inst.id, pid=inst.pid, name=inst.name, cmdline=inst.cmdline,
-                     start_ns=inst.start, exit_ns=inst.exit)
+                     start_ns=inst.start, exit_ns=inst.exit,
+                     tracking_ended_ns=inst.tracking_ended)
             tags = {}
             for s, f in sf.items():
                 tg = tags.setdefault(self.tag_of(s), {"size_bytes": 0, "commit_count": 0,
@@ -287,12 +311,21 @@ class Model:
             out[inst.id] = p
         return out
 
+    @staticmethod
+    def _there(p, t):
+        """Piece p's commit is in the state at t: made before t, or rundown
+        of an instance started before t (a restart's rundown finds what the
+        previous run's instances held: it never reaches back before its
+        instance, so nothing counts twice)."""
+        return p.rec.inst.start < t if p.rec.rundown else p.rec.a < t
+
     def outstanding_at(self, t, inst=None):
         """{(inst id, tag): bytes} outstanding at t: the state after every
-        event before t (rundown: committed before the trace); zeros left out."""
+        event before t (rundown: committed before the trace, but not before
+        its instance started); zeros left out."""
         out = {}
         for p in (inst.pieces if inst else self.all_pieces):
-            if (p.rec.rundown or p.rec.a < t) and p.f >= t:
+            if self._there(p, t) and p.f >= t:
                 k = (p.rec.inst.id, self.tag_of(p.rec.stack))
                 out[k] = out.get(k, 0) + p.bytes
         return {k: v for k, v in out.items() if v}
@@ -300,14 +333,17 @@ class Model:
     def series(self, frm, step, n, inst=None):
         """Per step i of [frm + i*step, frm + (i+1)*step): the columns of
         /api/processes/{id}/series (inst) or /api/system/series (None).
-        frm and step are whole seconds."""
+        frm and step are whole seconds. Nothing at or after the end of
+        the data counts (the service clips there: the step that holds it
+        shows the state at it)."""
         insts = [inst] if inst else self.insts
         recs = [r for i in insts for r in i.recs]
         pieces = [p for i in insts for p in i.pieces]
-        ends = [frm + (i + 1) * step for i in range(n)]
+        dend = NEVER if self.data_end is None else self.data_end
+        ends = [min(frm + (i + 1) * step, dend) for i in range(n)]
 
         def idx(t):
-            return (t - frm) // step if frm <= t < frm + n * step else None
+            return (t - frm) // step if frm <= t < frm + n * step and t < dend else None
 
         cols = {k: [0] * n for k in ("committed_bytes", "commit_count", "decommitted_bytes",
                                      "transient_bytes", "transient_count")}
@@ -321,7 +357,7 @@ class Model:
             tag = self.tag_of(p.rec.stack)
             col = outs.setdefault(tag, [0] * n)
             for i, e in enumerate(ends):
-                if (p.rec.rundown or p.rec.a < e) and p.f >= e:
+                if self._there(p, e) and p.f >= e:
                     col[i] += p.bytes
             i = idx(p.f) if p.f != NEVER else None
             if i is not None:
@@ -337,13 +373,19 @@ class Model:
         nb = n * step // SEC
         bpeak = [0] * nb
         for one in insts:
-            cur = sum(p.bytes for p in one.pieces
-                      if (p.rec.rundown or p.rec.a < frm) and p.f >= frm)
+            cur = sum(p.bytes for p in one.pieces if self._there(p, frm) and p.f >= frm)
+            # Rundown of an instance that starts in the window: there from
+            # the bucket of its start on (under that bucket's peak).
+            later = one.start >= frm
+            rundown = sum(r.bytes for r in one.recs if r.rundown)
             evs, k = one.events, 0
             while k < len(evs) and evs[k][0] < frm:
                 k += 1
             for b in range(nb):
-                best, end = cur, frm + (b + 1) * SEC
+                if later and one.start < frm + (b + 1) * SEC:
+                    cur += rundown
+                    later = False
+                best, end = cur, min(frm + (b + 1) * SEC, dend)
                 while k < len(evs) and evs[k][0] < end:
                     cur += evs[k][1]
                     best = max(best, cur)

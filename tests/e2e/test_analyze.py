@@ -305,19 +305,29 @@ def key_of(p):
 def compare_reports(a, b, what, stacks=False, known_until=None, ended_at=None):
     """a (the exact analyzer) and b (the database) agree on every figure.
     known_until: b holds only the data before this time (a stopped run), so
-    later exits are unknown to it. ended_at: the run into b ended its live
-    instances at this time (DESIGN.md "End of a run"), which a does not."""
+    later exits are unknown to it. ended_at: the run into b ended tracking
+    at this time (DESIGN.md "End of a run"): the instances alive then are
+    not exited in b (exit_ns null, tracking_ended_ns = ended_at), which
+    a, knowing the rest of the trace, may have seen exit later."""
     eq(sorted(key_of(p) for p in a["processes"]), sorted(key_of(p) for p in b["processes"]),
        f"{what}: processes")
     bmap = {key_of(p): p for p in b["processes"]}
     for pa in a["processes"]:
         pb = bmap[key_of(pa)]
         name = f"{what}: {pa['name']} ({pa['pid']})"
+        if ended_at is None:  # two reports of the same database
+            eq(pa["tracking_ended_ns"], pb["tracking_ended_ns"], f"{name}: tracking_ended_ns")
+        else:
+            eq(pa["tracking_ended_ns"], None, f"{name}: a trace never ends tracking")
+            check(pb["tracking_ended_ns"] in (None, ended_at),
+                  f"{name}: tracking ended where the run ended: {pb['tracking_ended_ns']}")
+        check(pb["exit_ns"] is None or pb["tracking_ended_ns"] is None,
+              f"{name}: an exit or the end of tracking, not both")
         for k in FIGS + ("events", "exit_ns", "cmdline"):
-            # b ended the instance at ended_at; a's real exit, if any, came
-            # after what b knows (the stop can fall anywhere in the last
-            # second before ended_at).
-            if k == "exit_ns" and ended_at is not None and pb[k] == ended_at and (
+            # b's tracking ended while the instance was alive; a's real
+            # exit, if any, came after what b knows (the stop can fall
+            # anywhere in the last second before ended_at).
+            if k == "exit_ns" and ended_at is not None and pb["tracking_ended_ns"] == ended_at and (
                     pa[k] is None or pa[k] >= (known_until if known_until is not None else ended_at)):
                 continue
             eq(pa[k], pb[k], f"{name}: {k}")
@@ -468,18 +478,32 @@ def test_db_random():
             y = analyze_json(["--db", db], frm, to, stacks=True)
             compare_reports(x, y, f"seed {seed} window [{a}, {b}) s", stacks=True,
                             ended_at=ended)
-        # After the end of tracking nothing is outstanding: the instances
-        # alive at the end of the trace are reported (their end is an event
-        # there), ended, with nothing left.
-        alive = sorted(key_of(p) for p in analyze_json(replay(path))["processes"]
-                       if p["exit_ns"] is None)
+        # The whole database is the whole trace: the instances alive at its
+        # end are alive where tracking ended, with analyze --source's
+        # figures (the data ends there: the window stops at it).
+        x = analyze_json(replay(path))
+        alive = sorted(key_of(p) for p in x["processes"] if p["exit_ns"] is None)
         check(alive, f"seed {seed}: some instances are alive at the end of the trace")
-        y = analyze_json(["--db", db], ended, ended + SEC)
-        eq(sorted(key_of(p) for p in y["processes"]), alive,
-           f"seed {seed}: reported after tracking ended")
-        for p in y["processes"]:
-            eq((p["outstanding_end_bytes"], p["exit_ns"]), (0, ended),
-               f"seed {seed}: {p['name']} after tracking ended")
+        y = analyze_json(["--db", db])
+        eq(y["window"]["to_ns"], ended, f"seed {seed}: the whole database ends where tracking ended")
+        eq(sorted(key_of(p) for p in y["processes"] if p["tracking_ended_ns"] == ended), alive,
+           f"seed {seed}: alive where tracking ended")
+        ymap = {key_of(p): p for p in y["processes"]}
+        for p in x["processes"]:
+            q = ymap.get(key_of(p))
+            eq(q and [q[k] for k in ("outstanding_end_bytes", "impacting_bytes", "size_bytes",
+                                     "transient_bytes", "exit_ns")],
+               [p[k] for k in ("outstanding_end_bytes", "impacting_bytes", "size_bytes",
+                               "transient_bytes", "exit_ns")],
+               f"seed {seed}: {p['name']} ({p['pid']}): whole database = whole trace")
+        # Past the end of the data: clipped to it, with a note; after it,
+        # nothing is known.
+        z = analyze_json(["--db", db], t0, ended + 5 * SEC)
+        eq(z["window"]["to_ns"], ended, f"seed {seed}: a window past the end is clipped to it")
+        check("tracking ended" in z.get("note", ""), f"seed {seed}: with a note: {z.get('note')}")
+        z = analyze_json(["--db", db], ended, ended + SEC)
+        eq(z["processes"], [], f"seed {seed}: nothing after tracking ended")
+        check("tracking ended" in z.get("note", ""), f"seed {seed}: a note: {z.get('note')}")
 
 
 def test_db_rollup():
@@ -699,9 +723,10 @@ def test_run_refuses_older_trace():
 
 
 def test_restart():
-    """Instances alive when a run ends are ended there ("tracking ended"),
-    so a later run (a restart of the service) that starts new instances for
-    the same pids from their rundown counts nothing twice."""
+    """Instances alive when a run ends are ended there ("tracking ended",
+    not an exit: their memory leaves the figures there), so a later run (a
+    restart of the service) that starts new instances for the same pids
+    from their rundown counts nothing twice."""
     db = new_db("restart.db")
     run("run", *replay(), "--db", db)
     t = WIN["t0_ns"] + 100 * SEC
@@ -726,14 +751,16 @@ def test_restart():
     doc = analyze_json(["--db", db], WIN["t0_ns"], ended)
     check_figs(the_app(doc), WIN["windows"]["whole"]["expect"], "first run after the restart")
     for p in doc["processes"]:
-        check(p["exit_ns"] is not None and p["exit_ns"] <= ended,
-              f"{p['name']} ended by {ended}: {p['exit_ns']}")
+        check((p["exit_ns"] is not None and p["exit_ns"] <= ended) or
+              (p["exit_ns"] is None and p["tracking_ended_ns"] == ended),
+              f"{p['name']} exited or alive when tracking ended at {ended}: {p['exit_ns']}, "
+              f"{p['tracking_ended_ns']}")
     doc = analyze_json(["--db", db], ended, ended + SEC)
     eq(sorted(p["name"] for p in doc["processes"]), ["notepad.exe", "svchost.exe"],
        "the first run's live instances are reported where tracking ended them")
     for p in doc["processes"]:
-        eq((p["outstanding_end_bytes"], p["exit_ns"]), (0, ended),
-           f"{p['name']}: ended, nothing outstanding after tracking ended")
+        eq((p["outstanding_end_bytes"], p["exit_ns"], p["tracking_ended_ns"]), (0, None, ended),
+           f"{p['name']}: tracking ended (not exited), nothing outstanding after it")
 
 
 # --- SIGINT -----------------------------------------------------------------------
@@ -784,11 +811,14 @@ def test_sigint():
         stored = analyze_json(["--db", db])
         check(stored["processes"], f"data was flushed before exiting on {sig.name}")
         frm, to = stored["window"]["from_ns"], stored["window"]["to_ns"]
-        # The last stored second holds the end of tracking (live instances
-        # ended at its start); the one before it only the events before the
-        # stop. Every earlier second must have been written whole.
-        ended = to - SEC
-        to -= 2 * SEC
+        # The data ends where tracking ended (the last stored second holds
+        # only that end, and the whole database stops before it); the
+        # second before it holds only the events before the stop. Every
+        # earlier second must have been written whole.
+        ended = to
+        check(any(p["tracking_ended_ns"] == ended for p in stored["processes"]),
+              f"instances alive when {sig.name} ended tracking at {ended}")
+        to -= SEC
         check(to > frm, "more than two seconds stored")
         # The trace's events before `ended` hold everything the database
         # can know (the stop came before it): analyze that prefix, not all

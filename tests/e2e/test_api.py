@@ -39,7 +39,7 @@ ENDED = (EVENTS[-1]["ts"] // S + 1) * S
 M = refmodel.Model(EVENTS, TAG_OF, end_run_at=ENDED)
 FIGS = ("size_bytes", "commit_count", "impacting_bytes", "transient_bytes", "transient_count",
         "peak_outstanding_bytes", "peak_ns", "outstanding_end_bytes", "events")
-IDENT = ("id", "pid", "name", "cmdline", "start_ns", "exit_ns")
+IDENT = ("id", "pid", "name", "cmdline", "start_ns", "exit_ns", "tracking_ended_ns")
 SERIES_COLS = ("committed_bytes", "commit_count", "decommitted_bytes", "transient_bytes",
                "transient_count", "peak_bytes", "outstanding_total")
 
@@ -121,9 +121,10 @@ with Service(MTA, name="api") as svc:
     t.eq("health: every event ingested", h["events_ingested"], len(EVENTS))
     t.eq("health: none lost", h["events_lost"], 0)
     t.check("health: db size", h["db_size_bytes"] > 0, h["db_size_bytes"])
-    first, end = h["first_bucket_ns"], h["last_bucket_end_ns"]
+    first, end = h["first_bucket_ns"], h["data_end_ns"]
     t.eq("health: data from the first event's second", first, EVENTS[0]["ts"] // S * S)
-    t.eq("health: data up to the end of tracking's bucket", end, ENDED + S)
+    t.eq("health: stored up to the end of tracking's bucket", h["last_bucket_end_ns"], ENDED + S)
+    t.eq("health: the data ends where tracking ended", (end, h["tracking_ended_ns"]), (ENDED, ENDED))
     t.eq("health: ingest done", h["ingest_done"], True)
 
     # ---- /api/processes == the model, for the fixture's windows, the whole
@@ -183,9 +184,32 @@ with Service(MTA, name="api") as svc:
          (200, {"from_ns": end - 3600 * S, "to_ns": end}))
     check_processes("default window", r4["processes"], M.report(end - 3600 * S, end))
 
+    # ---- past the end of the data: the replay's input ended there, so a
+    # window reaching past it is clipped to it with a note, and the
+    # instances alive then are shown alive (not exited) with the figures
+    # the model gives at that time.
+    st, r = svc.get(q("/api/processes", **{"from": first, "to": ENDED + 60 * S}))
+    t.eq("past the end: clipped to where tracking ended", (st, r["window"]),
+         (200, {"from_ns": first, "to_ns": ENDED}))
+    t.check("past the end: a note says so", "tracking ended" in r.get("note", ""), r.get("note"))
+    check_processes("past the end", r["processes"], M.report(first, ENDED))
+    alive = [p for p in r["processes"] if p["tracking_ended_ns"] is not None]
+    t.check("past the end: instances alive at the end, with memory outstanding",
+            len(alive) >= 2 and all(p["exit_ns"] is None and p["tracking_ended_ns"] == ENDED
+                                    and p["outstanding_end_bytes"] > 0 for p in alive), alive)
+    st, r = svc.get(q("/api/processes", **{"from": ENDED, "to": ENDED + 60 * S}))
+    t.eq("after the end: no process, a note", (st, r["processes"], "tracking ended" in r.get("note", "")),
+         (200, [], True))
+    st, s = svc.get(q("/api/system/series", **{"from": first, "to": ENDED + 10 * S, "step": "1s"}))
+    t.check("series past the end: a note", "tracking ended" in s.get("note", ""), s.get("note"))
+    check_series("system series past the end", s, first, ENDED, S, None)
+    st, s = svc.get(q("/api/system/series", **{"from": first, "to": ENDED + 10 * S, "step": "5s"}))
+    check_series("system series past the end, 5 s steps", s, first, s["window"]["to_ns"], 5 * S, None)
+    t.eq("series past the end, 5 s steps: the last step holds the state at the end",
+         s["outstanding_total"][-1], sum(M.outstanding_at(ENDED).values()))
+
     # sort: in a window that ends while processes are alive, so every key
-    # has distinct non-zero values (outstanding at the end of a whole replay
-    # is zero everywhere: every instance ends with the run).
+    # has distinct non-zero values.
     mid = (T0, T0 + 20 * S)
     want = M.report(*mid)
     for skey, field in (("impacting", "impacting_bytes"), ("transient", "transient_bytes"),
@@ -225,7 +249,7 @@ with Service(MTA, name="api") as svc:
     zero = refmodel.Model.finish_figs(refmodel.Model.empty_figs())
     t.eq("process/{id} outside its life: 200", st, 200)
     t.eq("process/{id} outside its life: who", [r["process"][k] for k in IDENT],
-         [cmd.id, cmd.pid, cmd.name, cmd.cmdline, cmd.start, cmd.exit])
+         [cmd.id, cmd.pid, cmd.name, cmd.cmdline, cmd.start, cmd.exit, cmd.tracking_ended])
     t.eq("process/{id} outside its life: zero figures",
          [r["process"][k] for k in ("size_bytes", "commit_count", "impacting_bytes",
                                     "transient_bytes", "transient_count", "types", "events")],
@@ -238,10 +262,14 @@ with Service(MTA, name="api") as svc:
         st, s = svc.get(q(f"/api/processes/{inst.id}/series",
                           **{"from": first, "to": end, "step": "1s"}))
         t.eq(f"{nm}: 200", st, 200)
-        check_series(f"{nm} 1s", s, first, end, S, inst)
+        # An instance alive at the end may never have released anything.
+        check_series(f"{nm} 1s", s, first, end, S, inst, require_data=inst.exit is not None)
+        if inst.exit is None:
+            t.check(f"{nm}: alive at the end with memory outstanding", s["outstanding_total"][-1] > 0,
+                    s["outstanding_total"][-1:])
         t.eq(f"{nm}: who", [s["process"][k] for k in ("pid", "name", "cmdline", "start_ns",
-                                                       "exit_ns")],
-             [inst.pid, inst.name, inst.cmdline, inst.start, inst.exit])
+                                                       "exit_ns", "tracking_ended_ns")],
+             [inst.pid, inst.name, inst.cmdline, inst.start, inst.exit, inst.tracking_ended])
         t.eq(f"{nm}: peak is exact", s["peak_kind"], "exact")
     want = M.series(first, S, (end - first) // S, mta_inst)
     t.check("series: ten spikes visible as transients",
@@ -504,7 +532,7 @@ with Service(MTA, name="api") as svc:
 
     # Nothing was written by any of it, and the service still answers.
     st, h2 = svc.get("/api/health")
-    t.eq("still healthy after bad input", h2["last_bucket_end_ns"], end)
+    t.eq("still healthy after bad input", h2["data_end_ns"], end)
 
     # ---- security and static files
     st, _, body = svc.request("/api/health", method="POST")
@@ -603,7 +631,9 @@ for seed in range(1, 1 + int(os.environ.get("CW_API_RANDOM", "3"))):
     rnd = random.Random(seed)
     with Service(path, name=f"api-random{seed}") as svc:
         st, h = svc.get("/api/health")
-        first, end = h["first_bucket_ns"], h["last_bucket_end_ns"]
+        first, end = h["first_bucket_ns"], h["data_end_ns"]
+        t.eq(f"random {seed}: the data ends where the model's does",
+             h["tracking_ended_ns"], m.data_end)
         nsec = (end - first) // S
         wins = [(first, end)] + [tuple(first + x * S for x in sorted(rnd.sample(range(nsec + 1), 2)))
                                  for _ in range(4)]

@@ -139,6 +139,7 @@ int main(void)
     ASSERT_EQ(b->bucket_ns, 16 * S);
     ASSERT_EQ(b->procs.n, 1);
     ASSERT_EQ(b->procs.v[0].exit_ns, 16 * S);
+    ASSERT_TRUE(b->procs.v[0].tracking_ended); /* not an exit: stored apart */
     uint64_t freed = 0;
     for (uint32_t i = 0; i < b->releases.n; i++) freed += b->releases.v[i].bytes;
     ASSERT_EQ(freed, 4096 + 4096);

@@ -14,6 +14,7 @@
 #include "commitwatch/batch.h"
 #include "commitwatch/event.h"
 #include "commitwatch/platform.h"
+#include "commitwatch/query.h"
 #include "commitwatch/store.h"
 #include "store/store_internal.h"
 #include "test.h"
@@ -230,6 +231,221 @@ static void test_versions(void)
     cw_store_close(s);
 }
 
+#define FIG(f, t, b, c)                                                                            \
+    do {                                                                                           \
+        ASSERT_U64_EQ((f).types[t].bytes, b);                                                      \
+        ASSERT_U64_EQ((f).types[t].count, c);                                                      \
+    } while (0)
+
+/* ---- the end of tracking (schema/003, docs/DESIGN.md "End of a run") ---------- */
+
+static void proc_is(cw_store_t *s, uint32_t id, int64_t exit_ns, int64_t ended_ns)
+{
+    cw_proc_info_t pi;
+    cw_diag_t d = {{0}};
+    ASSERT_OK(cw_store_proc_get(s, id, &pi, &d));
+    ASSERT_EQ(pi.exit_ns, exit_ns);
+    ASSERT_EQ(pi.tracking_ended_ns, ended_ns);
+    cw_proc_info_clear(&pi);
+}
+
+static const cw_proc_report_t *rproc(const cw_report_t *r, uint32_t id)
+{
+    for (uint32_t i = 0; i < r->nprocs; i++)
+        if (r->procs[i].id == id) return &r->procs[i];
+    return NULL;
+}
+
+/* A database of version 2 stored the end of tracking as an exit: the
+ * migration tells the last run's apart (exit at the start of the last
+ * stored bucket), and leaves real exits alone. */
+static void test_migrate_ended(void)
+{
+    cw_store_t *s = NULL;
+    cw_diag_t d = {{0}};
+    const char *p = tpath("v2.db");
+    rm_db(p);
+    ASSERT_OK(cw__store_create_at_version(p, 2, &d));
+    sqlite3 *db;
+    ASSERT_EQ(sqlite3_open(p, &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db,
+                           "UPDATE tiers SET start_ns = 10000000000, end_ns = 33000000000 "
+                           "WHERE tier = 0;"
+                           "INSERT INTO processes VALUES (1, 100, 5000000000, 32000000000, "
+                           "'alive.exe', NULL), (2, 200, 5000000000, 20000000000, 'gone.exe', "
+                           "NULL), (3, 300, 5000000000, NULL, 'crashed.exe', NULL)",
+                           0, 0, 0),
+              SQLITE_OK);
+    sqlite3_close(db);
+    ASSERT_OK(cw_store_open(p, NULL, &s, &d));
+    ASSERT_EQ(sql_int(s, "PRAGMA user_version"), cw_store_schema_version());
+    proc_is(s, 1, CW_TS_NEVER, 32 * S); /* ended with the last run: alive then */
+    proc_is(s, 2, 20 * S, CW_TS_NEVER); /* a real exit */
+    proc_is(s, 3, CW_TS_NEVER, CW_TS_NEVER);
+    int64_t end;
+    bool ended;
+    ASSERT_OK(cw_store_data_end(s, &end, &ended, &d));
+    ASSERT_EQ(end, 32 * S);
+    ASSERT_TRUE(ended);
+    integrity_ok(s);
+    cw_store_close(s);
+}
+
+/* Process 1 commits 8192 at 10 s and is alive when tracking ends (13 s);
+ * process 2 commits 4096 at 11 s and exits at 12 s. Then a later run
+ * (a restart) starts process 3 (same pid as 1) at 20 s with a rundown of
+ * the same 8192 bytes. */
+static void write_ended(cw_store_t *s, bool restart)
+{
+    cw_diag_t d;
+    cw_batch_t *b;
+    if (!restart) {
+        ASSERT_OK(cw_batch_create(10 * S, S, &b));
+        dictionary(b);
+        ASSERT_OK(cw_batch_add_proc(b, 1, 100, 10 * S, CW_TS_NEVER, "app.exe", NULL));
+        ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){1, 1, 10 * S, 8192, 1}));
+        ASSERT_OK(cw_batch_add_activity(b, &(cw_row_activity_t){1, 2, 8192, 8192, 10 * S}));
+        ASSERT_OK(cw_store_write(s, b, &d));
+        cw_batch_free(b);
+        ASSERT_OK(cw_batch_create(11 * S, S, &b));
+        ASSERT_OK(cw_batch_add_proc(b, 2, 200, 11 * S, CW_TS_NEVER, "tool.exe", NULL));
+        ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){2, 2, 11 * S, 4096, 1}));
+        ASSERT_OK(cw_batch_add_activity(b, &(cw_row_activity_t){2, 2, 4096, 4096, 11 * S}));
+        ASSERT_OK(cw_store_write(s, b, &d));
+        cw_batch_free(b);
+        ASSERT_OK(cw_batch_create(12 * S, S, &b));
+        ASSERT_OK(cw_batch_add_release(b, &(cw_row_release_t){2, 2, 11 * S, 4096, 1, 1}));
+        ASSERT_OK(cw_batch_add_activity(b, &(cw_row_activity_t){2, 1, -4096, 0, 12 * S}));
+        ASSERT_OK(cw_batch_add_proc(b, 2, 200, 11 * S, 12 * S, "tool.exe", NULL));
+        ASSERT_OK(cw_store_write(s, b, &d));
+        cw_batch_free(b);
+        /* The end of tracking: the bucket after the last event. */
+        ASSERT_OK(cw_batch_create(13 * S, S, &b));
+        ASSERT_OK(cw_batch_add_release(b, &(cw_row_release_t){1, 1, 10 * S, 8192, 1, 1}));
+        ASSERT_OK(cw_batch_add_activity(b, &(cw_row_activity_t){1, 1, -8192, 0, 13 * S}));
+        ASSERT_OK(cw_batch_add_proc(b, 1, 100, 10 * S, 13 * S, "app.exe", NULL));
+        b->procs.v[0].tracking_ended = true;
+        ASSERT_OK(cw_store_write(s, b, &d));
+        cw_batch_free(b);
+        return;
+    }
+    ASSERT_OK(cw_batch_create(20 * S, S, &b));
+    ASSERT_OK(cw_batch_add_proc(b, 3, 100, 20 * S, CW_TS_NEVER, "app.exe", NULL));
+    ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){3, 3, CW_TS_BEFORE, 8192, 1}));
+    ASSERT_OK(cw_batch_add_activity(b, &(cw_row_activity_t){3, 2, 0, 0, 20 * S}));
+    ASSERT_OK(cw_store_write(s, b, &d));
+    cw_batch_free(b);
+}
+
+static void test_tracking_ended(void)
+{
+    cw_store_t *s = NULL;
+    cw_report_t *r;
+    cw_series_t *sr;
+    cw_diag_t d = {{0}};
+    const char *p = tpath("ended.db");
+    int64_t end, span_end;
+    bool ended;
+    rm_db(p);
+    ASSERT_OK(cw_store_open(p, NULL, &s, &d));
+    write_ended(s, false);
+    /* Stored apart from a real exit; the data ends where tracking ended. */
+    proc_is(s, 1, CW_TS_NEVER, 13 * S);
+    proc_is(s, 2, 12 * S, CW_TS_NEVER);
+    ASSERT_OK(cw_store_data_end(s, &end, &ended, &d));
+    ASSERT_OK(cw_store_data_span(s, NULL, &span_end, &d));
+    ASSERT_EQ(end, 13 * S);
+    ASSERT_TRUE(ended);
+    ASSERT_EQ(span_end, 14 * S); /* the bucket of the end is stored */
+
+    /* The whole database: up to the end of the data, process 1 alive
+     * there with its 8192 bytes. */
+    ASSERT_OK(cw_store_report(s, INT64_MIN, INT64_MAX, false, &r, &d));
+    ASSERT_EQ(r->to_ns, 13 * S);
+    ASSERT_TRUE(r->note == NULL);
+    const cw_proc_report_t *p1 = rproc(r, 1), *p2 = rproc(r, 2);
+    ASSERT_TRUE(p1 && p2);
+    ASSERT_U64_EQ(p1->outstanding_end, 8192);
+    ASSERT_EQ(cw_figs_impacting(&p1->figs), 8192);
+    ASSERT_EQ(p1->exit_ns, CW_TS_NEVER);
+    ASSERT_EQ(p1->tracking_ended_ns, 13 * S);
+    FIG(p1->figs, CW_AIFO, 8192, 1);
+    ASSERT_EQ(p2->exit_ns, 12 * S);
+    ASSERT_EQ(p2->tracking_ended_ns, CW_TS_NEVER);
+    cw_report_free(r);
+    /* A window past it: clipped to it, with a note; the same figures. */
+    ASSERT_OK(cw_store_report(s, 10 * S, 60 * S, false, &r, &d));
+    ASSERT_EQ(r->to_ns, 13 * S);
+    ASSERT_TRUE(r->note && strstr(r->note, "tracking ended") != NULL);
+    ASSERT_U64_EQ(rproc(r, 1)->outstanding_end, 8192);
+    FIG(rproc(r, 1)->figs, CW_AIFI, 0, 0);
+    cw_report_free(r);
+    /* Wholly after it: nothing is known. */
+    ASSERT_OK(cw_store_report(s, 13 * S, 60 * S, false, &r, &d));
+    ASSERT_EQ(r->nprocs, 0);
+    ASSERT_TRUE(r->note && strstr(r->note, "tracking ended") != NULL);
+    cw_report_free(r);
+
+    /* Series: clipped to the end of the data; a step holding it shows the
+     * state there; none after it. */
+    cw_series_query_t q = {1, 10 * S, 60 * S, S};
+    ASSERT_OK(cw_store_series(s, &q, &sr, &d));
+    ASSERT_EQ(sr->npoints, 3);
+    ASSERT_EQ(sr->clipped_at, 13 * S);
+    ASSERT_EQ(sr->outstanding_total[2], 8192);
+    cw_series_free(sr);
+    q = (cw_series_query_t){0, 10 * S, 60 * S, 2 * S};
+    ASSERT_OK(cw_store_series(s, &q, &sr, &d));
+    ASSERT_EQ(sr->npoints, 2); /* [10, 12), [12, 14): the second up to 13 s */
+    ASSERT_EQ(sr->outstanding_total[1], 8192);
+    ASSERT_EQ(sr->decommitted[1], 4096);
+    cw_series_free(sr);
+    q = (cw_series_query_t){0, 13 * S, 60 * S, S};
+    ASSERT_OK(cw_store_series(s, &q, &sr, &d));
+    ASSERT_EQ(sr->npoints, 0);
+    ASSERT_EQ(sr->clipped_at, 13 * S);
+    cw_series_free(sr);
+    q = (cw_series_query_t){0, 10 * S, 12 * S, S}; /* inside the data: not clipped */
+    ASSERT_OK(cw_store_series(s, &q, &sr, &d));
+    ASSERT_EQ(sr->clipped_at, INT64_MIN);
+    cw_series_free(sr);
+
+    /* A restart: a new instance from the rundown. The first run's
+     * instance keeps "tracking ended" (not an exit), and its memory leaves
+     * the figures where tracking ended: nothing is counted twice. */
+    write_ended(s, true);
+    ASSERT_OK(cw_store_data_end(s, &end, &ended, &d));
+    ASSERT_EQ(end, 21 * S);
+    ASSERT_TRUE(!ended); /* the second run is still going */
+    proc_is(s, 1, CW_TS_NEVER, 13 * S);
+    ASSERT_OK(cw_store_report(s, 10 * S, 21 * S, false, &r, &d));
+    ASSERT_U64_EQ(rproc(r, 1)->outstanding_end, 0);
+    ASSERT_EQ(rproc(r, 1)->tracking_ended_ns, 13 * S);
+    ASSERT_U64_EQ(rproc(r, 3)->outstanding_end, 8192);
+    cw_report_free(r);
+    q = (cw_series_query_t){0, 10 * S, 21 * S, S};
+    ASSERT_OK(cw_store_series(s, &q, &sr, &d));
+    ASSERT_EQ(sr->npoints, 11);
+    ASSERT_EQ(sr->outstanding_start, 0); /* the restart's rundown is not "before" 10 s */
+    static const int64_t want[11] = {8192, 12288, 8192, 0, 0, 0, 0, 0, 0, 0, 8192};
+    for (int i = 0; i < 11; i++) {
+        ASSERT_EQ(sr->outstanding_total[i], want[i]);
+        ASSERT_TRUE(sr->peak[i] >= want[i] && sr->peak[i] <= 12288);
+    }
+    ASSERT_EQ(sr->peak[10], 8192);
+    cw_series_free(sr);
+    q = (cw_series_query_t){3, 15 * S, 21 * S, 3 * S}; /* the new instance alone */
+    ASSERT_OK(cw_store_series(s, &q, &sr, &d));
+    ASSERT_EQ(sr->outstanding_start, 0);
+    ASSERT_EQ(sr->npoints, 2);
+    ASSERT_EQ(sr->outstanding_total[0], 0);
+    ASSERT_EQ(sr->outstanding_total[1], 8192);
+    ASSERT_EQ(sr->peak[1], 8192);
+    cw_series_free(sr);
+    integrity_ok(s);
+    cw_store_close(s);
+}
+
 /* ---- the handcrafted scenario ----------------------------------------------- */
 
 /* Process 1, stack 1 (ts in seconds):
@@ -284,12 +500,6 @@ static void write_hand(cw_store_t *s)
     ASSERT_OK(cw_store_write(s, b, &d));
     cw_batch_free(b);
 }
-
-#define FIG(f, t, b, c)                                                                            \
-    do {                                                                                           \
-        ASSERT_U64_EQ((f).types[t].bytes, b);                                                      \
-        ASSERT_U64_EQ((f).types[t].count, c);                                                      \
-    } while (0)
 
 static void test_hand(void)
 {
@@ -932,6 +1142,8 @@ int main(void)
     ASSERT_TRUE(cw_test_mkdtemp(dir) != NULL);
     test_open_refuse();
     test_versions();
+    test_migrate_ended();
+    test_tracking_ended();
     test_hand();
     test_generated();
     if (getenv("CW_BENCH")) bench();

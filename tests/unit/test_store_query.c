@@ -242,9 +242,20 @@ static void oracle(uint32_t proc, int64_t from, int64_t step, uint32_t n, int ti
         o->out[k] = zeros(n);
     o->committed = zeros(n), o->count = zeros(n), o->decommitted = zeros(n);
     o->transient = zeros(n), o->tcount = zeros(n), o->peak = zeros(n);
-    for (uint32_t c = 0; c < npc; c++) /* rundown; other commits are events */
-        if ((!proc || pc[c].proc == proc) && pc[c].ts == CW_TS_BEFORE)
-            o->start[stack_tag[pc[c].stack]] += (int64_t)pc[c].bytes;
+    /* Rundown; other commits are events. It counts from its instance's
+     * start on (every instance starts at t0, write_history), never
+     * before: in the start state, or from the step of t0. */
+    int64_t rundown = 0;
+    for (uint32_t c = 0; c < npc; c++)
+        if ((!proc || pc[c].proc == proc) && pc[c].ts == CW_TS_BEFORE) {
+            int k = stack_tag[pc[c].stack];
+            if (t0 < from)
+                o->start[k] += (int64_t)pc[c].bytes;
+            else if (t0 < to) {
+                o->out[k][(t0 - from) / step] += (int64_t)pc[c].bytes;
+                rundown += (int64_t)pc[c].bytes;
+            }
+        }
     for (uint32_t i = 0; i < nev; i++) {
         const ev_t *e = &ev[i];
         const piece_t *c = &pc[e->piece];
@@ -292,6 +303,10 @@ static void oracle(uint32_t proc, int64_t from, int64_t step, uint32_t n, int ti
         i++;
     while (i < nev && ev[i].ts < to) {
         int64_t w = width_at(ev[i].ts, tier, mid), b = floor_s(ev[i].ts, w);
+        if (rundown && t0 < b + w) { /* there from the bucket of the start */
+            level += rundown;
+            rundown = 0;
+        }
         int64_t cum[NPROC + 1] = {0}, rise[NPROC + 1] = {0}, net = 0, sum = 0;
         for (; i < nev && ev[i].ts < to && floor_s(ev[i].ts, width_at(ev[i].ts, tier, mid)) == b;
              i++) {

@@ -25,6 +25,7 @@ typedef struct call {
     int64_t ts, commit_ts;
     uint32_t stack;
     uint64_t bytes, remaining;
+    bool tracking_ended; /* the instance's flag when the call was made */
 } call_t;
 
 static call_t calls[256];
@@ -39,6 +40,7 @@ static void rec(char kind, const cw_proc_t *p, int64_t ts, const cw_commit_t *c,
     k->id = p->id;
     k->pid = p->pid;
     k->ts = ts;
+    k->tracking_ended = p->tracking_ended;
     if (c) {
         k->commit_ts = c->ts;
         k->stack = c->stack_id;
@@ -562,7 +564,8 @@ static void test_window_edges(void)
 }
 
 /* The end of a run: cw_tracker_end_all ends every live instance as an exit
- * would, releasing its memory at that time. */
+ * would, releasing its memory at that time, but flagged as the end of
+ * tracking (what is stored tells it from a real exit). */
 static void test_end_all(void)
 {
     cw_tracker_t *t = new_recorder();
@@ -571,11 +574,19 @@ static void test_end_all(void)
     apply(t, E(30, CW_OP_COMMIT, 9, BASE, 2 * P, S2)); /* implicit "pid 9" */
     apply(t, E(40, CW_OP_PROCESS_EXIT, 9, 0, 0, 0));
     apply(t, E(50, CW_OP_COMMIT, 11, BASE, P, S3));
+    /* The real exit of pid 9 was not the end of tracking. */
+    for (int i = 0; i < ncalls; i++)
+        ASSERT_TRUE(!calls[i].tracking_ended);
+    ASSERT_TRUE(!cw_tracker_find(t, 7)->tracking_ended);
     ncalls = 0;
     cw_tracker_end_all(t, 60);
     ASSERT_EQ(cw_tracker_live_processes(t), 0);
     ASSERT_TRUE(cw_tracker_find(t, 7) == NULL);
     ASSERT_EQ(count_calls('x'), 2); /* pid 7 and pid 11; pid 9 had exited */
+    for (int i = 0; i < 2; i++)
+        ASSERT_TRUE(nth('x', i)->tracking_ended && nth('x', i)->ts == 60);
+    for (int i = 0; i < 2; i++)
+        ASSERT_TRUE(nth('r', i)->tracking_ended);
     ASSERT_EQ(count_calls('r'), 2);
     for (int i = 0; i < 2; i++)
         ASSERT_EQ(nth('r', i)->ts, 60);

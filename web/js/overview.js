@@ -9,6 +9,13 @@ import { bytes, delta, perHour, count, time, span, esc } from './fmt.js';
 
 const RANGES = [['15m', 15 * 60e9], ['1h', 3600e9], ['6h', 6 * 3600e9], ['24h', 86400e9], ['7d', 7 * 86400e9]];
 
+/** A real exit, or alive when tracking ended (not an exit). */
+function life(p) {
+  if (p.exit_ns != null) return ' <span class="muted">(exited)</span>';
+  if (p.tracking_ended_ns != null) return ` <span class="muted">(tracking ended ${esc(time(p.tracking_ended_ns))})</span>`;
+  return '';
+}
+
 export async function overviewPage(main, params) {
   main.innerHTML = `
     <section class="controls">
@@ -18,6 +25,7 @@ export async function overviewPage(main, params) {
       <button id="refresh" type="button">Refresh</button>
     </section>
     <h2>Outstanding commit by stack tag <small id="win" class="muted"></small></h2>
+    <p id="note" class="note" hidden></p>
     <div id="chart" class="chart"></div>
     <h2>Processes <small id="sel" class="muted"></small></h2>
     <div class="tablewrap"><table id="procs" class="data">
@@ -43,6 +51,15 @@ export async function overviewPage(main, params) {
     if (my !== gen) return;
     win = s.window;
     $('win').textContent = `${time(win.from_ns)} – ${time(win.to_ns)} (${span(win.to_ns - win.from_ns)}, step ${span(s.step_ns)})`;
+    // Where tracking ended (a replay's input, a stopped service) the data
+    // ends: the window is clipped there and the processes alive then are
+    // shown as they were.
+    $('note').hidden = !s.note;
+    $('note').textContent = s.note || '';
+    if (h.tracking_ended_ns != null) {
+      $('note').hidden = false;
+      $('note').textContent = `Tracking ended ${time(h.tracking_ended_ns)}: the data ends there, and processes alive then are shown as they were.`;
+    }
     if (chart) chart.destroy();
     $('chart').innerHTML = '';
     chart = stackChart($('chart'), s, { onSelect: (a, b) => { sel = [a, b]; table(); } });
@@ -63,7 +80,7 @@ export async function overviewPage(main, params) {
       const top = p.tags[0] ? p.tags[0].tag : '';
       const href = `#/process/${p.id}?from=${r.window.from_ns}&to=${r.window.to_ns}`;
       return `<tr data-id="${p.id}" data-name="${esc(p.name)}">
-        <td><a href="${href}">${esc(p.name)}</a>${p.exit_ns != null ? ' <span class="muted">(exited)</span>' : ''}</td>
+        <td><a href="${href}">${esc(p.name)}</a>${life(p)}</td>
         <td>${p.pid}</td>
         <td class="n" data-fig="impacting">${delta(p.impacting_bytes)}</td>
         <td class="n">${perHour(p.impacting_bytes, w)}</td>

@@ -39,7 +39,10 @@ export async function processPage(main, id, params) {
   }
   const info = s0.process;
   // Default view: the instance's life (clipped to the last 24 h of data).
-  const lifeTo = Math.max(info.exit_ns != null ? Math.min(end, ceilS(info.exit_ns + 1)) : end, first + S);
+  // An instance alive when tracking ended is known up to there (a bucket
+  // start; the bucket after it holds no data).
+  const lifeEnd = info.exit_ns != null ? ceilS(info.exit_ns + 1) : info.tracking_ended_ns != null ? ceilS(info.tracking_ended_ns) : null;
+  const lifeTo = Math.max(lifeEnd != null ? Math.min(end, lifeEnd) : end, first + S);
   const lifeFrom = Math.min(Math.max(floorS(Math.max(info.start_ns, first)), lifeTo - 86400 * S), lifeTo - S);
   if (!view) {
     view = [lifeFrom, lifeTo];
@@ -49,7 +52,8 @@ export async function processPage(main, id, params) {
 
   main.innerHTML = `
     <h1 class="proc">${esc(info.name)} <small class="muted">pid ${info.pid} · instance ${info.id} ·
-      started ${esc(time(info.start_ns))}${info.exit_ns != null ? ' · exited ' + esc(time(info.exit_ns)) : ' · running'}</small></h1>
+      started ${esc(time(info.start_ns))}${info.exit_ns != null ? ' · exited ' + esc(time(info.exit_ns))
+        : info.tracking_ended_ns != null ? ' · running when tracking ended ' + esc(time(info.tracking_ended_ns)) : ' · running'}</small></h1>
     ${info.cmdline ? `<p class="muted cmd">${esc(info.cmdline)}</p>` : ''}
     <section class="controls">
       <label>From <input id="vfrom" type="datetime-local" step="1"></label>
