@@ -14,6 +14,7 @@
  *
  * Positions are fpos_t (fgetpos/fsetpos), so files over 2 GB work where
  * long is 32 bits. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,7 +190,7 @@ fail:
 int cw_etl_file_open(const char *path, cw_etl_file_t **out, cw_diag_t *d)
 {
     FILE *fp = fopen(path, "rb");
-    if (!fp) return cw_diag_set(d, CW_EIO, "%s: cannot open it", path);
+    if (!fp) return cw_diag_set(d, CW_EIO, "%s: cannot open it (%s)", path, strerror(errno));
     return cw_etl_file_open_stream(fp, path, out, d);
 }
 
