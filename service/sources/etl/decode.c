@@ -19,6 +19,7 @@ typedef struct cur {
     bool bad;
 } cur_t;
 
+/* A little-endian value of w <= 8 bytes. */
 static uint64_t get(cur_t *c, size_t w)
 {
     if (c->bad || c->at > c->n || c->n - c->at < w) {
@@ -29,6 +30,13 @@ static uint64_t get(cur_t *c, size_t w)
     for (size_t i = 0; i < w; i++) v |= (uint64_t)c->p[c->at + i] << (8 * i);
     c->at += w;
     return v;
+}
+
+/* Steps over w bytes (reserved fields). */
+static void skip_bytes(cur_t *c, size_t w)
+{
+    if (c->bad || c->at > c->n || c->n - c->at < w) c->bad = true;
+    else c->at += w;
 }
 
 static uint32_t get32(cur_t *c)
@@ -148,7 +156,7 @@ int cw_etl_decode_image(const uint8_t *p, size_t n, unsigned version, unsigned p
     out->time_date_stamp = get32(&c);
     get32(&c);    /* v2 Reserved0; v3 SignatureLevel, SignatureType, Reserved0 */
     get(&c, ptr); /* DefaultBase */
-    get(&c, 16);  /* Reserved1..4 */
+    skip_bytes(&c, 16); /* Reserved1..4 */
     out->name = get_wstr(&c, &out->name_units);
     return done(&c);
 }
