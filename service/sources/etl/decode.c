@@ -247,8 +247,11 @@ int cw_etl_decode_stackdef(const uint8_t *p, size_t n, unsigned version, unsigne
 
 uint64_t cw_etl_frame(const uint8_t *frames, uint32_t i, unsigned ptr)
 {
-    cur_t c = {frames + (size_t)i * ptr, ptr, 0, false};
-    return get(&c, ptr);
+    const uint8_t *p = frames + (size_t)i * ptr;
+    uint64_t lo = (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24;
+    if (ptr == 4) return lo;
+    return lo | (uint64_t)p[4] << 32 | (uint64_t)p[5] << 40 | (uint64_t)p[6] << 48 |
+           (uint64_t)p[7] << 56;
 }
 
 bool cw_etl_kernel_address(uint64_t addr, unsigned ptr)

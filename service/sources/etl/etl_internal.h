@@ -55,12 +55,17 @@ int64_t cw_etl__clock_ns(const cw_etl__clock_t *c, uint64_t ts);
 
 typedef struct cw_etl__module {
     uint64_t base, size;
-    char *name;    /* lowercase base name, owned */
-    size_t info;   /* index + 1 in the info's image list, or 0 */
+    char *name;       /* lowercase base name, owned */
+    size_t info;      /* index + 1 in the info's image list, or 0 */
+    uint32_t name_id; /* the name's number in the space (frame cache key), 0 if none */
 } cw_etl__module_t;
 
 typedef struct cw_etl__proc {
     uint32_t pid;
+    /* The images as a set: XOR of a hash of each (base, size, name). Two
+     * processes with equal fingerprints name every address alike, so a
+     * stack walked in one names its frames as in the other. */
+    uint64_t fp;
     cw_etl__module_t *mods; /* sorted by base, not overlapping */
     size_t nmods, cap;
     size_t info; /* index + 1 in the info's process list, or 0 */
@@ -71,8 +76,25 @@ typedef struct cw_etl__thread {
     uint64_t wait_head; /* ring seq of the newest event waiting for a user stack, or 0 */
 } cw_etl__thread_t;
 
+/* A frame's text depends only on its image's name and the offset in it
+ * (or, outside every image, on the address): that pair -> the id the text
+ * was interned as. The same DLL in many processes shares its entries. */
+typedef struct cw_etl__fslot {
+    uint64_t off;
+    uint32_t name_id; /* CW_ETL__NO_IMAGE: off is an address outside every image */
+    uint32_t frame;   /* 0: the slot is empty */
+} cw_etl__fslot_t;
+
+#define CW_ETL__NO_IMAGE UINT32_MAX
+
+#define CW_ETL__FCACHE_BITS 16
+
 typedef struct cw_etl__space {
     cw_keymap_t pids, tids;
+    cw_etl__fslot_t *fcache; /* 1 << CW_ETL__FCACHE_BITS slots, direct-mapped */
+    cw_keymap_t names;       /* (hash, length) of an image name -> its number - 1 */
+    char **name_text;        /* the names, owned */
+    size_t nnames, name_cap;
     cw_etl__proc_t *procs;
     size_t nprocs, pcap;
     cw_etl__thread_t *threads;
@@ -87,21 +109,31 @@ cw_etl__proc_t *cw_etl__proc(cw_etl__space_t *s, uint32_t pid);
 cw_etl__thread_t *cw_etl__thread(cw_etl__space_t *s, uint32_t tid);
 /* A new instance of the pid: its images are forgotten. */
 void cw_etl__proc_reset(cw_etl__proc_t *p);
-/* Adds an image [base, base+size) named by its file path (UTF-16LE);
- * an image already at that base is replaced. *out (may be NULL) gets
- * the module. 0 or CW_ENOMEM. */
-int cw_etl__module_add(cw_etl__proc_t *p, uint64_t base, uint64_t size, const uint8_t *path,
-                       size_t units, cw_etl__module_t **out);
+/* Adds an image [base, base+size) of process p named by its file path
+ * (UTF-16LE); an image already at that base is replaced. *out (may be
+ * NULL) gets the module. 0 or CW_ENOMEM. */
+int cw_etl__module_add(cw_etl__space_t *s, cw_etl__proc_t *p, uint64_t base, uint64_t size,
+                       const uint8_t *path, size_t units, cw_etl__module_t **out);
 /* Removes the image at base; its info index (or 0). */
 size_t cw_etl__module_remove(cw_etl__proc_t *p, uint64_t base);
 const cw_etl__module_t *cw_etl__module_find(const cw_etl__proc_t *p, uint64_t addr);
-/* The module holding addr for a stack of process pid: kernel addresses
- * in the system's images (pid 0), others in the process's. NULL if none. */
-const cw_etl__module_t *cw_etl__space_find(cw_etl__space_t *s, uint32_t pid, uint64_t addr,
-                                           unsigned ptr_size);
 /* Frame text: "module!+0xOFFSET" (lowercase module base name) when m is
  * known, else "[unknown]!0xADDRESS". Returns the length. */
 size_t cw_etl__frame_text(const cw_etl__module_t *m, uint64_t addr, char *buf, size_t cap);
+
+/* The address spaces a stack of process pid is named in: the system's
+ * (pid 0, for kernel addresses) and the process's. Slots are created when
+ * new; the pointers are valid until the next call that creates one. 0 or
+ * CW_ENOMEM. */
+typedef struct cw_etl__aspace {
+    cw_etl__proc_t *kernel, *user;
+} cw_etl__aspace_t;
+int cw_etl__aspace(cw_etl__space_t *s, uint32_t pid, cw_etl__aspace_t *out);
+/* Frame addr of a stack in a: its frame id interned in stacks (0 when
+ * stacks is NULL, the frame cache then unused) and whether an image holds
+ * it. 0 or CW_ENOMEM. */
+int cw_etl__frame(cw_etl__space_t *s, const cw_etl__aspace_t *a, cw_stacks_t *stacks,
+                  uint64_t addr, unsigned ptr_size, uint32_t *id, bool *in_module);
 
 /* ---- join.c: stack keys, and events waiting for their stacks ---- */
 
@@ -171,6 +203,19 @@ void cw_etl__ring_free(cw_etl__ring_t *g);
 
 /* ---- reader.c ---- */
 
+/* A stack part's frames, cached: the same addresses walked in address
+ * spaces with the same images (the system's and the process's
+ * fingerprints) give the same frame ids, whatever the process. */
+typedef struct cw_etl__sslot {
+    uint64_t hash, kfp, ufp;
+    uint32_t n, in_modules;
+    uint64_t *addr; /* n addresses, owned */
+    uint32_t *ids;  /* n frame ids, owned */
+    size_t cap;
+} cw_etl__sslot_t;
+
+#define CW_ETL__SCACHE_BITS 14
+
 typedef struct cw_etl__dcproc {
     uint32_t pid, ppid;
     char *name, *cmdline;
@@ -188,6 +233,7 @@ typedef struct cw_etl__reader {
     void *ctx;
 
     cw_etl__space_t space;
+    cw_etl__sslot_t *scache; /* source only: 1 << CW_ETL__SCACHE_BITS slots */
     cw_etl__keys_t keys;
     cw_etl__ring_t ring;
     cw_etl__dcproc_t *dc; /* source: processes alive at the start (pass 1) */
@@ -207,7 +253,6 @@ typedef struct cw_etl__reader {
     uint64_t provider_with_stack;
     size_t info_pcap, info_icap; /* capacities of the info's lists */
 
-    char text[160];   /* scratch: one frame's text */
     uint64_t *addr;   /* scratch: a StackWalk's frames */
     size_t addr_cap;
     uint32_t *frames; /* scratch: a stack being assembled */

@@ -111,10 +111,15 @@ static int load_body(cw_etl_file_t *f, const bufidx_t *x, const uint8_t h[BUF_HD
                      size_t *outcap, size_t *stop)
 {
     size_t body = x->size - BUF_HDR;
-    if (grow(&f->raw, &f->rawcap, body ? body : 1) != 0) return CW_ENOMEM;
-    size_t got = fread(f->raw, 1, body, f->f);
-    if (got < body) return ferror(f->f) ? CW_EIO : 1;
-    if (x->flags & FLAG_COMPRESSED) {
+    if (!(x->flags & FLAG_COMPRESSED)) {
+        /* Straight into place. */
+        if (grow(out, outcap, x->size) != 0) return CW_ENOMEM;
+        memcpy(*out, h, BUF_HDR);
+        if (fread(*out + BUF_HDR, 1, body, f->f) < body) return ferror(f->f) ? CW_EIO : 1;
+        *stop = x->filled < x->size ? x->filled : x->size;
+    } else {
+        if (grow(&f->raw, &f->rawcap, body ? body : 1) != 0) return CW_ENOMEM;
+        if (fread(f->raw, 1, body, f->f) < body) return ferror(f->f) ? CW_EIO : 1;
         if (x->saved < BUF_HDR || x->saved > MAX_BUF) return 2;
         if (grow(out, outcap, x->saved) != 0) return CW_ENOMEM;
         memcpy(*out, h, BUF_HDR);
@@ -122,11 +127,6 @@ static int load_body(cw_etl_file_t *f, const bufidx_t *x, const uint8_t h[BUF_HD
         int rc = cw_etl_xpress_decompress(f->raw, body, *out + BUF_HDR, x->saved - BUF_HDR, &n);
         if (rc != 0 || n != x->saved - BUF_HDR) return 2;
         *stop = x->filled < x->saved ? x->filled : x->saved;
-    } else {
-        if (grow(out, outcap, x->size) != 0) return CW_ENOMEM;
-        memcpy(*out, h, BUF_HDR);
-        memcpy(*out + BUF_HDR, f->raw, body);
-        *stop = x->filled < x->size ? x->filled : x->size;
     }
     if (*stop < BUF_HDR) *stop = BUF_HDR;
     return 0;

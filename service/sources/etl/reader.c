@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "commitwatch/hash.h"
 #include "commitwatch/log.h"
 #include "sources/etl/etl_internal.h"
 
@@ -175,6 +176,54 @@ static cw_etl__rec_t *push(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint8_
     return x;
 }
 
+/* ---- the stack cache ---------------------------------------------------------- */
+
+static uint64_t stack_hash(const cw_etl__aspace_t *as, const uint64_t *fr, uint32_t n)
+{
+    uint64_t h = cw_hash_combine(cw_hash_combine(cw_hash_u64(n), as->kernel->fp), as->user->fp);
+    for (uint32_t i = 0; i < n; i++) h = cw_hash_combine(h, fr[i]);
+    return h;
+}
+
+/* The slot a walk in as would be cached in; it holds that walk when the
+ * caller finds n and ids set (a miss clears n). */
+static cw_etl__sslot_t *stack_slot(cw_etl__reader_t *r, const cw_etl__aspace_t *as,
+                                   const uint64_t *fr, uint32_t n)
+{
+    uint64_t h = stack_hash(as, fr, n);
+    cw_etl__sslot_t *s = &r->scache[h >> (64 - CW_ETL__SCACHE_BITS)];
+    bool hit = s->ids && s->hash == h && s->n == n && s->kfp == as->kernel->fp &&
+               s->ufp == as->user->fp && memcmp(s->addr, fr, n * sizeof *fr) == 0;
+    if (!hit) {
+        s->n = 0;
+        s->hash = h;
+    }
+    return s;
+}
+
+/* Caches a walk's frame ids in its slot (ids NULL: nothing to cache). */
+static int stack_fill(cw_etl__sslot_t *s, const cw_etl__aspace_t *as, const uint64_t *fr,
+                      const uint32_t *ids, uint32_t n, uint32_t in_modules)
+{
+    if (!ids) return 0;
+    if (n > s->cap) {
+        uint64_t *a = realloc(s->addr, n * sizeof *a);
+        if (a) s->addr = a;
+        uint32_t *d = a ? realloc(s->ids, n * sizeof *d) : NULL;
+        if (!d) return CW_ENOMEM;
+        s->ids = d;
+        s->cap = n;
+    }
+    if (!s->ids && !(s->ids = malloc(1))) return CW_ENOMEM; /* n == 0: mark it filled */
+    memcpy(s->addr, fr, n * sizeof *fr);
+    memcpy(s->ids, ids, n * sizeof *ids);
+    s->n = n;
+    s->in_modules = in_modules;
+    s->kfp = as->kernel->fp;
+    s->ufp = as->user->fp;
+    return 0;
+}
+
 /* Adds one part of a stack to x: frames innermost first, named in the
  * address space of process pid. */
 static int add_part(cw_etl__reader_t *r, cw_etl__rec_t *x, const uint64_t *fr, uint32_t n,
@@ -190,15 +239,27 @@ static int add_part(cw_etl__reader_t *r, cw_etl__rec_t *x, const uint64_t *fr, u
     uint32_t **ids = kernel ? &x->kf : &x->uf;
     size_t *nids = kernel ? &x->nk : &x->nu, *cap = kernel ? &x->kcap : &x->ucap;
     if (r->stacks && CW_RESERVE(*ids, *cap, *nids + n) != 0) return CW_ENOMEM;
-    for (uint32_t i = 0; i < n; i++) {
-        const cw_etl__module_t *m = cw_etl__space_find(&r->space, pid, fr[i], ptr);
-        r->ss.frames++;
-        if (m) r->ss.frames_in_modules++;
-        if (!r->stacks) continue;
-        size_t len = cw_etl__frame_text(m, fr[i], r->text, sizeof r->text);
-        uint32_t id;
-        if (cw_stacks_intern_frame(r->stacks, r->text, len, &id) != 0) return CW_ENOMEM;
-        (*ids)[(*nids)++] = id;
+    cw_etl__aspace_t as;
+    if (cw_etl__aspace(&r->space, pid, &as) != 0) return CW_ENOMEM;
+    cw_etl__sslot_t *slot = r->scache ? stack_slot(r, &as, fr, n) : NULL;
+    if (slot && slot->n == n && slot->ids) {
+        memcpy(*ids + *nids, slot->ids, n * sizeof **ids); /* a stack seen before */
+        *nids += n;
+        r->ss.frames += n;
+        r->ss.frames_in_modules += slot->in_modules;
+    } else {
+        uint32_t in_modules = 0, *first = r->stacks ? *ids + *nids : NULL;
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t id;
+            bool in_module;
+            if (cw_etl__frame(&r->space, &as, r->stacks, fr[i], ptr, &id, &in_module) != 0)
+                return CW_ENOMEM;
+            in_modules += in_module;
+            if (r->stacks) (*ids)[(*nids)++] = id;
+        }
+        r->ss.frames += n;
+        r->ss.frames_in_modules += in_modules;
+        if (slot && stack_fill(slot, &as, fr, first, n, in_modules) != 0) return CW_ENOMEM;
     }
     if (kernel) x->flags |= CW_ETL__REC_KERNEL;
     if (user) x->flags |= CW_ETL__REC_USER;
@@ -206,6 +267,7 @@ static int add_part(cw_etl__reader_t *r, cw_etl__rec_t *x, const uint64_t *fr, u
 }
 
 enum { PART_AUTO, PART_KERNEL, PART_USER };
+
 
 /* One stack fragment for the event at ts (frames innermost first). */
 static int attach(cw_etl__reader_t *r, const uint64_t *fr, uint32_t n, unsigned ptr, uint64_t ts,
@@ -375,7 +437,7 @@ static int on_image(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
     }
     if (!load) return 0;
     cw_etl__module_t *m;
-    if (cw_etl__module_add(p, im.base, im.size, im.name, im.name_units, &m) != 0)
+    if (cw_etl__module_add(&r->space, p, im.base, im.size, im.name, im.name_units, &m) != 0)
         return CW_ENOMEM;
     if (!r->info) return 0;
     r->info->images_seen++;
@@ -538,6 +600,8 @@ int cw_etl__reader_open(cw_etl__reader_t *r, const char *path, cw_stacks_t *stac
     r->path = path;
     r->stacks = stacks;
     r->info = info;
+    if (stacks && !(r->scache = calloc((size_t)1 << CW_ETL__SCACHE_BITS, sizeof *r->scache)))
+        return oom(d);
     if (cw_etl__space_init(&r->space) != 0 || cw_keymap_init(&r->counter_map, 6) != 0 ||
         cw_keymap_init(&r->guids, 6) != 0)
         return oom(d);
@@ -619,6 +683,12 @@ void cw_etl__reader_close(cw_etl__reader_t *r)
 {
     cw_etl_file_close(r->file);
     cw_etl__space_free(&r->space);
+    if (r->scache)
+        for (size_t i = 0; i < (size_t)1 << CW_ETL__SCACHE_BITS; i++) {
+            free(r->scache[i].addr);
+            free(r->scache[i].ids);
+        }
+    free(r->scache);
     cw_etl__keys_free(&r->keys);
     cw_etl__ring_free(&r->ring);
     for (size_t i = 0; i < r->ndc; i++) {

@@ -9,12 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "commitwatch/hash.h"
 #include "sources/etl/etl_internal.h"
 
 int cw_etl__space_init(cw_etl__space_t *s)
 {
     memset(s, 0, sizeof *s);
-    if (cw_keymap_init(&s->pids, 8) != 0 || cw_keymap_init(&s->tids, 10) != 0) {
+    if (cw_keymap_init(&s->pids, 8) != 0 || cw_keymap_init(&s->tids, 10) != 0 ||
+        cw_keymap_init(&s->names, 8) != 0 ||
+        !(s->fcache = calloc((size_t)1 << CW_ETL__FCACHE_BITS, sizeof *s->fcache))) {
         cw_etl__space_free(s);
         return CW_ENOMEM;
     }
@@ -29,6 +32,10 @@ void cw_etl__space_free(cw_etl__space_t *s)
     }
     free(s->procs);
     free(s->threads);
+    free(s->fcache);
+    for (size_t i = 0; i < s->nnames; i++) free(s->name_text[i]);
+    free(s->name_text);
+    cw_keymap_free(&s->names);
     cw_keymap_free(&s->pids);
     cw_keymap_free(&s->tids);
     memset(s, 0, sizeof *s);
@@ -66,6 +73,7 @@ void cw_etl__proc_reset(cw_etl__proc_t *p)
     for (size_t i = 0; i < p->nmods; i++) free(p->mods[i].name);
     p->nmods = 0;
     p->info = 0;
+    p->fp = 0;
 }
 
 /* Index of the first module whose base is >= base. */
@@ -98,15 +106,51 @@ static char *base_name(const uint8_t *path, size_t units)
     return s;
 }
 
-int cw_etl__module_add(cw_etl__proc_t *p, uint64_t base, uint64_t size, const uint8_t *path,
-                       size_t units, cw_etl__module_t **out)
+/* One image's part of its process's fingerprint. A name that shares its
+ * number with no other (name_id 0) makes the image unique. */
+static uint64_t module_fp(const cw_etl__module_t *m)
+{
+    uint64_t name = m->name_id ? m->name_id : (uint64_t)(uintptr_t)m->name;
+    return cw_hash_u64(cw_hash_combine(cw_hash_combine(cw_hash_u64(m->base), m->size), name));
+}
+
+/* The number of an image name (1 up), the same for every image of that
+ * name in any process; 0 when a different name has the same hash (the
+ * frame cache then passes that image by). CW_ENOMEM as UINT32_MAX. */
+static uint32_t name_id(cw_etl__space_t *s, const char *name)
+{
+    size_t len = strlen(name);
+    int added = 0;
+    uint32_t i = cw_keymap_get(&s->names, cw_hash_bytes(name, len), len, &added);
+    if (i == UINT32_MAX) return UINT32_MAX;
+    if (added) {
+        char *copy = malloc(len + 1);
+        if (!copy || CW_RESERVE(s->name_text, s->name_cap, (size_t)i + 1) != 0) {
+            free(copy);
+            return UINT32_MAX;
+        }
+        memcpy(copy, name, len + 1);
+        s->name_text[i] = copy;
+        s->nnames = (size_t)i + 1;
+    }
+    return strcmp(s->name_text[i], name) == 0 ? i + 1 : 0;
+}
+
+int cw_etl__module_add(cw_etl__space_t *s, cw_etl__proc_t *p, uint64_t base, uint64_t size,
+                       const uint8_t *path, size_t units, cw_etl__module_t **out)
 {
     char *name = base_name(path, units);
     if (!name) return CW_ENOMEM;
+    uint32_t id = name_id(s, name);
+    if (id == UINT32_MAX) {
+        free(name);
+        return CW_ENOMEM;
+    }
     if (size > UINT64_MAX - base) size = UINT64_MAX - base;
     size_t i = lower_bound(p, base);
     if (i < p->nmods && p->mods[i].base == base) {
         /* The same image seen again (a rundown of what a load announced). */
+        p->fp ^= module_fp(&p->mods[i]);
         free(p->mods[i].name);
     } else {
         if (CW_RESERVE(p->mods, p->cap, p->nmods + 1) != 0) {
@@ -116,7 +160,8 @@ int cw_etl__module_add(cw_etl__proc_t *p, uint64_t base, uint64_t size, const ui
         memmove(&p->mods[i + 1], &p->mods[i], (p->nmods - i) * sizeof *p->mods);
         p->nmods++;
     }
-    p->mods[i] = (cw_etl__module_t){base, size, name, 0};
+    p->mods[i] = (cw_etl__module_t){base, size, name, 0, id};
+    p->fp ^= module_fp(&p->mods[i]);
     if (out) *out = &p->mods[i];
     return 0;
 }
@@ -126,6 +171,7 @@ size_t cw_etl__module_remove(cw_etl__proc_t *p, uint64_t base)
     size_t i = lower_bound(p, base);
     if (i == p->nmods || p->mods[i].base != base) return 0;
     size_t info = p->mods[i].info;
+    p->fp ^= module_fp(&p->mods[i]);
     free(p->mods[i].name);
     memmove(&p->mods[i], &p->mods[i + 1], (p->nmods - i - 1) * sizeof *p->mods);
     p->nmods--;
@@ -143,21 +189,44 @@ const cw_etl__module_t *cw_etl__module_find(const cw_etl__proc_t *p, uint64_t ad
     return addr - m->base < m->size ? m : NULL;
 }
 
-const cw_etl__module_t *cw_etl__space_find(cw_etl__space_t *s, uint32_t pid, uint64_t addr,
-                                           unsigned ptr_size)
-{
-    bool kernel = cw_etl_kernel_address(addr, ptr_size);
-    cw_etl__proc_t *p = cw_etl__proc(s, kernel ? 0 : pid);
-    const cw_etl__module_t *m = p ? cw_etl__module_find(p, addr) : NULL;
-    if (!m && kernel && pid != 0 && (p = cw_etl__proc(s, pid)) != NULL)
-        m = cw_etl__module_find(p, addr); /* a session driver announced in the process */
-    return m;
-}
-
 size_t cw_etl__frame_text(const cw_etl__module_t *m, uint64_t addr, char *buf, size_t cap)
 {
     int n = m ? snprintf(buf, cap, "%s!+0x%llx", m->name, (unsigned long long)(addr - m->base))
               : snprintf(buf, cap, "[unknown]!0x%llx", (unsigned long long)addr);
     if (n < 0) n = 0;
     return (size_t)n < cap ? (size_t)n : cap - 1;
+}
+
+int cw_etl__aspace(cw_etl__space_t *s, uint32_t pid, cw_etl__aspace_t *out)
+{
+    /* Both slots first: creating the second may move the first. */
+    if (!cw_etl__proc(s, 0) || !cw_etl__proc(s, pid)) return CW_ENOMEM;
+    out->kernel = cw_etl__proc(s, 0);
+    out->user = cw_etl__proc(s, pid);
+    return 0;
+}
+
+int cw_etl__frame(cw_etl__space_t *s, const cw_etl__aspace_t *a, cw_stacks_t *stacks,
+                  uint64_t addr, unsigned ptr_size, uint32_t *id, bool *in_module)
+{
+    bool kernel = cw_etl_kernel_address(addr, ptr_size);
+    const cw_etl__module_t *m = cw_etl__module_find(kernel ? a->kernel : a->user, addr);
+    if (!m && kernel && a->user != a->kernel)
+        m = cw_etl__module_find(a->user, addr); /* a session driver announced in the process */
+    *in_module = m != NULL;
+    *id = 0;
+    if (!stacks) return 0;
+    uint32_t nid = m ? m->name_id : CW_ETL__NO_IMAGE;
+    uint64_t off = m ? addr - m->base : addr;
+    uint64_t h = cw_hash_combine(cw_hash_u64(off), nid);
+    cw_etl__fslot_t *slot = &s->fcache[h >> (64 - CW_ETL__FCACHE_BITS)];
+    if (nid && slot->frame && slot->off == off && slot->name_id == nid) {
+        *id = slot->frame;
+        return 0;
+    }
+    char text[160];
+    size_t len = cw_etl__frame_text(m, addr, text, sizeof text);
+    if (cw_stacks_intern_frame(stacks, text, len, id) != 0) return CW_ENOMEM;
+    if (nid) *slot = (cw_etl__fslot_t){off, nid, *id};
+    return 0;
 }

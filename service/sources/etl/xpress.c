@@ -38,16 +38,31 @@ int cw_etl_xpress_decompress(const uint8_t *in, size_t in_len, uint8_t *out, siz
             ip += 4;
             nflags = 32;
         }
-        nflags--;
-        if (!(flags >> nflags & 1)) {
+        if (!(flags >> (nflags - 1) & 1)) {
+            /* A run of literals: as many as the flags have zeros from here. */
+            uint32_t below = nflags == 32 ? flags : flags & ((1u << nflags) - 1);
+            size_t run = (size_t)nflags, k;
+            if (below) {
+                int top = 31;
+                while (!(below >> top & 1)) top--;
+                run = (size_t)(nflags - 1 - top);
+            }
             if (ip == in_len) break; /* a literal slot with no input: the end */
-            if (op == out_cap) {
+            k = run < in_len - ip ? run : in_len - ip;
+            if (k > out_cap - op) {
+                memcpy(out + op, in + ip, out_cap - op);
+                ip += out_cap - op;
+                op = out_cap;
                 rc = CW_EPARSE;
                 break;
             }
-            out[op++] = in[ip++];
+            memcpy(out + op, in + ip, k);
+            op += k;
+            ip += k;
+            nflags -= (int)k;
             continue;
         }
+        nflags--;
         if (ip == in_len) break; /* the spec's end of stream */
         if (in_len - ip < 2) {
             rc = CW_EPARSE;
