@@ -6,7 +6,8 @@
  * by tests/etlgen as a Windows trace: 8 CPUs, 64 KiB buffers, every other
  * buffer XPRESS-compressed, each VirtualAlloc/VirtualFree followed by its
  * stack (one StackWalk event, or stack keys with --stack-form keys),
- * images loaded before first use. Generation is not timed.
+ * every process loading the workload's images when it starts. Generation
+ * is not timed.
  *
  * usage: bench_etl [--events N] [--procs N] [--stacks N] [--seed N]
  *                  [--stack-form walk|keys] [--etl FILE] [--reuse]
@@ -75,12 +76,14 @@ static uint64_t write_trace(const char *path, cwgen_opts_t *o, int form, uint64_
     cw_etlgen_opts_t eo = {.w = {.ptr_size = 8, .ncpu = 8, .compress = true,
                                  .start_ns = o->start_ns, .start_tick = 1000000,
                                  .freq = 10000000},
-                           .stacks = form, .frames = gen_frames, .ctx = g};
+                           .stacks = form, .frames = gen_frames, .ctx = g, .preload = true};
     cw_etlgen_t *w;
     if (cw_etlgen_open(path, &eo, &w) != 0) {
         cwgen_destroy(g);
         return 0;
     }
+    /* Programs load their DLLs when they start. */
+    for (uint32_t s = 0; s + 1 < cwgen_stack_count(g); s++) cw_etlgen_know_stack(w, s + 1);
     uint64_t va = 0;
     cw_event_t ev;
     while (va < want && cwgen_next(g, &ev) == 1) {

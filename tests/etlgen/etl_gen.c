@@ -167,6 +167,38 @@ static pidmods_t *pid_mods(cw_etlgen_t *g, uint32_t pid)
     return &g->pids[g->npids++];
 }
 
+void cw_etlgen_know_stack(cw_etlgen_t *g, uint32_t stack_id)
+{
+    stack_info(g, stack_id);
+}
+
+/* Image Load events (DCStart for a process running at the start) for
+ * every image known, at a process's start. */
+static int preload(cw_etlgen_t *g, uint32_t pid, uint32_t tid, uint64_t tick, bool rundown)
+{
+    pidmods_t *p = pid_mods(g, pid);
+    size_t words = (g->nmods + 63) / 64 + 1;
+    if (words > p->words) {
+        p->loaded = realloc(p->loaded, words * sizeof *p->loaded);
+        if (!p->loaded) abort();
+        memset(p->loaded + p->words, 0, (words - p->words) * sizeof *p->loaded);
+        p->words = words;
+    }
+    for (uint32_t m = 0; m < g->nmods; m++) {
+        p->loaded[m / 64] |= 1ull << (m % 64);
+        char path[512];
+        snprintf(path, sizeof path, "\\Device\\HarddiskVolume3\\Windows\\System32\\%s",
+                 g->mods[m].name);
+        cw_etlw_buf_t b = buf(g);
+        cw_etlw_image(&b, (unsigned)g->o.image_version, g->ptr, module_base(g, m), 0x100000, pid,
+                      path);
+        if (emit(g, CW_ETLW_SYSTEM, rundown ? G_IMAGE : G_PROCESS, rundown ? 3 : 10,
+                 (unsigned)g->o.image_version, pid, tid, tick, &b) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* Image Load events for the modules of stack s that pid has not loaded. */
 static int load_modules(cw_etlgen_t *g, uint32_t pid, uint32_t tid, uint64_t tick,
                         const stackinfo_t *s)
@@ -275,7 +307,9 @@ static int process(cw_etlgen_t *g, const cw_event_t *ev)
         if (p->words) memset(p->loaded, 0, p->words * sizeof *p->loaded);
         b = buf(g);
         cw_etlw_thread(&b, g->ptr, ev->pid, tid);
-        return emit(g, CW_ETLW_SYSTEM, G_THREAD, rundown ? 3 : 1, 3, ev->pid, tid, tick, &b);
+        if (emit(g, CW_ETLW_SYSTEM, G_THREAD, rundown ? 3 : 1, 3, ev->pid, tid, tick, &b) != 0)
+            return -1;
+        return g->o.preload ? preload(g, ev->pid, tid, tick, rundown) : 0;
     }
     return 0;
 }

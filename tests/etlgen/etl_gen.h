@@ -39,11 +39,17 @@ typedef struct cw_etlgen_opts {
     /* Addresses as written (32-bit traces need them below 2 GB); NULL: as given. */
     uint64_t (*map_addr)(void *ctx, uint32_t pid, uint64_t addr);
     void *ctx;
+    /* Every process loads the images of every stack made known with
+     * cw_etlgen_know_stack() when it starts, as programs load their DLLs
+     * (default: each image just before its first frame). */
+    bool preload;
 } cw_etlgen_opts_t;
 
 typedef struct cw_etlgen cw_etlgen_t;
 
 int cw_etlgen_open(const char *path, const cw_etlgen_opts_t *o, cw_etlgen_t **out);
+/* Makes the images of stack id known (for preload), before any event. */
+void cw_etlgen_know_stack(cw_etlgen_t *g, uint32_t stack_id);
 /* One event, in time order. 0 or -1. */
 int cw_etlgen_event(cw_etlgen_t *g, const cw_event_t *ev);
 /* Writes what is pending (stack-key definitions, DCEnd rundown) and closes. 0 or -1. */

@@ -18,6 +18,18 @@ static uint32_t rd32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
+/* The index of the highest bit set in v (v != 0). */
+static int top_bit(uint32_t v)
+{
+#if defined(__GNUC__)
+    return 31 - __builtin_clz(v);
+#else
+    int t = 31;
+    while (!(v >> t & 1)) t--;
+    return t;
+#endif
+}
+
 int cw_etl_xpress_decompress(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_cap,
                              size_t *out_len)
 {
@@ -42,11 +54,7 @@ int cw_etl_xpress_decompress(const uint8_t *in, size_t in_len, uint8_t *out, siz
             /* A run of literals: as many as the flags have zeros from here. */
             uint32_t below = nflags == 32 ? flags : flags & ((1u << nflags) - 1);
             size_t run = (size_t)nflags, k;
-            if (below) {
-                int top = 31;
-                while (!(below >> top & 1)) top--;
-                run = (size_t)(nflags - 1 - top);
-            }
+            if (below) run = (size_t)(nflags - 1 - top_bit(below));
             if (ip == in_len) break; /* a literal slot with no input: the end */
             k = run < in_len - ip ? run : in_len - ip;
             if (k > out_cap - op) {
@@ -121,10 +129,20 @@ int cw_etl_xpress_decompress(const uint8_t *in, size_t in_len, uint8_t *out, siz
         }
         uint8_t *dst = out + op;
         const uint8_t *src = dst - off;
-        if (off >= len) {
+        if (off >= 8 && out_cap - op - len >= 8) {
+            /* Eight bytes at a time: each block's source ends before its
+             * destination starts; up to 7 bytes past the match are written
+             * (there is room) and overwritten by what follows. */
+            uint8_t *end = dst + len;
+            do {
+                memcpy(dst, src, 8);
+                dst += 8;
+                src += 8;
+            } while (dst < end);
+        } else if (off >= len) {
             memcpy(dst, src, len); /* no overlap */
         } else {
-            for (size_t i = 0; i < len; i++) dst[i] = src[i];
+            for (size_t i = 0; i < len; i++) dst[i] = src[i]; /* a run: byte by byte */
         }
         op += len;
     }
