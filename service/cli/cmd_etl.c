@@ -46,7 +46,7 @@ static const cw_cli_opt_t opts[] = {
 
 /* Unix ns as "YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ" (proleptic Gregorian, UTC):
  * computed here because gmtime differs between the C libraries. */
-static const char *utc(int64_t ns, char buf[40])
+static const char *utc(int64_t ns, char buf[96])
 {
     if (ns == CW_TS_NEVER) return "-";
     int64_t s = ns / 1000000000, frac = ns % 1000000000;
@@ -66,7 +66,7 @@ static const char *utc(int64_t ns, char buf[40])
     int64_t mp = (5 * doy + 2) / 153, d = doy - (153 * mp + 2) / 5 + 1;
     int64_t m = mp < 10 ? mp + 3 : mp - 9;
     y += m <= 2;
-    snprintf(buf, 40, "%04" PRId64 "-%02" PRId64 "-%02" PRId64 "T%02" PRId64 ":%02" PRId64
+    snprintf(buf, 96, "%04" PRId64 "-%02" PRId64 "-%02" PRId64 "T%02" PRId64 ":%02" PRId64
                       ":%02" PRId64 ".%09" PRId64 "Z",
              y, m, d, sod / 3600, sod / 60 % 60, sod % 60, frac);
     return buf;
@@ -110,7 +110,7 @@ static void print_text(const char *path, const cw_etl_info_t *in)
 {
     const cw_etl_header_t *h = &in->header;
     const cw_etl_file_stats_t *f = &in->file;
-    char t1[40], t2[40], cls[16], tb[16];
+    char t1[96], t2[96], cls[16], tb[16];
     printf("file:        %s\n", path);
     printf("system:      Windows %u.%u build %u, pointer size %u, %u CPUs at %u MHz\n",
            h->os_major, h->os_minor, h->build, h->pointer_size, h->ncpu, h->cpu_mhz);
@@ -154,9 +154,9 @@ static void print_text(const char *path, const cw_etl_info_t *in)
     printf("  %8s %8s  %-30s %-30s %s\n", "pid", "ppid", "start", "end", "name");
     for (size_t i = 0; i < in->nprocs; i++) {
         const cw_etl_proc_info_t *p = &in->procs[i];
-        printf("  %8u %8u  %-30s %-30s %s%s\n", p->pid, p->ppid,
+        printf("  %8u %8u  %-30s %-30s %s\n", p->pid, p->ppid,
                p->rundown ? "(running at start)" : utc(p->start_ns, t1), utc(p->end_ns, t2),
-               p->name, p->rundown ? "" : "");
+               p->name);
     }
     if (in->nimages) {
         printf("\nimages: %zu\n", in->nimages);
