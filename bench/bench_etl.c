@@ -41,21 +41,8 @@
 #include "commitwatch/tagger.h"
 #include "commitwatch/tracker.h"
 #include "etl_gen.h"
+#include "bench_util.h"
 #include "gen_core.h"
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static double cpu_s(clockid_t c)
-{
-    struct timespec t;
-    clock_gettime(c, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
 
 static const char *const *gen_frames(void *ctx, uint32_t id, uint32_t *n)
 {
@@ -113,28 +100,6 @@ static int on_event(void *ctx, const cw_event_t *ev)
     return r->pipe ? cw_pipeline_feed(r->pipe, ev, r->d) : 0;
 }
 
-static int to_writer(void *ctx, cw_batch_t *b)
-{
-    return cw_writer_submit(ctx, b);
-}
-
-static void nop_proc(void *c, const cw_proc_t *p, int64_t ts)
-{
-    (void)c, (void)p, (void)ts;
-}
-static void nop_commit(void *c, const cw_proc_t *p, const cw_commit_t *k, int64_t ts)
-{
-    (void)c, (void)p, (void)k, (void)ts;
-}
-static void nop_release(void *c, const cw_proc_t *p, const cw_commit_t *k, uint64_t b, int64_t ts)
-{
-    (void)c, (void)p, (void)k, (void)b, (void)ts;
-}
-static void nop_live(void *c, const cw_proc_t *p, const cw_commit_t *k)
-{
-    (void)c, (void)p, (void)k;
-}
-
 static int usage(void)
 {
     fprintf(stderr, "usage: bench_etl [--events N] [--procs N] [--stacks N] [--seed N]\n"
@@ -175,7 +140,7 @@ int main(int argc, char **argv)
 
     struct stat sb;
     if (!reuse || stat(etl, &sb) != 0) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         uint64_t va = write_trace(etl, &o, form, want);
         if (va == 0) {
             fprintf(stderr, "bench_etl: writing %s failed\n", etl);
@@ -183,7 +148,7 @@ int main(int argc, char **argv)
         }
         stat(etl, &sb);
         fprintf(stderr, "bench_etl: wrote %s: %" PRIu64 " VirtualAlloc/Free events, %.1f MiB, in %.1f s\n",
-                etl, va, (double)sb.st_size / 1048576.0, now_s() - t0);
+                etl, va, (double)sb.st_size / 1048576.0, bench_now_s() - t0);
     }
 
     cw_stacks_t *stacks = NULL;
@@ -196,7 +161,7 @@ int main(int argc, char **argv)
     cw_diag_t d = {{0}};
     int rc = 1;
     if (cw_stacks_create(&stacks) != 0 || cw_tagger_create_builtin(&tagger) != 0) goto out;
-    cw_tracker_sink_t sink = {NULL, nop_proc, nop_proc, nop_commit, nop_release, nop_proc, nop_live};
+    cw_tracker_sink_t sink = bench_nop_sink();
     if (store_mode) {
         unlink(db);
         char wal[1024];
@@ -208,7 +173,7 @@ int main(int argc, char **argv)
             cw_store_load_state(store, stacks, &next_proc, &end, &d) != 0)
             goto out;
         if (cw_writer_start(store, 64, &writer) != 0) goto out;
-        if (cw_agg_create(1000000000LL, stacks, tagger, 0, 0, to_writer, writer, &agg) != 0)
+        if (cw_agg_create(1000000000LL, stacks, tagger, 0, 0, bench_to_writer, writer, &agg) != 0)
             goto out;
         sink = cw_agg_sink(agg);
     }
@@ -218,7 +183,7 @@ int main(int argc, char **argv)
 
     run_ctx_t r = {pipe, 0, 0, &d};
     cw_source_sink_t ss = {&r, on_event, NULL, NULL};
-    double t0 = now_s(), c0 = cpu_s(CLOCK_THREAD_CPUTIME_ID);
+    double t0 = bench_now_s(), c0 = bench_cpu_s(CLOCK_THREAD_CPUTIME_ID);
     if (cw_source_etl.run(src, &ss, &d) != 0) goto out;
     if (pipe) cw_pipeline_finish(pipe);
     if (agg && cw_agg_flush(agg) != 0) goto out;
@@ -227,17 +192,16 @@ int main(int argc, char **argv)
         writer = NULL;
         if (wrc != 0) goto out;
     }
-    double wall = now_s() - t0, core = cpu_s(CLOCK_THREAD_CPUTIME_ID) - c0;
-    double writer_cpu = cpu_s(CLOCK_PROCESS_CPUTIME_ID) - cpu_s(CLOCK_THREAD_CPUTIME_ID);
+    double wall = bench_now_s() - t0, core = bench_cpu_s(CLOCK_THREAD_CPUTIME_ID) - c0;
+    double writer_cpu =
+        bench_cpu_s(CLOCK_PROCESS_CPUTIME_ID) - bench_cpu_s(CLOCK_THREAD_CPUTIME_ID);
     if (!store_mode) writer_cpu = 0;
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
     printf("mode=%s form=%s events=%" PRIu64 " valloc_events=%" PRIu64 " etl_mib=%.1f "
            "seconds=%.3f valloc_per_s=%.0f core_cpu_s=%.3f valloc_per_cpu_s=%.0f "
            "writer_cpu_s=%.3f peak_rss_mib=%.1f\n",
            mode, form == CW_ETLGEN_WALK ? "walk" : "keys", r.events, r.va,
            (double)sb.st_size / 1048576.0, wall, (double)r.va / wall, core, (double)r.va / core,
-           writer_cpu, (double)ru.ru_maxrss / 1024.0);
+           writer_cpu, bench_peak_rss_mib());
     rc = 0;
 out:
     if (rc) fprintf(stderr, "bench_etl: %s\n", d.msg[0] ? d.msg : "failed");

@@ -172,30 +172,37 @@ void cw_etlgen_know_stack(cw_etlgen_t *g, uint32_t stack_id)
     stack_info(g, stack_id);
 }
 
+/* The Image Load (or, for a process running at the start, Image DCStart)
+ * event of module m in pid, marking it loaded there. */
+static int load_image(cw_etlgen_t *g, pidmods_t *p, uint32_t m, uint32_t tid, uint64_t tick,
+                      bool rundown)
+{
+    size_t wd = m / 64;
+    if (wd >= p->words) {
+        size_t n = wd + 4;
+        p->loaded = realloc(p->loaded, n * sizeof *p->loaded);
+        if (!p->loaded) abort();
+        memset(p->loaded + p->words, 0, (n - p->words) * sizeof *p->loaded);
+        p->words = n;
+    }
+    p->loaded[wd] |= 1ull << (m % 64);
+    char path[512];
+    snprintf(path, sizeof path, "\\Device\\HarddiskVolume3\\Windows\\System32\\%s",
+             g->mods[m].name);
+    cw_etlw_buf_t b = buf(g);
+    cw_etlw_image(&b, (unsigned)g->o.image_version, g->ptr, module_base(g, m), 0x100000, p->pid,
+                  path);
+    return emit(g, CW_ETLW_SYSTEM, rundown ? G_IMAGE : G_PROCESS, rundown ? 3 : 10,
+                (unsigned)g->o.image_version, p->pid, tid, tick, &b);
+}
+
 /* Image Load events (DCStart for a process running at the start) for
  * every image known, at a process's start. */
 static int preload(cw_etlgen_t *g, uint32_t pid, uint32_t tid, uint64_t tick, bool rundown)
 {
     pidmods_t *p = pid_mods(g, pid);
-    size_t words = (g->nmods + 63) / 64 + 1;
-    if (words > p->words) {
-        p->loaded = realloc(p->loaded, words * sizeof *p->loaded);
-        if (!p->loaded) abort();
-        memset(p->loaded + p->words, 0, (words - p->words) * sizeof *p->loaded);
-        p->words = words;
-    }
-    for (uint32_t m = 0; m < g->nmods; m++) {
-        p->loaded[m / 64] |= 1ull << (m % 64);
-        char path[512];
-        snprintf(path, sizeof path, "\\Device\\HarddiskVolume3\\Windows\\System32\\%s",
-                 g->mods[m].name);
-        cw_etlw_buf_t b = buf(g);
-        cw_etlw_image(&b, (unsigned)g->o.image_version, g->ptr, module_base(g, m), 0x100000, pid,
-                      path);
-        if (emit(g, CW_ETLW_SYSTEM, rundown ? G_IMAGE : G_PROCESS, rundown ? 3 : 10,
-                 (unsigned)g->o.image_version, pid, tid, tick, &b) != 0)
-            return -1;
-    }
+    for (uint32_t m = 0; m < g->nmods; m++)
+        if (load_image(g, p, m, tid, tick, rundown) != 0) return -1;
     return 0;
 }
 
@@ -209,25 +216,8 @@ static int load_modules(cw_etlgen_t *g, uint32_t pid, uint32_t tid, uint64_t tic
     pidmods_t *p = pid_mods(g, pid);
     for (uint32_t i = 0; i < s->n; i++) {
         uint32_t m = g->funcs[s->funcs[i]].module;
-        size_t wd = m / 64;
-        if (wd >= p->words) {
-            size_t n = wd + 4;
-            p->loaded = realloc(p->loaded, n * sizeof *p->loaded);
-            if (!p->loaded) abort();
-            memset(p->loaded + p->words, 0, (n - p->words) * sizeof *p->loaded);
-            p->words = n;
-        }
-        if (p->loaded[wd] >> (m % 64) & 1) continue;
-        p->loaded[wd] |= 1ull << (m % 64);
-        char path[512];
-        snprintf(path, sizeof path, "\\Device\\HarddiskVolume3\\Windows\\System32\\%s",
-                 g->mods[m].name);
-        cw_etlw_buf_t b = buf(g);
-        cw_etlw_image(&b, (unsigned)g->o.image_version, g->ptr, module_base(g, m), 0x100000, pid,
-                      path);
-        if (emit(g, CW_ETLW_SYSTEM, G_PROCESS, 10, (unsigned)g->o.image_version, pid, tid, tick,
-                 &b) != 0)
-            return -1;
+        if (m / 64 < p->words && (p->loaded[m / 64] >> (m % 64) & 1)) continue;
+        if (load_image(g, p, m, tid, tick, false) != 0) return -1;
     }
     return 0;
 }
