@@ -13,6 +13,7 @@
 #include "commitwatch/etl.h"
 #include "commitwatch/stacks.h"
 #include "etl_writer.h"
+#include "sources/etl/etl_internal.h" /* the clock's edges */
 #include "test.h"
 
 #define NS 1000000000LL
@@ -430,8 +431,25 @@ static void real_files(void)
     }
 }
 
+/* FILETIME to Unix ns at the edges (a fuzzer found the overflow of the
+ * first): saturated, never wrapped. */
+static void filetime_edges(void)
+{
+    ASSERT_EQ(cw_etl__filetime_ns(116444736000000000LL), 0);
+    ASSERT_EQ(cw_etl__filetime_ns(116444736000000001LL), 100);
+    ASSERT_TRUE(cw_etl__filetime_ns(INT64_MIN) == INT64_MIN);
+    ASSERT_TRUE(cw_etl__filetime_ns(-9191846763220172782LL) == INT64_MIN);
+    ASSERT_TRUE(cw_etl__filetime_ns(INT64_MAX) == INT64_MAX);
+    cw_etl__clock_t c = {false, 10000000, 1000, T0_NS};
+    ASSERT_EQ(cw_etl__clock_ns(&c, 1000), T0_NS);
+    ASSERT_EQ(cw_etl__clock_ns(&c, 1001), T0_NS + 100);
+    ASSERT_EQ(cw_etl__clock_ns(&c, 999), T0_NS - 100);
+    ASSERT_TRUE(cw_etl__clock_ns(&c, UINT64_MAX / 2) == INT64_MAX);
+}
+
 int main(void)
 {
+    filetime_edges();
     const char *build = getenv("CW_BUILD");
     snprintf(dir, sizeof dir, "%s", build ? build : ".");
     read_small(false, 8);

@@ -186,8 +186,8 @@ int cw_etl__parse_event(const uint8_t *buf, size_t at, size_t end, cw_etl_event_
 /* FILETIME (100 ns since 1601) to Unix ns, saturating. */
 int64_t cw_etl__filetime_ns(int64_t ft)
 {
-    int64_t t = ft - FILETIME_UNIX_EPOCH;
     if (ft < INT64_MIN + FILETIME_UNIX_EPOCH) return INT64_MIN;
+    int64_t t = ft - FILETIME_UNIX_EPOCH;
     if (t > INT64_MAX / 100) return INT64_MAX;
     if (t < INT64_MIN / 100) return INT64_MIN;
     return t * 100;
