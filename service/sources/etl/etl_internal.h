@@ -209,6 +209,7 @@ void cw_etl__ring_free(cw_etl__ring_t *g);
 typedef struct cw_etl__sslot {
     uint64_t hash, kfp, ufp;
     uint32_t n, in_modules;
+    uint32_t stack_id; /* a whole stack's interned id, or 0 */
     uint64_t *addr; /* n addresses, owned */
     uint32_t *ids;  /* n frame ids, owned */
     size_t cap;

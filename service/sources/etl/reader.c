@@ -218,6 +218,7 @@ static int stack_fill(cw_etl__sslot_t *s, const cw_etl__aspace_t *as, const uint
     memcpy(s->addr, fr, n * sizeof *fr);
     memcpy(s->ids, ids, n * sizeof *ids);
     s->n = n;
+    s->stack_id = 0;
     s->in_modules = in_modules;
     s->kfp = as->kernel->fp;
     s->ufp = as->user->fp;
@@ -236,13 +237,20 @@ static int add_part(cw_etl__reader_t *r, cw_etl__rec_t *x, const uint64_t *fr, u
         if (x->counter == PROVIDER_COUNTER) r->provider_with_stack++;
         else if (x->counter < r->ncounters) r->counters[x->counter].with_stack++;
     }
+    /* One walk that is the event's whole stack: its stack id is the
+     * walk's, and cached with it. */
+    bool whole = kernel && user && !(x->flags & (CW_ETL__REC_KERNEL | CW_ETL__REC_USER));
     uint32_t **ids = kernel ? &x->kf : &x->uf;
     size_t *nids = kernel ? &x->nk : &x->nu, *cap = kernel ? &x->kcap : &x->ucap;
     if (r->stacks && CW_RESERVE(*ids, *cap, *nids + n) != 0) return CW_ENOMEM;
     cw_etl__aspace_t as;
     if (cw_etl__aspace(&r->space, pid, &as) != 0) return CW_ENOMEM;
     cw_etl__sslot_t *slot = r->scache ? stack_slot(r, &as, fr, n) : NULL;
-    if (slot && slot->n == n && slot->ids) {
+    if (whole && slot && slot->n == n && slot->ids && slot->stack_id) {
+        x->ev.stack_id = slot->stack_id; /* the frames are not needed */
+        r->ss.frames += n;
+        r->ss.frames_in_modules += slot->in_modules;
+    } else if (slot && slot->n == n && slot->ids) {
         memcpy(*ids + *nids, slot->ids, n * sizeof **ids); /* a stack seen before */
         *nids += n;
         r->ss.frames += n;
@@ -260,6 +268,13 @@ static int add_part(cw_etl__reader_t *r, cw_etl__rec_t *x, const uint64_t *fr, u
         r->ss.frames += n;
         r->ss.frames_in_modules += in_modules;
         if (slot && stack_fill(slot, &as, fr, first, n, in_modules) != 0) return CW_ENOMEM;
+    }
+    if (whole && r->stacks && !x->ev.stack_id) {
+        /* Outermost first: the walk reversed. */
+        if (CW_RESERVE(r->frames, r->frames_cap, n) != 0) return CW_ENOMEM;
+        for (uint32_t i = 0; i < n; i++) r->frames[i] = x->kf[x->nk - 1 - i];
+        if (cw_stacks_intern(r->stacks, r->frames, n, &x->ev.stack_id) != 0) return CW_ENOMEM;
+        if (slot && slot->n == n) slot->stack_id = x->ev.stack_id;
     }
     if (kernel) x->flags |= CW_ETL__REC_KERNEL;
     if (user) x->flags |= CW_ETL__REC_USER;
@@ -557,12 +572,15 @@ static int emit_rec(cw_etl__reader_t *r, cw_etl__rec_t *x)
 {
     cw_event_t ev = x->ev;
     if (!x->nops) return emit_event(r, &ev);
-    /* Outermost first: the user part reversed, then the kernel part. */
-    size_t n = x->nu + x->nk, j = 0;
-    if (CW_RESERVE(r->frames, r->frames_cap, n ? n : 1) != 0) return CW_ENOMEM;
-    for (size_t i = x->nu; i-- > 0;) r->frames[j++] = x->uf[i];
-    for (size_t i = x->nk; i-- > 0;) r->frames[j++] = x->kf[i];
-    if (cw_stacks_intern(r->stacks, r->frames, (uint32_t)n, &ev.stack_id) != 0) return CW_ENOMEM;
+    if (!ev.stack_id) {
+        /* Outermost first: the user part reversed, then the kernel part. */
+        size_t n = x->nu + x->nk, j = 0;
+        if (CW_RESERVE(r->frames, r->frames_cap, n ? n : 1) != 0) return CW_ENOMEM;
+        for (size_t i = x->nu; i-- > 0;) r->frames[j++] = x->uf[i];
+        for (size_t i = x->nk; i-- > 0;) r->frames[j++] = x->kf[i];
+        if (cw_stacks_intern(r->stacks, r->frames, (uint32_t)n, &ev.stack_id) != 0)
+            return CW_ENOMEM;
+    }
     ev.tid = x->tid;
     for (int k = 0; k < x->nops; k++) {
         ev.op = x->ops[k];
