@@ -31,30 +31,10 @@
 #include "commitwatch/store.h"
 #include "commitwatch/tagger.h"
 #include "commitwatch/tracker.h"
+#include "bench_util.h"
 #include "gen_core.h"
 
 #define CHUNK 262144
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static double cpu_s(clockid_t c)
-{
-    struct timespec t;
-    clock_gettime(c, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static double peak_rss_mib(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_maxrss / 1024.0; /* KiB on Linux */
-}
 
 static int discard_batch(void *ctx, cw_batch_t *b)
 {
@@ -62,28 +42,6 @@ static int discard_batch(void *ctx, cw_batch_t *b)
     (*n)++;
     cw_batch_free(b);
     return 0;
-}
-
-static int to_writer(void *ctx, cw_batch_t *b)
-{
-    return cw_writer_submit(ctx, b);
-}
-
-static void nop_proc(void *c, const cw_proc_t *p, int64_t ts)
-{
-    (void)c, (void)p, (void)ts;
-}
-static void nop_commit(void *c, const cw_proc_t *p, const cw_commit_t *k, int64_t ts)
-{
-    (void)c, (void)p, (void)k, (void)ts;
-}
-static void nop_release(void *c, const cw_proc_t *p, const cw_commit_t *k, uint64_t b, int64_t ts)
-{
-    (void)c, (void)p, (void)k, (void)b, (void)ts;
-}
-static void nop_live(void *c, const cw_proc_t *p, const cw_commit_t *k)
-{
-    (void)c, (void)p, (void)k;
 }
 
 static int usage(void)
@@ -138,8 +96,7 @@ int main(int argc, char **argv)
     int rc = 1;
     if (!g || cw_stacks_create(&stacks) != 0 || cw_tagger_create_builtin(&tagger) != 0) goto out;
 
-    cw_tracker_sink_t sink = {NULL,        nop_proc, nop_proc, nop_commit,
-                              nop_release, nop_proc, nop_live};
+    cw_tracker_sink_t sink = bench_nop_sink();
     if (use_store) {
         unlink(db);
         char wal[1024];
@@ -154,7 +111,7 @@ int main(int argc, char **argv)
             goto out;
         }
         if (cw_writer_start(store, 64, &writer) != 0) goto out;
-        if (cw_agg_create(1000000000LL, stacks, tagger, 0, 0, to_writer, writer, &agg) != 0)
+        if (cw_agg_create(1000000000LL, stacks, tagger, 0, 0, bench_to_writer, writer, &agg) != 0)
             goto out;
     } else if (use_agg) {
         if (cw_agg_create(1000000000LL, stacks, tagger, 0, 0, discard_batch, &batches, &agg) != 0)
@@ -185,17 +142,17 @@ int main(int argc, char **argv)
             n++;
         }
         if (n == 0) break;
-        double t0 = now_s(), c0 = cpu_s(CLOCK_THREAD_CPUTIME_ID);
+        double t0 = bench_now_s(), c0 = bench_cpu_s(CLOCK_THREAD_CPUTIME_ID);
         for (uint32_t i = 0; i < n; i++)
             if (cw_pipeline_feed(pipe, &chunk[i], &d) != 0) {
                 fprintf(stderr, "bench_pipeline: %s\n", d.msg);
                 goto out;
             }
-        busy += now_s() - t0;
-        core_cpu += cpu_s(CLOCK_THREAD_CPUTIME_ID) - c0;
+        busy += bench_now_s() - t0;
+        core_cpu += bench_cpu_s(CLOCK_THREAD_CPUTIME_ID) - c0;
         total += n;
     }
-    double t0 = now_s(), c0 = cpu_s(CLOCK_THREAD_CPUTIME_ID);
+    double t0 = bench_now_s(), c0 = bench_cpu_s(CLOCK_THREAD_CPUTIME_ID);
     if (agg && cw_agg_flush(agg) != 0) goto out;
     if (writer) {
         int wrc = cw_writer_stop(writer, &d);
@@ -205,9 +162,10 @@ int main(int argc, char **argv)
             goto out;
         }
     }
-    busy += now_s() - t0;
-    core_cpu += cpu_s(CLOCK_THREAD_CPUTIME_ID) - c0;
-    double writer_cpu = cpu_s(CLOCK_PROCESS_CPUTIME_ID) - cpu_s(CLOCK_THREAD_CPUTIME_ID);
+    busy += bench_now_s() - t0;
+    core_cpu += bench_cpu_s(CLOCK_THREAD_CPUTIME_ID) - c0;
+    double writer_cpu =
+        bench_cpu_s(CLOCK_PROCESS_CPUTIME_ID) - bench_cpu_s(CLOCK_THREAD_CPUTIME_ID);
     if (writer_cpu < 0.0005) writer_cpu = 0; /* no writer thread: rounding only */
     /* How big the interval maps got: the tracker's cost is a descent of
      * one of them per event. */
@@ -219,7 +177,7 @@ int main(int argc, char **argv)
            "events_per_s=%.0f core_cpu_s=%.3f events_per_cpu_s=%.0f writer_cpu_s=%.3f "
            "peak_rss_mib=%.1f live_processes=%u live_pieces=%" PRIu64 "\n",
            mode, total, o.procs, o.nstacks, o.burst, busy, (double)total / busy, core_cpu,
-           (double)total / core_cpu, writer_cpu, peak_rss_mib(), cw_tracker_live_processes(tr),
+           (double)total / core_cpu, writer_cpu, bench_peak_rss_mib(), cw_tracker_live_processes(tr),
            pieces);
     rc = 0;
 out:

@@ -282,7 +282,10 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
         rc = cw_diag_set(d, CW_EUSAGE, "--rebase-now and --speed are for replay sources only");
         goto out;
     }
-    cw_status_init(&s->status, spec, replay, cw_plat_wall_ns());
+    /* A file (a JSONL trace or an .etl) is data of the past: the API's
+     * clock is its end, as for a replay. */
+    bool file = replay || strcmp(ops->name, "etl") == 0;
+    cw_status_init(&s->status, spec, file, cw_plat_wall_ns());
 
     /* Open the store and continue its numbering. */
     uint32_t next_proc = 1;

@@ -15,6 +15,8 @@ int cw_cmd_run(int argc, char **argv);
 int cw_cmd_analyze(int argc, char **argv);
 int cw_cmd_record(int argc, char **argv);
 int cw_cmd_tags(int argc, char **argv);
+/* `etl info FILE`: what a Windows event trace holds (cmd_etl.c). */
+int cw_cmd_etl(int argc, char **argv);
 /* Service management: install, uninstall, start, stop (argv[0] says which). */
 int cw_cmd_service(int argc, char **argv);
 

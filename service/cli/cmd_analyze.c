@@ -13,13 +13,16 @@
 #include "commitwatch/trace.h"
 
 static const char usage_text[] =
-    "usage: commitwatch analyze (--source replay:PATH | --db FILE) [--from NS] [--to NS]\n"
+    "usage: commitwatch analyze (--source replay:PATH | --source etl:FILE | --db FILE)\n"
+    "                           [--from NS] [--to NS]\n"
     "                           [--json] [--stacks] [--stacktags FILE]...\n\n"
     "Prints, per process, the VirtualAlloc Commit Lifetimes figures of the window\n"
     "[from, to) in Unix nanoseconds (default: the whole trace or database): size,\n"
     "commit count, impacting and transient bytes, the four types AIFI/AIFO/AOFI/AOFO,\n"
     "peak outstanding and its time, outstanding at the end, and sums per stack tag.\n\n"
     "  --source replay:PATH  exact figures from a JSONL trace (\"-\" reads stdin)\n"
+    "  --source etl:FILE     exact figures from a Windows event trace (.etl) with\n"
+    "                        VirtualAlloc events (`commitwatch etl info FILE` checks)\n"
     "  --db FILE             figures from a commitwatch database; a window that is\n"
     "                        not aligned to its buckets is widened (a note says so)\n"
     "  --from NS, --to NS    the window, in nanoseconds since the Unix epoch\n"
@@ -64,9 +67,10 @@ static const cw_cli_opt_t opts[] = {
 };
 #undef F
 
-/* Replays the trace through a window analyzer. */
-static int analyze_trace(const char *path, int64_t from, int64_t to, bool stacks_wanted,
-                         const analyze_args_t *args, cw_report_t **out, cw_diag_t *d)
+/* Replays the trace (a replay or etl source) through a window analyzer. */
+static int analyze_trace(const cw_source_ops_t *ops, const char *path, int64_t from, int64_t to,
+                         bool stacks_wanted, const analyze_args_t *args, cw_report_t **out,
+                         cw_diag_t *d)
 {
     cw_stacks_t *stacks = NULL;
     cw_tagger_t *tagger = NULL;
@@ -77,15 +81,15 @@ static int analyze_trace(const char *path, int64_t from, int64_t to, bool stacks
 
     if ((rc = cw_stacks_create(&stacks)) != 0) goto done;
     cw_source_opts_t so = {.arg = path, .stacks = stacks};
-    if ((rc = cw_source_replay.open(&src, &so, d)) != 0) goto done;
-    rc = cw_cli_make_tagger(cw_source_replay.platform(src), args->rules, args->nrules, &tagger, d);
+    if ((rc = ops->open(&src, &so, d)) != 0) goto done;
+    rc = cw_cli_make_tagger(ops->platform(src), args->rules, args->nrules, &tagger, d);
     if (rc != 0) goto done;
     if ((rc = cw_analysis_create(from, to, &an)) != 0) goto done;
     cw_tracker_sink_t sink = cw_analysis_sink(an);
     if ((rc = cw_pipeline_create(&sink, NULL, 1, &pipe)) != 0) goto done;
     analyze_ctx_t ctx = {pipe, d};
     cw_source_sink_t ss = {&ctx, feed, NULL, NULL};
-    if ((rc = cw_source_replay.run(src, &ss, d)) != 0) goto done;
+    if ((rc = ops->run(src, &ss, d)) != 0) goto done;
     cw_pipeline_finish(pipe);
     if ((rc = cw_analysis_report(an, stacks, tagger, stacks_wanted, out)) != 0) goto done;
 
@@ -103,7 +107,7 @@ done:
     cw_pipeline_destroy(pipe);
     cw_analysis_destroy(an);
     cw_tagger_destroy(tagger);
-    cw_source_replay.close(src);
+    if (src) ops->close(src);
     cw_stacks_destroy(stacks);
     if (rc == CW_ENOMEM) cw_diag_set(d, rc, "out of memory");
     return rc;
@@ -169,12 +173,21 @@ int cw_cmd_analyze(int argc, char **argv)
         goto usage;
     }
     if (a.source) {
-        if (strncmp(a.source, "replay:", 7) != 0) {
-            fprintf(stderr, "commitwatch analyze: --source must be replay:PATH (live sources are "
-                            "for `run` and `record`)\n");
+        /* Files only: a live source never ends. */
+        const cw_source_ops_t *ops = NULL;
+        const char *path = NULL;
+        if (strncmp(a.source, "replay:", 7) == 0) {
+            ops = &cw_source_replay;
+            path = a.source + 7;
+        } else if (strncmp(a.source, "etl:", 4) == 0 && cw_source_find("etl")) {
+            ops = cw_source_find("etl");
+            path = a.source + 4;
+        } else {
+            fprintf(stderr, "commitwatch analyze: --source must be replay:PATH or etl:FILE (live "
+                            "sources are for `run` and `record`)\n");
             goto usage;
         }
-        rc = analyze_trace(a.source + 7, a.from, a.to, a.stacks, &a, &r, &d);
+        rc = analyze_trace(ops, path, a.from, a.to, a.stacks, &a, &r, &d);
     } else {
         cw_store_t *st = NULL;
         rc = cw_store_open_readonly(a.db, &st, &d);

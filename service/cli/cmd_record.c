@@ -19,7 +19,8 @@
 static const char usage_text[] =
     "usage: commitwatch record [--source SOURCE] --out FILE [--duration S]\n\n"
     "Writes the events of a live source to FILE as a JSONL trace (version 1).\n\n"
-    "  --source SOURCE  perf (Linux, the default there) or replay:PATH\n"
+    "  --source SOURCE  perf (Linux, the default there), replay:PATH or etl:FILE\n"
+    "                   (a Windows event trace, read on any OS)\n"
     "  --out FILE       the trace to write (- for stdout)\n"
     "  --duration S     stop after S seconds (default: until SIGINT/SIGTERM)\n"
     "  --verbose, -v    log the source's statistics\n";

@@ -16,6 +16,7 @@ static const command_t commands[] = {
     {"analyze", cw_cmd_analyze, "print the figures of a window, from a trace or a database"},
     {"record", cw_cmd_record, "write a trace (JSONL v1) from a live source"},
     {"tags", cw_cmd_tags, "check stack-tag rule files, explain a stack's tag"},
+    {"etl", cw_cmd_etl, "what a Windows event trace (.etl) holds: etl info FILE"},
     {"install", cw_cmd_service, "install and enable the system service"},
     {"uninstall", cw_cmd_service, "stop, disable and remove the system service"},
     {"start", cw_cmd_service, "start the installed service"},
@@ -49,7 +50,8 @@ int main(int argc, char **argv)
         return 0;
     }
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
-        printf("commitwatch %s\nsources: replay%s%s\n", CW_VERSION, cw_source_find("perf") ? ", perf" : "",
+        printf("commitwatch %s\nsources: replay%s%s%s\n", CW_VERSION,
+               cw_source_find("etl") ? ", etl" : "", cw_source_find("perf") ? ", perf" : "",
                cw_source_find("etw") ? ", etw" : "");
         return 0;
     }

@@ -16,8 +16,9 @@ const cw_source_ops_t *cw_source_lookup(const char *spec, const char **arg, cw_d
         ops = cw_source_find(name);
     }
     if (!ops) {
-        cw_diag_set(d, CW_EUSAGE, "unknown source '%s' (this build has: replay:PATH%s%s)",
-                    spec ? spec : "", cw_source_find("perf") ? ", perf" : "",
+        cw_diag_set(d, CW_EUSAGE, "unknown source '%s' (this build has: replay:PATH%s%s%s)",
+                    spec ? spec : "", cw_source_find("etl") ? ", etl:FILE" : "",
+                    cw_source_find("perf") ? ", perf" : "",
                     cw_source_find("etw") ? ", etw" : "");
         return NULL;
     }

@@ -1,0 +1,275 @@
+/* etl_internal.h - what the .etl reader's files share (cw_etl__ names).
+ *
+ * header.c   event headers, TRACE_LOGFILE_HEADER, the clock
+ * file.c     buffers, the scan (pass 1), the per-CPU merge (pass 2)
+ * space.c    processes and their images, threads, frame text
+ * join.c     stack-key definitions and the ring of events waiting for
+ *            their StackWalk events
+ * reader.c   the interpretation both the source and `etl info` run
+ * source.c   cw_source_etl; info.c: cw_etl_info()
+ *
+ * Thread: all of it belongs to the one thread that runs the reader. */
+#ifndef CW_SOURCES_ETL_INTERNAL_H
+#define CW_SOURCES_ETL_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "commitwatch/common.h"
+#include "commitwatch/etl.h"
+#include "commitwatch/keymap.h"
+#include "commitwatch/stacks.h"
+
+/* ---- header.c ---- */
+
+uint32_t cw_etl__rd32(const uint8_t *p);
+uint64_t cw_etl__rd64(const uint8_t *p);
+
+/* The event at buf[at..end): 1 and *ev, *adv (bytes to the next event)
+ * set; 2 for a record to step over (a WPP message; *adv set); 0 at the
+ * end of the buffer's events; CW_EPARSE for a malformed header. */
+int cw_etl__parse_event(const uint8_t *buf, size_t at, size_t end, cw_etl_event_t *ev,
+                        size_t *adv);
+/* TRACE_LOGFILE_HEADER from the header event (group 0, type 0). 0 or
+ * CW_EPARSE. */
+int cw_etl__parse_logfile_header(const cw_etl_event_t *ev, cw_etl_header_t *h);
+int64_t cw_etl__filetime_ns(int64_t ft);
+
+/* The highest tick rate accepted: r * 1e9 must fit in an int64_t. */
+#define CW_ETL__MAX_FREQ 9000000000LL
+
+typedef struct cw_etl__clock {
+    bool system_time; /* timestamps are FILETIMEs */
+    int64_t freq;     /* ticks per second */
+    uint64_t base_ts; /* the header event's tick ... */
+    int64_t base_ns;  /* ... is the header's start time */
+} cw_etl__clock_t;
+
+/* 0, CW_ENOSYS (a clock type this reader does not know) or CW_ERANGE (no
+ * usable frequency). */
+int cw_etl__clock_init(cw_etl__clock_t *c, const cw_etl_header_t *h);
+int64_t cw_etl__clock_ns(const cw_etl__clock_t *c, uint64_t ts);
+
+/* ---- space.c: processes, their images, threads ---- */
+
+typedef struct cw_etl__module {
+    uint64_t base, size;
+    char *name;       /* lowercase base name, owned */
+    size_t info;      /* index + 1 in the info's image list, or 0 */
+    uint32_t name_id; /* the name's number in the space (frame cache key), 0 if none */
+} cw_etl__module_t;
+
+typedef struct cw_etl__proc {
+    uint32_t pid;
+    /* The images as a set: XOR of a hash of each (base, size, name). Two
+     * processes with equal fingerprints name every address alike, so a
+     * stack walked in one names its frames as in the other. */
+    uint64_t fp;
+    cw_etl__module_t *mods; /* sorted by base, not overlapping */
+    size_t nmods, cap;
+    size_t info; /* index + 1 in the info's process list, or 0 */
+} cw_etl__proc_t;
+
+typedef struct cw_etl__thread {
+    uint32_t pid;
+    uint64_t wait_head; /* ring seq of the newest event waiting for a user stack, or 0 */
+} cw_etl__thread_t;
+
+/* A frame's text depends only on its image's name and the offset in it
+ * (or, outside every image, on the address): that pair -> the id the text
+ * was interned as. The same DLL in many processes shares its entries. */
+typedef struct cw_etl__fslot {
+    uint64_t off;
+    uint32_t name_id; /* CW_ETL__NO_IMAGE: off is an address outside every image */
+    uint32_t frame;   /* 0: the slot is empty */
+} cw_etl__fslot_t;
+
+#define CW_ETL__NO_IMAGE UINT32_MAX
+
+#define CW_ETL__FCACHE_BITS 16
+
+typedef struct cw_etl__space {
+    cw_keymap_t pids, tids;
+    cw_etl__fslot_t *fcache; /* 1 << CW_ETL__FCACHE_BITS slots, direct-mapped */
+    cw_keymap_t names;       /* (hash, length) of an image name -> its number - 1 */
+    char **name_text;        /* the names, owned */
+    size_t nnames, name_cap;
+    cw_etl__proc_t *procs;
+    size_t nprocs, pcap;
+    cw_etl__thread_t *threads;
+    size_t nthreads, tcap;
+} cw_etl__space_t;
+
+int cw_etl__space_init(cw_etl__space_t *s);
+void cw_etl__space_free(cw_etl__space_t *s);
+/* The slot of pid (created empty when new); NULL on ENOMEM. Pointers are
+ * valid until the next call that creates a slot. */
+cw_etl__proc_t *cw_etl__proc(cw_etl__space_t *s, uint32_t pid);
+cw_etl__thread_t *cw_etl__thread(cw_etl__space_t *s, uint32_t tid);
+/* A new instance of the pid: its images are forgotten. */
+void cw_etl__proc_reset(cw_etl__proc_t *p);
+/* Adds an image [base, base+size) of process p named by its file path
+ * (UTF-16LE); an image already at that base is replaced. *out (may be
+ * NULL) gets the module. 0 or CW_ENOMEM. */
+int cw_etl__module_add(cw_etl__space_t *s, cw_etl__proc_t *p, uint64_t base, uint64_t size,
+                       const uint8_t *path, size_t units, cw_etl__module_t **out);
+/* Removes the image at base; its info index (or 0). */
+size_t cw_etl__module_remove(cw_etl__proc_t *p, uint64_t base);
+const cw_etl__module_t *cw_etl__module_find(const cw_etl__proc_t *p, uint64_t addr);
+/* Frame text: "module!+0xOFFSET" (lowercase module base name) when m is
+ * known, else "[unknown]!0xADDRESS". Returns the length. */
+size_t cw_etl__frame_text(const cw_etl__module_t *m, uint64_t addr, char *buf, size_t cap);
+
+/* The address spaces a stack of process pid is named in: the system's
+ * (pid 0, for kernel addresses) and the process's. Slots are created when
+ * new; the pointers are valid until the next call that creates one. 0 or
+ * CW_ENOMEM. */
+typedef struct cw_etl__aspace {
+    cw_etl__proc_t *kernel, *user;
+} cw_etl__aspace_t;
+int cw_etl__aspace(cw_etl__space_t *s, uint32_t pid, cw_etl__aspace_t *out);
+/* Frame addr of a stack in a: its frame id interned in stacks (0 when
+ * stacks is NULL, the frame cache then unused) and whether an image holds
+ * it. 0 or CW_ENOMEM. */
+int cw_etl__frame(cw_etl__space_t *s, const cw_etl__aspace_t *a, cw_stacks_t *stacks,
+                  uint64_t addr, unsigned ptr_size, uint32_t *id, bool *in_module);
+
+/* ---- join.c: stack keys, and events waiting for their stacks ---- */
+
+typedef struct cw_etl__keydef {
+    uint64_t key, ts; /* the definition's own time */
+    size_t off;       /* first frame in the frames array */
+    uint32_t n;
+    uint8_t ptr;
+} cw_etl__keydef_t;
+
+typedef struct cw_etl__keys {
+    cw_etl__keydef_t *defs;
+    size_t n, cap;
+    uint64_t *frames;
+    size_t nframes, fcap;
+} cw_etl__keys_t;
+
+int cw_etl__keys_add(cw_etl__keys_t *k, uint64_t key, uint64_t ts, const cw_etl_stackdef_t *def);
+void cw_etl__keys_sort(cw_etl__keys_t *k);
+/* The definition a reference to key at time ts names: the first one of
+ * that key at or after ts (a key is defined when its cache entry is
+ * deleted or at the rundown, after every use). NULL if none. */
+const cw_etl__keydef_t *cw_etl__keys_find(const cw_etl__keys_t *k, uint64_t key, uint64_t ts);
+void cw_etl__keys_free(cw_etl__keys_t *k);
+
+enum {
+    CW_ETL__REC_WANT = 1,   /* a stack may come for it */
+    CW_ETL__REC_KERNEL = 2, /* has its kernel part */
+    CW_ETL__REC_USER = 4,   /* has its user part (or a whole stack): complete */
+    CW_ETL__REC_WAITING = 8, /* in its thread's list of events waiting for a user part */
+};
+
+/* An event held until its stack has come (or cannot any more). */
+typedef struct cw_etl__rec {
+    uint64_t ts, seq, next_wait;
+    uint32_t tid; /* 0 until known */
+    uint16_t cpu;
+    uint8_t flags;
+    uint8_t nops;
+    uint32_t counter; /* info: its counter, or UINT32_MAX */
+    cw_op_t ops[2];
+    cw_event_t ev;
+    char *name, *cmdline; /* owned by the slot, reused */
+    size_t name_cap, cmd_cap;
+    uint32_t *kf, *uf; /* frame ids (source) of each part, innermost first */
+    size_t nk, nu, kcap, ucap;
+} cw_etl__rec_t;
+
+/* A FIFO of records in time order; slots keep their buffers when reused. */
+typedef struct cw_etl__ring {
+    cw_etl__rec_t *r;
+    size_t cap, head, n;
+    uint64_t next_seq; /* the oldest held record has next_seq - n */
+} cw_etl__ring_t;
+
+/* A fresh record at the tail (zeroed but for the slot's buffers); NULL on
+ * ENOMEM. */
+cw_etl__rec_t *cw_etl__ring_push(cw_etl__ring_t *g);
+cw_etl__rec_t *cw_etl__ring_head(cw_etl__ring_t *g);
+void cw_etl__ring_pop(cw_etl__ring_t *g);
+cw_etl__rec_t *cw_etl__ring_by_seq(cw_etl__ring_t *g, uint64_t seq);
+/* The record a stack fragment of thread tid walked on cpu at ts belongs
+ * to: among records wanting a stack with that exact time, the one of that
+ * thread, else one of unknown thread on that cpu, else of unknown thread. */
+cw_etl__rec_t *cw_etl__ring_find(cw_etl__ring_t *g, uint64_t ts, uint32_t tid, uint16_t cpu);
+void cw_etl__ring_free(cw_etl__ring_t *g);
+
+/* ---- reader.c ---- */
+
+/* A stack part's frames, cached: the same addresses walked in address
+ * spaces with the same images (the system's and the process's
+ * fingerprints) give the same frame ids, whatever the process. */
+typedef struct cw_etl__sslot {
+    uint64_t hash, kfp, ufp;
+    uint32_t n, in_modules;
+    uint32_t stack_id; /* a whole stack's interned id, or 0 */
+    uint64_t *addr; /* n addresses, owned */
+    uint32_t *ids;  /* n frame ids, owned */
+    size_t cap;
+} cw_etl__sslot_t;
+
+#define CW_ETL__SCACHE_BITS 14
+
+typedef struct cw_etl__dcproc {
+    uint32_t pid, ppid;
+    char *name, *cmdline;
+} cw_etl__dcproc_t;
+
+typedef struct cw_etl__reader {
+    cw_etl_file_t *file;
+    cw_etl__clock_t clock;
+    const char *path;
+    cw_stacks_t *stacks;  /* source: frames interned here; NULL for info */
+    cw_etl_info_t *info;  /* info: filled; NULL for the source */
+    bool want_images;
+    atomic_bool stop;
+    int (*emit)(void *ctx, const cw_event_t *ev);
+    void *ctx;
+
+    cw_etl__space_t space;
+    cw_etl__sslot_t *scache; /* source only: 1 << CW_ETL__SCACHE_BITS slots */
+    cw_etl__keys_t keys;
+    cw_etl__ring_t ring;
+    cw_etl__dcproc_t *dc; /* source: processes alive at the start (pass 1) */
+    size_t ndc, dccap;
+    cw_keymap_t counter_map; /* (group, type, version) -> counters[] */
+    cw_etl_count_t *counters;
+    size_t ncounters, ccap;
+    cw_keymap_t guids; /* info: distinct providers */
+
+    uint64_t first_ts, last_ts;
+    bool any_event, have_stacks;
+    uint64_t horizon; /* ticks a record waits for its stack */
+    int64_t start_ns, last_ns;
+    uint64_t emitted;
+    cw_etl_stack_stats_t ss;
+
+    uint64_t provider_with_stack;
+    size_t info_pcap, info_icap; /* capacities of the info's lists */
+
+    uint64_t *addr;   /* scratch: a StackWalk's frames */
+    size_t addr_cap;
+    uint32_t *frames; /* scratch: a stack being assembled */
+    size_t frames_cap;
+} cw_etl__reader_t;
+
+/* Opens path (its header only). stacks (source) or info (etl info) says
+ * what run() produces; both borrowed. 0 or CW_E* with d filled. */
+int cw_etl__reader_open(cw_etl__reader_t *r, const char *path, cw_stacks_t *stacks,
+                        cw_etl_info_t *info, cw_diag_t *d);
+/* Both passes: events to emit (source), or the info filled. 0 at the end
+ * or after stop, CW_E* with d filled, or emit's return. */
+int cw_etl__reader_run(cw_etl__reader_t *r, cw_diag_t *d);
+void cw_etl__reader_close(cw_etl__reader_t *r);
+/* The decoder refusals so far, as one line ("Process/1 v9: 2 (unknown
+ * version), ..."), "" when none. */
+void cw_etl__reader_skips(const cw_etl__reader_t *r, char *buf, size_t cap);
+
+#endif

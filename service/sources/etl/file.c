@@ -1,0 +1,480 @@
+/* file.c - an .etl file as buffers: the trace's header, the scan of every
+ * event in file order (pass 1, which indexes the buffers), and the merge
+ * of the per-CPU buffer streams in time order (pass 2).
+ *
+ * The file is a sequence of buffers, each a 0x48-byte WMI_BUFFER_HEADER
+ * and its events. Every buffer belongs to one CPU and carries a sequence
+ * number; a CPU's buffers sorted by it hold that CPU's events in time
+ * order, but the file stores the buffers in the order they were flushed.
+ * So the merge keeps one decoded buffer per CPU stream and a heap of the
+ * streams by their next event's time: memory is one buffer per CPU and a
+ * small index per buffer, whatever the file's size. A compressed buffer
+ * (flag 0x40) holds XPRESS data after its header that decompresses to
+ * SavedOffset - 0x48 bytes of events.
+ *
+ * Positions are fpos_t (fgetpos/fsetpos), so files over 2 GB work where
+ * long is 32 bits. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commitwatch/log.h"
+#include "sources/etl/etl_internal.h"
+
+#define BUF_HDR 0x48
+/* Largest buffer accepted (ETW's own limit is 1 MiB on most systems). */
+#define MAX_BUF (64u << 20)
+
+#define FLAG_EVENTS_LOST 0x0002
+#define FLAG_BUFFER_LOST 0x0004
+#define FLAG_COMPRESSED 0x0040
+
+typedef struct bufidx {
+    fpos_t pos; /* of the buffer's header */
+    uint64_t off, seq;
+    uint32_t size, saved, filled, order;
+    uint16_t cpu, flags;
+    bool corrupt; /* skipped by the merge: it could not be decoded */
+} bufidx_t;
+
+typedef struct stream {
+    size_t next, end; /* buffers [next, end) of the sorted index still to read */
+    uint8_t *buf;
+    size_t cap, at, stop; /* events of the loaded buffer: [at, stop) */
+    cw_etl_event_t ev;    /* the next event, when has */
+    size_t adv;
+    bool has;
+    uint16_t cpu;
+} stream_t;
+
+struct cw_etl_file {
+    FILE *f;
+    char name[CW_PATH_MAX];
+    fpos_t start;
+    cw_etl_header_t hdr;
+    cw_etl__clock_t clock;
+    cw_etl_file_stats_t st;
+    bufidx_t *idx;
+    size_t nidx, idxcap;
+    size_t max_data; /* largest decoded buffer, with its header */
+    bool scanned;
+    uint8_t *raw, *work; /* as read; decoded (scan) */
+    size_t rawcap, workcap;
+    bufidx_t *sorted;
+    stream_t *streams;
+    size_t nstreams;
+    size_t *heap, nheap;
+    long popped; /* stream whose event was returned last, to advance first; -1 none */
+    uint64_t last_ts; /* newest time merged so far */
+    bool merged;
+};
+
+static int io_error(cw_etl_file_t *f, uint64_t off, cw_diag_t *d)
+{
+    return cw_diag_set(d, CW_EIO, "%s: read error at offset %llu", f->name,
+                       (unsigned long long)off);
+}
+
+/* Reads the buffer header at the current position into x (fields only).
+ * 1 read, 0 at the end of the file, -1 short (truncated). */
+static int read_header(cw_etl_file_t *f, uint8_t h[BUF_HDR], bufidx_t *x)
+{
+    size_t n = fread(h, 1, BUF_HDR, f->f);
+    if (n == 0) return 0;
+    if (n < BUF_HDR) return -1;
+    x->size = cw_etl__rd32(h);
+    x->saved = cw_etl__rd32(h + 0x04);
+    x->seq = cw_etl__rd64(h + 0x18);
+    x->cpu = (uint16_t)(h[0x28] | h[0x29] << 8);
+    x->filled = cw_etl__rd32(h + 0x30);
+    x->flags = (uint16_t)(h[0x34] | h[0x35] << 8);
+    /* Older files keep the CPU in one byte with an alignment byte after. */
+    if (!(x->flags & 0x0020)) x->cpu = h[0x28];
+    return 1;
+}
+
+static int grow(uint8_t **p, size_t *cap, size_t need)
+{
+    if (need <= *cap) return 0;
+    uint8_t *q = realloc(*p, need);
+    if (!q) return CW_ENOMEM;
+    *p = q;
+    *cap = need;
+    return 0;
+}
+
+/* Reads the rest of buffer x (its header h already read) and decodes it
+ * into *out: header and events, the events ending at *stop. 0, CW_EIO,
+ * CW_ENOMEM, 1 when the file ends inside it, 2 when it does not decode. */
+static int load_body(cw_etl_file_t *f, const bufidx_t *x, const uint8_t h[BUF_HDR], uint8_t **out,
+                     size_t *outcap, size_t *stop)
+{
+    size_t body = x->size - BUF_HDR;
+    if (!(x->flags & FLAG_COMPRESSED)) {
+        /* Straight into place. */
+        if (grow(out, outcap, x->size) != 0) return CW_ENOMEM;
+        memcpy(*out, h, BUF_HDR);
+        if (fread(*out + BUF_HDR, 1, body, f->f) < body) return ferror(f->f) ? CW_EIO : 1;
+        *stop = x->filled < x->size ? x->filled : x->size;
+    } else {
+        if (grow(&f->raw, &f->rawcap, body ? body : 1) != 0) return CW_ENOMEM;
+        if (fread(f->raw, 1, body, f->f) < body) return ferror(f->f) ? CW_EIO : 1;
+        if (x->saved < BUF_HDR || x->saved > MAX_BUF) return 2;
+        if (grow(out, outcap, x->saved) != 0) return CW_ENOMEM;
+        memcpy(*out, h, BUF_HDR);
+        size_t n = 0;
+        int rc = cw_etl_xpress_decompress(f->raw, body, *out + BUF_HDR, x->saved - BUF_HDR, &n);
+        if (rc != 0 || n != x->saved - BUF_HDR) return 2;
+        *stop = x->filled < x->saved ? x->filled : x->saved;
+    }
+    if (*stop < BUF_HDR) *stop = BUF_HDR;
+    return 0;
+}
+
+int cw_etl_file_open_stream(FILE *fp, const char *name, cw_etl_file_t **out, cw_diag_t *d)
+{
+    cw_etl_file_t *f = calloc(1, sizeof *f);
+    uint8_t h[BUF_HDR];
+    bufidx_t x = {0};
+    size_t stop = 0;
+    int rc;
+    if (!f) {
+        fclose(fp);
+        return cw_diag_set(d, CW_ENOMEM, "out of memory");
+    }
+    f->f = fp;
+    f->popped = -1;
+    cw_strlcpy(f->name, name, sizeof f->name);
+    if (fgetpos(fp, &f->start) != 0) {
+        rc = cw_diag_set(d, CW_EIO, "%s: cannot seek in it (an .etl file must be a regular file)",
+                         name);
+        goto fail;
+    }
+    rc = read_header(f, h, &x);
+    if (rc <= 0 || x.size < BUF_HDR || x.size > MAX_BUF) {
+        rc = cw_diag_set(d, CW_EPARSE,
+                         "%s: not an .etl file (no event trace buffer header at offset 0)", name);
+        goto fail;
+    }
+    rc = load_body(f, &x, h, &f->work, &f->workcap, &stop);
+    if (rc == CW_ENOMEM) {
+        cw_diag_set(d, rc, "out of memory");
+        goto fail;
+    }
+    cw_etl_event_t ev;
+    size_t adv;
+    if (rc != 0 || cw_etl__parse_event(f->work, BUF_HDR, stop, &ev, &adv) != 1 ||
+        cw_etl__parse_logfile_header(&ev, &f->hdr) != 0) {
+        rc = cw_diag_set(d, CW_EPARSE,
+                         "%s: not an .etl file (the first buffer holds no trace header event at "
+                         "offset 0x48)",
+                         name);
+        goto fail;
+    }
+    rc = cw_etl__clock_init(&f->clock, &f->hdr);
+    if (rc != 0) {
+        cw_diag_set(d, rc,
+                    "%s: clock type %u with frequency %lld cannot be converted to time (offset "
+                    "0x48: the trace header)",
+                    name, f->hdr.clock_type, (long long)f->hdr.perf_freq);
+        goto fail;
+    }
+    *out = f;
+    return 0;
+fail:
+    cw_etl_file_close(f);
+    return rc;
+}
+
+int cw_etl_file_open(const char *path, cw_etl_file_t **out, cw_diag_t *d)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return cw_diag_set(d, CW_EIO, "%s: cannot open it (%s)", path, strerror(errno));
+    return cw_etl_file_open_stream(fp, path, out, d);
+}
+
+void cw_etl_file_close(cw_etl_file_t *f)
+{
+    if (!f) return;
+    if (f->f) fclose(f->f);
+    for (size_t i = 0; i < f->nstreams; i++) free(f->streams[i].buf);
+    free(f->streams);
+    free(f->heap);
+    free(f->sorted);
+    free(f->idx);
+    free(f->raw);
+    free(f->work);
+    free(f);
+}
+
+const cw_etl_header_t *cw_etl_file_header(const cw_etl_file_t *f)
+{
+    return &f->hdr;
+}
+
+const cw_etl_file_stats_t *cw_etl_file_stats(const cw_etl_file_t *f)
+{
+    return &f->st;
+}
+
+int64_t cw_etl_file_ns(const cw_etl_file_t *f, uint64_t ts)
+{
+    return cw_etl__clock_ns(&f->clock, ts);
+}
+
+uint64_t cw_etl_file_ticks_per_s(const cw_etl_file_t *f)
+{
+    return (uint64_t)f->clock.freq;
+}
+
+/* The events of one decoded buffer, to cb. 0, cb's return, or 1 when an
+ * event header is malformed (the rest of the buffer is left). */
+static int scan_events(cw_etl_file_t *f, const bufidx_t *x, const uint8_t *buf, size_t stop,
+                       int (*cb)(void *, const cw_etl_event_t *), void *ctx)
+{
+    size_t at = BUF_HDR, adv = 0;
+    cw_etl_event_t ev;
+    for (;;) {
+        int k = cw_etl__parse_event(buf, at, stop, &ev, &adv);
+        if (k == 0) return 0;
+        if (k < 0) return 1;
+        at += adv;
+        if (k == 2) {
+            f->st.messages++;
+            continue;
+        }
+        ev.cpu = x->cpu;
+        f->st.events++;
+        f->st.by_header[ev.header_type < CW_ARRAY_LEN(f->st.by_header) ? ev.header_type : 0]++;
+        int rc = cb(ctx, &ev);
+        if (rc) return rc;
+    }
+}
+
+int cw_etl_file_scan(cw_etl_file_t *f, int (*cb)(void *ctx, const cw_etl_event_t *ev), void *ctx,
+                     cw_diag_t *d)
+{
+    uint8_t h[BUF_HDR];
+    uint64_t off = 0;
+    int rc = 0;
+    memset(&f->st, 0, sizeof f->st);
+    f->nidx = 0;
+    f->max_data = BUF_HDR;
+    if (fsetpos(f->f, &f->start) != 0) return io_error(f, 0, d);
+    for (uint32_t order = 0;; order++) {
+        bufidx_t x = {0};
+        if (fgetpos(f->f, &x.pos) != 0) return io_error(f, off, d);
+        int k = read_header(f, h, &x);
+        if (k == 0) break;
+        if (k < 0 || x.size < BUF_HDR || x.size > MAX_BUF) {
+            /* Nothing after this point can be found: the next buffer's
+             * place is this one's size. */
+            f->st.truncated = true;
+            CW_LOGW("%s: %s at offset %llu: the rest of the file is left", f->name,
+                    k < 0 ? "the file ends inside a buffer header" : "a buffer header is corrupt",
+                    (unsigned long long)off);
+            break;
+        }
+        x.off = off;
+        x.order = order;
+        size_t stop = 0;
+        k = load_body(f, &x, h, &f->work, &f->workcap, &stop);
+        if (k == CW_ENOMEM) return cw_diag_set(d, k, "out of memory");
+        if (k == CW_EIO) return io_error(f, off, d);
+        if (k == 1) {
+            f->st.truncated = true;
+            CW_LOGW("%s: the file ends inside the buffer at offset %llu: that buffer is left",
+                    f->name, (unsigned long long)off);
+            break;
+        }
+        f->st.buffers++;
+        f->st.bytes += x.size;
+        if (x.flags & FLAG_COMPRESSED) f->st.buffers_compressed++;
+        if (x.flags & (FLAG_EVENTS_LOST | FLAG_BUFFER_LOST)) f->st.buffers_lost_flag++;
+        if (k == 2) {
+            x.corrupt = true;
+            f->st.buffers_corrupt++;
+            CW_LOGW("%s: the compressed buffer at offset %llu does not decompress to its %u "
+                    "bytes: left",
+                    f->name, (unsigned long long)off, x.saved);
+        } else {
+            if (stop > f->max_data) f->max_data = stop;
+            rc = scan_events(f, &x, f->work, stop, cb, ctx);
+            if (rc == 1) {
+                rc = 0;
+                f->st.buffers_corrupt++;
+                CW_LOGW("%s: a malformed event in the buffer at offset %llu: the rest of that "
+                        "buffer is left",
+                        f->name, (unsigned long long)off);
+            }
+        }
+        if (CW_RESERVE(f->idx, f->idxcap, f->nidx + 1) != 0)
+            return cw_diag_set(d, CW_ENOMEM, "out of memory");
+        f->idx[f->nidx++] = x;
+        off += x.size;
+        if (rc) return rc;
+    }
+    f->scanned = true;
+    return 0;
+}
+
+/* ---- pass 2: the merge -------------------------------------------------------- */
+
+static int by_cpu_seq(const void *a, const void *b)
+{
+    const bufidx_t *x = a, *y = b;
+    if (x->cpu != y->cpu) return x->cpu < y->cpu ? -1 : 1;
+    if (x->seq != y->seq) return x->seq < y->seq ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* Loads stream s's next buffer that has events. 0 (s->at < s->stop) or
+ * 1 when the stream has no more, CW_EIO, CW_ENOMEM. */
+static int stream_load(cw_etl_file_t *f, stream_t *s)
+{
+    uint8_t h[BUF_HDR];
+    while (s->next < s->end) {
+        const bufidx_t *x = &f->sorted[s->next++];
+        bufidx_t y = {0};
+        size_t stop = 0;
+        if (fsetpos(f->f, &x->pos) != 0 || read_header(f, h, &y) != 1) return CW_EIO;
+        int k = load_body(f, x, h, &s->buf, &s->cap, &stop);
+        if (k < 0) return k;
+        if (k != 0) continue; /* counted by the scan */
+        s->at = BUF_HDR;
+        s->stop = stop;
+        return 0;
+    }
+    return 1;
+}
+
+/* The stream's next event into s->ev (s->has), loading buffers as needed. */
+static int stream_advance(cw_etl_file_t *f, stream_t *s)
+{
+    for (;;) {
+        if (s->at < s->stop) {
+            int k = cw_etl__parse_event(s->buf, s->at, s->stop, &s->ev, &s->adv);
+            if (k == 2) {
+                s->at += s->adv;
+                continue;
+            }
+            if (k == 1) {
+                s->at += s->adv;
+                s->ev.cpu = s->cpu;
+                s->has = true;
+                return 0;
+            }
+            s->at = s->stop; /* the end, or the malformed rest the scan counted */
+        }
+        int rc = stream_load(f, s);
+        if (rc == 1) {
+            s->has = false;
+            return 0;
+        }
+        if (rc) return rc;
+    }
+}
+
+static bool earlier(const cw_etl_file_t *f, size_t a, size_t b)
+{
+    const stream_t *x = &f->streams[a], *y = &f->streams[b];
+    return x->ev.ts != y->ev.ts ? x->ev.ts < y->ev.ts : a < b;
+}
+
+static void heap_push(cw_etl_file_t *f, size_t s)
+{
+    size_t i = f->nheap++;
+    f->heap[i] = s;
+    while (i > 0 && earlier(f, f->heap[i], f->heap[(i - 1) / 2])) {
+        size_t p = (i - 1) / 2, t = f->heap[p];
+        f->heap[p] = f->heap[i];
+        f->heap[i] = t;
+        i = p;
+    }
+}
+
+static size_t heap_pop(cw_etl_file_t *f)
+{
+    size_t top = f->heap[0], i = 0;
+    f->heap[0] = f->heap[--f->nheap];
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < f->nheap && earlier(f, f->heap[l], f->heap[m])) m = l;
+        if (r < f->nheap && earlier(f, f->heap[r], f->heap[m])) m = r;
+        if (m == i) break;
+        size_t t = f->heap[m];
+        f->heap[m] = f->heap[i];
+        f->heap[i] = t;
+        i = m;
+    }
+    return top;
+}
+
+int cw_etl_file_rewind(cw_etl_file_t *f, cw_diag_t *d)
+{
+    if (!f->scanned) return cw_diag_set(d, CW_EINVAL, "%s: the file was not scanned", f->name);
+    for (size_t i = 0; i < f->nstreams; i++) free(f->streams[i].buf);
+    free(f->streams);
+    free(f->heap);
+    free(f->sorted);
+    f->streams = NULL;
+    f->heap = NULL;
+    f->nstreams = f->nheap = 0;
+    f->popped = -1;
+    f->merged = false;
+    f->st.reordered = 0;
+    size_t n = 0;
+    if (!(f->sorted = malloc((f->nidx ? f->nidx : 1) * sizeof *f->sorted)))
+        return cw_diag_set(d, CW_ENOMEM, "out of memory");
+    for (size_t i = 0; i < f->nidx; i++)
+        if (!f->idx[i].corrupt) f->sorted[n++] = f->idx[i];
+    qsort(f->sorted, n, sizeof *f->sorted, by_cpu_seq);
+    size_t ns = 0;
+    for (size_t i = 0; i < n; i++)
+        if (i == 0 || f->sorted[i].cpu != f->sorted[i - 1].cpu) ns++;
+    f->streams = calloc(ns ? ns : 1, sizeof *f->streams);
+    f->heap = malloc((ns ? ns : 1) * sizeof *f->heap);
+    if (!f->streams || !f->heap) return cw_diag_set(d, CW_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 || f->sorted[i].cpu != f->sorted[i - 1].cpu) {
+            stream_t *s = &f->streams[f->nstreams++];
+            s->next = i;
+            s->cpu = f->sorted[i].cpu;
+        }
+        f->streams[f->nstreams - 1].end = i + 1;
+    }
+    for (size_t i = 0; i < f->nstreams; i++) {
+        stream_t *s = &f->streams[i];
+        /* Room for the largest buffer, so no stream reallocates later. */
+        if (!(s->buf = malloc(f->max_data))) return cw_diag_set(d, CW_ENOMEM, "out of memory");
+        s->cap = f->max_data;
+        int rc = stream_advance(f, s);
+        if (rc) return rc == CW_ENOMEM ? cw_diag_set(d, rc, "out of memory") : io_error(f, 0, d);
+        if (s->has) heap_push(f, i);
+    }
+    return 0;
+}
+
+int cw_etl_file_next(cw_etl_file_t *f, cw_etl_event_t *ev, cw_diag_t *d)
+{
+    if (!f->streams) {
+        int rc = cw_etl_file_rewind(f, d);
+        if (rc) return rc;
+    }
+    if (f->popped >= 0) {
+        stream_t *s = &f->streams[f->popped];
+        int rc = stream_advance(f, s);
+        if (rc) return rc == CW_ENOMEM ? cw_diag_set(d, rc, "out of memory") : io_error(f, 0, d);
+        if (s->has) heap_push(f, (size_t)f->popped);
+        f->popped = -1;
+    }
+    if (f->nheap == 0) return 0;
+    size_t i = heap_pop(f);
+    f->popped = (long)i;
+    *ev = f->streams[i].ev;
+    if (f->merged && ev->ts < f->last_ts) f->st.reordered++;
+    else f->last_ts = ev->ts;
+    f->merged = true;
+    return 1;
+}

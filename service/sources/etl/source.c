@@ -1,0 +1,77 @@
+/* source.c - `--source etl:FILE`: a Windows event trace file read as a
+ * source on any OS (reader.c does the reading; docs/ETW.md says what is
+ * emitted). The file is finite: run() returns at its end, like a replay,
+ * but it is not paced (--speed and --rebase-now are the replay's). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "commitwatch/log.h"
+#include "sources/etl/etl_internal.h"
+
+static int etl_open(void **impl, const cw_source_opts_t *o, cw_diag_t *d)
+{
+    if (!o->arg || !*o->arg)
+        return cw_diag_set(d, CW_EUSAGE, "--source etl needs a file: --source etl:FILE.etl");
+    if (o->rebase_now || o->speed > 0)
+        return cw_diag_set(d, CW_EUSAGE, "--rebase-now and --speed are for replay sources only");
+    cw_etl__reader_t *r = malloc(sizeof *r);
+    if (!r) return cw_diag_set(d, CW_ENOMEM, "out of memory");
+    int rc = cw_etl__reader_open(r, o->arg, o->stacks, NULL, d);
+    if (rc) {
+        cw_etl__reader_close(r);
+        free(r);
+        return rc;
+    }
+    *impl = r;
+    return 0;
+}
+
+static const char *etl_platform(void *impl)
+{
+    (void)impl;
+    return "windows";
+}
+
+static int etl_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
+{
+    cw_etl__reader_t *r = impl;
+    r->emit = sink->emit;
+    r->ctx = sink->ctx;
+    int rc = cw_etl__reader_run(r, d);
+    const cw_etl_header_t *h = cw_etl_file_header(r->file);
+    const cw_etl_file_stats_t *st = cw_etl_file_stats(r->file);
+    if (sink->counters) sink->counters(sink->ctx, st->events, h->events_lost, 0);
+    char skips[1024];
+    cw_etl__reader_skips(r, skips, sizeof skips);
+    if (skips[0]) CW_LOGW("%s: events left out: %s", r->path, skips);
+    if (st->buffers_corrupt || st->truncated)
+        CW_LOGW("%s: %llu buffers could not be read%s", r->path,
+                (unsigned long long)st->buffers_corrupt, st->truncated ? "; the file is truncated" : "");
+    CW_LOGI("%s: %llu events read, %llu emitted; stacks: %llu joined, %llu without their event, "
+            "%llu keys unresolved; %u events lost in recording",
+            r->path, (unsigned long long)st->events, (unsigned long long)r->emitted,
+            (unsigned long long)r->ss.joined, (unsigned long long)r->ss.orphaned,
+            (unsigned long long)r->ss.unresolved, h->events_lost);
+    return rc;
+}
+
+static void etl_stop(void *impl)
+{
+    atomic_store(&((cw_etl__reader_t *)impl)->stop, true);
+}
+
+static void etl_close(void *impl)
+{
+    if (!impl) return;
+    cw_etl__reader_close(impl);
+    free(impl);
+}
+
+const cw_source_ops_t cw_source_etl = {
+    .name = "etl",
+    .open = etl_open,
+    .platform = etl_platform,
+    .run = etl_run,
+    .stop = etl_stop,
+    .close = etl_close,
+};

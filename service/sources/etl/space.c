@@ -1,0 +1,232 @@
+/* space.c - the address spaces a trace describes: per process, the images
+ * loaded (Image load, DCStart; gone at unload or a new instance of the
+ * pid), and per thread its process (Thread start, DCStart). Stack frames
+ * are named from them: a kernel address by the system's images (pid 0,
+ * where the kernel's and the drivers' load events go), any other by the
+ * stack's process, as "module!+0xOFFSET" until a symbolizer names the
+ * function. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commitwatch/hash.h"
+#include "sources/etl/etl_internal.h"
+
+int cw_etl__space_init(cw_etl__space_t *s)
+{
+    memset(s, 0, sizeof *s);
+    if (cw_keymap_init(&s->pids, 8) != 0 || cw_keymap_init(&s->tids, 10) != 0 ||
+        cw_keymap_init(&s->names, 8) != 0 ||
+        !(s->fcache = calloc((size_t)1 << CW_ETL__FCACHE_BITS, sizeof *s->fcache))) {
+        cw_etl__space_free(s);
+        return CW_ENOMEM;
+    }
+    return 0;
+}
+
+void cw_etl__space_free(cw_etl__space_t *s)
+{
+    for (size_t i = 0; i < s->nprocs; i++) {
+        cw_etl__proc_reset(&s->procs[i]);
+        free(s->procs[i].mods);
+    }
+    free(s->procs);
+    free(s->threads);
+    free(s->fcache);
+    for (size_t i = 0; i < s->nnames; i++) free(s->name_text[i]);
+    free(s->name_text);
+    cw_keymap_free(&s->names);
+    cw_keymap_free(&s->pids);
+    cw_keymap_free(&s->tids);
+    memset(s, 0, sizeof *s);
+}
+
+cw_etl__proc_t *cw_etl__proc(cw_etl__space_t *s, uint32_t pid)
+{
+    int added = 0;
+    uint32_t i = cw_keymap_get(&s->pids, pid, 0, &added);
+    if (i == UINT32_MAX) return NULL;
+    if (added) {
+        if (CW_RESERVE(s->procs, s->pcap, (size_t)i + 1) != 0) return NULL;
+        memset(&s->procs[i], 0, sizeof s->procs[i]);
+        s->procs[i].pid = pid;
+        s->nprocs = (size_t)i + 1;
+    }
+    return &s->procs[i];
+}
+
+cw_etl__thread_t *cw_etl__thread(cw_etl__space_t *s, uint32_t tid)
+{
+    int added = 0;
+    uint32_t i = cw_keymap_get(&s->tids, tid, 0, &added);
+    if (i == UINT32_MAX) return NULL;
+    if (added) {
+        if (CW_RESERVE(s->threads, s->tcap, (size_t)i + 1) != 0) return NULL;
+        memset(&s->threads[i], 0, sizeof s->threads[i]);
+        s->nthreads = (size_t)i + 1;
+    }
+    return &s->threads[i];
+}
+
+void cw_etl__proc_reset(cw_etl__proc_t *p)
+{
+    for (size_t i = 0; i < p->nmods; i++) free(p->mods[i].name);
+    p->nmods = 0;
+    p->info = 0;
+    p->fp = 0;
+}
+
+/* Index of the first module whose base is >= base. */
+static size_t lower_bound(const cw_etl__proc_t *p, uint64_t base)
+{
+    size_t lo = 0, hi = p->nmods;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->mods[mid].base < base) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* The file name's last component, lowercased (ASCII letters only: the
+ * stack-tag matcher compares module names without regard to case). */
+static char *base_name(const uint8_t *path, size_t units)
+{
+    size_t start = 0;
+    for (size_t i = 0; i < units; i++) {
+        unsigned u = (unsigned)path[2 * i] | (unsigned)path[2 * i + 1] << 8;
+        if (u == '\\' || u == '/') start = i + 1;
+    }
+    size_t cap = 3 * (units - start) + 1;
+    char *s = malloc(cap);
+    if (!s) return NULL;
+    cw_etl_utf16_to_utf8(path + 2 * start, units - start, s, cap);
+    for (char *c = s; *c; c++)
+        if (*c >= 'A' && *c <= 'Z') *c = (char)(*c - 'A' + 'a');
+    return s;
+}
+
+/* One image's part of its process's fingerprint. A name that shares its
+ * number with no other (name_id 0) makes the image unique. */
+static uint64_t module_fp(const cw_etl__module_t *m)
+{
+    uint64_t name = m->name_id ? m->name_id : (uint64_t)(uintptr_t)m->name;
+    return cw_hash_u64(cw_hash_combine(cw_hash_combine(cw_hash_u64(m->base), m->size), name));
+}
+
+/* The number of an image name (1 up), the same for every image of that
+ * name in any process; 0 when a different name has the same hash (the
+ * frame cache then passes that image by). CW_ENOMEM as UINT32_MAX. */
+static uint32_t name_id(cw_etl__space_t *s, const char *name)
+{
+    size_t len = strlen(name);
+    int added = 0;
+    uint32_t i = cw_keymap_get(&s->names, cw_hash_bytes(name, len), len, &added);
+    if (i == UINT32_MAX) return UINT32_MAX;
+    if (added) {
+        char *copy = malloc(len + 1);
+        if (!copy || CW_RESERVE(s->name_text, s->name_cap, (size_t)i + 1) != 0) {
+            free(copy);
+            return UINT32_MAX;
+        }
+        memcpy(copy, name, len + 1);
+        s->name_text[i] = copy;
+        s->nnames = (size_t)i + 1;
+    }
+    return strcmp(s->name_text[i], name) == 0 ? i + 1 : 0;
+}
+
+int cw_etl__module_add(cw_etl__space_t *s, cw_etl__proc_t *p, uint64_t base, uint64_t size,
+                       const uint8_t *path, size_t units, cw_etl__module_t **out)
+{
+    char *name = base_name(path, units);
+    if (!name) return CW_ENOMEM;
+    uint32_t id = name_id(s, name);
+    if (id == UINT32_MAX) {
+        free(name);
+        return CW_ENOMEM;
+    }
+    if (size > UINT64_MAX - base) size = UINT64_MAX - base;
+    size_t i = lower_bound(p, base);
+    if (i < p->nmods && p->mods[i].base == base) {
+        /* The same image seen again (a rundown of what a load announced). */
+        p->fp ^= module_fp(&p->mods[i]);
+        free(p->mods[i].name);
+    } else {
+        if (CW_RESERVE(p->mods, p->cap, p->nmods + 1) != 0) {
+            free(name);
+            return CW_ENOMEM;
+        }
+        memmove(&p->mods[i + 1], &p->mods[i], (p->nmods - i) * sizeof *p->mods);
+        p->nmods++;
+    }
+    p->mods[i] = (cw_etl__module_t){base, size, name, 0, id};
+    p->fp ^= module_fp(&p->mods[i]);
+    if (out) *out = &p->mods[i];
+    return 0;
+}
+
+size_t cw_etl__module_remove(cw_etl__proc_t *p, uint64_t base)
+{
+    size_t i = lower_bound(p, base);
+    if (i == p->nmods || p->mods[i].base != base) return 0;
+    size_t info = p->mods[i].info;
+    p->fp ^= module_fp(&p->mods[i]);
+    free(p->mods[i].name);
+    memmove(&p->mods[i], &p->mods[i + 1], (p->nmods - i - 1) * sizeof *p->mods);
+    p->nmods--;
+    return info;
+}
+
+const cw_etl__module_t *cw_etl__module_find(const cw_etl__proc_t *p, uint64_t addr)
+{
+    /* The last module starting at or below addr, if addr is inside it
+     * (images never overlap in one address space). */
+    size_t i = lower_bound(p, addr);
+    if (i < p->nmods && p->mods[i].base == addr) return &p->mods[i];
+    if (i == 0) return NULL;
+    const cw_etl__module_t *m = &p->mods[i - 1];
+    return addr - m->base < m->size ? m : NULL;
+}
+
+size_t cw_etl__frame_text(const cw_etl__module_t *m, uint64_t addr, char *buf, size_t cap)
+{
+    int n = m ? snprintf(buf, cap, "%s!+0x%llx", m->name, (unsigned long long)(addr - m->base))
+              : snprintf(buf, cap, "[unknown]!0x%llx", (unsigned long long)addr);
+    if (n < 0) n = 0;
+    return (size_t)n < cap ? (size_t)n : cap - 1;
+}
+
+int cw_etl__aspace(cw_etl__space_t *s, uint32_t pid, cw_etl__aspace_t *out)
+{
+    /* Both slots first: creating the second may move the first. */
+    if (!cw_etl__proc(s, 0) || !cw_etl__proc(s, pid)) return CW_ENOMEM;
+    out->kernel = cw_etl__proc(s, 0);
+    out->user = cw_etl__proc(s, pid);
+    return 0;
+}
+
+int cw_etl__frame(cw_etl__space_t *s, const cw_etl__aspace_t *a, cw_stacks_t *stacks,
+                  uint64_t addr, unsigned ptr_size, uint32_t *id, bool *in_module)
+{
+    bool kernel = cw_etl_kernel_address(addr, ptr_size);
+    const cw_etl__module_t *m = cw_etl__module_find(kernel ? a->kernel : a->user, addr);
+    if (!m && kernel && a->user != a->kernel)
+        m = cw_etl__module_find(a->user, addr); /* a session driver announced in the process */
+    *in_module = m != NULL;
+    *id = 0;
+    if (!stacks) return 0;
+    uint32_t nid = m ? m->name_id : CW_ETL__NO_IMAGE;
+    uint64_t off = m ? addr - m->base : addr;
+    uint64_t h = cw_hash_combine(cw_hash_u64(off), nid);
+    cw_etl__fslot_t *slot = &s->fcache[h >> (64 - CW_ETL__FCACHE_BITS)];
+    if (nid && slot->frame && slot->off == off && slot->name_id == nid) {
+        *id = slot->frame;
+        return 0;
+    }
+    char text[160];
+    size_t len = cw_etl__frame_text(m, addr, text, sizeof text);
+    if (cw_stacks_intern_frame(stacks, text, len, id) != 0) return CW_ENOMEM;
+    if (nid) *slot = (cw_etl__fslot_t){off, nid, *id};
+    return 0;
+}
