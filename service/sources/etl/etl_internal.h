@@ -230,6 +230,7 @@ typedef struct cw_etl__reader {
     cw_stacks_t *stacks;  /* source: frames interned here; NULL for info */
     cw_etl_info_t *info;  /* info: filled; NULL for the source */
     bool want_images;
+    bool live; /* fed by the live ETW source: stacks on VirtualAlloc only */
     atomic_bool stop;
     int (*emit)(void *ctx, const cw_event_t *ev);
     void *ctx;

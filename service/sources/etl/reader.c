@@ -489,7 +489,10 @@ static int on_valloc(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
         skip(r, c, CW_ERANGE); /* the trace format has no room for it */
         return 0;
     }
-    cw_etl__rec_t *x = push(r, ev, CW_ETL__REC_WANT);
+    /* A file may hold stacks for VirtualFree too; the live session asks
+     * for none, so a free waits for nothing there. */
+    bool want = ev->type == CW_ETL_T_VIRTUAL_ALLOC || !r->live;
+    cw_etl__rec_t *x = push(r, ev, want ? CW_ETL__REC_WANT : 0);
     if (!x) return CW_ENOMEM;
     x->nops = (uint8_t)n;
     memcpy(x->ops, ops, sizeof ops);
@@ -719,6 +722,7 @@ int cw_etl__reader_open_live(cw_etl__reader_t *r, cw_stacks_t *stacks,
         cw_keymap_init(&r->guids, 6) != 0)
         return oom(d);
     r->clock = *clock;
+    r->live = true;
     r->have_stacks = true;
     r->horizon = HORIZON_S * (uint64_t)clock->freq;
     r->start_ns = r->last_ns = cw_etl__clock_ns(clock, clock->base_ts);

@@ -7,12 +7,14 @@
 
 #include <windows.h>
 
+#include <evntcons.h>
 #include <evntrace.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "commitwatch/error.h"
+#include "commitwatch/etl.h"
 #include "commitwatch/source.h"
 #include "commitwatch/stacks.h"
 
@@ -55,5 +57,13 @@ int cw_etw__session_start(cw_etw_session_t *s, const char *name, cw_diag_t *d);
 int cw_etw__session_query(cw_etw_session_t *s, uint64_t *events_lost, uint64_t *buffers_lost);
 /* Stops the session (its consumer's ProcessTrace then returns). */
 void cw_etw__session_stop(cw_etw_session_t *s);
+
+/* ---- live.c ---- */
+
+/* The .etl reader's view of an EVENT_RECORD of a real-time session: the
+ * kernel class from the provider GUID, opcode, version, pointer size (the
+ * 32-bit header flag), CPU, ids, raw timestamp; the payload borrowed from
+ * er. */
+void cw_etw__record_event(const EVENT_RECORD *er, cw_etl_event_t *ev);
 
 #endif

@@ -77,10 +77,32 @@ static void queue_free_events(queue_t *q)
 
 /* ---- the consumer thread -------------------------------------------------------- */
 
+void cw_etw__record_event(const EVENT_RECORD *er, cw_etl_event_t *ev)
+{
+    const EVENT_HEADER *h = &er->EventHeader;
+    memset(ev, 0, sizeof *ev);
+    memcpy(ev->guid, &h->ProviderId, 16);
+    int g = cw_etl__kernel_group(ev->guid);
+    ev->kernel = g >= 0;
+    ev->group = ev->kernel ? (uint8_t)g : 0;
+    ev->type = h->EventDescriptor.Opcode;
+    ev->version = h->EventDescriptor.Version;
+    ev->event_id = h->EventDescriptor.Id;
+    ev->ptr_size = (h->Flags & EVENT_HEADER_FLAG_32_BIT_HEADER) ? 4 : 8;
+    ev->cpu = GetEventProcessorIndex((EVENT_RECORD *)er);
+    /* Kernel events without a process (VirtualAlloc's owner is in the
+     * payload) carry -1. */
+    ev->has_ids = h->ProcessId != UINT32_MAX;
+    ev->pid = h->ProcessId;
+    ev->tid = h->ThreadId;
+    ev->ts = (uint64_t)h->TimeStamp.QuadPart; /* raw: the performance counter */
+    ev->data = er->UserData;
+    ev->len = er->UserDataLength;
+}
+
 static void WINAPI on_record(EVENT_RECORD *er)
 {
     live_t *l = er->UserContext;
-    const EVENT_HEADER *h = &er->EventHeader;
     uint8_t *copy = NULL;
     if (er->UserDataLength && !(copy = malloc(er->UserDataLength))) {
         cw_mutex_lock(l->lock);
@@ -88,23 +110,10 @@ static void WINAPI on_record(EVENT_RECORD *er)
         cw_mutex_unlock(l->lock);
         return;
     }
+    cw_etl_event_t ev;
+    cw_etw__record_event(er, &ev);
     if (er->UserDataLength) memcpy(copy, er->UserData, er->UserDataLength);
-    cw_etl_event_t ev = {0};
-    memcpy(ev.guid, &h->ProviderId, 16);
-    int g = cw_etl__kernel_group(ev.guid);
-    ev.kernel = g >= 0;
-    ev.group = ev.kernel ? (uint8_t)g : 0;
-    ev.type = h->EventDescriptor.Opcode;
-    ev.version = h->EventDescriptor.Version;
-    ev.event_id = h->EventDescriptor.Id;
-    ev.ptr_size = (h->Flags & EVENT_HEADER_FLAG_32_BIT_HEADER) ? 4 : 8;
-    ev.cpu = GetEventProcessorIndex(er);
-    ev.has_ids = h->ProcessId != UINT32_MAX;
-    ev.pid = h->ProcessId;
-    ev.tid = h->ThreadId;
-    ev.ts = (uint64_t)h->TimeStamp.QuadPart; /* raw: the performance counter */
     ev.data = copy;
-    ev.len = er->UserDataLength;
     cw_mutex_lock(l->lock);
     if (CW_RESERVE(l->in.v, l->in.cap, l->in.n + 1) != 0) {
         l->dropped++;
