@@ -29,6 +29,8 @@ uint64_t cw_etl__rd64(const uint8_t *p);
 /* The event at buf[at..end): 1 and *ev, *adv (bytes to the next event)
  * set; 2 for a record to step over (a WPP message; *adv set); 0 at the
  * end of the buffer's events; CW_EPARSE for a malformed header. */
+/* The kernel group of a class GUID (16 bytes as stored), or -1. */
+int cw_etl__kernel_group(const uint8_t guid[16]);
 int cw_etl__parse_event(const uint8_t *buf, size_t at, size_t end, cw_etl_event_t *ev,
                         size_t *adv);
 /* TRACE_LOGFILE_HEADER from the header event (group 0, type 0). 0 or
@@ -229,6 +231,7 @@ typedef struct cw_etl__reader {
     cw_stacks_t *stacks;  /* source: frames interned here; NULL for info */
     cw_etl_info_t *info;  /* info: filled; NULL for the source */
     bool want_images;
+    bool live; /* fed by the live ETW source: stacks on VirtualAlloc only */
     atomic_bool stop;
     int (*emit)(void *ctx, const cw_event_t *ev);
     void *ctx;
@@ -271,5 +274,16 @@ void cw_etl__reader_close(cw_etl__reader_t *r);
 /* The decoder refusals so far, as one line ("Process/1 v9: 2 (unknown
  * version), ..."), "" when none. */
 void cw_etl__reader_skips(const cw_etl__reader_t *r, char *buf, size_t cap);
+
+/* Live (sources/etw/live.c): no file; events come one at a time, in time
+ * order (feed), from a session whose raw timestamps `clock` converts.
+ * feed() interprets one and emits what completed; release() emits what
+ * waited for a stack that can no longer come by now (all: everything).
+ * The emit callback is set in r->emit / r->ctx by the caller. 0, CW_ENOMEM
+ * or emit's return. */
+int cw_etl__reader_open_live(cw_etl__reader_t *r, cw_stacks_t *stacks,
+                             const cw_etl__clock_t *clock, cw_diag_t *d);
+int cw_etl__reader_feed(cw_etl__reader_t *r, const cw_etl_event_t *ev);
+int cw_etl__reader_release(cw_etl__reader_t *r, uint64_t now, bool all);
 
 #endif

@@ -58,7 +58,7 @@ static const kguid_t kernel_guids[] = {
 };
 
 /* The kernel group of a class GUID (raw bytes), or -1. */
-static int kernel_group(const uint8_t g[16])
+int cw_etl__kernel_group(const uint8_t g[16])
 {
     uint32_t d1 = cw_etl__rd32(g);
     uint16_t d2 = rd16(g + 4), d3 = rd16(g + 6);
@@ -138,7 +138,7 @@ int cw_etl__parse_event(const uint8_t *buf, size_t at, size_t end, cw_etl_event_
         ev->ts = cw_etl__rd64(e + 16);
         memcpy(ev->guid, e + 24, 16);
         ev->ptr_size = (ht == CW_ETL_HT_FULL32 || ht == CW_ETL_HT_INSTANCE32) ? 4 : 8;
-        int g = kernel_group(ev->guid);
+        int g = cw_etl__kernel_group(ev->guid);
         if (g >= 0) {
             ev->kernel = true;
             ev->group = (uint8_t)g;

@@ -504,7 +504,10 @@ static int on_valloc(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
         skip(r, c, CW_ERANGE); /* the trace format has no room for it */
         return 0;
     }
-    cw_etl__rec_t *x = push(r, ev, CW_ETL__REC_WANT);
+    /* A file may hold stacks for VirtualFree too; the live session asks
+     * for none, so a free waits for nothing there. */
+    bool want = ev->type == CW_ETL_T_VIRTUAL_ALLOC || !r->live;
+    cw_etl__rec_t *x = push(r, ev, want ? CW_ETL__REC_WANT : 0);
     if (!x) return CW_ENOMEM;
     x->nops = (uint8_t)n;
     memcpy(x->ops, ops, sizeof ops);
@@ -720,4 +723,40 @@ void cw_etl__reader_close(cw_etl__reader_t *r)
     free(r->frames);
     free(r->addr);
     memset(r, 0, sizeof *r);
+}
+
+/* ---- live: events fed one at a time (sources/etw/live.c) ---------------------------- */
+
+int cw_etl__reader_open_live(cw_etl__reader_t *r, cw_stacks_t *stacks,
+                             const cw_etl__clock_t *clock, cw_diag_t *d)
+{
+    memset(r, 0, sizeof *r);
+    atomic_init(&r->stop, false);
+    r->path = "the ETW session";
+    r->stacks = stacks;
+    if (!(r->scache = calloc((size_t)1 << CW_ETL__SCACHE_BITS, sizeof *r->scache)))
+        return oom(d);
+    if (cw_etl__space_init(&r->space) != 0 || cw_keymap_init(&r->counter_map, 6) != 0 ||
+        cw_keymap_init(&r->guids, 6) != 0)
+        return oom(d);
+    r->clock = *clock;
+    r->live = true;
+    r->have_stacks = true;
+    r->horizon = HORIZON_S * (uint64_t)clock->freq;
+    r->start_ns = r->last_ns = cw_etl__clock_ns(clock, clock->base_ts);
+    return 0;
+}
+
+int cw_etl__reader_feed(cw_etl__reader_t *r, const cw_etl_event_t *ev)
+{
+    if (!r->any_event || ev->ts < r->first_ts) r->first_ts = ev->ts;
+    if (!r->any_event || ev->ts > r->last_ts) r->last_ts = ev->ts;
+    r->any_event = true;
+    int rc = handle(r, ev);
+    return rc ? rc : release(r, ev->ts, false);
+}
+
+int cw_etl__reader_release(cw_etl__reader_t *r, uint64_t now, bool all)
+{
+    return release(r, now, all);
 }

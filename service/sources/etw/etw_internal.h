@@ -1,13 +1,20 @@
 /* etw_internal.h - what the files of the Windows sources share
- * (service/sources/etw/): the rundown walk (rundown.c) and the snapshot
- * source built on it (snapshot.c). Windows only. */
+ * (service/sources/etw/): the rundown walk (rundown.c), the snapshot
+ * source built on it (snapshot.c), the kernel session (session.c) and the
+ * live source that reads it (live.c). Windows only. */
 #ifndef CW_ETW_INTERNAL_H
 #define CW_ETW_INTERNAL_H
 
+#include <windows.h>
+
+#include <evntcons.h>
+#include <evntrace.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "commitwatch/error.h"
+#include "commitwatch/etl.h"
 #include "commitwatch/source.h"
 #include "commitwatch/stacks.h"
 
@@ -26,5 +33,37 @@ typedef struct cw_etw_rundown_stats {
  * sink's error, or CW_EIO / CW_ENOMEM with d filled. */
 int cw_etw__rundown(cw_stacks_t *stacks, const cw_source_sink_t *sink, int64_t ts,
                     atomic_bool *stop, cw_etw_rundown_stats_t *st, cw_diag_t *d);
+
+/* ---- session.c: the private kernel session ---- */
+
+#define CW_ETW_SESSION_NAME_MAX 63
+#define CW_ETW_SESSION_NAME "commitwatch"
+
+typedef struct cw_etw_session {
+    wchar_t name[CW_ETW_SESSION_NAME_MAX + 1];
+    TRACEHANDLE handle;
+    EVENT_TRACE_PROPERTIES *props; /* owned; NULL when not started */
+    bool replaced;                 /* a session left over by an earlier run was stopped */
+    bool stacks;                   /* VirtualAlloc stacks were enabled */
+    unsigned long stacks_error;    /* TraceSetInformation's error when not */
+} cw_etw_session_t;
+
+/* Enables SeSystemProfilePrivilege and starts the session `name`
+ * (replacing a leftover one). 0, or CW_EPERM (not elevated, no
+ * privilege), CW_EIO (quota, unsupported Windows, ...) with d saying
+ * what to do. A failure to enable stacks is not one (s->stacks false). */
+int cw_etw__session_start(cw_etw_session_t *s, const char *name, cw_diag_t *d);
+/* Events and buffers the session lost so far. 0 or CW_EIO. */
+int cw_etw__session_query(cw_etw_session_t *s, uint64_t *events_lost, uint64_t *buffers_lost);
+/* Stops the session (its consumer's ProcessTrace then returns). */
+void cw_etw__session_stop(cw_etw_session_t *s);
+
+/* ---- live.c ---- */
+
+/* The .etl reader's view of an EVENT_RECORD of a real-time session: the
+ * kernel class from the provider GUID, opcode, version, pointer size (the
+ * 32-bit header flag), CPU, ids, raw timestamp; the payload borrowed from
+ * er. */
+void cw_etw__record_event(const EVENT_RECORD *er, cw_etl_event_t *ev);
 
 #endif

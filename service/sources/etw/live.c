@@ -1,0 +1,357 @@
+/* live.c - the "etw" source (Windows' live default): the kernel's
+ * VirtualAlloc/VirtualFree, Process, Thread, Image and StackWalk events of
+ * every process, read in real time from a private session (session.c) and
+ * interpreted by the same reader as an .etl file (sources/etl/reader.c).
+ *
+ * Threads:
+ * - the consumer thread runs ProcessTrace; its callback copies each
+ *   EVENT_RECORD (header fields and payload) into `in` under `lock`;
+ * - the core thread (run) swaps `in` for an empty queue every 100 ms,
+ *   sorts what came into the held-back events by time, and hands the
+ *   reader those older than the watermark: the newest time every CPU's
+ *   buffers are known to have reached. Real-time buffers are flushed each
+ *   FlushTimer (1 s), so an event may arrive up to about a second after a
+ *   later one from another CPU: the watermark is the performance counter
+ *   now minus WINDOW_S. It is also the tick the pipeline gets;
+ * - stop() (any thread, a signal or service-control context) only sets
+ *   the flag; run() stops the session, which ends ProcessTrace.
+ *
+ * Before the first event, the rundown walk (rundown.c) emits every
+ * process's committed memory at the session's start: a commit traced
+ * after the start of the session but before the walk reached its process
+ * is in both, and the tracker counts a commit of committed pages once. */
+#include <windows.h>
+
+#include <evntcons.h>
+#include <evntrace.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commitwatch/log.h"
+#include "commitwatch/platform.h"
+#include "sources/etl/etl_internal.h"
+#include "sources/etw/etw_internal.h"
+
+#define WINDOW_S 3
+#define POLL_NS 100000000LL
+
+/* One event as it came: the header fields the reader reads and a copy of
+ * the payload (owned). */
+typedef struct qev {
+    cw_etl_event_t ev;
+    uint64_t seq; /* arrival order: equal times keep it */
+} qev_t;
+
+typedef struct queue {
+    qev_t *v;
+    size_t n, cap;
+} queue_t;
+
+typedef struct live {
+    cw_stacks_t *stacks;
+    atomic_bool stop;
+    cw_etw_session_t session;
+    TRACEHANDLE trace;
+    cw_thread_t *consumer;
+    atomic_bool consumer_done;
+    ULONG process_rc; /* ProcessTrace's return (written by the consumer thread) */
+
+    cw_mutex_t *lock; /* guards in, seq, dropped */
+    queue_t in;
+    uint64_t seq, dropped;
+
+    queue_t held; /* core thread only: sorted by (ts, seq) */
+    cw_etl__reader_t reader;
+    bool reader_open;
+    int64_t freq;
+    uint64_t events;
+} live_t;
+
+static void queue_free_events(queue_t *q)
+{
+    for (size_t i = 0; i < q->n; i++) free((void *)q->v[i].ev.data);
+    q->n = 0;
+}
+
+/* ---- the consumer thread -------------------------------------------------------- */
+
+void cw_etw__record_event(const EVENT_RECORD *er, cw_etl_event_t *ev)
+{
+    const EVENT_HEADER *h = &er->EventHeader;
+    memset(ev, 0, sizeof *ev);
+    memcpy(ev->guid, &h->ProviderId, 16);
+    int g = cw_etl__kernel_group(ev->guid);
+    ev->kernel = g >= 0;
+    ev->group = ev->kernel ? (uint8_t)g : 0;
+    ev->type = h->EventDescriptor.Opcode;
+    ev->version = h->EventDescriptor.Version;
+    ev->event_id = h->EventDescriptor.Id;
+    ev->ptr_size = (h->Flags & EVENT_HEADER_FLAG_32_BIT_HEADER) ? 4 : 8;
+    ev->cpu = GetEventProcessorIndex((EVENT_RECORD *)er);
+    /* Kernel events without a process (VirtualAlloc's owner is in the
+     * payload) carry -1. */
+    ev->has_ids = h->ProcessId != UINT32_MAX;
+    ev->pid = h->ProcessId;
+    ev->tid = h->ThreadId;
+    ev->ts = (uint64_t)h->TimeStamp.QuadPart; /* raw: the performance counter */
+    ev->data = er->UserData;
+    ev->len = er->UserDataLength;
+}
+
+static void WINAPI on_record(EVENT_RECORD *er)
+{
+    live_t *l = er->UserContext;
+    uint8_t *copy = NULL;
+    if (er->UserDataLength && !(copy = malloc(er->UserDataLength))) {
+        cw_mutex_lock(l->lock);
+        l->dropped++;
+        cw_mutex_unlock(l->lock);
+        return;
+    }
+    cw_etl_event_t ev;
+    cw_etw__record_event(er, &ev);
+    if (er->UserDataLength) memcpy(copy, er->UserData, er->UserDataLength);
+    ev.data = copy;
+    cw_mutex_lock(l->lock);
+    if (CW_RESERVE(l->in.v, l->in.cap, l->in.n + 1) != 0) {
+        l->dropped++;
+        free(copy);
+    } else {
+        l->in.v[l->in.n++] = (qev_t){ev, l->seq++};
+    }
+    cw_mutex_unlock(l->lock);
+}
+
+static void consume(void *arg)
+{
+    live_t *l = arg;
+    TRACEHANDLE t = l->trace;
+    l->process_rc = ProcessTrace(&t, 1, NULL, NULL);
+    atomic_store(&l->consumer_done, true);
+}
+
+/* ---- the source ------------------------------------------------------------------ */
+
+static int live_open(void **impl, const cw_source_opts_t *o, cw_diag_t *d)
+{
+    if (o->arg && o->arg[0])
+        return cw_diag_set(d, CW_EUSAGE, "--source etw takes no argument (the session is "
+                                         "named \"" CW_ETW_SESSION_NAME "\")");
+    if (o->rebase_now || o->speed > 0)
+        return cw_diag_set(d, CW_EUSAGE, "--rebase-now and --speed are for replay sources only");
+    live_t *l = calloc(1, sizeof *l);
+    if (!l || cw_mutex_create(&l->lock) != 0) {
+        free(l);
+        return cw_diag_set(d, CW_ENOMEM, "out of memory");
+    }
+    l->stacks = o->stacks;
+    l->trace = INVALID_PROCESSTRACE_HANDLE;
+    atomic_init(&l->stop, false);
+    atomic_init(&l->consumer_done, false);
+    *impl = l;
+    return 0;
+}
+
+static const char *live_platform(void *impl)
+{
+    (void)impl;
+    return "windows";
+}
+
+static int by_time(const void *a, const void *b)
+{
+    const qev_t *x = a, *y = b;
+    if (x->ev.ts != y->ev.ts) return x->ev.ts < y->ev.ts ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Moves what the consumer queued into held (sorted), then feeds the reader
+ * every held event at or before upto (all of them when all). */
+static int pump(live_t *l, uint64_t upto, bool all)
+{
+    queue_t got;
+    cw_mutex_lock(l->lock);
+    got = l->in;
+    l->in = (queue_t){0};
+    cw_mutex_unlock(l->lock);
+    if (got.n) {
+        if (CW_RESERVE(l->held.v, l->held.cap, l->held.n + got.n) != 0) {
+            queue_free_events(&got);
+            free(got.v);
+            return CW_ENOMEM;
+        }
+        memcpy(l->held.v + l->held.n, got.v, got.n * sizeof *got.v);
+        l->held.n += got.n;
+        l->events += got.n;
+        free(got.v);
+        qsort(l->held.v, l->held.n, sizeof *l->held.v, by_time);
+    }
+    size_t i = 0;
+    int rc = 0;
+    for (; i < l->held.n && (all || l->held.v[i].ev.ts <= upto); i++) {
+        rc = cw_etl__reader_feed(&l->reader, &l->held.v[i].ev);
+        free((void *)l->held.v[i].ev.data);
+        if (rc) {
+            i++;
+            break;
+        }
+    }
+    for (size_t j = i; j < l->held.n && rc; j++) free((void *)l->held.v[j].ev.data);
+    if (rc) {
+        l->held.n = 0;
+        return rc;
+    }
+    memmove(l->held.v, l->held.v + i, (l->held.n - i) * sizeof *l->held.v);
+    l->held.n -= i;
+    return cw_etl__reader_release(&l->reader, all ? 0 : upto, all);
+}
+
+static uint64_t qpc_now(void)
+{
+    LARGE_INTEGER q;
+    QueryPerformanceCounter(&q);
+    return (uint64_t)q.QuadPart;
+}
+
+static int open_consumer(live_t *l, cw_diag_t *d)
+{
+    EVENT_TRACE_LOGFILEW lf;
+    memset(&lf, 0, sizeof lf);
+    lf.LoggerName = l->session.name;
+    lf.ProcessTraceMode = PROCESS_TRACE_MODE_REAL_TIME | PROCESS_TRACE_MODE_EVENT_RECORD |
+                          PROCESS_TRACE_MODE_RAW_TIMESTAMP;
+    lf.EventRecordCallback = on_record;
+    lf.Context = l;
+    l->trace = OpenTraceW(&lf);
+    if (l->trace == INVALID_PROCESSTRACE_HANDLE) {
+        DWORD err = GetLastError();
+        return cw_diag_set(
+            d, err == ERROR_ACCESS_DENIED ? CW_EPERM : CW_EIO,
+            "ETW: opening the session \"" CW_ETW_SESSION_NAME "\" for real-time reading "
+            "(OpenTrace) failed (error %lu)%s",
+            (unsigned long)err,
+            err == ERROR_ACCESS_DENIED
+                ? ": access denied. Reading the kernel's events needs an elevated administrator "
+                  "or LocalSystem (the service); Wine does not implement real-time ETW at all: "
+                  "there, use --source etl:FILE (a trace recorded on Windows) or --source rundown"
+                : "");
+    }
+    return 0;
+}
+
+static int live_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
+{
+    live_t *l = impl;
+    LARGE_INTEGER f;
+    QueryPerformanceFrequency(&f);
+    l->freq = f.QuadPart;
+    int rc = cw_etw__session_start(&l->session, CW_ETW_SESSION_NAME, d);
+    if (rc) return rc;
+    if (l->session.replaced)
+        CW_LOGW("ETW: stopped the session \"" CW_ETW_SESSION_NAME "\" an earlier run left "
+                "behind");
+    if (!l->session.stacks)
+        CW_LOGW("ETW: VirtualAlloc stacks are off (TraceSetInformation failed, error %lu): "
+                "commits are counted under the tag of an empty stack",
+                l->session.stacks_error);
+    /* The clock: this performance-counter tick is now. */
+    uint64_t ts0 = qpc_now();
+    int64_t ns0 = cw_plat_wall_ns();
+    cw_etl__clock_t clock = {.system_time = false, .freq = l->freq, .base_ts = ts0, .base_ns = ns0};
+    if ((rc = cw_etl__reader_open_live(&l->reader, l->stacks, &clock, d)) != 0) goto out;
+    l->reader_open = true;
+    l->reader.emit = sink->emit;
+    l->reader.ctx = sink->ctx;
+    if ((rc = open_consumer(l, d)) != 0) goto out;
+    if ((rc = cw_thread_start(&l->consumer, consume, l)) != 0) {
+        rc = cw_diag_set(d, rc, "out of memory");
+        goto out;
+    }
+    CW_LOGI("ETW: reading the kernel session \"" CW_ETW_SESSION_NAME "\" (VirtualAlloc, "
+            "VirtualFree%s, processes, threads, images)",
+            l->session.stacks ? " with stacks" : "");
+
+    /* Every process's committed memory at the session's start. */
+    cw_etw_rundown_stats_t st;
+    if ((rc = cw_etw__rundown(l->stacks, sink, ns0, &l->stop, &st, d)) != 0) goto out;
+    CW_LOGI("ETW rundown: %u processes, %u walked (%llu bytes committed), %u could not be "
+            "opened%s%s",
+            st.processes, st.opened, (unsigned long long)st.bytes, st.unopened,
+            st.unopened ? ": " : "", st.unopened_names);
+    l->reader.last_ns = ns0;
+
+    int64_t next_query = cw_plat_mono_ns();
+    while (!atomic_load(&l->stop)) {
+        cw_plat_sleep_ns(POLL_NS);
+        if (atomic_load(&l->consumer_done) && !atomic_load(&l->stop)) {
+            rc = cw_diag_set(d, CW_EIO,
+                             "ETW: the session ended while being read (ProcessTrace returned "
+                             "%lu): another program may have stopped it (`logman stop "
+                             CW_ETW_SESSION_NAME " -ets`)",
+                             l->process_rc);
+            goto out;
+        }
+        uint64_t now = qpc_now(), window = (uint64_t)WINDOW_S * (uint64_t)l->freq;
+        uint64_t upto = now > window ? now - window : 0;
+        if ((rc = pump(l, upto, false)) != 0) goto out;
+        if (sink->tick && (rc = sink->tick(sink->ctx, cw_etl__clock_ns(&clock, upto))) != 0)
+            goto out;
+        if (cw_plat_mono_ns() >= next_query) {
+            uint64_t lost_ev = 0, lost_buf = 0;
+            if (cw_etw__session_query(&l->session, &lost_ev, &lost_buf) == 0 && sink->counters) {
+                uint64_t dropped;
+                cw_mutex_lock(l->lock);
+                dropped = l->dropped;
+                cw_mutex_unlock(l->lock);
+                /* A lost buffer holds many events: counted as one each, the
+                 * lower bound (the log says how many buffers). */
+                sink->counters(sink->ctx, l->events, lost_ev + lost_buf + dropped, 0);
+            }
+            next_query = cw_plat_mono_ns() + 1000000000LL;
+        }
+    }
+out:
+    /* Stop the session (ProcessTrace returns once the last buffers are
+     * delivered), then hand on what came. */
+    cw_etw__session_stop(&l->session);
+    if (l->consumer) {
+        cw_thread_join(l->consumer);
+        l->consumer = NULL;
+    }
+    if (l->trace != INVALID_PROCESSTRACE_HANDLE) {
+        CloseTrace(l->trace);
+        l->trace = INVALID_PROCESSTRACE_HANDLE;
+    }
+    if (l->reader_open && rc == 0) rc = pump(l, 0, true);
+    return rc;
+}
+
+static void live_stop(void *impl)
+{
+    atomic_store(&((live_t *)impl)->stop, true);
+}
+
+static void live_close(void *impl)
+{
+    live_t *l = impl;
+    if (!l) return;
+    cw_etw__session_stop(&l->session);
+    queue_free_events(&l->in);
+    free(l->in.v);
+    queue_free_events(&l->held);
+    free(l->held.v);
+    if (l->reader_open) cw_etl__reader_close(&l->reader);
+    cw_mutex_destroy(l->lock);
+    free(l);
+}
+
+const cw_source_ops_t cw_source_etw = {
+    .name = "etw",
+    .open = live_open,
+    .platform = live_platform,
+    .run = live_run,
+    .stop = live_stop,
+    .close = live_close,
+};
