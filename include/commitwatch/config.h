@@ -27,6 +27,7 @@ typedef struct cw_config {
     char **stacktags; /* rule files; none = the platform's defaults */
     size_t nstacktags, stacktags_cap;
     char *log_level; /* debug, info, warning, error */
+    char *images;    /* etl source: folder of the trace's images; NULL = none */
     cw_store_opts_t store;
 } cw_config_t;
 

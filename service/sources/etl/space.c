@@ -3,14 +3,15 @@
  * pid), and per thread its process (Thread start, DCStart). Stack frames
  * are named from them: a kernel address by the system's images (pid 0,
  * where the kernel's and the drivers' load events go), any other by the
- * stack's process, as "module!+0xOFFSET" until a symbolizer names the
- * function. */
+ * stack's process, as "module!+0xOFFSET", or "module!Function+0xNN" when
+ * the space's symbolizer (images.c, DbgHelp) knows the function. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "commitwatch/hash.h"
 #include "sources/etl/etl_internal.h"
+#include "sources/etl/pe.h"
 
 int cw_etl__space_init(cw_etl__space_t *s)
 {
@@ -224,8 +225,18 @@ int cw_etl__frame(cw_etl__space_t *s, const cw_etl__aspace_t *a, cw_stacks_t *st
         *id = slot->frame;
         return 0;
     }
-    char text[160];
-    size_t len = cw_etl__frame_text(m, addr, text, sizeof text);
+    char text[CW_ETL__PE_NAME_MAX + 160];
+    size_t len = 0;
+    if (m && s->sym.name) {
+        /* Named once per (image name, offset): the slot keeps the text's id. */
+        char fn[CW_ETL__PE_NAME_MAX + 32];
+        size_t k = s->sym.name(s->sym.ctx, m, off, fn, sizeof fn);
+        if (k) {
+            int n = snprintf(text, sizeof text, "%s!%.*s", m->name, (int)k, fn);
+            len = n < 0 ? 0 : (size_t)n < sizeof text ? (size_t)n : sizeof text - 1;
+        }
+    }
+    if (!len) len = cw_etl__frame_text(m, addr, text, sizeof text);
     if (cw_stacks_intern_frame(stacks, text, len, id) != 0) return CW_ENOMEM;
     if (nid) *slot = (cw_etl__fslot_t){off, nid, *id};
     return 0;
