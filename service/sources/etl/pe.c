@@ -76,13 +76,14 @@ static const uint8_t *span(const view_t *v, uint32_t rva, uint64_t n)
 }
 
 /* The executable section holding rva: its end (VirtualAddress +
- * VirtualSize, or the raw size when larger), or 0 when none does. */
+ * VirtualSize, or + the raw size when VirtualSize is 0), or 0 when none
+ * does. */
 static uint32_t code_end(const view_t *v, uint32_t rva)
 {
     for (unsigned i = 0; i < v->nsec; i++) {
         const uint8_t *s = v->sec + 40 * (size_t)i;
         uint32_t vsize = rd32(s + 8), va = rd32(s + 12), raw = rd32(s + 16);
-        uint32_t size = vsize > raw ? vsize : raw;
+        uint32_t size = vsize ? vsize : raw; /* raw data is padded to the file alignment */
         if (rva < va || rva - va >= size) continue;
         if (!(rd32(s + 36) & (SCN_CNT_CODE | SCN_MEM_EXECUTE))) return 0;
         return (uint64_t)va + size > UINT32_MAX ? UINT32_MAX : va + size;
@@ -196,24 +197,26 @@ int cw_etl__pe_parse(const uint8_t *b, size_t len, cw_etl__pe_t *pe)
         }
         uint32_t ord = base + i;
         uint32_t name = slot_name[i];
-        if (name == UINT32_MAX) {
+        uint8_t named = name != UINT32_MAX;
+        if (!named) {
             /* Exported by ordinal only: named as debuggers do. */
             char text[24];
             int k = snprintf(text, sizeof text, "Ordinal%u", ord);
             if ((name = add_name(pe, &names_cap, text, (size_t)k)) == UINT32_MAX) goto oom_slots;
         }
-        pe->ex[pe->n++] = (cw_etl__pe_export_t){rva, end, name, ord};
+        pe->ex[pe->n++] = (cw_etl__pe_export_t){rva, end, name, ord, named};
     }
     free(slot_name);
-    /* Sorted by address; one export per address: of several, the lowest
-     * ordinal with a name (an ordinal-only one only if none has a name). */
+    /* Sorted by address; one export per address: of several, the name
+     * lowest in byte order (an ordinal-only one only if none has a name). */
     if (pe->n) qsort(pe->ex, pe->n, sizeof *pe->ex, by_rva);
     size_t k = 0;
     for (size_t i = 0; i < pe->n; i++) {
         if (k && pe->ex[k - 1].rva == pe->ex[i].rva) {
-            if (strncmp(pe->names + pe->ex[k - 1].name, "Ordinal", 7) == 0 &&
-                strncmp(pe->names + pe->ex[i].name, "Ordinal", 7) != 0)
-                pe->ex[k - 1] = pe->ex[i];
+            const cw_etl__pe_export_t *x = &pe->ex[k - 1], *y = &pe->ex[i];
+            if (y->named > x->named ||
+                (y->named && x->named && strcmp(pe->names + y->name, pe->names + x->name) < 0))
+                pe->ex[k - 1] = *y;
             continue;
         }
         pe->ex[k++] = pe->ex[i];

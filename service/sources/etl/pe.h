@@ -19,6 +19,7 @@ typedef struct cw_etl__pe_export {
     uint32_t end;     /* the end of its code section (or the image): the bound of an offset */
     uint32_t name;    /* offset of its NUL-terminated name in names */
     uint32_t ordinal; /* the biased ordinal, as GetProcAddress takes it */
+    uint8_t named;    /* 0: exported by ordinal only, named "OrdinalN" */
 } cw_etl__pe_export_t;
 
 typedef struct cw_etl__pe {
@@ -32,7 +33,7 @@ typedef struct cw_etl__pe {
     /* Left out: forwarders (a name for another DLL's function), exports
      * outside executable sections (data), and names whose ordinal or
      * string lay outside the file. An address with several names keeps
-     * the first in the name table (the lowest in byte order). */
+     * the lowest in byte order (the first in a well-formed name table). */
     uint32_t forwarders, data, bad;
 } cw_etl__pe_t;
 
