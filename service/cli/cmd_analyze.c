@@ -176,6 +176,10 @@ int cw_cmd_analyze(int argc, char **argv)
                 a.from, a.to);
         goto usage;
     }
+    if (a.images && !a.source) {
+        fprintf(stderr, "commitwatch analyze: --images goes with --source etl:FILE\n");
+        goto usage;
+    }
     if (a.source) {
         /* Files only: a live source never ends. */
         const cw_source_ops_t *ops = NULL;
@@ -205,7 +209,7 @@ int cw_cmd_analyze(int argc, char **argv)
     a.rules = NULL;
     if (rc != 0) {
         fprintf(stderr, "commitwatch analyze: %s\n", d.msg[0] ? d.msg : cw_strerror(rc));
-        return 1;
+        return rc == CW_EUSAGE ? 2 : 1;
     }
     if (a.json) {
         char *s = cw_report_json(r, a.stacks);
