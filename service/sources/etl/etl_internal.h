@@ -128,6 +128,9 @@ void cw_etl__proc_reset(cw_etl__proc_t *p);
  * NULL) gets the module. 0 or CW_ENOMEM. */
 int cw_etl__module_add(cw_etl__space_t *s, cw_etl__proc_t *p, uint64_t base, uint64_t size,
                        const uint8_t *path, size_t units, cw_etl__module_t **out);
+/* The name frames give an image: its file path's (UTF-16LE) last
+ * component, ASCII letters lowercased; malloc'd, NULL on ENOMEM. */
+char *cw_etl__image_name(const uint8_t *path, size_t units);
 /* Removes the image at base; its info index (or 0). */
 size_t cw_etl__module_remove(cw_etl__proc_t *p, uint64_t base);
 const cw_etl__module_t *cw_etl__module_find(const cw_etl__proc_t *p, uint64_t addr);

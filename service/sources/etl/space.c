@@ -91,7 +91,7 @@ static size_t lower_bound(const cw_etl__proc_t *p, uint64_t base)
 
 /* The file name's last component, lowercased (ASCII letters only: the
  * stack-tag matcher compares module names without regard to case). */
-static char *base_name(const uint8_t *path, size_t units)
+char *cw_etl__image_name(const uint8_t *path, size_t units)
 {
     size_t start = 0;
     for (size_t i = 0; i < units; i++) {
@@ -140,7 +140,7 @@ static uint32_t name_id(cw_etl__space_t *s, const char *name)
 int cw_etl__module_add(cw_etl__space_t *s, cw_etl__proc_t *p, uint64_t base, uint64_t size,
                        const uint8_t *path, size_t units, cw_etl__module_t **out)
 {
-    char *name = base_name(path, units);
+    char *name = cw_etl__image_name(path, units);
     if (!name) return CW_ENOMEM;
     uint32_t id = name_id(s, name);
     if (id == UINT32_MAX) {
