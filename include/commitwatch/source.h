@@ -44,6 +44,9 @@ typedef struct cw_source_opts {
     /* etl only (others refuse it): a folder of copies of the trace's
      * DLLs/EXEs whose exports name the frames in them (NULL: none). */
     const char *images;
+    /* etw only (others ignore it): DbgHelp's symbol path for PDBs (NULL:
+     * _NT_SYMBOL_PATH, else exports only). */
+    const char *symbol_path;
 } cw_source_opts_t;
 
 typedef struct cw_source_ops {
