@@ -112,7 +112,7 @@ static size_t objdump_exports(const char *path, slot_t *s, size_t max, uint32_t 
     int part = 0;
     while (fgets(line, sizeof line, f)) {
         unsigned i, ord, rva;
-        char kind[32];
+        char kind[32], name[128];
         if (strstr(line, "Export Address Table -- Ordinal Base")) {
             sscanf(strstr(line, "Base") + 4, "%u", base);
             part = 1;
@@ -123,8 +123,8 @@ static size_t objdump_exports(const char *path, slot_t *s, size_t max, uint32_t 
             s[i].rva = rva;
             s[i].kind = strcmp(kind, "Export") == 0 ? 1 : 2;
             if (i + 1 > n) n = i + 1;
-        } else if (part == 2 && sscanf(line, " [%u] %127s", &i, kind) == 2 && i < max) {
-            if (!s[i].name[0]) snprintf(s[i].name, sizeof s[i].name, "%s", kind);
+        } else if (part == 2 && sscanf(line, " [%u] %127s", &i, name) == 2 && i < max) {
+            if (!s[i].name[0]) snprintf(s[i].name, sizeof s[i].name, "%s", name);
         } else if (part == 2 && line[0] != '\t' && line[0] != '\n') {
             part = 0;
         }
