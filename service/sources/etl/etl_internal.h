@@ -79,9 +79,9 @@ typedef struct cw_etl__thread {
     uint64_t wait_head; /* ring seq of the newest event waiting for a user stack, or 0 */
 } cw_etl__thread_t;
 
-/* A frame's text depends only on its image's name and the offset in it
- * (or, outside every image, on the address): that pair -> the id the text
- * was interned as. The same DLL in many processes shares its entries. */
+/* A frame's text depends only on its image's name and size and the offset
+ * in it (or, outside every image, on the address): that pair -> the id the
+ * text was interned as. The same DLL in many processes shares its entries. */
 typedef struct cw_etl__fslot {
     uint64_t off;
     uint32_t name_id; /* CW_ETL__NO_IMAGE: off is an address outside every image */
@@ -106,9 +106,12 @@ typedef struct cw_etl__space {
     cw_etl__symbolizer_t sym; /* name NULL: none */
     cw_keymap_t pids, tids;
     cw_etl__fslot_t *fcache; /* 1 << CW_ETL__FCACHE_BITS slots, direct-mapped */
-    cw_keymap_t names;       /* (hash, length) of an image name -> its number - 1 */
-    char **name_text;        /* the names, owned */
-    size_t nnames, name_cap;
+    /* An image name and size (two files of one name, like a WOW64
+     * process's two ntdll.dll, differ in size) -> its number - 1. */
+    cw_keymap_t names;
+    char **name_text;    /* the names, owned */
+    uint64_t *name_size; /* their image sizes */
+    size_t nnames, name_cap, size_cap;
     cw_etl__proc_t *procs;
     size_t nprocs, pcap;
     cw_etl__thread_t *threads;

@@ -36,6 +36,7 @@ void cw_etl__space_free(cw_etl__space_t *s)
     free(s->fcache);
     for (size_t i = 0; i < s->nnames; i++) free(s->name_text[i]);
     free(s->name_text);
+    free(s->name_size);
     cw_keymap_free(&s->names);
     cw_keymap_free(&s->pids);
     cw_keymap_free(&s->tids);
@@ -115,26 +116,31 @@ static uint64_t module_fp(const cw_etl__module_t *m)
     return cw_hash_u64(cw_hash_combine(cw_hash_combine(cw_hash_u64(m->base), m->size), name));
 }
 
-/* The number of an image name (1 up), the same for every image of that
- * name in any process; 0 when a different name has the same hash (the
- * frame cache then passes that image by). CW_ENOMEM as UINT32_MAX. */
-static uint32_t name_id(cw_etl__space_t *s, const char *name)
+/* The number of an image name and size (1 up), the same for every image
+ * of that name and size in any process; 0 when a different pair has the
+ * same hash (the frame cache then passes that image by). The size tells
+ * apart two files of one name, which a symbolizer names differently.
+ * CW_ENOMEM as UINT32_MAX. */
+static uint32_t name_id(cw_etl__space_t *s, const char *name, uint64_t size)
 {
     size_t len = strlen(name);
     int added = 0;
-    uint32_t i = cw_keymap_get(&s->names, cw_hash_bytes(name, len), len, &added);
+    uint64_t h = cw_hash_combine(cw_hash_bytes(name, len), size);
+    uint32_t i = cw_keymap_get(&s->names, h, len, &added);
     if (i == UINT32_MAX) return UINT32_MAX;
     if (added) {
         char *copy = malloc(len + 1);
-        if (!copy || CW_RESERVE(s->name_text, s->name_cap, (size_t)i + 1) != 0) {
+        if (!copy || CW_RESERVE(s->name_text, s->name_cap, (size_t)i + 1) != 0 ||
+            CW_RESERVE(s->name_size, s->size_cap, (size_t)i + 1) != 0) {
             free(copy);
             return UINT32_MAX;
         }
         memcpy(copy, name, len + 1);
         s->name_text[i] = copy;
+        s->name_size[i] = size;
         s->nnames = (size_t)i + 1;
     }
-    return strcmp(s->name_text[i], name) == 0 ? i + 1 : 0;
+    return strcmp(s->name_text[i], name) == 0 && s->name_size[i] == size ? i + 1 : 0;
 }
 
 int cw_etl__module_add(cw_etl__space_t *s, cw_etl__proc_t *p, uint64_t base, uint64_t size,
@@ -142,12 +148,12 @@ int cw_etl__module_add(cw_etl__space_t *s, cw_etl__proc_t *p, uint64_t base, uin
 {
     char *name = cw_etl__image_name(path, units);
     if (!name) return CW_ENOMEM;
-    uint32_t id = name_id(s, name);
+    if (size > UINT64_MAX - base) size = UINT64_MAX - base;
+    uint32_t id = name_id(s, name, size);
     if (id == UINT32_MAX) {
         free(name);
         return CW_ENOMEM;
     }
-    if (size > UINT64_MAX - base) size = UINT64_MAX - base;
     size_t i = lower_bound(p, base);
     if (i < p->nmods && p->mods[i].base == base) {
         /* The same image seen again (a rundown of what a load announced). */
