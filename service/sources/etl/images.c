@@ -7,7 +7,10 @@
  * the first time a frame in an image of its name needs a name, and kept:
  * each (image name, offset) is named once, then the frame cache (space.c)
  * holds the text. A file that is not a readable PE is warned about once
- * and its frames stay "module!+0xOFFSET". Reader's thread only. */
+ * and its frames stay "module!+0xOFFSET"; so are the frames of an image
+ * whose size in the trace is not the file's SizeOfImage (another version
+ * of the DLL, or the 32-bit ntdll.dll of a WOW64 process beside a 64-bit
+ * copy): its exports would give wrong names. Reader's thread only. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +24,7 @@ typedef struct entry {
     char *key;  /* the file name, ASCII letters lowercased */
     char *path; /* DIR/name */
     int state;  /* 0 not read yet, 1 read, -1 unusable */
+    bool size_warned;
     cw_etl__pe_t pe;
 } entry_t;
 
@@ -134,6 +138,18 @@ size_t cw_etl__images_name(void *ctx, const cw_etl__module_t *m, uint64_t off, c
             return 0;
         }
         im->read++;
+    }
+    /* The loader maps SizeOfImage rounded up to pages. */
+    uint64_t mapped = ((uint64_t)e->pe.image_size + 0xFFF) & ~(uint64_t)0xFFF;
+    if (m->size && e->pe.image_size && m->size != mapped) {
+        if (!e->size_warned)
+            CW_LOGW("%s is not the image the trace loaded as %s (SizeOfImage 0x%llx, the trace "
+                    "0x%llx: another version or architecture); frames in that image stay "
+                    "%s!+0xOFFSET",
+                    e->path, m->name, (unsigned long long)mapped, (unsigned long long)m->size,
+                    m->name);
+        e->size_warned = true;
+        return 0;
     }
     uint64_t past;
     const char *name = cw_etl__pe_lookup(&e->pe, off, &past);

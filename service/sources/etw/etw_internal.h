@@ -45,7 +45,7 @@ void cw_etw__syms_close(cw_etw_syms_t *s); /* accepts NULL */
 /* Registers the image the reader names `name` (lowercase base name) from
  * its file as the kernel names it (\Device\HarddiskVolumeN\...,
  * \SystemRoot\..., or a DOS path; NUL-terminated), size bytes. Once per
- * name: later calls return the first one's result. 0, CW_ENOENT (DbgHelp
+ * name and size: later calls return the first one's result. 0, CW_ENOENT (DbgHelp
  * could not load it: its frames stay module!+0xOFFSET), CW_ENOMEM. */
 int cw_etw__syms_add(cw_etw_syms_t *s, const char *name, const wchar_t *nt_path, uint64_t size);
 /* The symbolizer's name() (ctx: the cw_etw_syms_t): "Function" or

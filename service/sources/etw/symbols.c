@@ -8,9 +8,10 @@
  * DbgHelp is not thread-safe: every call here is on the core thread (the
  * reader's). The private session's "process handle" is this object's
  * address (DbgHelp accepts any unique value when it does not invade a
- * process). Frames are named by image name and offset, not by address in
- * one process: each image name is loaded once, at an address of its own
- * (4 GiB apart), and an offset is looked up there.
+ * process). Frames are named by image name, size and offset, not by
+ * address in one process: each image (name and size: a WOW64 process has
+ * two ntdll.dll) is loaded once, at an address of its own (4 GiB apart),
+ * and an offset is looked up there.
  *
  * Exports always: when DbgHelp names nothing at an address, the image's
  * export table (pe.c, read once per image) names it by the nearest export
@@ -34,6 +35,7 @@
 
 typedef struct mod {
     char *name; /* the reader's name: lowercase base name */
+    uint64_t size; /* the image's size: two files of one name differ in it */
     uint64_t base;
     bool ok;          /* DbgHelp loaded it */
     cw_etl__pe_t pe;  /* its exports (empty when unreadable) */
@@ -123,10 +125,12 @@ static wchar_t *dos_path(const cw_etw_syms_t *s, const wchar_t *nt)
 int cw_etw__syms_add(cw_etw_syms_t *s, const char *name, const wchar_t *nt_path, uint64_t size)
 {
     for (size_t i = 0; i < s->n; i++)
-        if (strcmp(s->mods[i].name, name) == 0) return s->mods[i].ok ? 0 : CW_ENOENT;
+        if (s->mods[i].size == size && strcmp(s->mods[i].name, name) == 0)
+            return s->mods[i].ok ? 0 : CW_ENOENT;
     if (CW_RESERVE(s->mods, s->cap, s->n + 1) != 0) return CW_ENOMEM;
     mod_t *m = &s->mods[s->n];
     if (!(m->name = _strdup(name))) return CW_ENOMEM;
+    m->size = size;
     m->base = FIRST_BASE + SLOT * s->n;
     m->ok = false;
     memset(&m->pe, 0, sizeof m->pe);
@@ -156,7 +160,8 @@ size_t cw_etw__syms_name(void *ctx, const cw_etl__module_t *em, uint64_t off, ch
     cw_etw_syms_t *s = ctx;
     const mod_t *m = NULL;
     for (size_t i = 0; i < s->n && !m; i++)
-        if (s->mods[i].ok && strcmp(s->mods[i].name, em->name) == 0) m = &s->mods[i];
+        if (s->mods[i].ok && s->mods[i].size == em->size && strcmp(s->mods[i].name, em->name) == 0)
+            m = &s->mods[i];
     if (!m || off >= SLOT) return 0;
     union {
         SYMBOL_INFOW info;
