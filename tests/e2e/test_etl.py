@@ -307,6 +307,10 @@ def generate_with_images(name, hide=()):
         # The fixture's KernelBase functions where the real DLL exports them.
         for fn in ("VirtualAlloc", "VirtualFree", "CreateRemoteThreadEx"):
             args += ["--rva", f"KernelBase.dll!{fn}={rvas[fn]:#x}"]
+        # Loaded at its own size: --images names only an image of the file's.
+        txt = open(os.path.join(PE_DIR, "KernelBase.objdump.txt")).read()
+        size = int(re.search(r"SizeOfImage\s+([0-9a-fA-F]+)", txt).group(1), 16)
+        args += ["--size", f"KernelBase.dll={size:#x}"]
         shutil.copy(os.path.join(PE_DIR, "KernelBase.dll"), os.path.join(images, "KernelBase.dll"))
     p = subprocess.run(args, capture_output=True, text=True, timeout=120)
     if p.returncode != 0:

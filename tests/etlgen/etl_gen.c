@@ -21,7 +21,8 @@ typedef struct func {
 typedef struct module {
     char *name; /* as given */
     uint32_t nfuncs;
-    bool given; /* its offsets came from opts.rvas */
+    bool given;    /* its offsets came from opts.rvas */
+    uint64_t size; /* in its Image events (opts.sizes, else 0x100000) */
 } module_t;
 
 typedef struct stackinfo {
@@ -110,7 +111,9 @@ static uint32_t module_index(cw_etlgen_t *g, const char *name, size_t len)
     if (!s) abort();
     memcpy(s, name, len);
     s[len] = '\0';
-    g->mods[g->nmods] = (module_t){s, 0, false};
+    g->mods[g->nmods] = (module_t){s, 0, false, 0x100000};
+    for (size_t i = 0; i < g->o.nsizes; i++)
+        if (strcmp(g->o.sizes[i].module, s) == 0) g->mods[g->nmods].size = g->o.sizes[i].size;
     return (uint32_t)g->nmods++;
 }
 
@@ -198,7 +201,7 @@ static int preload(cw_etlgen_t *g, uint32_t pid, uint32_t tid, uint64_t tick, bo
         snprintf(path, sizeof path, "\\Device\\HarddiskVolume3\\Windows\\System32\\%s",
                  g->mods[m].name);
         cw_etlw_buf_t b = buf(g);
-        cw_etlw_image(&b, (unsigned)g->o.image_version, g->ptr, module_base(g, m), 0x100000, pid,
+        cw_etlw_image(&b, (unsigned)g->o.image_version, g->ptr, module_base(g, m), g->mods[m].size, pid,
                       path);
         if (emit(g, CW_ETLW_SYSTEM, rundown ? G_IMAGE : G_PROCESS, rundown ? 3 : 10,
                  (unsigned)g->o.image_version, pid, tid, tick, &b) != 0)
@@ -231,7 +234,7 @@ static int load_modules(cw_etlgen_t *g, uint32_t pid, uint32_t tid, uint64_t tic
         snprintf(path, sizeof path, "\\Device\\HarddiskVolume3\\Windows\\System32\\%s",
                  g->mods[m].name);
         cw_etlw_buf_t b = buf(g);
-        cw_etlw_image(&b, (unsigned)g->o.image_version, g->ptr, module_base(g, m), 0x100000, pid,
+        cw_etlw_image(&b, (unsigned)g->o.image_version, g->ptr, module_base(g, m), g->mods[m].size, pid,
                       path);
         if (emit(g, CW_ETLW_SYSTEM, G_PROCESS, 10, (unsigned)g->o.image_version, pid, tid, tick,
                  &b) != 0)
@@ -404,7 +407,7 @@ int cw_etlgen_write_images(const cw_etlgen_t *g, const char *dir, const char *co
             ex[n++] = (cw_pew_export_t){bang + 1, g->funcs[i].offset};
         }
         snprintf(path, sizeof path, "%s/%s", dir, g->mods[m].name);
-        rc = cw_pew_write(path, g->mods[m].name, g->ptr == 8, ex, n);
+        rc = cw_pew_write(path, g->mods[m].name, g->ptr == 8, ex, n, (uint32_t)g->mods[m].size);
     }
     if (rc == 0) {
         static const cw_pew_export_t kernel[] = {{"NtAllocateVirtualMemory", 0x2000},
@@ -413,7 +416,7 @@ int cw_etlgen_write_images(const cw_etlgen_t *g, const char *dir, const char *co
         for (size_t i = 0; i < 2; i++)
             if (!hidden(kernel[i].name, hide, nhide)) ex[n++] = kernel[i];
         snprintf(path, sizeof path, "%s/ntoskrnl.exe", dir);
-        rc = cw_pew_write(path, "ntoskrnl.exe", g->ptr == 8, ex, n);
+        rc = cw_pew_write(path, "ntoskrnl.exe", g->ptr == 8, ex, n, 0x1000000);
     }
     free(ex);
     return rc;

@@ -55,6 +55,13 @@ typedef struct cw_etlgen_opts {
         uint32_t rva;
     } *rvas;
     size_t nrvas;
+    /* Image sizes of modules (borrowed; the others: 0x100000): a real
+     * DLL's SizeOfImage, which `--images` checks. */
+    const struct cw_etlgen_size {
+        const char *module;
+        uint64_t size;
+    } *sizes;
+    size_t nsizes;
 } cw_etlgen_opts_t;
 
 typedef struct cw_etlgen cw_etlgen_t;

@@ -46,7 +46,7 @@ static void section(uint8_t *h, const char *name, uint32_t va, uint32_t vsize, u
 }
 
 uint8_t *cw_pew_build(const char *dll_name, bool pe32plus, const cw_pew_export_t *ex, size_t n,
-                      size_t *len)
+                      uint32_t want_size, size_t *len)
 {
     uint32_t top = 0x1000, nnamed = 0, strings = (uint32_t)strlen(dll_name) + 1;
     for (size_t i = 0; i < n; i++) {
@@ -61,6 +61,11 @@ uint8_t *cw_pew_build(const char *dll_name, bool pe32plus, const cw_pew_export_t
     uint32_t edata_size = 40 + 4 * (uint32_t)n + 4 * nnamed + 2 * nnamed + strings;
     uint32_t edata_raw = align(edata_size, FILE_ALIGN);
     uint32_t image_size = edata_va + align(edata_size, SECT_ALIGN);
+    uint32_t edata_vsize = edata_size;
+    if (want_size > image_size) { /* .edata's memory reaches the end */
+        image_size = want_size;
+        edata_vsize = want_size - edata_va;
+    }
     size_t total = HEADERS + text_size + edata_raw;
     uint8_t *b = calloc(1, total);
     uint32_t *order = calloc(nnamed ? nnamed : 1, sizeof *order);
@@ -104,7 +109,7 @@ uint8_t *cw_pew_build(const char *dll_name, bool pe32plus, const cw_pew_export_t
     w32(opt + dirs + 4, edata_size);
     uint8_t *sec = opt + optsize;
     section(sec, ".text", 0x1000, top - 0x1000, text_size, HEADERS, 0x60000020u);
-    section(sec + 40, ".edata", edata_va, edata_size, edata_raw, HEADERS + text_size, 0x40000040u);
+    section(sec + 40, ".edata", edata_va, edata_vsize, edata_raw, HEADERS + text_size, 0x40000040u);
     memset(b + HEADERS, 0xCC, text_size);
 
     /* The export directory and its tables. */
@@ -140,10 +145,10 @@ uint8_t *cw_pew_build(const char *dll_name, bool pe32plus, const cw_pew_export_t
 }
 
 int cw_pew_write(const char *path, const char *dll_name, bool pe32plus, const cw_pew_export_t *ex,
-                 size_t n)
+                 size_t n, uint32_t image_size)
 {
     size_t len;
-    uint8_t *b = cw_pew_build(dll_name, pe32plus, ex, n, &len);
+    uint8_t *b = cw_pew_build(dll_name, pe32plus, ex, n, image_size, &len);
     if (!b) return -1;
     FILE *f = fopen(path, "wb");
     int rc = f && fwrite(b, 1, len, f) == len ? 0 : -1;

@@ -21,11 +21,13 @@ typedef struct cw_pew_export {
 } cw_pew_export_t;
 
 /* The image's bytes (malloc'd, *len set) for dll_name with the exports
- * (ordinals from 1 in the order given); NULL on ENOMEM. */
+ * (ordinals from 1 in the order given), SizeOfImage image_size (a multiple
+ * of 0x1000; 0 or less than the layout needs: what it needs); NULL on
+ * ENOMEM. */
 uint8_t *cw_pew_build(const char *dll_name, bool pe32plus, const cw_pew_export_t *ex, size_t n,
-                      size_t *len);
+                      uint32_t image_size, size_t *len);
 /* cw_pew_build() written to path. 0 or -1. */
 int cw_pew_write(const char *path, const char *dll_name, bool pe32plus, const cw_pew_export_t *ex,
-                 size_t n);
+                 size_t n, uint32_t image_size);
 
 #endif

@@ -206,7 +206,7 @@ static void test_written(int plus)
         {"Last", 0x1200},
     };
     size_t len;
-    uint8_t *b = cw_pew_build("RPCRT4.dll", plus, ex, sizeof ex / sizeof ex[0], &len);
+    uint8_t *b = cw_pew_build("RPCRT4.dll", plus, ex, sizeof ex / sizeof ex[0], 0, &len);
     ASSERT_TRUE(b != NULL);
     cw_etl__pe_t pe;
     ASSERT_OK(cw_etl__pe_parse(b, len, &pe));
@@ -283,7 +283,7 @@ static void test_images(void)
     ASSERT_TRUE(system(cmdline) >= 0);
     static const cw_pew_export_t ex[] = {{"RtlAllocateHeap", 0x1000}, {"RtlFreeHeap", 0x1040}};
     snprintf(p, sizeof p, "%s/NtDll.DLL", d);
-    ASSERT_OK(cw_pew_write(p, "ntdll.dll", true, ex, 2));
+    ASSERT_OK(cw_pew_write(p, "ntdll.dll", true, ex, 2, 0x100000));
     snprintf(p, sizeof p, "%s/junk.dll", d);
     FILE *f = fopen(p, "wb");
     ASSERT_TRUE(f != NULL);
@@ -300,6 +300,9 @@ static void test_images(void)
     ASSERT_TRUE(cw_etl__images_name(im, &nt, 0x1047, buf, sizeof buf) > 0);
     ASSERT_STR_EQ(buf, "RtlFreeHeap+0x7");
     ASSERT_EQ(cw_etl__images_name(im, &nt, 0x10, buf, sizeof buf), 0);
+    /* Another size than the file's: another version, not named. */
+    cw_etl__module_t other = {0x7FF800000000ull, 0x180000, "ntdll.dll", 0, 4};
+    ASSERT_EQ(cw_etl__images_name(im, &other, 0x1000, buf, sizeof buf), 0);
     cw_etl__module_t junk = {0x7FF900000000ull, 0x100000, "junk.dll", 0, 2};
     ASSERT_EQ(cw_etl__images_name(im, &junk, 0x1000, buf, sizeof buf), 0); /* warned once */
     ASSERT_EQ(cw_etl__images_name(im, &junk, 0x1000, buf, sizeof buf), 0);

@@ -64,6 +64,15 @@ int main(void)
     ASSERT_STR_EQ(buf, "CreateRemoteThreadEx+0x1");
     printf("DbgHelp: %s at +0x%x is %s\n", dll, (unsigned)(crt + 1), buf);
 
+    /* Another file of that name (another size: WOW64's 32-bit ntdll.dll
+     * beside the 64-bit one) is another image: not named by the first. */
+    ASSERT_EQ(cw_etw__syms_add(s, "kernelbase.dll", L"\\Device\\HarddiskVolume9\\wow.dll",
+                               pe.image_size + 0x1000),
+              CW_ENOENT);
+    cw_etl__module_t wow = {0x7FF800000000ull, pe.image_size + 0x1000, "kernelbase.dll", 0, 5};
+    ASSERT_EQ(cw_etw__syms_name(s, &wow, va, buf, sizeof buf), 0);
+    ASSERT_TRUE(cw_etw__syms_name(s, &m, va, buf, sizeof buf) > 0);
+
     /* Not loadable: unnamed. An unknown image: unnamed. */
     ASSERT_EQ(cw_etw__syms_add(s, "nothere.dll", L"\\Device\\HarddiskVolume9\\nothere.dll", 0x10000),
               CW_ENOENT);
