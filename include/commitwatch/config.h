@@ -27,6 +27,8 @@ typedef struct cw_config {
     char **stacktags; /* rule files; none = the platform's defaults */
     size_t nstacktags, stacktags_cap;
     char *log_level; /* debug, info, warning, error */
+    char *images;    /* etl source: folder of the trace's images; NULL = none */
+    char *symbol_path; /* etw source: DbgHelp's symbol path; NULL = _NT_SYMBOL_PATH */
     cw_store_opts_t store;
 } cw_config_t;
 

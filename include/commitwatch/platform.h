@@ -72,6 +72,10 @@ bool cw_plat_is_sep(char c);
 int cw_plat_file_size(const char *path, uint64_t *out);
 bool cw_plat_is_file(const char *path);
 bool cw_plat_is_dir(const char *path);
+/* Calls cb(ctx, name) for each entry of the folder dir but "." and ".."
+ * (names UTF-8, in no particular order) until cb returns nonzero. 0,
+ * CW_ENOENT (no folder one can read there) or cb's return. */
+int cw_plat_list_dir(const char *dir, int (*cb)(void *ctx, const char *name), void *ctx);
 
 /* Where the program's read-only data of `kind` ("web", "stacktags") may
  * live, most specific first: the source tree's folder when the binary runs

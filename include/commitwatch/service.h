@@ -38,6 +38,7 @@ typedef struct cw_service_args {
     const char *token;
     const char *const *stacktags; /* rule files; win over the config's */
     size_t nstacktags;
+    const char *images; /* etl only: --images DIR; wins over the config's */
     bool rebase_now; /* replay only */
     double speed;    /* replay only; 0 = as fast as possible */
     bool no_http;

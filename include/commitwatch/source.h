@@ -41,6 +41,12 @@ typedef struct cw_source_opts {
      * fast as possible). */
     bool rebase_now;
     double speed;
+    /* etl only (others refuse it): a folder of copies of the trace's
+     * DLLs/EXEs whose exports name the frames in them (NULL: none). */
+    const char *images;
+    /* etw only (others ignore it): DbgHelp's symbol path for PDBs (NULL:
+     * _NT_SYMBOL_PATH, else exports only). */
+    const char *symbol_path;
 } cw_source_opts_t;
 
 typedef struct cw_source_ops {
@@ -68,6 +74,9 @@ const char *cw_source_live(void);
  * *arg, what follows the colon ("" when none). NULL with CW_EUSAGE in d
  * (naming the sources this build has) when unknown or spec is NULL. */
 const cw_source_ops_t *cw_source_lookup(const char *spec, const char **arg, cw_diag_t *d);
+/* CW_EUSAGE with d filled when images (--images DIR; NULL: none) is given
+ * for a source that does not take it (every one but etl), else 0. */
+int cw_source_check_images(const cw_source_ops_t *ops, const char *images, cw_diag_t *d);
 
 extern const cw_source_ops_t cw_source_replay;
 

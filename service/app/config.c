@@ -29,6 +29,10 @@ static const key_def_t keys[] = {
     {"access_log", T_STRING, OFF(access_log), NULL, "HTTP access log file"},
     {"web_root", T_STRING, OFF(web_root), NULL, "folder of the dashboard's files"},
     {"stacktags", T_LIST, OFF(stacktags), NULL, "a stack-tag rule file (repeatable)"},
+    {"images", T_STRING, OFF(images), NULL,
+     "etl source: a folder of copies of the trace's DLLs/EXEs whose exports name frames"},
+    {"symbol_path", T_STRING, OFF(symbol_path), NULL,
+     "etw source: DbgHelp symbol path for PDBs (default _NT_SYMBOL_PATH; none: exports)"},
     {"log_level", T_STRING, OFF(log_level), "info", "debug, info, warning or error"},
     {"retention_raw", T_DURATION, OFF(store.retention_ns[0]), "26h",
      "how long 1 s buckets are kept"},
@@ -142,6 +146,8 @@ void cw_config_free(cw_config_t *c)
     free(c->access_log);
     free(c->web_root);
     free(c->log_level);
+    free(c->images);
+    free(c->symbol_path);
     for (size_t i = 0; i < c->nstacktags; i++)
         free(c->stacktags[i]);
     free(c->stacktags);

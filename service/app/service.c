@@ -298,8 +298,10 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
     if (stored_stacks <= 1) stored_stacks = 0; /* nothing stored yet: send stack 0 too */
 
     cw_source_opts_t so = {
-        .arg = arg, .stacks = s->stacks, .rebase_now = a->rebase_now, .speed = a->speed};
-    if ((rc = ops->open(&src, &so, d)) != 0) goto out;
+        .arg = arg, .stacks = s->stacks, .rebase_now = a->rebase_now, .speed = a->speed,
+        .images = a->images ? a->images : cfg.images, .symbol_path = cfg.symbol_path};
+    if ((rc = cw_source_check_images(ops, so.images, d)) != 0 || (rc = ops->open(&src, &so, d)) != 0)
+        goto out;
     /* One database holds the data of one platform: its stacks are tagged
      * with that platform's rules. */
     s->platform = ops->platform(src);

@@ -15,7 +15,7 @@
 static const char usage_text[] =
     "usage: commitwatch analyze (--source replay:PATH | --source etl:FILE | --db FILE)\n"
     "                           [--from NS] [--to NS]\n"
-    "                           [--json] [--stacks] [--stacktags FILE]...\n\n"
+    "                           [--json] [--stacks] [--stacktags FILE]... [--images DIR]\n\n"
     "Prints, per process, the VirtualAlloc Commit Lifetimes figures of the window\n"
     "[from, to) in Unix nanoseconds (default: the whole trace or database): size,\n"
     "commit count, impacting and transient bytes, the four types AIFI/AIFO/AOFI/AOFO,\n"
@@ -28,7 +28,9 @@ static const char usage_text[] =
     "  --from NS, --to NS    the window, in nanoseconds since the Unix epoch\n"
     "  --json                print JSON instead of a table\n"
     "  --stacks              include every stack with its frames\n"
-    "  --stacktags FILE      stack-tag rules (repeatable; default: the platform's rules)\n";
+    "  --stacktags FILE      stack-tag rules (repeatable; default: the platform's rules)\n"
+    "  --images DIR          etl: only: a folder of copies of the trace's DLLs and EXEs;\n"
+    "                        frames in them are named by their exports (module!Export+0xNN)\n";
 
 /* Earliest "from" that still leaves rundown (CW_TS_BEFORE) before it. */
 #define WHOLE_FROM (INT64_MIN + 1)
@@ -47,7 +49,7 @@ static int feed(void *ctx, const cw_event_t *ev)
 
 /* The command line. */
 typedef struct analyze_args {
-    const char *source, *db;
+    const char *source, *db, *images;
     int64_t from, to;
     bool have_from, have_to, json, stacks;
     const char **rules; /* --stacktags */
@@ -63,6 +65,7 @@ static const cw_cli_opt_t opts[] = {
     {"--json", CW_CLI_FLAG, F(json), 0, NULL},
     {"--stacks", CW_CLI_FLAG, F(stacks), 0, NULL},
     {"--stacktags", CW_CLI_LIST, F(rules), F(nrules), NULL},
+    {"--images", CW_CLI_STR, F(images), 0, NULL},
     {NULL, CW_CLI_FLAG, 0, 0, NULL},
 };
 #undef F
@@ -80,8 +83,9 @@ static int analyze_trace(const cw_source_ops_t *ops, const char *path, int64_t f
     int rc;
 
     if ((rc = cw_stacks_create(&stacks)) != 0) goto done;
-    cw_source_opts_t so = {.arg = path, .stacks = stacks};
-    if ((rc = ops->open(&src, &so, d)) != 0) goto done;
+    cw_source_opts_t so = {.arg = path, .stacks = stacks, .images = args->images};
+    if ((rc = cw_source_check_images(ops, args->images, d)) != 0 || (rc = ops->open(&src, &so, d)) != 0)
+        goto done;
     rc = cw_cli_make_tagger(ops->platform(src), args->rules, args->nrules, &tagger, d);
     if (rc != 0) goto done;
     if ((rc = cw_analysis_create(from, to, &an)) != 0) goto done;
@@ -172,6 +176,10 @@ int cw_cmd_analyze(int argc, char **argv)
                 a.from, a.to);
         goto usage;
     }
+    if (a.images && !a.source) {
+        fprintf(stderr, "commitwatch analyze: --images goes with --source etl:FILE\n");
+        goto usage;
+    }
     if (a.source) {
         /* Files only: a live source never ends. */
         const cw_source_ops_t *ops = NULL;
@@ -201,7 +209,7 @@ int cw_cmd_analyze(int argc, char **argv)
     a.rules = NULL;
     if (rc != 0) {
         fprintf(stderr, "commitwatch analyze: %s\n", d.msg[0] ? d.msg : cw_strerror(rc));
-        return 1;
+        return rc == CW_EUSAGE ? 2 : 1;
     }
     if (a.json) {
         char *s = cw_report_json(r, a.stacks);

@@ -17,12 +17,14 @@
 #include "commitwatch/trace.h"
 
 static const char usage_text[] =
-    "usage: commitwatch record [--source SOURCE] --out FILE [--duration S]\n\n"
+    "usage: commitwatch record [--source SOURCE] --out FILE [--duration S] [--images DIR]\n\n"
     "Writes the events of a live source to FILE as a JSONL trace (version 1).\n\n"
     "  --source SOURCE  perf (Linux, the default there), replay:PATH or etl:FILE\n"
     "                   (a Windows event trace, read on any OS)\n"
     "  --out FILE       the trace to write (- for stdout)\n"
     "  --duration S     stop after S seconds (default: until SIGINT/SIGTERM)\n"
+    "  --images DIR     etl: only: copies of the trace's DLLs and EXEs, whose exports\n"
+    "                   name the frames in them\n"
     "  --verbose, -v    log the source's statistics\n";
 
 /* The running source, for the stop hook (a signal handler). */
@@ -37,7 +39,7 @@ static void on_stop(void)
 }
 
 typedef struct record_args {
-    const char *source, *out;
+    const char *source, *out, *images;
     long long duration;
     bool verbose;
 } record_args_t;
@@ -47,6 +49,7 @@ static const cw_cli_opt_t opts[] = {
     {"--source", CW_CLI_STR, F(source), 0, NULL},
     {"--out", CW_CLI_STR, F(out), 0, NULL},
     {"--duration", CW_CLI_SECONDS, F(duration), 0, NULL},
+    {"--images", CW_CLI_STR, F(images), 0, NULL},
     {"--verbose", CW_CLI_FLAG, F(verbose), 0, "-v"},
     {NULL, CW_CLI_FLAG, 0, 0, NULL},
 };
@@ -121,8 +124,8 @@ int cw_cmd_record(int argc, char **argv)
         cw_diag_set(&d, rc, "%s", cw_strerror(rc));
         goto done;
     }
-    cw_source_opts_t so = {.arg = source_rest, .stacks = stacks};
-    if ((rc = ops->open(&src, &so, &d))) goto done;
+    cw_source_opts_t so = {.arg = source_rest, .stacks = stacks, .images = a.images};
+    if ((rc = cw_source_check_images(ops, a.images, &d)) || (rc = ops->open(&src, &so, &d))) goto done;
     cw_trace_header_t h = {{0}, 8};
     cw_strlcpy(h.platform, ops->platform(src), sizeof h.platform);
     if ((rc = cw_trace_writer_open(out, &h, stacks, &r.w, &d))) goto done;

@@ -15,7 +15,7 @@
 
 static const char usage_text[] =
     "usage: commitwatch run [--source SOURCE] [--db FILE] [--config FILE]\n"
-    "                       [--stacktags FILE]... [--rebase-now] [--speed X]\n"
+    "                       [--stacktags FILE]... [--rebase-now] [--speed X] [--images DIR]\n"
     "                       [--listen ADDR:PORT] [--token TOKEN] [--no-http] [--exit-at-end]\n\n"
     "Runs the service: ingests commit events from SOURCE into the database.\n\n"
     "  --source SOURCE    perf (Linux, default there), etw (Windows), replay:PATH, or\n"
@@ -26,6 +26,8 @@ static const char usage_text[] =
     "  --stacktags FILE   stack-tag rules (repeatable; default: the platform's rules)\n"
     "  --rebase-now       replay only: shift the trace's times so it starts now\n"
     "  --speed X          replay only: pace events at X times real time (1 = live)\n"
+    "  --images DIR       etl: only: copies of the trace's DLLs and EXEs, whose exports\n"
+    "                     name the frames in them (config key images)\n"
     "  --listen ADDR:PORT serve the API, /metrics and the dashboard there\n"
     "                     (default 127.0.0.1:8470)\n"
     "  --token TOKEN      allow state-changing requests carrying this bearer token\n"
@@ -47,6 +49,7 @@ static const cw_cli_opt_t opts[] = {
     {"--stacktags", CW_CLI_LIST, F(stacktags), F(nstacktags), NULL},
     {"--speed", CW_CLI_POSITIVE, F(speed), 0, NULL},
     {"--rebase-now", CW_CLI_FLAG, F(rebase_now), 0, NULL},
+    {"--images", CW_CLI_STR, F(images), 0, NULL},
     {"--no-http", CW_CLI_FLAG, F(no_http), 0, NULL},
     {"--exit-at-end", CW_CLI_FLAG, F(exit_at_end), 0, NULL},
     {NULL, CW_CLI_FLAG, 0, 0, NULL},

@@ -21,12 +21,30 @@ at the end. For each variant:
   generator's map) with the kernel's frames innermost;
 - `record --source etl:` writes a JSONL trace that replays to the same
   report, and `run --source etl:` stores what `analyze --db` gives back.
+
+With `--images DIR` (test_images): cw_etl_gen also writes the trace's
+modules as PE images whose exports carry the fixture's function names at
+the offsets its frames use ("operator new", "LRPC_ADDRESS::ProcessIO"
+included), and KernelBase.dll is a real DLL built by MinGW
+(tests/fixtures/pe/kernelbase.c; its exports' RVAs from `objdump -p`, the
+generator places the fixture's KernelBase functions there). Then
+`analyze --source etl: --images DIR` equals replay: in every per-process
+figure *and* tag, and the stacks are the fixture's frame by frame (module
+names in lowercase, as the reader names every image; the two kernel frames
+named from ntoskrnl.exe's exports, innermost). With only the functions a
+real system exports (ntdll's Rtlp*, Ldrp*, Tpp* and the kernel's Mi* left
+out, so their frames are named by the export before them, as on a real
+system), the default Windows stack tags still give every stack the same
+tag: heap, VirtualAlloc and thread stacks are tagged from export names
+alone (docs/STACKTAGS.md). `record` and `run` take --images too.
+
 Then the error cases: a file that is not an .etl, a missing one, usage.
 
-Environment: CW_BIN, CW_ETL_GEN, CW_FIXTURES (tests/CMakeLists.txt).
+Environment: CW_BIN, CW_ETL_GEN, CW_FIXTURES, CW_BUILD (tests/CMakeLists.txt).
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -41,6 +59,8 @@ WIN = json.load(open(os.path.join(FIX, "memorytestapp.windows.json")))
 APP = WIN["process"]
 MB = 1024 * 1024
 TMP = tempfile.mkdtemp(prefix="cw_e2e_etl_")
+BUILD = os.environ.get("CW_BUILD", "build")
+PE_DIR = os.path.join(BUILD, "tests", "etlgen", "pe")  # the MinGW-built KernelBase.dll
 
 # name: cw_etl_gen options
 VARIANTS = {
@@ -193,29 +213,33 @@ def check_figures(name, path):
     eq(step["impacting_bytes"], 10 * MB, f"{name}: the step")
 
 
+def stack_table(doc, convert, tags=True):
+    """(pid, start, frames as convert() gives them) -> the stack's figures
+    (and tag); convert() returning None leaves a stack out."""
+    out = {}
+    for p in doc["processes"]:
+        for s in p["stacks"]:
+            fr = convert(s["frames"])
+            if fr is None:
+                continue
+            out[(p["pid"], p["start_ns"], tuple(fr))] = (
+                s["tag"] if tags else None, s["size_bytes"], s["commit_count"],
+                s["impacting_bytes"], s["transient_bytes"], s["transient_count"])
+    return out
+
+
 def check_stacks(name, path, mp):
     frames, kernel = mp["frames"], mp["kernel"]
     bare = without_rundown()
-
-    def stack_figs(doc, convert):
-        out = {}
-        for p in doc["processes"]:
-            for s in p["stacks"]:
-                fr = convert(s["frames"])
-                if fr is None:
-                    continue
-                key = (p["pid"], p["start_ns"], tuple(fr))
-                out[key] = (s["size_bytes"], s["commit_count"], s["impacting_bytes"],
-                            s["transient_bytes"], s["transient_count"])
-        return out
 
     def mapped(fr):
         if fr == ["(before trace)"] or not fr:
             return None
         return [frames[f] for f in fr] + kernel
 
-    want = stack_figs(analyze(f"replay:{bare}", stacks=True), mapped)
-    got = stack_figs(analyze(f"etl:{path}", stacks=True), lambda fr: fr or None)
+    # Without names, tags differ by design (frames match module-only rules).
+    want = stack_table(analyze(f"replay:{bare}", stacks=True), mapped, tags=False)
+    got = stack_table(analyze(f"etl:{path}", stacks=True), lambda fr: fr or None, tags=False)
     eq(len(want) > 10, True, f"{name}: stacks to compare")
     eq(got, want, f"{name}: stacks, frame by frame")
 
@@ -245,6 +269,144 @@ def test_variants():
         print(f"  {name}: ok", flush=True)
 
 
+KERNEL = ["ntoskrnl.exe!NtAllocateVirtualMemory", "ntoskrnl.exe!MiAllocateVirtualMemory"]
+# What a real ntdll/ntoskrnl does not export: named by the export before them.
+INTERNAL = ["Rtlp", "Ldrp", "Tpp", "Mi"]
+
+
+def real_dll_rvas():
+    """KernelBase.dll's exports as objdump -p lists them: {name: rva}, or
+    None without MinGW (the real-DLL part is then skipped, said)."""
+    txt = os.path.join(PE_DIR, "KernelBase.objdump.txt")
+    if not os.path.exists(txt):
+        return None
+    slots, names, part = {}, {}, 0
+    for line in open(txt):
+        if "Export Address Table -- Ordinal Base" in line:
+            part = 1
+        elif "[Ordinal/Name Pointer] Table" in line:
+            part = 2
+        elif part == 1 and (m := re.match(r"\s*\[\s*(\d+)\] \+base\[\s*\d+\] ([0-9a-f]+) Export", line)):
+            slots[int(m.group(1))] = int(m.group(2), 16)
+        elif part == 2 and (m := re.match(r"\s*\[\s*(\d+)\] (\S+)", line)):
+            names[int(m.group(1))] = m.group(2)
+        elif part == 2 and line.strip() == "":
+            part = 0
+    return {names[i]: slots[i] for i in names if i in slots}
+
+
+def generate_with_images(name, hide=()):
+    out = os.path.join(TMP, f"{name}-img.etl")
+    images = os.path.join(TMP, f"{name}-images" + ("-exports" if hide else ""))
+    os.makedirs(images, exist_ok=True)
+    args = [GEN, TRACE, out, "--images", images, *VARIANTS[name]]
+    for h in hide:
+        args += ["--hide", h]
+    rvas = real_dll_rvas()
+    if rvas is not None:
+        # The fixture's KernelBase functions where the real DLL exports them.
+        for fn in ("VirtualAlloc", "VirtualFree", "CreateRemoteThreadEx"):
+            args += ["--rva", f"KernelBase.dll!{fn}={rvas[fn]:#x}"]
+        # Loaded at its own size: --images names only an image of the file's.
+        txt = open(os.path.join(PE_DIR, "KernelBase.objdump.txt")).read()
+        size = int(re.search(r"SizeOfImage\s+([0-9a-fA-F]+)", txt).group(1), 16)
+        args += ["--size", f"KernelBase.dll={size:#x}"]
+        shutil.copy(os.path.join(PE_DIR, "KernelBase.dll"), os.path.join(images, "KernelBase.dll"))
+    p = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        raise Fail(f"cw_etl_gen {name} --images: {p.stderr}")
+    return out, images, rvas is not None
+
+
+def lower_module(frame):
+    mod, _, fn = frame.partition("!")
+    return mod.lower() + "!" + fn
+
+
+def check_images(name):
+    path, images, real = generate_with_images(name)
+    bare = without_rundown()
+    for wname, frm, to in WINDOWS:
+        etl = analyze(f"etl:{path}", frm, to)
+        named = json.loads(run("analyze", "--source", f"etl:{path}", "--images", images, "--json",
+                               *(["--from", str(frm), "--to", str(to)] if frm is not None
+                                 else [])).stdout)
+        # Figures as without --images; tags now as the fixture's.
+        same_figures(etl, named, f"{name} --images, {wname}: figures")
+        want = {(p["pid"], p["start_ns"]): p["tags"] for p in analyze(f"replay:{bare}", frm, to)["processes"]}
+        got = {(p["pid"], p["start_ns"]): p["tags"] for p in named["processes"]}
+        eq(got, want, f"{name} --images, {wname}: tags per process")
+    doc = json.loads(run("analyze", "--source", f"etl:{path}", "--images", images, "--json",
+                         "--stacks").stdout)
+    want = stack_table(analyze(f"replay:{bare}", stacks=True),
+                       lambda fr: None if fr == ["(before trace)"] or not fr
+                       else [lower_module(f) for f in fr] + KERNEL)
+    got = stack_table(doc, lambda fr: fr or None)
+    eq(len(want) > 10, True, f"{name} --images: stacks to compare")
+    eq(got, want, f"{name} --images: stacks frame by frame, with their tags")
+    tags = {t["tag"] for p in doc["processes"] for t in p["tags"]}
+    eq({"Windows Heap", "VirtualAlloc", "Thread Stack"} <= tags, True,
+       f"{name} --images: heap, VirtualAlloc and thread-stack tags ({sorted(tags)})")
+    if real:
+        kb = [f for k in got for f in k[2] if f.startswith("kernelbase.dll!")]
+        # (VirtualFree is on free stacks only, which no report lists.)
+        eq(sorted(set(kb)), ["kernelbase.dll!CreateRemoteThreadEx", "kernelbase.dll!VirtualAlloc"],
+           f"{name} --images: frames named by the MinGW-built KernelBase.dll")
+    return path, images, doc, real
+
+
+def check_exports_only(name):
+    """Only what a real system exports: internal functions are named by the
+    export before them; the default tags still match the fixture's."""
+    path, images, _ = generate_with_images(name, INTERNAL)
+    bare = without_rundown()
+    doc = json.loads(run("analyze", "--source", f"etl:{path}", "--images", images, "--json",
+                         "--stacks").stdout)
+    frames = {f for p in doc["processes"] for s in p["stacks"] for f in s["frames"]}
+    for f in frames:
+        fn = f.partition("!")[2]
+        eq(any(fn.startswith(h) for h in INTERNAL), False, f"{name} exports only: {f} is not exported")
+    eq(any("+0x" in f and not f.partition("!")[2].startswith("+") for f in frames), True,
+       f"{name} exports only: internal functions named Export+0xNN")
+    want = {(p["pid"], p["start_ns"]): p["tags"] for p in analyze(f"replay:{bare}")["processes"]}
+    got = {(p["pid"], p["start_ns"]): p["tags"] for p in doc["processes"]}
+    eq(got, want, f"{name} exports only: tags per process")
+    want = {k[:2] + (len(k[2]),): v for k, v in stack_table(
+        analyze(f"replay:{bare}", stacks=True),
+        lambda fr: None if fr == ["(before trace)"] or not fr else list(fr) + KERNEL).items()}
+    got = {k[:2] + (len(k[2]),): v for k, v in stack_table(doc, lambda fr: fr or None).items()}
+    eq(sorted(got.values()), sorted(want.values()), f"{name} exports only: every stack's tag")
+
+
+def test_images():
+    if real_dll_rvas() is None:
+        print("  (no MinGW: KernelBase.dll written by the generator, not built by a linker)")
+    for name in ("x64-walk-z", "x86-keys-z"):
+        path, images, doc, real = check_images(name)
+        check_exports_only(name)
+        print(f"  {name} --images: ok{' (with the MinGW-built KernelBase.dll)' if real else ''}",
+              flush=True)
+    # record and run take it too.
+    rec = os.path.join(TMP, "img.jsonl")
+    run("record", "--source", f"etl:{path}", "--images", images, "--out", rec)
+    eq(analyze(f"replay:{rec}", stacks=True), doc, "record --images then replay")
+    db = os.path.join(TMP, "img.db")
+    run("run", "--source", f"etl:{path}", "--images", images, "--db", db, "--no-http",
+        "--exit-at-end")
+    got = {(p["pid"], p["start_ns"]): p["tags"] for p in analyze_db(db, *WINDOWS[1][1:])["processes"]}
+    want = {(p["pid"], p["start_ns"]): p["tags"]
+            for p in json.loads(run("analyze", "--source", f"etl:{path}", "--images", images,
+                                    "--json", "--from", str(WINDOWS[1][1]), "--to",
+                                    str(WINDOWS[1][2])).stdout)["processes"]}
+    eq(got, want, "run --images then analyze --db: tags")
+    # Errors: a folder that is not there, another source.
+    p = run("analyze", "--source", f"etl:{path}", "--images", os.path.join(TMP, "none"), ok=False)
+    eq((p.returncode, "not a folder" in p.stderr), (1, True), f"a missing folder ({p.stderr.strip()})")
+    p = run("analyze", "--source", f"replay:{TRACE}", "--images", images, ok=False)
+    eq((p.returncode, "--images is for --source etl" in p.stderr), (2, True),
+       f"--images with replay: ({p.stderr.strip()})")
+
+
 def test_errors():
     bad = os.path.join(TMP, "not.etl")
     with open(bad, "w") as f:
@@ -268,7 +430,7 @@ def test_errors():
 
 def main():
     failed = 0
-    for t in (test_variants, test_errors):
+    for t in (test_variants, test_images, test_errors):
         try:
             t()
             print(f"ok   {t.__name__}", flush=True)

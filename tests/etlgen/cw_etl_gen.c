@@ -4,6 +4,17 @@
  * usage: cw_etl_gen IN.jsonl OUT.etl [--ptr 4|8] [--cpus N] [--compress]
  *                   [--stacks walk|split|keys] [--process-version 3|4]
  *                   [--image-version 2|3] [--map FILE.json] [--buffer-size N]
+ *                   [--images DIR [--hide PREFIX]...] [--rva MODULE!FUNCTION=0xRVA]...
+ *                   [--size MODULE=0xSIZE]...
+ *
+ * --images writes the images the frames' offsets name (etl_gen.h), PE
+ * files with the functions as exports, into DIR (which must exist), for
+ * `--source etl:OUT.etl --images DIR`; --hide leaves functions whose name
+ * starts with PREFIX out of the exports. --rva places a function at the
+ * RVA of a real DLL's export (give every function of that module; its
+ * image is then not written: copy the real DLL into DIR); --size gives
+ * its size in the Image events (its SizeOfImage: `--images` names only an
+ * image of the file's size).
  *
  * The clock runs at 1 GHz so every nanosecond of the trace survives. With
  * --ptr 4 the addresses are moved below 2 GB: each run of overlapping or
@@ -120,14 +131,21 @@ static int usage(void)
 {
     fprintf(stderr, "usage: cw_etl_gen IN.jsonl OUT.etl [--ptr 4|8] [--cpus N] [--compress]\n"
                     "                  [--stacks walk|split|keys] [--process-version 3|4]\n"
-                    "                  [--image-version 2|3] [--map FILE.json] [--buffer-size N]\n");
+                    "                  [--image-version 2|3] [--map FILE.json] [--buffer-size N]\n"
+                    "                  [--images DIR [--hide PREFIX]...] [--rva MODULE!FUNCTION=0xRVA]...\n"
+                    "                  [--size MODULE=0xSIZE]...\n");
     return 2;
 }
 
 int main(int argc, char **argv)
 {
     if (argc < 3) return usage();
-    const char *in = argv[1], *out = argv[2], *map = NULL;
+    const char *in = argv[1], *out = argv[2], *map = NULL, *images = NULL;
+    const char **hide = calloc((size_t)argc, sizeof *hide);
+    struct cw_etlgen_rva *rvas = calloc((size_t)argc, sizeof *rvas);
+    struct cw_etlgen_size *sizes = calloc((size_t)argc, sizeof *sizes);
+    size_t nhide = 0, nrvas = 0, nsizes = 0;
+    if (!hide || !rvas || !sizes) abort();
     cw_etlgen_opts_t o = {.w = {.ptr_size = 8, .ncpu = 4, .freq = 1000000000, .start_tick = 5000000000ull},
                           .stacks = CW_ETLGEN_WALK, .process_version = 4, .image_version = 3};
     for (int i = 3; i < argc; i++) {
@@ -143,6 +161,19 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--process-version")) o.process_version = atoi(v);
         else if (!strcmp(k, "--image-version")) o.image_version = atoi(v);
         else if (!strcmp(k, "--map")) map = v;
+        else if (!strcmp(k, "--images")) images = v;
+        else if (!strcmp(k, "--hide")) hide[nhide++] = v;
+        else if (!strcmp(k, "--rva")) {
+            char *eq = strrchr(v, '=');
+            if (!eq) return usage();
+            *eq = '\0';
+            rvas[nrvas++] = (struct cw_etlgen_rva){v, (uint32_t)strtoul(eq + 1, NULL, 0)};
+        } else if (!strcmp(k, "--size")) {
+            char *eq = strrchr(v, '=');
+            if (!eq) return usage();
+            *eq = '\0';
+            sizes[nsizes++] = (struct cw_etlgen_size){v, strtoull(eq + 1, NULL, 0)};
+        }
         else if (!strcmp(k, "--buffer-size")) o.w.buffer_size = (uint32_t)atoi(v);
         else if (!strcmp(k, "--stacks"))
             o.stacks = !strcmp(v, "walk")    ? CW_ETLGEN_WALK
@@ -189,6 +220,10 @@ int main(int argc, char **argv)
         return 1;
     }
     o.w.start_ns = evs[0].ev.ts;
+    o.rvas = rvas;
+    o.nrvas = nrvas;
+    o.sizes = sizes;
+    o.nsizes = nsizes;
     o.frames = frames_of;
     o.ctx = &c;
     if (o.w.ptr_size == 4) {
@@ -202,6 +237,10 @@ int main(int argc, char **argv)
     }
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) rc = cw_etlgen_event(g, &evs[i].ev);
+    if (images && rc == 0 && cw_etlgen_write_images(g, images, hide, nhide) != 0) {
+        fprintf(stderr, "cw_etl_gen: cannot write the images into %s\n", images);
+        rc = -1;
+    }
     if (map && rc == 0) {
         FILE *f = fopen(map, "w");
         if (!f) rc = -1;
@@ -216,6 +255,9 @@ int main(int argc, char **argv)
         free(evs[i].cmdline);
     }
     free(evs);
+    free(hide);
+    free(rvas);
+    free(sizes);
     free(c.fr);
     free(c.cl);
     cw_stacks_destroy(c.stacks);

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pe_writer.h"
+
 #define NS 1000000000LL
 #define MAX_FRAMES 256
 
@@ -19,6 +21,8 @@ typedef struct func {
 typedef struct module {
     char *name; /* as given */
     uint32_t nfuncs;
+    bool given;    /* its offsets came from opts.rvas */
+    uint64_t size; /* in its Image events (opts.sizes, else 0x100000) */
 } module_t;
 
 typedef struct stackinfo {
@@ -107,7 +111,9 @@ static uint32_t module_index(cw_etlgen_t *g, const char *name, size_t len)
     if (!s) abort();
     memcpy(s, name, len);
     s[len] = '\0';
-    g->mods[g->nmods] = (module_t){s, 0};
+    g->mods[g->nmods] = (module_t){s, 0, false, 0x100000};
+    for (size_t i = 0; i < g->o.nsizes; i++)
+        if (strcmp(g->o.sizes[i].module, s) == 0) g->mods[g->nmods].size = g->o.sizes[i].size;
     return (uint32_t)g->nmods++;
 }
 
@@ -127,6 +133,11 @@ static uint32_t func_index(cw_etlgen_t *g, const char *text)
     if (!s) abort();
     strcpy(s, text);
     g->funcs[g->nfuncs] = (func_t){s, m, 0x1000 + 0x40 * g->mods[m].nfuncs++};
+    for (size_t i = 0; i < g->o.nrvas; i++)
+        if (strcmp(g->o.rvas[i].frame, text) == 0) {
+            g->funcs[g->nfuncs].offset = g->o.rvas[i].rva;
+            g->mods[m].given = true;
+        }
     return (uint32_t)g->nfuncs++;
 }
 
@@ -190,7 +201,7 @@ static int load_image(cw_etlgen_t *g, pidmods_t *p, uint32_t m, uint32_t tid, ui
     snprintf(path, sizeof path, "\\Device\\HarddiskVolume3\\Windows\\System32\\%s",
              g->mods[m].name);
     cw_etlw_buf_t b = buf(g);
-    cw_etlw_image(&b, (unsigned)g->o.image_version, g->ptr, module_base(g, m), 0x100000, p->pid,
+    cw_etlw_image(&b, (unsigned)g->o.image_version, g->ptr, module_base(g, m), g->mods[m].size, p->pid,
                   path);
     return emit(g, CW_ETLW_SYSTEM, rundown ? G_IMAGE : G_PROCESS, rundown ? 3 : 10,
                 (unsigned)g->o.image_version, p->pid, tid, tick, &b);
@@ -361,6 +372,44 @@ int cw_etlgen_open(const char *path, const cw_etlgen_opts_t *o, cw_etlgen_t **ou
     }
     *out = g;
     return 0;
+}
+
+static bool hidden(const char *fn, const char *const *hide, size_t nhide)
+{
+    for (size_t i = 0; i < nhide; i++)
+        if (strncmp(fn, hide[i], strlen(hide[i])) == 0) return true;
+    return false;
+}
+
+int cw_etlgen_write_images(const cw_etlgen_t *g, const char *dir, const char *const *hide,
+                           size_t nhide)
+{
+    cw_pew_export_t *ex = malloc((g->nfuncs + 2) * sizeof *ex);
+    char path[1024];
+    int rc = ex ? 0 : -1;
+    for (size_t m = 0; m < g->nmods && rc == 0; m++) {
+        if (g->mods[m].given) continue;
+        size_t n = 0;
+        for (size_t i = 0; i < g->nfuncs; i++) {
+            const char *bang = strchr(g->funcs[i].text, '!');
+            if (g->funcs[i].module != m || !bang || !bang[1] || hidden(bang + 1, hide, nhide))
+                continue;
+            ex[n++] = (cw_pew_export_t){bang + 1, g->funcs[i].offset};
+        }
+        snprintf(path, sizeof path, "%s/%s", dir, g->mods[m].name);
+        rc = cw_pew_write(path, g->mods[m].name, g->ptr == 8, ex, n, (uint32_t)g->mods[m].size);
+    }
+    if (rc == 0) {
+        static const cw_pew_export_t kernel[] = {{"NtAllocateVirtualMemory", 0x2000},
+                                                 {"MiAllocateVirtualMemory", 0x3000}};
+        size_t n = 0;
+        for (size_t i = 0; i < 2; i++)
+            if (!hidden(kernel[i].name, hide, nhide)) ex[n++] = kernel[i];
+        snprintf(path, sizeof path, "%s/ntoskrnl.exe", dir);
+        rc = cw_pew_write(path, "ntoskrnl.exe", g->ptr == 8, ex, n, 0x1000000);
+    }
+    free(ex);
+    return rc;
 }
 
 void cw_etlgen_map_json(const cw_etlgen_t *g, FILE *f)

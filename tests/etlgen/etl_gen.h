@@ -12,8 +12,12 @@
  * StackWalk event, or stack keys (37/38) whose definitions (36) come at
  * the end of the trace. Frames "module!function" get addresses inside an
  * image the process loads (Image Load, SYSTEM header) before the first
- * frame in it: function i of a module at offset 0x1000 + 0x40 i. Two
- * kernel frames (ntoskrnl.exe, loaded in process 0) are the innermost.
+ * frame in it: function i of a module at offset 0x1000 + 0x40 i, or at
+ * the RVA given for it (rvas: the functions of a real DLL). Two kernel
+ * frames (ntoskrnl.exe!NtAllocateVirtualMemory at 0x2000 and
+ * MiAllocateVirtualMemory at 0x3000, loaded in process 0) are the
+ * innermost. cw_etlgen_write_images() writes the images those offsets
+ * name, for `--images DIR`.
  * Rundown commits are not written: an .etl has no record of memory
  * committed before it started (docs/ETW.md).
  *
@@ -43,6 +47,21 @@ typedef struct cw_etlgen_opts {
      * cw_etlgen_know_stack() when it starts, as programs load their DLLs
      * (default: each image just before its first frame). */
     bool preload;
+    /* Offsets of "module!function" frames in their module (borrowed): a
+     * module with one given has all its functions given, and its image is
+     * the caller's (a real DLL), not written by cw_etlgen_write_images(). */
+    const struct cw_etlgen_rva {
+        const char *frame;
+        uint32_t rva;
+    } *rvas;
+    size_t nrvas;
+    /* Image sizes of modules (borrowed; the others: 0x100000): a real
+     * DLL's SizeOfImage, which `--images` checks. */
+    const struct cw_etlgen_size {
+        const char *module;
+        uint64_t size;
+    } *sizes;
+    size_t nsizes;
 } cw_etlgen_opts_t;
 
 typedef struct cw_etlgen cw_etlgen_t;
@@ -54,6 +73,15 @@ void cw_etlgen_know_stack(cw_etlgen_t *g, uint32_t stack_id);
 int cw_etlgen_event(cw_etlgen_t *g, const cw_event_t *ev);
 /* Writes what is pending (stack-key definitions, DCEnd rundown) and closes. 0 or -1. */
 int cw_etlgen_close(cw_etlgen_t *g);
+/* Writes, into the folder dir, an image (pe_writer.h; PE32+ for 64-bit
+ * traces, PE32 for 32-bit ones) for each module of the frames seen whose
+ * offsets the generator chose, named as the frames name the module, with
+ * one export per function at its offset; and ntoskrnl.exe with the two
+ * kernel frames' functions. Functions whose name starts with one of the
+ * nhide prefixes are left out of the exports (internal functions, named by
+ * the export before them as on a real system). Call before close. 0 or -1. */
+int cw_etlgen_write_images(const cw_etlgen_t *g, const char *dir, const char *const *hide,
+                           size_t nhide);
 /* The frame text the reader gives each "module!function" seen, as a JSON
  * object {"frames": {FRAME: TEXT, ...}, "kernel": [TEXT, TEXT]} (kernel
  * frames outermost first). Call before close. */

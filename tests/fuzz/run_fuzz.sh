@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang and runs each for a bounded time:
-# the stack-tag loader, the .etl reader (whole files) and the ETW payload
-# decoders with XPRESS. CI calls this; a crash, leak or invariant failure
+# the stack-tag loader, the .etl reader (whole files), the ETW payload
+# decoders with XPRESS, and the PE export-table reader (--images DIR). CI calls this; a crash, leak or invariant failure
 # exits nonzero and leaves the input in $BUILD/fuzz-artifacts/.
 #
 #   tests/fuzz/run_fuzz.sh [SECONDS]      (per target, default 60; needs clang)
@@ -11,7 +11,9 @@ secs=${1:-60}
 build=${CW_FUZZ_BUILD:-build-fuzz}
 command -v clang >/dev/null || { echo "run_fuzz.sh: clang is needed (apt-get install clang)" >&2; exit 1; }
 CC=clang cmake -S . -B "$build" -DCW_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j"${CW_JOBS:-$(nproc)}" --target fuzz_stacktags fuzz_etl_reader fuzz_etl_decode fuzz_etl_seeds
+cmake --build "$build" -j"${CW_JOBS:-$(nproc)}" --target fuzz_stacktags fuzz_etl_reader fuzz_etl_decode fuzz_pe fuzz_etl_seeds
+# The test DLL seeds fuzz_pe where MinGW is installed.
+cmake --build "$build" --target cw_pe_fixture >/dev/null 2>&1 || true
 mkdir -p "$build/fuzz-artifacts"
 common=(-max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
         -artifact_prefix="$build/fuzz-artifacts/")
@@ -27,3 +29,8 @@ mkdir -p "$corpus"
 corpus="$build/fuzz-corpus/etl-decode"
 mkdir -p "$corpus"
 "$build/tests/fuzz/fuzz_etl_decode" "${common[@]}" -max_len=4096 "$corpus"
+corpus="$build/fuzz-corpus/pe"
+mkdir -p "$corpus"
+pe_seeds=()
+[ -d "$build/tests/etlgen/pe" ] && pe_seeds=("$build/tests/etlgen/pe")
+"$build/tests/fuzz/fuzz_pe" "${common[@]}" -max_len=16384 "$corpus" "${pe_seeds[@]}"

@@ -1,5 +1,6 @@
 /* fs.c - paths and the program's folders on Linux: realpath, file
  * kinds and sizes, where data, state and configuration live. */
+#include <dirent.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -38,6 +39,17 @@ bool cw_plat_is_dir(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int cw_plat_list_dir(const char *dir, int (*cb)(void *ctx, const char *name), void *ctx)
+{
+    DIR *d = opendir(dir);
+    if (!d) return CW_ENOENT;
+    int rc = 0;
+    for (struct dirent *e; rc == 0 && (e = readdir(d)) != NULL;)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) rc = cb(ctx, e->d_name);
+    closedir(d);
+    return rc;
 }
 
 /* BINDIR/../share/commitwatch/KIND for each kind, computed once. */

@@ -88,6 +88,31 @@ bool cw_plat_is_dir(const char *path)
     return a != INVALID_FILE_ATTRIBUTES && (a & FILE_ATTRIBUTE_DIRECTORY);
 }
 
+int cw_plat_list_dir(const char *dir, int (*cb)(void *ctx, const char *name), void *ctx)
+{
+    size_t n = strlen(dir);
+    char *pattern = malloc(n + 3);
+    if (!pattern) return CW_ENOMEM;
+    memcpy(pattern, dir, n);
+    const char *tail = n && cw_plat_is_sep(dir[n - 1]) ? "*" : "\\*";
+    memcpy(pattern + n, tail, strlen(tail) + 1);
+    wchar_t *w = cw_win_wide(pattern);
+    free(pattern);
+    WIN32_FIND_DATAW fd;
+    HANDLE h = w ? FindFirstFileW(w, &fd) : INVALID_HANDLE_VALUE;
+    free(w);
+    if (h == INVALID_HANDLE_VALUE) return CW_ENOENT;
+    int rc = 0;
+    do {
+        if (wcscmp(fd.cFileName, L".") == 0 || wcscmp(fd.cFileName, L"..") == 0) continue;
+        char *name = cw_win_utf8(fd.cFileName);
+        rc = name ? cb(ctx, name) : CW_ENOMEM;
+        free(name);
+    } while (rc == 0 && FindNextFileW(h, &fd));
+    FindClose(h);
+    return rc;
+}
+
 /* web\ and stacktags\ beside commitwatch.exe (UTF-8), computed once. */
 static char web_dir[CW_PATH_MAX + 8], tags_dir[CW_PATH_MAX + 16];
 

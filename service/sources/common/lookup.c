@@ -25,3 +25,12 @@ const cw_source_ops_t *cw_source_lookup(const char *spec, const char **arg, cw_d
     *arg = colon ? colon + 1 : "";
     return ops;
 }
+
+int cw_source_check_images(const cw_source_ops_t *ops, const char *images, cw_diag_t *d)
+{
+    if (!images || strcmp(ops->name, "etl") == 0) return 0;
+    return cw_diag_set(d, CW_EUSAGE,
+                       "--images is for --source etl:FILE (frames of the %s source are not "
+                       "named from a folder of images)",
+                       ops->name);
+}

@@ -7,6 +7,7 @@
  *            their StackWalk events
  * reader.c   the interpretation both the source and `etl info` run
  * source.c   cw_source_etl; info.c: cw_etl_info()
+ * pe.c       export tables of PE images (pe.h); images.c: `--images DIR`
  *
  * Thread: all of it belongs to the one thread that runs the reader. */
 #ifndef CW_SOURCES_ETL_INTERNAL_H
@@ -78,9 +79,9 @@ typedef struct cw_etl__thread {
     uint64_t wait_head; /* ring seq of the newest event waiting for a user stack, or 0 */
 } cw_etl__thread_t;
 
-/* A frame's text depends only on its image's name and the offset in it
- * (or, outside every image, on the address): that pair -> the id the text
- * was interned as. The same DLL in many processes shares its entries. */
+/* A frame's text depends only on its image's name and size and the offset
+ * in it (or, outside every image, on the address): that pair -> the id the
+ * text was interned as. The same DLL in many processes shares its entries. */
 typedef struct cw_etl__fslot {
     uint64_t off;
     uint32_t name_id; /* CW_ETL__NO_IMAGE: off is an address outside every image */
@@ -91,12 +92,26 @@ typedef struct cw_etl__fslot {
 
 #define CW_ETL__FCACHE_BITS 16
 
+/* Names functions (images.c from `--images DIR`; DbgHelp on Windows):
+ * writes the name of the function at offset off of image m ("Export" or
+ * "Export+0xNN") to buf[cap] and returns its length, or 0 when it knows
+ * none (the frame stays "module!+0xOFFSET"). Called when the frame cache
+ * misses: about once per (image name, offset). Reader's thread. */
+typedef struct cw_etl__symbolizer {
+    size_t (*name)(void *ctx, const cw_etl__module_t *m, uint64_t off, char *buf, size_t cap);
+    void *ctx; /* borrowed */
+} cw_etl__symbolizer_t;
+
 typedef struct cw_etl__space {
+    cw_etl__symbolizer_t sym; /* name NULL: none */
     cw_keymap_t pids, tids;
     cw_etl__fslot_t *fcache; /* 1 << CW_ETL__FCACHE_BITS slots, direct-mapped */
-    cw_keymap_t names;       /* (hash, length) of an image name -> its number - 1 */
-    char **name_text;        /* the names, owned */
-    size_t nnames, name_cap;
+    /* An image name and size (two files of one name, like a WOW64
+     * process's two ntdll.dll, differ in size) -> its number - 1. */
+    cw_keymap_t names;
+    char **name_text;    /* the names, owned */
+    uint64_t *name_size; /* their image sizes */
+    size_t nnames, name_cap, size_cap;
     cw_etl__proc_t *procs;
     size_t nprocs, pcap;
     cw_etl__thread_t *threads;
@@ -116,6 +131,9 @@ void cw_etl__proc_reset(cw_etl__proc_t *p);
  * NULL) gets the module. 0 or CW_ENOMEM. */
 int cw_etl__module_add(cw_etl__space_t *s, cw_etl__proc_t *p, uint64_t base, uint64_t size,
                        const uint8_t *path, size_t units, cw_etl__module_t **out);
+/* The name frames give an image: its file path's (UTF-16LE) last
+ * component, ASCII letters lowercased; malloc'd, NULL on ENOMEM. */
+char *cw_etl__image_name(const uint8_t *path, size_t units);
 /* Removes the image at base; its info index (or 0). */
 size_t cw_etl__module_remove(cw_etl__proc_t *p, uint64_t base);
 const cw_etl__module_t *cw_etl__module_find(const cw_etl__proc_t *p, uint64_t addr);
@@ -136,6 +154,21 @@ int cw_etl__aspace(cw_etl__space_t *s, uint32_t pid, cw_etl__aspace_t *out);
  * it. 0 or CW_ENOMEM. */
 int cw_etl__frame(cw_etl__space_t *s, const cw_etl__aspace_t *a, cw_stacks_t *stacks,
                   uint64_t addr, unsigned ptr_size, uint32_t *id, bool *in_module);
+
+/* ---- images.c: `--images DIR`, the trace's images by file name ---- */
+
+typedef struct cw_etl__images cw_etl__images_t;
+/* Lists the folder dir (its files are read when an image of that name,
+ * compared without case, first needs a name). 0, CW_ENOENT with d filled
+ * (not a folder), CW_ENOMEM. */
+int cw_etl__images_open(const char *dir, cw_etl__images_t **out, cw_diag_t *d);
+void cw_etl__images_close(cw_etl__images_t *im); /* accepts NULL */
+/* The symbolizer's name() over images (ctx: the cw_etl__images_t). */
+size_t cw_etl__images_name(void *ctx, const cw_etl__module_t *m, uint64_t off, char *buf,
+                           size_t cap);
+/* What it did, for the log: images found and read, frames named. */
+void cw_etl__images_stats(const cw_etl__images_t *im, size_t *files, size_t *read,
+                          uint64_t *named);
 
 /* ---- join.c: stack keys, and events waiting for their stacks ---- */
 

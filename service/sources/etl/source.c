@@ -1,12 +1,22 @@
 /* source.c - `--source etl:FILE`: a Windows event trace file read as a
  * source on any OS (reader.c does the reading; docs/ETW.md says what is
  * emitted). The file is finite: run() returns at its end, like a replay,
- * but it is not paced (--speed and --rebase-now are the replay's). */
+ * but it is not paced (--speed and --rebase-now are the replay's). With
+ * --images DIR, the export tables of the images found there name the
+ * frames (images.c). */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "commitwatch/log.h"
 #include "sources/etl/etl_internal.h"
+
+/* The reader and what names its frames. */
+typedef struct etl_src {
+    cw_etl__reader_t r; /* first: stop() reaches it from the impl */
+    cw_etl__images_t *images;
+} etl_src_t;
+
+static void etl_close(void *impl);
 
 static int etl_open(void **impl, const cw_source_opts_t *o, cw_diag_t *d)
 {
@@ -14,15 +24,16 @@ static int etl_open(void **impl, const cw_source_opts_t *o, cw_diag_t *d)
         return cw_diag_set(d, CW_EUSAGE, "--source etl needs a file: --source etl:FILE.etl");
     if (o->rebase_now || o->speed > 0)
         return cw_diag_set(d, CW_EUSAGE, "--rebase-now and --speed are for replay sources only");
-    cw_etl__reader_t *r = malloc(sizeof *r);
-    if (!r) return cw_diag_set(d, CW_ENOMEM, "out of memory");
-    int rc = cw_etl__reader_open(r, o->arg, o->stacks, NULL, d);
+    etl_src_t *s = calloc(1, sizeof *s);
+    if (!s) return cw_diag_set(d, CW_ENOMEM, "out of memory");
+    int rc = cw_etl__reader_open(&s->r, o->arg, o->stacks, NULL, d);
+    if (rc == 0 && o->images && (rc = cw_etl__images_open(o->images, &s->images, d)) == 0)
+        s->r.space.sym = (cw_etl__symbolizer_t){cw_etl__images_name, s->images};
     if (rc) {
-        cw_etl__reader_close(r);
-        free(r);
+        etl_close(s);
         return rc;
     }
-    *impl = r;
+    *impl = s;
     return 0;
 }
 
@@ -52,6 +63,15 @@ static int etl_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
             r->path, (unsigned long long)st->events, (unsigned long long)r->emitted,
             (unsigned long long)r->ss.joined, (unsigned long long)r->ss.orphaned,
             (unsigned long long)r->ss.unresolved, h->events_lost);
+    const cw_etl__images_t *im = ((etl_src_t *)impl)->images;
+    if (im) {
+        size_t files, read;
+        uint64_t named;
+        cw_etl__images_stats(im, &files, &read, &named);
+        CW_LOGI("%s: %zu of the trace's images found among its %zu files; %llu frame addresses "
+                "named by their exports",
+                r->path, read, files, (unsigned long long)named);
+    }
     return rc;
 }
 
@@ -62,9 +82,11 @@ static void etl_stop(void *impl)
 
 static void etl_close(void *impl)
 {
-    if (!impl) return;
-    cw_etl__reader_close(impl);
-    free(impl);
+    etl_src_t *s = impl;
+    if (!s) return;
+    cw_etl__reader_close(&s->r);
+    cw_etl__images_close(s->images);
+    free(s);
 }
 
 const cw_source_ops_t cw_source_etl = {

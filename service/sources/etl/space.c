@@ -3,14 +3,15 @@
  * pid), and per thread its process (Thread start, DCStart). Stack frames
  * are named from them: a kernel address by the system's images (pid 0,
  * where the kernel's and the drivers' load events go), any other by the
- * stack's process, as "module!+0xOFFSET" until a symbolizer names the
- * function. */
+ * stack's process, as "module!+0xOFFSET", or "module!Function+0xNN" when
+ * the space's symbolizer (images.c, DbgHelp) knows the function. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "commitwatch/hash.h"
 #include "sources/etl/etl_internal.h"
+#include "sources/etl/pe.h"
 
 int cw_etl__space_init(cw_etl__space_t *s)
 {
@@ -35,6 +36,7 @@ void cw_etl__space_free(cw_etl__space_t *s)
     free(s->fcache);
     for (size_t i = 0; i < s->nnames; i++) free(s->name_text[i]);
     free(s->name_text);
+    free(s->name_size);
     cw_keymap_free(&s->names);
     cw_keymap_free(&s->pids);
     cw_keymap_free(&s->tids);
@@ -90,7 +92,7 @@ static size_t lower_bound(const cw_etl__proc_t *p, uint64_t base)
 
 /* The file name's last component, lowercased (ASCII letters only: the
  * stack-tag matcher compares module names without regard to case). */
-static char *base_name(const uint8_t *path, size_t units)
+char *cw_etl__image_name(const uint8_t *path, size_t units)
 {
     size_t start = 0;
     for (size_t i = 0; i < units; i++) {
@@ -114,39 +116,44 @@ static uint64_t module_fp(const cw_etl__module_t *m)
     return cw_hash_u64(cw_hash_combine(cw_hash_combine(cw_hash_u64(m->base), m->size), name));
 }
 
-/* The number of an image name (1 up), the same for every image of that
- * name in any process; 0 when a different name has the same hash (the
- * frame cache then passes that image by). CW_ENOMEM as UINT32_MAX. */
-static uint32_t name_id(cw_etl__space_t *s, const char *name)
+/* The number of an image name and size (1 up), the same for every image
+ * of that name and size in any process; 0 when a different pair has the
+ * same hash (the frame cache then passes that image by). The size tells
+ * apart two files of one name, which a symbolizer names differently.
+ * CW_ENOMEM as UINT32_MAX. */
+static uint32_t name_id(cw_etl__space_t *s, const char *name, uint64_t size)
 {
     size_t len = strlen(name);
     int added = 0;
-    uint32_t i = cw_keymap_get(&s->names, cw_hash_bytes(name, len), len, &added);
+    uint64_t h = cw_hash_combine(cw_hash_bytes(name, len), size);
+    uint32_t i = cw_keymap_get(&s->names, h, len, &added);
     if (i == UINT32_MAX) return UINT32_MAX;
     if (added) {
         char *copy = malloc(len + 1);
-        if (!copy || CW_RESERVE(s->name_text, s->name_cap, (size_t)i + 1) != 0) {
+        if (!copy || CW_RESERVE(s->name_text, s->name_cap, (size_t)i + 1) != 0 ||
+            CW_RESERVE(s->name_size, s->size_cap, (size_t)i + 1) != 0) {
             free(copy);
             return UINT32_MAX;
         }
         memcpy(copy, name, len + 1);
         s->name_text[i] = copy;
+        s->name_size[i] = size;
         s->nnames = (size_t)i + 1;
     }
-    return strcmp(s->name_text[i], name) == 0 ? i + 1 : 0;
+    return strcmp(s->name_text[i], name) == 0 && s->name_size[i] == size ? i + 1 : 0;
 }
 
 int cw_etl__module_add(cw_etl__space_t *s, cw_etl__proc_t *p, uint64_t base, uint64_t size,
                        const uint8_t *path, size_t units, cw_etl__module_t **out)
 {
-    char *name = base_name(path, units);
+    char *name = cw_etl__image_name(path, units);
     if (!name) return CW_ENOMEM;
-    uint32_t id = name_id(s, name);
+    if (size > UINT64_MAX - base) size = UINT64_MAX - base;
+    uint32_t id = name_id(s, name, size);
     if (id == UINT32_MAX) {
         free(name);
         return CW_ENOMEM;
     }
-    if (size > UINT64_MAX - base) size = UINT64_MAX - base;
     size_t i = lower_bound(p, base);
     if (i < p->nmods && p->mods[i].base == base) {
         /* The same image seen again (a rundown of what a load announced). */
@@ -224,8 +231,18 @@ int cw_etl__frame(cw_etl__space_t *s, const cw_etl__aspace_t *a, cw_stacks_t *st
         *id = slot->frame;
         return 0;
     }
-    char text[160];
-    size_t len = cw_etl__frame_text(m, addr, text, sizeof text);
+    char text[CW_ETL__PE_NAME_MAX + 160];
+    size_t len = 0;
+    if (m && s->sym.name) {
+        /* Named once per (image name, offset): the slot keeps the text's id. */
+        char fn[CW_ETL__PE_NAME_MAX + 32];
+        size_t k = s->sym.name(s->sym.ctx, m, off, fn, sizeof fn);
+        if (k) {
+            int n = snprintf(text, sizeof text, "%s!%.*s", m->name, (int)k, fn);
+            len = n < 0 ? 0 : (size_t)n < sizeof text ? (size_t)n : sizeof text - 1;
+        }
+    }
+    if (!len) len = cw_etl__frame_text(m, addr, text, sizeof text);
     if (cw_stacks_intern_frame(stacks, text, len, id) != 0) return CW_ENOMEM;
     if (nid) *slot = (cw_etl__fslot_t){off, nid, *id};
     return 0;

@@ -34,6 +34,28 @@ typedef struct cw_etw_rundown_stats {
 int cw_etw__rundown(cw_stacks_t *stacks, const cw_source_sink_t *sink, int64_t ts,
                     atomic_bool *stop, cw_etw_rundown_stats_t *st, cw_diag_t *d);
 
+/* ---- symbols.c: DbgHelp names frames (the space's symbolizer) ---- */
+
+struct cw_etl__module;
+typedef struct cw_etw_syms cw_etw_syms_t;
+/* A private DbgHelp session: PDBs and exports with symbol_path (NULL or
+ * "": _NT_SYMBOL_PATH; neither: exports only). 0, CW_ENOMEM or CW_EIO
+ * (SymInitialize failed) with d filled. Core thread only, like every call
+ * below (DbgHelp is not thread-safe). */
+int cw_etw__syms_open(const char *symbol_path, cw_etw_syms_t **out, cw_diag_t *d);
+void cw_etw__syms_close(cw_etw_syms_t *s); /* accepts NULL */
+/* Registers the image the reader names `name` (lowercase base name) from
+ * its file as the kernel names it (\Device\HarddiskVolumeN\...,
+ * \SystemRoot\..., or a DOS path; NUL-terminated), size bytes. Once per
+ * name and size: later calls return the first one's result. 0, CW_ENOENT (DbgHelp
+ * could not load it: its frames stay module!+0xOFFSET), CW_ENOMEM. */
+int cw_etw__syms_add(cw_etw_syms_t *s, const char *name, const wchar_t *nt_path, uint64_t size);
+/* The symbolizer's name() (ctx: the cw_etw_syms_t): "Function" or
+ * "Function+0xNN" at offset off of image m, or 0. */
+size_t cw_etw__syms_name(void *ctx, const struct cw_etl__module *m, uint64_t off, char *buf,
+                         size_t cap);
+uint64_t cw_etw__syms_named(const cw_etw_syms_t *s); /* frame addresses named so far */
+
 /* ---- session.c: the private kernel session ---- */
 
 #define CW_ETW_SESSION_NAME_MAX 63

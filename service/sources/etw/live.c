@@ -19,7 +19,11 @@
  * Before the first event, the rundown walk (rundown.c) emits every
  * process's committed memory at the session's start: a commit traced
  * after the start of the session but before the walk reached its process
- * is in both, and the tracker counts a commit of committed pages once. */
+ * is in both, and the tracker counts a commit of committed pages once.
+ *
+ * Frames are named by DbgHelp (symbols.c): each image a load or rundown
+ * event announces is registered before the reader sees the event; names
+ * are looked up when the reader's frame cache misses. */
 #include <windows.h>
 
 #include <evntcons.h>
@@ -65,6 +69,8 @@ typedef struct live {
     queue_t held; /* core thread only: sorted by (ts, seq) */
     cw_etl__reader_t reader;
     bool reader_open;
+    char *symbol_path;   /* owned; NULL: _NT_SYMBOL_PATH or exports only */
+    cw_etw_syms_t *syms; /* NULL when DbgHelp could not start */
     int64_t freq;
     uint64_t events;
 } live_t;
@@ -147,6 +153,11 @@ static int live_open(void **impl, const cw_source_opts_t *o, cw_diag_t *d)
         return cw_diag_set(d, CW_ENOMEM, "out of memory");
     }
     l->stacks = o->stacks;
+    if (o->symbol_path && !(l->symbol_path = _strdup(o->symbol_path))) {
+        cw_mutex_destroy(l->lock);
+        free(l);
+        return cw_diag_set(d, CW_ENOMEM, "out of memory");
+    }
     l->trace = INVALID_PROCESSTRACE_HANDLE;
     atomic_init(&l->stop, false);
     atomic_init(&l->consumer_done, false);
@@ -165,6 +176,30 @@ static int by_time(const void *a, const void *b)
     const qev_t *x = a, *y = b;
     if (x->ev.ts != y->ev.ts) return x->ev.ts < y->ev.ts ? -1 : 1;
     return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* An image load or rundown: registered with DbgHelp before the reader
+ * sees it (a failure leaves its frames unnamed, nothing else). */
+static int note_image(live_t *l, const cw_etl_event_t *ev)
+{
+    bool load = (ev->group == CW_ETL_G_PROCESS && ev->type == CW_ETL_T_IMAGE_LOAD) ||
+                (ev->group == CW_ETL_G_IMAGE &&
+                 (ev->type == CW_ETL_T_IMAGE_LOAD || ev->type == CW_ETL_T_DCSTART));
+    cw_etl_image_t im;
+    if (!l->syms || !ev->kernel || !load ||
+        cw_etl_decode_image(ev->data, ev->len, ev->version, ev->ptr_size, &im) != 0)
+        return 0;
+    char *name = cw_etl__image_name(im.name, im.name_units);
+    wchar_t *path = malloc((im.name_units + 1) * sizeof *path);
+    int rc = name && path ? 0 : CW_ENOMEM;
+    if (rc == 0) {
+        memcpy(path, im.name, im.name_units * 2); /* UTF-16LE is wchar_t here */
+        path[im.name_units] = 0;
+        rc = cw_etw__syms_add(l->syms, name, path, im.size);
+    }
+    free(name);
+    free(path);
+    return rc == CW_ENOMEM ? rc : 0;
 }
 
 /* Moves what the consumer queued into held (sorted), then feeds the reader
@@ -191,7 +226,8 @@ static int pump(live_t *l, uint64_t upto, bool all)
     size_t i = 0;
     int rc = 0;
     for (; i < l->held.n && (all || l->held.v[i].ev.ts <= upto); i++) {
-        rc = cw_etl__reader_feed(&l->reader, &l->held.v[i].ev);
+        rc = note_image(l, &l->held.v[i].ev);
+        if (rc == 0) rc = cw_etl__reader_feed(&l->reader, &l->held.v[i].ev);
         free((void *)l->held.v[i].ev.data);
         if (rc) {
             i++;
@@ -262,6 +298,11 @@ static int live_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
     cw_etl__clock_t clock = {.system_time = false, .freq = l->freq, .base_ts = ts0, .base_ns = ns0};
     if ((rc = cw_etl__reader_open_live(&l->reader, l->stacks, &clock, d)) != 0) goto out;
     l->reader_open = true;
+    cw_diag_t sd = {{0}};
+    if (cw_etw__syms_open(l->symbol_path, &l->syms, &sd) == 0)
+        l->reader.space.sym = (cw_etl__symbolizer_t){cw_etw__syms_name, l->syms};
+    else
+        CW_LOGW("%s", sd.msg);
     l->reader.emit = sink->emit;
     l->reader.ctx = sink->ctx;
     if ((rc = open_consumer(l, d)) != 0) goto out;
@@ -325,6 +366,9 @@ out:
         l->trace = INVALID_PROCESSTRACE_HANDLE;
     }
     if (l->reader_open && rc == 0) rc = pump(l, 0, true);
+    if (l->syms)
+        CW_LOGI("DbgHelp: %llu frame addresses named",
+                (unsigned long long)cw_etw__syms_named(l->syms));
     return rc;
 }
 
@@ -343,6 +387,8 @@ static void live_close(void *impl)
     queue_free_events(&l->held);
     free(l->held.v);
     if (l->reader_open) cw_etl__reader_close(&l->reader);
+    cw_etw__syms_close(l->syms);
+    free(l->symbol_path);
     cw_mutex_destroy(l->lock);
     free(l);
 }
