@@ -276,6 +276,10 @@ typedef struct cw_etl__reader {
     cw_etl__dcproc_t *dc; /* source: processes alive at the start (pass 1) */
     size_t ndc, dccap;
     cw_keymap_t counter_map; /* (group, type, version) -> counters[] */
+    /* The last keys looked up, by (type + group) & 15: most events are
+     * of a handful of kinds, so most skip the map. key + 1 (0: empty). */
+    uint64_t counter_key[16];
+    uint32_t counter_idx[16];
     cw_etl_count_t *counters;
     size_t ncounters, ccap;
     cw_keymap_t guids; /* info: distinct providers */

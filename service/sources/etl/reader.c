@@ -83,6 +83,11 @@ static uint32_t counter(cw_etl__reader_t *r, const cw_etl_event_t *ev)
 {
     int added = 0;
     uint64_t key = (uint64_t)ev->group << 24 | (uint64_t)ev->type << 16 | ev->version;
+    unsigned slot = (ev->type + ev->group) & 15u;
+    if (r->counter_key[slot] == key + 1) {
+        r->counters[r->counter_idx[slot]].events++;
+        return r->counter_idx[slot];
+    }
     uint32_t i = cw_keymap_get(&r->counter_map, key, 0, &added);
     if (i == UINT32_MAX) return i;
     if (added) {
@@ -91,6 +96,8 @@ static uint32_t counter(cw_etl__reader_t *r, const cw_etl_event_t *ev)
                                           .version = ev->version};
         r->ncounters = (size_t)i + 1;
     }
+    r->counter_key[slot] = key + 1;
+    r->counter_idx[slot] = i;
     r->counters[i].events++;
     return i;
 }
