@@ -174,7 +174,7 @@ static int64_t ns_of(cw_etl__reader_t *r, uint64_t ts)
 
 static cw_etl__rec_t *push(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint8_t flags)
 {
-    cw_etl__rec_t *x = cw_etl__ring_push(&r->ring);
+    cw_etl__rec_t *x = cw_etl__ring_push(&r->ring, ev->ts);
     if (!x) return NULL;
     x->ts = ev->ts;
     x->cpu = ev->cpu;
