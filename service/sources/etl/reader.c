@@ -188,8 +188,15 @@ static cw_etl__rec_t *push(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint8_
 static uint64_t stack_hash(const cw_etl__aspace_t *as, const uint64_t *fr, uint32_t n)
 {
     uint64_t h = cw_hash_combine(cw_hash_combine(cw_hash_u64(n), as->kernel->fp), as->user->fp);
-    for (uint32_t i = 0; i < n; i++) h = cw_hash_combine(h, fr[i]);
-    return h;
+    /* The frames through a cheap multiply-xorshift, mixed fully once at
+     * the end: this runs for every walk, and a collision costs only a
+     * miss (a slot's walk is compared whole before it is used). */
+    uint64_t a = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        a = (a ^ fr[i]) * 0x9e3779b97f4a7c15ULL;
+        a ^= a >> 29;
+    }
+    return cw_hash_combine(h, a);
 }
 
 /* The slot a walk in as would be cached in; it holds that walk when the
