@@ -28,10 +28,14 @@ typedef struct rec {
     uint64_t pending;        /* scratch: bytes removed by this decommit */
 } rec_t;
 
+/* What a descent reads (start, then left or right) comes first, so that
+ * a node more often lies in one cache line: descents are the tracker's
+ * cost, each level a likely cache miss with a thousand processes' trees. */
 typedef struct node {
-    uint64_t start, end; /* [start, end) */
-    rec_t *rec;
+    uint64_t start;
     struct node *left, *right;
+    uint64_t end; /* [start, end) */
+    rec_t *rec;
     int height;
 } node_t;
 
@@ -102,48 +106,85 @@ static node_t *balance(node_t *n)
 }
 
 /* Inserts x (its start is not in the tree). Depth is O(log n), so the
- * recursion is bounded (about 1.44 log2 n). */
-static node_t *avl_insert(node_t *n, node_t *x)
+ * recursion is bounded (about 1.44 log2 n). Above the level where a
+ * subtree's height stops changing nothing changes (balance() would leave
+ * those nodes as they are), so the way back up stops there and does not
+ * touch the siblings of the path, which are cold. *grew: the height of
+ * the subtree returned differs from n's before. */
+static node_t *insert_at(node_t *n, node_t *x, bool *grew)
 {
     if (!n) {
         x->left = x->right = NULL;
         x->height = 1;
+        *grew = true;
         return x;
     }
     if (x->start < n->start)
-        n->left = avl_insert(n->left, x);
+        n->left = insert_at(n->left, x, grew);
     else
-        n->right = avl_insert(n->right, x);
-    return balance(n);
+        n->right = insert_at(n->right, x, grew);
+    if (!*grew) return n;
+    int h = n->height;
+    n = balance(n);
+    *grew = n->height != h;
+    return n;
 }
 
-static node_t *remove_min(node_t *n, node_t **min)
+static node_t *avl_insert(node_t *n, node_t *x)
+{
+    bool grew = false;
+    return insert_at(n, x, &grew);
+}
+
+/* As for insert_at, the way back up stops where a subtree's height
+ * stops changing (*shrank false). */
+static node_t *remove_min(node_t *n, node_t **min, bool *shrank)
 {
     if (!n->left) {
         *min = n;
+        *shrank = true;
         return n->right;
     }
-    n->left = remove_min(n->left, min);
-    return balance(n);
+    n->left = remove_min(n->left, min, shrank);
+    if (!*shrank) return n;
+    int h = n->height;
+    n = balance(n);
+    *shrank = n->height != h;
+    return n;
 }
 
 /* Unlinks the node whose start is key (it must exist); *out gets it. */
-static node_t *avl_remove(node_t *n, uint64_t key, node_t **out)
+static node_t *remove_at(node_t *n, uint64_t key, node_t **out, bool *shrank)
 {
     if (key < n->start) {
-        n->left = avl_remove(n->left, key, out);
+        n->left = remove_at(n->left, key, out, shrank);
     } else if (key > n->start) {
-        n->right = avl_remove(n->right, key, out);
+        n->right = remove_at(n->right, key, out, shrank);
     } else {
         node_t *l = n->left, *r = n->right, *min;
         *out = n;
+        *shrank = true;
         if (!r) return l;
-        r = remove_min(r, &min);
+        bool sub = false;
+        r = remove_min(r, &min, &sub);
         min->left = l;
         min->right = r;
-        return balance(min);
+        min->height = n->height; /* min takes n's place; balance() settles it */
+        node_t *m = balance(min);
+        *shrank = m->height != n->height;
+        return m;
     }
-    return balance(n);
+    if (!*shrank) return n;
+    int h = n->height;
+    n = balance(n);
+    *shrank = n->height != h;
+    return n;
+}
+
+static node_t *avl_remove(node_t *n, uint64_t key, node_t **out)
+{
+    bool shrank = false;
+    return remove_at(n, key, out, &shrank);
 }
 
 /* The first piece whose end is > x (the piece holding x, or the next). */

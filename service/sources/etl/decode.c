@@ -26,9 +26,19 @@ static uint64_t get(cur_t *c, size_t w)
         c->bad = true;
         return 0;
     }
+    const uint8_t *b = c->p + c->at;
     uint64_t v = 0;
-    for (size_t i = 0; i < w; i++) v |= (uint64_t)c->p[c->at + i] << (8 * i);
     c->at += w;
+    /* Pointers and u32 fields, the usual widths, as fixed-width reads
+     * (a compiler makes each one load). */
+    if (w == 8)
+        return (uint64_t)b[0] | (uint64_t)b[1] << 8 | (uint64_t)b[2] << 16 |
+               (uint64_t)b[3] << 24 | (uint64_t)b[4] << 32 | (uint64_t)b[5] << 40 |
+               (uint64_t)b[6] << 48 | (uint64_t)b[7] << 56;
+    if (w == 4)
+        return (uint64_t)b[0] | (uint64_t)b[1] << 8 | (uint64_t)b[2] << 16 |
+               (uint64_t)b[3] << 24;
+    for (size_t i = 0; i < w; i++) v |= (uint64_t)b[i] << (8 * i);
     return v;
 }
 

@@ -222,11 +222,15 @@ typedef struct cw_etl__ring {
     cw_etl__rec_t *r;
     size_t cap, head, n;
     uint64_t next_seq; /* the oldest held record has next_seq - n */
+    /* The newest record pushed with a time before its predecessor's (a
+     * file merged out of order), 0 none: while it is held, the ring may
+     * not be sorted. */
+    uint64_t unsorted_seq;
 } cw_etl__ring_t;
 
-/* A fresh record at the tail (zeroed but for the slot's buffers); NULL on
- * ENOMEM. */
-cw_etl__rec_t *cw_etl__ring_push(cw_etl__ring_t *g);
+/* A fresh record at the tail with raw time ts (zeroed but for the slot's
+ * buffers); NULL on ENOMEM. */
+cw_etl__rec_t *cw_etl__ring_push(cw_etl__ring_t *g, uint64_t ts);
 cw_etl__rec_t *cw_etl__ring_head(cw_etl__ring_t *g);
 void cw_etl__ring_pop(cw_etl__ring_t *g);
 cw_etl__rec_t *cw_etl__ring_by_seq(cw_etl__ring_t *g, uint64_t seq);
@@ -276,6 +280,10 @@ typedef struct cw_etl__reader {
     cw_etl__dcproc_t *dc; /* source: processes alive at the start (pass 1) */
     size_t ndc, dccap;
     cw_keymap_t counter_map; /* (group, type, version) -> counters[] */
+    /* The last keys looked up, by (type + group) & 15: most events are
+     * of a handful of kinds, so most skip the map. key + 1 (0: empty). */
+    uint64_t counter_key[16];
+    uint32_t counter_idx[16];
     cw_etl_count_t *counters;
     size_t ncounters, ccap;
     cw_keymap_t guids; /* info: distinct providers */

@@ -394,10 +394,10 @@ static void heap_push(cw_etl_file_t *f, size_t s)
     }
 }
 
-static size_t heap_pop(cw_etl_file_t *f)
+/* Moves the heap's top down to its place. */
+static void sift_down(cw_etl_file_t *f)
 {
-    size_t top = f->heap[0], i = 0;
-    f->heap[0] = f->heap[--f->nheap];
+    size_t i = 0;
     for (;;) {
         size_t l = 2 * i + 1, r = l + 1, m = i;
         if (l < f->nheap && earlier(f, f->heap[l], f->heap[m])) m = l;
@@ -408,7 +408,6 @@ static size_t heap_pop(cw_etl_file_t *f)
         f->heap[i] = t;
         i = m;
     }
-    return top;
 }
 
 int cw_etl_file_rewind(cw_etl_file_t *f, cw_diag_t *d)
@@ -462,15 +461,21 @@ int cw_etl_file_next(cw_etl_file_t *f, cw_etl_event_t *ev, cw_diag_t *d)
         int rc = cw_etl_file_rewind(f, d);
         if (rc) return rc;
     }
+    /* The stream returned last stays at the heap's top while its next
+     * event is read: it moves down only as far as that event's time says
+     * (often not at all: a CPU's events come in runs), or leaves the heap
+     * when it has no more. (ts, stream) orders the streams totally, so
+     * the order of the events does not depend on how the heap moves. */
     if (f->popped >= 0) {
         stream_t *s = &f->streams[f->popped];
         int rc = stream_advance(f, s);
         if (rc) return rc == CW_ENOMEM ? cw_diag_set(d, rc, "out of memory") : io_error(f, 0, d);
-        if (s->has) heap_push(f, (size_t)f->popped);
+        if (!s->has) f->heap[0] = f->heap[--f->nheap];
+        if (f->nheap) sift_down(f);
         f->popped = -1;
     }
     if (f->nheap == 0) return 0;
-    size_t i = heap_pop(f);
+    size_t i = f->heap[0];
     f->popped = (long)i;
     *ev = f->streams[i].ev;
     if (f->merged && ev->ts < f->last_ts) f->st.reordered++;

@@ -83,6 +83,11 @@ static uint32_t counter(cw_etl__reader_t *r, const cw_etl_event_t *ev)
 {
     int added = 0;
     uint64_t key = (uint64_t)ev->group << 24 | (uint64_t)ev->type << 16 | ev->version;
+    unsigned slot = (ev->type + ev->group) & 15u;
+    if (r->counter_key[slot] == key + 1) {
+        r->counters[r->counter_idx[slot]].events++;
+        return r->counter_idx[slot];
+    }
     uint32_t i = cw_keymap_get(&r->counter_map, key, 0, &added);
     if (i == UINT32_MAX) return i;
     if (added) {
@@ -91,6 +96,8 @@ static uint32_t counter(cw_etl__reader_t *r, const cw_etl_event_t *ev)
                                           .version = ev->version};
         r->ncounters = (size_t)i + 1;
     }
+    r->counter_key[slot] = key + 1;
+    r->counter_idx[slot] = i;
     r->counters[i].events++;
     return i;
 }
@@ -167,7 +174,7 @@ static int64_t ns_of(cw_etl__reader_t *r, uint64_t ts)
 
 static cw_etl__rec_t *push(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint8_t flags)
 {
-    cw_etl__rec_t *x = cw_etl__ring_push(&r->ring);
+    cw_etl__rec_t *x = cw_etl__ring_push(&r->ring, ev->ts);
     if (!x) return NULL;
     x->ts = ev->ts;
     x->cpu = ev->cpu;
@@ -181,8 +188,15 @@ static cw_etl__rec_t *push(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint8_
 static uint64_t stack_hash(const cw_etl__aspace_t *as, const uint64_t *fr, uint32_t n)
 {
     uint64_t h = cw_hash_combine(cw_hash_combine(cw_hash_u64(n), as->kernel->fp), as->user->fp);
-    for (uint32_t i = 0; i < n; i++) h = cw_hash_combine(h, fr[i]);
-    return h;
+    /* The frames through a cheap multiply-xorshift, mixed fully once at
+     * the end: this runs for every walk, and a collision costs only a
+     * miss (a slot's walk is compared whole before it is used). */
+    uint64_t a = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        a = (a ^ fr[i]) * 0x9e3779b97f4a7c15ULL;
+        a ^= a >> 29;
+    }
+    return cw_hash_combine(h, a);
 }
 
 /* The slot a walk in as would be cached in; it holds that walk when the

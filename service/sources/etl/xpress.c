@@ -64,13 +64,33 @@ int cw_etl_xpress_decompress(const uint8_t *in, size_t in_len, uint8_t *out, siz
                 rc = CW_EPARSE;
                 break;
             }
-            memcpy(out + op, in + ip, k);
+            if (k <= 16 && in_len - ip >= 16 && out_cap - op >= 16)
+                memcpy(out + op, in + ip, 16); /* a short run (most are): a fixed copy,
+                                                * the bytes past it overwritten next */
+            else
+                memcpy(out + op, in + ip, k);
             op += k;
             ip += k;
             nflags -= (int)k;
             continue;
         }
         nflags--;
+        if (in_len - ip >= 2 && out_cap - op >= 16) {
+            /* The common match, with fewer tests: no length continuation
+             * (3 to 9 bytes), far enough back to copy 8 bytes at a time
+             * (a second block reads what the first wrote when the offset
+             * is under 16, as a byte-wise copy would), room for 16. */
+            unsigned sym = (unsigned)in[ip] | (unsigned)in[ip + 1] << 8;
+            size_t len = (sym & 7) + 3, off = (sym >> 3) + 1;
+            if ((sym & 7) != 7 && off >= 8 && off <= op) {
+                uint8_t *dst = out + op;
+                memcpy(dst, dst - off, 8);
+                memcpy(dst + 8, dst + 8 - off, 8);
+                ip += 2;
+                op += len;
+                continue;
+            }
+        }
         if (ip == in_len) break; /* the spec's end of stream */
         if (in_len - ip < 2) {
             rc = CW_EPARSE;
