@@ -268,8 +268,8 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
     const char *arg = "";
     if (!spec) {
         rc = cw_diag_set(d, CW_EUSAGE,
-                         "this build has no live source for %s (on Windows the ETW source is not "
-                         "built yet); give --source replay:PATH",
+                         "this build has no live source for %s (perf is Linux's, etw "
+                         "Windows'); give --source replay:PATH or --source etl:FILE",
                          cw_plat_name());
         goto out;
     }
