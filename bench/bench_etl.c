@@ -163,15 +163,7 @@ int main(int argc, char **argv)
     if (cw_stacks_create(&stacks) != 0 || cw_tagger_create_builtin(&tagger) != 0) goto out;
     cw_tracker_sink_t sink = bench_nop_sink();
     if (store_mode) {
-        unlink(db);
-        char wal[1024];
-        snprintf(wal, sizeof wal, "%s-wal", db);
-        unlink(wal);
-        uint32_t next_proc;
-        int64_t end;
-        if (cw_store_open(db, NULL, &store, &d) != 0 ||
-            cw_store_load_state(store, stacks, &next_proc, &end, &d) != 0)
-            goto out;
+        if (bench_store_fresh(db, stacks, &store, &d) != 0) goto out;
         if (cw_writer_start(store, 64, &writer) != 0) goto out;
         if (cw_agg_create(1000000000LL, stacks, tagger, 0, 0, bench_to_writer, writer, &agg) != 0)
             goto out;

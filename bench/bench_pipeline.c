@@ -98,15 +98,7 @@ int main(int argc, char **argv)
 
     cw_tracker_sink_t sink = bench_nop_sink();
     if (use_store) {
-        unlink(db);
-        char wal[1024];
-        snprintf(wal, sizeof wal, "%s-wal", db);
-        unlink(wal);
-        uint32_t next_proc;
-        int64_t end;
-        if (cw_store_open(db, NULL, &store, &d) != 0 ||
-            cw_store_load_state(store, stacks, &next_proc, &end, &d) != 0) {
-            /* load_state interns nothing into a fresh database. */
+        if (bench_store_fresh(db, stacks, &store, &d) != 0) {
             fprintf(stderr, "bench_pipeline: %s\n", d.msg);
             goto out;
         }

@@ -5,7 +5,9 @@
 #ifndef CW_BENCH_UTIL_H
 #define CW_BENCH_UTIL_H
 
+#include <stdio.h>
 #include <sys/resource.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "commitwatch/agg.h"
@@ -31,6 +33,22 @@ static inline double bench_peak_rss_mib(void)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return (double)ru.ru_maxrss / 1024.0; /* KiB on Linux */
+}
+
+/* A fresh database at db (the file and its WAL removed first), opened
+ * with its state loaded into stacks (a fresh one interns nothing). 0 or
+ * the store's error with d filled. */
+static inline int bench_store_fresh(const char *db, cw_stacks_t *stacks, cw_store_t **store,
+                                    cw_diag_t *d)
+{
+    char wal[1024];
+    snprintf(wal, sizeof wal, "%s-wal", db);
+    unlink(db);
+    unlink(wal);
+    uint32_t next_proc;
+    int64_t end;
+    int rc = cw_store_open(db, NULL, store, d);
+    return rc ? rc : cw_store_load_state(*store, stacks, &next_proc, &end, d);
 }
 
 /* cw_agg's batch sink into a cw_writer_t (ctx). */
