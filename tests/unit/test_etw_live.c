@@ -225,9 +225,45 @@ static void session(void)
     cw_stacks_destroy(stacks);
 }
 
+/* The held-back events: each poll's batch sorted and merged in, in time
+ * order, equal times in arrival order. */
+static void queue_merge(void)
+{
+    cw_etw_queue_t held = {0}, batch = {0};
+    static const uint64_t first[] = {1, 3, 5}, second[] = {4, 2, 5, 0, 3};
+    uint64_t seq = 0;
+    ASSERT_OK(cw_etw__queue_merge(&held, &batch)); /* nothing to merge */
+    ASSERT_EQ(held.n, 0);
+    for (int round = 0; round < 2; round++) {
+        const uint64_t *ts = round ? second : first;
+        size_t n = round ? 5 : 3;
+        batch.v = calloc(n, sizeof *batch.v);
+        batch.cap = n;
+        ASSERT_TRUE(batch.v != NULL);
+        for (size_t i = 0; i < n; i++) {
+            batch.v[i].ev.ts = ts[i];
+            batch.v[i].seq = seq++;
+        }
+        batch.n = n;
+        ASSERT_OK(cw_etw__queue_merge(&held, &batch));
+        ASSERT_EQ(batch.n, 0);
+        free(batch.v);
+        batch = (cw_etw_queue_t){0};
+    }
+    /* ts 0(seq 6) 1(0) 2(4) 3(1) 3(7) 4(3) 5(2) 5(5) */
+    static const uint64_t want_ts[] = {0, 1, 2, 3, 3, 4, 5, 5}, want_seq[] = {6, 0, 4, 1, 7, 3, 2, 5};
+    ASSERT_EQ(held.n, 8);
+    for (size_t i = 0; i < 8; i++) {
+        ASSERT_U64_EQ(held.v[i].ev.ts, want_ts[i]);
+        ASSERT_U64_EQ(held.v[i].seq, want_seq[i]);
+    }
+    free(held.v);
+}
+
 int main(void)
 {
     conversion();
+    queue_merge();
     session();
     TEST_DONE();
 }

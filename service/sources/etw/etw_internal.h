@@ -82,6 +82,25 @@ void cw_etw__session_stop(cw_etw_session_t *s);
 
 /* ---- live.c ---- */
 
+/* One event as it came from the session: the header fields the reader
+ * reads and a copy of the payload (owned by the queue). */
+typedef struct cw_etw_qev {
+    cw_etl_event_t ev;
+    uint64_t seq; /* arrival order: equal times keep it */
+} cw_etw_qev_t;
+
+typedef struct cw_etw_queue {
+    cw_etw_qev_t *v;
+    size_t n, cap;
+} cw_etw_queue_t;
+
+/* Sorts got by (ts, seq) and merges it into held, which is sorted and
+ * whose events all arrived before got's: one sort of the new batch and a
+ * linear merge per poll, not a sort of everything held. got is left empty
+ * (its events now in held, its array still got's). 0, or CW_ENOMEM with
+ * both unchanged. */
+int cw_etw__queue_merge(cw_etw_queue_t *held, cw_etw_queue_t *got);
+
 /* The .etl reader's view of an EVENT_RECORD of a real-time session: the
  * kernel class from the provider GUID, opcode, version, pointer size (the
  * 32-bit header flag), CPU, ids, raw timestamp; the payload borrowed from

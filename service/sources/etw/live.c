@@ -41,17 +41,8 @@
 #define WINDOW_S 3
 #define POLL_NS 100000000LL
 
-/* One event as it came: the header fields the reader reads and a copy of
- * the payload (owned). */
-typedef struct qev {
-    cw_etl_event_t ev;
-    uint64_t seq; /* arrival order: equal times keep it */
-} qev_t;
-
-typedef struct queue {
-    qev_t *v;
-    size_t n, cap;
-} queue_t;
+typedef cw_etw_qev_t qev_t;
+typedef cw_etw_queue_t queue_t;
 
 typedef struct live {
     cw_stacks_t *stacks;
@@ -178,6 +169,24 @@ static int by_time(const void *a, const void *b)
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+int cw_etw__queue_merge(cw_etw_queue_t *held, cw_etw_queue_t *got)
+{
+    if (!got->n) return 0;
+    if (CW_RESERVE(held->v, held->cap, held->n + got->n) != 0) return CW_ENOMEM;
+    qsort(got->v, got->n, sizeof *got->v, by_time);
+    /* From the back: held's free tail takes the larger of the two ends. */
+    size_t i = held->n, j = got->n, k = held->n + got->n;
+    while (j > 0) {
+        if (i > 0 && by_time(&held->v[i - 1], &got->v[j - 1]) > 0)
+            held->v[--k] = held->v[--i];
+        else
+            held->v[--k] = got->v[--j];
+    }
+    held->n += got->n;
+    got->n = 0;
+    return 0;
+}
+
 /* An image load or rundown: registered with DbgHelp before the reader
  * sees it (a failure leaves its frames unnamed, nothing else). */
 static int note_image(live_t *l, const cw_etl_event_t *ev)
@@ -202,7 +211,7 @@ static int note_image(live_t *l, const cw_etl_event_t *ev)
     return rc == CW_ENOMEM ? rc : 0;
 }
 
-/* Moves what the consumer queued into held (sorted), then feeds the reader
+/* Merges what the consumer queued into held (sorted), then feeds the reader
  * every held event at or before upto (all of them when all). */
 static int pump(live_t *l, uint64_t upto, bool all)
 {
@@ -211,18 +220,11 @@ static int pump(live_t *l, uint64_t upto, bool all)
     got = l->in;
     l->in = (queue_t){0};
     cw_mutex_unlock(l->lock);
-    if (got.n) {
-        if (CW_RESERVE(l->held.v, l->held.cap, l->held.n + got.n) != 0) {
-            queue_free_events(&got);
-            free(got.v);
-            return CW_ENOMEM;
-        }
-        memcpy(l->held.v + l->held.n, got.v, got.n * sizeof *got.v);
-        l->held.n += got.n;
-        l->events += got.n;
-        free(got.v);
-        qsort(l->held.v, l->held.n, sizeof *l->held.v, by_time);
-    }
+    l->events += got.n;
+    int mrc = cw_etw__queue_merge(&l->held, &got);
+    if (mrc) queue_free_events(&got);
+    free(got.v);
+    if (mrc) return mrc;
     size_t i = 0;
     int rc = 0;
     for (; i < l->held.n && (all || l->held.v[i].ev.ts <= upto); i++) {
