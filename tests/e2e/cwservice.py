@@ -224,18 +224,22 @@ class Checks:
 
     def __init__(self):
         self.passed = self.failed = 0
+        self.failures = []  # the names of the failed checks
 
     def eq(self, name, got, want):
-        self.check(name, got == want, f"got {got!r}, want {want!r}")
+        return self.check(name, got == want, f"got {got!r}, want {want!r}")
 
     def check(self, name, cond, detail=""):
+        """Prints ok or FAIL (with detail) for name; returns cond."""
         if cond:
             self.passed += 1
             print(f"ok   {name}")
         else:
             self.failed += 1
+            self.failures.append(name)
             print(f"FAIL {name}: {detail}")
         sys.stdout.flush()
+        return cond
 
     def done(self):
         print(f"{self.passed} passed, {self.failed} failed")

@@ -25,7 +25,7 @@ import zipfile
 
 sys.path.insert(0, os.path.dirname(__file__))
 from cwtest import require  # noqa: E402
-from cwservice import MTA, require_fixture  # noqa: E402
+from cwservice import MTA, require_fixture, Checks  # noqa: E402
 import cwwine  # noqa: E402
 from cwwine import BUILD, LINUX_BUILD, SOURCE, cw, run, win_path  # noqa: E402
 
@@ -33,15 +33,7 @@ GEN = os.path.join(BUILD, "tests", "etlgen", "cw_etl_gen.exe")
 DATA = os.environ.get("CW_ETL_DATA", os.path.join(SOURCE, "..", "shared", "data", "etl"))
 REAL = ["airbus-ShutdownPerfDiagLogger.etl", "perfview-SelfDescribingSingleEvent.etl",
         "perfview-net.4.5.2.x64.etl.zip", "perfview-net.4.5.2.x86.etl.zip"]
-failures = []
-
-
-def check(cond, what, detail=""):
-    print(("ok   " if cond else "FAIL ") + what + ("" if cond or not detail else f": {detail}"),
-          flush=True)
-    if not cond:
-        failures.append(what)
-    return cond
+t = Checks()
 
 
 def by_process(doc):
@@ -55,25 +47,25 @@ def live(tmp):
         for attempt in ("", " again"):
             db = os.path.join(tmp, "live.db")
             rc, out, err = cw("run", *args, "--db", db, "--no-http", timeout=180)
-            check(rc == 1, f"{what}{attempt}: exit 1", (rc, err[-600:]))
-            check("(OpenTrace) failed (error 5)" in err and "--source etl:FILE" in err
+            t.check(f"{what}{attempt}: exit 1", rc == 1, (rc, err[-600:]))
+            t.check(f"{what}{attempt}: says OpenTrace failed with error 5 and what to use instead",
+                  "(OpenTrace) failed (error 5)" in err and "--source etl:FILE" in err
                   and "--source rundown" in err,
-                  f"{what}{attempt}: says OpenTrace failed with error 5 and what to use instead",
                   err[-600:])
-            check("left over" not in err and "StartTrace" not in err,
-                  f"{what}{attempt}: the session starts (Wine's is a fake one)", err[-600:])
+            t.check(f"{what}{attempt}: the session starts (Wine's is a fake one)",
+                  "left over" not in err and "StartTrace" not in err, err[-600:])
 
 
 def generated(tmp):
     etl = os.path.join(tmp, "mta.etl")
     rc, out, err = run([GEN, win_path(MTA), win_path(etl)], timeout=300)
-    if not check(rc == 0 and os.path.isfile(etl), "cw_etl_gen.exe writes the MemoryTestApp .etl",
+    if not t.check("cw_etl_gen.exe writes the MemoryTestApp .etl", rc == 0 and os.path.isfile(etl),
                  (rc, err[-400:])):
         return
     rc, a, err = cw("analyze", "--json", "--source", f"etl:{win_path(etl)}", timeout=300)
-    check(rc == 0, "analyze --source etl: runs under Wine", err[-400:])
+    t.check("analyze --source etl: runs under Wine", rc == 0, err[-400:])
     rc, b, err2 = cw("analyze", "--json", "--source", f"replay:{win_path(MTA)}", timeout=300)
-    check(rc == 0, "analyze --source replay: runs under Wine", err2[-400:])
+    t.check("analyze --source replay: runs under Wine", rc == 0, err2[-400:])
     if rc == 0 and a and b:
         # The fixture's one process with memory from before the trace
         # (svchost.exe, rundown commits) has no counterpart in an .etl,
@@ -82,8 +74,8 @@ def generated(tmp):
         rundown = {k for k in pb if k[1] == "svchost.exe"}
         pa = {k: v for k, v in pa.items() if k not in rundown}
         pb = {k: v for k, v in pb.items() if k not in rundown}
-        check(len(pa) >= 2 and pa == pb,
-              "etl: equals replay: in every per-process figure (whole life)",
+        t.check("etl: equals replay: in every per-process figure (whole life)",
+              len(pa) >= 2 and pa == pb,
               {k: (pa.get(k), pb.get(k)) for k in set(pa) | set(pb) if pa.get(k) != pb.get(k)})
 
 
@@ -97,19 +89,19 @@ def real(tmp):
                 z.extract(inner, tmp)
                 path = os.path.join(tmp, inner)
         rc, out, err = cw("etl", "info", win_path(path), "--json", timeout=300)
-        if not check(rc == 0, f"etl info {name} under Wine", err[-400:]):
+        if not t.check(f"etl info {name} under Wine", rc == 0, err[-400:]):
             continue
         w = json.loads(out)
-        check(w["header"]["pointer_size"] in (4, 8) and w["file_stats"]["buffers"] > 0,
-              f"etl info {name}: a header and buffers", w.get("header"))
+        t.check(f"etl info {name}: a header and buffers",
+              w["header"]["pointer_size"] in (4, 8) and w["file_stats"]["buffers"] > 0, w.get("header"))
         if LINUX_BUILD:
             p = subprocess.run([os.path.join(LINUX_BUILD, "commitwatch"), "etl", "info", path,
                                 "--json"], capture_output=True, text=True, timeout=300)
-            if check(p.returncode == 0, f"etl info {name} on Linux", p.stderr[-400:]):
+            if t.check(f"etl info {name} on Linux", p.returncode == 0, p.stderr[-400:]):
                 lin = json.loads(p.stdout)
                 diff = sorted(k for k in set(w) | set(lin) if w.get(k) != lin.get(k)
                               and k not in ("file", "path"))
-                check(not diff, f"etl info {name}: Wine's report equals Linux's",
+                t.check(f"etl info {name}: Wine's report equals Linux's", not diff,
                       {k: (w.get(k), lin.get(k)) for k in diff[:3]})
 
 
@@ -120,8 +112,8 @@ def main():
         live(tmp)
         generated(tmp)
         real(tmp)
-    if failures:
-        print("test_win_etw: FAILED: " + "; ".join(failures))
+    if t.failures:
+        print("test_win_etw: FAILED: " + "; ".join(t.failures))
         return 1
     print("test_win_etw: every check held")
     return 0

@@ -32,18 +32,11 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 from cwtest import require  # noqa: E402
-from cwservice import free_port  # noqa: E402
+from cwservice import free_port, Checks  # noqa: E402
 import cwwine  # noqa: E402
 from cwwine import BUILD, MEMORYTESTAPP, SOURCE, PrivatePrefix, reg_values, run, sc_state, win_path  # noqa: E402
 
-failures = []
-
-
-def check(cond, what, detail=""):
-    print(("ok   " if cond else "FAIL ") + what + ("" if cond or not detail else f": {detail}"), flush=True)
-    if not cond:
-        failures.append(what)
-    return cond
+t = Checks()
 
 
 def wait_state(env, want, timeout=60):
@@ -90,76 +83,76 @@ def main():
             f.write(f"# the test's own\nsource = rundown\nlisten = 127.0.0.1:{port}\n")
 
         rc, out, err = run(["msiexec", "/i", win_path(msi), "/qn"], env=env, timeout=300)
-        check(rc == 0, "msiexec /i installs", out + err)
+        t.check("msiexec /i installs", rc == 0, out + err)
         prog = px.drive_c("Program Files", "commitwatch")
         for rel in ("commitwatch.exe", "web/index.html", "web/vendor/uplot/uPlot.esm.js",
                     "stacktags/windows.stacktags", "stacktags/linux.stacktags",
                     "tools/memorytestapp.exe"):
-            check(os.path.isfile(os.path.join(prog, *rel.split("/"))), "installed " + rel)
-        check(not os.path.exists(os.path.join(prog, "web", "package.json")), "no build files installed")
+            t.check("installed " + rel, os.path.isfile(os.path.join(prog, *rel.split("/"))))
+        t.check("no build files installed", not os.path.exists(os.path.join(prog, "web", "package.json")))
         conf = open(os.path.join(conf_dir, "commitwatch.conf")).read()
-        check(conf.startswith("# the test's own"), "the existing configuration is kept", conf[:200])
+        t.check("the existing configuration is kept", conf.startswith("# the test's own"), conf[:200])
 
-        check(wait_state(env, "RUNNING"), "the service runs after the install", sc_state(env))
+        t.check("the service runs after the install", wait_state(env, "RUNNING"), sc_state(env))
         svc = reg_values(r"HKLM\SYSTEM\CurrentControlSet\Services\commitwatch", env) or {}
         image = svc.get("ImagePath", ("", ""))[1]
-        check("run --config" in image and "--db" in image and "ProgramData" in image,
-              "the service runs commitwatch.exe run --config --db", svc)
-        check(svc.get("Start") == ("REG_DWORD", "0x2"), "automatic start", svc)
-        check(svc.get("ObjectName", ("", ""))[1] == "LocalSystem", "as LocalSystem", svc)
+        t.check("the service runs commitwatch.exe run --config --db",
+              "run --config" in image and "--db" in image and "ProgramData" in image, svc)
+        t.check("automatic start", svc.get("Start") == ("REG_DWORD", "0x2"), svc)
+        t.check("as LocalSystem", svc.get("ObjectName", ("", ""))[1] == "LocalSystem", svc)
         ev = reg_values(r"HKLM\SYSTEM\CurrentControlSet\Services\EventLog\Application\commitwatch", env) or {}
-        check("commitwatch.exe" in ev.get("EventMessageFile", ("", ""))[1] and "TypesSupported" in ev,
-              "the Event Log source is registered", ev)
+        t.check("the Event Log source is registered",
+              "commitwatch.exe" in ev.get("EventMessageFile", ("", ""))[1] and "TypesSupported" in ev, ev)
 
         h = wait_health(port, want=lambda h: h.get("ingest_done"))
-        check(h is not None and h["source"] == "rundown" and h["events_ingested"] > 0,
-              "/api/health answers: the rundown is stored", h)
+        t.check("/api/health answers: the rundown is stored",
+              h is not None and h["source"] == "rundown" and h["events_ingested"] > 0, h)
         first = h["first_bucket_ns"] if h else None
         st, body = get(f"http://127.0.0.1:{port}/")
-        check(st == 200 and b"commitwatch" in body, "the dashboard is served")
+        t.check("the dashboard is served", st == 200 and b"commitwatch" in body)
         st, _ = get(f"http://127.0.0.1:{port}/vendor/uplot/uPlot.esm.js")
-        check(st == 200, "with uPlot")
+        t.check("with uPlot", st == 200)
         log = open(os.path.join(conf_dir, "commitwatch.log"), errors="replace").read()
-        check("web root C:\\Program Files\\commitwatch\\web" in log, "from the installed web\\", log[-400:])
+        t.check("from the installed web\\", "web root C:\\Program Files\\commitwatch\\web" in log, log[-400:])
 
         # Upgrade in place: a newer MSI of the same UpgradeCode.
         newer = os.path.join(px.path + ".newer.msi")
         r = subprocess.run([os.path.join(SOURCE, "scripts", "build_msi.sh"), os.path.join(prog, "commitwatch.exe"),
                             "9.9.9", newer], capture_output=True, text=True, timeout=300, cwd=SOURCE)
-        check(r.returncode == 0, "a newer MSI builds", r.stderr[-400:])
+        t.check("a newer MSI builds", r.returncode == 0, r.stderr[-400:])
         rc, out, err = run(["C:\\Program Files\\commitwatch\\commitwatch.exe", "stop"], env=env)
-        check(rc == 0 and wait_state(env, "STOPPED"),
-              "commitwatch stop stops the service (before msiexec: Wine's does not wait)", out + err)
+        t.check("commitwatch stop stops the service (before msiexec: Wine's does not wait)",
+              rc == 0 and wait_state(env, "STOPPED"), out + err)
         rc, out, err = run(["msiexec", "/i", win_path(newer), "/qn"], env=env, timeout=300)
-        check(rc == 0, "msiexec /i of the newer MSI upgrades", out + err)
-        check(wait_state(env, "RUNNING"), "the service runs after the upgrade", sc_state(env))
+        t.check("msiexec /i of the newer MSI upgrades", rc == 0, out + err)
+        t.check("the service runs after the upgrade", wait_state(env, "RUNNING"), sc_state(env))
         rc, out, _ = run(["reg", "query", r"HKLM\Software\Microsoft\Windows\CurrentVersion\Uninstall"], env=env)
         keys = [l.strip() for l in out.splitlines() if "{" in l]
         products = [reg_values(k, env) or {} for k in keys]
         ours = [v for v in products if "commitwatch" in v.get("DisplayName", ("", ""))[1]]
-        check(len(ours) == 1 and ours[0].get("DisplayVersion", ("", ""))[1] == "9.9.9",
-              "one commitwatch product, the newer one", ours)
+        t.check("one commitwatch product, the newer one",
+              len(ours) == 1 and ours[0].get("DisplayVersion", ("", ""))[1] == "9.9.9", ours)
         h2 = wait_health(port, want=lambda h: h.get("ingest_done"))
-        check(h2 is not None and h2["first_bucket_ns"] == first, "the database is kept (its first bucket unchanged)",
+        t.check("the database is kept (its first bucket unchanged)", h2 is not None and h2["first_bucket_ns"] == first,
               (first, h2 and h2["first_bucket_ns"]))
         conf = open(os.path.join(conf_dir, "commitwatch.conf")).read()
-        check(conf.startswith("# the test's own"), "the configuration is kept by the upgrade")
+        t.check("the configuration is kept by the upgrade", conf.startswith("# the test's own"))
 
         # Uninstall.
         run(["sc", "stop", "commitwatch"], env=env)
-        check(wait_state(env, "STOPPED"), "the service stops before msiexec /x")
+        t.check("the service stops before msiexec /x", wait_state(env, "STOPPED"))
         rc, out, err = run(["msiexec", "/x", win_path(newer), "/qn"], env=env, timeout=300)
-        check(rc == 0, "msiexec /x uninstalls", out + err)
-        check(sc_state(env) is None, "the service is gone", sc_state(env))
-        check(not os.path.exists(prog), "the program's files are gone",
+        t.check("msiexec /x uninstalls", rc == 0, out + err)
+        t.check("the service is gone", sc_state(env) is None, sc_state(env))
+        t.check("the program's files are gone", not os.path.exists(prog),
               os.listdir(prog) if os.path.exists(prog) else "")
         ev = reg_values(r"HKLM\SYSTEM\CurrentControlSet\Services\EventLog\Application\commitwatch", env)
-        check(ev is None, "the Event Log source is gone", ev)
+        t.check("the Event Log source is gone", ev is None, ev)
         for f in ("commitwatch.conf", "commitwatch.db", "commitwatch.log"):
-            check(os.path.isfile(os.path.join(conf_dir, f)), f"%ProgramData%\\commitwatch\\{f} stays")
+            t.check(f"%ProgramData%\\commitwatch\\{f} stays", os.path.isfile(os.path.join(conf_dir, f)))
         os.remove(newer)
-    if failures:
-        print("test_win_msi: FAILED: " + "; ".join(failures))
+    if t.failures:
+        print("test_win_msi: FAILED: " + "; ".join(t.failures))
         return 1
     print("test_win_msi: every check held")
     return 0

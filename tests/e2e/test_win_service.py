@@ -35,23 +35,12 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 from cwtest import WaitTimeout, file_text, require, wait_until  # noqa: E402
-from cwservice import MTA, FIXTURES, KeptClient, free_port, require_fixture  # noqa: E402
+from cwservice import MTA, FIXTURES, KeptClient, free_port, require_fixture, Checks  # noqa: E402
 import cwwine  # noqa: E402
 from cwwine import BIN, LINUX_BUILD, SCCONTROL, cw, reg_values, run, sc_state, win_path  # noqa: E402
 import refmodel  # noqa: E402
 
-failures = []
-passed = 0
-
-
-def check(cond, what, detail=""):
-    global passed
-    print(("ok   " if cond else "FAIL ") + what + ("" if cond or not detail else f": {detail}"),
-          flush=True)
-    if cond:
-        passed += 1
-    else:
-        failures.append(what)
+t = Checks()
 
 
 require_fixture()
@@ -76,9 +65,9 @@ def check_wait(cond, timeout, what):
     try:
         v = wait_until(cond, timeout, what)
     except WaitTimeout as e:
-        check(False, what, str(e))
+        t.check(what, False, str(e))
         return None
-    check(True, what)
+    t.check(what, True)
     return v
 
 
@@ -87,9 +76,9 @@ def not_installed(px, when):
     the one sentence, nothing on stdout."""
     for cmd in ("start", "stop", "uninstall"):
         rc, out, err = cw(cmd, env=px.env)
-        check((rc, out, err) == (1, "", NOT_INSTALLED.format(cmd=cmd)),
-              f"{when}: {cmd} says the service is not installed (exit 1)", (rc, out, err))
-    check(sc_state(px.env) is None, f"{when}: sc query does not know the service")
+        t.check(f"{when}: {cmd} says the service is not installed (exit 1)",
+              (rc, out, err) == (1, "", NOT_INSTALLED.format(cmd=cmd)), (rc, out, err))
+    t.check(f"{when}: sc query does not know the service", sc_state(px.env) is None)
 
 
 def health(client):
@@ -124,35 +113,35 @@ def main():
         # The live ETW source is the default; Wine starts the session (a
         # fake one) but refuses to read it: the run says so and fails.
         rc, out, err = cw("run", "--db", os.path.join(scratch, "none.db"), "--no-http", env=px.env)
-        check(rc == 1 and "(OpenTrace) failed (error 5)" in err and "--source etl:FILE" in err
-              and "Traceback" not in err,
-              "run without --source: the ETW session cannot be read under Wine (OpenTrace, error "
-              "5, exit 1)", (rc, err))
+        t.check("run without --source: the ETW session cannot be read under Wine (OpenTrace, error "
+              "5, exit 1)",
+              rc == 1 and "(OpenTrace) failed (error 5)" in err and "--source etl:FILE" in err
+              and "Traceback" not in err, (rc, err))
 
         # ---- install
         rc, out, err = cw("install", env=px.env)
-        check(rc == 0, "install exits 0", (rc, err))
-        check(out == "installed the service commitwatch (automatic start, LocalSystem)\n"
+        t.check("install exits 0", rc == 0, (rc, err))
+        t.check("install says what it did",
+              out == "installed the service commitwatch (automatic start, LocalSystem)\n"
                      "registered the Event Log source commitwatch\n"
                      f"wrote {CONF} (default configuration)\n"
-                     f"database: {DB}; start it with `commitwatch start`\n",
-              "install says what it did", out)
-        check(sc_state(px.env) == "STOPPED", "sc query: installed, STOPPED",
+                     f"database: {DB}; start it with `commitwatch start`\n", out)
+        t.check("sc query: installed, STOPPED", sc_state(px.env) == "STOPPED",
               run(["sc", "query", "commitwatch"], env=px.env))
         v = reg_values(SVC_KEY, px.env) or {}
         want_image = f'"{exe}" run --config "{CONF}" --db "{DB}"'
-        check(v.get("ImagePath") == ("REG_SZ", want_image),
-              "registry: ImagePath runs `run --config ... --db ...`", v.get("ImagePath"))
-        check(v.get("Start") == ("REG_DWORD", "0x2"), "registry: Start = 2 (automatic)",
+        t.check("registry: ImagePath runs `run --config ... --db ...`",
+              v.get("ImagePath") == ("REG_SZ", want_image), v.get("ImagePath"))
+        t.check("registry: Start = 2 (automatic)", v.get("Start") == ("REG_DWORD", "0x2"),
               v.get("Start"))
-        check(v.get("ObjectName") == ("REG_SZ", "LocalSystem"), "registry: ObjectName LocalSystem",
+        t.check("registry: ObjectName LocalSystem", v.get("ObjectName") == ("REG_SZ", "LocalSystem"),
               v.get("ObjectName"))
-        check(v.get("Type") == ("REG_DWORD", "0x10"), "registry: Type = own process",
+        t.check("registry: Type = own process", v.get("Type") == ("REG_DWORD", "0x10"),
               v.get("Type"))
-        check(v.get("PreshutdownTimeout") == ("REG_DWORD", "0x7530"),
-              "registry: PreshutdownTimeout 30 s", v.get("PreshutdownTimeout"))
-        check(v.get("Description", ("", ""))[1].startswith("Watches every process commit"),
-              "registry: a description", v.get("Description"))
+        t.check("registry: PreshutdownTimeout 30 s",
+              v.get("PreshutdownTimeout") == ("REG_DWORD", "0x7530"), v.get("PreshutdownTimeout"))
+        t.check("registry: a description",
+              v.get("Description", ("", ""))[1].startswith("Watches every process commit"), v.get("Description"))
         # Recovery: restart after 5 s, 30 s, then 60 s; the count resets after
         # a day. Wine 8 stores no FailureActions (its services.exe FIXME
         # names the reset period it was given); Windows stores the
@@ -163,35 +152,35 @@ def main():
             raw = bytes.fromhex(re.sub(r"[^0-9a-fA-F]", "", v["FailureActions"][1]))
             acts = [int.from_bytes(raw[20 + 8 * i + k:24 + 8 * i + k], "little")
                     for i in range(3) for k in (0, 4)]
-            check(int.from_bytes(raw[:4], "little") == 86400 and acts == [1, 5000, 1, 30000, 1, 60000],
-                  "registry: FailureActions restarts after 5 s, 30 s, 60 s; reset after a day", raw.hex())
+            t.check("registry: FailureActions restarts after 5 s, 30 s, 60 s; reset after a day",
+                  int.from_bytes(raw[:4], "little") == 86400 and acts == [1, 5000, 1, 30000, 1, 60000], raw.hex())
         else:
-            check(fixme == ["period 86400 msg (null) cmd (null)"],
-                  "recovery: install set failure actions with a one-day reset (Wine 8 stores no "
-                  "FailureActions; its services.exe says what it was given)", fixme)
+            t.check("recovery: install set failure actions with a one-day reset (Wine 8 stores no "
+                  "FailureActions; its services.exe says what it was given)",
+                  fixme == ["period 86400 msg (null) cmd (null)"], fixme)
         e = reg_values(EVT_KEY, px.env) or {}
-        check(e.get("EventMessageFile") == ("REG_EXPAND_SZ", exe),
-              "registry: the Event Log source's EventMessageFile is commitwatch.exe", e)
-        check(e.get("TypesSupported") == ("REG_DWORD", "0x7"), "registry: TypesSupported = 7", e)
+        t.check("registry: the Event Log source's EventMessageFile is commitwatch.exe",
+              e.get("EventMessageFile") == ("REG_EXPAND_SZ", exe), e)
+        t.check("registry: TypesSupported = 7", e.get("TypesSupported") == ("REG_DWORD", "0x7"), e)
         rc, default_conf, err = cw("install", "--print-config", env=px.env)
         conf_text = file_text(host_conf).replace("\r\n", "\n")
-        check(rc == 0 and conf_text == default_conf and "listen = " in conf_text,
-              f"{CONF} holds the default configuration", conf_text[:200])
+        t.check(f"{CONF} holds the default configuration",
+              rc == 0 and conf_text == default_conf and "listen = " in conf_text, conf_text[:200])
 
         # ---- a second install
         rc, out, err = cw("install", env=px.env)
-        check((rc, out, err) == (1, "", "commitwatch install: creating the service failed (error "
+        t.check("a second install: already installed (exit 1)",
+              (rc, out, err) == (1, "", "commitwatch install: creating the service failed (error "
                                         "1073): the service is already installed; `commitwatch "
                                         "uninstall` first to reinstall it, or `commitwatch start` "
-                                        "it\n"),
-              "a second install: already installed (exit 1)", (rc, out, err))
-        check(file_text(host_conf).replace("\r\n", "\n") == default_conf,
-              "a second install leaves the configuration alone")
+                                        "it\n"), (rc, out, err))
+        t.check("a second install leaves the configuration alone",
+              file_text(host_conf).replace("\r\n", "\n") == default_conf)
 
         # The installed service reads the live ETW session by default: no
         # source line is active in the default configuration.
-        check(re.search(r"(?m)^source\s*=", default_conf) is None,
-              "the default configuration takes the live source (no source line)",
+        t.check("the default configuration takes the live source (no source line)",
+              re.search(r"(?m)^source\s*=", default_conf) is None,
               default_conf[-300:])
 
         # ---- configure and start
@@ -199,55 +188,55 @@ def main():
         conf = re.sub(r"(?m)^source = .*\n", "", default_conf)
         conf = re.sub(r"(?m)^# source = .*$", f"source = replay:{MTA}", conf)
         conf = re.sub(r"(?m)^listen = .*$", f"listen = 127.0.0.1:{port}", conf)
-        check(conf.count(MTA) == 1 and conf.count(str(port)) == 1,
-              "the configuration is edited (source, listen)", conf[:300])
+        t.check("the configuration is edited (source, listen)",
+              conf.count(MTA) == 1 and conf.count(str(port)) == 1, conf[:300])
         with open(host_conf, "w") as f:
             f.write(conf)
         rc, out, err = cw("start", env=px.env)
-        check((rc, out) == (0, "started commitwatch\n"), "start exits 0", (rc, out, err))
-        check(sc_state(px.env) == "RUNNING", "sc query: RUNNING")
+        t.check("start exits 0", (rc, out) == (0, "started commitwatch\n"), (rc, out, err))
+        t.check("sc query: RUNNING", sc_state(px.env) == "RUNNING")
         client = KeptClient(port)
         h = check_wait(lambda: (lambda x: x if x and x.get("ingest_done") else None)(health(client)),
                        60, f"the service answers /api/health on port {port} with its input stored") or {}
-        check(h.get("events_ingested") == len(EVENTS) and h.get("source") == f"replay:{MTA}"
-              and h.get("db_path") == DB,
-              f"/api/health: the {len(EVENTS)} events of the fixture, stored in {DB}", h)
-        check("commitwatch: info: ingesting from replay:" in file_text(host_log),
-              f"the service logs to {STATE}\\commitwatch.log", file_text(host_log)[-500:])
+        t.check(f"/api/health: the {len(EVENTS)} events of the fixture, stored in {DB}",
+              h.get("events_ingested") == len(EVENTS) and h.get("source") == f"replay:{MTA}"
+              and h.get("db_path") == DB, h)
+        t.check(f"the service logs to {STATE}\\commitwatch.log",
+              "commitwatch: info: ingesting from replay:" in file_text(host_log), file_text(host_log)[-500:])
 
         # A console run in a prefix where a service runs: the dispatcher's
         # connection attempt fails and it runs in front.
         rc, out, err = cw("run", "--source", f"replay:{MTA}", "--db",
                           os.path.join(scratch, "console.db"), "--no-http", env=px.env,
                           timeout=60)
-        check(rc == 0 and f"end of input: {len(EVENTS)} events stored" in err,
-              "a console `run` beside the running service runs in the console", (rc, err[-500:]))
+        t.check("a console `run` beside the running service runs in the console",
+              rc == 0 and f"end of input: {len(EVENTS)} events stored" in err, (rc, err[-500:]))
 
         # ---- PARAMCHANGE reloads the configuration
         with open(host_conf, "a") as f:
             f.write(f"stacktags = {WPA}\n")
         rc, out, err = run([SCCONTROL, "commitwatch", "paramchange"], env=px.env)
-        check(rc == 0, "PARAMCHANGE is accepted", (rc, out, err))
+        t.check("PARAMCHANGE is accepted", rc == 0, (rc, out, err))
         check_wait(lambda: f"reload requested: reloading {CONF}" in file_text(host_log), 30,
                    "PARAMCHANGE: the log says \"reload requested\"")
         tags = check_wait(lambda: (lambda t: t if t["rule_files"] == [WPA] else None)(
             client.get("/api/tags")[1]), 30, "PARAMCHANGE: /api/tags lists the rule file the "
                                          "configuration now names") or {}
-        check(tags.get("default_rules") is False, "PARAMCHANGE: the new rules are in force", tags)
+        t.check("PARAMCHANGE: the new rules are in force", tags.get("default_rules") is False, tags)
 
         client.close()
 
         # ---- stop: the database is closed cleanly
         rc, out, err = cw("stop", env=px.env)
-        check((rc, out) == (0, "stopped commitwatch\n"), "stop exits 0", (rc, out, err))
+        t.check("stop exits 0", (rc, out) == (0, "stopped commitwatch\n"), (rc, out, err))
         check_wait(lambda: sc_state(px.env) == "STOPPED", 60, "sc query says STOPPED")
-        check(sc_exit_codes(px) == (0, 0), "sc query: STOPPED with exit code 0",
+        t.check("sc query: STOPPED with exit code 0", sc_exit_codes(px) == (0, 0),
               sc_exit_codes(px))
         log = file_text(host_log)
-        check(f"stopped: {len(EVENTS)} events stored in {DB}" in log,
-              f"the log says \"stopped: {len(EVENTS)} events stored\"", log[-600:])
-        check(not os.path.exists(host_db + "-wal"),
-              "the database was closed (its write-ahead log checkpointed and removed)",
+        t.check(f"the log says \"stopped: {len(EVENTS)} events stored\"",
+              f"stopped: {len(EVENTS)} events stored in {DB}" in log, log[-600:])
+        t.check("the database was closed (its write-ahead log checkpointed and removed)",
+              not os.path.exists(host_db + "-wal"),
               os.listdir(host_state))
         con = sqlite3.connect(f"file:{host_db}?mode=ro", uri=True)
         try:
@@ -255,49 +244,49 @@ def main():
             procs = sorted(con.execute("SELECT pid, name FROM processes").fetchall())
         finally:
             con.close()
-        check(ok == [("ok",)], "the database passes PRAGMA integrity_check (opened read-only)", ok)
+        t.check("the database passes PRAGMA integrity_check (opened read-only)", ok == [("ok",)], ok)
         want = sorted({(ev["pid"], ev["name"]) for ev in EVENTS if ev["op"] == "process_start"})
-        check(procs == want, "the database holds the fixture's processes", (procs, want))
+        t.check("the database holds the fixture's processes", procs == want, (procs, want))
         if LINUX_BUILD:
             p = subprocess.run([os.path.join(LINUX_BUILD, "commitwatch"), "analyze", "--db",
                                 host_db, "--json"], capture_output=True, text=True, timeout=60)
             mta = [x for x in json.loads(p.stdout or "{}").get("processes", [])
                    if x["name"] == "MemoryTestApp.exe"]
-            check(p.returncode == 0 and len(mta) == 1 and mta[0]["size_bytes"] == 132120576
+            t.check("the Linux build's analyze --db reads it: MemoryTestApp.exe's Size and Count",
+                  p.returncode == 0 and len(mta) == 1 and mta[0]["size_bytes"] == 132120576
                   and mta[0]["commit_count"] == 22,
-                  "the Linux build's analyze --db reads it: MemoryTestApp.exe's Size and Count",
                   (p.returncode, p.stderr, mta))
 
         # ---- uninstall
         rc, out, err = cw("uninstall", env=px.env)
-        check((rc, out, err) == (0, f"removed the service commitwatch (kept {STATE})\n", ""),
-              "uninstall exits 0", (rc, out, err))
-        check(reg_values(SVC_KEY, px.env) is None, "uninstall removes the service's key")
-        check(reg_values(EVT_KEY, px.env) is None, "uninstall removes the Event Log source")
-        check(all(os.path.isfile(p) for p in (host_conf, host_db, host_log)),
-              f"uninstall keeps {STATE} (configuration, database, log)", os.listdir(host_state))
+        t.check("uninstall exits 0",
+              (rc, out, err) == (0, f"removed the service commitwatch (kept {STATE})\n", ""), (rc, out, err))
+        t.check("uninstall removes the service's key", reg_values(SVC_KEY, px.env) is None)
+        t.check("uninstall removes the Event Log source", reg_values(EVT_KEY, px.env) is None)
+        t.check(f"uninstall keeps {STATE} (configuration, database, log)",
+              all(os.path.isfile(p) for p in (host_conf, host_db, host_log)), os.listdir(host_state))
         not_installed(px, "after uninstall")
 
         # ---- uninstall of a running service stops it first
         os.remove(host_db)
         rc, out, err = cw("install", env=px.env)
-        check(rc == 0 and f"kept {CONF}\n" in out, "install again keeps the configuration",
+        t.check("install again keeps the configuration", rc == 0 and f"kept {CONF}\n" in out,
               (rc, out, err))
         rc, out, err = cw("start", env=px.env)
-        check(rc == 0 and sc_state(px.env) == "RUNNING", "start again", (rc, out, err))
+        t.check("start again", rc == 0 and sc_state(px.env) == "RUNNING", (rc, out, err))
         rc, out, err = cw("uninstall", env=px.env)
-        check((rc, out) == (0, f"stopped commitwatch\nremoved the service commitwatch (kept "
-                               f"{STATE})\n"), "uninstall of a running service stops it, then "
-                                               "removes it", (rc, out, err))
-        check(sc_state(px.env) is None and reg_values(SVC_KEY, px.env) is None,
-              "the running service is gone")
-        check(file_text(host_log).count("stopped: ") == 2, "it stopped cleanly (the log says so)",
+        t.check("uninstall of a running service stops it, then "
+                                               "removes it", (rc, out) == (0, f"stopped commitwatch\nremoved the service commitwatch (kept "
+                               f"{STATE})\n"), (rc, out, err))
+        t.check("the running service is gone",
+              sc_state(px.env) is None and reg_values(SVC_KEY, px.env) is None)
+        t.check("it stopped cleanly (the log says so)", file_text(host_log).count("stopped: ") == 2,
               file_text(host_log)[-400:])
         shutil.rmtree(scratch, ignore_errors=True)
 
-    print(f"test_win_service: {passed} passed, {len(failures)} failed"
-          + (": " + "; ".join(failures) if failures else ""))
-    return 1 if failures else 0
+    print(f"test_win_service: {t.passed} passed, {t.failed} failed"
+          + (": " + "; ".join(t.failures) if t.failures else ""))
+    return 1 if t.failures else 0
 
 
 if __name__ == "__main__":
