@@ -45,9 +45,9 @@ STD_HEADERS = {
 # Third-party headers, and the stages (folders) allowed to use them.
 LIB_HEADERS = {
     "expat.h": {"stacks"},
-    "cjson/cJSON.h": {"analysis", "http", "app", "cli"},
+    "cjson/cJSON.h": {"analysis", "alerts", "notify", "http", "app", "cli"},
     "sqlite3.h": {"store"},
-    "civetweb.h": {"http"},
+    "civetweb.h": {"http", "notify"},
 }
 OS_FOLDERS = ("platform/", "sources/perf/", "sources/etw/")
 PLATFORM_MACROS = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif)\b.*\b(_WIN32|_WIN64|__linux__|__APPLE__|__unix__)\b")

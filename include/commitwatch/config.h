@@ -10,6 +10,7 @@
 #ifndef COMMITWATCH_CONFIG_H
 #define COMMITWATCH_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,6 +31,22 @@ typedef struct cw_config {
     char *images;    /* etl source: folder of the trace's images; NULL = none */
     char *symbol_path; /* etw source: DbgHelp's symbol path; NULL = _NT_SYMBOL_PATH */
     cw_store_opts_t store;
+    /* Alerts (docs/ALERTS.md). */
+    char **alert_rules; /* rule files, repeatable */
+    size_t nalert_rules, alert_rules_cap;
+    bool alert_default_rules;     /* load the shipped default rules too */
+    int64_t alert_interval_ns;    /* evaluation interval */
+    int64_t alert_step_ns;        /* resolution of the series the engine keeps */
+    int64_t alert_resend_ns;      /* re-send firing alerts to Alertmanager this often */
+    int64_t alert_repeat_ns;      /* other channels: repeat a firing alert this often */
+    uint64_t alert_rate_limit;    /* notifications per minute per channel */
+    uint64_t alert_retries;       /* webhook / Alertmanager attempts per notification */
+    char *alertmanager_url;       /* "http://127.0.0.1:9093"; NULL = none */
+    char *webhook_url;            /* NULL = none */
+    char *alert_exec;             /* program run with the alert JSON on stdin; NULL = none */
+    int64_t alert_exec_timeout_ns;
+    char *alert_log;              /* "auto" (journald, else syslog; Windows: Event Log), "no" */
+    char *external_url;           /* base of generatorURL links; NULL = http://LISTEN */
 } cw_config_t;
 
 /* Defaults (strings owned by c). 0 or CW_ENOMEM. */

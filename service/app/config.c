@@ -8,39 +8,68 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { T_STRING, T_LIST, T_DURATION, T_SIZE } key_type_t;
+typedef enum { T_STRING, T_LIST, T_DURATION, T_SIZE, T_BOOL, T_UINT } key_type_t;
 
 typedef struct key_def {
     const char *key;
     key_type_t type;
     size_t offset;
-    const char *def; /* default, or NULL */
+    size_t count_offset; /* T_LIST: the size_t count; its capacity follows it */
+    const char *def;     /* default, or NULL */
     const char *help;
 } key_def_t;
 
 #define OFF(f) offsetof(cw_config_t, f)
 
 static const key_def_t keys[] = {
-    {"db", T_STRING, OFF(db), "commitwatch.db", "the SQLite database file"},
-    {"source", T_STRING, OFF(source), NULL, "perf (Linux), etw (Windows) or replay:PATH"},
-    {"listen", T_STRING, OFF(listen), "127.0.0.1:8470",
+    {"db", T_STRING, OFF(db), 0, "commitwatch.db", "the SQLite database file"},
+    {"source", T_STRING, OFF(source), 0, NULL, "perf (Linux), etw (Windows) or replay:PATH"},
+    {"listen", T_STRING, OFF(listen), 0, "127.0.0.1:8470",
      "HTTP address:port of the API and dashboard"},
-    {"token", T_STRING, OFF(token), NULL, "token required by state-changing API calls"},
-    {"access_log", T_STRING, OFF(access_log), NULL, "HTTP access log file"},
-    {"web_root", T_STRING, OFF(web_root), NULL, "folder of the dashboard's files"},
-    {"stacktags", T_LIST, OFF(stacktags), NULL, "a stack-tag rule file (repeatable)"},
-    {"images", T_STRING, OFF(images), NULL,
+    {"token", T_STRING, OFF(token), 0, NULL, "token required by state-changing API calls"},
+    {"access_log", T_STRING, OFF(access_log), 0, NULL, "HTTP access log file"},
+    {"web_root", T_STRING, OFF(web_root), 0, NULL, "folder of the dashboard's files"},
+    {"stacktags", T_LIST, OFF(stacktags), OFF(nstacktags), NULL, "a stack-tag rule file (repeatable)"},
+    {"images", T_STRING, OFF(images), 0, NULL,
      "etl source: a folder of copies of the trace's DLLs/EXEs whose exports name frames"},
-    {"symbol_path", T_STRING, OFF(symbol_path), NULL,
+    {"symbol_path", T_STRING, OFF(symbol_path), 0, NULL,
      "etw source: DbgHelp symbol path for PDBs (default _NT_SYMBOL_PATH; none: exports)"},
-    {"log_level", T_STRING, OFF(log_level), "info", "debug, info, warning or error"},
-    {"retention_raw", T_DURATION, OFF(store.retention_ns[0]), "26h",
+    {"log_level", T_STRING, OFF(log_level), 0, "info", "debug, info, warning or error"},
+    {"retention_raw", T_DURATION, OFF(store.retention_ns[0]), 0, "26h",
      "how long 1 s buckets are kept"},
-    {"retention_minute", T_DURATION, OFF(store.retention_ns[1]), "35d",
+    {"retention_minute", T_DURATION, OFF(store.retention_ns[1]), 0, "35d",
      "how long 1 min buckets are kept"},
-    {"retention_hour", T_DURATION, OFF(store.retention_ns[2]), "400d",
+    {"retention_hour", T_DURATION, OFF(store.retention_ns[2]), 0, "400d",
      "how long 1 h buckets are kept (0 = forever)"},
-    {"size_cap", T_SIZE, OFF(store.size_cap_bytes), "2GiB", "largest database file (0 = no cap)"},
+    {"size_cap", T_SIZE, OFF(store.size_cap_bytes), 0, "2GiB", "largest database file (0 = no cap)"},
+    {"alert_rules", T_LIST, OFF(alert_rules), OFF(nalert_rules), NULL,
+     "an alert rules file (repeatable; docs/ALERTS.md)"},
+    {"alert_default_rules", T_BOOL, OFF(alert_default_rules), 0, "yes",
+     "also load the shipped default alert rules (likely leak, time to the commit limit)"},
+    {"alert_interval", T_DURATION, OFF(alert_interval_ns), 0, "10s",
+     "how often alert rules are evaluated over the stored buckets"},
+    {"alert_step", T_DURATION, OFF(alert_step_ns), 0, "1m",
+     "resolution of the series alert rules see (a multiple of 1s)"},
+    {"alert_resend", T_DURATION, OFF(alert_resend_ns), 0, "1m",
+     "re-send firing alerts to Alertmanager this often"},
+    {"alert_repeat_interval", T_DURATION, OFF(alert_repeat_ns), 0, "4h",
+     "webhook, exec and log: repeat a still-firing alert this often"},
+    {"alert_rate_limit", T_UINT, OFF(alert_rate_limit), 0, "60",
+     "most notifications per minute per channel; more are dropped and counted"},
+    {"alert_retries", T_UINT, OFF(alert_retries), 0, "5",
+     "attempts per notification to Alertmanager or the webhook (backoff between)"},
+    {"alertmanager_url", T_STRING, OFF(alertmanager_url), 0, NULL,
+     "Prometheus Alertmanager to push alerts to, e.g. http://127.0.0.1:9093"},
+    {"webhook_url", T_STRING, OFF(webhook_url), 0, NULL,
+     "URL that receives alerts in Alertmanager's webhook format"},
+    {"alert_exec", T_STRING, OFF(alert_exec), 0, NULL,
+     "program run per alert with its JSON on stdin (no shell)"},
+    {"alert_exec_timeout", T_DURATION, OFF(alert_exec_timeout_ns), 0, "10s",
+     "alert_exec is killed after this long"},
+    {"alert_log", T_STRING, OFF(alert_log), 0, "auto",
+     "alerts to the system log: auto (journald, else syslog; Windows: Event Log) or no"},
+    {"external_url", T_STRING, OFF(external_url), 0, NULL,
+     "the dashboard's address in alert links (default http://LISTEN)"},
 };
 
 int cw_parse_duration(const char *s, int64_t *ns)
@@ -112,10 +141,29 @@ static int set_value(cw_config_t *c, const key_def_t *k, const char *v)
     }
     case T_LIST: {
         char ***list = (char ***)(base + k->offset);
-        size_t *n = &c->nstacktags; /* the only list key */
-        if (CW_RESERVE(*list, c->stacktags_cap, *n + 1) || !((*list)[*n] = cw_strdup(v)))
-            return CW_ENOMEM;
+        size_t *n = (size_t *)(base + k->count_offset), *cap = n + 1;
+        if (CW_RESERVE(*list, *cap, *n + 1) || !((*list)[*n] = cw_strdup(v))) return CW_ENOMEM;
         (*n)++;
+        return 0;
+    }
+    case T_BOOL: {
+        bool *b = (bool *)(base + k->offset);
+        if (!strcmp(v, "yes") || !strcmp(v, "true") || !strcmp(v, "on") || !strcmp(v, "1"))
+            *b = true;
+        else if (!strcmp(v, "no") || !strcmp(v, "false") || !strcmp(v, "off") || !strcmp(v, "0"))
+            *b = false;
+        else
+            return CW_EINVAL;
+        return 0;
+    }
+    case T_UINT: {
+        uint64_t *u = (uint64_t *)(base + k->offset);
+        char *end;
+        errno = 0;
+        if (*v == '-' || !*v) return CW_EINVAL;
+        unsigned long long x = strtoull(v, &end, 10);
+        if (errno || *end) return CW_EINVAL;
+        *u = x;
         return 0;
     }
     case T_DURATION:
@@ -151,6 +199,14 @@ void cw_config_free(cw_config_t *c)
     for (size_t i = 0; i < c->nstacktags; i++)
         free(c->stacktags[i]);
     free(c->stacktags);
+    for (size_t i = 0; i < c->nalert_rules; i++)
+        free(c->alert_rules[i]);
+    free(c->alert_rules);
+    free(c->alertmanager_url);
+    free(c->webhook_url);
+    free(c->alert_exec);
+    free(c->alert_log);
+    free(c->external_url);
     memset(c, 0, sizeof *c);
 }
 
