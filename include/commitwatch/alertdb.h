@@ -68,15 +68,81 @@ void cw_alert_tr_row_clear(cw_alert_tr_row_t *r);
 void cw_silence_row_clear(cw_silence_row_t *r);
 void cw_notify_row_clear(cw_notify_row_t *r);
 
-/* ---- the engine's side (store_alerts.c) ----------------------------------- */
-/* Declared by the engine's work: loading every non-inactive series at
- * start, saving the changed series and the evaluation's transitions in one
- * transaction (assigning ids), the evaluated-up-to instant (meta). */
+/* ---- the engine's side -------------------------------------------------- */
 
-/* ---- silences (store_alerts_api.c) ---------------------------------------- */
+/* Every series row whose state is not inactive (the engine's state to
+ * resume after a restart). *out (free each with cw_alert_row_clear, then
+ * the array) and *n. 0, CW_ENOMEM or CW_EDB. */
+int cw_store_alert_active(cw_store_t *s, cw_alert_row_t **out, size_t *n, cw_diag_t *d);
 
-/* ---- the API's reads (store_alerts_api.c) --------------------------------- */
+/* One evaluation's changes in one transaction: each row of rows is
+ * inserted (id 0: rows[i].id receives the new id) or updated (by id);
+ * then each transition is inserted with its series id taken from
+ * rows[tr_row[i]].id when tr[i].series is 0 (tr[i].id receives the new
+ * id); then meta "alert_evaluated_ns" = eval_ns. 0 or CW_EDB (nothing of
+ * it stored). */
+int cw_store_alert_save(cw_store_t *s, cw_alert_row_t *rows, size_t nrows, cw_alert_tr_row_t *tr,
+                        const size_t *tr_row, size_t ntr, int64_t eval_ns, cw_diag_t *d);
 
-/* ---- notification attempts (store_alerts_api.c) --------------------------- */
+/* The instant evaluated last (meta "alert_evaluated_ns"); CW_TS_NEVER when
+ * none. 0 or CW_EDB. */
+int cw_store_alert_evaluated(cw_store_t *s, int64_t *eval_ns, cw_diag_t *d);
+
+/* The rules in force, as the API shows them and a backtest re-parses
+ * them: meta "alert_rules", a JSON array of {"name", "file", "line",
+ * "hash", "text"} (text: the rule's section, its `[rule NAME]` line
+ * included). Written by the engine on start and on every reload. */
+int cw_store_alert_rules_set(cw_store_t *s, const char *json, cw_diag_t *d);
+/* *json malloc'd; NULL when none was stored. */
+int cw_store_alert_rules_get(cw_store_t *s, char **json, cw_diag_t *d);
+
+/* ---- silences ------------------------------------------------------------- */
+
+/* Inserts r (r->id receives the id). 0, CW_EDB. */
+int cw_store_silence_add(cw_store_t *s, cw_silence_row_t *r, cw_diag_t *d);
+/* Expires silence id at now_ns (deleted_ns). 0, CW_ENOENT, CW_EDB. */
+int cw_store_silence_delete(cw_store_t *s, int64_t id, int64_t now_ns, cw_diag_t *d);
+/* Silences, newest first; active_at != CW_TS_NEVER keeps those active at
+ * that instant (starts <= t < ends, not deleted before t). */
+int cw_store_silences(cw_store_t *s, int64_t active_at, cw_silence_row_t **out, size_t *n,
+                      cw_diag_t *d);
+void cw_silence_rows_free(cw_silence_row_t *v, size_t n);
+
+/* ---- the API's reads ------------------------------------------------------ */
+
+typedef struct cw_alert_filter {
+    int min_state;      /* rows with state >= this (1: pending and firing) */
+    int severity;       /* -1 = any */
+    const char *rule;   /* NULL = any; exact */
+    const char *process; /* NULL = any; glob */
+    const char *tag;    /* NULL = any; exact */
+    size_t limit;       /* 0 = 1000 */
+} cw_alert_filter_t;
+
+/* Series rows matching f, firing first, then by severity, then newest. */
+int cw_store_alerts(cw_store_t *s, const cw_alert_filter_t *f, cw_alert_row_t **out, size_t *n,
+                    cw_diag_t *d);
+void cw_alert_rows_free(cw_alert_row_t *v, size_t n);
+/* One series row. 0, CW_ENOENT, CW_EDB. */
+int cw_store_alert_get(cw_store_t *s, int64_t id, cw_alert_row_t *out, cw_diag_t *d);
+/* Transitions of series (0 = all) in [from, to), newest first, at most
+ * limit (0 = 1000). */
+int cw_store_alert_transitions(cw_store_t *s, int64_t series, int64_t from_ns, int64_t to_ns,
+                               size_t limit, cw_alert_tr_row_t **out, size_t *n, cw_diag_t *d);
+void cw_alert_tr_rows_free(cw_alert_tr_row_t *v, size_t n);
+
+/* ---- notification attempts ------------------------------------------------ */
+
+/* Inserts attempts (ids assigned). 0, CW_EDB. */
+int cw_store_notify_add(cw_store_t *s, cw_notify_row_t *v, size_t n, cw_diag_t *d);
+
+typedef struct cw_notify_count {
+    char *channel, *result; /* owned */
+    uint64_t count;
+} cw_notify_count_t;
+
+/* Attempts counted by channel and result, over everything stored. */
+int cw_store_notify_counts(cw_store_t *s, cw_notify_count_t **out, size_t *n, cw_diag_t *d);
+void cw_notify_counts_free(cw_notify_count_t *v, size_t n);
 
 #endif
