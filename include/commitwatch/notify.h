@@ -22,4 +22,30 @@
 cw_alert_notice_t *cw_alert_notice_copy(const cw_alert_notice_t *n);
 void cw_alert_notice_free(cw_alert_notice_t *n); /* a copy's; accepts NULL */
 
+typedef struct cw_notify_opts {
+    const char *db_path;          /* attempts are recorded here (own handle) */
+    const char *alertmanager_url; /* NULL = none */
+    const char *webhook_url;      /* NULL = none */
+    const char *exec_path;        /* NULL = none */
+    int64_t exec_timeout_ns;
+    const char *log;              /* "auto", "journald", "syslog", "eventlog", "no"; NULL = auto */
+    int64_t repeat_ns;            /* webhook, exec, log: a firing alert at most this often */
+    uint64_t rate_limit;          /* per channel per minute; 0 = unlimited */
+    unsigned retries;             /* attempts per notification (HTTP channels) */
+} cw_notify_opts_t;
+
+typedef struct cw_notifier cw_notifier_t;
+
+/* Starts the delivery thread(s) for the channels o names (strings copied).
+ * 0, or CW_EINVAL (a bad URL, an exec path that is not an executable
+ * file: d says which) / CW_ENOMEM / CW_EIO. */
+int cw_notifier_start(const cw_notify_opts_t *o, cw_notifier_t **out, cw_diag_t *d);
+/* Queues copies of v for every channel; never blocks on a receiver (a full
+ * queue drops the oldest and counts it). Matches the engine's on_notices
+ * (ctx = the notifier). Any thread. */
+void cw_notifier_submit(void *notifier, const cw_alert_notice_t *v, size_t n);
+/* Delivers what is queued (bounded by the retries' backoff, at most
+ * timeout_ns), stops the threads, frees n. Accepts NULL. */
+void cw_notifier_stop(cw_notifier_t *n, int64_t timeout_ns);
+
 #endif
