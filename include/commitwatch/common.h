@@ -50,6 +50,12 @@ int cw_reserve_zeroed(void *items, size_t *cap, size_t need, size_t elem);
 #define CW_RESERVE_ZEROED(v, cap, need)                                                            \
     ((size_t)(need) <= (cap) ? 0 : cw_reserve_zeroed(&(v), &(cap), (need), sizeof *(v)))
 
+/* Values of the configuration and of the alert rules (service/base/units.c).
+ * "90s", "15m", "26h", "35d", "500ms" or plain nanoseconds -> ns. 0 or -1. */
+int cw_parse_duration(const char *s, int64_t *ns);
+/* "512MiB", "2GiB", "1GB", "4096" -> bytes. 0 or -1. */
+int cw_parse_size(const char *s, uint64_t *bytes);
+
 /* Copies src into dst[size] truncating, always NUL-terminated when
  * size > 0. Returns strlen(src) (>= size means truncated). */
 size_t cw_strlcpy(char *dst, const char *src, size_t size);
