@@ -291,7 +291,9 @@ typedef struct cw_alert_transition {
     double ttl_s;        /* time to limit at the median slope; INFINITY / NAN */
     const char *reason;  /* static: "condition", "for elapsed", "severity rose",
                             "severity fell", "resolved", "process exited",
-                            "condition false" (pending -> inactive) */
+                            "condition false" (pending -> inactive), "tracking ended"
+                            (an instance's tracking ended and later data came:
+                            a restart), "rule removed" (or changed, on a reload) */
 } cw_alert_transition_t;
 
 typedef struct cw_alert_engine cw_alert_engine_t;
@@ -305,6 +307,10 @@ typedef struct cw_alert_engine_opts {
     void (*on_notices)(void *ctx, const cw_alert_notice_t *v, size_t n);
     void *ctx;
     const char *generator_url;  /* base of the dashboard link; NULL = none */
+    int64_t resend_ns;          /* firing alerts are notified again this often; 0 = 1 min */
+    /* The service's store settings (retention, cap): the engine's read-write
+     * handle is opened with them, as opening writes them. NULL = defaults. */
+    const cw_store_opts_t *store_opts;
 } cw_alert_engine_opts_t;
 
 /* Starts the engine thread over rules (copied). 0, or CW_E* with d. */
