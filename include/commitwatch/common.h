@@ -50,6 +50,16 @@ int cw_reserve_zeroed(void *items, size_t *cap, size_t need, size_t elem);
 #define CW_RESERVE_ZEROED(v, cap, need)                                                            \
     ((size_t)(need) <= (cap) ? 0 : cw_reserve_zeroed(&(v), &(cap), (need), sizeof *(v)))
 
+/* Unix ns as a proleptic Gregorian UTC date and time (H. Hinnant's
+ * civil_from_days): computed here because gmtime differs between the C
+ * libraries (and MinGW has no gmtime_r). nsec is 0..999999999. Pure. */
+typedef struct cw_utc {
+    int64_t year;
+    int month, day, hour, min, sec;
+    int64_t nsec;
+} cw_utc_t;
+void cw_utc_from_ns(int64_t ns, cw_utc_t *out);
+
 /* Copies src into dst[size] truncating, always NUL-terminated when
  * size > 0. Returns strlen(src) (>= size means truncated). */
 size_t cw_strlcpy(char *dst, const char *src, size_t size);
