@@ -56,6 +56,16 @@ int cw_parse_duration(const char *s, int64_t *ns);
 /* "512MiB", "2GiB", "1GB", "4096" -> bytes. 0 or -1. */
 int cw_parse_size(const char *s, uint64_t *bytes);
 
+/* Unix ns as a proleptic Gregorian UTC date and time (H. Hinnant's
+ * civil_from_days): computed here because gmtime differs between the C
+ * libraries (and MinGW has no gmtime_r). nsec is 0..999999999. Pure. */
+typedef struct cw_utc {
+    int64_t year;
+    int month, day, hour, min, sec;
+    int64_t nsec;
+} cw_utc_t;
+void cw_utc_from_ns(int64_t ns, cw_utc_t *out);
+
 /* Copies src into dst[size] truncating, always NUL-terminated when
  * size > 0. Returns strlen(src) (>= size means truncated). */
 size_t cw_strlcpy(char *dst, const char *src, size_t size);
