@@ -2,6 +2,7 @@
  * string copies. */
 #include "commitwatch/common.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,4 +65,14 @@ char *cw_strndup(const char *s, size_t n)
 char *cw_strdup(const char *s)
 {
     return s ? cw_strndup(s, strlen(s)) : NULL;
+}
+
+char *cw_strtrim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1]))
+        *--e = '\0';
+    return s;
 }
