@@ -69,6 +69,9 @@ void cw_utc_from_ns(int64_t ns, cw_utc_t *out);
 /* Copies src into dst[size] truncating, always NUL-terminated when
  * size > 0. Returns strlen(src) (>= size means truncated). */
 size_t cw_strlcpy(char *dst, const char *src, size_t size);
+/* Cuts the blanks (isspace) at the end of s in place and returns s past
+ * those at its start. */
+char *cw_strtrim(char *s);
 /* malloc'd copy of s, or of its first n bytes; NULL on ENOMEM (or s NULL). */
 char *cw_strdup(const char *s);
 char *cw_strndup(const char *s, size_t n);

@@ -155,16 +155,6 @@ void cw_config_free(cw_config_t *c)
     memset(c, 0, sizeof *c);
 }
 
-static char *trim(char *s)
-{
-    while (isspace((unsigned char)*s))
-        s++;
-    char *e = s + strlen(s);
-    while (e > s && isspace((unsigned char)e[-1]))
-        *--e = '\0';
-    return s;
-}
-
 int cw_config_load(cw_config_t *c, const char *path, FILE *warn, cw_diag_t *d)
 {
     FILE *f = fopen(path, "r");
@@ -178,7 +168,7 @@ int cw_config_load(cw_config_t *c, const char *path, FILE *warn, cw_diag_t *d)
         lineno++;
         char *hash = strchr(line, '#');
         if (hash) *hash = '\0';
-        char *s = trim(line);
+        char *s = cw_strtrim(line);
         if (!*s) continue;
         char *eq = strchr(s, '=');
         if (!eq) {
@@ -186,7 +176,7 @@ int cw_config_load(cw_config_t *c, const char *path, FILE *warn, cw_diag_t *d)
             break;
         }
         *eq = '\0';
-        char *key = trim(s), *val = trim(eq + 1);
+        char *key = cw_strtrim(s), *val = cw_strtrim(eq + 1);
         const key_def_t *k = NULL;
         for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
             if (strcmp(keys[i].key, key) == 0) k = &keys[i];

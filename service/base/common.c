@@ -2,6 +2,7 @@
  * string copies. */
 #include "commitwatch/common.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,4 +90,14 @@ void cw_utc_from_ns(int64_t ns, cw_utc_t *out)
     out->min = (int)(sod / 60 % 60);
     out->sec = (int)(sod % 60);
     out->nsec = frac;
+}
+
+char *cw_strtrim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1]))
+        *--e = '\0';
+    return s;
 }
