@@ -76,9 +76,9 @@ int cw__http_post(const cw__url_t *u, const char *suffix, const char *body, int6
     int rc = -1;
     if (mg_printf(c,
                   "POST %s%s HTTP/1.1\r\nHost: %s:%d\r\nUser-Agent: commitwatch/" CW_VERSION
-                  "\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                  "\r\nContent-Type: application/json\r\nContent-Length: %llu\r\n"
                   "Connection: close\r\n\r\n",
-                  path, suffix, u->host, u->port, len) <= 0 ||
+                  path, suffix, u->host, u->port, (unsigned long long)len) <= 0 ||
         mg_write(c, body, len) != (int)len) {
         snprintf(detail, dlen, "sending to %s:%d failed", u->host, u->port);
         goto done;
