@@ -4,8 +4,9 @@
  * Stage: store (the SQL is the store's). The rows are plain C, with no
  * type of the alerts stage above: states and severities are the integers
  * of alerts.h (0 inactive, 1 pending, 2 firing; 0 none, 1 warning,
- * 2 critical); times are ns since the Unix epoch, CW_TS_NEVER (INT64_MIN)
- * for SQL NULL; doubles NAN for NULL.
+ * 2 critical); times are ns since the Unix epoch, CW_TS_NEVER (event.h,
+ * INT64_MAX) for SQL NULL (INT64_MIN is taken as NULL too when writing);
+ * doubles NAN for NULL; proc and pid 0 for NULL.
  *
  * Writers: the alert engine's thread (series, transitions), the notifier
  * (attempts) and the HTTP API (silences), each on its own read-write
@@ -79,14 +80,21 @@ int cw_store_alert_active(cw_store_t *s, cw_alert_row_t **out, size_t *n, cw_dia
  * inserted (id 0: rows[i].id receives the new id) or updated (by id);
  * then each transition is inserted with its series id taken from
  * rows[tr_row[i]].id when tr[i].series is 0 (tr[i].id receives the new
- * id); then meta "alert_evaluated_ns" = eval_ns. 0 or CW_EDB (nothing of
- * it stored). */
+ * id); then meta "alert_evaluated_ns" = eval_ns and meta
+ * "alert_evaluations" += 1 (call it once per evaluated instant, with or
+ * without changes: /metrics counts evaluations so). A row with id 0 whose
+ * (rule, key) is stored already (a series active again) updates that row
+ * and receives its id. 0 or CW_EDB (nothing of it stored; ids as they
+ * were). */
 int cw_store_alert_save(cw_store_t *s, cw_alert_row_t *rows, size_t nrows, cw_alert_tr_row_t *tr,
                         const size_t *tr_row, size_t ntr, int64_t eval_ns, cw_diag_t *d);
 
 /* The instant evaluated last (meta "alert_evaluated_ns"); CW_TS_NEVER when
  * none. 0 or CW_EDB. */
 int cw_store_alert_evaluated(cw_store_t *s, int64_t *eval_ns, cw_diag_t *d);
+/* Evaluations saved so far (meta "alert_evaluations"; 0 when none). 0 or
+ * CW_EDB. */
+int cw_store_alert_evaluations(cw_store_t *s, uint64_t *n, cw_diag_t *d);
 
 /* The rules in force, as the API shows them and a backtest re-parses
  * them: meta "alert_rules", a JSON array of {"name", "file", "line",
@@ -98,9 +106,11 @@ int cw_store_alert_rules_get(cw_store_t *s, char **json, cw_diag_t *d);
 
 /* ---- silences ------------------------------------------------------------- */
 
-/* Inserts r (r->id receives the id). 0, CW_EDB. */
+/* Inserts r (r->id receives the id; deleted_ns is not written). 0,
+ * CW_EINVAL (matchers, created_by or comment NULL), CW_EDB. */
 int cw_store_silence_add(cw_store_t *s, cw_silence_row_t *r, cw_diag_t *d);
-/* Expires silence id at now_ns (deleted_ns). 0, CW_ENOENT, CW_EDB. */
+/* Expires silence id at now_ns (deleted_ns; a second call keeps the
+ * first instant). 0, CW_ENOENT, CW_EDB. */
 int cw_store_silence_delete(cw_store_t *s, int64_t id, int64_t now_ns, cw_diag_t *d);
 /* Silences, newest first; active_at != CW_TS_NEVER keeps those active at
  * that instant (starts <= t < ends, not deleted before t). */
@@ -112,9 +122,10 @@ void cw_silence_rows_free(cw_silence_row_t *v, size_t n);
 
 typedef struct cw_alert_filter {
     int min_state;      /* rows with state >= this (1: pending and firing) */
+    bool state_exact;   /* rows with state == min_state instead */
     int severity;       /* -1 = any */
     const char *rule;   /* NULL = any; exact */
-    const char *process; /* NULL = any; glob */
+    const char *process; /* NULL = any; glob (SQLite GLOB: '*', '?', '[...]', '[^...]') */
     const char *tag;    /* NULL = any; exact */
     size_t limit;       /* 0 = 1000 */
 } cw_alert_filter_t;

@@ -12,7 +12,9 @@
  * core thread updates with atomics. Workers never touch ingest structures.
  *
  * Security: only GET and HEAD are served unless a token is configured;
- * any state-changing endpoint also requires it (Authorization: Bearer).
+ * the state-changing endpoints (POST and DELETE: silences, reload) also
+ * require it (Authorization: Bearer) and take a JSON body of at most
+ * CW_HTTP_MAX_BODY bytes.
  * The default listen address is loopback; binding elsewhere without a
  * token logs a warning. Static files never resolve outside the web root.
  * Request line, headers and query strings are size-limited. */
@@ -20,12 +22,14 @@
 #define COMMITWATCH_HTTP_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "commitwatch/error.h"
 #include "commitwatch/status.h"
 
 #define CW_HTTP_DEFAULT_LISTEN "127.0.0.1:8470"
+#define CW_HTTP_MAX_BODY 65536 /* bytes of a POST body; more is a 413 */
 
 typedef struct cw_http_opts {
     const char *listen;     /* "ADDR:PORT"; NULL = CW_HTTP_DEFAULT_LISTEN */
@@ -42,6 +46,14 @@ typedef struct cw_http_opts {
     const char *const *rule_files;
     unsigned nrule_files;
     cw_status_t *status; /* borrowed for the server's life; may be NULL */
+    /* POST /api/reload (with the token): reloads the configuration and the
+     * alert rules as SIGHUP does. Called on an HTTP worker thread, so it
+     * must be safe to call from any thread (the service's reload is).
+     * Returns 0, or a CW_E* code with msg (msglen bytes) saying what
+     * failed; the client gets 200, or 500 with msg. NULL: the endpoint
+     * answers 501. ctx is passed back as is. */
+    int (*on_reload)(void *ctx, char *msg, size_t msglen);
+    void *reload_ctx;
 } cw_http_opts_t;
 
 typedef struct cw_http cw_http_t;

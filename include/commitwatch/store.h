@@ -51,6 +51,14 @@ int cw_store_open(const char *path, const cw_store_opts_t *opts, cw_store_t **ou
 /* Opens an existing database read-only (no migration; an older schema is
  * refused with a message asking to run the service once). */
 int cw_store_open_readonly(const char *path, cw_store_t **out, cw_diag_t *d);
+/* Opens an existing database at the current schema for writing the side
+ * tables only (alert state, silences, notification attempts:
+ * alertdb.h): no migration, and the tiers are left alone (cw_store_open
+ * rewrites the tier state and the retention settings, which belong to
+ * the service's writer). The alert engine, the notifier and the API's
+ * silences use it alongside the writer. CW_ENOENT when the file does not
+ * exist yet, CW_EDB for an older schema. */
+int cw_store_open_side(const char *path, cw_store_t **out, cw_diag_t *d);
 void cw_store_close(cw_store_t *s); /* accepts NULL */
 /* For a handle that serves many reads (an HTTP worker's): maps the file
  * (256 MiB) and keeps an 8 MiB page cache. Failures only cost speed. */

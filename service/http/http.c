@@ -11,11 +11,14 @@
  * that store, the immutable cw__http_ctx_t and the status atomics.
  *
  * Security: GET and HEAD only unless a token is configured; a request
- * with another method needs `Authorization: Bearer TOKEN` (there is no
- * state-changing endpoint yet, so it then gets 405 anyway). Query
- * strings over CW__HTTP_MAX_QUERY bytes are refused (414); civetweb
- * limits the request head (max_request_size); bodies are refused (413).
- * Unknown query parameters are a 400 naming them. */
+ * with another method needs `Authorization: Bearer TOKEN`, and only POST
+ * and DELETE routes exist (silences, reload; others get 405 with an
+ * Allow header). Query strings over CW__HTTP_MAX_QUERY bytes are refused
+ * (414); civetweb limits the request head (max_request_size); a GET's
+ * body is refused (413), a POST's is read up to CW_HTTP_MAX_BODY bytes
+ * (413 beyond) after the token was checked, so an unauthenticated client
+ * cannot make a worker read a body. Unknown query parameters are a 400
+ * naming them. */
 #include "http/http_internal.h"
 
 #include <civetweb.h>
@@ -51,7 +54,8 @@ int cw__http_send(cw__http_req_t *r, int status, const char *ctype, const char *
     mg_response_header_add(r->conn, "Content-Length", clen, -1);
     mg_response_header_add(r->conn, "Cache-Control", "no-store", -1);
     mg_response_header_add(r->conn, "X-Content-Type-Options", "nosniff", -1);
-    if (status == 405) mg_response_header_add(r->conn, "Allow", "GET, HEAD", -1);
+    if (status == 405)
+        mg_response_header_add(r->conn, "Allow", r->allow ? r->allow : "GET, HEAD", -1);
     mg_response_header_send(r->conn);
     if (!r->head && len) mg_write(r->conn, body, len);
     return 0;
@@ -135,16 +139,18 @@ int cw__http_need_store(cw__http_req_t *r)
 
 /* ---------------------------------------------------------------- routing */
 
-typedef enum { R_PLAIN, R_ID } route_kind_t;
+typedef enum { R_PLAIN, R_ID, R_NAME } route_kind_t;
 
 typedef struct route {
-    const char *prefix; /* R_PLAIN: whole path; R_ID: prefix before the id */
-    const char *suffix; /* R_ID: what follows the id ("" or "/series") */
+    const char *prefix; /* R_PLAIN: whole path; R_ID / R_NAME: prefix before the id */
+    const char *suffix; /* R_ID / R_NAME: what follows the id ("" or "/series") */
     route_kind_t kind;
     const char *params; /* allowed query parameters, comma-separated */
     bool store;         /* needs the database */
     int (*plain)(cw__http_req_t *r);
     int (*with_id)(cw__http_req_t *r, uint32_t id);
+    const char *method; /* NULL: GET and HEAD; else "POST" or "DELETE" */
+    int (*with_name)(cw__http_req_t *r, const char *name); /* R_NAME */
 } route_t;
 
 static int system_series(cw__http_req_t *r)
@@ -152,19 +158,35 @@ static int system_series(cw__http_req_t *r)
     return cw__http_series(r, 0);
 }
 
+/* GET (and HEAD) of a whole path, of PREFIX{id}SUFFIX, of PREFIX{name}SUFFIX;
+ * a state-changing method (POST, DELETE) of a whole path or PREFIX{id}. */
+#define GET_PLAIN(path, params, store, fn) {path, NULL, R_PLAIN, params, store, fn, NULL, NULL, NULL}
+#define GET_ID(pfx, sfx, params, fn) {pfx, sfx, R_ID, params, true, NULL, fn, NULL, NULL}
+#define GET_NAME(pfx, sfx, params, fn) {pfx, sfx, R_NAME, params, true, NULL, NULL, NULL, fn}
+#define DO_PLAIN(m, path, store, fn) {path, NULL, R_PLAIN, "", store, fn, NULL, m, NULL}
+#define DO_ID(m, pfx, fn) {pfx, "", R_ID, "", true, NULL, fn, m, NULL}
+
 static const route_t routes[] = {
-    {"/api/health", NULL, R_PLAIN, "", false, cw__http_health, NULL},
-    {"/api/openapi.json", NULL, R_PLAIN, "", false, cw__http_openapi, NULL},
-    {"/api/processes", NULL, R_PLAIN, "from,to,sort,limit,name,pid", true, cw__http_processes,
-     NULL},
-    {"/api/processes/", "", R_ID, "from,to", true, NULL, cw__http_process},
-    {"/api/processes/", "/series", R_ID, "from,to,step", true, NULL, cw__http_series},
-    {"/api/processes/", "/stacks", R_ID, "from,to,type,tag,sort,limit", true, NULL,
-     cw__http_stacks},
-    {"/api/diff", NULL, R_PLAIN, "process,t1,t2,limit", true, cw__http_diff, NULL},
-    {"/api/system/series", NULL, R_PLAIN, "from,to,step", true, system_series, NULL},
-    {"/api/tags", NULL, R_PLAIN, "", true, cw__http_tags, NULL},
-    {"/metrics", NULL, R_PLAIN, "", true, cw__http_metrics, NULL},
+    GET_PLAIN("/api/health", "", false, cw__http_health),
+    GET_PLAIN("/api/openapi.json", "", false, cw__http_openapi),
+    GET_PLAIN("/api/processes", "from,to,sort,limit,name,pid", true, cw__http_processes),
+    GET_ID("/api/processes/", "", "from,to", cw__http_process),
+    GET_ID("/api/processes/", "/series", "from,to,step", cw__http_series),
+    GET_ID("/api/processes/", "/stacks", "from,to,type,tag,sort,limit", cw__http_stacks),
+    GET_PLAIN("/api/diff", "process,t1,t2,limit", true, cw__http_diff),
+    GET_PLAIN("/api/system/series", "from,to,step", true, system_series),
+    GET_PLAIN("/api/tags", "", true, cw__http_tags),
+    GET_PLAIN("/metrics", "", true, cw__http_metrics),
+    /* Alerts (http_alerts.c). */
+    GET_PLAIN("/api/alerts", "state,severity,rule,process,tag,limit", true, cw__http_alerts),
+    GET_ID("/api/alerts/", "", "", cw__http_alert),
+    GET_PLAIN("/api/alert-transitions", "from,to,limit", true, cw__http_alert_transitions),
+    GET_PLAIN("/api/alert-rules", "", true, cw__http_alert_rules),
+    GET_NAME("/api/alert-rules/", "/backtest", "from,to,interval", cw__http_alert_backtest),
+    GET_PLAIN("/api/silences", "state", true, cw__http_silences),
+    DO_PLAIN("POST", "/api/silences", true, cw__http_silence_add),
+    DO_ID("DELETE", "/api/silences/", cw__http_silence_delete),
+    DO_PLAIN("POST", "/api/reload", false, cw__http_reload),
 };
 
 /* Is name in the comma-separated list? */
@@ -203,26 +225,105 @@ static bool match_id(const route_t *rt, const char *path, uint32_t *id, bool *ba
     return true;
 }
 
+/* Matches path against an R_NAME route: prefix, a name of 1 to 127 bytes
+ * without '/', suffix; the name is copied into name. */
+static bool match_name(const route_t *rt, const char *path, char name[128])
+{
+    size_t pl = strlen(rt->prefix), sl = strlen(rt->suffix), n = strlen(path);
+    if (n <= pl + sl || strncmp(path, rt->prefix, pl) != 0 || strcmp(path + n - sl, rt->suffix))
+        return false;
+    size_t len = n - pl - sl;
+    if (len >= 128 || memchr(path + pl, '/', len)) return false;
+    memcpy(name, path + pl, len);
+    name[len] = 0;
+    return true;
+}
+
+/* Does route rt serve method m? */
+static bool serves(const route_t *rt, const char *m)
+{
+    return rt->method ? strcmp(m, rt->method) == 0
+                      : strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0;
+}
+
+/* Does rt's path pattern match path? *id (R_ID; *bad_id when it is not
+ * a positive 32-bit integer) and name (R_NAME) receive what it held. */
+static bool route_matches(const route_t *rt, const char *path, uint32_t *id, bool *bad_id,
+                          char name[128])
+{
+    *bad_id = false;
+    switch (rt->kind) {
+    case R_PLAIN:
+        return strcmp(path, rt->prefix) == 0;
+    case R_NAME:
+        return match_name(rt, path, name);
+    case R_ID:
+        return match_id(rt, path, id, bad_id);
+    }
+    return false;
+}
+
+/* The methods path takes, for a 405's Allow header, into r->allow. */
+static void set_allow(cw__http_req_t *r)
+{
+    size_t n = 0;
+    r->allow = NULL;
+    for (size_t i = 0; i < CW_ARRAY_LEN(routes) && n < sizeof r->allow_buf; i++) {
+        uint32_t id;
+        bool bad;
+        char name[128];
+        if (!route_matches(&routes[i], r->path, &id, &bad, name)) continue;
+        n += (size_t)snprintf(r->allow_buf + n, sizeof r->allow_buf - n, "%s%s", n ? ", " : "",
+                              routes[i].method ? routes[i].method : "GET, HEAD");
+    }
+    if (n) r->allow = r->allow_buf;
+}
+
 static int dispatch(cw__http_req_t *r)
 {
-    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+    bool path_known = false;
+    for (size_t i = 0; i < CW_ARRAY_LEN(routes); i++) {
         const route_t *rt = &routes[i];
         uint32_t id = 0;
         bool bad_id = false;
-        if (rt->kind == R_PLAIN ? strcmp(r->path, rt->prefix) != 0
-                                : !match_id(rt, r->path, &id, &bad_id))
+        char name[128] = "";
+        if (!route_matches(rt, r->path, &id, &bad_id, name)) continue;
+        if (!serves(rt, r->method)) {
+            path_known = true;
             continue;
-        if (bad_id) return cw__http_fail(r, 400, "id: a process instance id is a positive integer");
+        }
+        if (bad_id)
+            return cw__http_fail(r, 400, "id: %s",
+                                 strncmp(rt->prefix, "/api/processes/", 15) == 0
+                                     ? "a process instance id is a positive integer"
+                                     : "an id is a positive integer");
         for (int k = 0; k < r->nparams; k++)
             if (!allowed(rt->params, r->params[k].name))
-                return cw__http_fail(r, 400, "%s: unknown parameter for %s%s", r->params[k].name,
-                                     rt->prefix, rt->kind == R_ID ? "{id}" : "");
+                return cw__http_fail(r, 400, "%s: unknown parameter for %s%s%s", r->params[k].name,
+                                     rt->prefix,
+                                     rt->kind == R_ID ? "{id}" : rt->kind == R_NAME ? "{name}" : "",
+                                     rt->suffix ? rt->suffix : "");
         if (rt->store) {
             int rc = cw__http_need_store(r);
             if (rc) return rc;
         }
-        return rt->kind == R_PLAIN ? rt->plain(r) : rt->with_id(r, id);
+        switch (rt->kind) {
+        case R_PLAIN:
+            return rt->plain(r);
+        case R_NAME:
+            return rt->with_name(r, name);
+        case R_ID:
+            return rt->with_id(r, id);
+        }
     }
+    if (path_known) {
+        set_allow(r);
+        return cw__http_fail(r, 405, "method %s: %s takes %s", r->method, r->path,
+                             r->allow ? r->allow : "GET, HEAD");
+    }
+    if (strcmp(r->method, "GET") != 0 && strcmp(r->method, "HEAD") != 0)
+        return cw__http_fail(r, 405, "method %s: %s has no state-changing operation", r->method,
+                             r->path);
     if (strncmp(r->path, "/api/", 5) == 0 || strcmp(r->path, "/api") == 0)
         return cw__http_fail(r, 404, "no such endpoint: %s (see /api/openapi.json)", r->path);
     return cw__http_static(r);
@@ -241,6 +342,32 @@ static bool token_ok(const char *want, const char *auth)
     return diff == 0;
 }
 
+/* Reads a state-changing request's body (announced length len, -1 when
+ * chunked) into r->body, NUL-terminated. 0, or 413 past CW_HTTP_MAX_BODY
+ * bytes, 400 when it ends early, 500 on ENOMEM. */
+static int read_body(cw__http_req_t *r, long long len)
+{
+    if (len > CW_HTTP_MAX_BODY)
+        return cw__http_fail(r, 413, "request body: %lld bytes; at most %d are taken", len,
+                             CW_HTTP_MAX_BODY);
+    if (len == 0) return 0;
+    size_t cap = len > 0 ? (size_t)len + 1 : CW_HTTP_MAX_BODY + 2;
+    r->body = malloc(cap);
+    if (!r->body) return cw__http_fail(r, 500, "out of memory reading the request body");
+    while (r->body_len < cap - 1) {
+        int k = mg_read(r->conn, r->body + r->body_len, cap - 1 - r->body_len);
+        if (k <= 0) break;
+        r->body_len += (size_t)k;
+    }
+    r->body[r->body_len] = 0;
+    if (r->body_len > CW_HTTP_MAX_BODY)
+        return cw__http_fail(r, 413, "request body: more than %d bytes", CW_HTTP_MAX_BODY);
+    if (len > 0 && r->body_len < (size_t)len)
+        return cw__http_fail(r, 400, "request body: %zu of the %lld bytes announced arrived",
+                             r->body_len, len);
+    return 0;
+}
+
 static int begin_request(struct mg_connection *conn)
 {
     const struct mg_request_info *ri = mg_get_request_info(conn);
@@ -256,6 +383,7 @@ static int begin_request(struct mg_connection *conn)
     r->store = w ? w->store : NULL;
     bool get = strcmp(ri->request_method, "GET") == 0;
     r->head = strcmp(ri->request_method, "HEAD") == 0;
+    r->method = ri->request_method;
 
     int status = 0;
     if (!get && !r->head) {
@@ -269,8 +397,11 @@ static int begin_request(struct mg_connection *conn)
                                    "Authorization: a state-changing request needs "
                                    "'Authorization: Bearer TOKEN'");
         else
-            status = cw__http_fail(r, 405, "method %s: %s has no state-changing operation",
-                                   ri->request_method, r->path);
+            status = read_body(r, ri->content_length);
+        if (!status && ri->query_string && strlen(ri->query_string) > CW__HTTP_MAX_QUERY)
+            status = cw__http_fail(r, 414, "query: longer than %d bytes", CW__HTTP_MAX_QUERY);
+        if (!status) status = cw__http_parse_query(r, ri->query_string);
+        if (!status) status = dispatch(r);
     } else if (ri->content_length > 0) {
         status = cw__http_fail(r, 413, "request body: GET requests take no body");
     } else if (ri->query_string && strlen(ri->query_string) > CW__HTTP_MAX_QUERY) {
@@ -280,6 +411,7 @@ static int begin_request(struct mg_connection *conn)
         if (!status) status = dispatch(r);
     }
     if (status) send_error(r, status);
+    free(r->body);
     free(r);
     return status ? status : 200;
 }
@@ -376,6 +508,8 @@ int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d)
     h->ctx.rule_files = o->rule_files;
     h->ctx.nrule_files = o->nrule_files;
     h->ctx.status = o->status;
+    h->ctx.on_reload = o->on_reload;
+    h->ctx.reload_ctx = o->reload_ctx;
     if (!h->ctx.db_path || (o->token && o->token[0] && !h->ctx.token)) {
         rc = cw_diag_set(d, CW_ENOMEM, "out of memory starting the HTTP server");
         goto fail;

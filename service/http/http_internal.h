@@ -5,7 +5,8 @@
  * times), http_json.c (JSON helpers), http_api.c (health, processes,
  * stacks, diff, tags), http_series.c (process and system series),
  * http_metrics.c (/metrics), http_openapi.c (the OpenAPI document),
- * http_static.c (the dashboard).
+ * http_alerts.c (alerts, alert rules and their backtest, silences,
+ * reload), http_static.c (the dashboard).
  *
  * The resources build responses from the store's results (store.h,
  * query.h) and run no SQL of their own. A handler gets a cw__http_req_t
@@ -44,6 +45,8 @@ typedef struct cw__http_ctx {
     const char *const *rule_files;
     unsigned nrule_files;
     cw_status_t *status;
+    int (*on_reload)(void *ctx, char *msg, size_t msglen);
+    void *reload_ctx;
 } cw__http_ctx_t;
 
 typedef struct cw__http_req {
@@ -54,6 +57,11 @@ typedef struct cw__http_req {
     cw__http_param_t params[CW__HTTP_MAX_PARAMS];
     int nparams;
     bool head; /* HEAD: headers only */
+    const char *method; /* "GET", "HEAD", "POST", "DELETE" */
+    char *body;         /* POST: the request body, NUL-terminated; NULL when none */
+    size_t body_len;
+    const char *allow;  /* a 405's Allow header; NULL = "GET, HEAD" */
+    char allow_buf[64];
     char err[512];
 } cw__http_req_t;
 
@@ -111,6 +119,17 @@ int cw__http_tags(cw__http_req_t *r);
 int cw__http_series(cw__http_req_t *r, uint32_t id); /* id 0: the whole system */
 int cw__http_metrics(cw__http_req_t *r);
 int cw__http_openapi(cw__http_req_t *r);
+/* http_alerts.c (alerts.h, alertdb.h): GET lists and details, the
+ * backtest, silences (POST and DELETE need the token), reload. */
+int cw__http_alerts(cw__http_req_t *r);
+int cw__http_alert(cw__http_req_t *r, uint32_t id);
+int cw__http_alert_transitions(cw__http_req_t *r);
+int cw__http_alert_rules(cw__http_req_t *r);
+int cw__http_alert_backtest(cw__http_req_t *r, const char *rule);
+int cw__http_silences(cw__http_req_t *r);
+int cw__http_silence_add(cw__http_req_t *r);
+int cw__http_silence_delete(cw__http_req_t *r, uint32_t id);
+int cw__http_reload(cw__http_req_t *r);
 /* Static files; 0 after sending (404 included). */
 int cw__http_static(cw__http_req_t *r);
 

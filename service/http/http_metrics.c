@@ -13,16 +13,26 @@
  * sums over what is stored; retention folding old rows into baselines
  * shows up as a counter reset, which rate() and increase() handle.
  * Transient = committed and released within the same (UTC) minute. This
- * file owns the text: the top N, the "other" series, labels. */
+ * file owns the text: the top N, the "other" series, labels.
+ *
+ * Alerts (docs/ALERTS.md, "API and metrics"): commitwatch_alerts, as
+ * Prometheus' ALERTS, is 1 per pending or firing series (alertname,
+ * alertstate, severity, process, pid, tag; pid "" unless the rule groups
+ * by instance, so two instances of one program stay two series), with
+ * the leak score and time to limit of those series, the notification
+ * attempts by channel and result (alertdb.h) and the evaluations run.
+ * Their cardinality is that of the active series, which the rules bound. */
 #include "http/http_internal.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "commitwatch/alertdb.h"
 #include "commitwatch/platform.h"
 #include "commitwatch/query.h"
 
@@ -209,6 +219,87 @@ static void counters(const cw_store_metrics_t *m, buf_t *b)
     }
 }
 
+/* The labels of an alert series (without alertstate and severity):
+ * alertname, process, pid, tag. */
+static const char *alert_labels(const cw_alert_row_t *a, char *out, size_t len)
+{
+    char l1[300], l2[300], l3[300], pid[16] = "";
+    if (a->pid) snprintf(pid, sizeof pid, "%" PRIu32, a->pid);
+    snprintf(out, len, "alertname=\"%s\",process=\"%s\",pid=\"%s\",tag=\"%s\"",
+             label(a->rule, l1, sizeof l1), label(a->process, l2, sizeof l2), pid,
+             label(a->tag, l3, sizeof l3));
+    return out;
+}
+
+static const char *const alert_state_names[] = {"inactive", "pending", "firing"};
+static const char *const alert_severity_names[] = {"none", "warning", "critical"};
+
+/* The alert families; 0 or 500. */
+static int alerts(cw__http_req_t *r, buf_t *b)
+{
+    cw_alert_filter_t f = {.min_state = 1, .severity = -1, .limit = 100000};
+    cw_alert_row_t *v = NULL;
+    cw_notify_count_t *c = NULL;
+    size_t n = 0, nc = 0;
+    uint64_t evals = 0;
+    cw_diag_t d = {{0}};
+    char l[1024], l1[300], l2[300];
+    int rc = cw_store_alerts(r->store, &f, &v, &n, &d);
+    if (!rc) rc = cw_store_notify_counts(r->store, &c, &nc, &d);
+    if (!rc) rc = cw_store_alert_evaluations(r->store, &evals, &d);
+    if (rc) {
+        cw_alert_rows_free(v, n);
+        return rc == CW_ENOMEM ? cw__http_fail(r, 500, "out of memory")
+                               : cw__http_fail(r, 500, "query failed: %s", d.msg);
+    }
+    bprintf(b, "# HELP commitwatch_alerts Alert series pending or firing (1 each), as "
+               "Prometheus' ALERTS.\n# TYPE commitwatch_alerts gauge\n");
+    for (size_t i = 0; i < n; i++) {
+        int st = v[i].state, sev = v[i].severity;
+        bprintf(b, "commitwatch_alerts{%s,alertstate=\"%s\",severity=\"%s\"} 1\n",
+                alert_labels(&v[i], l, sizeof l),
+                st >= 0 && st <= 2 ? alert_state_names[st] : "unknown",
+                sev >= 0 && sev <= 2 ? alert_severity_names[sev] : "unknown");
+    }
+    /* The gauges of the active series, a sample where the figure is finite. */
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } gauges[] = {
+        {"commitwatch_alert_leak_score",
+         "Leak score (0 to 1) of the pending and firing alert series.",
+         offsetof(cw_alert_row_t, leak_score)},
+        {"commitwatch_alert_time_to_limit_seconds",
+         "Seconds until the pending and firing alert series reach their limit at the median "
+         "slope (absent when not growing).",
+         offsetof(cw_alert_row_t, ttl_s)},
+    };
+    for (size_t g = 0; g < CW_ARRAY_LEN(gauges); g++) {
+        bprintf(b, "# HELP %s %s\n# TYPE %s gauge\n", gauges[g].name, gauges[g].help,
+                gauges[g].name);
+        for (size_t i = 0; i < n; i++) {
+            double x = *(const double *)(const void *)((const char *)&v[i] + gauges[g].off);
+            if (isfinite(x))
+                bprintf(b, "%s{%s} %.6g\n", gauges[g].name, alert_labels(&v[i], l, sizeof l), x);
+        }
+    }
+    bprintf(b, "# HELP commitwatch_alert_notifications_total Alert notification attempts, by "
+               "channel and result (ok, error, dropped).\n"
+               "# TYPE commitwatch_alert_notifications_total counter\n");
+    for (size_t i = 0; i < nc; i++)
+        bprintf(b, "commitwatch_alert_notifications_total{channel=\"%s\",result=\"%s\"} %" PRIu64
+                   "\n",
+                label(c[i].channel, l1, sizeof l1), label(c[i].result, l2, sizeof l2),
+                c[i].count);
+    bprintf(b, "# HELP commitwatch_alert_evaluations_total Alert evaluations run.\n"
+               "# TYPE commitwatch_alert_evaluations_total counter\n"
+               "commitwatch_alert_evaluations_total %" PRIu64 "\n",
+            evals);
+    cw_alert_rows_free(v, n);
+    cw_notify_counts_free(c, nc);
+    return 0;
+}
+
 int cw__http_metrics(cw__http_req_t *r)
 {
     const cw_status_t *st = r->ctx->status;
@@ -256,6 +347,7 @@ int cw__http_metrics(cw__http_req_t *r)
             cw_store_disk_bytes(r->ctx->db_path));
     rc = outstanding(r, m, &b);
     if (!rc) counters(m, &b);
+    if (!rc) rc = alerts(r, &b);
     cw_store_metrics_free(m);
     if (rc) {
         free(b.p);

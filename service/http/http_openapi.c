@@ -1,7 +1,7 @@
 /* http_openapi.c - the OpenAPI 3 description of the API, served at
  * /api/openapi.json. Kept next to the handlers; update it with them. The
  * text is parsed by cJSON on each request (a check that it is valid) and
- * printed back. */
+ * printed back; the alert endpoints are a second text merged into it. */
 #include "http/http_internal.h"
 
 #include <cjson/cJSON.h>
@@ -167,11 +167,171 @@ static const char openapi[] =
     "rocess\":{\"type\":\"object\",\"description\":\"Process series only: id, pid, name, cmdline, sta"
     "rt_ns, exit_ns, tracking_ended_ns.\"}}}}}}";
 
+/* The alert endpoints (http_alerts.c): paths and components merged into
+ * the document above. */
+static const char openapi_alerts[] =
+    "{\"paths\":{\"/api/alerts\":{\"get\":{\"summary\":\"Alert series: pending and firing by default "
+    "(firing first, then severity, then newest), with value, threshold, leak score, time to limit, la"
+    "bels and summary.\",\"parameters\":[{\"name\":\"state\",\"in\":\"query\",\"required\":false,\"de"
+    "scription\":\"active (pending and firing; the default), pending, firing, inactive (resolved), or"
+    " all.\",\"schema\":{\"type\":\"string\",\"enum\":[\"active\",\"pending\",\"firing\",\"inactive\""
+    ",\"all\"]}},{\"name\":\"severity\",\"in\":\"query\",\"required\":false,\"description\":\"warning"
+    ", critical, or none (pending).\",\"schema\":{\"type\":\"string\",\"enum\":[\"none\",\"warning\","
+    "\"critical\"]}},{\"name\":\"rule\",\"in\":\"query\",\"required\":false,\"description\":\"A rule "
+    "name (exact).\",\"schema\":{\"type\":\"string\"}},{\"name\":\"process\",\"in\":\"query\",\"requi"
+    "red\":false,\"description\":\"A process name glob (*, ?, [...]).\",\"schema\":{\"type\":\"string"
+    "\"}},{\"name\":\"tag\",\"in\":\"query\",\"required\":false,\"description\":\"A stack tag (exact)"
+    ".\",\"schema\":{\"type\":\"string\"}},{\"name\":\"limit\",\"in\":\"query\",\"required\":false,\""
+    "description\":\"At most this many series.\",\"schema\":{\"type\":\"integer\",\"minimum\":1,\"max"
+    "imum\":100000,\"default\":1000}}],\"responses\":{\"200\":{\"description\":\"Alert series\",\"con"
+    "tent\":{\"application/json\":{\"schema\":{\"$ref\":\"#/components/schemas/Alerts\"}}}},\"400\":{"
+    "\"description\":\"Bad input: the message names the parameter.\",\"content\":{\"application/json"
+    "\":{\"schema\":{\"$ref\":\"#/components/schemas/Error\"}}}}}}},\"/api/alerts/{id}\":{\"get\":{\"s"
+    "ummary\":\"One alert series with its transitions (newest first), leak-score components, forecast"
+    " and values from the engine's detail.\",\"parameters\":[{\"name\":\"id\",\"in\":\"path\",\"requi"
+    "red\":true,\"description\":\"The `id` of /api/alerts.\",\"schema\":{\"type\":\"integer\",\"minim"
+    "um\":1}}],\"responses\":{\"200\":{\"description\":\"The series and its transitions\",\"content\""
+    ":{\"application/json\":{\"schema\":{\"type\":\"object\"}}}},\"400\":{\"description\":\"Bad id.\""
+    ",\"content\":{\"application/json\":{\"schema\":{\"$ref\":\"#/components/schemas/Error\"}}}},\"40"
+    "4\":{\"description\":\"No such series.\",\"content\":{\"application/json\":{\"schema\":{\"$ref\""
+    ":\"#/components/schemas/Error\"}}}}}}},\"/api/alert-transitions\":{\"get\":{\"summary\":\"Transi"
+    "tions of every series, newest first, each with its series' rule, process, pid and tag (the histo"
+    "ry).\",\"parameters\":[{\"name\":\"from\",\"in\":\"query\",\"required\":false,\"description\":\""
+    "Start (inclusive). A time: Unix ns, RFC 3339 (2026-11-29T10:00:00Z), 'now', or relative to now ("
+    "-15m, -2h, -30s, -1d). Default: everything.\",\"schema\":{\"type\":\"string\"}},{\"name\":\"to\""
+    ",\"in\":\"query\",\"required\":false,\"description\":\"End (exclusive). A time: Unix ns, RFC 333"
+    "9 (2026-11-29T10:00:00Z), 'now', or relative to now (-15m, -2h, -30s, -1d). Default: everything."
+    "\",\"schema\":{\"type\":\"string\"}},{\"name\":\"limit\",\"in\":\"query\",\"required\":false,\"d"
+    "escription\":\"At most this many.\",\"schema\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1"
+    "0000,\"default\":200}}],\"responses\":{\"200\":{\"description\":\"Transitions\",\"content\":{\"a"
+    "pplication/json\":{\"schema\":{\"type\":\"object\"}}}},\"400\":{\"description\":\"Bad input: the"
+    " message names the parameter.\",\"content\":{\"application/json\":{\"schema\":{\"$ref\":\"#/comp"
+    "onents/schemas/Error\"}}}}}}},\"/api/alert-rules\":{\"get\":{\"summary\":\"The alert rules in fo"
+    "rce (as the engine recorded them): name, file, line, hash, text, fields, and counts of their pen"
+    "ding and firing series.\",\"responses\":{\"200\":{\"description\":\"Rules\",\"content\":{\"appli"
+    "cation/json\":{\"schema\":{\"type\":\"object\"}}}}}}},\"/api/alert-rules/{name}/backtest\":{\"ge"
+    "t\":{\"summary\":\"What the rule would have done over the stored history [from, to): its transit"
+    "ions per series, evaluated from a clean state as the engine does. At most 7 days and 20000 evalu"
+    "ations.\",\"parameters\":[{\"name\":\"name\",\"in\":\"path\",\"required\":true,\"description\":"
+    "\"A rule name of /api/alert-rules.\",\"schema\":{\"type\":\"string\"}},{\"name\":\"from\",\"in\":"
+    "\"query\",\"required\":false,\"description\":\"Window start (inclusive). A time: Unix ns, RFC 33"
+    "39 (2026-11-29T10:00:00Z), 'now', or relative to now (-15m, -2h, -30s, -1d). Default: an hour be"
+    "fore 'to'.\",\"schema\":{\"type\":\"string\"}},{\"name\":\"to\",\"in\":\"query\",\"required\":fa"
+    "lse,\"description\":\"Window end (exclusive). A time: Unix ns, RFC 3339 (2026-11-29T10:00:00Z), "
+    "'now', or relative to now (-15m, -2h, -30s, -1d). Default: now.\",\"schema\":{\"type\":\"string"
+    "\"}},{\"name\":\"interval\",\"in\":\"query\",\"required\":false,\"description\":\"Evaluation inte"
+    "rval (10s or more; e.g. 10s, 1m). Default: about 1000 evaluations over the window, a multiple of"
+    " 10 s.\",\"schema\":{\"type\":\"string\"}}],\"responses\":{\"200\":{\"description\":\"Backtest\""
+    ",\"content\":{\"application/json\":{\"schema\":{\"$ref\":\"#/components/schemas/Backtest\"}}}},"
+    "\"400\":{\"description\":\"Bad input, or the window or evaluations over the limits.\",\"content\""
+    ":{\"application/json\":{\"schema\":{\"$ref\":\"#/components/schemas/Error\"}}}},\"404\":{\"descr"
+    "iption\":\"No such rule in force.\",\"content\":{\"application/json\":{\"schema\":{\"$ref\":\"#/"
+    "components/schemas/Error\"}}}}}}},\"/api/silences\":{\"get\":{\"summary\":\"Silences, newest fir"
+    "st, in Alertmanager's shape with status.state active, pending or expired. A silence stops notifi"
+    "cations of the series its matchers match; evaluation goes on.\",\"parameters\":[{\"name\":\"stat"
+    "e\",\"in\":\"query\",\"required\":false,\"description\":\"active, pending, expired, or all (the "
+    "default).\",\"schema\":{\"type\":\"string\",\"enum\":[\"active\",\"pending\",\"expired\",\"all\""
+    "]}}],\"responses\":{\"200\":{\"description\":\"Silences\",\"content\":{\"application/json\":{\"s"
+    "chema\":{\"type\":\"object\"}}}},\"400\":{\"description\":\"Bad input.\",\"content\":{\"applicat"
+    "ion/json\":{\"schema\":{\"$ref\":\"#/components/schemas/Error\"}}}}}},\"post\":{\"summary\":\"Cr"
+    "eates a silence (needs the token). Body: Alertmanager's silence: matchers [{name, value, isRegex"
+    " (false), isEqual (true)}] over the alert's labels, startsAt (default now), endsAt, createdBy, c"
+    "omment. Times: RFC 3339, Unix ns, or relative (+2h). At most 64 KiB.\",\"security\":[{\"bearerAu"
+    "th\":[]}],\"requestBody\":{\"required\":true,\"content\":{\"application/json\":{\"schema\":{\"$r"
+    "ef\":\"#/components/schemas/SilenceIn\"}}}},\"responses\":{\"200\":{\"description\":\"{\\\"id\\"
+    "\": N}\",\"content\":{\"application/json\":{\"schema\":{\"type\":\"object\"}}}},\"400\":{\"descri"
+    "ption\":\"Bad JSON or a bad field: the message names it.\",\"content\":{\"application/json\":{\""
+    "schema\":{\"$ref\":\"#/components/schemas/Error\"}}}},\"401\":{\"description\":\"No or wrong tok"
+    "en.\",\"content\":{\"application/json\":{\"schema\":{\"$ref\":\"#/components/schemas/Error\"}}}}"
+    ",\"405\":{\"description\":\"No token configured: the server is read-only.\",\"content\":{\"appli"
+    "cation/json\":{\"schema\":{\"$ref\":\"#/components/schemas/Error\"}}}},\"413\":{\"description\":"
+    "\"Body over 64 KiB.\",\"content\":{\"application/json\":{\"schema\":{\"$ref\":\"#/components/sch"
+    "emas/Error\"}}}}}}},\"/api/silences/{id}\":{\"delete\":{\"summary\":\"Expires a silence now (nee"
+    "ds the token).\",\"security\":[{\"bearerAuth\":[]}],\"parameters\":[{\"name\":\"id\",\"in\":\"pa"
+    "th\",\"required\":true,\"schema\":{\"type\":\"integer\",\"minimum\":1}}],\"responses\":{\"200\":"
+    "{\"description\":\"{\\\"id\\\": N, \\\"deleted_ns\\\": T}\",\"content\":{\"application/json\":{"
+    "\"schema\":{\"type\":\"object\"}}}},\"401\":{\"description\":\"No or wrong token.\",\"content\":{"
+    "\"application/json\":{\"schema\":{\"$ref\":\"#/components/schemas/Error\"}}}},\"404\":{\"descrip"
+    "tion\":\"No such silence.\",\"content\":{\"application/json\":{\"schema\":{\"$ref\":\"#/componen"
+    "ts/schemas/Error\"}}}}}}},\"/api/reload\":{\"post\":{\"summary\":\"Reloads the configuration and"
+    " the alert rules, as SIGHUP does (needs the token). 501 when the server runs without the service"
+    "'s reload.\",\"security\":[{\"bearerAuth\":[]}],\"responses\":{\"200\":{\"description\":\"{\\\"s"
+    "tatus\\\": \\\"reloaded\\\"}\",\"content\":{\"application/json\":{\"schema\":{\"type\":\"object"
+    "\"}}}},\"401\":{\"description\":\"No or wrong token.\",\"content\":{\"application/json\":{\"schem"
+    "a\":{\"$ref\":\"#/components/schemas/Error\"}}}},\"500\":{\"description\":\"The reload failed: t"
+    "he message says why.\",\"content\":{\"application/json\":{\"schema\":{\"$ref\":\"#/components/sc"
+    "hemas/Error\"}}}},\"501\":{\"description\":\"No reload in this server.\",\"content\":{\"applicat"
+    "ion/json\":{\"schema\":{\"$ref\":\"#/components/schemas/Error\"}}}}}}}},\"components\":{\"schema"
+    "s\":{\"Alert\":{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"},\"rule\":{\"ty"
+    "pe\":\"string\"},\"key\":{\"type\":\"string\"},\"process\":{\"type\":\"string\",\"nullable\":tru"
+    "e},\"proc\":{\"type\":\"integer\",\"nullable\":true},\"pid\":{\"type\":\"integer\",\"nullable\":"
+    "true},\"tag\":{\"type\":\"string\",\"nullable\":true},\"state\":{\"type\":\"string\",\"enum\":["
+    "\"inactive\",\"pending\",\"firing\"]},\"severity\":{\"type\":\"string\",\"enum\":[\"none\",\"warn"
+    "ing\",\"critical\"]},\"active_since_ns\":{\"type\":\"integer\",\"nullable\":true},\"firing_since"
+    "_ns\":{\"type\":\"integer\",\"nullable\":true},\"false_since_ns\":{\"type\":\"integer\",\"nullab"
+    "le\":true},\"last_sent_ns\":{\"type\":\"integer\",\"nullable\":true},\"updated_ns\":{\"type\":\""
+    "integer\"},\"value\":{\"type\":\"number\",\"nullable\":true},\"threshold\":{\"type\":\"number\","
+    "\"nullable\":true},\"leak_score\":{\"type\":\"number\",\"nullable\":true},\"time_to_limit_s\":{"
+    "\"type\":\"number\",\"nullable\":true,\"description\":\"Seconds to the limit at the median slope;"
+    " null when not growing.\"},\"labels\":{\"type\":\"object\"},\"summary\":{\"type\":\"string\"},\""
+    "leak_score_components\":{\"type\":\"object\",\"description\":\"/api/alerts/{id} only: score, slo"
+    "pe, slope_lo, slope_hi, mk_z, mk_p, floor_slope, stay_share, plateau, points.\"},\"forecast\":{"
+    "\"type\":\"object\",\"description\":\"/api/alerts/{id} only.\"}}},\"Alerts\":{\"type\":\"object\""
+    ",\"properties\":{\"evaluated_ns\":{\"type\":\"integer\",\"nullable\":true},\"evaluations\":{\"ty"
+    "pe\":\"integer\"},\"total\":{\"type\":\"integer\"},\"alerts\":{\"type\":\"array\",\"items\":{\"$"
+    "ref\":\"#/components/schemas/Alert\"}}}},\"Transition\":{\"type\":\"object\",\"properties\":{\"t"
+    "s_ns\":{\"type\":\"integer\"},\"from\":{\"type\":\"string\"},\"to\":{\"type\":\"string\"},\"seve"
+    "rity\":{\"type\":\"string\"},\"value\":{\"type\":\"number\",\"nullable\":true},\"threshold\":{\""
+    "type\":\"number\",\"nullable\":true},\"leak_score\":{\"type\":\"number\",\"nullable\":true},\"ti"
+    "me_to_limit_s\":{\"type\":\"number\",\"nullable\":true},\"reason\":{\"type\":\"string\"}}},\"Bac"
+    "ktest\":{\"type\":\"object\",\"properties\":{\"rule\":{\"type\":\"string\"},\"window\":{\"$ref\""
+    ":\"#/components/schemas/Window\"},\"interval_ns\":{\"type\":\"integer\"},\"evaluations\":{\"type"
+    "\":\"integer\"},\"transitions\":{\"type\":\"integer\"},\"series\":{\"type\":\"array\",\"items\":"
+    "{\"type\":\"object\",\"properties\":{\"key\":{\"type\":\"string\"},\"process\":{\"type\":\"strin"
+    "g\",\"nullable\":true},\"pid\":{\"type\":\"integer\",\"nullable\":true},\"tag\":{\"type\":\"stri"
+    "ng\",\"nullable\":true},\"transitions\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/components/s"
+    "chemas/Transition\"}}}}}}},\"Matcher\":{\"type\":\"object\",\"required\":[\"name\",\"value\"],\""
+    "properties\":{\"name\":{\"type\":\"string\"},\"value\":{\"type\":\"string\"},\"isRegex\":{\"type"
+    "\":\"boolean\",\"default\":false},\"isEqual\":{\"type\":\"boolean\",\"default\":true}}},\"Silenc"
+    "eIn\":{\"type\":\"object\",\"required\":[\"matchers\",\"endsAt\",\"createdBy\",\"comment\"],\"pr"
+    "operties\":{\"matchers\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/components/schemas/Matcher"
+    "\"}},\"startsAt\":{\"type\":\"string\"},\"endsAt\":{\"type\":\"string\"},\"createdBy\":{\"type\":"
+    "\"string\"},\"comment\":{\"type\":\"string\"}}},\"Silence\":{\"type\":\"object\",\"properties\":"
+    "{\"id\":{\"type\":\"integer\"},\"matchers\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/componen"
+    "ts/schemas/Matcher\"}},\"startsAt\":{\"type\":\"string\"},\"endsAt\":{\"type\":\"string\"},\"sta"
+    "rts_ns\":{\"type\":\"integer\"},\"ends_ns\":{\"type\":\"integer\"},\"createdBy\":{\"type\":\"str"
+    "ing\"},\"comment\":{\"type\":\"string\"},\"created_ns\":{\"type\":\"integer\"},\"deleted_ns\":{"
+    "\"type\":\"integer\",\"nullable\":true},\"status\":{\"type\":\"object\",\"properties\":{\"state\""
+    ":{\"type\":\"string\",\"enum\":[\"active\",\"pending\",\"expired\"]}}}}}},\"securitySchemes\":{"
+    "\"bearerAuth\":{\"type\":\"http\",\"scheme\":\"bearer\"}}}}";
+
+/* Moves every member of from's object `name` into to's (created when
+ * absent). false on ENOMEM or a malformed document. */
+static bool merge(cJSON *to, cJSON *from, const char *name)
+{
+    cJSON *src = cJSON_GetObjectItemCaseSensitive(from, name);
+    cJSON *dst = cJSON_GetObjectItemCaseSensitive(to, name);
+    if (!src) return true;
+    if (!dst && !(dst = cJSON_AddObjectToObject(to, name))) return false;
+    while (src->child) {
+        cJSON *it = cJSON_DetachItemViaPointer(src, src->child);
+        cJSON_AddItemToObject(dst, it->string, it);
+    }
+    return true;
+}
+
 int cw__http_openapi(cw__http_req_t *r)
 {
-    cJSON *o = cJSON_Parse(openapi);
-    if (!o) return cw__http_fail(r, 500, "the built-in OpenAPI document is not valid JSON");
-    int rc = cw__http_send_json(r, o);
+    cJSON *o = cJSON_Parse(openapi), *a = cJSON_Parse(openapi_alerts);
+    cJSON *oc = cJSON_GetObjectItemCaseSensitive(o, "components");
+    cJSON *ac = cJSON_GetObjectItemCaseSensitive(a, "components");
+    int rc;
+    if (!o || !a || !oc || !merge(o, a, "paths") || !merge(oc, ac, "schemas") ||
+        !merge(oc, ac, "securitySchemes"))
+        rc = cw__http_fail(r, 500, "the built-in OpenAPI document is not valid JSON");
+    else
+        rc = cw__http_send_json(r, o);
+    cJSON_Delete(a);
     cJSON_Delete(o);
     return rc;
 }

@@ -327,22 +327,41 @@ static int load_writer_state(cw_store_t *s, cw_diag_t *d)
     return 0;
 }
 
-static int open_impl(const char *path, const cw_store_opts_t *opts, bool readonly, int target,
-                     cw_store_t **out, cw_diag_t *d)
+/* readonly: a reader; side: a writer of the side tables (alerts,
+ * silences, notifications) on an existing database at the current
+ * schema, which leaves the tiers to the service's writer; neither: the
+ * writer (creates and migrates). */
+static int open_impl(const char *path, const cw_store_opts_t *opts, bool readonly, bool side,
+                     int target, cw_store_t **out, cw_diag_t *d)
 {
     cw_store_t *s = NULL;
-    enum probe kind;
+    enum probe kind = PROBE_OURS;
     int64_t v;
-    int err = probe_file(path, &kind, d);
-    if (err) return err;
-    if (readonly && kind != PROBE_OURS)
-        return kind == PROBE_NEW
-                   ? cw_diag_set(d, CW_ENOENT,
-                                 "%s does not exist yet; start the commitwatch service to "
-                                 "create it",
-                                 path)
-                   : cw_diag_set(d, CW_ENOTDB, "%s is not a commitwatch database", path);
-    if (kind == PROBE_EMPTY_SQLITE && (err = check_no_tables(path, d))) return err;
+    int err;
+    if (readonly || side) {
+        /* A reader or a side writer opens a file the service may hold
+         * open in this same process: an fd of our own on it (probe_file)
+         * would drop, when closed, every POSIX lock the process's SQLite
+         * connections hold on it, and another process's connection could
+         * then checkpoint and delete the WAL under them (SQLite's "How To
+         * Corrupt", 2.2.1). So no probe: the file must exist, SQLite
+         * opens it read-only first, and application_id and the schema
+         * version are checked before anything can write. */
+        uint64_t size = 0;
+        if (cw_plat_file_size(path, &size) != 0 || size == 0)
+            return cw_diag_set(d, CW_ENOENT,
+                               "%s does not exist yet; start the commitwatch service to "
+                               "create it",
+                               path);
+        if (side) {
+            if ((err = open_impl(path, NULL, true, false, 0, &s, d))) return err;
+            cw_store_close(s);
+            s = NULL;
+        }
+    } else {
+        if ((err = probe_file(path, &kind, d))) return err;
+        if (kind == PROBE_EMPTY_SQLITE && (err = check_no_tables(path, d))) return err;
+    }
 
     err = CW_ENOMEM;
     if (!(s = calloc(1, sizeof *s)) || !(s->path = strdup(path))) goto fail;
@@ -351,7 +370,9 @@ static int open_impl(const char *path, const cw_store_opts_t *opts, bool readonl
         s->opts = *opts;
     else
         cw_store_opts_default(&s->opts);
-    int flags = readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    int flags = readonly ? SQLITE_OPEN_READONLY
+                : side   ? SQLITE_OPEN_READWRITE
+                         : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
     if (sqlite3_open_v2(path, &s->db, flags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
         err = s->db ? cw_diag_set(d, CW_EIO,
                                   "cannot open %s: %s; check that its directory exists and that "
@@ -370,7 +391,11 @@ static int open_impl(const char *path, const cw_store_opts_t *opts, bool readonl
                  CW__STORE_APP_ID);
         if ((err = cw__store_exec(s, sql, "creating the database", d))) goto fail;
     }
-    if ((err = cw__store_query_int(s, "PRAGMA application_id", &v, d))) goto fail;
+    if ((err = cw__store_query_int(s, "PRAGMA application_id", &v, d))) {
+        if ((sqlite3_errcode(s->db) & 0xff) == SQLITE_NOTADB)
+            err = cw_diag_set(d, CW_ENOTDB, "%s is not a commitwatch database", path);
+        goto fail;
+    }
     if ((err = cw__store_query_int(s, "PRAGMA page_size", &s->page_size, d))) goto fail;
     if (v != CW__STORE_APP_ID) {
         err = cw_diag_set(d, CW_ENOTDB, "%s is not a commitwatch database", path);
@@ -390,7 +415,7 @@ static int open_impl(const char *path, const cw_store_opts_t *opts, bool readonl
         (err = cw__store_exec(s, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL",
                               "setting the journal mode", d)))
         goto fail;
-    if (readonly) {
+    if (readonly || side) {
         if (v < (int64_t)cw__schema_count) {
             err = cw_diag_set(d, CW_EDB,
                               "%s has the older schema version %" PRId64 "; run the "
@@ -411,12 +436,17 @@ fail:
 
 int cw_store_open(const char *path, const cw_store_opts_t *opts, cw_store_t **out, cw_diag_t *d)
 {
-    return open_impl(path, opts, false, (int)cw__schema_count, out, d);
+    return open_impl(path, opts, false, false, (int)cw__schema_count, out, d);
 }
 
 int cw_store_open_readonly(const char *path, cw_store_t **out, cw_diag_t *d)
 {
-    return open_impl(path, NULL, true, 0, out, d);
+    return open_impl(path, NULL, true, false, 0, out, d);
+}
+
+int cw_store_open_side(const char *path, cw_store_t **out, cw_diag_t *d)
+{
+    return open_impl(path, NULL, false, true, 0, out, d);
 }
 
 int cw__store_create_at_version(const char *path, int version, cw_diag_t *d)
@@ -428,7 +458,7 @@ int cw__store_create_at_version(const char *path, int version, cw_diag_t *d)
     int err = probe_file(path, &kind, d);
     if (!err && kind != PROBE_NEW)
         err = cw_diag_set(d, CW_EINVAL, "%s exists; the test hook only creates new files", path);
-    if (!err) err = open_impl(path, NULL, false, version, &s, d);
+    if (!err) err = open_impl(path, NULL, false, false, version, &s, d);
     cw_store_close(s);
     return err;
 }

@@ -2,8 +2,9 @@
  * migrations, writing; store_tiers.c: rollups, retention, size cap;
  * store_report.c: window figures; store_query.c: the API's small queries
  * and /metrics; store_series.c: time series; store_retag.c: re-tagging;
- * writer.c: the writer thread): the cw_store struct, the cache of
- * prepared statements, tier geometry, and hooks for tests.
+ * store_alerts.c: the alert tables; writer.c: the writer thread): the
+ * cw_store struct, the cache of prepared statements, tier geometry, and
+ * hooks for tests.
  *
  * Not a public header: only service/store/ and tests include it. */
 #ifndef COMMITWATCH_STORE_INTERNAL_H
@@ -81,6 +82,19 @@ enum cw__stmt {
     CW__ST_FEED_RELEASES,
     CW__ST_FEED_RUNDOWN,
     CW__ST_FEED_PROCS,
+    /* store_alerts.c */
+    CW__ST_AL_ACTIVE,
+    CW__ST_AL_INSERT,
+    CW__ST_AL_ID,
+    CW__ST_AL_UPDATE,
+    CW__ST_AL_TR_INSERT,
+    CW__ST_AL_LIST,
+    CW__ST_AL_GET,
+    CW__ST_AL_TRS,
+    CW__ST_SIL_ADD,
+    CW__ST_SIL_DELETE,
+    CW__ST_SIL_EXISTS,
+    CW__ST_SIL_LIST,
     CW__ST__COUNT
 };
 
