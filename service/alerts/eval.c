@@ -441,8 +441,22 @@ static int eval_gone(cw__aeval_t *e, uint32_t ri, uint32_t si, int64_t T)
         } else if (e->set.procs[pi].ended < T) {
             why = "tracking ended";
         }
-    } else {
-        why = "process exited"; /* no instance of the name is left */
+    } else if (G_KIND(st->k1) == G_NAME) {
+        /* No instance of the name alive: how did the last one end? */
+        uint32_t name = (uint32_t)(st->k1 & 0xffffffffu);
+        int64_t last = INT64_MIN;
+        bool alive = false;
+        for (size_t i = 0; i < e->set.nprocs && !alive; i++) {
+            const cw__aproc_t *p = &e->set.procs[i];
+            if (p->name != name || p->start == INT64_MIN) continue;
+            int64_t end = p->exit < p->ended ? p->exit : p->ended;
+            if (end >= T) alive = true;
+            if (end > last) {
+                last = end;
+                why = p->exit < p->ended ? "process exited" : "tracking ended";
+            }
+        }
+        if (alive || last == INT64_MIN) why = NULL; /* the condition is false */
     }
     cw_alert_transition_t tr;
     if (cw__sm_step(&st->sm, er->r->for_ns, er->r->keep_firing_for_ns, T, CW_SEV_NONE, why,

@@ -1,5 +1,5 @@
 /* alert_stubs.h - TEMPORARY local versions of h-rules' functions
- * (rules copy/free, time to limit, limits) until that branch lands; only
+ * (time to limit, limits: limit.c) until that branch lands; only
  * the engine's unit tests include it. Delete on merge. */
 #ifndef CW_ALERT_STUBS_H
 #define CW_ALERT_STUBS_H
@@ -9,18 +9,6 @@
 
 #include "commitwatch/alerts.h"
 
-int cw_alert_rules_copy(cw_alert_rules_t *dst, const cw_alert_rules_t *src)
-{
-    *dst = *src; /* shallow: the tests' rules outlive the evaluator */
-    dst->v = malloc((src->n ? src->n : 1) * sizeof *dst->v);
-    if (src->n) memcpy(dst->v, src->v, src->n * sizeof *dst->v);
-    return dst->v ? 0 : CW_ENOMEM;
-}
-void cw_alert_rules_free(cw_alert_rules_t *rs)
-{
-    free(rs->v);
-    memset(rs, 0, sizeof *rs);
-}
 void cw_time_to_limit(uint64_t headroom, double m, double u, cw_time_to_limit_t *out)
 {
     out->headroom = headroom;
