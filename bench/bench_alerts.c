@@ -81,7 +81,7 @@ static void fill_set(cw__aset_t *a, int procs, int tags, int64_t head)
             int64_t out = (int64_t)(64 + rnd(512)) << 20;
             for (int64_t s = head - a->len + 1; s <= head; s++) {
                 cw__slot_t *sl = &b->ring[(uint64_t)s % a->len];
-                uint32_t c = (uint32_t)(16 + rnd(64)), stay = leak ? c / 2 : (uint32_t)rnd(2);
+                uint32_t c = (uint32_t)(16 + rnd(64)), stay = leak ? c : (uint32_t)rnd(2);
                 sl->committed = c;
                 sl->commits = c / 4 + 1;
                 sl->rem = stay;
