@@ -114,6 +114,10 @@ def run(folder, name, trace, rules, extra="", db=None, check=True):
                        timeout=600)
     if check and p.returncode != 0:
         raise AssertionError(f"commitwatch run failed ({p.returncode}):\n{p.stderr[-3000:]}")
+    # The engine writes beside the store writer (WAL, busy timeout): a
+    # failed evaluation or save is logged, and must not happen here.
+    if check and ("alerts: evaluating at" in p.stderr or "alerts: reading" in p.stderr):
+        raise AssertionError(f"the alert engine logged a failure:\n{p.stderr[-3000:]}")
     return db, p
 
 

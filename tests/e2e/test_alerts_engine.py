@@ -277,6 +277,20 @@ if len(after) == 2:
     t.eq("restart: firing `for` after pending, across the restart",
          after[1]["ts_ns"] - after[0]["ts_ns"], 10 * MIN)
 
+# A restart with the rule changed: its active series resolves "rule
+# removed" at once; the new rule's series starts over.
+tr3 = Trace()
+tr3.start(25 * MIN, 303, "svc.exe")
+for _ in range(150):
+    tr3.commit(25 * MIN, 303, MiB, rundown=True)
+for k in range(151, 200):
+    a = tr3.commit(k * 10 * S, 303, MiB)
+    tr3.release(k * 10 * S + S // 2, 303, a, MiB)
+run(TMP, "restart3", tr3, RESTART_RULES.replace("warn = 100MiB", "warn = 120MiB"), db=db4)
+after3 = transitions(db4, "svc")[len(after):]
+t.eq("rule changed: the active series resolves 'rule removed', the new one starts over",
+     [(r["to_state"], r["reason"]) for r in after3][:2], [(0, "rule removed"), (1, "condition")])
+
 # ---- silences ----------------------------------------------------------------------------
 
 SIL_RULES = """
