@@ -9,7 +9,6 @@
 
 #include "alerts/alerts_internal.h"
 #include "commitwatch/event.h"
-#include "alert_stubs.h" /* TEMPORARY: until h-rules lands */
 #include "test.h"
 
 #define S INT64_C(1000000000)

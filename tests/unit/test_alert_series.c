@@ -21,7 +21,6 @@
 #include "commitwatch/stacks.h"
 #include "commitwatch/store.h"
 #include "commitwatch/tagger.h"
-#include "alert_stubs.h" /* TEMPORARY: until h-rules lands */
 #include "test.h"
 #include "test_port.h"
 
