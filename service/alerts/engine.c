@@ -23,8 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alerts/alerts_internal.h"
 #include <cjson/cJSON.h>
+
+#include "alerts/alerts_internal.h"
 #include "commitwatch/common.h"
 #include "commitwatch/event.h"
 #include "commitwatch/log.h"

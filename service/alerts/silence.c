@@ -10,8 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alerts/alerts_internal.h"
 #include <cjson/cJSON.h>
+
+#include "alerts/alerts_internal.h"
 #include "commitwatch/common.h"
 
 /* ---- the regex dialect -------------------------------------------------------- */
