@@ -21,94 +21,23 @@ import json
 import os
 import re
 import sqlite3
-import subprocess
 import sys
 import urllib.error
 import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
-from cwservice import MTA, MTA_WINDOWS, Checks, Service, require_fixture  # noqa: E402
+from cwservice import MTA, Checks, Service, require_fixture  # noqa: E402
 from cwtest import require  # noqa: E402
+from alertdoc import (CONFIG, DETAIL, E1, E2, FILL, LEAK_TEXT, NAME, RULES, S, T0,  # noqa: E402
+                      W, WEIRD, fill, fill_doc, proc_id)
 
 require_fixture()
-FILL = os.environ.get("CW_ALERT_FILL", "")
 require(FILL and os.path.exists(FILL), "cw_alert_fill (tests/alertfill) is not built: CW_ALERT_FILL")
 
-S = 1_000_000_000
 t = Checks()
-W = json.load(open(MTA_WINDOWS))
-T0 = W["t0_ns"]
-NAME = W["process"]["name"]
 TOKEN = "s3cret"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-WEIRD = 'db"weird\nname\\x'  # a process name with a quote, a newline and a backslash
-
-LEAK_TEXT = ("[rule leak]\nmetric = leak_score\nprocess = *.exe, !svchost.exe\n"
-             "warn = 0.7\ncrit = 0.9\nfor = 5m\n# a comment\nsummary = {process} leaks\n")
-TTL_TEXT = "[rule ttl]\nmetric = time_to_limit\ngroup_by = machine\nwarn = < 48h\n"
-BIG_TEXT = (f"[rule big]\nmetric = outstanding\nprocess = {NAME}\ngroup_by = name\n"
-            "tag_by = all\nwarn = 1MiB\n")
-RULES = [
-    {"name": "leak", "file": "/etc/commitwatch/alerts.rules", "line": 1, "hash": "aa", "text": LEAK_TEXT},
-    {"name": "ttl", "file": "/etc/commitwatch/alerts.rules", "line": 10, "hash": "bb", "text": TTL_TEXT},
-    {"name": "big", "file": "/etc/commitwatch/big.rules", "line": 1, "hash": "cc", "text": BIG_TEXT},
-]
-E1, E2 = T0 + 10 * S, T0 + 20 * S
-DETAIL = {"labels": {"alertname": "leak", "process": NAME, "severity": "critical"},
-          "summary": f"{NAME} leaks",
-          "leak": {"score": 0.93, "slope": 1048576.0, "slope_lo": 900000.0, "slope_hi": 1200000.0,
-                   "mk_z": 4.2, "mk_p": 0.0001, "floor_slope": 1000000.0, "stay_share": 0.8,
-                   "plateau": 1.0, "points": 60},
-          "forecast": {"median_s": 7200.0, "upper_s": 5400.0, "headroom": 8589934592,
-                       "source": "CommitLimit", "advisory": True},
-          "values": {"t": [E1, E2], "v": [0.8, 0.93]}}
-FILL_DOC = {
-    "rules": RULES,
-    "evaluations": [
-        {"eval_ns": E1,
-         "series": [
-             {"rule": "leak", "rule_hash": "aa", "key": "instance:5|Heap", "process": NAME, "proc": 5,
-              "pid": W["process"]["pid"], "tag": "Heap", "state": 1, "severity": 0, "active_since": E1,
-              "value": 0.8, "threshold": 0.7, "leak_score": 0.8, "ttl_s": 9000.0},
-             {"rule": "ttl", "rule_hash": "bb", "key": "machine|*", "state": 2, "severity": 1,
-              "active_since": E1, "firing_since": E1, "value": 100000.0, "threshold": 172800.0,
-              "ttl_s": 100000.0},
-             {"rule": "leak", "rule_hash": "aa", "key": "instance:9|Other", "process": WEIRD, "proc": 9,
-              "pid": 77, "tag": "Other", "state": 1, "severity": 0, "active_since": E1 - 5 * S,
-              "value": 0.75, "threshold": 0.7, "leak_score": 0.75, "ttl_s": "inf"},
-             {"rule": "leak", "rule_hash": "aa", "key": "instance:3|Heap", "process": "old.exe",
-              "proc": 3, "pid": 33, "tag": "Heap", "state": 2, "severity": 1, "active_since": T0,
-              "firing_since": T0, "value": 0.9, "threshold": 0.7, "leak_score": 0.9}],
-         "transitions": [
-             {"row": 0, "ts_ns": E1, "from": 0, "to": 1, "severity": 0, "value": 0.8,
-              "threshold": 0.7, "reason": "condition"},
-             {"row": 1, "ts_ns": E1, "from": 0, "to": 2, "severity": 1, "value": 100000.0,
-              "threshold": 172800.0, "reason": "condition", "silenced": True},
-             {"row": 2, "ts_ns": E1 - 5 * S, "from": 0, "to": 1, "severity": 0, "value": 0.75,
-              "threshold": 0.7, "reason": "condition"}]},
-        {"eval_ns": E2,
-         "series": [
-             {"ref": 0, "rule": "leak", "rule_hash": "aa", "key": "instance:5|Heap", "process": NAME,
-              "proc": 5, "pid": W["process"]["pid"], "tag": "Heap", "state": 2, "severity": 2,
-              "active_since": E1, "firing_since": E2, "value": 0.93, "threshold": 0.9,
-              "leak_score": 0.93, "ttl_s": 7200.0, "detail": DETAIL},
-             {"ref": 3, "rule": "leak", "rule_hash": "aa", "key": "instance:3|Heap", "process": "old.exe",
-              "proc": 3, "pid": 33, "tag": "Heap", "state": 0, "severity": 0, "value": 0.9,
-              "threshold": 0.7, "leak_score": 0.9}],
-         "transitions": [
-             {"row": 0, "ts_ns": E2, "from": 1, "to": 2, "severity": 2, "value": 0.93,
-              "threshold": 0.9, "leak_score": 0.93, "ttl_s": 7200.0, "reason": "for elapsed"},
-             {"row": 1, "ts_ns": E2, "from": 2, "to": 0, "severity": 1, "value": 0.9,
-              "threshold": 0.7, "reason": "process exited"}]},
-    ],
-    "silences": [
-        {"matchers": [{"name": "rule", "value": "ttl", "isRegex": False, "isEqual": True}],
-         "starts_ns": T0, "ends_ns": T0 + 86400 * S, "created_by": "ops", "comment": "known",
-         "created_ns": T0}],
-}
-CONFIG = "alert_default_rules = no\n"
-
 
 def q(path, **params):
     return path + ("?" + urllib.parse.urlencode(params) if params else "")
@@ -140,12 +69,9 @@ def err_says(what, got, status, *words):
 
 
 with Service(MTA, name="alerts-api", args=["--token", TOKEN], config=CONFIG) as svc:
-    fill_path = os.path.join(svc.dir, "alerts.json")
-    with open(fill_path, "w") as f:
-        json.dump(FILL_DOC, f)
-    out = subprocess.run([FILL, svc.db, fill_path], capture_output=True, text=True)
-    t.check("cw_alert_fill stored the alert state", out.returncode == 0, out.stderr)
-    ids = json.loads(out.stdout)
+    PROC = proc_id(svc)
+    FILL_DOC = fill_doc(PROC)
+    ids = fill(svc, FILL_DOC)
     A, B, C, D = ids["series"][:4]
     t.eq("the second evaluation kept the first one's ids", ids["series"][4:], [A, D])
     SIL0 = ids["silences"][0]
@@ -166,7 +92,7 @@ with Service(MTA, name="alerts-api", args=["--token", TOKEN], config=CONFIG) as 
     t.eq("alerts: evaluated_ns", a["evaluated_ns"], E2)
     t.eq("alerts: evaluations", a["evaluations"], 2)
     x = a["alerts"][0]
-    want = {"id": A, "rule": "leak", "key": "instance:5|Heap", "process": NAME, "proc": 5,
+    want = {"id": A, "rule": "leak", "key": f"instance:{PROC}|Heap", "process": NAME, "proc": PROC,
             "pid": W["process"]["pid"], "tag": "Heap", "state": "firing", "severity": "critical",
             "active_since_ns": E1, "firing_since_ns": E2, "false_since_ns": None, "updated_ns": E2,
             "value": 0.93, "threshold": 0.9, "leak_score": 0.93, "time_to_limit_s": 7200,
