@@ -156,4 +156,75 @@ typedef struct cw_notify_count {
 int cw_store_notify_counts(cw_store_t *s, cw_notify_count_t **out, size_t *n, cw_diag_t *d);
 void cw_notify_counts_free(cw_notify_count_t *v, size_t n);
 
+/* ---- the engine's feed (store_alertfeed.c) -------------------------------- */
+
+/* What the alert engine reads of the stored buckets, by process instance
+ * and stack tag (stacks.tag), incrementally: the state at a window's start
+ * once (at start, or when a longer window needs more history), then the
+ * rows of the buckets stored since the last evaluation. Read on the
+ * engine's own handle (or a backtest's). */
+
+/* The stored span: tier 0's first bucket and end (CW_TS_NEVER while
+ * empty), the end of the data (cw_store_data_end(): where tracking ended
+ * when the last run has ended, else the stored end), and the minute
+ * tier's rolled-up end and horizon (where its rows are exact). */
+typedef struct cw_feed_bounds {
+    int64_t start_ns, stored_end_ns, data_end_ns;
+    bool ended;
+    int64_t minute_end_ns, minute_horizon_ns, raw_horizon_ns;
+} cw_feed_bounds_t;
+int cw_store_feed_bounds(cw_store_t *s, cw_feed_bounds_t *out, cw_diag_t *d);
+
+/* A read transaction around several feed calls, so they see one snapshot
+ * (end it before writing on the same handle). 0 or CW_EDB. */
+int cw_store_feed_begin(cw_store_t *s, cw_diag_t *d);
+void cw_store_feed_end(cw_store_t *s);
+
+typedef enum cw_feed_kind {
+    CW_FEED_START,   /* outstanding bytes at the window start (bytes) */
+    CW_FEED_COMMIT,  /* bytes and commit events (count) committed in the range */
+    CW_FEED_RELEASE, /* bytes released in the range of commits made in step
+                        astep (-1: rundown or before the epoch), count = commit
+                        events whose last byte went (releases.closed) */
+    CW_FEED_RUNDOWN  /* rundown (BEFORE) bytes of an instance that starts in
+                        the range: outstanding from its start on */
+} cw_feed_kind_t;
+
+typedef struct cw_feed_row {
+    cw_feed_kind_t kind;
+    uint32_t proc;
+    const char *tag; /* borrowed for the call */
+    int64_t astep;
+    int64_t bytes, count;
+} cw_feed_row_t;
+
+/* Called per row; a non-zero return stops the read and is returned. */
+typedef int (*cw_feed_fn)(void *ctx, const cw_feed_row_t *r);
+
+/* Outstanding at from per (instance, tag), every instance at once (the
+ * state "before from" as cw_store_series() computes it for one: the hour
+ * tier's rows before the last rolled-up hour boundary plus raw rows after
+ * it; rundown of instances starting at or after from left out). Rows of
+ * kind CW_FEED_START, non-zero only. */
+int cw_store_feed_start(cw_store_t *s, int64_t from_ns, cw_feed_fn fn, void *ctx, cw_diag_t *d);
+
+/* Rows of tier (0 raw, 1 minute) in [lo, hi): commits, then releases
+ * (astep = the commit's bucket / step_ns, -1 for BEFORE), then rundown of
+ * instances starting in [lo, hi) (tier 2's BEFORE rows, which hold rundown
+ * alone). */
+int cw_store_feed_rows(cw_store_t *s, int tier, int64_t lo, int64_t hi, int64_t step_ns,
+                       cw_feed_fn fn, void *ctx, cw_diag_t *d);
+
+typedef struct cw_feed_proc {
+    uint32_t id, pid;
+    int64_t start_ns, exit_ns, ended_ns; /* CW_TS_NEVER when not */
+    const char *name;                    /* borrowed for the call */
+} cw_feed_proc_t;
+
+/* Instances with id > after_id alive at since_ns or later (not exited nor
+ * ended before it), and instances with id <= after_id that exited or
+ * whose tracking ended at or after since_ns. */
+int cw_store_feed_procs(cw_store_t *s, uint32_t after_id, int64_t since_ns,
+                        int (*fn)(void *ctx, const cw_feed_proc_t *p), void *ctx, cw_diag_t *d);
+
 #endif

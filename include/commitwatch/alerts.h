@@ -86,33 +86,66 @@ typedef struct cw_alert_rule {
     cw_alert_limit_kind_t limit_kind; /* time_to_limit, and the forecast of every rule */
     uint64_t limit_bytes;    /* CW_AL_SIZE */
     double min_leak_score;   /* an extra condition on any metric; 0 = none */
+    double min_impacting_rate; /* bytes/h: an extra condition on any metric (the
+                                  "impacting floor"); 0 = none */
     cw_alert_label_t *labels;
     size_t nlabels;
     char *summary; /* may hold {process} {pid} {tag} {value} {threshold}; NULL = generated */
+    char *text;    /* the section as written, from its `[rule NAME]` line to its last
+                      key line (comments inside kept): for the API and backtests */
+    char hash[17]; /* FNV-1a 64 (hex) of the canonical text: the name and the
+                      `key=value` lines, trimmed, sorted by key, without comments;
+                      so comments, spacing and key order do not change it */
 } cw_alert_rule_t;
 
 typedef struct cw_alert_rules {
     cw_alert_rule_t *v;
     size_t n;
-    char hash[17]; /* of the rules' text, hex: state is kept per rule name and hash */
+    char hash[17]; /* of the rules' text, hex: state is kept per rule name and hash.
+                      FNV-1a 64 over every rule's name and hash, in order. */
 } cw_alert_rules_t;
 
-/* Parses one rules file into rs (appending). A bad rule is refused with a
- * message "FILE:LINE: ..." written to warn (may be NULL), counted in
- * *nbad, and the rest still load. 0, CW_EIO (cannot read the file, d says
- * so) or CW_ENOMEM. */
+/* Limits on what a rules file may hold (a hostile or broken file costs at
+ * most this much): longer lines and rules past the count are refused like
+ * any bad rule; a larger file is refused whole (CW_ERANGE). */
+#define CW_ALERT_MAX_LINE 4096          /* bytes per line, newline excluded */
+#define CW_ALERT_MAX_RULES 1000         /* rules per rule set */
+#define CW_ALERT_MAX_LIST 64            /* process globs, tags, labels per rule */
+#define CW_ALERT_MAX_FILE (4u << 20)    /* bytes per rules file */
+
+/* Parses one rules file into rs (appending). A bad rule is refused with
+ * one line per fault, "FILE:LINE: rule NAME: what is wrong", written to
+ * warn (may be NULL), counted once in *nbad (may be NULL; added to), and
+ * the rest still load; text outside a section is a fault too ("FILE:LINE:
+ * what is wrong"). Names must be unique over the whole set: a later rule
+ * of an existing name is refused. 0, CW_EIO (cannot read the file),
+ * CW_ERANGE (larger than CW_ALERT_MAX_FILE), CW_EPARSE (a NUL byte: not a
+ * text file) with d saying so, or CW_ENOMEM. On an error rs holds what it
+ * held before. */
 int cw_alert_rules_load(cw_alert_rules_t *rs, const char *path, FILE *warn, unsigned *nbad,
                         cw_diag_t *d);
 /* Same, from text (tests; `name` stands for the file in messages). */
 int cw_alert_rules_parse(cw_alert_rules_t *rs, const char *name, const char *text, FILE *warn,
                          unsigned *nbad, cw_diag_t *d);
 void cw_alert_rules_free(cw_alert_rules_t *rs); /* frees the contents; accepts zeroed */
+/* A deep copy of src into dst (which is overwritten, not freed). 0 or
+ * CW_ENOMEM (dst then zeroed). */
+int cw_alert_rules_copy(cw_alert_rules_t *dst, const cw_alert_rules_t *src);
+/* The rule of that name, or NULL. Borrowed from rs. */
+const cw_alert_rule_t *cw_alert_rules_find(const cw_alert_rules_t *rs, const char *name);
+/* "impacting_rate", ...; the names the rules file uses. */
+const char *cw_alert_metric_name(cw_alert_metric_t m);
 /* The shipped defaults (docs/ALERTS.md, "Default rules"), as text. */
 const char *cw_alert_default_rules(void);
 
 /* "50MiB/h", "2GiB", "< 48h", "0.7", "5000/h": a threshold of metric m.
- * *below is set by a leading '<'; *count_unit by a bare count per hour.
- * 0 or -1. Pure. */
+ * *below is set by a leading '<' (cleared by '>' or no sign; a
+ * time_to_limit threshold is always below: its '<' may be left out);
+ * *count_unit by a bare count per hour (transient_rate only). Units by
+ * metric: impacting_rate and transient_rate SIZE/h or SIZE/d (bytes per
+ * hour), transient_rate also COUNT/h or COUNT/d; outstanding SIZE;
+ * leak_score a number in 0..1; time_to_limit a duration (seconds out).
+ * 0 or -1 (bad text, or a unit that does not fit m). Pure. */
 int cw_alert_parse_threshold(cw_alert_metric_t m, const char *s, double *value, bool *below,
                              bool *count_unit);
 
@@ -131,13 +164,20 @@ typedef struct cw_leak_score {
     double mk_p;         /* its two-sided p-value */
     double floor_slope;  /* Theil-Sen slope of per-interval minima, bytes/h */
     double stay_share;   /* impacting / committed over the window, 0..1 */
-    double plateau;      /* recent slope / whole-window slope, clamped to 0..1 */
+    double plateau;      /* recent slope (middle third to last third) / whole-window
+                            slope, clamped to 0..1 */
+    double step_fit;     /* how much better one step fits than a line:
+                            1 - SSE(step) / SSE(line), 0..1 (a one-off step: near 1) */
+    double cap;          /* the cap applied for plateau and step, 0..1 */
     uint32_t points;     /* points used */
 } cw_leak_score_t;
 
 /* Scores n points (t_ns[i], outstanding[i]) taken at the ends of equal
  * steps over the window, with the window's committed and impacting bytes.
- * Pure, no allocation above n <= CW_LEAK_MAX_POINTS. */
+ * Pure, no allocation, a few microseconds for any n (the points are
+ * averaged into at most 32 groups before the O(n^2) parts; n up to
+ * CW_LEAK_MAX_POINTS is the engine's use). Fewer than 4 points, times not
+ * increasing, or a negative outstanding value: every field 0 (no score). */
 #define CW_LEAK_MAX_POINTS 512
 void cw_leak_score(const int64_t *t_ns, const int64_t *outstanding, size_t n, int64_t committed,
                    int64_t impacting, cw_leak_score_t *out);
@@ -159,9 +199,39 @@ typedef struct cw_time_to_limit {
     cw_limit_info_t limit;
 } cw_time_to_limit_t;
 
-/* headroom / slope, in seconds, for both slopes (bytes/h). Pure. */
+/* headroom / slope, in seconds, for both slopes (bytes/h): median_s from
+ * slope_median, upper_s from the larger of the two (so upper_s <=
+ * median_s); INFINITY for a slope <= 0 (or NaN); 0 when headroom is 0 (at
+ * the limit now, growing or not). Sets median_s, upper_s and headroom;
+ * leaves out->limit as it is (cw_alert_limit fills it). Pure. */
 void cw_time_to_limit(uint64_t headroom, double slope_median, double slope_upper,
                       cw_time_to_limit_t *out);
+
+/* Bytes left under a limit: limit - used, 0 when used >= limit or the
+ * limit is unknown. Pure. */
+uint64_t cw_limit_headroom(const cw_limit_info_t *l);
+
+/* The machine's commit limit now (platform.h, cw_plat_commit_limit):
+ * Linux /proc/meminfo CommitLimit and Committed_AS, advisory unless
+ * vm.overcommit_memory = 2; Windows GetPerformanceInfo CommitLimit and
+ * CommitTotal. Reads the OS (a file read, some microseconds): call it once
+ * per evaluation and pass the result to cw_alert_limit, not once per
+ * series. 0, or CW_E* with out->known false. Any thread. */
+int cw_alert_machine_limit(cw_limit_info_t *out);
+
+/* The limit rule r's series are forecast against (its `limit`):
+ *  - CW_AL_SIZE: the configured size; used = series_outstanding.
+ *  - CW_AL_MACHINE: *machine (from cw_alert_machine_limit; NULL = read it
+ *    now). For any series, per process or not, the headroom is the
+ *    machine's free commit (limit - used): a process can grow only into it.
+ *  - CW_AL_PROCESS: the process pid's own limit (Linux: RLIMIT_AS, used =
+ *    its address space, VmSize; Windows: its job's per-process memory
+ *    limit, used = its private commit, knowable only for commitwatch's own
+ *    process, docs/ALERTS.md), else, and for pid 0, the machine's as above.
+ * 0 with out filled (out->known false when no limit can be read), or the
+ * platform's CW_E* with out->known false. Any thread. */
+int cw_alert_limit(const cw_alert_rule_t *r, uint32_t pid, uint64_t series_outstanding,
+                   const cw_limit_info_t *machine, cw_limit_info_t *out);
 
 /* ---- notices (what the engine hands to delivery, notify.h) --------------- */
 
@@ -221,7 +291,9 @@ typedef struct cw_alert_transition {
     double ttl_s;        /* time to limit at the median slope; INFINITY / NAN */
     const char *reason;  /* static: "condition", "for elapsed", "severity rose",
                             "severity fell", "resolved", "process exited",
-                            "condition false" (pending -> inactive) */
+                            "condition false" (pending -> inactive), "tracking ended"
+                            (an instance's tracking ended and later data came:
+                            a restart), "rule removed" (or changed, on a reload) */
 } cw_alert_transition_t;
 
 typedef struct cw_alert_engine cw_alert_engine_t;
@@ -235,6 +307,10 @@ typedef struct cw_alert_engine_opts {
     void (*on_notices)(void *ctx, const cw_alert_notice_t *v, size_t n);
     void *ctx;
     const char *generator_url;  /* base of the dashboard link; NULL = none */
+    int64_t resend_ns;          /* firing alerts are notified again this often; 0 = 1 min */
+    /* The service's store settings (retention, cap): the engine's read-write
+     * handle is opened with them, as opening writes them. NULL = defaults. */
+    const cw_store_opts_t *store_opts;
 } cw_alert_engine_opts_t;
 
 /* Starts the engine thread over rules (copied). 0, or CW_E* with d. */

@@ -50,9 +50,28 @@ int cw_reserve_zeroed(void *items, size_t *cap, size_t need, size_t elem);
 #define CW_RESERVE_ZEROED(v, cap, need)                                                            \
     ((size_t)(need) <= (cap) ? 0 : cw_reserve_zeroed(&(v), &(cap), (need), sizeof *(v)))
 
+/* Values of the configuration and of the alert rules (service/base/units.c).
+ * "90s", "15m", "26h", "35d", "500ms" or plain nanoseconds -> ns. 0 or -1. */
+int cw_parse_duration(const char *s, int64_t *ns);
+/* "512MiB", "2GiB", "1GB", "4096" -> bytes. 0 or -1. */
+int cw_parse_size(const char *s, uint64_t *bytes);
+
+/* Unix ns as a proleptic Gregorian UTC date and time (H. Hinnant's
+ * civil_from_days): computed here because gmtime differs between the C
+ * libraries (and MinGW has no gmtime_r). nsec is 0..999999999. Pure. */
+typedef struct cw_utc {
+    int64_t year;
+    int month, day, hour, min, sec;
+    int64_t nsec;
+} cw_utc_t;
+void cw_utc_from_ns(int64_t ns, cw_utc_t *out);
+
 /* Copies src into dst[size] truncating, always NUL-terminated when
  * size > 0. Returns strlen(src) (>= size means truncated). */
 size_t cw_strlcpy(char *dst, const char *src, size_t size);
+/* Cuts the blanks (isspace) at the end of s in place and returns s past
+ * those at its start. */
+char *cw_strtrim(char *s);
 /* malloc'd copy of s, or of its first n bytes; NULL on ENOMEM (or s NULL). */
 char *cw_strdup(const char *s);
 char *cw_strndup(const char *s, size_t n);

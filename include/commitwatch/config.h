@@ -57,10 +57,9 @@ void cw_config_free(cw_config_t *c);
  * NULL). 0, CW_EIO (cannot read) or CW_EPARSE with d naming file:line. */
 int cw_config_load(cw_config_t *c, const char *path, FILE *warn, cw_diag_t *d);
 
-/* "90s", "15m", "26h", "35d", "500ms" or plain nanoseconds -> ns. 0 or -1. */
-int cw_parse_duration(const char *s, int64_t *ns);
-/* "512MiB", "2GiB", "1GB", "4096" -> bytes. 0 or -1. */
-int cw_parse_size(const char *s, uint64_t *bytes);
+/* cw_parse_duration() and cw_parse_size(), which read the duration and
+ * size values, are in common.h (service/base/units.c): the alert rules
+ * read the same units. */
 
 /* Writes a commented default configuration file (for `install`). */
 int cw_config_write_default(FILE *out);

@@ -21,5 +21,7 @@ void cw_keymap_clear(cw_keymap_t *m);
 /* Finds the key; if absent inserts it with index = count (the next dense
  * index) and sets *added. Returns the index, or UINT32_MAX on ENOMEM. */
 uint32_t cw_keymap_get(cw_keymap_t *m, uint64_t k1, uint64_t k2, int *added);
+/* The key's index, or UINT32_MAX when absent (nothing inserted). */
+uint32_t cw_keymap_find(const cw_keymap_t *m, uint64_t k1, uint64_t k2);
 
 #endif

@@ -158,4 +158,69 @@ typedef struct cw_plat_service_hooks {
  * caller then runs in the foreground itself. */
 int cw_plat_service_dispatch(const cw_plat_service_hooks_t *h, int *run_rc);
 
+/* ---- alerts: the system log and the exec hook (notify.h) ------------------ */
+
+/* A structured entry of the system log for an alert. */
+typedef enum cw_plat_alert_level {
+    CW_PLAT_ALERT_INFO,    /* a resolved alert */
+    CW_PLAT_ALERT_WARNING, /* firing, severity warning */
+    CW_PLAT_ALERT_ERROR    /* firing, severity critical */
+} cw_plat_alert_level_t;
+
+/* What happened, one stable event id each (Windows: 100 + kind, the
+ * message table's ids; journald: a MESSAGE_ID each). */
+typedef enum cw_plat_alert_kind {
+    CW_PLAT_ALERT_FIRING = 0,   /* started firing */
+    CW_PLAT_ALERT_ROSE = 1,     /* severity rose */
+    CW_PLAT_ALERT_FELL = 2,     /* severity fell */
+    CW_PLAT_ALERT_REPEAT = 3,   /* still firing (the repeat interval passed) */
+    CW_PLAT_ALERT_RESOLVED = 4
+} cw_plat_alert_kind_t;
+
+typedef struct cw_plat_alert_field {
+    const char *name, *value; /* journald field names: A-Z, 0-9, '_' */
+} cw_plat_alert_field_t;
+
+typedef struct cw_plat_alert_entry {
+    cw_plat_alert_level_t level;
+    cw_plat_alert_kind_t kind;
+    const char *message; /* one line */
+    /* journald: every field as given (plus MESSAGE, PRIORITY, MESSAGE_ID,
+     * SYSLOG_IDENTIFIER); syslog: NAME=value pairs after the message;
+     * Event Log: the message is insertion string %1 and the values of
+     * the fields, in order, %2 ... (at most 16). */
+    const cw_plat_alert_field_t *fields;
+    size_t nfields;
+} cw_plat_alert_entry_t;
+
+typedef struct cw_plat_alert_log cw_plat_alert_log_t;
+
+/* Opens the system log for alert entries. kind: "auto" (journald when its
+ * socket exists, else syslog; Windows: the Event Log), "journald",
+ * "syslog", "eventlog" (Windows). root: a folder the well-known sockets
+ * are looked for under (ROOT/run/systemd/journal/socket, ROOT/dev/log:
+ * tests bind their own there); NULL or "" = the real ones. 0, or
+ * CW_EINVAL (a kind this OS does not have: d names the known ones) /
+ * CW_ENOMEM / CW_EIO. */
+int cw_plat_alert_log_open(const char *kind, const char *root, cw_plat_alert_log_t **out,
+                           cw_diag_t *d);
+/* "journald", "syslog" or "eventlog": what l writes to. */
+const char *cw_plat_alert_log_name(const cw_plat_alert_log_t *l);
+/* Writes one entry. 0, or CW_EIO with d saying why (nothing listens, the
+ * entry is too large). One thread at a time per l. */
+int cw_plat_alert_log_write(cw_plat_alert_log_t *l, const cw_plat_alert_entry_t *e, cw_diag_t *d);
+void cw_plat_alert_log_close(cw_plat_alert_log_t *l); /* accepts NULL */
+
+/* Runs the program at path (no shell, no PATH search: a path with spaces
+ * or ';' is one path) with argv {path, NULL}, in_len bytes of in on its
+ * standard input (then closed; a program that does not read them is not
+ * an error), its standard output and error those of this process. Waits
+ * at most timeout_ns (<= 0: no limit), then kills it (and, where the OS
+ * can, what it started: its process group; a job object). 0 when it ran:
+ * *timed_out says whether it was killed at the timeout, else *exit_code
+ * is its exit status (-N on POSIX when signal N ended it). CW_ENOENT /
+ * CW_EPERM / CW_EIO / CW_ENOMEM when it could not start (d says why). */
+int cw_plat_run(const char *path, const void *in, size_t in_len, int64_t timeout_ns,
+                int *exit_code, bool *timed_out, cw_diag_t *d);
+
 #endif

@@ -72,61 +72,6 @@ static const key_def_t keys[] = {
      "the dashboard's address in alert links (default http://LISTEN)"},
 };
 
-int cw_parse_duration(const char *s, int64_t *ns)
-{
-    static const struct {
-        const char *suffix;
-        int64_t mult;
-    } units[] = {{"ns", 1},
-                 {"us", 1000},
-                 {"ms", 1000000},
-                 {"s", 1000000000LL},
-                 {"m", 60000000000LL},
-                 {"h", 3600000000000LL},
-                 {"d", 86400000000000LL}};
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || v < 0) return -1;
-    if (!*end) {
-        *ns = v;
-        return 0;
-    }
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-        if (strcmp(end, units[i].suffix) == 0) {
-            if (v > INT64_MAX / units[i].mult) return -1;
-            *ns = v * units[i].mult;
-            return 0;
-        }
-    return -1;
-}
-
-int cw_parse_size(const char *s, uint64_t *bytes)
-{
-    static const struct {
-        const char *suffix;
-        uint64_t mult;
-    } units[] = {
-        {"B", 1},      {"KB", 1000},     {"MB", 1000000},        {"GB", 1000000000ULL},
-        {"KiB", 1024}, {"MiB", 1048576}, {"GiB", 1073741824ULL}, {"TiB", 1099511627776ULL}};
-    char *end;
-    errno = 0;
-    if (*s == '-') return -1;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s) return -1;
-    if (!*end) {
-        *bytes = v;
-        return 0;
-    }
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-        if (strcmp(end, units[i].suffix) == 0) {
-            if (v > UINT64_MAX / units[i].mult) return -1;
-            *bytes = v * units[i].mult;
-            return 0;
-        }
-    return -1;
-}
-
 /* Sets one key from text; 0, CW_ENOMEM or CW_EINVAL (bad value). */
 static int set_value(cw_config_t *c, const key_def_t *k, const char *v)
 {
@@ -210,16 +155,6 @@ void cw_config_free(cw_config_t *c)
     memset(c, 0, sizeof *c);
 }
 
-static char *trim(char *s)
-{
-    while (isspace((unsigned char)*s))
-        s++;
-    char *e = s + strlen(s);
-    while (e > s && isspace((unsigned char)e[-1]))
-        *--e = '\0';
-    return s;
-}
-
 int cw_config_load(cw_config_t *c, const char *path, FILE *warn, cw_diag_t *d)
 {
     FILE *f = fopen(path, "r");
@@ -233,7 +168,7 @@ int cw_config_load(cw_config_t *c, const char *path, FILE *warn, cw_diag_t *d)
         lineno++;
         char *hash = strchr(line, '#');
         if (hash) *hash = '\0';
-        char *s = trim(line);
+        char *s = cw_strtrim(line);
         if (!*s) continue;
         char *eq = strchr(s, '=');
         if (!eq) {
@@ -241,7 +176,7 @@ int cw_config_load(cw_config_t *c, const char *path, FILE *warn, cw_diag_t *d)
             break;
         }
         *eq = '\0';
-        char *key = trim(s), *val = trim(eq + 1);
+        char *key = cw_strtrim(s), *val = cw_strtrim(eq + 1);
         const key_def_t *k = NULL;
         for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
             if (strcmp(keys[i].key, key) == 0) k = &keys[i];

@@ -2,6 +2,7 @@
  * string copies. */
 #include "commitwatch/common.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,4 +65,39 @@ char *cw_strndup(const char *s, size_t n)
 char *cw_strdup(const char *s)
 {
     return s ? cw_strndup(s, strlen(s)) : NULL;
+}
+
+void cw_utc_from_ns(int64_t ns, cw_utc_t *out)
+{
+    int64_t s = ns / 1000000000, frac = ns % 1000000000;
+    if (frac < 0) {
+        frac += 1000000000;
+        s--;
+    }
+    int64_t days = s / 86400, sod = s % 86400;
+    if (sod < 0) {
+        sod += 86400;
+        days--;
+    }
+    int64_t z = days + 719468, era = (z >= 0 ? z : z - 146096) / 146097;
+    int64_t doe = z - era * 146097, yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t y = yoe + era * 400, doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    out->day = (int)(doy - (153 * mp + 2) / 5 + 1);
+    out->month = (int)(mp < 10 ? mp + 3 : mp - 9);
+    out->year = y + (out->month <= 2);
+    out->hour = (int)(sod / 3600);
+    out->min = (int)(sod / 60 % 60);
+    out->sec = (int)(sod % 60);
+    out->nsec = frac;
+}
+
+char *cw_strtrim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1]))
+        *--e = '\0';
+    return s;
 }

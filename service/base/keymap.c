@@ -78,3 +78,14 @@ uint32_t cw_keymap_get(cw_keymap_t *m, uint64_t k1, uint64_t k2, int *added)
     *added = 1;
     return m->count - 1;
 }
+
+uint32_t cw_keymap_find(const cw_keymap_t *m, uint64_t k1, uint64_t k2)
+{
+    if (!m->idx) return UINT32_MAX;
+    uint32_t i = slot_of(m, k1, k2);
+    while (m->idx[i]) {
+        if (m->k1[i] == k1 && m->k2[i] == k2) return m->idx[i] - 1;
+        i = (i + 1) & m->mask;
+    }
+    return UINT32_MAX;
+}

@@ -44,31 +44,14 @@ static const cw_cli_opt_t opts[] = {
 };
 #undef F
 
-/* Unix ns as "YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ" (proleptic Gregorian, UTC):
- * computed here because gmtime differs between the C libraries. */
+/* Unix ns as "YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ" (proleptic Gregorian, UTC). */
 static const char *utc(int64_t ns, char buf[96])
 {
     if (ns == CW_TS_NEVER) return "-";
-    int64_t s = ns / 1000000000, frac = ns % 1000000000;
-    if (frac < 0) {
-        frac += 1000000000;
-        s--;
-    }
-    int64_t days = s / 86400, sod = s % 86400;
-    if (sod < 0) {
-        sod += 86400;
-        days--;
-    }
-    /* Howard Hinnant's civil_from_days. */
-    int64_t z = days + 719468, era = (z >= 0 ? z : z - 146096) / 146097;
-    int64_t doe = z - era * 146097, yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    int64_t y = yoe + era * 400, doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    int64_t mp = (5 * doy + 2) / 153, d = doy - (153 * mp + 2) / 5 + 1;
-    int64_t m = mp < 10 ? mp + 3 : mp - 9;
-    y += m <= 2;
-    snprintf(buf, 96, "%04" PRId64 "-%02" PRId64 "-%02" PRId64 "T%02" PRId64 ":%02" PRId64
-                      ":%02" PRId64 ".%09" PRId64 "Z",
-             y, m, d, sod / 3600, sod / 60 % 60, sod % 60, frac);
+    cw_utc_t u;
+    cw_utc_from_ns(ns, &u);
+    snprintf(buf, 96, "%04" PRId64 "-%02d-%02dT%02d:%02d:%02d.%09" PRId64 "Z", u.year, u.month,
+             u.day, u.hour, u.min, u.sec, u.nsec);
     return buf;
 }
 

@@ -76,6 +76,12 @@ enum cw__stmt {
     CW__ST_SER_RUNDOWN_PROC,
     CW__ST_SER_ACTIVITY,
     CW__ST_SER_ACTIVITY_PROC,
+    /* store_alertfeed.c: the alert engine's feed */
+    CW__ST_FEED_START,
+    CW__ST_FEED_COMMITS,
+    CW__ST_FEED_RELEASES,
+    CW__ST_FEED_RUNDOWN,
+    CW__ST_FEED_PROCS,
     /* store_alerts.c */
     CW__ST_AL_ACTIVE,
     CW__ST_AL_INSERT,

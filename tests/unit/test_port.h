@@ -45,6 +45,16 @@ static inline int cw_test_getpid(void)
 #endif
 }
 
+/* Sets the environment variable name to value (children inherit it). */
+static inline int cw_test_setenv(const char *name, const char *value)
+{
+#ifdef _WIN32
+    return _putenv_s(name, value);
+#else
+    return setenv(name, value, 1);
+#endif
+}
+
 static inline int cw_test_mkdir(const char *path)
 {
 #ifdef _WIN32

@@ -17,6 +17,10 @@
 #define CW_WIN_MSG_INFO 0x40000001L
 #define CW_WIN_MSG_WARNING 0x80000002L
 #define CW_WIN_MSG_ERROR 0xC0000003L
+/* Alerts (alertlog.c): 100 + cw_plat_alert_kind_t, warning bits but for
+ * resolved (104, informational). */
+#define CW_WIN_MSG_ALERT_FIRING 0x80000064L
+#define CW_WIN_MSG_ALERT_RESOLVED 0x40000068L
 
 /* The Event Log source "commitwatch" (log.c): registered by install. */
 #include "commitwatch/error.h"
