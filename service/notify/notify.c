@@ -31,7 +31,7 @@
 #include "notify/notify_internal.h"
 
 #define QUEUE_MAX 10000 /* notices per channel queue */
-#define AM_BATCH 64     /* alerts per POST, as Prometheus' notifier (maxBatchSize) */
+#define AM_BATCH 256    /* alerts per POST: Prometheus notifier/manager.go DefaultMaxBatchSize */
 #define BACKOFF_MAX_NS 60000000000LL
 #define SEC 1000000000LL
 
@@ -57,6 +57,7 @@ typedef struct channel {
     cw__bucket_t bucket;
     cw__repeat_t repeat;
     uint64_t limited; /* notices dropped in the current burst; 0 when none */
+    bool failing;     /* the log channel's last write failed (said once) */
     cw__url_t url;
     cw_plat_alert_log_t *log;
     cw_notify_row_t *rows;
@@ -277,6 +278,8 @@ static void deliver_one(channel_t *c, const cw_alert_notice_t *a)
         cw__notify_log_entry(a, &e);
         int rc = cw_plat_alert_log_write(c->log, &e.e, &d);
         row(c, a, 1, rc ? "error" : "ok", rc ? d.msg : NULL);
+        if (rc && !c->failing) CW_LOGW("notify: log: %s (said once until it works)", d.msg);
+        c->failing = rc != 0;
         return;
     }
     default:
