@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from cwservice import MTA_WINDOWS  # noqa: E402
@@ -35,6 +36,9 @@ RULES = [
     {"name": "big", "file": "/etc/commitwatch/big.rules", "line": 1, "hash": "cc", "text": BIG_TEXT},
 ]
 E1, E2 = T0 + 10 * S, T0 + 20 * S
+# Silences live in wall-clock time (the engine applies those active now,
+# even beside a replay): the stored one started an hour ago, whole seconds.
+SIL_START = (time.time_ns() // S - 3600) * S
 DETAIL = {"labels": {"alertname": "leak", "process": NAME, "severity": "critical"},
           "summary": f"{NAME} leaks",
           "leak": {"score": 0.93, "slope": 1048576.0, "slope_lo": 900000.0, "slope_hi": 1200000.0,
@@ -88,8 +92,8 @@ def fill_doc(PROC):
         ],
         "silences": [
             {"matchers": [{"name": "rule", "value": "ttl", "isRegex": False, "isEqual": True}],
-             "starts_ns": T0, "ends_ns": T0 + 86400 * S, "created_by": "ops", "comment": "known",
-             "created_ns": T0}],
+             "starts_ns": SIL_START, "ends_ns": SIL_START + 86400 * S, "created_by": "ops",
+             "comment": "known", "created_ns": SIL_START}],
     }
 
 CONFIG = "alert_default_rules = no\n"

@@ -22,6 +22,7 @@ import os
 import re
 import sqlite3
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -29,7 +30,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(__file__))
 from cwservice import MTA, Checks, Service, require_fixture  # noqa: E402
 from cwtest import require  # noqa: E402
-from alertdoc import (CONFIG, DETAIL, E1, E2, FILL, LEAK_TEXT, NAME, RULES, S, T0,  # noqa: E402
+from alertdoc import (SIL_START, CONFIG, DETAIL, E1, E2, FILL, LEAK_TEXT, NAME, RULES, S, T0,  # noqa: E402
                       W, WEIRD, fill, fill_doc, proc_id)
 
 require_fixture()
@@ -206,7 +207,8 @@ with Service(MTA, name="alerts-api", args=["--token", TOKEN], config=CONFIG) as 
     x = s["silences"][0]
     t.eq("silences: Alertmanager's fields",
          (x["matchers"], x["startsAt"], x["createdBy"], x["comment"], x["status"]["state"]),
-         (FILL_DOC["silences"][0]["matchers"], "2025-06-15T15:06:40.000Z", "ops", "known", "active"))
+         (FILL_DOC["silences"][0]["matchers"],
+          time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(SIL_START // S)), "ops", "known", "active"))
     good = {"matchers": [{"name": "alertname", "value": "leak"},
                          {"name": "process", "value": "Memory.*", "isRegex": True, "isEqual": True}],
             "endsAt": "+2h", "createdBy": "test", "comment": "maintenance"}
@@ -243,6 +245,8 @@ with Service(MTA, name="alerts-api", args=["--token", TOKEN], config=CONFIG) as 
           {"name": "process", "value": "Memory.*", "isRegex": True, "isEqual": True}])
     t.eq("silences: two hours from now, active", (x.get("ends_ns", 0) - x.get("starts_ns", 0),
                                                   x.get("status", {}).get("state")), (7200 * S, "active"))
+    t.check("silences: in wall-clock time beside a replay (as the engine applies them)",
+            abs(x.get("starts_ns", 0) - time.time_ns()) < 60 * S, (x.get("starts_ns"), time.time_ns()))
     st, s = svc.get(q("/api/silences", state="expired"))
     t.eq("silences: none expired yet", s["silences"], [])
     err_says("silence DELETE without the token", call(svc, f"/api/silences/{SIL1}", "DELETE"), 401, "Authorization")
