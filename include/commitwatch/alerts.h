@@ -308,9 +308,6 @@ typedef struct cw_alert_engine_opts {
     void *ctx;
     const char *generator_url;  /* base of the dashboard link; NULL = none */
     int64_t resend_ns;          /* firing alerts are notified again this often; 0 = 1 min */
-    /* The service's store settings (retention, cap): the engine's read-write
-     * handle is opened with them, as opening writes them. NULL = defaults. */
-    const cw_store_opts_t *store_opts;
 } cw_alert_engine_opts_t;
 
 /* Starts the engine thread over rules (copied). 0, or CW_E* with d. */

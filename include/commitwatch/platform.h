@@ -90,6 +90,31 @@ size_t cw_plat_data_dirs(const char *kind, const char **out, size_t max);
 const char *cw_plat_state_dir(void);
 const char *cw_plat_config_path(void);
 
+/* ---- memory limits --------------------------------------------------------- */
+
+/* The machine's commit limit and the commit charged against it now, bytes.
+ * Linux: /proc/meminfo CommitLimit and Committed_AS; *enforced only when
+ * /proc/sys/vm/overcommit_memory is 2 (else the kernel lets the commit
+ * charge pass the limit: the figure is advisory). Windows:
+ * GetPerformanceInfo CommitLimit and CommitTotal (pages) x PageSize;
+ * enforced (the limit itself rises when a system-managed page file grows).
+ * 0, or CW_EIO (the figures cannot be read) with the outputs unchanged. */
+int cw_plat_commit_limit(uint64_t *limit, uint64_t *used, bool *enforced);
+
+/* A process's own memory limit and what counts against it now, bytes;
+ * *source names it (static: "RLIMIT_AS", "job object").
+ * Linux: the soft RLIMIT_AS of /proc/PID/limits (readable for any
+ * process), against its address space (VmSize of /proc/PID/status).
+ * Windows: the per-process memory limit of the job object the process is
+ * in (JOB_OBJECT_LIMIT_PROCESS_MEMORY), against its private commit
+ * (PrivateUsage). Windows gives no way to read the limits of another
+ * process's job without a handle to that job, so this is known only for
+ * the calling process; for another process in a job it is CW_ENOSYS.
+ * 0 with *limit = 0 when the process has no such limit (unlimited, or in
+ * no job); 0 with the figures; CW_ENOENT (no such process), CW_EPERM,
+ * CW_ENOSYS (a limit may exist that cannot be read) or CW_EIO. */
+int cw_plat_process_limit(uint32_t pid, uint64_t *limit, uint64_t *used, const char **source);
+
 /* ---- stop and reload ----------------------------------------------------- */
 
 /* Routes the OS's stop requests (SIGINT, SIGTERM; Ctrl+C, Ctrl+Break,

@@ -172,6 +172,14 @@ typedef struct cw__aeval {
     size_t nextcap, gcap;
     cw_keymap_t gmap;
     uint64_t leak_computed; /* leak scores computed, for the figures */
+    /* Per-base sums of a window, computed once per evaluation for the
+     * rules that need them for every group (rules of one window share). */
+    struct cw__wsum {
+        int64_t first, last;
+        bool valid;
+        cw__afig_t *v;
+        size_t cap;
+    } wsum[4];
     cw_limit_info_t machine; /* the machine's commit limit, read once per run */
     bool machine_read;
 } cw__aeval_t;

@@ -4,12 +4,11 @@
  * one transaction, and hands the notices to delivery.
  *
  * DESIGN. Threads: the engine thread owns the evaluator (eval.c, with the
- * series of series.c) and its read-write store handle, opened by
- * cw_alert_engine_start() on the caller's thread before the service's
- * writer starts (opening writes the tier settings; done while nothing
- * else writes). Any thread may call set_rules, kick, drain and stop: they
- * only touch the fields under `mu`. SQLite's WAL and busy timeout
- * serialise the engine's short transactions with the writer's.
+ * series of series.c) and its store handle (cw_store_open_side: it writes
+ * the alert tables only, never the tier state the service's writer
+ * owns). Any thread may call set_rules, kick, drain and stop: they only
+ * touch the fields under `mu`. SQLite's WAL and busy timeout serialise
+ * the engine's short transactions with the writer's.
  *
  * Restart: the instant evaluated last (meta alert_evaluated_ns) and the
  * active series rows are loaded; evaluation resumes at the next instant
@@ -25,7 +24,7 @@
 #include <string.h>
 
 #include "alerts/alerts_internal.h"
-#include "cJSON.h"
+#include <cjson/cJSON.h>
 #include "commitwatch/common.h"
 #include "commitwatch/event.h"
 #include "commitwatch/log.h"
@@ -197,7 +196,7 @@ static bool notified(const cw_alert_transition_t *t)
 
 /* ---- one evaluation -------------------------------------------------------------- */
 
-static int save(cw_alert_engine_t *e, int64_t T, bool force, cw_diag_t *d)
+static int save(cw_alert_engine_t *e, int64_t T, cw_diag_t *d)
 {
     cw__aeval_t *ev = &e->ev;
     size_t nrows = 0, cap = 0;
@@ -227,9 +226,11 @@ static int save(cw_alert_engine_t *e, int64_t T, bool force, cw_diag_t *d)
         tr_row_of(&trs[i], &ev->tr[i]);
         tr_row[i] = ix[base[ev->tr[i].rule] + ev->tr[i].state];
     }
+    /* Saved at every instant, changes or not: the evaluated instant and
+     * the count of evaluations move on (alertdb.h). */
     if (err)
         cw_diag_set(d, err, "alerts: out of memory saving an evaluation");
-    else if (nrows || ev->ntr || force)
+    else
         err = cw_store_alert_save(e->s, rows, nrows, trs, tr_row, ev->ntr, T, d);
     for (size_t ri = 0, k = 0; !err && ri < ev->rules.n; ri++)
         for (size_t si = 0; si < ev->r[ri].n; si++, k++)
@@ -295,7 +296,7 @@ static void notify(cw_alert_engine_t *e, int64_t T)
     cw__notices_clear(&e->notices);
 }
 
-static int evaluate_at(cw_alert_engine_t *e, int64_t T, bool last, cw_diag_t *d)
+static int evaluate_at(cw_alert_engine_t *e, int64_t T, cw_diag_t *d)
 {
     bool any = false;
     int err = cw__aset_feed(&e->ev.set, e->s, T, d);
@@ -308,7 +309,7 @@ static int evaluate_at(cw_alert_engine_t *e, int64_t T, bool last, cw_diag_t *d)
             firing = e->ev.r[ri].st[si].sm.state == CW_AS_FIRING;
     if (e->ev.ntr || firing) silences_load(e);
     mark(e, T, &any);
-    err = save(e, T, last, d);
+    err = save(e, T, d);
     e->evaluations++;
     e->last_T = T;
     if (!err && any) notify(e, T);
@@ -447,7 +448,7 @@ static void run_available(cw_alert_engine_t *e)
     if (is_never(e->next_T)) e->next_T = cw_floor_to(fb.start_ns, e->interval) + e->interval;
     while (e->next_T <= limit && !atomic_load(&e->stop)) {
         int64_t T = e->next_T;
-        int err = evaluate_at(e, T, T + e->interval > limit, &d);
+        int err = evaluate_at(e, T, &d);
         if (err) {
             /* Logged once per run of failures; the instant is skipped and
              * the series rebuilt from the store (never a crash). */
@@ -534,7 +535,7 @@ int cw_alert_engine_start(const cw_alert_engine_opts_t *o, const cw_alert_rules_
         engine_free(e);
         return cw_diag_set(d, CW_ENOMEM, "alerts: out of memory");
     }
-    if ((err = cw_store_open(o->db_path, o->store_opts, &e->s, d))) goto fail;
+    if ((err = cw_store_open_side(o->db_path, &e->s, d))) goto fail;
     int64_t last = INT64_MIN;
     if ((err = cw_store_alert_evaluated(e->s, &last, d))) goto fail;
     if (!is_never(last)) {

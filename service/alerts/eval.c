@@ -195,6 +195,8 @@ void cw__aeval_free(cw__aeval_t *e)
     free(e->pts_t);
     free(e->next);
     free(e->ghead);
+    for (size_t i = 0; i < CW_ARRAY_LEN(e->wsum); i++)
+        free(e->wsum[i].v);
     cw_keymap_free(&e->gmap);
     memset(e, 0, sizeof *e);
 }
@@ -287,6 +289,54 @@ typedef struct group {
     uint32_t tag;
 } group_t;
 
+/* The per-base window sums of [first, last] for every base, computed
+ * once per evaluation and window; NULL on ENOMEM. */
+static const cw__afig_t *window_sums(cw__aeval_t *e, int64_t first, int64_t last)
+{
+    cw__aset_t *a = &e->set;
+    struct cw__wsum *w = NULL;
+    for (size_t i = 0; i < CW_ARRAY_LEN(e->wsum); i++)
+        if (e->wsum[i].valid && e->wsum[i].first == first && e->wsum[i].last == last)
+            return e->wsum[i].v;
+    for (size_t i = 0; i < CW_ARRAY_LEN(e->wsum) && !w; i++)
+        if (!e->wsum[i].valid) w = &e->wsum[i];
+    if (!w) w = &e->wsum[0]; /* more windows than slots: recompute */
+    if (CW_RESERVE(w->v, w->cap, a->nbases + 1)) return NULL;
+    memset(w->v, 0, a->nbases * sizeof *w->v);
+    for (size_t b = 0; b < a->nbases; b++)
+        cw__abase_add(a, &a->bases[b], first, last, &w->v[b], NULL);
+    w->first = first;
+    w->last = last;
+    w->valid = true;
+    return w->v;
+}
+
+/* Adds the group's window sums to f (once: *done). shared: from the
+ * per-evaluation sums of every base (a rule that needs them for every
+ * group), else from the members' rings directly. */
+static int group_sums(cw__aeval_t *e, const group_t *g, int64_t first, int64_t last, bool shared,
+                      cw__afig_t *f, bool *done)
+{
+    if (*done) return 0;
+    *done = true;
+    int64_t out = f->outstanding;
+    if (!shared) {
+        for (uint32_t b = g->head; b != NONE; b = e->next[b])
+            cw__abase_add(&e->set, &e->set.bases[b], first, last, f, NULL);
+        f->outstanding = out; /* counted already */
+        return 0;
+    }
+    const cw__afig_t *w = window_sums(e, first, last);
+    if (!w) return CW_ENOMEM;
+    for (uint32_t b = g->head; b != NONE; b = e->next[b]) {
+        f->committed += w[b].committed;
+        f->commits += w[b].commits;
+        f->remaining += w[b].remaining;
+        f->rem_commits += w[b].rem_commits;
+    }
+    return 0;
+}
+
 /* A group's leak score and time to limit, computed at most once. */
 typedef struct leak {
     bool has;
@@ -297,10 +347,12 @@ typedef struct leak {
 
 /* The leak score (and time to limit) of a group over its window. */
 static int leak_of(cw__aeval_t *e, const cw_alert_rule_t *r, const group_t *g, int64_t first,
-                   int64_t last, int64_t T, const cw__afig_t *f, leak_t *lk)
+                   int64_t last, int64_t T, cw__afig_t *f, bool *summed, leak_t *lk)
 {
     cw__aset_t *a = &e->set;
+    int err;
     if (lk->has) return 0;
+    if ((err = group_sums(e, g, first, last, false, f, summed))) return err;
     if (g->birth > first) first = g->birth;
     if (first > last) first = last;
     size_t n = (size_t)(last - first + 1);
@@ -354,9 +406,16 @@ static int eval_group(cw__aeval_t *e, uint32_t ri, const group_t *g, uint64_t k1
     cw__aset_t *a = &e->set;
     cw__afig_t f = {0};
     leak_t lk = {0};
+    bool summed = false;
     int err;
     for (uint32_t b = g->head; b != NONE; b = e->next[b])
-        cw__abase_add(a, &a->bases[b], first, last, &f, NULL);
+        f.outstanding += a->bases[b].cur;
+    /* The window's sums: now when the value or a floor needs them (from
+     * the sums shared by the rules of this window), else only with the
+     * leak score. */
+    bool every = r->metric == CW_AM_IMPACTING_RATE || r->metric == CW_AM_TRANSIENT_RATE ||
+                 r->min_impacting_rate > 0;
+    if (every && (err = group_sums(e, g, first, last, true, &f, &summed))) return err;
     double len_h = (double)(T - first * a->step) / 3.6e12;
     double v = NAN;
     switch (r->metric) {
@@ -383,13 +442,13 @@ static int eval_group(cw__aeval_t *e, uint32_t ri, const group_t *g, uint64_t k1
         cond = false;
     bool need_leak = r->metric == CW_AM_LEAK_SCORE || r->metric == CW_AM_TIME_TO_LIMIT;
     if ((need_leak && cond) || active) {
-        if ((err = leak_of(e, r, g, first, last, T, &f, &lk))) return err;
+        if ((err = leak_of(e, r, g, first, last, T, &f, &summed, &lk))) return err;
         if (r->metric == CW_AM_LEAK_SCORE) v = lk.ls.score;
         if (r->metric == CW_AM_TIME_TO_LIMIT) v = lk.ttl;
     }
     cw_alert_severity_t sev = cond ? cw__alert_severity(r, v, held) : CW_SEV_NONE;
     if (sev != CW_SEV_NONE && r->min_leak_score > 0) {
-        if ((err = leak_of(e, r, g, first, last, T, &f, &lk))) return err;
+        if ((err = leak_of(e, r, g, first, last, T, &f, &summed, &lk))) return err;
         if (!(lk.ls.score >= r->min_leak_score)) sev = CW_SEV_NONE;
     }
     if (si == NONE && sev == CW_SEV_NONE) return 0; /* inactive and stays so */
@@ -407,7 +466,7 @@ static int eval_group(cw__aeval_t *e, uint32_t ri, const group_t *g, uint64_t k1
     if (isnan(st->threshold)) st->threshold = cw__alert_threshold(r, CW_SEV_CRITICAL);
     cw_alert_transition_t tr;
     bool moved = cw__sm_step(&st->sm, r->for_ns, r->keep_firing_for_ns, T, sev, NULL, &tr);
-    if (moved && (err = leak_of(e, r, g, first, last, T, &f, &lk))) return err;
+    if (moved && (err = leak_of(e, r, g, first, last, T, &f, &summed, &lk))) return err;
     st->has_ls = lk.has;
     if (lk.has) {
         st->ls = lk.ls;
@@ -441,8 +500,22 @@ static int eval_gone(cw__aeval_t *e, uint32_t ri, uint32_t si, int64_t T)
         } else if (e->set.procs[pi].ended < T) {
             why = "tracking ended";
         }
-    } else {
-        why = "process exited"; /* no instance of the name is left */
+    } else if (G_KIND(st->k1) == G_NAME) {
+        /* No instance of the name alive: how did the last one end? */
+        uint32_t name = (uint32_t)(st->k1 & 0xffffffffu);
+        int64_t last = INT64_MIN;
+        bool alive = false;
+        for (size_t i = 0; i < e->set.nprocs && !alive; i++) {
+            const cw__aproc_t *p = &e->set.procs[i];
+            if (p->name != name || p->start == INT64_MIN) continue;
+            int64_t end = p->exit < p->ended ? p->exit : p->ended;
+            if (end >= T) alive = true;
+            if (end > last) {
+                last = end;
+                why = p->exit < p->ended ? "process exited" : "tracking ended";
+            }
+        }
+        if (alive || last == INT64_MIN) why = NULL; /* the condition is false */
     }
     cw_alert_transition_t tr;
     if (cw__sm_step(&st->sm, er->r->for_ns, er->r->keep_firing_for_ns, T, CW_SEV_NONE, why,
@@ -528,6 +601,8 @@ int cw__aeval_run(cw__aeval_t *e, int64_t T)
     int err = 0;
     e->ntr = 0;
     e->machine_read = false;
+    for (size_t i = 0; i < CW_ARRAY_LEN(e->wsum); i++)
+        e->wsum[i].valid = false;
     for (uint32_t ri = 0; ri < e->rules.n && !err; ri++)
         err = eval_rule(e, ri, T);
     return err;

@@ -295,22 +295,24 @@ out:
 void cw__abase_add(const cw__aset_t *a, const cw__abase_t *b, int64_t first, int64_t last,
                    cw__afig_t *f, int64_t *points)
 {
-    int64_t c = 0, n = 0, r = 0, rn = 0;
-    for (int64_t k = first; k <= last; k++) {
-        if (k < b->birth || k <= a->head - a->len) {
-            if (points) points[k - first] += 0;
-            continue;
-        }
-        const cw__slot_t *s = slot(a, b, k);
+    uint64_t c = 0, n = 0, r = 0, rn = 0;
+    /* Steps before its birth or out of the ring hold nothing of it. */
+    int64_t lo = first;
+    if (lo < b->birth) lo = b->birth;
+    if (lo <= a->head - a->len) lo = a->head - a->len + 1;
+    uint32_t i = (uint32_t)((uint64_t)lo % a->len);
+    for (int64_t k = lo; k <= last; k++) {
+        const cw__slot_t *s = &b->ring[i];
+        if (++i == a->len) i = 0;
         c += s->committed;
         n += s->commits;
         r += s->rem;
         rn += s->rem_commits;
         if (points) points[k - first] += (int64_t)s->out << CW__UNIT_SHIFT;
     }
-    f->committed += c << CW__UNIT_SHIFT;
-    f->commits += n;
-    f->remaining += r << CW__UNIT_SHIFT;
-    f->rem_commits += rn;
+    f->committed += (int64_t)(c << CW__UNIT_SHIFT);
+    f->commits += (int64_t)n;
+    f->remaining += (int64_t)(r << CW__UNIT_SHIFT);
+    f->rem_commits += (int64_t)rn;
     f->outstanding += b->cur;
 }

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "alerts/alerts_internal.h"
-#include "cJSON.h"
+#include <cjson/cJSON.h>
 #include "commitwatch/common.h"
 
 /* ---- the regex dialect -------------------------------------------------------- */

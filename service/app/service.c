@@ -19,9 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "commitwatch/alerts.h"
 #include "commitwatch/config.h"
 #include "commitwatch/http.h"
 #include "commitwatch/log.h"
+#include "commitwatch/notify.h"
 #include "commitwatch/pipeline.h"
 #include "commitwatch/platform.h"
 #include "commitwatch/retag.h"
@@ -70,6 +72,9 @@ typedef struct svc {
     cw_agg_t *agg;
     cw_pipeline_t *pipe;
     int64_t stored_end; /* end of the last stored bucket, INT64_MIN if none */
+    cw_alert_engine_t *alerts; /* evaluates the alert rules on its own thread; NULL: none */
+    cw_notifier_t *notifier;   /* delivers the engine's notices; NULL: none */
+    const char *db_path;       /* the database (the config's or the command line's) */
     bool started;       /* the first event has been seen */
 } svc_t;
 
@@ -136,6 +141,113 @@ static int record_rules(svc_t *s, const char *const *files, size_t n, cw_diag_t 
     return rc;
 }
 
+/* ---- alerts -------------------------------------------------------------- */
+
+/* The alert rules of the configuration: the shipped defaults (unless
+ * alert_default_rules = no), then each alert_rules file. A bad rule is
+ * warned about with file:line and the rest load; a file that cannot be
+ * read is logged and skipped. 0 or CW_ENOMEM. */
+static int alert_rules_load(const cw_config_t *cfg, cw_alert_rules_t *rs)
+{
+    unsigned nbad = 0;
+    cw_diag_t d = {{0}};
+    int rc;
+    memset(rs, 0, sizeof *rs);
+    if (cfg->alert_default_rules &&
+        (rc = cw_alert_rules_parse(rs, "(default rules)", cw_alert_default_rules(), stderr, &nbad,
+                                   &d)) != 0)
+        CW_LOGE("alerts: the default rules: %s", d.msg);
+    for (size_t i = 0; i < cfg->nalert_rules; i++) {
+        if ((rc = cw_alert_rules_load(rs, cfg->alert_rules[i], stderr, &nbad, &d)) == CW_ENOMEM)
+            return rc;
+        if (rc != 0) CW_LOGE("alerts: %s: %s; its rules are not loaded", cfg->alert_rules[i], d.msg);
+    }
+    if (nbad) CW_LOGW("alerts: %u bad rule(s) refused (see above); %zu loaded", nbad, rs->n);
+    return 0;
+}
+
+/* The base of the alerts' links: external_url, else http://LISTEN. */
+static void external_url(const cw_config_t *cfg, const cw_service_args_t *a, char *buf, size_t n)
+{
+    if (cfg->external_url) {
+        cw_strlcpy(buf, cfg->external_url, n);
+        size_t len = strlen(buf);
+        while (len > 0 && buf[len - 1] == '/')
+            buf[--len] = '\0';
+        return;
+    }
+    snprintf(buf, n, "http://%s", a->listen ? a->listen : cfg->listen ? cfg->listen : "127.0.0.1:8470");
+}
+
+/* Starts the alert engine over rules (its own handle on db_path), and
+ * first the notifier it hands notices to. Nothing when there are no
+ * rules. A failure is logged and the service runs without alerts (or
+ * without their delivery). */
+static void alerts_start(svc_t *s, const cw_config_t *cfg, const cw_alert_rules_t *rules)
+{
+    cw_diag_t d = {{0}};
+    char url[512];
+    if (!rules->n) return;
+    external_url(cfg, s->args, url, sizeof url);
+    cw_notify_opts_t no = {0};
+    no.db_path = s->db_path;
+    no.alertmanager_url = cfg->alertmanager_url;
+    no.webhook_url = cfg->webhook_url;
+    no.exec_path = cfg->alert_exec;
+    no.exec_timeout_ns = cfg->alert_exec_timeout_ns;
+    no.log = cfg->alert_log;
+    no.repeat_ns = cfg->alert_repeat_ns;
+    no.rate_limit = cfg->alert_rate_limit;
+    no.retries = (unsigned)cfg->alert_retries;
+    no.resend_ns = cfg->alert_resend_ns;
+    no.interval_ns = cfg->alert_interval_ns;
+    no.external_url = url;
+    if (!s->notifier && cw_notifier_start(&no, &s->notifier, &d) != 0) {
+        CW_LOGE("alerts: %s; alerts are evaluated and stored but not delivered", d.msg);
+        s->notifier = NULL;
+    }
+    cw_alert_engine_opts_t eo = {0};
+    eo.db_path = s->db_path;
+    eo.interval_ns = cfg->alert_interval_ns;
+    eo.step_ns = cfg->alert_step_ns;
+    eo.on_notices = s->notifier ? cw_notifier_submit : NULL;
+    eo.ctx = s->notifier;
+    eo.generator_url = url;
+    eo.resend_ns = cfg->alert_resend_ns;
+    if (cw_alert_engine_start(&eo, rules, &s->alerts, &d) != 0) {
+        CW_LOGE("alerts: cannot start the alert engine: %s; alerts are off", d.msg);
+        s->alerts = NULL;
+    } else {
+        int64_t iv = cfg->alert_interval_ns > 0 ? cfg->alert_interval_ns : INT64_C(10000000000);
+        CW_LOGI("alerts: %zu rule(s) in force, evaluated every %" PRId64 " ms", rules->n,
+                iv / 1000000);
+    }
+}
+
+/* The alert rules of the configuration in force: at start, and on each
+ * reload (the running engine keeps the state of unchanged rules; the
+ * first rules of a reload start it). Logs what fails. */
+static void alerts_apply(svc_t *s, const cw_config_t *cfg)
+{
+    cw_alert_rules_t rules;
+    cw_diag_t d = {{0}};
+    if (alert_rules_load(cfg, &rules) != 0)
+        CW_LOGE("alerts: out of memory loading the rules; keeping what runs");
+    else if (!s->alerts)
+        alerts_start(s, cfg, &rules);
+    else if (cw_alert_engine_set_rules(s->alerts, &rules, &d) != 0)
+        CW_LOGE("alerts: new rules: %s; keeping the running ones", d.msg);
+    cw_alert_rules_free(&rules);
+}
+
+static void alerts_stop(svc_t *s)
+{
+    cw_alert_engine_stop(s->alerts);
+    s->alerts = NULL;
+    cw_notifier_stop(s->notifier, 5000000000LL);
+    s->notifier = NULL;
+}
+
 /* A reload: the configuration file and the rules. On any error the running
  * configuration and rules stay, and the log says why. The writer, when it
  * runs, is paused (drained and joined) so this thread may use the store;
@@ -164,6 +276,7 @@ static int reload(svc_t *s)
         goto done;
     }
     apply_log_level(&cfg);
+    alerts_apply(s, &cfg);
     rc = cw_writer_stop(s->writer, &d);
     s->writer = NULL;
     if (rc != 0) {
@@ -235,7 +348,21 @@ static void on_counters(void *ctx, uint64_t seen, uint64_t lost, int64_t drift)
 static int emit_batch(void *ctx, cw_batch_t *b)
 {
     svc_t *s = ctx;
-    return cw_writer_submit(s->writer, b);
+    int rc = cw_writer_submit(s->writer, b);
+    /* The engine reads what is stored: a kick per batch costs a signal;
+     * it evaluates once the writer has committed (or at its next wake). */
+    if (rc == 0) cw_alert_engine_kick(s->alerts);
+    return rc;
+}
+
+/* POST /api/reload (an HTTP worker): the same request as SIGHUP, served
+ * by the core thread between events. */
+static int http_reload(void *ctx, char *msg, size_t msglen)
+{
+    (void)ctx;
+    cw_service_reload();
+    if (msglen) msg[0] = '\0';
+    return 0;
 }
 
 /* ---- the service ------------------------------------------------------------ */
@@ -322,6 +449,8 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
         cw_diag_set(d, rc, "cannot start the store writer: %s", cw_strerror(rc));
         goto out;
     }
+    s->db_path = db_path;
+    alerts_apply(s, &cfg);
     if ((rc = cw_agg_create(1000000000LL, s->stacks, s->tagger, stored_frames, stored_stacks,
                             emit_batch, s, &s->agg)) != 0)
         goto oom;
@@ -340,6 +469,7 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
         ho.rule_files = files; /* the startup rules */
         ho.nrule_files = (unsigned)nfiles;
         ho.status = &s->status;
+        ho.on_reload = http_reload;
         if ((rc = cw_http_start(&ho, &http, d)) != 0) goto out;
     }
 
@@ -372,6 +502,9 @@ out:
             CW_LOGE("%s", wd.msg);
         }
     }
+    /* Everything is stored: the engine evaluates up to the end of the
+     * data (a replay's last instants) before the service leaves or idles. */
+    cw_alert_engine_drain(s->alerts);
     if (http && rc == 0 && !a->exit_at_end && !atomic_load(&stop_flag)) {
         /* The input has ended (a replay) and every bucket is stored: keep
          * serving it until stopped. */
@@ -386,6 +519,7 @@ out:
         }
     }
     cw_http_stop(http);
+    alerts_stop(s);
     uint64_t events = s->pipe ? cw_pipeline_events(s->pipe) : 0;
     if (rc == 0)
         CW_LOGI("%s: %" PRIu64 " events stored in %s",

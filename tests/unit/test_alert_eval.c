@@ -9,7 +9,6 @@
 
 #include "alerts/alerts_internal.h"
 #include "commitwatch/event.h"
-#include "alert_stubs.h" /* TEMPORARY: until h-rules lands */
 #include "test.h"
 
 #define S INT64_C(1000000000)
@@ -21,6 +20,8 @@ static cw_alert_rule_t rule(double warn, double crit, int64_t for_ns, int64_t ke
 {
     cw_alert_rule_t r = {0};
     r.name = "r";
+    r.file = "test";
+    r.text = "[rule r]";
     r.metric = CW_AM_OUTSTANDING;
     r.window_ns = 10 * MIN;
     r.has_warn = !isnan(warn);

@@ -476,7 +476,7 @@ static void test_files(void)
     ASSERT_EQ(cw_alert_rules_load(&rs, path, NULL, &nbad, &d), CW_EIO);
     ASSERT_HAS(d.msg, "missing.rules: cannot read the alert rules");
 
-    snprintf(path, sizeof path, "%s/nul.rules", dir);
+    snprintf(path, sizeof path, "%s/zero.rules", dir); /* (not nul.*: a device on Windows) */
     FILE *f = fopen(path, "wb");
     ASSERT_TRUE(f != NULL);
     fwrite("[rule a]\n\0metric = x\n", 1, 21, f);

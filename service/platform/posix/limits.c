@@ -1,0 +1,89 @@
+/* limits.c - memory limits on Linux (platform.h): the machine's commit
+ * limit from /proc/meminfo and vm.overcommit_memory, a process's
+ * RLIMIT_AS from /proc/PID/limits and its address space from
+ * /proc/PID/status. (/proc/PID/limits rather than prlimit(2): it reads the
+ * limits of any process, where prlimit needs the same user or
+ * CAP_SYS_RESOURCE.) */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commitwatch/platform.h"
+
+/* The value in kB of the line "KEY:   N kB" of a /proc file, in bytes.
+ * 0, CW_ENOENT (no such line) or the fopen's error. */
+static int proc_kb(const char *path, const char *key, uint64_t *out)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return errno == ENOENT || errno == ESRCH ? CW_ENOENT : errno == EACCES ? CW_EPERM : CW_EIO;
+    char line[256];
+    size_t kl = strlen(key);
+    int rc = CW_ENOENT;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, key, kl) == 0 && line[kl] == ':') {
+            unsigned long long kb;
+            if (sscanf(line + kl + 1, "%llu", &kb) == 1 && kb <= UINT64_MAX / 1024) {
+                *out = (uint64_t)kb * 1024;
+                rc = 0;
+            } else {
+                rc = CW_EIO;
+            }
+            break;
+        }
+    fclose(f);
+    return rc;
+}
+
+int cw_plat_commit_limit(uint64_t *limit, uint64_t *used, bool *enforced)
+{
+    uint64_t l, u;
+    if (proc_kb("/proc/meminfo", "CommitLimit", &l) != 0 ||
+        proc_kb("/proc/meminfo", "Committed_AS", &u) != 0)
+        return CW_EIO;
+    int mode = 0;
+    FILE *f = fopen("/proc/sys/vm/overcommit_memory", "r");
+    if (f) {
+        if (fscanf(f, "%d", &mode) != 1) mode = 0;
+        fclose(f);
+    }
+    *limit = l;
+    *used = u;
+    *enforced = mode == 2;
+    return 0;
+}
+
+int cw_plat_process_limit(uint32_t pid, uint64_t *limit, uint64_t *used, const char **source)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%" PRIu32 "/limits", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return errno == ENOENT || errno == ESRCH ? CW_ENOENT : errno == EACCES ? CW_EPERM : CW_EIO;
+    /* "Max address space         unlimited            unlimited            bytes" */
+    static const char key[] = "Max address space";
+    int rc = CW_EIO;
+    uint64_t soft = 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, key, sizeof key - 1) == 0) {
+            char word[32];
+            unsigned long long v;
+            if (sscanf(line + sizeof key - 1, "%31s", word) != 1) break;
+            if (strcmp(word, "unlimited") == 0) {
+                soft = 0;
+                rc = 0;
+            } else if (sscanf(word, "%llu", &v) == 1) {
+                soft = v;
+                rc = 0;
+            }
+            break;
+        }
+    fclose(f);
+    if (rc) return rc;
+    *source = "RLIMIT_AS";
+    *limit = soft;
+    *used = 0;
+    if (soft == 0) return 0;
+    snprintf(path, sizeof path, "/proc/%" PRIu32 "/status", pid);
+    return proc_kb(path, "VmSize", used) == 0 ? 0 : CW_EIO;
+}
