@@ -196,8 +196,8 @@ static void post(channel_t *c, const char *suffix, const char *body, const cw_al
     for (unsigned k = 1; k <= tries; k++) {
         int status;
         char detail[320];
-        int rc = cw__http_post(&c->url, suffix, body, http_timeout(nf), &status, detail,
-                               sizeof detail);
+        int rc =
+            cw__http_post(&c->url, suffix, body, http_timeout(nf), &status, detail, sizeof detail);
         bool ok = rc == 0 && status >= 200 && status <= 299;
         if (ok && nalerts > 1) snprintf(detail, sizeof detail, "%zu alerts", nalerts);
         row(c, a, (int)k, ok ? "ok" : "error", detail);
@@ -499,8 +499,7 @@ void cw_notifier_submit(void *notifier, const cw_alert_notice_t *v, size_t n)
         if (b) b->v = calloc(n, sizeof *b->v);
         if (!b || !b->v) {
             free(b);
-            CW_LOGW("notify: out of memory: %zu notices not delivered to %s", n,
-                    channel_names[k]);
+            CW_LOGW("notify: out of memory: %zu notices not delivered to %s", n, channel_names[k]);
             continue;
         }
         for (size_t i = 0; i < n; i++)
