@@ -496,6 +496,23 @@ static void thread_main(void *arg)
 
 /* ---- the API ---------------------------------------------------------------------------- */
 
+/* Never evaluated: a fresh database is evaluated from its first bucket
+ * (run_available), but one with history already (alerts turned on
+ * later) from one longest window before its end, read now, before this
+ * run stores anything: states start there as if the engine had run since,
+ * without evaluating days of past instants. */
+static int first_instant(cw_alert_engine_t *e, cw_diag_t *d)
+{
+    cw_feed_bounds_t fb;
+    int err = cw_store_feed_bounds(e->s, &fb, d);
+    if (err || is_never(fb.stored_end_ns) || is_never(fb.start_ns)) return err;
+    int64_t limit = fb.ended ? fb.data_end_ns : fb.stored_end_ns;
+    int64_t from = fb.start_ns, back = (int64_t)(e->ev.set.len - 1) * e->step;
+    if (limit - back > from) from = limit - back;
+    e->next_T = cw_floor_to(from, e->interval) + e->interval;
+    return 0;
+}
+
 static void engine_free(cw_alert_engine_t *e)
 {
     cw__aeval_free(&e->ev);
@@ -541,6 +558,8 @@ int cw_alert_engine_start(const cw_alert_engine_opts_t *o, const cw_alert_rules_
     if (!is_never(last)) {
         e->last_T = last;
         e->next_T = cw_floor_to(last, e->interval) + e->interval;
+    } else if ((err = first_instant(e, d))) {
+        goto fail;
     }
     if ((err = cw_store_alert_active(e->s, &rows, &n, d))) goto fail;
     err = adopt(e, rows, n, is_never(last) ? 0 : last, d);

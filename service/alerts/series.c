@@ -72,6 +72,7 @@ int cw__aset_init(cw__aset_t *a, int64_t step, uint32_t len)
     a->len = len ? len : 1;
     a->head = INT64_MIN;
     a->fed_to = INT64_MIN;
+    a->pruned_at = INT64_MIN;
     if (cw_keymap_init(&a->procmap, 10) || cw_keymap_init(&a->basemap, 12)) {
         cw__aset_free(a);
         return CW_ENOMEM;
@@ -228,6 +229,55 @@ static int on_proc(void *ctx, const cw_feed_proc_t *p)
     return 0;
 }
 
+/* Forgets the series of instances that exited or stopped being tracked
+ * before the ring's first step and hold nothing, and those instances: a
+ * long-lived service sees many short-lived processes. The maps are
+ * rebuilt (they have no removal). 0 or CW_ENOMEM. */
+static int prune(cw__aset_t *a)
+{
+    int64_t horizon = (a->head - a->len + 1) * a->step;
+    size_t nb = 0, np = 0;
+    bool *keep_proc = calloc(a->nprocs + 1, sizeof *keep_proc);
+    uint32_t *newix = calloc(a->nprocs + 1, sizeof *newix);
+    if (!keep_proc || !newix) {
+        free(keep_proc);
+        free(newix);
+        return CW_ENOMEM;
+    }
+    for (size_t i = 0; i < a->nprocs; i++) {
+        const cw__aproc_t *p = &a->procs[i];
+        int64_t end = p->exit < p->ended ? p->exit : p->ended;
+        keep_proc[i] = end >= horizon;
+    }
+    for (size_t i = 0; i < a->nbases; i++) /* a base holding memory keeps its instance */
+        if (a->bases[i].cur != 0) keep_proc[a->bases[i].proc] = true;
+    cw_keymap_clear(&a->procmap);
+    for (size_t i = 0; i < a->nprocs; i++) {
+        if (!keep_proc[i]) continue;
+        int added;
+        cw_keymap_get(&a->procmap, a->procs[i].id, 0, &added);
+        newix[i] = (uint32_t)np;
+        a->procs[np++] = a->procs[i];
+    }
+    cw_keymap_clear(&a->basemap);
+    for (size_t i = 0; i < a->nbases; i++) {
+        cw__abase_t b = a->bases[i];
+        if (!keep_proc[b.proc]) {
+            free(b.ring);
+            continue;
+        }
+        int added;
+        b.proc = newix[b.proc];
+        cw_keymap_get(&a->basemap, a->procs[b.proc].id, b.tag, &added);
+        a->bases[nb++] = b;
+    }
+    a->nprocs = np;
+    a->nbases = nb;
+    free(keep_proc);
+    free(newix);
+    return 0;
+}
+
 /* Feeds [lo, hi) (within one step) from tier. */
 static int feed_range(cw__aset_t *a, cw_store_t *s, int tier, int64_t lo, int64_t hi,
                       cw_diag_t *d)
@@ -286,6 +336,11 @@ int cw__aset_feed(cw__aset_t *a, cw_store_t *s, int64_t T, cw_diag_t *d)
     if (!err) {
         advance(a, last);
         a->fed_to = T;
+        /* Once per ring length: forget what left the ring. */
+        if (last / a->len != a->pruned_at) {
+            a->pruned_at = last / a->len;
+            err = prune(a);
+        }
     }
 out:
     cw_store_feed_end(s);

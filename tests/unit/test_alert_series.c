@@ -308,6 +308,30 @@ int main(void)
     for (size_t i = 0; i < inc.nprocs; i++)
         seen_exit |= inc.procs[i].pid == 300 && inc.procs[i].exit != CW_TS_NEVER;
     ASSERT_TRUE(seen_exit);
+    /* Two hours on (no data there): the instance that exited leaves the
+     * set (pruned once it is out of the ring), the others stay with
+     * their outstanding. */
+    ASSERT_OK(cw__aset_feed(&inc, s, t0 + 81 * MIN, &d)); /* the end of the data */
+    size_t nb = inc.nbases;
+    int64_t sum = 0;
+    for (size_t i = 0; i < inc.nbases; i++)
+        sum += inc.bases[i].cur;
+    for (int64_t T = t0 + 81 * MIN + 10 * S; T <= t0 + 200 * MIN; T += 10 * S)
+        ASSERT_OK(cw__aset_feed(&inc, s, T, &d)); /* incrementally: the prune path */
+    int64_t sum2 = 0;
+    for (size_t i = 0; i < inc.nbases; i++) {
+        sum2 += inc.bases[i].cur;
+        ASSERT_TRUE(inc.procs[inc.bases[i].proc].pid != 300);
+        int added;
+        uint32_t bi = cw_keymap_get(&inc.basemap, inc.procs[inc.bases[i].proc].id,
+                                    inc.bases[i].tag, &added);
+        ASSERT_EQ(bi, i); /* the maps were rebuilt */
+        ASSERT_TRUE(!added);
+    }
+    for (size_t i = 0; i < inc.nprocs; i++)
+        ASSERT_TRUE(inc.procs[i].pid != 300);
+    ASSERT_TRUE(inc.nbases < nb);
+    ASSERT_EQ(sum2, sum);
     printf("%d instants, %d (instance, tag) pairs compared, %llu feed rows\n", checks,
            checked_pairs, (unsigned long long)inc.rows_read);
     cw__aset_free(&inc);
