@@ -28,25 +28,23 @@ typedef struct cw_notify_opts {
     const char *webhook_url;      /* NULL = none */
     const char *exec_path;        /* NULL = none */
     int64_t exec_timeout_ns;
-    const char *log;              /* "auto", "journald", "syslog", "eventlog", "no"; NULL = auto */
-    int64_t repeat_ns;            /* webhook, exec, log: a firing alert at most this often */
-    uint64_t rate_limit;          /* per channel per minute; 0 = unlimited */
-    unsigned retries;             /* attempts per notification (HTTP channels); 0 = 1 */
-    /* Added by the delivery work (docs/ALERTS.md, "Delivery"); 0 / NULL
-     * take the defaults. */
-    int64_t resend_ns;            /* alert_resend (default 1 min) and */
-    int64_t interval_ns;          /* alert_interval (10 s): a firing alert's endsAt for
-                                     Alertmanager is ts + 4 x the larger, as Prometheus sets it */
-    const char *external_url;     /* the webhook's externalURL; NULL = "" */
-    int64_t backoff_ns;           /* first retry delay, doubling (default 1 s, at most 1 min) */
-    int64_t http_timeout_ns;      /* waiting for a response (default 10 s) */
-    const char *log_root;         /* tests: the system log's sockets under this folder */
+    const char *log;          /* "auto", "journald", "syslog", "eventlog", "no"; NULL = auto */
+    int64_t repeat_ns;        /* webhook, exec, log: a firing alert at most this often */
+    uint64_t rate_limit;      /* per channel per minute; 0 = unlimited */
+    unsigned retries;         /* attempts per notification (HTTP channels); 0 = 1 */
+    int64_t resend_ns;        /* alert_resend (1 min) and alert_interval (10 s): a */
+    int64_t interval_ns;      /* firing alert's endsAt = ts + 4 x the larger */
+    const char *external_url; /* the webhook's externalURL ("") */
+    int64_t backoff_ns;       /* first retry's delay, doubling (1 s; at most 1 min) */
+    int64_t http_timeout_ns;  /* waiting for an HTTP response (10 s) */
+    const char *log_root;     /* tests: the system log's sockets under this folder */
 } cw_notify_opts_t;
 
 typedef struct cw_notifier cw_notifier_t;
 
 /* Starts the delivery thread(s) for the channels o names (strings copied);
- * db_path NULL: attempts are not recorded (tools).
+ * db_path NULL: attempts are not recorded (tools). The fields below
+ * retries were added with the delivery: 0 or NULL takes the default in ().
  * 0, or CW_EINVAL (a bad URL, an exec path that is not an executable
  * file: d says which) / CW_ENOMEM / CW_EIO. */
 int cw_notifier_start(const cw_notify_opts_t *o, cw_notifier_t **out, cw_diag_t *d);

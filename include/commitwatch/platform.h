@@ -195,10 +195,10 @@ typedef enum cw_plat_alert_level {
 /* What happened, one stable event id each (Windows: 100 + kind, the
  * message table's ids; journald: a MESSAGE_ID each). */
 typedef enum cw_plat_alert_kind {
-    CW_PLAT_ALERT_FIRING = 0,   /* started firing */
-    CW_PLAT_ALERT_ROSE = 1,     /* severity rose */
-    CW_PLAT_ALERT_FELL = 2,     /* severity fell */
-    CW_PLAT_ALERT_REPEAT = 3,   /* still firing (the repeat interval passed) */
+    CW_PLAT_ALERT_FIRING = 0, /* started firing */
+    CW_PLAT_ALERT_ROSE = 1,   /* severity rose */
+    CW_PLAT_ALERT_FELL = 2,   /* severity fell */
+    CW_PLAT_ALERT_REPEAT = 3, /* still firing (the repeat interval passed) */
     CW_PLAT_ALERT_RESOLVED = 4
 } cw_plat_alert_kind_t;
 
@@ -245,7 +245,7 @@ void cw_plat_alert_log_close(cw_plat_alert_log_t *l); /* accepts NULL */
  * *timed_out says whether it was killed at the timeout, else *exit_code
  * is its exit status (-N on POSIX when signal N ended it). CW_ENOENT /
  * CW_EPERM / CW_EIO / CW_ENOMEM when it could not start (d says why). */
-int cw_plat_run(const char *path, const void *in, size_t in_len, int64_t timeout_ns,
-                int *exit_code, bool *timed_out, cw_diag_t *d);
+int cw_plat_run(const char *path, const void *in, size_t in_len, int64_t timeout_ns, int *exit_code,
+                bool *timed_out, cw_diag_t *d);
 
 #endif

@@ -77,13 +77,15 @@ static double median_inplace(double *a, size_t n)
 /* ---- Theil-Sen ------------------------------------------------------------- */
 
 /* Fills s with the slopes of every pair i < j of (t, x), m points with
- * increasing t; returns how many. s holds m(m-1)/2. */
+ * increasing t; returns how many. s holds m(m-1)/2. (Times that increase
+ * may still round to the same double, hours from the first point: such a
+ * pair has no slope and is left out.) */
 static size_t pair_slopes(const double *t, const double *x, size_t m, double *s)
 {
     size_t n = 0;
     for (size_t i = 0; i + 1 < m; i++)
         for (size_t j = i + 1; j < m; j++)
-            s[n++] = (x[j] - x[i]) / (t[j] - t[i]);
+            if (t[j] > t[i]) s[n++] = (x[j] - x[i]) / (t[j] - t[i]);
     return n;
 }
 

@@ -521,6 +521,10 @@ int cw__http_alert_backtest(cw__http_req_t *r, const char *name)
 
 /* ---- silences ------------------------------------------------------------------ */
 
+/* Silences live in wall-clock time, even beside a replay: the engine
+ * applies those active at the wall clock (engine.c, silences_load), so
+ * "now", relative times and their status are the wall clock's here. */
+
 static const char *silence_state(const cw_silence_row_t *s, int64_t now)
 {
     int64_t end = s->deleted_ns != CW_TS_NEVER && s->deleted_ns < s->ends_ns ? s->deleted_ns
@@ -557,7 +561,7 @@ int cw__http_silences(cw__http_req_t *r)
         return cw__http_fail(r, 400, "state: '%s' is not one of active, pending, expired, all",
                              want);
     if (want && strcmp(want, "all") == 0) want = NULL;
-    int64_t now = cw__http_now(r);
+    int64_t now = r->now_ns = cw_plat_wall_ns();
     cw_silence_row_t *v = NULL;
     size_t n = 0;
     cw_diag_t d = {{0}};
@@ -661,7 +665,7 @@ int cw__http_silence_add(cw__http_req_t *r)
     cw_silence_row_t s = {0};
     const char *by = NULL, *comment = NULL;
     char *matchers = NULL;
-    int64_t now = cw__http_now(r);
+    int64_t now = r->now_ns = cw_plat_wall_ns();
     int rc = 0;
     if (!r->body)
         return cw__http_fail(r, 400, "request body: a silence is required as JSON: {\"matchers\": "
@@ -733,7 +737,7 @@ int cw__http_silence_delete(cw__http_req_t *r, uint32_t id)
 {
     cw_store_t *w = NULL;
     cw_diag_t d = {{0}};
-    int64_t now = cw__http_now(r);
+    int64_t now = r->now_ns = cw_plat_wall_ns();
     int rc = cw_store_open_side(r->ctx->db_path, &w, &d);
     if (!rc) rc = cw_store_silence_delete(w, id, now, &d);
     cw_store_close(w);

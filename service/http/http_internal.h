@@ -61,6 +61,7 @@ typedef struct cw__http_req {
     char *body;         /* POST: the request body, NUL-terminated; NULL when none */
     size_t body_len;
     const char *allow;  /* a 405's Allow header; NULL = "GET, HEAD" */
+    int64_t now_ns;     /* nonzero: "now" of this request (silences: the wall clock) */
     char allow_buf[64];
     char err[512];
 } cw__http_req_t;
@@ -82,8 +83,8 @@ int cw__http_parse_query(cw__http_req_t *r, const char *qs);
 const char *cw__http_param(cw__http_req_t *r, const char *name);
 /* 400 naming the first parameter no handler read, or 0. */
 int cw__http_check_unused(cw__http_req_t *r);
-/* "now" for relative times: the wall clock, or the end of the data for a
- * replay (status->data_clock). */
+/* "now" for relative times: r->now_ns when set, else the wall clock, or
+ * the end of the data for a replay (status->data_clock). */
 int64_t cw__http_now(cw__http_req_t *r);
 /* Parses a time: Unix ns integer, RFC 3339 ("2026-11-29T10:00:00Z",
  * fractions and offsets allowed), "now", or relative "-15m" / "+2h" /

@@ -70,6 +70,7 @@ int cw__http_check_unused(cw__http_req_t *r)
 int64_t cw__http_now(cw__http_req_t *r)
 {
     const cw_status_t *st = r->ctx->status;
+    if (r->now_ns) return r->now_ns;
     if (st && st->data_clock && r->store) {
         int64_t end;
         /* The end of the data: where tracking ended, once a replay's

@@ -31,7 +31,7 @@
 #include "notify/notify_internal.h"
 
 #define QUEUE_MAX 10000 /* notices per channel queue */
-#define AM_BATCH 64     /* alerts per POST, as Prometheus' notifier (maxBatchSize) */
+#define AM_BATCH 256    /* alerts per POST: Prometheus notifier/manager.go DefaultMaxBatchSize */
 #define BACKOFF_MAX_NS 60000000000LL
 #define SEC 1000000000LL
 
@@ -57,6 +57,7 @@ typedef struct channel {
     cw__bucket_t bucket;
     cw__repeat_t repeat;
     uint64_t limited; /* notices dropped in the current burst; 0 when none */
+    bool failing;     /* the log channel's last write failed (said once) */
     cw__url_t url;
     cw_plat_alert_log_t *log;
     cw_notify_row_t *rows;
@@ -195,8 +196,8 @@ static void post(channel_t *c, const char *suffix, const char *body, const cw_al
     for (unsigned k = 1; k <= tries; k++) {
         int status;
         char detail[320];
-        int rc = cw__http_post(&c->url, suffix, body, http_timeout(nf), &status, detail,
-                               sizeof detail);
+        int rc =
+            cw__http_post(&c->url, suffix, body, http_timeout(nf), &status, detail, sizeof detail);
         bool ok = rc == 0 && status >= 200 && status <= 299;
         if (ok && nalerts > 1) snprintf(detail, sizeof detail, "%zu alerts", nalerts);
         row(c, a, (int)k, ok ? "ok" : "error", detail);
@@ -277,6 +278,8 @@ static void deliver_one(channel_t *c, const cw_alert_notice_t *a)
         cw__notify_log_entry(a, &e);
         int rc = cw_plat_alert_log_write(c->log, &e.e, &d);
         row(c, a, 1, rc ? "error" : "ok", rc ? d.msg : NULL);
+        if (rc && !c->failing) CW_LOGW("notify: log: %s (said once until it works)", d.msg);
+        c->failing = rc != 0;
         return;
     }
     default:
@@ -496,8 +499,7 @@ void cw_notifier_submit(void *notifier, const cw_alert_notice_t *v, size_t n)
         if (b) b->v = calloc(n, sizeof *b->v);
         if (!b || !b->v) {
             free(b);
-            CW_LOGW("notify: out of memory: %zu notices not delivered to %s", n,
-                    channel_names[k]);
+            CW_LOGW("notify: out of memory: %zu notices not delivered to %s", n, channel_names[k]);
             continue;
         }
         for (size_t i = 0; i < n; i++)

@@ -53,7 +53,8 @@ static cJSON *alert_common(const cw_alert_notice_t *a)
 {
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
-    cJSON *l = label_object(a->labels, a->nlabels), *an = label_object(a->annotations, a->nannotations);
+    cJSON *l = label_object(a->labels, a->nlabels),
+          *an = label_object(a->annotations, a->nannotations);
     bool ok = l && an;
     if (ok) {
         cJSON_AddItemToObject(o, "labels", l);
@@ -224,7 +225,8 @@ void cw__notify_log_entry(const cw_alert_notice_t *a, cw__notify_log_entry_t *ou
     if (!threshold) threshold = num(out->num[1], a->threshold, "%.6g");
     if (!leak) leak = num(out->num[2], a->leak_score, "%.2f");
     if (!ttl) ttl = num(out->num[3], a->ttl_s, "%.0f");
-    const char *pid = a->pid ? (snprintf(out->num[4], 48, "%u", (unsigned)a->pid), out->num[4]) : "";
+    const char *pid =
+        a->pid ? (snprintf(out->num[4], 48, "%u", (unsigned)a->pid), out->num[4]) : "";
     snprintf(out->num[5], 48, "%llu", (unsigned long long)a->series_id);
 
     char what[512];
@@ -261,7 +263,7 @@ void cw__notify_log_entry(const cw_alert_notice_t *a, cw__notify_log_entry_t *ou
     out->e.nfields = nf;
     out->e.message = out->message;
     out->e.kind = kind_of(a);
-    out->e.level = a->resolved                       ? CW_PLAT_ALERT_INFO
+    out->e.level = a->resolved                      ? CW_PLAT_ALERT_INFO
                    : a->severity == CW_SEV_CRITICAL ? CW_PLAT_ALERT_ERROR
                                                     : CW_PLAT_ALERT_WARNING;
 }

@@ -34,12 +34,23 @@ static double num_d(const cJSON *o, const char *k)
     return cJSON_IsNumber(x) ? x->valuedouble : NAN;
 }
 
+/* Texts printed from JSON members, freed at exit. */
+static char *printed[4096];
+static size_t nprinted;
+
 static char *str(const cJSON *o, const char *k)
 {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
     if (cJSON_IsString(x)) return x->valuestring;
-    if (cJSON_IsObject(x) || cJSON_IsArray(x)) return cJSON_PrintUnformatted(x); /* leaked: a tool */
+    if ((cJSON_IsObject(x) || cJSON_IsArray(x)) && nprinted < 4096)
+        return printed[nprinted++] = cJSON_PrintUnformatted(x);
     return NULL;
+}
+
+static void free_printed(void)
+{
+    while (nprinted)
+        free(printed[--nprinted]);
 }
 
 static char *read_file(const char *path)
@@ -63,6 +74,7 @@ int main(int argc, char **argv)
 {
     cw_diag_t d = {{0}};
     cw_store_t *s = NULL;
+    atexit(free_printed);
     if (argc != 3) {
         fprintf(stderr, "usage: cw_alert_fill DB FILE.json\n");
         return 1;

@@ -6,6 +6,8 @@
 //                   --speed 1), still ingesting
 //   CW_RANGE_URL    a synthetic trace of 55 minutes (CW_RANGE_SPEC says
 //                   what is in it)
+//   CW_ALERTS_URL   the fixture with alert state stored beside it
+//                   (alertdoc.py; CW_ALERTS_SPEC: its ids, token, times)
 //   CW_WINDOWS      tests/fixtures/memorytestapp.windows.json
 //   CW_SHOTS        folder for screenshots
 //   CW_SOURCE       the source tree (to find web/node_modules)
@@ -28,6 +30,8 @@ const LIVE = process.env.CW_LIVE_URL;
 const RANGE = process.env.CW_RANGE_URL;
 const RSPEC = JSON.parse(readFileSync(process.env.CW_RANGE_SPEC, 'utf8'));
 const W = JSON.parse(readFileSync(process.env.CW_WINDOWS, 'utf8'));
+const ALERTS = process.env.CW_ALERTS_URL;
+const ASPEC = JSON.parse(readFileSync(process.env.CW_ALERTS_SPEC, 'utf8'));
 const SHOTS = process.env.CW_SHOTS;
 const S = 1e9;
 const MB = 1024 * 1024;
@@ -848,6 +852,92 @@ try {
   overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   check('phone width: no sideways scrolling of the diff page', overflow <= 1, `overflow=${overflow}px`);
   await shot(page, 'diff-phone.png');
+
+  // ======================================================================
+  // 7. Alerts: the page, the overview's badges and leak scores, the
+  //    process chart's alert periods, silences, a backtest.
+  // ======================================================================
+  await page.setViewportSize({ width: 1280, height: 800 });
+  const [A, B, C] = ASPEC.ids.series;
+  await page.goto(`${ALERTS}/#/alerts`);
+  check('alerts page: the active table', await waitFor((n) => document.querySelectorAll('#active tbody tr[data-id]').length === n, 3));
+  const act = await page.evaluate(() => [...document.querySelectorAll('#active tbody tr[data-id]')].map((tr) => ({
+    id: Number(tr.dataset.id), cells: [...tr.cells].map((c) => c.textContent.trim()) })));
+  const apiAct = await api(ALERTS, '/api/alerts');
+  eq('alerts page: rows in the API\'s order', act.map((r) => r.id), apiAct.alerts.map((a) => a.id));
+  eq('alerts page: the firing critical series first', act[0] && [act[0].id, act[0].cells[0], act[0].cells[1], act[0].cells[2], act[0].cells[4]],
+    [A, 'critical', 'leak', ASPEC.name, 'Heap']);
+  eq('alerts page: its leak score and time to limit', act[0] && [act[0].cells[8], act[0].cells[9]], ['0.93', '2 h']);
+  eq('alerts page: the leak-score rule\'s value and threshold as scores', act[0] && [act[0].cells[6], act[0].cells[7]], ['0.93', '0.90']);
+  eq('alerts page: the machine\'s time-to-limit value as a time', act[1] && [act[1].cells[0], act[1].cells[2], act[1].cells[6]], ['warning', 'machine', '27.8 h']);
+  eq('alerts page: the pending one', act[2] && [act[2].id, act[2].cells[0]], [C, 'pending']);
+  check('alerts page: the evaluation progress', /evaluations/.test(await page.textContent('#evald')));
+  await page.click(`#active tr[data-id="${A}"] td:nth-child(2)`);
+  check('alerts page: a click opens the detail', await waitFor((id) => document.querySelector('#detail')?.dataset.id === String(id) && !document.querySelector('#detail').hidden, A));
+  const det = await page.evaluate(() => ({
+    comp: Object.fromEntries([...document.querySelectorAll('#comp tr')].map((tr) => [tr.cells[0].textContent, tr.cells[1]?.textContent])),
+    fc: Object.fromEntries([...document.querySelectorAll('#forecast tr')].map((tr) => [tr.cells[0].textContent, tr.cells[1]?.textContent])),
+    tr: [...document.querySelectorAll('#dtrans tbody tr')].map((tr) => [...tr.cells].map((c) => c.textContent.trim())) }));
+  eq('alert detail: leak-score components', [det.comp.score, det.comp.mk_z, det.comp.stay_share], ['0.93', '4.2', '0.8']);
+  eq('alert detail: forecast', [det.fc.median_s, det.fc.upper_s, det.fc.source], ['2 h', '90 min', 'CommitLimit']);
+  eq('alert detail: transitions, newest first', det.tr.map((r) => [r[1], r[2], r[5]]), [['pending', 'firing', 'for elapsed'], ['inactive', 'pending', 'condition']]);
+  check('alert detail: the URL names it', (await page.evaluate(() => location.hash)).includes(`alert=${A}`));
+  const hist = await page.evaluate(() => [...document.querySelectorAll('#history tbody tr')].map((tr) => tr.cells[8]?.textContent.trim()));
+  eq('alerts page: the history has every transition', hist.length, (await api(ALERTS, '/api/alert-transitions')).transitions.length);
+  check('alerts page: the history shows the exit', hist.includes('process exited'), JSON.stringify(hist));
+  eq('nav: the count of active alerts', await page.evaluate(() => [document.querySelector('#alertcount').textContent, document.querySelector('#alertcount').className]), ['3', 'badge critical']);
+  await shot(page, 'alerts.png');
+
+  // Silences: create (the token asked once), list, expire.
+  eq('silences: the stored one listed', await page.evaluate(() => [...document.querySelectorAll('#silences tbody tr[data-id]')].map((tr) => tr.cells[1].textContent)), ['active']);
+  let prompts = 0;
+  page.on('dialog', (d) => { prompts++; d.accept(ASPEC.token); });
+  await page.fill('#smatch', 'alertname=leak, process=~Memory.*');
+  await page.fill('#scomment', 'browser test');
+  await page.click('#silform button[type=submit]');
+  check('silences: created', await waitFor(() => /Silence \d+ created/.test(document.querySelector('#silmsg').textContent)), await page.textContent('#silmsg'));
+  let sil = await api(ALERTS, '/api/silences');
+  eq('silences: the API has it, matchers parsed', sil.silences[0] && [sil.silences[0].comment, sil.silences[0].matchers],
+    ['browser test', [{ name: 'alertname', value: 'leak', isRegex: false, isEqual: true }, { name: 'process', value: 'Memory.*', isRegex: true, isEqual: true }]]);
+  check('silences: two rows', await waitFor(() => document.querySelectorAll('#silences tbody tr[data-id]').length === 2));
+  await page.click(`#silences tr[data-id="${sil.silences[0].id}"] button.expire`);
+  check('silences: expired in the table', await waitFor((id) => document.querySelector(`#silences tr[data-id="${id}"]`)?.dataset.state === 'expired', sil.silences[0].id));
+  sil = await api(ALERTS, '/api/silences', { state: 'expired' });
+  eq('silences: expired in the API', sil.silences.map((x) => x.comment), ['browser test']);
+  eq('silences: the token was asked once', prompts, 1);
+
+  // Backtest: the rule `big` over the replay, on the fixture process's chart.
+  await page.selectOption('#brule', 'big');
+  check('backtest: the process choices', await waitFor((id) => [...document.querySelectorAll('#bproc option')].some((o) => o.value === String(id)), ASPEC.proc));
+  await page.selectOption('#bproc', String(ASPEC.proc));
+  await page.click('#btform button[type=submit]');
+  check('backtest: its transitions listed', await waitFor(() => document.querySelectorAll('#btresult tbody tr[data-key]').length > 0, null, 20000),
+    await page.textContent('#btmsg'));
+  const bt = await page.evaluate(() => ({ rows: [...document.querySelectorAll('#btresult tbody tr[data-key]')].map((tr) => tr.cells[3].textContent),
+    bands: (document.querySelector('#btchart')._bands || []).length, drawn: Number(document.querySelector('#btchart').dataset.drawn) }));
+  check('backtest: the process fires', bt.rows.includes('firing'), JSON.stringify(bt.rows));
+  check('backtest: its periods drawn on the process chart', bt.bands > 0 && bt.drawn > 0, JSON.stringify(bt));
+  await shot(page, 'alerts-backtest.png');
+
+  // Overview: badges and the leak-score column.
+  await page.goto(`${ALERTS}/#/`);
+  check('overview with alerts: the table', await waitFor((id) => !!document.querySelector(`#procs tr[data-id="${id}"] [data-fig="alerts"] .badge`), ASPEC.proc));
+  const ov = await page.evaluate((id) => { const tr = document.querySelector(`#procs tr[data-id="${id}"]`);
+    return [tr.querySelector('[data-fig="alerts"]').textContent.trim(), tr.querySelector('[data-fig="leak"]').textContent.trim(),
+      tr.querySelector('[data-fig="alerts"] a').getAttribute('href')]; }, ASPEC.proc);
+  eq('overview: the process\'s badge, leak score and link', ov, ['critical', '0.93', `#/alerts?alert=${A}`]);
+  const others = await page.evaluate((id) => [...document.querySelectorAll('#procs tbody tr[data-id]')].filter((tr) => tr.dataset.id !== String(id))
+    .map((tr) => tr.querySelector('[data-fig="leak"]').textContent.trim()), ASPEC.proc);
+  check('overview: no leak score for processes without alerts', others.length > 0 && others.every((x) => x === '–'), JSON.stringify(others));
+  await shot(page, 'overview-alerts.png');
+
+  // Process chart: the pending and firing periods of its series.
+  await page.goto(`${ALERTS}/#/process/${ASPEC.proc}`);
+  check('process with alerts: chart drawn', await waitFor(() => Number(document.querySelector('#chart')?.dataset.drawn) > 0, null, 15000));
+  const pb = await page.evaluate(() => (document.querySelector('#chart')._bands || []).map((b) => [b.from_ns, b.label]));
+  eq('process chart: its alert periods', pb.map((b) => b[1]), ['leak pending', 'leak firing']);
+  eq('process chart: the periods start at the transitions', pb.map((b) => b[0]), [ASPEC.e1, ASPEC.e2]);
+  await shot(page, 'process-alerts.png');
 
   check('no errors in the browser console', consoleErrors.length === 0, consoleErrors.join(' | '));
 } catch (e) {

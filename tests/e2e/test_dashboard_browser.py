@@ -9,7 +9,10 @@ services it drives:
   still ingesting while the overview's 5 s refresh is watched;
 - range: a small synthetic trace spanning 55 minutes (early.exe in the
   first minute, late.exe in the last five), so the overview's range
-  selector changes what is listed.
+  selector changes what is listed;
+- alerts: the fixture again, with a token, and alert state stored beside
+  it by tests/alertfill (alertdoc.py): the Alerts page, the overview's
+  badges and leak scores, the process chart's alert periods.
 
 A missing prerequisite (node, chromium, web/node_modules) fails the test
 in CI (CI set in the environment, or running as root) and skips it (exit
@@ -24,6 +27,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 from cwservice import BUILD, MTA, MTA_WINDOWS, SOURCE, Service, require_fixture  # noqa: E402
+import alertdoc  # noqa: E402
 
 require_fixture()
 
@@ -44,6 +48,8 @@ if not node:
     missing.append("node (apt-get install nodejs)")
 if not os.access(chromium, os.X_OK):
     missing.append(f"{chromium} (apt-get install chromium)")
+if not (alertdoc.FILL and os.path.exists(alertdoc.FILL)):
+    missing.append("cw_alert_fill (tests/alertfill; CW_ALERT_FILL)")
 for mod in ("playwright-core", "uplot"):
     if not os.path.isdir(os.path.join(SOURCE, "web", "node_modules", mod)):
         missing.append(f"web/node_modules/{mod} (run `npm ci` in web/)")
@@ -95,12 +101,20 @@ with open(range_spec, "w") as f:
 with contextlib.ExitStack() as stack:
     main = stack.enter_context(Service(MTA, name="browser"))
     rng = stack.enter_context(Service(range_trace, name="browser-range"))
+    alerts = stack.enter_context(Service(MTA, name="browser-alerts", args=["--token", "s3cret"],
+                                         config=alertdoc.CONFIG))
+    proc = alertdoc.proc_id(alerts)
+    alert_ids = alertdoc.fill(alerts, alertdoc.fill_doc(proc))
+    alert_spec = os.path.join(gen_dir, "alerts.json")
+    with open(alert_spec, "w") as f:
+        json.dump({"ids": alert_ids, "proc": proc, "token": "s3cret", "name": alertdoc.NAME,
+                   "e1": alertdoc.E1, "e2": alertdoc.E2}, f)
     # Last, so its replay has as much of its 32 s left as possible when
     # the browser gets to it (the live checks come first).
     live = stack.enter_context(Service(MTA, name="browser-live", wait_done=False,
                                        args=["--rebase-now", "--speed", "1"]))
     env = dict(os.environ, CW_URL=main.base, CW_LIVE_URL=live.base, CW_RANGE_URL=rng.base,
-               CW_RANGE_SPEC=range_spec, CW_WINDOWS=MTA_WINDOWS, CW_SHOTS=shots,
+               CW_RANGE_SPEC=range_spec, CW_ALERTS_URL=alerts.base, CW_ALERTS_SPEC=alert_spec, CW_WINDOWS=MTA_WINDOWS, CW_SHOTS=shots,
                CW_SOURCE=SOURCE, CW_CHROMIUM=chromium)
     try:
         r = subprocess.run([node, os.path.join(os.path.dirname(__file__), "dashboard_browser.mjs")],

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang and runs each for a bounded time:
 # the stack-tag loader, the .etl reader (whole files), the ETW payload
-# decoders with XPRESS, and the PE export-table reader (--images DIR). CI calls this; a crash, leak or invariant failure
+# decoders with XPRESS, the PE export-table reader (--images DIR), the alert
+# rules file and the leak score. CI calls this; a crash, leak or invariant failure
 # exits nonzero and leaves the input in $BUILD/fuzz-artifacts/.
 #
 #   tests/fuzz/run_fuzz.sh [SECONDS]      (per target, default 60; needs clang)
@@ -11,7 +12,8 @@ secs=${1:-60}
 build=${CW_FUZZ_BUILD:-build-fuzz}
 command -v clang >/dev/null || { echo "run_fuzz.sh: clang is needed (apt-get install clang)" >&2; exit 1; }
 CC=clang cmake -S . -B "$build" -DCW_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j"${CW_JOBS:-$(nproc)}" --target fuzz_stacktags fuzz_etl_reader fuzz_etl_decode fuzz_pe fuzz_etl_seeds
+cmake --build "$build" -j"${CW_JOBS:-$(nproc)}" --target fuzz_stacktags fuzz_etl_reader fuzz_etl_decode fuzz_pe fuzz_etl_seeds \
+  fuzz_alert_rules fuzz_leak_score
 # The test DLL seeds fuzz_pe where MinGW is installed.
 cmake --build "$build" --target cw_pe_fixture >/dev/null 2>&1 || true
 mkdir -p "$build/fuzz-artifacts"
@@ -34,3 +36,9 @@ mkdir -p "$corpus"
 pe_seeds=()
 [ -d "$build/tests/etlgen/pe" ] && pe_seeds=("$build/tests/etlgen/pe")
 "$build/tests/fuzz/fuzz_pe" "${common[@]}" -max_len=16384 "$corpus" "${pe_seeds[@]}"
+corpus="$build/fuzz-corpus/alert-rules"
+mkdir -p "$corpus"
+"$build/tests/fuzz/fuzz_alert_rules" "${common[@]}" -max_len=8192 "$corpus" tests/fuzz/seeds-alerts
+corpus="$build/fuzz-corpus/leak-score"
+mkdir -p "$corpus"
+"$build/tests/fuzz/fuzz_leak_score" "${common[@]}" -max_len=8208 "$corpus"

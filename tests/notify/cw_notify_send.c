@@ -98,7 +98,8 @@ static void notice(const cJSON *o, cw_alert_notice_t *a)
     int64_t now = cw_plat_wall_ns();
     a->ts_ns = (int64_t)num(o, "ts_ms", (double)(now / 1000000)) * 1000000;
     a->starts_ns = (int64_t)num(o, "starts_ms", (double)(a->ts_ns / 1000000)) * 1000000;
-    a->ends_ns = a->resolved ? (int64_t)num(o, "ends_ms", (double)(a->ts_ns / 1000000)) * 1000000 : 0;
+    a->ends_ns =
+        a->resolved ? (int64_t)num(o, "ends_ms", (double)(a->ts_ns / 1000000)) * 1000000 : 0;
     a->generator_url = str(o, "generator_url");
     cw_alert_fingerprint(a->labels, a->nlabels, a->fingerprint);
 }
@@ -120,21 +121,36 @@ int main(int argc, char **argv)
             return 2;
         }
         i++;
-        if (!strcmp(a, "--db")) o.db_path = v;
-        else if (!strcmp(a, "--alertmanager")) o.alertmanager_url = v;
-        else if (!strcmp(a, "--webhook")) o.webhook_url = v;
-        else if (!strcmp(a, "--exec")) o.exec_path = v;
-        else if (!strcmp(a, "--exec-timeout-ms")) o.exec_timeout_ns = atoll(v) * 1000000;
-        else if (!strcmp(a, "--log")) o.log = v;
-        else if (!strcmp(a, "--log-root")) o.log_root = v;
-        else if (!strcmp(a, "--rate-limit")) o.rate_limit = strtoull(v, NULL, 10);
-        else if (!strcmp(a, "--retries")) o.retries = (unsigned)atoi(v);
-        else if (!strcmp(a, "--backoff-ms")) o.backoff_ns = atoll(v) * 1000000;
-        else if (!strcmp(a, "--repeat-s")) o.repeat_ns = (int64_t)(atof(v) * 1e9);
-        else if (!strcmp(a, "--resend-s")) o.resend_ns = (int64_t)(atof(v) * 1e9);
-        else if (!strcmp(a, "--interval-s")) o.interval_ns = (int64_t)(atof(v) * 1e9);
-        else if (!strcmp(a, "--external-url")) o.external_url = v;
-        else if (!strcmp(a, "--stop-timeout-s")) stop_s = atof(v);
+        if (!strcmp(a, "--db"))
+            o.db_path = v;
+        else if (!strcmp(a, "--alertmanager"))
+            o.alertmanager_url = v;
+        else if (!strcmp(a, "--webhook"))
+            o.webhook_url = v;
+        else if (!strcmp(a, "--exec"))
+            o.exec_path = v;
+        else if (!strcmp(a, "--exec-timeout-ms"))
+            o.exec_timeout_ns = atoll(v) * 1000000;
+        else if (!strcmp(a, "--log"))
+            o.log = v;
+        else if (!strcmp(a, "--log-root"))
+            o.log_root = v;
+        else if (!strcmp(a, "--rate-limit"))
+            o.rate_limit = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--retries"))
+            o.retries = (unsigned)atoi(v);
+        else if (!strcmp(a, "--backoff-ms"))
+            o.backoff_ns = atoll(v) * 1000000;
+        else if (!strcmp(a, "--repeat-s"))
+            o.repeat_ns = (int64_t)(atof(v) * 1e9);
+        else if (!strcmp(a, "--resend-s"))
+            o.resend_ns = (int64_t)(atof(v) * 1e9);
+        else if (!strcmp(a, "--interval-s"))
+            o.interval_ns = (int64_t)(atof(v) * 1e9);
+        else if (!strcmp(a, "--external-url"))
+            o.external_url = v;
+        else if (!strcmp(a, "--stop-timeout-s"))
+            stop_s = atof(v);
         else {
             fprintf(stderr, "cw_notify_send: unknown option %s\n", a);
             return 2;
@@ -144,7 +160,8 @@ int main(int argc, char **argv)
     cJSON *root = text ? cJSON_Parse(text) : NULL;
     free(text);
     if (!cJSON_IsArray(root)) {
-        fprintf(stderr, "cw_notify_send: %s: not a JSON array of submits\n", file ? file : "(no file)");
+        fprintf(stderr, "cw_notify_send: %s: not a JSON array of submits\n",
+                file ? file : "(no file)");
         cJSON_Delete(root);
         return 2;
     }

@@ -1,7 +1,9 @@
 /* test_http.c - the HTTP module without a database: time and duration
  * parsing, query strings, and a real server on an ephemeral loopback port
  * (health while the database does not exist yet, method and path rules,
- * error bodies, static files confined to the web root). The API's figures
+ * error bodies, static files confined to the web root; the state-changing
+ * routes: token, body limit, 405 with the methods a path takes, the
+ * reload hook). The API's figures
  * are tested end to end in tests/e2e/test_api.py. */
 #include "commitwatch/http.h"
 #include "commitwatch/platform.h"
@@ -96,16 +98,22 @@ static void test_query(void)
     ASSERT_EQ(t - f, 3600 * NS);
 }
 
-/* One HTTP/1.0 request on a fresh connection; returns the status, fills
- * body (NUL-terminated, truncated to len). */
-static int http(int port, const char *method, const char *path, char *body, size_t len)
+/* One HTTP/1.0 request on a fresh connection with extra header lines
+ * (each ending in \r\n; may be "") and a body (may be NULL); returns the
+ * status, fills body (NUL-terminated, truncated to len). */
+static int http_ex(int port, const char *method, const char *path, const char *headers,
+                   const char *in, char *body, size_t len)
 {
     sock_t fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ASSERT_TRUE(SOCK_OK(fd) && connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
-    char buf[65536];
-    int n = snprintf(buf, sizeof buf, "%s %s HTTP/1.0\r\nHost: x\r\n\r\n", method, path);
+    static char buf[1 << 17];
+    int n = snprintf(buf, sizeof buf, "%s %s HTTP/1.0\r\nHost: x\r\n%s", method, path, headers);
+    if (in)
+        n += snprintf(buf + n, sizeof buf - (size_t)n, "Content-Length: %zu\r\n\r\n%s", strlen(in), in);
+    else
+        n += snprintf(buf + n, sizeof buf - (size_t)n, "\r\n");
     ASSERT_EQ(send(fd, buf, n, 0), n);
     size_t got = 0;
     int k;
@@ -119,6 +127,74 @@ static int http(int port, const char *method, const char *path, char *body, size
     const char *b = strstr(buf, "\r\n\r\n");
     snprintf(body, len, "%s", b ? b + 4 : "");
     return status;
+}
+
+static int http(int port, const char *method, const char *path, char *body, size_t len)
+{
+    return http_ex(port, method, path, "", NULL, body, len);
+}
+
+/* POST /api/reload's hook: counts calls; fails while reload_fail is set. */
+static int reloads;
+static bool reload_fail;
+
+static int on_reload(void *rctx, char *msg, size_t msglen)
+{
+    ASSERT_TRUE(rctx == &reloads);
+    reloads++;
+    if (!reload_fail) return 0;
+    snprintf(msg, msglen, "rules.conf:3: bad threshold");
+    return CW_EINVAL;
+}
+
+/* The state-changing routes: the token, bodies, methods, reload. */
+static void test_changes(cw_http_opts_t o)
+{
+    cw_http_t *h = NULL;
+    cw_diag_t d;
+    char body[8192];
+    const char *auth = "Authorization: Bearer t0k\r\n";
+    o.token = "t0k";
+    ASSERT_OK(cw_http_start(&o, &h, &d));
+    int port = cw_http_port(h);
+    ASSERT_EQ(http_ex(port, "POST", "/api/reload", auth, NULL, body, sizeof body), 501);
+    ASSERT_TRUE(strstr(body, "SIGHUP") != NULL);
+    /* A body over 64 KiB is refused by its announced length. */
+    static char big[70001];
+    memset(big, 'x', sizeof big - 1);
+    ASSERT_EQ(http_ex(port, "POST", "/api/silences", auth, big, body, sizeof body), 413);
+    ASSERT_TRUE(strstr(body, "65536") != NULL);
+    /* The token is checked before anything else. */
+    ASSERT_EQ(http_ex(port, "POST", "/api/silences", "", "{}", body, sizeof body), 401);
+    ASSERT_EQ(http_ex(port, "DELETE", "/api/silences/3", "", NULL, body, sizeof body), 401);
+    /* Paths and methods: 405 names what the path takes. */
+    ASSERT_EQ(http_ex(port, "PUT", "/api/silences", auth, "{}", body, sizeof body), 405);
+    ASSERT_TRUE(strstr(body, "GET, HEAD, POST") != NULL);
+    ASSERT_EQ(http_ex(port, "DELETE", "/api/alerts/3", auth, NULL, body, sizeof body), 405);
+    ASSERT_EQ(http_ex(port, "GET", "/api/reload", "", NULL, body, sizeof body), 405);
+    ASSERT_TRUE(strstr(body, "takes POST") != NULL);
+    ASSERT_EQ(http_ex(port, "DELETE", "/api/silences/x1", auth, NULL, body, sizeof body), 400);
+    /* The database does not exist yet: a silence cannot be stored. */
+    ASSERT_EQ(http_ex(port, "POST", "/api/silences", auth, "{}", body, sizeof body), 503);
+    ASSERT_EQ(http_ex(port, "GET", "/api/alert-rules/leak/backtest", "", NULL, body, sizeof body),
+              503);
+    cw_http_stop(h);
+
+    /* With the service's reload hook. */
+    o.on_reload = on_reload;
+    o.reload_ctx = &reloads;
+    ASSERT_OK(cw_http_start(&o, &h, &d));
+    port = cw_http_port(h);
+    ASSERT_EQ(http_ex(port, "POST", "/api/reload", "", NULL, body, sizeof body), 401);
+    ASSERT_EQ(reloads, 0);
+    ASSERT_EQ(http_ex(port, "POST", "/api/reload", auth, NULL, body, sizeof body), 200);
+    ASSERT_TRUE(strstr(body, "\"status\":\"reloaded\"") != NULL);
+    ASSERT_EQ(reloads, 1);
+    reload_fail = true;
+    ASSERT_EQ(http_ex(port, "POST", "/api/reload", auth, NULL, body, sizeof body), 500);
+    ASSERT_TRUE(strstr(body, "reload failed: rules.conf:3: bad threshold") != NULL);
+    ASSERT_EQ(reloads, 2);
+    cw_http_stop(h);
 }
 
 static void test_server(void)
@@ -168,6 +244,8 @@ static void test_server(void)
     ASSERT_OK(cw_http_start(&o, &h, &d));
     ASSERT_EQ(http(cw_http_port(h), "POST", "/api/health", body, sizeof body), 401);
     cw_http_stop(h);
+    o.token = NULL;
+    test_changes(o);
 
     o.listen = "127.0.0.1:notaport";
     ASSERT_EQ(cw_http_start(&o, &h, &d), CW_EINVAL);

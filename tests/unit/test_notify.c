@@ -13,7 +13,10 @@
 #include "test.h"
 #include "test_port.h"
 
-#define L(n, v) {(char *)(n), (char *)(v)}
+#define L(n, v)                                                                                    \
+    {                                                                                              \
+        (char *)(n), (char *)(v)                                                                   \
+    }
 
 /* prometheus/common model/signature_test.go (TestMetricToFingerprint,
  * BenchmarkMetricToFingerprintTriple): labelSetToFingerprint, which
@@ -81,7 +84,7 @@ static void test_bucket(void)
     int n = 0;
     for (int i = 0; i < 1000; i++)
         n += cw__bucket_take(&b, t);
-    ASSERT_EQ(n, 60);                        /* a minute's burst */
+    ASSERT_EQ(n, 60); /* a minute's burst */
     ASSERT_TRUE(!cw__bucket_take(&b, t + 900000000));
     ASSERT_TRUE(cw__bucket_take(&b, t + 1000000000)); /* one a second after */
     ASSERT_TRUE(!cw__bucket_take(&b, t + 1000000000));
@@ -207,8 +210,9 @@ static void test_bodies(void)
     ASSERT_STR_EQ(jstr(j, "status"), "firing");
     ASSERT_STR_EQ(jstr(j, "receiver"), "commitwatch");
     ASSERT_STR_EQ(jstr(j, "externalURL"), "http://host:8080");
-    ASSERT_STR_EQ(jstr(j, "groupKey"), "{}:{alertname=\"LikelyLeak\", pid=\"42\", "
-                                       "process=\"my\\\"app\", severity=\"warning\", tag=\"heap\"}");
+    ASSERT_STR_EQ(jstr(j, "groupKey"),
+                  "{}:{alertname=\"LikelyLeak\", pid=\"42\", "
+                  "process=\"my\\\"app\", severity=\"warning\", tag=\"heap\"}");
     ASSERT_EQ(cJSON_GetObjectItem(j, "truncatedAlerts")->valueint, 0);
     ASSERT_STR_EQ(jstr(cJSON_GetObjectItem(j, "commonLabels"), "tag"), "heap");
     ASSERT_STR_EQ(jstr(cJSON_GetObjectItem(j, "groupLabels"), "alertname"), "LikelyLeak");
@@ -318,6 +322,27 @@ static void test_record(void)
     for (size_t i = 0; i < n; i++)
         if (!strcmp(c[i].channel, "webhook") && !strcmp(c[i].result, "error")) errors = c[i].count;
     ASSERT_U64_EQ(errors, 1 + 3); /* the row above and three attempts */
+    cw_notify_counts_free(c, n);
+
+    /* A receiver stuck in its retries delays neither submit nor a stop
+     * past its timeout; what is left is recorded as dropped, "stopped". */
+    o.retries = 5;
+    o.backoff_ns = 2000000000LL;
+    ASSERT_OK(cw_notifier_start(&o, &nf, &d));
+    cw_notifier_submit(nf, &f, 1);
+    t0 = cw_plat_mono_ns();
+    for (int i = 0; i < 100; i++)
+        cw_notifier_submit(nf, &f, 1);
+    ASSERT_TRUE(cw_plat_mono_ns() - t0 < 500000000LL);
+    t0 = cw_plat_mono_ns();
+    cw_notifier_stop(nf, 300000000LL);
+    ASSERT_TRUE(cw_plat_mono_ns() - t0 < 2000000000LL);
+    ASSERT_OK(cw_store_notify_counts(s, &c, &n, &d));
+    uint64_t stopped = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(c[i].channel, "webhook") && !strcmp(c[i].result, "dropped"))
+            stopped = c[i].count;
+    ASSERT_U64_EQ(stopped, 101); /* the one in its backoff and the 100 queued */
     cw_notify_counts_free(c, n);
 
     /* Bad settings are refused at start, saying which. */

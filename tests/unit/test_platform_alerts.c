@@ -71,7 +71,8 @@ static void test_alert_log(void)
     /* No journald socket under root: syslog; Windows: the Event Log. */
     ASSERT_STR_EQ(cw_plat_alert_log_name(l), windows ? "eventlog" : "syslog");
     cw_plat_alert_field_t f[] = {{"COMMITWATCH_PROCESS", "leaky.exe"}, {"COMMITWATCH_PID", "42"}};
-    cw_plat_alert_entry_t e = {CW_PLAT_ALERT_WARNING, CW_PLAT_ALERT_FIRING, "alert test firing", f, 2};
+    cw_plat_alert_entry_t e = {CW_PLAT_ALERT_WARNING, CW_PLAT_ALERT_FIRING, "alert test firing", f,
+                               2};
     int rc = cw_plat_alert_log_write(l, &e, &d);
     if (windows)
         ASSERT_OK(rc);

@@ -12,7 +12,10 @@
  *   rule, process glob, tag, limit) and its order, one row, transitions
  *   by series and window, newest first;
  * - rules set/get; silences added, listed (all, active at an instant),
- *   expired (twice, unknown id). */
+ *   expired (twice, unknown id);
+ * - cw_store_open_side: a missing file is CW_ENOENT, a text file
+ *   CW_ENOTDB; it leaves the tier state and the retention the writer set,
+ *   and writes what a reader sees. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -20,6 +23,7 @@
 #include "commitwatch/alertdb.h"
 #include "commitwatch/event.h"
 #include "commitwatch/store.h"
+#include "store/store_internal.h"
 #include "test.h"
 #include "test_port.h"
 
@@ -301,6 +305,45 @@ static void test_rules_and_silences(cw_store_t *w, cw_store_t *r)
     cw_silence_rows_free(v, n);
 }
 
+static void test_side(const char *path, cw_store_t *r)
+{
+    cw_diag_t d = {{0}};
+    cw_store_t *side = NULL, *w = NULL;
+    char other[512];
+    snprintf(other, sizeof other, "%s/missing.db", dir);
+    ASSERT_EQ(cw_store_open_side(other, &side, &d), CW_ENOENT);
+    snprintf(other, sizeof other, "%s/text.db", dir);
+    FILE *f = fopen(other, "wb");
+    for (int i = 0; i < 100; i++)
+        fputs("not a database, just text\n", f);
+    fclose(f);
+    ASSERT_EQ(cw_store_open_side(other, &side, &d), CW_ENOTDB);
+
+    /* A writer with its own retention; a side handle opened beside it
+     * keeps it (cw_store_open would have written its defaults). */
+    cw_store_opts_t o;
+    cw_store_opts_default(&o);
+    o.retention_ns[0] = 3 * 3600 * S;
+    ASSERT_OK(cw_store_open(path, &o, &w, &d));
+    ASSERT_OK(cw_store_open_side(path, &side, &d));
+    cw__tier_t t[CW_TIERS];
+    ASSERT_OK(cw__store_read_tiers(r, t, &d));
+    ASSERT_EQ(t[0].retention, 3 * 3600 * S);
+    cw_silence_row_t sl = {.matchers = "[]", .starts_ns = 1, .ends_ns = 2 * S, .created_by = "side",
+                           .comment = "c", .created_ns = 1};
+    ASSERT_OK(cw_store_silence_add(side, &sl, &d));
+    cw_store_close(side);
+    cw_silence_row_t *v = NULL;
+    size_t n = 0;
+    ASSERT_OK(cw_store_silences(r, S, &v, &n, &d));
+    ASSERT_EQ(n, 1);
+    ASSERT_STR_EQ(v[0].created_by, "side");
+    cw_silence_rows_free(v, n);
+    ASSERT_OK(cw__store_read_tiers(r, t, &d));
+    ASSERT_EQ(t[0].retention, 3 * 3600 * S);
+    cw_store_close(w);
+}
+
 int main(void)
 {
     char path[512];
@@ -313,8 +356,9 @@ int main(void)
     ASSERT_OK(cw_store_open_readonly(path, &r, &d));
     test_state(w, r);
     test_rules_and_silences(w, r);
-    cw_store_close(r);
     cw_store_close(w);
+    test_side(path, r);
+    cw_store_close(r);
     ASSERT_EQ(cw_test_rmtree(dir), 0);
     TEST_DONE();
 }

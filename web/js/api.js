@@ -22,3 +22,19 @@ export async function get(path, params = {}) {
   if (!res.ok) throw new ApiError((body && body.error) || `${res.status} ${res.statusText}`);
   return body;
 }
+
+/** A state-changing request (POST, DELETE) with the token and a JSON body. */
+export async function send(method, path, body, token) {
+  const headers = { Accept: 'application/json' };
+  if (token) headers.Authorization = `Bearer ${token}`;
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  let out;
+  try { out = await res.json(); } catch { out = null; }
+  if (!res.ok) {
+    const e = new ApiError((out && out.error) || `${res.status} ${res.statusText}`);
+    e.status = res.status;
+    throw e;
+  }
+  return out;
+}

@@ -1,13 +1,17 @@
-// app.js - the dashboard shell: a hash router over three pages (Overview,
-// Process, Diff) and the health badge. No build step: plain ES modules.
+// app.js - the dashboard shell: a hash router over four pages (Overview,
+// Process, Diff, Alerts), the health badge and the count of firing alerts.
+// No build step: plain ES modules.
 //   #/                       overview
 //   #/process/ID?from=&to=   one process instance (times in Unix ns)
 //   #/diff?process=&t1=&t2=  UMDH-style diff
+//   #/alerts                 alerts, silences, backtest
 
 import { health, parseHash } from './nav.js';
 import { overviewPage } from './overview.js';
 import { processPage } from './process.js';
 import { diffPage } from './diff.js';
+import { alertsPage } from './alerts.js';
+import { get } from './api.js';
 import { span, esc } from './fmt.js';
 
 let current = null;
@@ -24,6 +28,7 @@ async function route() {
   try {
     if (page === 'process' && parts[1]) current = await processPage(main, Number(parts[1]), params);
     else if (page === 'diff') current = await diffPage(main, params);
+    else if (page === 'alerts') current = await alertsPage(main, params);
     else current = await overviewPage(main, params);
   } catch (e) {
     main.innerHTML = `<p class="error">${esc(e.message)}</p>`;
@@ -43,7 +48,23 @@ async function badge() {
   }
 }
 
+/** The nav's count of active alerts, red while one fires. */
+async function alertCount() {
+  const el = document.getElementById('alertcount');
+  try {
+    const r = await get('/api/alerts');
+    const firing = r.alerts.filter((a) => a.state === 'firing');
+    el.hidden = r.alerts.length === 0;
+    el.textContent = String(r.alerts.length);
+    el.className = `badge ${firing.some((a) => a.severity === 'critical') ? 'critical' : firing.length ? 'warning' : 'pending'}`;
+    el.title = `${firing.length} firing, ${r.alerts.length - firing.length} pending`;
+  } catch (e) {
+    el.hidden = true;
+  }
+}
+
 window.addEventListener('hashchange', route);
 route();
 badge();
-setInterval(badge, 10000);
+alertCount();
+setInterval(() => { badge(); alertCount(); }, 10000);

@@ -31,10 +31,53 @@ function tagOrder(s) {
   return [...s.tags].sort((a, b) => max(s.outstanding[b]) - max(s.outstanding[a]));
 }
 
+/** The y range's top: the data's, raised to show every threshold line. */
+function yTop(hi, lines) {
+  const top = Math.max(hi > 0 ? hi : 0, ...(lines || []).map((l) => l.y));
+  return top > 0 ? top * 1.05 : 1;
+}
+
+/** Alert periods: a shaded column per band, with its label at the top. */
+function drawBands(u, bands) {
+  const ctx = u.ctx, { top, height } = u.bbox;
+  ctx.save();
+  for (const b of bands) {
+    const l = Math.max(u.bbox.left, u.valToPos(b.from_ns / 1e9, 'x', true));
+    const r = Math.min(u.bbox.left + u.bbox.width, u.valToPos(b.to_ns / 1e9, 'x', true));
+    if (r <= l) continue;
+    ctx.fillStyle = b.color;
+    ctx.fillRect(l, top, r - l, height);
+  }
+  ctx.restore();
+}
+
+/** Thresholds: a dashed horizontal line per line, labelled at the right. */
+function drawLines(u, lines) {
+  const ctx = u.ctx;
+  ctx.save();
+  ctx.setLineDash([6, 4]);
+  ctx.lineWidth = 1.5;
+  ctx.font = `${11 * devicePixelRatio}px system-ui, sans-serif`;
+  ctx.textAlign = 'right';
+  for (const ln of lines) {
+    const y = u.valToPos(ln.y, 'y', true);
+    ctx.strokeStyle = ctx.fillStyle = ln.color;
+    ctx.beginPath();
+    ctx.moveTo(u.bbox.left, y);
+    ctx.lineTo(u.bbox.left + u.bbox.width, y);
+    ctx.stroke();
+    if (ln.label) ctx.fillText(ln.label, u.bbox.left + u.bbox.width - 4, y - 4);
+  }
+  ctx.restore();
+}
+
 /**
  * Draws series `s` (the JSON of /api/.../series) into el.
  * opts.onSelect(fromNs, toNs) is called after a drag selection, snapped
- * outward to the series' steps. Returns {chart, destroy, select(fromNs, toNs)}.
+ * outward to the series' steps. opts.bands: [{from_ns, to_ns, color,
+ * label}] shaded behind the data (alert periods); opts.lines: [{y, color,
+ * label}] horizontal lines at y bytes (thresholds). Returns {chart,
+ * destroy, select(fromNs, toNs)}.
  */
 export function stackChart(el, s, opts = {}) {
   const n = s.t.length;
@@ -82,7 +125,7 @@ export function stackChart(el, s, opts = {}) {
     width: width(),
     height: height(),
     series,
-    scales: { x: { time: true, range: [s.window.from_ns / 1e9, s.window.to_ns / 1e9] }, y: { range: (u, lo, hi) => [0, hi > 0 ? hi * 1.05 : 1] } },
+    scales: { x: { time: true, range: [s.window.from_ns / 1e9, s.window.to_ns / 1e9] }, y: { range: (u, lo, hi) => [0, yTop(hi, opts.lines)] } },
     axes: [{}, { values: (u, vals) => vals.map((v) => bytes(v)), size: 70 }],
     cursor: { drag: { x: true, y: false, setScale: false } },
     legend: { live: true },
@@ -95,11 +138,14 @@ export function stackChart(el, s, opts = {}) {
         const to = s.window.from_ns + Math.ceil((b * 1e9 - s.window.from_ns) / s.step_ns) * s.step_ns;
         opts.onSelect(Math.max(from, s.window.from_ns), Math.min(to, s.window.to_ns));
       }],
-      draw: [() => { window.cwChartDrawnAt = performance.now(); el.dataset.drawn = String(n); }],
+      drawClear: [(u) => drawBands(u, opts.bands || [])],
+      draw: [(u) => { drawLines(u, opts.lines || []); window.cwChartDrawnAt = performance.now(); el.dataset.drawn = String(n); }],
     },
   }, data, el);
 
   el._uplot = u; // for tests and the console
+  el._bands = opts.bands || [];
+  el._lines = opts.lines || [];
   const ro = new ResizeObserver(() => u.setSize({ width: width(), height: height() }));
   ro.observe(el);
   return {

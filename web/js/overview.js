@@ -1,11 +1,14 @@
 // overview.js - the machine's outstanding commit by tag (stacked, live)
-// and the processes of the window sorted by impacting growth. Dragging on
-// the chart narrows the table to that window, as zooming does in WPA.
+// and the processes of the window sorted by impacting growth, with their
+// active alerts (badges) and leak score (the highest of their active alert
+// series). Dragging on the chart narrows the table to that window, as
+// zooming does in WPA.
 
 import { get } from './api.js';
 import { health, setParams } from './nav.js';
 import { stackChart } from './chart.js';
 import { bytes, delta, perHour, count, time, span, esc } from './fmt.js';
+import { badge, fmtScore, ofProcess } from './alerts.js';
 
 const RANGES = [['15m', 15 * 60e9], ['1h', 3600e9], ['6h', 6 * 3600e9], ['24h', 86400e9], ['7d', 7 * 86400e9]];
 
@@ -31,7 +34,7 @@ export async function overviewPage(main, params) {
     <div class="tablewrap"><table id="procs" class="data">
       <thead><tr><th>Process</th><th>PID</th><th class="n">Impacting</th><th class="n">Growth</th>
       <th class="n">Transient #</th><th class="n">Transient size</th><th class="n">Size</th><th class="n">Count</th>
-      <th class="n">Peak</th><th class="n">Outstanding</th><th>Top tag</th></tr></thead><tbody></tbody></table></div>`;
+      <th class="n">Peak</th><th class="n">Outstanding</th><th>Top tag</th><th>Alerts</th><th class="n" title="highest leak score of the process's active alert series">Leak score</th></tr></thead><tbody></tbody></table></div>`;
   const $ = (id) => main.querySelector('#' + id);
   $('range').value = params.get('range') || '1h';
   let chart = null, sel = null, timer = null, win = null, gen = 0, tgen = 0;
@@ -73,12 +76,15 @@ export async function overviewPage(main, params) {
     $('sel').innerHTML = sel ? `window ${esc(time(from))} – ${esc(time(to))} <a href="" id="clear">whole range</a>` : '';
     if (sel) $('clear').onclick = (e) => { e.preventDefault(); sel = null; chart && chart.chart.setSelect({ left: 0, width: 0, top: 0, height: 0 }, false); table(); };
     const name = $('search').value.trim();
-    const r = await get('/api/processes', { from, to, sort: 'impacting', limit: 500, name });
+    const [r, al] = await Promise.all([get('/api/processes', { from, to, sort: 'impacting', limit: 500, name }),
+      get('/api/alerts').catch(() => ({ alerts: [] }))]);
     if (my !== tgen) return;
     const w = r.window.to_ns - r.window.from_ns;
     $('procs').tBodies[0].innerHTML = r.processes.map((p) => {
       const top = p.tags[0] ? p.tags[0].tag : '';
       const href = `#/process/${p.id}?from=${r.window.from_ns}&to=${r.window.to_ns}`;
+      const mine = al.alerts.filter((a) => ofProcess(a, p));
+      const scores = mine.map((a) => a.leak_score).filter((v) => v != null);
       return `<tr data-id="${p.id}" data-name="${esc(p.name)}">
         <td><a href="${href}">${esc(p.name)}</a>${life(p)}</td>
         <td>${p.pid}</td>
@@ -90,8 +96,10 @@ export async function overviewPage(main, params) {
         <td class="n" data-fig="count">${count(p.commit_count)}</td>
         <td class="n" data-fig="peak">${bytes(p.peak_outstanding_bytes)}</td>
         <td class="n">${bytes(p.outstanding_end_bytes)}</td>
-        <td>${esc(top)}</td></tr>`;
-    }).join('') || `<tr><td colspan="11" class="muted">No process in this window${name ? ' matches ' + esc(name) : ''}.</td></tr>`;
+        <td>${esc(top)}</td>
+        <td data-fig="alerts">${mine.map((a) => `<a href="#/alerts?alert=${a.id}">${badge(a)}</a>`).join(' ')}</td>
+        <td class="n" data-fig="leak">${scores.length ? fmtScore(Math.max(...scores)) : '–'}</td></tr>`;
+    }).join('') || `<tr><td colspan="13" class="muted">No process in this window${name ? ' matches ' + esc(name) : ''}.</td></tr>`;
   }
 
   const reload = () => load().catch((e) => { $('chart').innerHTML = `<p class="error">${esc(e.message)}</p>`; });

@@ -3,11 +3,14 @@
 // whose figures update as WPA's do when zoomed (Size, Count, Impacting,
 // transient count and size, the four types), and the window's stacks as a
 // caller tree, expandable level by level, sortable by impacting or size.
+// The process's alert periods (pending, firing by severity) are shaded on
+// the chart, and the thresholds of its `outstanding` rules drawn as lines.
 
 import { get } from './api.js';
 import { health, setParams } from './nav.js';
 import { stackChart, tagColor } from './chart.js';
 import { bytes, delta, perHour, count, time, span, esc, toLocalInput, fromLocalInput } from './fmt.js';
+import { bandsOf, ofProcess, periods, rulesByName } from './alerts.js';
 
 const S = 1e9;
 const NICE_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 180, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
@@ -86,6 +89,10 @@ export async function processPage(main, id, params) {
     </section>`;
   const $ = (x) => main.querySelector('#' + x);
   let chart = null, gen = 0, cgen = 0;
+  const marks = await alertMarks(info, end).catch(() => ({ bands: [], lines: [] }));
+  if (marks.bands.length || marks.lines.length)
+    main.querySelector('.hint').insertAdjacentHTML('beforeend', ` Shaded: its <a href="#/alerts">alerts</a>' periods
+      (<span class="badge pending">pending</span> <span class="badge warning">warning</span> <span class="badge critical">critical</span>)${marks.lines.length ? '; dashed lines: their thresholds' : ''}.`);
 
   function persist() {
     setParams({ from: view[0], to: view[1], sf: sel ? sel[0] : '', st: sel ? sel[1] : '' });
@@ -103,7 +110,7 @@ export async function processPage(main, id, params) {
     $('win').textContent = `${time(s.window.from_ns)} – ${time(s.window.to_ns)} (${span(s.window.to_ns - s.window.from_ns)}, step ${span(s.step_ns)})`;
     if (chart) chart.destroy();
     $('chart').innerHTML = '';
-    chart = stackChart($('chart'), s, { onSelect: (a, b) => { sel = [a, b]; persist(); windowFigures(); } });
+    chart = stackChart($('chart'), s, { onSelect: (a, b) => { sel = [a, b]; persist(); windowFigures(); }, ...marks });
     if (sel) chart.select(sel[0], sel[1]);
   }
 
@@ -153,6 +160,24 @@ export async function processPage(main, id, params) {
   await drawChart(s0);
   await windowFigures();
   return { destroy() { if (chart) chart.destroy(); } };
+}
+
+/** The process's alert series (every state) with their transitions: the
+ * periods they were pending or firing as chart bands, and the thresholds
+ * of its rules on `outstanding` (bytes, the chart's unit) as lines. */
+async function alertMarks(info, end) {
+  const [r, rules] = await Promise.all([get('/api/alerts', { state: 'all', process: info.name.replace(/[*?[\]]/g, '[$&]') }), rulesByName()]);
+  const mine = r.alerts.filter((a) => ofProcess(a, info));
+  const details = await Promise.all(mine.slice(0, 20).map((a) => get(`/api/alerts/${a.id}`)));
+  const bands = details.flatMap((d) => bandsOf(periods(d.transitions, end), `${d.alert.rule} `));
+  const lines = [];
+  for (const a of mine) {
+    const rule = rules[a.rule];
+    if (!rule || rule.fields.metric !== 'outstanding' || a.threshold == null) continue;
+    if (!lines.some((l) => l.y === a.threshold))
+      lines.push({ y: a.threshold, color: a.severity === 'critical' ? '#c0392b' : '#e67e22', label: `${a.rule} ${bytes(a.threshold)}` });
+  }
+  return { bands, lines };
 }
 
 /** The caller tree: a row per frame, children rendered when expanded. */

@@ -175,8 +175,9 @@ static void build_syslog(buf_t *b, const cw_plat_alert_entry_t *e)
     struct tm tm;
     localtime_r(&now, &tm);
     strftime(stamp, sizeof stamp, "%b %e %H:%M:%S", &tm);
-    snprintf(head, sizeof head, "<%d>%s commitwatch[%ld]: ", LOG_DAEMON_FACILITY | priority(e->level),
-             stamp, (long)getpid());
+    snprintf(head, sizeof head,
+             "<%d>%s commitwatch[%ld]: ", LOG_DAEMON_FACILITY | priority(e->level), stamp,
+             (long)getpid());
     puts_(b, head);
     puts_(b, e->message ? e->message : "");
     for (size_t i = 0; i < e->nfields; i++) {
@@ -201,7 +202,8 @@ int cw_plat_alert_log_write(cw_plat_alert_log_t *l, const cw_plat_alert_entry_t 
         free(b.p);
         return cw_diag_set(d, CW_ENOMEM, "out of memory");
     }
-    ssize_t n = sendto(l->fd, b.p, b.n, MSG_NOSIGNAL, (const struct sockaddr *)&l->addr, l->addr_len);
+    ssize_t n =
+        sendto(l->fd, b.p, b.n, MSG_NOSIGNAL, (const struct sockaddr *)&l->addr, l->addr_len);
     int err = errno;
     size_t want = b.n;
     free(b.p);

@@ -45,8 +45,8 @@ static void feed(int fd, const char *in, size_t len, int64_t deadline)
     }
 }
 
-int cw_plat_run(const char *path, const void *in, size_t in_len, int64_t timeout_ns,
-                int *exit_code, bool *timed_out, cw_diag_t *d)
+int cw_plat_run(const char *path, const void *in, size_t in_len, int64_t timeout_ns, int *exit_code,
+                bool *timed_out, cw_diag_t *d)
 {
     *exit_code = -1;
     *timed_out = false;
@@ -107,7 +107,6 @@ int cw_plat_run(const char *path, const void *in, size_t in_len, int64_t timeout
         if (nap < 20000000) nap *= 2;
     }
     close(sv[0]);
-    if (!*timed_out)
-        *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    if (!*timed_out) *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
     return 0;
 }

@@ -63,8 +63,8 @@ static wchar_t *quote(const wchar_t *p)
     return q;
 }
 
-int cw_plat_run(const char *path, const void *in, size_t in_len, int64_t timeout_ns,
-                int *exit_code, bool *timed_out, cw_diag_t *d)
+int cw_plat_run(const char *path, const void *in, size_t in_len, int64_t timeout_ns, int *exit_code,
+                bool *timed_out, cw_diag_t *d)
 {
     *exit_code = -1;
     *timed_out = false;
@@ -86,8 +86,7 @@ int cw_plat_run(const char *path, const void *in, size_t in_len, int64_t timeout
     job = CreateJobObjectW(NULL, NULL);
     JOBOBJECT_EXTENDED_LIMIT_INFORMATION li = {0};
     li.BasicLimitInformation.LimitFlags = JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE;
-    if (job)
-        SetInformationJobObject(job, JobObjectExtendedLimitInformation, &li, sizeof li);
+    if (job) SetInformationJobObject(job, JobObjectExtendedLimitInformation, &li, sizeof li);
     STARTUPINFOW si = {0};
     si.cb = sizeof si;
     si.dwFlags = STARTF_USESTDHANDLES;
@@ -99,8 +98,8 @@ int cw_plat_run(const char *path, const void *in, size_t in_len, int64_t timeout
         DWORD e = GetLastError();
         err = cw_diag_set(d,
                           e == ERROR_FILE_NOT_FOUND || e == ERROR_PATH_NOT_FOUND ? CW_ENOENT
-                          : e == ERROR_ACCESS_DENIED                              ? CW_EPERM
-                                                                                  : CW_EIO,
+                          : e == ERROR_ACCESS_DENIED                             ? CW_EPERM
+                                                                                 : CW_EIO,
                           "cannot run %s (error %lu)", path, (unsigned long)e);
         goto done;
     }
