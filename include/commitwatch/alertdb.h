@@ -227,4 +227,10 @@ typedef struct cw_feed_proc {
 int cw_store_feed_procs(cw_store_t *s, uint32_t after_id, int64_t since_ns,
                         int (*fn)(void *ctx, const cw_feed_proc_t *p), void *ctx, cw_diag_t *d);
 
+/* The first instant at or after from_ns at which anything is stored (an
+ * event's bucket, a process start, exit or end of tracking), CW_TS_NEVER
+ * when none: the engine skips evaluating across a stretch with no data
+ * (a replay rebased long after the stored history). 0 or CW_EDB. */
+int cw_store_feed_next(cw_store_t *s, int64_t from_ns, int64_t *next_ns, cw_diag_t *d);
+
 #endif

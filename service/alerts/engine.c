@@ -50,6 +50,7 @@ struct cw_alert_engine {
     /* engine thread only */
     cw__aeval_t ev;
     int64_t next_T, last_T;
+    int64_t gap_check_T; /* look for a stretch without data from this instant on */
     cw__notices_t notices;
     cw__silence_t *sil;
     size_t nsil;
@@ -435,6 +436,50 @@ static int apply_rules(cw_alert_engine_t *e, const cw_alert_rules_t *rules, cw_d
 
 /* ---- the thread ------------------------------------------------------------------------ */
 
+/* How long after the last stored data every series has settled: its
+ * windows hold nothing newer, and `for`, `keep_firing_for` and `warmup`
+ * have run out; evaluating later instants before more data changes no
+ * state and no value. */
+static int64_t settle_ns(const cw_alert_engine_t *e)
+{
+    int64_t h = 0;
+    for (size_t i = 0; i < e->ev.rules.n; i++) {
+        const cw_alert_rule_t *r = &e->ev.rules.v[i];
+        int64_t x = r->window_ns + r->for_ns + r->keep_firing_for_ns + r->warmup_ns;
+        if (x > h) h = x;
+    }
+    return h + 2 * e->step + e->interval;
+}
+
+/* A stretch with no stored data longer than settle_ns() (a replay rebased
+ * long after the stored history, a machine idle for hours) is not
+ * evaluated instant by instant: the engine goes on from the last instant
+ * before the data resumes (or the end of the data). The result depends on
+ * the stored data alone, as every evaluation does; firing alerts are not
+ * re-sent across the skipped instants. */
+static void skip_gap(cw_alert_engine_t *e, int64_t limit)
+{
+    int64_t T = e->next_T, h = settle_ns(e), next;
+    if (T < e->gap_check_T || limit - T < 2 * e->interval) return;
+    cw_diag_t d = {{0}};
+    if (cw_store_feed_next(e->s, T - h, &next, &d) != 0) {
+        CW_LOGW("alerts: %s", d.msg);
+        e->gap_check_T = T + h;
+        return;
+    }
+    if (is_never(next) || next >= T) {
+        int64_t to = is_never(next) || next > limit ? limit : next;
+        int64_t jump = cw_floor_to(to, e->interval);
+        if (jump > T) {
+            CW_LOGD("alerts: no data from %" PRId64 " to %" PRId64 ": instants skipped", T - h, to);
+            e->next_T = jump;
+        }
+        e->gap_check_T = is_never(next) ? e->next_T + e->interval : next + h;
+    } else {
+        e->gap_check_T = next + h;
+    }
+}
+
 /* Evaluates every instant up to the end of the stored data. */
 static void run_available(cw_alert_engine_t *e)
 {
@@ -448,6 +493,7 @@ static void run_available(cw_alert_engine_t *e)
     if (is_never(limit) || is_never(fb.start_ns)) return;
     if (is_never(e->next_T)) e->next_T = cw_floor_to(fb.start_ns, e->interval) + e->interval;
     while (e->next_T <= limit && !atomic_load(&e->stop)) {
+        skip_gap(e, limit);
         int64_t T = e->next_T;
         int err = evaluate_at(e, T, &d);
         if (err) {
@@ -542,7 +588,7 @@ int cw_alert_engine_start(const cw_alert_engine_opts_t *o, const cw_alert_rules_
     e->resend = o->resend_ns > 0 ? o->resend_ns : 60 * SEC;
     e->on_notices = o->on_notices;
     e->ctx = o->ctx;
-    e->next_T = e->last_T = INT64_MIN;
+    e->next_T = e->last_T = e->gap_check_T = INT64_MIN;
     if (e->step % SEC) {
         free(e);
         return cw_diag_set(d, CW_EINVAL, "alert_step must be a whole number of seconds");

@@ -464,7 +464,14 @@ int cw_notifier_start(const cw_notify_opts_t *o, cw_notifier_t **out, cw_diag_t 
      * Alertmanager send failures"; endsAt = ValidUntil while firing. */
     nf->valid_ns = 4 * (nf->o.resend_ns > nf->o.interval_ns ? nf->o.resend_ns : nf->o.interval_ns);
     if ((err = open_channels(nf, d))) goto fail;
-    if (nf->db_path && (err = cw_store_open(nf->db_path, NULL, &nf->db, d))) goto fail;
+    /* Beside the service, a side handle (the writer's tier state and
+     * retention are its own); a database that does not exist yet (the
+     * cw_notify_send tool) is created. */
+    if (nf->db_path) {
+        err = cw_store_open_side(nf->db_path, &nf->db, d);
+        if (err == CW_ENOENT) err = cw_store_open(nf->db_path, NULL, &nf->db, d);
+        if (err) goto fail;
+    }
     int64_t now = cw_plat_mono_ns();
     for (int k = 0; k < CH__N; k++) {
         channel_t *c = &nf->ch[k];

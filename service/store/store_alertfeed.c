@@ -190,3 +190,31 @@ int cw_store_feed_procs(cw_store_t *s, uint32_t after_id, int64_t since,
     cw__store_stmt_done(st);
     return err;
 }
+
+/* The first instant at or after ?1 holding stored data: events (activity
+ * rows of the raw and minute tiers; a minute bucket may hold them up to
+ * its end, so it is looked for one minute early), process starts, exits
+ * and ends of tracking. */
+static const char SQL_FEED_NEXT[] =
+    "SELECT MIN(x) FROM ("
+    " SELECT MIN(bucket) AS x FROM activity WHERE tier = 0 AND bucket >= ?1"
+    " UNION ALL SELECT MIN(bucket) FROM activity WHERE tier = 1 AND bucket >= ?1 - 60000000000"
+    " UNION ALL SELECT MIN(start_ns) FROM processes WHERE start_ns >= ?1"
+    " UNION ALL SELECT MIN(exit_ns) FROM processes WHERE exit_ns >= ?1"
+    " UNION ALL SELECT MIN(tracking_ended_ns) FROM processes WHERE tracking_ended_ns >= ?1)";
+
+int cw_store_feed_next(cw_store_t *s, int64_t from_ns, int64_t *next_ns, cw_diag_t *d)
+{
+    sqlite3_stmt *st = NULL;
+    *next_ns = CW_TS_NEVER;
+    if (sqlite3_prepare_v2(s->db, SQL_FEED_NEXT, -1, &st, NULL) != SQLITE_OK)
+        return cw__store_dberr(s, "finding the next stored data", d);
+    sqlite3_bind_int64(st, 1, from_ns);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+        *next_ns = sqlite3_column_int64(st, 0);
+    int err = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0
+                                                    : cw__store_dberr(s, "finding the next stored data", d);
+    sqlite3_finalize(st);
+    return err;
+}
