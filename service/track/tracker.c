@@ -55,17 +55,19 @@ typedef struct piece {
     rec_t *rec;
 } piece_t;
 
+/* A node's count comes first, in the cache line of its first keys: a
+ * descent reads both at once. */
 typedef struct leaf {
-    uint64_t start[BT_MAX];
-    piece_t v[BT_MAX];
-    struct leaf *prev, *next;
     uint32_t n;
+    uint64_t start[BT_MAX];
+    struct leaf *prev, *next;
+    piece_t v[BT_MAX];
 } leaf_t;
 
 typedef struct inner {
+    uint32_t n;
     uint64_t key[BT_MAX];
     void *child[BT_MAX];
-    uint32_t n;
 } inner_t;
 
 /* A piece in the tree: leaf l, index i (l NULL: none). */
