@@ -58,7 +58,7 @@ int64_t cw_etl__clock_ns(const cw_etl__clock_t *c, uint64_t ts);
 
 typedef struct cw_etl__module {
     uint64_t base, size;
-    char *name;       /* lowercase base name, owned */
+    char *name;       /* lowercase base name: the space's (name_id != 0) or owned */
     size_t info;      /* index + 1 in the info's image list, or 0 */
     uint32_t name_id; /* the name's number in the space (frame cache key), 0 if none */
 } cw_etl__module_t;
