@@ -361,6 +361,13 @@ static int attach(cw_etl__reader_t *r, const uint64_t *fr, uint32_t n, unsigned 
 static const uint64_t *addrs(cw_etl__reader_t *r, const uint8_t *fr, uint32_t n, unsigned ptr)
 {
     if (CW_RESERVE(r->addr, r->addr_cap, n ? n : 1) != 0) return NULL;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (ptr == 8) {
+        /* 64-bit little-endian frames are the host's words: one copy. */
+        memcpy(r->addr, fr, (size_t)n * sizeof *r->addr);
+        return r->addr;
+    }
+#endif
     for (uint32_t i = 0; i < n; i++) r->addr[i] = cw_etl_frame(fr, i, ptr);
     return r->addr;
 }
