@@ -9,6 +9,7 @@
  * u16, 0 there in a u32; the length is that value + 3 at each stage's
  * base. A match may overlap its own output (offset 1 repeats a byte), so
  * it is copied a byte at a time. The stream ends where the input ends. */
+#include <stddef.h>
 #include <string.h>
 
 #include "commitwatch/etl.h"
@@ -71,11 +72,46 @@ int cw_etl_xpress_decompress(const uint8_t *in, size_t in_len, uint8_t *out, siz
                 }
                 unsigned sym = (unsigned)ipp[0] | (unsigned)ipp[1] << 8;
                 size_t off = (sym >> 3) + 1;
-                if ((sym & 7) == 7 || off < 8 || off > (size_t)(opp - out)) break;
-                memcpy(opp, opp - off, 8);
-                memcpy(opp + 8, opp + 8 - off, 8);
-                opp += (sym & 7) + 3;
-                ipp += 2;
+                if (off > (size_t)(opp - out)) break;
+                if ((sym & 7) != 7 && off >= 8) {
+                    memcpy(opp, opp - off, 8);
+                    memcpy(opp + 8, opp + 8 - off, 8);
+                    opp += (sym & 7) + 3;
+                    ipp += 2;
+                    next <<= 1;
+                    left--;
+                    continue;
+                }
+                /* A longer match, or a near one (a run): its length read
+                 * as below, nothing changed until it is known to fit
+                 * (a 16-bit or 32-bit length goes the general way). */
+                const uint8_t *q = ipp + 2;
+                size_t len = sym & 7, h2 = half;
+                if (len == 7) {
+                    if (h2 == SIZE_MAX) {
+                        h2 = (size_t)(q - in);
+                        len = *q++ & 15;
+                    } else {
+                        len = in[h2] >> 4;
+                        h2 = SIZE_MAX;
+                    }
+                    if (len == 15) {
+                        if (*q == 255) break;
+                        len = (size_t)*q++ + 15;
+                    }
+                    len += 7;
+                }
+                len += 3;
+                if (len + 8 > out_cap - (size_t)(opp - out)) break;
+                uint8_t *end = opp + len;
+                if (off >= 8) {
+                    for (uint8_t *d = opp; d < end; d += 8) memcpy(d, d - off, 8);
+                } else {
+                    for (uint8_t *d = opp; d < end; d++) *d = d[-(ptrdiff_t)off];
+                }
+                half = h2;
+                opp = end;
+                ipp = q;
                 next <<= 1;
                 left--;
             }
