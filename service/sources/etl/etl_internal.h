@@ -114,6 +114,7 @@ typedef struct cw_etl__space {
     size_t nnames, name_cap, size_cap;
     cw_etl__proc_t *procs;
     size_t nprocs, pcap;
+    size_t kernel_slot; /* the system's (pid 0) index in procs + 1, 0 until known */
     cw_etl__thread_t *threads;
     size_t nthreads, tcap;
 } cw_etl__space_t;

@@ -318,8 +318,10 @@ static int attach(cw_etl__reader_t *r, const uint64_t *fr, uint32_t n, unsigned 
     bool in_k = cw_etl_kernel_address(fr[0], ptr), out_k = cw_etl_kernel_address(fr[n - 1], ptr);
     if (part == PART_AUTO) part = out_k ? PART_KERNEL : !in_k ? PART_USER : PART_AUTO;
     cw_etl__rec_t *x = cw_etl__ring_find(&r->ring, ts, tid, cpu);
-    cw_etl__thread_t *th = cw_etl__thread(&r->space, tid);
-    if (!th) return CW_ENOMEM;
+    /* The thread's list of events waiting for a user part: only a part
+     * of a stack needs it. */
+    cw_etl__thread_t *th = NULL;
+    if (part != PART_AUTO && !(th = cw_etl__thread(&r->space, tid))) return CW_ENOMEM;
     int rc;
     if (part == PART_USER) {
         /* The user part also completes every kernel-only event the thread

@@ -235,12 +235,15 @@ size_t cw_etl__frame_text(const cw_etl__module_t *m, uint64_t addr, char *buf, s
 int cw_etl__aspace(cw_etl__space_t *s, uint32_t pid, cw_etl__aspace_t *out)
 {
     /* Creating the process's slot may move the system's: it is taken
-     * again by its index (slots are never removed). Two lookups, not
-     * four: this runs for every stack. */
-    cw_etl__proc_t *k = cw_etl__proc(s, 0);
-    if (!k) return CW_ENOMEM;
-    size_t ki = (size_t)(k - s->procs);
-    cw_etl__proc_t *u = pid == 0 ? k : cw_etl__proc(s, pid);
+     * again by its index (slots are never removed, so the index is kept
+     * from the first time). One lookup: this runs for every stack. */
+    if (!s->kernel_slot) {
+        cw_etl__proc_t *k = cw_etl__proc(s, 0);
+        if (!k) return CW_ENOMEM;
+        s->kernel_slot = (size_t)(k - s->procs) + 1;
+    }
+    size_t ki = s->kernel_slot - 1;
+    cw_etl__proc_t *u = pid == 0 ? &s->procs[ki] : cw_etl__proc(s, pid);
     if (!u) return CW_ENOMEM;
     out->kernel = &s->procs[ki];
     out->user = u;
