@@ -47,6 +47,10 @@ typedef struct cw_etl__clock {
     int64_t freq;     /* ticks per second */
     uint64_t base_ts; /* the header event's tick ... */
     int64_t base_ns;  /* ... is the header's start time */
+    /* Set by cw_etl__clock_init when a tick is a whole number of ns (a
+     * 10 MHz QPC: 100): ticks within +-fast_lim of the base convert with
+     * one multiplication, exactly as the general way. 0: not known. */
+    int64_t ns_per_tick, fast_lim;
 } cw_etl__clock_t;
 
 /* 0, CW_ENOSYS (a clock type this reader does not know) or CW_ERANGE (no
