@@ -86,6 +86,12 @@ typedef struct proc {
     char *name, *cmdline; /* owned; pub points at them */
 } proc_t;
 
+#if defined(__GNUC__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
+
 struct cw_tracker {
     cw_tracker_sink_t sink;
     uint32_t next_id;
@@ -112,6 +118,9 @@ static leaf_t *descend(const proc_t *p, uint64_t x, inner_t **path, uint32_t *at
     void *n = p->root;
     for (uint32_t d = 0; d < p->height; d++) {
         inner_t *in = n;
+        /* The children's lines come while the keys are read. */
+        PREFETCH(&in->child[0]);
+        PREFETCH(&in->child[BT_MAX - 1]);
         uint32_t i = child_for(in, x);
         if (path) {
             path[d] = in;
@@ -423,6 +432,7 @@ static int commit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
 {
     uint64_t cur = ev->addr, end = ev->addr + ev->size;
     rec_t *r = NULL;
+    PREFETCH(p->recs); /* the list's head, linked to the new record at the end */
 
     while (cur < end) {
         cursor_t c = first_ending_after(p, cur);
@@ -466,24 +476,31 @@ static int decommit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
         uint64_t ns = c.l->start[c.i], ne = c.l->v[c.i].end;
         uint64_t lo = ns > s ? ns : s;
         uint64_t hi = ne < e ? ne : e;
+        /* The record is likely out of cache: it is fetched while the tree
+         * changes, which does not read it. */
         rec_t *r = c.l->v[c.i].rec;
-        if (r->pending == 0) {
-            r->touched = touched;
-            touched = r;
-        }
-        r->pending += hi - lo;
+        PREFETCH(r);
         cur = hi;
         if (ns >= s && ne <= e) { /* whole piece goes */
             bt_remove(t, p, ns);
         } else if (ns < s && ne > e) { /* middle: split in two */
             c.l->v[c.i].end = s;
-            if ((rc = bt_insert(t, p, e, ne, r)) != 0) break;
+            rc = bt_insert(t, p, e, ne, r);
         } else if (ns < s) { /* left part stays */
             c.l->v[c.i].end = s;
         } else { /* right part stays: it moves to its new start */
             bt_remove(t, p, ns);
-            if ((rc = bt_insert(t, p, e, ne, r)) != 0) break;
+            rc = bt_insert(t, p, e, ne, r);
         }
+        if (r->pending == 0) {
+            r->touched = touched;
+            touched = r;
+            /* Its neighbours on the instance's list, should it go. */
+            PREFETCH(r->prev);
+            PREFETCH(r->next);
+        }
+        r->pending += hi - lo;
+        if (rc) break;
     }
     /* One piece per commit record touched. */
     while (touched) {
