@@ -107,6 +107,31 @@ static int grow(uint8_t **p, size_t *cap, size_t need)
     return 0;
 }
 
+/* Compressed buffer x (header h, XPRESS body z of x->size - BUF_HDR
+ * bytes) decoded into *out, the events ending at *stop. 0, CW_ENOMEM, 2
+ * when it does not decode. */
+static int inflate(const bufidx_t *x, const uint8_t *h, const uint8_t *z, uint8_t **out,
+                   size_t *outcap, size_t *stop)
+{
+    if (x->saved < BUF_HDR || x->saved > MAX_BUF) return 2;
+    if (grow(out, outcap, x->saved) != 0) return CW_ENOMEM;
+    memcpy(*out, h, BUF_HDR);
+    size_t n = 0;
+    int rc = cw_etl_xpress_decompress(z, x->size - BUF_HDR, *out + BUF_HDR, x->saved - BUF_HDR, &n);
+    if (rc != 0 || n != x->saved - BUF_HDR) return 2;
+    *stop = x->filled < x->saved ? x->filled : x->saved;
+    if (*stop < BUF_HDR) *stop = BUF_HDR;
+    return 0;
+}
+
+/* The events of an uncompressed buffer x in place end at *stop. */
+static int plain_stop(const bufidx_t *x, size_t *stop)
+{
+    *stop = x->filled < x->size ? x->filled : x->size;
+    if (*stop < BUF_HDR) *stop = BUF_HDR;
+    return 0;
+}
+
 /* Reads the rest of buffer x (its header h already read) and decodes it
  * into *out: header and events, the events ending at *stop. 0, CW_EIO,
  * CW_ENOMEM, 1 when the file ends inside it, 2 when it does not decode. */
@@ -119,20 +144,27 @@ static int load_body(cw_etl_file_t *f, const bufidx_t *x, const uint8_t h[BUF_HD
         if (grow(out, outcap, x->size) != 0) return CW_ENOMEM;
         memcpy(*out, h, BUF_HDR);
         if (fread(*out + BUF_HDR, 1, body, f->f) < body) return ferror(f->f) ? CW_EIO : 1;
-        *stop = x->filled < x->size ? x->filled : x->size;
-    } else {
-        if (grow(&f->raw, &f->rawcap, body ? body : 1) != 0) return CW_ENOMEM;
-        if (fread(f->raw, 1, body, f->f) < body) return ferror(f->f) ? CW_EIO : 1;
-        if (x->saved < BUF_HDR || x->saved > MAX_BUF) return 2;
-        if (grow(out, outcap, x->saved) != 0) return CW_ENOMEM;
-        memcpy(*out, h, BUF_HDR);
-        size_t n = 0;
-        int rc = cw_etl_xpress_decompress(f->raw, body, *out + BUF_HDR, x->saved - BUF_HDR, &n);
-        if (rc != 0 || n != x->saved - BUF_HDR) return 2;
-        *stop = x->filled < x->saved ? x->filled : x->saved;
+        return plain_stop(x, stop);
     }
-    if (*stop < BUF_HDR) *stop = BUF_HDR;
-    return 0;
+    if (grow(&f->raw, &f->rawcap, body ? body : 1) != 0) return CW_ENOMEM;
+    if (fread(f->raw, 1, body, f->f) < body) return ferror(f->f) ? CW_EIO : 1;
+    return inflate(x, h, f->raw, out, outcap, stop);
+}
+
+/* Buffer x of the index (pass 2) read whole, header and body in one read,
+ * and decoded into *out as load_body does. */
+static int load_at(cw_etl_file_t *f, const bufidx_t *x, uint8_t **out, size_t *outcap,
+                   size_t *stop)
+{
+    bool z = x->flags & FLAG_COMPRESSED;
+    uint8_t **dst = z ? &f->raw : out;
+    size_t *cap = z ? &f->rawcap : outcap;
+    if (fsetpos(f->f, &x->pos) != 0) return CW_EIO;
+    if (grow(dst, cap, x->size) != 0) return CW_ENOMEM;
+    size_t got = fread(*dst, 1, x->size, f->f);
+    if (got < BUF_HDR) return CW_EIO;
+    if (got < x->size) return ferror(f->f) ? CW_EIO : 1;
+    return z ? inflate(x, f->raw, f->raw + BUF_HDR, out, outcap, stop) : plain_stop(x, stop);
 }
 
 int cw_etl_file_open_stream(FILE *fp, const char *name, cw_etl_file_t **out, cw_diag_t *d)
@@ -194,6 +226,9 @@ int cw_etl_file_open(const char *path, cw_etl_file_t **out, cw_diag_t *d)
 {
     FILE *fp = fopen(path, "rb");
     if (!fp) return cw_diag_set(d, CW_EIO, "%s: cannot open it (%s)", path, strerror(errno));
+    /* Whole buffers are read (64 KiB and more): straight into place, one
+     * read each, not through stdio's small buffer. */
+    setvbuf(fp, NULL, _IONBF, 0);
     return cw_etl_file_open_stream(fp, path, out, d);
 }
 
@@ -336,13 +371,10 @@ static int by_cpu_seq(const void *a, const void *b)
  * 1 when the stream has no more, CW_EIO, CW_ENOMEM. */
 static int stream_load(cw_etl_file_t *f, stream_t *s)
 {
-    uint8_t h[BUF_HDR];
     while (s->next < s->end) {
         const bufidx_t *x = &f->sorted[s->next++];
-        bufidx_t y = {0};
         size_t stop = 0;
-        if (fsetpos(f->f, &x->pos) != 0 || read_header(f, h, &y) != 1) return CW_EIO;
-        int k = load_body(f, x, h, &s->buf, &s->cap, &stop);
+        int k = load_at(f, x, &s->buf, &s->cap, &stop);
         if (k < 0) return k;
         if (k != 0) continue; /* counted by the scan */
         s->at = BUF_HDR;
