@@ -174,11 +174,11 @@ static int grow_root(cw_tracker_t *t, proc_t *p, void *left, uint64_t sep, void 
     return 0;
 }
 
-/* A full node's upper half (of two parallel arrays a, b with elements of
- * asz and bsz bytes) copied to the start of a2, b2; how many. */
-static uint32_t upper_half(void *a2, const void *a, size_t asz, void *b2, const void *b, size_t bsz)
+/* A full node's entries from h on (of two parallel arrays a, b with
+ * elements of asz and bsz bytes) copied to the start of a2, b2; how many. */
+static uint32_t upper_part(uint32_t h, void *a2, const void *a, size_t asz, void *b2, const void *b,
+                           size_t bsz)
 {
-    uint32_t h = BT_MAX / 2;
     memcpy(a2, (const char *)a + h * asz, (BT_MAX - h) * asz);
     memcpy(b2, (const char *)b + h * bsz, (BT_MAX - h) * bsz);
     return BT_MAX - h;
@@ -206,7 +206,7 @@ static int inner_insert(cw_tracker_t *t, proc_t *p, inner_t **path, uint32_t *at
         inner_t *r = cw_pool_get(&t->inners);
         if (!r) return CW_ENOMEM;
         uint32_t h = BT_MAX / 2;
-        r->n = upper_half(r->key, n->key, sizeof *n->key, r->child, n->child, sizeof *n->child);
+        r->n = upper_part(h, r->key, n->key, sizeof *n->key, r->child, n->child, sizeof *n->child);
         n->n = h;
         uint64_t sep = r->key[0];
         int rc = link_split(t, p, path, at, d, n, sep, r);
@@ -245,13 +245,18 @@ static int bt_insert(cw_tracker_t *t, proc_t *p, uint64_t start, uint64_t end, r
     if (l->n == BT_MAX) {
         leaf_t *r2 = cw_pool_get(&t->leaves);
         if (!r2) return CW_ENOMEM;
-        r2->n = upper_half(r2->start, l->start, sizeof *l->start, r2->v, l->v, sizeof *l->v);
-        l->n = BT_MAX / 2;
+        /* A piece after the last (addresses handed out upwards, as
+         * allocators do) starts a new leaf and leaves this one full;
+         * anywhere else the leaf splits in halves. */
+        bool append = !l->next && start > l->start[BT_MAX - 1];
+        uint32_t h = append ? BT_MAX : BT_MAX / 2;
+        r2->n = upper_part(h, r2->start, l->start, sizeof *l->start, r2->v, l->v, sizeof *l->v);
+        l->n = h;
         r2->prev = l;
         r2->next = l->next;
         if (l->next) l->next->prev = r2;
         l->next = r2;
-        uint64_t sep = r2->start[0];
+        uint64_t sep = append ? start : r2->start[0];
         int rc = link_split(t, p, path, at, p->height, l, sep, r2);
         if (rc) return rc;
         if (start >= sep) l = r2;
