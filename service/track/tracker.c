@@ -424,7 +424,7 @@ static size_t gather_recs(cw_tracker_t *t, proc_t *p)
             r->pending = GATHERED;
             t->gather[n++] = r;
         }
-    qsort(t->gather, n, sizeof *t->gather, by_seq_desc);
+    if (n > 1) qsort(t->gather, n, sizeof *t->gather, by_seq_desc);
     for (size_t i = 0; i < n; i++) t->gather[i]->pending = 0;
     return n;
 }
