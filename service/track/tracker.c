@@ -1,10 +1,12 @@
 /* tracker.c - committed ranges per process instance (see tracker.h).
  *
- * Each live instance holds an AVL tree of pieces keyed by start address.
+ * Each live instance holds a B+-tree of pieces keyed by start address.
  * Pieces never overlap, so they are also ordered by end, and "the first
  * piece that ends after x" is one descent. Each piece points at the commit
- * record that created it; each instance keeps its live commit records on
- * a list so an exit releases them without walking the tree. Pieces,
+ * record that created it. An instance's live records are found through its
+ * pieces (a live record has some) when it exits or at the end, and taken
+ * most recent first by their number: no list to keep, which cost two
+ * cache misses (a record's neighbours) for each commit freed. Pieces,
  * commit records and instances come from pools.
  *
  * A decommit groups the bytes it removes by commit record (the record's
@@ -23,30 +25,78 @@
 
 typedef struct rec {
     cw_commit_t pub;
-    struct rec *prev, *next; /* the instance's live records */
-    struct rec *touched;     /* scratch list during one decommit */
-    uint64_t pending;        /* scratch: bytes removed by this decommit */
+    uint64_t seq;        /* the order records were made in (the tracker's count) */
+    struct rec *touched; /* scratch list during one decommit */
+    uint64_t pending;    /* scratch: bytes removed by this decommit; GATHERED */
 } rec_t;
 
-/* What a descent reads (start, then left or right) comes first, so that
- * a node more often lies in one cache line: descents are the tracker's
- * cost, each level a likely cache miss with a thousand processes' trees. */
-typedef struct node {
-    uint64_t start;
-    struct node *left, *right;
-    uint64_t end; /* [start, end) */
+/* pending of a record put in the tracker's gather array (never a byte
+ * count: a piece is at most 2^64 - 1 bytes and so is a decommit). */
+#define GATHERED UINT64_MAX
+
+/* A B+-tree of pieces per instance: leaves of up to BT_MAX pieces sorted
+ * by start, inner nodes of up to BT_MAX children. A lookup reads a few
+ * nodes (two levels hold 256 pieces) instead of an AVL tree's one node per
+ * level: with a thousand processes' trees out of cache, the tracker's cost
+ * is the cache lines a descent misses, one after the other.
+ *
+ * Child i of an inner node (i >= 1) holds the pieces whose start is >=
+ * key[i] and < key[i + 1] (the node's own bounds at the ends); key[0] is
+ * not used. A piece's start never changes in place (a decommit that keeps
+ * a piece's right part moves it), so it stays in its range; its end may
+ * reach past the next range's key (a gap committed before the next piece),
+ * so a lookup that finds no piece starting at or before x in its leaf
+ * looks at the previous leaf's last. Leaves are linked both ways in
+ * address order. An emptied node is removed (no merging of small nodes:
+ * the depth stays that of the largest the tree has been). */
+#define BT_MAX 16
+#define BT_DEPTH 48 /* inner levels: far more than 2^64 pieces need */
+/* A split leaves BT_MAX / 2 entries on each side and room for more: with
+ * fewer than 4, ascending inserts would split every node up to the root
+ * each time. */
+_Static_assert(BT_MAX >= 4, "a node splits into halves with room left");
+
+typedef struct piece {
+    uint64_t end; /* [leaf start, end) */
     rec_t *rec;
-    int height;
-} node_t;
+} piece_t;
+
+/* A node's count comes first, in the cache line of its first keys: a
+ * descent reads both at once. */
+typedef struct leaf {
+    uint32_t n;
+    uint64_t start[BT_MAX];
+    struct leaf *prev, *next;
+    piece_t v[BT_MAX];
+} leaf_t;
+
+typedef struct inner {
+    uint32_t n;
+    uint64_t key[BT_MAX];
+    void *child[BT_MAX];
+} inner_t;
+
+/* A piece in the tree: leaf l, index i (l NULL: none). */
+typedef struct cursor {
+    leaf_t *l;
+    uint32_t i;
+} cursor_t;
 
 typedef struct proc {
     cw_proc_t pub;
-    node_t *root;
+    void *root;      /* a leaf_t (height 0) or an inner_t, NULL when empty */
+    uint32_t height; /* inner levels above the leaves */
     uint64_t npieces;
-    rec_t *recs; /* live records, most recent first */
+    size_t nrecs; /* live records */
     struct proc *hnext;
     char *name, *cmdline; /* owned; pub points at them */
 } proc_t;
+
+#if defined(__GNUC__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
 
 struct cw_tracker {
     cw_tracker_sink_t sink;
@@ -54,170 +104,230 @@ struct cw_tracker {
     proc_t **buckets; /* pid -> live instance, chained */
     uint32_t mask;
     uint32_t nlive;
-    cw_pool_t nodes, recs, procs;
+    cw_pool_t leaves, inners, recs, procs;
+    uint64_t rec_seq;
+    rec_t **gather; /* an instance's live records (gather_recs); room for the most any has */
+    size_t gather_cap;
 };
 
-/* ---- AVL tree of pieces ------------------------------------------------ */
+/* ---- B+-tree of pieces ---------------------------------------------- */
 
-static int height(const node_t *n)
+/* The child of inner node n whose range holds x. */
+static uint32_t child_for(const inner_t *n, uint64_t x)
 {
-    return n ? n->height : 0;
+    uint32_t i = 1;
+    while (i < n->n && n->key[i] <= x) i++;
+    return i - 1;
 }
 
-static void fix_height(node_t *n)
+/* The leaf whose range holds x; path[] and at[] (may be NULL) get the
+ * inner nodes passed and the child taken in each, root first. */
+static leaf_t *descend(const proc_t *p, uint64_t x, inner_t **path, uint32_t *at)
 {
-    int l = height(n->left), r = height(n->right);
-    n->height = (l > r ? l : r) + 1;
-}
-
-static node_t *rotate_right(node_t *n)
-{
-    node_t *l = n->left;
-    n->left = l->right;
-    l->right = n;
-    fix_height(n);
-    fix_height(l);
-    return l;
-}
-
-static node_t *rotate_left(node_t *n)
-{
-    node_t *r = n->right;
-    n->right = r->left;
-    r->left = n;
-    fix_height(n);
-    fix_height(r);
-    return r;
-}
-
-static node_t *balance(node_t *n)
-{
-    fix_height(n);
-    int b = height(n->left) - height(n->right);
-    if (b > 1) {
-        if (height(n->left->left) < height(n->left->right)) n->left = rotate_left(n->left);
-        return rotate_right(n);
-    }
-    if (b < -1) {
-        if (height(n->right->right) < height(n->right->left)) n->right = rotate_right(n->right);
-        return rotate_left(n);
+    void *n = p->root;
+    for (uint32_t d = 0; d < p->height; d++) {
+        inner_t *in = n;
+        /* The children's lines come while the keys are read. */
+        PREFETCH(&in->child[0]);
+        PREFETCH(&in->child[BT_MAX - 1]);
+        uint32_t i = child_for(in, x);
+        if (path) {
+            path[d] = in;
+            at[d] = i;
+        }
+        n = in->child[i];
     }
     return n;
-}
-
-/* Inserts x (its start is not in the tree). Depth is O(log n), so the
- * recursion is bounded (about 1.44 log2 n). Above the level where a
- * subtree's height stops changing nothing changes (balance() would leave
- * those nodes as they are), so the way back up stops there and does not
- * touch the siblings of the path, which are cold. *grew: the height of
- * the subtree returned differs from n's before. */
-static node_t *insert_at(node_t *n, node_t *x, bool *grew)
-{
-    if (!n) {
-        x->left = x->right = NULL;
-        x->height = 1;
-        *grew = true;
-        return x;
-    }
-    if (x->start < n->start)
-        n->left = insert_at(n->left, x, grew);
-    else
-        n->right = insert_at(n->right, x, grew);
-    if (!*grew) return n;
-    int h = n->height;
-    n = balance(n);
-    *grew = n->height != h;
-    return n;
-}
-
-static node_t *avl_insert(node_t *n, node_t *x)
-{
-    bool grew = false;
-    return insert_at(n, x, &grew);
-}
-
-/* As for insert_at, the way back up stops where a subtree's height
- * stops changing (*shrank false). */
-static node_t *remove_min(node_t *n, node_t **min, bool *shrank)
-{
-    if (!n->left) {
-        *min = n;
-        *shrank = true;
-        return n->right;
-    }
-    n->left = remove_min(n->left, min, shrank);
-    if (!*shrank) return n;
-    int h = n->height;
-    n = balance(n);
-    *shrank = n->height != h;
-    return n;
-}
-
-/* Unlinks the node whose start is key (it must exist); *out gets it. */
-static node_t *remove_at(node_t *n, uint64_t key, node_t **out, bool *shrank)
-{
-    if (key < n->start) {
-        n->left = remove_at(n->left, key, out, shrank);
-    } else if (key > n->start) {
-        n->right = remove_at(n->right, key, out, shrank);
-    } else {
-        node_t *l = n->left, *r = n->right, *min;
-        *out = n;
-        *shrank = true;
-        if (!r) return l;
-        bool sub = false;
-        r = remove_min(r, &min, &sub);
-        min->left = l;
-        min->right = r;
-        min->height = n->height; /* min takes n's place; balance() settles it */
-        node_t *m = balance(min);
-        *shrank = m->height != n->height;
-        return m;
-    }
-    if (!*shrank) return n;
-    int h = n->height;
-    n = balance(n);
-    *shrank = n->height != h;
-    return n;
-}
-
-static node_t *avl_remove(node_t *n, uint64_t key, node_t **out)
-{
-    bool shrank = false;
-    return remove_at(n, key, out, &shrank);
 }
 
 /* The first piece whose end is > x (the piece holding x, or the next). */
-static node_t *first_ending_after(node_t *n, uint64_t x)
+static cursor_t first_ending_after(const proc_t *p, uint64_t x)
 {
-    node_t *le = NULL, *gt = NULL;
-    while (n) {
-        if (n->start <= x) {
-            le = n;
-            n = n->right;
-        } else {
-            gt = n;
-            n = n->left;
-        }
+    cursor_t c = {NULL, 0};
+    leaf_t *l = p->root ? descend(p, x, NULL, NULL) : NULL;
+    if (!l) return c;
+    uint32_t j = 0;
+    while (j < l->n && l->start[j] <= x) j++; /* pieces [0, j) start at or before x */
+    if (j > 0) {
+        if (l->v[j - 1].end > x) return (cursor_t){l, j - 1};
+    } else if (l->prev && l->prev->v[l->prev->n - 1].end > x) {
+        return (cursor_t){l->prev, l->prev->n - 1};
     }
-    return (le && le->end > x) ? le : gt;
+    if (j < l->n) return (cursor_t){l, j};
+    if (l->next) return (cursor_t){l->next, 0};
+    return c;
 }
 
-static void free_tree(cw_tracker_t *t, node_t *n)
+/* The root (left) split: a new root above it and its new sibling right,
+ * whose pieces start at sep or after. 0 or CW_ENOMEM. */
+static int grow_root(cw_tracker_t *t, proc_t *p, void *left, uint64_t sep, void *right)
 {
-    /* Iterative via right-rotation to a list: no recursion on big trees. */
-    while (n) {
-        if (n->left) {
-            node_t *l = n->left;
-            n->left = l->right;
-            l->right = n;
-            n = l;
-        } else {
-            node_t *r = n->right;
-            cw_pool_put(&t->nodes, n);
+    inner_t *root = cw_pool_get(&t->inners);
+    if (!root) return CW_ENOMEM;
+    root->n = 2;
+    root->key[0] = 0;
+    root->child[0] = left;
+    root->key[1] = sep;
+    root->child[1] = right;
+    p->root = root;
+    p->height++;
+    return 0;
+}
+
+/* A full node's entries from h on (of two parallel arrays a, b with
+ * elements of asz and bsz bytes) copied to the start of a2, b2; how many. */
+static uint32_t upper_part(uint32_t h, void *a2, const void *a, size_t asz, void *b2, const void *b,
+                           size_t bsz)
+{
+    memcpy(a2, (const char *)a + h * asz, (BT_MAX - h) * asz);
+    memcpy(b2, (const char *)b + h * bsz, (BT_MAX - h) * bsz);
+    return BT_MAX - h;
+}
+
+static int inner_insert(cw_tracker_t *t, proc_t *p, inner_t **path, uint32_t *at, uint32_t d,
+                        uint32_t i, uint64_t key, void *child);
+
+/* Node left, at depth d (path[0 .. d) above it), was split: right, whose
+ * pieces start at sep or after, goes in beside it. 0 or CW_ENOMEM. */
+static int link_split(cw_tracker_t *t, proc_t *p, inner_t **path, uint32_t *at, uint32_t d,
+                      void *left, uint64_t sep, void *right)
+{
+    if (d == 0) return grow_root(t, p, left, sep, right);
+    return inner_insert(t, p, path, at, d - 1, at[d - 1] + 1, sep, right);
+}
+
+/* Inserts (key, child) at position i of inner node path[d], splitting it
+ * (and its parents) when full. 0 or CW_ENOMEM. */
+static int inner_insert(cw_tracker_t *t, proc_t *p, inner_t **path, uint32_t *at, uint32_t d,
+                        uint32_t i, uint64_t key, void *child)
+{
+    inner_t *n = path[d];
+    if (n->n == BT_MAX) {
+        inner_t *r = cw_pool_get(&t->inners);
+        if (!r) return CW_ENOMEM;
+        uint32_t h = BT_MAX / 2;
+        r->n = upper_part(h, r->key, n->key, sizeof *n->key, r->child, n->child, sizeof *n->child);
+        n->n = h;
+        uint64_t sep = r->key[0];
+        int rc = link_split(t, p, path, at, d, n, sep, r);
+        if (rc) return rc;
+        if (i > h) {
             n = r;
+            i -= h;
+        } else if (i == h && key >= sep) {
+            n = r;
+            i = 0;
         }
     }
+    memmove(n->key + i + 1, n->key + i, (n->n - i) * sizeof *n->key);
+    memmove(n->child + i + 1, n->child + i, (n->n - i) * sizeof *n->child);
+    n->key[i] = key;
+    n->child[i] = child;
+    n->n++;
+    return 0;
+}
+
+/* Inserts the piece [start, end) of r (no piece starts at start). */
+static int bt_insert(cw_tracker_t *t, proc_t *p, uint64_t start, uint64_t end, rec_t *r)
+{
+    inner_t *path[BT_DEPTH];
+    uint32_t at[BT_DEPTH];
+    if (!p->root) {
+        leaf_t *l = cw_pool_get(&t->leaves);
+        if (!l) return CW_ENOMEM;
+        l->n = 0;
+        l->prev = l->next = NULL;
+        p->root = l;
+        p->height = 0;
+    }
+    if (p->height >= BT_DEPTH) return CW_ENOMEM; /* cannot happen: 16^48 pieces */
+    leaf_t *l = descend(p, start, path, at);
+    if (l->n == BT_MAX) {
+        leaf_t *r2 = cw_pool_get(&t->leaves);
+        if (!r2) return CW_ENOMEM;
+        /* A piece after the last (addresses handed out upwards, as
+         * allocators do) starts a new leaf and leaves this one full;
+         * anywhere else the leaf splits in halves. */
+        bool append = !l->next && start > l->start[BT_MAX - 1];
+        uint32_t h = append ? BT_MAX : BT_MAX / 2;
+        r2->n = upper_part(h, r2->start, l->start, sizeof *l->start, r2->v, l->v, sizeof *l->v);
+        l->n = h;
+        r2->prev = l;
+        r2->next = l->next;
+        if (l->next) l->next->prev = r2;
+        l->next = r2;
+        uint64_t sep = append ? start : r2->start[0];
+        int rc = link_split(t, p, path, at, p->height, l, sep, r2);
+        if (rc) return rc;
+        if (start >= sep) l = r2;
+    }
+    uint32_t j = l->n;
+    while (j > 0 && l->start[j - 1] > start) j--;
+    memmove(l->start + j + 1, l->start + j, (l->n - j) * sizeof *l->start);
+    memmove(l->v + j + 1, l->v + j, (l->n - j) * sizeof *l->v);
+    l->start[j] = start;
+    l->v[j] = (piece_t){end, r};
+    l->n++;
+    p->npieces++;
+    return 0;
+}
+
+/* Removes the piece that starts at start (it must exist). */
+static void bt_remove(cw_tracker_t *t, proc_t *p, uint64_t start)
+{
+    inner_t *path[BT_DEPTH];
+    uint32_t at[BT_DEPTH];
+    leaf_t *l = descend(p, start, path, at);
+    uint32_t j = 0;
+    while (l->start[j] != start) j++;
+    memmove(l->start + j, l->start + j + 1, (l->n - j - 1) * sizeof *l->start);
+    memmove(l->v + j, l->v + j + 1, (l->n - j - 1) * sizeof *l->v);
+    l->n--;
+    p->npieces--;
+    if (l->n) return;
+    /* The leaf is empty: out of the list, and out of its parents. */
+    if (l->prev) l->prev->next = l->next;
+    if (l->next) l->next->prev = l->prev;
+    cw_pool_put(&t->leaves, l);
+    uint32_t d = p->height;
+    for (;;) {
+        if (d == 0) {
+            p->root = NULL;
+            p->height = 0;
+            return;
+        }
+        inner_t *n = path[--d];
+        uint32_t i = at[d];
+        memmove(n->key + i, n->key + i + 1, (n->n - i - 1) * sizeof *n->key);
+        memmove(n->child + i, n->child + i + 1, (n->n - i - 1) * sizeof *n->child);
+        if (--n->n) break;
+        cw_pool_put(&t->inners, n);
+    }
+    /* A root with one child gives way to it. */
+    while (p->height > 0 && ((inner_t *)p->root)->n == 1) {
+        inner_t *root = p->root;
+        p->root = root->child[0];
+        p->height--;
+        cw_pool_put(&t->inners, root);
+    }
+}
+
+static void free_subtree(cw_tracker_t *t, void *n, uint32_t height)
+{
+    if (height == 0) {
+        cw_pool_put(&t->leaves, n);
+        return;
+    }
+    inner_t *in = n;
+    for (uint32_t i = 0; i < in->n; i++) free_subtree(t, in->child[i], height - 1);
+    cw_pool_put(&t->inners, in);
+}
+
+static void free_tree(cw_tracker_t *t, proc_t *p)
+{
+    if (p->root) free_subtree(t, p->root, p->height);
+    p->root = NULL;
+    p->height = 0;
 }
 
 /* ---- process instances ------------------------------------------------- */
@@ -296,32 +406,44 @@ static proc_t *new_instance(cw_tracker_t *t, uint32_t pid, int64_t ts, const cha
     return p;
 }
 
-static void rec_unlink(proc_t *p, rec_t *r)
+static int by_seq_desc(const void *a, const void *b)
 {
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        p->recs = r->next;
-    if (r->next) r->next->prev = r->prev;
+    const rec_t *x = *(rec_t *const *)a, *y = *(rec_t *const *)b;
+    return x->seq < y->seq ? 1 : x->seq > y->seq ? -1 : 0;
+}
+
+/* p's live records into t->gather, most recent first (the order they
+ * would have on a list pushed at each commit); how many. */
+static size_t gather_recs(cw_tracker_t *t, proc_t *p)
+{
+    size_t n = 0;
+    for (leaf_t *l = p->root ? descend(p, 0, NULL, NULL) : NULL; l; l = l->next)
+        for (uint32_t j = 0; j < l->n; j++) {
+            rec_t *r = l->v[j].rec;
+            if (r->pending == GATHERED || n == t->gather_cap) continue; /* room: nrecs */
+            r->pending = GATHERED;
+            t->gather[n++] = r;
+        }
+    if (n > 1) qsort(t->gather, n, sizeof *t->gather, by_seq_desc);
+    for (size_t i = 0; i < n; i++) t->gather[i]->pending = 0;
+    return n;
 }
 
 /* Releases everything, reports the exit, frees the instance. */
 static void end_instance(cw_tracker_t *t, proc_t *p, int64_t ts)
 {
-    rec_t *r = p->recs;
+    size_t n = gather_recs(t, p);
     p->pub.exit_ns = ts;
-    while (r) {
-        rec_t *next = r->next;
+    for (size_t i = 0; i < n; i++) {
+        rec_t *r = t->gather[i];
         uint64_t bytes = r->pub.remaining;
         r->pub.remaining = 0;
         p->pub.outstanding -= bytes;
         if (t->sink.on_release) t->sink.on_release(t->sink.ctx, &p->pub, &r->pub, bytes, ts);
         cw_pool_put(&t->recs, r);
-        r = next;
     }
-    p->recs = NULL;
-    free_tree(t, p->root);
-    p->root = NULL;
+    p->nrecs = 0;
+    free_tree(t, p);
     p->npieces = 0;
     if (t->sink.on_event) t->sink.on_event(t->sink.ctx, &p->pub, ts);
     if (t->sink.on_exit) t->sink.on_exit(t->sink.ctx, &p->pub, ts);
@@ -337,36 +459,34 @@ static int commit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
 {
     uint64_t cur = ev->addr, end = ev->addr + ev->size;
     rec_t *r = NULL;
+    /* Room to gather one more live record at the exit (nothing can fail
+     * there). */
+    if (CW_RESERVE(t->gather, t->gather_cap, p->nrecs + 1) != 0) return CW_ENOMEM;
 
     while (cur < end) {
-        node_t *n = first_ending_after(p->root, cur);
-        if (n && n->start <= cur) { /* already committed: keeps its attribution */
-            cur = n->end;
+        cursor_t c = first_ending_after(p, cur);
+        uint64_t cs = c.l ? c.l->start[c.i] : 0;
+        if (c.l && cs <= cur) { /* already committed: keeps its attribution */
+            cur = c.l->v[c.i].end;
             continue;
         }
-        uint64_t gap_end = (n && n->start < end) ? n->start : end;
+        uint64_t gap_end = (c.l && cs < end) ? cs : end;
         if (!r) {
             r = cw_pool_get(&t->recs);
             if (!r) return CW_ENOMEM;
             memset(r, 0, sizeof *r);
+            r->seq = t->rec_seq++;
             r->pub.ts = ev->rundown ? CW_TS_BEFORE : ev->ts;
             r->pub.stack_id = ev->stack_id;
         }
-        node_t *x = cw_pool_get(&t->nodes);
-        if (!x) return CW_ENOMEM; /* r is linked below only if it got bytes */
-        x->start = cur;
-        x->end = gap_end;
-        x->rec = r;
-        p->root = avl_insert(p->root, x);
-        p->npieces++;
+        /* r is linked below only if it got bytes */
+        if (bt_insert(t, p, cur, gap_end, r) != 0) return CW_ENOMEM;
         r->pub.bytes += gap_end - cur;
         cur = gap_end;
     }
     if (!r) return 0;
     r->pub.remaining = r->pub.bytes;
-    r->next = p->recs;
-    if (p->recs) p->recs->prev = r;
-    p->recs = r;
+    p->nrecs++;
     p->pub.outstanding += r->pub.bytes;
     if (t->sink.on_commit) t->sink.on_commit(t->sink.ctx, &p->pub, &r->pub, ev->ts);
     return 0;
@@ -379,39 +499,33 @@ static int decommit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
     int rc = 0;
 
     for (;;) {
-        node_t *n = first_ending_after(p->root, cur);
-        if (!n || n->start >= e) break;
-        uint64_t lo = n->start > s ? n->start : s;
-        uint64_t hi = n->end < e ? n->end : e;
-        rec_t *r = n->rec;
+        cursor_t c = first_ending_after(p, cur);
+        if (!c.l || c.l->start[c.i] >= e) break;
+        uint64_t ns = c.l->start[c.i], ne = c.l->v[c.i].end;
+        uint64_t lo = ns > s ? ns : s;
+        uint64_t hi = ne < e ? ne : e;
+        /* The record is likely out of cache: it is fetched while the tree
+         * changes, which does not read it. */
+        rec_t *r = c.l->v[c.i].rec;
+        PREFETCH(r);
+        cur = hi;
+        if (ns >= s && ne <= e) { /* whole piece goes */
+            bt_remove(t, p, ns);
+        } else if (ns < s && ne > e) { /* middle: split in two */
+            c.l->v[c.i].end = s;
+            rc = bt_insert(t, p, e, ne, r);
+        } else if (ns < s) { /* left part stays */
+            c.l->v[c.i].end = s;
+        } else { /* right part stays: it moves to its new start */
+            bt_remove(t, p, ns);
+            rc = bt_insert(t, p, e, ne, r);
+        }
         if (r->pending == 0) {
             r->touched = touched;
             touched = r;
         }
         r->pending += hi - lo;
-        cur = hi;
-        if (n->start >= s && n->end <= e) { /* whole piece goes */
-            node_t *gone;
-            p->root = avl_remove(p->root, n->start, &gone);
-            cw_pool_put(&t->nodes, gone);
-            p->npieces--;
-        } else if (n->start < s && n->end > e) { /* middle: split in two */
-            node_t *x = cw_pool_get(&t->nodes);
-            if (!x) {
-                rc = CW_ENOMEM;
-                break;
-            }
-            x->start = e;
-            x->end = n->end;
-            x->rec = r;
-            n->end = s;
-            p->root = avl_insert(p->root, x);
-            p->npieces++;
-        } else if (n->start < s) { /* left part stays */
-            n->end = s;
-        } else { /* right part stays; order is unchanged */
-            n->start = e;
-        }
+        if (rc) break;
     }
     /* One piece per commit record touched. */
     while (touched) {
@@ -423,7 +537,7 @@ static int decommit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
         p->pub.outstanding -= bytes;
         if (t->sink.on_release) t->sink.on_release(t->sink.ctx, &p->pub, &r->pub, bytes, ev->ts);
         if (r->pub.remaining == 0) {
-            rec_unlink(p, r);
+            p->nrecs--;
             cw_pool_put(&t->recs, r);
         }
         touched = next;
@@ -445,7 +559,8 @@ int cw_tracker_create(const cw_tracker_sink_t *sink, uint32_t first_proc_id, cw_
         free(t);
         return CW_ENOMEM;
     }
-    cw_pool_init(&t->nodes, sizeof(node_t), 4096);
+    cw_pool_init(&t->leaves, sizeof(leaf_t), 512);
+    cw_pool_init(&t->inners, sizeof(inner_t), 256);
     cw_pool_init(&t->recs, sizeof(rec_t), 4096);
     cw_pool_init(&t->procs, sizeof(proc_t), 256);
     *out = t;
@@ -460,9 +575,11 @@ void cw_tracker_destroy(cw_tracker_t *t)
             free(p->name);
             free(p->cmdline);
         }
-    cw_pool_destroy(&t->nodes);
+    cw_pool_destroy(&t->leaves);
+    cw_pool_destroy(&t->inners);
     cw_pool_destroy(&t->recs);
     cw_pool_destroy(&t->procs);
+    free(t->gather);
     free(t->buckets);
     free(t);
 }
@@ -516,9 +633,10 @@ void cw_tracker_finish(cw_tracker_t *t)
 {
     if (!t->sink.on_live) return;
     for (uint32_t i = 0; i <= t->mask; i++)
-        for (proc_t *p = t->buckets[i]; p; p = p->hnext)
-            for (rec_t *r = p->recs; r; r = r->next)
-                t->sink.on_live(t->sink.ctx, &p->pub, &r->pub);
+        for (proc_t *p = t->buckets[i]; p; p = p->hnext) {
+            size_t n = gather_recs(t, p);
+            for (size_t k = 0; k < n; k++) t->sink.on_live(t->sink.ctx, &p->pub, &t->gather[k]->pub);
+        }
 }
 
 uint32_t cw_tracker_live_processes(const cw_tracker_t *t)

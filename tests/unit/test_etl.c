@@ -311,7 +311,11 @@ static void xpress_roundtrip(size_t n, int kind)
         case 0: in[i] = 0; break;                               /* one long run */
         case 1: in[i] = (uint8_t)next_rand(); break;            /* incompressible */
         case 2: in[i] = (uint8_t)"event trace "[i % 12]; break; /* short repeats */
-        default: in[i] = (next_rand() % 8) ? (uint8_t)(i / 37) : (uint8_t)next_rand(); break;
+        case 3: in[i] = (next_rand() % 8) ? (uint8_t)(i / 37) : (uint8_t)next_rand(); break;
+        default: /* blocks of 150 bytes, every other one a copy of the one before:
+                  * matches of 150 with a one-byte length, far from the ends */
+            in[i] = (i / 150) % 2 ? in[i - 150] : (uint8_t)next_rand();
+            break;
         }
     }
     size_t zn = cw_etlw_xpress(in, n, z, 2 * n + 64), got = 0;
@@ -319,6 +323,17 @@ static void xpress_roundtrip(size_t n, int kind)
     ASSERT_OK(cw_etl_xpress_decompress(z, zn, out, n + 1, &got));
     ASSERT_EQ(got, n);
     ASSERT_TRUE(memcmp(in, out, n) == 0);
+    /* Too little room for the output, by a little or by a half: an error
+     * and a prefix of the data, never a byte written past the room. */
+    size_t short_by[] = {1, n / 2};
+    for (int k = 0; k < 2; k++) {
+        if (short_by[k] == 0 || short_by[k] > n) continue;
+        size_t room = n - short_by[k];
+        memset(out, 0xA5, n + 1);
+        ASSERT_EQ(cw_etl_xpress_decompress(z, zn, out, room, &got), CW_EPARSE);
+        ASSERT_TRUE(got <= room && memcmp(in, out, got) == 0);
+        ASSERT_TRUE(out[room] == 0xA5);
+    }
     /* Every truncation fails or gives a prefix of the data, never more. */
     for (size_t cut = 0; cut < zn && cut < 64; cut++) {
         int rc = cw_etl_xpress_decompress(z, cut, out, n + 1, &got);
@@ -342,6 +357,6 @@ int main(void)
     xpress_spec();
     size_t sizes[] = {0, 1, 3, 31, 32, 33, 4096, 65536, 300000};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
-        for (int kind = 0; kind < 4; kind++) xpress_roundtrip(sizes[i], kind);
+        for (int kind = 0; kind < 5; kind++) xpress_roundtrip(sizes[i], kind);
     TEST_DONE();
 }

@@ -440,11 +440,31 @@ static void filetime_edges(void)
     ASSERT_TRUE(cw_etl__filetime_ns(INT64_MIN) == INT64_MIN);
     ASSERT_TRUE(cw_etl__filetime_ns(-9191846763220172782LL) == INT64_MIN);
     ASSERT_TRUE(cw_etl__filetime_ns(INT64_MAX) == INT64_MAX);
-    cw_etl__clock_t c = {false, 10000000, 1000, T0_NS};
+    cw_etl__clock_t c = {.freq = 10000000, .base_ts = 1000, .base_ns = T0_NS};
     ASSERT_EQ(cw_etl__clock_ns(&c, 1000), T0_NS);
     ASSERT_EQ(cw_etl__clock_ns(&c, 1001), T0_NS + 100);
     ASSERT_EQ(cw_etl__clock_ns(&c, 999), T0_NS - 100);
     ASSERT_TRUE(cw_etl__clock_ns(&c, UINT64_MAX / 2) == INT64_MAX);
+    /* A clock from a header whose tick is whole nanoseconds converts by a
+     * multiplication near its base: the same as the general way, at the
+     * edges of that reach, past them (saturated), and for other rates. */
+    int64_t freqs[] = {10000000, 1000000000, 3579545, 1, 2500000000LL / 2};
+    for (size_t i = 0; i < sizeof freqs / sizeof freqs[0]; i++) {
+        cw_etl_header_t h = {.clock_type = 1, .perf_freq = freqs[i], .header_ts = 1000,
+                             .start_ns = T0_NS};
+        cw_etl__clock_t fast, slow;
+        ASSERT_OK(cw_etl__clock_init(&fast, &h));
+        ASSERT_TRUE((fast.ns_per_tick != 0) == (1000000000LL % freqs[i] == 0));
+        slow = fast;
+        slow.ns_per_tick = slow.fast_lim = 0;
+        int64_t lim = fast.fast_lim ? fast.fast_lim : 1000000;
+        int64_t ds[] = {0, 1, -1, 999, -1000, lim - 1, -(lim - 1), lim, -lim, lim + 7,
+                        INT64_MAX, INT64_MIN, 123456789012345LL, -98765432109876LL};
+        for (size_t k = 0; k < sizeof ds / sizeof ds[0]; k++) {
+            uint64_t ts = 1000 + (uint64_t)ds[k];
+            ASSERT_EQ(cw_etl__clock_ns(&fast, ts), cw_etl__clock_ns(&slow, ts));
+        }
+    }
 }
 
 int main(void)

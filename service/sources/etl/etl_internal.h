@@ -47,6 +47,10 @@ typedef struct cw_etl__clock {
     int64_t freq;     /* ticks per second */
     uint64_t base_ts; /* the header event's tick ... */
     int64_t base_ns;  /* ... is the header's start time */
+    /* Set by cw_etl__clock_init when a tick is a whole number of ns (a
+     * 10 MHz QPC: 100): ticks within +-fast_lim of the base convert with
+     * one multiplication, exactly as the general way. 0: not known. */
+    int64_t ns_per_tick, fast_lim;
 } cw_etl__clock_t;
 
 /* 0, CW_ENOSYS (a clock type this reader does not know) or CW_ERANGE (no
@@ -58,7 +62,7 @@ int64_t cw_etl__clock_ns(const cw_etl__clock_t *c, uint64_t ts);
 
 typedef struct cw_etl__module {
     uint64_t base, size;
-    char *name;       /* lowercase base name, owned */
+    char *name;       /* lowercase base name: the space's (name_id != 0) or owned */
     size_t info;      /* index + 1 in the info's image list, or 0 */
     uint32_t name_id; /* the name's number in the space (frame cache key), 0 if none */
 } cw_etl__module_t;
@@ -114,6 +118,7 @@ typedef struct cw_etl__space {
     size_t nnames, name_cap, size_cap;
     cw_etl__proc_t *procs;
     size_t nprocs, pcap;
+    size_t kernel_slot; /* the system's (pid 0) index in procs + 1, 0 until known */
     cw_etl__thread_t *threads;
     size_t nthreads, tcap;
 } cw_etl__space_t;
@@ -199,41 +204,61 @@ enum {
     CW_ETL__REC_KERNEL = 2, /* has its kernel part */
     CW_ETL__REC_USER = 4,   /* has its user part (or a whole stack): complete */
     CW_ETL__REC_WAITING = 8, /* in its thread's list of events waiting for a user part */
+    CW_ETL__REC_CMDLINE = 16, /* a process start with a command line (the side's) */
 };
 
-/* An event held until its stack has come (or cannot any more). */
+/* An event held until its stack has come (or cannot any more): one cache
+ * line, since thousands wait (2 s of trace for a stack that may never
+ * come) and each is written once and read once, far apart. What only a
+ * few need (a process's name, a stack's frames) is in the slot's side
+ * record (cw_etl__side_t), touched only by those. */
 typedef struct cw_etl__rec {
-    uint64_t ts, seq, next_wait;
-    uint32_t tid; /* 0 until known */
+    uint64_t ts;        /* raw */
+    int64_t ns;         /* the event's time */
+    uint64_t addr, size;
+    uint64_t next_wait; /* ring seq of the next event of the thread waiting for a user part */
+    uint32_t pid;
+    uint32_t tid;      /* 0 until known */
+    uint32_t stack_id; /* the whole stack's interned id, or 0 */
+    uint32_t nk, nu;   /* frame ids in the side record's kf, uf */
     uint16_t cpu;
     uint8_t flags;
-    uint8_t nops;
-    uint32_t counter; /* info: its counter, or UINT32_MAX */
-    cw_op_t ops[2];
-    cw_event_t ev;
-    char *name, *cmdline; /* owned by the slot, reused */
+    /* What it emits: nops (0 to 2) in bits 6-7; op (nops 0) or the first
+     * op in bits 0-2, the second in bits 3-5. */
+    uint8_t ops;
+} cw_etl__rec_t;
+
+/* The buffers of a ring slot, kept when it is reused. */
+typedef struct cw_etl__side {
+    char *name, *cmdline; /* a process start's */
     size_t name_cap, cmd_cap;
     uint32_t *kf, *uf; /* frame ids (source) of each part, innermost first */
-    size_t nk, nu, kcap, ucap;
-} cw_etl__rec_t;
+    size_t kcap, ucap;
+    uint32_t counter; /* info: its counter (every record of `etl info` sets it) */
+} cw_etl__side_t;
 
 /* A FIFO of records in time order; slots keep their buffers when reused. */
 typedef struct cw_etl__ring {
     cw_etl__rec_t *r;
+    cw_etl__side_t *side; /* r[i]'s is side[i] */
     size_t cap, head, n;
-    uint64_t next_seq; /* the oldest held record has next_seq - n */
+    uint64_t next_seq; /* the oldest held record has next_seq - n + 1 */
     /* The newest record pushed with a time before its predecessor's (a
      * file merged out of order), 0 none: while it is held, the ring may
      * not be sorted. */
     uint64_t unsorted_seq;
 } cw_etl__ring_t;
 
-/* A fresh record at the tail with raw time ts (zeroed but for the slot's
- * buffers); NULL on ENOMEM. */
+/* A fresh record at the tail with raw time ts (zeroed but for its ts; its
+ * side record keeps its buffers, its other fields are stale); NULL on
+ * ENOMEM. */
 cw_etl__rec_t *cw_etl__ring_push(cw_etl__ring_t *g, uint64_t ts);
 cw_etl__rec_t *cw_etl__ring_head(cw_etl__ring_t *g);
 void cw_etl__ring_pop(cw_etl__ring_t *g);
 cw_etl__rec_t *cw_etl__ring_by_seq(cw_etl__ring_t *g, uint64_t seq);
+/* A held record's seq (never 0) and its side record. */
+uint64_t cw_etl__ring_seq(const cw_etl__ring_t *g, const cw_etl__rec_t *x);
+cw_etl__side_t *cw_etl__ring_side(cw_etl__ring_t *g, const cw_etl__rec_t *x);
 /* The record a stack fragment of thread tid walked on cpu at ts belongs
  * to: among records wanting a stack with that exact time, the one of that
  * thread, else one of unknown thread on that cpu, else of unknown thread. */

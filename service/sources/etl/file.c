@@ -6,8 +6,8 @@
  * and its events. Every buffer belongs to one CPU and carries a sequence
  * number; a CPU's buffers sorted by it hold that CPU's events in time
  * order, but the file stores the buffers in the order they were flushed.
- * So the merge keeps one decoded buffer per CPU stream and a heap of the
- * streams by their next event's time: memory is one buffer per CPU and a
+ * So the merge keeps one decoded buffer per CPU stream and a tournament
+ * (loser) tree of the streams by their next event's time: memory is one buffer per CPU and a
  * small index per buffer, whatever the file's size. A compressed buffer
  * (flag 0x40) holds XPRESS data after its header that decompresses to
  * SavedOffset - 0x48 bytes of events.
@@ -64,7 +64,10 @@ struct cw_etl_file {
     bufidx_t *sorted;
     stream_t *streams;
     size_t nstreams;
-    size_t *heap, nheap;
+    /* The loser tree: lt[0] the stream whose event is the earliest,
+     * lt[1 .. nstreams) the loser of each match (node n plays the
+     * winners below 2n and 2n + 1; stream i is leaf nstreams + i). */
+    size_t *lt;
     long popped; /* stream whose event was returned last, to advance first; -1 none */
     uint64_t last_ts; /* newest time merged so far */
     bool merged;
@@ -104,6 +107,31 @@ static int grow(uint8_t **p, size_t *cap, size_t need)
     return 0;
 }
 
+/* Compressed buffer x (header h, XPRESS body z of x->size - BUF_HDR
+ * bytes) decoded into *out, the events ending at *stop. 0, CW_ENOMEM, 2
+ * when it does not decode. */
+static int inflate(const bufidx_t *x, const uint8_t *h, const uint8_t *z, uint8_t **out,
+                   size_t *outcap, size_t *stop)
+{
+    if (x->saved < BUF_HDR || x->saved > MAX_BUF) return 2;
+    if (grow(out, outcap, x->saved) != 0) return CW_ENOMEM;
+    memcpy(*out, h, BUF_HDR);
+    size_t n = 0;
+    int rc = cw_etl_xpress_decompress(z, x->size - BUF_HDR, *out + BUF_HDR, x->saved - BUF_HDR, &n);
+    if (rc != 0 || n != x->saved - BUF_HDR) return 2;
+    *stop = x->filled < x->saved ? x->filled : x->saved;
+    if (*stop < BUF_HDR) *stop = BUF_HDR;
+    return 0;
+}
+
+/* The events of an uncompressed buffer x in place end at *stop. */
+static int plain_stop(const bufidx_t *x, size_t *stop)
+{
+    *stop = x->filled < x->size ? x->filled : x->size;
+    if (*stop < BUF_HDR) *stop = BUF_HDR;
+    return 0;
+}
+
 /* Reads the rest of buffer x (its header h already read) and decodes it
  * into *out: header and events, the events ending at *stop. 0, CW_EIO,
  * CW_ENOMEM, 1 when the file ends inside it, 2 when it does not decode. */
@@ -116,20 +144,27 @@ static int load_body(cw_etl_file_t *f, const bufidx_t *x, const uint8_t h[BUF_HD
         if (grow(out, outcap, x->size) != 0) return CW_ENOMEM;
         memcpy(*out, h, BUF_HDR);
         if (fread(*out + BUF_HDR, 1, body, f->f) < body) return ferror(f->f) ? CW_EIO : 1;
-        *stop = x->filled < x->size ? x->filled : x->size;
-    } else {
-        if (grow(&f->raw, &f->rawcap, body ? body : 1) != 0) return CW_ENOMEM;
-        if (fread(f->raw, 1, body, f->f) < body) return ferror(f->f) ? CW_EIO : 1;
-        if (x->saved < BUF_HDR || x->saved > MAX_BUF) return 2;
-        if (grow(out, outcap, x->saved) != 0) return CW_ENOMEM;
-        memcpy(*out, h, BUF_HDR);
-        size_t n = 0;
-        int rc = cw_etl_xpress_decompress(f->raw, body, *out + BUF_HDR, x->saved - BUF_HDR, &n);
-        if (rc != 0 || n != x->saved - BUF_HDR) return 2;
-        *stop = x->filled < x->saved ? x->filled : x->saved;
+        return plain_stop(x, stop);
     }
-    if (*stop < BUF_HDR) *stop = BUF_HDR;
-    return 0;
+    if (grow(&f->raw, &f->rawcap, body ? body : 1) != 0) return CW_ENOMEM;
+    if (fread(f->raw, 1, body, f->f) < body) return ferror(f->f) ? CW_EIO : 1;
+    return inflate(x, h, f->raw, out, outcap, stop);
+}
+
+/* Buffer x of the index (pass 2) read whole, header and body in one read,
+ * and decoded into *out as load_body does. */
+static int load_at(cw_etl_file_t *f, const bufidx_t *x, uint8_t **out, size_t *outcap,
+                   size_t *stop)
+{
+    bool z = x->flags & FLAG_COMPRESSED;
+    uint8_t **dst = z ? &f->raw : out;
+    size_t *cap = z ? &f->rawcap : outcap;
+    if (fsetpos(f->f, &x->pos) != 0) return CW_EIO;
+    if (grow(dst, cap, x->size) != 0) return CW_ENOMEM;
+    size_t got = fread(*dst, 1, x->size, f->f);
+    if (got < BUF_HDR) return CW_EIO;
+    if (got < x->size) return ferror(f->f) ? CW_EIO : 1;
+    return z ? inflate(x, f->raw, f->raw + BUF_HDR, out, outcap, stop) : plain_stop(x, stop);
 }
 
 int cw_etl_file_open_stream(FILE *fp, const char *name, cw_etl_file_t **out, cw_diag_t *d)
@@ -191,6 +226,9 @@ int cw_etl_file_open(const char *path, cw_etl_file_t **out, cw_diag_t *d)
 {
     FILE *fp = fopen(path, "rb");
     if (!fp) return cw_diag_set(d, CW_EIO, "%s: cannot open it (%s)", path, strerror(errno));
+    /* Whole buffers are read (64 KiB and more): straight into place, one
+     * read each, not through stdio's small buffer. */
+    setvbuf(fp, NULL, _IONBF, 0);
     return cw_etl_file_open_stream(fp, path, out, d);
 }
 
@@ -200,7 +238,7 @@ void cw_etl_file_close(cw_etl_file_t *f)
     if (f->f) fclose(f->f);
     for (size_t i = 0; i < f->nstreams; i++) free(f->streams[i].buf);
     free(f->streams);
-    free(f->heap);
+    free(f->lt);
     free(f->sorted);
     free(f->idx);
     free(f->raw);
@@ -333,13 +371,10 @@ static int by_cpu_seq(const void *a, const void *b)
  * 1 when the stream has no more, CW_EIO, CW_ENOMEM. */
 static int stream_load(cw_etl_file_t *f, stream_t *s)
 {
-    uint8_t h[BUF_HDR];
     while (s->next < s->end) {
         const bufidx_t *x = &f->sorted[s->next++];
-        bufidx_t y = {0};
         size_t stop = 0;
-        if (fsetpos(f->f, &x->pos) != 0 || read_header(f, h, &y) != 1) return CW_EIO;
-        int k = load_body(f, x, h, &s->buf, &s->cap, &stop);
+        int k = load_at(f, x, &s->buf, &s->cap, &stop);
         if (k < 0) return k;
         if (k != 0) continue; /* counted by the scan */
         s->at = BUF_HDR;
@@ -376,38 +411,42 @@ static int stream_advance(cw_etl_file_t *f, stream_t *s)
     }
 }
 
+/* Stream a's next event comes before stream b's: (time, stream) orders
+ * them totally; a stream with no more events comes after all. */
 static bool earlier(const cw_etl_file_t *f, size_t a, size_t b)
 {
     const stream_t *x = &f->streams[a], *y = &f->streams[b];
+    if (!x->has || !y->has) return x->has;
     return x->ev.ts != y->ev.ts ? x->ev.ts < y->ev.ts : a < b;
 }
 
-static void heap_push(cw_etl_file_t *f, size_t s)
+/* Stream s's next event changed: it plays its way up from its leaf, one
+ * match a level (log2 of the CPUs), each loser staying at its node. */
+static void replay(cw_etl_file_t *f, size_t s)
 {
-    size_t i = f->nheap++;
-    f->heap[i] = s;
-    while (i > 0 && earlier(f, f->heap[i], f->heap[(i - 1) / 2])) {
-        size_t p = (i - 1) / 2, t = f->heap[p];
-        f->heap[p] = f->heap[i];
-        f->heap[i] = t;
-        i = p;
+    size_t w = s;
+    for (size_t n = (f->nstreams + s) / 2; n > 0; n /= 2) {
+        if (earlier(f, f->lt[n], w)) {
+            size_t t = f->lt[n];
+            f->lt[n] = w;
+            w = t;
+        }
     }
+    f->lt[0] = w;
 }
 
-/* Moves the heap's top down to its place. */
-static void sift_down(cw_etl_file_t *f)
+/* Plays every match from the leaves up; win has 2 * nstreams slots. */
+static void build(cw_etl_file_t *f, size_t *win)
 {
-    size_t i = 0;
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < f->nheap && earlier(f, f->heap[l], f->heap[m])) m = l;
-        if (r < f->nheap && earlier(f, f->heap[r], f->heap[m])) m = r;
-        if (m == i) break;
-        size_t t = f->heap[m];
-        f->heap[m] = f->heap[i];
-        f->heap[i] = t;
-        i = m;
+    size_t k = f->nstreams;
+    for (size_t i = 0; i < k; i++) win[k + i] = i;
+    for (size_t n = k ? k - 1 : 0; n > 0; n--) {
+        size_t a = win[2 * n], b = win[2 * n + 1];
+        bool a_first = earlier(f, a, b);
+        win[n] = a_first ? a : b;
+        f->lt[n] = a_first ? b : a;
     }
+    f->lt[0] = k > 1 ? win[1] : 0;
 }
 
 int cw_etl_file_rewind(cw_etl_file_t *f, cw_diag_t *d)
@@ -415,11 +454,11 @@ int cw_etl_file_rewind(cw_etl_file_t *f, cw_diag_t *d)
     if (!f->scanned) return cw_diag_set(d, CW_EINVAL, "%s: the file was not scanned", f->name);
     for (size_t i = 0; i < f->nstreams; i++) free(f->streams[i].buf);
     free(f->streams);
-    free(f->heap);
+    free(f->lt);
     free(f->sorted);
     f->streams = NULL;
-    f->heap = NULL;
-    f->nstreams = f->nheap = 0;
+    f->lt = NULL;
+    f->nstreams = 0;
     f->popped = -1;
     f->merged = false;
     f->st.reordered = 0;
@@ -433,8 +472,8 @@ int cw_etl_file_rewind(cw_etl_file_t *f, cw_diag_t *d)
     for (size_t i = 0; i < n; i++)
         if (i == 0 || f->sorted[i].cpu != f->sorted[i - 1].cpu) ns++;
     f->streams = calloc(ns ? ns : 1, sizeof *f->streams);
-    f->heap = malloc((ns ? ns : 1) * sizeof *f->heap);
-    if (!f->streams || !f->heap) return cw_diag_set(d, CW_ENOMEM, "out of memory");
+    f->lt = malloc((ns ? ns : 1) * sizeof *f->lt);
+    if (!f->streams || !f->lt) return cw_diag_set(d, CW_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
         if (i == 0 || f->sorted[i].cpu != f->sorted[i - 1].cpu) {
             stream_t *s = &f->streams[f->nstreams++];
@@ -450,8 +489,11 @@ int cw_etl_file_rewind(cw_etl_file_t *f, cw_diag_t *d)
         s->cap = f->max_data;
         int rc = stream_advance(f, s);
         if (rc) return rc == CW_ENOMEM ? cw_diag_set(d, rc, "out of memory") : io_error(f, 0, d);
-        if (s->has) heap_push(f, i);
     }
+    size_t *win = malloc(2 * (f->nstreams ? f->nstreams : 1) * sizeof *win);
+    if (!win) return cw_diag_set(d, CW_ENOMEM, "out of memory");
+    build(f, win);
+    free(win);
     return 0;
 }
 
@@ -461,21 +503,19 @@ int cw_etl_file_next(cw_etl_file_t *f, cw_etl_event_t *ev, cw_diag_t *d)
         int rc = cw_etl_file_rewind(f, d);
         if (rc) return rc;
     }
-    /* The stream returned last stays at the heap's top while its next
-     * event is read: it moves down only as far as that event's time says
-     * (often not at all: a CPU's events come in runs), or leaves the heap
-     * when it has no more. (ts, stream) orders the streams totally, so
-     * the order of the events does not depend on how the heap moves. */
+    /* The stream returned last reads its next event and plays it up the
+     * tree; a stream with no more events loses every match.
+     * (ts, stream) orders the streams totally, so the order of the events
+     * does not depend on how the tree is built. */
     if (f->popped >= 0) {
         stream_t *s = &f->streams[f->popped];
         int rc = stream_advance(f, s);
         if (rc) return rc == CW_ENOMEM ? cw_diag_set(d, rc, "out of memory") : io_error(f, 0, d);
-        if (!s->has) f->heap[0] = f->heap[--f->nheap];
-        if (f->nheap) sift_down(f);
+        replay(f, (size_t)f->popped);
         f->popped = -1;
     }
-    if (f->nheap == 0) return 0;
-    size_t i = f->heap[0];
+    if (f->nstreams == 0 || !f->streams[f->lt[0]].has) return 0;
+    size_t i = f->lt[0];
     f->popped = (long)i;
     *ev = f->streams[i].ev;
     if (f->merged && ev->ts < f->last_ts) f->st.reordered++;

@@ -241,6 +241,10 @@ int cw_etl__parse_logfile_header(const cw_etl_event_t *ev, cw_etl_header_t *h)
     return 0;
 }
 
+/* The fast conversion's reach: |base| and |ticks * k| under 2^62, so
+ * their sum fits. */
+#define FAST_NS ((int64_t)1 << 62)
+
 int cw_etl__clock_init(cw_etl__clock_t *c, const cw_etl_header_t *h)
 {
     memset(c, 0, sizeof *c);
@@ -256,7 +260,12 @@ int cw_etl__clock_init(cw_etl__clock_t *c, const cw_etl_header_t *h)
     if (h->clock_type == 3) c->freq = (int64_t)h->cpu_mhz * 1000000;
     else if (h->clock_type <= 1) c->freq = h->perf_freq;
     else return CW_ENOSYS;
-    return c->freq >= 1 && c->freq <= CW_ETL__MAX_FREQ ? 0 : CW_ERANGE;
+    if (c->freq < 1 || c->freq > CW_ETL__MAX_FREQ) return CW_ERANGE;
+    if (NS % c->freq == 0 && c->base_ns < FAST_NS && c->base_ns > -FAST_NS) {
+        c->ns_per_tick = NS / c->freq;
+        c->fast_lim = FAST_NS / c->ns_per_tick;
+    }
+    return 0;
 }
 
 int64_t cw_etl__clock_ns(const cw_etl__clock_t *c, uint64_t ts)
@@ -265,6 +274,9 @@ int64_t cw_etl__clock_ns(const cw_etl__clock_t *c, uint64_t ts)
     /* Signed ticks from the header event, as whole seconds and a rest:
      * |r| < freq <= CW_ETL__MAX_FREQ, so r * 1e9 cannot overflow. */
     int64_t d = (int64_t)(ts - c->base_ts);
+    /* d = q * freq + r and 1e9 = k * freq make the result d * k: no
+     * division, and within the limits nothing below saturates. */
+    if (c->ns_per_tick && d < c->fast_lim && d > -c->fast_lim) return c->base_ns + d * c->ns_per_tick;
     int64_t q = d / c->freq, r = d % c->freq;
     if (q > INT64_MAX / NS || q < INT64_MIN / NS) return q > 0 ? INT64_MAX : INT64_MIN;
     int64_t ns = q * NS, frac = r * NS / c->freq;

@@ -64,21 +64,39 @@ void cw_etl__keys_free(cw_etl__keys_t *k)
 
 /* ---- the ring ----------------------------------------------------------------- */
 
+_Static_assert(sizeof(cw_etl__rec_t) == 64, "a held record is one cache line");
+
 static cw_etl__rec_t *at(cw_etl__ring_t *g, size_t i)
 {
     return &g->r[(g->head + i) & (g->cap - 1)];
 }
 
-/* Doubles the ring; slots move in order from the head, their buffers
- * with them. */
+static size_t slot_of(const cw_etl__ring_t *g, const cw_etl__rec_t *x)
+{
+    return (size_t)(x - g->r);
+}
+
+/* Doubles the ring; slots move in order from the head, their side
+ * records (buffers) with them. */
 static int ring_grow(cw_etl__ring_t *g)
 {
     size_t cap = g->cap ? 2 * g->cap : 256;
     cw_etl__rec_t *r = calloc(cap, sizeof *r);
-    if (!r) return CW_ENOMEM;
-    for (size_t i = 0; i < g->cap; i++) r[i] = *at(g, i);
+    cw_etl__side_t *side = calloc(cap, sizeof *side);
+    if (!r || !side) {
+        free(r);
+        free(side);
+        return CW_ENOMEM;
+    }
+    for (size_t i = 0; i < g->cap; i++) {
+        size_t j = (g->head + i) & (g->cap - 1);
+        r[i] = g->r[j];
+        side[i] = g->side[j];
+    }
     free(g->r);
+    free(g->side);
     g->r = r;
+    g->side = side;
     g->cap = cap;
     g->head = 0;
     return 0;
@@ -88,22 +106,22 @@ cw_etl__rec_t *cw_etl__ring_push(cw_etl__ring_t *g, uint64_t ts)
 {
     if (g->n == g->cap && ring_grow(g) != 0) return NULL;
     cw_etl__rec_t *x = at(g, g->n++);
-    /* Keep the slot's buffers; everything else starts afresh. */
-    cw_etl__rec_t keep = *x;
-    memset(x, 0, sizeof *x);
-    x->name = keep.name;
-    x->name_cap = keep.name_cap;
-    x->cmdline = keep.cmdline;
-    x->cmd_cap = keep.cmd_cap;
-    x->kf = keep.kf;
-    x->kcap = keep.kcap;
-    x->uf = keep.uf;
-    x->ucap = keep.ucap;
-    x->seq = ++g->next_seq; /* seq 0 means "none" */
-    x->counter = UINT32_MAX;
-    x->ts = ts;
-    if (g->n > 1 && ts < at(g, g->n - 2)->ts) g->unsorted_seq = x->seq;
+    /* The whole line written at once; the side record is left alone. */
+    *x = (cw_etl__rec_t){.ts = ts};
+    ++g->next_seq; /* seq 0 means "none" */
+    if (g->n > 1 && ts < at(g, g->n - 2)->ts) g->unsorted_seq = g->next_seq;
     return x;
+}
+
+uint64_t cw_etl__ring_seq(const cw_etl__ring_t *g, const cw_etl__rec_t *x)
+{
+    size_t i = (slot_of(g, x) - g->head) & (g->cap - 1); /* from the head */
+    return g->next_seq - g->n + 1 + i;
+}
+
+cw_etl__side_t *cw_etl__ring_side(cw_etl__ring_t *g, const cw_etl__rec_t *x)
+{
+    return &g->side[slot_of(g, x)];
 }
 
 cw_etl__rec_t *cw_etl__ring_head(cw_etl__ring_t *g)
@@ -161,11 +179,12 @@ cw_etl__rec_t *cw_etl__ring_find(cw_etl__ring_t *g, uint64_t ts, uint32_t tid, u
 void cw_etl__ring_free(cw_etl__ring_t *g)
 {
     for (size_t i = 0; i < g->cap; i++) {
-        free(g->r[i].name);
-        free(g->r[i].cmdline);
-        free(g->r[i].kf);
-        free(g->r[i].uf);
+        free(g->side[i].name);
+        free(g->side[i].cmdline);
+        free(g->side[i].kf);
+        free(g->side[i].uf);
     }
     free(g->r);
+    free(g->side);
     memset(g, 0, sizeof *g);
 }

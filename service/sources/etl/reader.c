@@ -176,11 +176,16 @@ static cw_etl__rec_t *push(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint8_
 {
     cw_etl__rec_t *x = cw_etl__ring_push(&r->ring, ev->ts);
     if (!x) return NULL;
-    x->ts = ev->ts;
     x->cpu = ev->cpu;
     x->flags = flags;
-    x->ev.ts = ns_of(r, ev->ts);
+    x->ns = ns_of(r, ev->ts);
     return x;
+}
+
+/* A record's ops byte (cw_etl__rec_t): n ops, a first, b second. */
+static uint8_t rec_ops(int n, cw_op_t a, cw_op_t b)
+{
+    return (uint8_t)(n << 6 | (int)b << 3 | (int)a);
 }
 
 /* ---- the stack cache ---------------------------------------------------------- */
@@ -248,23 +253,30 @@ static int add_part(cw_etl__reader_t *r, cw_etl__rec_t *x, const uint64_t *fr, u
         return 0; /* a second copy of a part it has */
     if (x->tid == 0) x->tid = tid;
     if (r->info && !(x->flags & (CW_ETL__REC_KERNEL | CW_ETL__REC_USER))) {
-        if (x->counter == PROVIDER_COUNTER) r->provider_with_stack++;
-        else if (x->counter < r->ncounters) r->counters[x->counter].with_stack++;
+        uint32_t counter = cw_etl__ring_side(&r->ring, x)->counter;
+        if (counter == PROVIDER_COUNTER) r->provider_with_stack++;
+        else if (counter < r->ncounters) r->counters[counter].with_stack++;
     }
     /* One walk that is the event's whole stack: its stack id is the
      * walk's, and cached with it. */
     bool whole = kernel && user && !(x->flags & (CW_ETL__REC_KERNEL | CW_ETL__REC_USER));
-    uint32_t **ids = kernel ? &x->kf : &x->uf;
-    size_t *nids = kernel ? &x->nk : &x->nu, *cap = kernel ? &x->kcap : &x->ucap;
-    if (r->stacks && CW_RESERVE(*ids, *cap, *nids + n) != 0) return CW_ENOMEM;
     cw_etl__aspace_t as;
     if (cw_etl__aspace(&r->space, pid, &as) != 0) return CW_ENOMEM;
     cw_etl__sslot_t *slot = r->scache ? stack_slot(r, &as, fr, n) : NULL;
     if (whole && slot && slot->n == n && slot->ids && slot->stack_id) {
-        x->ev.stack_id = slot->stack_id; /* the frames are not needed */
+        x->stack_id = slot->stack_id; /* the frames are not needed */
         r->ss.frames += n;
         r->ss.frames_in_modules += slot->in_modules;
-    } else if (slot && slot->n == n && slot->ids) {
+        x->flags |= CW_ETL__REC_KERNEL | CW_ETL__REC_USER;
+        return 0;
+    }
+    /* The frames go to the slot's side record. */
+    cw_etl__side_t *sd = cw_etl__ring_side(&r->ring, x);
+    uint32_t **ids = kernel ? &sd->kf : &sd->uf;
+    uint32_t *nids = kernel ? &x->nk : &x->nu;
+    size_t *cap = kernel ? &sd->kcap : &sd->ucap;
+    if (r->stacks && CW_RESERVE(*ids, *cap, (size_t)*nids + n) != 0) return CW_ENOMEM;
+    if (slot && slot->n == n && slot->ids) {
         memcpy(*ids + *nids, slot->ids, n * sizeof **ids); /* a stack seen before */
         *nids += n;
         r->ss.frames += n;
@@ -283,12 +295,12 @@ static int add_part(cw_etl__reader_t *r, cw_etl__rec_t *x, const uint64_t *fr, u
         r->ss.frames_in_modules += in_modules;
         if (slot && stack_fill(slot, &as, fr, first, n, in_modules) != 0) return CW_ENOMEM;
     }
-    if (whole && r->stacks && !x->ev.stack_id) {
+    if (whole && r->stacks) {
         /* Outermost first: the walk reversed. */
         if (CW_RESERVE(r->frames, r->frames_cap, n) != 0) return CW_ENOMEM;
-        for (uint32_t i = 0; i < n; i++) r->frames[i] = x->kf[x->nk - 1 - i];
-        if (cw_stacks_intern(r->stacks, r->frames, n, &x->ev.stack_id) != 0) return CW_ENOMEM;
-        if (slot && slot->n == n) slot->stack_id = x->ev.stack_id;
+        for (uint32_t i = 0; i < n; i++) r->frames[i] = sd->kf[x->nk - 1 - i];
+        if (cw_stacks_intern(r->stacks, r->frames, n, &x->stack_id) != 0) return CW_ENOMEM;
+        if (slot && slot->n == n) slot->stack_id = x->stack_id;
     }
     if (kernel) x->flags |= CW_ETL__REC_KERNEL;
     if (user) x->flags |= CW_ETL__REC_USER;
@@ -306,8 +318,10 @@ static int attach(cw_etl__reader_t *r, const uint64_t *fr, uint32_t n, unsigned 
     bool in_k = cw_etl_kernel_address(fr[0], ptr), out_k = cw_etl_kernel_address(fr[n - 1], ptr);
     if (part == PART_AUTO) part = out_k ? PART_KERNEL : !in_k ? PART_USER : PART_AUTO;
     cw_etl__rec_t *x = cw_etl__ring_find(&r->ring, ts, tid, cpu);
-    cw_etl__thread_t *th = cw_etl__thread(&r->space, tid);
-    if (!th) return CW_ENOMEM;
+    /* The thread's list of events waiting for a user part: only a part
+     * of a stack needs it. */
+    cw_etl__thread_t *th = NULL;
+    if (part != PART_AUTO && !(th = cw_etl__thread(&r->space, tid))) return CW_ENOMEM;
     int rc;
     if (part == PART_USER) {
         /* The user part also completes every kernel-only event the thread
@@ -340,7 +354,7 @@ static int attach(cw_etl__reader_t *r, const uint64_t *fr, uint32_t n, unsigned 
     if (part == PART_KERNEL && !(x->flags & (CW_ETL__REC_USER | CW_ETL__REC_WAITING))) {
         x->flags |= CW_ETL__REC_WAITING;
         x->next_wait = th->wait_head;
-        th->wait_head = x->seq;
+        th->wait_head = cw_etl__ring_seq(&r->ring, x);
     }
     return 0;
 }
@@ -349,6 +363,13 @@ static int attach(cw_etl__reader_t *r, const uint64_t *fr, uint32_t n, unsigned 
 static const uint64_t *addrs(cw_etl__reader_t *r, const uint8_t *fr, uint32_t n, unsigned ptr)
 {
     if (CW_RESERVE(r->addr, r->addr_cap, n ? n : 1) != 0) return NULL;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (ptr == 8) {
+        /* 64-bit little-endian frames are the host's words: one copy. */
+        memcpy(r->addr, fr, (size_t)n * sizeof *r->addr);
+        return r->addr;
+    }
+#endif
     for (uint32_t i = 0; i < n; i++) r->addr[i] = cw_etl_frame(fr, i, ptr);
     return r->addr;
 }
@@ -424,13 +445,14 @@ static int on_process(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
         cw_etl__proc_reset(slot); /* a new instance: the old one's images are gone */
         if (r->info) return info_proc(r, slot, &p, ns, false);
         cw_etl__rec_t *x = push(r, ev, 0);
-        if (!x || ansi_dup(p.image, p.image_len, &x->name, &x->name_cap) != 0 ||
-            (p.cmdline && utf16_dup(p.cmdline, p.cmdline_units, &x->cmdline, &x->cmd_cap) != 0))
+        if (!x) return CW_ENOMEM;
+        cw_etl__side_t *sd = cw_etl__ring_side(&r->ring, x);
+        if (ansi_dup(p.image, p.image_len, &sd->name, &sd->name_cap) != 0 ||
+            (p.cmdline && utf16_dup(p.cmdline, p.cmdline_units, &sd->cmdline, &sd->cmd_cap) != 0))
             return CW_ENOMEM;
-        x->ev.op = CW_OP_PROCESS_START;
-        x->ev.pid = p.pid;
-        x->ev.name = x->name;
-        x->ev.cmdline = p.cmdline ? x->cmdline : NULL;
+        x->ops = rec_ops(0, CW_OP_PROCESS_START, 0);
+        x->pid = p.pid;
+        if (p.cmdline) x->flags |= CW_ETL__REC_CMDLINE;
     } else if (ev->type == CW_ETL_T_END) {
         if (r->info) {
             if (!slot->info && (rc = info_proc(r, slot, &p, r->start_ns, true)) != 0) return rc;
@@ -439,8 +461,8 @@ static int on_process(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
         }
         cw_etl__rec_t *x = push(r, ev, 0);
         if (!x) return CW_ENOMEM;
-        x->ev.op = CW_OP_PROCESS_EXIT;
-        x->ev.pid = p.pid;
+        x->ops = rec_ops(0, CW_OP_PROCESS_EXIT, 0);
+        x->pid = p.pid;
     } else if (ev->type == CW_ETL_T_DCSTART && r->info && !slot->info) {
         return info_proc(r, slot, &p, r->start_ns, true);
     }
@@ -523,11 +545,10 @@ static int on_valloc(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
     bool want = ev->type == CW_ETL_T_VIRTUAL_ALLOC || !r->live;
     cw_etl__rec_t *x = push(r, ev, want ? CW_ETL__REC_WANT : 0);
     if (!x) return CW_ENOMEM;
-    x->nops = (uint8_t)n;
-    memcpy(x->ops, ops, sizeof ops);
-    x->ev.pid = va.pid;
-    x->ev.addr = va.base;
-    x->ev.size = va.size;
+    x->ops = rec_ops(n, ops[0], n > 1 ? ops[1] : 0);
+    x->pid = va.pid;
+    x->addr = va.base;
+    x->size = va.size;
     return 0;
 }
 
@@ -544,7 +565,7 @@ static int handle(cw_etl__reader_t *r, const cw_etl_event_t *ev)
         cw_etl__rec_t *x = push(r, ev, CW_ETL__REC_WANT);
         if (!x) return CW_ENOMEM;
         x->tid = ev->has_ids ? ev->tid : 0;
-        x->counter = PROVIDER_COUNTER;
+        cw_etl__ring_side(&r->ring, x)->counter = PROVIDER_COUNTER;
         return 0;
     }
     uint32_t c = counter(r, ev);
@@ -555,7 +576,7 @@ static int handle(cw_etl__reader_t *r, const cw_etl_event_t *ev)
         cw_etl__rec_t *x = push(r, ev, CW_ETL__REC_WANT);
         if (!x) return CW_ENOMEM;
         x->tid = ev->has_ids ? ev->tid : 0;
-        x->counter = c;
+        cw_etl__ring_side(&r->ring, x)->counter = c;
     }
     switch (ev->group) {
     case CW_ETL_G_PROCESS:
@@ -587,20 +608,30 @@ static int emit_event(cw_etl__reader_t *r, cw_event_t *ev)
 
 static int emit_rec(cw_etl__reader_t *r, cw_etl__rec_t *x)
 {
-    cw_event_t ev = x->ev;
-    if (!x->nops) return emit_event(r, &ev);
+    cw_event_t ev = {.ts = x->ns, .op = (cw_op_t)(x->ops & 7), .pid = x->pid, .addr = x->addr,
+                     .size = x->size, .stack_id = x->stack_id};
+    int nops = x->ops >> 6;
+    if (!nops) {
+        if (ev.op == CW_OP_PROCESS_START) {
+            const cw_etl__side_t *sd = cw_etl__ring_side(&r->ring, x);
+            ev.name = sd->name;
+            ev.cmdline = x->flags & CW_ETL__REC_CMDLINE ? sd->cmdline : NULL;
+        }
+        return emit_event(r, &ev);
+    }
     if (!ev.stack_id) {
         /* Outermost first: the user part reversed, then the kernel part. */
-        size_t n = x->nu + x->nk, j = 0;
+        const cw_etl__side_t *sd = cw_etl__ring_side(&r->ring, x);
+        size_t n = (size_t)x->nu + x->nk, j = 0;
         if (CW_RESERVE(r->frames, r->frames_cap, n ? n : 1) != 0) return CW_ENOMEM;
-        for (size_t i = x->nu; i-- > 0;) r->frames[j++] = x->uf[i];
-        for (size_t i = x->nk; i-- > 0;) r->frames[j++] = x->kf[i];
+        for (size_t i = x->nu; i-- > 0;) r->frames[j++] = sd->uf[i];
+        for (size_t i = x->nk; i-- > 0;) r->frames[j++] = sd->kf[i];
         if (cw_stacks_intern(r->stacks, r->frames, (uint32_t)n, &ev.stack_id) != 0)
             return CW_ENOMEM;
     }
     ev.tid = x->tid;
-    for (int k = 0; k < x->nops; k++) {
-        ev.op = x->ops[k];
+    for (int k = 0; k < nops; k++) {
+        ev.op = (cw_op_t)(x->ops >> (3 * k) & 7);
         int rc = emit_event(r, &ev);
         if (rc) return rc;
     }

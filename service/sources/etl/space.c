@@ -70,9 +70,15 @@ cw_etl__thread_t *cw_etl__thread(cw_etl__space_t *s, uint32_t tid)
     return &s->threads[i];
 }
 
+/* A module's name is the space's (name_id != 0) or its own. */
+static void module_free_name(cw_etl__module_t *m)
+{
+    if (!m->name_id) free(m->name);
+}
+
 void cw_etl__proc_reset(cw_etl__proc_t *p)
 {
-    for (size_t i = 0; i < p->nmods; i++) free(p->mods[i].name);
+    for (size_t i = 0; i < p->nmods; i++) module_free_name(&p->mods[i]);
     p->nmods = 0;
     p->info = 0;
     p->fp = 0;
@@ -90,21 +96,32 @@ static size_t lower_bound(const cw_etl__proc_t *p, uint64_t base)
     return lo;
 }
 
-/* The file name's last component, lowercased (ASCII letters only: the
- * stack-tag matcher compares module names without regard to case). */
-char *cw_etl__image_name(const uint8_t *path, size_t units)
+/* The units of the file name's last component: path[2 * *start ..) ; the
+ * bytes its UTF-8 text takes with the NUL, at most. */
+static size_t name_room(const uint8_t *path, size_t units, size_t *start)
 {
-    size_t start = 0;
+    *start = 0;
     for (size_t i = 0; i < units; i++) {
         unsigned u = (unsigned)path[2 * i] | (unsigned)path[2 * i + 1] << 8;
-        if (u == '\\' || u == '/') start = i + 1;
+        if (u == '\\' || u == '/') *start = i + 1;
     }
-    size_t cap = 3 * (units - start) + 1;
-    char *s = malloc(cap);
-    if (!s) return NULL;
+    return 3 * (units - *start) + 1;
+}
+
+/* That component lowercased (ASCII letters only: the stack-tag matcher
+ * compares module names without regard to case) into s[cap]. */
+static void name_text(const uint8_t *path, size_t units, size_t start, char *s, size_t cap)
+{
     cw_etl_utf16_to_utf8(path + 2 * start, units - start, s, cap);
     for (char *c = s; *c; c++)
         if (*c >= 'A' && *c <= 'Z') *c = (char)(*c - 'A' + 'a');
+}
+
+char *cw_etl__image_name(const uint8_t *path, size_t units)
+{
+    size_t start, cap = name_room(path, units, &start);
+    char *s = malloc(cap);
+    if (s) name_text(path, units, start, s, cap);
     return s;
 }
 
@@ -146,22 +163,33 @@ static uint32_t name_id(cw_etl__space_t *s, const char *name, uint64_t size)
 int cw_etl__module_add(cw_etl__space_t *s, cw_etl__proc_t *p, uint64_t base, uint64_t size,
                        const uint8_t *path, size_t units, cw_etl__module_t **out)
 {
-    char *name = cw_etl__image_name(path, units);
+    /* The name in place first: a name the space knows is shared, not
+     * copied (a load is one event in twenty here). */
+    char local[256];
+    size_t start, cap = name_room(path, units, &start);
+    char *name = cap <= sizeof local ? local : malloc(cap);
     if (!name) return CW_ENOMEM;
+    name_text(path, units, start, name, cap);
     if (size > UINT64_MAX - base) size = UINT64_MAX - base;
     uint32_t id = name_id(s, name, size);
-    if (id == UINT32_MAX) {
-        free(name);
+    if (id != 0 && id != UINT32_MAX) {
+        if (name != local) free(name);
+        name = s->name_text[id - 1];
+    } else if (id == 0 && name == local) {
+        name = strdup(local); /* one of its own (see module_fp) */
+    }
+    if (id == UINT32_MAX || !name) {
+        if (name != local) free(name);
         return CW_ENOMEM;
     }
     size_t i = lower_bound(p, base);
     if (i < p->nmods && p->mods[i].base == base) {
         /* The same image seen again (a rundown of what a load announced). */
         p->fp ^= module_fp(&p->mods[i]);
-        free(p->mods[i].name);
+        module_free_name(&p->mods[i]);
     } else {
         if (CW_RESERVE(p->mods, p->cap, p->nmods + 1) != 0) {
-            free(name);
+            if (!id) free(name);
             return CW_ENOMEM;
         }
         memmove(&p->mods[i + 1], &p->mods[i], (p->nmods - i) * sizeof *p->mods);
@@ -179,7 +207,7 @@ size_t cw_etl__module_remove(cw_etl__proc_t *p, uint64_t base)
     if (i == p->nmods || p->mods[i].base != base) return 0;
     size_t info = p->mods[i].info;
     p->fp ^= module_fp(&p->mods[i]);
-    free(p->mods[i].name);
+    module_free_name(&p->mods[i]);
     memmove(&p->mods[i], &p->mods[i + 1], (p->nmods - i - 1) * sizeof *p->mods);
     p->nmods--;
     return info;
@@ -207,12 +235,15 @@ size_t cw_etl__frame_text(const cw_etl__module_t *m, uint64_t addr, char *buf, s
 int cw_etl__aspace(cw_etl__space_t *s, uint32_t pid, cw_etl__aspace_t *out)
 {
     /* Creating the process's slot may move the system's: it is taken
-     * again by its index (slots are never removed). Two lookups, not
-     * four: this runs for every stack. */
-    cw_etl__proc_t *k = cw_etl__proc(s, 0);
-    if (!k) return CW_ENOMEM;
-    size_t ki = (size_t)(k - s->procs);
-    cw_etl__proc_t *u = pid == 0 ? k : cw_etl__proc(s, pid);
+     * again by its index (slots are never removed, so the index is kept
+     * from the first time). One lookup: this runs for every stack. */
+    if (!s->kernel_slot) {
+        cw_etl__proc_t *k = cw_etl__proc(s, 0);
+        if (!k) return CW_ENOMEM;
+        s->kernel_slot = (size_t)(k - s->procs) + 1;
+    }
+    size_t ki = s->kernel_slot - 1;
+    cw_etl__proc_t *u = pid == 0 ? &s->procs[ki] : cw_etl__proc(s, pid);
     if (!u) return CW_ENOMEM;
     out->kernel = &s->procs[ki];
     out->user = u;
