@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "commitwatch/alertdb.h"
+#include "commitwatch/common.h"
 #include "commitwatch/alerts.h"
 #include "commitwatch/event.h"
 #include "commitwatch/platform.h"
@@ -85,20 +86,13 @@ static cJSON *add_time(cJSON *o, const char *name, int64_t t)
 }
 
 /* RFC 3339 UTC of ns ("2026-11-29T10:00:00.000Z"), as Alertmanager shows
- * times (out: 64 bytes, room for any int64). Civil from days: Howard Hinnant's algorithm (proleptic
- * Gregorian, any int64 day). */
-static const char *rfc3339(int64_t ns, char out[64])
+ * times (out: 128 bytes, room for any field values). */
+static const char *rfc3339(int64_t ns, char out[128])
 {
-    int64_t s = ns / NS - (ns % NS < 0), ms = ((ns % NS + NS) % NS) / 1000000;
-    int64_t days = s / 86400 - (s % 86400 < 0), sod = s - days * 86400;
-    int64_t z = days + 719468, era = (z >= 0 ? z : z - 146096) / 146097;
-    int64_t doe = z - era * 146097, yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    int64_t y = yoe + era * 400, doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    int64_t mp = (5 * doy + 2) / 153, dd = doy - (153 * mp + 2) / 5 + 1;
-    int64_t mm = mp < 10 ? mp + 3 : mp - 9;
-    snprintf(out, 64, "%04" PRId64 "-%02" PRId64 "-%02" PRId64 "T%02" PRId64 ":%02" PRId64
-                      ":%02" PRId64 ".%03" PRId64 "Z",
-             y + (mm <= 2), mm, dd, sod / 3600, sod / 60 % 60, sod % 60, ms);
+    cw_utc_t u;
+    cw_utc_from_ns(ns, &u);
+    snprintf(out, 128, "%04" PRId64 "-%02d-%02dT%02d:%02d:%02d.%03dZ", u.year, u.month, u.day,
+             u.hour, u.min, u.sec, (int)(u.nsec / 1000000));
     return out;
 }
 
@@ -534,7 +528,7 @@ static const char *silence_state(const cw_silence_row_t *s, int64_t now)
 
 static cJSON *silence_json(const cw_silence_row_t *s, int64_t now)
 {
-    char t1[64], t2[64];
+    char t1[128], t2[128];
     cJSON *o = cJSON_CreateObject(), *st = NULL, *m = cJSON_Parse(s->matchers);
     bool ok = o && m && cw__json_i64(o, "id", s->id) && cJSON_AddItemToObject(o, "matchers", m);
     if (!ok) cJSON_Delete(m);
