@@ -1,12 +1,13 @@
 /* common.h - small helpers every stage shares (service/base/common.c):
  * the printf-format attribute, floor division for bucket arithmetic, a
- * growable-array reserve and bounded string copies. One copy of each, so
+ * growable-array reserve, a growing byte buffer and bounded string copies. One copy of each, so
  * no file writes its own.
  *
  * Thread: all of these are reentrant. */
 #ifndef COMMITWATCH_COMMON_H
 #define COMMITWATCH_COMMON_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +44,19 @@ int cw_reserve(void *items, size_t *cap, size_t need, size_t elem);
  * common case (room enough) costs one comparison. */
 #define CW_RESERVE(v, cap, need)                                                                   \
     ((size_t)(need) <= (cap) ? 0 : cw_reserve(&(v), &(cap), (need), sizeof *(v)))
+
+/* A growing byte buffer (text or binary), zero-initialised: `cw_buf_t b =
+ * {0}`. p stays NUL-terminated after its n bytes once anything was put;
+ * after an allocation failure every later call does nothing and failed
+ * stays set. The owner frees p. */
+typedef struct cw_buf {
+    char *p;
+    size_t n, cap;
+    bool failed;
+} cw_buf_t;
+void cw_buf_put(cw_buf_t *b, const void *s, size_t n);
+void cw_buf_puts(cw_buf_t *b, const char *s);
+void cw_buf_printf(cw_buf_t *b, const char *fmt, ...) CW_PRINTF(2, 3);
 
 /* The same for an array indexed by id, whose slots must start zeroed:
  * slots from the old capacity up to the new one are zero-filled. */

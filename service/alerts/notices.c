@@ -105,25 +105,6 @@ size_t cw__alert_labels(const cw_alert_rule_t *r, const cw__astate_t *st, cw_ale
     return n;
 }
 
-/* A growing string. */
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} sbuf_t;
-
-static void sb_put(sbuf_t *b, const char *s, size_t len)
-{
-    if (b->oom) return;
-    if (CW_RESERVE(b->p, b->cap, b->n + len + 1)) {
-        b->oom = true;
-        return;
-    }
-    memcpy(b->p + b->n, s, len);
-    b->n += len;
-    b->p[b->n] = '\0';
-}
-
 /* The summary: the rule's template with {process} {pid} {tag} {value}
  * {threshold} filled, or a generated sentence. */
 static char *summary(const cw_alert_rule_t *r, const cw__astate_t *st, const char *val,
@@ -132,30 +113,31 @@ static char *summary(const cw_alert_rule_t *r, const cw__astate_t *st, const cha
     char pid[16];
     snprintf(pid, sizeof pid, "%" PRIu32, st->pid);
     const char *proc = st->process ? st->process : "machine", *tag = st->tag ? st->tag : "all tags";
-    sbuf_t b = {0};
+    cw_buf_t b = {0};
+    static const char *const keys[] = {"{process}", "{pid}", "{tag}", "{value}", "{threshold}"};
+    const char *vals[] = {proc, pid, tag, val, thr};
     if (!r->summary) {
         char tmp[512];
         int k = snprintf(tmp, sizeof tmp, "%s%s%s%s, %s: %s %s (threshold %s%s)", proc,
                          st->pid ? " (pid " : "", st->pid ? pid : "", st->pid ? ")" : "", tag,
                          metric_name(r->metric), val, r->below ? "< " : "", thr);
-        sb_put(&b, tmp, (size_t)k < sizeof tmp ? (size_t)k : sizeof tmp - 1);
-        return b.oom ? NULL : b.p;
-    }
-    static const char *const keys[] = {"{process}", "{pid}", "{tag}", "{value}", "{threshold}"};
-    const char *vals[] = {proc, pid, tag, val, thr};
-    for (const char *s = r->summary; *s;) {
-        size_t k = 0;
-        while (k < CW_ARRAY_LEN(keys) && strncmp(s, keys[k], strlen(keys[k])) != 0)
-            k++;
-        if (k < CW_ARRAY_LEN(keys)) {
-            sb_put(&b, vals[k], strlen(vals[k]));
-            s += strlen(keys[k]);
-        } else {
-            sb_put(&b, s++, 1);
+        cw_buf_put(&b, tmp, (size_t)k < sizeof tmp ? (size_t)k : sizeof tmp - 1);
+    } else {
+        for (const char *s = r->summary; *s;) {
+            size_t k = 0;
+            while (k < CW_ARRAY_LEN(keys) && strncmp(s, keys[k], strlen(keys[k])) != 0)
+                k++;
+            if (k < CW_ARRAY_LEN(keys)) {
+                cw_buf_put(&b, vals[k], strlen(vals[k]));
+                s += strlen(keys[k]);
+            } else {
+                cw_buf_put(&b, s++, 1);
+            }
         }
     }
-    if (!b.p) sb_put(&b, "", 0);
-    return b.oom ? NULL : b.p;
+    if (!b.p) cw_buf_put(&b, "", 0);
+    if (b.failed) free(b.p);
+    return b.failed ? NULL : b.p;
 }
 
 static void notice_free(cw_alert_notice_t *n)
@@ -222,13 +204,13 @@ int cw__notices_add(cw__notices_t *ns, const cw_alert_rule_t *r, const cw__astat
     fmt_secs(ttl, tl, sizeof tl);
     snprintf(desc, sizeof desc,
              "Rule %s (%s %s): %s is %s, threshold %s%s; leak score %s, time to limit %s%s%s.",
-             r->name, r->file ? r->file : "?", st->key ? st->key : "", metric_name(r->metric),
-             val, r->below ? "< " : "", th, lk, tl, resolved ? "; resolved: " : "",
+             r->name, r->file ? r->file : "?", st->key ? st->key : "", metric_name(r->metric), val,
+             r->below ? "< " : "", th, lk, tl, resolved ? "; resolved: " : "",
              resolved && tr->reason ? tr->reason : "");
-    const char *names[6] = {"description", "leak_score", "summary",
+    const char *names[6] = {"description", "leak_score",    "summary",
                             "threshold",   "time_to_limit", "value"};
-    char *vals[6] = {cw_strdup(desc), cw_strdup(lk), summary(r, st, val, th), cw_strdup(th),
-                     cw_strdup(tl),   cw_strdup(val)};
+    char *vals[6] = {cw_strdup(desc), cw_strdup(lk), summary(r, st, val, th),
+                     cw_strdup(th),   cw_strdup(tl), cw_strdup(val)};
     for (size_t i = 0; i < 6; i++) {
         if (!err && ann) {
             ann[n->nannotations++] = (cw_alert_label_t){(char *)names[i], vals[i]};

@@ -3,6 +3,8 @@
 #include "commitwatch/common.h"
 
 #include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +41,46 @@ int cw_reserve_zeroed(void *items, size_t *cap, size_t need, size_t elem)
         memset(p + old * elem, 0, (*cap - old) * elem);
     }
     return rc;
+}
+
+void cw_buf_put(cw_buf_t *b, const void *s, size_t n)
+{
+    if (b->failed) return;
+    if (CW_RESERVE(b->p, b->cap, b->n + n + 1)) {
+        b->failed = true;
+        return;
+    }
+    if (n) memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+
+void cw_buf_puts(cw_buf_t *b, const char *s)
+{
+    cw_buf_put(b, s, strlen(s));
+}
+
+void cw_buf_printf(cw_buf_t *b, const char *fmt, ...)
+{
+    if (b->failed) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0) {
+            b->failed = true;
+            return;
+        }
+        if (b->p && b->n + (size_t)k < b->cap) {
+            b->n += (size_t)k;
+            return;
+        }
+        if (CW_RESERVE(b->p, b->cap, b->n + (size_t)k + 1)) {
+            b->failed = true;
+            return;
+        }
+    }
 }
 
 size_t cw_strlcpy(char *dst, const char *src, size_t size)

@@ -36,40 +36,6 @@
 #include "commitwatch/platform.h"
 #include "commitwatch/query.h"
 
-/* A growable text buffer; on ENOMEM it stays failed and empty. */
-typedef struct buf {
-    char *p;
-    size_t n, cap;
-    bool failed;
-} buf_t;
-
-static void bprintf(buf_t *b, const char *fmt, ...) CW_PRINTF(2, 3);
-
-static void bprintf(buf_t *b, const char *fmt, ...)
-{
-    if (b->failed) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            b->failed = true;
-            return;
-        }
-        if (b->p && b->n + (size_t)k < b->cap) {
-            b->n += (size_t)k;
-            return;
-        }
-        /* A scrape is a few KiB to a few 100 KiB: start at 16 KiB. */
-        size_t need = b->n + (size_t)k + 1;
-        if (CW_RESERVE(b->p, b->cap, need < 16384 ? 16384 : need)) {
-            b->failed = true;
-            return;
-        }
-    }
-}
-
 /* Escapes a label value into out (len >= 2 * 128 + 1): at most 128 bytes
  * of the input, never cutting a UTF-8 sequence; backslash, quote and
  * newline escaped, other control characters replaced by '_'. */
@@ -112,7 +78,7 @@ static int cmp_ptot(const void *x, const void *y)
 }
 
 /* Outstanding bytes by process and tag, top N processes + other. */
-static int outstanding(cw__http_req_t *r, const cw_store_metrics_t *m, buf_t *b)
+static int outstanding(cw__http_req_t *r, const cw_store_metrics_t *m, cw_buf_t *b)
 {
     const cw_outstanding_row_t *rows = m->out;
     size_t n = m->nout, nt = 0;
@@ -127,11 +93,12 @@ static int outstanding(cw__http_req_t *r, const cw_store_metrics_t *m, buf_t *b)
     size_t top = nt < r->ctx->metrics_top ? nt : r->ctx->metrics_top;
 
     char l1[300], l2[300];
-    bprintf(b,
-            "# HELP commitwatch_process_outstanding_bytes Committed bytes now outstanding, per "
-            "process (top %u by outstanding; the rest as process=\"other\") and stack tag.\n"
-            "# TYPE commitwatch_process_outstanding_bytes gauge\n",
-            r->ctx->metrics_top);
+    cw_buf_printf(
+        b,
+        "# HELP commitwatch_process_outstanding_bytes Committed bytes now outstanding, per "
+        "process (top %u by outstanding; the rest as process=\"other\") and stack tag.\n"
+        "# TYPE commitwatch_process_outstanding_bytes gauge\n",
+        r->ctx->metrics_top);
     /* "other": per tag sums of the processes outside the top. Tags are few. */
     typedef struct otag {
         const char *tag;
@@ -148,11 +115,11 @@ static int outstanding(cw__http_req_t *r, const cw_store_metrics_t *m, buf_t *b)
         for (size_t k = 0; k < top && !in_top; k++)
             in_top = tots[k].proc == rows[i].proc;
         if (in_top) {
-            bprintf(b,
-                    "commitwatch_process_outstanding_bytes{process=\"%s\",pid=\"%" PRIu32
-                    "\",id=\"%" PRIu32 "\",tag=\"%s\"} %" PRId64 "\n",
-                    label(rows[i].name, l1, sizeof l1), rows[i].pid, rows[i].proc,
-                    label(rows[i].tag, l2, sizeof l2), rows[i].bytes);
+            cw_buf_printf(b,
+                          "commitwatch_process_outstanding_bytes{process=\"%s\",pid=\"%" PRIu32
+                          "\",id=\"%" PRIu32 "\",tag=\"%s\"} %" PRId64 "\n",
+                          label(rows[i].name, l1, sizeof l1), rows[i].pid, rows[i].proc,
+                          label(rows[i].tag, l2, sizeof l2), rows[i].bytes);
             continue;
         }
         size_t k = 0;
@@ -162,7 +129,7 @@ static int outstanding(cw__http_req_t *r, const cw_store_metrics_t *m, buf_t *b)
         other[k].bytes += rows[i].bytes;
     }
     for (size_t k = 0; k < no; k++)
-        bprintf(
+        cw_buf_printf(
             b,
             "commitwatch_process_outstanding_bytes{process=\"other\",pid=\"\",id=\"\",tag=\"%s\"} "
             "%" PRId64 "\n",
@@ -171,13 +138,13 @@ static int outstanding(cw__http_req_t *r, const cw_store_metrics_t *m, buf_t *b)
     int64_t all = 0;
     for (size_t i = 0; i < nt; i++)
         all += tots[i].bytes;
-    bprintf(b,
-            "# HELP commitwatch_outstanding_bytes Committed bytes now outstanding, all "
-            "processes.\n# TYPE commitwatch_outstanding_bytes gauge\n"
-            "commitwatch_outstanding_bytes %" PRId64 "\n"
-            "# HELP commitwatch_processes Process instances with outstanding commit.\n"
-            "# TYPE commitwatch_processes gauge\ncommitwatch_processes %zu\n",
-            all, nt);
+    cw_buf_printf(b,
+                  "# HELP commitwatch_outstanding_bytes Committed bytes now outstanding, all "
+                  "processes.\n# TYPE commitwatch_outstanding_bytes gauge\n"
+                  "commitwatch_outstanding_bytes %" PRId64 "\n"
+                  "# HELP commitwatch_processes Process instances with outstanding commit.\n"
+                  "# TYPE commitwatch_processes gauge\ncommitwatch_processes %zu\n",
+                  all, nt);
     free(tots);
     return 0;
 }
@@ -204,17 +171,18 @@ static const struct counter {
      offsetof(cw_tag_counters_t, transient_pieces)},
 };
 
-static void counters(const cw_store_metrics_t *m, buf_t *b)
+static void counters(const cw_store_metrics_t *m, cw_buf_t *b)
 {
     char l[300];
     for (size_t f = 0; f < CW_ARRAY_LEN(counter_families); f++) {
         const struct counter *c = &counter_families[f];
-        bprintf(b, "# HELP %s %s\n# TYPE %s counter\n", c->name, c->help, c->name);
+        cw_buf_printf(b, "# HELP %s %s\n# TYPE %s counter\n", c->name, c->help, c->name);
         for (size_t i = 0; i < m->ntags; i++) {
             const cw_tag_counters_t *t = &m->tags[i];
             if (!(c->releases ? t->has_releases : t->has_commits)) continue;
             int64_t v = *(const int64_t *)(const void *)((const char *)t + c->off);
-            bprintf(b, "%s{tag=\"%s\"} %" PRId64 "\n", c->name, label(t->tag, l, sizeof l), v);
+            cw_buf_printf(b, "%s{tag=\"%s\"} %" PRId64 "\n", c->name, label(t->tag, l, sizeof l),
+                          v);
         }
     }
 }
@@ -235,7 +203,7 @@ static const char *const alert_state_names[] = {"inactive", "pending", "firing"}
 static const char *const alert_severity_names[] = {"none", "warning", "critical"};
 
 /* The alert families; 0 or 500. */
-static int alerts(cw__http_req_t *r, buf_t *b)
+static int alerts(cw__http_req_t *r, cw_buf_t *b)
 {
     cw_alert_filter_t f = {.min_state = 1, .severity = -1, .limit = 100000};
     cw_alert_row_t *v = NULL;
@@ -252,14 +220,14 @@ static int alerts(cw__http_req_t *r, buf_t *b)
         return rc == CW_ENOMEM ? cw__http_fail(r, 500, "out of memory")
                                : cw__http_fail(r, 500, "query failed: %s", d.msg);
     }
-    bprintf(b, "# HELP commitwatch_alerts Alert series pending or firing (1 each), as "
-               "Prometheus' ALERTS.\n# TYPE commitwatch_alerts gauge\n");
+    cw_buf_printf(b, "# HELP commitwatch_alerts Alert series pending or firing (1 each), as "
+                     "Prometheus' ALERTS.\n# TYPE commitwatch_alerts gauge\n");
     for (size_t i = 0; i < n; i++) {
         int st = v[i].state, sev = v[i].severity;
-        bprintf(b, "commitwatch_alerts{%s,alertstate=\"%s\",severity=\"%s\"} 1\n",
-                alert_labels(&v[i], l, sizeof l),
-                st >= 0 && st <= 2 ? alert_state_names[st] : "unknown",
-                sev >= 0 && sev <= 2 ? alert_severity_names[sev] : "unknown");
+        cw_buf_printf(b, "commitwatch_alerts{%s,alertstate=\"%s\",severity=\"%s\"} 1\n",
+                      alert_labels(&v[i], l, sizeof l),
+                      st >= 0 && st <= 2 ? alert_state_names[st] : "unknown",
+                      sev >= 0 && sev <= 2 ? alert_severity_names[sev] : "unknown");
     }
     /* The gauges of the active series, a sample where the figure is finite. */
     static const struct {
@@ -275,26 +243,27 @@ static int alerts(cw__http_req_t *r, buf_t *b)
          offsetof(cw_alert_row_t, ttl_s)},
     };
     for (size_t g = 0; g < CW_ARRAY_LEN(gauges); g++) {
-        bprintf(b, "# HELP %s %s\n# TYPE %s gauge\n", gauges[g].name, gauges[g].help,
-                gauges[g].name);
+        cw_buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n", gauges[g].name, gauges[g].help,
+                      gauges[g].name);
         for (size_t i = 0; i < n; i++) {
             double x = *(const double *)(const void *)((const char *)&v[i] + gauges[g].off);
             if (isfinite(x))
-                bprintf(b, "%s{%s} %.6g\n", gauges[g].name, alert_labels(&v[i], l, sizeof l), x);
+                cw_buf_printf(b, "%s{%s} %.6g\n", gauges[g].name, alert_labels(&v[i], l, sizeof l),
+                              x);
         }
     }
-    bprintf(b, "# HELP commitwatch_alert_notifications_total Alert notification attempts, by "
-               "channel and result (ok, error, dropped).\n"
-               "# TYPE commitwatch_alert_notifications_total counter\n");
+    cw_buf_printf(b, "# HELP commitwatch_alert_notifications_total Alert notification attempts, by "
+                     "channel and result (ok, error, dropped).\n"
+                     "# TYPE commitwatch_alert_notifications_total counter\n");
     for (size_t i = 0; i < nc; i++)
-        bprintf(b, "commitwatch_alert_notifications_total{channel=\"%s\",result=\"%s\"} %" PRIu64
-                   "\n",
-                label(c[i].channel, l1, sizeof l1), label(c[i].result, l2, sizeof l2),
-                c[i].count);
-    bprintf(b, "# HELP commitwatch_alert_evaluations_total Alert evaluations run.\n"
-               "# TYPE commitwatch_alert_evaluations_total counter\n"
-               "commitwatch_alert_evaluations_total %" PRIu64 "\n",
-            evals);
+        cw_buf_printf(
+            b, "commitwatch_alert_notifications_total{channel=\"%s\",result=\"%s\"} %" PRIu64 "\n",
+            label(c[i].channel, l1, sizeof l1), label(c[i].result, l2, sizeof l2), c[i].count);
+    cw_buf_printf(b,
+                  "# HELP commitwatch_alert_evaluations_total Alert evaluations run.\n"
+                  "# TYPE commitwatch_alert_evaluations_total counter\n"
+                  "commitwatch_alert_evaluations_total %" PRIu64 "\n",
+                  evals);
     cw_alert_rows_free(v, n);
     cw_notify_counts_free(c, nc);
     return 0;
@@ -303,31 +272,33 @@ static int alerts(cw__http_req_t *r, buf_t *b)
 int cw__http_metrics(cw__http_req_t *r)
 {
     const cw_status_t *st = r->ctx->status;
-    buf_t b = {0};
+    cw_buf_t b = {0};
+    /* A scrape is a few KiB to a few 100 KiB: start at 16 KiB. */
+    if (CW_RESERVE(b.p, b.cap, 16384)) b.failed = true;
     int64_t now = cw_plat_wall_ns();
     char l[300];
     int rc;
-    bprintf(&b,
-            "# HELP commitwatch_build_info The running commitwatch.\n"
-            "# TYPE commitwatch_build_info gauge\n"
-            "commitwatch_build_info{version=\"%s\",source=\"%s\"} 1\n",
-            CW_VERSION, label(st ? st->source : "", l, sizeof l));
-    bprintf(&b,
-            "# HELP commitwatch_uptime_seconds Seconds since the service started.\n"
-            "# TYPE commitwatch_uptime_seconds gauge\ncommitwatch_uptime_seconds %.3f\n",
-            st ? (double)(now - st->start_ns) / 1e9 : 0.0);
-    bprintf(&b,
-            "# HELP commitwatch_events_ingested_total Events read from the source.\n"
-            "# TYPE commitwatch_events_ingested_total counter\n"
-            "commitwatch_events_ingested_total %" PRIu64 "\n"
-            "# HELP commitwatch_events_lost_total Events the source reported lost.\n"
-            "# TYPE commitwatch_events_lost_total counter\ncommitwatch_events_lost_total %" PRIu64
-            "\n"
-            "# HELP commitwatch_drift_corrected_bytes Bytes of drift between the tracker and "
-            "the OS's figures, corrected.\n# TYPE commitwatch_drift_corrected_bytes gauge\n"
-            "commitwatch_drift_corrected_bytes %" PRId64 "\n",
-            st ? atomic_load(&st->events_ingested) : 0, st ? atomic_load(&st->events_lost) : 0,
-            st ? atomic_load(&st->drift_bytes) : 0);
+    cw_buf_printf(&b,
+                  "# HELP commitwatch_build_info The running commitwatch.\n"
+                  "# TYPE commitwatch_build_info gauge\n"
+                  "commitwatch_build_info{version=\"%s\",source=\"%s\"} 1\n",
+                  CW_VERSION, label(st ? st->source : "", l, sizeof l));
+    cw_buf_printf(&b,
+                  "# HELP commitwatch_uptime_seconds Seconds since the service started.\n"
+                  "# TYPE commitwatch_uptime_seconds gauge\ncommitwatch_uptime_seconds %.3f\n",
+                  st ? (double)(now - st->start_ns) / 1e9 : 0.0);
+    cw_buf_printf(
+        &b,
+        "# HELP commitwatch_events_ingested_total Events read from the source.\n"
+        "# TYPE commitwatch_events_ingested_total counter\n"
+        "commitwatch_events_ingested_total %" PRIu64 "\n"
+        "# HELP commitwatch_events_lost_total Events the source reported lost.\n"
+        "# TYPE commitwatch_events_lost_total counter\ncommitwatch_events_lost_total %" PRIu64 "\n"
+        "# HELP commitwatch_drift_corrected_bytes Bytes of drift between the tracker and "
+        "the OS's figures, corrected.\n# TYPE commitwatch_drift_corrected_bytes gauge\n"
+        "commitwatch_drift_corrected_bytes %" PRId64 "\n",
+        st ? atomic_load(&st->events_ingested) : 0, st ? atomic_load(&st->events_lost) : 0,
+        st ? atomic_load(&st->drift_bytes) : 0);
     cw_store_metrics_t *m = NULL;
     cw_diag_t d = {{0}};
     if ((rc = cw_store_metrics(r->store, &m, &d))) {
@@ -336,15 +307,15 @@ int cw__http_metrics(cw__http_req_t *r)
                                : cw__http_fail(r, 500, "query failed: %s", d.msg);
     }
     if (m->data_end_ns != INT64_MIN)
-        bprintf(&b,
-                "# HELP commitwatch_last_bucket_end_seconds End of the last stored bucket "
-                "(Unix time).\n# TYPE commitwatch_last_bucket_end_seconds gauge\n"
-                "commitwatch_last_bucket_end_seconds %.3f\n",
-                (double)m->data_end_ns / 1e9);
-    bprintf(&b,
-            "# HELP commitwatch_db_size_bytes Size of the database file and its WAL.\n"
-            "# TYPE commitwatch_db_size_bytes gauge\ncommitwatch_db_size_bytes %" PRIu64 "\n",
-            cw_store_disk_bytes(r->ctx->db_path));
+        cw_buf_printf(&b,
+                      "# HELP commitwatch_last_bucket_end_seconds End of the last stored bucket "
+                      "(Unix time).\n# TYPE commitwatch_last_bucket_end_seconds gauge\n"
+                      "commitwatch_last_bucket_end_seconds %.3f\n",
+                      (double)m->data_end_ns / 1e9);
+    cw_buf_printf(&b,
+                  "# HELP commitwatch_db_size_bytes Size of the database file and its WAL.\n"
+                  "# TYPE commitwatch_db_size_bytes gauge\ncommitwatch_db_size_bytes %" PRIu64 "\n",
+                  cw_store_disk_bytes(r->ctx->db_path));
     rc = outstanding(r, m, &b);
     if (!rc) counters(m, &b);
     if (!rc) rc = alerts(r, &b);

@@ -85,13 +85,8 @@ static void row(channel_t *c, const cw_alert_notice_t *a, int attempt, const cha
                 const char *detail)
 {
     if (!c->nf->db) return;
-    if (c->nrows == c->caprows) {
-        size_t cap = c->caprows ? c->caprows * 2 : 32;
-        cw_notify_row_t *p = realloc(c->rows, cap * sizeof *p);
-        if (!p) return; /* the row is lost, the delivery is not */
-        c->rows = p;
-        c->caprows = cap;
-    }
+    if (CW_RESERVE(c->rows, c->caprows, c->nrows + 1))
+        return; /* the row is lost, the delivery is not */
     cw_notify_row_t *r = &c->rows[c->nrows];
     memset(r, 0, sizeof *r);
     r->ts_ns = cw_plat_wall_ns();

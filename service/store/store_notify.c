@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "commitwatch/alertdb.h"
+#include "commitwatch/common.h"
 #include "store/store_internal.h"
 
 static const char SQL_NOTIFY_ADD[] =
@@ -84,12 +85,7 @@ int cw_store_notify_counts(cw_store_t *s, cw_notify_count_t **out, size_t *n, cw
     if (sqlite3_prepare_v2(s->db, SQL_NOTIFY_COUNTS, -1, &st, NULL) != SQLITE_OK)
         return cw__store_dberr(s, "counting notifications", d);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (cnt == cap) {
-            cap = cap ? cap * 2 : 8;
-            cw_notify_count_t *p = realloc(v, cap * sizeof *v);
-            if (!p) goto nomem;
-            v = p;
-        }
+        if (CW_RESERVE(v, cap, cnt + 1)) goto nomem;
         cw_notify_count_t *c = &v[cnt];
         c->channel = cw_strdup((const char *)sqlite3_column_text(st, 0));
         c->result = cw_strdup((const char *)sqlite3_column_text(st, 1));

@@ -1,7 +1,8 @@
 /* test_common.c - base's shared helpers (common.h): growable arrays keep
  * their contents and grow geometrically, zeroed arrays hand out zeroed
- * slots, bounded copies truncate and terminate, floor division rounds
- * toward -inf. */
+ * slots, the growing buffer keeps text and binary bytes terminated and
+ * formats past its capacity, bounded copies truncate and terminate, floor
+ * division rounds toward -inf. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,9 +97,35 @@ static void test_floor(void)
     }
 }
 
+static void test_buf(void)
+{
+    cw_buf_t b = {0};
+    cw_buf_put(&b, "", 0); /* an empty string, allocated */
+    ASSERT_TRUE(b.p != NULL && b.n == 0 && b.p[0] == '\0');
+    cw_buf_puts(&b, "ab");
+    cw_buf_put(&b, "\0\x01", 2); /* binary bytes are kept */
+    ASSERT_EQ(b.n, 4);
+    ASSERT_TRUE(memcmp(b.p, "ab\0\x01", 4) == 0 && b.p[4] == '\0');
+    /* printf past the capacity, many times: every byte is kept, in order */
+    for (int i = 0; i < 1000; i++)
+        cw_buf_printf(&b, "%04d:%s;", i, "x");
+    ASSERT_EQ(b.n, 4 + 1000 * 7);
+    ASSERT_TRUE(memcmp(b.p + 4, "0000:x;0001:x;", 14) == 0);
+    ASSERT_TRUE(memcmp(b.p + b.n - 7, "0999:x;", 7) == 0 && b.p[b.n] == '\0');
+    ASSERT_TRUE(!b.failed);
+    free(b.p);
+
+    /* A failed buffer stays failed and does nothing. */
+    cw_buf_t f = {.failed = true};
+    cw_buf_puts(&f, "ignored");
+    cw_buf_printf(&f, "%d", 42);
+    ASSERT_TRUE(f.p == NULL && f.n == 0 && f.failed);
+}
+
 int main(void)
 {
     test_reserve();
+    test_buf();
     test_reserve_zeroed();
     test_strings();
     test_floor();

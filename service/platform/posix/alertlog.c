@@ -107,56 +107,27 @@ const char *cw_plat_alert_log_name(const cw_plat_alert_log_t *l)
     return l->journald ? "journald" : "syslog";
 }
 
-/* A growing buffer; on allocation failure it stays failed. */
-typedef struct buf {
-    char *p;
-    size_t n, cap;
-    bool failed;
-} buf_t;
-
-static void put(buf_t *b, const void *s, size_t n)
-{
-    if (b->failed) return;
-    if (b->n + n > b->cap) {
-        size_t cap = (b->cap ? b->cap * 2 : 1024) + n;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->failed = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-}
-
-static void puts_(buf_t *b, const char *s)
-{
-    put(b, s, strlen(s));
-}
-
 /* One journal field, in the protocol's plain or binary-safe form. */
-static void journal_field(buf_t *b, const char *name, const char *value)
+static void journal_field(cw_buf_t *b, const char *name, const char *value)
 {
     if (!value) value = "";
-    puts_(b, name);
+    cw_buf_puts(b, name);
     size_t n = strlen(value);
     if (!strchr(value, '\n')) {
-        put(b, "=", 1);
-        put(b, value, n);
+        cw_buf_put(b, "=", 1);
+        cw_buf_put(b, value, n);
     } else {
         unsigned char len[8];
         for (int i = 0; i < 8; i++)
             len[i] = (unsigned char)((uint64_t)n >> (8 * i));
-        put(b, "\n", 1);
-        put(b, len, 8);
-        put(b, value, n);
+        cw_buf_put(b, "\n", 1);
+        cw_buf_put(b, len, 8);
+        cw_buf_put(b, value, n);
     }
-    put(b, "\n", 1);
+    cw_buf_put(b, "\n", 1);
 }
 
-static void build_journal(buf_t *b, const cw_plat_alert_entry_t *e)
+static void build_journal(cw_buf_t *b, const cw_plat_alert_entry_t *e)
 {
     char prio[4];
     snprintf(prio, sizeof prio, "%d", priority(e->level));
@@ -168,7 +139,7 @@ static void build_journal(buf_t *b, const cw_plat_alert_entry_t *e)
         journal_field(b, e->fields[i].name, e->fields[i].value);
 }
 
-static void build_syslog(buf_t *b, const cw_plat_alert_entry_t *e)
+static void build_syslog(cw_buf_t *b, const cw_plat_alert_entry_t *e)
 {
     char head[96], stamp[32];
     time_t now = time(NULL);
@@ -178,22 +149,22 @@ static void build_syslog(buf_t *b, const cw_plat_alert_entry_t *e)
     snprintf(head, sizeof head,
              "<%d>%s commitwatch[%ld]: ", LOG_DAEMON_FACILITY | priority(e->level), stamp,
              (long)getpid());
-    puts_(b, head);
-    puts_(b, e->message ? e->message : "");
+    cw_buf_puts(b, head);
+    cw_buf_puts(b, e->message ? e->message : "");
     for (size_t i = 0; i < e->nfields; i++) {
         const char *v = e->fields[i].value ? e->fields[i].value : "";
-        put(b, " ", 1);
-        puts_(b, e->fields[i].name);
-        put(b, "=", 1);
+        cw_buf_put(b, " ", 1);
+        cw_buf_puts(b, e->fields[i].name);
+        cw_buf_put(b, "=", 1);
         /* One line: a value's newlines become spaces. */
         for (; *v; v++)
-            put(b, *v == '\n' ? " " : v, 1);
+            cw_buf_put(b, *v == '\n' ? " " : v, 1);
     }
 }
 
 int cw_plat_alert_log_write(cw_plat_alert_log_t *l, const cw_plat_alert_entry_t *e, cw_diag_t *d)
 {
-    buf_t b = {0};
+    cw_buf_t b = {0};
     if (l->journald)
         build_journal(&b, e);
     else
