@@ -25,8 +25,8 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
 from cwservice import Checks  # noqa: E402
-from cwtest import file_text, wait_until  # noqa: E402
-from test_perf_root import APP, BIN, stop  # noqa: E402
+from cwtest import wait_until  # noqa: E402
+from test_perf_root import APP, start_daemon, stop  # noqa: E402
 
 RULES = """
 [rule heap_leak]
@@ -82,17 +82,9 @@ def main():
         f.write(f"alert_rules = {rules}\nalert_default_rules = no\nalert_interval = 1s\n"
                 "alert_step = 1s\nalert_log = no\n")
     log = open(os.path.join(tmp, "run.log"), "w+", buffering=1)
-    run = subprocess.Popen([BIN, "run", "--source", "perf", "--no-http", "--db", db,
-                            "--config", conf], stderr=log)
+    run = start_daemon(db, log, "--config", conf)
     app = None
     try:
-        def rundown_loaded():
-            if run.poll() is not None:
-                raise SystemExit(f"FAIL: the daemon exited with {run.returncode}:\n"
-                                 f"{file_text(log.name)}")
-            return "rundown loaded" in file_text(log.name)
-
-        wait_until(rundown_loaded, 60, "the daemon loaded its rundown")
         app = subprocess.Popen([APP, "--seconds", "45", "--objects", "100", "--delay", "500"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 

@@ -107,6 +107,28 @@ def start_record(trace):
     raise SystemExit("FAIL: `commitwatch record` did not start:\n" + "".join(lines))
 
 
+def start_daemon(db, log, *extra):
+    """Starts `run --source perf --no-http --db db EXTRA...` with its stderr
+    in log (a file open for writing) and returns it once its rundown is
+    loaded; fails (SystemExit) if it exits first."""
+    run = subprocess.Popen([BIN, "run", "--source", "perf", "--no-http", "--db", db, *extra],
+                           stderr=log)
+
+    def rundown_loaded():
+        if run.poll() is not None:
+            raise SystemExit(f"FAIL: the daemon exited with {run.returncode}:\n"
+                             f"{file_text(log.name)}")
+        return "rundown loaded" in file_text(log.name)
+
+    try:
+        wait_until(rundown_loaded, 60, "the daemon loaded its rundown")
+    except BaseException:
+        if run.poll() is None:
+            run.kill()
+        raise
+    return run
+
+
 def stop(proc):
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
@@ -217,15 +239,8 @@ def test_daemon(tmp):
         if os.path.exists(f):
             os.remove(f)
     log = open(os.path.join(tmp, "run.log"), "w+", buffering=1)
-    run = subprocess.Popen([BIN, "run", "--source", "perf", "--no-http", "--db", db], stderr=log)
+    run = start_daemon(db, log)
     try:
-        def rundown_loaded():
-            if run.poll() is not None:
-                raise SystemExit(f"FAIL: the daemon exited with {run.returncode}:\n"
-                                 f"{file_text(log.name)}")
-            return "rundown loaded" in file_text(log.name)
-
-        wait_until(rundown_loaded, 60, "the daemon loaded its rundown")
         # The workload is found by its pid: another test run on the machine
         # may run its own copy at the same time (the daemon sees them all).
         app = subprocess.Popen([APP, "--seconds", "6", "--objects", "100", "--delay", "500"],
