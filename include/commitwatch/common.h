@@ -79,6 +79,11 @@ typedef struct cw_utc {
     int64_t nsec;
 } cw_utc_t;
 void cw_utc_from_ns(int64_t ns, cw_utc_t *out);
+/* The same as RFC 3339 text, "2025-12-01T14:24:05.123Z", with 3 (ms, as
+ * Alertmanager) or 9 (ns) fraction digits (others are clamped to 0..9),
+ * into out (CW_UTC_TEXT bytes: room for any int64). Returns out. */
+#define CW_UTC_TEXT 96
+const char *cw_utc_text(int64_t ns, int frac_digits, char out[CW_UTC_TEXT]);
 
 /* Copies src into dst[size] truncating, always NUL-terminated when
  * size > 0. Returns strlen(src) (>= size means truncated). */

@@ -3,6 +3,7 @@
 #include "commitwatch/common.h"
 
 #include <ctype.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,6 +133,23 @@ void cw_utc_from_ns(int64_t ns, cw_utc_t *out)
     out->min = (int)(sod / 60 % 60);
     out->sec = (int)(sod % 60);
     out->nsec = frac;
+}
+
+const char *cw_utc_text(int64_t ns, int frac_digits, char out[CW_UTC_TEXT])
+{
+    cw_utc_t u;
+    cw_utc_from_ns(ns, &u);
+    int digits = frac_digits < 0 ? 0 : frac_digits > 9 ? 9 : frac_digits;
+    int64_t frac = u.nsec;
+    for (int i = digits; i < 9; i++)
+        frac /= 10;
+    if (digits)
+        snprintf(out, CW_UTC_TEXT, "%04" PRId64 "-%02d-%02dT%02d:%02d:%02d.%0*" PRId64 "Z", u.year,
+                 u.month, u.day, u.hour, u.min, u.sec, digits, frac);
+    else
+        snprintf(out, CW_UTC_TEXT, "%04" PRId64 "-%02d-%02dT%02d:%02d:%02dZ", u.year, u.month,
+                 u.day, u.hour, u.min, u.sec);
+    return out;
 }
 
 char *cw_strtrim(char *s)

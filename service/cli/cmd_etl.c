@@ -45,24 +45,24 @@ static const cw_cli_opt_t opts[] = {
 #undef F
 
 /* Unix ns as "YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ" (proleptic Gregorian, UTC). */
-static const char *utc(int64_t ns, char buf[96])
+static const char *utc(int64_t ns, char buf[CW_UTC_TEXT])
 {
     if (ns == CW_TS_NEVER) return "-";
-    cw_utc_t u;
-    cw_utc_from_ns(ns, &u);
-    snprintf(buf, 96, "%04" PRId64 "-%02d-%02dT%02d:%02d:%02d.%09" PRId64 "Z", u.year, u.month,
-             u.day, u.hour, u.min, u.sec, u.nsec);
-    return buf;
+    return cw_utc_text(ns, 9, buf);
 }
 
 static const char *clock_name(uint32_t c)
 {
     switch (c) {
     case 0:
-    case 1: return "QPC";
-    case 2: return "system time";
-    case 3: return "CPU cycle counter";
-    default: return "unknown";
+    case 1:
+        return "QPC";
+    case 2:
+        return "system time";
+    case 3:
+        return "CPU cycle counter";
+    default:
+        return "unknown";
     }
 }
 
@@ -95,8 +95,8 @@ static void print_text(const char *path, const cw_etl_info_t *in)
     const cw_etl_file_stats_t *f = &in->file;
     char t1[96], t2[96], cls[16], tb[16];
     printf("file:        %s\n", path);
-    printf("system:      Windows %u.%u build %u, pointer size %u, %u CPUs at %u MHz\n",
-           h->os_major, h->os_minor, h->build, h->pointer_size, h->ncpu, h->cpu_mhz);
+    printf("system:      Windows %u.%u build %u, pointer size %u, %u CPUs at %u MHz\n", h->os_major,
+           h->os_minor, h->build, h->pointer_size, h->ncpu, h->cpu_mhz);
     printf("clock:       %s (type %u), %" PRId64 " ticks/s, timer resolution %u x 100 ns\n",
            clock_name(h->clock_type), h->clock_type, h->perf_freq, h->timer_resolution);
     printf("trace:       %s to %s (header)\n", utc(h->start_ns, t1), utc(h->end_ns, t2));
@@ -115,8 +115,9 @@ static void print_text(const char *path, const cw_etl_info_t *in)
            in->skipped ? ", skipped" : "");
     for (size_t i = 0; i < in->ncounts; i++) {
         const cw_etl_count_t *c = &in->counts[i];
-        printf("  %-12s %-16s v%-2u %10" PRIu64 " %10" PRIu64, cw_etl_class_name(c->group, c->type, cls),
-               type_label(c, tb), c->version, c->events, c->with_stack);
+        printf("  %-12s %-16s v%-2u %10" PRIu64 " %10" PRIu64,
+               cw_etl_class_name(c->group, c->type, cls), type_label(c, tb), c->version, c->events,
+               c->with_stack);
         if (c->skipped)
             printf("  %" PRIu64 " skipped (%s)", c->skipped,
                    c->skip_reason == CW_ENOSYS ? "unknown version" : "malformed payload");
@@ -174,8 +175,10 @@ static cJSON *unum(cJSON *o, const char *k, uint64_t v)
 
 static void time_field(cJSON *o, const char *k, int64_t ns)
 {
-    if (ns == CW_TS_NEVER) cJSON_AddNullToObject(o, k);
-    else num(o, k, ns);
+    if (ns == CW_TS_NEVER)
+        cJSON_AddNullToObject(o, k);
+    else
+        num(o, k, ns);
 }
 
 static char *to_json(const char *path, const cw_etl_info_t *in)
@@ -270,8 +273,10 @@ static char *to_json(const char *path, const cw_etl_info_t *in)
         unum(e, "pid", p->pid);
         unum(e, "ppid", p->ppid);
         cJSON_AddStringToObject(e, "name", p->name);
-        if (p->cmdline) cJSON_AddStringToObject(e, "cmdline", p->cmdline);
-        else cJSON_AddNullToObject(e, "cmdline");
+        if (p->cmdline)
+            cJSON_AddStringToObject(e, "cmdline", p->cmdline);
+        else
+            cJSON_AddNullToObject(e, "cmdline");
         num(e, "start_ns", p->start_ns);
         time_field(e, "end_ns", p->end_ns);
         cJSON_AddBoolToObject(e, "rundown", p->rundown);
@@ -335,8 +340,10 @@ int cw_cmd_etl(int argc, char **argv)
     if (!rest) return 1;
     rest[0] = argv[0];
     for (int i = 1; i < argc; i++) {
-        if (argv[i][0] != '-' && !path) path = argv[i];
-        else rest[nrest++] = argv[i];
+        if (argv[i][0] != '-' && !path)
+            path = argv[i];
+        else
+            rest[nrest++] = argv[i];
     }
     etl_args_t a = {0};
     int rc = cw_cli_parse("etl info", nrest, rest, opts, &a, usage_text);

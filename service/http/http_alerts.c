@@ -85,17 +85,6 @@ static cJSON *add_time(cJSON *o, const char *name, int64_t t)
                                             : cw__json_i64(o, name, t);
 }
 
-/* RFC 3339 UTC of ns ("2026-11-29T10:00:00.000Z"), as Alertmanager shows
- * times (out: 128 bytes, room for any field values). */
-static const char *rfc3339(int64_t ns, char out[128])
-{
-    cw_utc_t u;
-    cw_utc_from_ns(ns, &u);
-    snprintf(out, 128, "%04" PRId64 "-%02d-%02dT%02d:%02d:%02d.%03dZ", u.year, u.month, u.day,
-             u.hour, u.min, u.sec, (int)(u.nsec / 1000000));
-    return out;
-}
-
 /* The parsed JSON of a stored detail text, or NULL (none, or not JSON). */
 static cJSON *detail_json(const char *detail)
 {
@@ -201,8 +190,7 @@ int cw__http_alerts(cw__http_req_t *r)
         else
             f = (cw_alert_filter_t){.min_state = k, .state_exact = true, .severity = -1};
     }
-    if ((s = cw__http_param(r, "severity")) &&
-        (f.severity = name_index(severity_names, 3, s)) < 0)
+    if ((s = cw__http_param(r, "severity")) && (f.severity = name_index(severity_names, 3, s)) < 0)
         return cw__http_fail(r, 400, "severity: '%s' is not one of warning, critical, none", s);
     f.rule = cw__http_param(r, "rule");
     f.process = cw__http_param(r, "process");
@@ -270,7 +258,8 @@ int cw__http_alert_transitions(cw__http_req_t *r)
     if ((s = cw__http_param(r, "from")) && (rc = cw__http_parse_time(r, "from", s, &from)))
         return rc;
     if ((s = cw__http_param(r, "to")) && (rc = cw__http_parse_time(r, "to", s, &to))) return rc;
-    if (from >= to) return cw__http_fail(r, 400, "from: must be before to (windows are [from, to))");
+    if (from >= to)
+        return cw__http_fail(r, 400, "from: must be before to (windows are [from, to))");
     if ((s = cw__http_param(r, "limit")) &&
         (rc = cw__http_parse_uint(r, "limit", s, 1, 10000, &limit)))
         return rc;
@@ -355,8 +344,9 @@ static cJSON *stored_rules(cw__http_req_t *r, int *rc)
     free(json);
     if (json && !cJSON_IsArray(a)) {
         cJSON_Delete(a);
-        *rc = cw__http_fail(r, 500, "the stored alert rules (meta alert_rules) are not a JSON "
-                                    "array; restart the service to rewrite them");
+        *rc = cw__http_fail(r, 500,
+                            "the stored alert rules (meta alert_rules) are not a JSON "
+                            "array; restart the service to rewrite them");
         return NULL;
     }
     return a;
@@ -521,23 +511,22 @@ int cw__http_alert_backtest(cw__http_req_t *r, const char *name)
 
 static const char *silence_state(const cw_silence_row_t *s, int64_t now)
 {
-    int64_t end = s->deleted_ns != CW_TS_NEVER && s->deleted_ns < s->ends_ns ? s->deleted_ns
-                                                                             : s->ends_ns;
+    int64_t end =
+        s->deleted_ns != CW_TS_NEVER && s->deleted_ns < s->ends_ns ? s->deleted_ns : s->ends_ns;
     return now >= end ? "expired" : now < s->starts_ns ? "pending" : "active";
 }
 
 static cJSON *silence_json(const cw_silence_row_t *s, int64_t now)
 {
-    char t1[128], t2[128];
+    char t1[CW_UTC_TEXT], t2[CW_UTC_TEXT];
     cJSON *o = cJSON_CreateObject(), *st = NULL, *m = cJSON_Parse(s->matchers);
     bool ok = o && m && cw__json_i64(o, "id", s->id) && cJSON_AddItemToObject(o, "matchers", m);
     if (!ok) cJSON_Delete(m);
-    ok = ok && cJSON_AddStringToObject(o, "startsAt", rfc3339(s->starts_ns, t1)) &&
-         cJSON_AddStringToObject(o, "endsAt", rfc3339(s->ends_ns, t2)) &&
+    ok = ok && cJSON_AddStringToObject(o, "startsAt", cw_utc_text(s->starts_ns, 3, t1)) &&
+         cJSON_AddStringToObject(o, "endsAt", cw_utc_text(s->ends_ns, 3, t2)) &&
          cw__json_i64(o, "starts_ns", s->starts_ns) && cw__json_i64(o, "ends_ns", s->ends_ns) &&
          add_str(o, "createdBy", s->created_by) && add_str(o, "comment", s->comment) &&
-         cw__json_i64(o, "created_ns", s->created_ns) &&
-         add_time(o, "deleted_ns", s->deleted_ns) &&
+         cw__json_i64(o, "created_ns", s->created_ns) && add_time(o, "deleted_ns", s->deleted_ns) &&
          (st = cJSON_AddObjectToObject(o, "status")) &&
          cJSON_AddStringToObject(st, "state", silence_state(s, now));
     if (!ok) {
@@ -611,13 +600,17 @@ static int body_matchers(cw__http_req_t *r, const cJSON *m, char **text)
         const cJSON *eq = cJSON_GetObjectItemCaseSensitive(it, "isEqual");
         if (!cJSON_IsObject(it) || !cJSON_IsString(name) || !name->valuestring[0] ||
             strlen(name->valuestring) > 128) {
-            rc = cw__http_fail(r, 400, "matchers[%d].name: a label name (1 to 128 bytes) is "
-                                       "required", i);
+            rc = cw__http_fail(r, 400,
+                               "matchers[%d].name: a label name (1 to 128 bytes) is "
+                               "required",
+                               i);
             break;
         }
         if (!cJSON_IsString(value) || strlen(value->valuestring) > 1024) {
-            rc = cw__http_fail(r, 400, "matchers[%d].value: a string of at most 1024 bytes is "
-                                       "required", i);
+            rc = cw__http_fail(r, 400,
+                               "matchers[%d].value: a string of at most 1024 bytes is "
+                               "required",
+                               i);
             break;
         }
         if ((re && !cJSON_IsBool(re)) || (eq && !cJSON_IsBool(eq))) {
@@ -662,13 +655,15 @@ int cw__http_silence_add(cw__http_req_t *r)
     int64_t now = r->now_ns = cw_plat_wall_ns();
     int rc = 0;
     if (!r->body)
-        return cw__http_fail(r, 400, "request body: a silence is required as JSON: {\"matchers\": "
-                                     "[...], \"endsAt\": ..., \"createdBy\": ..., \"comment\": "
-                                     "...}");
+        return cw__http_fail(r, 400,
+                             "request body: a silence is required as JSON: {\"matchers\": "
+                             "[...], \"endsAt\": ..., \"createdBy\": ..., \"comment\": "
+                             "...}");
     if (!cJSON_IsObject(j)) {
         cJSON_Delete(j);
-        return cw__http_fail(r, 400, "request body: not a JSON object (send Alertmanager's "
-                                     "silence shape)");
+        return cw__http_fail(r, 400,
+                             "request body: not a JSON object (send Alertmanager's "
+                             "silence shape)");
     }
     cJSON_ArrayForEach(it, j)
     {
@@ -753,11 +748,11 @@ int cw__http_reload(cw__http_req_t *r)
 {
     char msg[400] = "";
     if (!r->ctx->on_reload)
-        return cw__http_fail(r, 501, "reload: this server was started without a reload hook "
-                                     "(send SIGHUP to the service instead)");
+        return cw__http_fail(r, 501,
+                             "reload: this server was started without a reload hook "
+                             "(send SIGHUP to the service instead)");
     int rc = r->ctx->on_reload(r->ctx->reload_ctx, msg, sizeof msg);
-    if (rc)
-        return cw__http_fail(r, 500, "reload failed: %s", msg[0] ? msg : cw_strerror(rc));
+    if (rc) return cw__http_fail(r, 500, "reload failed: %s", msg[0] ? msg : cw_strerror(rc));
     cJSON *root = cJSON_CreateObject();
     rc = root && cJSON_AddStringToObject(root, "status", "reloaded") &&
                  cw__json_i64(root, "reloaded_ns", cw_plat_wall_ns())

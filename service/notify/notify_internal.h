@@ -15,8 +15,6 @@
 
 /* ---- bodies (notify_json.c); malloc'd text, NULL when out of memory ---- */
 
-/* ns since the epoch as RFC 3339 UTC with milliseconds. */
-void cw__notify_time(int64_t ns, char out[40]);
 /* Alertmanager's v2 API body: a JSON array of postable alerts. A firing
  * alert's endsAt is its ts_ns + valid_ns (Prometheus' lease); a resolved
  * one's its ends_ns. */

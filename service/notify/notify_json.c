@@ -15,14 +15,6 @@
  * in its webhook). */
 #define ZERO_TIME "0001-01-01T00:00:00Z"
 
-void cw__notify_time(int64_t ns, char out[40])
-{
-    cw_utc_t u;
-    cw_utc_from_ns(ns, &u);
-    snprintf(out, 40, "%04lld-%02d-%02dT%02d:%02d:%02d.%03dZ", (long long)u.year, u.month, u.day,
-             u.hour, u.min, u.sec, (int)(u.nsec / 1000000));
-}
-
 const char *cw__notify_label(const cw_alert_label_t *v, size_t n, const char *name)
 {
     for (size_t i = 0; i < n; i++)
@@ -43,9 +35,8 @@ static cJSON *label_object(const cw_alert_label_t *v, size_t n)
 
 static bool add_time(cJSON *o, const char *key, int64_t ns)
 {
-    char t[40];
-    cw__notify_time(ns, t);
-    return cJSON_AddStringToObject(o, key, t) != NULL;
+    char t[CW_UTC_TEXT];
+    return cJSON_AddStringToObject(o, key, cw_utc_text(ns, 3, t)) != NULL;
 }
 
 /* labels, annotations, startsAt: what every alert object has. */

@@ -122,10 +122,26 @@ static void test_buf(void)
     ASSERT_TRUE(f.p == NULL && f.n == 0 && f.failed);
 }
 
+static void test_utc_text(void)
+{
+    char t[CW_UTC_TEXT];
+    ASSERT_STR_EQ(cw_utc_text(0, 3, t), "1970-01-01T00:00:00.000Z");
+    /* date -u -d @1764599045 */
+    ASSERT_STR_EQ(cw_utc_text(1764599045123456789LL, 3, t), "2025-12-01T14:24:05.123Z");
+    ASSERT_STR_EQ(cw_utc_text(1764599045123456789LL, 9, t), "2025-12-01T14:24:05.123456789Z");
+    ASSERT_STR_EQ(cw_utc_text(1764599045123456789LL, 0, t), "2025-12-01T14:24:05Z");
+    ASSERT_STR_EQ(cw_utc_text(951782400000000000LL, 3, t),
+                  "2000-02-29T00:00:00.000Z"); /* leap day */
+    ASSERT_STR_EQ(cw_utc_text(-1000000, 3, t), "1969-12-31T23:59:59.999Z");
+    cw_utc_text(INT64_MIN, 9, t); /* any int64 fits */
+    ASSERT_TRUE(strlen(t) < CW_UTC_TEXT && t[strlen(t) - 1] == 'Z');
+}
+
 int main(void)
 {
     test_reserve();
     test_buf();
+    test_utc_text();
     test_reserve_zeroed();
     test_strings();
     test_floor();

@@ -40,19 +40,6 @@ static void test_fingerprint_known(void)
     ASSERT_U64_EQ(strtoull(fp, NULL, 16), 5146282821936882169ULL);
 }
 
-static void test_time(void)
-{
-    char t[40];
-    cw__notify_time(0, t);
-    ASSERT_STR_EQ(t, "1970-01-01T00:00:00.000Z");
-    cw__notify_time(1764599045123456789LL, t); /* date -u -d @1764599045 */
-    ASSERT_STR_EQ(t, "2025-12-01T14:24:05.123Z");
-    cw__notify_time(951782400000000000LL, t); /* a leap day */
-    ASSERT_STR_EQ(t, "2000-02-29T00:00:00.000Z");
-    cw__notify_time(-1000000, t);
-    ASSERT_STR_EQ(t, "1969-12-31T23:59:59.999Z");
-}
-
 static void test_url(void)
 {
     cw__url_t u;
@@ -365,7 +352,6 @@ static void test_record(void)
 int main(void)
 {
     test_fingerprint_known();
-    test_time();
     test_url();
     test_bucket();
     test_repeat();
