@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "commitwatch/common.h"
 #include "commitwatch/platform.h"
 #include "commitwatch/query.h"
 
@@ -146,33 +147,14 @@ static bool parse_rfc3339(const char *s, int64_t *out)
 }
 
 /* "<digits><unit>" with unit ns, us, ms, s, m, h, d (or none = ns when
- * bare_ns). false on anything else or overflow. */
+ * bare_ns): cw_parse_duration, without its leading sign or blanks. false
+ * on anything else or overflow. */
 static bool parse_span(const char *s, bool bare_ns, int64_t *out)
 {
-    const char *p = s;
-    int64_t v = 0;
-    if (!isdigit((unsigned char)*p)) return false;
-    while (isdigit((unsigned char)*p)) {
-        if (v > (INT64_MAX - 9) / 10) return false;
-        v = v * 10 + (*p++ - '0');
-    }
-    static const struct {
-        const char *u;
-        int64_t ns;
-    } units[] = {{"ns", 1},
-                 {"us", 1000},
-                 {"ms", 1000000},
-                 {"s", 1000000000LL},
-                 {"m", 60000000000LL},
-                 {"h", 3600000000000LL},
-                 {"d", 86400000000000LL}};
-    int64_t mul = 0;
-    if (!*p && bare_ns) mul = 1;
-    for (size_t i = 0; !mul && i < sizeof units / sizeof units[0]; i++)
-        if (strcmp(p, units[i].u) == 0) mul = units[i].ns;
-    if (!mul || v > INT64_MAX / mul) return false;
-    *out = v * mul;
-    return true;
+    size_t n = strlen(s);
+    if (!isdigit((unsigned char)s[0]) || (!bare_ns && isdigit((unsigned char)s[n - 1])))
+        return false;
+    return cw_parse_duration(s, out) == 0;
 }
 
 int cw__http_parse_time(cw__http_req_t *r, const char *name, const char *s, int64_t *out)
