@@ -15,7 +15,7 @@ scripts/deps.sh --test
 JOBS=$(nproc)
 cmake -S . -B build-asan -DCW_WERROR=ON -DCW_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build build-asan -j"$JOBS"
-(cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest -L 'unit|integration' --output-on-failure -j"$JOBS")
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest -L 'unit|integration' --output-on-failure --timeout 900 -j"$JOBS")
 # The libFuzzer targets for a bounded time each (clang).
 tests/fuzz/run_fuzz.sh 40
 cmake -S . -B build -DCW_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -26,4 +26,4 @@ scripts/check_mingw.sh
 # Wine end-to-end tests (service, MSI, rundown, API against this Linux
 # build) under Wine. Before the Linux ctest, whose summary CI reads.
 CW_LINUX_BUILD=build scripts/test_windows.sh
-cd build && ctest --output-on-failure
+cd build && ctest --output-on-failure --timeout 900

@@ -21,15 +21,29 @@ static void sock_init(void)
     WSADATA w;
     ASSERT_EQ(WSAStartup(MAKEWORD(2, 2), &w), 0);
 }
+/* A server that never answers fails the test instead of hanging it. */
+static void sock_timeouts(sock_t fd)
+{
+    DWORD ms = 30000;
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, (const char *)&ms, sizeof ms);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, (const char *)&ms, sizeof ms);
+}
 #else
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 typedef int sock_t;
 #define SOCK_OK(s) ((s) >= 0)
 #define sock_close close
 static void sock_init(void) {}
+static void sock_timeouts(sock_t fd)
+{
+    struct timeval tv = {.tv_sec = 30};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
 #endif
 
 #define NS 1000000000LL
@@ -107,7 +121,9 @@ static int http_ex(int port, const char *method, const char *path, const char *h
     sock_t fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_TRUE(SOCK_OK(fd) && connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    ASSERT_TRUE(SOCK_OK(fd));
+    sock_timeouts(fd);
+    ASSERT_TRUE(connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
     static char buf[1 << 17];
     int n = snprintf(buf, sizeof buf, "%s %s HTTP/1.0\r\nHost: x\r\n%s", method, path, headers);
     if (in)
@@ -116,10 +132,12 @@ static int http_ex(int port, const char *method, const char *path, const char *h
         n += snprintf(buf + n, sizeof buf - (size_t)n, "\r\n");
     ASSERT_EQ(send(fd, buf, n, 0), n);
     size_t got = 0;
-    int k;
+    int k = 0;
     while (got < sizeof buf - 1 &&
            (k = (int)recv(fd, buf + got, (int)(sizeof buf - 1 - got), 0)) > 0)
         got += (size_t)k;
+    if (k < 0 && got == 0)
+        fprintf(stderr, "test_http: %s %s: no answer within 30 s\n", method, path);
     buf[got] = 0;
     sock_close(fd);
     int status = 0;
