@@ -53,7 +53,9 @@ typedef struct cw_proc_info {
     int64_t tracking_ended_ns;
     char *name;    /* owned; "" when the row has none */
     char *cmdline; /* owned; NULL when unknown */
-    uint32_t folded; /* a group of this many folded instances (pid 0); 0: an instance */
+    /* 0: an instance; N: a group of N folded instances (pid 0 when N > 1;
+     * a group of one keeps its instance's pid and cmdline) */
+    uint32_t folded;
 } cw_proc_info_t;
 
 /* The processes row of instance id. 0 and *out filled (free its strings

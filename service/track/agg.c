@@ -64,12 +64,18 @@ typedef struct fold_inst {
 } fold_inst_t;
 
 /* A group of folded instances: one name, one period of their starts. It
- * takes the instance id of its first member, which is stored nowhere else. */
+ * takes the instance id of its first member, which is stored nowhere else,
+ * and while that is its only member it is stored as that instance (pid,
+ * cmdline, start, exit): a group of one is the instance itself. */
 typedef struct fold_group {
-    uint32_t id;
-    char *name;
+    uint32_t id, pid; /* pid: of the first member */
+    char *name, *cmdline;
     int64_t period; /* floor(start of the first member, FOLD_PERIOD_NS) */
-    int64_t start_ns, exit_ns;
+    int64_t start_ns;
+    /* the last exit of a member before the end of the batches emitted:
+     * what the group's row says (INT64_MIN: none yet, stored as alive) */
+    int64_t shown_exit;
+    uint64_t members;
 } fold_group_t;
 
 /* One group per name per hour of starts: a day of a busy shell loop is
@@ -134,20 +140,22 @@ static fold_group_t *group_by_id(cw_agg_t *a, uint32_t id)
     return NULL;
 }
 
-/* The group for an instance of name started at start_ns; NULL on ENOMEM. */
-static fold_group_t *group_for(cw_agg_t *a, const fold_inst_t *f, const char *name)
+/* The group for instance f of process p; NULL on ENOMEM. */
+static fold_group_t *group_for(cw_agg_t *a, const fold_inst_t *f, const cw_proc_t *p)
 {
+    const char *name = p->name ? p->name : "";
     int64_t period = cw_floor_to(f->start_ns, FOLD_PERIOD_NS);
     for (uint32_t i = 0; i < a->ngroups; i++)
         if (a->groups[i].period == period && strcmp(a->groups[i].name, name) == 0)
             return &a->groups[i];
-    char *n = cw_strdup(name);
-    if (!n || CW_RESERVE(a->groups, a->groups_cap, (size_t)a->ngroups + 1)) {
+    char *n = cw_strdup(name), *c = cw_strdup(p->cmdline);
+    if (!n || (p->cmdline && !c) || CW_RESERVE(a->groups, a->groups_cap, (size_t)a->ngroups + 1)) {
         free(n);
+        free(c);
         return NULL;
     }
     fold_group_t *g = &a->groups[a->ngroups++];
-    *g = (fold_group_t){f->proc, n, period, f->start_ns, f->exit_ns};
+    *g = (fold_group_t){f->proc, f->pid, n, c, period, f->start_ns, INT64_MIN, 0};
     return g;
 }
 
@@ -180,10 +188,12 @@ static int prune(cw_agg_t *a, int64_t emitted_end)
         bool used = g->period + FOLD_PERIOD_NS > emitted_end;
         for (uint32_t j = 0; j < a->ninsts && !used; j++)
             used = a->insts[j].group == g->id;
-        if (used)
+        if (used) {
             a->groups[m++] = *g;
-        else
+        } else {
             free(g->name);
+            free(g->cmdline);
+        }
     }
     a->ngroups = m;
     return 0;
@@ -286,9 +296,17 @@ static int fold_batch(cw_agg_t *a, cw_batch_t *b)
     for (uint32_t i = 0; i < b->activity.n; i++)
         b->activity.v[i].proc = remap(a, b->activity.v[i].proc, &changed);
     if (changed) merge_rows(b);
+    /* A group's row shows the exits up to this batch's end, as an
+     * instance's would. */
+    int64_t bend = b->bucket_ns + b->width_ns;
+    for (uint32_t i = 0; i < a->ninsts; i++) {
+        const fold_inst_t *f = &a->insts[i];
+        fold_group_t *g = f->group && f->exit_ns < bend ? group_by_id(a, f->group) : NULL;
+        if (g && f->exit_ns > g->shown_exit) g->shown_exit = f->exit_ns;
+    }
     /* Process rows: a folded instance's start and exit give way to one row
-     * of its group (pid 0, the group's first start and last exit so far),
-     * and its exit adds its folded row. */
+     * of its group (pid 0 once it has two members, the group's first start
+     * and last exit up to here), and its exit adds its folded row. */
     uint32_t n = 0, ngroups_added = 0;
     uint32_t nprocs = b->procs.n;
     for (uint32_t i = 0; i < nprocs; i++) {
@@ -307,7 +325,10 @@ static int fold_batch(cw_agg_t *a, cw_batch_t *b)
             have = b->procs.v[nprocs + j].id == f->group;
         fold_group_t *g = group_by_id(a, f->group);
         if (rc == 0 && !have && g) {
-            rc = cw_batch_add_proc(b, g->id, 0, g->start_ns, g->exit_ns, g->name, NULL);
+            bool one = g->members == 1;
+            int64_t exit = g->shown_exit == INT64_MIN ? CW_TS_NEVER : g->shown_exit;
+            rc = cw_batch_add_proc(b, g->id, one ? g->pid : 0, g->start_ns, exit, g->name,
+                                   one ? g->cmdline : NULL);
             if (rc == 0) {
                 /* keep the group rows after the originals while scanning */
                 ngroups_added++;
@@ -453,12 +474,12 @@ static void on_exit_(void *ctx, const cw_proc_t *p, int64_t ts)
         return;
     }
     f->exit_ns = ts;
-    fold_group_t *g = group_for(a, f, p->name ? p->name : "");
+    fold_group_t *g = group_for(a, f, p);
     if (!g) {
         fail(a, CW_ENOMEM);
         return;
     }
-    if (ts > g->exit_ns) g->exit_ns = ts;
+    g->members++;
     f->group = g->id;
     a->nopen--;
 }
@@ -570,8 +591,10 @@ void cw_agg_destroy(cw_agg_t *a)
     for (uint32_t i = 0; i < a->nheld; i++)
         cw_batch_free(a->held[i]);
     free(a->held);
-    for (uint32_t i = 0; i < a->ngroups; i++)
+    for (uint32_t i = 0; i < a->ngroups; i++) {
         free(a->groups[i].name);
+        free(a->groups[i].cmdline);
+    }
     free(a->groups);
     free(a->insts);
     free(a->commits.v);
