@@ -180,6 +180,9 @@ def main():
         alive = [k for k in want_inst if k[0] < T0 + 6 * S and k[2] >= T0 + 5 * S]
         t.check("/instances over one second: those alive in it",
                 st == 200 and r["total"] == len(alive) and 0 < len(alive) < 300, (st, r))
+        st, r = svc.get(f"/api/processes/{gid}/series?{window}&step=10s")
+        t.check("a group's series: its process says folded",
+                st == 200 and r["process"]["folded"] == 300 and r["process"]["pid"] == 0, (st, r))
         cc1 = lines.get("cc1", {}).get("id", 0)
         st, r = svc.get(f"/api/processes/{cc1}/instances?{window}")
         t.check("/instances of an instance: itself",
