@@ -42,7 +42,7 @@ static const key_def_t keys[] = {
     {"retention_hour", T_DURATION, OFF(store.retention_ns[2]), 0, "400d",
      "how long 1 h buckets are kept (0 = forever)"},
     {"size_cap", T_SIZE, OFF(store.size_cap_bytes), 0, "2GiB", "largest database file (0 = no cap)"},
-    {"fold_lifetime", T_DURATION, OFF(fold_lifetime_ns), 0, "10s",
+    {"fold_lifetime", T_DURATION, OFF(fold_lifetime_ns), 0, "2s",
      "instances that exit sooner than this, committing less than fold_size, are stored folded "
      "per name (0 = never)"},
     {"fold_size", T_SIZE, OFF(fold_size_bytes), 0, "4MiB",

@@ -236,7 +236,7 @@ static int cmp_activity(const void *x, const void *y)
 static void merge_rows(cw_batch_t *b)
 {
     uint32_t n = 0;
-    qsort(b->commits.v, b->commits.n, sizeof *b->commits.v, cmp_commit);
+    if (b->commits.n > 1) qsort(b->commits.v, b->commits.n, sizeof *b->commits.v, cmp_commit);
     for (uint32_t i = 0; i < b->commits.n; i++) {
         cw_row_commit_t *r = &b->commits.v[i], *o = n ? &b->commits.v[n - 1] : NULL;
         if (o && cmp_commit(o, r) == 0) {
@@ -247,7 +247,7 @@ static void merge_rows(cw_batch_t *b)
     }
     b->commits.n = n;
     n = 0;
-    qsort(b->releases.v, b->releases.n, sizeof *b->releases.v, cmp_release);
+    if (b->releases.n > 1) qsort(b->releases.v, b->releases.n, sizeof *b->releases.v, cmp_release);
     for (uint32_t i = 0; i < b->releases.n; i++) {
         cw_row_release_t *r = &b->releases.v[i], *o = n ? &b->releases.v[n - 1] : NULL;
         if (o && cmp_release(o, r) == 0) {
@@ -259,7 +259,7 @@ static void merge_rows(cw_batch_t *b)
     }
     b->releases.n = n;
     n = 0;
-    qsort(b->activity.v, b->activity.n, sizeof *b->activity.v, cmp_activity);
+    if (b->activity.n > 1) qsort(b->activity.v, b->activity.n, sizeof *b->activity.v, cmp_activity);
     for (uint32_t i = 0; i < b->activity.n; i++) {
         cw_row_activity_t *r = &b->activity.v[i], *o = n ? &b->activity.v[n - 1] : NULL;
         if (o && o->proc == r->proc) {

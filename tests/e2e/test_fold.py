@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """End-to-end: short-lived processes stored folded (docs/DESIGN.md,
 "Short-lived processes"), with the real binary and its default settings
-(fold_lifetime 10 s, fold_size 4 MiB).
+(fold_lifetime 2 s, fold_size 4 MiB).
 
 A generated trace: a long-lived server, a shell spawning 300 `true`
 instances (50 ms, 8-24 KiB each) and 40 `date` ones, a `cc1` that lives
@@ -79,7 +79,7 @@ def trace(path):
         child("date", T0 + 2 * S + i * S // 4, 20_000_000, [12288])
     child("cc1", T0 + 3 * S, 15 * S, [65536, 65536])
     child("convert", T0 + 4 * S, S // 2, [8 << 20])
-    child("lonely", T0 + 20 * S, 3 * S, [4096, 8192])
+    child("lonely", T0 + 20 * S, S, [4096, 8192])
     child("sleep", T0 + 50 * S, None, [4096])
     ev(T0 + 60 * S, "commit", 200, addr=0x7000000, size=4096, stack=["sh!main", "libc!malloc"])
     evs.sort(key=lambda e: (e[0], e[1]))
