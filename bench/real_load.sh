@@ -113,28 +113,17 @@ setInterval(() => {
 ' &
 pids+=($!)
 
-# sqlite3 with a 200 MB cache, a table filled with 40 MB and emptied.
+# sqlite3 with a 200 MB cache, a table filled with 40 MB and emptied (a
+# recursive CTE: generate_series is an extension older shells lack).
 (echo "PRAGMA cache_size = -200000; CREATE TABLE t(x BLOB);"
  while :; do
-     echo "INSERT INTO t SELECT randomblob(4000) FROM generate_series(1, 10000);"
+     echo "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 10000)"
+     echo " INSERT INTO t SELECT randomblob(4000) FROM c;"
      echo "DELETE FROM t WHERE rowid % 3 = 0;"
      sleep 2
      echo "DELETE FROM t;"
  done) | sqlite3 "$out/load.sqlite" >/dev/null 2>&1 &
 pids+=($!)
-# generate_series is an extension in older sqlite3 shells; fall back to a CTE.
-sleep 3
-if ! kill -0 "${pids[-1]}" 2>/dev/null; then
-    (echo "PRAGMA cache_size = -200000; CREATE TABLE IF NOT EXISTS t(x BLOB);"
-     while :; do
-         echo "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 10000)"
-         echo " INSERT INTO t SELECT randomblob(4000) FROM c;"
-         echo "DELETE FROM t WHERE rowid % 3 = 0;"
-         sleep 2
-         echo "DELETE FROM t;"
-     done) | sqlite3 "$out/load.sqlite" >/dev/null 2>&1 &
-    pids+=($!)
-fi
 
 # A shell spawning ~30 short-lived processes a second: three `true` per
 # tenth of a second (each is two instances: the fork, then the exec); the

@@ -70,8 +70,8 @@ typedef struct fold_inst {
 typedef struct fold_group {
     uint32_t id, pid; /* pid: of the first member */
     char *name, *cmdline;
-    int64_t period; /* floor(start of the first member, FOLD_PERIOD_NS) */
-    int64_t start_ns;
+    int64_t period;   /* floor(start of the first member, FOLD_PERIOD_NS) */
+    int64_t start_ns; /* the earliest start of a member */
     /* the last exit of a member before the end of the batches emitted:
      * what the group's row says (INT64_MIN: none yet, stored as alive) */
     int64_t shown_exit;
@@ -479,6 +479,8 @@ static void on_exit_(void *ctx, const cw_proc_t *p, int64_t ts)
         fail(a, CW_ENOMEM);
         return;
     }
+    /* members fold at their exits, not in the order they started */
+    if (f->start_ns < g->start_ns) g->start_ns = f->start_ns;
     g->members++;
     f->group = g->id;
     a->nopen--;

@@ -30,6 +30,8 @@
 #include "commitwatch/stacks.h"
 #include "commitwatch/store.h"
 #include "commitwatch/tagger.h"
+#include "exact.h"
+#include "rng.h"
 #include "store/store_internal.h"
 #include "test.h"
 #include "test_port.h"
@@ -49,7 +51,6 @@ typedef struct gen {
 
 static gen_t ev[MAXEV];
 static uint32_t nev;
-static uint64_t rng = 0x2545f4914f6cdd1dull;
 
 /* What the generator expects of each child instance, by pid. */
 typedef struct child {
@@ -62,12 +63,10 @@ typedef struct child {
 static child_t kids[4000];
 static uint32_t nkids;
 
+/* [0, n) for the nanosecond spans here (rng.h's below() is 32-bit). */
 static uint64_t rnd(uint64_t n)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng % n;
+    return test_rng_next() % n;
 }
 
 static const char *const frames[][2] = {{"app!main", "libc!mmap"},
@@ -173,7 +172,12 @@ static void generate(int64_t t0)
     qsort(ev, nev, sizeof *ev, cmp_gen);
 }
 
-static void feed_all(cw_pipeline_t *pipe, cw_stacks_t *st)
+static uint32_t max_held;
+static bool folding; /* the store being checked was filled with folding on */
+
+/* Interns each event's stack (same order, so same ids) and feeds it;
+ * notes how many batches the aggregator (when there is one) held. */
+static void feed_all(cw_pipeline_t *pipe, cw_stacks_t *st, cw_agg_t *agg)
 {
     cw_diag_t d = {{0}};
     for (uint32_t i = 0; i < nev; i++) {
@@ -187,75 +191,18 @@ static void feed_all(cw_pipeline_t *pipe, cw_stacks_t *st)
         }
         if (e.op == CW_OP_COMMIT) ASSERT_OK(cw_stacks_intern_strings(st, fr, n, &e.stack_id));
         ASSERT_OK(cw_pipeline_feed(pipe, &e, &d));
+        if (agg && cw_agg_held(agg) > max_held) max_held = cw_agg_held(agg);
     }
-}
-
-static uint32_t max_held;
-static bool folding; /* the store being checked was filled with folding on */
-
-static int emit(void *ctx, cw_batch_t *b)
-{
-    cw_diag_t d = {{0}};
-    int rc = cw_store_write(ctx, b, &d);
-    if (rc) fprintf(stderr, "store: %s\n", d.msg);
-    cw_batch_free(b);
-    return rc;
 }
 
 static void fill_store(cw_store_t *s, bool fold)
 {
-    cw_stacks_t *st;
-    cw_tagger_t *tg;
-    cw_agg_t *agg;
-    cw_pipeline_t *pipe;
-    cw_diag_t d = {{0}};
-    ASSERT_OK(cw_stacks_create(&st));
-    ASSERT_OK(cw_tagger_create_builtin(&tg));
-    ASSERT_OK(cw_agg_create(S, st, tg, 0, 0, emit, s, &agg));
-    if (fold) cw_agg_set_fold(agg, LIFETIME, MAXBYTES);
-    cw_tracker_sink_t sink = cw_agg_sink(agg);
-    ASSERT_OK(cw_pipeline_create(&sink, agg, 1, &pipe));
-    for (uint32_t i = 0; i < nev; i++) {
-        cw_event_t e = ev[i].ev;
-        const char *fr[2] = {NULL, NULL};
-        uint32_t n = 0;
-        if (ev[i].stack >= 0) {
-            fr[0] = frames[ev[i].stack][0];
-            fr[1] = frames[ev[i].stack][1];
-            n = 2;
-        }
-        if (e.op == CW_OP_COMMIT) ASSERT_OK(cw_stacks_intern_strings(st, fr, n, &e.stack_id));
-        ASSERT_OK(cw_pipeline_feed(pipe, &e, &d));
-        if (cw_agg_held(agg) > max_held) max_held = cw_agg_held(agg);
-    }
-    ASSERT_OK(cw_agg_flush(agg));
-    ASSERT_EQ(cw_agg_held(agg), 0);
-    cw_pipeline_destroy(pipe);
-    cw_agg_destroy(agg);
-    cw_tagger_destroy(tg);
-    cw_stacks_destroy(st);
+    test_fill_store(s, feed_all, fold ? LIFETIME : 0, fold ? MAXBYTES : 0);
 }
 
 static cw_report_t *exact(int64_t t0, int64_t t1)
 {
-    cw_stacks_t *st;
-    cw_tagger_t *tg;
-    cw_analysis_t *an;
-    cw_pipeline_t *pipe;
-    cw_report_t *r;
-    ASSERT_OK(cw_stacks_create(&st));
-    ASSERT_OK(cw_tagger_create_builtin(&tg));
-    ASSERT_OK(cw_analysis_create(t0, t1, &an));
-    cw_tracker_sink_t sink = cw_analysis_sink(an);
-    ASSERT_OK(cw_pipeline_create(&sink, NULL, 1, &pipe));
-    feed_all(pipe, st);
-    cw_pipeline_finish(pipe);
-    ASSERT_OK(cw_analysis_report(an, st, tg, false, &r));
-    cw_pipeline_destroy(pipe);
-    cw_analysis_destroy(an);
-    cw_tagger_destroy(tg);
-    cw_stacks_destroy(st);
-    return r;
+    return test_exact(feed_all, t0, t1);
 }
 
 /* Figures that add up, plus outstanding at the end and events. */
@@ -408,6 +355,10 @@ int main(void)
     snprintf(dir, sizeof dir, "%s/cw_test_store_fold_XXXXXX", cw_test_tmpdir());
     ASSERT_TRUE(cw_test_mkdtemp(dir) != NULL);
     int64_t t0 = INT64_C(1700000000) * S + 17 * MIN; /* groups straddle an hour */
+    /* CW_FOLD_SEED=N replays another workload */
+    const char *seed_env = getenv("CW_FOLD_SEED");
+    uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : 12;
+    test_rng_seed(seed, 0x666f6c64);
     generate(t0);
     int64_t end = ev[nev - 1].ev.ts - ev[nev - 1].ev.ts % S + S;
 
@@ -445,7 +396,7 @@ int main(void)
     ASSERT_TRUE(folded_rows > keep && folded_rows <= keep + 8);
 
     ASSERT_OK(cw_test_rmtree(dir));
-    printf("%u events, %u children, %lld process rows folded, %lld not, %u batches held at most\n",
-           nev, nkids, (long long)folded_rows, (long long)plain_rows, max_held);
+    printf("seed %llu: %u events, %u children, %lld process rows folded, %lld not, %u batches held at most\n",
+           (unsigned long long)seed, nev, nkids, (long long)folded_rows, (long long)plain_rows, max_held);
     TEST_DONE();
 }
