@@ -75,4 +75,18 @@ static cw_report_t *test_exact(test_feed_fn feed, int64_t t0, int64_t t1)
     return r;
 }
 
+/* n random windows of whole w-wide buckets inside [lo, hi) (aligned
+ * inwards), each at most maxlen buckets long, given to check. */
+static void test_windows(cw_store_t *s, int64_t lo, int64_t hi, int64_t w, int n, int64_t maxlen,
+                         uint64_t (*rnd)(uint64_t), void (*check)(cw_store_t *, int64_t, int64_t))
+{
+    lo = lo % w ? lo - lo % w + w : lo;
+    hi -= hi % w;
+    for (int i = 0; i < n && hi - lo >= w; i++) {
+        int64_t nb = (hi - lo) / w, a = (int64_t)rnd((uint64_t)nb);
+        int64_t len = 1 + (int64_t)rnd((uint64_t)(nb - a < maxlen ? nb - a : maxlen));
+        check(s, lo + a * w, lo + (a + len) * w);
+    }
+}
+
 #endif

@@ -283,13 +283,7 @@ static void check(cw_store_t *s, int64_t t0, int64_t t1)
 
 static void windows(cw_store_t *s, int64_t lo, int64_t hi, int64_t w, int n)
 {
-    lo = lo % w ? lo - lo % w + w : lo;
-    hi -= hi % w;
-    for (int i = 0; i < n && hi - lo >= w; i++) {
-        int64_t nb = (hi - lo) / w, a = (int64_t)rnd((uint64_t)nb);
-        int64_t len = 1 + (int64_t)rnd((uint64_t)(nb - a < 90 ? nb - a : 90));
-        check(s, lo + a * w, lo + (a + len) * w);
-    }
+    test_windows(s, lo, hi, w, n, 90, rnd, check);
 }
 
 /* Every instance that folds is listed in exactly one group, with its
