@@ -7,6 +7,16 @@
  * It also carries new processes, frames and stacks (with their tags) into
  * the batch that first needs them.
  *
+ * Folding (cw_agg_set_fold, off by default): an instance that exits less
+ * than `lifetime` after its start having committed less than `max_bytes`
+ * in all is folded into a group per (name, hour of its start): its rows
+ * carry the group's id, and a folded row records the instance (see
+ * docs/DESIGN.md, "Short-lived processes"). Shortness is known only at
+ * the exit, so a closed bucket is held back while an undecided instance
+ * (younger than `lifetime`, below `max_bytes`, not exited) may have rows
+ * in it; everything else leaves as soon as its bucket closes. At most
+ * `lifetime` (plus a bucket) of batches are held.
+ *
  * Thread: the core thread only; emit runs on it and takes ownership of the
  * batch. */
 #ifndef COMMITWATCH_AGG_H
@@ -41,7 +51,14 @@ int cw_agg_advance(cw_agg_t *a, int64_t ts);
 /* Start of the first bucket that ts may still add to when the bucket
  * holding ts is closed: the bucket after it. */
 int64_t cw_agg_next_bucket(const cw_agg_t *a, int64_t ts);
-/* Emits the current bucket if it holds anything (end of input, shutdown). */
+/* Folds instances that live less than lifetime_ns and commit less than
+ * max_bytes (either 0: folding off, the default). Call before the first
+ * event. */
+void cw_agg_set_fold(cw_agg_t *a, int64_t lifetime_ns, uint64_t max_bytes);
+/* Batches closed and held back for folding (tests, health). */
+uint32_t cw_agg_held(const cw_agg_t *a);
+/* Emits the current bucket if it holds anything, and every batch held
+ * back (end of input, shutdown): undecided instances stay unfolded. */
 int cw_agg_flush(cw_agg_t *a);
 /* Replaces the tagger used for stacks not yet sent (after a rules reload;
  * the caller clears the stacks' cached tags). Borrowed. */

@@ -11,7 +11,11 @@
  *   - activity: per proc: events, net delta of outstanding bytes, and the
  *     highest outstanding relative to the bucket start (>= 0, the start
  *     included) with the first time it was reached;
- *   - new processes (and exits), new frames and new stacks (with tags).
+ *   - new processes (and exits), new frames and new stacks (with tags);
+ *   - short-lived instances folded into a group (docs/DESIGN.md,
+ *     "Short-lived processes"): their rows carry the group's id (a
+ *     process row with pid 0), and one folded row each says which
+ *     instance it was; it rides in the batch of the instance's exit.
  * With these rows the figures of any bucket-aligned window are exact.
  *
  * A batch owns all its memory; cw_batch_free() releases it. It is built
@@ -56,6 +60,14 @@ typedef struct cw_row_proc {
     bool tracking_ended; /* exit_ns is where tracking ended, not an exit */
 } cw_row_proc_t;
 
+/* A short-lived instance folded into group `group` (a cw_row_proc_t of
+ * the same batch or an earlier one, pid 0). */
+typedef struct cw_row_folded {
+    uint32_t group, pid;
+    int64_t start_ns, exit_ns;
+    uint64_t bytes; /* bytes it committed in its life */
+} cw_row_folded_t;
+
 typedef struct cw_row_frame {
     uint32_t id;
     char *text;
@@ -84,6 +96,7 @@ typedef struct cw_batch {
     CW__VEC(cw_row_proc_t) procs;
     CW__VEC(cw_row_frame_t) frames;
     CW__VEC(cw_row_stack_t) stacks;
+    CW__VEC(cw_row_folded_t) folded;
     /* Source counters, cumulative since the service started. */
     uint64_t events_total;
     uint64_t events_lost;
@@ -100,6 +113,7 @@ int cw_batch_add_release(cw_batch_t *b, const cw_row_release_t *r);
 int cw_batch_add_activity(cw_batch_t *b, const cw_row_activity_t *r);
 int cw_batch_add_proc(cw_batch_t *b, uint32_t id, uint32_t pid, int64_t start_ns, int64_t exit_ns,
                       const char *name, const char *cmdline);
+int cw_batch_add_folded(cw_batch_t *b, const cw_row_folded_t *r);
 int cw_batch_add_frame(cw_batch_t *b, uint32_t id, const char *text);
 int cw_batch_add_stack(cw_batch_t *b, uint32_t id, const uint32_t *frames, uint32_t n,
                        const char *tag);

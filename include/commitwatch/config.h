@@ -31,6 +31,10 @@ typedef struct cw_config {
     char *images;    /* etl source: folder of the trace's images; NULL = none */
     char *symbol_path; /* etw source: DbgHelp's symbol path; NULL = _NT_SYMBOL_PATH */
     cw_store_opts_t store;
+    /* Short-lived instances stored folded (docs/DESIGN.md, "Short-lived
+     * processes"); either 0 = off. Read at start only. */
+    int64_t fold_lifetime_ns;
+    uint64_t fold_size_bytes;
     /* Alerts (docs/ALERTS.md). */
     char **alert_rules; /* rule files, repeatable */
     size_t nalert_rules, alert_rules_cap;

@@ -53,6 +53,9 @@ typedef struct cw_proc_info {
     int64_t tracking_ended_ns;
     char *name;    /* owned; "" when the row has none */
     char *cmdline; /* owned; NULL when unknown */
+    /* 0: an instance; N: a group of N folded instances (pid 0 when N > 1;
+     * a group of one keeps its instance's pid and cmdline) */
+    uint32_t folded;
 } cw_proc_info_t;
 
 /* The processes row of instance id. 0 and *out filled (free its strings
@@ -61,6 +64,29 @@ typedef struct cw_proc_info {
 int cw_store_proc_get(cw_store_t *s, uint32_t id, cw_proc_info_t *out, cw_diag_t *d);
 /* Frees the strings and zeroes *p; accepts a zeroed struct. */
 void cw_proc_info_clear(cw_proc_info_t *p);
+
+/* ---- folded instances (docs/DESIGN.md, "Short-lived processes") ----------- */
+
+/* One instance folded into a group. */
+typedef struct cw_folded_inst {
+    uint32_t pid;
+    int64_t start_ns, exit_ns;
+    uint64_t bytes; /* committed in its life */
+} cw_folded_inst_t;
+
+typedef struct cw_folded_list {
+    cw_folded_inst_t *v; /* owned, by start time */
+    size_t n;
+    uint64_t total; /* instances of the group in the window, n aside from limit */
+} cw_folded_list_t;
+
+/* The instances of group `group` (a processes row with folded > 0) that
+ * were alive in [from_ns, to_ns), the first `limit` of them (0 = all) by
+ * start time. 0 and *out (free with cw_folded_list_clear()), CW_ENOMEM or
+ * CW_EDB. A group with none gives an empty list. */
+int cw_store_folded_list(cw_store_t *s, uint32_t group, int64_t from_ns, int64_t to_ns,
+                         size_t limit, cw_folded_list_t *out, cw_diag_t *d);
+void cw_folded_list_clear(cw_folded_list_t *l); /* accepts a zeroed struct */
 
 /* ---- tags --------------------------------------------------------------- */
 

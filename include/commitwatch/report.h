@@ -52,6 +52,11 @@ typedef struct cw_proc_report {
     /* CW_TS_NEVER, or where tracking ended while it was alive (a stored
      * run's end: it did not exit, exit_ns is CW_TS_NEVER) */
     int64_t tracking_ended_ns;
+    /* 0: an instance; N >= 2: a group of N short-lived instances folded
+     * together (docs/DESIGN.md, "Short-lived processes"; pid 0; its peak
+     * is an upper bound, the sum of its members' per-bucket peaks). A
+     * group of one is shown as the instance it is. */
+    uint32_t folded;
     cw_figs_t figs;  /* sum of stacks */
     uint64_t peak_bytes;
     int64_t peak_ns;

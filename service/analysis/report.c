@@ -144,7 +144,7 @@ cJSON *cw_report_proc_json(const cw_proc_report_t *p, bool with_stacks)
          cJSON_AddStringToObject(o, "name", p->name ? p->name : "");
     ok = ok && (p->cmdline ? cJSON_AddStringToObject(o, "cmdline", p->cmdline) != NULL
                            : cJSON_AddNullToObject(o, "cmdline") != NULL);
-    ok = ok && add_i64(o, "start_ns", p->start_ns);
+    ok = ok && add_i64(o, "start_ns", p->start_ns) && add_u64(o, "folded", p->folded);
     ok = ok && (p->exit_ns == CW_TS_NEVER ? cJSON_AddNullToObject(o, "exit_ns") != NULL
                                           : add_i64(o, "exit_ns", p->exit_ns) != NULL);
     ok = ok && (p->tracking_ended_ns == CW_TS_NEVER
@@ -248,9 +248,15 @@ int cw_report_print_table(const cw_report_t *r, bool with_stacks, FILE *out)
         cw_format_bytes((int64_t)p->figs.types[CW_AIFI].bytes, tsz, sizeof tsz);
         cw_format_bytes((int64_t)p->peak_bytes, peak, sizeof peak);
         cw_format_bytes((int64_t)p->outstanding_end, ost, sizeof ost);
+        char name[64];
+        if (p->folded)
+            snprintf(name, sizeof name, "%s (%" PRIu32 " folded)", p->name ? p->name : "",
+                     p->folded);
+        else
+            snprintf(name, sizeof name, "%s", p->name ? p->name : "");
         fprintf(out,
                 "%-28.28s %8" PRIu32 " %10s %7" PRIu64 " %11s %9" PRIu64 " %10s %10s %11.3f %10s\n",
-                p->name ? p->name : "", p->pid, size, p->figs.commit_count, imp,
+                name, p->pid, size, p->figs.commit_count, imp,
                 p->figs.types[CW_AIFI].count, tsz, peak, rel_s(r, p->peak_ns), ost);
         fprintf(out,
                 "%-28s types: AIFI %" PRIu64 "/%" PRIu64 "B AIFO %" PRIu64 "/%" PRIu64

@@ -42,6 +42,11 @@ static const key_def_t keys[] = {
     {"retention_hour", T_DURATION, OFF(store.retention_ns[2]), 0, "400d",
      "how long 1 h buckets are kept (0 = forever)"},
     {"size_cap", T_SIZE, OFF(store.size_cap_bytes), 0, "2GiB", "largest database file (0 = no cap)"},
+    {"fold_lifetime", T_DURATION, OFF(fold_lifetime_ns), 0, "2s",
+     "instances that exit sooner than this, committing less than fold_size, are stored folded "
+     "per name (0 = never)"},
+    {"fold_size", T_SIZE, OFF(fold_size_bytes), 0, "4MiB",
+     "instances that commit this much in all are never folded (0 = never fold)"},
     {"alert_rules", T_LIST, OFF(alert_rules), OFF(nalert_rules), NULL,
      "an alert rules file (repeatable; docs/ALERTS.md)"},
     {"alert_default_rules", T_BOOL, OFF(alert_default_rules), 0, "yes",

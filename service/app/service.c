@@ -454,6 +454,7 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
     if ((rc = cw_agg_create(1000000000LL, s->stacks, s->tagger, stored_frames, stored_stacks,
                             emit_batch, s, &s->agg)) != 0)
         goto oom;
+    cw_agg_set_fold(s->agg, cfg.fold_lifetime_ns, cfg.fold_size_bytes);
     cw_tracker_sink_t sink = cw_agg_sink(s->agg);
     if ((rc = cw_pipeline_create(&sink, s->agg, next_proc, &s->pipe)) != 0) goto oom;
 

@@ -239,6 +239,60 @@ out:
     return rc;
 }
 
+/* ---------------------------------------------------------------- instances */
+
+/* The instances a process line stands for: a folded group's (schema
+ * 005_folded) alive in the window, or the instance itself. */
+int cw__http_instances(cw__http_req_t *r, uint32_t id)
+{
+    int64_t from, to;
+    uint64_t limit = 1000;
+    const char *s;
+    cw_diag_t d = {{0}};
+    cw_proc_info_t info;
+    cw_folded_list_t l = {0};
+    cw_folded_inst_t self;
+    int rc = cw__http_window(r, &from, &to);
+    if (rc) return rc;
+    if ((s = cw__http_param(r, "limit")) &&
+        (rc = cw__http_parse_uint(r, "limit", s, 1, 100000, &limit)))
+        return rc;
+    rc = cw_store_proc_get(r->store, id, &info, &d);
+    if (rc == CW_ENOENT) return cw__http_fail(r, 404, "id: no process instance %" PRIu32, id);
+    if (rc) return cw__http_fail(r, 500, "query failed: %s", d.msg);
+    if (info.folded) {
+        rc = cw_store_folded_list(r->store, id, from, to, (size_t)limit, &l, &d);
+        if (rc) {
+            cw_proc_info_clear(&info);
+            return cw__http_fail(r, 500, "query failed: %s", d.msg);
+        }
+    } else {
+        int64_t end = info.exit_ns != CW_TS_NEVER ? info.exit_ns : info.tracking_ended_ns;
+        bool alive = info.start_ns < to && end >= from;
+        self = (cw_folded_inst_t){info.pid, info.start_ns, info.exit_ns, 0};
+        l = (cw_folded_list_t){alive ? &self : NULL, alive ? 1 : 0, alive ? 1 : 0};
+    }
+    cJSON *root = cJSON_CreateObject(), *proc, *arr = NULL;
+    bool ok = root && cw__json_window(root, from, to) &&
+              (proc = cJSON_AddObjectToObject(root, "process")) != NULL &&
+              cw__json_u64(proc, "id", id) &&
+              cJSON_AddStringToObject(proc, "name", info.name ? info.name : "") &&
+              cw__json_u64(proc, "folded", info.folded) && cw__json_u64(root, "total", l.total) &&
+              (arr = cJSON_AddArrayToObject(root, "instances")) != NULL;
+    for (size_t i = 0; ok && i < l.n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        ok = o && cJSON_AddItemToArray(arr, o) && cw__json_u64(o, "pid", l.v[i].pid) &&
+             cw__json_i64(o, "start_ns", l.v[i].start_ns) &&
+             cw__json_i64_or_null(o, "exit_ns", l.v[i].exit_ns, CW_TS_NEVER) &&
+             (!info.folded || cw__json_u64(o, "bytes", l.v[i].bytes));
+    }
+    rc = ok ? cw__http_send_json(r, root) : oom(r);
+    cJSON_Delete(root);
+    if (info.folded) cw_folded_list_clear(&l);
+    cw_proc_info_clear(&info);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- stacks */
 
 static cJSON *add_figs(cJSON *o, const cw_figs_t *f)

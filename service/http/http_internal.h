@@ -115,6 +115,8 @@ int cw__http_health(cw__http_req_t *r);
 int cw__http_processes(cw__http_req_t *r);
 int cw__http_process(cw__http_req_t *r, uint32_t id);
 int cw__http_stacks(cw__http_req_t *r, uint32_t id);
+/* The folded instances of a group (or the instance itself), http_api.c. */
+int cw__http_instances(cw__http_req_t *r, uint32_t id);
 int cw__http_diff(cw__http_req_t *r);
 int cw__http_tags(cw__http_req_t *r);
 int cw__http_series(cw__http_req_t *r, uint32_t id); /* id 0: the whole system */

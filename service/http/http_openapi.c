@@ -167,6 +167,28 @@ static const char openapi[] =
     "rocess\":{\"type\":\"object\",\"description\":\"Process series only: id, pid, name, cmdline, sta"
     "rt_ns, exit_ns, tracking_ended_ns.\"}}}}}}";
 
+/* The instances of a folded group (http_api.c), merged into the paths. */
+static const char openapi_fold[] =
+    "{\"paths\":{\"/api/processes/{id}/instances\":{\"get\":{\"summary\":\"The instances a process "
+    "line stands for. A line with folded > 0 is a group of short-lived instances of one name stored"
+    " folded (docs/DESIGN.md, Short-lived processes: they exited within fold_lifetime having commit"
+    "ted less than fold_size; their figures count in the group's, exactly in sums over processes an"
+    "d names); this lists those alive in the window, by start time, with pid, start_ns, exit_ns and"
+    " the bytes each committed. An instance that is not a group lists itself.\",\"parameters\":[{\""
+    "name\":\"id\",\"in\":\"path\",\"required\":true,\"description\":\"Process id (the `id` field o"
+    "f /api/processes).\",\"schema\":{\"type\":\"integer\",\"minimum\":1}},{\"name\":\"from\",\"in\""
+    ":\"query\",\"required\":false,\"description\":\"Window start (inclusive), as for /api/processe"
+    "s. Default: an hour before 'to'.\",\"schema\":{\"type\":\"string\"}},{\"name\":\"to\",\"in\":\""
+    "query\",\"required\":false,\"description\":\"Window end (exclusive), as for /api/processes. De"
+    "fault: now.\",\"schema\":{\"type\":\"string\"}},{\"name\":\"limit\",\"in\":\"query\",\"schema\""
+    ":{\"type\":\"integer\",\"minimum\":1,\"maximum\":100000,\"default\":1000}}],\"responses\":{\"2"
+    "00\":{\"description\":\"{window, process: {id, name, folded}, total, instances: [{pid, start_n"
+    "s, exit_ns, bytes}]}\",\"content\":{\"application/json\":{\"schema\":{\"type\":\"object\"}}}},"
+    "\"400\":{\"description\":\"Bad input: the message names the parameter.\",\"content\":{\"applic"
+    "ation/json\":{\"schema\":{\"$ref\":\"#/components/schemas/Error\"}}}},\"404\":{\"description\""
+    ":\"No such process.\",\"content\":{\"application/json\":{\"schema\":{\"$ref\":\"#/components/s"
+    "chemas/Error\"}}}}}}}}}";
+
 /* The alert endpoints (http_alerts.c): paths and components merged into
  * the document above. */
 static const char openapi_alerts[] =
@@ -322,15 +344,17 @@ static bool merge(cJSON *to, cJSON *from, const char *name)
 
 int cw__http_openapi(cw__http_req_t *r)
 {
-    cJSON *o = cJSON_Parse(openapi), *a = cJSON_Parse(openapi_alerts);
+    cJSON *o = cJSON_Parse(openapi), *a = cJSON_Parse(openapi_alerts), *f = cJSON_Parse(openapi_fold);
     cJSON *oc = cJSON_GetObjectItemCaseSensitive(o, "components");
     cJSON *ac = cJSON_GetObjectItemCaseSensitive(a, "components");
     int rc;
-    if (!o || !a || !oc || !merge(o, a, "paths") || !merge(oc, ac, "schemas") ||
+    if (!o || !a || !f || !oc || !merge(o, a, "paths") || !merge(o, f, "paths") ||
+        !merge(oc, ac, "schemas") ||
         !merge(oc, ac, "securitySchemes"))
         rc = cw__http_fail(r, 500, "the built-in OpenAPI document is not valid JSON");
     else
         rc = cw__http_send_json(r, o);
+    cJSON_Delete(f);
     cJSON_Delete(a);
     cJSON_Delete(o);
     return rc;

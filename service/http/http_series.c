@@ -46,7 +46,8 @@ static cJSON *series_json(const cw_series_t *s, const cw_proc_info_t *proc)
                             : cJSON_AddNullToObject(pj, "cmdline")) &&
              cw__json_i64(pj, "start_ns", proc->start_ns) &&
              cw__json_i64_or_null(pj, "exit_ns", proc->exit_ns, CW_TS_NEVER) &&
-             cw__json_i64_or_null(pj, "tracking_ended_ns", proc->tracking_ended_ns, CW_TS_NEVER);
+             cw__json_i64_or_null(pj, "tracking_ended_ns", proc->tracking_ended_ns, CW_TS_NEVER) &&
+             cw__json_u64(pj, "folded", proc->folded > 1 ? proc->folded : 0);
     if (ok && s->clipped_at != INT64_MIN) {
         char note[200];
         snprintf(note, sizeof note,

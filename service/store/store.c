@@ -724,7 +724,9 @@ int cw_store_write(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
     if (err) return err;
     memcpy(t, s->tiers, sizeof t);
     if ((err = cw__store_exec(s, "BEGIN IMMEDIATE", "starting a transaction", d))) return err;
-    if ((err = put_dictionary(s, b, d)) || (err = put_rows(s, b, d))) goto fail;
+    if ((err = put_dictionary(s, b, d)) || (err = put_rows(s, b, d)) ||
+        (err = cw__store_put_folded(s, b, d)))
+        goto fail;
     if (t[0].start == INT64_MIN)
         for (int k = 0; k < CW_TIERS; k++) {
             t[k].start = cw_floor_to(b->bucket_ns, t[k].width);

@@ -95,6 +95,10 @@ enum cw__stmt {
     CW__ST_SIL_DELETE,
     CW__ST_SIL_EXISTS,
     CW__ST_SIL_LIST,
+    /* store_fold.c */
+    CW__ST_FOLDED_PUT,
+    CW__ST_FOLDED_COUNT,
+    CW__ST_FOLDED_LIST,
     CW__ST__COUNT
 };
 
@@ -186,6 +190,11 @@ int cw__store_put_activity(cw_store_t *s, int tier, int64_t bucket, const cw_row
 int cw__store_rollup(cw_store_t *s, cw__tier_t *t, int k, cw_diag_t *d);
 int cw__store_retain(cw_store_t *s, cw__tier_t *t, int k, cw_diag_t *d);
 int cw__store_enforce_cap(cw_store_t *s, cw__tier_t *t, cw_diag_t *d);
+
+/* store_fold.c: stores the batch's folded instances (schema/005_folded)
+ * and counts them in their group's processes row, inside the batch's
+ * transaction, after its process rows. 0 or CW_EDB / CW_EIO. */
+int cw__store_put_folded(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d);
 
 /* Test hook: creates a new database at path holding only the first
  * `version` migrations (1 <= version <= cw_store_schema_version()), as an

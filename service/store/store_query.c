@@ -18,7 +18,8 @@
 static const char SQL_READ_BEGIN[] = "BEGIN";
 static const char SQL_READ_END[] = "COMMIT";
 static const char SQL_Q_PROC[] =
-    "SELECT pid, start_ns, exit_ns, name, cmdline, tracking_ended_ns FROM processes WHERE id = ?1";
+    "SELECT pid, start_ns, exit_ns, name, cmdline, tracking_ended_ns, folded FROM processes "
+    "WHERE id = ?1";
 /* The newest end of tracking (schema/003's partial index answers it). */
 static const char SQL_LAST_ENDED[] =
     "SELECT MAX(tracking_ended_ns) FROM processes WHERE tracking_ended_ns IS NOT NULL";
@@ -195,6 +196,7 @@ int cw__store_proc_row(cw_store_t *s, uint32_t id, cw_proc_info_t *out, bool *fo
         if (sqlite3_column_type(st, 2) != SQLITE_NULL) out->exit_ns = sqlite3_column_int64(st, 2);
         if (sqlite3_column_type(st, 5) != SQLITE_NULL)
             out->tracking_ended_ns = sqlite3_column_int64(st, 5);
+        out->folded = (uint32_t)sqlite3_column_int64(st, 6);
         err = col_dup(st, 3, NULL, &out->name);
         if (!err) err = col_dup(st, 4, NULL, &out->cmdline);
     } else if (rc != SQLITE_DONE) {

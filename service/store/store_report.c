@@ -431,6 +431,7 @@ static int fill_proc(cw_store_t *s, cw_proc_report_t *p, bool with_frames, cw_di
     p->start_ns = info.start_ns;
     p->exit_ns = info.exit_ns;
     p->tracking_ended_ns = info.tracking_ended_ns;
+    p->folded = info.folded > 1 ? info.folded : 0; /* a group of one is the instance */
     p->name = info.name; /* moved: p owns the strings now */
     p->cmdline = info.cmdline;
     if (!p->name) {

@@ -6,12 +6,23 @@
  *   activity (proc, 0)                  -> events, delta, relpeak, time
  * Process starts and exits go straight into the pending batch. On close
  * the maps become rows, new frames and stacks (with their tags) are
- * appended, and the batch is emitted. */
+ * appended, and the batch joins the held queue, which emits it at once
+ * unless folding needs it (below).
+ *
+ * Folding (agg.h, DESIGN.md "Short-lived processes"): `insts` lists the
+ * instances whose fate is open (started while folding was on, younger
+ * than the lifetime, below the size, not exited) and the folded ones
+ * whose rows may still be in a held batch; `groups` the folded groups of
+ * the current period. A held batch leaves when no open instance started
+ * in or before its bucket; on the way out its rows of folded instances
+ * take their group's id, rows that then share a key are merged, and the
+ * instances' own process rows give way to their group's. */
 #include "commitwatch/agg.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "commitwatch/common.h"
 #include "commitwatch/error.h"
 #include "commitwatch/event.h"
 #include "commitwatch/keymap.h"
@@ -42,6 +53,35 @@ typedef struct act_acc {
         size_t cap;                                                                                \
     }
 
+/* An instance folding is watching (see the file comment). */
+typedef struct fold_inst {
+    uint32_t proc, pid;
+    int64_t start_ns;
+    int64_t exit_ns; /* set when folded */
+    uint64_t bytes;  /* committed so far */
+    uint32_t group;  /* the group's id once folded; 0 while open */
+    bool drop;       /* decided not to fold: leaves the list at the next prune */
+} fold_inst_t;
+
+/* A group of folded instances: one name, one period of their starts. It
+ * takes the instance id of its first member, which is stored nowhere else,
+ * and while that is its only member it is stored as that instance (pid,
+ * cmdline, start, exit): a group of one is the instance itself. */
+typedef struct fold_group {
+    uint32_t id, pid; /* pid: of the first member */
+    char *name, *cmdline;
+    int64_t period;   /* floor(start of the first member, FOLD_PERIOD_NS) */
+    int64_t start_ns; /* the earliest start of a member */
+    /* the last exit of a member before the end of the batches emitted:
+     * what the group's row says (INT64_MIN: none yet, stored as alive) */
+    int64_t shown_exit;
+    uint64_t members;
+} fold_group_t;
+
+/* One group per name per hour of starts: a day of a busy shell loop is
+ * 24 rows, and a window still shows when the instances ran. */
+#define FOLD_PERIOD_NS (INT64_C(3600) * 1000000000)
+
 struct cw_agg {
     int64_t width;
     cw_stacks_t *stacks;
@@ -58,7 +98,299 @@ struct cw_agg {
     uint64_t events_total, events_lost;
     int64_t drift;
     int err; /* first failure inside a callback, returned by advance/flush */
+
+    /* Folding; lifetime 0 = off. */
+    int64_t fold_lifetime;
+    uint64_t fold_bytes;
+    fold_inst_t *insts;
+    size_t insts_cap;
+    uint32_t ninsts, nopen; /* nopen: insts still undecided */
+    cw_keymap_t inst_map;   /* (proc, 0) -> index into insts */
+    bool insts_dirty;       /* some have drop set */
+    fold_group_t *groups;
+    size_t groups_cap;
+    uint32_t ngroups;
+    /* Closed batches not emitted yet, oldest first. */
+    cw_batch_t **held;
+    size_t held_cap;
+    uint32_t nheld;
 };
+
+/* ---- folding ------------------------------------------------------------ */
+
+static fold_inst_t *inst_of(cw_agg_t *a, uint32_t proc)
+{
+    if (a->ninsts == 0) return NULL;
+    uint32_t i = cw_keymap_find(&a->inst_map, proc, 0);
+    return i == UINT32_MAX ? NULL : &a->insts[i];
+}
+
+static void inst_keep(cw_agg_t *a, fold_inst_t *f)
+{
+    if (f->drop || f->group) return;
+    f->drop = true;
+    a->nopen--;
+    a->insts_dirty = true;
+}
+
+static fold_group_t *group_by_id(cw_agg_t *a, uint32_t id)
+{
+    for (uint32_t i = 0; i < a->ngroups; i++)
+        if (a->groups[i].id == id) return &a->groups[i];
+    return NULL;
+}
+
+/* The group for instance f of process p; NULL on ENOMEM. */
+static fold_group_t *group_for(cw_agg_t *a, const fold_inst_t *f, const cw_proc_t *p)
+{
+    const char *name = p->name ? p->name : "";
+    int64_t period = cw_floor_to(f->start_ns, FOLD_PERIOD_NS);
+    for (uint32_t i = 0; i < a->ngroups; i++)
+        if (a->groups[i].period == period && strcmp(a->groups[i].name, name) == 0)
+            return &a->groups[i];
+    char *n = cw_strdup(name), *c = cw_strdup(p->cmdline);
+    if (!n || (p->cmdline && !c) || CW_RESERVE(a->groups, a->groups_cap, (size_t)a->ngroups + 1)) {
+        free(n);
+        free(c);
+        return NULL;
+    }
+    fold_group_t *g = &a->groups[a->ngroups++];
+    *g = (fold_group_t){f->proc, f->pid, n, c, period, f->start_ns, INT64_MIN, 0};
+    return g;
+}
+
+/* Drops the decided-unfolded instances and the folded ones whose exit is
+ * before `emitted_end` (their rows have all left), then rebuilds the map;
+ * drops groups whose period ended before it and that no instance names. */
+static int prune(cw_agg_t *a, int64_t emitted_end)
+{
+    uint32_t n = 0;
+    bool changed = a->insts_dirty;
+    for (uint32_t i = 0; i < a->ninsts; i++) {
+        fold_inst_t *f = &a->insts[i];
+        bool gone = f->drop || (f->group && f->exit_ns < emitted_end);
+        changed |= gone;
+        if (!gone) a->insts[n++] = *f;
+    }
+    a->ninsts = n;
+    a->insts_dirty = false;
+    if (changed) {
+        cw_keymap_clear(&a->inst_map);
+        for (uint32_t i = 0; i < n; i++) {
+            int added;
+            if (cw_keymap_get(&a->inst_map, a->insts[i].proc, 0, &added) == UINT32_MAX)
+                return CW_ENOMEM;
+        }
+    }
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < a->ngroups; i++) {
+        fold_group_t *g = &a->groups[i];
+        bool used = g->period + FOLD_PERIOD_NS > emitted_end;
+        for (uint32_t j = 0; j < a->ninsts && !used; j++)
+            used = a->insts[j].group == g->id;
+        if (used) {
+            a->groups[m++] = *g;
+        } else {
+            free(g->name);
+            free(g->cmdline);
+        }
+    }
+    a->ngroups = m;
+    return 0;
+}
+
+/* Instances at least the lifetime old at ts are not short: kept. */
+static void decide_by_age(cw_agg_t *a, int64_t ts)
+{
+    for (uint32_t i = 0; i < a->ninsts && a->nopen; i++)
+        if (!a->insts[i].group && ts - a->insts[i].start_ns >= a->fold_lifetime)
+            inst_keep(a, &a->insts[i]);
+}
+
+static int cmp_commit(const void *x, const void *y)
+{
+    const cw_row_commit_t *p = x, *q = y;
+    if (p->proc != q->proc) return p->proc < q->proc ? -1 : 1;
+    if (p->stack != q->stack) return p->stack < q->stack ? -1 : 1;
+    return (p->a > q->a) - (p->a < q->a);
+}
+
+static int cmp_release(const void *x, const void *y)
+{
+    const cw_row_release_t *p = x, *q = y;
+    if (p->proc != q->proc) return p->proc < q->proc ? -1 : 1;
+    if (p->stack != q->stack) return p->stack < q->stack ? -1 : 1;
+    return (p->a > q->a) - (p->a < q->a);
+}
+
+static int cmp_activity(const void *x, const void *y)
+{
+    const cw_row_activity_t *p = x, *q = y;
+    return (p->proc > q->proc) - (p->proc < q->proc);
+}
+
+/* Rows that share a key after remapping become one: sums, except the
+ * activity's relpeak, which becomes the sum of the members' peaks (an
+ * upper bound of the group's, as the machine's peak is), first reached at
+ * the earliest member's. */
+static void merge_rows(cw_batch_t *b)
+{
+    uint32_t n = 0;
+    if (b->commits.n > 1) qsort(b->commits.v, b->commits.n, sizeof *b->commits.v, cmp_commit);
+    for (uint32_t i = 0; i < b->commits.n; i++) {
+        cw_row_commit_t *r = &b->commits.v[i], *o = n ? &b->commits.v[n - 1] : NULL;
+        if (o && cmp_commit(o, r) == 0) {
+            o->bytes += r->bytes;
+            o->events += r->events;
+        } else
+            b->commits.v[n++] = *r;
+    }
+    b->commits.n = n;
+    n = 0;
+    if (b->releases.n > 1) qsort(b->releases.v, b->releases.n, sizeof *b->releases.v, cmp_release);
+    for (uint32_t i = 0; i < b->releases.n; i++) {
+        cw_row_release_t *r = &b->releases.v[i], *o = n ? &b->releases.v[n - 1] : NULL;
+        if (o && cmp_release(o, r) == 0) {
+            o->bytes += r->bytes;
+            o->pieces += r->pieces;
+            o->closed += r->closed;
+        } else
+            b->releases.v[n++] = *r;
+    }
+    b->releases.n = n;
+    n = 0;
+    if (b->activity.n > 1) qsort(b->activity.v, b->activity.n, sizeof *b->activity.v, cmp_activity);
+    for (uint32_t i = 0; i < b->activity.n; i++) {
+        cw_row_activity_t *r = &b->activity.v[i], *o = n ? &b->activity.v[n - 1] : NULL;
+        if (o && o->proc == r->proc) {
+            o->events += r->events;
+            o->delta += r->delta;
+            if (r->relpeak > 0 && (o->relpeak == 0 || r->relpeak_ns < o->relpeak_ns))
+                o->relpeak_ns = r->relpeak_ns;
+            o->relpeak += r->relpeak;
+        } else
+            b->activity.v[n++] = *r;
+    }
+    b->activity.n = n;
+}
+
+/* The group id for rows of proc, or proc itself. */
+static uint32_t remap(cw_agg_t *a, uint32_t proc, bool *changed)
+{
+    fold_inst_t *f = inst_of(a, proc);
+    if (!f || !f->group) return proc;
+    *changed = true;
+    return f->group;
+}
+
+/* Gives a held batch's rows of folded instances to their groups. */
+static int fold_batch(cw_agg_t *a, cw_batch_t *b)
+{
+    bool changed = false;
+    int rc = 0;
+    if (a->ninsts == 0) return 0;
+    for (uint32_t i = 0; i < b->commits.n; i++)
+        b->commits.v[i].proc = remap(a, b->commits.v[i].proc, &changed);
+    for (uint32_t i = 0; i < b->releases.n; i++)
+        b->releases.v[i].proc = remap(a, b->releases.v[i].proc, &changed);
+    for (uint32_t i = 0; i < b->activity.n; i++)
+        b->activity.v[i].proc = remap(a, b->activity.v[i].proc, &changed);
+    if (changed) merge_rows(b);
+    /* A group's row shows the exits up to this batch's end, as an
+     * instance's would. */
+    int64_t bend = b->bucket_ns + b->width_ns;
+    for (uint32_t i = 0; i < a->ninsts; i++) {
+        const fold_inst_t *f = &a->insts[i];
+        fold_group_t *g = f->group && f->exit_ns < bend ? group_by_id(a, f->group) : NULL;
+        if (g && f->exit_ns > g->shown_exit) g->shown_exit = f->exit_ns;
+    }
+    /* Process rows: a folded instance's start and exit give way to one row
+     * of its group (pid 0 once it has two members, the group's first start
+     * and last exit up to here), and its exit adds its folded row. */
+    uint32_t n = 0, ngroups_added = 0;
+    uint32_t nprocs = b->procs.n;
+    for (uint32_t i = 0; i < nprocs; i++) {
+        cw_row_proc_t r = b->procs.v[i];
+        fold_inst_t *f = inst_of(a, r.id);
+        if (!f || !f->group) {
+            b->procs.v[n++] = r;
+            continue;
+        }
+        if (rc == 0 && r.exit_ns != CW_TS_NEVER) {
+            cw_row_folded_t fr = {f->group, f->pid, f->start_ns, f->exit_ns, f->bytes};
+            rc = cw_batch_add_folded(b, &fr);
+        }
+        bool have = false;
+        for (uint32_t j = 0; j < ngroups_added && !have; j++)
+            have = b->procs.v[nprocs + j].id == f->group;
+        fold_group_t *g = group_by_id(a, f->group);
+        if (rc == 0 && !have && g) {
+            bool one = g->members == 1;
+            int64_t exit = g->shown_exit == INT64_MIN ? CW_TS_NEVER : g->shown_exit;
+            rc = cw_batch_add_proc(b, g->id, one ? g->pid : 0, g->start_ns, exit, g->name,
+                                   one ? g->cmdline : NULL);
+            if (rc == 0) {
+                /* keep the group rows after the originals while scanning */
+                ngroups_added++;
+            }
+        }
+        free(r.name);
+        free(r.cmdline);
+    }
+    /* Move the group rows down behind the kept ones. */
+    for (uint32_t j = 0; j < ngroups_added; j++)
+        b->procs.v[n++] = b->procs.v[nprocs + j];
+    b->procs.n = n;
+    return rc;
+}
+
+/* Emits the held batches that no open instance may still add to (all of
+ * them when force), oldest first. */
+static int drain(cw_agg_t *a, bool force)
+{
+    int rc = 0;
+    int64_t emitted_end = INT64_MIN;
+    uint32_t k = 0;
+    while (k < a->nheld && rc == 0) {
+        cw_batch_t *b = a->held[k];
+        if (!force && a->nopen) {
+            bool blocked = false;
+            for (uint32_t i = 0; i < a->ninsts && !blocked; i++) {
+                const fold_inst_t *f = &a->insts[i];
+                blocked = !f->group && !f->drop && f->start_ns < b->bucket_ns + b->width_ns;
+            }
+            if (blocked) break;
+        }
+        a->held[k++] = NULL;
+        emitted_end = b->bucket_ns + b->width_ns;
+        if ((rc = fold_batch(a, b)) != 0) {
+            cw_batch_free(b);
+            break;
+        }
+        rc = a->emit(a->emit_ctx, b);
+    }
+    /* Batches not sent on an error are dropped with the error. */
+    if (rc != 0)
+        for (uint32_t i = k; i < a->nheld; i++) {
+            cw_batch_free(a->held[i]);
+            a->held[i] = NULL;
+        }
+    uint32_t left = rc != 0 ? 0 : a->nheld - k;
+    memmove(a->held, a->held + k, left * sizeof *a->held);
+    a->nheld = left;
+    if (rc == 0 && emitted_end != INT64_MIN) rc = prune(a, emitted_end);
+    return rc;
+}
+
+static int hold(cw_agg_t *a, cw_batch_t *b)
+{
+    if (CW_RESERVE(a->held, a->held_cap, (size_t)a->nheld + 1)) {
+        cw_batch_free(b);
+        return CW_ENOMEM;
+    }
+    a->held[a->nheld++] = b;
+    return 0;
+}
 
 /* Index of the accumulator for (k1, k2), zeroed when new; UINT32_MAX on
  * out of memory. */
@@ -106,8 +438,22 @@ static void on_start(void *ctx, const cw_proc_t *p, int64_t ts)
 {
     cw_agg_t *a = ctx;
     if (open_bucket(a, ts) != 0 ||
-        cw_batch_add_proc(a->batch, p->id, p->pid, p->start_ns, CW_TS_NEVER, p->name, p->cmdline))
+        cw_batch_add_proc(a->batch, p->id, p->pid, p->start_ns, CW_TS_NEVER, p->name, p->cmdline)) {
         fail(a, CW_ENOMEM);
+        return;
+    }
+    /* An announced start may fold; a "pid N" instance has no name to
+     * group by. */
+    if (a->fold_lifetime <= 0 || p->implicit) return;
+    int added;
+    uint32_t i = cw_keymap_get(&a->inst_map, p->id, 0, &added);
+    if (i == UINT32_MAX || CW_RESERVE(a->insts, a->insts_cap, (size_t)i + 1)) {
+        fail(a, CW_ENOMEM);
+        return;
+    }
+    a->insts[i] = (fold_inst_t){p->id, p->pid, p->start_ns, CW_TS_NEVER, 0, 0, false};
+    a->ninsts = i + 1;
+    a->nopen++;
 }
 
 static void on_exit_(void *ctx, const cw_proc_t *p, int64_t ts)
@@ -120,6 +466,24 @@ static void on_exit_(void *ctx, const cw_proc_t *p, int64_t ts)
     }
     /* A real exit, or the end of tracking (the row says which). */
     a->batch->procs.v[a->batch->procs.n - 1].tracking_ended = p->tracking_ended;
+    fold_inst_t *f = inst_of(a, p->id);
+    if (!f || f->drop || f->group) return;
+    /* Folded when it really exited, young and small; else kept. */
+    if (p->tracking_ended || ts - f->start_ns >= a->fold_lifetime || f->bytes >= a->fold_bytes) {
+        inst_keep(a, f);
+        return;
+    }
+    f->exit_ns = ts;
+    fold_group_t *g = group_for(a, f, p);
+    if (!g) {
+        fail(a, CW_ENOMEM);
+        return;
+    }
+    /* members fold at their exits, not in the order they started */
+    if (f->start_ns < g->start_ns) g->start_ns = f->start_ns;
+    g->members++;
+    f->group = g->id;
+    a->nopen--;
 }
 
 static void on_event(void *ctx, const cw_proc_t *p, int64_t ts)
@@ -154,6 +518,12 @@ static void on_commit(void *ctx, const cw_proc_t *p, const cw_commit_t *c, int64
     ca->a = rundown ? CW_TS_BEFORE : a->bucket;
     ca->bytes += c->bytes;
     ca->events++;
+    fold_inst_t *f = inst_of(a, p->id);
+    if (f && !f->drop && !f->group) {
+        /* Rundown means it ran before tracing: not a short life. */
+        f->bytes += c->bytes;
+        if (rundown || f->bytes >= a->fold_bytes) inst_keep(a, f);
+    }
     /* Rundown bytes were outstanding all along: no change at this time. */
     if (!rundown) x->delta += (int64_t)c->bytes;
 }
@@ -204,7 +574,7 @@ int cw_agg_create(int64_t width_ns, cw_stacks_t *stacks, cw_tagger_t *tagger,
     a->emit_ctx = emit_ctx;
     a->bucket = INT64_MIN;
     if (cw_keymap_init(&a->commits.map, 1024) || cw_keymap_init(&a->releases.map, 1024) ||
-        cw_keymap_init(&a->acts.map, 256)) {
+        cw_keymap_init(&a->acts.map, 256) || cw_keymap_init(&a->inst_map, 64)) {
         cw_agg_destroy(a);
         return CW_ENOMEM;
     }
@@ -219,6 +589,16 @@ void cw_agg_destroy(cw_agg_t *a)
     cw_keymap_free(&a->commits.map);
     cw_keymap_free(&a->releases.map);
     cw_keymap_free(&a->acts.map);
+    cw_keymap_free(&a->inst_map);
+    for (uint32_t i = 0; i < a->nheld; i++)
+        cw_batch_free(a->held[i]);
+    free(a->held);
+    for (uint32_t i = 0; i < a->ngroups; i++) {
+        free(a->groups[i].name);
+        free(a->groups[i].cmdline);
+    }
+    free(a->groups);
+    free(a->insts);
     free(a->commits.v);
     free(a->releases.v);
     free(a->acts.v);
@@ -228,6 +608,17 @@ void cw_agg_destroy(cw_agg_t *a)
 void cw_agg_set_tagger(cw_agg_t *a, cw_tagger_t *tagger)
 {
     a->tagger = tagger;
+}
+
+void cw_agg_set_fold(cw_agg_t *a, int64_t lifetime_ns, uint64_t max_bytes)
+{
+    a->fold_lifetime = lifetime_ns > 0 && max_bytes > 0 ? lifetime_ns : 0;
+    a->fold_bytes = max_bytes;
+}
+
+uint32_t cw_agg_held(const cw_agg_t *a)
+{
+    return a->nheld;
 }
 
 void cw_agg_set_counters(cw_agg_t *a, uint64_t events_total, uint64_t events_lost,
@@ -283,14 +674,17 @@ static int close_bucket(cw_agg_t *a)
     b->events_total = a->events_total;
     b->events_lost = a->events_lost;
     b->drift_bytes = a->drift;
-    return a->emit(a->emit_ctx, b);
+    return hold(a, b);
 }
 
 int cw_agg_advance(cw_agg_t *a, int64_t ts)
 {
+    int rc = 0;
     if (a->err) return a->err;
-    if (a->batch && ts >= a->bucket + a->width) return close_bucket(a);
-    return 0;
+    if (a->batch && ts >= a->bucket + a->width) rc = close_bucket(a);
+    if (rc == 0 && a->fold_lifetime > 0) decide_by_age(a, ts);
+    if (rc == 0 && a->nheld) rc = drain(a, false);
+    return rc;
 }
 
 int64_t cw_agg_next_bucket(const cw_agg_t *a, int64_t ts)
@@ -301,5 +695,9 @@ int64_t cw_agg_next_bucket(const cw_agg_t *a, int64_t ts)
 int cw_agg_flush(cw_agg_t *a)
 {
     if (a->err) return a->err;
-    return close_bucket(a);
+    int rc = close_bucket(a);
+    for (uint32_t i = 0; i < a->ninsts; i++)
+        inst_keep(a, &a->insts[i]);
+    if (rc == 0) rc = drain(a, true);
+    return rc;
 }

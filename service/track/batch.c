@@ -40,6 +40,7 @@ void cw_batch_free(cw_batch_t *b)
     free(b->procs.v);
     free(b->frames.v);
     free(b->stacks.v);
+    free(b->folded.v);
     free(b);
 }
 
@@ -68,6 +69,11 @@ int cw_batch_add_proc(cw_batch_t *b, uint32_t id, uint32_t pid, int64_t start_ns
         return CW_ENOMEM;
     }
     return 0;
+}
+
+int cw_batch_add_folded(cw_batch_t *b, const cw_row_folded_t *r)
+{
+    return VEC_PUSH(b->folded, *r);
 }
 
 int cw_batch_add_frame(cw_batch_t *b, uint32_t id, const char *text)

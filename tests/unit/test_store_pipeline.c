@@ -18,6 +18,7 @@
 #include "commitwatch/stacks.h"
 #include "commitwatch/store.h"
 #include "commitwatch/tagger.h"
+#include "exact.h"
 #include "store/store_internal.h"
 #include "test.h"
 #include "test_port.h"
@@ -120,9 +121,10 @@ static void generate(int64_t t0)
 }
 
 /* Interns the event's stack into st (same order, so same ids). */
-static void feed_all(cw_pipeline_t *pipe, cw_stacks_t *st)
+static void feed_all(cw_pipeline_t *pipe, cw_stacks_t *st, cw_agg_t *agg)
 {
     cw_diag_t d = {{0}};
+    (void)agg;
     for (uint32_t i = 0; i < nev; i++) {
         cw_event_t e = ev[i];
         uint32_t n = ev_stack[i][0] ? 2 : 0;
@@ -132,54 +134,14 @@ static void feed_all(cw_pipeline_t *pipe, cw_stacks_t *st)
     }
 }
 
-static int emit(void *ctx, cw_batch_t *b)
-{
-    cw_diag_t d = {{0}};
-    int rc = cw_store_write(ctx, b, &d);
-    if (rc) fprintf(stderr, "store: %s\n", d.msg);
-    cw_batch_free(b);
-    return rc;
-}
-
 static void fill_store(cw_store_t *s)
 {
-    cw_stacks_t *st;
-    cw_tagger_t *tg;
-    cw_agg_t *agg;
-    cw_pipeline_t *pipe;
-    ASSERT_OK(cw_stacks_create(&st));
-    ASSERT_OK(cw_tagger_create_builtin(&tg));
-    ASSERT_OK(cw_agg_create(S, st, tg, 0, 0, emit, s, &agg));
-    cw_tracker_sink_t sink = cw_agg_sink(agg);
-    ASSERT_OK(cw_pipeline_create(&sink, agg, 1, &pipe));
-    feed_all(pipe, st);
-    ASSERT_OK(cw_agg_flush(agg));
-    cw_pipeline_destroy(pipe);
-    cw_agg_destroy(agg);
-    cw_tagger_destroy(tg);
-    cw_stacks_destroy(st);
+    test_fill_store(s, feed_all, 0, 0);
 }
 
 static cw_report_t *exact(int64_t t0, int64_t t1)
 {
-    cw_stacks_t *st;
-    cw_tagger_t *tg;
-    cw_analysis_t *an;
-    cw_pipeline_t *pipe;
-    cw_report_t *r;
-    ASSERT_OK(cw_stacks_create(&st));
-    ASSERT_OK(cw_tagger_create_builtin(&tg));
-    ASSERT_OK(cw_analysis_create(t0, t1, &an));
-    cw_tracker_sink_t sink = cw_analysis_sink(an);
-    ASSERT_OK(cw_pipeline_create(&sink, NULL, 1, &pipe));
-    feed_all(pipe, st);
-    cw_pipeline_finish(pipe);
-    ASSERT_OK(cw_analysis_report(an, st, tg, false, &r));
-    cw_pipeline_destroy(pipe);
-    cw_analysis_destroy(an);
-    cw_tagger_destroy(tg);
-    cw_stacks_destroy(st);
-    return r;
+    return test_exact(feed_all, t0, t1);
 }
 
 static void figs_eq(const cw_figs_t *a, const cw_figs_t *b)
@@ -231,13 +193,7 @@ static void check(cw_store_t *s, int64_t t0, int64_t t1)
 
 static void windows(cw_store_t *s, int64_t lo, int64_t hi, int64_t w, int n)
 {
-    lo = lo % w ? lo - lo % w + w : lo;
-    hi -= hi % w;
-    for (int i = 0; i < n && hi - lo >= w; i++) {
-        int64_t nb = (hi - lo) / w, a = (int64_t)rnd((uint64_t)nb);
-        int64_t len = 1 + (int64_t)rnd((uint64_t)(nb - a < 60 ? nb - a : 60));
-        check(s, lo + a * w, lo + (a + len) * w);
-    }
+    test_windows(s, lo, hi, w, n, 60, rnd, check);
 }
 
 int main(void)

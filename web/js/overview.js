@@ -87,7 +87,7 @@ export async function overviewPage(main, params) {
       const scores = mine.map((a) => a.leak_score).filter((v) => v != null);
       return `<tr data-id="${p.id}" data-name="${esc(p.name)}">
         <td><a href="${href}">${esc(p.name)}</a>${life(p)}</td>
-        <td>${p.pid}</td>
+        <td>${p.folded ? `<span title="short-lived instances of this name, folded (docs/DESIGN.md)">${count(p.folded)} folded</span>` : p.pid}</td>
         <td class="n" data-fig="impacting">${delta(p.impacting_bytes)}</td>
         <td class="n">${perHour(p.impacting_bytes, w)}</td>
         <td class="n" data-fig="transient_count">${count(p.transient_count)}</td>

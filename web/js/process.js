@@ -54,7 +54,9 @@ export async function processPage(main, id, params) {
   let sel = params.get('sf') ? [Number(params.get('sf')), Number(params.get('st'))] : null;
 
   main.innerHTML = `
-    <h1 class="proc">${esc(info.name)} <small class="muted">pid ${info.pid} · instance ${info.id} ·
+    <h1 class="proc">${esc(info.name)} <small class="muted">${info.folded
+      ? `${info.folded} short-lived instances folded (<a href="/api/processes/${info.id}/instances?from=${info.start_ns}&to=${(info.exit_ns ?? info.start_ns) + 1}">list</a>)`
+      : `pid ${info.pid}`} · instance ${info.id} ·
       started ${esc(time(info.start_ns))}${info.exit_ns != null ? ' · exited ' + esc(time(info.exit_ns))
         : info.tracking_ended_ns != null ? ' · running when tracking ended ' + esc(time(info.tracking_ended_ns)) : ' · running'}</small></h1>
     ${info.cmdline ? `<p class="muted cmd">${esc(info.cmdline)}</p>` : ''}

@@ -1,0 +1,396 @@
+/* test_store_fold.c - short-lived instances stored folded (agg.c folding,
+ * store_fold.c, schema/005_folded) keep the machine totals and the
+ * per-name figures exact.
+ *
+ * A generated workload: two long-lived processes with rundown, commits,
+ * partial decommits and releases over half an hour, and a shell's
+ * children: hundreds of instances of a few names that start, commit a
+ * little, release some and exit, most within the fold lifetime, some
+ * living longer, some committing past the fold size, some alive at the
+ * end. It goes through tracker -> aggregator (folding on) -> store, and
+ * through the exact window analyzer. For random windows aligned to
+ * seconds and minutes, and the whole database:
+ *   - every figure summed over the machine, and summed per name, equals
+ *     the analyzer's (peak aside: a group's is an upper bound);
+ *   - every instance that must not fold is there with all its figures,
+ *     peak included;
+ *   - every instance that must fold is in no report but in its group's
+ *     folded list, and the groups' counts add up to them.
+ * Then the same workload with folding off stores one row per instance. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commitwatch/agg.h"
+#include "commitwatch/analysis.h"
+#include "commitwatch/event.h"
+#include "commitwatch/pipeline.h"
+#include "commitwatch/query.h"
+#include "commitwatch/stacks.h"
+#include "commitwatch/store.h"
+#include "commitwatch/tagger.h"
+#include "exact.h"
+#include "rng.h"
+#include "store/store_internal.h"
+#include "test.h"
+#include "test_port.h"
+
+#define S INT64_C(1000000000)
+#define MIN (60 * S)
+#define MAXEV 40000
+#define LIFETIME (10 * S)
+#define MAXBYTES (1u << 20)
+#define SPAN (30 * MIN)
+
+typedef struct gen {
+    cw_event_t ev;
+    int stack;
+    uint32_t seq;
+} gen_t;
+
+static gen_t ev[MAXEV];
+static uint32_t nev;
+
+/* What the generator expects of each child instance, by pid. */
+typedef struct child {
+    uint32_t pid;
+    int64_t start, exit; /* exit CW_TS_NEVER: alive at the end */
+    uint64_t bytes;
+    bool folds;
+} child_t;
+
+static child_t kids[4000];
+static uint32_t nkids;
+
+/* [0, n) for the nanosecond spans here (rng.h's below() is 32-bit). */
+static uint64_t rnd(uint64_t n)
+{
+    return test_rng_next() % n;
+}
+
+static const char *const frames[][2] = {{"app!main", "libc!mmap"},
+                                        {"app!main", "libc!malloc"},
+                                        {"sh!child", "libc!mmap"},
+                                        {NULL, NULL}};
+static const char *const kid_names[] = {"true", "sleep", "grep", "date"};
+
+static void add(int64_t ts, cw_op_t op, uint32_t pid, uint64_t addr, uint64_t size, int stack,
+                bool rundown, const char *name)
+{
+    ASSERT_TRUE(nev < MAXEV);
+    ev[nev] = (gen_t){{.ts = ts,
+                       .op = op,
+                       .pid = pid,
+                       .addr = addr,
+                       .size = size,
+                       .rundown = rundown,
+                       .name = name},
+                      stack,
+                      nev};
+    nev++;
+}
+
+static int cmp_gen(const void *x, const void *y)
+{
+    const gen_t *a = x, *b = y;
+    if (a->ev.ts != b->ev.ts) return a->ev.ts < b->ev.ts ? -1 : 1;
+    return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+static void long_lived(int64_t t0, uint32_t pid, const char *name)
+{
+    uint64_t next = 0x10000000, live[256][2];
+    uint32_t nlive = 0;
+    add(t0, CW_OP_PROCESS_START, pid, 0, 0, -1, false, name);
+    add(t0, CW_OP_COMMIT, pid, next, 64 * 4096, 0, true, NULL);
+    next += 80 * 4096;
+    for (int64_t t = t0 + 1; t < t0 + SPAN; t += (int64_t)rnd(3 * S)) {
+        if (!nlive || rnd(100) < 55) {
+            uint64_t sz = 4096 * (1 + rnd(16));
+            add(t, CW_OP_COMMIT, pid, next, sz, (int)rnd(2), false, NULL);
+            if (nlive < 256) {
+                live[nlive][0] = next;
+                live[nlive++][1] = sz;
+            }
+            next += sz + 4096;
+        } else {
+            uint32_t i = (uint32_t)rnd(nlive);
+            uint64_t off = 4096 * rnd(live[i][1] / 4096);
+            add(t, rnd(2) ? CW_OP_DECOMMIT : CW_OP_RELEASE, pid, live[i][0] + off,
+                live[i][1] - off, -1, false, NULL);
+            if (off == 0) {
+                live[i][0] = live[nlive - 1][0];
+                live[i][1] = live[--nlive][1];
+            } else {
+                live[i][1] = off;
+            }
+        }
+    }
+}
+
+/* A child: start, a few commits (sometimes past the fold size), some
+ * released, exit after `life` (or never). */
+static void child(int64_t t, uint32_t pid)
+{
+    uint64_t r = rnd(100);
+    int64_t life = r < 75   ? (int64_t)rnd(3 * S)
+                   : r < 85 ? LIFETIME - 1 - (int64_t)rnd(S / 2)
+                   : r < 95 ? LIFETIME + (int64_t)rnd(20 * S)
+                            : CW_TS_NEVER;
+    bool big = rnd(10) == 0;
+    child_t *k = &kids[nkids++];
+    *k = (child_t){pid, t, life == CW_TS_NEVER ? CW_TS_NEVER : t + life, 0, false};
+    add(t, CW_OP_PROCESS_START, pid, 0, 0, -1, false, kid_names[rnd(4)]);
+    int64_t end = life == CW_TS_NEVER ? t + 20 * S : t + life;
+    uint64_t addr = 0x40000000;
+    for (int n = (int)rnd(6); n >= 0; n--) {
+        int64_t at = t + (int64_t)rnd((uint64_t)(end - t) + 1);
+        uint64_t sz = big && n == 0 ? MAXBYTES : 4096 * (1 + rnd(8));
+        add(at, CW_OP_COMMIT, pid, addr, sz, 2, false, NULL);
+        if (rnd(2))
+            add(at + (int64_t)rnd((uint64_t)(end - at) + 1), CW_OP_DECOMMIT, pid, addr, 4096, -1,
+                false, NULL);
+        k->bytes += sz;
+        addr += sz + 4096;
+    }
+    if (life != CW_TS_NEVER) add(end, CW_OP_PROCESS_EXIT, pid, 0, 0, -1, false, NULL);
+    k->folds = life != CW_TS_NEVER && life < LIFETIME && k->bytes < MAXBYTES;
+}
+
+static void generate(int64_t t0)
+{
+    long_lived(t0, 100, "db");
+    long_lived(t0, 200, "web");
+    uint32_t pid = 1000;
+    for (int64_t t = t0 + S; t < t0 + SPAN - MIN && nkids < 4000;) {
+        child(t, pid++);
+        uint64_t r = rnd(100);
+        /* bursts, steady spawning, and quiet gaps longer than the lifetime */
+        t += r < 60 ? (int64_t)rnd(S / 4) : r < 97 ? (int64_t)rnd(3 * S) : 30 * S;
+    }
+    qsort(ev, nev, sizeof *ev, cmp_gen);
+}
+
+static uint32_t max_held;
+static bool folding; /* the store being checked was filled with folding on */
+
+/* Interns each event's stack (same order, so same ids) and feeds it;
+ * notes how many batches the aggregator (when there is one) held. */
+static void feed_all(cw_pipeline_t *pipe, cw_stacks_t *st, cw_agg_t *agg)
+{
+    cw_diag_t d = {{0}};
+    for (uint32_t i = 0; i < nev; i++) {
+        cw_event_t e = ev[i].ev;
+        const char *fr[2] = {NULL, NULL};
+        uint32_t n = 0;
+        if (ev[i].stack >= 0) {
+            fr[0] = frames[ev[i].stack][0];
+            fr[1] = frames[ev[i].stack][1];
+            n = 2;
+        }
+        if (e.op == CW_OP_COMMIT) ASSERT_OK(cw_stacks_intern_strings(st, fr, n, &e.stack_id));
+        ASSERT_OK(cw_pipeline_feed(pipe, &e, &d));
+        if (agg && cw_agg_held(agg) > max_held) max_held = cw_agg_held(agg);
+    }
+}
+
+static void fill_store(cw_store_t *s, bool fold)
+{
+    test_fill_store(s, feed_all, fold ? LIFETIME : 0, fold ? MAXBYTES : 0);
+}
+
+static cw_report_t *exact(int64_t t0, int64_t t1)
+{
+    return test_exact(feed_all, t0, t1);
+}
+
+/* Figures that add up, plus outstanding at the end and events. */
+typedef struct sums {
+    cw_figs_t f;
+    uint64_t out_end, events;
+} sums_t;
+
+static void sums_add(sums_t *a, const cw_proc_report_t *p)
+{
+    cw_figs_add(&a->f, &p->figs);
+    a->out_end += p->outstanding_end;
+    a->events += p->events;
+}
+
+static void sums_eq(const sums_t *a, const sums_t *b)
+{
+    ASSERT_U64_EQ(a->f.size_bytes, b->f.size_bytes);
+    ASSERT_U64_EQ(a->f.commit_count, b->f.commit_count);
+    for (int i = 0; i < CW_TYPE__COUNT; i++) {
+        ASSERT_U64_EQ(a->f.types[i].bytes, b->f.types[i].bytes);
+        ASSERT_U64_EQ(a->f.types[i].count, b->f.types[i].count);
+    }
+    ASSERT_U64_EQ(a->out_end, b->out_end);
+    ASSERT_U64_EQ(a->events, b->events);
+}
+
+static const child_t *kid_of(uint32_t pid)
+{
+    return pid >= 1000 && pid - 1000 < nkids ? &kids[pid - 1000] : NULL;
+}
+
+static void check(cw_store_t *s, int64_t t0, int64_t t1)
+{
+    static const char *const names[] = {"db", "web", "true", "sleep", "grep", "date"};
+    cw_report_t *db, *tr;
+    cw_diag_t d = {{0}};
+    ASSERT_OK(cw_store_report(s, t0, t1, false, &db, &d));
+    tr = exact(t0, t1);
+    sums_t mdb = {0}, mtr = {0};
+    for (uint32_t i = 0; i < db->nprocs; i++)
+        sums_add(&mdb, &db->procs[i]);
+    for (uint32_t i = 0; i < tr->nprocs; i++)
+        sums_add(&mtr, &tr->procs[i]);
+    sums_eq(&mdb, &mtr);
+    for (size_t n = 0; n < sizeof names / sizeof *names; n++) {
+        sums_t a = {0}, b = {0};
+        for (uint32_t i = 0; i < db->nprocs; i++)
+            if (!strcmp(db->procs[i].name, names[n])) sums_add(&a, &db->procs[i]);
+        for (uint32_t i = 0; i < tr->nprocs; i++)
+            if (!strcmp(tr->procs[i].name, names[n])) sums_add(&b, &tr->procs[i]);
+        sums_eq(&a, &b);
+    }
+    for (uint32_t i = 0; i < tr->nprocs; i++) {
+        const cw_proc_report_t *x = &tr->procs[i], *y = NULL;
+        const child_t *k = kid_of(x->pid);
+        for (uint32_t j = 0; j < db->nprocs; j++)
+            if (db->procs[j].id == x->id && !db->procs[j].folded) y = &db->procs[j];
+        /* a folded instance is no line of its own, unless alone in its group */
+        if (folding && k && k->folds && !y) continue;
+        ASSERT_TRUE(y != NULL);
+        ASSERT_EQ(y->pid, x->pid);
+        ASSERT_U64_EQ(y->figs.size_bytes, x->figs.size_bytes);
+        ASSERT_U64_EQ(y->figs.types[CW_AIFO].bytes, x->figs.types[CW_AIFO].bytes);
+        ASSERT_U64_EQ(y->peak_bytes, x->peak_bytes);
+        ASSERT_EQ(y->peak_ns, x->peak_ns);
+        ASSERT_U64_EQ(y->outstanding_end, x->outstanding_end);
+    }
+    for (uint32_t j = 0; j < db->nprocs; j++)
+        if (db->procs[j].folded) {
+            ASSERT_EQ(db->procs[j].pid, 0);
+            /* the group's peak bounds what it holds at the end */
+            ASSERT_TRUE(db->procs[j].peak_bytes >= db->procs[j].outstanding_end);
+        }
+    cw_report_free(db);
+    cw_report_free(tr);
+}
+
+static void windows(cw_store_t *s, int64_t lo, int64_t hi, int64_t w, int n)
+{
+    test_windows(s, lo, hi, w, n, 90, rnd, check);
+}
+
+/* Every instance that folds is listed in exactly one group, with its
+ * times and bytes; the groups' counts add up. */
+static void check_groups(cw_store_t *s, int64_t t0, int64_t end)
+{
+    cw_report_t *db;
+    cw_diag_t d = {{0}};
+    uint32_t expect = 0, listed = 0, counted = 0;
+    static bool seen[4000];
+    for (uint32_t i = 0; i < nkids; i++)
+        expect += kids[i].folds;
+    ASSERT_OK(cw_store_report(s, t0, end, false, &db, &d));
+    for (uint32_t j = 0; j < db->nprocs; j++) {
+        const cw_proc_report_t *g = &db->procs[j];
+        cw_folded_list_t l;
+        cw_proc_info_t info;
+        ASSERT_OK(cw_store_proc_get(s, g->id, &info, &d));
+        uint32_t members = info.folded;
+        ASSERT_EQ(g->folded, members > 1 ? members : 0);
+        ASSERT_EQ(info.pid == 0, members > 1);
+        cw_proc_info_clear(&info);
+        if (!members) continue;
+        ASSERT_OK(cw_store_folded_list(s, g->id, INT64_MIN, INT64_MAX, 0, &l, &d));
+        ASSERT_U64_EQ(l.total, members);
+        ASSERT_U64_EQ(l.n, members);
+        counted += members;
+        for (size_t i = 0; i < l.n; i++) {
+            const child_t *k = kid_of(l.v[i].pid);
+            ASSERT_TRUE(k != NULL && k->folds && !seen[k->pid - 1000]);
+            seen[k->pid - 1000] = true;
+            ASSERT_EQ(l.v[i].start_ns, k->start);
+            ASSERT_EQ(l.v[i].exit_ns, k->exit);
+            ASSERT_U64_EQ(l.v[i].bytes, k->bytes);
+            ASSERT_TRUE(l.v[i].start_ns >= g->start_ns && l.v[i].exit_ns <= g->exit_ns);
+            if (i) ASSERT_TRUE(l.v[i].start_ns >= l.v[i - 1].start_ns);
+            listed++;
+        }
+        cw_folded_list_clear(&l);
+        /* a limit keeps the first ones and the total */
+        ASSERT_OK(cw_store_folded_list(s, g->id, INT64_MIN, INT64_MAX, 1, &l, &d));
+        ASSERT_U64_EQ(l.n, 1);
+        ASSERT_U64_EQ(l.total, members);
+        cw_folded_list_clear(&l);
+    }
+    ASSERT_EQ(listed, expect);
+    ASSERT_EQ(counted, expect);
+    ASSERT_TRUE(expect > 100);
+    cw_report_free(db);
+}
+
+static int64_t count_procs(cw_store_t *s)
+{
+    int64_t n;
+    cw_diag_t d = {{0}};
+    ASSERT_OK(cw__store_query_int(s, "SELECT count(*) FROM processes", &n, &d));
+    return n;
+}
+
+int main(void)
+{
+    char dir[256], path[300];
+    snprintf(dir, sizeof dir, "%s/cw_test_store_fold_XXXXXX", cw_test_tmpdir());
+    ASSERT_TRUE(cw_test_mkdtemp(dir) != NULL);
+    int64_t t0 = INT64_C(1700000000) * S + 17 * MIN; /* groups straddle an hour */
+    /* CW_FOLD_SEED=N replays another workload */
+    const char *seed_env = getenv("CW_FOLD_SEED");
+    uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : 12;
+    test_rng_seed(seed, 0x666f6c64);
+    generate(t0);
+    int64_t end = ev[nev - 1].ev.ts - ev[nev - 1].ev.ts % S + S;
+
+    cw_store_t *s;
+    cw_diag_t d = {{0}};
+    cw_store_opts_t o = {{0, 0, 0}, 0};
+
+    snprintf(path, sizeof path, "%s/fold.db", dir);
+    ASSERT_OK(cw_store_open(path, &o, &s, &d));
+    folding = true;
+    fill_store(s, true);
+    /* held back at most the lifetime, plus the bucket that was open */
+    ASSERT_TRUE(max_held >= 2 && max_held <= LIFETIME / S + 2);
+    check(s, t0 - t0 % S, end);
+    windows(s, t0 - MIN, end + MIN, S, 60);
+    windows(s, t0, end, MIN, 20);
+    check_groups(s, t0, end);
+    int64_t folded_rows = count_procs(s);
+    cw_store_close(s);
+
+    snprintf(path, sizeof path, "%s/plain.db", dir);
+    ASSERT_OK(cw_store_open(path, &o, &s, &d));
+    folding = false;
+    fill_store(s, false);
+    int64_t plain_rows = count_procs(s);
+    ASSERT_EQ(plain_rows, (int64_t)nkids + 2);
+    check(s, t0 - t0 % S, end);
+    windows(s, t0, end, MIN, 5);
+    cw_store_close(s);
+    /* one row per instance that does not fold, one per group: four names
+     * whose starts span two hours */
+    int64_t keep = 2;
+    for (uint32_t i = 0; i < nkids; i++)
+        keep += !kids[i].folds;
+    ASSERT_TRUE(folded_rows > keep && folded_rows <= keep + 8);
+
+    ASSERT_OK(cw_test_rmtree(dir));
+    printf("seed %llu: %u events, %u children, %lld process rows folded, %lld not, %u batches held at most\n",
+           (unsigned long long)seed, nev, nkids, (long long)folded_rows, (long long)plain_rows, max_held);
+    TEST_DONE();
+}
