@@ -6,7 +6,8 @@
  * 24 h, each --rounds times on one read handle; prints the median and the
  * slowest round in ms.
  *
- * usage: bench_read --db FILE [--proc ID] [--rounds N] */
+ * usage: bench_read --db FILE [--proc ID] [--rounds N] [--only K]
+ * (--only K: the K-th query alone, from 0, e.g. under perf) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,7 @@ int main(int argc, char **argv)
 {
     const char *db = NULL;
     uint32_t proc = 1;
-    int rounds = 10;
+    int rounds = 10, only = -1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--db") && i + 1 < argc)
             db = argv[++i];
@@ -42,13 +43,15 @@ int main(int argc, char **argv)
             proc = (uint32_t)strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
             rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+            only = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: bench_read --db FILE [--proc ID] [--rounds N]\n");
+            fprintf(stderr, "usage: bench_read --db FILE [--proc ID] [--rounds N] [--only K]\n");
             return 2;
         }
     }
     if (!db || rounds < 1 || rounds > 10000) {
-        fprintf(stderr, "usage: bench_read --db FILE [--proc ID] [--rounds N]\n");
+        fprintf(stderr, "usage: bench_read --db FILE [--proc ID] [--rounds N] [--only K]\n");
         return 2;
     }
     cw_store_t *s = NULL;
@@ -76,6 +79,7 @@ int main(int argc, char **argv)
     };
     for (size_t k = 0; k < sizeof qs / sizeof qs[0]; k++) {
         long long size = 0;
+        if (only >= 0 && (size_t)only != k) continue;
         for (int i = 0; i < rounds; i++) {
             double t0 = bench_now_s();
             int rc;

@@ -178,6 +178,21 @@ static bool aligned(const cw__tier_t *t, int k, int64_t x)
     return cw_floor_to(x, t[k].width) == x || x >= t[0].end;
 }
 
+/* The window p as the segments read it. A window that starts at or
+ * before the first raw bucket, nothing folded out of the raw tier, has no
+ * event between the start of its hour and t0 (rundown, in BEFORE, aside),
+ * so its figures are those of the window from that hour on: the hour
+ * tier answers its whole hours, the minute tier the minutes after them,
+ * and the raw tier only what is not rolled up yet (`analyze --db` on the
+ * whole database reads its hours, not its seconds). Otherwise p. */
+static pick_t start_floor(const cw__tier_t *t, const pick_t *p)
+{
+    pick_t q = *p;
+    if (t[0].start != INT64_MIN && p->t0 <= t[0].start && t[0].horizon == INT64_MIN)
+        q.t0 = cw_floor_to(p->t0, t[CW_TIERS - 1].width);
+    return q;
+}
+
 /* Fills seg (time order); *nback = how many lie before t0. */
 static int plan_segments(const cw__tier_t *t, const pick_t *p, segment_t *seg, int *nback)
 {
@@ -228,45 +243,42 @@ static int cmp_sums(const void *x, const void *y)
     return a->stack < b->stack ? -1 : a->stack > b->stack;
 }
 
-/* Runs every segment and sums its rows per (proc, stack), sorted. */
-static int load_sums(cw_store_t *s, const segment_t *seg, int nseg, const pick_t *p, sums_t **out,
-                     uint32_t *nout, cw_diag_t *d)
+/* Appends the rows of one segment, [lo, hi) of tier, as sums for the
+ * window [t0, t1), to *v. */
+static int run_segment(cw_store_t *s, sqlite3_stmt *st, int tier, int64_t t0, int64_t t1,
+                       int64_t lo, int64_t hi, sums_t **v, uint32_t *n, size_t *cap, cw_diag_t *d)
 {
-    sqlite3_stmt *st = NULL;
-    sums_t *v = NULL;
-    uint32_t n = 0;
-    size_t cap = 0;
-    int err = 0, rc = SQLITE_DONE;
-    if ((err = cw__store_stmt(s, CW__ST_Q_FIGS, SQL_Q_SEGMENT, &st, d))) return err;
-    for (int i = 0; i < nseg && !err; i++) {
-        sqlite3_bind_int(st, 1, seg[i].tier);
-        sqlite3_bind_int64(st, 2, p->t0);
-        sqlite3_bind_int64(st, 3, p->t1);
-        sqlite3_bind_int64(st, 4, seg[i].lo);
-        sqlite3_bind_int64(st, 5, seg[i].hi < p->t1 ? seg[i].hi : p->t1);
-        sqlite3_bind_int64(st, 6, seg[i].hi);
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-            if (CW_RESERVE(v, cap, n + 1u)) {
-                err = CW_ENOMEM;
-                break;
-            }
-            v[n].proc = (uint32_t)sqlite3_column_int64(st, 0);
-            v[n].stack = (uint32_t)sqlite3_column_int64(st, 1);
-            for (int c = 0; c < 13; c++)
-                v[n].v[c] = sqlite3_column_int64(st, 2 + c);
-            n++;
+    int err = 0, rc;
+    sqlite3_bind_int(st, 1, tier);
+    sqlite3_bind_int64(st, 2, t0);
+    sqlite3_bind_int64(st, 3, t1);
+    sqlite3_bind_int64(st, 4, lo);
+    sqlite3_bind_int64(st, 5, hi < t1 ? hi : t1);
+    sqlite3_bind_int64(st, 6, hi);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (CW_RESERVE(*v, *cap, *n + 1u)) {
+            err = CW_ENOMEM;
+            break;
         }
-        if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window figures", d);
-        sqlite3_reset(st);
+        sums_t *x = &(*v)[*n];
+        x->proc = (uint32_t)sqlite3_column_int64(st, 0);
+        x->stack = (uint32_t)sqlite3_column_int64(st, 1);
+        for (int c = 0; c < 13; c++)
+            x->v[c] = sqlite3_column_int64(st, 2 + c);
+        (*n)++;
     }
-    if (err) {
-        free(v);
-        return err;
-    }
-    /* Merge the segments' rows of each (proc, stack). */
-    if (n > 1) qsort(v, n, sizeof *v, cmp_sums);
+    if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window figures", d);
+    sqlite3_reset(st);
+    return err;
+}
+
+/* Sorts v by (proc, stack) and adds up the rows of each pair; *n becomes
+ * the number of pairs. */
+static void merge_sums(sums_t *v, uint32_t *n)
+{
+    if (*n > 1) qsort(v, *n, sizeof *v, cmp_sums);
     uint32_t m = 0;
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = 0; i < *n; i++) {
         if (m && cmp_sums(&v[m - 1], &v[i]) == 0) {
             for (int c = 0; c < 13; c++)
                 v[m - 1].v[c] += v[i].v[c];
@@ -274,19 +286,163 @@ static int load_sums(cw_store_t *s, const segment_t *seg, int nseg, const pick_t
         }
         v[m++] = v[i];
     }
+    *n = m;
+}
+
+/* ---- the handle's cache of closed rows before t0 ----------------------------
+ *
+ * Most of a report's rows lie before t0, in its first segment: tier k's
+ * rows from BEFORE up to a bucket boundary hi <= t0 (the hour tier, for
+ * a long history). Its rows after BEFORE have buckets (f) in
+ * [horizon, hi), before the tier's end, and those never change: rollups
+ * and new batches only add buckets from the end on, and only retention or
+ * the size cap rewrite old ones, folding them into BEFORE and moving the
+ * horizon. (Rundown of a new instance adds to BEFORE rows at any time, so
+ * those are always read.) Rows before t0 give four sums per (proc,
+ * stack), the same for every t0 >= hi: commit bytes and events (columns 2,
+ * 3 of SQL_Q_SEGMENT), released bytes (6), closed (14). The handle keeps
+ * them for [BEFORE + 1, hi) of (tier, start, horizon), and a later query
+ * reads only the buckets [hi, its own hi) and adds them: a report of the
+ * last hour reads its hour, not the day before it. A change of the tier's
+ * start or horizon drops the sums; an earlier boundary recomputes them
+ * (one entry: the dashboard's windows mostly end now). Each handle is used
+ * by one thread at a time, so is its cache. */
+typedef struct before_sums {
+    uint32_t proc, stack;
+    int64_t cb, ce, rb, rc;
+} before_sums_t;
+
+struct cw__report_cache {
+    bool valid;
+    int tier;
+    int64_t start, horizon, hi;
+    before_sums_t *v; /* by (proc, stack) */
+    uint32_t n;
+    size_t cap;
+};
+
+void cw__store_report_cache_free(struct cw__report_cache *c)
+{
+    if (!c) return;
+    free(c->v);
+    free(c);
+}
+
+/* The cache brought to [BEFORE + 1, hi) of tier (its rows read in the
+ * caller's read transaction). 0, CW_ENOMEM or CW_EDB (the cache dropped). */
+static int cached_before(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t, int tier,
+                         int64_t hi, struct cw__report_cache **out, cw_diag_t *d)
+{
+    struct cw__report_cache *c = s->report_cache;
+    *out = NULL;
+    if (!c && !(c = s->report_cache = calloc(1, sizeof *c))) return CW_ENOMEM;
+    if (!c->valid || c->tier != tier || c->start != t[tier].start ||
+        c->horizon != t[tier].horizon || c->hi > hi) {
+        c->valid = false;
+        c->n = 0;
+        c->tier = tier;
+        c->start = t[tier].start;
+        c->horizon = t[tier].horizon;
+        c->hi = INT64_MIN + 1;
+    }
+    if (c->hi == hi) {
+        c->valid = true;
+        *out = c;
+        return 0;
+    }
+    /* The new buckets, as sums before hi; then merged with the cached. */
+    sums_t *v = NULL;
+    uint32_t n = 0;
+    size_t cap = 0;
+    int err = run_segment(s, st, tier, hi, hi, c->hi, hi, &v, &n, &cap, d);
+    if (!err && CW_RESERVE(v, cap, (size_t)n + c->n)) err = CW_ENOMEM;
+    if (err) {
+        free(v);
+        c->valid = false;
+        return err;
+    }
+    for (uint32_t i = 0; i < c->n; i++) {
+        const before_sums_t *b = &c->v[i];
+        sums_t *x = &v[n++];
+        memset(x, 0, sizeof *x);
+        x->proc = b->proc;
+        x->stack = b->stack;
+        x->v[0] = b->cb;
+        x->v[1] = b->ce;
+        x->v[4] = b->rb;
+        x->v[12] = b->rc;
+    }
+    merge_sums(v, &n);
+    c->valid = false;
+    if (CW_RESERVE(c->v, c->cap, n)) {
+        free(v);
+        return CW_ENOMEM;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        c->v[i] = (before_sums_t){v[i].proc, v[i].stack, v[i].v[0], v[i].v[1], v[i].v[4],
+                                  v[i].v[12]};
+    free(v);
+    c->n = n;
+    c->hi = hi;
+    c->valid = true;
+    *out = c;
+    return 0;
+}
+
+/* Runs every segment and sums its rows per (proc, stack), sorted. The
+ * first segment, when it ends before t0 at a boundary before its tier's
+ * end, comes from the handle's cache (above) and its BEFORE rows. */
+static int load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *seg, int nseg,
+                     const pick_t *p, sums_t **out, uint32_t *nout, cw_diag_t *d)
+{
+    sqlite3_stmt *st = NULL;
+    sums_t *v = NULL;
+    uint32_t n = 0;
+    size_t cap = 0;
+    int err = 0;
+    if ((err = cw__store_stmt(s, CW__ST_Q_FIGS, SQL_Q_SEGMENT, &st, d))) return err;
+    for (int i = 0; i < nseg && !err; i++) {
+        int k = seg[i].tier;
+        int64_t hi = seg[i].hi;
+        if (i == 0 && !s->read_cache_off && seg[i].lo == INT64_MIN && hi <= p->t0 &&
+            hi > INT64_MIN + 1 && hi <= t[k].end) {
+            struct cw__report_cache *c = NULL;
+            err = run_segment(s, st, k, p->t0, p->t1, INT64_MIN, INT64_MIN + 1, &v, &n, &cap, d);
+            if (!err) err = cached_before(s, st, t, k, hi, &c, d);
+            if (!err && CW_RESERVE(v, cap, (size_t)n + c->n)) err = CW_ENOMEM;
+            for (uint32_t j = 0; !err && j < c->n; j++) {
+                sums_t *x = &v[n++];
+                memset(x, 0, sizeof *x);
+                x->proc = c->v[j].proc;
+                x->stack = c->v[j].stack;
+                x->v[0] = c->v[j].cb;
+                x->v[1] = c->v[j].ce;
+                x->v[4] = c->v[j].rb;
+                x->v[12] = c->v[j].rc;
+            }
+            continue;
+        }
+        err = run_segment(s, st, k, p->t0, p->t1, seg[i].lo, hi, &v, &n, &cap, d);
+    }
+    if (err) {
+        if (err == CW_ENOMEM) cw_diag_set(d, err, "querying window figures: out of memory");
+        free(v);
+        return err;
+    }
+    merge_sums(v, &n);
     *out = v;
-    *nout = m;
+    *nout = n;
     return 0;
 }
 
 /* Stage 1: per (proc, stack) figures; processes in id order. */
-static int load_figs(cw_store_t *s, build_t *b, const segment_t *seg, int nseg, const pick_t *p,
-                     cw_diag_t *d)
+static int load_figs(cw_store_t *s, const cw__tier_t *t, build_t *b, const segment_t *seg,
+                     int nseg, const pick_t *p, cw_diag_t *d)
 {
     sums_t *v = NULL;
     uint32_t n = 0;
     cw_proc_report_t *cur = NULL;
-    int err = load_sums(s, seg, nseg, p, &v, &n, d);
+    int err = load_sums(s, t, seg, nseg, p, &v, &n, d);
     for (uint32_t i = 0; i < n && !err; i++) {
 #define q(c) v[i].v[(c)-2] /* column c of SQL_Q_SEGMENT */
         cw_figs_t f = {0};
@@ -333,9 +489,11 @@ static int32_t find_proc(const cw_report_t *r, uint32_t n, uint32_t id)
 
 /* Stage 2: events and peak from the window's activity rows, in bucket
  * order per process, on top of outstanding(t0). The forward segments (in
- * time order) say which tier holds which part of the window. */
+ * time order) say which tier holds which part of the window; a peak at
+ * the window's start is at `at` (the window's own t0, which p's may be
+ * floored from, see start_floor). */
 static int load_activity(cw_store_t *s, build_t *b, const segment_t *seg, int nseg, const pick_t *p,
-                         cw_diag_t *d)
+                         int64_t at, cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;
     uint32_t n0 = b->r->nprocs;
@@ -343,7 +501,7 @@ static int load_activity(cw_store_t *s, build_t *b, const segment_t *seg, int ns
     if (err) return err;
     for (uint32_t i = 0; i < n0; i++) {
         b->r->procs[i].peak_bytes = b->ps[i].out0 > 0 ? (uint64_t)b->ps[i].out0 : 0;
-        b->r->procs[i].peak_ns = p->t0;
+        b->r->procs[i].peak_ns = at;
         b->ps[i].level = b->ps[i].out0;
     }
     for (int i = 0; i < nseg && !err; i++) {
@@ -363,7 +521,7 @@ static int load_activity(cw_store_t *s, build_t *b, const segment_t *seg, int ns
                     cw_proc_report_t *np;
                     if ((err = push_proc(b, proc, &np))) break;
                     cur = (int32_t)b->r->nprocs - 1;
-                    np->peak_ns = p->t0;
+                    np->peak_ns = at;
                 }
                 b->ps[cur].active = true;
             }
@@ -595,9 +753,10 @@ int cw_store_report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_fra
         err = add_note(b.r, buf);
     }
     segment_t seg[MAX_SEGMENTS];
-    int nback, nseg = plan_segments(t, &p, seg, &nback);
-    if (!err) err = load_figs(s, &b, seg, nseg, &p, d);
-    if (!err) err = load_activity(s, &b, seg + nback, nseg - nback, &p, d);
+    pick_t q = start_floor(t, &p);
+    int nback, nseg = plan_segments(t, &q, seg, &nback);
+    if (!err) err = load_figs(s, t, &b, seg, nseg, &q, d);
+    if (!err) err = load_activity(s, &b, seg + nback, nseg - nback, &q, p.t0, d);
     if (!err) err = finish(s, &b, with_frames, d);
     if (!err) cw_report_sort(b.r);
 end:
