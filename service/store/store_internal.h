@@ -177,6 +177,10 @@ int cw__store_proc_row(cw_store_t *s, uint32_t id, cw_proc_info_t *out, bool *fo
  * close; NULL-safe). */
 void cw__store_report_cache_free(struct cw__report_cache *c);
 void cw__store_series_cache_free(struct cw__series_cache *c);
+/* Test hooks: whether the report cache holds sums (and for which tier and
+ * horizon); how many rows the series cache holds. */
+bool cw__store_report_cache_key(const cw_store_t *s, int *tier, int64_t *horizon);
+size_t cw__store_series_cache_rows(const cw_store_t *s);
 
 /* Resets st and clears its bindings, after every use of a cached one. */
 void cw__store_stmt_done(sqlite3_stmt *st);

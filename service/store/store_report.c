@@ -328,6 +328,15 @@ void cw__store_report_cache_free(struct cw__report_cache *c)
     free(c);
 }
 
+bool cw__store_report_cache_key(const cw_store_t *s, int *tier, int64_t *horizon)
+{
+    const struct cw__report_cache *c = s->report_cache;
+    if (!c || !c->valid) return false;
+    *tier = c->tier;
+    *horizon = c->horizon;
+    return true;
+}
+
 /* The cache brought to [BEFORE + 1, hi) of tier (its rows read in the
  * caller's read transaction). 0, CW_ENOMEM or CW_EDB (the cache dropped). */
 static int cached_before(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t, int tier,

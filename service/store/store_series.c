@@ -143,9 +143,11 @@ static const struct {
  * every bucket before `hi`. A later series reads only the buckets from
  * `hi` to the tier's new end, and computes its steps from the rows in
  * memory, for any step and origin: the same sums, in the same order, as
- * the SQL of the steps. The entry is dropped when the tier's start or
- * horizon change or the stack tags are rewritten (meta rules_hash, which
- * re-tagging sets in the same transaction). SERIES_CACHE_ENTRIES
+ * the SQL of the steps. The entry is dropped when the stack tags are
+ * rewritten (meta rules_hash, which re-tagging sets in the same
+ * transaction), and when the tier's start or horizon change: a fold leaves
+ * the rows from the horizon on as they were (a series reads a tier only
+ * from its horizon on), but the cached rows before it are of no use. SERIES_CACHE_ENTRIES
  * entries (the machine's and a process's, least recently used replaced),
  * each at most SERIES_CACHE_MAX_ROWS rows (a larger one is read from SQL
  * every time): at most about 2.6 MB per read handle. A handle is used by
@@ -216,6 +218,16 @@ void cw__store_series_cache_free(struct cw__series_cache *c)
         free(c->e[k].tags);
     }
     free(c);
+}
+
+size_t cw__store_series_cache_rows(const cw_store_t *s)
+{
+    size_t n = 0;
+    for (int k = 0; s->series_cache && k < SERIES_CACHE_ENTRIES; k++) {
+        const centry_t *e = &s->series_cache->e[k];
+        if (e->valid) n += e->nc + e->nr + e->na;
+    }
+    return n;
 }
 
 /* ---- the series under construction -------------------------------------------- */
