@@ -257,6 +257,14 @@ int main(void)
     snprintf(path, sizeof path, "%s/full.db", dir);
     ASSERT_OK(cw_store_open(path, &o, &s, &d));
     fill_store(s);
+    /* Windows from the start of the data or before it: read from the hour
+     * and minute tiers from the start's hour on (store_report.c,
+     * start_floor). */
+    ASSERT_OK(cw__store_read_tiers(s, t, &d));
+    check(s, t[0].start, end);
+    check(s, t0 - 7 * MIN - 3 * S, end);
+    for (int i = 0; i < 8; i++)
+        check(s, t[0].start - (int64_t)rnd(3) * MIN, t[0].start + (1 + (int64_t)rnd(3 * 3600)) * S);
     windows(s, t0 - MIN, end + MIN, S, 60);
     windows(s, t0, end, MIN, 20);
     windows(s, t0, end, HOUR, 4);
