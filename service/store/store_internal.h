@@ -52,6 +52,9 @@ enum cw__stmt {
     CW__ST_TIERS_GET,
     CW__ST_Q_FIGS,
     CW__ST_Q_ACTIVITY,
+    CW__ST_Q_TAIL_COMMITS,
+    CW__ST_Q_TAIL_RELEASES,
+    CW__ST_Q_TAIL_ACTIVITY,
     CW__ST_Q_STACK,
     CW__ST_Q_FRAME,
     /* store_query.c */
@@ -127,6 +130,7 @@ struct cw_store {
     /* Read caches of closed buckets' figures (store_report.c,
      * store_series.c): this handle's, used and freed on its thread. */
     struct cw__report_cache *report_cache;
+    struct cw__raw_tail *raw_tail;
     struct cw__series_cache *series_cache;
     bool read_cache_off; /* tests: every query from the rows alone */
 };
@@ -177,10 +181,12 @@ int cw__store_proc_row(cw_store_t *s, uint32_t id, cw_proc_info_t *out, bool *fo
  * close; NULL-safe). */
 void cw__store_report_cache_free(struct cw__report_cache *c);
 void cw__store_series_cache_free(struct cw__series_cache *c);
+void cw__store_raw_tail_free(struct cw__raw_tail *c);
 /* Test hooks: whether the report cache holds sums (and for which tier and
  * horizon); how many rows the series cache holds. */
 bool cw__store_report_cache_key(const cw_store_t *s, int *tier, int64_t *horizon);
 size_t cw__store_series_cache_rows(const cw_store_t *s);
+size_t cw__store_raw_tail_rows(const cw_store_t *s);
 
 /* Resets st and clears its bindings, after every use of a cached one. */
 void cw__store_stmt_done(sqlite3_stmt *st);

@@ -333,6 +333,9 @@ int main(void)
     run("keep.db", &keep, 5 * HOUR, false);
     cw_store_opts_t ret = {{HOUR, 2 * HOUR, 3 * HOUR}, 0};
     run("retention.db", &ret, 7 * HOUR, true);
+    /* Only the hour tier folds: cached sums outlive the raw tier's rows. */
+    cw_store_opts_t hour = {{0, 0, 2 * HOUR}, 0};
+    run("hour.db", &hour, 6 * HOUR, true);
     /* The size cap folds through the same retention (shortest 1 h raw). */
     cw_store_opts_t cap = {{0, 0, 0}, 64 * 1024};
     run("cap.db", &cap, 3 * HOUR, true);
