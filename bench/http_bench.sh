@@ -65,10 +65,13 @@ bench() {
     wrk -t1 -c"$c" -d"${DURATION}s" --timeout 30s --latency "$B$path" > "wrk-$name-c$c.txt"
     # Let requests still queued in the server finish before the next run.
     sleep 3
-    local rps p99
+    local rps p50 p90 p99
     rps=$(awk '/Requests\/sec/ {print $2}' "wrk-$name-c$c.txt")
+    p50=$(awk '$1 == "50%" {print $2}' "wrk-$name-c$c.txt")
+    p90=$(awk '$1 == "90%" {print $2}' "wrk-$name-c$c.txt")
     p99=$(awk '$1 == "99%" {print $2}' "wrk-$name-c$c.txt")
-    printf '%-26s c=%-2s %9s req/s   p99 %9s   (%s bytes)\n' "$name" "$c" "$rps" "$p99" "$size"
+    printf '%-26s c=%-2s %9s req/s   p50 %9s   p90 %9s   p99 %9s   (%s bytes)\n' "$name" "$c" \
+      "$rps" "$p50" "$p90" "$p99" "$size"
   done
 }
 echo "== wrk -t1 -d${DURATION}s, connections: $CONNS"

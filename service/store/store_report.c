@@ -248,6 +248,17 @@ static int cmp_sums(const void *x, const void *y)
     return a->stack < b->stack ? -1 : a->stack > b->stack;
 }
 
+/* A zeroed row of (proc, stack) appended to *v; NULL on ENOMEM. */
+static sums_t *push_sums(sums_t **v, uint32_t *n, size_t *cap, uint32_t proc, uint32_t stack)
+{
+    if (CW_RESERVE(*v, *cap, *n + 1u)) return NULL;
+    sums_t *y = &(*v)[(*n)++];
+    memset(y, 0, sizeof *y);
+    y->proc = proc;
+    y->stack = stack;
+    return y;
+}
+
 /* Appends the rows of one segment, [lo, hi) of tier, as sums for the
  * window [t0, t1), to *v. */
 static int run_segment(cw_store_t *s, sqlite3_stmt *st, int tier, int64_t t0, int64_t t1,
@@ -261,16 +272,14 @@ static int run_segment(cw_store_t *s, sqlite3_stmt *st, int tier, int64_t t0, in
     sqlite3_bind_int64(st, 5, hi < t1 ? hi : t1);
     sqlite3_bind_int64(st, 6, hi);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (CW_RESERVE(*v, *cap, *n + 1u)) {
+        sums_t *x = push_sums(v, n, cap, (uint32_t)sqlite3_column_int64(st, 0),
+                              (uint32_t)sqlite3_column_int64(st, 1));
+        if (!x) {
             err = CW_ENOMEM;
             break;
         }
-        sums_t *x = &(*v)[*n];
-        x->proc = (uint32_t)sqlite3_column_int64(st, 0);
-        x->stack = (uint32_t)sqlite3_column_int64(st, 1);
         for (int c = 0; c < 13; c++)
             x->v[c] = sqlite3_column_int64(st, 2 + c);
-        (*n)++;
     }
     if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window figures", d);
     sqlite3_reset(st);
@@ -358,6 +367,21 @@ bool cw__store_report_cache_key(const cw_store_t *s, int *tier, int64_t *horizon
     return true;
 }
 
+/* Appends the cached sums of e to *v as rows of SQL_Q_SEGMENT's columns. */
+static int push_before(const rentry_t *e, sums_t **v, uint32_t *n, size_t *cap)
+{
+    for (uint32_t i = 0; i < e->n; i++) {
+        const before_sums_t *b = &e->v[i];
+        sums_t *x = push_sums(v, n, cap, b->proc, b->stack);
+        if (!x) return CW_ENOMEM;
+        x->v[0] = b->cb;
+        x->v[1] = b->ce;
+        x->v[4] = b->rb;
+        x->v[12] = b->rc;
+    }
+    return 0;
+}
+
 /* The rows of [x, y) as segments whose sums are totals (every row before
  * y): raw seconds to the next minute, the minute tier's whole minutes,
  * raw seconds after them. false when the raw tier does not hold them. */
@@ -427,22 +451,11 @@ static int cached_before(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t,
     int err = 0;
     for (int i = 0; i < nseg && !err; i++)
         err = run_segment(s, st, seg[i].tier, t0, t0, seg[i].lo, seg[i].hi, &v, &n, &cap, d);
-    if (!err && CW_RESERVE(v, cap, (size_t)n + (e->valid ? e->n : 0))) err = CW_ENOMEM;
+    if (!err && e->valid) err = push_before(e, &v, &n, &cap);
     if (err) {
         free(v);
         e->valid = false;
         return err;
-    }
-    for (uint32_t i = 0; e->valid && i < e->n; i++) {
-        const before_sums_t *b = &e->v[i];
-        sums_t *x = &v[n++];
-        memset(x, 0, sizeof *x);
-        x->proc = b->proc;
-        x->stack = b->stack;
-        x->v[0] = b->cb;
-        x->v[1] = b->ce;
-        x->v[4] = b->rb;
-        x->v[12] = b->rc;
     }
     merge_sums(v, &n);
     e->valid = false;
@@ -619,11 +632,8 @@ static int tail_sums(const struct cw__raw_tail *c, int64_t t0, int64_t t1, int64
     for (size_t i = 0; i < c->nc; i++) {
         const t_commit_t *x = &c->c[i];
         if (x->bucket < lo || x->bucket >= hi || x->bucket >= t1) continue;
-        if (CW_RESERVE(*v, *cap, *n + 1u)) return CW_ENOMEM;
-        sums_t *y = &(*v)[(*n)++];
-        memset(y, 0, sizeof *y);
-        y->proc = x->proc;
-        y->stack = x->stack;
+        sums_t *y = push_sums(v, n, cap, x->proc, x->stack);
+        if (!y) return CW_ENOMEM;
         bool before = x->bucket < t0;
         y->v[before ? 0 : 2] = x->bytes;
         y->v[before ? 1 : 3] = x->events;
@@ -631,11 +641,8 @@ static int tail_sums(const struct cw__raw_tail *c, int64_t t0, int64_t t1, int64
     for (size_t i = 0; i < c->nr; i++) {
         const t_release_t *x = &c->r[i];
         if (x->f < lo || x->f >= hi || x->a >= t1) continue;
-        if (CW_RESERVE(*v, *cap, *n + 1u)) return CW_ENOMEM;
-        sums_t *y = &(*v)[(*n)++];
-        memset(y, 0, sizeof *y);
-        y->proc = x->proc;
-        y->stack = x->stack;
+        sums_t *y = push_sums(v, n, cap, x->proc, x->stack);
+        if (!y) return CW_ENOMEM;
         if (x->f < t0) y->v[4] = x->bytes;
         bool in = x->f >= t0 && x->f < t1, after = x->f >= t1;
         if (x->a >= t0) {
@@ -676,17 +683,7 @@ static int load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *seg, i
         err = run_segment(s, st, seg[0].tier, p->t0, p->t1, INT64_MIN, INT64_MIN + 1, &v, &n,
                           &cap, d);
         if (!err) err = cached_before(s, st, t, seg, nback, p->t0, &c, d);
-        if (!err && CW_RESERVE(v, cap, (size_t)n + c->n)) err = CW_ENOMEM;
-        for (uint32_t j = 0; !err && j < c->n; j++) {
-            sums_t *x = &v[n++];
-            memset(x, 0, sizeof *x);
-            x->proc = c->v[j].proc;
-            x->stack = c->v[j].stack;
-            x->v[0] = c->v[j].cb;
-            x->v[1] = c->v[j].ce;
-            x->v[4] = c->v[j].rb;
-            x->v[12] = c->v[j].rc;
-        }
+        if (!err) err = push_before(c, &v, &n, &cap);
         first = nback;
     }
     for (int i = first; i < nseg && !err; i++) {

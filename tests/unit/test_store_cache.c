@@ -21,6 +21,7 @@
 #include "commitwatch/event.h"
 #include "commitwatch/query.h"
 #include "commitwatch/store.h"
+#include "rng.h"
 #include "store/store_internal.h"
 #include "test.h"
 #include "test_port.h"
@@ -38,14 +39,10 @@ static const char *const tags[2][NSTACK] = {
 };
 
 static char dir[256];
-static uint64_t rng = 0x2545f4914f6cdd1dull;
 
 static uint64_t rnd(uint64_t n)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng % n;
+    return test_rng_next() % n;
 }
 
 typedef struct piece {
@@ -327,6 +324,7 @@ static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool e
 
 int main(void)
 {
+    test_rng_seed(12, 0x5ca7e);
     snprintf(dir, sizeof dir, "%s/cw_test_store_cache_XXXXXX", cw_test_tmpdir());
     ASSERT_TRUE(cw_test_mkdtemp(dir) != NULL);
     cw_store_opts_t keep = {{0, 0, 0}, 0};
