@@ -27,8 +27,8 @@ static int cmp_d(const void *a, const void *b)
 static void report(const char *what, double *v, int n, long long size)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_d);
-    printf("%-34s median %8.2f ms   max %8.2f ms   (%lld)\n", what, v[n / 2] * 1e3,
-           v[n - 1] * 1e3, size);
+    printf("%-34s median %8.2f ms   max %8.2f ms   (%lld)\n", what, v[n / 2] * 1e3, v[n - 1] * 1e3,
+           size);
 }
 
 int main(int argc, char **argv)
@@ -89,8 +89,10 @@ int main(int argc, char **argv)
                 if (!rc) size = r->nprocs;
                 cw_report_free(r);
             } else {
-                cw_series_query_t q = {.from_ns = qs[k].from, .to_ns = qs[k].to,
-                                       .step_ns = qs[k].step, .proc = qs[k].proc};
+                cw_series_query_t q = {.from_ns = qs[k].from,
+                                       .to_ns = qs[k].to,
+                                       .step_ns = qs[k].step,
+                                       .proc = qs[k].proc};
                 cw_series_t *r = NULL;
                 rc = cw_store_series(s, &q, &r, &d);
                 if (!rc) size = r->npoints;

@@ -132,7 +132,8 @@ struct cw_store {
     struct cw__report_cache *report_cache;
     struct cw__raw_tail *raw_tail;
     struct cw__series_cache *series_cache;
-    bool read_cache_off; /* tests: every query from the rows alone */
+    bool read_cache_off;      /* tests: every query from the rows alone */
+    uint32_t read_cache_rows; /* tests: rows each read cache may hold (0: its default) */
 };
 
 /* The cached statement of slot id, prepared from sql on first use and

@@ -405,8 +405,7 @@ static bool delta_segments(const cw__tier_t *t, int64_t x, int64_t y, segment_t 
  * rows read in the caller's read transaction, into *out. 0, CW_ENOMEM or
  * CW_EDB (the entry dropped). */
 static int cached_before(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t,
-                         const segment_t *back, int nback, int64_t t0, rentry_t **out,
-                         cw_diag_t *d)
+                         const segment_t *back, int nback, int64_t t0, rentry_t **out, cw_diag_t *d)
 {
     struct cw__report_cache *c = s->report_cache;
     int tier = back[0].tier;
@@ -416,8 +415,8 @@ static int cached_before(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t,
     rentry_t *e = NULL, *lru = &c->e[0];
     for (int i = 0; i < REPORT_CACHE_ENTRIES; i++) {
         rentry_t *x = &c->e[i];
-        if (x->valid && (x->tier != tier || x->start != t[tier].start ||
-                         x->horizon != t[tier].horizon))
+        if (x->valid &&
+            (x->tier != tier || x->start != t[tier].start || x->horizon != t[tier].horizon))
             x->valid = false; /* folded since */
         if (x->valid && x->x <= t0 && (!e || x->x > e->x)) e = x;
         if (!x->valid || x->used < lru->used) lru = x;
@@ -464,8 +463,8 @@ static int cached_before(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t,
         return CW_ENOMEM;
     }
     for (uint32_t i = 0; i < n; i++)
-        e->v[i] = (before_sums_t){v[i].proc, v[i].stack, v[i].v[0], v[i].v[1], v[i].v[4],
-                                  v[i].v[12]};
+        e->v[i] =
+            (before_sums_t){v[i].proc, v[i].stack, v[i].v[0], v[i].v[1], v[i].v[4], v[i].v[12]};
     free(v);
     e->n = n;
     e->x = t0;
@@ -487,8 +486,9 @@ static int cached_before(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t,
  * from SQL, and the rest from memory, with the same per-row arithmetic as
  * SQL_Q_SEGMENT. Dropped when the raw tier's start or horizon change; at
  * most RAW_TAIL_MAX_ROWS rows (about 1.8 MB; a window needing more is
- * read from SQL), the oldest dropped first when a later window no longer
- * needs them. Used by one thread at a time, as its handle. */
+ * read from SQL, and so is any as long until a shorter one is asked), the
+ * oldest dropped first when a later window no longer needs them. Used by one thread at a time, as
+ * its handle. */
 #define RAW_TAIL_MAX_ROWS 32768
 
 typedef struct t_commit {
@@ -509,6 +509,7 @@ typedef struct t_activity {
 struct cw__raw_tail {
     bool valid;
     int64_t start, horizon, lo, hi;
+    int64_t over; /* > 0: a span this long did not fit (same start, horizon) */
     t_commit_t *c;
     t_release_t *r;
     t_activity_t *a;
@@ -544,8 +545,7 @@ enum { TAIL_OVERSIZE = -1 };
 
 /* Appends the raw rows of [lo, hi) to c. 0, TAIL_OVERSIZE, CW_ENOMEM or
  * CW_EDB. */
-static int tail_extend(cw_store_t *s, struct cw__raw_tail *c, int64_t lo, int64_t hi,
-                       cw_diag_t *d)
+static int tail_extend(cw_store_t *s, struct cw__raw_tail *c, int64_t lo, int64_t hi, cw_diag_t *d)
 {
     static const struct {
         int slot;
@@ -561,23 +561,22 @@ static int tail_extend(cw_store_t *s, struct cw__raw_tail *c, int64_t lo, int64_
         sqlite3_bind_int64(st, 1, lo);
         sqlite3_bind_int64(st, 2, hi);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-            if (c->nc + c->nr + c->na >= RAW_TAIL_MAX_ROWS) {
+            if (c->nc + c->nr + c->na >=
+                (s->read_cache_rows ? s->read_cache_rows : RAW_TAIL_MAX_ROWS)) {
                 err = TAIL_OVERSIZE;
                 break;
             }
 #define I(col) sqlite3_column_int64(st, (col))
             if (k == 0) {
                 if ((err = CW_RESERVE(c->c, c->capc, c->nc + 1))) break;
-                c->c[c->nc++] =
-                    (t_commit_t){I(0), I(3), I(4), (uint32_t)I(1), (uint32_t)I(2)};
+                c->c[c->nc++] = (t_commit_t){I(0), I(3), I(4), (uint32_t)I(1), (uint32_t)I(2)};
             } else if (k == 1) {
                 if ((err = CW_RESERVE(c->r, c->capr, c->nr + 1))) break;
-                c->r[c->nr++] = (t_release_t){I(0), I(1), I(4), I(5), I(6), (uint32_t)I(2),
-                                              (uint32_t)I(3)};
+                c->r[c->nr++] =
+                    (t_release_t){I(0), I(1), I(4), I(5), I(6), (uint32_t)I(2), (uint32_t)I(3)};
             } else {
                 if ((err = CW_RESERVE(c->a, c->capa, c->na + 1))) break;
-                c->a[c->na++] =
-                    (t_activity_t){I(0), I(2), I(3), I(4), I(5), (uint32_t)I(1)};
+                c->a[c->na++] = (t_activity_t){I(0), I(2), I(3), I(4), I(5), (uint32_t)I(1)};
             }
 #undef I
         }
@@ -597,14 +596,18 @@ static int raw_tail(cw_store_t *s, const cw__tier_t *t, int64_t lo, struct cw__r
     *out = NULL;
     if (s->read_cache_off || hi == INT64_MIN || lo >= hi) return 0;
     if (!c && !(c = s->raw_tail = calloc(1, sizeof *c))) return CW_ENOMEM;
-    if (!c->valid || c->start != t[0].start || c->horizon != t[0].horizon || lo < c->lo ||
-        hi < c->hi) {
+    bool same = c->start == t[0].start && c->horizon == t[0].horizon;
+    if (!same) c->over = 0;
+    if (c->over > 0 && hi - lo >= c->over) return 0; /* would not fit either: SQL */
+    if (!c->valid || !same || lo < c->lo || hi < c->hi) {
         c->valid = false;
         c->nc = c->nr = c->na = 0;
         c->start = t[0].start;
         c->horizon = t[0].horizon;
         c->lo = c->hi = lo;
-    } else if (c->nc + c->nr + c->na > RAW_TAIL_MAX_ROWS / 2 && lo > c->lo) {
+    } else if (c->nc + c->nr + c->na >
+                   (s->read_cache_rows ? s->read_cache_rows : RAW_TAIL_MAX_ROWS) / 2 &&
+               lo > c->lo) {
         TAIL_TRIM(c->c, c->nc, bucket, lo); /* older than any window asks now */
         TAIL_TRIM(c->r, c->nr, f, lo);
         TAIL_TRIM(c->a, c->na, bucket, lo);
@@ -615,9 +618,11 @@ static int raw_tail(cw_store_t *s, const cw__tier_t *t, int64_t lo, struct cw__r
         if (err) {
             c->valid = false;
             c->nc = c->nr = c->na = 0;
+            if (err == TAIL_OVERSIZE) c->over = hi - c->lo;
             return err == TAIL_OVERSIZE ? 0 : err;
         }
         c->hi = hi;
+        c->over = 0;
     }
     c->valid = true;
     *out = c;
@@ -664,8 +669,8 @@ static int tail_sums(const struct cw__raw_tail *c, int64_t t0, int64_t t1, int64
  * segments before t0, when all lie before their tiers' ends, come from the
  * handle's cache of sums (above) and the first one's BEFORE rows; the raw
  * tier's from t0 on, from its raw tail as far as it reaches. */
-static int load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *seg, int nseg,
-                     int nback, const pick_t *p, sums_t **out, uint32_t *nout, cw_diag_t *d)
+static int load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *seg, int nseg, int nback,
+                     const pick_t *p, sums_t **out, uint32_t *nout, cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;
     sums_t *v = NULL;
@@ -680,8 +685,8 @@ static int load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *seg, i
         seg[nback - 1].hi == p->t0) {
         /* Before t0: its tier's BEFORE rows, and the cached sums. */
         rentry_t *c = NULL;
-        err = run_segment(s, st, seg[0].tier, p->t0, p->t1, INT64_MIN, INT64_MIN + 1, &v, &n,
-                          &cap, d);
+        err = run_segment(s, st, seg[0].tier, p->t0, p->t1, INT64_MIN, INT64_MIN + 1, &v, &n, &cap,
+                          d);
         if (!err) err = cached_before(s, st, t, seg, nback, p->t0, &c, d);
         if (!err) err = push_before(c, &v, &n, &cap);
         first = nback;
@@ -717,8 +722,8 @@ static int load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *seg, i
 }
 
 /* Stage 1: per (proc, stack) figures; processes in id order. */
-static int load_figs(cw_store_t *s, const cw__tier_t *t, build_t *b, const segment_t *seg,
-                     int nseg, int nback, const pick_t *p, cw_diag_t *d)
+static int load_figs(cw_store_t *s, const cw__tier_t *t, build_t *b, const segment_t *seg, int nseg,
+                     int nback, const pick_t *p, cw_diag_t *d)
 {
     sums_t *v = NULL;
     uint32_t n = 0;

@@ -86,11 +86,11 @@
 /* The series cache's rows (below) of tier ?1 in [?2, ?3) [proc ?4], in
  * bucket order: commits by (bucket, tag), releases by (f, a, tag). */
 #define SQL_CACHE_COMMITS(F)                                                                       \
-    "SELECT c.bucket, s.tag, SUM(c.bytes), SUM(c.events) FROM commits c"                          \
+    "SELECT c.bucket, s.tag, SUM(c.bytes), SUM(c.events) FROM commits c"                           \
     " JOIN stacks s ON s.id = c.stack WHERE c.tier = ?1 AND c.bucket >= ?2 AND c.bucket < ?3" F    \
     " GROUP BY 1, 2 ORDER BY 1"
 #define SQL_CACHE_RELEASES(F)                                                                      \
-    "SELECT r.f, r.a, s.tag, SUM(r.bytes), SUM(r.pieces) FROM releases r"                         \
+    "SELECT r.f, r.a, s.tag, SUM(r.bytes), SUM(r.pieces) FROM releases r"                          \
     " JOIN stacks s ON s.id = r.stack WHERE r.tier = ?1 AND r.f >= ?2 AND r.f < ?3" F              \
     " GROUP BY 1, 2, 3 ORDER BY 1"
 static const char SQL_RULES_HASH[] = "SELECT value FROM meta WHERE key = 'rules_hash'";
@@ -343,7 +343,8 @@ static int centry_extend(build_t *b, centry_t *e, int64_t lo, int64_t hi)
         sqlite3_bind_int64(st, 3, hi);
         if (e->proc) sqlite3_bind_int64(st, 4, e->proc);
         while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-            if (e->nc + e->nr + e->na >= SERIES_CACHE_MAX_ROWS) {
+            uint32_t max = b->s->read_cache_rows ? b->s->read_cache_rows : SERIES_CACHE_MAX_ROWS;
+            if (e->nc + e->nr + e->na >= max) {
                 err = OVERSIZE;
                 break;
             }
@@ -352,9 +353,9 @@ static int centry_extend(build_t *b, centry_t *e, int64_t lo, int64_t hi)
                     err = CW_ENOMEM;
                     break;
                 }
-                e->a[e->na++] = (c_activity_t){sqlite3_column_int64(st, 0),
-                                               sqlite3_column_int64(st, 1),
-                                               sqlite3_column_int64(st, 2)};
+                e->a[e->na++] =
+                    (c_activity_t){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                                   sqlite3_column_int64(st, 2)};
                 continue;
             }
             bool rel = ks[k] == Q_CACHE_RELEASES;
@@ -367,9 +368,9 @@ static int centry_extend(build_t *b, centry_t *e, int64_t lo, int64_t hi)
                     sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
                     sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4), (uint32_t)tag};
             } else {
-                e->c[e->nc++] = (c_commit_t){sqlite3_column_int64(st, 0),
-                                             sqlite3_column_int64(st, 2),
-                                             sqlite3_column_int64(st, 3), (uint32_t)tag};
+                e->c[e->nc++] =
+                    (c_commit_t){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 2),
+                                 sqlite3_column_int64(st, 3), (uint32_t)tag};
             }
         }
         if (!err && rc != SQLITE_DONE) err = cw__store_dberr(b->s, "reading a series' rows", b->d);
