@@ -21,6 +21,7 @@
 #include "commitwatch/event.h"
 #include "commitwatch/query.h"
 #include "commitwatch/store.h"
+#include "report_check.h"
 #include "rng.h"
 #include "store/store_internal.h"
 #include "test.h"
@@ -63,16 +64,6 @@ static bool same_note(const char *a, const char *b)
     return a ? b && strcmp(a, b) == 0 : !b;
 }
 
-static void figs_eq(const cw_figs_t *a, const cw_figs_t *b)
-{
-    ASSERT_U64_EQ(a->size_bytes, b->size_bytes);
-    ASSERT_U64_EQ(a->commit_count, b->commit_count);
-    for (int i = 0; i < CW_TYPE__COUNT; i++) {
-        ASSERT_U64_EQ(a->types[i].bytes, b->types[i].bytes);
-        ASSERT_U64_EQ(a->types[i].count, b->types[i].count);
-    }
-}
-
 static void report_eq(cw_store_t *c, cw_store_t *n, int64_t from, int64_t to)
 {
     cw_report_t *x, *y;
@@ -88,20 +79,8 @@ static void report_eq(cw_store_t *c, cw_store_t *n, int64_t from, int64_t to)
     ASSERT_EQ(x->to_ns, y->to_ns);
     ASSERT_TRUE(same_note(x->note, y->note));
     ASSERT_EQ(x->nprocs, y->nprocs);
-    for (uint32_t i = 0; i < x->nprocs; i++) {
-        const cw_proc_report_t *p = &x->procs[i], *q = &y->procs[i];
-        ASSERT_EQ(p->id, q->id);
-        figs_eq(&p->figs, &q->figs);
-        ASSERT_U64_EQ(p->peak_bytes, q->peak_bytes);
-        ASSERT_EQ(p->peak_ns, q->peak_ns);
-        ASSERT_U64_EQ(p->outstanding_end, q->outstanding_end);
-        ASSERT_U64_EQ(p->events, q->events);
-        ASSERT_EQ(p->nstacks, q->nstacks);
-        for (uint32_t k = 0; k < p->nstacks; k++) {
-            ASSERT_EQ(p->stacks[k].stack_id, q->stacks[k].stack_id);
-            figs_eq(&p->stacks[k].figs, &q->stacks[k].figs);
-        }
-    }
+    for (uint32_t i = 0; i < x->nprocs; i++)
+        test_proc_eq(&x->procs[i], &y->procs[i]);
     cw_report_free(x);
     cw_report_free(y);
     checks_report++;

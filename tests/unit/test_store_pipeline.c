@@ -18,6 +18,7 @@
 #include "commitwatch/stacks.h"
 #include "commitwatch/store.h"
 #include "commitwatch/tagger.h"
+#include "report_check.h"
 #include "store/store_internal.h"
 #include "test.h"
 #include "test_port.h"
@@ -182,16 +183,6 @@ static cw_report_t *exact(int64_t t0, int64_t t1)
     return r;
 }
 
-static void figs_eq(const cw_figs_t *a, const cw_figs_t *b)
-{
-    ASSERT_U64_EQ(a->size_bytes, b->size_bytes);
-    ASSERT_U64_EQ(a->commit_count, b->commit_count);
-    for (int i = 0; i < CW_TYPE__COUNT; i++) {
-        ASSERT_U64_EQ(a->types[i].bytes, b->types[i].bytes);
-        ASSERT_U64_EQ(a->types[i].count, b->types[i].count);
-    }
-}
-
 static void check(cw_store_t *s, int64_t t0, int64_t t1)
 {
     cw_report_t *db, *tr;
@@ -210,20 +201,7 @@ static void check(cw_store_t *s, int64_t t0, int64_t t1)
         ASSERT_EQ(y->pid, x->pid);
         ASSERT_STR_EQ(y->name, x->name);
         ASSERT_EQ(y->exit_ns, x->exit_ns);
-        figs_eq(&y->figs, &x->figs);
-        ASSERT_U64_EQ(y->peak_bytes, x->peak_bytes);
-        ASSERT_EQ(y->peak_ns, x->peak_ns);
-        ASSERT_U64_EQ(y->outstanding_end, x->outstanding_end);
-        ASSERT_U64_EQ(y->events, x->events);
-        ASSERT_EQ(y->nstacks, x->nstacks);
-        for (uint32_t k = 0; k < x->nstacks; k++) {
-            cw_stack_report_t *sy = NULL;
-            for (uint32_t m = 0; m < y->nstacks; m++)
-                if (y->stacks[m].stack_id == x->stacks[k].stack_id) sy = &y->stacks[m];
-            ASSERT_TRUE(sy != NULL);
-            ASSERT_STR_EQ(sy->tag, x->stacks[k].tag);
-            figs_eq(&sy->figs, &x->stacks[k].figs);
-        }
+        test_proc_eq(y, x);
     }
     cw_report_free(db);
     cw_report_free(tr);
