@@ -12,13 +12,18 @@
 #    a drawn chart (bench/dashboard_time.mjs, chromium + playwright-core).
 #
 # usage: bench/http_bench.sh [BUILD_DIR]    (default: build)
+# Environment: PROCS background processes (default 20; issue 12's goals
+# are for 1000), DURATION s per wrk run (10), CONNS ("1 8"), DASHBOARD=0
+# skips step 3, BIN the binary to serve with, DATA a folder for the generated day (reused by later runs).
 # Needs: wrk, curl, python3, and for step 3 node, chromium, web/node_modules.
 # Loopback only; every wrk run is bounded (DURATION seconds).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$(cd "${1:-$ROOT/build}" && pwd)
-BIN=$BUILD/commitwatch
-OUT=$BUILD/bench-http
+BIN=${BIN:-$BUILD/commitwatch}
+PROCS=${PROCS:-20}
+OUT=${DATA:-$BUILD/bench-http}
+[[ $PROCS == 20 || -n ${DATA:-} ]] || OUT=$BUILD/bench-http-p$PROCS
 DURATION=${DURATION:-10}
 CONNS=${CONNS:-1 8}
 PORT=${PORT:-18499}
@@ -27,11 +32,11 @@ mkdir -p "$OUT"
 cd "$OUT"
 
 if [[ ! -f day.jsonl ]]; then
-  python3 "$ROOT/bench/gen_http_trace.py" --start $T0 --seconds 86400 > day.jsonl
+  python3 "$ROOT/bench/gen_http_trace.py" --start $T0 --seconds 86400 --procs "$PROCS" > day.jsonl
 fi
 # The live hour starts after the stored day: the end of a replay stores one
 # more (1 s) bucket, where the instances still alive end.
-python3 "$ROOT/bench/gen_http_trace.py" --start $((T0 + 86401)) --seconds 3600 > more.jsonl
+python3 "$ROOT/bench/gen_http_trace.py" --start $((T0 + 86401)) --seconds 3600 --procs "$PROCS" > more.jsonl
 if [[ ! -f day.db ]]; then
   echo "== ingest 24 h ($(wc -l < day.jsonl) events)"
   s=$(date +%s%N)
@@ -60,10 +65,13 @@ bench() {
     wrk -t1 -c"$c" -d"${DURATION}s" --timeout 30s --latency "$B$path" > "wrk-$name-c$c.txt"
     # Let requests still queued in the server finish before the next run.
     sleep 3
-    local rps p99
+    local rps p50 p90 p99
     rps=$(awk '/Requests\/sec/ {print $2}' "wrk-$name-c$c.txt")
+    p50=$(awk '$1 == "50%" {print $2}' "wrk-$name-c$c.txt")
+    p90=$(awk '$1 == "90%" {print $2}' "wrk-$name-c$c.txt")
     p99=$(awk '$1 == "99%" {print $2}' "wrk-$name-c$c.txt")
-    printf '%-26s c=%-2s %9s req/s   p99 %9s   (%s bytes)\n' "$name" "$c" "$rps" "$p99" "$size"
+    printf '%-26s c=%-2s %9s req/s   p50 %9s   p90 %9s   p99 %9s   (%s bytes)\n' "$name" "$c" \
+      "$rps" "$p50" "$p90" "$p99" "$size"
   done
 }
 echo "== wrk -t1 -d${DURATION}s, connections: $CONNS"
@@ -74,7 +82,7 @@ bench system-series-24h "/api/system/series?from=$FROM&to=$TO"
 bench metrics "/metrics"
 bench processes-last-hour "/api/processes?from=-1h&to=now"
 
-if command -v node >/dev/null && [[ -d "$ROOT/web/node_modules/playwright-core" ]]; then
+if [[ ${DASHBOARD:-1} != 0 ]] && command -v node >/dev/null && [[ -d "$ROOT/web/node_modules/playwright-core" ]]; then
   echo "== dashboard: process page, 24 h of 1 s data, navigation to drawn chart"
   node "$ROOT/bench/dashboard_time.mjs" "$B" "$ID" "$FROM" "$TO" 5
 fi

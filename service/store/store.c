@@ -469,6 +469,9 @@ void cw_store_close(cw_store_t *s)
     for (int i = 0; i < CW__ST__COUNT; i++)
         sqlite3_finalize(s->stmts[i]);
     sqlite3_close(s->db);
+    cw__store_report_cache_free(s->report_cache);
+    cw__store_raw_tail_free(s->raw_tail);
+    cw__store_series_cache_free(s->series_cache);
     free(s->path);
     free(s);
 }

@@ -52,6 +52,9 @@ enum cw__stmt {
     CW__ST_TIERS_GET,
     CW__ST_Q_FIGS,
     CW__ST_Q_ACTIVITY,
+    CW__ST_Q_TAIL_COMMITS,
+    CW__ST_Q_TAIL_RELEASES,
+    CW__ST_Q_TAIL_ACTIVITY,
     CW__ST_Q_STACK,
     CW__ST_Q_FRAME,
     /* store_query.c */
@@ -76,6 +79,11 @@ enum cw__stmt {
     CW__ST_SER_RUNDOWN_PROC,
     CW__ST_SER_ACTIVITY,
     CW__ST_SER_ACTIVITY_PROC,
+    CW__ST_SER_CACHE_COMMITS,
+    CW__ST_SER_CACHE_COMMITS_PROC,
+    CW__ST_SER_CACHE_RELEASES,
+    CW__ST_SER_CACHE_RELEASES_PROC,
+    CW__ST_SER_RULES_HASH,
     /* store_alertfeed.c: the alert engine's feed */
     CW__ST_FEED_START,
     CW__ST_FEED_COMMITS,
@@ -123,6 +131,13 @@ struct cw_store {
     bool cap_warned; /* the cap cannot be met: said once */
     int64_t page_size;
     sqlite3_stmt *stmts[CW__ST__COUNT];
+    /* Read caches of closed buckets' figures (store_report.c,
+     * store_series.c): this handle's, used and freed on its thread. */
+    struct cw__report_cache *report_cache;
+    struct cw__raw_tail *raw_tail;
+    struct cw__series_cache *series_cache;
+    bool read_cache_off;      /* tests: every query from the rows alone */
+    uint32_t read_cache_rows; /* tests: rows each read cache may hold (0: its default) */
 };
 
 /* The cached statement of slot id, prepared from sql on first use and
@@ -167,6 +182,17 @@ void cw__store_tiers_clip(cw__tier_t t[CW_TIERS], int64_t end);
  * for id, exit_ns and tracking_ended_ns (CW_TS_NEVER), when there is no such row. 0,
  * CW_ENOMEM or CW_EDB (*out holds nothing to free). */
 int cw__store_proc_row(cw_store_t *s, uint32_t id, cw_proc_info_t *out, bool *found, cw_diag_t *d);
+/* store_report.c, store_series.c: free the handle's read caches (at
+ * close; NULL-safe). */
+void cw__store_report_cache_free(struct cw__report_cache *c);
+void cw__store_series_cache_free(struct cw__series_cache *c);
+void cw__store_raw_tail_free(struct cw__raw_tail *c);
+/* Test hooks: whether the report cache holds sums (and for which tier and
+ * horizon); how many rows the series cache holds. */
+bool cw__store_report_cache_key(const cw_store_t *s, int *tier, int64_t *horizon);
+size_t cw__store_series_cache_rows(const cw_store_t *s);
+size_t cw__store_raw_tail_rows(const cw_store_t *s);
+
 /* Resets st and clears its bindings, after every use of a cached one. */
 void cw__store_stmt_done(sqlite3_stmt *st);
 

@@ -45,6 +45,16 @@ static const char SQL_Q_SEGMENT[] =
 static const char SQL_Q_ACTIVITY[] =
     "SELECT proc, events, delta, relpeak, relpeak_ns FROM activity "
     "WHERE tier = ?1 AND bucket >= ?2 AND bucket < ?3 ORDER BY proc, bucket";
+/* The raw tier's rows of [?1, ?2), in time order (the raw tail below). */
+static const char SQL_Q_TAIL_COMMITS[] =
+    "SELECT bucket, proc, stack, bytes, events FROM commits"
+    " WHERE tier = 0 AND bucket >= ?1 AND bucket < ?2 ORDER BY bucket";
+static const char SQL_Q_TAIL_RELEASES[] =
+    "SELECT f, a, proc, stack, bytes, pieces, closed FROM releases"
+    " WHERE tier = 0 AND f >= ?1 AND f < ?2 ORDER BY f";
+static const char SQL_Q_TAIL_ACTIVITY[] =
+    "SELECT bucket, proc, events, delta, relpeak, relpeak_ns FROM activity"
+    " WHERE tier = 0 AND bucket >= ?1 AND bucket < ?2 ORDER BY bucket";
 static const char SQL_Q_STACK[] = "SELECT frames, tag FROM stacks WHERE id = ?1";
 static const char SQL_Q_FRAME[] = "SELECT text FROM frames WHERE id = ?1";
 
@@ -141,11 +151,6 @@ static int push_stack(cw_proc_report_t *p, uint32_t stack, const cw_figs_t *f)
     return 0;
 }
 
-static uint64_t col_u64(sqlite3_stmt *st, int i)
-{
-    return (uint64_t)sqlite3_column_int64(st, i);
-}
-
 /* Which tier's rows answer which stretch of time. Every tier holds the
  * whole history at its granularity (rows from its horizon on, a BEFORE
  * baseline for what came before), so the sums can be assembled from
@@ -176,6 +181,21 @@ static bool tier_holds(const cw__tier_t *t, int k, int64_t lo, int64_t hi)
 static bool aligned(const cw__tier_t *t, int k, int64_t x)
 {
     return cw_floor_to(x, t[k].width) == x || x >= t[0].end;
+}
+
+/* The window p as the segments read it. A window that starts at or
+ * before the first raw bucket, nothing folded out of the raw tier, has no
+ * event between the start of its hour and t0 (rundown, in BEFORE, aside),
+ * so its figures are those of the window from that hour on: the hour
+ * tier answers its whole hours, the minute tier the minutes after them,
+ * and the raw tier only what is not rolled up yet (`analyze --db` on the
+ * whole database reads its hours, not its seconds). Otherwise p. */
+static pick_t start_floor(const cw__tier_t *t, const pick_t *p)
+{
+    pick_t q = *p;
+    if (t[0].start != INT64_MIN && p->t0 <= t[0].start && t[0].horizon == INT64_MIN)
+        q.t0 = cw_floor_to(p->t0, t[CW_TIERS - 1].width);
+    return q;
 }
 
 /* Fills seg (time order); *nback = how many lie before t0. */
@@ -228,45 +248,51 @@ static int cmp_sums(const void *x, const void *y)
     return a->stack < b->stack ? -1 : a->stack > b->stack;
 }
 
-/* Runs every segment and sums its rows per (proc, stack), sorted. */
-static int load_sums(cw_store_t *s, const segment_t *seg, int nseg, const pick_t *p, sums_t **out,
-                     uint32_t *nout, cw_diag_t *d)
+/* A zeroed row of (proc, stack) appended to *v; NULL on ENOMEM. */
+static sums_t *push_sums(sums_t **v, uint32_t *n, size_t *cap, uint32_t proc, uint32_t stack)
 {
-    sqlite3_stmt *st = NULL;
-    sums_t *v = NULL;
-    uint32_t n = 0;
-    size_t cap = 0;
-    int err = 0, rc = SQLITE_DONE;
-    if ((err = cw__store_stmt(s, CW__ST_Q_FIGS, SQL_Q_SEGMENT, &st, d))) return err;
-    for (int i = 0; i < nseg && !err; i++) {
-        sqlite3_bind_int(st, 1, seg[i].tier);
-        sqlite3_bind_int64(st, 2, p->t0);
-        sqlite3_bind_int64(st, 3, p->t1);
-        sqlite3_bind_int64(st, 4, seg[i].lo);
-        sqlite3_bind_int64(st, 5, seg[i].hi < p->t1 ? seg[i].hi : p->t1);
-        sqlite3_bind_int64(st, 6, seg[i].hi);
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-            if (CW_RESERVE(v, cap, n + 1u)) {
-                err = CW_ENOMEM;
-                break;
-            }
-            v[n].proc = (uint32_t)sqlite3_column_int64(st, 0);
-            v[n].stack = (uint32_t)sqlite3_column_int64(st, 1);
-            for (int c = 0; c < 13; c++)
-                v[n].v[c] = sqlite3_column_int64(st, 2 + c);
-            n++;
+    if (CW_RESERVE(*v, *cap, *n + 1u)) return NULL;
+    sums_t *y = &(*v)[(*n)++];
+    memset(y, 0, sizeof *y);
+    y->proc = proc;
+    y->stack = stack;
+    return y;
+}
+
+/* Appends the rows of one segment, [lo, hi) of tier, as sums for the
+ * window [t0, t1), to *v. */
+static int run_segment(cw_store_t *s, sqlite3_stmt *st, int tier, int64_t t0, int64_t t1,
+                       int64_t lo, int64_t hi, sums_t **v, uint32_t *n, size_t *cap, cw_diag_t *d)
+{
+    int err = 0, rc;
+    sqlite3_bind_int(st, 1, tier);
+    sqlite3_bind_int64(st, 2, t0);
+    sqlite3_bind_int64(st, 3, t1);
+    sqlite3_bind_int64(st, 4, lo);
+    sqlite3_bind_int64(st, 5, hi < t1 ? hi : t1);
+    sqlite3_bind_int64(st, 6, hi);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        sums_t *x = push_sums(v, n, cap, (uint32_t)sqlite3_column_int64(st, 0),
+                              (uint32_t)sqlite3_column_int64(st, 1));
+        if (!x) {
+            err = CW_ENOMEM;
+            break;
         }
-        if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window figures", d);
-        sqlite3_reset(st);
+        for (int c = 0; c < 13; c++)
+            x->v[c] = sqlite3_column_int64(st, 2 + c);
     }
-    if (err) {
-        free(v);
-        return err;
-    }
-    /* Merge the segments' rows of each (proc, stack). */
-    if (n > 1) qsort(v, n, sizeof *v, cmp_sums);
+    if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window figures", d);
+    sqlite3_reset(st);
+    return err;
+}
+
+/* Sorts v by (proc, stack) and adds up the rows of each pair; *n becomes
+ * the number of pairs. */
+static void merge_sums(sums_t *v, uint32_t *n)
+{
+    if (*n > 1) qsort(v, *n, sizeof *v, cmp_sums);
     uint32_t m = 0;
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = 0; i < *n; i++) {
         if (m && cmp_sums(&v[m - 1], &v[i]) == 0) {
             for (int c = 0; c < 13; c++)
                 v[m - 1].v[c] += v[i].v[c];
@@ -274,19 +300,435 @@ static int load_sums(cw_store_t *s, const segment_t *seg, int nseg, const pick_t
         }
         v[m++] = v[i];
     }
+    *n = m;
+}
+
+/* ---- the handle's cache of the sums before t0 -----------------------------------
+ *
+ * Rows before t0 give four sums per (proc, stack), whatever tier they come
+ * from: commit bytes and events (columns 2, 3 of SQL_Q_SEGMENT), released
+ * bytes (6) and closed (14); a window only needs them for everything before
+ * its t0. Every bucket before a tier's end is final (batches are written
+ * once, in order; rollups add buckets from the end on), and only retention
+ * or the size cap rewrite old ones: they fold a tier's rows before its new
+ * horizon into its BEFORE rows. So the handle keeps "the sums of every row
+ * before x" without the BEFORE rows of the tier that starts the staircase
+ * (the hour tier, normally): rundown of a new instance adds to BEFORE rows
+ * at any time, so those are always read. A later window with t0 >= x reads
+ * only the rows of [x, t0): its raw seconds up to the next minute, the
+ * minute tier's minutes, its raw seconds after the last minute (a report
+ * of the last hour, asked every second, reads a second's rows, not the
+ * day before it). A change of the BEFORE tier's start or horizon drops the
+ * sums (a fold would count the folded rows twice). Two entries (the
+ * dashboard's windows: the last hour, the whole day), the least recently
+ * used replaced; one needing more than REPORT_CACHE_MAX_GAP of rows is
+ * computed afresh from the coarsest tiers. Each handle is used by one
+ * thread at a time, so is its cache. */
+#define REPORT_CACHE_ENTRIES 2
+#define REPORT_CACHE_MAX_GAP (2 * INT64_C(3600000000000))
+
+typedef struct before_sums {
+    uint32_t proc, stack;
+    int64_t cb, ce, rb, rc;
+} before_sums_t;
+
+typedef struct rentry {
+    bool valid;
+    int tier; /* whose BEFORE rows are not in the sums */
+    int64_t start, horizon, x;
+    uint64_t used;
+    before_sums_t *v; /* by (proc, stack) */
+    uint32_t n;
+    size_t cap;
+} rentry_t;
+
+struct cw__report_cache {
+    rentry_t e[REPORT_CACHE_ENTRIES];
+    uint64_t clock;
+};
+
+void cw__store_report_cache_free(struct cw__report_cache *c)
+{
+    if (!c) return;
+    for (int i = 0; i < REPORT_CACHE_ENTRIES; i++)
+        free(c->e[i].v);
+    free(c);
+}
+
+bool cw__store_report_cache_key(const cw_store_t *s, int *tier, int64_t *horizon)
+{
+    const struct cw__report_cache *c = s->report_cache;
+    const rentry_t *best = NULL;
+    for (int i = 0; c && i < REPORT_CACHE_ENTRIES; i++)
+        if (c->e[i].valid && (!best || c->e[i].used > best->used)) best = &c->e[i];
+    if (!best) return false;
+    *tier = best->tier;
+    *horizon = best->horizon;
+    return true;
+}
+
+/* Appends the cached sums of e to *v as rows of SQL_Q_SEGMENT's columns. */
+static int push_before(const rentry_t *e, sums_t **v, uint32_t *n, size_t *cap)
+{
+    for (uint32_t i = 0; i < e->n; i++) {
+        const before_sums_t *b = &e->v[i];
+        sums_t *x = push_sums(v, n, cap, b->proc, b->stack);
+        if (!x) return CW_ENOMEM;
+        x->v[0] = b->cb;
+        x->v[1] = b->ce;
+        x->v[4] = b->rb;
+        x->v[12] = b->rc;
+    }
+    return 0;
+}
+
+/* The rows of [x, y) as segments whose sums are totals (every row before
+ * y): raw seconds to the next minute, the minute tier's whole minutes,
+ * raw seconds after them. false when the raw tier does not hold them. */
+static bool delta_segments(const cw__tier_t *t, int64_t x, int64_t y, segment_t *seg, int *n)
+{
+    int64_t w = t[1].width, m1 = ceil_to(x, w), m2 = cw_floor_to(y, w);
+    *n = 0;
+    if (!tier_holds(t, 0, x, y)) return false;
+    if (m1 < m2 && tier_holds(t, 1, m1, m2)) {
+        if (x < m1) seg[(*n)++] = (segment_t){0, x, m1};
+        seg[(*n)++] = (segment_t){1, m1, m2};
+        if (m2 < y) seg[(*n)++] = (segment_t){0, m2, y};
+    } else {
+        seg[(*n)++] = (segment_t){0, x, y};
+    }
+    return true;
+}
+
+/* The cache entry holding the sums before t0 (the backward segments
+ * seg[0, nback), seg[0] from BEFORE, all before the tiers' ends), their
+ * rows read in the caller's read transaction, into *out. 0, CW_ENOMEM or
+ * CW_EDB (the entry dropped). */
+static int cached_before(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t,
+                         const segment_t *back, int nback, int64_t t0, rentry_t **out, cw_diag_t *d)
+{
+    struct cw__report_cache *c = s->report_cache;
+    int tier = back[0].tier;
+    *out = NULL;
+    if (!c && !(c = s->report_cache = calloc(1, sizeof *c))) return CW_ENOMEM;
+    /* The entry nearest below t0 for this key, else the least recent. */
+    rentry_t *e = NULL, *lru = &c->e[0];
+    for (int i = 0; i < REPORT_CACHE_ENTRIES; i++) {
+        rentry_t *x = &c->e[i];
+        if (x->valid &&
+            (x->tier != tier || x->start != t[tier].start || x->horizon != t[tier].horizon))
+            x->valid = false; /* folded since */
+        if (x->valid && x->x <= t0 && (!e || x->x > e->x)) e = x;
+        if (!x->valid || x->used < lru->used) lru = x;
+    }
+    segment_t seg[MAX_SEGMENTS];
+    int nseg = 0;
+    if (!e || t0 - e->x > REPORT_CACHE_MAX_GAP || !delta_segments(t, e->x, t0, seg, &nseg)) {
+        e = e && e->x == t0 ? e : lru; /* afresh: the backward segments without BEFORE */
+        e->valid = false;
+        e->n = 0;
+        e->tier = tier;
+        e->start = t[tier].start;
+        e->horizon = t[tier].horizon;
+        e->x = t0;
+        nseg = 0;
+        for (int i = 0; i < nback; i++) {
+            seg[nseg] = back[i];
+            if (i == 0) seg[nseg].lo = INT64_MIN + 1;
+            if (seg[nseg].lo < seg[nseg].hi) nseg++;
+        }
+    }
+    e->used = ++c->clock;
+    if (e->valid && e->x == t0) {
+        *out = e;
+        return 0;
+    }
+    /* The new rows, as sums before t0; then merged with the cached. */
+    sums_t *v = NULL;
+    uint32_t n = 0;
+    size_t cap = 0;
+    int err = 0;
+    for (int i = 0; i < nseg && !err; i++)
+        err = run_segment(s, st, seg[i].tier, t0, t0, seg[i].lo, seg[i].hi, &v, &n, &cap, d);
+    if (!err && e->valid) err = push_before(e, &v, &n, &cap);
+    if (err) {
+        free(v);
+        e->valid = false;
+        return err;
+    }
+    merge_sums(v, &n);
+    e->valid = false;
+    if (CW_RESERVE(e->v, e->cap, n)) {
+        free(v);
+        return CW_ENOMEM;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        e->v[i] =
+            (before_sums_t){v[i].proc, v[i].stack, v[i].v[0], v[i].v[1], v[i].v[4], v[i].v[12]};
+    free(v);
+    e->n = n;
+    e->x = t0;
+    e->valid = true;
+    *out = e;
+    return 0;
+}
+
+/* ---- the handle's copy of the raw tier's newest rows --------------------------
+ *
+ * A window that is not aligned to minutes (the dashboard's "last hour")
+ * reads its rows from the raw tier: from t0 on, a release's `a` must be
+ * compared with t0, which a coarser tier's floored `a` cannot do. Those
+ * rows are the newest ones, and every raw bucket before the tier's end is
+ * final (batches are written once, in order; only retention folds them,
+ * moving the horizon). So the handle keeps the raw rows of [lo, hi) as
+ * they are (commits, releases, activity, in time order): a later window
+ * starting at or after lo reads only the buckets from hi to the new end
+ * from SQL, and the rest from memory, with the same per-row arithmetic as
+ * SQL_Q_SEGMENT. Dropped when the raw tier's start or horizon change; at
+ * most RAW_TAIL_MAX_ROWS rows (about 1.8 MB; a window needing more is
+ * read from SQL, and so is any as long until a shorter one is asked), the
+ * oldest dropped first when a later window no longer needs them. Used by one thread at a time, as
+ * its handle. */
+#define RAW_TAIL_MAX_ROWS 32768
+
+typedef struct t_commit {
+    int64_t bucket, bytes, events;
+    uint32_t proc, stack;
+} t_commit_t;
+
+typedef struct t_release {
+    int64_t f, a, bytes, pieces, closed;
+    uint32_t proc, stack;
+} t_release_t;
+
+typedef struct t_activity {
+    int64_t bucket, events, delta, relpeak, relpeak_ns;
+    uint32_t proc;
+} t_activity_t;
+
+struct cw__raw_tail {
+    bool valid;
+    int64_t start, horizon, lo, hi;
+    int64_t over; /* > 0: a span this long did not fit (same start, horizon) */
+    t_commit_t *c;
+    t_release_t *r;
+    t_activity_t *a;
+    size_t nc, nr, na, capc, capr, capa;
+};
+
+void cw__store_raw_tail_free(struct cw__raw_tail *c)
+{
+    if (!c) return;
+    free(c->c);
+    free(c->r);
+    free(c->a);
+    free(c);
+}
+
+size_t cw__store_raw_tail_rows(const cw_store_t *s)
+{
+    const struct cw__raw_tail *c = s->raw_tail;
+    return c && c->valid ? c->nc + c->nr + c->na : 0;
+}
+
+/* Drops the rows before x (all kinds), keeping the order. */
+#define TAIL_TRIM(v, n, field, x)                                                                  \
+    do {                                                                                           \
+        size_t k_ = 0;                                                                             \
+        while (k_ < (n) && (v)[k_].field < (x))                                                    \
+            k_++;                                                                                  \
+        memmove((v), (v) + k_, ((n)-k_) * sizeof *(v));                                            \
+        (n) -= k_;                                                                                 \
+    } while (0)
+
+enum { TAIL_OVERSIZE = -1 };
+
+/* Appends the raw rows of [lo, hi) to c. 0, TAIL_OVERSIZE, CW_ENOMEM or
+ * CW_EDB. */
+static int tail_extend(cw_store_t *s, struct cw__raw_tail *c, int64_t lo, int64_t hi, cw_diag_t *d)
+{
+    static const struct {
+        int slot;
+        const char *sql;
+    } q[3] = {{CW__ST_Q_TAIL_COMMITS, SQL_Q_TAIL_COMMITS},
+              {CW__ST_Q_TAIL_RELEASES, SQL_Q_TAIL_RELEASES},
+              {CW__ST_Q_TAIL_ACTIVITY, SQL_Q_TAIL_ACTIVITY}};
+    int err = 0;
+    for (int k = 0; k < 3 && !err; k++) {
+        sqlite3_stmt *st = NULL;
+        int rc = SQLITE_DONE;
+        if ((err = cw__store_stmt(s, q[k].slot, q[k].sql, &st, d))) break;
+        sqlite3_bind_int64(st, 1, lo);
+        sqlite3_bind_int64(st, 2, hi);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            if (c->nc + c->nr + c->na >=
+                (s->read_cache_rows ? s->read_cache_rows : RAW_TAIL_MAX_ROWS)) {
+                err = TAIL_OVERSIZE;
+                break;
+            }
+#define I(col) sqlite3_column_int64(st, (col))
+            if (k == 0) {
+                if ((err = CW_RESERVE(c->c, c->capc, c->nc + 1))) break;
+                c->c[c->nc++] = (t_commit_t){I(0), I(3), I(4), (uint32_t)I(1), (uint32_t)I(2)};
+            } else if (k == 1) {
+                if ((err = CW_RESERVE(c->r, c->capr, c->nr + 1))) break;
+                c->r[c->nr++] =
+                    (t_release_t){I(0), I(1), I(4), I(5), I(6), (uint32_t)I(2), (uint32_t)I(3)};
+            } else {
+                if ((err = CW_RESERVE(c->a, c->capa, c->na + 1))) break;
+                c->a[c->na++] = (t_activity_t){I(0), I(2), I(3), I(4), I(5), (uint32_t)I(1)};
+            }
+#undef I
+        }
+        if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "reading the newest rows", d);
+        sqlite3_reset(st);
+    }
+    return err;
+}
+
+/* The raw tail holding [lo, end of the raw tier), into *out; NULL when it
+ * cannot (the cache off, too many rows). 0, CW_ENOMEM or CW_EDB. */
+static int raw_tail(cw_store_t *s, const cw__tier_t *t, int64_t lo, struct cw__raw_tail **out,
+                    cw_diag_t *d)
+{
+    struct cw__raw_tail *c = s->raw_tail;
+    int64_t hi = t[0].end;
+    *out = NULL;
+    if (s->read_cache_off || hi == INT64_MIN || lo >= hi) return 0;
+    if (!c && !(c = s->raw_tail = calloc(1, sizeof *c))) return CW_ENOMEM;
+    bool same = c->start == t[0].start && c->horizon == t[0].horizon;
+    if (!same) c->over = 0;
+    if (c->over > 0 && hi - lo >= c->over) return 0; /* would not fit either: SQL */
+    if (!c->valid || !same || lo < c->lo || hi < c->hi) {
+        c->valid = false;
+        c->nc = c->nr = c->na = 0;
+        c->start = t[0].start;
+        c->horizon = t[0].horizon;
+        c->lo = c->hi = lo;
+    } else if (c->nc + c->nr + c->na >
+                   (s->read_cache_rows ? s->read_cache_rows : RAW_TAIL_MAX_ROWS) / 2 &&
+               lo > c->lo) {
+        TAIL_TRIM(c->c, c->nc, bucket, lo); /* older than any window asks now */
+        TAIL_TRIM(c->r, c->nr, f, lo);
+        TAIL_TRIM(c->a, c->na, bucket, lo);
+        c->lo = lo;
+    }
+    if (c->hi < hi) {
+        int err = tail_extend(s, c, c->hi, hi, d);
+        if (err) {
+            c->valid = false;
+            c->nc = c->nr = c->na = 0;
+            if (err == TAIL_OVERSIZE) c->over = hi - c->lo;
+            return err == TAIL_OVERSIZE ? 0 : err;
+        }
+        c->hi = hi;
+        c->over = 0;
+    }
+    c->valid = true;
+    *out = c;
+    return 0;
+}
+
+/* SQL_Q_SEGMENT's sums for window [t0, t1) of the tail's rows in [lo, hi)
+ * (commits: bucket < t1 as well; releases: a < t1), appended to *v. */
+static int tail_sums(const struct cw__raw_tail *c, int64_t t0, int64_t t1, int64_t lo, int64_t hi,
+                     sums_t **v, uint32_t *n, size_t *cap)
+{
+    for (size_t i = 0; i < c->nc; i++) {
+        const t_commit_t *x = &c->c[i];
+        if (x->bucket < lo || x->bucket >= hi || x->bucket >= t1) continue;
+        sums_t *y = push_sums(v, n, cap, x->proc, x->stack);
+        if (!y) return CW_ENOMEM;
+        bool before = x->bucket < t0;
+        y->v[before ? 0 : 2] = x->bytes;
+        y->v[before ? 1 : 3] = x->events;
+    }
+    for (size_t i = 0; i < c->nr; i++) {
+        const t_release_t *x = &c->r[i];
+        if (x->f < lo || x->f >= hi || x->a >= t1) continue;
+        sums_t *y = push_sums(v, n, cap, x->proc, x->stack);
+        if (!y) return CW_ENOMEM;
+        if (x->f < t0) y->v[4] = x->bytes;
+        bool in = x->f >= t0 && x->f < t1, after = x->f >= t1;
+        if (x->a >= t0) {
+            y->v[5] = in ? x->bytes : 0;
+            y->v[6] = in ? x->pieces : 0;
+            y->v[7] = after ? x->pieces : 0;
+            y->v[8] = x->closed;
+        } else {
+            y->v[9] = in ? x->bytes : 0;
+            y->v[10] = in ? x->pieces : 0;
+            y->v[11] = after ? x->pieces : 0;
+            y->v[12] = x->closed;
+        }
+    }
+    return 0;
+}
+
+/* Runs every segment and sums its rows per (proc, stack), sorted. The
+ * segments before t0, when all lie before their tiers' ends, come from the
+ * handle's cache of sums (above) and the first one's BEFORE rows; the raw
+ * tier's from t0 on, from its raw tail as far as it reaches. */
+static int load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *seg, int nseg, int nback,
+                     const pick_t *p, sums_t **out, uint32_t *nout, cw_diag_t *d)
+{
+    sqlite3_stmt *st = NULL;
+    sums_t *v = NULL;
+    uint32_t n = 0;
+    size_t cap = 0;
+    int err = 0, first = 0;
+    if ((err = cw__store_stmt(s, CW__ST_Q_FIGS, SQL_Q_SEGMENT, &st, d))) return err;
+    bool final = true; /* every backward row is in a closed bucket */
+    for (int i = 0; i < nback; i++)
+        final &= seg[i].hi <= t[seg[i].tier].end;
+    if (!s->read_cache_off && nback > 0 && seg[0].lo == INT64_MIN && final &&
+        seg[nback - 1].hi == p->t0) {
+        /* Before t0: its tier's BEFORE rows, and the cached sums. */
+        rentry_t *c = NULL;
+        err = run_segment(s, st, seg[0].tier, p->t0, p->t1, INT64_MIN, INT64_MIN + 1, &v, &n, &cap,
+                          d);
+        if (!err) err = cached_before(s, st, t, seg, nback, p->t0, &c, d);
+        if (!err) err = push_before(c, &v, &n, &cap);
+        first = nback;
+    }
+    for (int i = first; i < nseg && !err; i++) {
+        int k = seg[i].tier;
+        int64_t hi = seg[i].hi;
+        if (k == 0 && seg[i].lo >= p->t0) {
+            /* From t0 on in the raw tier: the newest rows, from memory up
+             * to the tail's end. */
+            struct cw__raw_tail *c = NULL;
+            int64_t lo = seg[i].lo;
+            if ((err = raw_tail(s, t, lo, &c, d))) break;
+            if (c) {
+                int64_t mid = c->hi < hi ? c->hi : hi;
+                if ((err = tail_sums(c, p->t0, p->t1, lo, mid, &v, &n, &cap))) break;
+                lo = mid;
+            }
+            if (lo < hi) err = run_segment(s, st, k, p->t0, p->t1, lo, hi, &v, &n, &cap, d);
+            continue;
+        }
+        err = run_segment(s, st, k, p->t0, p->t1, seg[i].lo, hi, &v, &n, &cap, d);
+    }
+    if (err) {
+        if (err == CW_ENOMEM) cw_diag_set(d, err, "querying window figures: out of memory");
+        free(v);
+        return err;
+    }
+    merge_sums(v, &n);
     *out = v;
-    *nout = m;
+    *nout = n;
     return 0;
 }
 
 /* Stage 1: per (proc, stack) figures; processes in id order. */
-static int load_figs(cw_store_t *s, build_t *b, const segment_t *seg, int nseg, const pick_t *p,
-                     cw_diag_t *d)
+static int load_figs(cw_store_t *s, const cw__tier_t *t, build_t *b, const segment_t *seg, int nseg,
+                     int nback, const pick_t *p, cw_diag_t *d)
 {
     sums_t *v = NULL;
     uint32_t n = 0;
     cw_proc_report_t *cur = NULL;
-    int err = load_sums(s, seg, nseg, p, &v, &n, d);
+    int err = load_sums(s, t, seg, nseg, nback, p, &v, &n, d);
     for (uint32_t i = 0; i < n && !err; i++) {
 #define q(c) v[i].v[(c)-2] /* column c of SQL_Q_SEGMENT */
         cw_figs_t f = {0};
@@ -333,9 +775,70 @@ static int32_t find_proc(const cw_report_t *r, uint32_t n, uint32_t id)
 
 /* Stage 2: events and peak from the window's activity rows, in bucket
  * order per process, on top of outstanding(t0). The forward segments (in
- * time order) say which tier holds which part of the window. */
-static int load_activity(cw_store_t *s, build_t *b, const segment_t *seg, int nseg, const pick_t *p,
-                         cw_diag_t *d)
+ * time order) say which tier holds which part of the window; a peak at
+ * the window's start is at `at` (the window's own t0, which p's may be
+ * floored from, see start_floor). */
+/* One activity row of process proc (rows come per process in bucket
+ * order): events, and the peak on top of the level reached so far. */
+static int activity_row(build_t *b, uint32_t n0, int32_t *cur, uint32_t proc, int64_t at,
+                        int64_t events, int64_t delta, int64_t relpeak, int64_t relpeak_ns)
+{
+    if (*cur < 0 || b->r->procs[*cur].id != proc) {
+        *cur = find_proc(b->r, n0, proc);
+        for (uint32_t x = n0; *cur < 0 && x < b->r->nprocs; x++)
+            if (b->r->procs[x].id == proc) *cur = (int32_t)x;
+        if (*cur < 0) { /* activity without stacks, nothing outstanding */
+            cw_proc_report_t *np;
+            int err = push_proc(b, proc, &np);
+            if (err) return err;
+            *cur = (int32_t)b->r->nprocs - 1;
+            np->peak_ns = at;
+        }
+        b->ps[*cur].active = true;
+    }
+    cw_proc_report_t *pr = &b->r->procs[*cur];
+    int64_t cand = b->ps[*cur].level + relpeak;
+    if (cand > (int64_t)pr->peak_bytes) {
+        pr->peak_bytes = (uint64_t)cand;
+        pr->peak_ns = relpeak_ns;
+    }
+    pr->events += (uint64_t)events;
+    b->ps[*cur].level += delta;
+    return 0;
+}
+
+static int cmp_tail_activity(const void *x, const void *y)
+{
+    const t_activity_t *a = *(const t_activity_t *const *)x, *b = *(const t_activity_t *const *)y;
+    if (a->proc != b->proc) return a->proc < b->proc ? -1 : 1;
+    return a->bucket < b->bucket ? -1 : a->bucket > b->bucket;
+}
+
+/* The raw tail's activity rows of [lo, hi), per process in bucket order. */
+static int tail_activity(build_t *b, const struct cw__raw_tail *c, uint32_t n0, int64_t lo,
+                         int64_t hi, int64_t at)
+{
+    const t_activity_t **v = NULL;
+    size_t n = 0, cap = 0;
+    int err = 0;
+    for (size_t i = 0; i < c->na && !err; i++)
+        if (c->a[i].bucket >= lo && c->a[i].bucket < hi) {
+            if (CW_RESERVE(v, cap, n + 1))
+                err = CW_ENOMEM;
+            else
+                v[n++] = &c->a[i];
+        }
+    if (n > 1) qsort(v, n, sizeof *v, cmp_tail_activity);
+    int32_t cur = -1;
+    for (size_t i = 0; i < n && !err; i++)
+        err = activity_row(b, n0, &cur, v[i]->proc, at, v[i]->events, v[i]->delta, v[i]->relpeak,
+                           v[i]->relpeak_ns);
+    free(v);
+    return err;
+}
+
+static int load_activity(cw_store_t *s, const cw__tier_t *t, build_t *b, const segment_t *seg,
+                         int nseg, const pick_t *p, int64_t at, cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;
     uint32_t n0 = b->r->nprocs;
@@ -343,39 +846,30 @@ static int load_activity(cw_store_t *s, build_t *b, const segment_t *seg, int ns
     if (err) return err;
     for (uint32_t i = 0; i < n0; i++) {
         b->r->procs[i].peak_bytes = b->ps[i].out0 > 0 ? (uint64_t)b->ps[i].out0 : 0;
-        b->r->procs[i].peak_ns = p->t0;
+        b->r->procs[i].peak_ns = at;
         b->ps[i].level = b->ps[i].out0;
     }
     for (int i = 0; i < nseg && !err; i++) {
-        int64_t hi = seg[i].hi < p->t1 ? seg[i].hi : p->t1;
+        int64_t lo = seg[i].lo, hi = seg[i].hi < p->t1 ? seg[i].hi : p->t1;
         int32_t cur = -1;
-        if (seg[i].lo < p->t0 || seg[i].lo >= hi) continue;
-        sqlite3_bind_int(st, 1, seg[i].tier);
-        sqlite3_bind_int64(st, 2, seg[i].lo);
-        sqlite3_bind_int64(st, 3, hi);
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-            uint32_t proc = (uint32_t)sqlite3_column_int64(st, 0);
-            if (cur < 0 || b->r->procs[cur].id != proc) {
-                cur = find_proc(b->r, n0, proc);
-                for (uint32_t x = n0; cur < 0 && x < b->r->nprocs; x++)
-                    if (b->r->procs[x].id == proc) cur = (int32_t)x;
-                if (cur < 0) { /* activity without stacks, nothing outstanding */
-                    cw_proc_report_t *np;
-                    if ((err = push_proc(b, proc, &np))) break;
-                    cur = (int32_t)b->r->nprocs - 1;
-                    np->peak_ns = p->t0;
-                }
-                b->ps[cur].active = true;
+        if (lo < p->t0 || lo >= hi) continue;
+        if (seg[i].tier == 0) { /* the raw tail's rows first (load_sums brought it up to date) */
+            struct cw__raw_tail *c = NULL;
+            if ((err = raw_tail(s, t, lo, &c, d))) break;
+            if (c) {
+                int64_t mid = c->hi < hi ? c->hi : hi;
+                if ((err = tail_activity(b, c, n0, lo, mid, at))) break;
+                lo = mid;
             }
-            cw_proc_report_t *pr = &b->r->procs[cur];
-            int64_t cand = b->ps[cur].level + sqlite3_column_int64(st, 3);
-            if (cand > (int64_t)pr->peak_bytes) {
-                pr->peak_bytes = (uint64_t)cand;
-                pr->peak_ns = sqlite3_column_int64(st, 4);
-            }
-            pr->events += col_u64(st, 1);
-            b->ps[cur].level += sqlite3_column_int64(st, 2);
+            if (lo >= hi) continue;
         }
+        sqlite3_bind_int(st, 1, seg[i].tier);
+        sqlite3_bind_int64(st, 2, lo);
+        sqlite3_bind_int64(st, 3, hi);
+        while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW)
+            err = activity_row(b, n0, &cur, (uint32_t)sqlite3_column_int64(st, 0), at,
+                               sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2),
+                               sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4));
         if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window activity", d);
         sqlite3_reset(st);
     }
@@ -596,9 +1090,10 @@ int cw_store_report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_fra
         err = add_note(b.r, buf);
     }
     segment_t seg[MAX_SEGMENTS];
-    int nback, nseg = plan_segments(t, &p, seg, &nback);
-    if (!err) err = load_figs(s, &b, seg, nseg, &p, d);
-    if (!err) err = load_activity(s, &b, seg + nback, nseg - nback, &p, d);
+    pick_t q = start_floor(t, &p);
+    int nback, nseg = plan_segments(t, &q, seg, &nback);
+    if (!err) err = load_figs(s, t, &b, seg, nseg, nback, &q, d);
+    if (!err) err = load_activity(s, t, &b, seg + nback, nseg - nback, &q, p.t0, d);
     if (!err) err = finish(s, &b, with_frames, d);
     if (!err) cw_report_sort(b.r);
 end:

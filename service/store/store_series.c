@@ -83,6 +83,18 @@
     "SELECT bucket, SUM(delta), SUM(relpeak) FROM activity a"                                      \
     " WHERE a.tier = ?1 AND a.bucket >= ?2 AND a.bucket < ?3" F " GROUP BY bucket ORDER BY bucket"
 
+/* The series cache's rows (below) of tier ?1 in [?2, ?3) [proc ?4], in
+ * bucket order: commits by (bucket, tag), releases by (f, a, tag). */
+#define SQL_CACHE_COMMITS(F)                                                                       \
+    "SELECT c.bucket, s.tag, SUM(c.bytes), SUM(c.events) FROM commits c"                           \
+    " JOIN stacks s ON s.id = c.stack WHERE c.tier = ?1 AND c.bucket >= ?2 AND c.bucket < ?3" F    \
+    " GROUP BY 1, 2 ORDER BY 1"
+#define SQL_CACHE_RELEASES(F)                                                                      \
+    "SELECT r.f, r.a, s.tag, SUM(r.bytes), SUM(r.pieces) FROM releases r"                          \
+    " JOIN stacks s ON s.id = r.stack WHERE r.tier = ?1 AND r.f >= ?2 AND r.f < ?3" F              \
+    " GROUP BY 1, 2, 3 ORDER BY 1"
+static const char SQL_RULES_HASH[] = "SELECT value FROM meta WHERE key = 'rules_hash'";
+
 enum query {
     Q_START_COMMITS,
     Q_START_RELEASES,
@@ -90,6 +102,8 @@ enum query {
     Q_STEP_RELEASES,
     Q_RUNDOWN,
     Q_ACTIVITY,
+    Q_CACHE_COMMITS,
+    Q_CACHE_RELEASES,
     Q__N
 };
 
@@ -109,7 +123,112 @@ static const struct {
                    {SQL_RUNDOWN(""), SQL_RUNDOWN(PROC("c.", 4))}},
     [Q_ACTIVITY] = {{CW__ST_SER_ACTIVITY, CW__ST_SER_ACTIVITY_PROC},
                     {SQL_ACTIVITY(""), SQL_ACTIVITY(PROC("a.", 4))}},
+    [Q_CACHE_COMMITS] = {{CW__ST_SER_CACHE_COMMITS, CW__ST_SER_CACHE_COMMITS_PROC},
+                         {SQL_CACHE_COMMITS(""), SQL_CACHE_COMMITS(PROC("c.", 4))}},
+    [Q_CACHE_RELEASES] = {{CW__ST_SER_CACHE_RELEASES, CW__ST_SER_CACHE_RELEASES_PROC},
+                          {SQL_CACHE_RELEASES(""), SQL_CACHE_RELEASES(PROC("r.", 4))}},
 };
+
+/* ---- the handle's cache of closed buckets ------------------------------------
+ *
+ * A series reads most of its window from a coarse tier (minute or hour),
+ * whose buckets before the tier's end never change: rollups and new
+ * batches add buckets from the end on, and only retention or the size
+ * cap rewrite old ones (folding them into BEFORE, which a series' steps
+ * do not read, and moving the horizon). So the handle keeps, per (tier,
+ * process or machine), that tier's rows summed per bucket and tag (the
+ * processes and stacks added up): commits (bucket, tag, bytes, events),
+ * releases (f, a, tag, bytes, pieces: `a` kept, as the transient figures
+ * compare it with the steps) and activity (bucket, delta, relpeak), for
+ * every bucket before `hi`. A later series reads only the buckets from
+ * `hi` to the tier's new end, and computes its steps from the rows in
+ * memory, for any step and origin: the same sums, in the same order, as
+ * the SQL of the steps. The entry is dropped when the stack tags are
+ * rewritten (meta rules_hash, which re-tagging sets in the same
+ * transaction), and when the tier's start or horizon change: a fold leaves
+ * the rows from the horizon on as they were (a series reads a tier only
+ * from its horizon on), but the cached rows before it are of no use. SERIES_CACHE_ENTRIES
+ * entries (the machine's and a process's, least recently used replaced),
+ * each at most SERIES_CACHE_MAX_ROWS rows (a larger one is read from SQL
+ * every time): at most about 2.6 MB per read handle. A handle is used by
+ * one thread at a time, so is its cache. */
+#define SERIES_CACHE_ENTRIES 2
+#define SERIES_CACHE_MAX_ROWS 32768
+
+typedef struct c_commit {
+    int64_t bucket, bytes, events;
+    uint32_t tag;
+} c_commit_t;
+
+typedef struct c_release {
+    int64_t f, a, bytes, pieces;
+    uint32_t tag;
+} c_release_t;
+
+typedef struct c_activity {
+    int64_t bucket, delta, relpeak;
+} c_activity_t;
+
+typedef struct centry {
+    bool valid, oversize; /* oversize: the key's rows do not fit, read SQL */
+    int tier;
+    uint32_t proc; /* 0: the machine */
+    int64_t start, horizon, hi;
+    char *hash; /* rules_hash when filled (NULL: none) */
+    uint64_t used;
+    c_commit_t *c;
+    c_release_t *r;
+    c_activity_t *a;
+    size_t nc, nr, na, capc, capr, capa;
+    char **tags;
+    uint32_t ntags;
+    size_t tagcap;
+} centry_t;
+
+struct cw__series_cache {
+    centry_t e[SERIES_CACHE_ENTRIES];
+    uint64_t clock;
+};
+
+/* Drops e's rows and tags (keeping its key and its arrays' memory). */
+static void centry_drop_rows(centry_t *e)
+{
+    e->nc = e->nr = e->na = 0;
+    for (uint32_t i = 0; i < e->ntags; i++)
+        free(e->tags[i]);
+    e->ntags = 0;
+}
+
+static void centry_clear(centry_t *e)
+{
+    centry_drop_rows(e);
+    e->valid = e->oversize = false;
+    free(e->hash);
+    e->hash = NULL;
+}
+
+void cw__store_series_cache_free(struct cw__series_cache *c)
+{
+    if (!c) return;
+    for (int k = 0; k < SERIES_CACHE_ENTRIES; k++) {
+        centry_clear(&c->e[k]);
+        free(c->e[k].c);
+        free(c->e[k].r);
+        free(c->e[k].a);
+        free(c->e[k].tags);
+    }
+    free(c);
+}
+
+size_t cw__store_series_cache_rows(const cw_store_t *s)
+{
+    size_t n = 0;
+    for (int k = 0; s->series_cache && k < SERIES_CACHE_ENTRIES; k++) {
+        const centry_t *e = &s->series_cache->e[k];
+        if (e->valid) n += e->nc + e->nr + e->na;
+    }
+    return n;
+}
 
 /* ---- the series under construction -------------------------------------------- */
 
@@ -126,6 +245,8 @@ typedef struct build {
     cw_diag_t *d;
     rundown_t *rd;             /* by start */
     size_t nrd, rdcap, rdnext; /* rdnext: the next one the peaks apply */
+    const centry_t *ce;        /* the cached rows of the coarse part, or NULL */
+    int32_t *tagmap;           /* ce's tag -> the series' tag, -1 not yet */
 } build_t;
 
 /* The cached statement of query k for this series. */
@@ -135,12 +256,10 @@ static int stmt(build_t *b, enum query k, sqlite3_stmt **out)
     return cw__store_stmt(b->s, queries[k].slot[p], queries[k].sql[p], out, b->d);
 }
 
-/* Index of the tag in column col, added when new; -1 on ENOMEM. */
-static int tag_index(build_t *b, sqlite3_stmt *st, int col)
+/* Index of the tag, added when new; -1 on ENOMEM. */
+static int tag_named(build_t *b, const char *tag)
 {
     cw_series_t *r = b->r;
-    const unsigned char *txt = sqlite3_column_text(st, col);
-    const char *tag = txt ? (const char *)txt : "";
     for (uint32_t i = 0; i < r->ntags; i++)
         if (strcmp(r->tags[i].name, tag) == 0) return (int)i;
     if (CW_RESERVE(r->tags, b->tagcap, r->ntags + 1)) return -1;
@@ -154,6 +273,166 @@ static int tag_index(build_t *b, sqlite3_stmt *st, int col)
         return -1;
     }
     return (int)r->ntags++;
+}
+
+/* Index of the tag in column col, added when new; -1 on ENOMEM. */
+static int tag_index(build_t *b, sqlite3_stmt *st, int col)
+{
+    const unsigned char *txt = sqlite3_column_text(st, col);
+    return tag_named(b, txt ? (const char *)txt : "");
+}
+
+/* Index of the cached entry's tag k in the series; -1 on ENOMEM. */
+static int tag_cached(build_t *b, uint32_t k)
+{
+    if (b->tagmap[k] < 0) b->tagmap[k] = tag_named(b, b->ce->tags[k]);
+    return b->tagmap[k];
+}
+
+/* ---- filling the cache ---------------------------------------------------------- */
+
+/* e's index of the tag txt, added when new; -1 on ENOMEM. */
+static int64_t centry_tag(centry_t *e, const unsigned char *txt)
+{
+    const char *tag = txt ? (const char *)txt : "";
+    for (uint32_t i = 0; i < e->ntags; i++)
+        if (strcmp(e->tags[i], tag) == 0) return i;
+    if (CW_RESERVE(e->tags, e->tagcap, e->ntags + 1u)) return -1;
+    if (!(e->tags[e->ntags] = cw_strdup(tag))) return -1;
+    return e->ntags++;
+}
+
+/* The stack-tag rules' hash into *out (NULL when none stored). 0, CW_ENOMEM
+ * or CW_EDB. */
+static int rules_hash(cw_store_t *s, char **out, cw_diag_t *d)
+{
+    sqlite3_stmt *st = NULL;
+    int err = cw__store_stmt(s, CW__ST_SER_RULES_HASH, SQL_RULES_HASH, &st, d), rc;
+    *out = NULL;
+    if (err) return err;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
+        if (!(*out = cw_strdup((const char *)sqlite3_column_text(st, 0)))) err = CW_ENOMEM;
+    } else if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        err = cw__store_dberr(s, "reading the stack-tag rules' hash", d);
+    }
+    cw__store_stmt_done(st);
+    return err;
+}
+
+static bool same_text(const char *a, const char *b)
+{
+    return a ? b && strcmp(a, b) == 0 : !b;
+}
+
+enum { OVERSIZE = -1 };
+
+/* Appends the rows of [lo, hi) of e's tier to e (in bucket order, after
+ * its rows). 0, OVERSIZE (more than SERIES_CACHE_MAX_ROWS), CW_ENOMEM or
+ * CW_EDB. */
+static int centry_extend(build_t *b, centry_t *e, int64_t lo, int64_t hi)
+{
+    static const enum query ks[] = {Q_CACHE_COMMITS, Q_CACHE_RELEASES, Q_ACTIVITY};
+    int err = 0;
+    for (size_t k = 0; k < CW_ARRAY_LEN(ks) && !err; k++) {
+        sqlite3_stmt *st = NULL;
+        int rc = SQLITE_DONE;
+        if ((err = stmt(b, ks[k], &st))) break;
+        sqlite3_bind_int(st, 1, e->tier);
+        sqlite3_bind_int64(st, 2, lo);
+        sqlite3_bind_int64(st, 3, hi);
+        if (e->proc) sqlite3_bind_int64(st, 4, e->proc);
+        while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+            uint32_t max = b->s->read_cache_rows ? b->s->read_cache_rows : SERIES_CACHE_MAX_ROWS;
+            if (e->nc + e->nr + e->na >= max) {
+                err = OVERSIZE;
+                break;
+            }
+            if (ks[k] == Q_ACTIVITY) {
+                if (CW_RESERVE(e->a, e->capa, e->na + 1)) {
+                    err = CW_ENOMEM;
+                    break;
+                }
+                e->a[e->na++] =
+                    (c_activity_t){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                                   sqlite3_column_int64(st, 2)};
+                continue;
+            }
+            bool rel = ks[k] == Q_CACHE_RELEASES;
+            int64_t tag = centry_tag(e, sqlite3_column_text(st, rel ? 2 : 1));
+            if (tag < 0 || (rel ? CW_RESERVE(e->r, e->capr, e->nr + 1)
+                                : CW_RESERVE(e->c, e->capc, e->nc + 1))) {
+                err = CW_ENOMEM;
+            } else if (rel) {
+                e->r[e->nr++] = (c_release_t){
+                    sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                    sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4), (uint32_t)tag};
+            } else {
+                e->c[e->nc++] =
+                    (c_commit_t){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 2),
+                                 sqlite3_column_int64(st, 3), (uint32_t)tag};
+            }
+        }
+        if (!err && rc != SQLITE_DONE) err = cw__store_dberr(b->s, "reading a series' rows", b->d);
+        cw__store_stmt_done(st);
+    }
+    return err;
+}
+
+/* The cache entry with every row of tier k before its end, for the
+ * series' process or the machine, into *out; NULL when not cached (the
+ * raw tier, the cache off, too many rows). 0, CW_ENOMEM or CW_EDB. */
+static int cached_rows(build_t *b, const cw__tier_t *t, int k, const centry_t **out)
+{
+    cw_store_t *s = b->s;
+    int64_t hi = t[k].end;
+    *out = NULL;
+    if (s->read_cache_off || k == 0 || hi == INT64_MIN) return 0;
+    struct cw__series_cache *c = s->series_cache;
+    if (!c && !(c = s->series_cache = calloc(1, sizeof *c))) return CW_ENOMEM;
+    char *hash = NULL;
+    int err = rules_hash(s, &hash, b->d);
+    if (err) return err;
+    uint32_t proc = b->q->proc;
+    centry_t *e = NULL, *lru = &c->e[0];
+    for (int i = 0; i < SERIES_CACHE_ENTRIES; i++) {
+        centry_t *x = &c->e[i];
+        bool live = x->valid || x->oversize;
+        if (live && x->tier == k && x->proc == proc) e = x;
+        if (!live || x->used < lru->used) lru = x;
+    }
+    if (e && (e->start != t[k].start || e->horizon != t[k].horizon || !same_text(e->hash, hash)))
+        centry_clear(e); /* folded, or re-tagged: start again */
+    if (!e || (!e->valid && !e->oversize)) {
+        e = e ? e : lru;
+        centry_clear(e);
+        e->valid = true;
+        e->tier = k;
+        e->proc = proc;
+        e->start = t[k].start;
+        e->horizon = t[k].horizon;
+        e->hi = INT64_MIN + 1; /* BEFORE rows are no step's */
+        e->hash = hash;
+        hash = NULL;
+    }
+    free(hash);
+    e->used = ++c->clock;
+    if (e->oversize) return 0;
+    if (e->hi < hi) {
+        err = centry_extend(b, e, e->hi, hi);
+        if (err) {
+            centry_drop_rows(e); /* its key stays, marked too large, or dropped */
+            e->valid = false;
+            e->oversize = err == OVERSIZE;
+            return err == OVERSIZE ? 0 : err;
+        }
+        e->hi = hi;
+    }
+    if (e->ntags && !(b->tagmap = malloc(e->ntags * sizeof *b->tagmap))) return CW_ENOMEM;
+    for (uint32_t i = 0; i < e->ntags; i++)
+        b->tagmap[i] = -1;
+    *out = e;
+    return 0;
 }
 
 /* Steps st to its end; 0, CW_ENOMEM or CW_EDB. The statement is done. */
@@ -229,11 +508,52 @@ typedef struct sink {
     int64_t *bytes, *n1, *n2;
 } sink_t;
 
+/* Adds one step row to the figures of sink sk (a row of SQL_STEP_*). */
+static void add_step(build_t *b, const sink_t *sk, int64_t i, int t, int64_t bytes, int64_t n1,
+                     int64_t n2)
+{
+    cw_series_t *r = b->r;
+    if (i < 0 || i >= r->npoints) return;
+    r->tags[t].outstanding[i] += sk->sign * bytes;
+    sk->bytes[i] += bytes;
+    sk->n1[i] += n1;
+    if (sk->n2) sk->n2[i] += n2;
+}
+
+/* The same sums as SQL_STEP_COMMITS / SQL_STEP_RELEASES, from the cached
+ * rows of [pt->lo, pt->hi). */
+static int cached_steps(build_t *b, const part_t *pt, const sink_t *sk)
+{
+    const centry_t *e = b->ce;
+    int64_t from = b->r->from_ns, step = b->r->step_ns;
+    if (sk->k == Q_STEP_COMMITS) {
+        for (size_t j = 0; j < e->nc; j++) {
+            const c_commit_t *c = &e->c[j];
+            if (c->bucket < pt->lo || c->bucket >= pt->hi) continue;
+            int t = tag_cached(b, c->tag);
+            if (t < 0) return CW_ENOMEM;
+            add_step(b, sk, (c->bucket - from) / step, t, c->bytes, c->events, 0);
+        }
+        return 0;
+    }
+    for (size_t j = 0; j < e->nr; j++) {
+        const c_release_t *x = &e->r[j];
+        if (x->f < pt->lo || x->f >= pt->hi) continue;
+        int t = tag_cached(b, x->tag);
+        if (t < 0) return CW_ENOMEM;
+        int64_t i = (x->f - from) / step;
+        bool same = x->a >= from && (x->a - from) / step == i; /* SAME_STEP */
+        add_step(b, sk, i, t, x->bytes, same ? x->bytes : 0, same ? x->pieces : 0);
+    }
+    return 0;
+}
+
 /* Adds one part's commits or releases to the steps. */
-static int load_steps(build_t *b, const part_t *pt, const sink_t *sk)
+static int load_steps(build_t *b, const part_t *pt, const sink_t *sk, bool cached)
 {
     cw_series_t *r = b->r;
     sqlite3_stmt *st = NULL;
+    if (cached) return cached_steps(b, pt, sk);
     int rc = SQLITE_DONE, err = stmt(b, sk->k, &st);
     if (err) return err;
     sqlite3_bind_int(st, 1, pt->tier);
@@ -243,27 +563,52 @@ static int load_steps(build_t *b, const part_t *pt, const sink_t *sk)
     sqlite3_bind_int64(st, 5, pt->hi);
     if (b->q->proc) sqlite3_bind_int64(st, 6, b->q->proc);
     while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t i = sqlite3_column_int64(st, 0);
         int t = tag_index(b, st, 1);
-        if (t < 0) {
+        if (t < 0)
             err = CW_ENOMEM;
-        } else if (i >= 0 && i < r->npoints) {
-            int64_t bytes = sqlite3_column_int64(st, 2);
-            r->tags[t].outstanding[i] += sk->sign * bytes;
-            sk->bytes[i] += bytes;
-            sk->n1[i] += sqlite3_column_int64(st, 3);
-            if (sk->n2) sk->n2[i] += sqlite3_column_int64(st, 4);
-        }
+        else
+            add_step(b, sk, sqlite3_column_int64(st, 0), t, sqlite3_column_int64(st, 2),
+                     sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4));
     }
     return finish_rows(b, st, rc, err, "reading a series' steps");
 }
 
 /* Peaks: the state at each step start, raised by the buckets' peaks, the
  * parts read in time order; *cur is the state, *i the step, carried from
- * one part to the next. */
-static int load_peaks(build_t *b, const part_t *pt, int64_t width, int64_t *cur, uint32_t *i)
+ * one part to the next. One activity row (bucket, net change, relative
+ * peak) at a time; false after the last step. */
+static bool peak_row(build_t *b, int64_t bucket, int64_t delta, int64_t relpeak, int64_t width,
+                     int64_t *cur, uint32_t *i)
 {
     cw_series_t *r = b->r;
+    uint32_t j = (uint32_t)((bucket - r->from_ns) / r->step_ns);
+    if (j >= r->npoints) return false;
+    while (*i < j)
+        r->peak[++*i] = *cur;
+    /* Rundown of an instance that starts in this bucket: there from
+     * its start, under the bucket's relative peak (its start is an
+     * event of the bucket). */
+    while (b->rdnext < b->nrd && b->rd[b->rdnext].start < bucket + width)
+        *cur += b->rd[b->rdnext++].bytes;
+    if (*cur > r->peak[*i]) r->peak[*i] = *cur;
+    int64_t p = *cur + relpeak;
+    if (p > r->peak[*i]) r->peak[*i] = p;
+    *cur += delta;
+    return true;
+}
+
+static int load_peaks(build_t *b, const part_t *pt, int64_t width, int64_t *cur, uint32_t *i,
+                      bool cached)
+{
+    if (cached) {
+        for (size_t j = 0; j < b->ce->na; j++) {
+            const c_activity_t *a = &b->ce->a[j];
+            if (a->bucket < pt->lo) continue;
+            if (a->bucket >= pt->hi || !peak_row(b, a->bucket, a->delta, a->relpeak, width, cur, i))
+                break;
+        }
+        return 0;
+    }
     sqlite3_stmt *st = NULL;
     int rc = SQLITE_DONE, err = stmt(b, Q_ACTIVITY, &st);
     if (err) return err;
@@ -272,23 +617,11 @@ static int load_peaks(build_t *b, const part_t *pt, int64_t width, int64_t *cur,
     sqlite3_bind_int64(st, 3, pt->hi);
     if (b->q->proc) sqlite3_bind_int64(st, 4, b->q->proc);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t bucket = sqlite3_column_int64(st, 0);
-        uint32_t j = (uint32_t)((bucket - r->from_ns) / r->step_ns);
-        if (j >= r->npoints) {
+        if (!peak_row(b, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                      sqlite3_column_int64(st, 2), width, cur, i)) {
             rc = SQLITE_DONE;
             break;
         }
-        while (*i < j)
-            r->peak[++*i] = *cur;
-        /* Rundown of an instance that starts in this bucket: there from
-         * its start, under the bucket's relative peak (its start is an
-         * event of the bucket). */
-        while (b->rdnext < b->nrd && b->rd[b->rdnext].start < bucket + width)
-            *cur += b->rd[b->rdnext++].bytes;
-        if (*cur > r->peak[*i]) r->peak[*i] = *cur;
-        int64_t p = *cur + sqlite3_column_int64(st, 2);
-        if (p > r->peak[*i]) r->peak[*i] = p;
-        *cur += sqlite3_column_int64(st, 1);
     }
     return finish_rows(b, st, rc, err, "reading a series' activity");
 }
@@ -328,11 +661,14 @@ static int fill(build_t *b, const cw__tier_t *t)
         {Q_STEP_RELEASES, -1, r->decommitted, r->transient, r->transient_count},
     };
     int64_t split = cw__store_split(t, 2, r->from_ns);
+    /* The coarse part from the handle's cache when it holds it. */
+    if (r->tier > 0 && parts[0].lo < parts[0].hi && (err = cached_rows(b, t, r->tier, &b->ce)))
+        return err;
     if ((err = load_start(b, split))) return err;
     if ((err = load_rundown(b, split != INT64_MIN ? 2 : 0))) return err;
     for (int k = 0; k < 2 && !err; k++)
         for (int j = 0; j < 2 && !err && parts[k].lo < parts[k].hi; j++)
-            err = load_steps(b, &parts[k], &sinks[j]);
+            err = load_steps(b, &parts[k], &sinks[j], k == 0 && b->ce);
     if (err) return err;
     /* Net changes -> states at step ends. */
     for (uint32_t k = 0; k < r->ntags; k++) {
@@ -349,7 +685,7 @@ static int fill(build_t *b, const cw__tier_t *t)
     if (r->npoints) r->peak[0] = cur;
     for (int k = 0; k < 2 && !err; k++)
         if (parts[k].lo < parts[k].hi)
-            err = load_peaks(b, &parts[k], t[parts[k].tier].width, &cur, &i);
+            err = load_peaks(b, &parts[k], t[parts[k].tier].width, &cur, &i, k == 0 && b->ce);
     if (err) return err;
     while (i + 1 < r->npoints)
         r->peak[++i] = cur;
@@ -402,7 +738,7 @@ int cw_store_series(cw_store_t *s, const cw_series_query_t *q, cw_series_t **out
     uint64_t n = cw_series_steps(q, &from);
     bool began = false, ended = false;
     cw_series_query_t cq = *q;
-    build_t b = {s, &cq, NULL, 0, d, NULL, 0, 0, 0};
+    build_t b = {s, &cq, NULL, 0, d, NULL, 0, 0, 0, NULL, NULL};
     int err;
     *out = NULL;
     if (n == 0 || n > UINT32_MAX)
@@ -431,6 +767,7 @@ int cw_store_series(cw_store_t *s, const cw_series_query_t *q, cw_series_t **out
     }
     cw__store_read_end(s, began);
     free(b.rd);
+    free(b.tagmap);
     if (err == CW_ENOMEM) cw_diag_set(d, err, "series: out of memory");
     if (err) {
         cw_series_free(b.r);

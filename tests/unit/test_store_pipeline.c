@@ -19,6 +19,7 @@
 #include "commitwatch/store.h"
 #include "commitwatch/tagger.h"
 #include "exact.h"
+#include "report_check.h"
 #include "store/store_internal.h"
 #include "test.h"
 #include "test_port.h"
@@ -144,16 +145,6 @@ static cw_report_t *exact(int64_t t0, int64_t t1)
     return test_exact(feed_all, t0, t1);
 }
 
-static void figs_eq(const cw_figs_t *a, const cw_figs_t *b)
-{
-    ASSERT_U64_EQ(a->size_bytes, b->size_bytes);
-    ASSERT_U64_EQ(a->commit_count, b->commit_count);
-    for (int i = 0; i < CW_TYPE__COUNT; i++) {
-        ASSERT_U64_EQ(a->types[i].bytes, b->types[i].bytes);
-        ASSERT_U64_EQ(a->types[i].count, b->types[i].count);
-    }
-}
-
 static void check(cw_store_t *s, int64_t t0, int64_t t1)
 {
     cw_report_t *db, *tr;
@@ -172,20 +163,7 @@ static void check(cw_store_t *s, int64_t t0, int64_t t1)
         ASSERT_EQ(y->pid, x->pid);
         ASSERT_STR_EQ(y->name, x->name);
         ASSERT_EQ(y->exit_ns, x->exit_ns);
-        figs_eq(&y->figs, &x->figs);
-        ASSERT_U64_EQ(y->peak_bytes, x->peak_bytes);
-        ASSERT_EQ(y->peak_ns, x->peak_ns);
-        ASSERT_U64_EQ(y->outstanding_end, x->outstanding_end);
-        ASSERT_U64_EQ(y->events, x->events);
-        ASSERT_EQ(y->nstacks, x->nstacks);
-        for (uint32_t k = 0; k < x->nstacks; k++) {
-            cw_stack_report_t *sy = NULL;
-            for (uint32_t m = 0; m < y->nstacks; m++)
-                if (y->stacks[m].stack_id == x->stacks[k].stack_id) sy = &y->stacks[m];
-            ASSERT_TRUE(sy != NULL);
-            ASSERT_STR_EQ(sy->tag, x->stacks[k].tag);
-            figs_eq(&sy->figs, &x->stacks[k].figs);
-        }
+        test_proc_eq(y, x);
     }
     cw_report_free(db);
     cw_report_free(tr);
@@ -213,6 +191,14 @@ int main(void)
     snprintf(path, sizeof path, "%s/full.db", dir);
     ASSERT_OK(cw_store_open(path, &o, &s, &d));
     fill_store(s);
+    /* Windows from the start of the data or before it: read from the hour
+     * and minute tiers from the start's hour on (store_report.c,
+     * start_floor). */
+    ASSERT_OK(cw__store_read_tiers(s, t, &d));
+    check(s, t[0].start, end);
+    check(s, t0 - 7 * MIN - 3 * S, end);
+    for (int i = 0; i < 8; i++)
+        check(s, t[0].start - (int64_t)rnd(3) * MIN, t[0].start + (1 + (int64_t)rnd(3 * 3600)) * S);
     windows(s, t0 - MIN, end + MIN, S, 60);
     windows(s, t0, end, MIN, 20);
     windows(s, t0, end, HOUR, 4);

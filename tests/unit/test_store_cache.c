@@ -1,0 +1,331 @@
+/* test_store_cache.c - the store's read caches (store_report.c: sums before
+ * a report's window; store_series.c: a coarse tier's rows per bucket)
+ * give the answers the rows alone give.
+ *
+ * A random history (processes coming and going, rundown of new instances
+ * at any time, commits, partial releases, gaps) is written batch by batch
+ * while two read handles on the same file answer random reports and series
+ * (unaligned windows, windows from before the data, the whole database,
+ * the machine and single processes, steps of seconds to hours): one with
+ * its caches, one with them off. After every few batches both must agree
+ * on every figure. Three databases: everything kept; retention folding
+ * the raw, minute and hour tiers while the caches hold sums; a size cap
+ * that halves retentions. Midway the stack tags are rewritten (as
+ * re-tagging does, with a new meta rules_hash). The caches must have been
+ * used, and refreshed after each fold. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "commitwatch/batch.h"
+#include "commitwatch/event.h"
+#include "commitwatch/query.h"
+#include "commitwatch/store.h"
+#include "report_check.h"
+#include "rng.h"
+#include "store/store_internal.h"
+#include "test.h"
+#include "test_port.h"
+
+#define S INT64_C(1000000000)
+#define MIN (60 * S)
+#define HOUR (3600 * S)
+#define NSTACK 5
+#define MAXP 20000
+#define MAXPROC 40
+
+static const char *const tags[2][NSTACK] = {
+    {"Heap", "Other", "VirtualAlloc", "Heap", "Stack"},
+    {"Heap", "Heap", "Other", "Mapped", "Stack"}, /* after re-tagging */
+};
+
+static char dir[256];
+
+static uint64_t rnd(uint64_t n)
+{
+    return test_rng_next() % n;
+}
+
+typedef struct piece {
+    uint32_t proc, stack;
+    int64_t a; /* bucket, or CW_TS_BEFORE */
+    uint64_t left;
+} piece_t;
+
+static piece_t pc[MAXP];
+static uint32_t npc, nproc;
+static int64_t t0, end0;
+static uint32_t checks_report, checks_series;
+
+/* ---- comparing answers ------------------------------------------------------ */
+
+static bool same_note(const char *a, const char *b)
+{
+    return a ? b && strcmp(a, b) == 0 : !b;
+}
+
+static void report_eq(cw_store_t *c, cw_store_t *n, int64_t from, int64_t to)
+{
+    cw_report_t *x, *y;
+    cw_diag_t d = {{0}};
+    int rx = cw_store_report(c, from, to, false, &x, &d);
+    int ry = cw_store_report(n, from, to, false, &y, &d);
+    ASSERT_EQ(rx, ry);
+    if (rx) return;
+    if (x->nprocs != y->nprocs)
+        fprintf(stderr, "report [%" PRId64 ", %" PRId64 "): %u vs %u processes\n", from, to,
+                x->nprocs, y->nprocs);
+    ASSERT_EQ(x->from_ns, y->from_ns);
+    ASSERT_EQ(x->to_ns, y->to_ns);
+    ASSERT_TRUE(same_note(x->note, y->note));
+    ASSERT_EQ(x->nprocs, y->nprocs);
+    for (uint32_t i = 0; i < x->nprocs; i++)
+        test_proc_eq(&x->procs[i], &y->procs[i]);
+    cw_report_free(x);
+    cw_report_free(y);
+    checks_report++;
+}
+
+static void arr_eq(const int64_t *a, const int64_t *b, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        ASSERT_EQ(a[i], b[i]);
+}
+
+static void series_eq(cw_store_t *c, cw_store_t *n, const cw_series_query_t *q)
+{
+    cw_series_t *x, *y;
+    cw_diag_t d = {{0}};
+    int rx = cw_store_series(c, q, &x, &d);
+    int ry = cw_store_series(n, q, &y, &d);
+    ASSERT_EQ(rx, ry);
+    if (rx) return;
+    ASSERT_EQ(x->npoints, y->npoints);
+    ASSERT_EQ(x->tier, y->tier);
+    ASSERT_EQ(x->outstanding_start, y->outstanding_start);
+    ASSERT_EQ(x->ntags, y->ntags);
+    for (uint32_t k = 0; k < x->ntags; k++) {
+        const cw_series_tag_t *ty = NULL;
+        for (uint32_t j = 0; j < y->ntags; j++)
+            if (strcmp(x->tags[k].name, y->tags[j].name) == 0) ty = &y->tags[j];
+        ASSERT_TRUE(ty != NULL);
+        ASSERT_EQ(x->tags[k].start, ty->start);
+        arr_eq(x->tags[k].outstanding, ty->outstanding, x->npoints);
+    }
+    arr_eq(x->outstanding_total, y->outstanding_total, x->npoints);
+    arr_eq(x->committed, y->committed, x->npoints);
+    arr_eq(x->commit_count, y->commit_count, x->npoints);
+    arr_eq(x->decommitted, y->decommitted, x->npoints);
+    arr_eq(x->transient, y->transient, x->npoints);
+    arr_eq(x->transient_count, y->transient_count, x->npoints);
+    arr_eq(x->peak, y->peak, x->npoints);
+    cw_series_free(x);
+    cw_series_free(y);
+    checks_series++;
+}
+
+/* A time in [lo, hi): whole seconds, minutes or hours, or any ns. */
+static int64_t some_time(int64_t lo, int64_t hi)
+{
+    int64_t t = lo + (int64_t)rnd((uint64_t)(hi - lo));
+    static const int64_t w[] = {1, S, MIN, HOUR};
+    return t - t % w[rnd(4)];
+}
+
+static void compare(cw_store_t *c, cw_store_t *n)
+{
+    cw__tier_t t[CW_TIERS];
+    cw_diag_t d = {{0}};
+    ASSERT_OK(cw__store_read_tiers(n, t, &d));
+    int64_t lo = t[0].horizon != INT64_MIN ? t[0].horizon : t0;
+    /* Reports: the last hour as the dashboard asks it, random windows
+     * (some reaching back into the coarse tiers' history), the whole. */
+    report_eq(c, n, end0 - HOUR + (int64_t)rnd(S), end0);
+    for (int i = 0; i < 3; i++) {
+        int64_t a = some_time(lo - 10 * MIN, end0), b = some_time(a + 1, end0 + MIN);
+        if (b > a) report_eq(c, n, a, b);
+    }
+    report_eq(c, n, INT64_MIN, INT64_MAX);
+    /* Series: the machine and a process, over windows read from the
+     * minute and hour tiers and the raw tail. */
+    static const int64_t steps[] = {S, 30 * S, MIN, 2 * MIN, 5 * MIN, HOUR, 2 * HOUR};
+    for (int i = 0; i < 4; i++) {
+        int64_t step = steps[rnd(CW_ARRAY_LEN(steps))];
+        int64_t from = some_time(t0 - HOUR, end0), to = from + step * (1 + (int64_t)rnd(300));
+        cw_series_query_t q = {rnd(3) ? 0 : 1 + (uint32_t)rnd(nproc), from, to, step};
+        if (cw_series_steps(&q, NULL) <= 5000) series_eq(c, n, &q);
+    }
+}
+
+/* ---- the history -------------------------------------------------------------- */
+
+/* A new instance, with rundown (commits from before tracking) at `at`. */
+static void new_proc(cw_batch_t *b, int64_t at)
+{
+    ASSERT_TRUE(nproc < MAXPROC);
+    uint32_t id = ++nproc;
+    char name[32];
+    snprintf(name, sizeof name, "p%u.exe", id);
+    ASSERT_OK(cw_batch_add_proc(b, id, 1000 + id, at, CW_TS_NEVER, name, NULL));
+    for (int i = 0, n = 1 + (int)rnd(3); i < n && npc < MAXP; i++) {
+        uint64_t bytes = 4096 * (1 + rnd(64));
+        pc[npc++] = (piece_t){id, (uint32_t)rnd(NSTACK), CW_TS_BEFORE, bytes};
+        ASSERT_OK(cw_batch_add_commit(
+            b, &(cw_row_commit_t){id, pc[npc - 1].stack, CW_TS_BEFORE, bytes, 1}));
+    }
+}
+
+/* One batch at bucket bk with a few random events. */
+static void write_batch(cw_store_t *w, int64_t bk, bool first)
+{
+    static const uint32_t fr[] = {1, 2};
+    cw_diag_t d = {{0}};
+    cw_batch_t *b;
+    ASSERT_OK(cw_batch_create(bk, S, &b));
+    if (first) {
+        ASSERT_OK(cw_batch_add_frame(b, 1, "app!main"));
+        ASSERT_OK(cw_batch_add_frame(b, 2, "kernelbase!VirtualAlloc"));
+        for (uint32_t k = 0; k < NSTACK; k++)
+            ASSERT_OK(cw_batch_add_stack(b, k, fr, 1 + k % 2, tags[0][k]));
+        for (int i = 0; i < 4; i++)
+            new_proc(b, bk);
+    } else if (rnd(60) == 0 && nproc < MAXPROC) {
+        new_proc(b, bk); /* rundown into BEFORE rows long after the start */
+    }
+    cw_row_activity_t act[MAXPROC + 1];
+    memset(act, 0, sizeof act);
+    for (int n = 1 + (int)rnd(4); n > 0; n--) {
+        uint32_t proc = 1 + (uint32_t)rnd(nproc), live[64], nlive = 0;
+        for (uint32_t i = npc; i-- > 0 && nlive < 64;)
+            if (pc[i].proc == proc && pc[i].left) live[nlive++] = i;
+        int64_t ts = bk + (int64_t)rnd(S), delta;
+        if ((nlive == 0 || rnd(100) < 52) && npc < MAXP) {
+            uint64_t bytes = 4096 * (1 + rnd(32));
+            pc[npc++] = (piece_t){proc, (uint32_t)rnd(NSTACK), bk, bytes};
+            ASSERT_OK(
+                cw_batch_add_commit(b, &(cw_row_commit_t){proc, pc[npc - 1].stack, bk, bytes, 1}));
+            delta = (int64_t)bytes;
+        } else if (nlive) {
+            piece_t *p = &pc[live[rnd(nlive)]];
+            uint64_t pages = p->left / 4096,
+                     take = pages > 1 && rnd(3) ? 1 + rnd(pages - 1) : pages;
+            p->left -= take * 4096;
+            ASSERT_OK(cw_batch_add_release(
+                b, &(cw_row_release_t){proc, p->stack, p->a, take * 4096, 1, p->left == 0}));
+            delta = -(int64_t)(take * 4096);
+        } else {
+            continue;
+        }
+        cw_row_activity_t *a = &act[proc];
+        if (!a->events) *a = (cw_row_activity_t){proc, 0, 0, 0, bk};
+        a->events++;
+        a->delta += delta;
+        if (a->delta > a->relpeak) {
+            a->relpeak = a->delta;
+            a->relpeak_ns = ts; /* events of a batch in any order: good enough here */
+        }
+    }
+    for (uint32_t p = 1; p <= nproc; p++)
+        if (act[p].events) ASSERT_OK(cw_batch_add_activity(b, &act[p]));
+    ASSERT_OK(cw_store_write(w, b, &d));
+    cw_batch_free(b);
+    end0 = bk + S;
+}
+
+/* What re-tagging does (store_retag.c): new tags, a new rules_hash, one
+ * transaction. */
+static void retag(cw_store_t *w)
+{
+    char sql[256];
+    ASSERT_EQ(sqlite3_exec(w->db, "BEGIN", NULL, NULL, NULL), SQLITE_OK);
+    for (int k = 0; k < NSTACK; k++) {
+        snprintf(sql, sizeof sql, "UPDATE stacks SET tag = '%s' WHERE id = %d", tags[1][k], k);
+        ASSERT_EQ(sqlite3_exec(w->db, sql, NULL, NULL, NULL), SQLITE_OK);
+    }
+    ASSERT_OK(cw_store_meta_set(w, "rules_hash", "retagged", NULL));
+    ASSERT_EQ(sqlite3_exec(w->db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+}
+
+static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool expect_fold,
+                uint32_t cache_rows)
+{
+    char path[400];
+    cw_store_t *w, *c, *n;
+    cw_diag_t d = {{0}};
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    npc = nproc = 0;
+    t0 = INT64_C(470011) * HOUR;
+    ASSERT_OK(cw_store_open(path, o, &w, &d));
+    int64_t bk = t0 + 17 * S;
+    write_batch(w, bk, true);
+    ASSERT_OK(cw_store_open_readonly(path, &c, &d));
+    ASSERT_OK(cw_store_open_readonly(path, &n, &d));
+    n->read_cache_off = true;
+    c->read_cache_rows = cache_rows;
+    int64_t horizon[CW_TIERS] = {INT64_MIN, INT64_MIN, INT64_MIN};
+    int folds = 0, batches = 0, reports_cached = 0;
+    bool retagged = false;
+    while (bk < t0 + span) {
+        uint64_t k = rnd(100);
+        bk += k < 70 ? S : k < 98 ? S * (int64_t)(1 + rnd(40)) : MIN * (int64_t)(1 + rnd(30));
+        write_batch(w, bk, false);
+        if (++batches % 25) continue;
+        compare(c, n);
+        cw__tier_t t[CW_TIERS];
+        ASSERT_OK(cw__store_read_tiers(n, t, &d));
+        bool folded = false;
+        for (int j = 0; j < CW_TIERS; j++) {
+            folded |= t[j].horizon != horizon[j];
+            horizon[j] = t[j].horizon;
+        }
+        folds += folded;
+        /* Whatever the report cache holds was refreshed after a fold. */
+        int tier;
+        int64_t h;
+        if (cw__store_report_cache_key(c, &tier, &h)) {
+            ASSERT_EQ(h, t[tier].horizon);
+            reports_cached++;
+        }
+        if (!retagged && bk > t0 + span / 2) {
+            retag(w);
+            retagged = true;
+            compare(c, n);
+        }
+    }
+    compare(c, n);
+    /* The caches were used (not every answer from the rows). */
+    ASSERT_TRUE(reports_cached > batches / 80);
+    if (!cache_rows) ASSERT_TRUE(cw__store_series_cache_rows(c) > 0);
+    if (cache_rows) ASSERT_TRUE(cw__store_series_cache_rows(c) <= cache_rows);
+    if (cache_rows) ASSERT_TRUE(cw__store_raw_tail_rows(c) <= cache_rows);
+    ASSERT_TRUE(n->report_cache == NULL && n->series_cache == NULL);
+    if (expect_fold) ASSERT_TRUE(folds > 1);
+    printf("%s: %d batches, %u processes, %d fold(s) seen\n", name, batches, nproc, folds);
+    cw_store_close(n);
+    cw_store_close(c);
+    cw_store_close(w);
+}
+
+int main(void)
+{
+    test_rng_seed(12, 0x5ca7e);
+    snprintf(dir, sizeof dir, "%s/cw_test_store_cache_XXXXXX", cw_test_tmpdir());
+    ASSERT_TRUE(cw_test_mkdtemp(dir) != NULL);
+    cw_store_opts_t keep = {{0, 0, 0}, 0};
+    run("keep.db", &keep, 5 * HOUR, false, 0);
+    /* Caches too small for some windows: those are read from SQL, the
+     * others from the caches. */
+    run("small.db", &keep, 3 * HOUR, false, 300);
+    cw_store_opts_t ret = {{HOUR, 2 * HOUR, 3 * HOUR}, 0};
+    run("retention.db", &ret, 7 * HOUR, true, 0);
+    /* Only the hour tier folds: cached sums outlive the raw tier's rows. */
+    cw_store_opts_t hour = {{0, 0, 2 * HOUR}, 0};
+    run("hour.db", &hour, 6 * HOUR, true, 0);
+    /* The size cap folds through the same retention (shortest 1 h raw). */
+    cw_store_opts_t cap = {{0, 0, 0}, 64 * 1024};
+    run("cap.db", &cap, 3 * HOUR, true, 0);
+    printf("%u reports and %u series compared\n", checks_report, checks_series);
+    ASSERT_TRUE(checks_report > 100 && checks_series > 100);
+    ASSERT_EQ(cw_test_rmtree(dir), 0);
+    TEST_DONE();
+}
