@@ -54,11 +54,12 @@ static const char SQL_COMMIT_ADD[] =
     "INSERT INTO commits(tier, bucket, proc, stack, bytes, events) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(tier, bucket, proc, stack) "
     "DO UPDATE SET bytes = bytes + excluded.bytes, events = events + excluded.events";
-static const char SQL_RELEASE_ADD[] =
+/* Rows whose key is new by construction (cw__store_ins_*). */
+static const char SQL_COMMIT_INS[] =
+    "INSERT INTO commits(tier, bucket, proc, stack, bytes, events) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+static const char SQL_RELEASE_INS[] =
     "INSERT INTO releases(tier, f, proc, stack, a, bytes, pieces, closed) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(tier, f, proc, stack, a) "
-    "DO UPDATE SET bytes = bytes + excluded.bytes, pieces = pieces + excluded.pieces, "
-    "closed = closed + excluded.closed";
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
 static const char SQL_ACTIVITY_PUT[] =
     "INSERT INTO activity(tier, bucket, proc, events, delta, relpeak, relpeak_ns) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
@@ -468,6 +469,7 @@ void cw_store_close(cw_store_t *s)
     if (!s) return;
     for (int i = 0; i < CW__ST__COUNT; i++)
         sqlite3_finalize(s->stmts[i]);
+    cw__store_roll_reset(s, true);
     sqlite3_close(s->db);
     free(s->path);
     free(s);
@@ -647,43 +649,57 @@ int cw__store_put_activity(cw_store_t *s, int tier, int64_t bucket, const cw_row
     return cw__store_step_done(s, st, "storing activity", d);
 }
 
-/* The batch's own rows, into tier 0 (rundown commits into every tier). */
-static int put_rows(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
+int cw__store_ins_commit(cw_store_t *s, int tier, int64_t bucket, const cw_row_commit_t *r,
+                         cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;
+    int err = cw__store_stmt(s, CW__ST_COMMIT_INS, SQL_COMMIT_INS, &st, d);
+    if (err) return err;
+    sqlite3_bind_int(st, 1, tier);
+    sqlite3_bind_int64(st, 2, bucket);
+    sqlite3_bind_int64(st, 3, r->proc);
+    sqlite3_bind_int64(st, 4, r->stack);
+    bind_u64(st, 5, r->bytes);
+    bind_u64(st, 6, r->events);
+    return cw__store_step_done(s, st, "storing commits", d);
+}
+
+int cw__store_ins_release(cw_store_t *s, int tier, int64_t bucket, const cw_row_release_t *r,
+                          cw_diag_t *d)
+{
+    sqlite3_stmt *st = NULL;
+    int err = cw__store_stmt(s, CW__ST_RELEASE_INS, SQL_RELEASE_INS, &st, d);
+    if (err) return err;
+    sqlite3_bind_int(st, 1, tier);
+    sqlite3_bind_int64(st, 2, bucket);
+    sqlite3_bind_int64(st, 3, r->proc);
+    sqlite3_bind_int64(st, 4, r->stack);
+    sqlite3_bind_int64(st, 5, r->a);
+    bind_u64(st, 6, r->bytes);
+    bind_u64(st, 7, r->pieces);
+    bind_u64(st, 8, r->closed);
+    return cw__store_step_done(s, st, "storing releases", d);
+}
+
+/* Rundown commits add to every tier's BEFORE row (several batches may
+ * carry rundown of one (proc, stack)). */
+static int put_rundown(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
+{
     int err = 0;
-    for (uint32_t i = 0; i < b->commits.n && !err; i++) {
-        const cw_row_commit_t *r = &b->commits.v[i];
-        if (r->a == CW_TS_BEFORE)
+    for (uint32_t i = 0; i < b->commits.n && !err; i++)
+        if (b->commits.v[i].a == CW_TS_BEFORE)
             for (int k = 0; k < CW_TIERS && !err; k++)
-                err = put_commit(s, k, CW_TS_BEFORE, r, d);
-        else
-            err = put_commit(s, 0, b->bucket_ns, r, d);
-    }
-    for (uint32_t i = 0; i < b->releases.n && !err; i++) {
-        const cw_row_release_t *r = &b->releases.v[i];
-        if ((err = cw__store_stmt(s, CW__ST_RELEASE_ADD, SQL_RELEASE_ADD, &st, d))) break;
-        sqlite3_bind_int(st, 1, 0);
-        sqlite3_bind_int64(st, 2, b->bucket_ns);
-        sqlite3_bind_int64(st, 3, r->proc);
-        sqlite3_bind_int64(st, 4, r->stack);
-        sqlite3_bind_int64(st, 5, r->a);
-        bind_u64(st, 6, r->bytes);
-        bind_u64(st, 7, r->pieces);
-        bind_u64(st, 8, r->closed);
-        err = cw__store_step_done(s, st, "storing releases", d);
-    }
-    for (uint32_t i = 0; i < b->activity.n && !err; i++)
-        err = cw__store_put_activity(s, 0, b->bucket_ns, &b->activity.v[i], d);
+                err = put_commit(s, k, CW_TS_BEFORE, &b->commits.v[i], d);
     return err;
 }
 
 /* Records the source counters when lost events or drift changed. */
-static int put_losses(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
+static int put_losses(cw_store_t *s, const cw_batch_t *b, uint64_t last_lost, int64_t last_drift,
+                      cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;
     int err;
-    if (b->events_lost == s->last_lost && b->drift_bytes == s->last_drift) return 0;
+    if (b->events_lost == last_lost && b->drift_bytes == last_drift) return 0;
     if ((err = cw__store_stmt(s, CW__ST_LOSS_PUT, SQL_LOSS_PUT, &st, d))) return err;
     sqlite3_bind_int64(st, 1, b->bucket_ns + b->width_ns);
     bind_u64(st, 2, b->events_total);
@@ -692,7 +708,7 @@ static int put_losses(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
     return cw__store_step_done(s, st, "storing source counters", d);
 }
 
-static int check_batch(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
+static int check_batch(cw_store_t *s, const cw__tier_t *t, const cw_batch_t *b, cw_diag_t *d)
 {
     if (s->readonly)
         return cw_diag_set(d, CW_EINVAL, "%s was opened read-only; cannot store a batch", s->path);
@@ -702,12 +718,12 @@ static int check_batch(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
                            "batch bucket %" PRId64 " of width %" PRId64 " is not a raw-tier "
                            "bucket (width %" PRId64 ")",
                            b->bucket_ns, b->width_ns, s->tiers[0].width);
-    if (s->tiers[0].end != INT64_MIN && b->bucket_ns < s->tiers[0].end)
+    if (t[0].end != INT64_MIN && b->bucket_ns < t[0].end)
         return cw_diag_set(d, CW_EINVAL,
                            "batch for bucket %" PRId64 " arrives after buckets up to %" PRId64
                            " were stored in %s; buckets are written in time order (replay an "
                            "old trace into a new database, or with --rebase-now)",
-                           b->bucket_ns, s->tiers[0].end, s->path);
+                           b->bucket_ns, t[0].end, s->path);
     for (uint32_t i = 0; i < b->commits.n; i++)
         if (b->commits.v[i].a != CW_TS_BEFORE && b->commits.v[i].a != b->bucket_ns)
             return cw_diag_set(d, CW_EINVAL,
@@ -717,34 +733,61 @@ static int check_batch(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
     return 0;
 }
 
-int cw_store_write(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
+/* One batch inside the caller's transaction, on its copy t of the tiers:
+ * the dictionary, the rundown rows, tier 0 with the minute (hour) it
+ * closes rolled up, retention, the source counters. */
+static int write_one(cw_store_t *s, cw__tier_t *t, const cw_batch_t *b, uint64_t *last_lost,
+                     int64_t *last_drift, cw_diag_t *d)
 {
-    cw__tier_t t[CW_TIERS];
-    int err = check_batch(s, b, d);
-    if (err) return err;
-    memcpy(t, s->tiers, sizeof t);
-    if ((err = cw__store_exec(s, "BEGIN IMMEDIATE", "starting a transaction", d))) return err;
-    if ((err = put_dictionary(s, b, d)) || (err = put_rows(s, b, d))) goto fail;
+    int err = check_batch(s, t, b, d);
+    if (err || (err = put_dictionary(s, b, d)) || (err = put_rundown(s, b, d))) return err;
     if (t[0].start == INT64_MIN)
         for (int k = 0; k < CW_TIERS; k++) {
             t[k].start = cw_floor_to(b->bucket_ns, t[k].width);
             if (k) t[k].end = t[k].start;
         }
+    if ((err = cw__store_put_raw(s, t, b, d))) return err;
     t[0].end = b->bucket_ns + b->width_ns;
-    for (int k = 0; k + 1 < CW_TIERS && !err; k++)
-        err = cw__store_rollup(s, t, k, d);
+    if ((err = cw__store_rollup(s, t, 0, cw_floor_to(t[0].end, t[1].width), d))) return err;
     for (int k = 0; k < CW_TIERS && !err; k++)
         err = cw__store_retain(s, t, k, d);
-    if (err || (err = put_losses(s, b, d)) || (err = cw__store_enforce_cap(s, t, d))) goto fail;
+    if (err || (err = put_losses(s, b, *last_lost, *last_drift, d))) return err;
+    *last_lost = b->events_lost;
+    *last_drift = b->drift_bytes;
+    return 0;
+}
+
+int cw_store_write_many(cw_store_t *s, const cw_batch_t *const *b, size_t n, cw_diag_t *d)
+{
+    cw__tier_t t[CW_TIERS];
+    uint64_t last_lost = s->last_lost;
+    int64_t last_drift = s->last_drift;
+    int err = 0;
+    if (!n) return 0;
+    if (s->readonly)
+        return cw_diag_set(d, CW_EINVAL, "%s was opened read-only; cannot store a batch", s->path);
+    memcpy(t, s->tiers, sizeof t);
+    if ((err = cw__store_exec(s, "BEGIN IMMEDIATE", "starting a transaction", d))) return err;
+    for (size_t i = 0; i < n && !err; i++)
+        err = write_one(s, t, b[i], &last_lost, &last_drift, d);
+    if (err || (err = cw__store_enforce_cap(s, t, d))) goto fail;
     for (int k = 0; k < CW_TIERS && !err; k++)
         if (memcmp(&t[k], &s->tiers[k], sizeof t[k]) != 0) err = put_tier(s, k, &t[k], d);
     if (err || (err = cw__store_exec(s, "COMMIT", "committing a batch", d))) goto fail;
     memcpy(s->tiers, t, sizeof t);
-    s->last_total = b->events_total;
-    s->last_lost = b->events_lost;
-    s->last_drift = b->drift_bytes;
+    s->last_total = b[n - 1]->events_total;
+    s->last_lost = last_lost;
+    s->last_drift = last_drift;
     return 0;
 fail:
     sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    /* The sums hold rows that were rolled back: the buckets they were
+     * for go by SQL from what the database holds. */
+    cw__store_roll_reset(s, false);
     return err;
+}
+
+int cw_store_write(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
+{
+    return cw_store_write_many(s, &b, 1, d);
 }

@@ -5,7 +5,14 @@
  * DESIGN. Two threads touch a cw_writer: the core thread (submit, stop)
  * and the writer thread (loop). Everything in the struct below `lock` is
  * guarded by it. submit blocks while the queue is full (back-pressure on
- * the source instead of unbounded memory); the first write error is kept
+ * the source instead of unbounded memory). The thread takes every batch
+ * queued when it wakes and stores them in one transaction
+ * (cw_store_write_many, group commit): while SQLite commits, the core
+ * fills the queue again, so under load a transaction holds many buckets
+ * and its fixed cost (commit, WAL frames of the pages the buckets share,
+ * tier updates) is paid once for them. A crash loses at most what the
+ * queue held, as before (up to max_queued buckets, taken or not); a
+ * failed transaction fails all its batches. The first write error is kept
  * (sticky): later batches are freed unwritten, and submit and stop return
  * it. stop lets the thread drain what is queued, then joins it.
  *
@@ -27,6 +34,7 @@ struct cw_writer {
     cw_cond_t *not_empty, *not_full;
     /* guarded by lock: */
     cw_batch_t **ring;
+    cw_batch_t **taken; /* writer thread only: the batches of one transaction */
     uint32_t cap, head, count;
     bool stopping;
     int err;
@@ -42,15 +50,19 @@ static void writer_main(void *arg)
         while (!w->count && !w->stopping)
             cw_cond_wait(w->not_empty, w->lock);
         if (!w->count) break; /* stopping and drained */
-        cw_batch_t *b = w->ring[w->head];
-        w->head = (w->head + 1) % w->cap;
-        w->count--;
+        uint32_t n = w->count;
+        for (uint32_t i = 0; i < n; i++)
+            w->taken[i] = w->ring[(w->head + i) % w->cap];
+        w->head = (w->head + n) % w->cap;
+        w->count = 0;
         int failed = w->err;
         cw_cond_signal(w->not_full);
         cw_mutex_unlock(w->lock);
 
-        int err = failed ? 0 : cw_store_write(w->store, b, &d);
-        cw_batch_free(b);
+        int err =
+            failed ? 0 : cw_store_write_many(w->store, (const cw_batch_t *const *)w->taken, n, &d);
+        for (uint32_t i = 0; i < n; i++)
+            cw_batch_free(w->taken[i]);
 
         cw_mutex_lock(w->lock);
         if (err && !w->err) {
@@ -68,7 +80,9 @@ int cw_writer_start(cw_store_t *s, uint32_t max_queued, cw_writer_t **out)
     if (!w) return CW_ENOMEM;
     w->store = s;
     w->cap = max_queued ? max_queued : 1;
-    if (!(w->ring = calloc(w->cap, sizeof *w->ring))) goto fail_ring;
+    if (!(w->ring = calloc(w->cap, sizeof *w->ring)) ||
+        !(w->taken = calloc(w->cap, sizeof *w->taken)))
+        goto fail_ring;
     if ((err = cw_mutex_create(&w->lock))) goto fail_ring;
     if ((err = cw_cond_create(&w->not_empty))) goto fail_mutex;
     if ((err = cw_cond_create(&w->not_full))) goto fail_cond1;
@@ -82,6 +96,7 @@ fail_cond1:
 fail_mutex:
     cw_mutex_destroy(w->lock);
 fail_ring:
+    free(w->taken);
     free(w->ring);
     free(w);
     return err;
@@ -119,6 +134,7 @@ int cw_writer_stop(cw_writer_t *w, cw_diag_t *d)
     cw_cond_destroy(w->not_full);
     cw_cond_destroy(w->not_empty);
     cw_mutex_destroy(w->lock);
+    free(w->taken);
     free(w->ring);
     free(w);
     return err;
