@@ -38,7 +38,11 @@ enum cw__stmt {
     CW__ST_COMMIT_ADD,
     CW__ST_ACTIVITY_PUT,
     CW__ST_COMMIT_INS,
+    CW__ST_COMMIT_INS_N,
     CW__ST_RELEASE_INS,
+    CW__ST_RELEASE_INS_N,
+    CW__ST_ACTIVITY_INS,
+    CW__ST_ACTIVITY_INS_N,
     CW__ST_TIER_PUT,
     CW__ST_LOSS_PUT,
     CW__ST_ROLL_COMMITS,
@@ -139,6 +143,7 @@ struct cw_store {
     cw__roll_t roll[CW_TIERS - 1]; /* writer: roll[k] builds tier k + 1 */
     bool roll_sql;                 /* test hook: every rollup by SQL */
     uint64_t roll_counts[2];       /* writer: rollups from the sums, by SQL (for tests) */
+    uint64_t transactions;         /* writer: batch transactions committed (for tests) */
     cw__roll_t sorted;             /* writer: a batch's rows, sorted (vectors only) */
     sqlite3_stmt *stmts[CW__ST__COUNT];
 };
@@ -197,12 +202,14 @@ int cw__store_query_int(cw_store_t *s, const char *sql, int64_t *out, cw_diag_t 
 int cw__store_put_activity(cw_store_t *s, int tier, int64_t bucket, const cw_row_activity_t *r,
                            cw_diag_t *d);
 /* store.c: plain inserts of rows whose key is new by construction (a
- * batch's own rows, a rollup's rows of a bucket not rolled before): a
- * duplicate is an error, not a sum. a of a commit row is ignored. */
-int cw__store_ins_commit(cw_store_t *s, int tier, int64_t bucket, const cw_row_commit_t *r,
-                         cw_diag_t *d);
-int cw__store_ins_release(cw_store_t *s, int tier, int64_t bucket, const cw_row_release_t *r,
-                          cw_diag_t *d);
+ * batch's own rows, a rollup's rows of a bucket not rolled before) into
+ * tier `tier`, bucket (f) `bucket`, CW__STORE_MULTI rows a statement: a
+ * duplicate is an error, not a sum. Commit rows' a is ignored (the
+ * caller leaves rundown rows out). */
+#define CW__STORE_MULTI 32
+int cw__store_ins_rows(cw_store_t *s, int tier, int64_t bucket, const cw_row_commit_t *c,
+                       uint32_t nc, const cw_row_release_t *r, uint32_t nr,
+                       const cw_row_activity_t *a, uint32_t na, cw_diag_t *d);
 
 /* store_tiers.c, on the caller's copy t of the tier state, inside its
  * transaction. 0 or CW_EDB / CW_EIO.

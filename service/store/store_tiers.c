@@ -214,7 +214,6 @@ static int roll_add(cw_store_t *s, const cw__tier_t *t, int k, const cw_row_comm
     if (!r->valid) return 0;
     if (keymaps_ready(r)) return CW_ENOMEM;
     for (uint32_t i = 0; i < nc; i++) {
-        if (c[i].a == CW_TS_BEFORE) continue; /* rundown: every tier's BEFORE row already */
         uint32_t j = cw_keymap_get(&r->cmap, (uint64_t)c[i].proc << 32 | c[i].stack, 0, &added);
         if (j == UINT32_MAX || (added && CW_RESERVE(r->commits.v, r->commits.cap, j + 1)))
             return CW_ENOMEM;
@@ -286,11 +285,14 @@ static int cmp_activity(const void *pa, const void *pb)
     return (a->proc > b->proc) - (a->proc < b->proc);
 }
 
-/* Sums adjacent rows of one key (sorted rows); returns the new count. */
+/* Sums adjacent rows of one key (sorted rows) and leaves rundown rows
+ * out (the caller added them to every tier's BEFORE row); returns the new
+ * count. */
 static uint32_t merge_commits(cw_row_commit_t *c, uint32_t n)
 {
     uint32_t o = 0;
     for (uint32_t i = 0; i < n; i++) {
+        if (c[i].a == CW_TS_BEFORE) continue;
         if (o && c[o - 1].proc == c[i].proc && c[o - 1].stack == c[i].stack &&
             c[o - 1].a == c[i].a) {
             c[o - 1].bytes += c[i].bytes;
@@ -335,13 +337,7 @@ static int put_level(cw_store_t *s, cw__tier_t *t, int k, int64_t x, cw_row_comm
      * may repeat a (proc, stack)); the aggregator's have one row a key. */
     nc = merge_commits(c, nc);
     nr = merge_releases(rl, nr);
-    for (uint32_t i = 0; i < nc && !err; i++)
-        if (c[i].a != CW_TS_BEFORE) err = cw__store_ins_commit(s, k, x, &c[i], d);
-    for (uint32_t i = 0; i < nr && !err; i++)
-        err = cw__store_ins_release(s, k, x, &rl[i], d);
-    for (uint32_t i = 0; i < na && !err; i++)
-        err = cw__store_put_activity(s, k, x, &ac[i], d);
-    if (err || top) return err;
+    if ((err = cw__store_ins_rows(s, k, x, c, nc, rl, nr, ac, na, d)) || top) return err;
     roll_open(s, t, k, x, t[k].end);
     return roll_add(s, t, k, c, nc, rl, nr, ac, na);
 }
