@@ -684,30 +684,20 @@ static int ins_stmt(cw_store_t *s, int tb, int rows, sqlite3_stmt **out, cw_diag
     return err;
 }
 
-/* Binds the own columns of row r of table tb at parameter base. */
-static void ins_bind(sqlite3_stmt *st, int tb, int base, const void *rows, uint32_t r)
+/* The own columns of row r of table tb, in the statement's order. */
+static void ins_cols(int tb, const void *rows, uint32_t r, int64_t v[6])
 {
     if (tb == TB_COMMITS) {
         const cw_row_commit_t *c = (const cw_row_commit_t *)rows + r;
-        sqlite3_bind_int64(st, base, c->proc);
-        sqlite3_bind_int64(st, base + 1, c->stack);
-        bind_u64(st, base + 2, c->bytes);
-        bind_u64(st, base + 3, c->events);
+        v[0] = c->proc, v[1] = c->stack, v[2] = (int64_t)c->bytes, v[3] = (int64_t)c->events;
     } else if (tb == TB_RELEASES) {
         const cw_row_release_t *c = (const cw_row_release_t *)rows + r;
-        sqlite3_bind_int64(st, base, c->proc);
-        sqlite3_bind_int64(st, base + 1, c->stack);
-        sqlite3_bind_int64(st, base + 2, c->a);
-        bind_u64(st, base + 3, c->bytes);
-        bind_u64(st, base + 4, c->pieces);
-        bind_u64(st, base + 5, c->closed);
+        v[0] = c->proc, v[1] = c->stack, v[2] = c->a, v[3] = (int64_t)c->bytes;
+        v[4] = (int64_t)c->pieces, v[5] = (int64_t)c->closed;
     } else {
         const cw_row_activity_t *c = (const cw_row_activity_t *)rows + r;
-        sqlite3_bind_int64(st, base, c->proc);
-        bind_u64(st, base + 1, c->events);
-        sqlite3_bind_int64(st, base + 2, c->delta);
-        sqlite3_bind_int64(st, base + 3, c->relpeak);
-        sqlite3_bind_int64(st, base + 4, c->relpeak_ns);
+        v[0] = c->proc, v[1] = (int64_t)c->events, v[2] = c->delta, v[3] = c->relpeak;
+        v[4] = c->relpeak_ns;
     }
 }
 
@@ -722,8 +712,12 @@ static int ins_table(cw_store_t *s, int tb, int tier, int64_t bucket, const void
         if ((err = ins_stmt(s, tb, k, &st, d))) break;
         sqlite3_bind_int(st, 1, tier);
         sqlite3_bind_int64(st, 2, bucket);
-        for (int r = 0; r < k; r++)
-            ins_bind(st, tb, 3 + r * own, rows, i + (uint32_t)r);
+        for (int r = 0; r < k; r++) {
+            int64_t v[6];
+            ins_cols(tb, rows, i + (uint32_t)r, v);
+            for (int c = 0; c < own; c++)
+                sqlite3_bind_int64(st, 3 + r * own + c, v[c]);
+        }
         /* Every parameter is bound again next time: no clear_bindings. */
         if (sqlite3_step(st) != SQLITE_DONE) err = cw__store_dberr(s, what[tb], d);
         sqlite3_reset(st);

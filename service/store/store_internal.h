@@ -123,7 +123,7 @@ typedef struct cw__tier {
 typedef struct cw__roll {
     bool has, valid;
     int64_t bucket;
-    cw_keymap_t cmap, rmap, amap; /* key -> index into the rows below */
+    cw_keymap_t cmap, rmap, amap;       /* key -> index into the rows below */
     CW__VEC(cw_row_commit_t) commits;   /* a unused */
     CW__VEC(cw_row_release_t) releases; /* a floored to the bucket width, or BEFORE */
     CW__VEC(cw_row_activity_t) activity;

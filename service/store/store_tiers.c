@@ -204,9 +204,22 @@ static void roll_open(cw_store_t *s, const cw__tier_t *t, int k, int64_t x, int6
     r->valid = !s->roll_sql && (tk_end == INT64_MIN || tk_end <= cb || tk_end <= t[k].start);
 }
 
+/* The row of key (k1, k2) in the dense array *v (*n rows, capacity
+ * *cap) that map indexes; *added when it is new (the caller fills it).
+ * NULL on ENOMEM. */
+static void *roll_slot(cw_keymap_t *map, void **v, size_t *cap, uint32_t *n, size_t elem,
+                       uint64_t k1, uint64_t k2, int *added)
+{
+    uint32_t j = cw_keymap_get(map, k1, k2, added);
+    if (j == UINT32_MAX || (*added && cw_reserve(v, cap, (size_t)j + 1, elem))) return NULL;
+    if (*added) *n = j + 1;
+    return (char *)*v + (size_t)j * elem;
+}
+
 /* Adds tier-k rows of bucket x to roll[k] (opened by roll_open). */
-static int roll_add(cw_store_t *s, const cw__tier_t *t, int k, const cw_row_commit_t *c, uint32_t nc, const cw_row_release_t *rl,
-                    uint32_t nr, const cw_row_activity_t *ac, uint32_t na)
+static int roll_add(cw_store_t *s, const cw__tier_t *t, int k, const cw_row_commit_t *c,
+                    uint32_t nc, const cw_row_release_t *rl, uint32_t nr,
+                    const cw_row_activity_t *ac, uint32_t na)
 {
     cw__roll_t *r = &s->roll[k];
     int64_t w = t[k + 1].width;
@@ -214,28 +227,21 @@ static int roll_add(cw_store_t *s, const cw__tier_t *t, int k, const cw_row_comm
     if (!r->valid) return 0;
     if (keymaps_ready(r)) return CW_ENOMEM;
     for (uint32_t i = 0; i < nc; i++) {
-        uint32_t j = cw_keymap_get(&r->cmap, (uint64_t)c[i].proc << 32 | c[i].stack, 0, &added);
-        if (j == UINT32_MAX || (added && CW_RESERVE(r->commits.v, r->commits.cap, j + 1)))
-            return CW_ENOMEM;
-        cw_row_commit_t *o = &r->commits.v[j];
-        if (added) {
-            *o = (cw_row_commit_t){.proc = c[i].proc, .stack = c[i].stack, .a = r->bucket};
-            r->commits.n = j + 1;
-        }
+        cw_row_commit_t *o =
+            roll_slot(&r->cmap, (void **)&r->commits.v, &r->commits.cap, &r->commits.n, sizeof *o,
+                      (uint64_t)c[i].proc << 32 | c[i].stack, 0, &added);
+        if (!o) return CW_ENOMEM;
+        if (added) *o = (cw_row_commit_t){.proc = c[i].proc, .stack = c[i].stack, .a = r->bucket};
         o->bytes += c[i].bytes;
         o->events += c[i].events;
     }
     for (uint32_t i = 0; i < nr; i++) {
         int64_t fa = rl[i].a == CW_TS_BEFORE ? CW_TS_BEFORE : cw_floor_to(rl[i].a, w);
-        uint32_t j = cw_keymap_get(&r->rmap, (uint64_t)rl[i].proc << 32 | rl[i].stack,
-                                   (uint64_t)fa, &added);
-        if (j == UINT32_MAX || (added && CW_RESERVE(r->releases.v, r->releases.cap, j + 1)))
-            return CW_ENOMEM;
-        cw_row_release_t *o = &r->releases.v[j];
-        if (added) {
-            *o = (cw_row_release_t){.proc = rl[i].proc, .stack = rl[i].stack, .a = fa};
-            r->releases.n = j + 1;
-        }
+        cw_row_release_t *o =
+            roll_slot(&r->rmap, (void **)&r->releases.v, &r->releases.cap, &r->releases.n,
+                      sizeof *o, (uint64_t)rl[i].proc << 32 | rl[i].stack, (uint64_t)fa, &added);
+        if (!o) return CW_ENOMEM;
+        if (added) *o = (cw_row_release_t){.proc = rl[i].proc, .stack = rl[i].stack, .a = fa};
         o->bytes += rl[i].bytes;
         o->pieces += rl[i].pieces;
         o->closed += rl[i].closed;
@@ -244,14 +250,10 @@ static int roll_add(cw_store_t *s, const cw__tier_t *t, int k, const cw_row_comm
      * relative peak is the best of (delta before the row + its relpeak),
      * the coarse bucket's start counting as 0 reached at its start. */
     for (uint32_t i = 0; i < na; i++) {
-        uint32_t j = cw_keymap_get(&r->amap, ac[i].proc, 0, &added);
-        if (j == UINT32_MAX || (added && CW_RESERVE(r->activity.v, r->activity.cap, j + 1)))
-            return CW_ENOMEM;
-        cw_row_activity_t *o = &r->activity.v[j];
-        if (added) {
-            *o = (cw_row_activity_t){.proc = ac[i].proc, .relpeak_ns = r->bucket};
-            r->activity.n = j + 1;
-        }
+        cw_row_activity_t *o = roll_slot(&r->amap, (void **)&r->activity.v, &r->activity.cap,
+                                         &r->activity.n, sizeof *o, ac[i].proc, 0, &added);
+        if (!o) return CW_ENOMEM;
+        if (added) *o = (cw_row_activity_t){.proc = ac[i].proc, .relpeak_ns = r->bucket};
         int64_t cand = o->delta + ac[i].relpeak;
         if (cand > o->relpeak) {
             o->relpeak = cand;
