@@ -101,8 +101,9 @@ int cw_store_meta_get(cw_store_t *s, const char *key, char **out, cw_diag_t *d);
 /* The writer thread: batches submitted from the core thread are written
  * in order by one thread that owns s until cw_writer_stop(). */
 typedef struct cw_writer cw_writer_t;
-/* max_queued batches may wait; submit blocks when full. The thread
- * stores what is queued when it wakes in one transaction. */
+/* At most max_queued batches are alive (queued or being stored); submit
+ * blocks when full. The thread stores what is queued when it wakes, up to
+ * max_queued / 2 batches, in one transaction (group commit). */
 int cw_writer_start(cw_store_t *s, uint32_t max_queued, cw_writer_t **out);
 /* Transfers ownership of b. Returns the first write error seen so far
  * (the writer stops writing after an error; b is freed). */

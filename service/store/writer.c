@@ -5,13 +5,14 @@
  * DESIGN. Two threads touch a cw_writer: the core thread (submit, stop)
  * and the writer thread (loop). Everything in the struct below `lock` is
  * guarded by it. submit blocks while the queue is full (back-pressure on
- * the source instead of unbounded memory). The thread takes every batch
- * queued when it wakes and stores them in one transaction
- * (cw_store_write_many, group commit): while SQLite commits, the core
- * fills the queue again, so under load a transaction holds many buckets
- * and its fixed cost (commit, WAL frames of the pages the buckets share,
- * tier updates) is paid once for them. A crash loses at most what the
- * queue held, as before (up to max_queued buckets, taken or not); a
+ * the source instead of unbounded memory). The thread takes what is
+ * queued when it wakes, up to half the capacity, and stores it in one
+ * transaction (cw_store_write_many, group commit): while SQLite commits,
+ * the core fills the other half, so under load a transaction holds many
+ * buckets and its fixed cost (commit, WAL frames of the pages the
+ * buckets share, tier updates) is paid once for them. Batches taken count
+ * against the capacity until they are stored, so at most max_queued
+ * batches are alive, as before, and a crash loses at most those; a
  * failed transaction fails all its batches. The first write error is kept
  * (sticky): later batches are freed unwritten, and submit and stop return
  * it. stop lets the thread drain what is queued, then joins it.
@@ -36,6 +37,7 @@ struct cw_writer {
     cw_batch_t **ring;
     cw_batch_t **taken; /* writer thread only: the batches of one transaction */
     uint32_t cap, head, count;
+    uint32_t taken_n; /* batches the thread is storing (count against cap) */
     bool stopping;
     int err;
     cw_diag_t diag;
@@ -50,13 +52,14 @@ static void writer_main(void *arg)
         while (!w->count && !w->stopping)
             cw_cond_wait(w->not_empty, w->lock);
         if (!w->count) break; /* stopping and drained */
-        uint32_t n = w->count;
+        uint32_t n = w->count, most = w->cap / 2 ? w->cap / 2 : 1;
+        if (n > most) n = most;
         for (uint32_t i = 0; i < n; i++)
             w->taken[i] = w->ring[(w->head + i) % w->cap];
         w->head = (w->head + n) % w->cap;
-        w->count = 0;
+        w->count -= n;
+        w->taken_n = n;
         int failed = w->err;
-        cw_cond_signal(w->not_full);
         cw_mutex_unlock(w->lock);
 
         int err =
@@ -65,6 +68,8 @@ static void writer_main(void *arg)
             cw_batch_free(w->taken[i]);
 
         cw_mutex_lock(w->lock);
+        w->taken_n = 0;
+        cw_cond_signal(w->not_full);
         if (err && !w->err) {
             w->err = err;
             w->diag = d;
@@ -106,7 +111,7 @@ int cw_writer_submit(cw_writer_t *w, cw_batch_t *b)
 {
     int err;
     cw_mutex_lock(w->lock);
-    while (w->count == w->cap && !w->err)
+    while (w->count + w->taken_n >= w->cap && !w->err)
         cw_cond_wait(w->not_full, w->lock);
     err = w->err;
     if (!err) {

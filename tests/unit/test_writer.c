@@ -78,7 +78,7 @@ int main(void)
     ASSERT_EQ(sqlite3_open(path, &blocker), SQLITE_OK);
     ASSERT_EQ(sqlite3_exec(blocker, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
     uint64_t txns = s->transactions;
-    ASSERT_OK(cw_writer_start(s, 16, &w));
+    ASSERT_OK(cw_writer_start(s, 32, &w)); /* 16 a transaction */
     for (int64_t i = 300; i < 310; i++)
         ASSERT_OK(cw_writer_submit(w, batch_at(i, 1)));
     cw_plat_sleep_ns(50000000);
