@@ -332,9 +332,9 @@ static int put_level(cw_store_t *s, cw__tier_t *t, int k, int64_t x, cw_row_comm
     int err = 0;
     bool top = k + 1 >= CW_TIERS;
     if (!top && (err = cw__store_rollup(s, t, k, cw_floor_to(x, t[k + 1].width), d))) return err;
-    qsort(c, nc, sizeof *c, cmp_commit);
-    qsort(rl, nr, sizeof *rl, cmp_release);
-    qsort(ac, na, sizeof *ac, cmp_activity);
+    if (nc > 1) qsort(c, nc, sizeof *c, cmp_commit); /* (an empty one may be NULL) */
+    if (nr > 1) qsort(rl, nr, sizeof *rl, cmp_release);
+    if (na > 1) qsort(ac, na, sizeof *ac, cmp_activity);
     /* Rows of one key add up, as the upserts did (a batch built by hand
      * may repeat a (proc, stack)); the aggregator's have one row a key. */
     nc = merge_commits(c, nc);
