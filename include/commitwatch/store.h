@@ -81,6 +81,10 @@ int cw_store_load_state(cw_store_t *s, cw_stacks_t *stacks, uint32_t *next_proc_
 /* Stores one batch (tier 0 + rollups + retention) in one transaction.
  * Borrowed. 0 or CW_EDB (nothing of the batch is stored). */
 int cw_store_write(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d);
+/* Stores n batches, in time order, in one transaction (group commit: the
+ * writer thread passes what is queued). Borrowed. 0 or CW_EDB / CW_EINVAL
+ * (nothing of any of them is stored). */
+int cw_store_write_many(cw_store_t *s, const cw_batch_t *const *b, size_t n, cw_diag_t *d);
 
 /* Figures of [from, to) from the finest tier that covers the window and
  * is aligned to it; a window aligned to no available tier is widened to
@@ -97,7 +101,9 @@ int cw_store_meta_get(cw_store_t *s, const char *key, char **out, cw_diag_t *d);
 /* The writer thread: batches submitted from the core thread are written
  * in order by one thread that owns s until cw_writer_stop(). */
 typedef struct cw_writer cw_writer_t;
-/* max_queued batches may wait; submit blocks when full. */
+/* At most max_queued batches are alive (queued or being stored); submit
+ * blocks when full. The thread stores what is queued when it wakes, up to
+ * max_queued / 2 batches, in one transaction (group commit). */
 int cw_writer_start(cw_store_t *s, uint32_t max_queued, cw_writer_t **out);
 /* Transfers ownership of b. Returns the first write error seen so far
  * (the writer stops writing after an error; b is freed). */

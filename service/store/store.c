@@ -54,11 +54,6 @@ static const char SQL_COMMIT_ADD[] =
     "INSERT INTO commits(tier, bucket, proc, stack, bytes, events) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(tier, bucket, proc, stack) "
     "DO UPDATE SET bytes = bytes + excluded.bytes, events = events + excluded.events";
-static const char SQL_RELEASE_ADD[] =
-    "INSERT INTO releases(tier, f, proc, stack, a, bytes, pieces, closed) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(tier, f, proc, stack, a) "
-    "DO UPDATE SET bytes = bytes + excluded.bytes, pieces = pieces + excluded.pieces, "
-    "closed = closed + excluded.closed";
 static const char SQL_ACTIVITY_PUT[] =
     "INSERT INTO activity(tier, bucket, proc, events, delta, relpeak, relpeak_ns) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
@@ -468,6 +463,7 @@ void cw_store_close(cw_store_t *s)
     if (!s) return;
     for (int i = 0; i < CW__ST__COUNT; i++)
         sqlite3_finalize(s->stmts[i]);
+    cw__store_roll_reset(s, true);
     sqlite3_close(s->db);
     cw__store_report_cache_free(s->report_cache);
     cw__store_raw_tail_free(s->raw_tail);
@@ -650,43 +646,118 @@ int cw__store_put_activity(cw_store_t *s, int tier, int64_t bucket, const cw_row
     return cw__store_step_done(s, st, "storing activity", d);
 }
 
-/* The batch's own rows, into tier 0 (rundown commits into every tier). */
-static int put_rows(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
+/* Plain inserts of many rows, CW__STORE_MULTI a statement: "INSERT INTO
+ * t(cols) VALUES (?1, ?2, ?3, ...), (?1, ?2, ...), ..." with the tier and
+ * the bucket bound once (?1, ?2) and each row's own columns after them.
+ * One statement of many rows costs one step, one reset and one parse of
+ * the VDBE program's prologue instead of one each a row. */
+#define MULTI CW__STORE_MULTI
+
+enum { TB_COMMITS, TB_RELEASES, TB_ACTIVITY };
+static const struct {
+    const char *head; /* up to VALUES */
+    int own;          /* the row's own columns, after tier and bucket */
+    int one, many;    /* statement slots */
+} ins_tables[] = {
+    {"INSERT INTO commits(tier, bucket, proc, stack, bytes, events) VALUES ", 4, CW__ST_COMMIT_INS,
+     CW__ST_COMMIT_INS_N},
+    {"INSERT INTO releases(tier, f, proc, stack, a, bytes, pieces, closed) VALUES ", 6,
+     CW__ST_RELEASE_INS, CW__ST_RELEASE_INS_N},
+    {"INSERT INTO activity(tier, bucket, proc, events, delta, relpeak, relpeak_ns) VALUES ", 5,
+     CW__ST_ACTIVITY_INS, CW__ST_ACTIVITY_INS_N},
+};
+
+static int ins_stmt(cw_store_t *s, int tb, int rows, sqlite3_stmt **out, cw_diag_t *d)
 {
-    sqlite3_stmt *st = NULL;
+    int id = rows == 1 ? ins_tables[tb].one : ins_tables[tb].many, own = ins_tables[tb].own;
+    if (s->stmts[id]) {
+        *out = s->stmts[id];
+        return 0;
+    }
+    cw_buf_t sql = {0};
+    cw_buf_puts(&sql, ins_tables[tb].head);
+    for (int r = 0; r < rows; r++) {
+        cw_buf_puts(&sql, r ? ", (?1, ?2" : "(?1, ?2");
+        for (int c = 0; c < own; c++)
+            cw_buf_printf(&sql, ", ?%d", 3 + r * own + c);
+        cw_buf_puts(&sql, ")");
+    }
+    int err = sql.failed ? CW_ENOMEM : cw__store_stmt(s, id, sql.p, out, d);
+    free(sql.p);
+    return err;
+}
+
+/* The own columns of row r of table tb, in the statement's order. */
+static void ins_cols(int tb, const void *rows, uint32_t r, int64_t v[6])
+{
+    if (tb == TB_COMMITS) {
+        const cw_row_commit_t *c = (const cw_row_commit_t *)rows + r;
+        v[0] = c->proc, v[1] = c->stack, v[2] = (int64_t)c->bytes, v[3] = (int64_t)c->events;
+    } else if (tb == TB_RELEASES) {
+        const cw_row_release_t *c = (const cw_row_release_t *)rows + r;
+        v[0] = c->proc, v[1] = c->stack, v[2] = c->a, v[3] = (int64_t)c->bytes;
+        v[4] = (int64_t)c->pieces, v[5] = (int64_t)c->closed;
+    } else {
+        const cw_row_activity_t *c = (const cw_row_activity_t *)rows + r;
+        v[0] = c->proc, v[1] = (int64_t)c->events, v[2] = c->delta, v[3] = c->relpeak;
+        v[4] = c->relpeak_ns;
+    }
+}
+
+static int ins_table(cw_store_t *s, int tb, int tier, int64_t bucket, const void *rows, uint32_t n,
+                     cw_diag_t *d)
+{
+    static const char *const what[] = {"storing commits", "storing releases", "storing activity"};
+    int own = ins_tables[tb].own, err = 0;
+    for (uint32_t i = 0; i < n && !err;) {
+        int k = n - i >= MULTI ? MULTI : 1;
+        sqlite3_stmt *st = NULL;
+        if ((err = ins_stmt(s, tb, k, &st, d))) break;
+        sqlite3_bind_int(st, 1, tier);
+        sqlite3_bind_int64(st, 2, bucket);
+        for (int r = 0; r < k; r++) {
+            int64_t v[6];
+            ins_cols(tb, rows, i + (uint32_t)r, v);
+            for (int c = 0; c < own; c++)
+                sqlite3_bind_int64(st, 3 + r * own + c, v[c]);
+        }
+        /* Every parameter is bound again next time: no clear_bindings. */
+        if (sqlite3_step(st) != SQLITE_DONE) err = cw__store_dberr(s, what[tb], d);
+        sqlite3_reset(st);
+        i += (uint32_t)k;
+    }
+    return err;
+}
+
+int cw__store_ins_rows(cw_store_t *s, int tier, int64_t bucket, const cw_row_commit_t *c,
+                       uint32_t nc, const cw_row_release_t *r, uint32_t nr,
+                       const cw_row_activity_t *a, uint32_t na, cw_diag_t *d)
+{
+    int err = ins_table(s, TB_COMMITS, tier, bucket, c, nc, d);
+    if (!err) err = ins_table(s, TB_RELEASES, tier, bucket, r, nr, d);
+    if (!err) err = ins_table(s, TB_ACTIVITY, tier, bucket, a, na, d);
+    return err;
+}
+
+/* Rundown commits add to every tier's BEFORE row (several batches may
+ * carry rundown of one (proc, stack)). */
+static int put_rundown(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
+{
     int err = 0;
-    for (uint32_t i = 0; i < b->commits.n && !err; i++) {
-        const cw_row_commit_t *r = &b->commits.v[i];
-        if (r->a == CW_TS_BEFORE)
+    for (uint32_t i = 0; i < b->commits.n && !err; i++)
+        if (b->commits.v[i].a == CW_TS_BEFORE)
             for (int k = 0; k < CW_TIERS && !err; k++)
-                err = put_commit(s, k, CW_TS_BEFORE, r, d);
-        else
-            err = put_commit(s, 0, b->bucket_ns, r, d);
-    }
-    for (uint32_t i = 0; i < b->releases.n && !err; i++) {
-        const cw_row_release_t *r = &b->releases.v[i];
-        if ((err = cw__store_stmt(s, CW__ST_RELEASE_ADD, SQL_RELEASE_ADD, &st, d))) break;
-        sqlite3_bind_int(st, 1, 0);
-        sqlite3_bind_int64(st, 2, b->bucket_ns);
-        sqlite3_bind_int64(st, 3, r->proc);
-        sqlite3_bind_int64(st, 4, r->stack);
-        sqlite3_bind_int64(st, 5, r->a);
-        bind_u64(st, 6, r->bytes);
-        bind_u64(st, 7, r->pieces);
-        bind_u64(st, 8, r->closed);
-        err = cw__store_step_done(s, st, "storing releases", d);
-    }
-    for (uint32_t i = 0; i < b->activity.n && !err; i++)
-        err = cw__store_put_activity(s, 0, b->bucket_ns, &b->activity.v[i], d);
+                err = put_commit(s, k, CW_TS_BEFORE, &b->commits.v[i], d);
     return err;
 }
 
 /* Records the source counters when lost events or drift changed. */
-static int put_losses(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
+static int put_losses(cw_store_t *s, const cw_batch_t *b, uint64_t last_lost, int64_t last_drift,
+                      cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;
     int err;
-    if (b->events_lost == s->last_lost && b->drift_bytes == s->last_drift) return 0;
+    if (b->events_lost == last_lost && b->drift_bytes == last_drift) return 0;
     if ((err = cw__store_stmt(s, CW__ST_LOSS_PUT, SQL_LOSS_PUT, &st, d))) return err;
     sqlite3_bind_int64(st, 1, b->bucket_ns + b->width_ns);
     bind_u64(st, 2, b->events_total);
@@ -695,7 +766,7 @@ static int put_losses(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
     return cw__store_step_done(s, st, "storing source counters", d);
 }
 
-static int check_batch(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
+static int check_batch(cw_store_t *s, const cw__tier_t *t, const cw_batch_t *b, cw_diag_t *d)
 {
     if (s->readonly)
         return cw_diag_set(d, CW_EINVAL, "%s was opened read-only; cannot store a batch", s->path);
@@ -705,12 +776,12 @@ static int check_batch(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
                            "batch bucket %" PRId64 " of width %" PRId64 " is not a raw-tier "
                            "bucket (width %" PRId64 ")",
                            b->bucket_ns, b->width_ns, s->tiers[0].width);
-    if (s->tiers[0].end != INT64_MIN && b->bucket_ns < s->tiers[0].end)
+    if (t[0].end != INT64_MIN && b->bucket_ns < t[0].end)
         return cw_diag_set(d, CW_EINVAL,
                            "batch for bucket %" PRId64 " arrives after buckets up to %" PRId64
                            " were stored in %s; buckets are written in time order (replay an "
                            "old trace into a new database, or with --rebase-now)",
-                           b->bucket_ns, s->tiers[0].end, s->path);
+                           b->bucket_ns, t[0].end, s->path);
     for (uint32_t i = 0; i < b->commits.n; i++)
         if (b->commits.v[i].a != CW_TS_BEFORE && b->commits.v[i].a != b->bucket_ns)
             return cw_diag_set(d, CW_EINVAL,
@@ -720,36 +791,64 @@ static int check_batch(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
     return 0;
 }
 
-int cw_store_write(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
+/* One batch inside the caller's transaction, on its copy t of the tiers:
+ * the dictionary, the rundown rows, tier 0 with the minute (hour) it
+ * closes rolled up, retention, the source counters. */
+static int write_one(cw_store_t *s, cw__tier_t *t, const cw_batch_t *b, uint64_t *last_lost,
+                     int64_t *last_drift, cw_diag_t *d)
 {
-    cw__tier_t t[CW_TIERS];
-    int err = check_batch(s, b, d);
-    if (err) return err;
-    memcpy(t, s->tiers, sizeof t);
-    if ((err = cw__store_exec(s, "BEGIN IMMEDIATE", "starting a transaction", d))) return err;
-    if ((err = put_dictionary(s, b, d)) || (err = put_rows(s, b, d)) ||
+    int err = check_batch(s, t, b, d);
+    if (err || (err = put_dictionary(s, b, d)) || (err = put_rundown(s, b, d)) ||
         (err = cw__store_put_folded(s, b, d)))
-        goto fail;
+        return err;
     if (t[0].start == INT64_MIN)
         for (int k = 0; k < CW_TIERS; k++) {
             t[k].start = cw_floor_to(b->bucket_ns, t[k].width);
             if (k) t[k].end = t[k].start;
         }
+    if ((err = cw__store_put_raw(s, t, b, d))) return err;
     t[0].end = b->bucket_ns + b->width_ns;
-    for (int k = 0; k + 1 < CW_TIERS && !err; k++)
-        err = cw__store_rollup(s, t, k, d);
+    if ((err = cw__store_rollup(s, t, 0, cw_floor_to(t[0].end, t[1].width), d))) return err;
     for (int k = 0; k < CW_TIERS && !err; k++)
         err = cw__store_retain(s, t, k, d);
-    if (err || (err = put_losses(s, b, d)) || (err = cw__store_enforce_cap(s, t, d))) goto fail;
+    if (err || (err = put_losses(s, b, *last_lost, *last_drift, d))) return err;
+    *last_lost = b->events_lost;
+    *last_drift = b->drift_bytes;
+    return 0;
+}
+
+int cw_store_write_many(cw_store_t *s, const cw_batch_t *const *b, size_t n, cw_diag_t *d)
+{
+    cw__tier_t t[CW_TIERS];
+    uint64_t last_lost = s->last_lost;
+    int64_t last_drift = s->last_drift;
+    int err = 0;
+    if (!n) return 0;
+    if (s->readonly)
+        return cw_diag_set(d, CW_EINVAL, "%s was opened read-only; cannot store a batch", s->path);
+    memcpy(t, s->tiers, sizeof t);
+    if ((err = cw__store_exec(s, "BEGIN IMMEDIATE", "starting a transaction", d))) return err;
+    for (size_t i = 0; i < n && !err; i++)
+        err = write_one(s, t, b[i], &last_lost, &last_drift, d);
+    if (err || (err = cw__store_enforce_cap(s, t, d))) goto fail;
     for (int k = 0; k < CW_TIERS && !err; k++)
         if (memcmp(&t[k], &s->tiers[k], sizeof t[k]) != 0) err = put_tier(s, k, &t[k], d);
     if (err || (err = cw__store_exec(s, "COMMIT", "committing a batch", d))) goto fail;
     memcpy(s->tiers, t, sizeof t);
-    s->last_total = b->events_total;
-    s->last_lost = b->events_lost;
-    s->last_drift = b->drift_bytes;
+    s->transactions++;
+    s->last_total = b[n - 1]->events_total;
+    s->last_lost = last_lost;
+    s->last_drift = last_drift;
     return 0;
 fail:
     sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    /* The sums hold rows that were rolled back: the buckets they were
+     * for go by SQL from what the database holds. */
+    cw__store_roll_reset(s, false);
     return err;
+}
+
+int cw_store_write(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
+{
+    return cw_store_write_many(s, &b, 1, d);
 }

@@ -14,7 +14,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "commitwatch/batch.h"
 #include "commitwatch/common.h"
+#include "commitwatch/keymap.h"
 #include "commitwatch/query.h"
 #include "commitwatch/store.h"
 
@@ -34,8 +36,13 @@ enum cw__stmt {
     CW__ST_STACK_PUT,
     CW__ST_PROC_PUT,
     CW__ST_COMMIT_ADD,
-    CW__ST_RELEASE_ADD,
     CW__ST_ACTIVITY_PUT,
+    CW__ST_COMMIT_INS,
+    CW__ST_COMMIT_INS_N,
+    CW__ST_RELEASE_INS,
+    CW__ST_RELEASE_INS_N,
+    CW__ST_ACTIVITY_INS,
+    CW__ST_ACTIVITY_INS_N,
     CW__ST_TIER_PUT,
     CW__ST_LOSS_PUT,
     CW__ST_ROLL_COMMITS,
@@ -119,6 +126,21 @@ typedef struct cw__tier {
     int64_t retention;
 } cw__tier_t;
 
+/* The open bucket of tier k + 1 summed in memory from the rows the writer
+ * stores in tier k (store_tiers.c, "In-memory rollups"), so that closing
+ * it writes its rows without reading tier k back. valid: it saw every
+ * tier-k row of `bucket` (false after a restart in the middle of the
+ * bucket, a rollback, or an SQL rollup into tier k; the bucket is then
+ * rolled up by SQL). Writer only. */
+typedef struct cw__roll {
+    bool has, valid;
+    int64_t bucket;
+    cw_keymap_t cmap, rmap, amap;       /* key -> index into the rows below */
+    CW__VEC(cw_row_commit_t) commits;   /* a unused */
+    CW__VEC(cw_row_release_t) releases; /* a floored to the bucket width, or BEFORE */
+    CW__VEC(cw_row_activity_t) activity;
+} cw__roll_t;
+
 struct cw_store {
     sqlite3 *db;
     char *path;
@@ -130,6 +152,11 @@ struct cw_store {
     int64_t last_drift;
     bool cap_warned; /* the cap cannot be met: said once */
     int64_t page_size;
+    cw__roll_t roll[CW_TIERS - 1]; /* writer: roll[k] builds tier k + 1 */
+    bool roll_sql;                 /* test hook: every rollup by SQL */
+    uint64_t roll_counts[2];       /* writer: rollups from the sums, by SQL (for tests) */
+    uint64_t transactions;         /* writer: batch transactions committed (for tests) */
+    cw__roll_t sorted;             /* writer: a batch's rows, sorted (vectors only) */
     sqlite3_stmt *stmts[CW__ST__COUNT];
     /* Read caches of closed buckets' figures (store_report.c,
      * store_series.c): this handle's, used and freed on its thread. */
@@ -204,17 +231,35 @@ int cw__store_step_done(cw_store_t *s, sqlite3_stmt *st, const char *what, cw_di
 int cw__store_query_int(cw_store_t *s, const char *sql, int64_t *out, cw_diag_t *d);
 int cw__store_put_activity(cw_store_t *s, int tier, int64_t bucket, const cw_row_activity_t *r,
                            cw_diag_t *d);
+/* store.c: plain inserts of rows whose key is new by construction (a
+ * batch's own rows, a rollup's rows of a bucket not rolled before) into
+ * tier `tier`, bucket (f) `bucket`, CW__STORE_MULTI rows a statement: a
+ * duplicate is an error, not a sum. Commit rows' a is ignored (the
+ * caller leaves rundown rows out). */
+#define CW__STORE_MULTI 32
+int cw__store_ins_rows(cw_store_t *s, int tier, int64_t bucket, const cw_row_commit_t *c,
+                       uint32_t nc, const cw_row_release_t *r, uint32_t nr,
+                       const cw_row_activity_t *a, uint32_t na, cw_diag_t *d);
 
 /* store_tiers.c, on the caller's copy t of the tier state, inside its
  * transaction. 0 or CW_EDB / CW_EIO.
- * rollup: rolls every closed bucket of tier k + 1 up from tier k (k < 2).
+ * rollup: rolls the buckets of tier k + 1 before target (aligned) up from
+ *         tier k (k < 2), then the closed ones of the tiers above; from
+ *         the in-memory sums when they are valid, else by SQL.
+ * put_raw: stores a batch's rows of raw bucket b (not the rundown rows)
+ *         in tier 0 and adds them to the open minute, after rolling up
+ *         the minutes before b's; the caller advances t[0].end and calls
+ *         rollup(0) for the minute that b closes.
  * retain: folds tier k's rows before its new horizon (end of data minus
  *         its retention, aligned to the next tier, never past what that
  *         tier has rolled up) into the BEFORE baselines.
  * enforce_cap: while the file is over the cap, returns free pages, then
  *         halves the finest tier's retention above its minimum and folds. */
-int cw__store_rollup(cw_store_t *s, cw__tier_t *t, int k, cw_diag_t *d);
+int cw__store_rollup(cw_store_t *s, cw__tier_t *t, int k, int64_t target, cw_diag_t *d);
+int cw__store_put_raw(cw_store_t *s, cw__tier_t *t, const cw_batch_t *b, cw_diag_t *d);
 int cw__store_retain(cw_store_t *s, cw__tier_t *t, int k, cw_diag_t *d);
+/* Forgets the in-memory sums (after a rollback; at close). */
+void cw__store_roll_reset(cw_store_t *s, bool free_memory);
 int cw__store_enforce_cap(cw_store_t *s, cw__tier_t *t, cw_diag_t *d);
 
 /* store_fold.c: stores the batch's folded instances (schema/005_folded)
@@ -226,6 +271,10 @@ int cw__store_put_folded(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d);
  * `version` migrations (1 <= version <= cw_store_schema_version()), as an
  * older commitwatch would have. 0 or CW_EINVAL / CW_EDB / CW_ENOTDB. */
 int cw__store_create_at_version(const char *path, int version, cw_diag_t *d);
+
+/* Test hook: every rollup by SQL (true) or from the in-memory sums where
+ * they are valid (false, the default), to compare the two. */
+void cw__store_set_sql_rollups(cw_store_t *s, bool on);
 
 /* Stored stacks are frame-id lists, little-endian u32 each (stacks.frames).
  * decode reads n ids from blob (4n bytes); encode writes 4n bytes. */

@@ -13,6 +13,8 @@
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "commitwatch/event.h"
 #include "commitwatch/log.h"
@@ -123,20 +125,290 @@ static int roll_activity(cw_store_t *s, int k, int64_t lo, int64_t hi, int64_t w
     return err;
 }
 
-/* Rolls every closed bucket of tier k + 1 up from tier k. */
-int cw__store_rollup(cw_store_t *s, cw__tier_t *t, int k, cw_diag_t *d)
+/* ---- in-memory rollups ------------------------------------------------------
+ *
+ * roll[k] sums the rows of the open bucket of tier k + 1 as tier k's rows
+ * are stored, with the same arithmetic as the SQL rollup (sums per key,
+ * activity combined per process in bucket order), and writes them into
+ * tier k + 1 when the bucket closes: no read of tier k. It is used only
+ * when it saw every tier-k row of its bucket (valid); otherwise (the
+ * first bucket after opening a database that ends in the middle of one,
+ * after a rollback, when tier k itself was rolled up by SQL, or with the
+ * test hook) the bucket is rolled up by SQL as before. Either way the
+ * rows of tier k + 1 are equal (test_store: roll_memory_equals_sql). */
+
+static int keymaps_ready(cw__roll_t *r)
+{
+    if (r->cmap.idx) return 0;
+    if (cw_keymap_init(&r->cmap, 12) || cw_keymap_init(&r->rmap, 12) ||
+        cw_keymap_init(&r->amap, 10))
+        return CW_ENOMEM;
+    return 0;
+}
+
+static void roll_clear(cw__roll_t *r)
+{
+    r->has = r->valid = false;
+    r->commits.n = r->releases.n = r->activity.n = 0;
+    if (r->cmap.idx) {
+        cw_keymap_clear(&r->cmap);
+        cw_keymap_clear(&r->rmap);
+        cw_keymap_clear(&r->amap);
+    }
+}
+
+void cw__store_roll_reset(cw_store_t *s, bool free_memory)
+{
+    for (int k = 0; k + 1 < CW_TIERS; k++) {
+        cw__roll_t *r = &s->roll[k];
+        roll_clear(r);
+        if (!free_memory) continue;
+        if (r->cmap.idx) {
+            cw_keymap_free(&r->cmap);
+            cw_keymap_free(&r->rmap);
+            cw_keymap_free(&r->amap);
+        }
+        free(r->commits.v);
+        free(r->releases.v);
+        free(r->activity.v);
+        memset(r, 0, sizeof *r);
+    }
+    if (free_memory) {
+        free(s->sorted.commits.v);
+        free(s->sorted.releases.v);
+        free(s->sorted.activity.v);
+        memset(&s->sorted, 0, sizeof s->sorted);
+    }
+}
+
+void cw__store_set_sql_rollups(cw_store_t *s, bool on)
+{
+    s->roll_sql = on;
+    cw__store_roll_reset(s, false);
+}
+
+/* Starts the bucket of tier k + 1 holding tier-k bucket x, or marks it
+ * invalid when x is in another one than the open bucket (only after an
+ * SQL rollup, which leaves the sums behind). tk_end: tier k's end before
+ * x's rows. */
+static void roll_open(cw_store_t *s, const cw__tier_t *t, int k, int64_t x, int64_t tk_end)
+{
+    cw__roll_t *r = &s->roll[k];
+    int64_t cb = cw_floor_to(x, t[k + 1].width);
+    if (r->has && r->bucket == cb) return;
+    roll_clear(r);
+    r->has = true;
+    r->bucket = cb;
+    /* Tier k has no row of cb yet when its end is at or before it (or it
+     * holds nothing yet). */
+    r->valid = !s->roll_sql && (tk_end == INT64_MIN || tk_end <= cb || tk_end <= t[k].start);
+}
+
+/* The row of key (k1, k2) in the dense array *v (*n rows, capacity
+ * *cap) that map indexes; *added when it is new (the caller fills it).
+ * NULL on ENOMEM. */
+static void *roll_slot(cw_keymap_t *map, void **v, size_t *cap, uint32_t *n, size_t elem,
+                       uint64_t k1, uint64_t k2, int *added)
+{
+    uint32_t j = cw_keymap_get(map, k1, k2, added);
+    if (j == UINT32_MAX || (*added && cw_reserve(v, cap, (size_t)j + 1, elem))) return NULL;
+    if (*added) *n = j + 1;
+    return (char *)*v + (size_t)j * elem;
+}
+
+/* Adds tier-k rows of bucket x to roll[k] (opened by roll_open). */
+static int roll_add(cw_store_t *s, const cw__tier_t *t, int k, const cw_row_commit_t *c,
+                    uint32_t nc, const cw_row_release_t *rl, uint32_t nr,
+                    const cw_row_activity_t *ac, uint32_t na)
+{
+    cw__roll_t *r = &s->roll[k];
+    int64_t w = t[k + 1].width;
+    int added;
+    if (!r->valid) return 0;
+    if (keymaps_ready(r)) return CW_ENOMEM;
+    for (uint32_t i = 0; i < nc; i++) {
+        cw_row_commit_t *o =
+            roll_slot(&r->cmap, (void **)&r->commits.v, &r->commits.cap, &r->commits.n, sizeof *o,
+                      (uint64_t)c[i].proc << 32 | c[i].stack, 0, &added);
+        if (!o) return CW_ENOMEM;
+        if (added) *o = (cw_row_commit_t){.proc = c[i].proc, .stack = c[i].stack, .a = r->bucket};
+        o->bytes += c[i].bytes;
+        o->events += c[i].events;
+    }
+    for (uint32_t i = 0; i < nr; i++) {
+        int64_t fa = rl[i].a == CW_TS_BEFORE ? CW_TS_BEFORE : cw_floor_to(rl[i].a, w);
+        cw_row_release_t *o =
+            roll_slot(&r->rmap, (void **)&r->releases.v, &r->releases.cap, &r->releases.n,
+                      sizeof *o, (uint64_t)rl[i].proc << 32 | rl[i].stack, (uint64_t)fa, &added);
+        if (!o) return CW_ENOMEM;
+        if (added) *o = (cw_row_release_t){.proc = rl[i].proc, .stack = rl[i].stack, .a = fa};
+        o->bytes += rl[i].bytes;
+        o->pieces += rl[i].pieces;
+        o->closed += rl[i].closed;
+    }
+    /* As roll_activity: rows come in bucket order, so per process the
+     * relative peak is the best of (delta before the row + its relpeak),
+     * the coarse bucket's start counting as 0 reached at its start. */
+    for (uint32_t i = 0; i < na; i++) {
+        cw_row_activity_t *o = roll_slot(&r->amap, (void **)&r->activity.v, &r->activity.cap,
+                                         &r->activity.n, sizeof *o, ac[i].proc, 0, &added);
+        if (!o) return CW_ENOMEM;
+        if (added) *o = (cw_row_activity_t){.proc = ac[i].proc, .relpeak_ns = r->bucket};
+        int64_t cand = o->delta + ac[i].relpeak;
+        if (cand > o->relpeak) {
+            o->relpeak = cand;
+            o->relpeak_ns = ac[i].relpeak_ns;
+        }
+        o->events += ac[i].events;
+        o->delta += ac[i].delta;
+    }
+    return 0;
+}
+
+static int cmp_commit(const void *pa, const void *pb)
+{
+    const cw_row_commit_t *a = pa, *b = pb;
+    if (a->proc != b->proc) return a->proc < b->proc ? -1 : 1;
+    if (a->stack != b->stack) return a->stack < b->stack ? -1 : 1;
+    return (a->a > b->a) - (a->a < b->a);
+}
+
+static int cmp_release(const void *pa, const void *pb)
+{
+    const cw_row_release_t *a = pa, *b = pb;
+    if (a->proc != b->proc) return a->proc < b->proc ? -1 : 1;
+    if (a->stack != b->stack) return a->stack < b->stack ? -1 : 1;
+    return (a->a > b->a) - (a->a < b->a);
+}
+
+static int cmp_activity(const void *pa, const void *pb)
+{
+    const cw_row_activity_t *a = pa, *b = pb;
+    return (a->proc > b->proc) - (a->proc < b->proc);
+}
+
+/* Sums adjacent rows of one key (sorted rows) and leaves rundown rows
+ * out (the caller added them to every tier's BEFORE row); returns the new
+ * count. */
+static uint32_t merge_commits(cw_row_commit_t *c, uint32_t n)
+{
+    uint32_t o = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (c[i].a == CW_TS_BEFORE) continue;
+        if (o && c[o - 1].proc == c[i].proc && c[o - 1].stack == c[i].stack &&
+            c[o - 1].a == c[i].a) {
+            c[o - 1].bytes += c[i].bytes;
+            c[o - 1].events += c[i].events;
+        } else {
+            c[o++] = c[i];
+        }
+    }
+    return o;
+}
+
+static uint32_t merge_releases(cw_row_release_t *r, uint32_t n)
+{
+    uint32_t o = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (o && r[o - 1].proc == r[i].proc && r[o - 1].stack == r[i].stack &&
+            r[o - 1].a == r[i].a) {
+            r[o - 1].bytes += r[i].bytes;
+            r[o - 1].pieces += r[i].pieces;
+            r[o - 1].closed += r[i].closed;
+        } else {
+            r[o++] = r[i];
+        }
+    }
+    return o;
+}
+
+/* Stores rows of tier k's bucket x (key order: appends to the b-tree),
+ * after rolling up tier k + 1's buckets before x's, and adds them to the
+ * open bucket of tier k + 1. Rows are sorted in place. */
+static int put_level(cw_store_t *s, cw__tier_t *t, int k, int64_t x, cw_row_commit_t *c,
+                     uint32_t nc, cw_row_release_t *rl, uint32_t nr, cw_row_activity_t *ac,
+                     uint32_t na, cw_diag_t *d)
+{
+    int err = 0;
+    bool top = k + 1 >= CW_TIERS;
+    if (!top && (err = cw__store_rollup(s, t, k, cw_floor_to(x, t[k + 1].width), d))) return err;
+    if (nc > 1) qsort(c, nc, sizeof *c, cmp_commit); /* (an empty one may be NULL) */
+    if (nr > 1) qsort(rl, nr, sizeof *rl, cmp_release);
+    if (na > 1) qsort(ac, na, sizeof *ac, cmp_activity);
+    /* Rows of one key add up, as the upserts did (a batch built by hand
+     * may repeat a (proc, stack)); the aggregator's have one row a key. */
+    nc = merge_commits(c, nc);
+    nr = merge_releases(rl, nr);
+    if ((err = cw__store_ins_rows(s, k, x, c, nc, rl, nr, ac, na, d)) || top) return err;
+    roll_open(s, t, k, x, t[k].end);
+    return roll_add(s, t, k, c, nc, rl, nr, ac, na);
+}
+
+int cw__store_put_raw(cw_store_t *s, cw__tier_t *t, const cw_batch_t *b, cw_diag_t *d)
+{
+    /* The batch is the caller's (const): its rows are sorted in copies. */
+    cw__roll_t *scratch = &s->sorted;
+    if (CW_RESERVE(scratch->commits.v, scratch->commits.cap, b->commits.n) ||
+        CW_RESERVE(scratch->releases.v, scratch->releases.cap, b->releases.n) ||
+        CW_RESERVE(scratch->activity.v, scratch->activity.cap, b->activity.n))
+        return CW_ENOMEM;
+    if (b->commits.n) memcpy(scratch->commits.v, b->commits.v, b->commits.n * sizeof *b->commits.v);
+    if (b->releases.n)
+        memcpy(scratch->releases.v, b->releases.v, b->releases.n * sizeof *b->releases.v);
+    if (b->activity.n)
+        memcpy(scratch->activity.v, b->activity.v, b->activity.n * sizeof *b->activity.v);
+    return put_level(s, t, 0, b->bucket_ns, scratch->commits.v, b->commits.n, scratch->releases.v,
+                     b->releases.n, scratch->activity.v, b->activity.n, d);
+}
+
+/* Rolls tier k's rows of [up->end, target) into tier k + 1 by SQL. */
+static int rollup_sql(cw_store_t *s, cw__tier_t *t, int k, int64_t target, cw_diag_t *d)
 {
     cw__tier_t *up = &t[k + 1];
-    int64_t target = cw_floor_to(t[k].end, up->width);
-    int err = 0;
-    if (t[k].end == INT64_MIN || target <= up->end) return 0;
-    err = run_range(s, CW__ST_ROLL_COMMITS, SQL_ROLL_COMMITS, k, up->end, target, up->width,
-                    "rolling up commits", d);
+    int err = run_range(s, CW__ST_ROLL_COMMITS, SQL_ROLL_COMMITS, k, up->end, target, up->width,
+                        "rolling up commits", d);
     if (!err)
         err = run_range(s, CW__ST_ROLL_RELEASES, SQL_ROLL_RELEASES, k, up->end, target, up->width,
                         "rolling up releases", d);
     if (!err) err = roll_activity(s, k, up->end, target, up->width, d);
-    if (!err) up->end = target;
+    return err;
+}
+
+int cw__store_rollup(cw_store_t *s, cw__tier_t *t, int k, int64_t target, cw_diag_t *d)
+{
+    cw__tier_t *up = &t[k + 1];
+    cw__roll_t *r = &s->roll[k];
+    bool top = k + 2 >= CW_TIERS;
+    int err = 0;
+    if (t[k].end == INT64_MIN || target <= up->end) return 0;
+    bool in_range = r->has && r->bucket >= up->end && r->bucket < target;
+    if (in_range && r->valid) {
+        /* Every tier-k row of [up->end, target) is in r: rows of earlier
+         * buckets were rolled up when r's bucket opened, and tier k has
+         * none after it before target (rows come in time order). */
+        err = put_level(s, t, k + 1, r->bucket, r->commits.v, r->commits.n, r->releases.v,
+                        r->releases.n, r->activity.v, r->activity.n, d);
+        roll_clear(r);
+        s->roll_counts[0]++;
+    } else {
+        if (!top && (err = cw__store_rollup(s, t, k + 1, cw_floor_to(up->end, t[k + 2].width), d)))
+            return err;
+        if ((err = rollup_sql(s, t, k, target, d))) return err;
+        s->roll_counts[1]++;
+        /* Tier k + 1 got rows of [up->end, target) that the sums above it
+         * did not see: the buckets of tier k + 2 they fall in (the open
+         * one, after the rollup just above, and up to target's) go by SQL. */
+        if (!top) {
+            cw__roll_t *r2 = &s->roll[k + 1];
+            roll_clear(r2);
+            r2->has = true;
+            r2->bucket = cw_floor_to(target - 1, t[k + 2].width);
+        }
+        if (in_range) roll_clear(r);
+    }
+    if (err) return err;
+    up->end = target;
+    if (!top) err = cw__store_rollup(s, t, k + 1, cw_floor_to(up->end, t[k + 2].width), d);
     return err;
 }
 

@@ -740,11 +740,11 @@ static uint64_t bucket_of(int64_t ts)
     return (uint64_t)(ts - ts % S);
 }
 
-/* Writes the history as one batch per non-empty second, plus an empty
- * batch now and then inside a gap. */
-static void write_generated(cw_store_t *s)
+/* The history as one batch per non-empty second, plus an empty batch now
+ * and then inside a gap, into out (at most cap); returns the count. */
+static size_t build_generated(cw_batch_t **out, size_t cap)
 {
-    cw_diag_t d = {{0}};
+    size_t nb = 0;
     uint32_t i = 0;
     bool first = true;
     while (i < ngev) {
@@ -800,13 +800,27 @@ static void write_generated(cw_store_t *s)
         }
         for (uint32_t p = 1; p <= NPROC; p++)
             if (act[p].events) ASSERT_OK(cw_batch_add_activity(b, &act[p]));
-        ASSERT_OK(cw_store_write(s, b, &d));
-        cw_batch_free(b);
+        ASSERT_TRUE(nb < cap);
+        out[nb++] = b;
         if (i < ngev && (int64_t)bucket_of(gev[i].ts) > bk + 5 * S && rnd(3) == 0) {
             ASSERT_OK(cw_batch_create(bk + 2 * S, S, &b)); /* an idle bucket */
-            ASSERT_OK(cw_store_write(s, b, &d));
-            cw_batch_free(b);
+            ASSERT_TRUE(nb < cap);
+            out[nb++] = b;
         }
+    }
+    return nb;
+}
+
+static cw_batch_t *gen_batches[16384];
+
+/* Writes the history one batch per transaction. */
+static void write_generated(cw_store_t *s)
+{
+    cw_diag_t d = {{0}};
+    size_t nb = build_generated(gen_batches, sizeof gen_batches / sizeof gen_batches[0]);
+    for (size_t i = 0; i < nb; i++) {
+        ASSERT_OK(cw_store_write(s, gen_batches[i], &d));
+        cw_batch_free(gen_batches[i]);
     }
 }
 
@@ -1085,6 +1099,102 @@ static void test_generated(void)
     cw_store_close(cap);
 }
 
+/* Every row of the tier tables and the tier state, in key order, as text. */
+static void dump_tiers(cw_store_t *s, cw_buf_t *out)
+{
+    static const char *const q[] = {
+        "SELECT tier, bucket, proc, stack, bytes, events FROM commits ORDER BY 1, 2, 3, 4",
+        "SELECT tier, f, proc, stack, a, bytes, pieces, closed FROM releases "
+        "ORDER BY 1, 2, 3, 4, 5",
+        "SELECT tier, bucket, proc, events, delta, relpeak, relpeak_ns FROM activity "
+        "ORDER BY 1, 2, 3",
+        "SELECT tier, width_ns, start_ns, horizon_ns, end_ns, retention_ns FROM tiers ORDER BY 1"};
+    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
+        sqlite3_stmt *st = NULL;
+        ASSERT_EQ(sqlite3_prepare_v2(s->db, q[i], -1, &st, NULL), SQLITE_OK);
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            for (int c = 0; c < sqlite3_column_count(st); c++)
+                cw_buf_printf(out, "%lld ", (long long)sqlite3_column_int64(st, c));
+            cw_buf_puts(out, "\n");
+        }
+        sqlite3_finalize(st);
+        cw_buf_puts(out, "--\n");
+    }
+    ASSERT_TRUE(!out->failed);
+}
+
+/* The minute and hour tiers built from the in-memory sums equal those
+ * built by SQL: the history written with retention, in transactions of
+ * 1 to 12 batches (group commit), with the database closed and reopened
+ * now and then (in the middle of minutes and hours: their first bucket
+ * then goes by SQL), and a transaction that fails half-way (its batches
+ * rolled back, the sums forgotten, then written again). */
+static void test_roll_memory(void)
+{
+    cw_store_t *mem = NULL, *sql = NULL;
+    cw_diag_t d = {{0}};
+    cw_store_opts_t o = {{HOUR, 2 * HOUR, 0}, 0};
+    const char *pm = tpath("roll_mem.db"), *ps = tpath("roll_sql.db");
+    rm_db(pm);
+    rm_db(ps);
+    size_t nb = build_generated(gen_batches, sizeof gen_batches / sizeof gen_batches[0]);
+    ASSERT_OK(cw_store_open(ps, &o, &sql, &d));
+    cw__store_set_sql_rollups(sql, true);
+    for (size_t i = 0; i < nb; i++)
+        ASSERT_OK(cw_store_write(sql, gen_batches[i], &d));
+    ASSERT_EQ(sql->roll_counts[0], 0);
+
+    ASSERT_OK(cw_store_open(pm, &o, &mem, &d));
+    uint64_t in_memory = 0, by_sql = 0;
+    int reopened = 0, failed = 0;
+    for (size_t i = 0; i < nb;) {
+        size_t n = 1 + rnd(12);
+        if (n > nb - i) n = nb - i;
+        if (!failed && i > nb / 3 && n >= 2) {
+            /* A batch out of order last: nothing of the group is stored. */
+            cw_batch_t *bad;
+            ASSERT_OK(cw_batch_create(gen_batches[i]->bucket_ns - 60 * S, S, &bad));
+            const cw_batch_t *grp[13];
+            for (size_t j = 0; j < n; j++)
+                grp[j] = gen_batches[i + j];
+            grp[n] = bad;
+            ASSERT_EQ(cw_store_write_many(mem, grp, n + 1, &d), CW_EINVAL);
+            cw_batch_free(bad);
+            failed = 1;
+        }
+        ASSERT_OK(cw_store_write_many(mem, (const cw_batch_t *const *)&gen_batches[i], n, &d));
+        i += n;
+        if (i < nb && rnd(8) == 0) {
+            in_memory += mem->roll_counts[0];
+            by_sql += mem->roll_counts[1];
+            cw_store_close(mem);
+            ASSERT_OK(cw_store_open(pm, &o, &mem, &d));
+            reopened++;
+        }
+    }
+    in_memory += mem->roll_counts[0];
+    by_sql += mem->roll_counts[1];
+    printf("roll_memory: %zu batches, %d reopenings, %llu buckets rolled up in memory, %llu by "
+           "SQL\n",
+           nb, reopened, (unsigned long long)in_memory, (unsigned long long)by_sql);
+    ASSERT_TRUE(failed && reopened >= 2);
+    ASSERT_TRUE(in_memory > 2 * by_sql && by_sql > 0);
+
+    cw_buf_t a = {0}, b = {0};
+    dump_tiers(mem, &a);
+    dump_tiers(sql, &b);
+    ASSERT_TRUE(a.n > 1000);
+    ASSERT_EQ(a.n, b.n);
+    ASSERT_TRUE(memcmp(a.p, b.p, a.n) == 0);
+    free(a.p);
+    free(b.p);
+    integrity_ok(mem);
+    for (size_t i = 0; i < nb; i++)
+        cw_batch_free(gen_batches[i]);
+    cw_store_close(mem);
+    cw_store_close(sql);
+}
+
 /* Write throughput with many rows per batch (CW_BENCH=1). */
 static void bench(void)
 {
@@ -1146,6 +1256,7 @@ int main(void)
     test_tracking_ended();
     test_hand();
     test_generated();
+    test_roll_memory();
     if (getenv("CW_BENCH")) bench();
     ASSERT_OK(cw_test_rmtree(dir));
     TEST_DONE();

@@ -1,13 +1,16 @@
 /* test_writer.c - the store writer thread: batches submitted from this
  * thread are all stored, in order, through a queue much smaller than
- * their number (submit blocks); the first write error is sticky and comes
- * back from submit and stop; stop drains before joining. */
+ * their number (submit blocks); what is queued goes in one transaction
+ * (group commit); the first write error is sticky and comes back from
+ * submit and stop; stop drains before joining. */
+#include <sqlite3.h>
 #include <stdint.h>
 
 #include "commitwatch/batch.h"
 #include "commitwatch/event.h"
 #include "commitwatch/platform.h"
 #include "commitwatch/store.h"
+#include "store/store_internal.h"
 #include "test.h"
 #include "test_port.h"
 
@@ -68,13 +71,33 @@ int main(void)
     ASSERT_U64_EQ(r->procs[0].events, 300);
     cw_report_free(r);
 
+    /* Group commit: while another connection holds the write lock the
+     * writer waits in its first transaction (busy timeout); the batches
+     * submitted meanwhile all go into the next one. */
+    sqlite3 *blocker = NULL;
+    ASSERT_EQ(sqlite3_open(path, &blocker), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(blocker, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    uint64_t txns = s->transactions;
+    ASSERT_OK(cw_writer_start(s, 32, &w)); /* 16 a transaction */
+    for (int64_t i = 300; i < 310; i++)
+        ASSERT_OK(cw_writer_submit(w, batch_at(i, 1)));
+    cw_plat_sleep_ns(50000000);
+    ASSERT_EQ(sqlite3_exec(blocker, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(blocker);
+    ASSERT_OK(cw_writer_stop(w, &d));
+    ASSERT_TRUE(s->transactions - txns >= 1 && s->transactions - txns <= 2);
+    ASSERT_OK(cw_store_report(s, INT64_MIN, INT64_MAX, false, &r, &d));
+    ASSERT_EQ(r->to_ns, 310 * S);
+    ASSERT_U64_EQ(r->procs[0].events, 310);
+    cw_report_free(r);
+
     /* A batch out of time order fails the writer; the error sticks. */
     ASSERT_OK(cw_writer_start(s, 1, &w));
-    ASSERT_OK(cw_writer_submit(w, batch_at(300, 1)));
+    ASSERT_OK(cw_writer_submit(w, batch_at(310, 1)));
     int rc = cw_writer_submit(w, batch_at(10, 1)); /* may already fail */
     ASSERT_TRUE(rc == 0 || rc == CW_EINVAL);
     int later = 0;
-    for (int64_t i = 301; i < 400 && !later; i++) {
+    for (int64_t i = 311; i < 400 && !later; i++) {
         later = cw_writer_submit(w, batch_at(i, 1));
         if (!later) cw_plat_sleep_ns(1000000);
     }
