@@ -31,6 +31,8 @@ typedef struct cw_config {
     char *images;    /* etl source: folder of the trace's images; NULL = none */
     char *symbol_path; /* etw source: DbgHelp's symbol path; NULL = _NT_SYMBOL_PATH */
     cw_store_opts_t store;
+    /* perf source memory caps (docs/DESIGN.md, "Memory"); 0 = default. */
+    uint64_t perf_ring_bytes, perf_queue_bytes, perf_unwind_procs;
     /* Alerts (docs/ALERTS.md). */
     char **alert_rules; /* rule files, repeatable */
     size_t nalert_rules, alert_rules_cap;
