@@ -76,7 +76,7 @@ static void fill_set(cw__aset_t *a, int procs, int tags, int64_t head)
             cw_keymap_get(&a->basemap, (uint64_t)p + 1, t, &added);
             CW_RESERVE(a->bases, a->basecap, a->nbases + 1);
             cw__abase_t *b = &a->bases[a->nbases++];
-            *b = (cw__abase_t){(uint32_t)p, t, 0, head - a->len + 1,
+            *b = (cw__abase_t){(uint32_t)p, t, 0, head - a->len + 1, head, a->len,
                                calloc(a->len, sizeof(cw__slot_t))};
             int64_t out = (int64_t)(64 + rnd(512)) << 20;
             for (int64_t s = head - a->len + 1; s <= head; s++) {

@@ -35,6 +35,8 @@ typedef struct cw_config {
      * processes"); either 0 = off. Read at start only. */
     int64_t fold_lifetime_ns;
     uint64_t fold_size_bytes;
+    /* perf source memory caps (docs/DESIGN.md, "Memory"); 0 = default. */
+    uint64_t perf_ring_bytes, perf_queue_bytes, perf_unwind_procs;
     /* Alerts (docs/ALERTS.md). */
     char **alert_rules; /* rule files, repeatable */
     size_t nalert_rules, alert_rules_cap;

@@ -115,6 +115,16 @@ int cw_plat_commit_limit(uint64_t *limit, uint64_t *used, bool *enforced);
  * CW_ENOSYS (a limit may exist that cannot be read) or CW_EIO. */
 int cw_plat_process_limit(uint32_t pid, uint64_t *limit, uint64_t *used, const char **source);
 
+/* The calling process's memory, bytes: resident now and at its peak, and
+ * the C heap in use (0 where the C library does not say).
+ * Linux: VmRSS and VmHWM of /proc/self/status, glibc's mallinfo2 (bytes
+ * in use, mapped chunks included); Windows: the working set and its peak
+ * (GetProcessMemoryInfo), the heap 0. 0, or CW_EIO with the outputs 0. */
+typedef struct cw_plat_self_mem {
+    uint64_t rss, peak, heap;
+} cw_plat_self_mem_t;
+int cw_plat_self_memory(cw_plat_self_mem_t *out);
+
 /* ---- stop and reload ----------------------------------------------------- */
 
 /* Routes the OS's stop requests (SIGINT, SIGTERM; Ctrl+C, Ctrl+Break,

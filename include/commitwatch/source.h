@@ -47,6 +47,12 @@ typedef struct cw_source_opts {
     /* etw only (others ignore it): DbgHelp's symbol path for PDBs (NULL:
      * _NT_SYMBOL_PATH, else exports only). */
     const char *symbol_path;
+    /* perf only (others ignore them; 0 = the default, docs/DESIGN.md
+     * "Memory"): the bytes of all CPUs' ring buffers together, the bytes
+     * of records copied out of them and waiting, and the processes whose
+     * unwinding state (libdw) is kept between samples. */
+    uint64_t perf_ring_bytes, perf_queue_bytes;
+    uint32_t perf_unwind_procs;
 } cw_source_opts_t;
 
 typedef struct cw_source_ops {

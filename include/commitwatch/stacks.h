@@ -40,6 +40,8 @@ int cw_stacks_intern_strings(cw_stacks_t *s, const char *const *frames, uint32_t
 uint64_t cw_stacks_uid(const cw_stacks_t *s);
 
 uint32_t cw_stacks_count(const cw_stacks_t *s);       /* stacks, including stack 0 */
+/* Bytes the interner holds (tables, frame texts, frame id lists). */
+size_t cw_stacks_memory(const cw_stacks_t *s);
 uint32_t cw_stacks_frame_count(const cw_stacks_t *s); /* frames + 1 (id 0 unused) */
 /* Borrowed pointer valid until the next intern call; *n set. */
 const uint32_t *cw_stacks_frames(const cw_stacks_t *s, uint32_t stack_id, uint32_t *n);

@@ -68,6 +68,13 @@ void cw_store_tune_for_reads(cw_store_t *s);
  * absent). Any thread. */
 uint64_t cw_store_disk_bytes(const char *path);
 
+/* Bytes SQLite holds in this process now and at its peak: every
+ * connection's page cache, schema and statements (sqlite3_status64
+ * MEMORY_USED; 0 if SQLite was built without memory statistics). The
+ * file mapping of cw_store_tune_for_reads is not heap: it shows in the
+ * resident set only. Any thread. */
+void cw_store_sqlite_memory(int64_t *now, int64_t *peak);
+
 /* Schema version this build writes. */
 int cw_store_schema_version(void);
 

@@ -25,6 +25,7 @@
 #define COMMITWATCH_TRACKER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "commitwatch/event.h"
@@ -104,5 +105,9 @@ const cw_proc_t *cw_tracker_find(const cw_tracker_t *t, uint32_t pid);
 uint64_t cw_tracker_piece_count(const cw_tracker_t *t, uint32_t pid);
 /* Next instance id the tracker would hand out. */
 uint32_t cw_tracker_next_proc_id(const cw_tracker_t *t);
+/* Bytes the tracker holds: its pools' chunks (pieces, tree nodes, commit
+ * records, instances; kept at their peak for reuse), the pid table and
+ * the gather array; names and command lines not counted. */
+size_t cw_tracker_memory(const cw_tracker_t *t);
 
 #endif

@@ -44,6 +44,13 @@ typedef struct cw__abase {
     uint32_t tag;  /* index in tags */
     int64_t cur;   /* outstanding bytes now */
     int64_t birth; /* first step it has data in */
+    /* Steps after `last` are implicit: nothing committed or released,
+     * outstanding `cur` (what the step's rows would have left). Steps up
+     * to it are in ring[step % cap]; cap grows (up to the set's len) as
+     * the explicit steps in the window need, so an instance active for a
+     * few steps costs a few slots, not len (series.c). */
+    int64_t last;
+    uint32_t cap;
     cw__slot_t *ring;
 } cw__abase_t;
 

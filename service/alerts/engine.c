@@ -29,6 +29,7 @@
 #include "commitwatch/common.h"
 #include "commitwatch/event.h"
 #include "commitwatch/log.h"
+#include "commitwatch/memstat.h"
 #include "commitwatch/platform.h"
 
 #define SEC ((int64_t)1000000000)
@@ -302,6 +303,7 @@ static int evaluate_at(cw_alert_engine_t *e, int64_t T, cw_diag_t *d)
 {
     bool any = false;
     int err = cw__aset_feed(&e->ev.set, e->s, T, d);
+    cw_mem_set(CW_MEM_ALERT_SERIES, (int64_t)cw__aset_bytes(&e->ev.set));
     if (!err && (err = cw__aeval_run(&e->ev, T)))
         cw_diag_set(d, err, "alerts: out of memory evaluating");
     if (err) return err;

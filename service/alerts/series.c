@@ -113,7 +113,8 @@ void cw__aset_reset(cw__aset_t *a)
 size_t cw__aset_bytes(const cw__aset_t *a)
 {
     size_t b = a->basecap * sizeof *a->bases + a->proccap * sizeof *a->procs;
-    b += a->nbases * (size_t)a->len * sizeof(cw__slot_t);
+    for (size_t i = 0; i < a->nbases; i++)
+        b += (size_t)a->bases[i].cap * sizeof(cw__slot_t);
     b += ((size_t)a->procmap.mask + 1 + (size_t)a->basemap.mask + 1) * 20;
     return b;
 }
@@ -125,9 +126,47 @@ static uint32_t units(int64_t bytes)
     return u > UINT32_MAX ? UINT32_MAX : (uint32_t)u;
 }
 
-static cw__slot_t *slot(const cw__aset_t *a, const cw__abase_t *b, int64_t step)
+/* The first step of the window that b has data in. */
+static int64_t window_lo(const cw__aset_t *a, const cw__abase_t *b)
 {
-    return &b->ring[(uint64_t)step % a->len];
+    if (a->head == INT64_MIN) return b->birth;
+    int64_t lo = a->head - a->len + 1;
+    return lo > b->birth ? lo : b->birth;
+}
+
+/* Step `step` of b (in the window), implicit or not. */
+static cw__slot_t slot_get(const cw__abase_t *b, int64_t step)
+{
+    if (step > b->last) return (cw__slot_t){0, 0, units(b->cur), 0, 0};
+    return b->ring[(uint64_t)step % b->cap];
+}
+
+/* Step `step` of b (in the window) made explicit, the ring grown as
+ * needed; NULL on ENOMEM. */
+static cw__slot_t *slot(const cw__aset_t *a, cw__abase_t *b, int64_t step)
+{
+    int64_t lo = window_lo(a, b);
+    if (b->last < lo - 1) b->last = lo - 1; /* what was explicit left the window */
+    if (step > b->last) {
+        uint64_t need = (uint64_t)(step - lo + 1);
+        if (need > b->cap) {
+            uint32_t cap = 1;
+            while (cap < need && cap < a->len)
+                cap = cap > a->len / 2 ? a->len : cap * 2;
+            cw__slot_t *r = malloc((size_t)cap * sizeof *r);
+            if (!r) return NULL;
+            for (int64_t k = lo; k <= b->last; k++)
+                r[(uint64_t)k % cap] = b->ring[(uint64_t)k % b->cap];
+            free(b->ring);
+            b->ring = r;
+            b->cap = cap;
+        }
+        cw__slot_t fill = {0, 0, units(b->cur), 0, 0};
+        for (int64_t k = b->last + 1; k <= step; k++)
+            b->ring[(uint64_t)k % b->cap] = fill;
+        b->last = step;
+    }
+    return &b->ring[(uint64_t)step % b->cap];
 }
 
 /* The base of (proc id, tag), created with an empty ring; NULL on ENOMEM
@@ -152,30 +191,17 @@ static cw__abase_t *base_get(cw__aset_t *a, uint32_t proc, const char *tagname)
     if (bi == UINT32_MAX) return NULL;
     if (added) {
         if (CW_RESERVE(a->bases, a->basecap, a->nbases + 1)) return NULL;
-        cw__slot_t *ring = calloc(a->len, sizeof *ring);
-        if (!ring) return NULL;
-        a->bases[a->nbases++] = (cw__abase_t){pi, tag, 0, a->head, ring};
+        a->bases[a->nbases++] = (cw__abase_t){pi, tag, 0, a->head, a->head - 1, 0, NULL};
     }
     return &a->bases[bi];
 }
 
 /* Starts step `to` for every base: the steps between are empty, their
- * outstanding the base's outstanding now. */
+ * outstanding the base's outstanding now, which is what a base's steps
+ * after its `last` read as: nothing to write. */
 static void advance(cw__aset_t *a, int64_t to)
 {
     if (a->head != INT64_MIN && to <= a->head) return;
-    int64_t from = a->head == INT64_MIN ? to - 1 : a->head;
-    int64_t n = to - from;
-    if (n > a->len) {
-        from = to - a->len;
-        n = a->len;
-    }
-    for (size_t i = 0; i < a->nbases; i++) {
-        cw__abase_t *b = &a->bases[i];
-        uint32_t out = units(b->cur);
-        for (int64_t k = from + 1; k <= to; k++)
-            *slot(a, b, k) = (cw__slot_t){0, 0, out, 0, 0};
-    }
     a->head = to;
 }
 
@@ -184,7 +210,8 @@ static int on_row(void *ctx, const cw_feed_row_t *r)
     cw__aset_t *a = ctx;
     cw__abase_t *b = base_get(a, r->proc, r->tag);
     if (!b) return CW_ENOMEM;
-    cw__slot_t *s = slot(a, b, a->head);
+    cw__slot_t *s = b ? slot(a, b, a->head) : NULL;
+    if (!s) return CW_ENOMEM;
     a->rows_read++;
     switch (r->kind) {
     case CW_FEED_START:
@@ -201,7 +228,8 @@ static int on_row(void *ctx, const cw_feed_row_t *r)
     case CW_FEED_RELEASE:
         b->cur -= r->bytes;
         /* Of a commit still in the ring: no longer remaining. */
-        if (r->astep >= 0 && r->astep <= a->head && r->astep > a->head - a->len &&
+        /* (A step after `last` has nothing remaining to release.) */
+        if (r->astep >= 0 && r->astep <= b->last && r->astep > a->head - a->len &&
             r->astep >= b->birth) {
             cw__slot_t *c = slot(a, b, r->astep);
             uint32_t u = units(r->bytes);
@@ -231,8 +259,10 @@ static int on_proc(void *ctx, const cw_feed_proc_t *p)
 
 /* Forgets the series of instances that exited or stopped being tracked
  * before the ring's first step and hold nothing, and those instances: a
- * long-lived service sees many short-lived processes. The maps are
- * rebuilt (they have no removal). 0 or CW_ENOMEM. */
+ * long-lived service sees many short-lived processes; and the rings of
+ * kept series whose steps in the window are all implicit (an idle
+ * process). The maps are rebuilt (they have no removal). 0 or
+ * CW_ENOMEM. */
 static int prune(cw__aset_t *a)
 {
     int64_t horizon = (a->head - a->len + 1) * a->step;
@@ -268,6 +298,11 @@ static int prune(cw__aset_t *a)
         }
         int added;
         b.proc = newix[b.proc];
+        if (b.last < window_lo(a, &b)) { /* nothing explicit left in the window */
+            free(b.ring);
+            b.ring = NULL;
+            b.cap = 0;
+        }
         cw_keymap_get(&a->basemap, a->procs[b.proc].id, b.tag, &added);
         a->bases[nb++] = b;
     }
@@ -324,8 +359,7 @@ int cw__aset_feed(cw__aset_t *a, cw_store_t *s, int64_t T, cw_diag_t *d)
          * first. Births are the first step. */
         for (size_t i = 0; i < a->nbases; i++) {
             a->bases[i].birth = first;
-            memset(a->bases[i].ring, 0, a->len * sizeof(cw__slot_t));
-            slot(a, &a->bases[i], first)->out = units(a->bases[i].cur);
+            a->bases[i].last = first - 1; /* every step implicit: out = cur */
         }
         a->fed_to = lo;
         err = feed_span(a, s, &fb, lo, T, true, d);
@@ -355,16 +389,19 @@ void cw__abase_add(const cw__aset_t *a, const cw__abase_t *b, int64_t first, int
     int64_t lo = first;
     if (lo < b->birth) lo = b->birth;
     if (lo <= a->head - a->len) lo = a->head - a->len + 1;
-    uint32_t i = (uint32_t)((uint64_t)lo % a->len);
-    for (int64_t k = lo; k <= last; k++) {
-        const cw__slot_t *s = &b->ring[i];
-        if (++i == a->len) i = 0;
+    int64_t k = lo, explicit_end = last < b->last ? last : b->last;
+    for (; k <= explicit_end; k++) {
+        const cw__slot_t *s = &b->ring[(uint64_t)k % b->cap];
         c += s->committed;
         n += s->commits;
         r += s->rem;
         rn += s->rem_commits;
         if (points) points[k - first] += (int64_t)s->out << CW__UNIT_SHIFT;
     }
+    /* The implicit steps: nothing committed, the outstanding of now. */
+    if (points)
+        for (int64_t out = (int64_t)slot_get(b, last).out << CW__UNIT_SHIFT; k <= last; k++)
+            points[k - first] += out;
     f->committed += (int64_t)(c << CW__UNIT_SHIFT);
     f->commits += (int64_t)n;
     f->remaining += (int64_t)(r << CW__UNIT_SHIFT);

@@ -47,6 +47,13 @@ static const key_def_t keys[] = {
      "per name (0 = never)"},
     {"fold_size", T_SIZE, OFF(fold_size_bytes), 0, "4MiB",
      "instances that commit this much in all are never folded (0 = never fold)"},
+    {"perf_ring_size", T_SIZE, OFF(perf_ring_bytes), 0, "16MiB",
+     "perf source: the kernel ring buffers of all CPUs together (512 KiB to 16 MiB each)"},
+    {"perf_queue_size", T_SIZE, OFF(perf_queue_bytes), 0, "8MiB",
+     "perf source: records copied out of the rings and waiting (past it the kernel drops "
+     "records, corrected from smaps)"},
+    {"perf_unwind_processes", T_UINT, OFF(perf_unwind_procs), 0, "16",
+     "perf source: processes whose unwinding state (libdw) is kept between samples"},
     {"alert_rules", T_LIST, OFF(alert_rules), OFF(nalert_rules), NULL,
      "an alert rules file (repeatable; docs/ALERTS.md)"},
     {"alert_default_rules", T_BOOL, OFF(alert_default_rules), 0, "yes",

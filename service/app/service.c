@@ -23,6 +23,7 @@
 #include "commitwatch/config.h"
 #include "commitwatch/http.h"
 #include "commitwatch/log.h"
+#include "commitwatch/memstat.h"
 #include "commitwatch/notify.h"
 #include "commitwatch/pipeline.h"
 #include "commitwatch/platform.h"
@@ -72,6 +73,7 @@ typedef struct svc {
     cw_agg_t *agg;
     cw_pipeline_t *pipe;
     int64_t stored_end; /* end of the last stored bucket, INT64_MIN if none */
+    int64_t mem_at;     /* monotonic time of the last memory figures (on_tick) */
     cw_alert_engine_t *alerts; /* evaluates the alert rules on its own thread; NULL: none */
     cw_notifier_t *notifier;   /* delivers the engine's notices; NULL: none */
     const char *db_path;       /* the database (the config's or the command line's) */
@@ -326,6 +328,18 @@ static int on_event(void *ctx, const cw_event_t *ev)
     return rc;
 }
 
+/* The core thread's figures for /api/health (memstat.h): once a second
+ * while ticking, and when the source ends (a replay at full speed does
+ * not tick). */
+static void publish_memory(svc_t *s, bool now)
+{
+    int64_t mono = cw_plat_mono_ns();
+    if (!now && mono - s->mem_at < 1000000000) return;
+    s->mem_at = mono;
+    cw_mem_set(CW_MEM_TRACKER, (int64_t)cw_tracker_memory(cw_pipeline_tracker(s->pipe)));
+    cw_mem_set(CW_MEM_STACKS, (int64_t)cw_stacks_memory(s->stacks));
+}
+
 static int on_tick(void *ctx, int64_t now)
 {
     svc_t *s = ctx;
@@ -333,6 +347,7 @@ static int on_tick(void *ctx, int64_t now)
     if (atomic_load(&reload_flag) && (rc = reload(s)) != 0) return rc;
     if ((rc = cw_pipeline_tick(s->pipe, now)) != 0)
         return cw_diag_set(s->d, rc, "storing a bucket failed: %s", cw_strerror(rc));
+    publish_memory(s, false);
     return 0;
 }
 
@@ -426,7 +441,10 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
 
     cw_source_opts_t so = {
         .arg = arg, .stacks = s->stacks, .rebase_now = a->rebase_now, .speed = a->speed,
-        .images = a->images ? a->images : cfg.images, .symbol_path = cfg.symbol_path};
+        .images = a->images ? a->images : cfg.images, .symbol_path = cfg.symbol_path,
+        .perf_ring_bytes = cfg.perf_ring_bytes, .perf_queue_bytes = cfg.perf_queue_bytes,
+        .perf_unwind_procs = cfg.perf_unwind_procs > UINT32_MAX ? UINT32_MAX
+                                                                 : (uint32_t)cfg.perf_unwind_procs};
     if ((rc = cw_source_check_images(ops, so.images, d)) != 0 || (rc = ops->open(&src, &so, d)) != 0)
         goto out;
     /* One database holds the data of one platform: its stacks are tagged
@@ -484,6 +502,7 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
     atomic_store(&active_ops, NULL);
     atomic_store(&active_src, NULL);
     atomic_store(&s->status.events_ingested, cw_pipeline_events(s->pipe));
+    publish_memory(s, true);
     /* Instances still alive end here: tracking ends with this run. */
     int flush_rc = cw_pipeline_end_all(s->pipe);
     if (flush_rc == 0) flush_rc = cw_agg_flush(s->agg);

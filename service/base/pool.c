@@ -18,6 +18,7 @@ void cw_pool_init(cw_pool_t *p, size_t obj_size, size_t per_chunk)
     p->free_list = NULL;
     p->chunks = NULL;
     p->live = 0;
+    p->nchunks = 0;
 }
 
 void *cw_pool_get(cw_pool_t *p)
@@ -27,6 +28,7 @@ void *cw_pool_get(cw_pool_t *p)
         if (!c) return NULL;
         c->next = p->chunks;
         p->chunks = c;
+        p->nchunks++;
         char *base = (char *)c->pad;
         for (size_t i = p->per_chunk; i-- > 0;) {
             void **o = (void **)(base + i * p->obj_size);
@@ -48,6 +50,11 @@ void cw_pool_put(cw_pool_t *p, void *obj)
     p->live--;
 }
 
+size_t cw_pool_bytes(const cw_pool_t *p)
+{
+    return p->nchunks * (sizeof(chunk_hdr_t) + p->obj_size * p->per_chunk);
+}
+
 void cw_pool_destroy(cw_pool_t *p)
 {
     chunk_hdr_t *c = p->chunks;
@@ -59,4 +66,5 @@ void cw_pool_destroy(cw_pool_t *p)
     p->chunks = NULL;
     p->free_list = NULL;
     p->live = 0;
+    p->nchunks = 0;
 }

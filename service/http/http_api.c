@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "commitwatch/event.h"
+#include "commitwatch/memstat.h"
 #include "commitwatch/platform.h"
 #include "commitwatch/query.h"
 #include "commitwatch/retag.h"
@@ -25,6 +26,32 @@ static int oom(cw__http_req_t *r)
 }
 
 /* ---------------------------------------------------------------- health */
+
+/* "memory": bytes per component (memstat.h), SQLite's, the process's
+ * resident set now and at its peak, the C heap in use, and the heap no
+ * component counts ("heap_other": libdw's and civetweb's, mostly). */
+static bool memory(cJSON *o)
+{
+    cJSON *m = cJSON_AddObjectToObject(o, "memory");
+    bool ok = m != NULL;
+    int64_t counted = 0, sq = 0, sq_peak = 0;
+    for (int c = 0; c < CW_MEM_N; c++) {
+        int64_t v = cw_mem_get((cw_mem_comp_t)c);
+        if (c != CW_MEM_PERF_RINGS) counted += v; /* the rings are kernel pages, not heap */
+        ok = ok && cw__json_i64(m, cw_mem_name((cw_mem_comp_t)c), v);
+    }
+    cw_store_sqlite_memory(&sq, &sq_peak);
+    cw_plat_self_mem_t pm;
+    cw_plat_self_memory(&pm);
+    int64_t other = pm.heap ? (int64_t)pm.heap - counted - sq : 0;
+    ok = ok && cw__json_i64(m, "sqlite", sq);
+    ok = ok && cw__json_i64(m, "sqlite_peak", sq_peak);
+    ok = ok && cw__json_u64(m, "heap_in_use", pm.heap);
+    ok = ok && cw__json_i64(m, "heap_other", other > 0 ? other : 0);
+    ok = ok && cw__json_u64(m, "resident", pm.rss);
+    ok = ok && cw__json_u64(m, "resident_peak", pm.peak);
+    return ok;
+}
 
 int cw__http_health(cw__http_req_t *r)
 {
@@ -55,6 +82,7 @@ int cw__http_health(cw__http_req_t *r)
     ok =
         ok && cw__json_i64_or_null(o, "tracking_ended_ns", ended ? data_end : INT64_MIN, INT64_MIN);
     ok = ok && cJSON_AddBoolToObject(o, "data_clock", st ? st->data_clock : false);
+    ok = ok && memory(o);
     int rc = ok ? cw__http_send_json(r, o) : oom(r);
     cJSON_Delete(o);
     return rc;

@@ -252,3 +252,13 @@ void cw_stacks_clear_tags(cw_stacks_t *s)
     for (uint32_t i = 0; i < s->nstacks; i++)
         s->stacks[i].tag = CW_TAG_UNSET;
 }
+
+size_t cw_stacks_memory(const cw_stacks_t *s)
+{
+    size_t b = sizeof *s + s->fcap * (sizeof *s->ftext + sizeof *s->flen + sizeof *s->fhash) +
+               ((size_t)s->ftab_mask + 1) * sizeof *s->ftab + s->scap * sizeof *s->stacks +
+               s->idcap * sizeof *s->ids + ((size_t)s->stab_mask + 1) * sizeof *s->stab;
+    for (uint32_t i = 1; i < s->nframes; i++)
+        b += (size_t)s->flen[i] + 1;
+    return b;
+}

@@ -660,3 +660,10 @@ uint32_t cw_tracker_next_proc_id(const cw_tracker_t *t)
 {
     return t->next_id;
 }
+
+size_t cw_tracker_memory(const cw_tracker_t *t)
+{
+    return sizeof *t + cw_pool_bytes(&t->leaves) + cw_pool_bytes(&t->inners) +
+           cw_pool_bytes(&t->recs) + cw_pool_bytes(&t->procs) +
+           ((size_t)t->mask + 1) * sizeof *t->buckets + t->gather_cap * sizeof *t->gather;
+}

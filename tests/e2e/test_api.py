@@ -121,6 +121,26 @@ with Service(MTA, name="api") as svc:
     t.eq("health: every event ingested", h["events_ingested"], len(EVENTS))
     t.eq("health: none lost", h["events_lost"], 0)
     t.check("health: db size", h["db_size_bytes"] > 0, h["db_size_bytes"])
+    # Memory per component (docs/DESIGN.md, "Memory"): every one an
+    # integer; a replay has no perf source; the tracker and the stacks hold
+    # what the trace made; the process's figures are real and ordered.
+    m = h.get("memory", {})
+    comps = ("perf_rings", "perf_queue", "perf_processes", "unwinder", "tracker", "stacks",
+             "alert_series", "sqlite", "sqlite_peak", "heap_in_use", "heap_other", "resident",
+             "resident_peak")
+    t.eq("health: memory has every component", sorted(m), sorted(comps))
+    t.check("health: memory figures are non-negative integers",
+            all(isinstance(m.get(k), int) and m[k] >= 0 for k in comps), json.dumps(m))
+    t.eq("health: no perf source, no perf memory",
+         [m.get(k) for k in ("perf_rings", "perf_queue", "perf_processes", "unwinder")],
+         [0, 0, 0, 0])
+    t.check("health: tracker and stacks counted", m.get("tracker", 0) > 0 and m.get("stacks", 0) > 0,
+            json.dumps(m))
+    t.check("health: SQLite counted, peak >= now", 0 < m.get("sqlite", 0) <= m.get("sqlite_peak", 0),
+            json.dumps(m))
+    t.check("health: resident <= peak, more than the heap's counted parts",
+            0 < m.get("resident", 0) <= m.get("resident_peak", 0) and
+            m["resident"] > m.get("tracker", 0) + m.get("stacks", 0), json.dumps(m))
     first, end = h["first_bucket_ns"], h["data_end_ns"]
     t.eq("health: data from the first event's second", first, EVENTS[0]["ts"] // S * S)
     t.eq("health: stored up to the end of tracking's bucket", h["last_bucket_end_ns"], ENDED + S)

@@ -300,6 +300,9 @@ int main(void)
             check(s, &inc, T);
             checks++;
         }
+        /* A series' ring holds at most the window (len steps). */
+        for (size_t i = 0; i < inc.nbases; i++)
+            ASSERT_TRUE(inc.bases[i].cap <= inc.len);
     }
     ASSERT_TRUE(checks >= 10);
     ASSERT_TRUE(checked_pairs >= 90); /* several tags per instance */
@@ -332,6 +335,13 @@ int main(void)
         ASSERT_TRUE(inc.procs[i].pid != 300);
     ASSERT_TRUE(inc.nbases < nb);
     ASSERT_EQ(sum2, sum);
+    /* Memory: no data for two hours, so every kept series' steps are
+     * implicit (outstanding, nothing committed) and its ring is gone; the
+     * figures above still hold. */
+    for (size_t i = 0; i < inc.nbases; i++)
+        ASSERT_TRUE(inc.bases[i].cap == 0 && inc.bases[i].ring == NULL);
+    ASSERT_TRUE(cw__aset_bytes(&inc) < 4096 + inc.nbases * 64);
+    check(s, &inc, t0 + 200 * MIN);
     printf("%d instants, %d (instance, tag) pairs compared, %llu feed rows\n", checks,
            checked_pairs, (unsigned long long)inc.rows_read);
     cw__aset_free(&inc);

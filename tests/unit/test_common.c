@@ -9,6 +9,8 @@
 
 #include "commitwatch/common.h"
 #include "commitwatch/error.h"
+#include "commitwatch/memstat.h"
+#include "commitwatch/pool.h"
 #include "test.h"
 
 static void test_reserve(void)
@@ -137,8 +139,48 @@ static void test_utc_text(void)
     ASSERT_TRUE(strlen(t) < CW_UTC_TEXT && t[strlen(t) - 1] == 'Z');
 }
 
+/* The memory account: set, add, read back; every component named. */
+static void test_memstat(void)
+{
+    cw_mem_set(CW_MEM_TRACKER, 1000);
+    cw_mem_add(CW_MEM_TRACKER, 24);
+    cw_mem_add(CW_MEM_TRACKER, -1000);
+    ASSERT_EQ(cw_mem_get(CW_MEM_TRACKER), 24);
+    ASSERT_EQ(cw_mem_get(CW_MEM_STACKS), 0);
+    ASSERT_EQ(cw_mem_get(CW_MEM_N), 0); /* out of range: nothing, no write */
+    cw_mem_set(CW_MEM_N, 5);
+    for (int c = 0; c < CW_MEM_N; c++) {
+        const char *n = cw_mem_name((cw_mem_comp_t)c);
+        ASSERT_TRUE(n && *n && strcmp(n, "?") != 0);
+        for (int k = 0; k < c; k++)
+            ASSERT_TRUE(strcmp(n, cw_mem_name((cw_mem_comp_t)k)) != 0);
+    }
+    ASSERT_STR_EQ(cw_mem_name(CW_MEM_PERF_QUEUE), "perf_queue");
+}
+
+/* A pool's bytes: whole chunks, counted as they are taken, kept on put. */
+static void test_pool_bytes(void)
+{
+    cw_pool_t p;
+    cw_pool_init(&p, 40, 100);
+    ASSERT_EQ(cw_pool_bytes(&p), 0);
+    void *o[150];
+    for (int i = 0; i < 150; i++)
+        ASSERT_TRUE((o[i] = cw_pool_get(&p)) != NULL);
+    size_t two = cw_pool_bytes(&p);
+    /* Objects are rounded up to max_align_t: 40 bytes take 48 or 64. */
+    ASSERT_TRUE(two >= 2 * 100 * 40 && two <= 2 * (100 * 64 + 64));
+    for (int i = 0; i < 150; i++)
+        cw_pool_put(&p, o[i]);
+    ASSERT_EQ(cw_pool_bytes(&p), two);
+    cw_pool_destroy(&p);
+    ASSERT_EQ(cw_pool_bytes(&p), 0);
+}
+
 int main(void)
 {
+    test_memstat();
+    test_pool_bytes();
     test_reserve();
     test_buf();
     test_utc_text();

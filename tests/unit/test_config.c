@@ -17,12 +17,16 @@ int main(void)
     ASSERT_STR_EQ(c.listen, "127.0.0.1:8470");
     ASSERT_EQ(c.store.retention_ns[0], 26LL * 3600 * 1000000000LL);
     ASSERT_U64_EQ(c.store.size_cap_bytes, 2ULL << 30);
+    ASSERT_U64_EQ(c.perf_ring_bytes, 16ULL << 20);
+    ASSERT_U64_EQ(c.perf_queue_bytes, 8ULL << 20);
+    ASSERT_U64_EQ(c.perf_unwind_procs, 16);
 
     char path[1024];
     snprintf(path, sizeof path, "%s/cw_test_config_%d.conf", cw_test_tmpdir(), cw_test_getpid());
     FILE *f = fopen(path, "w");
     fputs("# comment\n\ndb = /var/lib/x.db  # trailing\nstacktags = a.stacktags\nstacktags=b.stacktags\n"
-          "retention_raw = 90m\nsize_cap = 512MiB\nfrobnicate = yes\n", f);
+          "retention_raw = 90m\nsize_cap = 512MiB\nfrobnicate = yes\nperf_ring_size = 4MiB\n"
+          "perf_queue_size = 2MiB\nperf_unwind_processes = 8\n", f);
     fclose(f);
     char warnbuf[512] = {0};
     cw_test_scratch_t warn;
@@ -34,6 +38,9 @@ int main(void)
     ASSERT_STR_EQ(c.stacktags[1], "b.stacktags");
     ASSERT_EQ(c.store.retention_ns[0], 90LL * 60 * 1000000000LL);
     ASSERT_U64_EQ(c.store.size_cap_bytes, 512ULL << 20);
+    ASSERT_U64_EQ(c.perf_ring_bytes, 4ULL << 20);
+    ASSERT_U64_EQ(c.perf_queue_bytes, 2ULL << 20);
+    ASSERT_U64_EQ(c.perf_unwind_procs, 8);
     ASSERT_TRUE(strstr(warnbuf, ":8: unknown key 'frobnicate'") != NULL);
 
     f = fopen(path, "w");

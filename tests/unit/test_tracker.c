@@ -615,6 +615,36 @@ static void test_many_pieces(void)
     cw_tracker_destroy(t);
 }
 
+/* cw_tracker_memory: the pools grow by whole chunks as pieces are made,
+ * and keep them (for reuse) once the pieces are gone. */
+static void test_memory(void)
+{
+    cw_tracker_t *t = new_recorder();
+    size_t empty = cw_tracker_memory(t);
+    ASSERT_TRUE(empty > 0);
+    apply(t, START(1, 7, "app.exe"));
+    for (int i = 0; i < 20000; i += 2) {
+        apply(t, E(2, CW_OP_COMMIT, 7, BASE + (uint64_t)i * P, P, S1));
+        ncalls = 0; /* the recorder holds 256 calls */
+    }
+    size_t full = cw_tracker_memory(t);
+    /* 10,000 pieces, each a commit record and a leaf slot at least. */
+    ASSERT_TRUE(full >= empty + 10000 * (sizeof(uint64_t) * 4));
+    for (int i = 0; i < 20000; i += 200) {
+        apply(t, E(3, CW_OP_DECOMMIT, 7, BASE + (uint64_t)i * P, 200 * P, 0));
+        ncalls = 0;
+    }
+    ASSERT_U64_EQ(cw_tracker_piece_count(t, 7), 0);
+    ASSERT_TRUE(cw_tracker_memory(t) == full);
+    /* Stacks: the interner's figure grows with a new frame's text. */
+    size_t sb = cw_stacks_memory(stacks);
+    const char *fr[] = {"app.exe!a_function_with_a_long_name_that_takes_room_0123456789"};
+    uint32_t id;
+    ASSERT_OK(cw_stacks_intern_strings(stacks, fr, 1, &id));
+    ASSERT_TRUE(cw_stacks_memory(stacks) >= sb + strlen(fr[0]));
+    cw_tracker_destroy(t);
+}
+
 int main(void)
 {
     ASSERT_OK(cw_stacks_create(&stacks));
@@ -639,6 +669,7 @@ int main(void)
     test_window_edges();
     test_end_all();
     test_many_pieces();
+    test_memory();
 
     cw_tagger_destroy(tagger);
     cw_stacks_destroy(stacks);

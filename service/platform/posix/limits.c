@@ -1,10 +1,14 @@
 /* limits.c - memory limits on Linux (platform.h): the machine's commit
  * limit from /proc/meminfo and vm.overcommit_memory, a process's
  * RLIMIT_AS from /proc/PID/limits and its address space from
- * /proc/PID/status. (/proc/PID/limits rather than prlimit(2): it reads the
+ * /proc/PID/status, and the calling process's own memory (VmRSS, VmHWM,
+ * glibc's mallinfo2). (/proc/PID/limits rather than prlimit(2): it reads the
  * limits of any process, where prlimit needs the same user or
  * CAP_SYS_RESOURCE.) */
 #include <errno.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,4 +90,19 @@ int cw_plat_process_limit(uint32_t pid, uint64_t *limit, uint64_t *used, const c
     if (soft == 0) return 0;
     snprintf(path, sizeof path, "/proc/%" PRIu32 "/status", pid);
     return proc_kb(path, "VmSize", used) == 0 ? 0 : CW_EIO;
+}
+
+int cw_plat_self_memory(cw_plat_self_mem_t *out)
+{
+    memset(out, 0, sizeof *out);
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+    struct mallinfo2 mi = mallinfo2();
+    out->heap = (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
+#endif
+    if (proc_kb("/proc/self/status", "VmRSS", &out->rss) ||
+        proc_kb("/proc/self/status", "VmHWM", &out->peak)) {
+        memset(out, 0, sizeof *out);
+        return CW_EIO;
+    }
+    return 0;
 }

@@ -4,7 +4,8 @@
  * needs a handle to the job; Windows hands one only to the process's own
  * job (a NULL handle) or to whoever created or opened it by name, so for
  * another process this can tell only whether it is in a job
- * (IsProcessInJob), not its limit: CW_ENOSYS then. */
+ * (IsProcessInJob), not its limit: CW_ENOSYS then. The calling process's
+ * own working set and its peak: GetProcessMemoryInfo. */
 #include <string.h>
 
 #include "platform/win/win_internal.h"
@@ -65,4 +66,15 @@ int cw_plat_process_limit(uint32_t pid, uint64_t *limit, uint64_t *used, const c
         return 0;
     }
     return self ? own_job_limit(limit, used) : CW_ENOSYS;
+}
+
+int cw_plat_self_memory(cw_plat_self_mem_t *out)
+{
+    PROCESS_MEMORY_COUNTERS pmc;
+    memset(&pmc, 0, sizeof pmc);
+    memset(out, 0, sizeof *out);
+    if (!GetProcessMemoryInfo(GetCurrentProcess(), &pmc, sizeof pmc)) return CW_EIO;
+    out->rss = pmc.WorkingSetSize;
+    out->peak = pmc.PeakWorkingSetSize;
+    return 0;
 }

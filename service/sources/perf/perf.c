@@ -20,8 +20,10 @@
  * over a snapshot that already had them, which covers a call in flight
  * while smaps was read).
  *
- * Memory: a process's state is dropped at its exit; a thread's pending
- * enter at the thread's exit; records are freed once processed. */
+ * Memory (docs/DESIGN.md, "Memory"): a process's state is dropped at its
+ * exit; a thread's pending enter at the thread's exit, its stack copy at
+ * the syscall's exit; records are freed once processed, and at most qmax
+ * bytes of them wait (their stack copies cut to what the stack held). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -36,6 +38,7 @@
 #include <unistd.h>
 
 #include "commitwatch/log.h"
+#include "commitwatch/memstat.h"
 #include "commitwatch/platform.h"
 #include "commitwatch/source.h"
 #include "sources/perf/perf_internal.h"
@@ -169,13 +172,49 @@ static uint32_t rec_pid(const cw_perf__rec_t *r)
     return pid;
 }
 
+/* A sample of a syscall enter carries the user stack (STACK_BYTES) of
+ * which only dyn_size bytes were below the stack's top: the rest is
+ * dropped here, so a queued record costs what the stack holds (a few
+ * hundred bytes mostly) instead of STACK_BYTES. rec is the whole record
+ * (header first); returns its new size (unchanged if it has no stack). */
+static size_t trim_stack(const cw_perf__t *s, uint8_t *rec, size_t size)
+{
+    const struct perf_event_header *h = (const void *)rec;
+    uint8_t *b = rec + sizeof *h, *end = rec + size;
+    uint32_t raw_size;
+    uint16_t type;
+    if (h->type != PERF_RECORD_SAMPLE || size < sizeof *h + 28 + 2) return size;
+    memcpy(&raw_size, b + 24, 4);
+    uint8_t *p = b + 28 + raw_size;
+    if (raw_size < 2 || p > end) return size;
+    memcpy(&type, b + 28, 2);
+    bool has_stack = false;
+    for (int sc = 0; sc < CW__SC_N; sc++)
+        has_stack |= sc != CW__SC_MUNMAP && type == s->ev.sc_enter_id[sc];
+    if (!has_stack || p + 8 > end) return size;
+    uint64_t abi, ssize, dyn;
+    memcpy(&abi, p, 8);
+    p += 8;
+    if (abi != PERF_SAMPLE_REGS_ABI_NONE) p += 8 * (size_t)__builtin_popcountll(cw_perf__unwind_regs_mask());
+    if (p + 8 > end) return size;
+    memcpy(&ssize, p, 8);
+    /* The stack is the record's last field: anything else, keep it whole. */
+    if (ssize == 0 || ssize > (uint64_t)(end - p) || p + 8 + ssize + 8 != end) return size;
+    memcpy(&dyn, p + 8 + ssize, 8);
+    uint64_t keep = (dyn + 7) & ~(uint64_t)7; /* records stay 8-byte multiples */
+    if (keep >= ssize) return size;
+    memcpy(p, &keep, 8);
+    memmove(p + 8 + keep, p + 8 + ssize, 8);
+    return (size_t)(p + 8 + keep + 8 - rec);
+}
+
 static int drain(cw_perf__t *s, const cw_perf__ring_t *r)
 {
     struct perf_event_mmap_page *mp = r->base;
     uint64_t head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE);
     uint64_t tail = mp->data_tail;
     int rc = 0;
-    while (tail + sizeof(struct perf_event_header) <= head && s->qbytes < QUEUE_CAP) {
+    while (tail + sizeof(struct perf_event_header) <= head && s->qbytes < s->qmax) {
         struct perf_event_header h;
         ring_copy(r, tail, &h, sizeof h);
         if (tail + h.size > head) break; /* not possible: the kernel publishes whole records */
@@ -183,24 +222,28 @@ static int drain(cw_perf__t *s, const cw_perf__ring_t *r)
             tail += h.size ? h.size : head - tail;
             continue;
         }
-        cw_perf__rec_t *x = malloc(sizeof *x - sizeof x->h + h.size);
+        ring_copy(r, tail, s->scratch, h.size);
+        tail += h.size;
+        size_t size = trim_stack(s, s->scratch, h.size);
+        size_t bytes = sizeof(cw_perf__rec_t) - sizeof(struct perf_event_header) + size;
+        cw_perf__rec_t *x = malloc(bytes);
         if (!x) {
             rc = CW_ENOMEM;
             break;
         }
-        ring_copy(r, tail, &x->h, h.size);
-        tail += h.size;
+        memcpy(&x->h, s->scratch, size);
+        x->h.size = (uint16_t)size;
         const uint8_t *base = (const uint8_t *)&x->h;
         if (h.type == PERF_RECORD_SAMPLE)
             memcpy(&x->ts, base + 8 + 16, 8);
         else
-            memcpy(&x->ts, base + h.size - 16, 8);
+            memcpy(&x->ts, base + size - 16, 8);
         if (rec_pid(x) == s->self && h.type != PERF_RECORD_LOST) { /* our own work */
             free(x);
             continue;
         }
         x->seq = s->seq++;
-        s->qbytes += h.size;
+        s->qbytes += bytes;
         if (CW_RESERVE(s->q, s->qcap, s->qn + 1)) {
             free(x);
             rc = CW_ENOMEM;
@@ -210,6 +253,12 @@ static int drain(cw_perf__t *s, const cw_perf__ring_t *r)
     }
     __atomic_store_n(&mp->data_tail, tail, __ATOMIC_RELEASE);
     return rc;
+}
+
+/* The allocated bytes of a queued record (as drain counted them). */
+static size_t rec_bytes(const cw_perf__rec_t *x)
+{
+    return sizeof *x - sizeof x->h + x->h.size;
 }
 
 static int rec_cmp(const void *a, const void *b)
@@ -281,19 +330,48 @@ static int process_until(cw_perf__t *s, int64_t horizon)
     while (!rc && i < sorted && s->q[i]->ts < horizon) {
         rc = cw_perf__process_rec(s, s->q[i]);
         if (!rc) rc = s->err;
-        s->qbytes -= s->q[i]->h.size;
+        s->qbytes -= rec_bytes(s->q[i]);
         free(s->q[i++]);
         /* Unwinding a burst can take a while: keep the kernel's rings from
          * overflowing by moving their records to the queue (they are newer
          * than everything sorted, and wait for the next pass). */
-        if (!rc && (i & 63) == 0 && cw_plat_mono_ns() - last_drain > 5000000) {
+        if (!rc && (i & 63) == 0 && cw_plat_mono_ns() - last_drain > 2000000) {
             rc = drain_all(s);
             last_drain = cw_plat_mono_ns();
         }
     }
     memmove(s->q, s->q + i, (s->qn - i) * sizeof *s->q);
     s->qn -= i;
+    cw_mem_set(CW_MEM_PERF_QUEUE, (int64_t)(s->qbytes + s->qcap * sizeof *s->q + REC_MAX));
     return rc;
+}
+
+/* ---- memory ------------------------------------------------------------ */
+
+static size_t pmap_bytes(const cw_perf__pmap_t *m)
+{
+    return m->cap * (sizeof *m->keys + sizeof *m->vals);
+}
+
+/* Publishes the process table's and the unwinder's bytes (memstat.h);
+ * once a second: walking 1,000 processes costs microseconds. */
+static void account(const cw_perf__t *s)
+{
+    size_t b = pmap_bytes(&s->procs) + pmap_bytes(&s->thrs) + pmap_bytes(&s->newtask) +
+               s->pend_cap * sizeof *s->pend;
+    for (size_t i = 0; i < s->procs.cap; i++) {
+        const cw_perf__proc_t *p = s->procs.vals[i];
+        if (!p) continue;
+        b += sizeof *p + p->sh.cap * sizeof *p->sh.seg + p->pend.cap * sizeof *p->pend.seg +
+             p->pend.xcap * sizeof *p->pend.x + cw_perf__aspace_bytes(p->as);
+    }
+    for (size_t i = 0; i < s->thrs.cap; i++) {
+        const cw_perf__thr_t *t = s->thrs.vals[i];
+        if (t) b += sizeof *t + (t->stk ? t->stk_len : 0);
+    }
+    cw_mem_set(CW_MEM_PERF_PROCS, (int64_t)b);
+    cw_mem_set(CW_MEM_UNWINDER, (int64_t)cw_perf__unwinder_bytes(s->unw));
+    cw_mem_set(CW_MEM_PERF_QUEUE, (int64_t)(s->qbytes + s->qcap * sizeof *s->q + REC_MAX));
 }
 
 /* ---- the rundown ------------------------------------------------------- */
@@ -329,16 +407,29 @@ static int perf_open_src(void **impl, const cw_source_opts_t *o, cw_diag_t *d)
     s->pipefd[0] = s->pipefd[1] = -1;
     s->stacks = stacks;
     char note[256];
-    /* Rings: 64 MiB in all, 2 to 16 MiB per CPU (a power of two). A CPU
-     * making 50,000 stack samples a second fills 16 MiB in 40 ms. */
+    /* Rings: perf_ring_size in all (default 16 MiB), split between the
+     * CPUs, each a power of two from 512 KiB to 16 MiB. A CPU making
+     * 50,000 stack samples a second (8 KiB each) fills 8 MiB in 20 ms;
+     * the core thread moves records out every 2 ms even while it unwinds,
+     * and past the queue's cap the kernel counts what it drops, which a
+     * resync from smaps corrects (DESIGN, "Memory"). */
     long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+    uint64_t total = o->perf_ring_bytes ? o->perf_ring_bytes : RING_TOTAL_DEF;
     size_t ring = 16u << 20;
-    while (ring > (2u << 20) && ring * (size_t)(ncpu > 0 ? ncpu : 1) > (64u << 20))
+    while (ring > (512u << 10) && (uint64_t)ring * (uint64_t)(ncpu > 0 ? ncpu : 1) > total)
         ring /= 2;
+    s->qmax = o->perf_queue_bytes ? (size_t)o->perf_queue_bytes : QUEUE_CAP_DEF;
+    if (!(s->scratch = malloc(REC_MAX))) {
+        free(s);
+        return CW_ENOMEM;
+    }
     int rc = cw_perf__events_open(&s->ev, ring, STACK_BYTES, d, note, sizeof note);
     if (rc) goto fail;
     if (note[0]) CW_LOGW("perf: %s", note);
-    if ((rc = cw_perf__unwinder_create(stacks, &s->unw))) goto fail;
+    cw_mem_set(CW_MEM_PERF_RINGS, (int64_t)(s->ev.nrings * ((size_t)sysconf(_SC_PAGESIZE) + ring)));
+    if ((rc = cw_perf__unwinder_create(stacks, o->perf_unwind_procs ? o->perf_unwind_procs : UNWIND_PROCS_DEF,
+                                       &s->unw)))
+        goto fail;
     if (pipe2(s->pipefd, O_CLOEXEC | O_NONBLOCK) != 0) {
         rc = cw_diag_set(d, CW_EIO, "pipe: %s", strerror(errno));
         goto fail;
@@ -362,6 +453,7 @@ fail:
     cw_perf__unwinder_destroy(s->unw);
     if (s->pipefd[0] >= 0) close(s->pipefd[0]);
     if (s->pipefd[1] >= 0) close(s->pipefd[1]);
+    free(s->scratch);
     free(s);
     return rc;
 }
@@ -408,6 +500,7 @@ static int perf_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
             int64_t now = t - SLACK_NS + s->mono_to_epoch;
             if (now < s->last_ts) now = s->last_ts;
             s->last_ts = now;
+            account(s);
             if (sink->tick) rc = sink->tick(sink->ctx, now);
             if (sink->counters) sink->counters(sink->ctx, s->seen, s->lost, (int64_t)s->drift);
         }
@@ -467,7 +560,10 @@ static void perf_close(void *impl)
     cw_perf__unwinder_destroy(s->unw);
     close(s->pipefd[0]);
     close(s->pipefd[1]);
+    free(s->scratch);
     free(s);
+    for (int c = CW_MEM_PERF_RINGS; c <= CW_MEM_UNWINDER; c++)
+        cw_mem_set((cw_mem_comp_t)c, 0);
 }
 
 const cw_source_ops_t cw_source_perf = {

@@ -162,8 +162,15 @@ void cw_perf__proc_names(uint32_t pid, char *name, size_t nsize, char *cmdline, 
 typedef struct cw_perf__unwinder cw_perf__unwinder_t;
 typedef struct cw_perf__aspace cw_perf__aspace_t; /* one process's executable mappings */
 
-/* stacks borrowed (the source's interner). 0 or CW_ENOMEM. */
-int cw_perf__unwinder_create(cw_stacks_t *stacks, cw_perf__unwinder_t **out);
+/* stacks borrowed (the source's interner); at most max_live address
+ * spaces keep their libdw state between samples. 0 or CW_ENOMEM. */
+int cw_perf__unwinder_create(cw_stacks_t *stacks, size_t max_live, cw_perf__unwinder_t **out);
+/* Bytes the unwinder's own tables hold (libdw's not counted), of one
+ * address space's mapping list, and the address spaces with live libdw
+ * state (at most max_live). */
+size_t cw_perf__unwinder_bytes(const cw_perf__unwinder_t *u);
+size_t cw_perf__aspace_bytes(const cw_perf__aspace_t *as); /* 0 for NULL */
+size_t cw_perf__unwinder_live(const cw_perf__unwinder_t *u);
 void cw_perf__unwinder_destroy(cw_perf__unwinder_t *u); /* accepts NULL */
 
 cw_perf__aspace_t *cw_perf__aspace_new(uint32_t pid); /* NULL on ENOMEM */
@@ -228,7 +235,12 @@ void cw_perf__events_close(cw_perf__events_t *e);
 /* ---- perf.c and procs.c: the source's state ----------------------------- */
 
 #define STACK_BYTES 8192u     /* user stack copied per sample */
-#define QUEUE_CAP (96u << 20) /* bytes of records held: past it the rings overflow */
+/* Defaults of the caps (config keys perf_ring_size, perf_queue_size,
+ * perf_unwind_processes; docs/DESIGN.md "Memory"). */
+#define RING_TOTAL_DEF (16u << 20) /* all CPUs' rings together */
+#define QUEUE_CAP_DEF (8u << 20)   /* bytes of records held: past it the rings overflow */
+#define UNWIND_PROCS_DEF 16u       /* processes whose libdw state is kept */
+#define REC_MAX 65536u             /* a record's size is 16 bits */
 #define SLACK_NS 2000000      /* see DESIGN */
 #define K_CLONE_VM 0x100ull
 #define K_CLONE_THREAD 0x10000ull
@@ -278,7 +290,9 @@ typedef struct cw_perf__perf {
     cw_perf__unwinder_t *unw;
     cw_perf__pmap_t procs, thrs, newtask; /* newtask: child tid -> clone flags + 1 */
     cw_perf__rec_t **q;
-    size_t qn, qcap, qbytes;
+    size_t qn, qcap, qbytes; /* qbytes: allocated bytes of the queued records */
+    size_t qmax;             /* cap of qbytes */
+    uint8_t *scratch;        /* REC_MAX bytes: a record being copied out */
     uint32_t *pend; /* pids with an exec snapshot pending */
     size_t npend, pend_cap;
     int64_t pend_min;

@@ -420,8 +420,11 @@ static int on_sample(cw_perf__t *s, const uint8_t *b, const uint8_t *end, int64_
             if (size == 0 || p + size + 8 > end) return 0;
             memcpy(&dyn, p + size, 8);
             if (dyn > size) dyn = size;
-            if (!t->stk && !(t->stk = malloc(STACK_BYTES))) return CW_ENOMEM;
             if (dyn > STACK_BYTES) dyn = STACK_BYTES;
+            /* Held only until the exit (apply frees it): a thread costs
+             * no stack copy between calls. */
+            free(t->stk);
+            if (!(t->stk = malloc(dyn ? dyn : 1))) return CW_ENOMEM;
             memcpy(t->stk, p, dyn);
             t->stk_len = dyn;
             return 0;
@@ -436,7 +439,11 @@ static int on_sample(cw_perf__t *s, const uint8_t *b, const uint8_t *end, int64_
             t->sc = -1;
             uint64_t ret;
             memcpy(&ret, raw + 16, 8);
-            return apply(s, t, sc, pid, ts, ret);
+            int rc = apply(s, t, sc, pid, ts, ret);
+            free(t->stk);
+            t->stk = NULL;
+            t->stk_len = 0;
+            return rc;
         }
     }
     return 0;

@@ -11,6 +11,14 @@
  * entry per file: device + inode, else path), and the frame of each
  * (module, offset) is looked up once and cached for all processes.
  *
+ * Memory (docs/DESIGN.md, "Memory"): a process's Dwfl holds libdw's
+ * parsed CFI of every module it maps, some 100 KiB to a few MiB; only the
+ * max_live most recently used are kept (the others are made again when
+ * their process samples again: the cost of a first sample), so 1,000
+ * live processes cost what max_live do. A module's symbol table is
+ * dropped when no address space maps it any more (its frames stay in the
+ * frame cache).
+ *
  * Thread: the core thread only. */
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
@@ -63,6 +71,10 @@ struct cw_perf__aspace {
     size_t n, cap;
     Dwfl *dwfl;
     bool dirty, attached;
+    /* While dwfl is set: in the unwinder's list of live Dwfls, most
+     * recently used first. */
+    cw_perf__unwinder_t *lru;
+    cw_perf__aspace_t *prev, *next;
     /* The sample being unwound (valid during cw_perf__unwind only). */
     const uint64_t *regs;
     uint32_t nregs;
@@ -85,6 +97,8 @@ struct cw_perf__unwinder {
     size_t nmods, mcap;
     fcache_ent_t *fc; /* open addressing, power of two */
     size_t fcap, fn;
+    cw_perf__aspace_t *head, *tail; /* address spaces with a Dwfl, by last use */
+    size_t nlive, max_live;
 };
 
 static char *debuginfo_path;
@@ -112,11 +126,12 @@ static const Dwfl_Callbacks sym_cbs = {
     .debuginfo_path = &debuginfo_path,
 };
 
-int cw_perf__unwinder_create(cw_stacks_t *stacks, cw_perf__unwinder_t **out)
+int cw_perf__unwinder_create(cw_stacks_t *stacks, size_t max_live, cw_perf__unwinder_t **out)
 {
     cw_perf__unwinder_t *u = calloc(1, sizeof *u);
     if (!u) return CW_ENOMEM;
     u->stacks = stacks;
+    u->max_live = max_live ? max_live : 1;
     elf_version(EV_CURRENT);
     u->self_fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
     u->self_elf = u->self_fd >= 0 ? elf_begin(u->self_fd, ELF_C_READ_MMAP, NULL) : NULL;
@@ -130,12 +145,65 @@ int cw_perf__unwinder_create(cw_stacks_t *stacks, cw_perf__unwinder_t **out)
     return 0;
 }
 
-static void module_free(module_t *m)
+/* Drops the module's symbols (loaded again on a frame not yet cached). */
+static void module_drop_syms(module_t *m)
 {
     if (m->sym) dwfl_end(m->sym);
     free(m->fsyms);
+    m->sym = NULL;
+    m->sym_mod = NULL;
+    m->fsyms = NULL;
+    m->nfsyms = 0;
+    m->sym_tried = false;
+}
+
+static void module_free(module_t *m)
+{
+    module_drop_syms(m);
     free(m->path);
     free(m);
+}
+
+/* One mapping of m less; its symbols go with the last. */
+static void module_unref(module_t *m)
+{
+    if (--m->refs == 0) module_drop_syms(m);
+}
+
+/* ---- the live Dwfls, by last use -------------------------------------- */
+
+static void lru_unlink(cw_perf__aspace_t *as)
+{
+    cw_perf__unwinder_t *u = as->lru;
+    if (!u) return;
+    if (as->prev) as->prev->next = as->next;
+    else u->head = as->next;
+    if (as->next) as->next->prev = as->prev;
+    else u->tail = as->prev;
+    as->prev = as->next = NULL;
+    as->lru = NULL;
+    u->nlive--;
+}
+
+static void lru_front(cw_perf__unwinder_t *u, cw_perf__aspace_t *as)
+{
+    if (u->head == as) return;
+    lru_unlink(as);
+    as->next = u->head;
+    if (u->head) u->head->prev = as;
+    u->head = as;
+    if (!u->tail) u->tail = as;
+    as->lru = u;
+    u->nlive++;
+}
+
+static void dwfl_drop(cw_perf__aspace_t *as)
+{
+    lru_unlink(as);
+    if (as->dwfl) dwfl_end(as->dwfl);
+    as->dwfl = NULL;
+    as->attached = false;
+    as->dirty = true;
 }
 
 void cw_perf__unwinder_destroy(cw_perf__unwinder_t *u)
@@ -198,8 +266,8 @@ void cw_perf__aspace_free(cw_perf__aspace_t *as)
 {
     if (!as) return;
     for (size_t i = 0; i < as->n; i++)
-        as->m[i].mod->refs--;
-    if (as->dwfl) dwfl_end(as->dwfl);
+        module_unref(as->m[i].mod);
+    dwfl_drop(as);
     free(as->m);
     free(as);
 }
@@ -221,7 +289,6 @@ void cw_perf__aspace_unmap(cw_perf__aspace_t *as, uint64_t a, uint64_t b)
             out[w++] = m;
             continue;
         }
-        m.mod->refs--;
         if (m.start < a) {
             out[w++] = (amap_t){m.start, a, m.pgoff, m.mod};
             m.mod->refs++;
@@ -230,6 +297,7 @@ void cw_perf__aspace_unmap(cw_perf__aspace_t *as, uint64_t a, uint64_t b)
             out[w++] = (amap_t){b, m.end, m.pgoff + (b - m.start), m.mod};
             m.mod->refs++;
         }
+        module_unref(m.mod);
     }
     free(as->m);
     as->m = out;
@@ -241,7 +309,7 @@ void cw_perf__aspace_unmap(cw_perf__aspace_t *as, uint64_t a, uint64_t b)
 void cw_perf__aspace_clear(cw_perf__aspace_t *as)
 {
     for (size_t i = 0; i < as->n; i++)
-        as->m[i].mod->refs--;
+        module_unref(as->m[i].mod);
     as->n = 0;
     as->dirty = true;
 }
@@ -269,12 +337,14 @@ int cw_perf__aspace_map(cw_perf__unwinder_t *u, cw_perf__aspace_t *as, uint64_t 
 
 int cw_perf__aspace_copy(cw_perf__aspace_t *dst, const cw_perf__aspace_t *src)
 {
+    /* src's references are held across the clear: a module both map keeps
+     * its symbols. */
+    for (size_t i = 0; i < src->n; i++)
+        src->m[i].mod->refs++;
     cw_perf__aspace_clear(dst);
     if (CW_RESERVE(dst->m, dst->cap, src->n)) return CW_ENOMEM;
     if (src->n) memcpy(dst->m, src->m, src->n * sizeof *src->m);
     dst->n = src->n;
-    for (size_t i = 0; i < dst->n; i++)
-        dst->m[i].mod->refs++;
     dst->dirty = true;
     return 0;
 }
@@ -383,20 +453,19 @@ static const Dwfl_Thread_Callbacks thread_cbs = {
 };
 
 /* (Re)reports the process's modules to its Dwfl; false if none usable. */
-static bool refresh(const cw_perf__unwinder_t *u, cw_perf__aspace_t *as)
+static bool refresh(cw_perf__unwinder_t *u, cw_perf__aspace_t *as)
 {
     /* libdw (0.188) does not unwind through modules reported after the
      * thread state was attached: a changed address space gets a new Dwfl. */
-    if (as->dirty && as->dwfl && as->attached) {
-        dwfl_end(as->dwfl);
-        as->dwfl = NULL;
-        as->attached = false;
-    }
+    if (as->dirty && as->dwfl && as->attached) dwfl_drop(as);
     if (!as->dwfl) {
+        while (u->nlive >= u->max_live && u->tail)
+            dwfl_drop(u->tail);
         as->dwfl = dwfl_begin(&dwfl_cbs);
         if (!as->dwfl) return false;
         as->dirty = true;
     }
+    lru_front(u, as);
     if (as->dirty) {
         dwfl_report_begin(as->dwfl);
         for (size_t i = 0; i < as->n; i++) {
@@ -599,4 +668,23 @@ int cw_perf__unwind(cw_perf__unwinder_t *u, cw_perf__aspace_t *as, uint32_t tid,
     }
     as->stack = NULL;
     return cw_stacks_intern(u->stacks, frames, (uint32_t)w.n, stack_id);
+}
+
+size_t cw_perf__aspace_bytes(const cw_perf__aspace_t *as)
+{
+    return as ? sizeof *as + as->cap * sizeof *as->m : 0;
+}
+
+size_t cw_perf__unwinder_bytes(const cw_perf__unwinder_t *u)
+{
+    size_t b = sizeof *u + u->fcap * sizeof *u->fc + u->mcap * sizeof *u->mods;
+    for (size_t i = 0; i < u->nmods; i++)
+        b += sizeof *u->mods[i] + strlen(u->mods[i]->path) + 1 +
+             u->mods[i]->nfsyms * sizeof *u->mods[i]->fsyms;
+    return b;
+}
+
+size_t cw_perf__unwinder_live(const cw_perf__unwinder_t *u)
+{
+    return u->nlive;
 }
