@@ -390,8 +390,12 @@ void cw__abase_add(const cw__aset_t *a, const cw__abase_t *b, int64_t first, int
     if (lo < b->birth) lo = b->birth;
     if (lo <= a->head - a->len) lo = a->head - a->len + 1;
     int64_t k = lo, explicit_end = last < b->last ? last : b->last;
+    /* One division for the first slot, not one per step (this loop is the
+     * engine's hottest: every step of every window of every series). */
+    uint64_t i = k <= explicit_end ? (uint64_t)k % b->cap : 0;
     for (; k <= explicit_end; k++) {
-        const cw__slot_t *s = &b->ring[(uint64_t)k % b->cap];
+        const cw__slot_t *s = &b->ring[i];
+        if (++i == b->cap) i = 0;
         c += s->committed;
         n += s->commits;
         r += s->rem;
