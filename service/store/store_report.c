@@ -537,7 +537,7 @@ size_t cw__store_raw_tail_rows(const cw_store_t *s)
         size_t k_ = 0;                                                                             \
         while (k_ < (n) && (v)[k_].field < (x))                                                    \
             k_++;                                                                                  \
-        memmove((v), (v) + k_, ((n)-k_) * sizeof *(v));                                            \
+        if (k_) memmove((v), (v) + k_, ((n)-k_) * sizeof *(v));                                    \
         (n) -= k_;                                                                                 \
     } while (0)
 

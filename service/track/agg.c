@@ -376,7 +376,7 @@ static int drain(cw_agg_t *a, bool force)
             a->held[i] = NULL;
         }
     uint32_t left = rc != 0 ? 0 : a->nheld - k;
-    memmove(a->held, a->held + k, left * sizeof *a->held);
+    if (left) memmove(a->held, a->held + k, left * sizeof *a->held);
     a->nheld = left;
     if (rc == 0 && emitted_end != INT64_MIN) rc = prune(a, emitted_end);
     return rc;
