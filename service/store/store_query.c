@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "commitwatch/event.h"
+#include "commitwatch/platform.h"
 #include "commitwatch/query.h"
 #include "store/store_internal.h"
 
@@ -405,12 +406,25 @@ typedef struct msums {
     size_t n, cap;
 } msums_t;
 
-struct cw__metrics_cache {
-    bool valid;
+/* The cached sums and their key: immutable once published, refcounted
+ * (the handles holding it, and the share's current one). */
+typedef struct msnap {
+    uint32_t refs; /* under the share's lock when shared */
     int64_t x2, xm; /* hour rows before x2, minute rows before xm */
     int64_t start[CW_TIERS], horizon[CW_TIERS];
     char *hash; /* rules_hash (NULL: none) */
     msums_t sums;
+} msnap_t;
+
+/* A handle's: the snapshot it last used. */
+struct cw__metrics_cache {
+    msnap_t *snap;
+    struct cw_store_share *share;
+};
+
+struct cw_store_share {
+    cw_mutex_t *lock;
+    msnap_t *cur; /* the newest published snapshot; NULL: none */
 };
 
 static void msums_clear(msums_t *m)
@@ -421,12 +435,51 @@ static void msums_clear(msums_t *m)
     memset(m, 0, sizeof *m);
 }
 
+/* Drops a reference (under the share's lock when shared). */
+static void snap_release(struct cw_store_share *sh, msnap_t *x)
+{
+    if (!x) return;
+    if (sh) cw_mutex_lock(sh->lock);
+    bool last = --x->refs == 0;
+    if (sh) cw_mutex_unlock(sh->lock);
+    if (!last) return;
+    msums_clear(&x->sums);
+    free(x->hash);
+    free(x);
+}
+
 void cw__store_metrics_cache_free(struct cw__metrics_cache *c)
 {
     if (!c) return;
-    msums_clear(&c->sums);
-    free(c->hash);
+    snap_release(c->share, c->snap);
     free(c);
+}
+
+int cw_store_share_create(cw_store_share_t **out)
+{
+    cw_store_share_t *sh = calloc(1, sizeof *sh);
+    if (!sh || cw_mutex_create(&sh->lock)) {
+        free(sh);
+        *out = NULL;
+        return CW_ENOMEM;
+    }
+    *out = sh;
+    return 0;
+}
+
+void cw_store_share_free(cw_store_share_t *sh)
+{
+    if (!sh) return;
+    snap_release(sh, sh->cur);
+    cw_mutex_destroy(sh->lock);
+    free(sh);
+}
+
+void cw_store_set_share(cw_store_t *s, cw_store_share_t *sh)
+{
+    cw__store_metrics_cache_free(s->metrics_cache); /* a cache of the old share's */
+    s->metrics_cache = NULL;
+    s->share = sh;
 }
 
 static bool same_hash(const char *a, const char *b)
@@ -511,37 +564,69 @@ static int put_sum(cw_store_t *s, const msum_t *x, cw_store_metrics_t *m, size_t
     return err;
 }
 
+/* Whether x holds the sums of the closed hours for this state. */
+static bool snap_fits(const msnap_t *x, const cw__tier_t *t, int64_t split2, int64_t xm,
+                      const char *hash)
+{
+    if (!x || x->x2 != split2 || x->xm != xm || !same_hash(x->hash, hash)) return false;
+    for (int k = 1; k < CW_TIERS; k++)
+        if (x->start[k] != t[k].start || x->horizon[k] != t[k].horizon) return false;
+    return true;
+}
+
 /* The cached sums, and the rest read now, merged into m. */
 static int metrics_cached(cw_store_t *s, const cw__tier_t *t, int64_t split2, int64_t split1,
                           cw_store_metrics_t *m, cw_diag_t *d)
 {
     struct cw__metrics_cache *c = s->metrics_cache;
     if (!c && !(c = s->metrics_cache = calloc(1, sizeof *c))) return CW_ENOMEM;
+    c->share = s->share;
     int64_t xm = split1 < split2 ? split1 : split2;
     char *hash = NULL;
     int err = cw__store_rules_hash(s, &hash, d);
     if (err) return err;
-    bool same = c->valid && c->x2 == split2 && c->xm == xm && same_hash(c->hash, hash);
-    for (int k = 1; k < CW_TIERS && same; k++)
-        same = c->start[k] == t[k].start && c->horizon[k] == t[k].horizon;
-    if (!same) {
-        /* Hour rows in [MIN + 1, split2), minute rows in [MIN + 1, xm). */
-        mrange_t r[5] = {M_NONE, M_NONE, M_NONE, M_NONE, M_NONE};
-        if (split2 > INT64_MIN + 1) r[0] = (mrange_t){INT64_MIN + 1, split2 - 1};
-        if (xm > INT64_MIN + 1) r[2] = (mrange_t){INT64_MIN + 1, xm - 1};
-        c->valid = false;
-        msums_clear(&c->sums);
-        free(c->hash);
-        c->hash = hash;
-        hash = NULL;
-        if ((err = load_sums(s, r, &c->sums, d))) return err;
-        c->valid = true;
-        c->x2 = split2;
-        c->xm = xm;
-        for (int k = 0; k < CW_TIERS; k++) {
-            c->start[k] = t[k].start;
-            c->horizon[k] = t[k].horizon;
+    if (!snap_fits(c->snap, t, split2, xm, hash)) {
+        /* Another handle's, when it fits; else read here and published. */
+        msnap_t *x = NULL;
+        if (s->share) {
+            cw_mutex_lock(s->share->lock);
+            if (snap_fits(s->share->cur, t, split2, xm, hash)) (x = s->share->cur)->refs++;
+            cw_mutex_unlock(s->share->lock);
         }
+        if (!x) {
+            /* Hour rows in [MIN + 1, split2), minute rows in [MIN + 1, xm). */
+            mrange_t r[5] = {M_NONE, M_NONE, M_NONE, M_NONE, M_NONE};
+            if (split2 > INT64_MIN + 1) r[0] = (mrange_t){INT64_MIN + 1, split2 - 1};
+            if (xm > INT64_MIN + 1) r[2] = (mrange_t){INT64_MIN + 1, xm - 1};
+            if (!(x = calloc(1, sizeof *x))) err = CW_ENOMEM;
+            if (!err) {
+                x->refs = 1;
+                x->hash = hash;
+                hash = NULL;
+                x->x2 = split2;
+                x->xm = xm;
+                for (int k = 0; k < CW_TIERS; k++) {
+                    x->start[k] = t[k].start;
+                    x->horizon[k] = t[k].horizon;
+                }
+                err = load_sums(s, r, &x->sums, d);
+            }
+            if (err) {
+                snap_release(NULL, x);
+                free(hash);
+                return err;
+            }
+            if (s->share) {
+                cw_mutex_lock(s->share->lock);
+                msnap_t *old = s->share->cur;
+                x->refs++;
+                s->share->cur = x;
+                cw_mutex_unlock(s->share->lock);
+                snap_release(s->share, old);
+            }
+        }
+        snap_release(s->share, c->snap);
+        c->snap = x;
     }
     free(hash);
     /* The rest: BEFORE rows of the hour and minute tiers (when those tiers
@@ -559,7 +644,7 @@ static int metrics_cached(cw_store_t *s, const cw__tier_t *t, int64_t split2, in
     }
     /* Merge the two sorted lists. */
     size_t i = 0, j = 0, tcap = 0, ocap = 0;
-    const msums_t *a = &c->sums;
+    const msums_t *a = &c->snap->sums;
     while (!err && (i < a->n || j < tail.n)) {
         int o = i == a->n ? 1 : j == tail.n ? -1 : cmp_msum(&a->v[i], &tail.v[j]);
         msum_t x = o <= 0 ? a->v[i] : tail.v[j];
