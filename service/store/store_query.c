@@ -610,6 +610,7 @@ static int metrics_cached(cw_store_t *s, const cw__tier_t *t, int64_t split2, in
                     x->horizon[k] = t[k].horizon;
                 }
                 err = load_sums(s, r, &x->sums, d);
+                s->metrics_reads++;
             }
             if (err) {
                 snap_release(NULL, x);

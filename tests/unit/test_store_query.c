@@ -132,7 +132,7 @@ static void generate(void)
  * /metrics figures of cmp_cached (its cache on) with cmp_direct's (the
  * direct queries); batch number before_at also stores a rundown (BEFORE)
  * row for process 2, as a new instance's rundown does at any time. */
-static cw_store_t *cmp_cached, *cmp_direct;
+static cw_store_t *cmp_cached, *cmp_direct, *cmp_shared;
 static uint32_t before_at, compared;
 static void compare_metrics(cw_store_t *a, cw_store_t *b);
 
@@ -200,6 +200,7 @@ static void write_history(cw_store_t *s)
         end0 = bk + S;
         cw_batch_free(b);
         if (cmp_cached) compare_metrics(cmp_cached, cmp_direct);
+        if (cmp_shared) compare_metrics(cmp_shared, cmp_direct);
     }
 }
 
@@ -555,7 +556,9 @@ static void compare_metrics(cw_store_t *a, cw_store_t *b)
 /* Every batch of the generated history written while a reader with the
  * cache and one without read /metrics after each: the same figures, with
  * the hour and minute tiers advancing, a rundown row in the middle, and
- * (second round) retention folding raw and minute rows as it goes. */
+ * (second round) retention folding raw and minute rows as it goes. A
+ * third reader shares the first's closed hours (cw_store_share): it reads
+ * none itself, as the first always reads before it. */
 static void test_metrics_cache(void)
 {
     for (int round = 0; round < 2; round++) {
@@ -576,18 +579,30 @@ static void test_metrics_cache(void)
         ASSERT_OK(cw_store_open_readonly(p, &cmp_cached, &d));
         ASSERT_OK(cw_store_open_readonly(p, &cmp_direct, &d));
         cmp_direct->read_cache_off = true;
+        ASSERT_OK(cw_store_open_readonly(p, &cmp_shared, &d));
+        cw_store_share_t *sh = NULL;
+        ASSERT_OK(cw_store_share_create(&sh));
+        cw_store_set_share(cmp_cached, sh);
+        cw_store_set_share(cmp_shared, sh);
         before_at = 100;
         compared = 0;
         write_history(w);
-        printf("/metrics compared after %u batches (round %d)\n", compared, round);
+        printf("/metrics: %u comparisons with the direct queries (round %d)\n", compared, round);
         ASSERT_TRUE(compared > 200);
         cw__tier_t t[CW_TIERS];
         ASSERT_OK(cw__store_read_tiers(w, t, &d));
         ASSERT_TRUE(t[2].end >= t0 + 2 * HOUR); /* the cached part moved on twice or more */
         ASSERT_TRUE(cmp_cached->metrics_cache != NULL && cmp_direct->metrics_cache == NULL);
-        cw_store_t *r = cmp_cached, *r2 = cmp_direct;
-        cmp_cached = cmp_direct = NULL;
+        printf("closed hours read: %llu times by the first reader, %llu by the second\n",
+               (unsigned long long)cmp_cached->metrics_reads,
+               (unsigned long long)cmp_shared->metrics_reads);
+        ASSERT_TRUE(cmp_cached->metrics_reads >= 3 && cmp_cached->metrics_reads < compared / 2);
+        ASSERT_U64_EQ(cmp_shared->metrics_reads, 0);
+        cw_store_t *r = cmp_cached, *r2 = cmp_direct, *r3 = cmp_shared;
+        cmp_cached = cmp_direct = cmp_shared = NULL;
         cw_store_close(r);
+        cw_store_close(r3);
+        cw_store_share_free(sh);
         cw_store_close(r2);
         cw_store_close(w);
     }
