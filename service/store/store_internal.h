@@ -166,7 +166,7 @@ struct cw_store {
     struct cw__series_cache *series_cache;
     struct cw__metrics_cache *metrics_cache; /* store_query.c, /metrics */
     struct cw_store_share *share;            /* borrowed (cw_store_set_share) */
-    uint64_t metrics_reads; /* /metrics: closed hours read by this handle (for tests) */
+    uint64_t metrics_reads;   /* /metrics: closed hours read by this handle (for tests) */
     bool read_cache_off;      /* tests: every query from the rows alone */
     uint32_t read_cache_rows; /* tests: rows each read cache may hold (0: its default) */
 };

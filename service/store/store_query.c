@@ -73,8 +73,6 @@ static const char SQL_RELEASED[] =
  * events and rows (rundown and baselines, bucket BEFORE, count only as
  * outstanding), released bytes and rows, transient bytes, pieces, rows. */
 #define M_NOT_BEFORE "bucket > -9223372036854775807 - 1"
-#define M_TRANSIENT(where)                                                                      \
-    " UNION ALL SELECT proc, stack, 0, 0, 0, 0, 0, 0, bytes, pieces, 1 FROM releases WHERE " where
 static const char SQL_M_SUMS[] =
     "SELECT x.proc, s.tag, SUM(x.ob), SUM(x.cb), SUM(x.ce), SUM(x.cn), SUM(x.rb), SUM(x.rn),"
     " SUM(x.tb), SUM(x.tp), SUM(x.tn) FROM ("
@@ -89,11 +87,14 @@ static const char SQL_M_SUMS[] =
     "  WHERE tier = 2 AND f >= ?1 AND f <= ?2"
     " UNION ALL SELECT proc, stack, -bytes, 0, 0, 0, bytes, 1, 0, 0, 0 FROM releases"
     "  WHERE tier = 0 AND f >= ?3 AND f <= ?4"
-    M_TRANSIENT("tier = 1 AND f >= ?5 AND f <= ?6 AND a = f")
-    M_TRANSIENT("tier = 1 AND f >= ?7 AND f <= ?8 AND a = f")
-    M_TRANSIENT("tier = 0 AND f >= ?9 AND f <= ?10 AND a > -9223372036854775807 - 1"
-                "  AND (a - ((a % 60000000000) + 60000000000) % 60000000000)"
-                "    = (f - ((f % 60000000000) + 60000000000) % 60000000000)")
+    " UNION ALL SELECT proc, stack, 0, 0, 0, 0, 0, 0, bytes, pieces, 1 FROM releases"
+    "  WHERE tier = 1 AND f >= ?5 AND f <= ?6 AND a = f"
+    " UNION ALL SELECT proc, stack, 0, 0, 0, 0, 0, 0, bytes, pieces, 1 FROM releases"
+    "  WHERE tier = 1 AND f >= ?7 AND f <= ?8 AND a = f"
+    " UNION ALL SELECT proc, stack, 0, 0, 0, 0, 0, 0, bytes, pieces, 1 FROM releases"
+    "  WHERE tier = 0 AND f >= ?9 AND f <= ?10 AND a > -9223372036854775807 - 1"
+    "  AND (a - ((a % 60000000000) + 60000000000) % 60000000000)"
+    "    = (f - ((f % 60000000000) + 60000000000) % 60000000000)"
     ") x JOIN stacks s ON s.id = x.stack GROUP BY x.proc, s.tag";
 
 /* ---- shared by the read queries --------------------------------------------- */
@@ -409,7 +410,7 @@ typedef struct msums {
 /* The cached sums and their key: immutable once published, refcounted
  * (the handles holding it, and the share's current one). */
 typedef struct msnap {
-    uint32_t refs; /* under the share's lock when shared */
+    uint32_t refs;  /* under the share's lock when shared */
     int64_t x2, xm; /* hour rows before x2, minute rows before xm */
     int64_t start[CW_TIERS], horizon[CW_TIERS];
     char *hash; /* rules_hash (NULL: none) */

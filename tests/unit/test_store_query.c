@@ -194,8 +194,7 @@ static void write_history(cw_store_t *s)
         for (uint32_t p = 1; p <= NPROC; p++)
             if (act[p].events) ASSERT_OK(cw_batch_add_activity(b, &act[p]));
         if (cmp_cached && ++nbatch == before_at)
-            ASSERT_OK(
-                cw_batch_add_commit(b, &(cw_row_commit_t){2, 1, CW_TS_BEFORE, 12288, 1}));
+            ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){2, 1, CW_TS_BEFORE, 12288, 1}));
         ASSERT_OK(cw_store_write(s, b, &d));
         end0 = bk + S;
         cw_batch_free(b);
