@@ -14,7 +14,8 @@
 # usage: bench/http_bench.sh [BUILD_DIR]    (default: build)
 # Environment: PROCS background processes (default 20; issue 12's goals
 # are for 1000), DURATION s per wrk run (10), CONNS ("1 8"), DASHBOARD=0
-# skips step 3, BIN the binary to serve with, DATA a folder for the generated day (reused by later runs).
+# skips step 3, BIN the binary to serve with, DATA a folder for the generated day (reused by later runs),
+# ONLY a regular expression: the step 2 endpoints whose name matches (e.g. ONLY=metrics).
 # Needs: wrk, curl, python3, and for step 3 node, chromium, web/node_modules.
 # Loopback only; every wrk run is bounded (DURATION seconds).
 set -euo pipefail
@@ -60,6 +61,7 @@ echo "== service ingesting more.jsonl at 10x; LongRunner.exe is instance $ID"
 
 bench() {
   local name=$1 path=$2 size c
+  [[ -z ${ONLY:-} || $name =~ $ONLY ]] || return 0
   size=$(curl -s -o /dev/null -w '%{size_download}' "$B$path")
   for c in $CONNS; do
     wrk -t1 -c"$c" -d"${DURATION}s" --timeout 30s --latency "$B$path" > "wrk-$name-c$c.txt"

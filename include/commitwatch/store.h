@@ -63,6 +63,17 @@ void cw_store_close(cw_store_t *s); /* accepts NULL */
 /* For a handle that serves many reads (an HTTP worker's): maps the file
  * (256 MiB) and keeps an 8 MiB page cache. Failures only cost speed. */
 void cw_store_tune_for_reads(cw_store_t *s);
+/* Figures the read handles of one database share (an HTTP server's
+ * workers): /metrics' sums of the closed hours (cw_store_metrics), read
+ * by the first handle that needs them and used by the others until the
+ * stored data moves past them. create: 0 or CW_ENOMEM. A handle given a
+ * share (borrowed: free it after every handle using it is closed) uses it
+ * from its own thread; the share's lock makes that safe from any number
+ * of threads. */
+typedef struct cw_store_share cw_store_share_t;
+int cw_store_share_create(cw_store_share_t **out);
+void cw_store_share_free(cw_store_share_t *sh); /* accepts NULL */
+void cw_store_set_share(cw_store_t *s, cw_store_share_t *sh);
 
 /* Bytes the database at path takes on disk: the file and its WAL (0 when
  * absent). Any thread. */

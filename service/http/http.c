@@ -103,9 +103,10 @@ static void *init_thread(const struct mg_context *mg, int type)
     cw_diag_t d;
     /* Open now when the database exists, so the first request does not
      * pay for it; otherwise on first use (cw__http_need_store). */
-    if (w && ctx && cw_store_open_readonly(ctx->db_path, &w->store, &d) == 0)
+    if (w && ctx && cw_store_open_readonly(ctx->db_path, &w->store, &d) == 0) {
         cw_store_tune_for_reads(w->store);
-    else if (w)
+        cw_store_set_share(w->store, ctx->share);
+    } else if (w)
         w->store = NULL;
     return w;
 }
@@ -133,6 +134,7 @@ int cw__http_need_store(cw__http_req_t *r)
                              d.msg[0] ? d.msg : cw_strerror(rc));
     }
     cw_store_tune_for_reads(w->store);
+    cw_store_set_share(w->store, r->ctx->share);
     r->store = w->store;
     return 0;
 }
@@ -480,6 +482,7 @@ static void ctx_free(cw__http_ctx_t *c)
     free(c->db_path);
     free(c->web_root);
     free(c->token);
+    cw_store_share_free(c->share); /* after the workers closed their stores */
 }
 
 int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d)
@@ -511,7 +514,8 @@ int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d)
     h->ctx.status = o->status;
     h->ctx.on_reload = o->on_reload;
     h->ctx.reload_ctx = o->reload_ctx;
-    if (!h->ctx.db_path || (o->token && o->token[0] && !h->ctx.token)) {
+    if (!h->ctx.db_path || (o->token && o->token[0] && !h->ctx.token) ||
+        cw_store_share_create(&h->ctx.share)) {
         rc = cw_diag_set(d, CW_ENOMEM, "out of memory starting the HTTP server");
         goto fail;
     }

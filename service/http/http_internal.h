@@ -45,6 +45,7 @@ typedef struct cw__http_ctx {
     const char *const *rule_files;
     unsigned nrule_files;
     cw_status_t *status;
+    cw_store_share_t *share; /* what the workers' stores share (its own lock) */
     int (*on_reload)(void *ctx, char *msg, size_t msglen);
     void *reload_ctx;
 } cw__http_ctx_t;

@@ -9,7 +9,9 @@
  * The figures are cw_store_metrics()'s (query.h): read from the hour tier
  * up to the hour it is complete to and from the raw tier after it
  * (transients: the minute tier), so a scrape costs little however much
- * history is stored. The counters (committed, decommitted, transient) are
+ * history is stored; the sums of the closed hours are kept and shared by
+ * the workers (cw_store_share, store_query.c), so a scrape reads only the
+ * rows after the last closed hour. The counters (committed, decommitted, transient) are
  * sums over what is stored; retention folding old rows into baselines
  * shows up as a counter reset, which rate() and increase() handle.
  * Transient = committed and released within the same (UTC) minute. This

@@ -468,6 +468,7 @@ void cw_store_close(cw_store_t *s)
     cw__store_report_cache_free(s->report_cache);
     cw__store_raw_tail_free(s->raw_tail);
     cw__store_series_cache_free(s->series_cache);
+    cw__store_metrics_cache_free(s->metrics_cache);
     free(s->path);
     free(s);
 }

@@ -73,6 +73,7 @@ enum cw__stmt {
     CW__ST_OUTSTANDING,
     CW__ST_COMMITTED,
     CW__ST_RELEASED,
+    CW__ST_M_SUMS,
     /* store_series.c: each query for the whole machine, then for one process */
     CW__ST_SER_START_COMMITS,
     CW__ST_SER_START_COMMITS_PROC,
@@ -163,6 +164,9 @@ struct cw_store {
     struct cw__report_cache *report_cache;
     struct cw__raw_tail *raw_tail;
     struct cw__series_cache *series_cache;
+    struct cw__metrics_cache *metrics_cache; /* store_query.c, /metrics */
+    struct cw_store_share *share;            /* borrowed (cw_store_set_share) */
+    uint64_t metrics_reads;   /* /metrics: closed hours read by this handle (for tests) */
     bool read_cache_off;      /* tests: every query from the rows alone */
     uint32_t read_cache_rows; /* tests: rows each read cache may hold (0: its default) */
 };
@@ -214,6 +218,11 @@ int cw__store_proc_row(cw_store_t *s, uint32_t id, cw_proc_info_t *out, bool *fo
 void cw__store_report_cache_free(struct cw__report_cache *c);
 void cw__store_series_cache_free(struct cw__series_cache *c);
 void cw__store_raw_tail_free(struct cw__raw_tail *c);
+/* store_query.c: frees a handle's /metrics cache (accepts NULL). */
+void cw__store_metrics_cache_free(struct cw__metrics_cache *c);
+/* store_series.c: the stack-tag rules' hash into *out (NULL when none
+ * stored; re-tagging sets it with the new tags). 0, CW_ENOMEM or CW_EDB. */
+int cw__store_rules_hash(cw_store_t *s, char **out, cw_diag_t *d);
 /* Test hooks: whether the report cache holds sums (and for which tier and
  * horizon); how many rows the series cache holds. */
 bool cw__store_report_cache_key(const cw_store_t *s, int *tier, int64_t *horizon);

@@ -302,9 +302,7 @@ static int64_t centry_tag(centry_t *e, const unsigned char *txt)
     return e->ntags++;
 }
 
-/* The stack-tag rules' hash into *out (NULL when none stored). 0, CW_ENOMEM
- * or CW_EDB. */
-static int rules_hash(cw_store_t *s, char **out, cw_diag_t *d)
+int cw__store_rules_hash(cw_store_t *s, char **out, cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;
     int err = cw__store_stmt(s, CW__ST_SER_RULES_HASH, SQL_RULES_HASH, &st, d), rc;
@@ -391,7 +389,7 @@ static int cached_rows(build_t *b, const cw__tier_t *t, int k, const centry_t **
     struct cw__series_cache *c = s->series_cache;
     if (!c && !(c = s->series_cache = calloc(1, sizeof *c))) return CW_ENOMEM;
     char *hash = NULL;
-    int err = rules_hash(s, &hash, b->d);
+    int err = cw__store_rules_hash(s, &hash, b->d);
     if (err) return err;
     uint32_t proc = b->q->proc;
     centry_t *e = NULL, *lru = &c->e[0];

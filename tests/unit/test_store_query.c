@@ -128,8 +128,17 @@ static void generate(void)
 
 /* One batch per second with events: commits, releases and activity rows
  * as the aggregator makes them. */
+/* Set by test_metrics_cache: after each batch write_history compares the
+ * /metrics figures of cmp_cached (its cache on) with cmp_direct's (the
+ * direct queries); batch number before_at also stores a rundown (BEFORE)
+ * row for process 2, as a new instance's rundown does at any time. */
+static cw_store_t *cmp_cached, *cmp_direct, *cmp_shared;
+static uint32_t before_at, compared;
+static void compare_metrics(cw_store_t *a, cw_store_t *b);
+
 static void write_history(cw_store_t *s)
 {
+    uint32_t nbatch = 0;
     static const uint32_t fr[] = {1, 2, 3};
     cw_diag_t d = {{0}};
     uint32_t i = 0;
@@ -184,9 +193,13 @@ static void write_history(cw_store_t *s)
         }
         for (uint32_t p = 1; p <= NPROC; p++)
             if (act[p].events) ASSERT_OK(cw_batch_add_activity(b, &act[p]));
+        if (cmp_cached && ++nbatch == before_at)
+            ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){2, 1, CW_TS_BEFORE, 12288, 1}));
         ASSERT_OK(cw_store_write(s, b, &d));
         end0 = bk + S;
         cw_batch_free(b);
+        if (cmp_cached) compare_metrics(cmp_cached, cmp_direct);
+        if (cmp_shared) compare_metrics(cmp_shared, cmp_direct);
     }
 }
 
@@ -505,6 +518,95 @@ static void check_metrics(cw_store_t *s, bool counters)
     cw_store_metrics_free(m);
 }
 
+/* ---- /metrics: the handle's cache of closed hours against the direct queries -- */
+
+static void compare_metrics(cw_store_t *a, cw_store_t *b)
+{
+    cw_store_metrics_t *x = NULL, *y = NULL;
+    cw_diag_t d = {{0}};
+    ASSERT_OK(cw_store_metrics(a, &x, &d));
+    ASSERT_OK(cw_store_metrics(b, &y, &d));
+    ASSERT_EQ(x->data_end_ns, y->data_end_ns);
+    ASSERT_U64_EQ(x->nout, y->nout);
+    for (size_t i = 0; i < x->nout; i++) {
+        ASSERT_EQ(x->out[i].proc, y->out[i].proc);
+        ASSERT_EQ(x->out[i].pid, y->out[i].pid);
+        ASSERT_STR_EQ(x->out[i].name, y->out[i].name);
+        ASSERT_STR_EQ(x->out[i].tag, y->out[i].tag);
+        ASSERT_EQ(x->out[i].bytes, y->out[i].bytes);
+    }
+    ASSERT_U64_EQ(x->ntags, y->ntags);
+    for (size_t i = 0; i < x->ntags; i++) {
+        const cw_tag_counters_t *p = &x->tags[i], *q = &y->tags[i];
+        ASSERT_STR_EQ(p->tag, q->tag);
+        ASSERT_EQ(p->has_commits, q->has_commits);
+        ASSERT_EQ(p->has_releases, q->has_releases);
+        ASSERT_EQ(p->committed_bytes, q->committed_bytes);
+        ASSERT_EQ(p->commit_events, q->commit_events);
+        ASSERT_EQ(p->decommitted_bytes, q->decommitted_bytes);
+        ASSERT_EQ(p->transient_bytes, q->transient_bytes);
+        ASSERT_EQ(p->transient_pieces, q->transient_pieces);
+    }
+    cw_store_metrics_free(x);
+    cw_store_metrics_free(y);
+    compared++;
+}
+
+/* Every batch of the generated history written while a reader with the
+ * cache and one without read /metrics after each: the same figures, with
+ * the hour and minute tiers advancing, a rundown row in the middle, and
+ * (second round) retention folding raw and minute rows as it goes. A
+ * third reader shares the first's closed hours (cw_store_share): it reads
+ * none itself, as the first always reads before it. */
+static void test_metrics_cache(void)
+{
+    for (int round = 0; round < 2; round++) {
+        cw_store_t *w = NULL;
+        cw_diag_t d = {{0}};
+        cw_store_opts_t o = {{0, 0, 0}, 0};
+        if (round == 1) {
+            o.retention_ns[0] = HOUR;
+            o.retention_ns[1] = 90 * MIN;
+        }
+        const char *p = tpath(round ? "mcache_ret.db" : "mcache.db");
+        ASSERT_OK(cw_store_open(p, &o, &w, &d));
+        /* The readers need the file: an empty first batch creates the tables' rows. */
+        cw_batch_t *b;
+        ASSERT_OK(cw_batch_create(t0 - 10 * S, S, &b));
+        ASSERT_OK(cw_store_write(w, b, &d));
+        cw_batch_free(b);
+        ASSERT_OK(cw_store_open_readonly(p, &cmp_cached, &d));
+        ASSERT_OK(cw_store_open_readonly(p, &cmp_direct, &d));
+        cmp_direct->read_cache_off = true;
+        ASSERT_OK(cw_store_open_readonly(p, &cmp_shared, &d));
+        cw_store_share_t *sh = NULL;
+        ASSERT_OK(cw_store_share_create(&sh));
+        cw_store_set_share(cmp_cached, sh);
+        cw_store_set_share(cmp_shared, sh);
+        before_at = 100;
+        compared = 0;
+        write_history(w);
+        printf("/metrics: %u comparisons with the direct queries (round %d)\n", compared, round);
+        ASSERT_TRUE(compared > 200);
+        cw__tier_t t[CW_TIERS];
+        ASSERT_OK(cw__store_read_tiers(w, t, &d));
+        ASSERT_TRUE(t[2].end >= t0 + 2 * HOUR); /* the cached part moved on twice or more */
+        ASSERT_TRUE(cmp_cached->metrics_cache != NULL && cmp_direct->metrics_cache == NULL);
+        printf("closed hours read: %llu times by the first reader, %llu by the second\n",
+               (unsigned long long)cmp_cached->metrics_reads,
+               (unsigned long long)cmp_shared->metrics_reads);
+        ASSERT_TRUE(cmp_cached->metrics_reads >= 3 && cmp_cached->metrics_reads < compared / 2);
+        ASSERT_U64_EQ(cmp_shared->metrics_reads, 0);
+        cw_store_t *r = cmp_cached, *r2 = cmp_direct, *r3 = cmp_shared;
+        cmp_cached = cmp_direct = cmp_shared = NULL;
+        cw_store_close(r);
+        cw_store_close(r3);
+        cw_store_share_free(sh);
+        cw_store_close(r2);
+        cw_store_close(w);
+    }
+}
+
 /* ---- the tests ---------------------------------------------------------------- */
 
 static void test_empty(void)
@@ -670,6 +772,7 @@ int main(void)
     ASSERT_TRUE(cw_test_mkdtemp(dir) != NULL);
     test_empty();
     test_generated();
+    test_metrics_cache();
     ASSERT_EQ(cw_test_rmtree(dir), 0);
     TEST_DONE();
 }
