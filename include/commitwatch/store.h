@@ -64,6 +64,22 @@ void cw_store_close(cw_store_t *s); /* accepts NULL */
  * (256 MiB) and keeps an 8 MiB page cache. Failures only cost speed. */
 void cw_store_tune_for_reads(cw_store_t *s);
 
+/* A pool of at most max read-only handles on path (cw_store_open_readonly
+ * + cw_store_tune_for_reads, opened on first need), shared by threads
+ * that serve reads: get hands out the most recently returned idle handle
+ * (its caches warm), opens one while fewer than max exist, else waits for
+ * one; the getter alone uses it until put gives it back. Each handle's
+ * caches stay its own (store_pool.c). create: 0, CW_EINVAL (max 0) or
+ * CW_ENOMEM; get: 0 or cw_store_open_readonly's error (d filled).
+ * destroy closes the idle handles: every handle must have been put back.
+ * Any thread. */
+typedef struct cw_store_pool cw_store_pool_t;
+int cw_store_pool_create(const char *path, uint32_t max, cw_store_pool_t **out, cw_diag_t *d);
+int cw_store_pool_get(cw_store_pool_t *p, cw_store_t **out, cw_diag_t *d);
+void cw_store_pool_put(cw_store_pool_t *p, cw_store_t *s); /* accepts NULL s */
+uint32_t cw_store_pool_open_count(cw_store_pool_t *p);     /* handles that exist */
+void cw_store_pool_destroy(cw_store_pool_t *p);             /* accepts NULL */
+
 /* Bytes the database at path takes on disk: the file and its WAL (0 when
  * absent). Any thread. */
 uint64_t cw_store_disk_bytes(const char *path);
