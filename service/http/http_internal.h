@@ -34,6 +34,9 @@ struct cJSON;
  * are busy with 2 queries; more connections only add page caches and
  * cold read caches. */
 #define CW__HTTP_DB_HANDLES 4
+/* C heap arenas in the whole process (cw_plat_heap_arenas), set when the
+ * server starts: the workers share them instead of one each. */
+#define CW__HTTP_HEAP_ARENAS 2
 
 typedef struct cw__http_param {
     char name[32];

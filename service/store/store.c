@@ -156,7 +156,7 @@ void cw_store_tune_for_reads(cw_store_t *s)
     /* Reads map the file instead of copying pages (a writer's commit
      * empties this connection's page cache; the OS cache and the map stay
      * warm). */
-    sqlite3_exec(s->db, "PRAGMA mmap_size = 268435456; PRAGMA cache_size = -8192", NULL, NULL,
+    sqlite3_exec(s->db, "PRAGMA mmap_size = 0; PRAGMA cache_size = -2048", NULL, NULL,
                  NULL);
 }
 
