@@ -61,7 +61,8 @@ int cw_store_open_readonly(const char *path, cw_store_t **out, cw_diag_t *d);
 int cw_store_open_side(const char *path, cw_store_t **out, cw_diag_t *d);
 void cw_store_close(cw_store_t *s); /* accepts NULL */
 /* For a handle that serves many reads (an HTTP worker's): maps the file
- * (256 MiB) and keeps an 8 MiB page cache. Failures only cost speed. */
+ * A 2 MiB page cache and no file mapping (store.c says why). Failures
+ * only cost speed. */
 void cw_store_tune_for_reads(cw_store_t *s);
 
 /* A pool of at most max read-only handles on path (cw_store_open_readonly
@@ -86,9 +87,8 @@ uint64_t cw_store_disk_bytes(const char *path);
 
 /* Bytes SQLite holds in this process now and at its peak: every
  * connection's page cache, schema and statements (sqlite3_status64
- * MEMORY_USED; 0 if SQLite was built without memory statistics). The
- * file mapping of cw_store_tune_for_reads is not heap: it shows in the
- * resident set only. Any thread. */
+ * MEMORY_USED; 0 if SQLite was built without memory statistics). Any
+ * thread. */
 void cw_store_sqlite_memory(int64_t *now, int64_t *peak);
 
 /* Schema version this build writes. */
