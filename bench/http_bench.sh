@@ -88,4 +88,8 @@ if [[ ${DASHBOARD:-1} != 0 ]] && command -v node >/dev/null && [[ -d "$ROOT/web/
   echo "== dashboard: process page, 24 h of 1 s data, navigation to drawn chart"
   node "$ROOT/bench/dashboard_time.mjs" "$B" "$ID" "$FROM" "$TO" 5
 fi
+# The service's memory after the runs: resident now and at its peak, and
+# what SQLite holds (every connection's page cache; the file mapping of
+# the read handles is in the resident set only).
+echo "service memory: VmRSS $(awk '$1 == "VmRSS:" {print int($2 / 1024)}' /proc/$SVC/status) MiB, VmHWM $(awk '$1 == "VmHWM:" {print int($2 / 1024)}' /proc/$SVC/status) MiB, $(curl -s "$B/api/health" | python3 -c 'import json,sys; m=json.load(sys.stdin).get("memory") or {}; print(", ".join(f"{k} {v // 1048576} MiB" for k, v in m.items() if "sqlite" in k or "heap" in k))')"
 echo "still ingesting at the end: $(curl -s "$B/api/health" | python3 -c 'import json,sys; h=json.load(sys.stdin); print(not h["ingest_done"], h["events_ingested"], "events")')"

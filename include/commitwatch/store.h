@@ -61,7 +61,8 @@ int cw_store_open_readonly(const char *path, cw_store_t **out, cw_diag_t *d);
 int cw_store_open_side(const char *path, cw_store_t **out, cw_diag_t *d);
 void cw_store_close(cw_store_t *s); /* accepts NULL */
 /* For a handle that serves many reads (an HTTP worker's): maps the file
- * (256 MiB) and keeps an 8 MiB page cache. Failures only cost speed. */
+ * A 2 MiB page cache and no file mapping (store.c says why). Failures
+ * only cost speed. */
 void cw_store_tune_for_reads(cw_store_t *s);
 /* Figures the read handles of one database share (an HTTP server's
  * workers): /metrics' sums of the closed hours (cw_store_metrics), read
@@ -75,15 +76,30 @@ int cw_store_share_create(cw_store_share_t **out);
 void cw_store_share_free(cw_store_share_t *sh); /* accepts NULL */
 void cw_store_set_share(cw_store_t *s, cw_store_share_t *sh);
 
+/* A pool of at most max read-only handles on path (cw_store_open_readonly
+ * + cw_store_tune_for_reads, opened on first need), shared by threads
+ * that serve reads: get hands out the most recently returned idle handle
+ * (its caches warm), opens one while fewer than max exist, else waits for
+ * one; the getter alone uses it until put gives it back. Each handle's
+ * caches stay its own (store_pool.c). create: 0, CW_EINVAL (max 0) or
+ * CW_ENOMEM; get: 0 or cw_store_open_readonly's error (d filled).
+ * destroy closes the idle handles: every handle must have been put back.
+ * Any thread. */
+typedef struct cw_store_pool cw_store_pool_t;
+int cw_store_pool_create(const char *path, uint32_t max, cw_store_pool_t **out, cw_diag_t *d);
+int cw_store_pool_get(cw_store_pool_t *p, cw_store_t **out, cw_diag_t *d);
+void cw_store_pool_put(cw_store_pool_t *p, cw_store_t *s); /* accepts NULL s */
+uint32_t cw_store_pool_open_count(cw_store_pool_t *p);     /* handles that exist */
+void cw_store_pool_destroy(cw_store_pool_t *p);             /* accepts NULL */
+
 /* Bytes the database at path takes on disk: the file and its WAL (0 when
  * absent). Any thread. */
 uint64_t cw_store_disk_bytes(const char *path);
 
 /* Bytes SQLite holds in this process now and at its peak: every
  * connection's page cache, schema and statements (sqlite3_status64
- * MEMORY_USED; 0 if SQLite was built without memory statistics). The
- * file mapping of cw_store_tune_for_reads is not heap: it shows in the
- * resident set only. Any thread. */
+ * MEMORY_USED; 0 if SQLite was built without memory statistics). Any
+ * thread. */
 void cw_store_sqlite_memory(int64_t *now, int64_t *peak);
 
 /* Schema version this build writes. */

@@ -4,11 +4,13 @@
  * DESIGN. civetweb runs a listener thread and `threads` workers. Every
  * request goes through begin_request(), which answers it completely:
  * civetweb's own file serving, CGI and directory listing are never
- * reached. Each worker thread lazily opens its own read-only cw_store the
- * first time it serves a request that needs the database (the file may
- * not exist yet when the server starts) and closes it when the worker
- * exits; the thread pointer (init_thread) holds it. Workers read only
- * that store, the immutable cw__http_ctx_t and the status atomics.
+ * reached. A request that needs the database takes a read-only handle
+ * from the server's pool (cw_store_pool_t, store_pool.c: at most
+ * CW__HTTP_DB_HANDLES connections, opened on first need since the file
+ * may not exist yet when the server starts, the most recently used one
+ * handed out first so its read caches are warm) and gives it back when
+ * it has answered. Workers read only that handle, the immutable
+ * cw__http_ctx_t (the pool is internally locked) and the status atomics.
  *
  * Security: GET and HEAD only unless a token is configured; a request
  * with another method needs `Authorization: Bearer TOKEN`, and only POST
@@ -37,11 +39,6 @@ struct cw_http {
     cw__http_ctx_t ctx;
     int port;
 };
-
-/* Per worker thread. */
-typedef struct worker {
-    cw_store_t *store;
-} worker_t;
 
 /* ---------------------------------------------------------------- responses */
 
@@ -95,47 +92,17 @@ static void send_error(cw__http_req_t *r, int status)
 
 /* ---------------------------------------------------------------- stores */
 
-static void *init_thread(const struct mg_context *mg, int type)
-{
-    if (type != 1) return NULL;
-    worker_t *w = calloc(1, sizeof(worker_t)); /* NULL: this worker serves without a store */
-    const cw__http_ctx_t *ctx = mg_get_user_data(mg);
-    cw_diag_t d;
-    /* Open now when the database exists, so the first request does not
-     * pay for it; otherwise on first use (cw__http_need_store). */
-    if (w && ctx && cw_store_open_readonly(ctx->db_path, &w->store, &d) == 0) {
-        cw_store_tune_for_reads(w->store);
-        cw_store_set_share(w->store, ctx->share);
-    } else if (w)
-        w->store = NULL;
-    return w;
-}
-
-static void exit_thread(const struct mg_context *mg, int type, void *p)
-{
-    (void)mg;
-    (void)type;
-    worker_t *w = p;
-    if (!w) return;
-    cw_store_close(w->store);
-    free(w);
-}
-
 int cw__http_need_store(cw__http_req_t *r)
 {
     if (r->store) return 0;
-    worker_t *w = mg_get_thread_pointer(r->conn);
-    if (!w) return cw__http_fail(r, 503, "no database connection for this worker (out of memory)");
     cw_diag_t d = {{0}};
-    int rc = cw_store_open_readonly(r->ctx->db_path, &w->store, &d);
-    if (rc) {
-        w->store = NULL;
+    int rc = cw_store_pool_get(r->ctx->pool, &r->store, &d);
+    if (rc)
         return cw__http_fail(r, 503, "database %s cannot be read yet: %s", r->ctx->db_path,
                              d.msg[0] ? d.msg : cw_strerror(rc));
-    }
-    cw_store_tune_for_reads(w->store);
-    cw_store_set_share(w->store, r->ctx->share);
-    r->store = w->store;
+    /* The pool's handles read the closed hours of /metrics from the
+     * server's share (docs/DESIGN.md, "/metrics"). */
+    cw_store_set_share(r->store, r->ctx->share);
     return 0;
 }
 
@@ -382,8 +349,7 @@ static int begin_request(struct mg_connection *conn)
     r->conn = conn;
     r->ctx = mg_get_user_data(mg_get_context(conn));
     r->path = ri->local_uri ? ri->local_uri : "/";
-    worker_t *w = mg_get_thread_pointer(conn);
-    r->store = w ? w->store : NULL;
+    r->store = NULL; /* taken from the pool by cw__http_need_store */
     bool get = strcmp(ri->request_method, "GET") == 0;
     r->head = strcmp(ri->request_method, "HEAD") == 0;
     r->method = ri->request_method;
@@ -414,6 +380,7 @@ static int begin_request(struct mg_connection *conn)
         if (!status) status = dispatch(r);
     }
     if (status) send_error(r, status);
+    cw_store_pool_put(r->ctx->pool, r->store);
     free(r->body);
     free(r);
     return status ? status : 200;
@@ -479,6 +446,7 @@ static int listen_spec(const char *in, char *out, size_t len, cw_diag_t *d)
 
 static void ctx_free(cw__http_ctx_t *c)
 {
+    cw_store_pool_destroy(c->pool);
     free(c->db_path);
     free(c->web_root);
     free(c->token);
@@ -519,10 +487,17 @@ int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d)
         rc = cw_diag_set(d, CW_ENOMEM, "out of memory starting the HTTP server");
         goto fail;
     }
+    if ((rc = cw_store_pool_create(h->ctx.db_path, CW__HTTP_DB_HANDLES, &h->ctx.pool, d)))
+        goto fail;
+    /* A worker building a report and its JSON (1 - 2 MB for 1,000
+     * processes) would otherwise get a heap arena of its own and keep its
+     * freed peak: 16 workers, up to 16 x 6 - 10 MiB resident. Process-wide;
+     * the service's other threads allocate little. */
+    cw_plat_heap_arenas(CW__HTTP_HEAP_ARENAS);
     /* civetweb gives a connection a worker for its whole keep-alive life:
      * a browser opens 6 at once, so fewer workers stall page loads until
-     * a keep-alive times out. Workers are cheap (a thread, and a read
-     * connection opened on first use). */
+     * a keep-alive times out. Workers are cheap (a thread); they share
+     * the pool's CW__HTTP_DB_HANDLES read connections. */
     snprintf(threads, sizeof threads, "%u", o->threads ? o->threads : 16);
     const char *options[32];
     int n = 0;
@@ -557,8 +532,6 @@ int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d)
     cb.begin_request = begin_request;
     cb.http_error = http_error;
     cb.log_message = log_message;
-    cb.init_thread = init_thread;
-    cb.exit_thread = exit_thread;
     mg_init_library(0);
     h->mg = mg_start(&cb, &h->ctx, options);
     if (!h->mg) {
@@ -591,7 +564,7 @@ fail:
 void cw_http_stop(cw_http_t *h)
 {
     if (!h) return;
-    mg_stop(h->mg); /* joins the workers; exit_thread closes their stores */
+    mg_stop(h->mg); /* joins the workers, which gave their handles back */
     mg_exit_library();
     ctx_free(&h->ctx);
     free(h);

@@ -10,7 +10,7 @@
  *
  * The resources build responses from the store's results (store.h,
  * query.h) and run no SQL of their own. A handler gets a cw__http_req_t
- * (the connection, its own read-only store, the parsed query) and returns
+ * (the connection, a read-only store from the pool, the parsed query) and returns
  * 0 after sending a response, or sends nothing and returns an HTTP status
  * with req->err filled; the dispatcher then sends {"error": err}. */
 #ifndef CW_HTTP_INTERNAL_H
@@ -29,6 +29,14 @@ struct cJSON;
 #define CW__HTTP_MAX_QUERY 2048    /* bytes of query string */
 #define CW__HTTP_MAX_POINTS 100000 /* steps in one series response */
 #define CW__HTTP_MAX_WINDOW_NS (400LL * 86400 * 1000000000LL)
+/* Read connections the workers share (store_pool.c): a request that
+ * finds them all in use waits for one. 4: the two CPUs this is sized for
+ * are busy with 2 queries; more connections only add page caches and
+ * cold read caches. */
+#define CW__HTTP_DB_HANDLES 4
+/* C heap arenas in the whole process (cw_plat_heap_arenas), set when the
+ * server starts: the workers share them instead of one each. */
+#define CW__HTTP_HEAP_ARENAS 2
 
 typedef struct cw__http_param {
     char name[32];
@@ -48,12 +56,13 @@ typedef struct cw__http_ctx {
     cw_store_share_t *share; /* what the workers' stores share (its own lock) */
     int (*on_reload)(void *ctx, char *msg, size_t msglen);
     void *reload_ctx;
+    cw_store_pool_t *pool; /* read handles; locked inside, so usable through const ctx */
 } cw__http_ctx_t;
 
 typedef struct cw__http_req {
     struct mg_connection *conn;
     const cw__http_ctx_t *ctx;
-    cw_store_t *store; /* this worker's read-only store; NULL if the db is absent */
+    cw_store_t *store; /* from ctx->pool while this request runs (cw__http_need_store); else NULL */
     const char *path;  /* decoded path, no query */
     cw__http_param_t params[CW__HTTP_MAX_PARAMS];
     int nparams;

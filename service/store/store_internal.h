@@ -160,7 +160,8 @@ struct cw_store {
     cw__roll_t sorted;             /* writer: a batch's rows, sorted (vectors only) */
     sqlite3_stmt *stmts[CW__ST__COUNT];
     /* Read caches of closed buckets' figures (store_report.c,
-     * store_series.c): this handle's, used and freed on its thread. */
+     * store_series.c): this handle's, used and freed by whichever thread
+     * holds the handle (one at a time; store_pool.c hands it over). */
     struct cw__report_cache *report_cache;
     struct cw__raw_tail *raw_tail;
     struct cw__series_cache *series_cache;

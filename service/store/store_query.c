@@ -478,6 +478,7 @@ void cw_store_share_free(cw_store_share_t *sh)
 
 void cw_store_set_share(cw_store_t *s, cw_store_share_t *sh)
 {
+    if (s->share == sh) return; /* keeps the cache taken from it */
     cw__store_metrics_cache_free(s->metrics_cache); /* a cache of the old share's */
     s->metrics_cache = NULL;
     s->share = sh;

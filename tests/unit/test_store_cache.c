@@ -19,6 +19,7 @@
 
 #include "commitwatch/batch.h"
 #include "commitwatch/event.h"
+#include "commitwatch/platform.h"
 #include "commitwatch/query.h"
 #include "commitwatch/store.h"
 #include "report_check.h"
@@ -64,14 +65,9 @@ static bool same_note(const char *a, const char *b)
     return a ? b && strcmp(a, b) == 0 : !b;
 }
 
-static void report_eq(cw_store_t *c, cw_store_t *n, int64_t from, int64_t to)
+/* Two reports of [from, to) agree on every figure. */
+static void reports_same(const cw_report_t *x, const cw_report_t *y, int64_t from, int64_t to)
 {
-    cw_report_t *x, *y;
-    cw_diag_t d = {{0}};
-    int rx = cw_store_report(c, from, to, false, &x, &d);
-    int ry = cw_store_report(n, from, to, false, &y, &d);
-    ASSERT_EQ(rx, ry);
-    if (rx) return;
     if (x->nprocs != y->nprocs)
         fprintf(stderr, "report [%" PRId64 ", %" PRId64 "): %u vs %u processes\n", from, to,
                 x->nprocs, y->nprocs);
@@ -81,6 +77,17 @@ static void report_eq(cw_store_t *c, cw_store_t *n, int64_t from, int64_t to)
     ASSERT_EQ(x->nprocs, y->nprocs);
     for (uint32_t i = 0; i < x->nprocs; i++)
         test_proc_eq(&x->procs[i], &y->procs[i]);
+}
+
+static void report_eq(cw_store_t *c, cw_store_t *n, int64_t from, int64_t to)
+{
+    cw_report_t *x, *y;
+    cw_diag_t d = {{0}};
+    int rx = cw_store_report(c, from, to, false, &x, &d);
+    int ry = cw_store_report(n, from, to, false, &y, &d);
+    ASSERT_EQ(rx, ry);
+    if (rx) return;
+    reports_same(x, y, from, to);
     cw_report_free(x);
     cw_report_free(y);
     checks_report++;
@@ -92,14 +99,8 @@ static void arr_eq(const int64_t *a, const int64_t *b, uint32_t n)
         ASSERT_EQ(a[i], b[i]);
 }
 
-static void series_eq(cw_store_t *c, cw_store_t *n, const cw_series_query_t *q)
+static void series_same(const cw_series_t *x, const cw_series_t *y)
 {
-    cw_series_t *x, *y;
-    cw_diag_t d = {{0}};
-    int rx = cw_store_series(c, q, &x, &d);
-    int ry = cw_store_series(n, q, &y, &d);
-    ASSERT_EQ(rx, ry);
-    if (rx) return;
     ASSERT_EQ(x->npoints, y->npoints);
     ASSERT_EQ(x->tier, y->tier);
     ASSERT_EQ(x->outstanding_start, y->outstanding_start);
@@ -119,6 +120,17 @@ static void series_eq(cw_store_t *c, cw_store_t *n, const cw_series_query_t *q)
     arr_eq(x->transient, y->transient, x->npoints);
     arr_eq(x->transient_count, y->transient_count, x->npoints);
     arr_eq(x->peak, y->peak, x->npoints);
+}
+
+static void series_eq(cw_store_t *c, cw_store_t *n, const cw_series_query_t *q)
+{
+    cw_series_t *x, *y;
+    cw_diag_t d = {{0}};
+    int rx = cw_store_series(c, q, &x, &d);
+    int ry = cw_store_series(n, q, &y, &d);
+    ASSERT_EQ(rx, ry);
+    if (rx) return;
+    series_same(x, y);
     cw_series_free(x);
     cw_series_free(y);
     checks_series++;
@@ -306,6 +318,134 @@ static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool e
     cw_store_close(w);
 }
 
+/* ---- shared handles (store_pool.c) ------------------------------------------------ */
+
+#define NPQ 6      /* queries per round */
+#define NREADER 4  /* threads sharing the pool */
+#define POOL_MAX 2 /* fewer handles than threads: they wait and take turns */
+
+typedef struct pool_query {
+    bool series;
+    int64_t from, to;
+    cw_series_query_t q;
+    cw_report_t *rep; /* the uncached handle's answers */
+    cw_series_t *ser;
+} pool_query_t;
+
+static pool_query_t pq[NPQ];
+static cw_store_pool_t *pool;
+
+typedef struct reader {
+    int k;
+    uint32_t checks;
+    cw_thread_t *t;
+} reader_t;
+
+/* Each reader asks every query three times, each time on whatever handle
+ * the pool gives it, and compares with the uncached answer. */
+static void reader_main(void *arg)
+{
+    reader_t *rd = arg;
+    cw_diag_t d = {{0}};
+    for (int it = 0; it < 3 * NPQ; it++) {
+        pool_query_t *x = &pq[(it + rd->k) % NPQ];
+        cw_store_t *s;
+        ASSERT_OK(cw_store_pool_get(pool, &s, &d));
+        if (x->series) {
+            cw_series_t *y;
+            ASSERT_OK(cw_store_series(s, &x->q, &y, &d));
+            series_same(y, x->ser);
+            cw_series_free(y);
+        } else {
+            cw_report_t *y;
+            ASSERT_OK(cw_store_report(s, x->from, x->to, false, &y, &d));
+            reports_same(y, x->rep, x->from, x->to);
+            cw_report_free(y);
+        }
+        cw_store_pool_put(pool, s);
+        rd->checks++;
+    }
+}
+
+/* Handles shared by threads through a pool (as the HTTP workers do): the
+ * history is written between rounds; in each round NREADER threads share
+ * POOL_MAX handles, each handle moving between threads with its caches,
+ * and every answer must be the uncached handle's. */
+static void pooled(void)
+{
+    char path[400];
+    cw_store_t *w, *n, *s1, *s2;
+    cw_diag_t d = {{0}};
+    snprintf(path, sizeof path, "%s/pool.db", dir);
+    npc = nproc = 0;
+    t0 = INT64_C(470011) * HOUR;
+    cw_store_opts_t o = {{HOUR, 2 * HOUR, 0}, 0};
+    ASSERT_OK(cw_store_open(path, &o, &w, &d));
+    int64_t bk = t0 + 17 * S;
+    write_batch(w, bk, true);
+    ASSERT_OK(cw_store_open_readonly(path, &n, &d));
+    n->read_cache_off = true;
+    ASSERT_EQ(cw_store_pool_create(path, 0, &pool, &d), CW_EINVAL);
+    ASSERT_OK(cw_store_pool_create(path, POOL_MAX, &pool, &d));
+    /* The most recently returned handle comes back first. */
+    ASSERT_OK(cw_store_pool_get(pool, &s1, &d));
+    ASSERT_OK(cw_store_pool_get(pool, &s2, &d));
+    ASSERT_TRUE(s1 != s2);
+    cw_store_pool_put(pool, s1);
+    cw_store_pool_put(pool, s2);
+    ASSERT_OK(cw_store_pool_get(pool, &s1, &d));
+    ASSERT_TRUE(s1 == s2);
+    cw_store_pool_put(pool, s1);
+    uint32_t checks = 0;
+    for (int round = 0; round < 14; round++) {
+        for (int b = 0; b < 30; b++) {
+            uint64_t k = rnd(100);
+            bk += k < 80 ? S : k < 98 ? S * (int64_t)(1 + rnd(40)) : MIN * (int64_t)(1 + rnd(30));
+            write_batch(w, bk, false);
+        }
+        if (round == 7) retag(w);
+        pq[0] = (pool_query_t){.from = end0 - HOUR + (int64_t)rnd(S), .to = end0};
+        pq[1] = (pool_query_t){.from = INT64_MIN, .to = INT64_MAX};
+        pq[2] = (pool_query_t){.from = some_time(t0, end0), .to = end0 + MIN};
+        pq[3] = (pool_query_t){.series = true, .q = {0, t0 - HOUR, end0, MIN}};
+        pq[4] = (pool_query_t){.series = true, .q = {1, t0, end0, 30 * S}};
+        pq[5] = (pool_query_t){.series = true, .q = {1 + (uint32_t)rnd(nproc), t0, end0, HOUR}};
+        for (int i = 0; i < NPQ; i++) {
+            if (pq[i].series)
+                ASSERT_OK(cw_store_series(n, &pq[i].q, &pq[i].ser, &d));
+            else
+                ASSERT_OK(cw_store_report(n, pq[i].from, pq[i].to, false, &pq[i].rep, &d));
+        }
+        reader_t rd[NREADER];
+        for (int i = 0; i < NREADER; i++) {
+            rd[i] = (reader_t){.k = i};
+            ASSERT_OK(cw_thread_start(&rd[i].t, reader_main, &rd[i]));
+        }
+        for (int i = 0; i < NREADER; i++) {
+            cw_thread_join(rd[i].t);
+            checks += rd[i].checks;
+        }
+        ASSERT_TRUE(cw_store_pool_open_count(pool) <= POOL_MAX);
+        for (int i = 0; i < NPQ; i++) {
+            cw_report_free(pq[i].rep);
+            cw_series_free(pq[i].ser);
+        }
+    }
+    /* The handles' caches were used. */
+    ASSERT_OK(cw_store_pool_get(pool, &s1, &d));
+    int tier;
+    int64_t h;
+    ASSERT_TRUE(cw__store_report_cache_key(s1, &tier, &h));
+    ASSERT_TRUE(cw__store_series_cache_rows(s1) > 0);
+    cw_store_pool_put(pool, s1);
+    ASSERT_EQ(checks, 14 * NREADER * 3 * NPQ);
+    printf("pool: %u answers from %u shared handles, %d threads\n", checks,
+           cw_store_pool_open_count(pool), NREADER);
+    cw_store_pool_destroy(pool);
+    cw_store_close(n);
+    cw_store_close(w);
+}
+
 int main(void)
 {
     test_rng_seed(12, 0x5ca7e);
@@ -324,6 +464,7 @@ int main(void)
     /* The size cap folds through the same retention (shortest 1 h raw). */
     cw_store_opts_t cap = {{0, 0, 0}, 64 * 1024};
     run("cap.db", &cap, 3 * HOUR, true, 0);
+    pooled();
     printf("%u reports and %u series compared\n", checks_report, checks_series);
     ASSERT_TRUE(checks_report > 100 && checks_series > 100);
     ASSERT_EQ(cw_test_rmtree(dir), 0);

@@ -106,3 +106,12 @@ int cw_plat_self_memory(cw_plat_self_mem_t *out)
     }
     return 0;
 }
+
+void cw_plat_heap_arenas(unsigned n)
+{
+#if defined(__GLIBC__) && defined(M_ARENA_MAX)
+    mallopt(M_ARENA_MAX, (int)n);
+#else
+    (void)n;
+#endif
+}

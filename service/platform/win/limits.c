@@ -78,3 +78,8 @@ int cw_plat_self_memory(cw_plat_self_mem_t *out)
     out->peak = pmc.PeakWorkingSetSize;
     return 0;
 }
+
+void cw_plat_heap_arenas(unsigned n)
+{
+    (void)n; /* the process heap is one, with its own low-fragmentation front end */
+}

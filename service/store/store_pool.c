@@ -1,0 +1,112 @@
+/* store_pool.c - a pool of read-only handles on one database, shared by
+ * the threads that serve reads (the HTTP workers).
+ *
+ * DESIGN. A read handle's caches (store_report.c, store_series.c) fill
+ * from SQL on its first report or series (240 - 350 ms for the last hour
+ * of 1,000 processes) and are cheap afterwards. With a handle per worker
+ * thread, each of the 16 workers filled its own, so a client's requests,
+ * landing on one worker after another, kept meeting cold handles, and
+ * every worker's connection held its own page cache. Here a request takes
+ * a handle for its duration and gives it back: the most recently returned
+ * one first (a stack), so one client, or a few, keep reusing the same warm
+ * handles, and at most `max` connections exist. A request that finds all
+ * `max` in use waits for one.
+ *
+ * Each handle's caches stay its own and are used by one thread at a time
+ * (whoever holds the handle), so their answers are what a handle alone
+ * gives (tests/unit/test_store_cache.c, "pool"): no cache is read by two
+ * threads at once and no lock is held while querying. SQLite connections
+ * are opened SQLITE_OPEN_NOMUTEX, which allows a connection to move
+ * between threads as long as one thread uses it at a time; the pool's
+ * mutex orders the hand-over.
+ *
+ * Thread: every function may be called from any thread; a handle got
+ * from the pool is used by the getter alone until it puts it back. */
+#include <stdlib.h>
+
+#include "commitwatch/platform.h"
+#include "commitwatch/store.h"
+
+struct cw_store_pool {
+    char *path;
+    uint32_t max;   /* connections at most */
+    uint32_t open;  /* connections that exist (idle or in use) */
+    uint32_t nidle; /* idle[0..nidle): the last one returned on top */
+    cw_store_t **idle;
+    cw_mutex_t *mu;
+    cw_cond_t *freed;
+};
+
+int cw_store_pool_create(const char *path, uint32_t max, cw_store_pool_t **out, cw_diag_t *d)
+{
+    *out = NULL;
+    if (max == 0) return cw_diag_set(d, CW_EINVAL, "store pool: at least one handle is needed");
+    cw_store_pool_t *p = calloc(1, sizeof *p);
+    if (p) {
+        p->max = max;
+        p->path = cw_strdup(path);
+        p->idle = calloc(max, sizeof *p->idle);
+    }
+    if (!p || !p->path || !p->idle || cw_mutex_create(&p->mu) || cw_cond_create(&p->freed)) {
+        cw_store_pool_destroy(p);
+        return cw_diag_set(d, CW_ENOMEM, "out of memory creating the read handle pool");
+    }
+    *out = p;
+    return 0;
+}
+
+int cw_store_pool_get(cw_store_pool_t *p, cw_store_t **out, cw_diag_t *d)
+{
+    *out = NULL;
+    cw_mutex_lock(p->mu);
+    while (p->nidle == 0 && p->open >= p->max)
+        cw_cond_wait(p->freed, p->mu);
+    if (p->nidle) {
+        *out = p->idle[--p->nidle];
+        cw_mutex_unlock(p->mu);
+        return 0;
+    }
+    p->open++; /* this slot is ours while we open outside the lock */
+    cw_mutex_unlock(p->mu);
+    cw_store_t *s = NULL;
+    int rc = cw_store_open_readonly(p->path, &s, d);
+    if (rc) {
+        cw_mutex_lock(p->mu);
+        p->open--;
+        cw_cond_signal(p->freed); /* a waiter may try opening in our place */
+        cw_mutex_unlock(p->mu);
+        return rc;
+    }
+    cw_store_tune_for_reads(s);
+    *out = s;
+    return 0;
+}
+
+void cw_store_pool_put(cw_store_pool_t *p, cw_store_t *s)
+{
+    if (!s) return;
+    cw_mutex_lock(p->mu);
+    p->idle[p->nidle++] = s; /* nidle < max: s was counted in open */
+    cw_cond_signal(p->freed);
+    cw_mutex_unlock(p->mu);
+}
+
+uint32_t cw_store_pool_open_count(cw_store_pool_t *p)
+{
+    cw_mutex_lock(p->mu);
+    uint32_t n = p->open;
+    cw_mutex_unlock(p->mu);
+    return n;
+}
+
+void cw_store_pool_destroy(cw_store_pool_t *p)
+{
+    if (!p) return;
+    for (uint32_t i = 0; i < p->nidle; i++)
+        cw_store_close(p->idle[i]);
+    cw_cond_destroy(p->freed);
+    cw_mutex_destroy(p->mu);
+    free(p->idle);
+    free(p->path);
+    free(p);
+}
