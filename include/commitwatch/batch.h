@@ -118,4 +118,12 @@ int cw_batch_add_frame(cw_batch_t *b, uint32_t id, const char *text);
 int cw_batch_add_stack(cw_batch_t *b, uint32_t id, const uint32_t *frames, uint32_t n,
                        const char *tag);
 
+/* Sort rows in place into key order, (proc, stack, a) or proc; the first
+ * two then sum the rows of one key into one and return the new count.
+ * Shared by the aggregator (rows remapped onto a folded group) and the
+ * store (rows inserted in key order, a hand-built batch's repeats). */
+uint32_t cw_batch_merge_commits(cw_row_commit_t *v, uint32_t n);
+uint32_t cw_batch_merge_releases(cw_row_release_t *v, uint32_t n);
+void cw_batch_sort_activity(cw_row_activity_t *v, uint32_t n);
+
 #endif

@@ -265,60 +265,13 @@ static int roll_add(cw_store_t *s, const cw__tier_t *t, int k, const cw_row_comm
     return 0;
 }
 
-static int cmp_commit(const void *pa, const void *pb)
-{
-    const cw_row_commit_t *a = pa, *b = pb;
-    if (a->proc != b->proc) return a->proc < b->proc ? -1 : 1;
-    if (a->stack != b->stack) return a->stack < b->stack ? -1 : 1;
-    return (a->a > b->a) - (a->a < b->a);
-}
-
-static int cmp_release(const void *pa, const void *pb)
-{
-    const cw_row_release_t *a = pa, *b = pb;
-    if (a->proc != b->proc) return a->proc < b->proc ? -1 : 1;
-    if (a->stack != b->stack) return a->stack < b->stack ? -1 : 1;
-    return (a->a > b->a) - (a->a < b->a);
-}
-
-static int cmp_activity(const void *pa, const void *pb)
-{
-    const cw_row_activity_t *a = pa, *b = pb;
-    return (a->proc > b->proc) - (a->proc < b->proc);
-}
-
-/* Sums adjacent rows of one key (sorted rows) and leaves rundown rows
- * out (the caller added them to every tier's BEFORE row); returns the new
- * count. */
-static uint32_t merge_commits(cw_row_commit_t *c, uint32_t n)
+/* Leaves rundown rows out (the caller added them to every tier's BEFORE
+ * row); returns the new count. */
+static uint32_t drop_rundown(cw_row_commit_t *c, uint32_t n)
 {
     uint32_t o = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        if (c[i].a == CW_TS_BEFORE) continue;
-        if (o && c[o - 1].proc == c[i].proc && c[o - 1].stack == c[i].stack &&
-            c[o - 1].a == c[i].a) {
-            c[o - 1].bytes += c[i].bytes;
-            c[o - 1].events += c[i].events;
-        } else {
-            c[o++] = c[i];
-        }
-    }
-    return o;
-}
-
-static uint32_t merge_releases(cw_row_release_t *r, uint32_t n)
-{
-    uint32_t o = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        if (o && r[o - 1].proc == r[i].proc && r[o - 1].stack == r[i].stack &&
-            r[o - 1].a == r[i].a) {
-            r[o - 1].bytes += r[i].bytes;
-            r[o - 1].pieces += r[i].pieces;
-            r[o - 1].closed += r[i].closed;
-        } else {
-            r[o++] = r[i];
-        }
-    }
+    for (uint32_t i = 0; i < n; i++)
+        if (c[i].a != CW_TS_BEFORE) c[o++] = c[i];
     return o;
 }
 
@@ -332,13 +285,12 @@ static int put_level(cw_store_t *s, cw__tier_t *t, int k, int64_t x, cw_row_comm
     int err = 0;
     bool top = k + 1 >= CW_TIERS;
     if (!top && (err = cw__store_rollup(s, t, k, cw_floor_to(x, t[k + 1].width), d))) return err;
-    if (nc > 1) qsort(c, nc, sizeof *c, cmp_commit); /* (an empty one may be NULL) */
-    if (nr > 1) qsort(rl, nr, sizeof *rl, cmp_release);
-    if (na > 1) qsort(ac, na, sizeof *ac, cmp_activity);
-    /* Rows of one key add up, as the upserts did (a batch built by hand
-     * may repeat a (proc, stack)); the aggregator's have one row a key. */
-    nc = merge_commits(c, nc);
-    nr = merge_releases(rl, nr);
+    /* Key order; rows of one key add up, as the upserts did (a batch
+     * built by hand may repeat a (proc, stack)); the aggregator's have
+     * one row a key. */
+    nc = drop_rundown(c, cw_batch_merge_commits(c, nc));
+    nr = cw_batch_merge_releases(rl, nr);
+    cw_batch_sort_activity(ac, na);
     if ((err = cw__store_ins_rows(s, k, x, c, nc, rl, nr, ac, na, d)) || top) return err;
     roll_open(s, t, k, x, t[k].end);
     return roll_add(s, t, k, c, nc, rl, nr, ac, na);

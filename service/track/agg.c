@@ -207,59 +207,16 @@ static void decide_by_age(cw_agg_t *a, int64_t ts)
             inst_keep(a, &a->insts[i]);
 }
 
-static int cmp_commit(const void *x, const void *y)
-{
-    const cw_row_commit_t *p = x, *q = y;
-    if (p->proc != q->proc) return p->proc < q->proc ? -1 : 1;
-    if (p->stack != q->stack) return p->stack < q->stack ? -1 : 1;
-    return (p->a > q->a) - (p->a < q->a);
-}
-
-static int cmp_release(const void *x, const void *y)
-{
-    const cw_row_release_t *p = x, *q = y;
-    if (p->proc != q->proc) return p->proc < q->proc ? -1 : 1;
-    if (p->stack != q->stack) return p->stack < q->stack ? -1 : 1;
-    return (p->a > q->a) - (p->a < q->a);
-}
-
-static int cmp_activity(const void *x, const void *y)
-{
-    const cw_row_activity_t *p = x, *q = y;
-    return (p->proc > q->proc) - (p->proc < q->proc);
-}
-
 /* Rows that share a key after remapping become one: sums, except the
  * activity's relpeak, which becomes the sum of the members' peaks (an
  * upper bound of the group's, as the machine's peak is), first reached at
  * the earliest member's. */
 static void merge_rows(cw_batch_t *b)
 {
+    b->commits.n = cw_batch_merge_commits(b->commits.v, b->commits.n);
+    b->releases.n = cw_batch_merge_releases(b->releases.v, b->releases.n);
     uint32_t n = 0;
-    if (b->commits.n > 1) qsort(b->commits.v, b->commits.n, sizeof *b->commits.v, cmp_commit);
-    for (uint32_t i = 0; i < b->commits.n; i++) {
-        cw_row_commit_t *r = &b->commits.v[i], *o = n ? &b->commits.v[n - 1] : NULL;
-        if (o && cmp_commit(o, r) == 0) {
-            o->bytes += r->bytes;
-            o->events += r->events;
-        } else
-            b->commits.v[n++] = *r;
-    }
-    b->commits.n = n;
-    n = 0;
-    if (b->releases.n > 1) qsort(b->releases.v, b->releases.n, sizeof *b->releases.v, cmp_release);
-    for (uint32_t i = 0; i < b->releases.n; i++) {
-        cw_row_release_t *r = &b->releases.v[i], *o = n ? &b->releases.v[n - 1] : NULL;
-        if (o && cmp_release(o, r) == 0) {
-            o->bytes += r->bytes;
-            o->pieces += r->pieces;
-            o->closed += r->closed;
-        } else
-            b->releases.v[n++] = *r;
-    }
-    b->releases.n = n;
-    n = 0;
-    if (b->activity.n > 1) qsort(b->activity.v, b->activity.n, sizeof *b->activity.v, cmp_activity);
+    cw_batch_sort_activity(b->activity.v, b->activity.n);
     for (uint32_t i = 0; i < b->activity.n; i++) {
         cw_row_activity_t *r = &b->activity.v[i], *o = n ? &b->activity.v[n - 1] : NULL;
         if (o && o->proc == r->proc) {

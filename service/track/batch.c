@@ -98,3 +98,59 @@ int cw_batch_add_stack(cw_batch_t *b, uint32_t id, const uint32_t *frames, uint3
     if (n) memcpy(r.frames, frames, n * sizeof(uint32_t));
     return 0;
 }
+
+/* ---- key order ------------------------------------------------------------ */
+
+static int cmp_commit(const void *x, const void *y)
+{
+    const cw_row_commit_t *p = x, *q = y;
+    if (p->proc != q->proc) return p->proc < q->proc ? -1 : 1;
+    if (p->stack != q->stack) return p->stack < q->stack ? -1 : 1;
+    return (p->a > q->a) - (p->a < q->a);
+}
+
+static int cmp_release(const void *x, const void *y)
+{
+    const cw_row_release_t *p = x, *q = y;
+    if (p->proc != q->proc) return p->proc < q->proc ? -1 : 1;
+    if (p->stack != q->stack) return p->stack < q->stack ? -1 : 1;
+    return (p->a > q->a) - (p->a < q->a);
+}
+
+static int cmp_activity(const void *x, const void *y)
+{
+    const cw_row_activity_t *p = x, *q = y;
+    return (p->proc > q->proc) - (p->proc < q->proc);
+}
+
+uint32_t cw_batch_merge_commits(cw_row_commit_t *v, uint32_t n)
+{
+    uint32_t o = 0;
+    if (n > 1) qsort(v, n, sizeof *v, cmp_commit); /* (an empty one may be NULL) */
+    for (uint32_t i = 0; i < n; i++)
+        if (o && cmp_commit(&v[o - 1], &v[i]) == 0) {
+            v[o - 1].bytes += v[i].bytes;
+            v[o - 1].events += v[i].events;
+        } else
+            v[o++] = v[i];
+    return o;
+}
+
+uint32_t cw_batch_merge_releases(cw_row_release_t *v, uint32_t n)
+{
+    uint32_t o = 0;
+    if (n > 1) qsort(v, n, sizeof *v, cmp_release);
+    for (uint32_t i = 0; i < n; i++)
+        if (o && cmp_release(&v[o - 1], &v[i]) == 0) {
+            v[o - 1].bytes += v[i].bytes;
+            v[o - 1].pieces += v[i].pieces;
+            v[o - 1].closed += v[i].closed;
+        } else
+            v[o++] = v[i];
+    return o;
+}
+
+void cw_batch_sort_activity(cw_row_activity_t *v, uint32_t n)
+{
+    if (n > 1) qsort(v, n, sizeof *v, cmp_activity);
+}
