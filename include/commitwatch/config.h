@@ -24,6 +24,9 @@ typedef struct cw_config {
     char *listen;     /* "127.0.0.1:8470" */
     char *token;      /* API token for state-changing endpoints; NULL = none */
     char *access_log; /* HTTP access log file; NULL = none */
+    /* HTTP limits (cw_http_opts_t; docs/RELIABILITY.md). Read at start. */
+    uint64_t http_threads, http_client_connections;
+    int64_t http_request_timeout_ns, http_idle_timeout_ns;
     char *web_root;   /* dashboard files; NULL = built-in lookup */
     char **stacktags; /* rule files; none = the platform's defaults */
     size_t nstacktags, stacktags_cap;

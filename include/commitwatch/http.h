@@ -30,6 +30,8 @@
 
 #define CW_HTTP_DEFAULT_LISTEN "127.0.0.1:8470"
 #define CW_HTTP_MAX_BODY 65536 /* bytes of a POST body; more is a 413 */
+#define CW_HTTP_DEFAULT_THREADS 32
+#define CW_HTTP_MAX_THREADS 1024
 
 typedef struct cw_http_opts {
     const char *listen;     /* "ADDR:PORT"; NULL = CW_HTTP_DEFAULT_LISTEN */
@@ -37,7 +39,17 @@ typedef struct cw_http_opts {
     const char *web_root;   /* NULL = cw_http_default_web_root() */
     const char *token;      /* NULL or "" = no token: GET/HEAD only */
     const char *access_log; /* NULL = no access log; else a file path */
-    unsigned threads;       /* worker threads; 0 = 16 */
+    /* Hostile clients (docs/RELIABILITY.md, "Hostile HTTP clients"): a
+     * connection holds a worker from when one takes it until it closes. */
+    unsigned threads;            /* worker threads; 0 = CW_HTTP_DEFAULT_THREADS */
+    unsigned request_timeout_ms; /* a request's line and headers must arrive
+                                  * within this of a worker taking the
+                                  * connection; also each wait of a slow
+                                  * body read or response write; 0 = 5000 */
+    unsigned idle_timeout_ms;    /* keep-alive: the next request's head must
+                                  * arrive within this; 0 = 2000 */
+    unsigned client_connections; /* connections one client address may
+                                  * have open; 0 = no limit */
     unsigned metrics_top;   /* processes with their own /metrics series; 0 = 20 */
     /* The stack-tag rule files at startup, shown by /api/tags while the
      * database records none (the service records the ones in force with

@@ -131,6 +131,27 @@ int cw_plat_self_memory(cw_plat_self_mem_t *out);
  * Elsewhere a no-op. */
 void cw_plat_heap_arenas(unsigned n);
 
+/* ---- network --------------------------------------------------------------- */
+
+/* The HTTP server's per-client connection cap (http_clients.c): civetweb
+ * has no hook that refuses a connection before a worker takes it, nor one
+ * that names the socket a worker is about to read, so the server looks at
+ * the sockets themselves. cw_plat_tcp_list calls cb(ctx, peer_addr,
+ * peer_port) for every connected TCP socket of this process whose local
+ * port is local_port (peer_addr numeric, as civetweb's remote_addr;
+ * handle names the socket for cw_plat_tcp_refuse). cw_plat_tcp_refuse
+ * checks that handle is still the socket peer_addr:peer_port ->
+ * local_port, sends it msg (len bytes; best effort, never blocks) and
+ * shuts it down both ways, so its owner's next read sees the end of the
+ * stream (the owner still closes it). Linux: /proc/self/fd. 0, CW_ENOENT
+ * (refuse: no longer that socket), or CW_ENOSYS (Windows: a SOCKET handle
+ * cannot be listed that way; the cap is then not enforced). */
+int cw_plat_tcp_list(int local_port,
+                     void (*cb)(void *ctx, const char *peer_addr, int peer_port, intptr_t handle),
+                     void *ctx);
+int cw_plat_tcp_refuse(intptr_t handle, const char *peer_addr, int peer_port, int local_port,
+                       const void *msg, size_t len);
+
 /* ---- stop and reload ----------------------------------------------------- */
 
 /* Routes the OS's stop requests (SIGINT, SIGTERM; Ctrl+C, Ctrl+Break,

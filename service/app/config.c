@@ -27,6 +27,16 @@ static const key_def_t keys[] = {
     {"listen", T_STRING, OFF(listen), 0, "127.0.0.1:8470",
      "HTTP address:port of the API and dashboard"},
     {"token", T_STRING, OFF(token), 0, NULL, "token required by state-changing API calls"},
+    {"http_threads", T_UINT, OFF(http_threads), 0, "32",
+     "HTTP worker threads; each holds one connection while it is open (1 - 1024)"},
+    {"http_request_timeout", T_DURATION, OFF(http_request_timeout_ns), 0, "5s",
+     "a request's line and headers must arrive within this (also each wait of a slow body or "
+     "reader)"},
+    {"http_idle_timeout", T_DURATION, OFF(http_idle_timeout_ns), 0, "2s",
+     "an idle keep-alive connection is closed after this"},
+    {"http_client_connections", T_UINT, OFF(http_client_connections), 0, "8",
+     "connections one client address may have open; more are refused with 429 (0 = no limit; "
+     "Linux)"},
     {"access_log", T_STRING, OFF(access_log), 0, NULL, "HTTP access log file"},
     {"web_root", T_STRING, OFF(web_root), 0, NULL, "folder of the dashboard's files"},
     {"stacktags", T_LIST, OFF(stacktags), OFF(nstacktags), NULL, "a stack-tag rule file (repeatable)"},

@@ -372,6 +372,15 @@ static int emit_batch(void *ctx, cw_batch_t *b)
 
 /* POST /api/reload (an HTTP worker): the same request as SIGHUP, served
  * by the core thread between events. */
+/* A configured HTTP timeout in ms for cw_http_opts_t: 0 (the default)
+ * for 0, at least 1, and past an hour enough for cw_http_start to refuse. */
+static unsigned http_ms(int64_t ns)
+{
+    if (ns <= 0) return 0;
+    int64_t ms = ns / 1000000;
+    return ms < 1 ? 1 : ms > 3600001 ? 3600001 : (unsigned)ms;
+}
+
 static int http_reload(void *ctx, char *msg, size_t msglen)
 {
     (void)ctx;
@@ -485,6 +494,13 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
         ho.web_root = cfg.web_root;
         ho.token = a->token ? a->token : cfg.token;
         ho.access_log = cfg.access_log;
+        ho.threads = cfg.http_threads > CW_HTTP_MAX_THREADS ? CW_HTTP_MAX_THREADS + 1
+                                                            : (unsigned)cfg.http_threads;
+        ho.request_timeout_ms = http_ms(cfg.http_request_timeout_ns);
+        ho.idle_timeout_ms = http_ms(cfg.http_idle_timeout_ns);
+        ho.client_connections = cfg.http_client_connections > UINT32_MAX
+                                    ? UINT32_MAX
+                                    : (unsigned)cfg.http_client_connections;
         ho.rule_files = files; /* the startup rules */
         ho.nrule_files = (unsigned)nfiles;
         ho.status = &s->status;

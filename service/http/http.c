@@ -299,13 +299,14 @@ static int dispatch(cw__http_req_t *r)
     return cw__http_static(r);
 }
 
-/* Constant-time comparison of the presented token. */
-static bool token_ok(const char *want, const char *auth)
+bool cw__http_token_ok(const char *want, const char *auth)
 {
     static const char pfx[] = "Bearer ";
     if (!auth || strncmp(auth, pfx, sizeof pfx - 1) != 0) return false;
     const char *got = auth + sizeof pfx - 1;
     size_t n = strlen(want), m = strlen(got);
+    /* Every byte of want is compared, whatever differs first: the time
+     * says nothing of the token but its length. */
     unsigned char diff = n != m;
     for (size_t i = 0; i < n; i++)
         diff |= (unsigned char)(want[i] ^ got[i < m ? i : 0]);
@@ -353,6 +354,7 @@ static int begin_request(struct mg_connection *conn)
     bool get = strcmp(ri->request_method, "GET") == 0;
     r->head = strcmp(ri->request_method, "HEAD") == 0;
     r->method = ri->request_method;
+    cw__http_clients_busy(r->ctx->clients, ri->remote_addr, ri->remote_port, true);
 
     int status = 0;
     if (!get && !r->head) {
@@ -361,7 +363,7 @@ static int begin_request(struct mg_connection *conn)
                                    "method %s: this server is read-only (GET and HEAD); "
                                    "configure a token to enable changes",
                                    ri->request_method);
-        else if (!token_ok(r->ctx->token, mg_get_header(conn, "Authorization")))
+        else if (!cw__http_token_ok(r->ctx->token, mg_get_header(conn, "Authorization")))
             status = cw__http_fail(r, 401,
                                    "Authorization: a state-changing request needs "
                                    "'Authorization: Bearer TOKEN'");
@@ -380,6 +382,7 @@ static int begin_request(struct mg_connection *conn)
         if (!status) status = dispatch(r);
     }
     if (status) send_error(r, status);
+    cw__http_clients_busy(r->ctx->clients, ri->remote_addr, ri->remote_port, false);
     cw_store_pool_put(r->ctx->pool, r->store);
     free(r->body);
     free(r);
@@ -393,6 +396,17 @@ static int http_error(struct mg_connection *conn, int status, const char *msg)
     cw__http_req_t r = {.conn = conn};
     snprintf(r.err, sizeof r.err, "%s", msg && msg[0] ? msg : "bad request");
     send_error(&r, status);
+    return 0;
+}
+
+/* A worker took a connection (it is not known whose: civetweb fills the
+ * request info only once a request line arrived): refuses the
+ * connections of clients over their cap (http_clients.c). */
+static int connection_taken(const struct mg_connection *conn, void **conn_data)
+{
+    const cw__http_ctx_t *c = mg_get_user_data(mg_get_context(conn));
+    *conn_data = NULL;
+    cw__http_clients_sweep(c->clients);
     return 0;
 }
 
@@ -429,6 +443,10 @@ static bool is_loopback(const char *listen)
 static int listen_spec(const char *in, char *out, size_t len, cw_diag_t *d)
 {
     const char *colon = strrchr(in, ':');
+    /* One address: civetweb would also take "A:P,B:Q", past the loopback
+     * check below. */
+    if (strchr(in, ','))
+        return cw_diag_set(d, CW_EINVAL, "--listen %s: one ADDR:PORT, e.g. 127.0.0.1:8470", in);
     if (!colon || colon == in || !colon[1])
         return cw_diag_set(d, CW_EINVAL, "--listen %s: expected ADDR:PORT, e.g. 127.0.0.1:8470",
                            in);
@@ -451,16 +469,24 @@ static void ctx_free(cw__http_ctx_t *c)
     free(c->web_root);
     free(c->token);
     cw_store_share_free(c->share); /* after the workers closed their stores */
+    cw__http_clients_free(c->clients);
 }
 
 int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d)
 {
     int rc;
-    char spec[300], threads[16], *webroot = NULL;
+    char spec[300], threads[16], req_ms[16], idle_ms[16], *webroot = NULL;
     const char *listen = o->listen && o->listen[0] ? o->listen : CW_HTTP_DEFAULT_LISTEN;
     *out = NULL;
     if (!o->db_path) return cw_diag_set(d, CW_EINVAL, "the HTTP server needs a database path");
     if ((rc = listen_spec(listen, spec, sizeof spec, d))) return rc;
+    unsigned nthreads = o->threads ? o->threads : CW_HTTP_DEFAULT_THREADS;
+    if (nthreads > CW_HTTP_MAX_THREADS)
+        return cw_diag_set(d, CW_EINVAL, "http_threads = %u: at most %d", nthreads,
+                           CW_HTTP_MAX_THREADS);
+    if (o->request_timeout_ms > 3600000 || o->idle_timeout_ms > 3600000)
+        return cw_diag_set(d, CW_EINVAL,
+                           "http_request_timeout and http_idle_timeout: at most 1 hour");
     const char *wr = o->web_root ? o->web_root : cw_http_default_web_root();
     webroot = cw_plat_realpath(wr);
     if (!webroot)
@@ -489,30 +515,53 @@ int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d)
     }
     if ((rc = cw_store_pool_create(h->ctx.db_path, CW__HTTP_DB_HANDLES, &h->ctx.pool, d)))
         goto fail;
+    if (cw__http_clients_create(nthreads, o->client_connections, &h->ctx.clients)) {
+        rc = cw_diag_set(d, CW_ENOMEM, "out of memory starting the HTTP server");
+        goto fail;
+    }
     /* A worker building a report and its JSON (1 - 2 MB for 1,000
      * processes) would otherwise get a heap arena of its own and keep its
      * freed peak: 16 workers, up to 16 x 6 - 10 MiB resident. Process-wide;
      * the service's other threads allocate little. */
     cw_plat_heap_arenas(CW__HTTP_HEAP_ARENAS);
-    /* civetweb gives a connection a worker for its whole keep-alive life:
-     * a browser opens 6 at once, so fewer workers stall page loads until
-     * a keep-alive times out. Workers are cheap (a thread); they share
-     * the pool's CW__HTTP_DB_HANDLES read connections. */
-    snprintf(threads, sizeof threads, "%u", o->threads ? o->threads : 16);
-    const char *options[32];
+    /* civetweb gives a connection a worker for its whole life: the wait
+     * for each request's head, every keep-alive request and the idle time
+     * between them; a browser opens 6 at once. So workers are many (a
+     * thread each, sharing the pool's CW__HTTP_DB_HANDLES read
+     * connections), a request's head has a deadline (request_timeout_ms:
+     * in civetweb 1.15 a total from when the worker took the connection,
+     * read_message's req_time, not a per-read timeout), an idle
+     * keep-alive connection another (keep_alive_timeout_ms, the same
+     * total for every request after the first), and one client address
+     * can hold at most client_connections of them (http_clients.c).
+     * docs/RELIABILITY.md, "Hostile HTTP clients". */
+    snprintf(threads, sizeof threads, "%u", nthreads);
+    snprintf(req_ms, sizeof req_ms, "%u", o->request_timeout_ms ? o->request_timeout_ms : 5000);
+    snprintf(idle_ms, sizeof idle_ms, "%u", o->idle_timeout_ms ? o->idle_timeout_ms : 2000);
+    const char *options[40];
     int n = 0;
     options[n++] = "listening_ports";
     options[n++] = spec;
     options[n++] = "num_threads";
     options[n++] = threads;
+    /* Accepted connections waiting for a worker (civetweb's default 20):
+     * as many as there are workers. */
+    options[n++] = "connection_queue";
+    options[n++] = threads;
     options[n++] = "enable_keep_alive";
     options[n++] = "yes";
     options[n++] = "keep_alive_timeout_ms";
-    options[n++] = "2000";
+    options[n++] = idle_ms;
     options[n++] = "request_timeout_ms";
-    options[n++] = "10000";
-    options[n++] = "max_request_size"; /* request line + headers */
+    options[n++] = req_ms;
+    options[n++] = "max_request_size"; /* request line + headers: more is a 413 */
     options[n++] = "8192";
+    /* No CORS: civetweb's default ("*") adds Access-Control-Allow-Origin
+     * to the static files it sends when a request has an Origin. */
+    options[n++] = "access_control_allow_origin";
+    options[n++] = "";
+    options[n++] = "access_control_allow_methods";
+    options[n++] = "";
     options[n++] = "enable_directory_listing";
     options[n++] = "no";
     /* Headers and body go out in two writes: without TCP_NODELAY, Nagle
@@ -532,6 +581,7 @@ int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d)
     cb.begin_request = begin_request;
     cb.http_error = http_error;
     cb.log_message = log_message;
+    cb.init_connection = connection_taken;
     mg_init_library(0);
     h->mg = mg_start(&cb, &h->ctx, options);
     if (!h->mg) {
@@ -545,6 +595,7 @@ int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d)
     struct mg_server_port ports[4];
     int np = mg_get_server_ports(h->mg, 4, ports);
     h->port = np > 0 ? ports[0].port : 0;
+    cw__http_clients_set_port(h->ctx.clients, h->port);
     if (!is_loopback(spec) && !h->ctx.token)
         CW_LOGW("http: listening on %s, which is not loopback, without a token: anyone who "
                 "can reach it can read every process's memory figures; use --token or bind "

@@ -57,6 +57,7 @@ typedef struct cw__http_ctx {
     int (*on_reload)(void *ctx, char *msg, size_t msglen);
     void *reload_ctx;
     cw_store_pool_t *pool; /* read handles; locked inside, so usable through const ctx */
+    struct cw__http_clients *clients; /* the per-client cap (own locks) */
 } cw__http_ctx_t;
 
 typedef struct cw__http_req {
@@ -75,6 +76,38 @@ typedef struct cw__http_req {
     char allow_buf[64];
     char err[512];
 } cw__http_req_t;
+
+/* ---- the per-client connection cap (http_clients.c) ---- */
+typedef struct cw__http_conn {
+    char addr[48]; /* peer address, numeric */
+    int port;      /* peer port */
+    bool busy;     /* a worker is answering a request on it */
+    intptr_t handle; /* cw_plat_tcp_list's */
+} cw__http_conn_t;
+typedef struct cw__http_clients cw__http_clients_t;
+/* workers: civetweb's worker threads (the most requests answered at
+ * once); max: connections allowed per client address (0 = no limit). */
+int cw__http_clients_create(unsigned workers, unsigned max, cw__http_clients_t **out);
+void cw__http_clients_free(cw__http_clients_t *c); /* accepts NULL */
+/* The server's bound port; sweeps do nothing before it is set. */
+void cw__http_clients_set_port(cw__http_clients_t *c, int port);
+/* Marks the connection addr:port as answering a request (busy) or not. */
+void cw__http_clients_busy(cw__http_clients_t *c, const char *addr, int port, bool busy);
+/* Which of conns[0..n) to refuse so that no address has more than max
+ * (0 = no limit): victim[i] set for those, chosen from the last listed
+ * back and never busy. Returns how many. */
+size_t cw__http_clients_excess(const cw__http_conn_t *conns, size_t n, unsigned max,
+                               bool *victim);
+/* Lists the server's connections, refuses the excess with a 429 and
+ * shuts them down (a warning in the log, at most every 10 s). Returns
+ * how many were refused. */
+unsigned cw__http_clients_sweep(cw__http_clients_t *c);
+
+/* ---- security (http.c) ---- */
+/* Is auth (an Authorization header, may be NULL) "Bearer " followed by
+ * want? The comparison takes the same time wherever the first difference
+ * is (it depends on the lengths only). */
+bool cw__http_token_ok(const char *want, const char *auth);
 
 /* ---- responses (http.c) ---- */
 /* Sends 200 with body (len bytes) and content type. 0. */

@@ -112,6 +112,36 @@ static void test_query(void)
     ASSERT_EQ(t - f, 3600 * NS);
 }
 
+/* The token comparison and the per-client cap's choice of connections. */
+static void test_security(void)
+{
+    ASSERT_TRUE(cw__http_token_ok("t0k", "Bearer t0k"));
+    ASSERT_TRUE(!cw__http_token_ok("t0k", "Bearer t0K"));
+    ASSERT_TRUE(!cw__http_token_ok("t0k", "Bearer t0"));
+    ASSERT_TRUE(!cw__http_token_ok("t0k", "Bearer t0kk"));
+    ASSERT_TRUE(!cw__http_token_ok("t0k", "Bearer "));
+    ASSERT_TRUE(!cw__http_token_ok("t0k", "bearer t0k"));
+    ASSERT_TRUE(!cw__http_token_ok("t0k", "t0k"));
+    ASSERT_TRUE(!cw__http_token_ok("t0k", NULL));
+
+    /* a: 4 connections (one busy), b: 1, c: 3; at most 2 each. */
+    cw__http_conn_t c[] = {{"a", 1, false, 0}, {"b", 1, false, 0}, {"a", 2, true, 0},
+                           {"c", 1, false, 0}, {"a", 3, false, 0}, {"c", 2, false, 0},
+                           {"a", 4, false, 0}, {"c", 3, false, 0}};
+    bool v[CW_ARRAY_LEN(c)];
+    ASSERT_EQ(cw__http_clients_excess(c, CW_ARRAY_LEN(c), 2, v), 3);
+    /* The last listed go first, never the busy one. */
+    ASSERT_TRUE(!v[0] && !v[1] && !v[2] && !v[3] && v[4] && !v[5] && v[6] && v[7]);
+    ASSERT_EQ(cw__http_clients_excess(c, CW_ARRAY_LEN(c), 0, v), 0); /* no limit */
+    ASSERT_EQ(cw__http_clients_excess(c, CW_ARRAY_LEN(c), 4, v), 0);
+    ASSERT_EQ(cw__http_clients_excess(c, CW_ARRAY_LEN(c), 1, v), 5);
+    ASSERT_TRUE(v[0] && !v[1] && !v[2] && !v[3] && v[4] && v[5] && v[6] && v[7]);
+    /* One more than allowed, but busy: kept (it is answered, then the
+     * client is over the limit until one closes). */
+    cw__http_conn_t b[] = {{"a", 1, true, 0}, {"a", 2, true, 0}};
+    ASSERT_EQ(cw__http_clients_excess(b, 2, 1, v), 0);
+}
+
 /* One HTTP/1.0 request on a fresh connection with extra header lines
  * (each ending in \r\n; may be "") and a body (may be NULL); returns the
  * status, fills body (NUL-terminated, truncated to len). */
@@ -150,6 +180,77 @@ static int http_ex(int port, const char *method, const char *path, const char *h
 static int http(int port, const char *method, const char *path, char *body, size_t len)
 {
     return http_ex(port, method, path, "", NULL, body, len);
+}
+
+/* A connection to 127.0.0.1:port that sent a request line and stalls:
+ * its headers never end. */
+static sock_t stalled(int port)
+{
+    sock_t fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_TRUE(SOCK_OK(fd));
+    sock_timeouts(fd);
+    ASSERT_TRUE(connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    static const char line[] = "GET /api/health HTTP/1.1\r\nHost: x\r\n";
+    ASSERT_EQ(send(fd, line, (int)sizeof line - 1, 0), (int)sizeof line - 1);
+    return fd;
+}
+
+/* What the server sent on fd until it closed it (up to len - 1 bytes). */
+static void drain(sock_t fd, char *buf, size_t len)
+{
+    size_t got = 0;
+    int k;
+    while (got < len - 1 && (k = (int)recv(fd, buf + got, (int)(len - 1 - got), 0)) > 0)
+        got += (size_t)k;
+    buf[got] = 0;
+}
+
+/* Slow clients: a request's head has a deadline; one client address may
+ * hold only client_connections (Linux; on Windows the cap is not
+ * enforced: cw_plat_tcp_list is CW_ENOSYS). */
+static void test_slow_clients(cw_http_opts_t o)
+{
+    cw_http_t *h = NULL;
+    cw_diag_t d;
+    char buf[4096];
+    o.threads = 6;
+    o.request_timeout_ms = 500;
+    o.client_connections = 2;
+    ASSERT_OK(cw_http_start(&o, &h, &d));
+    int port = cw_http_port(h);
+    sock_t s[4];
+    for (int i = 0; i < 4; i++)
+        s[i] = stalled(port);
+    int64_t t0 = cw_plat_mono_ns();
+    int refused = 0;
+    for (int i = 0; i < 4; i++) {
+        drain(s[i], buf, sizeof buf);
+        refused += strstr(buf, "HTTP/1.1 429 ") == buf;
+        sock_close(s[i]);
+    }
+    int64_t took = cw_plat_mono_ns() - t0;
+#ifdef _WIN32
+    ASSERT_EQ(refused, 0);
+#else
+    ASSERT_EQ(refused, 2);
+#endif
+    /* The others were closed at the 0.5 s deadline (not civetweb's 30 s). */
+    ASSERT_TRUE(took < 10 * NS);
+    ASSERT_EQ(http(port, "GET", "/api/health", buf, sizeof buf), 200);
+    cw_http_stop(h);
+
+    o.threads = CW_HTTP_MAX_THREADS + 1;
+    ASSERT_EQ(cw_http_start(&o, &h, &d), CW_EINVAL);
+    ASSERT_TRUE(strstr(d.msg, "http_threads") != NULL);
+    o.threads = 2;
+    o.request_timeout_ms = 3600001;
+    ASSERT_EQ(cw_http_start(&o, &h, &d), CW_EINVAL);
+    o.request_timeout_ms = 0;
+    o.listen = "127.0.0.1:0,0.0.0.0:0";
+    ASSERT_EQ(cw_http_start(&o, &h, &d), CW_EINVAL);
+    ASSERT_TRUE(strstr(d.msg, "one ADDR:PORT") != NULL);
 }
 
 /* POST /api/reload's hook: counts calls; fails while reload_fail is set. */
@@ -264,6 +365,7 @@ static void test_server(void)
     cw_http_stop(h);
     o.token = NULL;
     test_changes(o);
+    test_slow_clients(o);
 
     o.listen = "127.0.0.1:notaport";
     ASSERT_EQ(cw_http_start(&o, &h, &d), CW_EINVAL);
@@ -278,6 +380,7 @@ int main(void)
 {
     test_times();
     test_query();
+    test_security();
     sock_init();
     test_server();
     TEST_DONE();
