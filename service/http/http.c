@@ -76,10 +76,40 @@ int cw__http_fail(cw__http_req_t *r, int status, const char *fmt, ...)
     return status;
 }
 
+/* Length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong
+ * forms, surrogates or code points past U+10FFFF), 0 if there is none. */
+static size_t utf8_len(const unsigned char *p)
+{
+    unsigned char c = p[0];
+    if (c < 0x80) return 1;
+    size_t n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (!n) return 0;
+    unsigned char lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
+    unsigned char hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+    if (p[1] < lo || p[1] > hi) return 0;
+    for (size_t k = 2; k < n; k++)
+        if ((p[k] & 0xC0) != 0x80) return 0;
+    return n;
+}
+
+void cw__http_utf8_clean(char *s)
+{
+    for (unsigned char *p = (unsigned char *)s; *p;) {
+        size_t n = utf8_len(p);
+        if (n) {
+            p += n;
+        } else {
+            *p++ = '?';
+        }
+    }
+}
+
 static void send_error(cw__http_req_t *r, int status)
 {
     cJSON *o = cJSON_CreateObject();
     char *s = NULL;
+    /* Messages quote paths and parameters as sent: JSON must be UTF-8. */
+    cw__http_utf8_clean(r->err);
     if (o && cJSON_AddStringToObject(o, "error", r->err[0] ? r->err : "error"))
         s = cJSON_PrintUnformatted(o);
     if (s)
@@ -349,7 +379,13 @@ static int begin_request(struct mg_connection *conn)
     }
     r->conn = conn;
     r->ctx = mg_get_user_data(mg_get_context(conn));
-    r->path = ri->local_uri ? ri->local_uri : "/";
+    /* The path is decoded here, not by civetweb (decode_url = no), which
+     * would decode %00 into the C string and cut it ("/index.html%00.x"
+     * would be "/index.html"). civetweb removed its dot segments; encoded
+     * ones ("%2e%2e") are refused by the routes and http_static.c. */
+    const char *raw = ri->local_uri ? ri->local_uri : "/";
+    int plen = mg_url_decode(raw, (int)strlen(raw), r->path_buf, (int)sizeof r->path_buf, 0);
+    r->path = r->path_buf;
     r->store = NULL; /* taken from the pool by cw__http_need_store */
     bool get = strcmp(ri->request_method, "GET") == 0;
     r->head = strcmp(ri->request_method, "HEAD") == 0;
@@ -357,7 +393,11 @@ static int begin_request(struct mg_connection *conn)
     cw__http_clients_busy(r->ctx->clients, ri->remote_addr, ri->remote_port, true);
 
     int status = 0;
-    if (!get && !r->head) {
+    if (plen < 0) {
+        status = cw__http_fail(r, 414, "path: longer than %zu bytes", sizeof r->path_buf - 1);
+    } else if (strlen(r->path_buf) != (size_t)plen) {
+        status = cw__http_fail(r, 400, "path: a NUL byte (%%00) is not allowed");
+    } else if (!get && !r->head) {
         if (!r->ctx->token)
             status = cw__http_fail(r, 405,
                                    "method %s: this server is read-only (GET and HEAD); "
@@ -562,6 +602,8 @@ int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d)
     options[n++] = "";
     options[n++] = "access_control_allow_methods";
     options[n++] = "";
+    options[n++] = "decode_url"; /* begin_request decodes the path */
+    options[n++] = "no";
     options[n++] = "enable_directory_listing";
     options[n++] = "no";
     /* Headers and body go out in two writes: without TCP_NODELAY, Nagle

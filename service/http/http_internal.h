@@ -74,6 +74,7 @@ typedef struct cw__http_req {
     const char *allow;  /* a 405's Allow header; NULL = "GET, HEAD" */
     int64_t now_ns;     /* nonzero: "now" of this request (silences: the wall clock) */
     char allow_buf[64];
+    char path_buf[8192]; /* r->path: the request's path, decoded (max_request_size) */
     char err[512];
 } cw__http_req_t;
 
@@ -110,6 +111,9 @@ unsigned cw__http_clients_sweep(cw__http_clients_t *c);
 bool cw__http_token_ok(const char *want, const char *auth);
 
 /* ---- responses (http.c) ---- */
+/* Replaces, in place, every byte of s that is not part of well-formed
+ * UTF-8 with '?' (error messages quote what the client sent). */
+void cw__http_utf8_clean(char *s);
 /* Sends 200 with body (len bytes) and content type. 0. */
 int cw__http_send(cw__http_req_t *r, int status, const char *ctype, const char *body, size_t len);
 /* Prints and sends a cJSON tree (not freed). 0, or 500 on ENOMEM. */

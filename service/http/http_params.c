@@ -31,13 +31,20 @@ int cw__http_parse_query(cw__http_req_t *r, const char *qs)
             int nl = mg_url_decode(qs, (int)nlen, p->name, sizeof p->name, 1);
             if (nl < 0 || nlen >= sizeof p->name)
                 return cw__http_fail(r, 400, "query: a parameter name is too long");
+            /* %00 would cut the text the handlers read. */
+            if (strlen(p->name) != (size_t)nl)
+                return cw__http_fail(r, 400, "query: a parameter name holds a NUL byte (%%00)");
             p->value[0] = 0;
             if (eq) {
                 size_t vlen = len - nlen - 1;
-                if (vlen >= sizeof p->value ||
-                    mg_url_decode(eq + 1, (int)vlen, p->value, sizeof p->value, 1) < 0)
+                int vl = vlen < sizeof p->value
+                             ? mg_url_decode(eq + 1, (int)vlen, p->value, sizeof p->value, 1)
+                             : -1;
+                if (vl < 0)
                     return cw__http_fail(r, 400, "%s: value too long (at most %zu bytes)", p->name,
                                          sizeof p->value - 1);
+                if (strlen(p->value) != (size_t)vl)
+                    return cw__http_fail(r, 400, "%s: the value holds a NUL byte (%%00)", p->name);
             }
             for (int k = 0; k < r->nparams; k++)
                 if (strcmp(r->params[k].name, p->name) == 0)
