@@ -17,7 +17,10 @@
  * CW_HTTP_MAX_BODY bytes.
  * The default listen address is loopback; binding elsewhere without a
  * token logs a warning. Static files never resolve outside the web root.
- * Request line, headers and query strings are size-limited. */
+ * Request line, headers and query strings are size-limited; a request's
+ * head and an idle keep-alive connection have deadlines, and one client
+ * address can hold only so many connections (docs/RELIABILITY.md,
+ * "Hostile HTTP clients"). No CORS headers. */
 #ifndef COMMITWATCH_HTTP_H
 #define COMMITWATCH_HTTP_H
 

@@ -20,7 +20,8 @@
  * body is refused (413), a POST's is read up to CW_HTTP_MAX_BODY bytes
  * (413 beyond) after the token was checked, so an unauthenticated client
  * cannot make a worker read a body. Unknown query parameters are a 400
- * naming them. */
+ * naming them. Slow clients: see cw_http_start's options and
+ * http_clients.c (the per-client connection cap). */
 #include "http/http_internal.h"
 
 #include <civetweb.h>
