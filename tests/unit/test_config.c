@@ -20,13 +20,19 @@ int main(void)
     ASSERT_U64_EQ(c.perf_ring_bytes, 16ULL << 20);
     ASSERT_U64_EQ(c.perf_queue_bytes, 8ULL << 20);
     ASSERT_U64_EQ(c.perf_unwind_procs, 16);
+    ASSERT_U64_EQ(c.http_threads, 32);
+    ASSERT_EQ(c.http_request_timeout_ns, 5 * 1000000000LL);
+    ASSERT_EQ(c.http_idle_timeout_ns, 2 * 1000000000LL);
+    ASSERT_U64_EQ(c.http_client_connections, 8);
 
     char path[1024];
     snprintf(path, sizeof path, "%s/cw_test_config_%d.conf", cw_test_tmpdir(), cw_test_getpid());
     FILE *f = fopen(path, "w");
     fputs("# comment\n\ndb = /var/lib/x.db  # trailing\nstacktags = a.stacktags\nstacktags=b.stacktags\n"
           "retention_raw = 90m\nsize_cap = 512MiB\nfrobnicate = yes\nperf_ring_size = 4MiB\n"
-          "perf_queue_size = 2MiB\nperf_unwind_processes = 8\n", f);
+          "perf_queue_size = 2MiB\nperf_unwind_processes = 8\n"
+          "http_threads = 64\nhttp_request_timeout = 1500ms\nhttp_idle_timeout = 0\n"
+          "http_client_connections = 0\n", f);
     fclose(f);
     char warnbuf[512] = {0};
     cw_test_scratch_t warn;
@@ -41,6 +47,10 @@ int main(void)
     ASSERT_U64_EQ(c.perf_ring_bytes, 4ULL << 20);
     ASSERT_U64_EQ(c.perf_queue_bytes, 2ULL << 20);
     ASSERT_U64_EQ(c.perf_unwind_procs, 8);
+    ASSERT_U64_EQ(c.http_threads, 64);
+    ASSERT_EQ(c.http_request_timeout_ns, 1500 * 1000000LL);
+    ASSERT_EQ(c.http_idle_timeout_ns, 0);
+    ASSERT_U64_EQ(c.http_client_connections, 0);
     ASSERT_TRUE(strstr(warnbuf, ":8: unknown key 'frobnicate'") != NULL);
 
     f = fopen(path, "w");

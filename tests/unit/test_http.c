@@ -102,6 +102,21 @@ static void test_query(void)
     ASSERT_EQ(cw__http_check_unused(&r), 400); /* from, to not read */
     r = req();
     ASSERT_EQ(cw__http_parse_query(&r, "a=1&a=2"), 400);
+    /* %00 would cut the value: refused, naming it. */
+    r = req();
+    ASSERT_EQ(cw__http_parse_query(&r, "step=1s%00x"), 400);
+    ASSERT_TRUE(strstr(r.err, "step: the value holds a NUL byte") == r.err);
+    r = req();
+    ASSERT_EQ(cw__http_parse_query(&r, "st%00ep=1s"), 400);
+    r = req();
+    ASSERT_OK(cw__http_parse_query(&r, "name=%ff%fe&x=%zz&y=%"));
+    ASSERT_STR_EQ(cw__http_param(&r, "name"), "\xff\xfe");
+    ASSERT_STR_EQ(cw__http_param(&r, "x"), "%zz");
+    ASSERT_STR_EQ(cw__http_param(&r, "y"), "%");
+    /* Error messages quoting such bytes are made UTF-8. */
+    char m[] = "a\xff \xc3\xa9 \xc0\xae \xed\xa0\x80 \xf4\x90\x80\x80 \xe2\x82 \xf0\x9f\x98\x80";
+    cw__http_utf8_clean(m);
+    ASSERT_STR_EQ(m, "a? \xc3\xa9 ?? ??? ???? ?? \xf0\x9f\x98\x80");
     r = req();
     int64_t f, t;
     ASSERT_OK(cw__http_parse_query(&r, "from=2000&to=1000"));
