@@ -52,6 +52,9 @@ int cw__http_send(cw__http_req_t *r, int status, const char *ctype, const char *
     mg_response_header_add(r->conn, "Content-Length", clen, -1);
     mg_response_header_add(r->conn, "Cache-Control", "no-store", -1);
     mg_response_header_add(r->conn, "X-Content-Type-Options", "nosniff", -1);
+    /* Data, never a page: nothing in it may load or frame anything. */
+    mg_response_header_add(r->conn, "Content-Security-Policy",
+                           "default-src 'none'; frame-ancestors 'none'", -1);
     if (status == 405)
         mg_response_header_add(r->conn, "Allow", r->allow ? r->allow : "GET, HEAD", -1);
     mg_response_header_send(r->conn);
@@ -503,6 +506,14 @@ static int listen_spec(const char *in, char *out, size_t len, cw_diag_t *d)
     return 0;
 }
 
+static void ignore_conn(void *ctx, const char *peer_addr, int peer_port, intptr_t handle)
+{
+    (void)ctx;
+    (void)peer_addr;
+    (void)peer_port;
+    (void)handle;
+}
+
 static void ctx_free(cw__http_ctx_t *c)
 {
     cw_store_pool_destroy(c->pool);
@@ -639,6 +650,10 @@ int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d)
     int np = mg_get_server_ports(h->mg, 4, ports);
     h->port = np > 0 ? ports[0].port : 0;
     cw__http_clients_set_port(h->ctx.clients, h->port);
+    if (o->client_connections && cw_plat_tcp_list(h->port, ignore_conn, NULL) == CW_ENOSYS)
+        CW_LOGW("http: http_client_connections = %u is not enforced on this platform (docs/"
+                "RELIABILITY.md, \"Hostile HTTP clients\")",
+                o->client_connections);
     if (!is_loopback(spec) && !h->ctx.token)
         CW_LOGW("http: listening on %s, which is not loopback, without a token: anyone who "
                 "can reach it can read every process's memory figures; use --token or bind "

@@ -272,6 +272,9 @@ with Service(MTA, name="hostile", args=["--token", TOKEN], config=CONFIG) as svc
         t.check(f"{path} with an Origin: no Access-Control-* header",
                 st in (200, 404) and not any(k.startswith("access-control-") for k in h), h)
         t.eq(f"{path}: X-Content-Type-Options: nosniff", h.get("x-content-type-options"), "nosniff")
+        if path.startswith("/api/") or path == "/nope.js":
+            t.eq(f"{path}: data, a CSP that allows nothing",
+                 h.get("content-security-policy"), "default-src 'none'; frame-ancestors 'none'")
     a = raw_request("127.0.0.1", port, b"OPTIONS /api/silences HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
                     b"Origin: http://evil.example\r\nAccess-Control-Request-Method: POST\r\n\r\n", src=OTHER)
     # Without the token: 401 (a token is configured; OPTIONS is not GET).
