@@ -157,11 +157,8 @@ static void test_security(void)
     ASSERT_EQ(cw__http_clients_excess(b, 2, 1, v), 0);
 }
 
-/* One HTTP/1.0 request on a fresh connection with extra header lines
- * (each ending in \r\n; may be "") and a body (may be NULL); returns the
- * status, fills body (NUL-terminated, truncated to len). */
-static int http_ex(int port, const char *method, const char *path, const char *headers,
-                   const char *in, char *body, size_t len)
+/* A new connection to 127.0.0.1:port (30 s send and receive timeouts). */
+static sock_t connect_loopback(int port)
 {
     sock_t fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
@@ -169,6 +166,16 @@ static int http_ex(int port, const char *method, const char *path, const char *h
     ASSERT_TRUE(SOCK_OK(fd));
     sock_timeouts(fd);
     ASSERT_TRUE(connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    return fd;
+}
+
+/* One HTTP/1.0 request on a fresh connection with extra header lines
+ * (each ending in \r\n; may be "") and a body (may be NULL); returns the
+ * status, fills body (NUL-terminated, truncated to len). */
+static int http_ex(int port, const char *method, const char *path, const char *headers,
+                   const char *in, char *body, size_t len)
+{
+    sock_t fd = connect_loopback(port);
     static char buf[1 << 17];
     int n = snprintf(buf, sizeof buf, "%s %s HTTP/1.0\r\nHost: x\r\n%s", method, path, headers);
     if (in)
@@ -201,12 +208,7 @@ static int http(int port, const char *method, const char *path, char *body, size
  * its headers never end. */
 static sock_t stalled(int port)
 {
-    sock_t fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_TRUE(SOCK_OK(fd));
-    sock_timeouts(fd);
-    ASSERT_TRUE(connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    sock_t fd = connect_loopback(port);
     static const char line[] = "GET /api/health HTTP/1.1\r\nHost: x\r\n";
     ASSERT_EQ(send(fd, line, (int)sizeof line - 1, 0), (int)sizeof line - 1);
     return fd;
