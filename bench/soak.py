@@ -36,8 +36,11 @@ Phases:
      pruned. The rows before and after are counted.
 
 Prints a summary and writes OUT/summary.json, OUT/samples.csv and the
-daemon's log. --check exits 1 unless: the end RSS is within --rss-tolerance
-(10 %) of the baseline, the end fd count other than files equals the baseline (and never
+daemon's log. The baseline and end RSS are each the median of the second
+half of the phase's samples (warmup; settle). --check exits 1 unless: the
+end anonymous RSS (RssAnon: VmRSS also counts the pages of the modules the
+unwinder maps, which come and go with the machine's processes) is within
+--rss-tolerance (10 %) of the baseline, the end fd count other than files equals the baseline (and never
 passed it by more than 8; files, the modules the unwinder's cache holds, no
 more in the second half than in the first, by half), every drift check was 0 bytes, the daemon stored
 every spawned instance (all of them when no event was lost) and after the
@@ -60,7 +63,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "e2e"))
 from cwtest import file_text, wait_until  # noqa: E402
-from procmem import fd_count, proc_state, rss_bytes, smaps_charged  # noqa: E402
+from procmem import proc_state, rss_bytes, smaps_charged  # noqa: E402
 
 MB = 1024 * 1024
 SEC = 1000000000
@@ -70,6 +73,15 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def quiet_rss(samples, phase, key="rss"):
+    """The daemon's RSS (key) in a phase without the spawners: the median
+    of the phase's second half. The machine's other processes come and go
+    (the perf source sees them all), so one sample says little."""
+    rss = [s[key] for s in samples if s["phase"] == phase]
+    rss = sorted(rss[len(rss) // 2:])
+    return rss[len(rss) // 2] if rss else 0
 
 
 class Soak:
@@ -168,13 +180,17 @@ class Soak:
     def sample(self):
         h = self.get("/api/health") or {}
         s = {"t": round(time.monotonic() - self.t0, 1), "phase": self.phase,
-             "rss": rss_bytes(self.run.pid), "fds": fd_count(self.run.pid),
-             "fds_files": sum(v for k, v in self.fd_kinds().items() if k.startswith("/")),
-             "events": h.get("events_ingested"), "lost": h.get("events_lost"),
-             "drift_corrected": h.get("drift_corrected_bytes"), "db_bytes": h.get("db_size_bytes")}
+             "rss": rss_bytes(self.run.pid), "rss_anon": rss_bytes(self.run.pid, "RssAnon")}
+        kinds = self.fd_kinds()
+        s.update({"fds": sum(kinds.values()),
+                  "fds_files": sum(v for k, v in kinds.items() if k.startswith("/")),
+                  "events": h.get("events_ingested"), "lost": h.get("events_lost"),
+                  "drift_corrected": h.get("drift_corrected_bytes"),
+                  "db_bytes": h.get("db_size_bytes")})
         s.update(self.rows())
         self.samples.append(s)
-        print(f"[{s['t']:7.1f}s {self.phase:6}] rss {s['rss'] / MB:6.1f} MiB  fds {s['fds']}  "
+        print(f"[{s['t']:7.1f}s {self.phase:6}] rss {s['rss'] / MB:6.1f} MiB  anon "
+              f"{s['rss_anon'] / MB:6.1f} MiB  fds {s['fds']}  "
               f"events {s['events']}  lost {s['lost']}  processes {s.get('processes')}  "
               f"folded {s.get('folded')}", flush=True)
         return s
@@ -206,9 +222,12 @@ class Soak:
 
     def check_drift(self, label):
         """Stops each churner, waits until the daemon stored the second it
-        stopped in, compares the API's outstanding with smaps."""
+        stopped in, compares the API's outstanding with smaps. A check
+        during which the kernel dropped records (the source then
+        resynchronises from smaps) is not clean: up to 4 attempts for a
+        clean one."""
         for p in self.churners:
-            for attempt in (1, 2):
+            for attempt in range(1, 5):
                 lost0 = (self.get("/api/health") or {}).get("events_lost", 0)
                 os.kill(p.pid, signal.SIGSTOP)
                 try:
@@ -227,11 +246,11 @@ class Soak:
                 d = {"t": round(time.monotonic() - self.t0, 1), "label": label, "pid": p.pid,
                      "smaps": want, "api": got[0] if len(got) == 1 else got,
                      "drift": got[0] - want if len(got) == 1 else None, "lost": lost,
-                     "attempt": attempt}
+                     "attempt": attempt, "clean": lost == 0}
                 print(f"drift [{label}] churner {p.pid}: api {d['api']} smaps {want} "
                       f"-> {d['drift']} bytes (events lost meanwhile: {lost})", flush=True)
-                if d["drift"] == 0 or attempt == 2 or lost == 0:
-                    self.drift.append(d)
+                self.drift.append(d)
+                if lost == 0:
                     break
 
     def wait_phase(self, seconds, drift_label=None):
@@ -335,8 +354,12 @@ class Soak:
             "pids_reused_stored": before.get("pids_reused_stored"),
             "events": end["events"], "events_lost": end["lost"],
             "drift_corrected_bytes": end["drift_corrected"],
-            "rss_baseline": base["rss"], "rss_peak": max(s["rss"] for s in load),
-            "rss_end": end["rss"],
+            "rss_baseline": quiet_rss(self.samples, "warmup"),
+            "rss_peak": max(s["rss"] for s in load),
+            "rss_end": quiet_rss(self.samples, "settle"),
+            "rss_anon_baseline": quiet_rss(self.samples, "warmup", "rss_anon"),
+            "rss_anon_peak": max(s["rss_anon"] for s in load),
+            "rss_anon_end": quiet_rss(self.samples, "settle", "rss_anon"),
             "fds_baseline": base["fds"], "fds_max": max(s["fds"] for s in self.samples),
             "fds_end": end["fds"],
             "fd_kinds_baseline": base_fds, "fd_kinds_end": end_fds,
@@ -353,7 +376,9 @@ class Soak:
                           "folded": max(s.get("folded", 0) for s in self.samples)},
             "ended_left_unpruned": left, "ended_kept_with_baseline": with_baseline,
             "drift_checks": len(self.drift),
-            "drift_bytes": [d["drift"] for d in self.drift],
+            "drift_checks_clean": sum(d["clean"] for d in self.drift),
+            "drift_bytes_clean": [d["drift"] for d in self.drift if d["clean"]],
+            "drift_bytes_with_loss": [d["drift"] for d in self.drift if not d["clean"]],
             "run_exit": rc,
         }
         with open(os.path.join(self.out, "summary.json"), "w") as f:
@@ -387,9 +412,14 @@ def verdict(s, tol):
     stored = s["spawner_instances_stored"] or 0
     return [
         (s["run_exit"] == 0, f"the daemon exits 0 on SIGINT ({s['run_exit']})"),
-        (s["rss_end"] <= s["rss_baseline"] * (1 + tol),
-         f"RSS back to its baseline within {tol:.0%}: baseline {s['rss_baseline'] / MB:.1f} MiB, "
-         f"peak {s['rss_peak'] / MB:.1f} MiB, end {s['rss_end'] / MB:.1f} MiB"),
+        # RssAnon: the daemon's own memory. VmRSS adds the pages of the
+        # modules the unwinder maps (libdw, perf_unwind_processes of the
+        # machine's processes, whichever they are): reported, not checked.
+        (s["rss_anon_end"] <= s["rss_anon_baseline"] * (1 + tol),
+         f"anonymous RSS back to its baseline within {tol:.0%}: baseline "
+         f"{s['rss_anon_baseline'] / MB:.1f} MiB, peak {s['rss_anon_peak'] / MB:.1f} MiB, end "
+         f"{s['rss_anon_end'] / MB:.1f} MiB (VmRSS {s['rss_baseline'] / MB:.1f}, "
+         f"{s['rss_peak'] / MB:.1f}, {s['rss_end'] / MB:.1f} MiB)"),
         # Files are the modules the unwinder's cache of perf_unwind_processes
         # processes holds open (libdw): bounded, not constant. The rest
         # (perf events, sockets, pipes, the database) must come back.
@@ -401,8 +431,10 @@ def verdict(s, tol):
          f"{s['fds_other_end']} (at most {s['fds_other_max']}); files (the unwinder's modules) "
          f"at most {s['fds_files_max_first_half']} in the first half, "
          f"{s['fds_files_max_second_half']} in the second"),
-        (s["drift_checks"] > 0 and all(d == 0 for d in s["drift_bytes"]),
-         f"zero drift on the churners against smaps: {s['drift_bytes']}"),
+        (s["drift_checks_clean"] > 0 and all(d == 0 for d in s["drift_bytes_clean"]),
+         f"zero drift on the churners against smaps: {s['drift_bytes_clean']} in the "
+         f"{s['drift_checks_clean']} checks without lost records (with records lost meanwhile, "
+         f"not required: {s['drift_bytes_with_loss']})"),
         (s["pids_reused"] > 0, f"pids were reused ({s['pids_reused']})"),
         # Records the kernel dropped (a busy machine) lose the starts of
         # some short processes for good: only a run without loss must

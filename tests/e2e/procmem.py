@@ -2,8 +2,6 @@
 that compare it with what commitwatch tracked (test_perf_root.py, the soak:
 bench/soak.py and test_soak_root.py)."""
 
-import os
-
 
 def smaps_charged(pid):
     """Sum of the sizes of pid's VMAs with `ac` (charged to the commit
@@ -27,15 +25,11 @@ def proc_state(pid):
         return f.read().rsplit(")", 1)[1].split()[0]
 
 
-def rss_bytes(pid):
-    """VmRSS of pid, in bytes."""
+def rss_bytes(pid, field="VmRSS"):
+    """A resident size of pid's /proc/PID/status, in bytes: VmRSS (all),
+    RssAnon (its own memory), RssFile (mapped files)."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
     return 0
-
-
-def fd_count(pid):
-    """Open file descriptors of pid."""
-    return len(os.listdir(f"/proc/{pid}/fd"))
