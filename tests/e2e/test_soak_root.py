@@ -3,7 +3,8 @@
 the daemon on the live perf source while a spawner starts 25 short-lived
 processes a second (fork/exec/exit, threads, half of them on a pid that
 was just freed) and two churners map, unmap, mprotect and brk all the
-time. It checks what the 30-minute soak reports (docs/RELIABILITY.md,
+time (after 30 s of the same load and 20 s without spawners: the
+baseline). It checks what the 30-minute soak reports (docs/RELIABILITY.md,
 "Soak"): the daemon's RSS back within 10 % of its baseline once the load
 stopped and the raw tier's retention (1 min here) folded it, no file
 descriptor growth, zero drift of the churners' outstanding commit
@@ -23,6 +24,6 @@ sys.path.insert(0, os.path.join(SOURCE, "bench"))
 import soak  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(soak.main(["--minutes", "2", "--warmup", "20", "--settle", "80",
+    sys.exit(soak.main(["--minutes", "2", "--prime", "30", "--warmup", "20", "--settle", "80",
                         "--retention-raw", "1m", "--sample", "5", "--drift-every", "30",
                         "--spawn-rate", "25", "--churners", "2", "--hold", "16", "--check"]))
