@@ -41,7 +41,8 @@ daemon's log. The baseline and end RSS are each the median of the second
 half of the phase's samples (warmup; settle). --check exits 1 unless: the
 end anonymous RSS (RssAnon: VmRSS also counts the pages of the modules the
 unwinder maps, which come and go with the machine's processes) is within
---rss-tolerance (10 %) of the baseline, the end fd count other than files equals the baseline (and never
+--rss-tolerance (10 %) of the baseline, the end fd count other than files is the baseline's (+4: the bench's own
+connections closing; and never
 passed it by more than 8; files, the modules the unwinder's cache holds, no
 more in the second half than in the first, by half), every drift check was 0 bytes, the daemon stored
 every spawned instance (all of them when no event was lost) and after the
@@ -439,7 +440,8 @@ def verdict(s, tol):
         # Files are the modules the unwinder's cache of perf_unwind_processes
         # processes holds open (libdw): bounded, not constant. The rest
         # (perf events, sockets, pipes, the database) must come back.
-        (s["fds_other_end"] <= s["fds_other_baseline"] and
+        # (+4: the connections of the bench's own requests, closing.)
+        (s["fds_other_end"] <= s["fds_other_baseline"] + 4 and
          s["fds_other_max"] <= s["fds_other_baseline"] + 8 and
          s["fds_files_max_second_half"] <= 1.5 * s["fds_files_max_first_half"] + 16,
          f"no fd growth: {s['fds_baseline']} at the baseline, {s['fds_max']} at most, "
