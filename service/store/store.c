@@ -251,6 +251,7 @@ static int migrate(cw_store_t *s, int target, cw_diag_t *d)
                         "at version %" PRId64,
                         (int)v + 1, s->path, sqlite3_errmsg(s->db), v);
             sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    s->pruned_to = INT64_MIN; /* the deletes were rolled back too */
             return CW_EDB;
         }
         if ((err = cw__store_exec(s, "COMMIT", "committing a migration", d))) return err;
@@ -362,6 +363,7 @@ static int open_impl(const char *path, const cw_store_opts_t *opts, bool readonl
     err = CW_ENOMEM;
     if (!(s = calloc(1, sizeof *s)) || !(s->path = strdup(path))) goto fail;
     s->readonly = readonly;
+    s->pruned_to = INT64_MIN;
     if (opts)
         s->opts = *opts;
     else
@@ -832,7 +834,8 @@ int cw_store_write_many(cw_store_t *s, const cw_batch_t *const *b, size_t n, cw_
     if ((err = cw__store_exec(s, "BEGIN IMMEDIATE", "starting a transaction", d))) return err;
     for (size_t i = 0; i < n && !err; i++)
         err = write_one(s, t, b[i], &last_lost, &last_drift, d);
-    if (err || (err = cw__store_enforce_cap(s, t, d))) goto fail;
+    if (err || (err = cw__store_enforce_cap(s, t, d)) || (err = cw__store_prune(s, t, d)))
+        goto fail;
     for (int k = 0; k < CW_TIERS && !err; k++)
         if (memcmp(&t[k], &s->tiers[k], sizeof t[k]) != 0) err = put_tier(s, k, &t[k], d);
     if (err || (err = cw__store_exec(s, "COMMIT", "committing a batch", d))) goto fail;

@@ -115,6 +115,10 @@ enum cw__stmt {
     CW__ST_FOLDED_PUT,
     CW__ST_FOLDED_COUNT,
     CW__ST_FOLDED_LIST,
+    /* store_tiers.c: instances pruned by retention */
+    CW__ST_PRUNE_FOLDED,
+    CW__ST_PRUNE_EXITED,
+    CW__ST_PRUNE_ENDED,
     CW__ST__COUNT
 };
 
@@ -157,6 +161,8 @@ struct cw_store {
     bool roll_sql;                 /* test hook: every rollup by SQL */
     uint64_t roll_counts[2];       /* writer: rollups from the sums, by SQL (for tests) */
     uint64_t transactions;         /* writer: batch transactions committed (for tests) */
+    int64_t pruned_to; /* writer: instances ended before it were pruned (INT64_MIN: none yet) */
+    uint64_t pruned[2]; /* writer: processes rows, folded rows pruned since open */
     cw__roll_t sorted;             /* writer: a batch's rows, sorted (vectors only) */
     sqlite3_stmt *stmts[CW__ST__COUNT];
     /* Read caches of closed buckets' figures (store_report.c,
@@ -271,6 +277,11 @@ int cw__store_retain(cw_store_t *s, cw__tier_t *t, int k, cw_diag_t *d);
 /* Forgets the in-memory sums (after a rollback; at close). */
 void cw__store_roll_reset(cw_store_t *s, bool free_memory);
 int cw__store_enforce_cap(cw_store_t *s, cw__tier_t *t, cw_diag_t *d);
+/* Deletes the processes rows of instances that ended before every tier's
+ * horizon and have no baseline left in any tier, and a pruned folded
+ * group's rows of the folded table; once per new lowest horizon
+ * (s->pruned_to, counted in s->pruned). Inside the batch's transaction. */
+int cw__store_prune(cw_store_t *s, const cw__tier_t *t, cw_diag_t *d);
 
 /* store_fold.c: stores the batch's folded instances (schema/005_folded)
  * and counts them in their group's processes row, inside the batch's

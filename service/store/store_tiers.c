@@ -400,6 +400,56 @@ int cw__store_retain(cw_store_t *s, cw__tier_t *t, int k, cw_diag_t *d)
     return err;
 }
 
+/* ---- pruning ended instances ---------------------------------------------
+ *
+ * An instance that exited (or whose tracking ended) before every tier's
+ * horizon has no row left in commits, releases or activity: its rows were
+ * folded into BEFORE baselines, and an ended instance released everything,
+ * so its baselines came to 0 bytes and 0 events and were deleted. Its
+ * processes row (and a folded group's rows of the folded table) are then
+ * deleted too, so the instance tables stay as long as retention keeps
+ * history, whatever the number of short-lived processes. An instance some
+ * tier still has a baseline of (its memory was not all released, e.g.
+ * events lost) is kept with it. A tier kept forever (retention 0) has no
+ * horizon: nothing is pruned. ?1 = the lowest horizon, ?2 = BEFORE. */
+#define NO_BASELINE                                                                               \
+    " AND NOT EXISTS (SELECT 1 FROM commits c WHERE c.tier IN (0, 1, 2) AND c.bucket = ?2"       \
+    " AND c.proc = processes.id)"
+static const char SQL_PRUNE_FOLDED[] =
+    "DELETE FROM folded WHERE grp IN (SELECT id FROM processes WHERE exit_ns < ?1 "
+    "AND folded IS NOT NULL" NO_BASELINE ")";
+static const char SQL_PRUNE_EXITED[] = "DELETE FROM processes WHERE exit_ns < ?1" NO_BASELINE;
+static const char SQL_PRUNE_ENDED[] =
+    "DELETE FROM processes WHERE tracking_ended_ns < ?1 AND exit_ns IS NULL" NO_BASELINE;
+
+int cw__store_prune(cw_store_t *s, const cw__tier_t *t, cw_diag_t *d)
+{
+    static const struct {
+        int id;
+        const char *sql, *what;
+        int counter;
+    } step[] = {
+        {CW__ST_PRUNE_FOLDED, SQL_PRUNE_FOLDED, "pruning folded instances", 1},
+        {CW__ST_PRUNE_EXITED, SQL_PRUNE_EXITED, "pruning exited instances", 0},
+        {CW__ST_PRUNE_ENDED, SQL_PRUNE_ENDED, "pruning ended instances", 0},
+    };
+    int64_t h = INT64_MAX;
+    for (int k = 0; k < CW_TIERS; k++)
+        if (t[k].horizon < h) h = t[k].horizon;
+    if (h == INT64_MIN || h <= s->pruned_to) return 0;
+    for (size_t i = 0; i < sizeof step / sizeof step[0]; i++) {
+        sqlite3_stmt *st = NULL;
+        int err = cw__store_stmt(s, step[i].id, step[i].sql, &st, d);
+        if (err) return err;
+        sqlite3_bind_int64(st, 1, h);
+        sqlite3_bind_int64(st, 2, CW_TS_BEFORE);
+        if ((err = cw__store_step_done(s, st, step[i].what, d))) return err;
+        s->pruned[step[i].counter] += (uint64_t)sqlite3_changes(s->db);
+    }
+    s->pruned_to = h;
+    return 0;
+}
+
 /* One integer from a cached PRAGMA statement. */
 static int pragma_int(cw_store_t *s, int id, const char *sql, int64_t *out, cw_diag_t *d)
 {

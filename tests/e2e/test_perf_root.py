@@ -32,6 +32,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from cwtest import file_text, wait_until  # noqa: E402
+from procmem import proc_state, smaps_charged  # noqa: E402
 
 BIN = os.environ.get("CW_BIN", "build/commitwatch")
 BUILD = os.environ.get("CW_BUILD", "build")
@@ -45,27 +46,6 @@ def check(cond, what):
     print(("ok   " if cond else "FAIL ") + what, flush=True)
     if not cond:
         failures.append(what)
-
-
-def smaps_charged(pid):
-    """Sum of the sizes of pid's VMAs with `ac`, [stack] aside."""
-    total, size, name = 0, 0, ""
-    with open(f"/proc/{pid}/smaps") as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 5 and "-" in parts[0] and ":" in parts[3]:
-                a, b = parts[0].split("-")
-                size = int(b, 16) - int(a, 16)
-                name = parts[5] if len(parts) > 5 else ""
-            elif line.startswith("VmFlags:") and " ac" in line and name != "[stack]":
-                total += size
-    return total
-
-
-def proc_state(pid):
-    """The state letter of /proc/PID/stat (R, S, T, ...)."""
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0]
 
 
 def asleep(pid):

@@ -6,7 +6,8 @@
  * stacks, rundown, partial releases, gaps of empty buckets over five
  * hours) checked against a brute-force oracle over the individual pieces,
  * on raw, minute and hour windows answered by tier 0, 1 and 2, with and
- * without retention and with a size cap. */
+ * without retention and with a size cap. Retention prunes the instances
+ * that ended before every tier's horizon (test_prune). */
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -1246,6 +1247,137 @@ static void bench(void)
     cw_store_close(s);
 }
 
+/* ---- pruning ended instances ------------------------------------------------ */
+
+/* One bucket's batch with (proc, stack 1) commit and release rows (the
+ * release closing `closed` commit events). */
+static void prune_batch(cw_store_t *s, int64_t at, uint32_t commit_proc, uint64_t commit,
+                        uint32_t release_proc, int64_t release_a, uint64_t release,
+                        uint64_t closed)
+{
+    cw_diag_t d;
+    cw_batch_t *b;
+    ASSERT_OK(cw_batch_create(at, S, &b));
+    if (commit)
+        ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){commit_proc, 1, at, commit, 1}));
+    if (release)
+        ASSERT_OK(cw_batch_add_release(
+            b, &(cw_row_release_t){release_proc, 1, release_a, release, closed, closed}));
+    ASSERT_OK(cw_store_write(s, b, &d));
+    cw_batch_free(b);
+}
+
+/* The history of test_prune: a long-lived instance (1), one that exits
+ * having released everything (2), a folded group of two (3) whose rows
+ * are released, pid 200 reused by an instance (4) that exits with 2048
+ * bytes still counted (a baseline stays), an instance whose tracking
+ * ended (5); at 3 h, a new instance (6). */
+static void write_prunable(cw_store_t *s)
+{
+    cw_diag_t d;
+    cw_batch_t *b;
+    ASSERT_OK(cw_batch_create(10 * S, S, &b));
+    dictionary(b);
+    ASSERT_OK(cw_batch_add_proc(b, 1, 100, 10 * S, CW_TS_NEVER, "daemon", NULL));
+    ASSERT_OK(cw_batch_add_proc(b, 2, 200, 10 * S, 12 * S, "tool", NULL));
+    ASSERT_OK(cw_batch_add_proc(b, 3, 0, 10 * S, 11 * S, "true", NULL));
+    ASSERT_OK(cw_batch_add_folded(b, &(cw_row_folded_t){3, 300, 10 * S, 10 * S + 1, 4096}));
+    ASSERT_OK(cw_batch_add_folded(b, &(cw_row_folded_t){3, 301, 10 * S + 2, 11 * S, 4096}));
+    ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){1, 1, 10 * S, 8192, 1}));
+    ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){2, 1, 10 * S, 4096, 1}));
+    ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){3, 1, 10 * S, 8192, 2}));
+    ASSERT_OK(cw_store_write(s, b, &d));
+    cw_batch_free(b);
+    prune_batch(s, 11 * S, 0, 0, 3, 10 * S, 8192, 2);
+    ASSERT_OK(cw_batch_create(12 * S, S, &b));
+    ASSERT_OK(cw_batch_add_release(b, &(cw_row_release_t){2, 1, 10 * S, 4096, 1, 1}));
+    ASSERT_OK(cw_batch_add_proc(b, 2, 200, 10 * S, 12 * S, "tool", NULL));
+    ASSERT_OK(cw_batch_add_proc(b, 4, 200, 12 * S, 14 * S, "tool", NULL));
+    ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){4, 1, 12 * S, 4096, 1}));
+    ASSERT_OK(cw_batch_add_proc(b, 5, 500, 12 * S, 15 * S, "editor", NULL));
+    b->procs.v[b->procs.n - 1].tracking_ended = true;
+    ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){5, 1, 12 * S, 4096, 1}));
+    ASSERT_OK(cw_store_write(s, b, &d));
+    cw_batch_free(b);
+    ASSERT_OK(cw_batch_create(14 * S, S, &b));
+    ASSERT_OK(cw_batch_add_release(b, &(cw_row_release_t){4, 1, 12 * S, 2048, 1, 0}));
+    ASSERT_OK(cw_store_write(s, b, &d));
+    cw_batch_free(b);
+    prune_batch(s, 15 * S, 0, 0, 5, 12 * S, 4096, 1);
+    ASSERT_OK(cw_batch_create(3 * HOUR, S, &b));
+    ASSERT_OK(cw_batch_add_proc(b, 6, 200, 3 * HOUR, CW_TS_NEVER, "tool", NULL));
+    ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){6, 1, 3 * HOUR, 4096, 1}));
+    ASSERT_OK(cw_batch_add_activity(b, &(cw_row_activity_t){6, 1, 4096, 4096, 3 * HOUR}));
+    ASSERT_OK(cw_store_write(s, b, &d));
+    cw_batch_free(b);
+}
+
+/* Retention prunes the processes rows (and a folded group's folded rows)
+ * of instances that ended before every tier's horizon with nothing left
+ * in any tier; not while a tier keeps them (forever, or a baseline). */
+static void test_prune(void)
+{
+    cw_store_t *s = NULL;
+    cw_store_opts_t o;
+    cw_report_t *r;
+    cw_diag_t d = {{0}};
+    const char *p = tpath("prune.db");
+    cw_store_opts_default(&o);
+    o.retention_ns[0] = MIN;
+    o.retention_ns[1] = MIN;
+    o.retention_ns[2] = HOUR;
+    rm_db(p);
+    ASSERT_OK(cw_store_open(p, &o, &s, &d));
+    write_prunable(s);
+    /* End 3 h + 1 s: horizons 2 h 59 min (raw), 2 h (minutes, hours). */
+    ASSERT_EQ(s->tiers[0].horizon, 3 * HOUR - MIN);
+    ASSERT_EQ(s->tiers[1].horizon, 2 * HOUR);
+    ASSERT_EQ(s->tiers[2].horizon, 2 * HOUR);
+    ASSERT_EQ(s->pruned_to, 2 * HOUR);
+    sqlite3_stmt *st;
+    ASSERT_EQ(sqlite3_prepare_v2(s->db, "SELECT group_concat(id, ',') FROM "
+                                        "(SELECT id FROM processes ORDER BY id)", -1, &st, NULL),
+              SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    ASSERT_STR_EQ((const char *)sqlite3_column_text(st, 0), "1,4,6");
+    sqlite3_finalize(st);
+    ASSERT_EQ(sql_int(s, "SELECT count(*) FROM folded"), 0);
+    ASSERT_U64_EQ(s->pruned[0], 3); /* 2, the group 3, 5 */
+    ASSERT_U64_EQ(s->pruned[1], 2);
+    /* 4 keeps its 2048 bytes in every tier's baseline. */
+    ASSERT_EQ(sql_int(s, "SELECT count(*) FROM commits WHERE proc = 4 AND bytes = 2048"), 3);
+    ASSERT_EQ(sql_int(s, "SELECT count(*) FROM commits WHERE proc IN (2, 3, 5)"), 0);
+    /* The figures of what is left are whole. */
+    ASSERT_OK(cw_store_report(s, INT64_MIN, INT64_MAX, false, &r, &d));
+    ASSERT_TRUE(rproc(r, 1) && rproc(r, 4) && rproc(r, 6) && !rproc(r, 2) && !rproc(r, 3) &&
+                !rproc(r, 5));
+    ASSERT_U64_EQ(rproc(r, 1)->outstanding_end, 8192);
+    ASSERT_U64_EQ(rproc(r, 4)->outstanding_end, 2048);
+    ASSERT_U64_EQ(rproc(r, 6)->outstanding_end, 4096);
+    cw_report_free(r);
+    integrity_ok(s);
+    /* Reopened: the same horizon prunes nothing more; a later one runs
+     * again. */
+    cw_store_close(s);
+    ASSERT_OK(cw_store_open(p, &o, &s, &d));
+    prune_batch(s, 3 * HOUR + S, 6, 4096, 0, 0, 0, 0);
+    ASSERT_U64_EQ(s->pruned[0], 0);
+    ASSERT_EQ(s->pruned_to, 2 * HOUR);
+    cw_store_close(s);
+
+    /* Hours kept forever: the hour tier holds every instance's rows, so
+     * nothing is pruned, whatever the other tiers fold. */
+    o.retention_ns[2] = 0;
+    rm_db(p);
+    ASSERT_OK(cw_store_open(p, &o, &s, &d));
+    write_prunable(s);
+    ASSERT_EQ(s->tiers[2].horizon, INT64_MIN);
+    ASSERT_EQ(sql_int(s, "SELECT count(*) FROM processes"), 6);
+    ASSERT_EQ(sql_int(s, "SELECT count(*) FROM folded"), 2);
+    ASSERT_U64_EQ(s->pruned[0] + s->pruned[1], 0);
+    cw_store_close(s);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "%s/cw_test_store_XXXXXX", cw_test_tmpdir());
@@ -1257,6 +1389,7 @@ int main(void)
     test_hand();
     test_generated();
     test_roll_memory();
+    test_prune();
     if (getenv("CW_BENCH")) bench();
     ASSERT_OK(cw_test_rmtree(dir));
     TEST_DONE();
