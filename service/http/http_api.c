@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "commitwatch/event.h"
+#include "commitwatch/export.h"
 #include "commitwatch/memstat.h"
 #include "commitwatch/platform.h"
 #include "commitwatch/query.h"
@@ -419,6 +420,50 @@ static bool tag_matches(const char *tag, const char *want)
     return strcmp(tag, want) == 0 || (strncmp(tag, want, n) == 0 && tag[n] == '\\');
 }
 
+int cw__http_export_params(cw__http_req_t *r, cw_export_opts_t *o, bool *wanted)
+{
+    const char *f = cw__http_param(r, "format"), *v = cw__http_param(r, "value");
+    cw_diag_t d = {{0}};
+    *o = (cw_export_opts_t){0};
+    *wanted = false;
+    if (f && strcmp(f, "json") != 0) {
+        if (cw_export_parse_format(f, &o->format, &d) != 0)
+            return cw__http_fail(r, 400, "format: '%s' is not one of json, folded, pprof, speedscope",
+                                 f);
+        *wanted = true;
+    }
+    if (v) {
+        if (!*wanted || o->format != CW_EXPORT_FOLDED)
+            return cw__http_fail(r, 400, "value: goes with format=folded (pprof and speedscope "
+                                         "carry every value)");
+        if (cw_export_parse_value(v, &o->value, &d) != 0) return cw__http_fail(r, 400, "%s", d.msg);
+    }
+    return 0;
+}
+
+int cw__http_send_export(cw__http_req_t *r, const cw_proc_report_t *procs, uint32_t n,
+                         int64_t from, int64_t to, const char *stem, const cw_export_opts_t *o)
+{
+    cw_diag_t d = {{0}};
+    char *buf = NULL, name[200];
+    size_t len = 0;
+    /* The file name: the stem with only [A-Za-z0-9._-] kept. */
+    size_t k = 0;
+    for (const char *c = stem; *c && k < 100; c++)
+        name[k++] = isalnum((unsigned char)*c) || *c == '.' || *c == '-' ? *c : '_';
+    snprintf(name + k, sizeof name - k, "-%" PRId64 "-%" PRId64 "%s", from, to,
+             cw_export_suffix(o->format));
+    char title[160];
+    snprintf(title, sizeof title, "%s [%" PRId64 ", %" PRId64 ")", stem, from, to);
+    int rc = cw_export_procs(procs, n, from, to, title, o, &buf, &len, &d);
+    if (rc) return cw__http_fail(r, 500, "export failed: %s", d.msg[0] ? d.msg : cw_strerror(rc));
+    char file[240];
+    snprintf(file, sizeof file, "commitwatch-%s", name);
+    rc = cw__http_send_attachment(r, cw_export_content_type(o->format), file, buf, len);
+    free(buf);
+    return rc;
+}
+
 int cw__http_stacks(cw__http_req_t *r, uint32_t id)
 {
     static const char *const types[] = {"AIFI", "AIFO", "AOFI", "AOFO", "impacting", "transient"};
@@ -446,6 +491,9 @@ int cw__http_stacks(cw__http_req_t *r, uint32_t id)
     if ((s = cw__http_param(r, "limit")) &&
         (rc = cw__http_parse_uint(r, "limit", s, 1, 100000, &limit)))
         return rc;
+    cw_export_opts_t eo;
+    bool export = false;
+    if ((rc = cw__http_export_params(r, &eo, &export))) return rc;
 
     cw_report_t *rep = NULL;
     idle_proc_t tmp = {0};
@@ -482,6 +530,26 @@ int cw__http_stacks(cw__http_req_t *r, uint32_t id)
         }
     }
     if (ok && n > 1) qsort(ix, n, sizeof *ix, cmp_pidx);
+    if (export) {
+        /* The filtered stacks (all of them: limit is the JSON list's), as
+         * a file: the process's own figures with a view of its stacks. */
+        cw_stack_report_t *sel = ok ? calloc(n ? n : 1, sizeof *sel) : NULL;
+        if (sel) {
+            for (uint32_t k = 0; k < n; k++)
+                sel[k] = p->stacks[ix[k].i]; /* borrowed: frames stay the report's */
+            cw_proc_report_t view = *p;
+            view.stacks = sel;
+            view.nstacks = n;
+            char stem[128];
+            snprintf(stem, sizeof stem, "%s-%" PRIu32, p->name ? p->name : "", p->pid);
+            rc = cw__http_send_export(r, &view, 1, rep->from_ns, rep->to_ns, stem, &eo);
+        } else {
+            rc = oom(r);
+        }
+        free(sel);
+        free(ix);
+        goto out;
+    }
     cJSON *arr = NULL, *tree = NULL, *pj = NULL;
     o = cJSON_CreateObject();
     ok = ok && o && cw__json_window(o, rep->from_ns, rep->to_ns) &&
