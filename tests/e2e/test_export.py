@@ -33,16 +33,16 @@ import urllib.parse
 sys.path.insert(0, os.path.dirname(__file__))
 from cwservice import BIN, MTA, MTA_WINDOWS, Checks, Service, require_fixture  # noqa: E402
 from cwtest import require  # noqa: E402
+from exportcheck import (FOLDED_VALUE, GO, check_folded, check_pprof,  # noqa: E402
+                         check_speedscope, folded_sum)
 
 require_fixture()
-GO = shutil.which("go")
 require(GO, "go (apt-get install golang-go): `go tool pprof` reads the pprof exports")
 
 S = 1_000_000_000
 W = json.load(open(MTA_WINDOWS))
 T0 = W["t0_ns"]
 TMP = tempfile.mkdtemp(prefix="cw_e2e_export_")
-VALUES = ("impacting_bytes", "transient_bytes", "commit_count")
 t = Checks()
 
 
@@ -58,108 +58,6 @@ def analyze_json(src, win):
     return json.loads(run(args).stdout)
 
 
-def totals(procs):
-    """{value: (total over processes, sum of the stacks' positive values)}."""
-    out = {}
-    for v in VALUES:
-        tot = sum(p[v] for p in procs)
-        pos = sum(max(0, s[v]) for p in procs for s in p["stacks"])
-        out[v] = (tot, pos)
-    return out
-
-
-def tag_impacting(procs):
-    d = {}
-    for p in procs:
-        for tg in p["tags"]:
-            if tg["impacting_bytes"]:
-                d[tg["tag"]] = d.get(tg["tag"], 0) + tg["impacting_bytes"]
-    return d
-
-
-def pprof_raw(path):
-    """Per sample type totals and impacting per tag, from `go tool pprof -raw`."""
-    env = dict(os.environ, HOME=TMP, GOCACHE=os.path.join(TMP, "gocache"),
-               PPROF_TMPDIR=os.path.join(TMP, "pprof"))
-    p = subprocess.run([GO, "tool", "pprof", "-raw", path], capture_output=True, text=True, env=env)
-    if p.returncode != 0:
-        raise RuntimeError(f"go tool pprof -raw {path}: {p.returncode}\n{p.stderr}")
-    lines = p.stdout.splitlines()
-    head = lines.index("Samples:") + 1
-    types = lines[head].replace("[dflt]", "").split()
-    tot = [0, 0, 0]
-    tags, last = {}, None
-    for line in lines[head + 1:]:
-        m = re.match(r"^\s*(-?\d+)\s+(-?\d+)\s+(-?\d+):", line)
-        if m:
-            last = [int(x) for x in m.groups()]
-            for i in range(3):
-                tot[i] += last[i]
-            continue
-        m = re.search(r"tag:\[(.*?)\]", line)
-        if m and last is not None:
-            if last[0]:
-                tags[m.group(1)] = tags.get(m.group(1), 0) + last[0]
-            last = None
-        if line.startswith("Locations"):
-            break
-    return types, tot, tags
-
-
-def check_pprof(name, path, procs):
-    types, tot, tags = pprof_raw(path)
-    t.eq(f"{name}: pprof sample types", types,
-         ["impacting_bytes/bytes", "transient_bytes/bytes", "commit_count/count"])
-    want = totals(procs)
-    t.check(f"{name}: the reference has figures", want["commit_count"][0] > 0, str(want))
-    for i, v in enumerate(VALUES):
-        t.eq(f"{name}: pprof total {v}", tot[i], want[v][0])
-    t.eq(f"{name}: pprof impacting bytes per tag label", tags, tag_impacting(procs))
-
-
-def check_speedscope(name, text, procs, process_frames):
-    doc = json.loads(text)
-    t.eq(f"{name}: speedscope schema", doc.get("$schema"),
-         "https://www.speedscope.app/file-format-schema.json")
-    frames = doc["shared"]["frames"]
-    profs = doc["profiles"]
-    t.eq(f"{name}: speedscope profiles", len(profs), 3)
-    want = totals(procs)
-    for prof, v in zip(profs, VALUES):
-        t.check(f"{name}: speedscope {v} is a sampled profile of whole stacks",
-                prof["type"] == "sampled" and len(prof["samples"]) == len(prof["weights"]) and
-                all(0 <= i < len(frames) for s in prof["samples"] for i in s))
-        t.eq(f"{name}: speedscope total {v}", sum(prof["weights"]), want[v][1])
-        t.eq(f"{name}: speedscope endValue {v}", prof["endValue"], want[v][1])
-        t.eq(f"{name}: speedscope unit {v}", prof["unit"], "none" if v == "commit_count" else "bytes")
-    if process_frames and profs[1]["samples"]:
-        roots = {frames[s[0]]["name"] for s in profs[1]["samples"]}
-        names = {f"{p['name']} (pid {p['pid']})" for p in procs if not p["folded"]}
-        t.check(f"{name}: speedscope root frames are processes", roots <= names | {
-            f"{p['name']} ({p['folded']} folded)" for p in procs}, f"{roots} vs {names}")
-
-
-def folded_sum(text):
-    tot, n = 0, 0
-    for line in text.splitlines():
-        stack, _, val = line.rpartition(" ")
-        if not stack or ";" not in stack and not stack:
-            raise RuntimeError(f"bad folded line {line!r}")
-        tot += int(val)
-        n += 1
-    return tot, n
-
-
-def check_folded(name, text, procs, value):
-    tot, n = folded_sum(text)
-    want = totals(procs)[value][1]
-    npos = sum(1 for p in procs for s in p["stacks"] if s[value] > 0)
-    t.eq(f"{name}: folded total {value}", tot, want)
-    t.eq(f"{name}: folded lines {value}", n, npos)
-
-
-FOLDED_VALUE = {"impacting_bytes": "impacting", "transient_bytes": "transient",
-                "commit_count": "count"}
 
 # ---------------------------------------------------------------- the trace
 WINDOWS = [("whole trace", []),
@@ -174,15 +72,15 @@ for wname, win in WINDOWS:
     name = f"trace {wname}"
     out = os.path.join(TMP, "trace.pb.gz")
     run(["analyze"] + src + win + ["--format", "pprof", "-o", out])
-    check_pprof(name, out, procs)
+    check_pprof(t, name, out, procs)
     # pprof on standard output: the same bytes as with -o.
     stdout = run(["analyze"] + src + win + ["--format", "pprof"]).stdout
     t.check(f"{name}: pprof to stdout is the file", stdout == open(out, "rb").read())
     text = run(["analyze"] + src + win + ["--format", "speedscope"]).stdout.decode()
-    check_speedscope(name, text, procs, True)
+    check_speedscope(t, name, text, procs, True)
     for v, arg in FOLDED_VALUE.items():
         text = run(["analyze"] + src + win + ["--format", "folded", "--value", arg]).stdout.decode()
-        check_folded(name, text, procs, v)
+        check_folded(t, name, text, procs, v)
 t.check("a window has a stack with negative impacting bytes (pprof keeps it)", negative_seen)
 
 # Refusals: each names what is wrong, exit status 2.
@@ -207,11 +105,11 @@ with Service(MTA, name="export") as svc:
         name = f"db {wname}"
         out = os.path.join(TMP, "db.pb.gz")
         run(["analyze", "--db", svc.db] + win + ["--format", "pprof", "-o", out])
-        check_pprof(name, out, procs)
+        check_pprof(t, name, out, procs)
         text = run(["analyze", "--db", svc.db] + win + ["--format", "speedscope"]).stdout.decode()
-        check_speedscope(name, text, procs, True)
+        check_speedscope(t, name, text, procs, True)
         text = run(["analyze", "--db", svc.db] + win + ["--format", "folded"]).stdout.decode()
-        check_folded(name, text, procs, "impacting_bytes")
+        check_folded(t, name, text, procs, "impacting_bytes")
 
         # The API: one process's stacks, the same window.
         app = max(procs, key=lambda p: p["transient_bytes"])
@@ -229,16 +127,16 @@ with Service(MTA, name="export") as svc:
         path = os.path.join(TMP, "api.pb.gz")
         with open(path, "wb") as fh:
             fh.write(body)
-        check_pprof(name, path, [app])
+        check_pprof(t, name, path, [app])
         st, hd, body = svc.request(base + "?" + urllib.parse.urlencode(dict(qs, format="speedscope")))
         t.eq(f"{name}: speedscope content type", hd.get("Content-Type"), "application/json")
-        check_speedscope(name, body.decode(), [app], False)
+        check_speedscope(t, name, body.decode(), [app], False)
         for v, arg in FOLDED_VALUE.items():
             st, hd, body = svc.request(base + "?" + urllib.parse.urlencode(
                 dict(qs, format="folded", value=arg)))
             t.check(f"{name}: folded {arg} is text", st == 200 and
                     hd.get("Content-Type", "").startswith("text/plain"), f"{st} {hd}")
-            check_folded(name, body.decode(), [app], v)
+            check_folded(t, name, body.decode(), [app], v)
         # The stack total of the API's JSON is the process's.
         t.eq(f"{name}: JSON tree total = analyze", js["tree"]["transient_bytes"], app["transient_bytes"])
         # A tag filter applies to the export: the tag's own figures.
