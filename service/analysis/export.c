@@ -22,26 +22,32 @@ static const char *const value_args[CW_EXPORT__NVALUES] = {"impacting", "transie
 static const char *const value_names[CW_EXPORT__NVALUES] = {"impacting_bytes", "transient_bytes",
                                                             "commit_count"};
 
+/* The index of s in names[0..n), or -1. */
+static int name_index(const char *const *names, int n, const char *s)
+{
+    for (int i = 0; s && i < n; i++)
+        if (strcmp(s, names[i]) == 0) return i;
+    return -1;
+}
+
 int cw_export_parse_format(const char *s, cw_export_format_t *out, cw_diag_t *d)
 {
-    for (int i = 0; i < CW_EXPORT__NFORMATS; i++)
-        if (s && strcmp(s, format_names[i]) == 0) {
-            *out = (cw_export_format_t)i;
-            return 0;
-        }
-    return cw_diag_set(d, CW_EUSAGE, "format: '%s' is not one of folded, pprof, speedscope",
-                       s ? s : "");
+    int i = name_index(format_names, CW_EXPORT__NFORMATS, s);
+    if (i < 0)
+        return cw_diag_set(d, CW_EUSAGE, "format: '%s' is not one of folded, pprof, speedscope",
+                           s ? s : "");
+    *out = (cw_export_format_t)i;
+    return 0;
 }
 
 int cw_export_parse_value(const char *s, cw_export_value_t *out, cw_diag_t *d)
 {
-    for (int i = 0; i < CW_EXPORT__NVALUES; i++)
-        if (s && strcmp(s, value_args[i]) == 0) {
-            *out = (cw_export_value_t)i;
-            return 0;
-        }
-    return cw_diag_set(d, CW_EUSAGE, "value: '%s' is not one of impacting, transient, count",
-                       s ? s : "");
+    int i = name_index(value_args, CW_EXPORT__NVALUES, s);
+    if (i < 0)
+        return cw_diag_set(d, CW_EUSAGE, "value: '%s' is not one of impacting, transient, count",
+                           s ? s : "");
+    *out = (cw_export_value_t)i;
+    return 0;
 }
 
 const char *cw_export_format_name(cw_export_format_t f)

@@ -420,6 +420,18 @@ static bool tag_matches(const char *tag, const char *want)
     return strcmp(tag, want) == 0 || (strncmp(tag, want, n) == 0 && tag[n] == '\\');
 }
 
+/* Is st kept by a stacks request's filters: type (-1: all; 0-3: a type;
+ * 4: impacting != 0; 5: transient) and tag (NULL: any)? */
+static bool stack_kept(const cw_stack_report_t *st, int type, const char *tag)
+{
+    const cw_figs_t *f = &st->figs;
+    bool keep = type < 0    ? true
+                : type < 4  ? f->types[type].count > 0 || f->types[type].bytes > 0
+                : type == 4 ? cw_figs_impacting(f) != 0
+                            : f->types[CW_AIFI].count > 0;
+    return keep && (!tag || tag_matches(st->tag, tag));
+}
+
 int cw__http_export_params(cw__http_req_t *r, cw_export_opts_t *o, bool *wanted)
 {
     const char *f = cw__http_param(r, "format"), *v = cw__http_param(r, "value");
@@ -464,6 +476,62 @@ int cw__http_send_export(cw__http_req_t *r, const cw_proc_report_t *procs, uint3
     return rc;
 }
 
+/* A stacks request's ?format= answer: the stacks of instance id (0: of
+ * every process of the window, each under its root frame) that type and
+ * tag keep (stack_kept), over [from, to), as a file. limit does not apply:
+ * a profile has every stack. */
+static int stacks_export(cw__http_req_t *r, uint32_t id, int64_t from, int64_t to, int type,
+                         const char *tag, const cw_export_opts_t *eo)
+{
+    cw_report_t *rep = NULL;
+    idle_proc_t tmp = {0};
+    const cw_proc_report_t *procs;
+    uint32_t n = 1;
+    int rc;
+    if ((rc = window_report(r, from, to, true, &rep))) return rc;
+    if (id) {
+        if ((rc = proc_in(r, rep, id, &tmp, &procs))) goto out;
+    } else {
+        procs = rep->procs;
+        n = rep->nprocs;
+    }
+    /* Views of the processes with only the kept stacks (borrowed from rep). */
+    size_t all = 0;
+    for (uint32_t i = 0; i < n; i++)
+        all += procs[i].nstacks;
+    cw_proc_report_t *views = calloc(n ? n : 1, sizeof *views);
+    cw_stack_report_t *kept = calloc(all ? all : 1, sizeof *kept);
+    size_t k = 0;
+    if (views && kept) {
+        for (uint32_t i = 0; i < n; i++) {
+            views[i] = procs[i];
+            views[i].stacks = &kept[k];
+            views[i].nstacks = 0;
+            for (uint32_t j = 0; j < procs[i].nstacks; j++)
+                if (stack_kept(&procs[i].stacks[j], type, tag)) {
+                    kept[k++] = procs[i].stacks[j];
+                    views[i].nstacks++;
+                }
+        }
+        char stem[128];
+        if (id)
+            snprintf(stem, sizeof stem, "%s-%" PRIu32, procs->name ? procs->name : "", procs->pid);
+        else
+            snprintf(stem, sizeof stem, "machine");
+        cw_export_opts_t o = *eo;
+        o.process_frame = id == 0;
+        rc = cw__http_send_export(r, views, n, rep->from_ns, rep->to_ns, stem, &o);
+    } else {
+        rc = oom(r);
+    }
+    free(kept);
+    free(views);
+out:
+    cw_proc_info_clear(&tmp.info);
+    cw_report_free(rep);
+    return rc;
+}
+
 int cw__http_stacks(cw__http_req_t *r, uint32_t id)
 {
     static const char *const types[] = {"AIFI", "AIFO", "AOFI", "AOFO", "impacting", "transient"};
@@ -494,6 +562,7 @@ int cw__http_stacks(cw__http_req_t *r, uint32_t id)
     cw_export_opts_t eo;
     bool export = false;
     if ((rc = cw__http_export_params(r, &eo, &export))) return rc;
+    if (export) return stacks_export(r, id, from, to, type, tag, &eo);
 
     cw_report_t *rep = NULL;
     idle_proc_t tmp = {0};
@@ -510,11 +579,7 @@ int cw__http_stacks(cw__http_req_t *r, uint32_t id)
     for (uint32_t i = 0; ok && i < p->nstacks; i++) {
         const cw_stack_report_t *st = &p->stacks[i];
         const cw_figs_t *f = &st->figs;
-        bool keep = type < 0    ? true
-                    : type < 4  ? f->types[type].count > 0 || f->types[type].bytes > 0
-                    : type == 4 ? cw_figs_impacting(f) != 0
-                                : f->types[CW_AIFI].count > 0;
-        if (!keep || (tag && !tag_matches(st->tag, tag))) continue;
+        if (!stack_kept(st, type, tag)) continue;
         ix[n++] =
             (pidx_t){size_sort ? (int64_t)f->size_bytes : cw_figs_impacting(f), st->stack_id, i};
         cw_figs_add(&root.figs, f);
@@ -530,26 +595,6 @@ int cw__http_stacks(cw__http_req_t *r, uint32_t id)
         }
     }
     if (ok && n > 1) qsort(ix, n, sizeof *ix, cmp_pidx);
-    if (export) {
-        /* The filtered stacks (all of them: limit is the JSON list's), as
-         * a file: the process's own figures with a view of its stacks. */
-        cw_stack_report_t *sel = ok ? calloc(n ? n : 1, sizeof *sel) : NULL;
-        if (sel) {
-            for (uint32_t k = 0; k < n; k++)
-                sel[k] = p->stacks[ix[k].i]; /* borrowed: frames stay the report's */
-            cw_proc_report_t view = *p;
-            view.stacks = sel;
-            view.nstacks = n;
-            char stem[128];
-            snprintf(stem, sizeof stem, "%s-%" PRIu32, p->name ? p->name : "", p->pid);
-            rc = cw__http_send_export(r, &view, 1, rep->from_ns, rep->to_ns, stem, &eo);
-        } else {
-            rc = oom(r);
-        }
-        free(sel);
-        free(ix);
-        goto out;
-    }
     cJSON *arr = NULL, *tree = NULL, *pj = NULL;
     o = cJSON_CreateObject();
     ok = ok && o && cw__json_window(o, rep->from_ns, rep->to_ns) &&
