@@ -75,8 +75,9 @@ int64_t cw_export_stack_value(const cw_figs_t *f, cw_export_value_t v);
 /* Writes the stacks of procs[0..nprocs) over the window [from_ns, to_ns)
  * in o->format into a new buffer: *out (malloc'd, the caller frees it;
  * text formats are NUL-terminated after *len bytes). name names the
- * profile (speedscope's name, a pprof comment); may be NULL. 0, CW_ENOMEM
- * or CW_EINVAL (a bad option), with d filled. */
+ * profile (speedscope's name, a pprof comment); may be NULL. 0, or with d
+ * filled: CW_ENOMEM, CW_EINVAL (a bad option), CW_ERANGE (a pprof message
+ * over 2 GiB) or CW_EIO (protobuf-c or zlib failed). */
 int cw_export_procs(const cw_proc_report_t *procs, uint32_t nprocs, int64_t from_ns,
                     int64_t to_ns, const char *name, const cw_export_opts_t *o, char **out,
                     size_t *len, cw_diag_t *d);
