@@ -212,10 +212,11 @@ static cJSON *raw_i64(int64_t v)
 }
 
 /* One stack's frame indices, outermost first (the process's frame first
- * when there is one). */
+ * when there is one), as the JSON array text "[i,j,...]": one raw cJSON
+ * item per sample, not one per frame (a file of 50,000 stacks of 20
+ * frames in three profiles would be 3 million items). */
 typedef struct ss_stack {
-    int *idx;
-    int n;
+    cw_buf_t text;
 } ss_stack_t;
 
 static int export_speedscope(const cw_proc_report_t *procs, uint32_t nprocs, int64_t from_ns,
@@ -248,15 +249,17 @@ static int export_speedscope(const cw_proc_report_t *procs, uint32_t nprocs, int
         }
         for (uint32_t j = 0; ok && j < p->nstacks; j++, k++) {
             const cw_stack_report_t *s = &p->stacks[j];
-            st[k].idx = calloc((size_t)s->nframes + 2, sizeof *st[k].idx);
-            ok = st[k].idx != NULL;
-            if (ok && ri != UINT32_MAX) st[k].idx[st[k].n++] = (int)ri;
+            cw_buf_t *t = &st[k].text;
+            cw_buf_put(t, "[", 1);
+            if (ri != UINT32_MAX) cw_buf_printf(t, "%" PRIu32 "%s", ri, s->nframes ? "," : "");
             for (uint32_t f = 0; ok && f < s->nframes; f++) {
                 uint32_t fi = cw__intern(&in, s->frames[f]);
                 ok = fi != UINT32_MAX;
-                st[k].idx[st[k].n++] = (int)fi;
+                cw_buf_printf(t, "%s%" PRIu32, f ? "," : "", fi);
             }
-            if (ok && s->nframes == 0) st[k].idx[st[k].n++] = (int)none;
+            if (s->nframes == 0) cw_buf_printf(t, "%s%" PRIu32, ri != UINT32_MAX ? "," : "", none);
+            cw_buf_put(t, "]", 1);
+            ok = ok && !t->failed;
         }
     }
 
@@ -294,7 +297,7 @@ static int export_speedscope(const cw_proc_report_t *procs, uint32_t nprocs, int
                 int64_t w = cw_export_stack_value(&procs[i].stacks[j].figs, (cw_export_value_t)v);
                 if (w <= 0) continue;
                 total += w;
-                ok = cJSON_AddItemToArray(samples, cJSON_CreateIntArray(st[k].idx, st[k].n)) &&
+                ok = cJSON_AddItemToArray(samples, cJSON_CreateRaw(st[k].text.p)) &&
                      cJSON_AddItemToArray(weights, raw_i64(w));
             }
         ok = ok && cJSON_AddItemToObject(pr, "endValue", raw_i64(total));
@@ -305,7 +308,7 @@ static int export_speedscope(const cw_proc_report_t *procs, uint32_t nprocs, int
     char *s = ok ? cJSON_PrintUnformatted(root) : NULL;
     cJSON_Delete(root);
     for (size_t i = 0; i < nstacks; i++)
-        free(st[i].idx);
+        free(st[i].text.p);
     free(st);
     for (uint32_t i = 0; i < nprocs; i++)
         free(roots[i]);
