@@ -22,32 +22,35 @@ static const char *const value_args[CW_EXPORT__NVALUES] = {"impacting", "transie
 static const char *const value_names[CW_EXPORT__NVALUES] = {"impacting_bytes", "transient_bytes",
                                                             "commit_count"};
 
-/* The index of s in names[0..n), or -1. */
-static int name_index(const char *const *names, int n, const char *s)
+/* s's index in names[0..n) into *out; else CW_EUSAGE naming the choices,
+ * for the option `what`. */
+static int parse_name(const char *what, const char *const *names, int n, const char *s, int *out,
+                      cw_diag_t *d)
 {
-    for (int i = 0; s && i < n; i++)
-        if (strcmp(s, names[i]) == 0) return i;
-    return -1;
+    char choices[128] = "";
+    for (int i = 0; i < n; i++) {
+        if (s && strcmp(s, names[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+        size_t len = strlen(choices);
+        snprintf(choices + len, sizeof choices - len, "%s%s", i ? ", " : "", names[i]);
+    }
+    return cw_diag_set(d, CW_EUSAGE, "%s: '%s' is not one of %s", what, s ? s : "", choices);
 }
 
 int cw_export_parse_format(const char *s, cw_export_format_t *out, cw_diag_t *d)
 {
-    int i = name_index(format_names, CW_EXPORT__NFORMATS, s);
-    if (i < 0)
-        return cw_diag_set(d, CW_EUSAGE, "format: '%s' is not one of folded, pprof, speedscope",
-                           s ? s : "");
-    *out = (cw_export_format_t)i;
-    return 0;
+    int i = 0, rc = parse_name("format", format_names, CW_EXPORT__NFORMATS, s, &i, d);
+    if (rc == 0) *out = (cw_export_format_t)i;
+    return rc;
 }
 
 int cw_export_parse_value(const char *s, cw_export_value_t *out, cw_diag_t *d)
 {
-    int i = name_index(value_args, CW_EXPORT__NVALUES, s);
-    if (i < 0)
-        return cw_diag_set(d, CW_EUSAGE, "value: '%s' is not one of impacting, transient, count",
-                           s ? s : "");
-    *out = (cw_export_value_t)i;
-    return 0;
+    int i = 0, rc = parse_name("value", value_args, CW_EXPORT__NVALUES, s, &i, d);
+    if (rc == 0) *out = (cw_export_value_t)i;
+    return rc;
 }
 
 const char *cw_export_format_name(cw_export_format_t f)
