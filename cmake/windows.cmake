@@ -33,5 +33,8 @@ cw_win_dep(cw::sqlite3 sqlite3)
 cw_win_dep(cw::cjson cjson)
 cw_win_dep(cw::expat expat DEFINES XML_STATIC)
 cw_win_dep(cw::civetweb civetweb LIBS ws2_32)
+# The pprof export: protobuf-c's runtime and zlib.
+cw_win_dep(cw::protobufc protobuf-c)
+cw_win_dep(cw::zlib z)
 # Win32 threads live in kernel32: nothing to link.
 add_library(cw::threads INTERFACE IMPORTED)

@@ -48,6 +48,7 @@ LIB_HEADERS = {
     "cjson/cJSON.h": {"analysis", "alerts", "notify", "http", "app", "cli"},
     "sqlite3.h": {"store"},
     "civetweb.h": {"http", "notify"},
+    "zlib.h": {"analysis"},  # the pprof export's gzip
 }
 OS_FOLDERS = ("platform/", "sources/perf/", "sources/etw/")
 PLATFORM_MACROS = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif)\b.*\b(_WIN32|_WIN64|__linux__|__APPLE__|__unix__)\b")

@@ -14,9 +14,14 @@ PKGS=(
   build-essential cmake pkg-config git python3 sqlite3
   libsqlite3-dev libcjson-dev libexpat1-dev libcivetweb-dev libdw-dev libelf-dev
   libc6-dbg valgrind
+  # The pprof export: protobuf-c (its runtime and protoc-c, which generates
+  # the C code of pprof's profile.proto, read from pprof's package) and zlib.
+  libprotobuf-c-dev protobuf-c-compiler golang-github-google-pprof-dev zlib1g-dev
 )
 # Extra packages for the full test suite (browser, metrics, fuzzing, benchmarks).
 if [[ "${1:-}" == "--test" ]]; then
+  # golang-go: `go tool pprof` opens the pprof exports (tests/e2e/test_export.py).
+  PKGS+=(golang-go)
   PKGS+=(clang chromium prometheus prometheus-alertmanager wrk heaptrack linux-perf util-linux procps gcc-mingw-w64-x86-64 dpkg-dev)
   # Node.js may come from elsewhere than Debian (this image ships its own);
   # take Debian's only when there is none.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Windows (x86_64-w64-mingw32) static libraries commitwatch links
-# to, SQLite, civetweb, cJSON and expat, from Debian bookworm's *source*
+# to, SQLite, civetweb, cJSON, expat, protobuf-c's runtime and zlib (the
+# pprof export), from Debian bookworm's *source*
 # packages at pinned versions (Debian's security patches applied by
 # dpkg-source), into a prefix: PREFIX/include, PREFIX/lib/lib*.a. Called by
 # `scripts/deps.sh --windows`, which installs the tools first.
@@ -29,6 +30,8 @@ declare -A VERSION=(
   [civetweb]=1.15+dfsg-4
   [cjson]=1.7.15-1+deb12u4
   [expat]=2.5.0-1+deb12u2
+  [protobuf-c]=1.4.1-1
+  [zlib]=1:1.2.13.dfsg-1
 )
 PINS="
 ee3459ae9d00939741c7708fc1b8ce1bde12d8c3fb1dfa005bbbc8651d884e23 sqlite3_3.40.1-2+deb12u2.dsc
@@ -44,6 +47,12 @@ afd19a970966cf534ff1e9ec077d710a5e7e78eb4ec9b499c8bdc32e55da12cb cjson_1.7.15-1+
 6fc87dbd01f49999ed368cfb37c08d35e41348dda2281d60642f3aa14cb77e32 expat_2.5.0-1+deb12u2.dsc
 ab00ee05c7067fd10a35c5d2a4922ebba746ddd50ff83b79c828da17bbdf1757 expat_2.5.0.orig.tar.gz
 7e29f5db5067e55193540089ed0f3ec9676704cf79dcea81a9bfb9f49435ae53 expat_2.5.0-1+deb12u2.debian.tar.xz
+480082f3a320b6d718a8a218191168be9ab19e8115994739ee11e954498848e4 protobuf-c_1.4.1-1.dsc
+4cc4facd508172f3e0a4d3a8736225d472418aee35b4ad053384b137b220339f protobuf-c_1.4.1.orig.tar.gz
+7b303d1f1fb995fd242681db40f1415f368d14fe877b3c832ad1ca67b7db8096 protobuf-c_1.4.1-1.debian.tar.xz
+3fa1e6b2fc525062aa88207dda52fed8e045373c809d362fe8a2bfbf7cf515a8 zlib_1.2.13.dfsg-1.dsc
+71feb7947e3c00ef125f83b79a4e529bde31171e5babe48b391f06758d1ab0a1 zlib_1.2.13.dfsg.orig.tar.bz2
+f66cf3d4f2d7defcd4d1fd1fb0a11ee39f1e01b42ec7d059c9dc5c1695133c44 zlib_1.2.13.dfsg-1.debian.tar.xz
 "
 
 # ---- the compile options ----------------------------------------------------
@@ -144,7 +153,8 @@ fetch() {
 unpack() {
   local pkg=$1 ver=${VERSION[$1]}
   rm -rf "${SRC:?}/$pkg"
-  (cd "$SRC" && dpkg-source -x "${pkg}_${ver}.dsc" "$pkg" >"$pkg.unpack.log" 2>&1) ||
+  # (file names carry no epoch: zlib's "1:")
+  (cd "$SRC" && dpkg-source -x "${pkg}_${ver#*:}.dsc" "$pkg" >"$pkg.unpack.log" 2>&1) ||
     die "$pkg: dpkg-source -x failed (see $SRC/$pkg.unpack.log)"
   echo "$SRC/$pkg"
 }
@@ -255,9 +265,49 @@ EOF
   echo "$stamp" >"$PREFIX/stamps/expat"
 }
 
+# ---- protobuf-c (the runtime) ----------------------------------------------
+# The pprof export's serializer: one C file; the message code is generated
+# at build time by the host's protoc-c (protobuf-c-compiler, the same
+# version), so only the runtime is built here.
+build_protobuf_c() {
+  local stamp="${VERSION[protobuf-c]} $BASE_CFLAGS"
+  stamp_ok protobuf-c "$stamp" && { log "protobuf-c ${VERSION[protobuf-c]}: up to date"; return; }
+  fetch protobuf-c
+  local dir
+  dir=$(unpack protobuf-c)
+  log "protobuf-c ${VERSION[protobuf-c]}: compiling the runtime with MinGW"
+  build_lib protobuf-c "$dir" -I"$dir" -- "$dir/protobuf-c/protobuf-c.c"
+  mkdir -p "$PREFIX/include/protobuf-c"
+  cp "$dir/protobuf-c/protobuf-c.h" "$PREFIX/include/protobuf-c/"
+  echo "$stamp" >"$PREFIX/stamps/protobuf-c"
+}
+
+# ---- zlib -------------------------------------------------------------------
+# The pprof export's gzip: the library's sources as win32/Makefile.gcc
+# compiles them (gz* too: a whole zlib, though the export only deflates).
+# bookworm's release, the Linux build's zlib1g; +deb12u1 changes only
+# minizip (CVE-2023-45853), which is not built here.
+build_zlib() {
+  local stamp="${VERSION[zlib]} $BASE_CFLAGS"
+  stamp_ok z "$stamp" && { log "zlib ${VERSION[zlib]}: up to date"; return; }
+  fetch zlib
+  local dir f srcs=()
+  dir=$(unpack zlib)
+  for f in adler32 compress crc32 deflate gzclose gzlib gzread gzwrite infback inffast inflate \
+           inftrees trees uncompr zutil; do
+    srcs+=("$dir/$f.c")
+  done
+  log "zlib ${VERSION[zlib]}: compiling with MinGW"
+  build_lib z "$dir" -I"$dir" -- "${srcs[@]}"
+  cp "$dir/zlib.h" "$dir/zconf.h" "$PREFIX/include/"
+  echo "$stamp" >"$PREFIX/stamps/z"
+}
+
 ensure_deb_src
 build_cjson
 build_expat
 build_civetweb
 build_sqlite
+build_protobuf_c
+build_zlib
 log "ok: $PREFIX/lib: $(cd "$PREFIX/lib" && echo lib*.a)"

@@ -72,6 +72,9 @@ bool cw_plat_is_sep(char c);
 int cw_plat_file_size(const char *path, uint64_t *out);
 bool cw_plat_is_file(const char *path);
 bool cw_plat_is_dir(const char *path);
+/* Puts stdout in binary mode (Windows' C library would turn "\n" into
+ * "\r\n" in a gzipped profile written there); nothing elsewhere. */
+void cw_plat_stdout_binary(void);
 /* Calls cb(ctx, name) for each entry of the folder dir but "." and ".."
  * (names UTF-8, in no particular order) until cb returns nonzero. 0,
  * CW_ENOENT (no folder one can read there) or cb's return. */

@@ -7,7 +7,9 @@
 
 #include "cli/cli.h"
 #include "commitwatch/analysis.h"
+#include "commitwatch/export.h"
 #include "commitwatch/pipeline.h"
+#include "commitwatch/platform.h"
 #include "commitwatch/source.h"
 #include "commitwatch/store.h"
 #include "commitwatch/trace.h"
@@ -15,7 +17,8 @@
 static const char usage_text[] =
     "usage: commitwatch analyze (--source replay:PATH | --source etl:FILE | --db FILE)\n"
     "                           [--from NS] [--to NS]\n"
-    "                           [--json] [--stacks] [--stacktags FILE]... [--images DIR]\n\n"
+    "                           [--json] [--stacks] [--stacktags FILE]... [--images DIR]\n"
+    "                           [--format folded|pprof|speedscope [--value V] [-o FILE]]\n\n"
     "Prints, per process, the VirtualAlloc Commit Lifetimes figures of the window\n"
     "[from, to) in Unix nanoseconds (default: the whole trace or database): size,\n"
     "commit count, impacting and transient bytes, the four types AIFI/AIFO/AOFI/AOFO,\n"
@@ -30,7 +33,15 @@ static const char usage_text[] =
     "  --stacks              include every stack with its frames\n"
     "  --stacktags FILE      stack-tag rules (repeatable; default: the platform's rules)\n"
     "  --images DIR          etl: only: a folder of copies of the trace's DLLs and EXEs;\n"
-    "                        frames in them are named by their exports (module!Export+0xNN)\n";
+    "                        frames in them are named by their exports (module!Export+0xNN)\n"
+    "  --format F            write the window's stacks, every process's under a root frame\n"
+    "                        \"NAME (pid N)\", for other tools (docs/EXPORTS.md): folded\n"
+    "                        (flamegraph.pl), pprof (gzipped profile.proto: impacting_bytes,\n"
+    "                        transient_bytes, commit_count; labels tag, process, pid) or\n"
+    "                        speedscope (JSON, one profile per value)\n"
+    "  --value V             folded: each line's value: impacting (default), transient or\n"
+    "                        count; stacks whose value is not positive are left out\n"
+    "  -o, --output FILE     write the export to FILE instead of standard output\n";
 
 /* Earliest "from" that still leaves rundown (CW_TS_BEFORE) before it. */
 #define WHOLE_FROM (INT64_MIN + 1)
@@ -50,6 +61,7 @@ static int feed(void *ctx, const cw_event_t *ev)
 /* The command line. */
 typedef struct analyze_args {
     const char *source, *db, *images;
+    const char *format, *value, *output; /* --format, --value, -o */
     int64_t from, to;
     bool have_from, have_to, json, stacks;
     const char **rules; /* --stacktags */
@@ -66,6 +78,9 @@ static const cw_cli_opt_t opts[] = {
     {"--stacks", CW_CLI_FLAG, F(stacks), 0, NULL},
     {"--stacktags", CW_CLI_LIST, F(rules), F(nrules), NULL},
     {"--images", CW_CLI_STR, F(images), 0, NULL},
+    {"--format", CW_CLI_STR, F(format), 0, NULL},
+    {"--value", CW_CLI_STR, F(value), 0, NULL},
+    {"--output", CW_CLI_STR, F(output), 0, "-o"},
     {NULL, CW_CLI_FLAG, 0, 0, NULL},
 };
 #undef F
@@ -152,9 +167,37 @@ done:
     return rc;
 }
 
+/* Writes r's stacks as o says to the file path, or to standard output
+ * when path is NULL. 0 or 1 after a message. */
+static int write_export(const cw_report_t *r, const cw_export_opts_t *o, const char *name,
+                        const char *path)
+{
+    cw_diag_t d = {{0}};
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = cw_export_procs(r->procs, r->nprocs, r->from_ns, r->to_ns, name, o, &buf, &len, &d);
+    if (rc) {
+        fprintf(stderr, "commitwatch analyze: %s\n", d.msg[0] ? d.msg : cw_strerror(rc));
+        return 1;
+    }
+    FILE *f = stdout;
+    if (path && !(f = fopen(path, "wb"))) {
+        fprintf(stderr, "commitwatch analyze: cannot create %s\n", path);
+        free(buf);
+        return 1;
+    }
+    if (!path) cw_plat_stdout_binary();
+    bool ok = fwrite(buf, 1, len, f) == len;
+    ok = (path ? fclose(f) == 0 : fflush(f) == 0) && ok;
+    if (!ok) fprintf(stderr, "commitwatch analyze: writing %s failed\n", path ? path : "the output");
+    free(buf);
+    return ok ? 0 : 1;
+}
+
 int cw_cmd_analyze(int argc, char **argv)
 {
     analyze_args_t a = {.from = WHOLE_FROM, .to = WHOLE_TO};
+    cw_export_opts_t eo = {.process_frame = true};
     cw_report_t *r = NULL;
     cw_diag_t d = {{0}};
     int rc;
@@ -176,6 +219,25 @@ int cw_cmd_analyze(int argc, char **argv)
                 a.from, a.to);
         goto usage;
     }
+    if (a.format && (cw_export_parse_format(a.format, &eo.format, &d) != 0 ||
+                     (a.value && cw_export_parse_value(a.value, &eo.value, &d) != 0))) {
+        fprintf(stderr, "commitwatch analyze: --%s\n", d.msg);
+        goto usage;
+    }
+    if (!a.format && (a.value || a.output)) {
+        fprintf(stderr, "commitwatch analyze: --value and -o go with --format\n");
+        goto usage;
+    }
+    if (a.format && a.json) {
+        fprintf(stderr, "commitwatch analyze: give --json or --format, not both\n");
+        goto usage;
+    }
+    if (a.format && a.value && eo.format != CW_EXPORT_FOLDED) {
+        fprintf(stderr, "commitwatch analyze: --value is for --format folded (%s carries every "
+                        "value)\n", a.format);
+        goto usage;
+    }
+    if (a.format) a.stacks = true; /* an export is of the stacks */
     if (a.images && !a.source) {
         fprintf(stderr, "commitwatch analyze: --images goes with --source etl:FILE\n");
         goto usage;
@@ -210,6 +272,12 @@ int cw_cmd_analyze(int argc, char **argv)
     if (rc != 0) {
         fprintf(stderr, "commitwatch analyze: %s\n", d.msg[0] ? d.msg : cw_strerror(rc));
         return rc == CW_EUSAGE ? 2 : 1;
+    }
+    if (a.format) {
+        cw_report_sort(r);
+        rc = write_export(r, &eo, a.source ? a.source : a.db, a.output);
+        cw_report_free(r);
+        return rc;
     }
     if (a.json) {
         char *s = cw_report_json(r, a.stacks);

@@ -43,13 +43,16 @@ struct cw_http {
 
 /* ---------------------------------------------------------------- responses */
 
-int cw__http_send(cw__http_req_t *r, int status, const char *ctype, const char *body, size_t len)
+/* The response; disposition (a Content-Disposition value) may be NULL. */
+static int send_response(cw__http_req_t *r, int status, const char *ctype, const char *disposition,
+                         const char *body, size_t len)
 {
     char clen[32];
     snprintf(clen, sizeof clen, "%zu", len);
     mg_response_header_start(r->conn, status);
     mg_response_header_add(r->conn, "Content-Type", ctype, -1);
     mg_response_header_add(r->conn, "Content-Length", clen, -1);
+    if (disposition) mg_response_header_add(r->conn, "Content-Disposition", disposition, -1);
     mg_response_header_add(r->conn, "Cache-Control", "no-store", -1);
     mg_response_header_add(r->conn, "X-Content-Type-Options", "nosniff", -1);
     /* Data, never a page: nothing in it may load or frame anything. */
@@ -60,6 +63,19 @@ int cw__http_send(cw__http_req_t *r, int status, const char *ctype, const char *
     mg_response_header_send(r->conn);
     if (!r->head && len) mg_write(r->conn, body, len);
     return 0;
+}
+
+int cw__http_send(cw__http_req_t *r, int status, const char *ctype, const char *body, size_t len)
+{
+    return send_response(r, status, ctype, NULL, body, len);
+}
+
+int cw__http_send_attachment(cw__http_req_t *r, const char *ctype, const char *filename,
+                             const char *body, size_t len)
+{
+    char disp[300];
+    snprintf(disp, sizeof disp, "attachment; filename=\"%s\"", filename);
+    return send_response(r, 200, ctype, disp, body, len);
 }
 
 int cw__http_send_json(cw__http_req_t *r, const cJSON *root)
@@ -175,7 +191,7 @@ static const route_t routes[] = {
     GET_PLAIN("/api/processes", "from,to,sort,limit,name,pid", true, cw__http_processes),
     GET_ID("/api/processes/", "", "from,to", cw__http_process),
     GET_ID("/api/processes/", "/series", "from,to,step", cw__http_series),
-    GET_ID("/api/processes/", "/stacks", "from,to,type,tag,sort,limit", cw__http_stacks),
+    GET_ID("/api/processes/", "/stacks", "from,to,type,tag,sort,limit,format,value", cw__http_stacks),
     GET_ID("/api/processes/", "/instances", "from,to,limit", cw__http_instances),
     GET_PLAIN("/api/diff", "process,t1,t2,limit", true, cw__http_diff),
     GET_PLAIN("/api/system/series", "from,to,step", true, system_series),

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "commitwatch/event.h"
+#include "commitwatch/export.h"
 #include "commitwatch/memstat.h"
 #include "commitwatch/platform.h"
 #include "commitwatch/query.h"
@@ -419,6 +420,118 @@ static bool tag_matches(const char *tag, const char *want)
     return strcmp(tag, want) == 0 || (strncmp(tag, want, n) == 0 && tag[n] == '\\');
 }
 
+/* Is st kept by a stacks request's filters: type (-1: all; 0-3: a type;
+ * 4: impacting != 0; 5: transient) and tag (NULL: any)? */
+static bool stack_kept(const cw_stack_report_t *st, int type, const char *tag)
+{
+    const cw_figs_t *f = &st->figs;
+    bool keep = type < 0    ? true
+                : type < 4  ? f->types[type].count > 0 || f->types[type].bytes > 0
+                : type == 4 ? cw_figs_impacting(f) != 0
+                            : f->types[CW_AIFI].count > 0;
+    return keep && (!tag || tag_matches(st->tag, tag));
+}
+
+int cw__http_export_params(cw__http_req_t *r, cw_export_opts_t *o, bool *wanted)
+{
+    const char *f = cw__http_param(r, "format"), *v = cw__http_param(r, "value");
+    cw_diag_t d = {{0}};
+    *o = (cw_export_opts_t){0};
+    *wanted = false;
+    if (f && strcmp(f, "json") != 0) {
+        if (cw_export_parse_format(f, &o->format, &d) != 0)
+            return cw__http_fail(r, 400, "format: '%s' is not one of json, folded, pprof, speedscope",
+                                 f);
+        *wanted = true;
+    }
+    if (v) {
+        if (!*wanted || o->format != CW_EXPORT_FOLDED)
+            return cw__http_fail(r, 400, "value: goes with format=folded (pprof and speedscope "
+                                         "carry every value)");
+        if (cw_export_parse_value(v, &o->value, &d) != 0) return cw__http_fail(r, 400, "%s", d.msg);
+    }
+    return 0;
+}
+
+int cw__http_send_export(cw__http_req_t *r, const cw_proc_report_t *procs, uint32_t n,
+                         int64_t from, int64_t to, const char *stem, const cw_export_opts_t *o)
+{
+    cw_diag_t d = {{0}};
+    char *buf = NULL, name[200];
+    size_t len = 0;
+    /* The file name: the stem with only [A-Za-z0-9._-] kept. */
+    size_t k = 0;
+    for (const char *c = stem; *c && k < 100; c++)
+        name[k++] = isalnum((unsigned char)*c) || *c == '.' || *c == '-' ? *c : '_';
+    snprintf(name + k, sizeof name - k, "-%" PRId64 "-%" PRId64 "%s", from, to,
+             cw_export_suffix(o->format));
+    char title[160];
+    snprintf(title, sizeof title, "%s [%" PRId64 ", %" PRId64 ")", stem, from, to);
+    int rc = cw_export_procs(procs, n, from, to, title, o, &buf, &len, &d);
+    if (rc) return cw__http_fail(r, 500, "export failed: %s", d.msg[0] ? d.msg : cw_strerror(rc));
+    char file[240];
+    snprintf(file, sizeof file, "commitwatch-%s", name);
+    rc = cw__http_send_attachment(r, cw_export_content_type(o->format), file, buf, len);
+    free(buf);
+    return rc;
+}
+
+/* A stacks request's ?format= answer: the stacks of instance id (0: of
+ * every process of the window, each under its root frame) that type and
+ * tag keep (stack_kept), over [from, to), as a file. limit does not apply:
+ * a profile has every stack. */
+static int stacks_export(cw__http_req_t *r, uint32_t id, int64_t from, int64_t to, int type,
+                         const char *tag, const cw_export_opts_t *eo)
+{
+    cw_report_t *rep = NULL;
+    idle_proc_t tmp = {0};
+    const cw_proc_report_t *procs;
+    uint32_t n = 1;
+    int rc;
+    if ((rc = window_report(r, from, to, true, &rep))) return rc;
+    if (id) {
+        if ((rc = proc_in(r, rep, id, &tmp, &procs))) goto out;
+    } else {
+        procs = rep->procs;
+        n = rep->nprocs;
+    }
+    /* Views of the processes with only the kept stacks (borrowed from rep). */
+    size_t all = 0;
+    for (uint32_t i = 0; i < n; i++)
+        all += procs[i].nstacks;
+    cw_proc_report_t *views = calloc(n ? n : 1, sizeof *views);
+    cw_stack_report_t *kept = calloc(all ? all : 1, sizeof *kept);
+    size_t k = 0;
+    if (views && kept) {
+        for (uint32_t i = 0; i < n; i++) {
+            views[i] = procs[i];
+            views[i].stacks = &kept[k];
+            views[i].nstacks = 0;
+            for (uint32_t j = 0; j < procs[i].nstacks; j++)
+                if (stack_kept(&procs[i].stacks[j], type, tag)) {
+                    kept[k++] = procs[i].stacks[j];
+                    views[i].nstacks++;
+                }
+        }
+        char stem[128];
+        if (id)
+            snprintf(stem, sizeof stem, "%s-%" PRIu32, procs->name ? procs->name : "", procs->pid);
+        else
+            snprintf(stem, sizeof stem, "machine");
+        cw_export_opts_t o = *eo;
+        o.process_frame = id == 0;
+        rc = cw__http_send_export(r, views, n, rep->from_ns, rep->to_ns, stem, &o);
+    } else {
+        rc = oom(r);
+    }
+    free(kept);
+    free(views);
+out:
+    cw_proc_info_clear(&tmp.info);
+    cw_report_free(rep);
+    return rc;
+}
+
 int cw__http_stacks(cw__http_req_t *r, uint32_t id)
 {
     static const char *const types[] = {"AIFI", "AIFO", "AOFI", "AOFO", "impacting", "transient"};
@@ -446,6 +559,10 @@ int cw__http_stacks(cw__http_req_t *r, uint32_t id)
     if ((s = cw__http_param(r, "limit")) &&
         (rc = cw__http_parse_uint(r, "limit", s, 1, 100000, &limit)))
         return rc;
+    cw_export_opts_t eo;
+    bool export = false;
+    if ((rc = cw__http_export_params(r, &eo, &export))) return rc;
+    if (export) return stacks_export(r, id, from, to, type, tag, &eo);
 
     cw_report_t *rep = NULL;
     idle_proc_t tmp = {0};
@@ -462,11 +579,7 @@ int cw__http_stacks(cw__http_req_t *r, uint32_t id)
     for (uint32_t i = 0; ok && i < p->nstacks; i++) {
         const cw_stack_report_t *st = &p->stacks[i];
         const cw_figs_t *f = &st->figs;
-        bool keep = type < 0    ? true
-                    : type < 4  ? f->types[type].count > 0 || f->types[type].bytes > 0
-                    : type == 4 ? cw_figs_impacting(f) != 0
-                                : f->types[CW_AIFI].count > 0;
-        if (!keep || (tag && !tag_matches(st->tag, tag))) continue;
+        if (!stack_kept(st, type, tag)) continue;
         ix[n++] =
             (pidx_t){size_sort ? (int64_t)f->size_bytes : cw_figs_impacting(f), st->stack_id, i};
         cw_figs_add(&root.figs, f);

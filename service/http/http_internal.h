@@ -116,6 +116,10 @@ bool cw__http_token_ok(const char *want, const char *auth);
 void cw__http_utf8_clean(char *s);
 /* Sends 200 with body (len bytes) and content type. 0. */
 int cw__http_send(cw__http_req_t *r, int status, const char *ctype, const char *body, size_t len);
+/* Sends 200 with body as a download named filename (Content-Disposition:
+ * attachment; the name must need no quoting: [A-Za-z0-9._-]). 0. */
+int cw__http_send_attachment(cw__http_req_t *r, const char *ctype, const char *filename,
+                             const char *body, size_t len);
 /* Prints and sends a cJSON tree (not freed). 0, or 500 on ENOMEM. */
 int cw__http_send_json(cw__http_req_t *r, const struct cJSON *root);
 /* Fills r->err and returns status, for `return cw__http_fail(r, 400, ...)`. */
@@ -162,6 +166,15 @@ int cw__http_health(cw__http_req_t *r);
 int cw__http_processes(cw__http_req_t *r);
 int cw__http_process(cw__http_req_t *r, uint32_t id);
 int cw__http_stacks(cw__http_req_t *r, uint32_t id);
+/* ?format= and ?value= of a stacks resource (http_api.c): *wanted false
+ * when there is no format (the JSON answer). 0 or 400. */
+struct cw_export_opts;
+int cw__http_export_params(cw__http_req_t *r, struct cw_export_opts *o, bool *wanted);
+/* Sends procs[0..n)'s stacks over [from, to) as o says (export.h), as a
+ * download named commitwatch-STEM-FROM-TO.SUFFIX. 0 or 500. */
+int cw__http_send_export(cw__http_req_t *r, const cw_proc_report_t *procs, uint32_t n,
+                         int64_t from, int64_t to, const char *stem,
+                         const struct cw_export_opts *o);
 /* The folded instances of a group (or the instance itself), http_api.c. */
 int cw__http_instances(cw__http_req_t *r, uint32_t id);
 int cw__http_diff(cw__http_req_t *r);

@@ -343,6 +343,24 @@ static const char openapi_alerts[] =
     ":{\"type\":\"string\",\"enum\":[\"active\",\"pending\",\"expired\"]}}}}}},\"securitySchemes\":{"
     "\"bearerAuth\":{\"type\":\"http\",\"scheme\":\"bearer\"}}}}";
 
+/* The stacks route's export parameters (http_api.c, export.h), added to
+ * its parameters, and its 200's other content types. */
+static const char openapi_export[] =
+    "{\"parameters\":[{\"name\":\"format\",\"in\":\"query\",\"required\":false,\"description\":\"json"
+    " (the default: stacks and caller tree) or a file for other tools (docs/EXPORTS.md), sent as an a"
+    "ttachment named commitwatch-NAME-PID-FROM-TO.SUFFIX: folded (flamegraph.pl's input, one line per"
+    " stack, frames outermost first joined by ';', a space and the value), pprof (a gzipped profile.p"
+    "roto: sample types impacting_bytes, transient_bytes, commit_count; labels tag, process, pid, ins"
+    "tance; open it with `go tool pprof`) or speedscope (JSON, one sampled profile per value). The ta"
+    "g and type filters apply; limit does not (every matching stack is written). Folded and speedscop"
+    "e leave out stacks whose value is not positive; pprof keeps them.\",\"schema\":{\"type\":\"strin"
+    "g\",\"enum\":[\"json\",\"folded\",\"pprof\",\"speedscope\"],\"default\":\"json\"}},{\"name\":\"v"
+    "alue\",\"in\":\"query\",\"required\":false,\"description\":\"format=folded only: the value of ea"
+    "ch line.\",\"schema\":{\"type\":\"string\",\"enum\":[\"impacting\",\"transient\",\"count\"],\"de"
+    "fault\":\"impacting\"}}],\"content\":{\"text/plain\":{\"schema\":{\"type\":\"string\",\"descript"
+    "ion\":\"format=folded\"}},\"application/octet-stream\":{\"schema\":{\"type\":\"string\",\"format"
+    "\":\"binary\",\"description\":\"format=pprof: a gzipped pprof profile\"}}}}";
+
 /* Moves every member of from's object `name` into to's (created when
  * absent). false on ENOMEM or a malformed document. */
 static bool merge(cJSON *to, cJSON *from, const char *name)
@@ -358,6 +376,27 @@ static bool merge(cJSON *to, cJSON *from, const char *name)
     return true;
 }
 
+/* Adds openapi_export's parameters and content types to the stacks
+ * route of o. false on ENOMEM or a malformed document. */
+static bool add_export(cJSON *o)
+{
+    cJSON *e = cJSON_Parse(openapi_export);
+    cJSON *get = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "paths"),
+                                         "/api/processes/{id}/stacks"),
+        "get");
+    cJSON *params = cJSON_GetObjectItemCaseSensitive(get, "parameters");
+    cJSON *ok200 = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(get, "responses"), "200");
+    cJSON *ep = cJSON_GetObjectItemCaseSensitive(e, "parameters");
+    bool ok = e && params && ok200 && ep;
+    while (ok && ep->child)
+        cJSON_AddItemToArray(params, cJSON_DetachItemViaPointer(ep, ep->child));
+    ok = ok && merge(ok200, e, "content");
+    cJSON_Delete(e);
+    return ok;
+}
+
 int cw__http_openapi(cw__http_req_t *r)
 {
     cJSON *o = cJSON_Parse(openapi), *a = cJSON_Parse(openapi_alerts), *f = cJSON_Parse(openapi_fold);
@@ -366,7 +405,7 @@ int cw__http_openapi(cw__http_req_t *r)
     int rc;
     if (!o || !a || !f || !oc || !merge(o, a, "paths") || !merge(o, f, "paths") ||
         !merge(oc, ac, "schemas") ||
-        !merge(oc, ac, "securitySchemes"))
+        !merge(oc, ac, "securitySchemes") || !add_export(o))
         rc = cw__http_fail(r, 500, "the built-in OpenAPI document is not valid JSON");
     else
         rc = cw__http_send_json(r, o);

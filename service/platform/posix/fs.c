@@ -107,3 +107,8 @@ const char *cw_plat_config_path(void)
 {
     return "/etc/commitwatch/commitwatch.conf";
 }
+
+void cw_plat_stdout_binary(void)
+{
+    /* POSIX streams are binary already. */
+}

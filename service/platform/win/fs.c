@@ -7,6 +7,8 @@
 #include <knownfolders.h>
 #include <shlobj.h>
 
+#include <fcntl.h>
+#include <io.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,4 +198,10 @@ const char *cw_plat_config_path(void)
 {
     InitOnceExecuteOnce(&state_once, init_state, NULL, NULL);
     return config_path;
+}
+
+void cw_plat_stdout_binary(void)
+{
+    fflush(stdout);
+    _setmode(_fileno(stdout), _O_BINARY);
 }

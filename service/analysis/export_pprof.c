@@ -1,0 +1,266 @@
+/* export_pprof.c - a window's stacks as a pprof profile: the Profile
+ * message of pprof's profile.proto, serialized by protobuf-c (the C code is
+ * generated at build time from the profile.proto Debian ships with pprof,
+ * CMakeLists.txt), gzipped with zlib as pprof writes it.
+ *
+ * The profile: sample types impacting_bytes/bytes, transient_bytes/bytes
+ * and commit_count/count (impacting_bytes the default); one sample per
+ * process and stack, its locations leaf first; every distinct frame text
+ * one Function (its name) and one Location (one Line of that function);
+ * labels tag, process (its name) and pid, and the number instance (the
+ * process instance id); time_nanos and duration_nanos the window. No
+ * mappings: the frames are already symbolized text. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "analysis/export_int.h"
+#include "analysis/profile.pb-c.h"
+
+typedef Perftools__Profiles__Profile profile_t;
+typedef Perftools__Profiles__Sample sample_t;
+typedef Perftools__Profiles__Label label_t;
+typedef Perftools__Profiles__Location location_t;
+typedef Perftools__Profiles__Line line_t;
+typedef Perftools__Profiles__Function function_t;
+typedef Perftools__Profiles__ValueType value_type_t;
+
+#define NLABELS 4
+
+/* Everything the message points into; freed at once. */
+typedef struct pprof_build {
+    cw__interner_t strings; /* the string table; "" first */
+    cw__interner_t frames;  /* distinct frames: function and location id = index + 1 */
+    sample_t *smp;
+    sample_t **smpp;
+    uint64_t *locids;
+    int64_t *values;
+    label_t *lab;
+    label_t **labp;
+    function_t *fn;
+    function_t **fnp;
+    location_t *loc;
+    location_t **locp;
+    line_t *line;
+    line_t **linep;
+    int64_t comment[2];
+} pprof_build_t;
+
+static void build_free(pprof_build_t *b)
+{
+    cw__interner_free(&b->strings);
+    cw__interner_free(&b->frames);
+    free(b->smp);
+    free(b->smpp);
+    free(b->locids);
+    free(b->values);
+    free(b->lab);
+    free(b->labp);
+    free(b->fn);
+    free(b->fnp);
+    free(b->loc);
+    free(b->locp);
+    free(b->line);
+    free(b->linep);
+}
+
+/* The string's index in the table, or -1 on ENOMEM. */
+static int64_t str(pprof_build_t *b, const char *s)
+{
+    uint32_t i = cw__intern(&b->strings, s);
+    return i == UINT32_MAX ? -1 : (int64_t)i;
+}
+
+/* The message of procs, pointing into b. 0 or CW_ENOMEM. */
+static int build(pprof_build_t *b, const cw_proc_report_t *procs, uint32_t nprocs,
+                 int64_t from_ns, int64_t to_ns, const char *name, profile_t *prof,
+                 value_type_t vt[CW_EXPORT__NVALUES], value_type_t *vtp[CW_EXPORT__NVALUES],
+                 char *comment, size_t comment_len)
+{
+    size_t nsamples = 0, nlocs = 0;
+    for (uint32_t i = 0; i < nprocs; i++)
+        for (uint32_t j = 0; j < procs[i].nstacks; j++) {
+            nsamples++;
+            nlocs += procs[i].stacks[j].nframes ? procs[i].stacks[j].nframes : 1;
+        }
+    size_t ns = nsamples ? nsamples : 1;
+    if (cw__interner_init(&b->strings) != 0 || cw__interner_init(&b->frames) != 0 ||
+        !(b->smp = calloc(ns, sizeof *b->smp)) || !(b->smpp = calloc(ns, sizeof *b->smpp)) ||
+        !(b->locids = calloc(nlocs ? nlocs : 1, sizeof *b->locids)) ||
+        !(b->values = calloc(ns * CW_EXPORT__NVALUES, sizeof *b->values)) ||
+        !(b->lab = calloc(ns * NLABELS, sizeof *b->lab)) ||
+        !(b->labp = calloc(ns * NLABELS, sizeof *b->labp)))
+        return CW_ENOMEM;
+    /* The string table starts with "" (profile.proto requires it). */
+    int64_t s_empty = str(b, ""), s_bytes = str(b, "bytes"), s_count = str(b, "count");
+    int64_t k_tag = str(b, "tag"), k_proc = str(b, "process"), k_pid = str(b, "pid"),
+            k_inst = str(b, "instance");
+    if (s_empty != 0 || s_bytes < 0 || s_count < 0 || k_tag < 0 || k_proc < 0 || k_pid < 0 ||
+        k_inst < 0)
+        return CW_ENOMEM;
+    for (int v = 0; v < CW_EXPORT__NVALUES; v++) {
+        perftools__profiles__value_type__init(&vt[v]);
+        vt[v].type = str(b, cw_export_value_name((cw_export_value_t)v));
+        vt[v].unit = v == CW_EXPORT_COUNT ? s_count : s_bytes;
+        if (vt[v].type < 0) return CW_ENOMEM;
+        vtp[v] = &vt[v];
+    }
+
+    size_t k = 0, li = 0;
+    for (uint32_t i = 0; i < nprocs; i++) {
+        const cw_proc_report_t *p = &procs[i];
+        int64_t s_name = str(b, p->name ? p->name : "");
+        if (s_name < 0) return CW_ENOMEM;
+        for (uint32_t j = 0; j < p->nstacks; j++, k++) {
+            const cw_stack_report_t *s = &p->stacks[j];
+            sample_t *sm = &b->smp[k];
+            perftools__profiles__sample__init(sm);
+            b->smpp[k] = sm;
+            /* Leaf first: the report's frames are outermost first. */
+            sm->location_id = &b->locids[li];
+            for (uint32_t f = s->nframes; f-- > 0;) {
+                uint32_t fi = cw__intern(&b->frames, s->frames[f]);
+                if (fi == UINT32_MAX) return CW_ENOMEM;
+                b->locids[li++] = (uint64_t)fi + 1;
+            }
+            if (s->nframes == 0) {
+                uint32_t fi = cw__intern(&b->frames, CW__EXPORT_NO_FRAMES);
+                if (fi == UINT32_MAX) return CW_ENOMEM;
+                b->locids[li++] = (uint64_t)fi + 1;
+            }
+            sm->n_location_id = (size_t)(&b->locids[li] - sm->location_id);
+            sm->value = &b->values[k * CW_EXPORT__NVALUES];
+            sm->n_value = CW_EXPORT__NVALUES;
+            for (int v = 0; v < CW_EXPORT__NVALUES; v++)
+                sm->value[v] = cw_export_stack_value(&s->figs, (cw_export_value_t)v);
+            label_t *l = &b->lab[k * NLABELS];
+            for (int x = 0; x < NLABELS; x++) {
+                perftools__profiles__label__init(&l[x]);
+                b->labp[k * NLABELS + (size_t)x] = &l[x];
+            }
+            l[0].key = k_tag;
+            l[0].str = str(b, s->tag ? s->tag : "");
+            l[1].key = k_proc;
+            l[1].str = s_name;
+            l[2].key = k_pid;
+            l[2].num = p->pid;
+            l[3].key = k_inst;
+            l[3].num = p->id;
+            if (l[0].str < 0) return CW_ENOMEM;
+            sm->label = &b->labp[k * NLABELS];
+            sm->n_label = NLABELS;
+        }
+    }
+
+    /* One function and one location per distinct frame. */
+    size_t nf = b->frames.n, nfa = nf ? nf : 1;
+    if (!(b->fn = calloc(nfa, sizeof *b->fn)) || !(b->fnp = calloc(nfa, sizeof *b->fnp)) ||
+        !(b->loc = calloc(nfa, sizeof *b->loc)) || !(b->locp = calloc(nfa, sizeof *b->locp)) ||
+        !(b->line = calloc(nfa, sizeof *b->line)) || !(b->linep = calloc(nfa, sizeof *b->linep)))
+        return CW_ENOMEM;
+    for (size_t f = 0; f < nf; f++) {
+        int64_t s_frame = str(b, b->frames.v[f]);
+        if (s_frame < 0) return CW_ENOMEM;
+        perftools__profiles__function__init(&b->fn[f]);
+        b->fn[f].id = f + 1;
+        b->fn[f].name = s_frame;
+        b->fn[f].system_name = s_frame;
+        b->fnp[f] = &b->fn[f];
+        perftools__profiles__line__init(&b->line[f]);
+        b->line[f].function_id = f + 1;
+        b->linep[f] = &b->line[f];
+        perftools__profiles__location__init(&b->loc[f]);
+        b->loc[f].id = f + 1;
+        b->loc[f].n_line = 1;
+        b->loc[f].line = &b->linep[f];
+        b->locp[f] = &b->loc[f];
+    }
+
+    snprintf(comment, comment_len, "commitwatch %s: window [%" PRId64 ", %" PRId64 ") ns",
+             name ? name : "", from_ns, to_ns);
+    int64_t s_comment = str(b, comment), s_default = str(b, cw_export_value_name(CW_EXPORT_IMPACTING));
+    if (s_comment < 0 || s_default < 0) return CW_ENOMEM;
+    b->comment[0] = s_comment;
+
+    perftools__profiles__profile__init(prof);
+    prof->n_sample_type = CW_EXPORT__NVALUES;
+    prof->sample_type = vtp;
+    prof->n_sample = nsamples;
+    prof->sample = b->smpp;
+    prof->n_location = nf;
+    prof->location = b->locp;
+    prof->n_function = nf;
+    prof->function = b->fnp;
+    prof->n_string_table = b->strings.n;
+    prof->string_table = (char **)b->strings.v;
+    prof->time_nanos = from_ns;
+    prof->duration_nanos = to_ns > from_ns ? to_ns - from_ns : 0;
+    prof->n_comment = 1;
+    prof->comment = b->comment;
+    prof->default_sample_type = s_default;
+    return 0;
+}
+
+/* gzip of in[0..n), as pprof's readers expect. 0, CW_ENOMEM or CW_EIO. */
+static int gzip(const uint8_t *in, size_t n, char **out, size_t *len, cw_diag_t *d)
+{
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (n > UINT32_MAX / 2)
+        return cw_diag_set(d, CW_ERANGE, "the pprof profile is too large (%zu bytes)", n);
+    /* windowBits 15 + 16: a gzip header and trailer instead of zlib's. */
+    int zr = deflateInit2(&z, Z_BEST_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+    if (zr != Z_OK)
+        return cw_diag_set(d, zr == Z_MEM_ERROR ? CW_ENOMEM : CW_EIO, "zlib: deflateInit2: %s",
+                           zError(zr));
+    uLong bound = deflateBound(&z, (uLong)n); /* a little over n: fits uInt */
+    unsigned char *buf = malloc(bound ? bound : 1);
+    if (!buf) {
+        deflateEnd(&z);
+        return cw_diag_set(d, CW_ENOMEM, "out of memory while compressing the pprof profile");
+    }
+    z.next_in = (Bytef *)(uintptr_t)in;
+    z.avail_in = (uInt)n;
+    z.next_out = buf;
+    z.avail_out = (uInt)bound;
+    zr = deflate(&z, Z_FINISH);
+    size_t done = z.total_out;
+    deflateEnd(&z);
+    if (zr != Z_STREAM_END) {
+        free(buf);
+        return cw_diag_set(d, CW_EIO, "zlib: deflate did not finish (%d)", zr);
+    }
+    *out = (char *)buf;
+    *len = done;
+    return 0;
+}
+
+int cw__export_pprof(const cw_proc_report_t *procs, uint32_t nprocs, int64_t from_ns,
+                     int64_t to_ns, const char *name, char **out, size_t *len, cw_diag_t *d)
+{
+    pprof_build_t b;
+    profile_t prof;
+    value_type_t vt[CW_EXPORT__NVALUES];
+    value_type_t *vtp[CW_EXPORT__NVALUES];
+    char comment[512];
+    memset(&b, 0, sizeof b);
+    int rc = build(&b, procs, nprocs, from_ns, to_ns, name, &prof, vt, vtp, comment,
+                   sizeof comment);
+    uint8_t *packed = NULL;
+    if (rc == 0) {
+        size_t n = perftools__profiles__profile__get_packed_size(&prof);
+        packed = malloc(n ? n : 1);
+        if (!packed)
+            rc = CW_ENOMEM;
+        else if (perftools__profiles__profile__pack(&prof, packed) != n)
+            rc = cw_diag_set(d, CW_EIO, "protobuf-c packed a pprof profile of another size");
+        else
+            rc = gzip(packed, n, out, len, d);
+    }
+    if (rc == CW_ENOMEM) cw_diag_set(d, rc, "out of memory while writing the pprof profile");
+    free(packed);
+    build_free(&b);
+    return rc;
+}
