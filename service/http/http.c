@@ -145,6 +145,7 @@ static const route_t routes[] = {
     GET_ID("/api/processes/", "/instances", "from,to,limit", cw__http_instances),
     GET_PLAIN("/api/diff", "process,t1,t2,limit", true, cw__http_diff),
     GET_PLAIN("/api/system/series", "from,to,step", true, system_series),
+    GET_PLAIN("/api/stacks", "from,to,type,tag,sort,limit", true, cw__http_system_stacks),
     GET_PLAIN("/api/tags", "", true, cw__http_tags),
     GET_PLAIN("/metrics", "", true, cw__http_metrics),
     /* Alerts (http_alerts.c). */

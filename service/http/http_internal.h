@@ -125,6 +125,8 @@ int cw__http_health(cw__http_req_t *r);
 int cw__http_processes(cw__http_req_t *r);
 int cw__http_process(cw__http_req_t *r, uint32_t id);
 int cw__http_stacks(cw__http_req_t *r, uint32_t id);
+/* /api/stacks: every process's stacks of the window (the machine's flame graph). */
+int cw__http_system_stacks(cw__http_req_t *r);
 /* The folded instances of a group (or the instance itself), http_api.c. */
 int cw__http_instances(cw__http_req_t *r, uint32_t id);
 int cw__http_diff(cw__http_req_t *r);
