@@ -425,16 +425,17 @@ typedef struct stacks_q {
     int type; /* -1: all; 0-3: a type; 4: impacting != 0; 5: transient */
     const char *tag;
     bool size_sort;
+    bool tree; /* false (tree=0): no caller tree, for clients that build their own */
     uint64_t limit;
 } stacks_q_t;
 
-/* Parses from, to, type, tag, sort and limit; 0 or the error sent. */
+/* Parses from, to, type, tag, sort, limit and tree; 0 or the error sent. */
 static int stacks_query(cw__http_req_t *r, stacks_q_t *q)
 {
     static const char *const types[] = {"AIFI", "AIFO", "AOFI", "AOFO", "impacting", "transient"};
     const char *s;
     int rc;
-    *q = (stacks_q_t){.type = -1, .tag = cw__http_param(r, "tag"), .limit = 500};
+    *q = (stacks_q_t){.type = -1, .tag = cw__http_param(r, "tag"), .tree = true, .limit = 500};
     if ((rc = cw__http_window(r, &q->from, &q->to))) return rc;
     if ((s = cw__http_param(r, "type"))) {
         for (int i = 0; i < 6; i++)
@@ -454,6 +455,11 @@ static int stacks_query(cw__http_req_t *r, stacks_q_t *q)
     if ((s = cw__http_param(r, "limit")) &&
         (rc = cw__http_parse_uint(r, "limit", s, 1, 100000, &q->limit)))
         return rc;
+    if ((s = cw__http_param(r, "tree"))) {
+        if (strcmp(s, "0") != 0 && strcmp(s, "1") != 0)
+            return cw__http_fail(r, 400, "tree: '%s' is not 0 or 1", s);
+        q->tree = s[0] == '1';
+    }
     return 0;
 }
 
@@ -472,8 +478,8 @@ static int cmp_sidx(const void *x, const void *y)
 }
 
 /* Adds to o the stacks of procs[0..n) that q keeps, as "total", "stacks"
- * (the first q->limit in q's order) and "tree" (the caller tree of all of
- * them). machine: the stacks of every process of the window, each with
+ * (the first q->limit in q's order) and, unless q->tree is false, "tree"
+ * (the caller tree of all of them). machine: the stacks of every process of the window, each with
  * its process ("process_id", "process"), and the tree's first level is
  * the process name (instances of a name merged), as in whole-system flame
  * graphs. false on ENOMEM. */
@@ -501,7 +507,7 @@ static bool stacks_json(cJSON *o, const cw_proc_report_t *procs, uint32_t n, con
             cw_figs_add(&root.figs, f);
             root.nstacks++;
             tnode_t *node = &root;
-            for (int64_t j = machine ? -1 : 0; ok && j < (int64_t)st->nframes; j++) {
+            for (int64_t j = machine ? -1 : 0; ok && q->tree && j < (int64_t)st->nframes; j++) {
                 const char *fr = j < 0 ? (procs[p].name ? procs[p].name : "") : st->frames[j];
                 ok = (node = tree_child(node, fr)) != NULL;
                 if (ok) {
@@ -527,10 +533,10 @@ static bool stacks_json(cJSON *o, const cw_proc_report_t *procs, uint32_t n, con
         for (uint32_t f = 0; ok && f < st->nframes; f++)
             ok = cJSON_AddItemToArray(fr, cJSON_CreateString(st->frames[f]));
     }
-    ok = ok && (t = cJSON_AddObjectToObject(o, "tree")) &&
-         cJSON_AddStringToObject(t, "frame", "(all stacks)") &&
-         cw__json_u64(t, "stacks", root.nstacks) && add_figs(t, &root.figs) &&
-         (tree = tree_json(&root, q->size_sort)) != NULL;
+    ok = ok && (!q->tree || ((t = cJSON_AddObjectToObject(o, "tree")) &&
+                             cJSON_AddStringToObject(t, "frame", "(all stacks)") &&
+                             cw__json_u64(t, "stacks", root.nstacks) && add_figs(t, &root.figs) &&
+                             (tree = tree_json(&root, q->size_sort)) != NULL));
     if (tree) cJSON_AddItemToObject(t, "children", tree);
     free(ix);
     tree_free(root.child);

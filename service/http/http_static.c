@@ -64,9 +64,9 @@ static bool try_send(cw__http_req_t *r, const char *root, const char *rel)
  * installs the same list): uPlot, d3-flame-graph, whose UMD bundle takes
  * the d3 modules from the global d3, and those modules (with theirs). */
 static const char *const vendors[] = {
-    "uplot",     "d3-flame-graph", "d3-array",    "d3-dispatch",
-    "d3-selection", "d3-color",    "d3-interpolate", "d3-ease",     "d3-timer",
-    "d3-transition", "d3-format",  "d3-time",        "d3-time-format", "d3-scale", "d3-hierarchy",
+    "uplot",     "d3-flame-graph", "d3-array",       "d3-dispatch", "d3-selection",
+    "d3-color",  "d3-interpolate", "d3-ease",        "d3-timer",    "d3-transition",
+    "d3-format", "d3-time",        "d3-time-format", "d3-scale",    "d3-hierarchy",
 };
 
 int cw__http_static(cw__http_req_t *r)

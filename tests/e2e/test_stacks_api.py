@@ -5,8 +5,8 @@ fixture, and the flame graph's front-end packages served under /vendor/.
 /api/stacks must hold every process's stacks of the window, exactly as
 /api/processes/{id}/stacks gives them (same figures, frames and tags),
 each naming its process, in the same order rules (impacting or size
-desc), with the type and tag filters and the limit of the per-process
-route, and a caller tree whose first level is the process names (the
+desc), with the type and tag filters, the limit and tree=0 (no tree) of the
+per-process route, and a caller tree whose first level is the process names (the
 instances of a name merged) and whose figures are the sums of the
 stacks'. Bad input names its parameter. The OpenAPI text describes it."""
 
@@ -98,12 +98,18 @@ with Service(MTA, name="stacks-api") as svc:
     st, alls = svc.get(q("/api/stacks", **{"from": f, "to": to, "limit": 100000}))
     t.eq("limit=2: two stacks listed, the first two", lim["stacks"], alls["stacks"][:2])
     t.eq("limit=2: total and tree still count them all", (lim["total"], lim["tree"]), (alls["total"], alls["tree"]))
+    st, nt = svc.get(q("/api/stacks", **{"from": f, "to": to, "limit": 100000, "tree": 0}))
+    t.eq("tree=0: the same stacks, no tree", (nt["stacks"], nt["total"], "tree" in nt), (alls["stacks"], alls["total"], False))
+    st, pt = svc.get(q(f"/api/processes/{pid}/stacks", **{"from": f, "to": to, "tree": 0}))
+    st, pw = svc.get(q(f"/api/processes/{pid}/stacks", **{"from": f, "to": to}))
+    t.eq("tree=0 (one process): the same stacks, no tree", (pt["stacks"], "tree" in pt, "tree" in pw), (pw["stacks"], False, True))
     tag = alls["stacks"][0]["tag"]
     st, tg = svc.get(q("/api/stacks", **{"from": f, "to": to, "tag": tag, "limit": 100000}))
     t.check(f"tag={tag}: only its stacks", tg["stacks"] and all(s["tag"] == tag or s["tag"].startswith(tag + "\\") for s in tg["stacks"]))
     for path, word in ((q("/api/stacks", type="leaks"), "type"), (q("/api/stacks", sort="name"), "sort"),
                        (q("/api/stacks", limit="0"), "limit"), (q("/api/stacks", pid="1"), "pid"),
-                       (q("/api/stacks", **{"from": "yesterday"}), "from")):
+                       (q("/api/stacks", **{"from": "yesterday"}), "from"), (q("/api/stacks", tree="no"), "tree"),
+                       (q(f"/api/processes/{pid}/stacks", tree="2"), "tree")):
         st, body = svc.get(path)
         t.check(f"{path}: 400 naming {word}", st == 400 and word in body.get("error", ""), f"{st} {body}")
     st, oa = svc.get("/api/openapi.json")

@@ -316,9 +316,11 @@ static void test_vendor(void)
     ASSERT_OK(cw_http_start(&o, &h, &d));
     int port = cw_http_port(h);
     char body[4096];
-    ASSERT_EQ(http(port, "GET", "/vendor/d3-flame-graph/d3-flamegraph.umd.min.js", body, sizeof body), 200);
+    const char *fg = "/vendor/d3-flame-graph/d3-flamegraph.umd.min.js";
+    ASSERT_EQ(http(port, "GET", fg, body, sizeof body), 200);
     ASSERT_TRUE(strstr(body, "installed") != NULL);
-    ASSERT_EQ(http(port, "GET", "/vendor/d3-hierarchy/d3-hierarchy.min.js", body, sizeof body), 200);
+    const char *hier = "/vendor/d3-hierarchy/d3-hierarchy.min.js";
+    ASSERT_EQ(http(port, "GET", hier, body, sizeof body), 200);
     ASSERT_TRUE(strstr(body, "hierarchy") != NULL);
     ASSERT_EQ(http(port, "GET", "/vendor/d3-hierarchy/nope.js", body, sizeof body), 404);
     ASSERT_TRUE(strstr(body, "npm ci") != NULL);
