@@ -47,10 +47,10 @@ export function loadFlameLib() {
 }
 
 export const METRICS = {
-  impacting: { label: 'Impacting bytes (what stayed)', type: 'impacting', sort: 'impacting', of: (s) => s.impacting_bytes, fmt: bytes },
-  transient: { label: 'Transient bytes (churn)', type: 'transient', sort: 'size', of: (s) => s.transient_bytes, fmt: bytes },
-  count: { label: 'Commit count (churn)', type: '', sort: 'size', of: (s) => s.commit_count, fmt: count },
-  size: { label: 'Size (bytes committed)', type: '', sort: 'size', of: (s) => s.size_bytes, fmt: bytes },
+  impacting: { label: 'Impacting bytes (what stayed)', of: (s) => s.impacting_bytes, fmt: bytes },
+  transient: { label: 'Transient bytes (churn)', of: (s) => s.transient_bytes, fmt: bytes },
+  count: { label: 'Commit count (churn)', of: (s) => s.commit_count, fmt: count },
+  size: { label: 'Size (bytes committed)', of: (s) => s.size_bytes, fmt: bytes },
 };
 
 /** The flame tree of stacks: {name, value, a, b, tag, tags, children}.
@@ -131,12 +131,21 @@ export function flamePanel(el, opts) {
     <div class="flame"></div>
     <p class="muted fdetails">&nbsp;</p>`;
   const q = (c) => el.querySelector('.' + c);
-  let win = null, aWin = null, chart = null, gen = 0;
+  let win = null, aWin = null, chart = null, gen = 0, cache = new Map();
   if (METRICS[opts.metric]) q('fmetric').value = opts.metric;
 
+  // One answer per window serves every measure (a stack's value is 0 in
+  // the measures it has none of): the last few are kept, so switching
+  // measures or toggling the differential asks for nothing.
   const fetchStacks = (from, to) => {
-    const m = METRICS[q('fmetric').value];
-    return opts.stacks({ from, to, type: m.type, sort: m.sort, limit: LIMIT, tree: 0 }); // the tree is built here
+    const k = `${from} ${to}`;
+    if (!cache.has(k)) {
+      const p = opts.stacks({ from, to, sort: 'size', limit: LIMIT, tree: 0 }); // the tree is built here
+      p.catch(() => cache.delete(k));
+      cache.set(k, p);
+      if (cache.size > 4) cache.delete(cache.keys().next().value);
+    }
+    return cache.get(k);
   };
 
   async function draw() {
@@ -244,6 +253,7 @@ export function flamePanel(el, opts) {
     /** Draws the window [from, to); a (optional): the compared window A. */
     show(from, to, a = null) {
       win = [from, to];
+      cache = new Map(); // a new window: the data may have grown (live)
       if (a) {
         aWin = a;
         q('fdiff').checked = true;
