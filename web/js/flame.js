@@ -159,7 +159,7 @@ export function flamePanel(el, opts) {
     const notes = [];
     if (B.total > B.stacks.length || (A && A.total > A.stacks.length))
       notes.push(`Only the first ${count(LIMIT)} stacks of a window are drawn (${count(Math.max(B.total, A ? A.total : 0))} in all).`);
-    if (dropped && !A) notes.push(`${count(dropped)} stacks released more than they committed in the window (${delta(droppedBytes)}): not drawn; the differential view shows what shrank.`);
+    if (dropped && !A) notes.push(`${count(dropped)} ${dropped === 1 ? 'stack' : 'stacks'} released more than ${dropped === 1 ? 'it' : 'they'} committed in the window (${delta(droppedBytes)}): not drawn; the differential view shows what shrank.`);
     q('fnote').hidden = !notes.length;
     q('fnote').textContent = notes.join(' ');
     q('fwin').innerHTML = `${A ? `A ${esc(time(A.window.from_ns))} – ${esc(time(A.window.to_ns))}, B ` : ''}${esc(time(B.window.from_ns))} – ${esc(time(B.window.to_ns))} (${esc(span(B.window.to_ns - B.window.from_ns))}) · total ${esc(m.fmt(A ? root.b : root.value))}${A ? ` (A ${esc(m.fmt(root.a))}, B − A ${esc(metric === 'count' ? (root.delta > 0 ? '+' : '') + count(root.delta) : delta(root.delta))})` : ''}. Click a frame to zoom.`;
