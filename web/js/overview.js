@@ -87,6 +87,7 @@ export async function overviewPage(main, params) {
     // new selection or range redraws it.
     const fkey = `${$('range').value} ${sel}`;
     if (flame && fkey !== flameKey) { flameKey = fkey; flame.show(from, to); }
+    else if (!flame && $('flamebox').open) $('flamebox').ontoggle(); // opened before the data came
     $('procs').tBodies[0].innerHTML = r.processes.map((p) => {
       const top = p.tags[0] ? p.tags[0].tag : '';
       const href = `#/process/${p.id}?from=${r.window.from_ns}&to=${r.window.to_ns}`;
