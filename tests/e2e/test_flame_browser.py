@@ -77,7 +77,7 @@ def big_stack(i):
     for level, d in enumerate(reversed(digits)):
         prefix += str(d)
         frames.append(f"big.exe!Level{level}_{prefix}")
-    leaf = "KernelBase.dll!VirtualAlloc" if i % 3 else "ucrtbase.dll!_malloc_base"
+    leaf = "KernelBase.dll!VirtualAlloc" if i % 3 else "ntdll.dll!RtlAllocateHeap"
     return frames + [leaf, "ntdll.dll!NtAllocateVirtualMemory"]
 
 
