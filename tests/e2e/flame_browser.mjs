@@ -13,13 +13,10 @@
 // figures (ManipulateTemporaryBuffer's 100 MB of transient bytes, main's
 // direct 10 MB VirtualAlloc). Prints "N passed, M failed"; exits non-zero
 // on any failure.
-import { createRequire } from 'node:module';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { api, launchChromium, waiter } from './cwbrowser.mjs';
 
-const require = createRequire(path.join(process.env.CW_SOURCE, 'web', 'package.json'));
-const { chromium, errors: pwErrors } = require('playwright-core');
 
 const URL = process.env.CW_URL;
 const BIG = process.env.CW_BIG_URL;
@@ -37,14 +34,6 @@ function check(name, cond, detail = '') {
   else { failed++; console.log(`FAIL ${name} ${detail}`); }
 }
 
-async function api(base, p, params = {}) {
-  const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== '') q.set(k, String(v));
-  const res = await fetch(`${base}${p}${q.toString() ? '?' + q : ''}`);
-  const body = await res.json();
-  if (!res.ok) throw new Error(`${p}?${q}: ${res.status} ${body && body.error}`);
-  return body;
-}
 
 /** Sums of the API's stacks by frame path ("a;b;c", outermost first):
  * {value, tags: {tag: value}}; of(stack) is the measure, negatives left out. */
@@ -66,16 +55,7 @@ function expectPaths(stacks, of, machine = false) {
 }
 const mainTag = (tags) => Object.entries(tags).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))[0][0];
 
-const profile = mkdtempSync(path.join(tmpdir(), 'cw-chromium-'));
-const browser = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CW_CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  viewport: { width: 1280, height: 900 },
-  timezoneId: 'UTC',
-  locale: 'en-US',
-});
+const { browser, close } = await launchChromium(process.env.CW_SOURCE, { viewport: { width: 1280, height: 900 } });
 const consoleErrors = [];
 const shot = (page, name) => page.screenshot({ path: path.join(SHOTS, name), fullPage: true });
 const shotOf = (page, sel, name) => page.locator(sel).screenshot({ path: path.join(SHOTS, name) });
@@ -86,15 +66,7 @@ try {
   page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
   page.on('pageerror', (e) => consoleErrors.push(String(e)));
 
-  async function waitFor(fn, arg, ms = 10000) {
-    try {
-      await page.waitForFunction(fn, arg, { timeout: ms, polling: 50 });
-      return true;
-    } catch (e) {
-      if (e instanceof pwErrors.TimeoutError) return false;
-      throw e;
-    }
-  }
+  const waitFor = waiter(page, process.env.CW_SOURCE);
   /** The frames drawn in the flame panel `box` once their widths settle
    * (transitions done): path, name, width, fill, x. */
   async function frames(box) {
@@ -362,8 +334,7 @@ try {
   console.log(`FAIL ${e.stack || e}`);
   try { await browser.pages()[0].screenshot({ path: path.join(SHOTS, 'flame-failure.png'), fullPage: true }); } catch { /* none */ }
 } finally {
-  await browser.close();
-  rmSync(profile, { recursive: true, force: true });
+  await close();
 }
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

@@ -18,12 +18,11 @@ in CI (CI set in the environment, or running as root) and skips it (exit
 import contextlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from cwservice import BUILD, MTA, MTA_WINDOWS, SOURCE, Service, require_fixture  # noqa: E402
+from cwservice import BUILD, MTA, MTA_WINDOWS, SOURCE, Service, require_browser, require_fixture  # noqa: E402
 
 require_fixture()
 
@@ -32,33 +31,11 @@ BIG_STACKS = 5_000
 FIRST_PAINT_MS = 1000
 
 
-def in_ci():
-    ci = os.environ.get("CI", "").strip().lower()
-    return (ci not in ("", "0", "false", "no")) or (hasattr(os, "geteuid") and os.geteuid() == 0)
-
-
 shots = os.path.join(BUILD, "screenshots")
 os.makedirs(shots, exist_ok=True)
 with contextlib.suppress(FileNotFoundError):
     os.remove(os.path.join(shots, "flame-failure.png"))  # from an earlier run
-missing = []
-node = shutil.which("node")
-chromium = os.environ.get("CW_CHROMIUM", "/usr/bin/chromium")
-if not node:
-    missing.append("node (apt-get install nodejs)")
-if not os.access(chromium, os.X_OK):
-    missing.append(f"{chromium} (apt-get install chromium)")
-for mod in ("playwright-core", "d3-flame-graph", "d3-selection", "d3-hierarchy"):
-    if not os.path.isdir(os.path.join(SOURCE, "web", "node_modules", mod)):
-        missing.append(f"web/node_modules/{mod} (run `npm ci` in web/)")
-if missing:
-    reason = "the flame graph's browser test needs: " + ", ".join(missing)
-    if in_ci():
-        print("FAIL " + reason + " (in CI, or as root, a missing prerequisite is a failure)")
-        print("0 passed, 1 failed")
-        sys.exit(1)
-    print("SKIP: " + reason)
-    sys.exit(77)
+node, chromium = require_browser(("playwright-core", "d3-flame-graph", "d3-selection", "d3-hierarchy"))
 
 T0 = 1750000000000000000
 S = 10**9

@@ -217,6 +217,16 @@ static void test_changes(cw_http_opts_t o)
     cw_http_stop(h);
 }
 
+/* A server's options: loopback, an ephemeral port, no database yet. */
+static cw_http_opts_t server_opts(const char *web, cw_status_t *st)
+{
+    return (cw_http_opts_t){.listen = "127.0.0.1:0",
+                            .db_path = "/nonexistent/commitwatch.db",
+                            .web_root = web,
+                            .status = st,
+                            .threads = 2};
+}
+
 static void test_server(void)
 {
     cw_status_t st;
@@ -226,11 +236,7 @@ static void test_server(void)
     atomic_store(&st.drift_bytes, -7);
     char web[4096];
     snprintf(web, sizeof web, "%s", cw_http_default_web_root());
-    cw_http_opts_t o = {.listen = "127.0.0.1:0",
-                        .db_path = "/nonexistent/commitwatch.db",
-                        .web_root = web,
-                        .status = &st,
-                        .threads = 2};
+    cw_http_opts_t o = server_opts(web, &st);
     cw_http_t *h = NULL;
     cw_diag_t d;
     ASSERT_OK(cw_http_start(&o, &h, &d));
@@ -306,16 +312,12 @@ static void test_vendor(void)
     put_file(web, "node_modules/left-pad/dist/left-pad.js", "not shipped");
     cw_status_t st;
     cw_status_init(&st, "replay:test", true, 1);
-    cw_http_opts_t o = {.listen = "127.0.0.1:0",
-                        .db_path = "/nonexistent/commitwatch.db",
-                        .web_root = web,
-                        .status = &st,
-                        .threads = 1};
+    cw_http_opts_t o = server_opts(web, &st);
     cw_http_t *h = NULL;
     cw_diag_t d;
     ASSERT_OK(cw_http_start(&o, &h, &d));
-    int port = cw_http_port(h);
     char body[4096];
+    int port = cw_http_port(h);
     const char *fg = "/vendor/d3-flame-graph/d3-flamegraph.umd.min.js";
     ASSERT_EQ(http(port, "GET", fg, body, sizeof body), 200);
     ASSERT_TRUE(strstr(body, "installed") != NULL);
