@@ -4,25 +4,14 @@
 // Prints one line per run and the median, in ms (navigation start to the
 // chart's first draw with data, uPlot's draw hook). The first run includes
 // the browser's own cold start.
-import { createRequire } from 'node:module';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { launchChromium } from '../tests/e2e/cwbrowser.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const require = createRequire(path.join(here, '..', 'web', 'package.json'));
-const { chromium } = require('playwright-core');
 const [url, id, from, to, runs = '5'] = process.argv.slice(2);
 
-const profile = mkdtempSync(path.join(tmpdir(), 'cw-bench-'));
-const ctx = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CW_CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  viewport: { width: 1280, height: 800 },
-});
+const { browser: ctx, close } = await launchChromium(path.join(here, '..'), { prefix: 'cw-bench-' });
 const times = [];
 try {
   const page = ctx.pages()[0] || await ctx.newPage();
@@ -38,8 +27,7 @@ try {
     console.log(`run ${i + 1}: chart drawn after ${r.t.toFixed(0)} ms (${r.n} steps)`);
   }
 } finally {
-  await ctx.close();
-  rmSync(profile, { recursive: true, force: true });
+  await close();
 }
 times.sort((a, b) => a - b);
 console.log(`median: ${times[Math.floor(times.length / 2)].toFixed(0)} ms`);

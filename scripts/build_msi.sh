@@ -22,10 +22,15 @@ done
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 cp "$exe" "$stage/commitwatch.exe"
-mkdir -p "$stage/web/vendor/uplot" "$stage/stacktags" "$stage/tools"
+mkdir -p "$stage/stacktags" "$stage/tools"
 (cd web && find . -path ./node_modules -prune -o -type f ! -name 'package*.json' ! -name .gitignore -print |
   while read -r f; do mkdir -p "$stage/web/$(dirname "$f")" && cp "$f" "$stage/web/$f"; done)
-cp web/node_modules/uplot/dist/* web/node_modules/uplot/LICENSE "$stage/web/vendor/uplot/"
+# The front-end packages (CMakeLists.txt's CW_WEB_VENDORS, http_static.c's vendors).
+for pkg in uplot d3-flame-graph d3-array d3-dispatch d3-selection d3-color d3-interpolate \
+           d3-ease d3-timer d3-transition d3-format d3-time d3-time-format d3-scale d3-hierarchy; do
+  mkdir -p "$stage/web/vendor/$pkg"
+  cp -r web/node_modules/$pkg/dist/. web/node_modules/$pkg/LICENSE "$stage/web/vendor/$pkg/"
+done
 cp service/stacks/rules/*.stacktags "$stage/stacktags/"
 for t in "$@"; do cp "$t" "$stage/tools/"; done
 # The payload's components, one per file, with ids that follow the paths

@@ -191,10 +191,11 @@ static const route_t routes[] = {
     GET_PLAIN("/api/processes", "from,to,sort,limit,name,pid", true, cw__http_processes),
     GET_ID("/api/processes/", "", "from,to", cw__http_process),
     GET_ID("/api/processes/", "/series", "from,to,step", cw__http_series),
-    GET_ID("/api/processes/", "/stacks", "from,to,type,tag,sort,limit,format,value", cw__http_stacks),
+    GET_ID("/api/processes/", "/stacks", "from,to,type,tag,sort,limit,tree,format,value", cw__http_stacks),
     GET_ID("/api/processes/", "/instances", "from,to,limit", cw__http_instances),
     GET_PLAIN("/api/diff", "process,t1,t2,limit", true, cw__http_diff),
     GET_PLAIN("/api/system/series", "from,to,step", true, system_series),
+    GET_PLAIN("/api/stacks", "from,to,type,tag,sort,limit,tree,format,value", true, cw__http_system_stacks),
     GET_PLAIN("/api/tags", "", true, cw__http_tags),
     GET_PLAIN("/metrics", "", true, cw__http_metrics),
     /* Alerts (http_alerts.c). */

@@ -532,19 +532,28 @@ out:
     return rc;
 }
 
-int cw__http_stacks(cw__http_req_t *r, uint32_t id)
+/* The query of a stacks request: which stacks, in which order, how many. */
+typedef struct stacks_q {
+    int64_t from, to;
+    int type; /* -1: all; 0-3: a type; 4: impacting != 0; 5: transient */
+    const char *tag;
+    bool size_sort;
+    bool tree; /* false (tree=0): no caller tree, for clients that build their own */
+    uint64_t limit;
+} stacks_q_t;
+
+/* Parses from, to, type, tag, sort, limit and tree; 0 or the error sent. */
+static int stacks_query(cw__http_req_t *r, stacks_q_t *q)
 {
     static const char *const types[] = {"AIFI", "AIFO", "AOFI", "AOFO", "impacting", "transient"};
-    int64_t from, to;
-    int type = -1, rc;
-    uint64_t limit = 500;
-    bool size_sort = false;
-    const char *s, *tag = cw__http_param(r, "tag");
-    if ((rc = cw__http_window(r, &from, &to))) return rc;
+    const char *s;
+    int rc;
+    *q = (stacks_q_t){.type = -1, .tag = cw__http_param(r, "tag"), .tree = true, .limit = 500};
+    if ((rc = cw__http_window(r, &q->from, &q->to))) return rc;
     if ((s = cw__http_param(r, "type"))) {
         for (int i = 0; i < 6; i++)
-            if (strcmp(s, types[i]) == 0) type = i;
-        if (type < 0)
+            if (strcmp(s, types[i]) == 0) q->type = i;
+        if (q->type < 0)
             return cw__http_fail(r, 400,
                                  "type: '%s' is not one of AIFI, AIFO, AOFI, AOFO, "
                                  "impacting, transient",
@@ -552,78 +561,145 @@ int cw__http_stacks(cw__http_req_t *r, uint32_t id)
     }
     if ((s = cw__http_param(r, "sort"))) {
         if (strcmp(s, "size") == 0)
-            size_sort = true;
+            q->size_sort = true;
         else if (strcmp(s, "impacting") != 0)
             return cw__http_fail(r, 400, "sort: '%s' is not one of impacting, size", s);
     }
     if ((s = cw__http_param(r, "limit")) &&
-        (rc = cw__http_parse_uint(r, "limit", s, 1, 100000, &limit)))
+        (rc = cw__http_parse_uint(r, "limit", s, 1, 100000, &q->limit)))
         return rc;
+    if ((s = cw__http_param(r, "tree"))) {
+        if (strcmp(s, "0") != 0 && strcmp(s, "1") != 0)
+            return cw__http_fail(r, 400, "tree: '%s' is not 0 or 1", s);
+        q->tree = s[0] == '1';
+    }
+    return 0;
+}
+
+/* A stack of a machine-wide list: its process and its index there. */
+typedef struct sidx {
+    int64_t key;
+    uint32_t stack_id, proc, i;
+} sidx_t;
+
+static int cmp_sidx(const void *x, const void *y)
+{
+    const sidx_t *a = x, *b = y;
+    if (a->key != b->key) return a->key > b->key ? -1 : 1;
+    if (a->proc != b->proc) return a->proc < b->proc ? -1 : 1;
+    return a->stack_id < b->stack_id ? -1 : a->stack_id > b->stack_id;
+}
+
+/* Adds to o the stacks of procs[0..n) that q keeps, as "total", "stacks"
+ * (the first q->limit in q's order) and, unless q->tree is false, "tree"
+ * (the caller tree of all of them). machine: the stacks of every process of the window, each with
+ * its process ("process_id", "process"), and the tree's first level is
+ * the process name (instances of a name merged), as in whole-system flame
+ * graphs. false on ENOMEM. */
+static bool stacks_json(cJSON *o, const cw_proc_report_t *procs, uint32_t n, const stacks_q_t *q,
+                        bool machine)
+{
+    uint64_t all = 0;
+    for (uint32_t p = 0; p < n; p++)
+        all += procs[p].nstacks;
+    uint32_t k = 0;
+    tnode_t root = {.frame = "(root)"};
+    sidx_t *ix = calloc(all ? all : 1, sizeof *ix);
+    bool ok = ix != NULL;
+    for (uint32_t p = 0; ok && p < n; p++) {
+        for (uint32_t i = 0; ok && i < procs[p].nstacks; i++) {
+            const cw_stack_report_t *st = &procs[p].stacks[i];
+            const cw_figs_t *f = &st->figs;
+            if (!stack_kept(st, q->type, q->tag)) continue;
+            ix[k++] = (sidx_t){q->size_sort ? (int64_t)f->size_bytes : cw_figs_impacting(f),
+                               st->stack_id, p, i};
+            cw_figs_add(&root.figs, f);
+            root.nstacks++;
+            tnode_t *node = &root;
+            for (int64_t j = machine ? -1 : 0; ok && q->tree && j < (int64_t)st->nframes; j++) {
+                const char *fr = j < 0 ? (procs[p].name ? procs[p].name : "") : st->frames[j];
+                ok = (node = tree_child(node, fr)) != NULL;
+                if (ok) {
+                    cw_figs_add(&node->figs, f);
+                    node->nstacks++;
+                }
+            }
+        }
+    }
+    if (ok && k > 1) qsort(ix, k, sizeof *ix, cmp_sidx);
+    cJSON *arr = NULL, *tree = NULL, *t;
+    ok = ok && cw__json_u64(o, "total", k) && (arr = cJSON_AddArrayToObject(o, "stacks"));
+    for (uint32_t j = 0; ok && j < k && j < q->limit; j++) {
+        const cw_proc_report_t *p = &procs[ix[j].proc];
+        const cw_stack_report_t *st = &p->stacks[ix[j].i];
+        cJSON *so = cJSON_CreateObject(), *fr;
+        ok = so && cJSON_AddItemToArray(arr, so) &&
+             (!machine || (cw__json_u64(so, "process_id", p->id) &&
+                           cJSON_AddStringToObject(so, "process", p->name ? p->name : ""))) &&
+             cw__json_u64(so, "stack_id", st->stack_id) &&
+             cJSON_AddStringToObject(so, "tag", st->tag) && add_figs(so, &st->figs) &&
+             (fr = cJSON_AddArrayToObject(so, "frames"));
+        for (uint32_t f = 0; ok && f < st->nframes; f++)
+            ok = cJSON_AddItemToArray(fr, cJSON_CreateString(st->frames[f]));
+    }
+    ok = ok && (!q->tree || ((t = cJSON_AddObjectToObject(o, "tree")) &&
+                             cJSON_AddStringToObject(t, "frame", "(all stacks)") &&
+                             cw__json_u64(t, "stacks", root.nstacks) && add_figs(t, &root.figs) &&
+                             (tree = tree_json(&root, q->size_sort)) != NULL));
+    if (tree) cJSON_AddItemToObject(t, "children", tree);
+    free(ix);
+    tree_free(root.child);
+    return ok;
+}
+
+int cw__http_stacks(cw__http_req_t *r, uint32_t id)
+{
+    stacks_q_t q;
+    int rc;
+    if ((rc = stacks_query(r, &q))) return rc;
     cw_export_opts_t eo;
     bool export = false;
     if ((rc = cw__http_export_params(r, &eo, &export))) return rc;
-    if (export) return stacks_export(r, id, from, to, type, tag, &eo);
+    if (export) return stacks_export(r, id, q.from, q.to, q.type, q.tag, &eo);
 
     cw_report_t *rep = NULL;
     idle_proc_t tmp = {0};
     const cw_proc_report_t *p;
-    tnode_t root = {.frame = "(root)"};
-    cJSON *o = NULL;
-    if ((rc = window_report(r, from, to, true, &rep))) return rc;
+    cJSON *o = NULL, *pj;
+    if ((rc = window_report(r, q.from, q.to, true, &rep))) return rc;
     if ((rc = proc_in(r, rep, id, &tmp, &p))) goto out;
-
-    /* Filtered stacks, in the requested order. */
-    uint32_t n = 0;
-    pidx_t *ix = calloc(p->nstacks ? p->nstacks : 1, sizeof *ix);
-    bool ok = ix != NULL;
-    for (uint32_t i = 0; ok && i < p->nstacks; i++) {
-        const cw_stack_report_t *st = &p->stacks[i];
-        const cw_figs_t *f = &st->figs;
-        if (!stack_kept(st, type, tag)) continue;
-        ix[n++] =
-            (pidx_t){size_sort ? (int64_t)f->size_bytes : cw_figs_impacting(f), st->stack_id, i};
-        cw_figs_add(&root.figs, f);
-        root.nstacks++;
-        tnode_t *node = &root;
-        for (uint32_t k = 0; ok && k < st->nframes; k++) {
-            node = tree_child(node, st->frames[k]);
-            ok = node != NULL;
-            if (ok) {
-                cw_figs_add(&node->figs, f);
-                node->nstacks++;
-            }
-        }
-    }
-    if (ok && n > 1) qsort(ix, n, sizeof *ix, cmp_pidx);
-    cJSON *arr = NULL, *tree = NULL, *pj = NULL;
     o = cJSON_CreateObject();
-    ok = ok && o && cw__json_window(o, rep->from_ns, rep->to_ns) &&
-         (pj = cJSON_AddObjectToObject(o, "process")) && cw__json_u64(pj, "id", p->id) &&
-         cw__json_u64(pj, "pid", p->pid) &&
-         cJSON_AddStringToObject(pj, "name", p->name ? p->name : "") &&
-         cw__json_u64(o, "total", n) && (arr = cJSON_AddArrayToObject(o, "stacks"));
-    for (uint32_t k = 0; ok && k < n && k < limit; k++) {
-        const cw_stack_report_t *st = &p->stacks[ix[k].i];
-        cJSON *so = cJSON_CreateObject(), *fr;
-        ok = so && cJSON_AddItemToArray(arr, so) && cw__json_u64(so, "stack_id", st->stack_id) &&
-             cJSON_AddStringToObject(so, "tag", st->tag) && add_figs(so, &st->figs) &&
-             (fr = cJSON_AddArrayToObject(so, "frames"));
-        for (uint32_t j = 0; ok && j < st->nframes; j++)
-            ok = cJSON_AddItemToArray(fr, cJSON_CreateString(st->frames[j]));
-    }
-    if (ok) {
-        cJSON *t = cJSON_AddObjectToObject(o, "tree");
-        ok = t && cJSON_AddStringToObject(t, "frame", "(all stacks)") &&
-             cw__json_u64(t, "stacks", root.nstacks) && add_figs(t, &root.figs) &&
-             (tree = tree_json(&root, size_sort)) != NULL;
-        if (ok) cJSON_AddItemToObject(t, "children", tree);
-    }
+    bool ok = o && cw__json_window(o, rep->from_ns, rep->to_ns) &&
+              (pj = cJSON_AddObjectToObject(o, "process")) && cw__json_u64(pj, "id", p->id) &&
+              cw__json_u64(pj, "pid", p->pid) &&
+              cJSON_AddStringToObject(pj, "name", p->name ? p->name : "") &&
+              stacks_json(o, p, 1, &q, false);
     rc = ok ? cw__http_send_json(r, o) : oom(r);
-    free(ix);
 out:
     cJSON_Delete(o);
-    tree_free(root.child);
     cw_proc_info_clear(&tmp.info);
+    cw_report_free(rep);
+    return rc;
+}
+
+/* The machine's stacks: every process instance of the window. */
+int cw__http_system_stacks(cw__http_req_t *r)
+{
+    stacks_q_t q;
+    int rc;
+    if ((rc = stacks_query(r, &q))) return rc;
+    cw_export_opts_t eo;
+    bool export = false;
+    if ((rc = cw__http_export_params(r, &eo, &export))) return rc;
+    if (export) return stacks_export(r, 0, q.from, q.to, q.type, q.tag, &eo);
+    cw_report_t *rep = NULL;
+    if ((rc = window_report(r, q.from, q.to, true, &rep))) return rc;
+    cJSON *o = cJSON_CreateObject();
+    bool ok = o && cw__json_window(o, rep->from_ns, rep->to_ns) &&
+              cw__json_u64(o, "processes", rep->nprocs) &&
+              stacks_json(o, rep->procs, rep->nprocs, &q, true);
+    rc = ok ? cw__http_send_json(r, o) : oom(r);
+    cJSON_Delete(o);
     cw_report_free(rep);
     return rc;
 }

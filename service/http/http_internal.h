@@ -175,6 +175,9 @@ int cw__http_export_params(cw__http_req_t *r, struct cw_export_opts *o, bool *wa
 int cw__http_send_export(cw__http_req_t *r, const cw_proc_report_t *procs, uint32_t n,
                          int64_t from, int64_t to, const char *stem,
                          const struct cw_export_opts *o);
+
+/* /api/stacks: every process's stacks of the window (the machine's flame graph). */
+int cw__http_system_stacks(cw__http_req_t *r);
 /* The folded instances of a group (or the instance itself), http_api.c. */
 int cw__http_instances(cw__http_req_t *r, uint32_t id);
 int cw__http_diff(cw__http_req_t *r);

@@ -82,7 +82,11 @@ static const char openapi[] =
     "rent tag includes its children (Parent\\\\Child).\",\"schema\":{\"type\":\"string\"}},{\"name\":"
     "\"sort\",\"in\":\"query\",\"schema\":{\"type\":\"string\",\"enum\":[\"impacting\",\"size\"],\"de"
     "fault\":\"impacting\"}},{\"name\":\"limit\",\"in\":\"query\",\"schema\":{\"type\":\"integer\",\""
-    "minimum\":1,\"maximum\":100000,\"default\":500}}],\"responses\":{\"200\":{\"description\":\"Stac"
+    "minimum\":1,\"maximum\":100000,\"default\":500}},"
+    "{\"name\":\"tree\",\"in\":\"query\",\"description\":\"0: leave out the caller tree (for clie"
+    "nts that build their own from the stacks, as the dashboard's flame graph does).\",\"schema\""
+    ":{\"type\":\"integer\",\"enum\":[0,1],\"default\":1}}],\"responses\":{\"200\":{\"description"
+    "\":\"Stac"
     "ks and tree\",\"content\":{\"application/json\":{\"schema\":{\"type\":\"object\"}}}},\"400\":{\""
     "description\":\"Bad input: the message names the parameter.\",\"content\":{\"application/json\":"
     "{\"schema\":{\"$ref\":\"#/components/schemas/Error\"}}}},\"404\":{\"description\":\"Bad input: t"
@@ -204,6 +208,32 @@ static const char openapi_fold[] =
     "ation/json\":{\"schema\":{\"$ref\":\"#/components/schemas/Error\"}}}},\"404\":{\"description\""
     ":\"No such process.\",\"content\":{\"application/json\":{\"schema\":{\"$ref\":\"#/components/s"
     "chemas/Error\"}}}}}}}}}";
+
+/* The machine-wide stacks (http_api.c), merged into the paths. */
+static const char openapi_stacks[] =
+    "{\"paths\":{\"/api/stacks\":{\"get\":{\"summary\":\"The machine's stacks of the window: the st"
+    "acks of every process instance active in it, with the figures of /api/processes/{id}/stacks, e"
+    "ach naming its process (process_id, process); the caller tree's first level is the process nam"
+    "e (instances of one name merged), as in a whole-system flame graph. The dashboard's overview d"
+    "raws its flame graph from this.\",\"parameters\":[{\"name\":\"from\",\"in\":\"query\",\"requir"
+    "ed\":false,\"description\":\"Window start (inclusive). A time: Unix ns, RFC 3339 (2026-11-29T1"
+    "0:00:00Z), 'now', or relative to now (-15m, -2h, -30s, -1d). Default: an hour before 'to'.\",\""
+    "schema\":{\"type\":\"string\"}},{\"name\":\"to\",\"in\":\"query\",\"required\":false,\"descrip"
+    "tion\":\"Window end (exclusive). A time: Unix ns, RFC 3339 (2026-11-29T10:00:00Z), 'now', or r"
+    "elative to now (-15m, -2h, -30s, -1d). Default: now.\",\"schema\":{\"type\":\"string\"}},{\"na"
+    "me\":\"type\",\"in\":\"query\",\"schema\":{\"type\":\"string\",\"enum\":[\"AIFI\",\"AIFO\",\"A"
+    "OFI\",\"AOFO\",\"impacting\",\"transient\"]}},{\"name\":\"tag\",\"in\":\"query\",\"description"
+    "\":\"A stack tag; a parent tag includes its children (Parent\\\\Child).\",\"schema\":{\"type\""
+    ":\"string\"}},{\"name\":\"sort\",\"in\":\"query\",\"schema\":{\"type\":\"string\",\"enum\":[\""
+    "impacting\",\"size\"],\"default\":\"impacting\"}},{\"name\":\"limit\",\"in\":\"query\",\"schem"
+    "a\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":100000,\"default\":500}},"
+    "{\"name\":\"tree\",\"in\":\"query\",\"description\":\"0: leave out the caller tree (for clie"
+    "nts that build their own from the stacks, as the dashboard's flame graph does).\",\"schema\""
+    ":{\"type\":\"integer\",\"enum\":[0,1],\"default\":1}}],\"responses\":{\""
+    "200\":{\"description\":\"{window, processes, total, stacks: [{process_id, process, stack_id, t"
+    "ag, figures, frames}], tree}\",\"content\":{\"application/json\":{\"schema\":{\"type\":\"objec"
+    "t\"}}}},\"400\":{\"description\":\"Bad input: the message names the parameter.\",\"content\":{"
+    "\"application/json\":{\"schema\":{\"$ref\":\"#/components/schemas/Error\"}}}}}}}}}";
 
 /* The alert endpoints (http_alerts.c): paths and components merged into
  * the document above. */
@@ -400,15 +430,18 @@ static bool add_export(cJSON *o)
 int cw__http_openapi(cw__http_req_t *r)
 {
     cJSON *o = cJSON_Parse(openapi), *a = cJSON_Parse(openapi_alerts), *f = cJSON_Parse(openapi_fold);
+    cJSON *st = cJSON_Parse(openapi_stacks);
     cJSON *oc = cJSON_GetObjectItemCaseSensitive(o, "components");
     cJSON *ac = cJSON_GetObjectItemCaseSensitive(a, "components");
     int rc;
-    if (!o || !a || !f || !oc || !merge(o, a, "paths") || !merge(o, f, "paths") ||
+    if (!o || !a || !f || !st || !oc || !merge(o, a, "paths") || !merge(o, f, "paths") ||
+        !merge(o, st, "paths") ||
         !merge(oc, ac, "schemas") ||
         !merge(oc, ac, "securitySchemes") || !add_export(o))
         rc = cw__http_fail(r, 500, "the built-in OpenAPI document is not valid JSON");
     else
         rc = cw__http_send_json(r, o);
+    cJSON_Delete(st);
     cJSON_Delete(f);
     cJSON_Delete(a);
     cJSON_Delete(o);

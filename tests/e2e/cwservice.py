@@ -62,6 +62,25 @@ def free_port():
         return s.getsockname()[1]
 
 
+def require_browser(modules, also=()):
+    """The browser tests' tools: node, Debian's chromium (CW_CHROMIUM) and
+    the npm packages `modules` in web/node_modules; `also`: other missing
+    prerequisites, described. Fails in CI and skips elsewhere (require)
+    when one is missing; returns (node, chromium)."""
+    node = shutil.which("node")
+    chromium = os.environ.get("CW_CHROMIUM", "/usr/bin/chromium")
+    missing = list(also)
+    if not node:
+        missing.append("node (apt-get install nodejs)")
+    if not os.access(chromium, os.X_OK):
+        missing.append(f"{chromium} (apt-get install chromium)")
+    for mod in modules:
+        if not os.path.isdir(os.path.join(SOURCE, "web", "node_modules", mod)):
+            missing.append(f"web/node_modules/{mod} (run `npm ci` in web/)")
+    require(not missing, "the browser test needs: " + ", ".join(missing))
+    return node, chromium
+
+
 def require_fixture():
     """The MemoryTestApp fixture (tests/fixtures/gen_memorytestapp.py's
     output) must be in the tree: without it the test fails in CI and is

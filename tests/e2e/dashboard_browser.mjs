@@ -17,13 +17,10 @@
 // runs out is a failed check. Answers made late on purpose (page.route
 // holds a request back) check that an older answer never replaces a newer
 // one. Prints "N passed, M failed" and exits non-zero on any failure.
-import { createRequire } from 'node:module';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { api, launchChromium, waiter } from './cwbrowser.mjs';
 
-const require = createRequire(path.join(process.env.CW_SOURCE, 'web', 'package.json'));
-const { chromium, errors: pwErrors } = require('playwright-core');
 
 const URL = process.env.CW_URL;
 const LIVE = process.env.CW_LIVE_URL;
@@ -72,15 +69,6 @@ function timeDiff(what, shown, ns) {
 }
 function listCheck(name, diffs) { const d = diffs.filter(Boolean); check(name, d.length === 0, d.join('; ')); }
 
-/** GET base+path as JSON; throws on an HTTP error. */
-async function api(base, p, params = {}) {
-  const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== '') q.set(k, String(v));
-  const res = await fetch(`${base}${p}${q.toString() ? '?' + q : ''}`);
-  const body = await res.json();
-  if (!res.ok) throw new Error(`${p}?${q}: ${res.status} ${body && body.error}`);
-  return body;
-}
 
 /** Polls fn() (async, node side) until truthy or ms pass; the last value. */
 async function pollUntil(fn, ms) {
@@ -92,18 +80,7 @@ async function pollUntil(fn, ms) {
   }
 }
 
-const profile = mkdtempSync(path.join(tmpdir(), 'cw-chromium-'));
-// A fresh profile each run (playwright passes it as --user-data-dir). UTC
-// and en-US so times and counts read back the same on every machine.
-const browser = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CW_CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  viewport: { width: 1280, height: 800 },
-  timezoneId: 'UTC',
-  locale: 'en-US',
-});
+const { browser, close } = await launchChromium(process.env.CW_SOURCE);
 const consoleErrors = [];
 const seriesRequests = []; // {at, url} of every /api/system/series the pages ask for
 const shot = (page, name) => page.screenshot({ path: path.join(SHOTS, name), fullPage: true });
@@ -118,15 +95,7 @@ try {
   page.on('request', (r) => { if (r.url().includes('/api/system/series')) seriesRequests.push({ at: Date.now(), url: r.url() }); });
 
   /** page.waitForFunction with a deadline: true, or false when it ran out. */
-  async function waitFor(fn, arg, ms = 10000) {
-    try {
-      await page.waitForFunction(fn, arg, { timeout: ms, polling: 50 });
-      return true;
-    } catch (e) {
-      if (e instanceof pwErrors.TimeoutError) return false;
-      throw e;
-    }
-  }
+  const waitFor = waiter(page, process.env.CW_SOURCE);
 
   /** p, or null once ms have passed. */
   const within = (p, ms) => Promise.race([p, new Promise((r) => setTimeout(() => r(null), ms))]);
@@ -946,8 +915,7 @@ try {
   console.log(`browser console: ${consoleErrors.join(' | ')}`);
   for (const p of browser.pages()) await p.screenshot({ path: path.join(SHOTS, 'failure.png'), fullPage: true }).catch(() => {});
 } finally {
-  await browser.close();
-  rmSync(profile, { recursive: true, force: true });
+  await close();
 }
 console.log(`${passed} passed, ${failed} failed (${elapsed()})`);
 process.exit(failed ? 1 : 0);

@@ -1,7 +1,8 @@
 /* test_http.c - the HTTP module without a database: time and duration
  * parsing, query strings, and a real server on an ephemeral loopback port
  * (health while the database does not exist yet, method and path rules,
- * error bodies, static files confined to the web root; the state-changing
+ * error bodies, static files confined to the web root, the front-end
+ * packages served under /vendor/ (only those listed); the state-changing
  * routes: token, body limit, 405 with the methods a path takes, the
  * reload hook). The API's figures
  * are tested end to end in tests/e2e/test_api.py. */
@@ -9,6 +10,7 @@
 #include "commitwatch/platform.h"
 #include "http/http_internal.h"
 #include "test.h"
+#include "test_port.h"
 
 /* Sockets, the test's client side: Winsock on Windows, BSD elsewhere. */
 #ifdef _WIN32
@@ -333,6 +335,16 @@ static void test_changes(cw_http_opts_t o)
     cw_http_stop(h);
 }
 
+/* A server's options: loopback, an ephemeral port, no database yet. */
+static cw_http_opts_t server_opts(const char *web, cw_status_t *st)
+{
+    return (cw_http_opts_t){.listen = "127.0.0.1:0",
+                            .db_path = "/nonexistent/commitwatch.db",
+                            .web_root = web,
+                            .status = st,
+                            .threads = 2};
+}
+
 static void test_server(void)
 {
     cw_status_t st;
@@ -342,11 +354,7 @@ static void test_server(void)
     atomic_store(&st.drift_bytes, -7);
     char web[4096];
     snprintf(web, sizeof web, "%s", cw_http_default_web_root());
-    cw_http_opts_t o = {.listen = "127.0.0.1:0",
-                        .db_path = "/nonexistent/commitwatch.db",
-                        .web_root = web,
-                        .status = &st,
-                        .threads = 2};
+    cw_http_opts_t o = server_opts(web, &st);
     cw_http_t *h = NULL;
     cw_diag_t d;
     ASSERT_OK(cw_http_start(&o, &h, &d));
@@ -393,6 +401,58 @@ static void test_server(void)
     cw_http_stop(NULL);
 }
 
+/* Writes text to dir/rel, making its folders. */
+static void put_file(const char *dir, const char *rel, const char *text)
+{
+    char path[CW_PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    char *slash = strrchr(path, '/');
+    *slash = '\0';
+    ASSERT_EQ(cw_test_mkdir_p(path), 0);
+    *slash = '/';
+    FILE *f = fopen(path, "wb");
+    ASSERT_TRUE(f != NULL);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* /vendor/PKG/FILE: only the packages of http_static.c's list, from
+ * web/vendor/PKG (installed) or else web/node_modules/PKG/dist. */
+static void test_vendor(void)
+{
+    char web[CW_PATH_MAX];
+    snprintf(web, sizeof web, "%s/cw_test_vendor_XXXXXX", cw_test_tmpdir());
+    ASSERT_TRUE(cw_test_mkdtemp(web) != NULL);
+    put_file(web, "index.html", "<title>commitwatch</title>");
+    put_file(web, "vendor/d3-flame-graph/d3-flamegraph.umd.min.js", "installed");
+    put_file(web, "node_modules/d3-flame-graph/dist/d3-flamegraph.umd.min.js", "npm");
+    put_file(web, "node_modules/d3-hierarchy/dist/d3-hierarchy.min.js", "hierarchy");
+    put_file(web, "node_modules/d3-hierarchy/package.json", "{}");
+    put_file(web, "node_modules/left-pad/dist/left-pad.js", "not shipped");
+    cw_status_t st;
+    cw_status_init(&st, "replay:test", true, 1);
+    cw_http_opts_t o = server_opts(web, &st);
+    cw_http_t *h = NULL;
+    cw_diag_t d;
+    ASSERT_OK(cw_http_start(&o, &h, &d));
+    char body[4096];
+    int port = cw_http_port(h);
+    const char *fg = "/vendor/d3-flame-graph/d3-flamegraph.umd.min.js";
+    ASSERT_EQ(http(port, "GET", fg, body, sizeof body), 200);
+    ASSERT_TRUE(strstr(body, "installed") != NULL);
+    const char *hier = "/vendor/d3-hierarchy/d3-hierarchy.min.js";
+    ASSERT_EQ(http(port, "GET", hier, body, sizeof body), 200);
+    ASSERT_TRUE(strstr(body, "hierarchy") != NULL);
+    ASSERT_EQ(http(port, "GET", "/vendor/d3-hierarchy/nope.js", body, sizeof body), 404);
+    ASSERT_TRUE(strstr(body, "npm ci") != NULL);
+    ASSERT_EQ(http(port, "GET", "/vendor/d3-hierarchy/../package.json", body, sizeof body), 404);
+    ASSERT_EQ(http(port, "GET", "/vendor/left-pad/left-pad.js", body, sizeof body), 404);
+    ASSERT_EQ(http(port, "GET", "/vendor/d3-hierarchy", body, sizeof body), 404);
+    ASSERT_EQ(http(port, "GET", "/vendor/d3-hier/d3-hierarchy.min.js", body, sizeof body), 404);
+    cw_http_stop(h);
+    ASSERT_EQ(cw_test_rmtree(web), 0);
+}
+
 int main(void)
 {
     test_times();
@@ -400,5 +460,6 @@ int main(void)
     test_security();
     sock_init();
     test_server();
+    test_vendor();
     TEST_DONE();
 }

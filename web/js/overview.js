@@ -2,13 +2,15 @@
 // and the processes of the window sorted by impacting growth, with their
 // active alerts (badges) and leak score (the highest of their active alert
 // series). Dragging on the chart narrows the table to that window, as
-// zooming does in WPA.
+// zooming does in WPA. The machine's flame graph of the window (flame.js)
+// opens below the chart on demand; each process links to its own.
 
 import { get } from './api.js';
 import { health, setParams } from './nav.js';
 import { stackChart } from './chart.js';
 import { bytes, delta, perHour, count, time, span, esc } from './fmt.js';
 import { badge, fmtScore, ofProcess } from './alerts.js';
+import { flamePanel, machineStacks } from './flame.js';
 
 const RANGES = [['15m', 15 * 60e9], ['1h', 3600e9], ['6h', 6 * 3600e9], ['24h', 86400e9], ['7d', 7 * 86400e9]];
 
@@ -30,6 +32,7 @@ export async function overviewPage(main, params) {
     <h2>Outstanding commit by stack tag <small id="win" class="muted"></small></h2>
     <p id="note" class="note" hidden></p>
     <div id="chart" class="chart"></div>
+    <details id="flamebox" class="fbox"><summary>Flame graph of all processes in the window</summary><div id="flame"></div></details>
     <h2>Processes <small id="sel" class="muted"></small></h2>
     <div class="tablewrap"><table id="procs" class="data">
       <thead><tr><th>Process</th><th>PID</th><th class="n">Impacting</th><th class="n">Growth</th>
@@ -37,7 +40,7 @@ export async function overviewPage(main, params) {
       <th class="n">Peak</th><th class="n">Outstanding</th><th>Top tag</th><th>Alerts</th><th class="n" title="highest leak score of the process's active alert series">Leak score</th></tr></thead><tbody></tbody></table></div>`;
   const $ = (id) => main.querySelector('#' + id);
   $('range').value = params.get('range') || '1h';
-  let chart = null, sel = null, timer = null, win = null, gen = 0, tgen = 0;
+  let chart = null, sel = null, timer = null, win = null, gen = 0, tgen = 0, flame = null, flameKey = null;
 
   async function load() {
     const my = ++gen;
@@ -80,13 +83,18 @@ export async function overviewPage(main, params) {
       get('/api/alerts').catch(() => ({ alerts: [] }))]);
     if (my !== tgen) return;
     const w = r.window.to_ns - r.window.from_ns;
+    // The live refresh leaves the flame graph (and its zoom) as it is; a
+    // new selection or range redraws it.
+    const fkey = `${$('range').value} ${sel}`;
+    if (flame && fkey !== flameKey) { flameKey = fkey; flame.show(from, to); }
+    else if (!flame && $('flamebox').open) $('flamebox').ontoggle(); // opened before the data came
     $('procs').tBodies[0].innerHTML = r.processes.map((p) => {
       const top = p.tags[0] ? p.tags[0].tag : '';
       const href = `#/process/${p.id}?from=${r.window.from_ns}&to=${r.window.to_ns}`;
       const mine = al.alerts.filter((a) => ofProcess(a, p));
       const scores = mine.map((a) => a.leak_score).filter((v) => v != null);
       return `<tr data-id="${p.id}" data-name="${esc(p.name)}">
-        <td><a href="${href}">${esc(p.name)}</a>${life(p)}</td>
+        <td><a href="${href}">${esc(p.name)}</a>${life(p)} <a class="flamelink" href="${href}&flame=1" title="its flame graph of this window">flame</a></td>
         <td>${p.folded ? `<span title="short-lived instances of this name, folded (docs/DESIGN.md)">${count(p.folded)} folded</span>` : p.pid}</td>
         <td class="n" data-fig="impacting">${delta(p.impacting_bytes)}</td>
         <td class="n">${perHour(p.impacting_bytes, w)}</td>
@@ -102,6 +110,13 @@ export async function overviewPage(main, params) {
     }).join('') || `<tr><td colspan="13" class="muted">No process in this window${name ? ' matches ' + esc(name) : ''}.</td></tr>`;
   }
 
+  $('flamebox').ontoggle = () => {
+    if (!$('flamebox').open || flame || !win) return;
+    flame = flamePanel($('flame'), { stacks: machineStacks, machine: true });
+    const [from, to] = sel || [win.from_ns, win.to_ns];
+    flameKey = `${$('range').value} ${sel}`;
+    flame.show(from, to);
+  };
   const reload = () => load().catch((e) => { $('chart').innerHTML = `<p class="error">${esc(e.message)}</p>`; });
   $('range').onchange = () => { sel = null; setParams({ range: $('range').value }); reload(); };
   $('refresh').onclick = reload;
@@ -109,7 +124,7 @@ export async function overviewPage(main, params) {
   $('search').oninput = () => { clearTimeout(typing); typing = setTimeout(() => table().catch(() => {}), 250); };
   const tick = () => { if ($('live') && $('live').checked && !document.hidden) reload(); };
   timer = setInterval(tick, 5000);
-  const destroy = () => { clearInterval(timer); if (chart) chart.destroy(); };
+  const destroy = () => { clearInterval(timer); if (chart) chart.destroy(); if (flame) flame.destroy(); };
   try {
     await load();
   } catch (e) {

@@ -5,12 +5,14 @@
 // caller tree, expandable level by level, sortable by impacting or size.
 // The process's alert periods (pending, firing by severity) are shaded on
 // the chart, and the thresholds of its `outstanding` rules drawn as lines.
+// The window's flame graph (flame.js) opens below on demand (?flame=1).
 
 import { get } from './api.js';
 import { health, setParams } from './nav.js';
 import { stackChart, tagColor } from './chart.js';
 import { bytes, delta, perHour, count, time, span, esc, toLocalInput, fromLocalInput } from './fmt.js';
 import { bandsOf, ofProcess, periods, rulesByName } from './alerts.js';
+import { flamePanel, processStacks } from './flame.js';
 
 const S = 1e9;
 const NICE_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 180, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
@@ -67,6 +69,7 @@ export async function processPage(main, id, params) {
       <button id="zoom" type="button" disabled>Zoom to selection</button>
       <button id="life" type="button">Whole life</button>
       <a id="difflink" href="#/diff">Diff…</a>
+      <button id="flamebtn" type="button">Flame graph</button>
     </section>
     <h2>Outstanding commit by stack tag <small id="win" class="muted"></small></h2>
     <p class="muted hint">Drag on the chart to select a window; the dashed line is the peak within each step, so short transients stay visible when zoomed out.</p>
@@ -88,16 +91,17 @@ export async function processPage(main, id, params) {
         </section>
         <div id="tree" class="tree"></div>
       </div>
-    </section>`;
+    </section>
+    <details id="flamebox" class="fbox"><summary>Flame graph of the window</summary><div id="flame"></div></details>`;
   const $ = (x) => main.querySelector('#' + x);
-  let chart = null, gen = 0, cgen = 0;
+  let chart = null, gen = 0, cgen = 0, flame = null, fm = params.get('fm') || '';
   const marks = await alertMarks(info, end).catch(() => ({ bands: [], lines: [] }));
   if (marks.bands.length || marks.lines.length)
     main.querySelector('.hint').insertAdjacentHTML('beforeend', ` Shaded: its <a href="#/alerts">alerts</a>' periods
       (<span class="badge pending">pending</span> <span class="badge warning">warning</span> <span class="badge critical">critical</span>)${marks.lines.length ? '; dashed lines: their thresholds' : ''}.`);
 
   function persist() {
-    setParams({ from: view[0], to: view[1], sf: sel ? sel[0] : '', st: sel ? sel[1] : '' });
+    setParams({ from: view[0], to: view[1], sf: sel ? sel[0] : '', st: sel ? sel[1] : '', flame: $('flamebox').open ? 1 : '', fm });
     $('vfrom').value = toLocalInput(view[0]);
     $('vto').value = toLocalInput(view[1]);
     $('zoom').disabled = !sel;
@@ -145,6 +149,7 @@ export async function processPage(main, id, params) {
        <td class="n">${count(t.commit_count)}</td><td class="n">${count(t.transient_count)}</td><td class="n">${bytes(t.transient_bytes)}</td></tr>`).join('') ||
       '<tr><td colspan="6" class="muted">Nothing in this window.</td></tr>';
     renderTree($('tree'), st.tree, $('sort').value);
+    if (flame) flame.show(from, to);
     window.cwFiguresDoneAt = performance.now();
   }
 
@@ -157,11 +162,21 @@ export async function processPage(main, id, params) {
   $('zoom').onclick = () => { if (!sel) return; view = sel; sel = null; persist(); drawChart().then(windowFigures).catch(fail); };
   $('life').onclick = () => { view = [lifeFrom, lifeTo]; sel = null; persist(); drawChart().then(windowFigures).catch(fail); };
   $('sort').onchange = $('type').onchange = () => windowFigures().catch(fail);
+  // The flame graph: made when first opened; A from ?fa1=&fa2= (differential).
+  $('flamebox').ontoggle = () => {
+    persist();
+    if (!$('flamebox').open || flame) return;
+    flame = flamePanel($('flame'), { stacks: processStacks(id), metric: fm, onMetric: (m) => { fm = m; persist(); } });
+    const [a, b] = sel || view, fa = [Number(params.get('fa1')), Number(params.get('fa2'))];
+    flame.show(a, b, fa[0] < fa[1] ? fa : null);
+  };
+  $('flamebtn').onclick = () => { $('flamebox').open = true; $('flamebox').scrollIntoView(); };
+  if (params.get('flame')) $('flamebox').open = true;
 
   persist();
   await drawChart(s0);
   await windowFigures();
-  return { destroy() { if (chart) chart.destroy(); } };
+  return { destroy() { if (chart) chart.destroy(); if (flame) flame.destroy(); } };
 }
 
 /** The process's alert series (every state) with their transitions: the
