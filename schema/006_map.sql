@@ -6,7 +6,7 @@
 -- interval map) at the end of a bucket when its pieces changed and
 -- either it grew or shrank by 1 MiB or 10 % in at least 10 s, or 10 min
 -- passed (map_policy in service.c), and at the end of a run; `ranges` is
--- the encoding of map.h (varints: gap, size, stack id, age), about 8-14
+-- the encoding of map.h (varints: gap, size, stack id, age), about 8-15
 -- bytes a range. Rows older than the raw tier's horizon go with it, so
 -- the size cap (which shortens the raw tier first) bounds them too.
 CREATE TABLE map_snapshots(

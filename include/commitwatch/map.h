@@ -49,8 +49,8 @@ uint64_t cw_map_bytes(const cw_map_t *m);
 /* The encoding stored by the database (map_snapshots.ranges): a version
  * byte, then per range unsigned LEB128 varints of the gap from the
  * previous range's end, the size, the stack id, and the zigzag of
- * commit_ns - at_ns (before-tracing ranges: zigzag 0 is reserved for
- * them, others are shifted by one). About 8-14 bytes a range.
+ * commit_ns - at_ns in ns (before-tracing ranges: code 0 is reserved for
+ * them, others are shifted by one). About 8-15 bytes a range.
  * *out is malloc'd (owner: the caller). 0 or CW_ENOMEM. */
 int cw_map_encode(const cw_map_t *m, unsigned char **out, size_t *len);
 /* Decodes into m (cleared first; proc_id and at_ns set from the

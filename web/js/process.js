@@ -11,6 +11,7 @@ import { health, setParams } from './nav.js';
 import { stackChart, tagColor } from './chart.js';
 import { bytes, delta, perHour, count, time, span, esc, toLocalInput, fromLocalInput } from './fmt.js';
 import { bandsOf, ofProcess, periods, rulesByName } from './alerts.js';
+import { mapSection } from './map.js';
 
 const S = 1e9;
 const NICE_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 180, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
@@ -67,6 +68,7 @@ export async function processPage(main, id, params) {
       <button id="zoom" type="button" disabled>Zoom to selection</button>
       <button id="life" type="button">Whole life</button>
       <a id="difflink" href="#/diff">Diff…</a>
+      <a id="maplink" href="#memory-map">Memory map</a>
     </section>
     <h2>Outstanding commit by stack tag <small id="win" class="muted"></small></h2>
     <p class="muted hint">Drag on the chart to select a window; the dashed line is the peak within each step, so short transients stay visible when zoomed out.</p>
@@ -88,7 +90,8 @@ export async function processPage(main, id, params) {
         </section>
         <div id="tree" class="tree"></div>
       </div>
-    </section>`;
+    </section>
+    <section id="mapsec" class="mapsec"></section>`;
   const $ = (x) => main.querySelector('#' + x);
   let chart = null, gen = 0, cgen = 0;
   const marks = await alertMarks(info, end).catch(() => ({ bands: [], lines: [] }));
@@ -158,9 +161,13 @@ export async function processPage(main, id, params) {
   $('life').onclick = () => { view = [lifeFrom, lifeTo]; sel = null; persist(); drawChart().then(windowFigures).catch(fail); };
   $('sort').onchange = $('type').onchange = () => windowFigures().catch(fail);
 
+  $('maplink').onclick = (ev) => { ev.preventDefault(); $('mapsec').scrollIntoView(); };
   persist();
   await drawChart(s0);
   await windowFigures();
+  // The memory map (map.js): the selection's (or the view's) ends.
+  const mt = sel || view;
+  await mapSection($('mapsec'), info, { t1: mt[0], t2: mt[1] >= end ? null : mt[1] }).catch(fail);
   return { destroy() { if (chart) chart.destroy(); } };
 }
 

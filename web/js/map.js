@@ -1,0 +1,253 @@
+// map.js - a process's committed memory laid out by address (issue 14), in
+// the manner of Dump2Picture: the address space folded into rows of a
+// canvas, gaps between clusters of ranges compressed to one empty cell, so
+// a region that grows shows as a growing block. Coloured by stack tag or
+// by age (the time each range was committed); two instants side by side
+// or as a difference (new, freed, kept). Beside it a region list (as
+// VMMap's), sortable, with runs of same-tag segments whose sizes double
+// called out. Data: GET /api/processes/{id}/map (?at= or ?t1=&t2=).
+// Drawing is one fillRect per row a range covers, so 100,000 ranges draw
+// in a few tens of ms; hover uses a cell -> range index built while drawing.
+// Reserved-but-uncommitted space is not tracked by the service (it ignores
+// reserve events), so the picture holds committed ranges only.
+
+import { get, nsParam } from './api.js';
+import { tagColor } from './chart.js';
+import { bytes, time, esc } from './fmt.js';
+
+const CELL_PX = 3;            // a cell is CELL_PX x CELL_PX pixels
+const MAX_ROWS = 160;         // rows of cells at most: the cell size grows instead
+const GAP_KEEP = 1 << 20;     // gaps below this are drawn to scale, larger ones as one cell
+const CHANGE_COLOR = { new: '#d62728', freed: '#2ca02c', kept: '#b0b0b0' };
+const LIST_ROWS = 300;
+
+const hex = (n) => '0x' + n.toString(16);
+
+/** The JSON's columns as range objects (index i kept for the stacks). */
+function rangesOf(d) {
+  const r = d.ranges, out = new Array(r.count);
+  const stacks = new Map(d.stacks.map((s) => [s.id, s]));
+  for (let i = 0; i < r.count; i++) {
+    const st = stacks.get(r.stack[i]);
+    out[i] = { addr: r.addr[i], size: r.size[i], commit_ns: r.commit_ns[i], stack: r.stack[i],
+      tag: st ? st.tag : 'Other', frames: st ? st.frames : [], change: r.change ? r.change[i] : null };
+  }
+  return out;
+}
+
+/** A layout shared by the pictures of one view: clusters of ranges (gaps
+ * under GAP_KEEP kept to scale) placed one after another, one empty cell
+ * between clusters; the cell size a power of two >= 4 KiB such that
+ * everything fits in MAX_ROWS rows of `cols` cells. */
+export function layout(lists, cols) {
+  const all = [].concat(...lists).sort((a, b) => a.addr - b.addr);
+  const clusters = []; // [start, end]
+  for (const r of all) {
+    const last = clusters[clusters.length - 1];
+    if (last && r.addr - last[1] < GAP_KEEP) last[1] = Math.max(last[1], r.addr + r.size);
+    else clusters.push([r.addr, r.addr + r.size]);
+  }
+  const total = clusters.reduce((s, c) => s + (c[1] - c[0]), 0);
+  let cell = 4096;
+  const fits = (b) => clusters.reduce((n, c) => n + Math.ceil((c[1] - c[0]) / b) + 1, 0) <= cols * MAX_ROWS;
+  while (!fits(cell) && cell < 2 ** 50) cell *= 2;
+  let at = 0; // cell index where the next cluster starts
+  const starts = clusters.map((c) => { const s = at; at += Math.ceil((c[1] - c[0]) / cell) + 1; return s; });
+  const cells = Math.max(at, 1);
+  /** Cell offset of address a (inside some cluster). */
+  function cellOf(a) {
+    let lo = 0, hi = clusters.length - 1;
+    while (lo < hi) { const m = (lo + hi + 1) >> 1; if (clusters[m][0] <= a) lo = m; else hi = m - 1; }
+    return starts[lo] + (a - clusters[lo][0]) / cell;
+  }
+  return { cell, cols, rows: Math.ceil(cells / cols), cellOf, total, nclusters: clusters.length };
+}
+
+function ageColor(ns, lo, hi) {
+  if (ns == null) return '#7f7f7f'; // before tracing began
+  const f = hi > lo ? (ns - lo) / (hi - lo) : 1;
+  return `hsl(${Math.round(230 - 230 * f)},70%,50%)`; // old blue -> new red
+}
+
+/** Draws ranges on a canvas with layout L; returns the cell -> range index. */
+function paint(canvas, ranges, L, colorOf) {
+  canvas.width = L.cols * CELL_PX;
+  canvas.height = Math.max(1, L.rows) * CELL_PX;
+  const ctx = canvas.getContext('2d');
+  ctx.fillStyle = '#fafafa';
+  ctx.fillRect(0, 0, canvas.width, canvas.height);
+  const hit = new Int32Array(L.cols * Math.max(1, L.rows)).fill(-1);
+  let lastColor = null;
+  ranges.forEach((r, i) => {
+    const c = colorOf(r);
+    if (c !== lastColor) { ctx.fillStyle = c; lastColor = c; }
+    const a = Math.floor(L.cellOf(r.addr)), b = Math.max(a + 1, Math.ceil(L.cellOf(r.addr + r.size)));
+    for (let k = a; k < b;) { // one rect per row the range covers
+      const row = Math.floor(k / L.cols), x0 = k % L.cols, x1 = Math.min(L.cols, x0 + (b - k));
+      if (r.change === 'freed') { // an outline: the bytes are gone
+        ctx.strokeStyle = c;
+        ctx.strokeRect(x0 * CELL_PX + 0.5, row * CELL_PX + 0.5, (x1 - x0) * CELL_PX - 1, CELL_PX - 1);
+      } else {
+        ctx.fillRect(x0 * CELL_PX, row * CELL_PX, (x1 - x0) * CELL_PX, CELL_PX);
+      }
+      for (let j = k; j < k + (x1 - x0); j++) if (r.change !== 'freed' || hit[j] < 0) hit[j] = i;
+      k += x1 - x0;
+    }
+  });
+  return hit;
+}
+
+/** Runs of >= 3 same-tag ranges, in commit order, each twice the size of
+ * the one before (heap segments growing by doubling). */
+export function doublingRuns(ranges) {
+  const byTag = new Map();
+  for (const r of ranges) {
+    if (r.change === 'freed') continue;
+    if (!byTag.has(r.tag)) byTag.set(r.tag, []);
+    byTag.get(r.tag).push(r);
+  }
+  const runs = [];
+  for (const [tag, rs] of byTag) {
+    rs.sort((a, b) => (a.commit_ns ?? -Infinity) - (b.commit_ns ?? -Infinity) || a.addr - b.addr);
+    let run = [rs[0]];
+    const flush = () => { if (run.length >= 3) runs.push({ tag, ranges: run }); };
+    for (let i = 1; i < rs.length; i++) {
+      if (rs[i].size === 2 * run[run.length - 1].size) run.push(rs[i]);
+      else { flush(); run = [rs[i]]; }
+    }
+    flush();
+  }
+  return runs;
+}
+
+/** The map section of the process page: el is emptied and filled.
+ * opts.t1/t2: the instants to show first (ns; t2 may be null: now). */
+export async function mapSection(el, info, opts = {}) {
+  el.innerHTML = `
+    <h2 id="memory-map">Memory map <small class="muted" id="mapnote"></small></h2>
+    <section class="controls">
+      <label>T1 <select id="mt1"></select></label>
+      <label>T2 <select id="mt2"></select></label>
+      <label>Show <select id="mmode"><option value="diff">difference T1 → T2</option><option value="side">side by side</option><option value="one">T2 only</option></select></label>
+      <label>Colour <select id="mcolor"><option value="tag">stack tag</option><option value="age">age</option></select></label>
+    </section>
+    <div class="mapwrap">
+      <div class="mappics"><div id="mlegend" class="maplegend"></div><div id="mpics"></div><div id="mhover" class="maphover muted">Hover a block for its range.</div></div>
+      <div class="maplist"><div id="mruns"></div>
+        <div class="tablewrap"><table id="mlist" class="data compact"><thead><tr>
+          <th data-k="addr">Address</th><th data-k="size" class="n">Size</th><th data-k="tag">Tag</th><th data-k="commit_ns">Committed</th><th>Stack</th></tr></thead><tbody></tbody></table></div>
+        <div id="mlistnote" class="muted"></div></div>
+    </div>`;
+  const $ = (id) => el.querySelector('#' + id);
+  const base = `/api/processes/${info.id}/map`;
+  const first = await get(base).catch((e) => ({ error: e.message }));
+  if (first.error) { $('mpics').innerHTML = `<p class="muted">${esc(first.error)}</p>`; return { first: null }; }
+  // The instants offered: the stored snapshots, and now (live or the last).
+  const times = [...first.snapshots_ns];
+  const opt = (t, label) => `<option value="${t == null ? '' : nsParam(t)}">${esc(label)}</option>`;
+  const options = times.map((t) => opt(t, time(t))).join('') + opt(null, first.source === 'live' ? 'now (live)' : 'latest');
+  $('mt1').innerHTML = $('mt2').innerHTML = options;
+  const pick = (t, dflt) => {
+    if (t == null) return dflt;
+    let best = dflt;
+    times.forEach((x, i) => { if (x <= t) best = i; });
+    return best;
+  };
+  $('mt1').selectedIndex = pick(opts.t1, 0);
+  $('mt2').selectedIndex = opts.t2 != null ? pick(opts.t2, times.length) : times.length;
+  let sortKey = 'size', sortDesc = true, data = null;
+
+  async function load() {
+    const t1 = $('mt1').value, t2 = $('mt2').value, mode = $('mmode').value;
+    const at = (v) => (v ? { at: v } : {});
+    if (mode === 'one') return { one: await get(base, at(t2)) };
+    if (mode === 'side') return { a: await get(base, at(t1)), b: await get(base, at(t2)) };
+    const d = await get(base, { t1: t1 || 'now', t2: t2 || 'now' });
+    return { diff: d };
+  }
+
+  function draw() {
+    const t0 = performance.now();
+    const pics = $('mpics'), width = Math.max(300, pics.clientWidth || el.clientWidth * 0.6);
+    const mode = data.diff ? 'diff' : data.one ? 'one' : 'side';
+    const lists = mode === 'diff' ? [rangesOf(data.diff)] : mode === 'one' ? [rangesOf(data.one)] : [rangesOf(data.a), rangesOf(data.b)];
+    const cols = Math.floor((mode === 'side' ? width / 2 - 8 : width) / CELL_PX);
+    const L = layout(lists, cols);
+    const byAge = $('mcolor').value === 'age';
+    let lo = Infinity, hi = -Infinity;
+    for (const rs of lists) for (const r of rs) if (r.commit_ns != null) { lo = Math.min(lo, r.commit_ns); hi = Math.max(hi, r.commit_ns); }
+    const colorOf = (r) => (mode === 'diff' && !byAge && r.change ? CHANGE_COLOR[r.change] : byAge ? ageColor(r.commit_ns, lo, hi) : tagColor(r.tag));
+    pics.innerHTML = '';
+    const heads = mode === 'diff' ? [`difference ${labelOf(data.diff, 1)} → ${labelOf(data.diff, 2)}`]
+      : mode === 'one' ? [labelOf(data.one)] : [labelOf(data.a), labelOf(data.b)];
+    lists.forEach((rs, k) => {
+      const fig = document.createElement('figure');
+      fig.className = 'mappic';
+      fig.innerHTML = `<figcaption>${esc(heads[k])}</figcaption>`;
+      const c = document.createElement('canvas');
+      c.className = 'mapcanvas';
+      c.dataset.ranges = String(rs.length);
+      fig.appendChild(c);
+      pics.appendChild(fig);
+      const hit = paint(c, rs, L, colorOf);
+      c.onmousemove = (ev) => {
+        const x = Math.floor(ev.offsetX / CELL_PX), y = Math.floor(ev.offsetY / CELL_PX);
+        const i = x >= 0 && x < L.cols ? hit[y * L.cols + x] : -1;
+        $('mhover').innerHTML = i >= 0 ? hoverText(rs[i]) : 'Hover a block for its range.';
+      };
+    });
+    // Legend.
+    const tags = [...new Set(lists.flat().map((r) => r.tag))];
+    $('mlegend').innerHTML = (mode === 'diff' && !byAge
+      ? Object.entries(CHANGE_COLOR).map(([k, c]) => `<span><i style="background:${c}"></i>${k} ${bytes(data.diff.bytes[k])}</span>`).join('')
+      : byAge ? '<span><i style="background:hsl(230,70%,50%)"></i>oldest</span><span><i style="background:hsl(0,70%,50%)"></i>newest</span><span><i style="background:#7f7f7f"></i>before tracing</span>'
+        : tags.map((t) => `<span><i style="background:${tagColor(t)}"></i>${esc(t)}</span>`).join(''))
+      + `<span class="muted">· a cell is ${bytes(L.cell)}; ${L.nclusters} clusters, gaps ≥ ${bytes(GAP_KEEP)} shown as one empty cell · reserved space is not tracked</span>`;
+    list(lists[lists.length - 1].concat(mode === 'diff' ? [] : []));
+    const ms = performance.now() - t0;
+    el.dataset.paintMs = ms.toFixed(1);
+    $('mapnote').textContent = `${lists[lists.length - 1].length.toLocaleString()} ranges · drawn in ${ms.toFixed(0)} ms`;
+  }
+
+  function labelOf(d, k) {
+    if (k) return `${time(d[`map${k}_ns`])} (${d[`source${k}`]})`;
+    return `${time(d.map_ns)} (${d.source}) · ${bytes(d.committed_bytes)}`;
+  }
+
+  function hoverText(r) {
+    return `<b>${esc(hex(r.addr))} – ${esc(hex(r.addr + r.size))}</b> · ${bytes(r.size)} · ${esc(r.tag)}` +
+      (r.change ? ` · <b>${r.change}</b>` : '') +
+      ` · committed ${r.commit_ns == null ? 'before tracing began' : esc(time(r.commit_ns))}` +
+      `<br><span class="stack">${r.frames.map(esc).join(' → ') || 'stack ' + r.stack}</span>`;
+  }
+
+  function list(rs) {
+    const runs = doublingRuns(rs);
+    const inRun = new Set(runs.flatMap((u) => u.ranges));
+    $('mruns').innerHTML = runs.length
+      ? `<p class="callout"><b>Segments growing by doubling:</b> ${runs.map((u) => `${esc(u.tag)}: ${u.ranges.map((r) => bytes(r.size)).join(' → ')} (${bytes(u.ranges.reduce((s, r) => s + r.size, 0))})`).join('; ')}</p>`
+      : '';
+    const k = sortKey, dir = sortDesc ? -1 : 1;
+    const sorted = [...rs].sort((a, b) => (a[k] < b[k] ? -dir : a[k] > b[k] ? dir : 0) || a.addr - b.addr);
+    $('mlist').tBodies[0].innerHTML = sorted.slice(0, LIST_ROWS).map((r) =>
+      `<tr class="${inRun.has(r) ? 'doubling' : ''} ${r.change ? 'ch-' + r.change : ''}"><td class="mono">${esc(hex(r.addr))}</td><td class="n">${bytes(r.size)}</td>` +
+      `<td><i class="sw" style="background:${tagColor(r.tag)}"></i>${esc(r.tag)}${inRun.has(r) ? ' <b title="part of a doubling run">×2</b>' : ''}${r.change ? ` <small>${r.change}</small>` : ''}</td>` +
+      `<td>${r.commit_ns == null ? '<span class="muted">before</span>' : esc(time(r.commit_ns))}</td><td class="stack" title="${esc(r.frames.join(' → '))}">${esc(r.frames[r.frames.length - 1] || '')}</td></tr>`).join('');
+    $('mlistnote').textContent = rs.length > LIST_ROWS ? `${LIST_ROWS} of ${rs.length.toLocaleString()} regions` : `${rs.length} regions`;
+  }
+
+  el.querySelectorAll('#mlist th[data-k]').forEach((th) => {
+    th.style.cursor = 'pointer';
+    th.onclick = () => {
+      if (sortKey === th.dataset.k) sortDesc = !sortDesc; else { sortKey = th.dataset.k; sortDesc = sortKey === 'size'; }
+      draw();
+    };
+  });
+  const fail = (e) => { $('mpics').innerHTML = `<p class="error">${esc(e.message)}</p>`; };
+  const reload = () => load().then((d) => { data = d; draw(); }).catch(fail);
+  $('mt1').onchange = $('mt2').onchange = $('mmode').onchange = reload;
+  $('mcolor').onchange = () => { if (data) draw(); };
+  if (times.length === 0 || $('mt1').selectedIndex === $('mt2').selectedIndex) $('mmode').value = 'one';
+  await reload();
+  return { first };
+}
