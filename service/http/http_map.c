@@ -93,29 +93,50 @@ static int put_stacks(cw__http_req_t *r, cw_buf_t *b, const cw_map_range_t *cons
     return rc;
 }
 
+/* Appends v in decimal after a comma (first: none): 400,000 numbers for
+ * 100,000 ranges, so not through printf. */
+static void put_num(cw_buf_t *b, bool first, bool neg, uint64_t v)
+{
+    char tmp[24], *e = tmp + sizeof tmp, *p = e;
+    do {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    if (neg) *--p = '-';
+    if (!first) *--p = ',';
+    cw_buf_put(b, p, (size_t)(e - p));
+}
+
+static void put_i64(cw_buf_t *b, bool first, int64_t v)
+{
+    put_num(b, first, v < 0, v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
+}
+
 /* The range columns; change: NULL, or each range's change (a diff). */
 static void put_ranges(cw_buf_t *b, const cw_map_range_t *const *rs, size_t n,
                        const cw_map_change_t *change)
 {
     cw_buf_puts(b, "\"ranges\":{\"count\":");
     cw_buf_printf(b, "%zu,\"addr\":[", n);
-    for (size_t i = 0; i < n; i++) cw_buf_printf(b, "%s%" PRIu64, i ? "," : "", rs[i]->addr);
+    for (size_t i = 0; i < n; i++) put_num(b, i == 0, false, rs[i]->addr);
     cw_buf_puts(b, "],\"size\":[");
-    for (size_t i = 0; i < n; i++) cw_buf_printf(b, "%s%" PRIu64, i ? "," : "", rs[i]->size);
+    for (size_t i = 0; i < n; i++) put_num(b, i == 0, false, rs[i]->size);
     cw_buf_puts(b, "],\"state\":\"committed\",\"commit_ns\":[");
     for (size_t i = 0; i < n; i++) {
         if (rs[i]->commit_ns == CW_TS_BEFORE)
-            cw_buf_printf(b, "%snull", i ? "," : "");
+            cw_buf_puts(b, i ? ",null" : "null");
         else
-            cw_buf_printf(b, "%s%" PRId64, i ? "," : "", rs[i]->commit_ns);
+            put_i64(b, i == 0, rs[i]->commit_ns);
     }
     cw_buf_puts(b, "],\"stack\":[");
-    for (size_t i = 0; i < n; i++) cw_buf_printf(b, "%s%" PRIu32, i ? "," : "", rs[i]->stack_id);
+    for (size_t i = 0; i < n; i++) put_num(b, i == 0, false, rs[i]->stack_id);
     cw_buf_puts(b, "]");
     if (change) {
         cw_buf_puts(b, ",\"change\":[");
-        for (size_t i = 0; i < n; i++)
-            cw_buf_printf(b, "%s\"%s\"", i ? "," : "", cw_map_change_name(change[i]));
+        for (size_t i = 0; i < n; i++) {
+            if (i) cw_buf_put(b, ",", 1);
+            cw_buf_puts(b, change[i] == CW_MAP_NEW ? "\"new\"" : change[i] == CW_MAP_FREED ? "\"freed\"" : "\"kept\"");
+        }
         cw_buf_puts(b, "]");
     }
     cw_buf_puts(b, "}");
@@ -128,7 +149,7 @@ static void put_times(cw__http_req_t *r, cw_buf_t *b, uint32_t id)
     cw_diag_t d = {{0}};
     cw_buf_puts(b, "\"snapshots_ns\":[");
     if (cw_store_map_times(r->store, id, MAX_SNAPSHOT_TIMES, &t, &n, &d) == 0)
-        for (size_t i = 0; i < n; i++) cw_buf_printf(b, "%s%" PRId64, i ? "," : "", t[i]);
+        for (size_t i = 0; i < n; i++) put_i64(b, i == 0, t[i]);
     free(t);
     cw_buf_puts(b, "]");
 }
@@ -188,6 +209,11 @@ int cw__http_map(cw__http_req_t *r, uint32_t id)
     for (size_t i = 0; i < n; i++) {
         rs[i] = diff ? &md.v[i].r : &m1.v[i];
         if (diff) ch[i] = md.v[i].change;
+    }
+    /* About 40 bytes a range: the buffer grows a few times at most. */
+    if (CW_RESERVE(b.p, b.cap, n * 40 + 4096) != 0) {
+        rc = cw__http_fail(r, 500, "out of memory");
+        goto out;
     }
     cw_buf_printf(&b, "{\"process\":%" PRIu32 ",\"pid\":%" PRIu32 ",", id, info.pid);
     if (!diff)

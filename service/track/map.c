@@ -113,6 +113,9 @@ int cw_map_decode(const unsigned char *buf, size_t len, uint32_t proc_id, int64_
     if (len < 1 || buf[0] != MAP_FORMAT)
         return cw_diag_set(d, CW_EPARSE, "stored map of process %u at %lld ns: unknown format %d",
                            proc_id, (long long)at_ns, len ? buf[0] : -1);
+    /* Ranges take 4 bytes at least, 8 - 15 usually: room for most maps at
+     * once (growing a 100,000-range array by doubling copied it 14 times). */
+    if (CW_RESERVE(m->v, m->cap, len / 8 + 1) != 0) return CW_ENOMEM;
     while (pos < len) {
         uint64_t gap, size, stack, age;
         if (get_varint(buf, len, &pos, &gap) || get_varint(buf, len, &pos, &size) ||

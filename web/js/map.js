@@ -40,7 +40,8 @@ function rangesOf(d) {
  * between clusters; the cell size a power of two >= 4 KiB such that
  * everything fits in MAX_ROWS rows of `cols` cells. */
 export function layout(lists, cols) {
-  const all = [].concat(...lists).sort((a, b) => a.addr - b.addr);
+  // One list comes sorted by address from the API; two are merged.
+  const all = lists.length === 1 ? lists[0] : [].concat(...lists).sort((a, b) => a.addr - b.addr);
   const clusters = []; // [start, end]
   for (const r of all) {
     const last = clusters[clusters.length - 1];
@@ -69,31 +70,51 @@ function ageColor(ns, lo, hi) {
   return `hsl(${Math.round(230 - 230 * f)},70%,50%)`; // old blue -> new red
 }
 
-/** Draws ranges on a canvas with layout L; returns the cell -> range index. */
+/** '#rrggbb' or 'hsl(h,s%,l%)' as a little-endian RGBA word for ImageData. */
+function rgba(css) {
+  let r, g, b;
+  const m = /^hsl\((\d+),(\d+)%,(\d+)%\)$/.exec(css);
+  if (m) {
+    const h = Number(m[1]) / 360, sat = Number(m[2]) / 100, l = Number(m[3]) / 100;
+    const q = l < 0.5 ? l * (1 + sat) : l + sat - l * sat, p = 2 * l - q;
+    const f = (t) => { t = (t + 1) % 1; return t < 1 / 6 ? p + (q - p) * 6 * t : t < 1 / 2 ? q : t < 2 / 3 ? p + (q - p) * (2 / 3 - t) * 6 : p; };
+    [r, g, b] = [f(h + 1 / 3), f(h), f(h - 1 / 3)].map((v) => Math.round(v * 255));
+  } else {
+    const n = parseInt(css.slice(1, 7), 16);
+    [r, g, b] = [n >> 16, (n >> 8) & 255, n & 255];
+  }
+  return ((255 << 24) | (b << 16) | (g << 8) | r) >>> 0;
+}
+
+/** Draws ranges on a canvas with layout L, as pixels written into one
+ * ImageData (a fillRect per range cost ~1 s for 100,000 in a software
+ * canvas); returns the cell -> range index for hovering. Freed ranges
+ * (a difference) are drawn as a checkerboard: the bytes are gone. */
 function paint(canvas, ranges, L, colorOf) {
-  canvas.width = L.cols * CELL_PX;
-  canvas.height = Math.max(1, L.rows) * CELL_PX;
+  const W = L.cols * CELL_PX, H = Math.max(1, L.rows) * CELL_PX;
+  canvas.width = W;
+  canvas.height = H;
   const ctx = canvas.getContext('2d');
-  ctx.fillStyle = '#fafafa';
-  ctx.fillRect(0, 0, canvas.width, canvas.height);
+  const img = ctx.createImageData(W, H), px = new Uint32Array(img.data.buffer);
+  px.fill(rgba('#fafafa'));
   const hit = new Int32Array(L.cols * Math.max(1, L.rows)).fill(-1);
-  let lastColor = null;
-  ranges.forEach((r, i) => {
-    const c = colorOf(r);
-    if (c !== lastColor) { ctx.fillStyle = c; lastColor = c; }
+  const words = new Map();
+  for (let i = 0; i < ranges.length; i++) {
+    const r = ranges[i], c = colorOf(r), freed = r.change === 'freed';
+    let w = words.get(c);
+    if (w === undefined) words.set(c, (w = rgba(c)));
     const a = Math.floor(L.cellOf(r.addr)), b = Math.max(a + 1, Math.ceil(L.cellOf(r.addr + r.size)));
-    for (let k = a; k < b;) { // one rect per row the range covers
-      const row = Math.floor(k / L.cols), x0 = k % L.cols, x1 = Math.min(L.cols, x0 + (b - k));
-      if (r.change === 'freed') { // an outline: the bytes are gone
-        ctx.strokeStyle = c;
-        ctx.strokeRect(x0 * CELL_PX + 0.5, row * CELL_PX + 0.5, (x1 - x0) * CELL_PX - 1, CELL_PX - 1);
-      } else {
-        ctx.fillRect(x0 * CELL_PX, row * CELL_PX, (x1 - x0) * CELL_PX, CELL_PX);
+    for (let k = a; k < b; k++) {
+      if (freed && hit[k] >= 0) continue; // what is committed there now shows
+      hit[k] = i;
+      const x0 = (k % L.cols) * CELL_PX, y0 = Math.floor(k / L.cols) * CELL_PX;
+      for (let y = 0; y < CELL_PX; y++) {
+        const row = (y0 + y) * W + x0;
+        for (let x = 0; x < CELL_PX; x++) if (!freed || ((x + y) & 1) === 0) px[row + x] = w;
       }
-      for (let j = k; j < k + (x1 - x0); j++) if (r.change !== 'freed' || hit[j] < 0) hit[j] = i;
-      k += x1 - x0;
     }
-  });
+  }
+  ctx.putImageData(img, 0, 0);
   return hit;
 }
 
@@ -123,6 +144,7 @@ export function doublingRuns(ranges) {
 /** The map section of the process page: el is emptied and filled.
  * opts.t1/t2: the instants to show first (ns; t2 may be null: now). */
 export async function mapSection(el, info, opts = {}) {
+  const tStart = performance.now(); // first paint: from here to the first picture drawn
   el.innerHTML = `
     <h2 id="memory-map">Memory map <small class="muted" id="mapnote"></small></h2>
     <section class="controls">
@@ -155,7 +177,7 @@ export async function mapSection(el, info, opts = {}) {
   };
   $('mt1').selectedIndex = pick(opts.t1, 0);
   $('mt2').selectedIndex = opts.t2 != null ? pick(opts.t2, times.length) : times.length;
-  let sortKey = 'size', sortDesc = true, data = null;
+  let sortKey = 'size', sortDesc = true, data = null, drawn = null;
 
   async function load() {
     const t1 = $('mt1').value, t2 = $('mt2').value, mode = $('mmode').value;
@@ -176,7 +198,11 @@ export async function mapSection(el, info, opts = {}) {
     const byAge = $('mcolor').value === 'age';
     let lo = Infinity, hi = -Infinity;
     for (const rs of lists) for (const r of rs) if (r.commit_ns != null) { lo = Math.min(lo, r.commit_ns); hi = Math.max(hi, r.commit_ns); }
-    const colorOf = (r) => (mode === 'diff' && !byAge && r.change ? CHANGE_COLOR[r.change] : byAge ? ageColor(r.commit_ns, lo, hi) : tagColor(r.tag));
+    const tagC = new Map();
+    const colorOfTag = (t) => { let c = tagC.get(t); if (!c) tagC.set(t, (c = tagColor(t))); return c; };
+    // Age: 32 steps of colour, so the ranges group into few fillStyles.
+    const ageStep = (ns) => (ns == null ? null : lo + Math.round(((ns - lo) / Math.max(1, hi - lo)) * 31) * (Math.max(1, hi - lo) / 31));
+    const colorOf = (r) => (mode === 'diff' && !byAge && r.change ? CHANGE_COLOR[r.change] : byAge ? ageColor(ageStep(r.commit_ns), lo, hi) : colorOfTag(r.tag));
     pics.innerHTML = '';
     const heads = mode === 'diff' ? [`difference ${labelOf(data.diff, 1)} → ${labelOf(data.diff, 2)}`]
       : mode === 'one' ? [labelOf(data.one)] : [labelOf(data.a), labelOf(data.b)];
@@ -203,10 +229,14 @@ export async function mapSection(el, info, opts = {}) {
       : byAge ? '<span><i style="background:hsl(230,70%,50%)"></i>oldest</span><span><i style="background:hsl(0,70%,50%)"></i>newest</span><span><i style="background:#7f7f7f"></i>before tracing</span>'
         : tags.map((t) => `<span><i style="background:${tagColor(t)}"></i>${esc(t)}</span>`).join(''))
       + `<span class="muted">· a cell is ${bytes(L.cell)}; ${L.nclusters} clusters, gaps ≥ ${bytes(GAP_KEEP)} shown as one empty cell · reserved space is not tracked</span>`;
-    list(lists[lists.length - 1].concat(mode === 'diff' ? [] : []));
     const ms = performance.now() - t0;
     el.dataset.paintMs = ms.toFixed(1);
+    if (!el.dataset.firstPaintMs) el.dataset.firstPaintMs = (performance.now() - tStart).toFixed(1);
     $('mapnote').textContent = `${lists[lists.length - 1].length.toLocaleString()} ranges · drawn in ${ms.toFixed(0)} ms`;
+    // The list (sorting 100,000 regions) after the picture is on screen.
+    const shown = lists[lists.length - 1];
+    requestAnimationFrame(() => setTimeout(() => { if (data === drawn) list(shown); }, 0));
+    drawn = data;
   }
 
   function labelOf(d, k) {
@@ -240,14 +270,18 @@ export async function mapSection(el, info, opts = {}) {
     th.style.cursor = 'pointer';
     th.onclick = () => {
       if (sortKey === th.dataset.k) sortDesc = !sortDesc; else { sortKey = th.dataset.k; sortDesc = sortKey === 'size'; }
-      draw();
+      if (drawn) list(lastList());
     };
   });
+  const lastList = () => (drawn.diff ? rangesOf(drawn.diff) : drawn.one ? rangesOf(drawn.one) : rangesOf(drawn.b));
   const fail = (e) => { $('mpics').innerHTML = `<p class="error">${esc(e.message)}</p>`; };
-  const reload = () => load().then((d) => { data = d; draw(); }).catch(fail);
+  let seq = 0; // an older answer never replaces a newer one
+  const reload = () => { const my = ++seq; return load().then((d) => { if (my !== seq) return; data = d; draw(); }).catch(fail); };
   $('mt1').onchange = $('mt2').onchange = $('mmode').onchange = reload;
   $('mcolor').onchange = () => { if (data) draw(); };
-  if (times.length === 0 || $('mt1').selectedIndex === $('mt2').selectedIndex) $('mmode').value = 'one';
-  await reload();
+  // First the map of T2 alone: when T2 is the latest, the answer already
+  // fetched (a second 100,000-range request would double the first paint).
+  $('mmode').value = 'one';
+  if ($('mt2').value === '') { data = { one: first }; draw(); } else await reload();
   return { first };
 }

@@ -161,13 +161,15 @@ export async function processPage(main, id, params) {
   $('life').onclick = () => { view = [lifeFrom, lifeTo]; sel = null; persist(); drawChart().then(windowFigures).catch(fail); };
   $('sort').onchange = $('type').onchange = () => windowFigures().catch(fail);
 
-  $('maplink').onclick = (ev) => { ev.preventDefault(); $('mapsec').scrollIntoView(); };
+  let wantMap = false; // "Memory map" clicked before the map was there: go to it once it is
+  $('maplink').onclick = (ev) => { ev.preventDefault(); wantMap = true; $('mapsec').scrollIntoView(); };
   persist();
   await drawChart(s0);
   await windowFigures();
   // The memory map (map.js): the selection's (or the view's) ends.
   const mt = sel || view;
   await mapSection($('mapsec'), info, { t1: mt[0], t2: mt[1] >= end ? null : mt[1] }).catch(fail);
+  if (wantMap) $('mapsec').scrollIntoView();
   return { destroy() { if (chart) chart.destroy(); } };
 }
 

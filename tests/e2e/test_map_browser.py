@@ -1,0 +1,94 @@
+"""test_map_browser.py - the memory map (web/js/map.js) in a real browser:
+Debian's chromium driven by playwright-core, as test_dashboard_browser.py.
+The checks are in map_browser.mjs; this file starts the services:
+
+- main: the MemoryTestApp fixture, fully ingested: between the stored
+  snapshot before the step and the one after it, the difference shows
+  main's direct VirtualAlloc as a new 10 MB block;
+- big: a synthetic trace of one process with 100,000 live ranges (three
+  stack tags, addresses in clusters), for the first paint's time.
+
+A missing prerequisite fails the test in CI and skips it (exit 77)
+elsewhere. Screenshots: $CW_BUILD/screenshots/map-*.png."""
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+from cwservice import BUILD, MTA, SOURCE, Service, require_fixture  # noqa: E402
+
+require_fixture()
+
+RANGES = 100_000
+T0 = 1750000000000000000
+
+
+def in_ci():
+    ci = os.environ.get("CI", "").strip().lower()
+    return (ci not in ("", "0", "false", "no")) or (hasattr(os, "geteuid") and os.geteuid() == 0)
+
+
+shots = os.path.join(BUILD, "screenshots")
+os.makedirs(shots, exist_ok=True)
+missing = []
+node = shutil.which("node")
+chromium = os.environ.get("CW_CHROMIUM", "/usr/bin/chromium")
+if not node:
+    missing.append("node (apt-get install nodejs)")
+if not os.access(chromium, os.X_OK):
+    missing.append(f"{chromium} (apt-get install chromium)")
+if not os.path.isdir(os.path.join(SOURCE, "web", "node_modules", "playwright-core")):
+    missing.append("web/node_modules/playwright-core (run `npm ci` in web/)")
+if missing:
+    reason = "the browser test needs: " + ", ".join(missing)
+    if in_ci():
+        print("FAIL " + reason + " (in CI, or as root, a missing prerequisite is a failure)")
+        print("0 passed, 1 failed")
+        sys.exit(1)
+    print("SKIP: " + reason)
+    sys.exit(77)
+
+
+def write_big_trace(path):
+    """One process, RANGES commits of 4-64 KiB in clusters of 1000 ranges
+    (1 GiB apart), one every 100 us, never released: all live at the end."""
+    stacks = [["big.exe!main", "big.exe!Grow", "KernelBase.dll!VirtualAlloc", "ntdll.dll!NtAllocateVirtualMemory"],
+              ["big.exe!main", "ntdll.dll!RtlAllocateHeap", "ntdll.dll!NtAllocateVirtualMemory"],
+              ["big.exe!main", "KernelBase.dll!CreateThread", "ntdll.dll!NtAllocateVirtualMemory"]]
+    with open(path, "w") as f:
+        f.write(json.dumps({"format": "commitwatch-trace", "version": 1, "platform": "windows",
+                            "pointer_size": 8}) + "\n")
+        f.write(json.dumps({"ts": T0, "op": "process_start", "pid": 4242, "name": "big.exe"}) + "\n")
+        addr = 0x10000000000
+        for i in range(RANGES):
+            if i % 1000 == 0:
+                addr += 1 << 30
+            size = 4096 * (1 + (i * 7919) % 16)
+            f.write(json.dumps({"ts": T0 + 1000 + i * 100000, "op": "commit", "pid": 4242,
+                                "addr": hex(addr), "size": size, "stack": stacks[i % 3]}) + "\n")
+            addr += size + (4096 if i % 5 == 0 else 0)
+
+
+gen_dir = os.path.join(BUILD, "e2e-http", "map-browser-gen")
+os.makedirs(gen_dir, exist_ok=True)
+big_trace = os.path.join(gen_dir, "big.jsonl")
+write_big_trace(big_trace)
+
+with contextlib.ExitStack() as stack:
+    main = stack.enter_context(Service(MTA, name="map-browser"))
+    big = stack.enter_context(Service(big_trace, name="map-browser-big"))
+    env = dict(os.environ, CW_URL=main.base, CW_BIG_URL=big.base, CW_BIG_RANGES=str(RANGES),
+               CW_SHOTS=shots, CW_SOURCE=SOURCE, CW_CHROMIUM=chromium)
+    try:
+        r = subprocess.run([node, os.path.join(os.path.dirname(__file__), "map_browser.mjs")],
+                           env=env, timeout=300)
+        rc = r.returncode
+    except subprocess.TimeoutExpired:
+        print("FAIL map_browser.mjs did not finish in 300 s")
+        rc = 1
+print(f"screenshots in {shots}")
+sys.exit(rc)
