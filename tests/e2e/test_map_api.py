@@ -119,6 +119,10 @@ with Service(MTA, name="map-api") as svc:
                          ({"frames": 1}, "frames")):
         st, e = svc.get(q(f"/api/processes/{mid}/map", **params))
         t.check(f"400 for {params} naming {want}", st == 400 and e["error"].startswith(want), (st, e))
+    st, oa = svc.get("/api/openapi.json")
+    mp = oa.get("paths", {}).get("/api/processes/{id}/map", {}).get("get", {})
+    t.eq("openapi documents the map with at, t1, t2",
+         sorted(p["name"] for p in mp.get("parameters", [])), ["at", "id", "t1", "t2"])
     st, e = svc.get("/api/processes/999/map")
     t.check("404 for an unknown process", st == 404 and "999" in e["error"], (st, e))
     st, e = svc.get(q(f"/api/processes/{mid}/map", at=before - 1))
