@@ -23,30 +23,38 @@ const LIST_ROWS = 300;
 
 const hex = (n) => '0x' + n.toString(16);
 
-/** The JSON's columns as range objects (index i kept for the stacks). */
-function rangesOf(d) {
-  const r = d.ranges, out = new Array(r.count);
-  const stacks = new Map(d.stacks.map((s) => [s.id, s]));
-  for (let i = 0; i < r.count; i++) {
-    const st = stacks.get(r.stack[i]);
-    out[i] = { addr: r.addr[i], size: r.size[i], commit_ns: r.commit_ns[i], stack: r.stack[i],
-      tag: st ? st.tag : 'Other', frames: st ? st.frames : [], change: r.change ? r.change[i] : null };
-  }
-  return out;
+/** The JSON's columns, read in place (100,000 range objects cost more
+ * than drawing them); obj(i) makes one range object (hover, the list). */
+function viewOf(d) {
+  const r = d.ranges, st = new Map(d.stacks.map((x) => [x.id, x]));
+  return {
+    n: r.count, addr: r.addr, size: r.size, commit: r.commit_ns, stack: r.stack, change: r.change || null, stacks: d.stacks,
+    obj(i) {
+      const x = st.get(r.stack[i]);
+      return { addr: r.addr[i], size: r.size[i], commit_ns: r.commit_ns[i], stack: r.stack[i],
+        tag: x ? x.tag : 'Other', frames: x ? x.frames : [], change: r.change ? r.change[i] : null };
+    },
+    all() { const out = new Array(r.count); for (let i = 0; i < r.count; i++) out[i] = this.obj(i); return out; },
+  };
 }
 
 /** A layout shared by the pictures of one view: clusters of ranges (gaps
  * under GAP_KEEP kept to scale) placed one after another, one empty cell
  * between clusters; the cell size a power of two >= 4 KiB such that
- * everything fits in MAX_ROWS rows of `cols` cells. */
-export function layout(lists, cols) {
-  // One list comes sorted by address from the API; two are merged.
-  const all = lists.length === 1 ? lists[0] : [].concat(...lists).sort((a, b) => a.addr - b.addr);
+ * everything fits in MAX_ROWS rows of `cols` cells. The views' ranges
+ * come sorted by address; two are merged. */
+export function layout(views, cols) {
   const clusters = []; // [start, end]
-  for (const r of all) {
+  const add = (a, e) => {
     const last = clusters[clusters.length - 1];
-    if (last && r.addr - last[1] < GAP_KEEP) last[1] = Math.max(last[1], r.addr + r.size);
-    else clusters.push([r.addr, r.addr + r.size]);
+    if (last && a - last[1] < GAP_KEEP) { if (e > last[1]) last[1] = e; } else clusters.push([a, e]);
+  };
+  const [v, w] = views;
+  let i = 0, j = 0;
+  const wn = w ? w.n : 0;
+  while (i < v.n || j < wn) {
+    if (j >= wn || (i < v.n && v.addr[i] <= w.addr[j])) { add(v.addr[i], v.addr[i] + v.size[i]); i++; }
+    else { add(w.addr[j], w.addr[j] + w.size[j]); j++; }
   }
   const total = clusters.reduce((s, c) => s + (c[1] - c[0]), 0);
   let cell = 4096;
@@ -90,7 +98,7 @@ function rgba(css) {
  * ImageData (a fillRect per range cost ~1 s for 100,000 in a software
  * canvas); returns the cell -> range index for hovering. Freed ranges
  * (a difference) are drawn as a checkerboard: the bytes are gone. */
-function paint(canvas, ranges, L, colorOf) {
+function paint(canvas, V, L, colorOf) {
   const W = L.cols * CELL_PX, H = Math.max(1, L.rows) * CELL_PX;
   canvas.width = W;
   canvas.height = H;
@@ -99,11 +107,11 @@ function paint(canvas, ranges, L, colorOf) {
   px.fill(rgba('#fafafa'));
   const hit = new Int32Array(L.cols * Math.max(1, L.rows)).fill(-1);
   const words = new Map();
-  for (let i = 0; i < ranges.length; i++) {
-    const r = ranges[i], c = colorOf(r), freed = r.change === 'freed';
+  for (let i = 0; i < V.n; i++) {
+    const c = colorOf(i), freed = V.change !== null && V.change[i] === 'freed';
     let w = words.get(c);
     if (w === undefined) words.set(c, (w = rgba(c)));
-    const a = Math.floor(L.cellOf(r.addr)), b = Math.max(a + 1, Math.ceil(L.cellOf(r.addr + r.size)));
+    const a = Math.floor(L.cellOf(V.addr[i])), b = Math.max(a + 1, Math.ceil(L.cellOf(V.addr[i] + V.size[i])));
     for (let k = a; k < b; k++) {
       if (freed && hit[k] >= 0) continue; // what is committed there now shows
       hit[k] = i;
@@ -163,6 +171,7 @@ export async function mapSection(el, info, opts = {}) {
   const $ = (id) => el.querySelector('#' + id);
   const base = `/api/processes/${info.id}/map`;
   const first = await get(base).catch((e) => ({ error: e.message }));
+  el.dataset.fetchMs = (performance.now() - tStart).toFixed(1); // request + JSON parse
   if (first.error) { $('mpics').innerHTML = `<p class="muted">${esc(first.error)}</p>`; return { first: null }; }
   // The instants offered: the stored snapshots, and now (live or the last).
   const times = [...first.snapshots_ns];
@@ -192,38 +201,45 @@ export async function mapSection(el, info, opts = {}) {
     const t0 = performance.now();
     const pics = $('mpics'), width = Math.max(300, pics.clientWidth || el.clientWidth * 0.6);
     const mode = data.diff ? 'diff' : data.one ? 'one' : 'side';
-    const lists = mode === 'diff' ? [rangesOf(data.diff)] : mode === 'one' ? [rangesOf(data.one)] : [rangesOf(data.a), rangesOf(data.b)];
+    const lists = mode === 'diff' ? [viewOf(data.diff)] : mode === 'one' ? [viewOf(data.one)] : [viewOf(data.a), viewOf(data.b)];
     const cols = Math.floor((mode === 'side' ? width / 2 - 8 : width) / CELL_PX);
     const L = layout(lists, cols);
     const byAge = $('mcolor').value === 'age';
     let lo = Infinity, hi = -Infinity;
-    for (const rs of lists) for (const r of rs) if (r.commit_ns != null) { lo = Math.min(lo, r.commit_ns); hi = Math.max(hi, r.commit_ns); }
-    const tagC = new Map();
-    const colorOfTag = (t) => { let c = tagC.get(t); if (!c) tagC.set(t, (c = tagColor(t))); return c; };
+    for (const V of lists) for (const ns of V.commit) if (ns != null) { if (ns < lo) lo = ns; if (ns > hi) hi = ns; }
+    const colorsOf = (V) => { // stack id -> its tag's colour
+      const m = new Map(V.stacks.map((x) => [x.id, tagColor(x.tag)]));
+      return (i) => m.get(V.stack[i]) || tagColor('Other');
+    };
     // Age: 32 steps of colour, so the ranges group into few fillStyles.
     const ageStep = (ns) => (ns == null ? null : lo + Math.round(((ns - lo) / Math.max(1, hi - lo)) * 31) * (Math.max(1, hi - lo) / 31));
-    const colorOf = (r) => (mode === 'diff' && !byAge && r.change ? CHANGE_COLOR[r.change] : byAge ? ageColor(ageStep(r.commit_ns), lo, hi) : colorOfTag(r.tag));
+    const colorFn = (V) => {
+      const tagC = colorsOf(V);
+      if (mode === 'diff' && !byAge) return (i) => CHANGE_COLOR[V.change[i]];
+      if (byAge) return (i) => ageColor(ageStep(V.commit[i]), lo, hi);
+      return tagC;
+    };
     pics.innerHTML = '';
     const heads = mode === 'diff' ? [`difference ${labelOf(data.diff, 1)} → ${labelOf(data.diff, 2)}`]
       : mode === 'one' ? [labelOf(data.one)] : [labelOf(data.a), labelOf(data.b)];
-    lists.forEach((rs, k) => {
+    lists.forEach((V, k) => {
       const fig = document.createElement('figure');
       fig.className = 'mappic';
       fig.innerHTML = `<figcaption>${esc(heads[k])}</figcaption>`;
       const c = document.createElement('canvas');
       c.className = 'mapcanvas';
-      c.dataset.ranges = String(rs.length);
+      c.dataset.ranges = String(V.n);
       fig.appendChild(c);
       pics.appendChild(fig);
-      const hit = paint(c, rs, L, colorOf);
+      const hit = paint(c, V, L, colorFn(V));
       c.onmousemove = (ev) => {
         const x = Math.floor(ev.offsetX / CELL_PX), y = Math.floor(ev.offsetY / CELL_PX);
         const i = x >= 0 && x < L.cols ? hit[y * L.cols + x] : -1;
-        $('mhover').innerHTML = i >= 0 ? hoverText(rs[i]) : 'Hover a block for its range.';
+        $('mhover').innerHTML = i >= 0 ? hoverText(V.obj(i)) : 'Hover a block for its range.';
       };
     });
     // Legend.
-    const tags = [...new Set(lists.flat().map((r) => r.tag))];
+    const tags = [...new Set(lists.flatMap((V) => V.stacks.map((x) => x.tag)))];
     $('mlegend').innerHTML = (mode === 'diff' && !byAge
       ? Object.entries(CHANGE_COLOR).map(([k, c]) => `<span><i style="background:${c}"></i>${k} ${bytes(data.diff.bytes[k])}</span>`).join('')
       : byAge ? '<span><i style="background:hsl(230,70%,50%)"></i>oldest</span><span><i style="background:hsl(0,70%,50%)"></i>newest</span><span><i style="background:#7f7f7f"></i>before tracing</span>'
@@ -232,10 +248,10 @@ export async function mapSection(el, info, opts = {}) {
     const ms = performance.now() - t0;
     el.dataset.paintMs = ms.toFixed(1);
     if (!el.dataset.firstPaintMs) el.dataset.firstPaintMs = (performance.now() - tStart).toFixed(1);
-    $('mapnote').textContent = `${lists[lists.length - 1].length.toLocaleString()} ranges · drawn in ${ms.toFixed(0)} ms`;
+    $('mapnote').textContent = `${lists[lists.length - 1].n.toLocaleString()} ranges · drawn in ${ms.toFixed(0)} ms`;
     // The list (sorting 100,000 regions) after the picture is on screen.
     const shown = lists[lists.length - 1];
-    requestAnimationFrame(() => setTimeout(() => { if (data === drawn) list(shown); }, 0));
+    requestAnimationFrame(() => setTimeout(() => { if (data === drawn) list(shown.all()); }, 0));
     drawn = data;
   }
 
@@ -273,7 +289,7 @@ export async function mapSection(el, info, opts = {}) {
       if (drawn) list(lastList());
     };
   });
-  const lastList = () => (drawn.diff ? rangesOf(drawn.diff) : drawn.one ? rangesOf(drawn.one) : rangesOf(drawn.b));
+  const lastList = () => viewOf(drawn.diff || drawn.one || drawn.b).all();
   const fail = (e) => { $('mpics').innerHTML = `<p class="error">${esc(e.message)}</p>`; };
   let seq = 0; // an older answer never replaces a newer one
   const reload = () => { const my = ++seq; return load().then((d) => { if (my !== seq) return; data = d; draw(); }).catch(fail); };
