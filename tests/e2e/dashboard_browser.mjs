@@ -17,13 +17,11 @@
 // runs out is a failed check. Answers made late on purpose (page.route
 // holds a request back) check that an older answer never replaces a newer
 // one. Prints "N passed, M failed" and exits non-zero on any failure.
-import { createRequire } from 'node:module';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { launch, playwright } from './cwbrowser.mjs';
 
-const require = createRequire(path.join(process.env.CW_SOURCE, 'web', 'package.json'));
-const { chromium, errors: pwErrors } = require('playwright-core');
+const { errors: pwErrors } = playwright;
 
 const URL = process.env.CW_URL;
 const LIVE = process.env.CW_LIVE_URL;
@@ -92,18 +90,7 @@ async function pollUntil(fn, ms) {
   }
 }
 
-const profile = mkdtempSync(path.join(tmpdir(), 'cw-chromium-'));
-// A fresh profile each run (playwright passes it as --user-data-dir). UTC
-// and en-US so times and counts read back the same on every machine.
-const browser = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CW_CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  viewport: { width: 1280, height: 800 },
-  timezoneId: 'UTC',
-  locale: 'en-US',
-});
+const { browser, close } = await launch();
 const consoleErrors = [];
 const seriesRequests = []; // {at, url} of every /api/system/series the pages ask for
 const shot = (page, name) => page.screenshot({ path: path.join(SHOTS, name), fullPage: true });
@@ -946,8 +933,7 @@ try {
   console.log(`browser console: ${consoleErrors.join(' | ')}`);
   for (const p of browser.pages()) await p.screenshot({ path: path.join(SHOTS, 'failure.png'), fullPage: true }).catch(() => {});
 } finally {
-  await browser.close();
-  rmSync(profile, { recursive: true, force: true });
+  await close();
 }
 console.log(`${passed} passed, ${failed} failed (${elapsed()})`);
 process.exit(failed ? 1 : 0);

@@ -12,13 +12,8 @@
 // 100,000-range process paints in under 1 s (the page's own measure,
 // from the map section's start to its first picture: fetch, parse,
 // layout, draw). Prints "N passed, M failed"; non-zero exit on a failure.
-import { createRequire } from 'node:module';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
-
-const require = createRequire(path.join(process.env.CW_SOURCE, 'web', 'package.json'));
-const { chromium } = require('playwright-core');
+import { launch } from './cwbrowser.mjs';
 
 const URL = process.env.CW_URL, BIG = process.env.CW_BIG_URL;
 const BIG_RANGES = Number(process.env.CW_BIG_RANGES);
@@ -29,16 +24,7 @@ function check(name, cond, detail = '') {
   if (cond) { passed++; console.log(`ok   ${name}`); } else { failed++; console.log(`FAIL ${name} ${detail}`); }
 }
 
-const profile = mkdtempSync(path.join(tmpdir(), 'cw-chromium-'));
-const browser = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CW_CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  viewport: { width: 1400, height: 900 },
-  timezoneId: 'UTC',
-  locale: 'en-US',
-});
+const { browser, close } = await launch({ width: 1400, height: 900 });
 const errors = [];
 const shot = (page, name) => page.screenshot({ path: path.join(SHOTS, name), fullPage: true });
 const api = async (base, p) => (await fetch(base + p)).json();
@@ -169,14 +155,22 @@ try {
   else console.log(`NOT JUDGED first paint of 100,000 ranges under 1 s: best ${best.toFixed(0)} ms at a load average of ${load} per CPU (over 2: wall times are the other processes')`);
   await page.locator('#mapsec').screenshot({ path: path.join(SHOTS, 'map-100k.png') });
 
+  // A phone: the map section never makes the page scroll sideways.
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.goto(`${URL}/#/process/${procId}`);
+  await page.locator('canvas.mapcanvas').first().waitFor();
+  await page.waitForFunction(() => document.querySelectorAll('#mlist tbody tr').length > 0);
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  check('phone width: the map does not scroll the page sideways', overflow <= 1, `overflow=${overflow}px`);
+  await page.locator('#mapsec').screenshot({ path: path.join(SHOTS, 'map-phone.png') });
+
   check('no console errors', errors.length === 0, JSON.stringify(errors));
 } catch (e) {
   failed++;
   console.log(`FAIL ${e.stack || e}`);
   for (const p of browser.pages()) await p.screenshot({ path: path.join(SHOTS, 'map-failure.png'), fullPage: true }).catch(() => {});
 } finally {
-  await browser.close();
-  rmSync(profile, { recursive: true, force: true });
+  await close();
 }
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

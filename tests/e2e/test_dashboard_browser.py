@@ -21,46 +21,20 @@ in CI (CI set in the environment, or running as root) and skips it (exit
 import contextlib
 import json
 import os
-import shutil
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 from cwservice import BUILD, MTA, MTA_WINDOWS, SOURCE, Service, require_fixture  # noqa: E402
 import alertdoc  # noqa: E402
+import cwbrowser  # noqa: E402
 
 require_fixture()
 
 
-def in_ci():
-    ci = os.environ.get("CI", "").strip().lower()
-    return (ci not in ("", "0", "false", "no")) or (hasattr(os, "geteuid") and os.geteuid() == 0)
-
-
-shots = os.path.join(BUILD, "screenshots")
-os.makedirs(shots, exist_ok=True)
-with contextlib.suppress(FileNotFoundError):
-    os.remove(os.path.join(shots, "failure.png"))  # from an earlier run
-missing = []
-node = shutil.which("node")
-chromium = os.environ.get("CW_CHROMIUM", "/usr/bin/chromium")
-if not node:
-    missing.append("node (apt-get install nodejs)")
-if not os.access(chromium, os.X_OK):
-    missing.append(f"{chromium} (apt-get install chromium)")
-if not (alertdoc.FILL and os.path.exists(alertdoc.FILL)):
-    missing.append("cw_alert_fill (tests/alertfill; CW_ALERT_FILL)")
-for mod in ("playwright-core", "uplot"):
-    if not os.path.isdir(os.path.join(SOURCE, "web", "node_modules", mod)):
-        missing.append(f"web/node_modules/{mod} (run `npm ci` in web/)")
-if missing:
-    reason = "the browser test needs: " + ", ".join(missing)
-    if in_ci():
-        print("FAIL " + reason + " (in CI, or as root, a missing prerequisite is a failure)")
-        print("0 passed, 1 failed")
-        sys.exit(1)
-    print("SKIP: " + reason)
-    sys.exit(77)
+node, chromium, shots = cwbrowser.prerequisites(
+    modules=("playwright-core", "uplot"),
+    extra=[(not (alertdoc.FILL and os.path.exists(alertdoc.FILL)),
+            "cw_alert_fill (tests/alertfill; CW_ALERT_FILL)")])
 
 # The range service's trace: 55 minutes with a process at each end.
 T0 = 1750000000000000000
@@ -116,12 +90,4 @@ with contextlib.ExitStack() as stack:
     env = dict(os.environ, CW_URL=main.base, CW_LIVE_URL=live.base, CW_RANGE_URL=rng.base,
                CW_RANGE_SPEC=range_spec, CW_ALERTS_URL=alerts.base, CW_ALERTS_SPEC=alert_spec, CW_WINDOWS=MTA_WINDOWS, CW_SHOTS=shots,
                CW_SOURCE=SOURCE, CW_CHROMIUM=chromium)
-    try:
-        r = subprocess.run([node, os.path.join(os.path.dirname(__file__), "dashboard_browser.mjs")],
-                           env=env, timeout=180)
-        rc = r.returncode
-    except subprocess.TimeoutExpired:
-        print("FAIL dashboard_browser.mjs did not finish in 180 s")
-        rc = 1
-print(f"screenshots in {shots}")
-sys.exit(rc)
+    cwbrowser.run_driver(node, "dashboard_browser.mjs", env, 180, shots, "failure.png")

@@ -199,7 +199,7 @@ export async function mapSection(el, info, opts = {}) {
 
   function draw() {
     const t0 = performance.now();
-    const pics = $('mpics'), width = Math.max(300, pics.clientWidth || el.clientWidth * 0.6);
+    const pics = $('mpics'), width = Math.max(120, pics.clientWidth || el.clientWidth * 0.6);
     const mode = data.diff ? 'diff' : data.one ? 'one' : 'side';
     const lists = mode === 'diff' ? [viewOf(data.diff)] : mode === 'one' ? [viewOf(data.one)] : [viewOf(data.a), viewOf(data.b)];
     const cols = Math.floor((mode === 'side' ? width / 2 - 8 : width) / CELL_PX);
@@ -233,7 +233,8 @@ export async function mapSection(el, info, opts = {}) {
       pics.appendChild(fig);
       const hit = paint(c, V, L, colorFn(V));
       c.onmousemove = (ev) => {
-        const x = Math.floor(ev.offsetX / CELL_PX), y = Math.floor(ev.offsetY / CELL_PX);
+        const k = c.width / (c.clientWidth || c.width); // the canvas may be shown narrower (phones)
+        const x = Math.floor((ev.offsetX * k) / CELL_PX), y = Math.floor((ev.offsetY * k) / CELL_PX);
         const i = x >= 0 && x < L.cols ? hit[y * L.cols + x] : -1;
         $('mhover').innerHTML = i >= 0 ? hoverText(V.obj(i)) : 'Hover a block for its range.';
       };
