@@ -121,6 +121,8 @@ try {
   check('side by side: two pictures', true);
   const widths = await page.$$eval('canvas.mapcanvas', (cs) => cs.map((c) => [c.width, c.height]));
   check('side by side: one layout (same size)', JSON.stringify(widths[0]) === JSON.stringify(widths[1]), JSON.stringify(widths));
+  const tops = await page.$$eval('canvas.mapcanvas', (cs) => cs.map((c) => c.getBoundingClientRect().top));
+  check('side by side: in one row', Math.abs(tops[0] - tops[1]) < 1, JSON.stringify(tops));
   await page.locator('#mapsec').screenshot({ path: path.join(SHOTS, 'map-side.png') });
   await page.selectOption('#mcolor', 'age');
   await page.waitForFunction(() => document.querySelector('#mlegend').textContent.includes('oldest'));

@@ -202,7 +202,8 @@ export async function mapSection(el, info, opts = {}) {
     const pics = $('mpics'), width = Math.max(120, pics.clientWidth || el.clientWidth * 0.6);
     const mode = data.diff ? 'diff' : data.one ? 'one' : 'side';
     const lists = mode === 'diff' ? [viewOf(data.diff)] : mode === 'one' ? [viewOf(data.one)] : [viewOf(data.a), viewOf(data.b)];
-    const cols = Math.floor((mode === 'side' ? width / 2 - 8 : width) / CELL_PX);
+    // Side by side: two canvases, their 1 px borders and the 16 px gap in one row.
+    const cols = Math.floor((mode === 'side' ? (width - 16) / 2 - 2 : width - 2) / CELL_PX);
     const L = layout(lists, cols);
     const byAge = $('mcolor').value === 'age';
     let lo = Infinity, hi = -Infinity;
