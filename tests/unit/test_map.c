@@ -28,14 +28,7 @@
 static cw_event_t ev(int64_t ts, cw_op_t op, uint32_t pid, uint64_t addr, uint64_t size,
                      uint32_t stack)
 {
-    cw_event_t e = {0};
-    e.ts = ts;
-    e.op = op;
-    e.pid = pid;
-    e.addr = addr;
-    e.size = size;
-    e.stack_id = stack;
-    return e;
+    return (cw_event_t){.ts = ts, .op = op, .pid = pid, .addr = addr, .size = size, .stack_id = stack};
 }
 
 static void expect_range(const cw_map_t *m, uint32_t i, uint64_t addr, uint64_t size, int64_t ts,
