@@ -68,6 +68,17 @@ typedef struct cw_row_folded {
     uint64_t bytes; /* bytes it committed in its life */
 } cw_row_folded_t;
 
+/* A snapshot of a live instance's committed-memory map (map.h, schema
+ * 008_map): its encoded ranges at ts_ns (the batch's bucket end). */
+typedef struct cw_row_map {
+    uint32_t proc;
+    uint32_t nranges;
+    int64_t ts_ns;
+    uint64_t bytes;       /* committed bytes of the ranges */
+    unsigned char *blob;  /* cw_map_encode(); owned by the batch */
+    size_t len;
+} cw_row_map_t;
+
 typedef struct cw_row_frame {
     uint32_t id;
     char *text;
@@ -97,6 +108,7 @@ typedef struct cw_batch {
     CW__VEC(cw_row_frame_t) frames;
     CW__VEC(cw_row_stack_t) stacks;
     CW__VEC(cw_row_folded_t) folded;
+    CW__VEC(cw_row_map_t) maps;
     /* Source counters, cumulative since the service started. */
     uint64_t events_total;
     uint64_t events_lost;
@@ -114,6 +126,8 @@ int cw_batch_add_activity(cw_batch_t *b, const cw_row_activity_t *r);
 int cw_batch_add_proc(cw_batch_t *b, uint32_t id, uint32_t pid, int64_t start_ns, int64_t exit_ns,
                       const char *name, const char *cmdline);
 int cw_batch_add_folded(cw_batch_t *b, const cw_row_folded_t *r);
+/* r->blob moves into the batch on success (the caller frees it on error). */
+int cw_batch_add_map(cw_batch_t *b, const cw_row_map_t *r);
 int cw_batch_add_frame(cw_batch_t *b, uint32_t id, const char *text);
 int cw_batch_add_stack(cw_batch_t *b, uint32_t id, const uint32_t *frames, uint32_t n,
                        const char *tag);

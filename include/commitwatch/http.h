@@ -69,6 +69,11 @@ typedef struct cw_http_opts {
      * answers 501. ctx is passed back as is. */
     int (*on_reload)(void *ctx, char *msg, size_t msglen);
     void *reload_ctx;
+    /* The core thread's channel for live memory maps (map.h): the map
+     * endpoint asks it for a live instance's ranges and never reads the
+     * tracker itself. Borrowed for the server's life; NULL: stored
+     * snapshots only. */
+    struct cw_mapreq *maps;
 } cw_http_opts_t;
 
 typedef struct cw_http cw_http_t;

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "commitwatch/error.h"
+#include "commitwatch/map.h"
 #include "commitwatch/store.h"
 
 /* ---- data span ---------------------------------------------------------- */
@@ -64,6 +65,23 @@ typedef struct cw_proc_info {
 int cw_store_proc_get(cw_store_t *s, uint32_t id, cw_proc_info_t *out, cw_diag_t *d);
 /* Frees the strings and zeroes *p; accepts a zeroed struct. */
 void cw_proc_info_clear(cw_proc_info_t *p);
+
+/* ---- memory maps (map.h, schema/008_map) ---------------------------------- */
+
+/* The latest stored map snapshot of instance proc at or before at_ns
+ * (its at_ns is the snapshot's time). 0 and *m filled (cw_map_clear()),
+ * CW_ENOENT (none: the instance had none yet, or they are past the raw
+ * tier's retention), CW_ENOMEM, CW_EPARSE (a damaged row) or CW_EDB. */
+int cw_store_map_at(cw_store_t *s, uint32_t proc, int64_t at_ns, cw_map_t *m, cw_diag_t *d);
+/* The snapshot times of proc, oldest first, at most max (the newest
+ * ones when there are more). *out malloc'd (caller frees), *n set. */
+int cw_store_map_times(cw_store_t *s, uint32_t proc, size_t max, int64_t **out, size_t *n,
+                       cw_diag_t *d);
+/* Stack stack_id's tag and (with_frames) frames, outermost first; all
+ * owned by the caller (free each frame, the array, the tag). Unknown
+ * stacks are tagged "Other" with no frames. 0, CW_ENOMEM or CW_EDB. */
+int cw_store_stack_get(cw_store_t *s, uint32_t stack_id, bool with_frames, char **tag,
+                       char ***frames, uint32_t *nframes, cw_diag_t *d);
 
 /* ---- folded instances (docs/DESIGN.md, "Short-lived processes") ----------- */
 

@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "commitwatch/event.h"
+#include "commitwatch/map.h"
 
 /* A process instance as the sink sees it. Owned by the tracker; valid
  * during callbacks and, for a live instance, until its exit callback
@@ -109,5 +110,24 @@ uint32_t cw_tracker_next_proc_id(const cw_tracker_t *t);
  * records, instances; kept at their peak for reuse), the pid table and
  * the gather array; names and command lines not counted. */
 size_t cw_tracker_memory(const cw_tracker_t *t);
+
+/* The committed ranges of live instance proc_id (map.h), stamped at_ns.
+ * m's array is reused. 0, CW_ENOENT (not live) or CW_ENOMEM. */
+int cw_tracker_map(const cw_tracker_t *t, uint32_t proc_id, int64_t at_ns, cw_map_t *m);
+
+/* When a live instance's map is worth keeping (the store's snapshots):
+ * its pieces changed since its last snapshot, and either min_gap_ns has
+ * passed and its committed bytes moved by min_bytes or min_percent of
+ * what they were, or max_gap_ns has passed. The first change always is. */
+typedef struct cw_map_policy {
+    int64_t min_gap_ns, max_gap_ns;
+    uint64_t min_bytes;
+    unsigned min_percent; /* 0: only min_bytes */
+} cw_map_policy_t;
+/* Calls cb with the map (stamped now_ns; borrowed for the call) of every
+ * live instance due under pol (every changed one when force); an instance
+ * counts as snapshotted when cb returns 0. 0, CW_ENOMEM or cb's error. */
+int cw_tracker_maps_due(cw_tracker_t *t, int64_t now_ns, const cw_map_policy_t *pol, bool force,
+                        int (*cb)(void *ctx, const cw_map_t *m), void *ctx);
 
 #endif

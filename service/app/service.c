@@ -23,6 +23,7 @@
 #include "commitwatch/config.h"
 #include "commitwatch/http.h"
 #include "commitwatch/log.h"
+#include "commitwatch/map.h"
 #include "commitwatch/memstat.h"
 #include "commitwatch/notify.h"
 #include "commitwatch/pipeline.h"
@@ -35,6 +36,12 @@
 
 /* Batches that may wait for the writer before the core thread blocks. */
 #define WRITER_QUEUE 64
+
+/* When a live instance's memory map is stored (schema/008_map; DESIGN.md,
+ * "Memory maps"): after 10 s if it moved by 1 MiB or 10 %, else after
+ * 10 min if it changed at all, and at the end of the run. */
+static const cw_map_policy_t map_policy = {10 * INT64_C(1000000000), 600 * INT64_C(1000000000),
+                                           UINT64_C(1) << 20, 10};
 
 static atomic_bool stop_flag;
 static atomic_bool reload_flag;
@@ -78,6 +85,11 @@ typedef struct svc {
     cw_notifier_t *notifier;   /* delivers the engine's notices; NULL: none */
     const char *db_path;       /* the database (the config's or the command line's) */
     bool started;       /* the first event has been seen */
+    cw_mapreq_t *maps;  /* HTTP workers' requests for live maps, served here */
+    cw_batch_t *map_pending; /* snapshots taken, for the next batch emitted (maps only) */
+    /* The time the pipeline is advancing to (the event or tick being fed),
+     * INT64_MIN at the end of the run: see emit_batch(). */
+    int64_t advance_to;
 } svc_t;
 
 /* ---- configuration ------------------------------------------------------- */
@@ -308,11 +320,48 @@ done:
 
 /* ---- what the source calls (core thread) ----------------------------------- */
 
+/* ---- memory maps (map.h) ------------------------------------------------------ */
+
+/* A live map for an HTTP worker (cw_mapreq_serve, this thread). */
+static int fill_map(void *ctx, uint32_t proc_id, cw_map_t *m)
+{
+    svc_t *s = ctx;
+    int64_t last = cw_pipeline_last_ts(s->pipe);
+    /* Every event before last + 1 is applied. */
+    return cw_tracker_map(cw_pipeline_tracker(s->pipe), proc_id, last == INT64_MIN ? last : last + 1,
+                          m);
+}
+
+static void serve_maps(svc_t *s)
+{
+    if (s->maps && cw_mapreq_pending(s->maps)) cw_mapreq_serve(s->maps, fill_map, s);
+}
+
+static int add_snapshot(void *ctx, const cw_map_t *m)
+{
+    svc_t *s = ctx;
+    cw_row_map_t r = {m->proc_id, m->n, m->at_ns, cw_map_bytes(m), NULL, 0};
+    int rc = cw_map_encode(m, &r.blob, &r.len);
+    if (rc == 0 && (rc = cw_batch_add_map(s->map_pending, &r)) != 0) free(r.blob);
+    return rc;
+}
+
+/* Takes the snapshots due at `at` (all changed ones when force) into
+ * map_pending, which the next emitted batch carries to the store. */
+static int take_snapshots(svc_t *s, int64_t at, bool force)
+{
+    if (!s->map_pending && cw_batch_create(0, 0, &s->map_pending) != 0) return CW_ENOMEM;
+    return cw_tracker_maps_due(cw_pipeline_tracker(s->pipe), at, &map_policy, force, add_snapshot,
+                               s);
+}
+
 static int on_event(void *ctx, const cw_event_t *ev)
 {
     svc_t *s = ctx;
     int rc;
     if (atomic_load(&reload_flag) && (rc = reload(s)) != 0) return rc;
+    serve_maps(s);
+    s->advance_to = ev->ts;
     if (!s->started) {
         s->started = true;
         if (ev->ts < s->stored_end)
@@ -345,8 +394,10 @@ static int on_tick(void *ctx, int64_t now)
     svc_t *s = ctx;
     int rc;
     if (atomic_load(&reload_flag) && (rc = reload(s)) != 0) return rc;
+    s->advance_to = now;
     if ((rc = cw_pipeline_tick(s->pipe, now)) != 0)
         return cw_diag_set(s->d, rc, "storing a bucket failed: %s", cw_strerror(rc));
+    serve_maps(s);
     publish_memory(s, false);
     return 0;
 }
@@ -363,7 +414,27 @@ static void on_counters(void *ctx, uint64_t seen, uint64_t lost, int64_t drift)
 static int emit_batch(void *ctx, cw_batch_t *b)
 {
     svc_t *s = ctx;
-    int rc = cw_writer_submit(s->writer, b);
+    /* A batch is emitted while the pipeline advances to the event (or
+     * tick) at advance_to, not applied yet, past the end of the last
+     * closed bucket: the tracker holds every event before that bucket
+     * boundary and none after, whichever bucket b is (the aggregator may
+     * have held it back). At the end of the run the snapshots were taken
+     * before the instances ended (advance_to INT64_MIN). */
+    int rc = 0;
+    if (s->advance_to != INT64_MIN)
+        rc = take_snapshots(s, cw_floor_to(s->advance_to, b->width_ns), false);
+    if (rc == 0 && s->map_pending) { /* the snapshots move into b */
+        cw_batch_t *p = s->map_pending;
+        for (uint32_t i = 0; i < p->maps.n && rc == 0; i++)
+            if ((rc = cw_batch_add_map(b, &p->maps.v[i])) == 0) p->maps.v[i].blob = NULL;
+        for (uint32_t i = 0; i < p->maps.n; i++) free(p->maps.v[i].blob); /* not moved: error */
+        p->maps.n = 0;
+    }
+    if (rc != 0) {
+        cw_batch_free(b);
+        return rc;
+    }
+    rc = cw_writer_submit(s->writer, b);
     /* The engine reads what is stored: a kick per batch costs a signal;
      * it evaluates once the writer has committed (or at its next wake). */
     if (rc == 0) cw_alert_engine_kick(s->alerts);
@@ -408,6 +479,7 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
     s->args = a;
     s->d = d;
     s->stored_end = INT64_MIN;
+    s->advance_to = INT64_MIN;
     atomic_store(&stop_flag, false);
     atomic_store(&reload_flag, false);
     if ((rc = load_config(a, &cfg, d)) != 0) goto out;
@@ -484,6 +556,7 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
     cw_agg_set_fold(s->agg, cfg.fold_lifetime_ns, cfg.fold_size_bytes);
     cw_tracker_sink_t sink = cw_agg_sink(s->agg);
     if ((rc = cw_pipeline_create(&sink, s->agg, next_proc, &s->pipe)) != 0) goto oom;
+    if ((rc = cw_mapreq_create(&s->maps)) != 0) goto oom;
 
     /* HTTP workers read the database through their own connections. A
      * replay's API clock is its data's end, so "the last hour" shows it. */
@@ -505,6 +578,7 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
         ho.nrule_files = (unsigned)nfiles;
         ho.status = &s->status;
         ho.on_reload = http_reload;
+        ho.maps = s->maps;
         if ((rc = cw_http_start(&ho, &http, d)) != 0) goto out;
     }
 
@@ -519,8 +593,13 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
     atomic_store(&active_src, NULL);
     atomic_store(&s->status.events_ingested, cw_pipeline_events(s->pipe));
     publish_memory(s, true);
-    /* Instances still alive end here: tracking ends with this run. */
-    int flush_rc = cw_pipeline_end_all(s->pipe);
+    /* Instances still alive end here: tracking ends with this run. Their
+     * last maps are stored; live maps are no more (the stored ones answer). */
+    s->advance_to = INT64_MIN;
+    int64_t last = cw_pipeline_last_ts(s->pipe);
+    int flush_rc = last == INT64_MIN ? 0 : take_snapshots(s, last + 1, true);
+    if (flush_rc == 0) flush_rc = cw_pipeline_end_all(s->pipe);
+    cw_mapreq_close(s->maps);
     if (flush_rc == 0) flush_rc = cw_agg_flush(s->agg);
     if (rc == 0 && flush_rc != 0)
         rc = cw_diag_set(d, flush_rc, "storing the last bucket failed: %s", cw_strerror(flush_rc));
@@ -555,6 +634,7 @@ out:
         }
     }
     cw_http_stop(http);
+    if (s->maps) cw_mapreq_close(s->maps); /* an error path may not have closed it */
     alerts_stop(s);
     uint64_t events = s->pipe ? cw_pipeline_events(s->pipe) : 0;
     if (rc == 0)
@@ -565,6 +645,8 @@ out:
         CW_LOGE("the %" PRIu64 " events before the error are stored in %s", events,
                 a->db ? a->db : cfg.db);
     cw_pipeline_destroy(s->pipe);
+    cw_mapreq_destroy(s->maps);
+    cw_batch_free(s->map_pending);
     cw_agg_destroy(s->agg);
     if (ops && src) ops->close(src);
     cw_tagger_destroy(s->tagger);

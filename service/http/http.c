@@ -193,6 +193,7 @@ static const route_t routes[] = {
     GET_ID("/api/processes/", "/series", "from,to,step", cw__http_series),
     GET_ID("/api/processes/", "/stacks", "from,to,type,tag,sort,limit,tree,format,value", cw__http_stacks),
     GET_ID("/api/processes/", "/instances", "from,to,limit", cw__http_instances),
+    GET_ID("/api/processes/", "/map", "at,t1,t2", cw__http_map),
     GET_PLAIN("/api/diff", "process,t1,t2,limit", true, cw__http_diff),
     GET_PLAIN("/api/system/series", "from,to,step", true, system_series),
     GET_PLAIN("/api/stacks", "from,to,type,tag,sort,limit,tree,format,value", true, cw__http_system_stacks),
@@ -577,6 +578,7 @@ int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d)
     h->ctx.status = o->status;
     h->ctx.on_reload = o->on_reload;
     h->ctx.reload_ctx = o->reload_ctx;
+    h->ctx.maps = o->maps;
     if (!h->ctx.db_path || (o->token && o->token[0] && !h->ctx.token) ||
         cw_store_share_create(&h->ctx.share)) {
         rc = cw_diag_set(d, CW_ENOMEM, "out of memory starting the HTTP server");

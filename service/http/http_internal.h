@@ -58,6 +58,8 @@ typedef struct cw__http_ctx {
     void *reload_ctx;
     cw_store_pool_t *pool; /* read handles; locked inside, so usable through const ctx */
     struct cw__http_clients *clients; /* the per-client cap (own locks) */
+
+    struct cw_mapreq *maps; /* the core thread's live-map channel (map.h); NULL: none */
 } cw__http_ctx_t;
 
 typedef struct cw__http_req {
@@ -183,6 +185,7 @@ int cw__http_instances(cw__http_req_t *r, uint32_t id);
 int cw__http_diff(cw__http_req_t *r);
 int cw__http_tags(cw__http_req_t *r);
 int cw__http_series(cw__http_req_t *r, uint32_t id); /* id 0: the whole system */
+int cw__http_map(cw__http_req_t *r, uint32_t id);    /* http_map.c */
 int cw__http_metrics(cw__http_req_t *r);
 int cw__http_openapi(cw__http_req_t *r);
 /* http_alerts.c (alerts.h, alertdb.h): GET lists and details, the

@@ -233,6 +233,38 @@ static const char openapi_stacks[] =
     "200\":{\"description\":\"{window, processes, total, stacks: [{process_id, process, stack_id, t"
     "ag, figures, frames}], tree}\",\"content\":{\"application/json\":{\"schema\":{\"type\":\"objec"
     "t\"}}}},\"400\":{\"description\":\"Bad input: the message names the parameter.\",\"content\":{"
+
+/* The memory map (http_map.c), merged into the paths. */
+static const char openapi_map[] =
+    "{\"paths\":{\"/api/processes/{id}/map\":{\"get\":{\"summary\":\"The process instance's committe"
+    "d memory by address (docs/DESIGN.md, Memory maps): its committed ranges at an instant (at), or "
+    "the difference of two instants (t1, t2: each byte new, freed or kept, kept meaning committed at"
+    " both by the same commit event). A live instance's map now comes from the core thread's tracker"
+    " (source live); other instants from stored snapshots, the latest at or before the instant (sour"
+    "ce stored; map_ns says when it was taken). Snapshots are taken when an instance's committed byt"
+    "es moved by 1 MiB or 10 % in at least 10 s, every 10 min while it changes, and at the end of a "
+    "run, and are kept as long as the raw tier. Reserved-but-uncommitted memory is not tracked: ever"
+    "y range is committed.\",\"parameters\":[{\"name\":\"id\",\"in\":\"path\",\"required\":true,\"de"
+    "scription\":\"Process id (the `id` field of /api/processes).\",\"schema\":{\"type\":\"integer\""
+    ",\"minimum\":1}},{\"name\":\"at\",\"in\":\"query\",\"required\":false,\"description\":\"The ins"
+    "tant. A time: Unix ns, RFC 3339 (2026-11-29T10:00:00Z), 'now', or relative to now (-15m, -2h, -"
+    "30s, -1d). Default: now (live when the instance is).\",\"schema\":{\"type\":\"string\"}},{\"nam"
+    "e\":\"t1\",\"in\":\"query\",\"required\":false,\"description\":\"Difference: the earlier instan"
+    "t (with t2, not with at). A time: Unix ns, RFC 3339 (2026-11-29T10:00:00Z), 'now', or relative "
+    "to now (-15m, -2h, -30s, -1d).\",\"schema\":{\"type\":\"string\"}},{\"name\":\"t2\",\"in\":\"qu"
+    "ery\",\"required\":false,\"description\":\"Difference: the later instant (with t1). A time: Uni"
+    "x ns, RFC 3339 (2026-11-29T10:00:00Z), 'now', or relative to now (-15m, -2h, -30s, -1d).\",\"sc"
+    "hema\":{\"type\":\"string\"}}],\"responses\":{\"200\":{\"description\":\"{process, pid, at_ns, "
+    "map_ns, source, committed_bytes | t1_ns, t2_ns, map1_ns, map2_ns, source1, source2, bytes: {new"
+    ", freed, kept}; snapshots_ns: [stored snapshot times, oldest first]; ranges: {count, addr: [], "
+    "size: [], state: 'committed', commit_ns: [ns, or null for memory committed before tracing began"
+    "], stack: [stack ids], change: ['new'|'freed'|'kept'] (difference only)} as columns sorted by a"
+    "ddress (freed ranges may overlap new ones); stacks: [{id, tag, frames (outermost first)}] once "
+    "each}. Integers are exact.\",\"content\":{\"application/json\":{\"schema\":{\"type\":\"object\""
+    "}}}},\"400\":{\"description\":\"Bad input (at with t1/t2, t1 without t2, t1 >= t2, a bad time):"
+    " the message names the parameter.\",\"content\":{\"application/json\":{\"schema\":{\"$ref\":\"#"
+    "/components/schemas/Error\"}}}},\"404\":{\"description\":\"No such process, or no map of it at "
+    "or before the instant (none taken yet, or older than the raw tier's retention).\",\"content\":{"
     "\"application/json\":{\"schema\":{\"$ref\":\"#/components/schemas/Error\"}}}}}}}}}";
 
 /* The alert endpoints (http_alerts.c): paths and components merged into
@@ -431,17 +463,19 @@ int cw__http_openapi(cw__http_req_t *r)
 {
     cJSON *o = cJSON_Parse(openapi), *a = cJSON_Parse(openapi_alerts), *f = cJSON_Parse(openapi_fold);
     cJSON *st = cJSON_Parse(openapi_stacks);
+    cJSON *m = cJSON_Parse(openapi_map);
     cJSON *oc = cJSON_GetObjectItemCaseSensitive(o, "components");
     cJSON *ac = cJSON_GetObjectItemCaseSensitive(a, "components");
     int rc;
-    if (!o || !a || !f || !st || !oc || !merge(o, a, "paths") || !merge(o, f, "paths") ||
-        !merge(o, st, "paths") ||
+    if (!o || !a || !f || !st || !m || !oc || !merge(o, a, "paths") || !merge(o, f, "paths") ||
+        !merge(o, st, "paths") || !merge(o, m, "paths") ||
         !merge(oc, ac, "schemas") ||
         !merge(oc, ac, "securitySchemes") || !add_export(o))
         rc = cw__http_fail(r, 500, "the built-in OpenAPI document is not valid JSON");
     else
         rc = cw__http_send_json(r, o);
     cJSON_Delete(st);
+    cJSON_Delete(m);
     cJSON_Delete(f);
     cJSON_Delete(a);
     cJSON_Delete(o);

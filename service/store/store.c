@@ -803,7 +803,7 @@ static int write_one(cw_store_t *s, cw__tier_t *t, const cw_batch_t *b, uint64_t
 {
     int err = check_batch(s, t, b, d);
     if (err || (err = put_dictionary(s, b, d)) || (err = put_rundown(s, b, d)) ||
-        (err = cw__store_put_folded(s, b, d)))
+        (err = cw__store_put_folded(s, b, d)) || (err = cw__store_put_maps(s, b, d)))
         return err;
     if (t[0].start == INT64_MIN)
         for (int k = 0; k < CW_TIERS; k++) {
@@ -834,7 +834,8 @@ int cw_store_write_many(cw_store_t *s, const cw_batch_t *const *b, size_t n, cw_
     if ((err = cw__store_exec(s, "BEGIN IMMEDIATE", "starting a transaction", d))) return err;
     for (size_t i = 0; i < n && !err; i++)
         err = write_one(s, t, b[i], &last_lost, &last_drift, d);
-    if (err || (err = cw__store_enforce_cap(s, t, d)) || (err = cw__store_prune(s, t, d)))
+    if (err || (err = cw__store_enforce_cap(s, t, d)) || (err = cw__store_prune(s, t, d)) ||
+        (err = cw__store_prune_maps(s, t, d)))
         goto fail;
     for (int k = 0; k < CW_TIERS && !err; k++)
         if (memcmp(&t[k], &s->tiers[k], sizeof t[k]) != 0) err = put_tier(s, k, &t[k], d);

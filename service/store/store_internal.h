@@ -119,6 +119,12 @@ enum cw__stmt {
     CW__ST_PRUNE_FOLDED,
     CW__ST_PRUNE_EXITED,
     CW__ST_PRUNE_ENDED,
+
+    /* store_map.c */
+    CW__ST_MAP_PUT,
+    CW__ST_MAP_PRUNE,
+    CW__ST_MAP_AT,
+    CW__ST_MAP_TIMES,
     CW__ST__COUNT
 };
 
@@ -287,6 +293,12 @@ int cw__store_prune(cw_store_t *s, const cw__tier_t *t, cw_diag_t *d);
  * and counts them in their group's processes row, inside the batch's
  * transaction, after its process rows. 0 or CW_EDB / CW_EIO. */
 int cw__store_put_folded(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d);
+
+/* store_map.c: stores the batch's map snapshots (schema/008_map); prunes
+ * those before the raw tier's horizon t[0].horizon. Inside the caller's
+ * transaction. 0 or CW_EDB / CW_EIO. */
+int cw__store_put_maps(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d);
+int cw__store_prune_maps(cw_store_t *s, const cw__tier_t *t, cw_diag_t *d);
 
 /* Test hook: creates a new database at path holding only the first
  * `version` migrations (1 <= version <= cw_store_schema_version()), as an

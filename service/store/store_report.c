@@ -915,6 +915,23 @@ static int fill_stack(cw_store_t *s, cw_stack_report_t *sr, bool with_frames, cw
     return err;
 }
 
+int cw_store_stack_get(cw_store_t *s, uint32_t stack_id, bool with_frames, char **tag,
+                       char ***frames, uint32_t *nframes, cw_diag_t *d)
+{
+    cw_stack_report_t sr = {.stack_id = stack_id};
+    int err = fill_stack(s, &sr, with_frames, d);
+    if (err) {
+        for (uint32_t i = 0; i < sr.nframes; i++) free(sr.frames[i]);
+        free(sr.frames);
+        free(sr.tag);
+        return err;
+    }
+    *tag = sr.tag;
+    *frames = sr.frames;
+    *nframes = sr.nframes;
+    return 0;
+}
+
 static int fill_proc(cw_store_t *s, cw_proc_report_t *p, bool with_frames, cw_diag_t *d)
 {
     cw_proc_info_t info;

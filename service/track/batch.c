@@ -40,7 +40,9 @@ void cw_batch_free(cw_batch_t *b)
     free(b->procs.v);
     free(b->frames.v);
     free(b->stacks.v);
+    for (uint32_t i = 0; i < b->maps.n; i++) free(b->maps.v[i].blob);
     free(b->folded.v);
+    free(b->maps.v);
     free(b);
 }
 
@@ -69,6 +71,11 @@ int cw_batch_add_proc(cw_batch_t *b, uint32_t id, uint32_t pid, int64_t start_ns
         return CW_ENOMEM;
     }
     return 0;
+}
+
+int cw_batch_add_map(cw_batch_t *b, const cw_row_map_t *r)
+{
+    return VEC_PUSH(b->maps, *r);
 }
 
 int cw_batch_add_folded(cw_batch_t *b, const cw_row_folded_t *r)

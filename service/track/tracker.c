@@ -88,6 +88,10 @@ typedef struct proc {
     uint32_t height; /* inner levels above the leaves */
     uint64_t npieces;
     size_t nrecs; /* live records */
+    uint64_t map_seq;      /* t->map_seq at the last change of the pieces */
+    uint64_t snap_seq;     /* map_seq at the last snapshot (0: none yet) */
+    int64_t snap_ns;       /* time of the last snapshot */
+    uint64_t snap_bytes;   /* outstanding at the last snapshot */
     struct proc *hnext;
     char *name, *cmdline; /* owned; pub points at them */
 } proc_t;
@@ -106,6 +110,7 @@ struct cw_tracker {
     uint32_t nlive;
     cw_pool_t leaves, inners, recs, procs;
     uint64_t rec_seq;
+    uint64_t map_seq; /* counts changes of any instance's pieces, from 1 */
     rec_t **gather; /* an instance's live records (gather_recs); room for the most any has */
     size_t gather_cap;
 };
@@ -485,6 +490,7 @@ static int commit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
         cur = gap_end;
     }
     if (!r) return 0;
+    p->map_seq = ++t->map_seq;
     r->pub.remaining = r->pub.bytes;
     p->nrecs++;
     p->pub.outstanding += r->pub.bytes;
@@ -527,6 +533,7 @@ static int decommit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
         r->pending += hi - lo;
         if (rc) break;
     }
+    if (touched) p->map_seq = ++t->map_seq;
     /* One piece per commit record touched. */
     while (touched) {
         rec_t *r = touched, *next = r->touched;
@@ -666,4 +673,60 @@ size_t cw_tracker_memory(const cw_tracker_t *t)
     return sizeof *t + cw_pool_bytes(&t->leaves) + cw_pool_bytes(&t->inners) +
            cw_pool_bytes(&t->recs) + cw_pool_bytes(&t->procs) +
            ((size_t)t->mask + 1) * sizeof *t->buckets + t->gather_cap * sizeof *t->gather;
+}
+
+/* ---- maps (map.h) ---------------------------------------------------------- */
+
+static proc_t *find_id(const cw_tracker_t *t, uint32_t proc_id)
+{
+    for (uint32_t i = 0; i <= t->mask; i++)
+        for (proc_t *p = t->buckets[i]; p; p = p->hnext)
+            if (p->pub.id == proc_id) return p;
+    return NULL;
+}
+
+static int map_of(const proc_t *p, int64_t at_ns, cw_map_t *m)
+{
+    m->n = 0;
+    m->proc_id = p->pub.id;
+    m->at_ns = at_ns;
+    if (CW_RESERVE(m->v, m->cap, p->npieces) != 0) return CW_ENOMEM;
+    for (leaf_t *l = p->root ? descend(p, 0, NULL, NULL) : NULL; l; l = l->next)
+        for (uint32_t j = 0; j < l->n; j++) {
+            const rec_t *r = l->v[j].rec;
+            m->v[m->n++] = (cw_map_range_t){l->start[j], l->v[j].end - l->start[j], r->pub.ts,
+                                            r->pub.stack_id};
+        }
+    return 0;
+}
+
+int cw_tracker_map(const cw_tracker_t *t, uint32_t proc_id, int64_t at_ns, cw_map_t *m)
+{
+    const proc_t *p = find_id(t, proc_id);
+    return p ? map_of(p, at_ns, m) : CW_ENOENT;
+}
+
+int cw_tracker_maps_due(cw_tracker_t *t, int64_t now_ns, const cw_map_policy_t *pol, bool force,
+                        int (*cb)(void *ctx, const cw_map_t *m), void *ctx)
+{
+    cw_map_t m = {0};
+    int rc = 0;
+    for (uint32_t i = 0; i <= t->mask && rc == 0; i++)
+        for (proc_t *p = t->buckets[i]; p && rc == 0; p = p->hnext) {
+            if (p->map_seq == p->snap_seq) continue; /* unchanged since the last one */
+            int64_t since = p->snap_seq ? now_ns - p->snap_ns : INT64_MAX;
+            uint64_t was = p->snap_bytes, now = p->pub.outstanding;
+            uint64_t moved = now > was ? now - was : was - now;
+            bool grew_enough = moved >= pol->min_bytes ||
+                               (pol->min_percent && moved * 100 >= was * pol->min_percent);
+            if (!force && !(since >= pol->min_gap_ns && grew_enough) && since < pol->max_gap_ns)
+                continue;
+            if ((rc = map_of(p, now_ns, &m)) == 0 && (rc = cb(ctx, &m)) == 0) {
+                p->snap_seq = p->map_seq;
+                p->snap_ns = now_ns;
+                p->snap_bytes = now;
+            }
+        }
+    cw_map_clear(&m);
+    return rc;
 }

@@ -52,3 +52,8 @@ export function waiter(page, source) {
     }
   };
 }
+
+/** launchChromium for drivers run with CW_SOURCE set (map_browser.mjs). */
+export function launch(viewport) {
+  return launchChromium(process.env.CW_SOURCE, viewport ? { viewport } : {});
+}

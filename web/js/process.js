@@ -13,6 +13,7 @@ import { stackChart, tagColor } from './chart.js';
 import { bytes, delta, perHour, count, time, span, esc, toLocalInput, fromLocalInput } from './fmt.js';
 import { bandsOf, ofProcess, periods, rulesByName } from './alerts.js';
 import { flamePanel, processStacks } from './flame.js';
+import { mapSection } from './map.js';
 
 const S = 1e9;
 const NICE_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 180, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
@@ -70,6 +71,7 @@ export async function processPage(main, id, params) {
       <button id="life" type="button">Whole life</button>
       <a id="difflink" href="#/diff">Diff…</a>
       <button id="flamebtn" type="button">Flame graph</button>
+      <a id="maplink" href="#memory-map">Memory map</a>
     </section>
     <h2>Outstanding commit by stack tag <small id="win" class="muted"></small></h2>
     <p class="muted hint">Drag on the chart to select a window; the dashed line is the peak within each step, so short transients stay visible when zoomed out.</p>
@@ -92,7 +94,8 @@ export async function processPage(main, id, params) {
         <div id="tree" class="tree"></div>
       </div>
     </section>
-    <details id="flamebox" class="fbox"><summary>Flame graph of the window</summary><div id="flame"></div></details>`;
+    <details id="flamebox" class="fbox"><summary>Flame graph of the window</summary><div id="flame"></div></details>
+    <section id="mapsec" class="mapsec"></section>`;
   const $ = (x) => main.querySelector('#' + x);
   let chart = null, gen = 0, cgen = 0, flame = null, fm = params.get('fm') || '';
   const marks = await alertMarks(info, end).catch(() => ({ bands: [], lines: [] }));
@@ -173,9 +176,15 @@ export async function processPage(main, id, params) {
   $('flamebtn').onclick = () => { $('flamebox').open = true; $('flamebox').scrollIntoView(); };
   if (params.get('flame')) $('flamebox').open = true;
 
+  let wantMap = false; // "Memory map" clicked before the map was there: go to it once it is
+  $('maplink').onclick = (ev) => { ev.preventDefault(); wantMap = true; $('mapsec').scrollIntoView(); };
   persist();
   await drawChart(s0);
   await windowFigures();
+  // The memory map (map.js): the selection's (or the view's) ends.
+  const mt = sel || view;
+  await mapSection($('mapsec'), info, { t1: mt[0], t2: mt[1] >= end ? null : mt[1] }).catch(fail);
+  if (wantMap) $('mapsec').scrollIntoView();
   return { destroy() { if (chart) chart.destroy(); if (flame) flame.destroy(); } };
 }
 

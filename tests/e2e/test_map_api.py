@@ -1,0 +1,154 @@
+"""test_map_api.py - GET /api/processes/{id}/map (issue 14; DESIGN.md,
+"Memory maps") against the real binary.
+
+- Stored snapshots: the MemoryTestApp fixture replayed into a database.
+  Its ranges are sorted and never overlap and sum to committed_bytes; the
+  difference between the snapshot before the 10 MB step and the one
+  after holds a new 10 MB range of `main`'s direct VirtualAlloc, and
+  new - freed equals the change of committed bytes; the map is the
+  latest snapshot at or before `at`. Bad parameters are 400s naming the
+  parameter, an unknown process or an instant before any snapshot 404s.
+- Live: the same fixture paced at real time; the map of the running
+  MemoryTestApp.exe comes from the core thread (source "live") and agrees
+  with the trace replayed up to its time.
+"""
+
+import json
+import os
+import sys
+import time
+import urllib.parse
+
+sys.path.insert(0, os.path.dirname(__file__))
+from cwservice import MTA, Checks, Service, require_fixture  # noqa: E402
+
+require_fixture()
+
+S = 1_000_000_000
+MB = 1 << 20
+t = Checks()
+
+
+def q(path, **params):
+    return path + ("?" + urllib.parse.urlencode(params) if params else "")
+
+
+def trace_events():
+    with open(MTA) as f:
+        return [json.loads(line) for line in f][1:]
+
+
+def committed_at(events, pid, at):
+    """Committed bytes of pid's first instance from the trace, events before at."""
+    ranges = []  # [start, end) list, exact interval arithmetic
+    for e in events:
+        if e["ts"] >= at or e.get("pid") != pid:
+            continue
+        if e["op"] in ("commit", "decommit", "release"):
+            a = int(e["addr"], 16)
+            b = a + e["size"]
+            cut = []
+            for s, x in ranges:
+                if x <= a or s >= b:
+                    cut.append((s, x))
+                else:
+                    if s < a:
+                        cut.append((s, a))
+                    if x > b:
+                        cut.append((b, x))
+            if e["op"] == "commit":
+                cut.append((a, b))
+            ranges = cut
+        elif e["op"] == "process_exit":
+            ranges = []
+    return sum(x - s for s, x in ranges)
+
+
+def well_formed(name, m):
+    r = m["ranges"]
+    n = r["count"]
+    ok = all(len(r[k]) == n for k in ("addr", "size", "commit_ns", "stack"))
+    ok = ok and all(r["addr"][i] + r["size"][i] <= r["addr"][i + 1] for i in range(n - 1))
+    t.check(f"{name}: ranges sorted by address, not overlapping, columns of one length", ok)
+    t.eq(f"{name}: committed_bytes is the ranges' sum", m["committed_bytes"], sum(r["size"]))
+    t.check(f"{name}: every stack listed with a tag", {s["id"] for s in m["stacks"]} == set(r["stack"])
+            and all(s["tag"] for s in m["stacks"]))
+
+
+events = trace_events()
+mta_pid = next(e["pid"] for e in events if e["op"] == "process_start" and e["name"] == "MemoryTestApp.exe")
+
+with Service(MTA, name="map-api") as svc:
+    st, h = svc.get("/api/health")
+    st, procs = svc.get(q("/api/processes", **{"from": h["first_bucket_ns"], "to": "now"}))
+    pid_of = {p["name"]: p["id"] for p in procs["processes"]}
+    mid = pid_of["MemoryTestApp.exe"]
+    st, m = svc.get(f"/api/processes/{mid}/map")
+    t.eq("default: 200", st, 200)
+    t.eq("an ended run's map is stored, not live", m["source"], "stored")
+    snaps = m["snapshots_ns"]
+    t.check("snapshots before and after the step", len(snaps) >= 2 and snaps[0] < snaps[-1], snaps)
+    well_formed("latest", m)
+    for at in snaps:
+        st, mm = svc.get(q(f"/api/processes/{mid}/map", at=at + S // 2))
+        t.eq(f"at {at} + 0.5 s: the snapshot at {at}", mm["map_ns"], at)
+        t.eq(f"snapshot {at}: committed bytes as the trace says", mm["committed_bytes"],
+             committed_at(events, mta_pid, at))
+    before, after = snaps[0], snaps[-1]
+    st, d = svc.get(q(f"/api/processes/{mid}/map", t1=before, t2=after))
+    t.eq("diff: 200", st, 200)
+    r = d["ranges"]
+    new10 = [i for i in range(r["count"]) if r["change"][i] == "new" and r["size"][i] == 10 * MB]
+    t.eq("diff: one new 10 MB range", len(new10), 1)
+    if new10:
+        stk = next(s for s in d["stacks"] if s["id"] == r["stack"][new10[0]])
+        t.check("diff: it is main's direct VirtualAlloc",
+                stk["tag"] == "VirtualAlloc" and any(f.endswith("!main") for f in stk["frames"])
+                and not any("ManipulateTemporaryBuffer" in f for f in stk["frames"]), stk)
+        t.check("diff: committed between the two snapshots", before <= r["commit_ns"][new10[0]] < after)
+    st, m1 = svc.get(q(f"/api/processes/{mid}/map", at=before))
+    st, m2 = svc.get(q(f"/api/processes/{mid}/map", at=after))
+    t.eq("diff: new - freed is the change of committed bytes",
+         d["bytes"]["new"] - d["bytes"]["freed"], m2["committed_bytes"] - m1["committed_bytes"])
+    t.eq("diff: kept + freed is the t1 map", d["bytes"]["kept"] + d["bytes"]["freed"], m1["committed_bytes"])
+    t.eq("diff: kept + new is the t2 map", d["bytes"]["kept"] + d["bytes"]["new"], m2["committed_bytes"])
+
+    for params, want in (({"at": before, "t1": before, "t2": after}, "at:"),
+                         ({"t1": before}, "t2:"), ({"t2": after}, "t1:"),
+                         ({"t1": after, "t2": before}, "t1:"), ({"at": "yesterday-ish"}, "at:"),
+                         ({"frames": 1}, "frames")):
+        st, e = svc.get(q(f"/api/processes/{mid}/map", **params))
+        t.check(f"400 for {params} naming {want}", st == 400 and e["error"].startswith(want), (st, e))
+    st, oa = svc.get("/api/openapi.json")
+    mp = oa.get("paths", {}).get("/api/processes/{id}/map", {}).get("get", {})
+    t.eq("openapi documents the map with at, t1, t2",
+         sorted(p["name"] for p in mp.get("parameters", [])), ["at", "id", "t1", "t2"])
+    st, e = svc.get("/api/processes/999/map")
+    t.check("404 for an unknown process", st == 404 and "999" in e["error"], (st, e))
+    st, e = svc.get(q(f"/api/processes/{mid}/map", at=before - 1))
+    t.check("404 before the first snapshot, saying what is kept", st == 404 and "retention" in e["error"], (st, e))
+
+# Live: the fixture at real time; MemoryTestApp.exe's map from the core thread.
+with Service(MTA, name="map-api-live", wait_done=False, args=["--rebase-now", "--speed", "1"]) as live:
+    got = None
+    deadline = time.time() + 40
+    while time.time() < deadline:
+        st, procs = live.get(q("/api/processes", **{"from": "-1h", "to": "now"}))
+        ids = [p["id"] for p in procs.get("processes", []) if p["name"] == "MemoryTestApp.exe"] if st == 200 else []
+        if ids:
+            st, m = live.get(f"/api/processes/{ids[0]}/map")
+            if st == 200 and m["source"] == "live" and m["committed_bytes"] >= 20 * MB:
+                got = m
+                break
+        time.sleep(0.3)
+    t.check("live: a map from the core thread once the step is in", got is not None)
+    if got:
+        well_formed("live", got)
+        # The replay is rebased: compare with the trace shifted to its start.
+        st, info = live.get(f"/api/processes/{ids[0]}")
+        shift = info["process"]["start_ns"] - next(e["ts"] for e in events if e["op"] == "process_start"
+                                                   and e["pid"] == mta_pid)
+        t.eq("live: committed bytes as the trace says at the map's time", got["committed_bytes"],
+             committed_at(events, mta_pid, got["map_ns"] - shift))
+
+t.done()
