@@ -233,6 +233,7 @@ static const char openapi_stacks[] =
     "200\":{\"description\":\"{window, processes, total, stacks: [{process_id, process, stack_id, t"
     "ag, figures, frames}], tree}\",\"content\":{\"application/json\":{\"schema\":{\"type\":\"objec"
     "t\"}}}},\"400\":{\"description\":\"Bad input: the message names the parameter.\",\"content\":{"
+    "\"application/json\":{\"schema\":{\"$ref\":\"#/components/schemas/Error\"}}}}}}}}}";
 
 /* The memory map (http_map.c), merged into the paths. */
 static const char openapi_map[] =
