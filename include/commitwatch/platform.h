@@ -35,6 +35,11 @@ int64_t cw_plat_wall_ns(void);
 int64_t cw_plat_mono_ns(void);
 /* Sleeps about ns (<= 0: returns at once). May return early on a signal. */
 void cw_plat_sleep_ns(int64_t ns);
+/* Tests only: cw_plat_wall_ns() returns fn(ctx) from now on (NULL: the
+ * system's clock again), so a unit test can step the wall clock while a
+ * source runs (tests/unit/test_replay.c). The monotonic clock and sleep
+ * stay real. Not for production code: nothing but tests calls it. */
+void cw_plat_fake_wall(int64_t (*fn)(void *ctx), void *ctx);
 
 /* ---- threads ------------------------------------------------------------- */
 
