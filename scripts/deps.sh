@@ -18,6 +18,7 @@ PKGS=(
 # Extra packages for the full test suite (browser, metrics, fuzzing, benchmarks).
 if [[ "${1:-}" == "--test" ]]; then
   PKGS+=(clang chromium prometheus prometheus-alertmanager wrk heaptrack linux-perf util-linux procps gcc-mingw-w64-x86-64 dpkg-dev)
+  PKGS+=(libfaketime) # test_wall_steps.py: wall-clock steps under a running service
   # Node.js may come from elsewhere than Debian (this image ships its own);
   # take Debian's only when there is none.
   command -v node >/dev/null || PKGS+=(nodejs)
