@@ -13,7 +13,13 @@
  * stop hook, then, after cw_plat_catch_stop(NULL, NULL), end it as the
  * default handler does. Ctrl+Break to process group 0 fails under Wine 8
  * (GenerateConsoleCtrlEvent: error 6) and a console close cannot be sent
- * by a program, so those two go the same way in on_ctrl() untested. */
+ * by a program, so those two go the same way in on_ctrl() untested.
+ *
+ * cw_plat_file_private: a new file (the folder's inherited ACL) is
+ * accepted; once its DACL lets Everyone (S-1-1-0) or Users (S-1-5-32-545)
+ * write, or it has no DACL, it is refused, naming the file and the SID.
+ * Wine keeps a DACL set with SetSecurityInfo (in an extended attribute of
+ * the Unix file) and returns it from GetSecurityInfo. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +29,8 @@
 #include "commitwatch/log.h"
 #include "commitwatch/platform.h"
 #include "platform/win/win_internal.h"
+#include <sddl.h>
+#include <aclapi.h>
 #include <winioctl.h>
 #include "test.h"
 #include "test_port.h"
@@ -440,6 +448,64 @@ static void test_ctrl_c(void)
     CloseHandle(hooked);
 }
 
+/* Sets path's DACL from an SDDL string ("D:..."; NULL: no DACL at all). */
+static void set_dacl(const char *path, const char *sddl)
+{
+    PSECURITY_DESCRIPTOR sd = NULL;
+    PACL dacl = NULL;
+    BOOL present = FALSE, defaulted = FALSE;
+    if (sddl) {
+        ASSERT_TRUE(ConvertStringSecurityDescriptorToSecurityDescriptorA(sddl, SDDL_REVISION_1,
+                                                                          &sd, NULL));
+        ASSERT_TRUE(GetSecurityDescriptorDacl(sd, &present, &dacl, &defaulted));
+    }
+    wchar_t *w = cw_win_wide(path);
+    DWORD e = SetNamedSecurityInfoW(w, SE_FILE_OBJECT,
+                                    DACL_SECURITY_INFORMATION | PROTECTED_DACL_SECURITY_INFORMATION,
+                                    NULL, NULL, dacl, NULL);
+    free(w);
+    if (e != ERROR_SUCCESS) CW_FAIL("SetNamedSecurityInfo(%s, %s): error %lu", path, sddl, e);
+    if (sd) LocalFree(sd);
+}
+
+static int check_private(const char *path, cw_diag_t *d)
+{
+    FILE *f = fopen(path, "r");
+    ASSERT_TRUE(f != NULL);
+    memset(d, 0, sizeof *d);
+    int rc = cw_plat_file_private(f, path, "the test file", d);
+    fclose(f);
+    return rc;
+}
+
+static void test_file_private(void)
+{
+    char path[1024];
+    cw_diag_t d;
+    snprintf(path, sizeof path, "%s/cw_test_private_%d.conf", cw_test_tmpdir(), cw_test_getpid());
+    FILE *f = fopen(path, "w");
+    ASSERT_TRUE(f != NULL);
+    fputs("db = x\n", f);
+    fclose(f);
+    ASSERT_OK(check_private(path, &d));
+    /* Administrators and SYSTEM write, Everyone reads: fine. */
+    set_dacl(path, "D:P(A;;FA;;;BA)(A;;FA;;;SY)(A;;FR;;;WD)");
+    ASSERT_OK(check_private(path, &d));
+    set_dacl(path, "D:P(A;;FA;;;BA)(A;;FA;;;SY)(A;;FA;;;WD)");
+    ASSERT_EQ(check_private(path, &d), CW_EPERM);
+    ASSERT_TRUE(strstr(d.msg, path) && strstr(d.msg, "refusing the test file") &&
+                strstr(d.msg, "S-1-1-0") && strstr(d.msg, "icacls"));
+    set_dacl(path, "D:P(A;;FA;;;BA)(A;;FRFW;;;BU)");
+    ASSERT_EQ(check_private(path, &d), CW_EPERM);
+    ASSERT_TRUE(strstr(d.msg, "S-1-5-32-545") != NULL);
+    set_dacl(path, NULL); /* no DACL: everyone may do anything */
+    ASSERT_EQ(check_private(path, &d), CW_EPERM);
+    ASSERT_TRUE(strstr(d.msg, "no ACL") != NULL);
+    set_dacl(path, "D:P(A;;FA;;;BA)(A;;FA;;;SY)");
+    ASSERT_OK(check_private(path, &d));
+    remove(path);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 2 && strcmp(argv[1], "ctrl-child") == 0) return ctrl_child(argv[2]);
@@ -450,5 +516,6 @@ int main(int argc, char **argv)
     test_folders();
     test_log_sinks();
     test_ctrl_c();
+    test_file_private();
     TEST_DONE();
 }
