@@ -453,7 +453,10 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
      * clock is its end, as for a replay. */
     bool file = replay || strcmp(ops->name, "etl") == 0;
     cw_status_init(&s->status, spec, file, cw_plat_wall_ns());
-    s->clock_off = INT64_MIN; /* cw_clock_step: not seen yet */
+    /* The wall clock's offset from now on: a step before the first tick
+     * is noted at that tick. */
+    s->clock_off = INT64_MIN;
+    cw_clock_step(&s->clock_off, cw_plat_wall_ns(), cw_plat_mono_ns(), CLOCK_STEP_NOTE_NS);
 
     /* Open the store and continue its numbering. */
     uint32_t next_proc = 1;

@@ -5,8 +5,8 @@ drop nothing (docs/RELIABILITY.md, "Time").
 `run --source replay:TRACE --rebase-now --speed 1` (paced like a live
 source, ticking) runs under libfaketime, which fakes only the wall clock
 (FAKETIME_DONT_FAKE_MONOTONIC=1) from an offset file the test rewrites
-(FAKETIME_NO_CACHE=1): about 2 s in, the wall clock steps forward 1 h;
-about 4 s in, back 2 h. The trace spans 6 s. Checks:
+(FAKETIME_NO_CACHE=1): once the service starts ingesting, the wall clock
+steps forward 1 h, and 2 s later back 2 h. The trace spans 6 s. Checks:
 - the replay takes its 6 s (paced by the monotonic clock: a step back does
   not stall it, a step forward does not rush it);
 - the log notes each step, with its direction and size;
@@ -24,7 +24,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from cwservice import BIN, BUILD, Checks  # noqa: E402
-from cwtest import require  # noqa: E402
+from cwtest import require, wait_until  # noqa: E402
 
 LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 require(os.path.exists(LIB), "libfaketime (apt-get install libfaketime) for " + LIB)
@@ -63,11 +63,13 @@ env = dict(os.environ, LD_PRELOAD=LIB, FAKETIME_TIMESTAMP_FILE=OFFSET, FAKETIME_
            FAKETIME_DONT_FAKE_MONOTONIC="1")
 logpath = os.path.join(DIR, "run.log")
 with open(logpath, "w") as log:
-    start = time.monotonic()
     p = subprocess.Popen([BIN, "run", "--source", "replay:" + TRACE, "--rebase-now", "--speed", "1",
                           "--no-http", "--db", DB], stdout=log, stderr=subprocess.STDOUT, env=env)
+    wait_until(lambda: p.poll() is not None or "ingesting from" in open(logpath).read(), 120,
+               "the service starts ingesting", interval=0.02)
+    start = time.monotonic()
     # The steps are the stimulus (timed), not waits on a condition.
-    time.sleep(2)
+    time.sleep(0.5)
     set_offset("+3600")
     time.sleep(2)
     set_offset("-3600")

@@ -18,8 +18,12 @@
  * cw_plat_file_private: a new file (the folder's inherited ACL) is
  * accepted; once its DACL lets Everyone (S-1-1-0) or Users (S-1-5-32-545)
  * write, or it has no DACL, it is refused, naming the file and the SID.
- * Wine keeps a DACL set with SetSecurityInfo (in an extended attribute of
- * the Unix file) and returns it from GetSecurityInfo. */
+ * The data folder's ACL (cw_win__secure_dir): after it, the folder's DACL
+ * is protected and lets only SYSTEM, Administrators and the service SID
+ * write (Users read), and a file then created in it is accepted by
+ * cw_plat_file_private. Wine keeps a DACL set with SetSecurityInfo (in an
+ * extended attribute of the Unix file) and returns it from
+ * GetSecurityInfo; it does not enforce it. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -468,16 +472,6 @@ static void set_dacl(const char *path, const char *sddl)
     if (sd) LocalFree(sd);
 }
 
-static int check_private(const char *path, cw_diag_t *d)
-{
-    FILE *f = fopen(path, "r");
-    ASSERT_TRUE(f != NULL);
-    memset(d, 0, sizeof *d);
-    int rc = cw_plat_file_private(f, path, "the test file", d);
-    fclose(f);
-    return rc;
-}
-
 static void test_file_private(void)
 {
     char path[1024];
@@ -487,23 +481,70 @@ static void test_file_private(void)
     ASSERT_TRUE(f != NULL);
     fputs("db = x\n", f);
     fclose(f);
-    ASSERT_OK(check_private(path, &d));
+    ASSERT_OK(cw_test_file_private(path, &d));
     /* Administrators and SYSTEM write, Everyone reads: fine. */
     set_dacl(path, "D:P(A;;FA;;;BA)(A;;FA;;;SY)(A;;FR;;;WD)");
-    ASSERT_OK(check_private(path, &d));
+    ASSERT_OK(cw_test_file_private(path, &d));
     set_dacl(path, "D:P(A;;FA;;;BA)(A;;FA;;;SY)(A;;FA;;;WD)");
-    ASSERT_EQ(check_private(path, &d), CW_EPERM);
+    ASSERT_EQ(cw_test_file_private(path, &d), CW_EPERM);
     ASSERT_TRUE(strstr(d.msg, path) && strstr(d.msg, "refusing the test file") &&
                 strstr(d.msg, "S-1-1-0") && strstr(d.msg, "icacls"));
     set_dacl(path, "D:P(A;;FA;;;BA)(A;;FRFW;;;BU)");
-    ASSERT_EQ(check_private(path, &d), CW_EPERM);
+    ASSERT_EQ(cw_test_file_private(path, &d), CW_EPERM);
     ASSERT_TRUE(strstr(d.msg, "S-1-5-32-545") != NULL);
     set_dacl(path, NULL); /* no DACL: everyone may do anything */
-    ASSERT_EQ(check_private(path, &d), CW_EPERM);
+    ASSERT_EQ(cw_test_file_private(path, &d), CW_EPERM);
     ASSERT_TRUE(strstr(d.msg, "no ACL") != NULL);
     set_dacl(path, "D:P(A;;FA;;;BA)(A;;FA;;;SY)");
-    ASSERT_OK(check_private(path, &d));
+    ASSERT_OK(cw_test_file_private(path, &d));
     remove(path);
+}
+
+static void test_secure_dir(void)
+{
+    char dir[1024], file[1100];
+    cw_diag_t d = {{0}};
+    snprintf(dir, sizeof dir, "%s/cw_test_state_%d", cw_test_tmpdir(), cw_test_getpid());
+    wchar_t *w = cw_win_wide(dir);
+    ASSERT_TRUE(w && CreateDirectoryW(w, NULL));
+    ASSERT_OK(cw_win__secure_dir(dir, &d));
+    PACL dacl = NULL;
+    PSECURITY_DESCRIPTOR sd = NULL;
+    ASSERT_TRUE(GetNamedSecurityInfoW(w, SE_FILE_OBJECT, DACL_SECURITY_INFORMATION, NULL, NULL,
+                                      &dacl, NULL, &sd) == ERROR_SUCCESS);
+    SECURITY_DESCRIPTOR_CONTROL ctl = 0;
+    DWORD rev = 0;
+    ASSERT_TRUE(GetSecurityDescriptorControl(sd, &ctl, &rev));
+    ASSERT_TRUE(ctl & SE_DACL_PROTECTED);
+    ASSERT_TRUE(dacl && dacl->AceCount == 4);
+    int writers = 0;
+    for (DWORD i = 0; dacl && i < dacl->AceCount; i++) {
+        ACCESS_ALLOWED_ACE *a;
+        ASSERT_TRUE(GetAce(dacl, i, (void **)&a));
+        char *str = NULL;
+        ASSERT_TRUE(ConvertSidToStringSidA((PSID)&a->SidStart, &str));
+        bool write = (a->Mask & (FILE_WRITE_DATA | FILE_APPEND_DATA | WRITE_DAC)) != 0;
+        if (write) {
+            writers++;
+            if (strcmp(str, "S-1-5-18") && strcmp(str, "S-1-5-32-544") &&
+                strcmp(str, CW_WIN_SERVICE_SID))
+                CW_FAIL("the data folder lets %s write (mask 0x%lx)", str, a->Mask);
+        } else {
+            ASSERT_STR_EQ(str, "S-1-5-32-545"); /* Users: read */
+        }
+        LocalFree(str);
+    }
+    ASSERT_EQ(writers, 3);
+    LocalFree(sd);
+    snprintf(file, sizeof file, "%s/commitwatch.conf", dir);
+    FILE *f = fopen(file, "w");
+    ASSERT_TRUE(f != NULL);
+    fputs("db = x\n", f);
+    fclose(f);
+    ASSERT_OK(cw_test_file_private(file, &d));
+    remove(file);
+    RemoveDirectoryW(w);
+    free(w);
 }
 
 int main(int argc, char **argv)
@@ -517,5 +558,6 @@ int main(int argc, char **argv)
     test_log_sinks();
     test_ctrl_c();
     test_file_private();
+    test_secure_dir();
     TEST_DONE();
 }

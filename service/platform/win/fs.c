@@ -223,10 +223,8 @@ static PSID self_sid(void)
 }
 
 /* May sid write the program's files: SYSTEM, Administrators,
- * TrustedInstaller, the service's SID (NT SERVICE\commitwatch: S-1-5-80-
- * then the SHA-1 of the UTF-16LE upper-case service name as five
- * little-endian 32-bit numbers, as TrustedInstaller's is made), or me
- * (the user running the program)? */
+ * TrustedInstaller, the service's SID (CW_WIN_SERVICE_SID), or me (the
+ * user running the program)? */
 static bool trusted_writer(PSID sid, PSID me)
 {
     static const char *const known[] = {
@@ -234,7 +232,7 @@ static bool trusted_writer(PSID sid, PSID me)
         "S-1-5-32-544",
         /* TrustedInstaller, then NT SERVICE\commitwatch */
         "S-1-5-80-956008885-3418522649-1831038044-1853292631-2271478464",
-        "S-1-5-80-898765005-3382679298-321017877-2597973266-1886413785",
+        CW_WIN_SERVICE_SID,
     };
     if (me && EqualSid(sid, me)) return true;
     char *str = NULL;
@@ -312,4 +310,33 @@ int cw_plat_file_private(FILE *f, const char *path, const char *what, cw_diag_t 
     free(me);
     LocalFree(sd);
     return rc;
+}
+
+int cw_win__secure_dir(const char *dir, cw_diag_t *d)
+{
+    PSECURITY_DESCRIPTOR sd = NULL;
+    PACL dacl = NULL;
+    BOOL present = FALSE, defaulted = FALSE;
+    if (!ConvertStringSecurityDescriptorToSecurityDescriptorA(CW_WIN_STATE_SDDL, SDDL_REVISION_1,
+                                                              &sd, NULL) ||
+        !GetSecurityDescriptorDacl(sd, &present, &dacl, &defaulted)) {
+        DWORD e = GetLastError();
+        if (sd) LocalFree(sd);
+        return cw_diag_set(d, CW_EIO, "building the ACL of %s failed (error %lu)", dir,
+                           (unsigned long)e);
+    }
+    wchar_t *w = cw_win_wide(dir);
+    DWORD e = w ? SetNamedSecurityInfoW(w, SE_FILE_OBJECT,
+                                        DACL_SECURITY_INFORMATION |
+                                            PROTECTED_DACL_SECURITY_INFORMATION,
+                                        NULL, NULL, dacl, NULL)
+                : ERROR_INVALID_NAME;
+    free(w);
+    LocalFree(sd);
+    if (e == ERROR_SUCCESS) return 0;
+    return cw_diag_set(d, e == ERROR_ACCESS_DENIED ? CW_EPERM : CW_EIO,
+                       "setting the ACL of %s (only Administrators, SYSTEM and the service "
+                       "write) failed: error %lu%s",
+                       dir, (unsigned long)e,
+                       e == ERROR_ACCESS_DENIED ? " (run from an elevated prompt)" : "");
 }
