@@ -452,6 +452,12 @@ static void test_ctrl_c(void)
     CloseHandle(hooked);
 }
 
+/* Wine (its ntdll exports wine_get_version), not Windows. */
+static bool under_wine(void)
+{
+    return GetProcAddress(GetModuleHandleA("ntdll.dll"), "wine_get_version") != NULL;
+}
+
 /* Sets path's DACL from an SDDL string ("D:..."; NULL: no DACL at all). */
 static void set_dacl(const char *path, const char *sddl)
 {
@@ -459,8 +465,8 @@ static void set_dacl(const char *path, const char *sddl)
     PACL dacl = NULL;
     BOOL present = FALSE, defaulted = FALSE;
     if (sddl) {
-        ASSERT_TRUE(ConvertStringSecurityDescriptorToSecurityDescriptorA(sddl, SDDL_REVISION_1,
-                                                                          &sd, NULL));
+        ASSERT_TRUE(
+            ConvertStringSecurityDescriptorToSecurityDescriptorA(sddl, SDDL_REVISION_1, &sd, NULL));
         ASSERT_TRUE(GetSecurityDescriptorDacl(sd, &present, &dacl, &defaulted));
     }
     wchar_t *w = cw_win_wide(path);
@@ -489,25 +495,29 @@ static void test_file_private(void)
     ASSERT_EQ(cw_test_file_private(path, &d), CW_EPERM);
     ASSERT_TRUE(strstr(d.msg, path) && strstr(d.msg, "refusing the test file") &&
                 strstr(d.msg, "S-1-1-0") && strstr(d.msg, "icacls"));
-    set_dacl(path, "D:P(A;;FA;;;BA)(A;;FRFW;;;BU)");
-    ASSERT_EQ(cw_test_file_private(path, &d), CW_EPERM);
-    ASSERT_TRUE(strstr(d.msg, "S-1-5-32-545") != NULL);
-    set_dacl(path, NULL); /* no DACL: everyone may do anything */
-    ASSERT_EQ(cw_test_file_private(path, &d), CW_EPERM);
-    ASSERT_TRUE(strstr(d.msg, "no ACL") != NULL);
+    /* Wine 8 keeps a file's DACL only as far as the Unix mode says it
+     * (Everyone's write is o+w): an ACE for Users, or no DACL, does not
+     * come back from GetSecurityInfo. Those two run on Windows only. */
+    if (under_wine()) {
+        printf("under Wine: the Users ACE and the NULL DACL cases are not checked (Wine keeps "
+               "only what the Unix mode holds)\n");
+    } else {
+        set_dacl(path, "D:P(A;;FA;;;BA)(A;;FRFW;;;BU)");
+        ASSERT_EQ(cw_test_file_private(path, &d), CW_EPERM);
+        ASSERT_TRUE(strstr(d.msg, "S-1-5-32-545") != NULL);
+        set_dacl(path, NULL); /* no DACL: everyone may do anything */
+        ASSERT_EQ(cw_test_file_private(path, &d), CW_EPERM);
+        ASSERT_TRUE(strstr(d.msg, "no ACL") != NULL);
+    }
     set_dacl(path, "D:P(A;;FA;;;BA)(A;;FA;;;SY)");
     ASSERT_OK(cw_test_file_private(path, &d));
     remove(path);
 }
 
-static void test_secure_dir(void)
+/* The data folder's DACL as cw_win__secure_dir sets it: protected, four
+ * ACEs, the writers SYSTEM, Administrators and the service, Users reading. */
+static void check_state_dacl(const wchar_t *w)
 {
-    char dir[1024], file[1100];
-    cw_diag_t d = {{0}};
-    snprintf(dir, sizeof dir, "%s/cw_test_state_%d", cw_test_tmpdir(), cw_test_getpid());
-    wchar_t *w = cw_win_wide(dir);
-    ASSERT_TRUE(w && CreateDirectoryW(w, NULL));
-    ASSERT_OK(cw_win__secure_dir(dir, &d));
     PACL dacl = NULL;
     PSECURITY_DESCRIPTOR sd = NULL;
     ASSERT_TRUE(GetNamedSecurityInfoW(w, SE_FILE_OBJECT, DACL_SECURITY_INFORMATION, NULL, NULL,
@@ -536,6 +546,22 @@ static void test_secure_dir(void)
     }
     ASSERT_EQ(writers, 3);
     LocalFree(sd);
+}
+
+static void test_secure_dir(void)
+{
+    char dir[1024], file[1100];
+    cw_diag_t d = {{0}};
+    snprintf(dir, sizeof dir, "%s/cw_test_state_%d", cw_test_tmpdir(), cw_test_getpid());
+    wchar_t *w = cw_win_wide(dir);
+    ASSERT_TRUE(w && CreateDirectoryW(w, NULL));
+    ASSERT_OK(cw_win__secure_dir(dir, &d));
+    if (under_wine()) {
+        printf("under Wine: the data folder's DACL is not read back (Wine keeps only what the "
+               "Unix mode holds)\n");
+    } else {
+        check_state_dacl(w);
+    }
     snprintf(file, sizeof file, "%s/commitwatch.conf", dir);
     FILE *f = fopen(file, "w");
     ASSERT_TRUE(f != NULL);
