@@ -36,6 +36,15 @@ static inline int64_t cw_floor_to(int64_t t, int64_t w)
     return r < 0 ? t - r - w : t - r;
 }
 
+/* Watches the wall clock against the monotonic one for steps (NTP setting
+ * the time, an administrator's `date -s`). *offset holds wall - mono as
+ * last seen (INT64_MIN before the first call). Returns how far the wall
+ * clock jumped since the last call (positive: forward) when that is more
+ * than tolerance_ns either way, else 0; *offset follows the clocks on
+ * every call, so slewing (NTP's gradual correction) never adds up to a
+ * step. */
+int64_t cw_clock_step(int64_t *offset, int64_t wall_ns, int64_t mono_ns, int64_t tolerance_ns);
+
 /* Makes room for at least `need` elements of `elem` bytes in the array
  * *items of capacity *cap, doubling (from at least 8). On success *items and
  * *cap may change; on failure both are unchanged. 0 or CW_ENOMEM. */

@@ -35,6 +35,11 @@ int64_t cw_plat_wall_ns(void);
 int64_t cw_plat_mono_ns(void);
 /* Sleeps about ns (<= 0: returns at once). May return early on a signal. */
 void cw_plat_sleep_ns(int64_t ns);
+/* Tests only: cw_plat_wall_ns() returns fn(ctx) from now on (NULL: the
+ * system's clock again), so a unit test can step the wall clock while a
+ * source runs (tests/unit/test_replay.c). The monotonic clock and sleep
+ * stay real. Not for production code: nothing but tests calls it. */
+void cw_plat_fake_wall(int64_t (*fn)(void *ctx), void *ctx);
 
 /* ---- threads ------------------------------------------------------------- */
 
@@ -80,6 +85,25 @@ void cw_plat_stdout_binary(void);
  * CW_ENOENT (no folder one can read there) or cb's return. */
 int cw_plat_list_dir(const char *dir, int (*cb)(void *ctx, const char *name), void *ctx);
 
+/* Refuses a file the program takes orders from (the configuration, alert
+ * rules) when someone other than an administrator or the user running
+ * the program could have written it: another user could otherwise turn
+ * the service's own privileges against the machine. f is the file opened
+ * for reading (checked through its handle, so a file swapped after the
+ * check is not read), path its name for the message, what ("the
+ * configuration", "the alert rules") says what it is.
+ * POSIX: refused when it is writable by its group or by every user (mode
+ * & 022), or owned by neither root nor the effective user (who may
+ * chmod it); the message names the file, its mode and owner, and the fix
+ * (chmod go-w, chown).
+ * Windows: refused when its DACL lets any SID but SYSTEM, Administrators,
+ * TrustedInstaller, the service's SID (NT SERVICE\commitwatch) and the
+ * user running the program write it (write data, append, write the DACL
+ * or the owner, generic write or all), or when it has no DACL (everyone
+ * may write); the message names the file and the SID that may write.
+ * 0, or CW_EPERM with d set (CW_EIO when the file's owner and mode or
+ * ACL cannot be read). */
+int cw_plat_file_private(FILE *f, const char *path, const char *what, cw_diag_t *d);
 /* Where the program's read-only data of `kind` ("web", "stacktags") may
  * live, most specific first: the source tree's folder when the binary runs
  * from a build tree, then the installed one (share/commitwatch/KIND on

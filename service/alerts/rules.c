@@ -19,6 +19,7 @@
 
 #include "alerts/rules_int.h"
 #include "commitwatch/alerts.h"
+#include "commitwatch/platform.h"
 
 #define MAX_NAME 128
 #define MAX_SUMMARY 1024
@@ -705,6 +706,11 @@ int cw_alert_rules_load(cw_alert_rules_t *rs, const char *path, FILE *warn, unsi
     FILE *f = fopen(path, "rb");
     if (!f)
         return cw_diag_set(d, CW_EIO, "%s: cannot read the alert rules: %s", path, strerror(errno));
+    int prc = cw_plat_file_private(f, path, "the alert rules", d);
+    if (prc != 0) {
+        fclose(f);
+        return prc;
+    }
     char *text = malloc(CW_ALERT_MAX_FILE + 1);
     if (!text) {
         fclose(f);

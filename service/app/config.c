@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "commitwatch/platform.h"
+
 typedef enum { T_STRING, T_LIST, T_DURATION, T_SIZE, T_BOOL, T_UINT } key_type_t;
 
 typedef struct key_def {
@@ -186,6 +188,10 @@ int cw_config_load(cw_config_t *c, const char *path, FILE *warn, cw_diag_t *d)
     if (!f)
         return cw_diag_set(d, CW_EIO, "%s: cannot read the configuration: %s", path,
                            strerror(errno));
+    if ((rc = cw_plat_file_private(f, path, "the configuration", d)) != 0) {
+        fclose(f);
+        return rc;
+    }
     while (rc == 0 && fgets(line, sizeof line, f)) {
         lineno++;
         char *hash = strchr(line, '#');

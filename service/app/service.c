@@ -81,6 +81,7 @@ typedef struct svc {
     cw_pipeline_t *pipe;
     int64_t stored_end; /* end of the last stored bucket, INT64_MIN if none */
     int64_t mem_at;     /* monotonic time of the last memory figures (on_tick) */
+    int64_t clock_off;  /* wall - monotonic clock at the last tick (cw_clock_step) */
     cw_alert_engine_t *alerts; /* evaluates the alert rules on its own thread; NULL: none */
     cw_notifier_t *notifier;   /* delivers the engine's notices; NULL: none */
     const char *db_path;       /* the database (the config's or the command line's) */
@@ -389,10 +390,34 @@ static void publish_memory(svc_t *s, bool now)
     cw_mem_set(CW_MEM_STACKS, (int64_t)cw_stacks_memory(s->stacks));
 }
 
+/* A wall-clock step larger than this is noted in the log. */
+#define CLOCK_STEP_NOTE_NS 1000000000LL
+
+/* Notes a step of the wall clock in the log. Buckets never follow it: their
+ * times are the source's (perf: the monotonic clock, anchored to the wall
+ * clock once at start; replay: the trace's, paced by the monotonic clock),
+ * so a step reorders and drops nothing; it only leaves the stored times
+ * apart from the new wall time until the service restarts. */
+static void note_clock_step(svc_t *s)
+{
+    int64_t step = cw_clock_step(&s->clock_off, cw_plat_wall_ns(), cw_plat_mono_ns(),
+                                 CLOCK_STEP_NOTE_NS);
+    if (!step) return;
+    char at[CW_UTC_TEXT];
+    CW_LOGW("the wall clock stepped %s by %.3f s (now %s); buckets keep the source's own clock "
+            "(%s), so none is reordered or dropped, and until a restart stored times differ "
+            "from the wall clock by that much",
+            step > 0 ? "forward" : "back", (double)(step > 0 ? step : -step) / 1e9,
+            cw_utc_text(cw_plat_wall_ns(), 0, at),
+            s->status.data_clock ? "the input's times, paced by the monotonic clock"
+                                 : "the monotonic clock, anchored to the wall clock at start");
+}
+
 static int on_tick(void *ctx, int64_t now)
 {
     svc_t *s = ctx;
     int rc;
+    note_clock_step(s);
     if (atomic_load(&reload_flag) && (rc = reload(s)) != 0) return rc;
     s->advance_to = now;
     if ((rc = cw_pipeline_tick(s->pipe, now)) != 0)
@@ -509,6 +534,10 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
      * clock is its end, as for a replay. */
     bool file = replay || strcmp(ops->name, "etl") == 0;
     cw_status_init(&s->status, spec, file, cw_plat_wall_ns());
+    /* The wall clock's offset from now on: a step before the first tick
+     * is noted at that tick. */
+    s->clock_off = INT64_MIN;
+    cw_clock_step(&s->clock_off, cw_plat_wall_ns(), cw_plat_mono_ns(), CLOCK_STEP_NOTE_NS);
 
     /* Open the store and continue its numbering. */
     uint32_t next_proc = 1;

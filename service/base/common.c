@@ -14,6 +14,15 @@
 /* items is the address of a `T *`: it is read and written with memcpy,
  * which copies the pointer's bytes without an aliasing question (every
  * object pointer has void *'s representation on the targets we build). */
+int64_t cw_clock_step(int64_t *offset, int64_t wall_ns, int64_t mono_ns, int64_t tolerance_ns)
+{
+    int64_t now = wall_ns - mono_ns, was = *offset;
+    *offset = now;
+    if (was == INT64_MIN) return 0;
+    int64_t step = now - was;
+    return step > tolerance_ns || step < -tolerance_ns ? step : 0;
+}
+
 int cw_reserve(void *items, size_t *cap, size_t need, size_t elem)
 {
     void *old;

@@ -7,8 +7,11 @@
     and a forked child, and `sleep`); for each, the tracked outstanding
     commit (`analyze --source replay:TRACE --to CAPTURE`) must equal the sum
     of its smaps VMAs with `ac`, the [stack] VMA aside.
-(b) End to end: the daemon (`run --source perf --db`) traces the machine
-    while the MemoryTestApp runs; `analyze --db` finds its ten 10 MB
+(b) End to end: the daemon (`run --source perf --db`), with only the
+    capabilities of the systemd unit (installer/linux/commitwatch.service's
+    CapabilityBoundingSet, applied with setpriv), traces the machine while
+    the MemoryTestApp runs as another user (nobody) from a folder only that
+    user can read (what CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH are for); `analyze --db` finds its ten 10 MB
     transients under ManipulateTemporaryBuffer, the step as impacting in the
     step window with `main` on its stack, and C-heap growth under
     InnerLoopOperation (tagged C heap once the Linux stack tags exist).
@@ -87,12 +90,40 @@ def start_record(trace):
     raise SystemExit("FAIL: `commitwatch record` did not start:\n" + "".join(lines))
 
 
-def start_daemon(db, log, *extra):
+def unit_caps():
+    """The capability names (CAP_...) of the systemd unit's bounding set."""
+    unit = os.path.join(SOURCE, "installer", "linux", "commitwatch.service")
+    for line in open(unit):
+        if line.startswith("CapabilityBoundingSet="):
+            return line.split("=", 1)[1].split()
+    raise SystemExit(f"FAIL: no CapabilityBoundingSet= in {unit}")
+
+
+CAP_BITS = {"CAP_DAC_READ_SEARCH": 2, "CAP_SYS_PTRACE": 19, "CAP_SYS_ADMIN": 21,
+            "CAP_IPC_LOCK": 14, "CAP_PERFMON": 38}
+
+
+def cap_eff(pid):
+    """The effective capability mask of a process."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("CapEff:"):
+                return int(line.split()[1], 16)
+    return -1
+
+
+def start_daemon(db, log, *extra, caps=None):
     """Starts `run --source perf --no-http --db db EXTRA...` with its stderr
     in log (a file open for writing) and returns it once its rundown is
-    loaded; fails (SystemExit) if it exits first."""
-    run = subprocess.Popen([BIN, "run", "--source", "perf", "--no-http", "--db", db, *extra],
-                           stderr=log)
+    loaded; fails (SystemExit) if it exits first. caps: run it as root with
+    only these capabilities (a list of CAP_ names), as the unit does."""
+    prefix = []
+    if caps is not None:
+        keep = ",".join("+" + c[4:].lower() for c in caps)
+        prefix = ["setpriv", "--bounding-set", "-all" + ("," + keep if keep else ""),
+                  "--inh-caps", "-all"]
+    run = subprocess.Popen(prefix + [BIN, "run", "--source", "perf", "--no-http", "--db", db,
+                                     *extra], stderr=log)
 
     def rundown_loaded():
         if run.poll() is not None:
@@ -219,11 +250,26 @@ def test_daemon(tmp):
         if os.path.exists(f):
             os.remove(f)
     log = open(os.path.join(tmp, "run.log"), "w+", buffering=1)
-    run = start_daemon(db, log)
+    caps = unit_caps()
+    run = start_daemon(db, log, caps=caps)
     try:
+        want = sum(1 << CAP_BITS[c] for c in caps)
+        check(cap_eff(run.pid) == want, f"the daemon runs with the unit's capabilities only "
+              f"({' '.join(caps)}): CapEff {cap_eff(run.pid):#x}, want {want:#x}")
+        # The workload runs as nobody, from a folder only nobody can read.
+        os.chmod(tmp, 0o755)
+        home = os.path.join(tmp, "nobody")
+        os.makedirs(home, exist_ok=True)
+        app_bin = os.path.join(home, "memorytestapp")
+        shutil.copy(APP, app_bin)
+        for path in (app_bin, home):
+            os.chown(path, 65534, 65534)
+            os.chmod(path, 0o700)
+        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"]
         # The workload is found by its pid: another test run on the machine
         # may run its own copy at the same time (the daemon sees them all).
-        app = subprocess.Popen([APP, "--seconds", "6", "--objects", "100", "--delay", "500"],
+        app = subprocess.Popen(nobody + [app_bin, "--seconds", "6", "--objects", "100", "--delay",
+                                         "500"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         app_out, _ = app.communicate(timeout=120)
         app_done = time.time_ns()

@@ -140,6 +140,15 @@ t.eq("analyze --db: the processes and figures of analyze --source",
      {k: figs(p) | {"exit_ns": p["exit_ns"]} for k, p in XK.items()})
 t.eq("analyze --db: alive where tracking ended",
      sorted(k for k, p in by_key(Y["processes"]).items() if p["tracking_ended_ns"] == ENDED), alive_x)
+# A window past the end: clipped, with the note in the JSON and the text.
+Y = analyze("--db", db, "--from", str(Y["window"]["from_ns"]), "--to", str(ENDED + 3600 * S))
+t.check("analyze --db past the end: clipped to it, with a note",
+        Y["window"]["to_ns"] == ENDED and "clipped to the end of the data" in Y.get("note", ""), Y.get("note"))
+out = subprocess.run([BIN, "analyze", "--db", db, "--from", str(Y["window"]["from_ns"]), "--to",
+                      str(ENDED + 3600 * S)], capture_output=True, text=True)
+t.check("analyze --db past the end, text: the note is printed",
+        out.returncode == 0 and "Note:" in out.stdout and "clipped to the end of the data" in out.stdout,
+        out.stdout[:400] + out.stderr)
 
 # ---- a second run into the same database: a restart. Its rundown finds
 # what svchost.exe and notepad.exe held (same pids, new instances), and

@@ -177,8 +177,32 @@ static void test_pool_bytes(void)
     ASSERT_EQ(cw_pool_bytes(&p), 0);
 }
 
+/* cw_clock_step: a step either way is reported once, by its size; drift
+ * within the tolerance is not, even when it adds up. */
+static void test_clock_step(void)
+{
+    const int64_t S = 1000000000LL, T0 = 1800000000LL * S;
+    int64_t off = INT64_MIN;
+    ASSERT_EQ(cw_clock_step(&off, T0, 5 * S, S), 0); /* the first call sets the offset */
+    ASSERT_EQ(cw_clock_step(&off, T0 + S, 6 * S, S), 0);
+    ASSERT_EQ(cw_clock_step(&off, T0 + 2 * S + 3600 * S, 7 * S, S), 3600 * S); /* forward */
+    ASSERT_EQ(cw_clock_step(&off, T0 + 3 * S + 3600 * S, 8 * S, S), 0);         /* once */
+    ASSERT_EQ(cw_clock_step(&off, T0 + 4 * S - 7200 * S, 9 * S, S), -10800 * S); /* back */
+    /* Slewing: 0.5 s ahead per call, 20 calls: 10 s in all, never a step. */
+    int64_t wall = T0 + 5 * S - 7200 * S, mono = 10 * S;
+    for (int i = 0; i < 20; i++) {
+        wall += S + S / 2;
+        mono += S;
+        ASSERT_EQ(cw_clock_step(&off, wall, mono, S), 0);
+    }
+    /* Exactly the tolerance is not a step; just past it is. */
+    ASSERT_EQ(cw_clock_step(&off, wall + S, mono, S), 0);
+    ASSERT_EQ(cw_clock_step(&off, wall + 2 * S + 1, mono, S), S + 1);
+}
+
 int main(void)
 {
+    test_clock_step();
     test_memstat();
     test_pool_bytes();
     test_reserve();

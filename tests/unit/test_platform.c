@@ -1,12 +1,15 @@
 /* test_platform.c - the platform layer (platform.h) on this OS: clocks
  * move as they should, sleep sleeps, a condition variable wakes a waiting
  * thread and times out, paths resolve, file kinds and sizes are right,
- * data folders are listed, and a stop request reaches the hook. */
+ * data folders are listed, a stop request reaches the hook, and a file
+ * others can write is refused (cw_plat_file_private). */
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -16,6 +19,7 @@
 #include "commitwatch/log.h"
 #include "commitwatch/platform.h"
 #include "test.h"
+#include "test_port.h"
 
 #define MS 1000000LL
 
@@ -254,6 +258,51 @@ static void test_tcp(void)
     close(lsn);
 }
 
+/* cw_plat_file_private on the file once chmod'ed to mode; d gets the
+ * message. */
+static int check_mode(const char *path, unsigned mode, cw_diag_t *d)
+{
+    ASSERT_TRUE(chmod(path, mode) == 0);
+    return cw_test_file_private(path, d);
+}
+
+static void test_file_private(void)
+{
+    char path[1024];
+    cw_diag_t d;
+    snprintf(path, sizeof path, "%s/cw_test_private_%d.conf", cw_test_tmpdir(), cw_test_getpid());
+    FILE *f = fopen(path, "w");
+    ASSERT_TRUE(f != NULL);
+    fputs("db = x\n", f);
+    fclose(f);
+    ASSERT_OK(check_mode(path, 0644, &d));
+    ASSERT_OK(check_mode(path, 0600, &d));
+    ASSERT_OK(check_mode(path, 0400, &d));
+    ASSERT_EQ(check_mode(path, 0664, &d), CW_EPERM);
+    ASSERT_TRUE(strstr(d.msg, path) && strstr(d.msg, "refusing the test file") &&
+                strstr(d.msg, "writable by its group") && strstr(d.msg, "mode 0664") &&
+                strstr(d.msg, "chmod go-w"));
+    ASSERT_EQ(check_mode(path, 0646, &d), CW_EPERM);
+    ASSERT_TRUE(strstr(d.msg, "writable by every user") && strstr(d.msg, "mode 0646"));
+    ASSERT_EQ(check_mode(path, 0666, &d), CW_EPERM);
+    ASSERT_TRUE(strstr(d.msg, "every user") && strstr(d.msg, "mode 0666"));
+    if (geteuid() == 0) {
+        /* Root, a file of another user: that user may rewrite it. */
+        ASSERT_TRUE(chown(path, 65534, 65534) == 0);
+        ASSERT_EQ(check_mode(path, 0644, &d), CW_EPERM);
+        ASSERT_TRUE(strstr(d.msg, "belongs to uid 65534") && strstr(d.msg, "chown root"));
+        ASSERT_TRUE(chown(path, 0, 0) == 0);
+        ASSERT_OK(check_mode(path, 0644, &d));
+    } else {
+        /* Not root: a file of root's that only root may write is fine. */
+        FILE *r = fopen("/etc/passwd", "r");
+        ASSERT_TRUE(r != NULL);
+        ASSERT_OK(cw_plat_file_private(r, "/etc/passwd", "the test file", &d));
+        fclose(r);
+    }
+    remove(path);
+}
+
 int main(void)
 {
     test_tcp();
@@ -262,5 +311,6 @@ int main(void)
     test_paths();
     test_stop_hooks();
     test_log_sinks();
+    test_file_private();
     TEST_DONE();
 }

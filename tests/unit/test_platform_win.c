@@ -13,7 +13,17 @@
  * stop hook, then, after cw_plat_catch_stop(NULL, NULL), end it as the
  * default handler does. Ctrl+Break to process group 0 fails under Wine 8
  * (GenerateConsoleCtrlEvent: error 6) and a console close cannot be sent
- * by a program, so those two go the same way in on_ctrl() untested. */
+ * by a program, so those two go the same way in on_ctrl() untested.
+ *
+ * cw_plat_file_private: a new file (the folder's inherited ACL) is
+ * accepted; once its DACL lets Everyone (S-1-1-0) or Users (S-1-5-32-545)
+ * write, or it has no DACL, it is refused, naming the file and the SID.
+ * The data folder's ACL (cw_win__secure_dir): after it, the folder's DACL
+ * is protected and lets only SYSTEM, Administrators and the service SID
+ * write (Users read), and a file then created in it is accepted by
+ * cw_plat_file_private. Wine keeps a DACL set with SetSecurityInfo (in an
+ * extended attribute of the Unix file) and returns it from
+ * GetSecurityInfo; it does not enforce it. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +33,8 @@
 #include "commitwatch/log.h"
 #include "commitwatch/platform.h"
 #include "platform/win/win_internal.h"
+#include <sddl.h>
+#include <aclapi.h>
 #include <winioctl.h>
 #include "test.h"
 #include "test_port.h"
@@ -440,6 +452,127 @@ static void test_ctrl_c(void)
     CloseHandle(hooked);
 }
 
+/* Wine (its ntdll exports wine_get_version), not Windows. */
+static bool under_wine(void)
+{
+    return GetProcAddress(GetModuleHandleA("ntdll.dll"), "wine_get_version") != NULL;
+}
+
+/* Sets path's DACL from an SDDL string ("D:..."; NULL: no DACL at all). */
+static void set_dacl(const char *path, const char *sddl)
+{
+    PSECURITY_DESCRIPTOR sd = NULL;
+    PACL dacl = NULL;
+    BOOL present = FALSE, defaulted = FALSE;
+    if (sddl) {
+        ASSERT_TRUE(
+            ConvertStringSecurityDescriptorToSecurityDescriptorA(sddl, SDDL_REVISION_1, &sd, NULL));
+        ASSERT_TRUE(GetSecurityDescriptorDacl(sd, &present, &dacl, &defaulted));
+    }
+    wchar_t *w = cw_win_wide(path);
+    DWORD e = SetNamedSecurityInfoW(w, SE_FILE_OBJECT,
+                                    DACL_SECURITY_INFORMATION | PROTECTED_DACL_SECURITY_INFORMATION,
+                                    NULL, NULL, dacl, NULL);
+    free(w);
+    if (e != ERROR_SUCCESS) CW_FAIL("SetNamedSecurityInfo(%s, %s): error %lu", path, sddl, e);
+    if (sd) LocalFree(sd);
+}
+
+static void test_file_private(void)
+{
+    char path[1024];
+    cw_diag_t d;
+    snprintf(path, sizeof path, "%s/cw_test_private_%d.conf", cw_test_tmpdir(), cw_test_getpid());
+    FILE *f = fopen(path, "w");
+    ASSERT_TRUE(f != NULL);
+    fputs("db = x\n", f);
+    fclose(f);
+    ASSERT_OK(cw_test_file_private(path, &d));
+    /* Administrators and SYSTEM write, Everyone reads: fine. */
+    set_dacl(path, "D:P(A;;FA;;;BA)(A;;FA;;;SY)(A;;FR;;;WD)");
+    ASSERT_OK(cw_test_file_private(path, &d));
+    set_dacl(path, "D:P(A;;FA;;;BA)(A;;FA;;;SY)(A;;FA;;;WD)");
+    ASSERT_EQ(cw_test_file_private(path, &d), CW_EPERM);
+    ASSERT_TRUE(strstr(d.msg, path) && strstr(d.msg, "refusing the test file") &&
+                strstr(d.msg, "S-1-1-0") && strstr(d.msg, "icacls"));
+    /* Wine 8 keeps a file's DACL only as far as the Unix mode says it
+     * (Everyone's write is o+w): an ACE for Users, or no DACL, does not
+     * come back from GetSecurityInfo. Those two run on Windows only. */
+    if (under_wine()) {
+        printf("under Wine: the Users ACE and the NULL DACL cases are not checked (Wine keeps "
+               "only what the Unix mode holds)\n");
+    } else {
+        set_dacl(path, "D:P(A;;FA;;;BA)(A;;FRFW;;;BU)");
+        ASSERT_EQ(cw_test_file_private(path, &d), CW_EPERM);
+        ASSERT_TRUE(strstr(d.msg, "S-1-5-32-545") != NULL);
+        set_dacl(path, NULL); /* no DACL: everyone may do anything */
+        ASSERT_EQ(cw_test_file_private(path, &d), CW_EPERM);
+        ASSERT_TRUE(strstr(d.msg, "no ACL") != NULL);
+    }
+    set_dacl(path, "D:P(A;;FA;;;BA)(A;;FA;;;SY)");
+    ASSERT_OK(cw_test_file_private(path, &d));
+    remove(path);
+}
+
+/* The data folder's DACL as cw_win__secure_dir sets it: protected, four
+ * ACEs, the writers SYSTEM, Administrators and the service, Users reading. */
+static void check_state_dacl(const wchar_t *w)
+{
+    PACL dacl = NULL;
+    PSECURITY_DESCRIPTOR sd = NULL;
+    ASSERT_TRUE(GetNamedSecurityInfoW(w, SE_FILE_OBJECT, DACL_SECURITY_INFORMATION, NULL, NULL,
+                                      &dacl, NULL, &sd) == ERROR_SUCCESS);
+    SECURITY_DESCRIPTOR_CONTROL ctl = 0;
+    DWORD rev = 0;
+    ASSERT_TRUE(GetSecurityDescriptorControl(sd, &ctl, &rev));
+    ASSERT_TRUE(ctl & SE_DACL_PROTECTED);
+    ASSERT_TRUE(dacl && dacl->AceCount == 4);
+    int writers = 0;
+    for (DWORD i = 0; dacl && i < dacl->AceCount; i++) {
+        ACCESS_ALLOWED_ACE *a;
+        ASSERT_TRUE(GetAce(dacl, i, (void **)&a));
+        char *str = NULL;
+        ASSERT_TRUE(ConvertSidToStringSidA((PSID)&a->SidStart, &str));
+        bool write = (a->Mask & (FILE_WRITE_DATA | FILE_APPEND_DATA | WRITE_DAC)) != 0;
+        if (write) {
+            writers++;
+            if (strcmp(str, "S-1-5-18") && strcmp(str, "S-1-5-32-544") &&
+                strcmp(str, CW_WIN_SERVICE_SID))
+                CW_FAIL("the data folder lets %s write (mask 0x%lx)", str, a->Mask);
+        } else {
+            ASSERT_STR_EQ(str, "S-1-5-32-545"); /* Users: read */
+        }
+        LocalFree(str);
+    }
+    ASSERT_EQ(writers, 3);
+    LocalFree(sd);
+}
+
+static void test_secure_dir(void)
+{
+    char dir[1024], file[1100];
+    cw_diag_t d = {{0}};
+    snprintf(dir, sizeof dir, "%s/cw_test_state_%d", cw_test_tmpdir(), cw_test_getpid());
+    wchar_t *w = cw_win_wide(dir);
+    ASSERT_TRUE(w && CreateDirectoryW(w, NULL));
+    ASSERT_OK(cw_win__secure_dir(dir, &d));
+    if (under_wine()) {
+        printf("under Wine: the data folder's DACL is not read back (Wine keeps only what the "
+               "Unix mode holds)\n");
+    } else {
+        check_state_dacl(w);
+    }
+    snprintf(file, sizeof file, "%s/commitwatch.conf", dir);
+    FILE *f = fopen(file, "w");
+    ASSERT_TRUE(f != NULL);
+    fputs("db = x\n", f);
+    fclose(f);
+    ASSERT_OK(cw_test_file_private(file, &d));
+    remove(file);
+    RemoveDirectoryW(w);
+    free(w);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 2 && strcmp(argv[1], "ctrl-child") == 0) return ctrl_child(argv[2]);
@@ -450,5 +583,7 @@ int main(int argc, char **argv)
     test_folders();
     test_log_sinks();
     test_ctrl_c();
+    test_file_private();
+    test_secure_dir();
     TEST_DONE();
 }

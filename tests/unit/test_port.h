@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "commitwatch/platform.h"
+
 #ifdef _WIN32
 #include <direct.h>
 #include <io.h>
@@ -175,6 +177,19 @@ static inline size_t cw_test_scratch_read(cw_test_scratch_t *s, char *buf, size_
     buf[n] = '\0';
     remove(s->path);
     return n;
+}
+
+/* cw_plat_file_private on the file at path, opened for reading: its
+ * result, with *d cleared first (test_platform.c, test_platform_win.c);
+ * -1 when the file cannot be opened. */
+static inline int cw_test_file_private(const char *path, cw_diag_t *d)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    memset(d, 0, sizeof *d);
+    int rc = cw_plat_file_private(f, path, "the test file", d);
+    fclose(f);
+    return rc;
 }
 
 #endif

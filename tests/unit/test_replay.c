@@ -1,7 +1,9 @@
 /* test_replay.c - the replay source: events in file order with their own
  * times; --rebase-now shifts them to start now; --speed paces them against
  * the wall clock and ticks while it waits, never past the next event;
- * stop() interrupts a wait at once; bad arguments are usage errors. */
+ * stop() interrupts a wait at once; bad arguments are usage errors; a
+ * wall-clock step (a fake clock, cw_plat_fake_wall) while it paces neither
+ * stalls, rushes nor reorders it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +129,42 @@ static void test_paced(void)
     ASSERT_TRUE(took >= 25 * MS && took < 1000 * MS);
 }
 
+/* The fake wall clock: the real one plus an offset that changes with the
+ * events delivered: +1 h after the first, -1 h after the second (a step
+ * back of 2 h). */
+static int64_t stepped_wall(void *ctx)
+{
+    const got_t *g = ctx;
+    int64_t off = g->nev >= 2 ? -3600LL * 1000000000LL : g->nev >= 1 ? 3600LL * 1000000000LL : 0;
+    cw_plat_fake_wall(NULL, NULL);
+    int64_t real = cw_plat_wall_ns();
+    cw_plat_fake_wall(stepped_wall, (void *)g);
+    return real + off;
+}
+
+static void test_wall_steps(void)
+{
+    static const int64_t at[] = {0, 200, 400, 600, 800};
+    got_t g = {0};
+    int64_t t0 = cw_plat_mono_ns();
+    cw_plat_fake_wall(stepped_wall, &g);
+    int rc = run(write_trace("replay-steps.jsonl", at, 5), true, 1.0, &g);
+    cw_plat_fake_wall(NULL, NULL);
+    int64_t took = cw_plat_mono_ns() - t0;
+    ASSERT_OK(rc);
+    ASSERT_EQ(g.nev, 5);
+    /* Paced by the monotonic clock: 800 ms, neither an hour (the step
+     * back) nor at once (the step forward). */
+    ASSERT_TRUE(took >= 780 * MS && took < 3000 * MS);
+    /* The times are the trace's, shifted once at the start (before any
+     * step): spacing kept, in order. */
+    int64_t real = cw_plat_wall_ns();
+    ASSERT_TRUE(g.ev_ts[0] > real - 60000 * MS && g.ev_ts[0] <= real);
+    for (int i = 1; i < 5; i++)
+        ASSERT_EQ(g.ev_ts[i] - g.ev_ts[0], at[i] * MS);
+    ASSERT_TRUE(!g.tick_past_next); /* and on_tick checks ticks never go back */
+}
+
 /* A 60 s gap at speed 1, stopped (as a signal handler would) after the
  * first event: the wait ends at once and the second event never comes. */
 static void test_stop(void)
@@ -178,6 +216,7 @@ int main(void)
     test_rebase();
     test_paced();
     test_stop();
+    test_wall_steps();
     test_errors();
     TEST_DONE();
 }

@@ -1,5 +1,6 @@
 /* clock.c - POSIX clocks and sleep, and the platform's name. */
 #include <errno.h>
+#include <stdatomic.h>
 #include <time.h>
 
 #include "commitwatch/platform.h"
@@ -7,6 +8,16 @@
 const char *cw_plat_name(void)
 {
     return CW_HOST_PLATFORM;
+}
+
+/* The fake wall clock of cw_plat_fake_wall (tests); NULL: the real one. */
+static _Atomic(int64_t (*)(void *)) fake_fn;
+static void *_Atomic fake_ctx;
+
+void cw_plat_fake_wall(int64_t (*fn)(void *ctx), void *ctx)
+{
+    atomic_store(&fake_ctx, ctx);
+    atomic_store(&fake_fn, fn);
 }
 
 static int64_t read_clock(clockid_t id)
@@ -18,6 +29,8 @@ static int64_t read_clock(clockid_t id)
 
 int64_t cw_plat_wall_ns(void)
 {
+    int64_t (*fake)(void *) = atomic_load(&fake_fn);
+    if (fake) return fake(atomic_load(&fake_ctx));
     return read_clock(CLOCK_REALTIME);
 }
 

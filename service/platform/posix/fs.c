@@ -1,6 +1,7 @@
 /* fs.c - paths and the program's folders on Linux: realpath, file
  * kinds and sizes, where data, state and configuration live. */
 #include <dirent.h>
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -111,4 +112,28 @@ const char *cw_plat_config_path(void)
 void cw_plat_stdout_binary(void)
 {
     /* POSIX streams are binary already. */
+}
+
+int cw_plat_file_private(FILE *f, const char *path, const char *what, cw_diag_t *d)
+{
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0)
+        return cw_diag_set(d, CW_EIO, "%s: cannot read the owner and mode of %s: %s", path, what,
+                           strerror(errno));
+    unsigned mode = (unsigned)st.st_mode & 07777;
+    if (st.st_mode & (S_IWGRP | S_IWOTH))
+        return cw_diag_set(d, CW_EPERM,
+                           "%s: refusing %s: it is writable by %s (mode %04o, owner uid %u, "
+                           "group gid %u), who could make this program do what they want. "
+                           "Fix: chmod go-w %s",
+                           path, what, (st.st_mode & S_IWOTH) ? "every user" : "its group", mode,
+                           (unsigned)st.st_uid, (unsigned)st.st_gid, path);
+    uid_t me = geteuid();
+    if (st.st_uid != 0 && st.st_uid != me)
+        return cw_diag_set(d, CW_EPERM,
+                           "%s: refusing %s: it belongs to uid %u (mode %04o), who may rewrite "
+                           "it, and this program runs as uid %u. Fix: chown %s %s",
+                           path, what, (unsigned)st.st_uid, mode, (unsigned)me,
+                           me == 0 ? "root" : "$(id -un)", path);
+    return 0;
 }

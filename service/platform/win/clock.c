@@ -4,6 +4,8 @@
  * timestamps use. */
 #include "platform/win/win_internal.h"
 
+#include <stdatomic.h>
+
 #include "commitwatch/platform.h"
 
 /* 100 ns intervals between 1601-01-01 and 1970-01-01. */
@@ -14,8 +16,20 @@ const char *cw_plat_name(void)
     return "windows";
 }
 
+/* The fake wall clock of cw_plat_fake_wall (tests); NULL: the real one. */
+static _Atomic(int64_t (*)(void *)) fake_fn;
+static void *_Atomic fake_ctx;
+
+void cw_plat_fake_wall(int64_t (*fn)(void *ctx), void *ctx)
+{
+    atomic_store(&fake_ctx, ctx);
+    atomic_store(&fake_fn, fn);
+}
+
 int64_t cw_plat_wall_ns(void)
 {
+    int64_t (*fake)(void *) = atomic_load(&fake_fn);
+    if (fake) return fake(atomic_load(&fake_ctx));
     FILETIME ft;
     GetSystemTimePreciseAsFileTime(&ft);
     int64_t t = (int64_t)(((uint64_t)ft.dwHighDateTime << 32) | ft.dwLowDateTime);

@@ -4,7 +4,10 @@
  * configuration in %ProgramData%\commitwatch\. */
 #include "platform/win/win_internal.h"
 
+#include <aclapi.h>
+#include <io.h>
 #include <knownfolders.h>
+#include <sddl.h>
 #include <shlobj.h>
 
 #include <fcntl.h>
@@ -204,4 +207,144 @@ void cw_plat_stdout_binary(void)
 {
     fflush(stdout);
     _setmode(_fileno(stdout), _O_BINARY);
+}
+
+/* The SID of the user running the program (malloc'd), or NULL. */
+static PSID self_sid(void)
+{
+    HANDLE tok;
+    PSID out = NULL;
+    if (!OpenProcessToken(GetCurrentProcess(), TOKEN_QUERY, &tok)) return NULL;
+    DWORD n = 0;
+    GetTokenInformation(tok, TokenUser, NULL, 0, &n);
+    TOKEN_USER *u = n ? malloc(n) : NULL;
+    if (u && GetTokenInformation(tok, TokenUser, u, n, &n)) {
+        DWORD len = GetLengthSid(u->User.Sid);
+        if ((out = malloc(len)) && !CopySid(len, out, u->User.Sid)) {
+            free(out);
+            out = NULL;
+        }
+    }
+    free(u);
+    CloseHandle(tok);
+    return out;
+}
+
+/* May sid write the program's files: SYSTEM, Administrators,
+ * TrustedInstaller, the service's SID (CW_WIN_SERVICE_SID), or me (the
+ * user running the program)? */
+static bool trusted_writer(PSID sid, PSID me)
+{
+    static const char *const known[] = {
+        "S-1-5-18",
+        "S-1-5-32-544",
+        /* TrustedInstaller, then NT SERVICE\commitwatch */
+        "S-1-5-80-956008885-3418522649-1831038044-1853292631-2271478464",
+        CW_WIN_SERVICE_SID,
+    };
+    if (me && EqualSid(sid, me)) return true;
+    char *str = NULL;
+    if (!ConvertSidToStringSidA(sid, &str)) return false;
+    bool ok = false;
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (strcmp(str, known[i]) == 0) ok = true;
+    LocalFree(str);
+    return ok;
+}
+
+static void sid_text(PSID sid, char *out, size_t size)
+{
+    char *str = NULL;
+    wchar_t name[128], dom[128];
+    DWORD nn = 128, nd = 128;
+    SID_NAME_USE use;
+    if (!ConvertSidToStringSidA(sid, &str)) str = NULL;
+    if (LookupAccountSidW(NULL, sid, name, &nn, dom, &nd, &use)) {
+        char *u = cw_win_utf8(name), *dm = cw_win_utf8(dom);
+        snprintf(out, size, "%s%s%s (%s)", dm && *dm ? dm : "", dm && *dm ? "\\" : "", u ? u : "?",
+                 str ? str : "?");
+        free(u);
+        free(dm);
+    } else {
+        snprintf(out, size, "%s", str ? str : "an unknown SID");
+    }
+    if (str) LocalFree(str);
+}
+
+int cw_plat_file_private(FILE *f, const char *path, const char *what, cw_diag_t *d)
+{
+    HANDLE h = (HANDLE)_get_osfhandle(_fileno(f));
+    PSID owner = NULL;
+    PACL dacl = NULL;
+    PSECURITY_DESCRIPTOR sd = NULL;
+    DWORD e =
+        GetSecurityInfo(h, SE_FILE_OBJECT, OWNER_SECURITY_INFORMATION | DACL_SECURITY_INFORMATION,
+                        &owner, NULL, &dacl, NULL, &sd);
+    if (e != ERROR_SUCCESS)
+        return cw_diag_set(d, CW_EIO, "%s: cannot read the owner and ACL of %s (error %lu)", path,
+                           what, (unsigned long)e);
+    PSID me = self_sid();
+    char who[256];
+    int rc = 0;
+    const DWORD writes =
+        FILE_WRITE_DATA | FILE_APPEND_DATA | WRITE_DAC | WRITE_OWNER | GENERIC_WRITE | GENERIC_ALL;
+    if (!dacl) {
+        rc = cw_diag_set(d, CW_EPERM,
+                         "%s: refusing %s: it has no ACL, so every user may write it. Fix: "
+                         "icacls \"%s\" /reset, in a folder only administrators can write",
+                         path, what, path);
+    } else if (owner && !trusted_writer(owner, me)) {
+        sid_text(owner, who, sizeof who);
+        rc = cw_diag_set(d, CW_EPERM,
+                         "%s: refusing %s: it belongs to %s, who may rewrite it. Fix: "
+                         "icacls \"%s\" /setowner Administrators",
+                         path, what, who, path);
+    }
+    for (DWORD i = 0; !rc && dacl && i < dacl->AceCount; i++) {
+        ACE_HEADER *ace;
+        if (!GetAce(dacl, i, (void **)&ace) || ace->AceType != ACCESS_ALLOWED_ACE_TYPE ||
+            (ace->AceFlags & INHERIT_ONLY_ACE))
+            continue;
+        ACCESS_ALLOWED_ACE *a = (ACCESS_ALLOWED_ACE *)ace;
+        PSID sid = (PSID)&a->SidStart;
+        if (!(a->Mask & writes) || trusted_writer(sid, me)) continue;
+        sid_text(sid, who, sizeof who);
+        rc = cw_diag_set(d, CW_EPERM,
+                         "%s: refusing %s: its ACL lets %s write it (access mask 0x%lx), who "
+                         "could make this program do what they want. Fix: icacls \"%s\" "
+                         "/inheritance:r /grant:r Administrators:F SYSTEM:F Users:R",
+                         path, what, who, (unsigned long)a->Mask, path);
+    }
+    free(me);
+    LocalFree(sd);
+    return rc;
+}
+
+int cw_win__secure_dir(const char *dir, cw_diag_t *d)
+{
+    PSECURITY_DESCRIPTOR sd = NULL;
+    PACL dacl = NULL;
+    BOOL present = FALSE, defaulted = FALSE;
+    if (!ConvertStringSecurityDescriptorToSecurityDescriptorA(CW_WIN_STATE_SDDL, SDDL_REVISION_1,
+                                                              &sd, NULL) ||
+        !GetSecurityDescriptorDacl(sd, &present, &dacl, &defaulted)) {
+        DWORD e = GetLastError();
+        if (sd) LocalFree(sd);
+        return cw_diag_set(d, CW_EIO, "building the ACL of %s failed (error %lu)", dir,
+                           (unsigned long)e);
+    }
+    wchar_t *w = cw_win_wide(dir);
+    DWORD e = w ? SetNamedSecurityInfoW(w, SE_FILE_OBJECT,
+                                        DACL_SECURITY_INFORMATION |
+                                            PROTECTED_DACL_SECURITY_INFORMATION,
+                                        NULL, NULL, dacl, NULL)
+                : ERROR_INVALID_NAME;
+    free(w);
+    LocalFree(sd);
+    if (e == ERROR_SUCCESS) return 0;
+    return cw_diag_set(d, e == ERROR_ACCESS_DENIED ? CW_EPERM : CW_EIO,
+                       "setting the ACL of %s (only Administrators, SYSTEM and the service "
+                       "write) failed: error %lu%s",
+                       dir, (unsigned long)e,
+                       e == ERROR_ACCESS_DENIED ? " (run from an elevated prompt)" : "");
 }

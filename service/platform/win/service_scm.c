@@ -196,17 +196,33 @@ static bool make_dirs(const char *dir)
     return cw_plat_is_dir(dir);
 }
 
-static int write_default_config(const cw_plat_service_opts_t *o)
+/* Creates the data folder when missing and sets its ACL: only
+ * Administrators, SYSTEM and the service write there (the configuration
+ * and the database are in it). */
+static int make_state_dir(void)
 {
-    const char *conf = cw_plat_config_path();
-    if (cw_plat_is_file(conf)) {
-        printf("kept %s\n", conf);
-        return 0;
-    }
+    cw_diag_t d = {{0}};
     if (!make_dirs(cw_plat_state_dir())) {
         fprintf(stderr, "commitwatch install: cannot create %s (run from an elevated prompt)\n",
                 cw_plat_state_dir());
         return 1;
+    }
+    if (cw_win__secure_dir(cw_plat_state_dir(), &d) != 0) {
+        fprintf(stderr, "commitwatch install: %s\n", d.msg);
+        return 1;
+    }
+    printf("secured %s: only Administrators, SYSTEM and the service may write in it\n",
+           cw_plat_state_dir());
+    return 0;
+}
+
+static int write_default_config(const cw_plat_service_opts_t *o)
+{
+    const char *conf = cw_plat_config_path();
+    if (make_state_dir() != 0) return 1;
+    if (cw_plat_is_file(conf)) {
+        printf("kept %s\n", conf);
+        return 0;
     }
     wchar_t *w = cw_win_wide(conf);
     FILE *f = w ? _wfopen(w, L"w") : NULL;

@@ -27,4 +27,21 @@
 int cw_win__eventlog_register(cw_diag_t *d);
 void cw_win__eventlog_unregister(void);
 
+/* The service SID of NT SERVICE\commitwatch: S-1-5-80- then the SHA-1 of
+ * the UTF-16LE upper-case service name as five little-endian 32-bit
+ * numbers (as Windows makes TrustedInstaller's). */
+#define CW_WIN_SERVICE_SID "S-1-5-80-898765005-3382679298-321017877-2597973266-1886413785"
+
+/* The service's data folder (install, service_scm.c): its DACL is set to
+ * CW_WIN_STATE_SDDL, protected (nothing inherited from %ProgramData%,
+ * where Users may create files): SYSTEM, Administrators and the service
+ * SID have full control, Users read; every ACE is inherited by the files
+ * and folders in it, and files already there get it too (fs.c). 0, or
+ * CW_EPERM / CW_EIO with d saying why. */
+#define CW_WIN_STATE_SDDL                                                                          \
+    "D:P(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)"                                                          \
+    "(A;OICI;FA;;;" CW_WIN_SERVICE_SID ")"                                                         \
+    "(A;OICI;FRFX;;;BU)"
+int cw_win__secure_dir(const char *dir, cw_diag_t *d);
+
 #endif

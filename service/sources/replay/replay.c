@@ -2,7 +2,9 @@
  * as possible or paced like a live source.
  *
  * Pacing (--speed X): the first event is due now, each later one when
- * (ts - first ts) / X of wall time has passed. While it waits the source
+ * (ts - first ts) / X has passed on the monotonic clock: a step of the
+ * wall clock (NTP, an administrator) neither stalls the replay (a step
+ * back) nor rushes it (forward), and the events keep their own times. While it waits the source
  * ticks, so buckets close and reach the dashboard as they would live; a
  * tick never passes the event about to be delivered (a tick is a
  * promise). --rebase-now shifts every time by (now - first ts), so an old
@@ -24,7 +26,7 @@ typedef struct replay {
     double speed;
     bool started;
     int64_t shift;      /* added to every ts (rebase) */
-    int64_t wall0, ts0; /* pacing origin: wall time of the first event, its ts */
+    int64_t mono0, ts0; /* pacing origin: monotonic time of the first event, its ts */
 } replay_t;
 
 static int replay_open(void **impl, const cw_source_opts_t *o, cw_diag_t *d)
@@ -55,11 +57,11 @@ static const char *replay_platform(void *impl)
  * the flag) or the tick's error. */
 static int pace(replay_t *r, const cw_source_sink_t *sink, int64_t ts)
 {
-    int64_t due = r->wall0 + (int64_t)((double)(ts - r->ts0) / r->speed);
-    for (int64_t now = cw_plat_wall_ns(); now < due && !atomic_load(&r->stop);
-         now = cw_plat_wall_ns()) {
+    int64_t due = r->mono0 + (int64_t)((double)(ts - r->ts0) / r->speed);
+    for (int64_t now = cw_plat_mono_ns(); now < due && !atomic_load(&r->stop);
+         now = cw_plat_mono_ns()) {
         cw_plat_sleep_ns(due - now < TICK_NS ? due - now : TICK_NS);
-        int64_t t = (int64_t)((double)(cw_plat_wall_ns() - r->wall0) * r->speed) + r->ts0;
+        int64_t t = (int64_t)((double)(cw_plat_mono_ns() - r->mono0) * r->speed) + r->ts0;
         if (!sink->tick) continue;
         int rc = sink->tick(sink->ctx, (t < ts ? t : ts) + r->shift);
         if (rc) return rc;
@@ -77,9 +79,9 @@ static int replay_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
         if (rc <= 0) return rc;
         if (!r->started) {
             r->started = true;
-            r->wall0 = cw_plat_wall_ns();
+            r->mono0 = cw_plat_mono_ns();
             r->ts0 = ev.ts;
-            if (r->rebase) r->shift = r->wall0 - ev.ts;
+            if (r->rebase) r->shift = cw_plat_wall_ns() - ev.ts;
         }
         if (r->speed > 0) {
             if ((rc = pace(r, sink, ev.ts)) != 0) return rc;
