@@ -3,12 +3,13 @@
  * (service/sources/replay/replay.c, `--source replay:PATH`): the input is
  * a whole trace file, written to a temporary file (the reader reads
  * files). Every event the source delivers goes through the tracker into
- * the exact window analyzer (what `analyze --source replay:` runs) and
- * into the trace writer. The file may be refused (CW_EPARSE, CW_ETIME
- * with a message naming the line), never crash, hang or leak; the events
- * must be in time order and in range (ranged ops: 0 < size < 2^63,
- * addr + size without wrap; process_start: a name). When the whole file
- * was read, what the writer wrote must read back as the same events. */
+ * the exact window analyzer (what `analyze --source replay:` runs: its
+ * report as JSON and as the table) and into the trace writer. The file
+ * may be refused (CW_EPARSE, CW_ETIME with a message naming the line),
+ * never crash, hang or leak; the events must be in time order and in
+ * range (ranged ops: 0 < size < 2^63, addr + size without wrap;
+ * process_start: a name). When the whole file was read, what the writer
+ * wrote must read back as the same events. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,13 +159,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(cw_trace_writer_close(st.writer, &d) == 0);
         cw_source_replay.close(src);
         if (rc == 0) {
-            if (st.n) cw_tracker_end_all(st.tracker, st.last);
+            /* As `run` ends a replay (every instance ended) or as
+             * `analyze` does (what is still committed stays live). */
+            if (st.n && (data[size - 1] & 1)) cw_tracker_end_all(st.tracker, st.last);
             cw_tracker_finish(st.tracker);
             cw_report_t *r = NULL;
             CHECK(cw_analysis_report(an, st.stacks, tagger, true, &r) == 0);
-            char *json = cw_report_json(r, true);
+            char *json = cw_report_json(r, true), *table = NULL;
             CHECK(json != NULL);
             free(json);
+            size_t tlen = 0;
+            FILE *tf = open_memstream(&table, &tlen);
+            if (tf) {
+                CHECK(cw_report_print_table(r, true, tf) == 0);
+                fclose(tf);
+            }
+            free(table);
             cw_report_free(r);
             check_round_trip(st.n);
         }
