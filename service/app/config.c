@@ -179,12 +179,30 @@ void cw_config_free(cw_config_t *c)
     memset(c, 0, sizeof *c);
 }
 
+/* Reads one line of f into line[cap] without its newline: 1, 0 at the
+ * end of the file, -1 when the line is longer than cap - 1 bytes, -2 when
+ * it holds a NUL byte (the rest of the line is consumed either way). A
+ * line is never cut into a value and a second line (found by fuzzing:
+ * tests/fuzz/fuzz_config.c). */
+static int read_line(FILE *f, char *line, size_t cap)
+{
+    size_t n = 0;
+    int ch, rc = 1;
+    while ((ch = getc(f)) != EOF && ch != '\n') {
+        if (ch == '\0') rc = -2;
+        else if (n + 1 < cap) line[n++] = (char)ch;
+        else if (rc == 1) rc = -1;
+    }
+    line[n] = '\0';
+    return ch == EOF && n == 0 && rc == 1 ? 0 : rc;
+}
+
 int cw_config_load(cw_config_t *c, const char *path, FILE *warn, cw_diag_t *d)
 {
     FILE *f = fopen(path, "r");
     char line[4096];
     unsigned lineno = 0;
-    int rc = 0;
+    int rc = 0, got;
     if (!f)
         return cw_diag_set(d, CW_EIO, "%s: cannot read the configuration: %s", path,
                            strerror(errno));
@@ -192,8 +210,15 @@ int cw_config_load(cw_config_t *c, const char *path, FILE *warn, cw_diag_t *d)
         fclose(f);
         return rc;
     }
-    while (rc == 0 && fgets(line, sizeof line, f)) {
+    while (rc == 0 && (got = read_line(f, line, sizeof line)) != 0) {
         lineno++;
+        if (got < 0) {
+            rc = got == -1 ? cw_diag_set(d, CW_EPARSE, "%s:%u: line longer than %zu bytes", path,
+                                         lineno, sizeof line - 1)
+                           : cw_diag_set(d, CW_EPARSE, "%s:%u: NUL byte in the line (not a text "
+                                                       "file?)", path, lineno);
+            break;
+        }
         char *hash = strchr(line, '#');
         if (hash) *hash = '\0';
         char *s = cw_strtrim(line);

@@ -7,6 +7,7 @@
 
 #include <civetweb.h>
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,19 +113,21 @@ static bool digits(const char **p, int n, int *out)
     return true;
 }
 
-/* RFC 3339: YYYY-MM-DD[Tt ]HH:MM:SS[.frac](Z|z|+HH:MM|-HH:MM). */
-static bool parse_rfc3339(const char *s, int64_t *out)
+/* RFC 3339: YYYY-MM-DD[Tt ]HH:MM:SS[.frac](Z|z|+HH:MM|-HH:MM). 1, 0 (not
+ * one), or -1: a date outside Unix ns (1677-09-21 to 2262-04-11; the
+ * product overflowed before fuzz_http found it). */
+static int parse_rfc3339(const char *s, int64_t *out)
 {
     int Y, M, D, h, m, sec, oh = 0, om = 0;
     const char *p = s;
     if (!digits(&p, 4, &Y) || *p++ != '-' || !digits(&p, 2, &M) || *p++ != '-' ||
         !digits(&p, 2, &D))
-        return false;
-    if (*p != 'T' && *p != 't' && *p != ' ') return false;
+        return 0;
+    if (*p != 'T' && *p != 't' && *p != ' ') return 0;
     p++;
     if (!digits(&p, 2, &h) || *p++ != ':' || !digits(&p, 2, &m) || *p++ != ':' ||
         !digits(&p, 2, &sec))
-        return false;
+        return 0;
     int64_t frac = 0;
     if (*p == '.') {
         p++;
@@ -134,23 +137,27 @@ static bool parse_rfc3339(const char *s, int64_t *out)
             if (nd < 9) frac += (*p - '0') * scale, scale /= 10;
             nd++, p++;
         }
-        if (!nd) return false;
+        if (!nd) return 0;
     }
     int sign = 0;
     if (*p == 'Z' || *p == 'z')
         p++;
     else if (*p == '+' || *p == '-') {
         sign = *p++ == '+' ? 1 : -1;
-        if (!digits(&p, 2, &oh) || *p++ != ':' || !digits(&p, 2, &om)) return false;
+        if (!digits(&p, 2, &oh) || *p++ != ':' || !digits(&p, 2, &om)) return 0;
     } else
-        return false;
+        return 0;
     if (*p || M < 1 || M > 12 || D < 1 || D > 31 || h > 23 || m > 59 || sec > 60 || oh > 23 ||
         om > 59)
-        return false;
+        return 0;
     int64_t secs = days_from_civil(Y, (unsigned)M, (unsigned)D) * 86400 + h * 3600 + m * 60 + sec -
                    sign * (oh * 3600 + om * 60);
+    const int64_t G = 1000000000LL;
+    if (secs > INT64_MAX / G || (secs == INT64_MAX / G && frac > INT64_MAX % G) ||
+        secs < INT64_MIN / G)
+        return -1;
     *out = secs * 1000000000LL + frac;
-    return true;
+    return 1;
 }
 
 /* "<digits><unit>" with unit ns, us, ms, s, m, h, d (or none = ns when
@@ -183,13 +190,19 @@ int cw__http_parse_time(cw__http_req_t *r, const char *name, const char *s, int6
             all = all && isdigit((unsigned char)*p);
         if (all) {
             char *end;
+            errno = 0;
             long long v = strtoll(s, &end, 10);
-            if (*end || strlen(s) > 19 + (s[0] == '-'))
+            if (*end || errno == ERANGE || strlen(s) > 19 + (s[0] == '-'))
                 return cw__http_fail(r, 400, "%s: %s is out of range for Unix ns", name, s);
             *out = v;
             return 0;
         }
-        if (parse_rfc3339(s, out)) return 0;
+        int ok = parse_rfc3339(s, out);
+        if (ok > 0) return 0;
+        if (ok < 0)
+            return cw__http_fail(r, 400,
+                                 "%s: %s is out of range for Unix ns (1677-09-21 to 2262-04-11)",
+                                 name, s);
     }
     return cw__http_fail(r, 400,
                          "%s: '%s' is not a time; use Unix ns (1764410400000000000), RFC 3339 "

@@ -1,6 +1,6 @@
 /* test_config.c - the configuration file: defaults, values, durations and
  * sizes, repeatable keys, unknown keys warned about, bad values refused
- * with file:line. */
+ * with file:line, lines too long or holding a NUL refused. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +64,35 @@ int main(void)
     ASSERT_EQ(cw_config_load(&c, path, NULL, &d), CW_EPARSE);
     ASSERT_TRUE(strstr(d.msg, ":1: expected `key = value`") != NULL);
     ASSERT_EQ(cw_config_load(&c, "/nonexistent.conf", NULL, &d), CW_EIO);
+
+    /* A line past 4095 bytes is refused, not cut into a value and a
+     * second line whose tail would be read as a key (fuzz_config found
+     * it: tests/fuzz/seeds-config/long-line.conf); the same for a NUL. */
+    f = fopen(path, "wb");
+    fputs("db = kept\nalert_exec = /bin/echo ", f);
+    for (int i = 0; i < 4090; i++) fputc('x', f);
+    fputs(" log_level=debug\n", f);
+    fclose(f);
+    ASSERT_EQ(cw_config_load(&c, path, NULL, &d), CW_EPARSE);
+    ASSERT_TRUE(strstr(d.msg, ":2: line longer than 4095 bytes") != NULL);
+    ASSERT_STR_EQ(c.db, "kept");
+    ASSERT_TRUE(c.alert_exec == NULL);
+    f = fopen(path, "wb");
+    fputs("token = ab", f);
+    fputc('\0', f);
+    fputs("cd\n", f);
+    fclose(f);
+    ASSERT_EQ(cw_config_load(&c, path, NULL, &d), CW_EPARSE);
+    ASSERT_TRUE(strstr(d.msg, ":1: NUL byte") != NULL);
+    /* 4095 bytes is still a line; the last line needs no newline. */
+    f = fopen(path, "wb");
+    fputs("alert_exec = ", f);
+    for (int i = 0; i < 4095 - 13; i++) fputc('y', f);
+    fputs("\ndb = last", f);
+    fclose(f);
+    ASSERT_OK(cw_config_load(&c, path, NULL, &d));
+    ASSERT_EQ(strlen(c.alert_exec), 4095 - 13);
+    ASSERT_STR_EQ(c.db, "last");
     remove(path);
 
     int64_t ns;

@@ -82,6 +82,16 @@ static void test_times(void)
     ASSERT_EQ(cw__http_parse_time(&r, "to", "2025-13-01T00:00:00Z", &t), 400);
     ASSERT_EQ(cw__http_parse_time(&r, "to", "99999999999999999999", &t), 400);
     ASSERT_EQ(cw__http_parse_time(&r, "to", "-15x", &t), 400);
+    /* Dates outside Unix ns are a 400, not an overflow (fuzz_http found
+     * 4111-06-15; tests/fuzz/seeds-http/crash-rfc3339-year-4111). */
+    ASSERT_EQ(cw__http_parse_time(&r, "from", "4111-06-15T15:06:54Z", &t), 400);
+    ASSERT_TRUE(strstr(r.err, "from: 4111-06-15T15:06:54Z is out of range") == r.err);
+    ASSERT_EQ(cw__http_parse_time(&r, "from", "0000-01-01T00:00:00Z", &t), 400);
+    ASSERT_EQ(cw__http_parse_time(&r, "to", "9999999999999999999", &t), 400);
+    ASSERT_OK(cw__http_parse_time(&r, "to", "2262-04-11T23:47:16Z", &t));
+    ASSERT_EQ(t, 9223372036000000000LL);
+    ASSERT_OK(cw__http_parse_time(&r, "to", "1677-09-21T00:12:44Z", &t));
+    ASSERT_EQ(t, -9223372036000000000LL);
 
     int64_t d;
     ASSERT_OK(cw__http_parse_duration(&r, "step", "60s", &d));

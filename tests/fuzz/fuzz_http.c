@@ -1,0 +1,205 @@
+/* fuzz_http.c - libFuzzer target for the HTTP API through its request
+ * handlers: the real server (cw_http_start, civetweb on an ephemeral
+ * loopback port, with a token) in this process, over a database that
+ * `run --source replay:` of the MemoryTestApp fixture filled once at
+ * start (cw_service_run, no HTTP). Each input is one request, sent on a
+ * fresh connection:
+ *
+ *     METHOD TARGET\n          (TARGET: path and query, as sent)
+ *     Header: value\n ...      (optional)
+ *     \n
+ *     body                     (optional; POST, DELETE)
+ *
+ * (blanks in TARGET become '+'), to which the harness adds "HTTP/1.1", Host, Connection: close,
+ * Content-Length (when there is a body) and the right Authorization
+ * header unless the input sends its own. civetweb parses the request;
+ * http.c dispatches it to a route, http_params.c parses the query and the
+ * handlers (http_api.c, http_series.c, http_alerts.c, http_metrics.c,
+ * http_openapi.c, http_static.c) run their queries and build the answer.
+ * The server must answer every request (never crash, hang or leak) with
+ * a status line, never 500 (a parameter the handler let through to a
+ * failing query), and every JSON answer must parse.
+ *
+ * The http, store and alerts sources are compiled into this program with
+ * the fuzzer's instrumentation (tests/fuzz/CMakeLists.txt); the worker
+ * threads' coverage guides the search too. */
+#define _GNU_SOURCE /* strcasestr */
+#include <arpa/inet.h>
+#include <cjson/cJSON.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "commitwatch/http.h"
+#include "commitwatch/log.h"
+#include "commitwatch/service.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define CHECK(c, ...)                                                                              \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "fuzz_http: invariant failed: %s:%d: %s: ", __FILE__, __LINE__, #c);   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
+
+#define TOKEN "fuzz-t0ken"
+
+static cw_http_t *server;
+static int port;
+static char dir[64], db[96];
+
+static int on_reload(void *ctx, char *msg, size_t msglen)
+{
+    (void)ctx;
+    (void)msg;
+    (void)msglen;
+    return 0;
+}
+
+static void stop_server(void)
+{
+    cw_http_stop(server);
+    server = NULL;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "fuzz_http: could not remove %s\n", dir);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    cw_log_set_level(CW_LOG_ERROR);
+    snprintf(dir, sizeof dir, "/tmp/fuzz_http.%ld", (long)getpid());
+    snprintf(db, sizeof db, "%s/commitwatch.db", dir);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+    if (system(cmd) != 0) abort();
+    cw_service_args_t a = {.source = "replay:" CW_FUZZ_FIXTURE, .db = db, .no_http = true};
+    cw_diag_t d = {{0}};
+    if (cw_service_run(&a, &d) != 0) {
+        fprintf(stderr, "fuzz_http: filling %s from %s: %s\n", db, CW_FUZZ_FIXTURE, d.msg);
+        abort();
+    }
+    cw_http_opts_t o = {.listen = "127.0.0.1:0",
+                        .db_path = db,
+                        .web_root = CW_FUZZ_WEB_ROOT,
+                        .token = TOKEN,
+                        .threads = 2,
+                        .on_reload = on_reload};
+    if (cw_http_start(&o, &server, &d) != 0) {
+        fprintf(stderr, "fuzz_http: cannot start the server: %s\n", d.msg);
+        abort();
+    }
+    port = cw_http_port(server);
+    atexit(stop_server);
+    return 0;
+}
+
+/* The request the input describes, in out (cap bytes); its length, or 0
+ * when the input has no request line. */
+static size_t build_request(const uint8_t *data, size_t size, char *out, size_t cap)
+{
+    const char *in = (const char *)data, *end = in + size;
+    const char *nl = memchr(in, '\n', size);
+    if (!nl || nl == in) return 0;
+    size_t n = 0;
+#define PUT(p, len)                                                                                \
+    do {                                                                                           \
+        if (n + (len) > cap) return 0;                                                             \
+        memcpy(out + n, (p), (len));                                                               \
+        n += (len);                                                                                \
+    } while (0)
+#define PUTS(s) PUT((s), strlen(s))
+    /* The request line: blanks in the target become '+', so the line
+     * keeps its three parts (civetweb takes whatever follows a second
+     * blank as the version, and repeats it in its status line). */
+    const char *sp = memchr(in, ' ', (size_t)(nl - in));
+    PUT(in, (size_t)(nl - in));
+    if (sp)
+        for (size_t i = (size_t)(sp - in) + 1; i < n; i++)
+            if (out[i] == ' ' || out[i] == '\t' || out[i] == '\r' || out[i] == '\v' ||
+                out[i] == '\f')
+                out[i] = '+';
+    PUTS(" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
+    const char *p = nl + 1;
+    bool auth = false;
+    while (p < end && *p != '\n') { /* header lines up to an empty one */
+        const char *e = memchr(p, '\n', (size_t)(end - p));
+        if (!e) e = end;
+        if ((size_t)(e - p) >= 14 && strncasecmp(p, "Authorization:", 14) == 0) auth = true;
+        PUT(p, (size_t)(e - p));
+        PUTS("\r\n");
+        p = e < end ? e + 1 : end;
+    }
+    if (p < end) p++; /* the empty line */
+    if (!auth) PUTS("Authorization: Bearer " TOKEN "\r\n");
+    char clen[48];
+    if (p < end) {
+        snprintf(clen, sizeof clen, "Content-Length: %zu\r\n", (size_t)(end - p));
+        PUTS(clen);
+    }
+    PUTS("\r\n");
+    PUT(p, (size_t)(end - p));
+    return n;
+#undef PUT
+#undef PUTS
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static char req[1 << 17], resp[1 << 22];
+    size_t n = build_request(data, size, req, sizeof req);
+    if (!n) return 0;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(fd >= 0, "socket");
+    struct timeval tv = {.tv_sec = 20};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect to port %d", port);
+    /* The server may answer (and close) before it read the whole request
+     * (a refused body): a failed send is then no error. */
+    for (size_t sent = 0; sent < n;) {
+        ssize_t k = send(fd, req + sent, n - sent, MSG_NOSIGNAL);
+        if (k <= 0) break;
+        sent += (size_t)k;
+    }
+    shutdown(fd, SHUT_WR);
+    size_t got = 0;
+    ssize_t k;
+    while (got < sizeof resp - 1 && (k = recv(fd, resp + got, sizeof resp - 1 - got, 0)) > 0)
+        got += (size_t)k;
+    resp[got] = '\0';
+    close(fd);
+    /* civetweb closes without an answer only on a request line it could
+     * not read at all; ours always answers something parsed. */
+    if (got == 0) return 0;
+    int status = 0;
+    CHECK(sscanf(resp, "HTTP/1.%*d %d", &status) == 1,
+          "no status line: %.200s", resp);
+    CHECK(status >= 200 && status < 600, "status %d", status);
+    CHECK(status != 500, "500 for %.*s: %.500s", (int)(strchr(req, '\n') - req), req, resp);
+    const char *body = strstr(resp, "\r\n\r\n");
+    CHECK(body != NULL, "no end of headers: %.200s", resp);
+    body += 4;
+    const char *ct = strcasestr(resp, "\r\nContent-Type: application/json");
+    if (ct && ct < body && *body && strncmp(req, "HEAD ", 5) != 0) {
+        cJSON *j = cJSON_ParseWithLength(body, got - (size_t)(body - resp));
+        CHECK(j != NULL, "JSON answer does not parse: %.300s", body);
+        cJSON_Delete(j);
+    }
+    return 0;
+}
