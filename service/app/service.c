@@ -411,6 +411,12 @@ static int writer_stop(svc_t *s, cw_diag_t *d)
     atomic_store(&active_writer, NULL);
     int rc = cw_writer_stop(s->writer, d);
     s->writer = NULL;
+    if (rc == CW_ENOSPC) {
+        char why[sizeof d->msg];
+        snprintf(why, sizeof why, "%s", d->msg);
+        cw_diag_set(d, rc, "%s; stopped before there was room: the buckets not yet stored were "
+                    "dropped", why);
+    }
     return rc;
 }
 
