@@ -427,6 +427,16 @@ static int open_impl(const char *path, const cw_store_opts_t *opts, bool readonl
                           path);
         goto fail;
     }
+    if (!readonly && !side && kind == PROBE_OURS) {
+        /* A creation killed half-way leaves our header with a hot
+         * rollback journal: SQLite rolls it back at the first read, to
+         * the empty file it was. Then the file is new again. */
+        int64_t app = 0, tables = 0;
+        if (cw__store_query_int(s, "PRAGMA application_id", &app, NULL) == 0 && app == 0 &&
+            cw__store_query_int(s, "SELECT count(*) FROM sqlite_schema", &tables, NULL) == 0 &&
+            tables == 0)
+            kind = PROBE_NEW;
+    }
     if (!readonly && kind != PROBE_OURS) {
         /* A new file: page layout settings come first, before any table. */
         char sql[160];

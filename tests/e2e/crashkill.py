@@ -119,19 +119,55 @@ def tiers(db):
     try:
         return {k: (s, h, e) for k, s, h, e in
                 con.execute("SELECT tier, start_ns, horizon_ns, end_ns FROM tiers")}
-    except sqlite3.OperationalError:
-        return None  # killed before the schema was committed
+    except sqlite3.OperationalError as e:
+        if "readonly" not in str(e):
+            return None  # killed before the schema was committed
     finally:
         con.close()
+    # The WAL index must be rebuilt, which a read-only handle cannot do:
+    # read a copy (the next run recovers the original itself).
+    d = db + ".tiers"
+    os.makedirs(d, exist_ok=True)
+    try:
+        shutil.copyfile(db, os.path.join(d, "c.db"))
+        if os.path.exists(db + "-wal"):
+            shutil.copyfile(db + "-wal", os.path.join(d, "c.db-wal"))
+        con = sqlite3.connect(os.path.join(d, "c.db"), timeout=30)
+        try:
+            return {k: (s, h, e) for k, s, h, e in
+                    con.execute("SELECT tier, start_ns, horizon_ns, end_ns FROM tiers")}
+        except sqlite3.OperationalError:
+            return None
+        finally:
+            con.close()
+    finally:
+        shutil.rmtree(d)
 
 
 def integrity(db, ro=True):
+    """PRAGMA integrity_check. Read-only (ro) leaves the WAL for the next
+    run to recover; when a read-only connection cannot (the WAL index
+    must be rebuilt: "attempt to write a readonly database"), the check
+    runs on a copy of the file and its WAL."""
     uri = f"file:{db}?mode=ro" if ro else f"file:{db}"
     con = sqlite3.connect(uri, uri=True, timeout=30)
     try:
         return con.execute("PRAGMA integrity_check").fetchall()
+    except sqlite3.OperationalError as e:
+        if not ro or "readonly" not in str(e):
+            raise
     finally:
         con.close()
+    d = db + ".check"
+    os.makedirs(d, exist_ok=True)
+    copy = os.path.join(d, "copy.db")
+    shutil.copyfile(db, copy)
+    if os.path.exists(db + "-wal"):
+        shutil.copyfile(db + "-wal", copy + "-wal")
+    try:
+        return integrity(copy, ro=False)
+    finally:
+        shutil.rmtree(d)
 
 
 def stored_end(t):
