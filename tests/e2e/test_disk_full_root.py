@@ -24,7 +24,6 @@ Needs root and mount(8) (tmpfs): a missing prerequisite fails in CI
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -35,6 +34,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import crashkill  # noqa: E402
 import refmodel  # noqa: E402
+from cwservice import free_port  # noqa: E402
 from cwtest import require, wait_until  # noqa: E402
 
 BIN = os.environ.get("CW_BIN", "commitwatch")
@@ -47,12 +47,6 @@ def check(cond, what, detail=""):
     print(("ok   " if cond else "FAIL ") + what + ("" if cond else f": {str(detail)[:1500]}"), flush=True)
     if not cond:
         failures.append(what)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get(port, path):
