@@ -26,8 +26,9 @@ start-up, most while ingesting). Then:
   the segment cut at the stored end, process by process;
 - every few kills, a power cut: the process is stopped (SIGSTOP), the
   database and WAL copied, the process continued; the WAL copy is cut at a
-  random point after what was checkpointed (the frames a power cut may
-  lose with synchronous = NORMAL; a torn last frame included) and the copy
+  random point after what was checkpointed or is being checkpointed (the
+  frames a power cut may lose with synchronous = NORMAL; a torn last
+  frame included) and the copy
   opened: integrity ok, and its contents a prefix that equals the model.
 
 At the end the whole database is compared with the model of every segment
@@ -276,9 +277,13 @@ class Campaign:
         cut_note = "no WAL"
         if have_wal:
             # WalIndexHdr: mxFrame at 16, page size at 14 (u16; 1 = 64 KiB);
-            # WalCkptInfo at 96: nBackfill first (native byte order).
+            # WalCkptInfo at 96: nBackfill, then at 128 nBackfillAttempted
+            # (native byte order). A checkpoint under way has synced the
+            # WAL up to nBackfillAttempted and may have copied any of
+            # those frames into the file: they cannot be lost.
             mx = struct.unpack_from("=I", shm, 16)[0]
-            backfill = struct.unpack_from("=I", shm, 96)[0]
+            backfill = max(struct.unpack_from("=I", shm, 96)[0],
+                           struct.unpack_from("=I", shm, 128)[0])
             psz = struct.unpack_from("=H", shm, 14)[0]
             psz = 65536 if psz == 1 else psz
             frame = 24 + psz
