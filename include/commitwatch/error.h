@@ -25,7 +25,8 @@
     X(ENOSYS, -11, "not supported here")                                                           \
     X(ESTOPPED, -12, "stopped")                                                                    \
     X(ERANGE, -13, "value out of range")                                                           \
-    X(EUSAGE, -14, "invalid usage")
+    X(EUSAGE, -14, "invalid usage")                                                                \
+    X(ENOSPC, -15, "no space left on the database's disk")
 
 typedef enum cw_errno {
 #define CW__ERR_ENUM(name, code, msg) CW_##name = (code),

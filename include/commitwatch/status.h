@@ -24,6 +24,11 @@ typedef struct cw_status {
     _Atomic uint64_t events_lost;     /* events the source reported lost */
     _Atomic int64_t drift_bytes;      /* drift corrected (oracle vs tracker) */
     _Atomic bool ingest_done;         /* a replay has reached its end */
+    /* The store writer's trouble (its thread writes these): CW_ENOSPC
+     * while a full disk refuses a transaction that it retries, since
+     * store_error_since_ns (wall); 0 when writing works. */
+    _Atomic int store_error;
+    _Atomic int64_t store_error_since_ns;
 } cw_status_t;
 
 /* Zeroes st, copies source (truncated to fit), stamps start_ns (wall). */

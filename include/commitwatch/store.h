@@ -139,11 +139,25 @@ typedef struct cw_writer cw_writer_t;
  * blocks when full. The thread stores what is queued when it wakes, up to
  * max_queued / 2 batches, in one transaction (group commit). */
 int cw_writer_start(cw_store_t *s, uint32_t max_queued, cw_writer_t **out);
+/* The writer's state, from the writer thread: err CW_ENOSPC (msg says
+ * which file) when a transaction failed for want of disk space and is
+ * being retried, then err 0 (msg "") once it committed. */
+typedef void (*cw_writer_state_fn)(void *ctx, int err, const char *msg);
+/* Sets the state callback (fn may be NULL) and, when retry_ns > 0, the
+ * wait between two tries of a transaction the full disk refused
+ * (default 1 s). Call before the first submit. */
+void cw_writer_on_state(cw_writer_t *w, cw_writer_state_fn fn, void *ctx, int64_t retry_ns);
+/* Asks a writer waiting for disk space to give up: its retries end (the
+ * error sticks: CW_ENOSPC) and a submit blocked meanwhile returns
+ * CW_ESTOPPED. Only an atomic store: safe from a signal handler and any
+ * thread while w exists. A writer that is not waiting is unaffected. */
+void cw_writer_abandon(cw_writer_t *w);
 /* Transfers ownership of b. Returns the first write error seen so far
  * (the writer stops writing after an error; b is freed). */
 int cw_writer_submit(cw_writer_t *w, cw_batch_t *b);
 /* Drains the queue, joins the thread, frees w. Returns the first write
- * error (d filled), or 0. */
+ * error (d filled), or 0; a full disk still refusing the data when stop
+ * comes is CW_ENOSPC (those batches are lost). */
 int cw_writer_stop(cw_writer_t *w, cw_diag_t *d);
 
 #endif

@@ -48,6 +48,8 @@ static atomic_bool reload_flag;
 /* The running source, for cw_service_stop(); set while run() executes. */
 static const cw_source_ops_t *_Atomic active_ops;
 static void *_Atomic active_src;
+/* The running writer, for cw_service_stop() to end a wait for disk space. */
+static cw_writer_t *_Atomic active_writer;
 
 void cw_service_stop(void)
 {
@@ -55,6 +57,7 @@ void cw_service_stop(void)
     const cw_source_ops_t *ops = atomic_load(&active_ops);
     void *src = atomic_load(&active_src);
     if (ops && src) ops->stop(src);
+    cw_writer_abandon(atomic_load(&active_writer));
 }
 
 void cw_service_reload(void)
@@ -92,6 +95,9 @@ typedef struct svc {
      * INT64_MIN at the end of the run: see emit_batch(). */
     int64_t advance_to;
 } svc_t;
+
+static int writer_start(svc_t *s);
+static int writer_stop(svc_t *s, cw_diag_t *d);
 
 /* ---- configuration ------------------------------------------------------- */
 
@@ -292,8 +298,7 @@ static int reload(svc_t *s)
     }
     apply_log_level(&cfg);
     alerts_apply(s, &cfg);
-    rc = cw_writer_stop(s->writer, &d);
-    s->writer = NULL;
+    rc = writer_stop(s, &d);
     if (rc != 0) {
         cw_diag_set(s->d, rc, "%s", d.msg);
         goto done;
@@ -310,7 +315,7 @@ static int reload(svc_t *s)
         if (record_rules(s, files, nfiles, &d) != 0)
             CW_LOGE("reload: recording the rule files for /api/tags failed: %s", d.msg);
     }
-    if (writing && (rc = cw_writer_start(s->store, WRITER_QUEUE, &s->writer)) != 0)
+    if (writing && (rc = writer_start(s)) != 0)
         cw_diag_set(s->d, rc, "cannot restart the store writer: %s", cw_strerror(rc));
 done:
     cw_tagger_destroy(nt);
@@ -460,9 +465,54 @@ static int emit_batch(void *ctx, cw_batch_t *b)
         return rc;
     }
     rc = cw_writer_submit(s->writer, b);
+    if (rc == CW_ESTOPPED)
+        return cw_diag_set(s->d, rc,
+                           "stopped while the database's disk was full: the buckets not yet "
+                           "stored were dropped");
     /* The engine reads what is stored: a kick per batch costs a signal;
      * it evaluates once the writer has committed (or at its next wake). */
     if (rc == 0) cw_alert_engine_kick(s->alerts);
+    return rc;
+}
+
+/* The writer thread's state (cw_writer_on_state): a full disk that it
+ * retries, then its end. Logged once each, and shown by /api/health. */
+static void on_writer_state(void *ctx, int err, const char *msg)
+{
+    svc_t *s = ctx;
+    if (err) {
+        CW_LOGE("%s; ingestion is paused (nothing stored is lost or damaged, the API still "
+                "answers) and resumes once the database's disk has room: retrying every second",
+                msg);
+        atomic_store(&s->status.store_error_since_ns, cw_plat_wall_ns());
+    } else {
+        CW_LOGI("the database's disk has room again: ingestion resumes");
+    }
+    atomic_store(&s->status.store_error, err);
+}
+
+static int writer_start(svc_t *s)
+{
+    int rc = cw_writer_start(s->store, WRITER_QUEUE, &s->writer);
+    if (rc == 0) {
+        cw_writer_on_state(s->writer, on_writer_state, s, 0);
+        atomic_store(&active_writer, s->writer);
+        if (atomic_load(&stop_flag)) cw_writer_abandon(s->writer);
+    }
+    return rc;
+}
+
+static int writer_stop(svc_t *s, cw_diag_t *d)
+{
+    atomic_store(&active_writer, NULL);
+    int rc = cw_writer_stop(s->writer, d);
+    s->writer = NULL;
+    if (rc == CW_ENOSPC) {
+        char why[sizeof d->msg];
+        snprintf(why, sizeof why, "%s", d->msg);
+        cw_diag_set(d, rc, "%s; stopped before there was room: the buckets not yet stored were "
+                    "dropped", why);
+    }
     return rc;
 }
 
@@ -573,7 +623,7 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
     if (rc != 0) goto out;
     if ((rc = retag(s, d)) != 0) goto out;
     if ((rc = record_rules(s, files, nfiles, d)) != 0) goto out;
-    if ((rc = cw_writer_start(s->store, WRITER_QUEUE, &s->writer)) != 0) {
+    if ((rc = writer_start(s)) != 0) {
         cw_diag_set(d, rc, "cannot start the store writer: %s", cw_strerror(rc));
         goto out;
     }
@@ -637,8 +687,7 @@ oom:
     rc = cw_diag_set(d, rc, "out of memory starting the service");
 out:
     if (s->writer) {
-        int wrc = cw_writer_stop(s->writer, &wd);
-        s->writer = NULL;
+        int wrc = writer_stop(s, &wd);
         if (wrc != 0 && rc == 0) {
             rc = wrc;
             *d = wd;

@@ -16,4 +16,6 @@ void cw_status_init(cw_status_t *st, const char *source, bool data_clock, int64_
     atomic_init(&st->events_lost, 0);
     atomic_init(&st->drift_bytes, 0);
     atomic_init(&st->ingest_done, false);
+    atomic_init(&st->store_error, 0);
+    atomic_init(&st->store_error_since_ns, 0);
 }

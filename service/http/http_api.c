@@ -64,7 +64,19 @@ int cw__http_health(cw__http_req_t *r)
     r->err[0] = 0;
     if (db) cw_store_data_span(r->store, &start, &end, NULL);
     if (db) cw_store_data_end(r->store, &data_end, &ended, NULL);
-    ok = ok && cJSON_AddStringToObject(o, "status", db ? "ok" : "starting");
+    int serr = st ? atomic_load(&st->store_error) : 0;
+    char serr_text[CW_PATH_MAX + 256];
+    if (serr)
+        snprintf(serr_text, sizeof serr_text,
+                 "%s: storing into %s failed; ingestion is paused and retried every second "
+                 "until the disk has room (free space, or lower size_cap and retention)",
+                 cw_strerror(serr), r->ctx->db_path);
+    ok = ok && cJSON_AddStringToObject(o, "status", !db ? "starting" : serr ? "degraded" : "ok");
+    ok = ok && (serr ? cJSON_AddStringToObject(o, "store_error", serr_text) != NULL
+                     : cJSON_AddNullToObject(o, "store_error") != NULL);
+    ok = ok && cw__json_i64_or_null(o, "store_error_since_ns",
+                                    serr ? atomic_load(&st->store_error_since_ns) : INT64_MIN,
+                                    INT64_MIN);
     ok = ok && cJSON_AddStringToObject(o, "version", CW_VERSION);
     ok = ok && cJSON_AddStringToObject(o, "source", st ? st->source : "");
     ok = ok && cw__json_i64(o, "now_ns", now);

@@ -75,6 +75,10 @@ int cw__store_dberr(cw_store_t *s, const char *what, cw_diag_t *d)
     int code = sqlite3_errcode(s->db) & 0xff;
     int err =
         (code == SQLITE_IOERR || code == SQLITE_FULL || code == SQLITE_CANTOPEN) ? CW_EIO : CW_EDB;
+    /* A full disk is SQLITE_FULL, or an I/O error whose write failed with
+     * ENOSPC (growing the -shm file): CW_ENOSPC, which the writer retries. */
+    if (code == SQLITE_IOERR && sqlite3_system_errno(s->db) == ENOSPC) code = SQLITE_FULL;
+    if (code == SQLITE_FULL) err = CW_ENOSPC;
     if (code == SQLITE_BUSY || code == SQLITE_LOCKED)
         return cw_diag_set(d, err,
                            "%s failed on %s: %s; another process holds it (a second commitwatch "
@@ -82,8 +86,9 @@ int cw__store_dberr(cw_store_t *s, const char *what, cw_diag_t *d)
                            what, s->path, sqlite3_errmsg(s->db));
     if (code == SQLITE_FULL)
         return cw_diag_set(d, err,
-                           "%s failed on %s: the disk is full; free space or lower size_cap", what,
-                           s->path);
+                           "%s failed on %s: the disk is full (no space left for the database "
+                           "or its WAL); free space or lower size_cap",
+                           what, s->path);
     return cw_diag_set(d, err, "%s failed on %s: %s", what, s->path, sqlite3_errmsg(s->db));
 }
 
@@ -170,6 +175,40 @@ static uint32_t be32(const unsigned char *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
+/* A file of ours must hold every page its header counts, in whole pages:
+ * a truncated copy is refused before SQLite may open it for writing (it
+ * would read what is left, write into the WAL, and fold the WAL into the
+ * damaged file at close). The header's page count is trusted only when
+ * its "version valid for" matches the change counter (file format, 1.3).
+ * With a WAL beside it the file may lawfully be shorter (a checkpoint cut
+ * short by a crash wrote page 1 first; SQLite recovers from the WAL), so
+ * then only SQLite judges it. */
+static int check_whole(const char *path, const unsigned char h[100], cw_diag_t *d)
+{
+    char wal[CW_PATH_MAX + 8];
+    uint32_t page = (uint32_t)h[16] << 8 | h[17];
+    uint64_t size = 0, walsize = 0;
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    if (cw_plat_file_size(wal, &walsize) == 0 && walsize > 0) return 0;
+    if (page == 1) page = 65536;
+    if (page < 512 || (page & (page - 1)))
+        return cw_diag_set(d, CW_ENOTDB,
+                           "%s is damaged (its header gives a page size of %" PRIu32 "); it was "
+                           "left unchanged: restore it from a backup or give --db a new path",
+                           path, page);
+    if (cw_plat_file_size(path, &size) != 0)
+        return cw_diag_set(d, CW_EIO, "cannot read the size of %s", path);
+    uint64_t pages = be32(h + 28);
+    bool counted = be32(h + 24) == be32(h + 92) && pages > 0;
+    if (size % page != 0 || (counted && size < pages * page))
+        return cw_diag_set(d, CW_ENOTDB,
+                           "%s is truncated (%" PRIu64 " bytes; its header counts %" PRIu64
+                           " pages of %" PRIu32 " bytes); it was left unchanged: restore it "
+                           "from a backup or give --db a new path",
+                           path, size, counted ? pages : (size + page - 1) / page, page);
+    return 0;
+}
+
 /* Decides, without letting SQLite write anything, what path is: absent or
  * empty (new), ours (our application_id in the header), or an SQLite file
  * with application_id 0 (ours only if it has no tables: checked by a
@@ -201,7 +240,7 @@ static int probe_file(const char *path, enum probe *out, cw_diag_t *d)
     uint32_t app = be32(h + 68);
     if (app == CW__STORE_APP_ID) {
         *out = PROBE_OURS;
-        return 0;
+        return check_whole(path, h, d);
     }
     if (app != 0)
         return cw_diag_set(d, CW_ENOTDB,
@@ -380,6 +419,26 @@ static int open_impl(const char *path, const cw_store_opts_t *opts, bool readonl
         goto fail;
     }
     sqlite3_busy_timeout(s->db, 5000);
+    /* SQLite opens a file it may not write read-only without a word; the
+     * service's writes would then fail later, one by one. */
+    if (!readonly && sqlite3_db_readonly(s->db, "main") == 1) {
+        err = cw_diag_set(d, CW_EPERM,
+                          "%s is read-only (its permissions or its file system); commitwatch "
+                          "stores into it and left it unchanged: make it writable for the "
+                          "service, or give --db a new path",
+                          path);
+        goto fail;
+    }
+    if (!readonly && !side && kind == PROBE_OURS) {
+        /* A creation killed half-way leaves our header with a hot
+         * rollback journal: SQLite rolls it back at the first read, to
+         * the empty file it was. Then the file is new again. */
+        int64_t app = 0, tables = 0;
+        if (cw__store_query_int(s, "PRAGMA application_id", &app, NULL) == 0 && app == 0 &&
+            cw__store_query_int(s, "SELECT count(*) FROM sqlite_schema", &tables, NULL) == 0 &&
+            tables == 0)
+            kind = PROBE_NEW;
+    }
     if (!readonly && kind != PROBE_OURS) {
         /* A new file: page layout settings come first, before any table. */
         char sql[160];

@@ -17,8 +17,19 @@
  * (sticky): later batches are freed unwritten, and submit and stop return
  * it. stop lets the thread drain what is queued, then joins it.
  *
+ * A full disk (CW_ENOSPC) is not sticky: the thread keeps the batches of
+ * the failed transaction, says so once through the state callback, and
+ * tries the same transaction again every retry_ns (1 s) until it
+ * commits; meanwhile the queue fills and submit blocks (the source is
+ * held back: a live source counts what its kernel buffers drop as lost).
+ * Nothing stored is touched: the transaction was rolled back. When it
+ * commits, the callback says the error has cleared. stop during the wait
+ * gives up: the error becomes sticky and those batches are lost (the
+ * rows a full disk would not take).
+ *
  * Threads, mutexes and condition variables come from the platform layer
  * (platform.h). */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,7 +52,24 @@ struct cw_writer {
     bool stopping;
     int err;
     cw_diag_t diag;
+    bool full;           /* a transaction waits for disk space (retrying) */
+    atomic_bool abandon; /* cw_writer_abandon: give up waiting for space */
+    int64_t retry_ns;
+    cw_writer_state_fn on_state; /* called by the writer thread, unlocked */
+    void *state_ctx;
 };
+
+/* Waits up to retry_ns or until stop; true to try again. Called locked. */
+static bool wait_retry(cw_writer_t *w)
+{
+    int64_t until = cw_plat_mono_ns() + w->retry_ns;
+    while (!w->stopping && !atomic_load(&w->abandon)) {
+        int64_t left = until - cw_plat_mono_ns();
+        if (left <= 0) return true;
+        cw_cond_timedwait(w->not_empty, w->lock, left);
+    }
+    return false;
+}
 
 static void writer_main(void *arg)
 {
@@ -62,12 +90,29 @@ static void writer_main(void *arg)
         int failed = w->err;
         cw_mutex_unlock(w->lock);
 
-        int err =
-            failed ? 0 : cw_store_write_many(w->store, (const cw_batch_t *const *)w->taken, n, &d);
+        int err = 0;
+        bool full = false; /* the last attempt failed for want of space */
+        while (!failed) {
+            err = cw_store_write_many(w->store, (const cw_batch_t *const *)w->taken, n, &d);
+            if (err != CW_ENOSPC) break;
+            cw_mutex_lock(w->lock);
+            cw_writer_state_fn fn = w->on_state;
+            void *ctx = w->state_ctx;
+            w->full = true;
+            cw_mutex_unlock(w->lock);
+            if (!full && fn) fn(ctx, err, d.msg);
+            full = true;
+            cw_mutex_lock(w->lock);
+            bool again = wait_retry(w);
+            cw_mutex_unlock(w->lock);
+            if (!again) break;
+        }
+        if (full && !err && w->on_state) w->on_state(w->state_ctx, 0, "");
         for (uint32_t i = 0; i < n; i++)
             cw_batch_free(w->taken[i]);
 
         cw_mutex_lock(w->lock);
+        w->full = false;
         w->taken_n = 0;
         cw_cond_signal(w->not_full);
         if (err && !w->err) {
@@ -85,6 +130,7 @@ int cw_writer_start(cw_store_t *s, uint32_t max_queued, cw_writer_t **out)
     if (!w) return CW_ENOMEM;
     w->store = s;
     w->cap = max_queued ? max_queued : 1;
+    w->retry_ns = INT64_C(1000000000);
     if (!(w->ring = calloc(w->cap, sizeof *w->ring)) ||
         !(w->taken = calloc(w->cap, sizeof *w->taken)))
         goto fail_ring;
@@ -107,13 +153,30 @@ fail_ring:
     return err;
 }
 
+void cw_writer_on_state(cw_writer_t *w, cw_writer_state_fn fn, void *ctx, int64_t retry_ns)
+{
+    cw_mutex_lock(w->lock);
+    w->on_state = fn;
+    w->state_ctx = ctx;
+    if (retry_ns > 0) w->retry_ns = retry_ns;
+    cw_mutex_unlock(w->lock);
+}
+
+void cw_writer_abandon(cw_writer_t *w)
+{
+    if (w) atomic_store(&w->abandon, true);
+}
+
 int cw_writer_submit(cw_writer_t *w, cw_batch_t *b)
 {
     int err;
     cw_mutex_lock(w->lock);
-    while (w->count + w->taken_n >= w->cap && !w->err)
-        cw_cond_wait(w->not_full, w->lock);
-    err = w->err;
+    /* Timed waits: cw_writer_abandon (a stop request, maybe from a
+     * signal handler) cannot signal the condition variable. */
+    while (w->count + w->taken_n >= w->cap && !w->err &&
+           !(w->full && atomic_load(&w->abandon)))
+        cw_cond_timedwait(w->not_full, w->lock, INT64_C(100000000));
+    err = w->err ? w->err : w->count + w->taken_n >= w->cap ? CW_ESTOPPED : 0;
     if (!err) {
         w->ring[(w->head + w->count) % w->cap] = b;
         w->count++;

@@ -182,6 +182,35 @@ static void test_open_refuse(void)
     integrity_ok(s);
     cw_store_close(s);
 
+    /* A database of ours cut short (a copy that stopped half-way) is
+     * refused as truncated, before SQLite may write into it; cut to a
+     * whole number of pages or not. */
+    p = tpath("whole.db");
+    rm_db(p);
+    ASSERT_OK(cw_store_open(p, NULL, &s, &d));
+    ASSERT_EQ(sqlite3_exec(s->db, "CREATE TABLE pad(x); WITH RECURSIVE c(i) AS (SELECT 1 UNION "
+                                  "ALL SELECT i + 1 FROM c WHERE i < 2000) INSERT INTO pad "
+                                  "SELECT randomblob(200) FROM c",
+                           0, 0, 0),
+              SQLITE_OK);
+    cw_store_close(s);
+    char *whole = slurp(p, &n1);
+    ASSERT_TRUE(n1 > 16 * 4096);
+    for (int cut = 0; cut < 2; cut++) {
+        p = tpath(cut ? "trunc_odd.db" : "trunc_pages.db");
+        rm_db(p);
+        size_t keep = cut ? n1 / 2 + 100 : (n1 / 2) & ~(size_t)4095;
+        f = fopen(p, "wb");
+        ASSERT_EQ(fwrite(whole, 1, keep, f), keep);
+        fclose(f);
+        ASSERT_EQ(cw_store_open(p, NULL, &s, &d), CW_ENOTDB);
+        ASSERT_TRUE(strstr(d.msg, "truncated") != NULL);
+        after = slurp(p, &n2);
+        ASSERT_TRUE(n2 == keep && memcmp(whole, after, keep) == 0);
+        free(after);
+    }
+    free(whole);
+
     /* Read-only open of a missing file says how to create it. */
     ASSERT_EQ(cw_store_open_readonly(tpath("missing.db"), &s, &d), CW_ENOENT);
 }

@@ -4,6 +4,8 @@
  * (group commit); the first write error is sticky and comes back from
  * submit and stop; stop drains before joining. */
 #include <sqlite3.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "commitwatch/batch.h"
@@ -27,6 +29,41 @@ static cw_batch_t *batch_at(int64_t sec, uint32_t proc)
     ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){proc, 0, sec * S, 4096, 1}));
     ASSERT_OK(cw_batch_add_activity(b, &(cw_row_activity_t){proc, 1, 4096, 4096, sec * S}));
     return b;
+}
+
+/* Caps the file at its current pages (0) or at `pages`. */
+static void set_page_limit(cw_store_t *s, int64_t pages)
+{
+    cw_diag_t d;
+    char sql[64];
+    if (!pages) ASSERT_OK(cw__store_query_int(s, "PRAGMA page_count", &pages, &d));
+    snprintf(sql, sizeof sql, "PRAGMA max_page_count = %lld", (long long)pages);
+    ASSERT_EQ(sqlite3_exec(s->db, sql, NULL, NULL, NULL), SQLITE_OK);
+}
+
+struct full_seen {
+    cw_store_t *store;
+    bool make_room; /* lift the limit from the callback (the writer thread) */
+    cw_writer_t *w; /* else abandon this writer from the callback */
+    atomic_int full, cleared, err;
+    char msg[1024];
+};
+
+/* The writer thread's state callback. */
+static void on_state(void *ctx, int err, const char *msg)
+{
+    struct full_seen *f = ctx;
+    if (err) {
+        snprintf(f->msg, sizeof f->msg, "%s", msg);
+        if (f->make_room)
+            set_page_limit(f->store, 1073741823);
+        else
+            cw_writer_abandon(f->w);
+        atomic_fetch_add(&f->full, 1);
+    } else {
+        atomic_fetch_add(&f->cleared, 1);
+    }
+    atomic_store(&f->err, err);
 }
 
 int main(void)
@@ -91,13 +128,58 @@ int main(void)
     ASSERT_U64_EQ(r->procs[0].events, 310);
     cw_report_free(r);
 
+    /* A full disk (here the database's page limit: SQLITE_FULL, as a
+     * full file system gives) is not sticky: the writer says so once,
+     * retries the same transaction, and resumes when there is room (the
+     * callback, on the writer thread, makes room); the queue holds the
+     * source back meanwhile. Nothing stored is lost. */
+    {
+        struct full_seen room = {.store = s, .make_room = true};
+        int64_t i = 310;
+        set_page_limit(s, 0);
+        ASSERT_OK(cw_writer_start(s, 4, &w));
+        cw_writer_on_state(w, on_state, &room, 20000000);
+        while (atomic_load(&room.cleared) == 0 && i < 100000)
+            ASSERT_OK(cw_writer_submit(w, batch_at(i++, 1)));
+        int64_t last = i + 20;
+        for (; i < last; i++)
+            ASSERT_OK(cw_writer_submit(w, batch_at(i, 1)));
+        ASSERT_OK(cw_writer_stop(w, &d));
+        ASSERT_EQ(atomic_load(&room.full), 1);
+        ASSERT_TRUE(strstr(room.msg, "disk is full") != NULL);
+        ASSERT_EQ(atomic_load(&room.cleared), 1);
+        ASSERT_EQ(atomic_load(&room.err), 0);
+        ASSERT_OK(cw_store_report(s, INT64_MIN, INT64_MAX, false, &r, &d));
+        ASSERT_EQ(r->to_ns, last * S);
+        ASSERT_U64_EQ(r->procs[0].events, (uint64_t)last); /* every bucket, none lost */
+        cw_report_free(r);
+
+        /* Abandoned (a stop request) while the disk is still full: the
+         * error is returned, and what was stored before stays. */
+        struct full_seen stuck = {.store = s, .make_room = false};
+        set_page_limit(s, 0);
+        ASSERT_OK(cw_writer_start(s, 4, &w));
+        stuck.w = w;
+        cw_writer_on_state(w, on_state, &stuck, 20000000);
+        while (atomic_load(&stuck.full) == 0 && cw_writer_submit(w, batch_at(i++, 1)) == 0)
+            ;
+        ASSERT_EQ(cw_writer_stop(w, &d), CW_ENOSPC);
+        ASSERT_TRUE(strstr(d.msg, "disk is full") != NULL);
+        ASSERT_EQ(atomic_load(&stuck.cleared), 0);
+        set_page_limit(s, 1073741823);
+        ASSERT_OK(cw_store_report(s, INT64_MIN, INT64_MAX, false, &r, &d));
+        ASSERT_TRUE(r->to_ns >= last * S);
+        ASSERT_U64_EQ(r->procs[0].events, (uint64_t)(r->to_ns / S));
+        cw_report_free(r);
+    }
+
     /* A batch out of time order fails the writer; the error sticks. */
     ASSERT_OK(cw_writer_start(s, 1, &w));
-    ASSERT_OK(cw_writer_submit(w, batch_at(310, 1)));
+    ASSERT_OK(cw_writer_submit(w, batch_at(1000, 1)));
     int rc = cw_writer_submit(w, batch_at(10, 1)); /* may already fail */
     ASSERT_TRUE(rc == 0 || rc == CW_EINVAL);
     int later = 0;
-    for (int64_t i = 311; i < 400 && !later; i++) {
+    for (int64_t i = 1001; i < 1100 && !later; i++) {
         later = cw_writer_submit(w, batch_at(i, 1));
         if (!later) cw_plat_sleep_ns(1000000);
     }

@@ -1,0 +1,415 @@
+"""crashkill.py - kills `commitwatch run` with SIGKILL at random moments and
+restarts it, and copies its database mid-write as a power cut would leave
+it; checks after every kill that the database is whole and that what it
+holds equals the reference model (refmodel.py) of what was fed, up to its
+last stored bucket. Shared by tests/e2e/test_crash_kill.py (CI, bounded)
+and bench/crash_kill.py (a longer campaign with the figures).
+
+Each run replays a new segment of a synthetic trace (processes of their
+own pids: a long-lived one with rundown, a churner whose pid is reused,
+a third that exits) starting at or after the database's stored end, paced
+(--speed) so that a run lasts seconds of wall time and hours of trace pass
+over the whole campaign: minute rollups, hour rollups and retention
+(retention_raw = 3m, retention_minute = 1h, retention_hour = 3h) happen
+all the time. The run is killed after a random delay (some during
+start-up, most while ingesting). Then:
+
+- PRAGMA integrity_check of the file as the kill left it (opened read-only,
+  so the restart recovers the WAL itself);
+- loss (reported): the trace time the replay had reached at the kill (from
+  the wall time its "ingesting" line appeared and the speed; an upper
+  bound, the replay lags its pace on a loaded machine) minus the stored
+  end; by design at most the open bucket and the writer's queue (64
+  buckets);
+- the segment's windows (the whole stored part and random ones, as the
+  database answers them: widened to its tiers' buckets) equal the model of
+  the segment cut at the stored end, process by process;
+- every few kills, a power cut: the process is stopped (SIGSTOP), the
+  database and WAL copied, the process continued; the WAL copy is cut at a
+  random point after what was checkpointed or is being checkpointed (the
+  frames a power cut may lose with synchronous = NORMAL; a torn last
+  frame included) and the copy
+  opened: integrity ok, and its contents a prefix that equals the model.
+
+At the end the whole database is compared with the model of every segment
+cut at its stored end, on whole-range and random windows.
+"""
+
+import json
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+import refmodel
+
+SEC = 10**9
+MIN = 60 * SEC
+HEADER = {"format": "commitwatch-trace", "version": 1, "platform": "windows", "pointer_size": 8}
+T0 = 1_699_999_200 * SEC  # a whole hour
+FIGS = ("size_bytes", "commit_count", "impacting_bytes", "transient_bytes", "transient_count",
+        "peak_outstanding_bytes", "outstanding_end_bytes", "events")
+QUEUE = 64  # buckets the writer's queue holds (service.c, WRITER_QUEUE)
+CONFIG = ("fold_lifetime = 0\nretention_raw = 3m\nretention_minute = 1h\nretention_hour = 3h\n"
+          "log_level = info\n")
+
+
+class Failure(AssertionError):
+    pass
+
+
+def segment(rnd, i, start, span_s):
+    """Events (dicts) of segment i: from `start` over span_s seconds, pids
+    1000 * (i + 1) + k."""
+    base = 1000 * (i + 1)
+    stacks = [["app.exe!main", f"app.exe!work{k}", "KernelBase.dll!VirtualAlloc"] for k in range(3)]
+    stacks.append(["app.exe!main", "ntdll.dll!RtlpAllocateHeapInternal",
+                   "ntdll.dll!NtAllocateVirtualMemory"])
+    page = 4096
+    evs = []
+    for k in range(3):
+        evs.append({"ts": start, "pid": base + k, "op": "process_start", "name": f"seg{k}.exe"})
+    evs.append({"ts": start, "pid": base, "op": "commit", "addr": hex(0x7f0000),
+                "size": 16 * page, "stack": ["(before trace)"], "rundown": True})
+    t = start
+    end = start + span_s * SEC
+    alive = {base + k: True for k in range(3)}
+    while True:
+        t += rnd.choice([rnd.randrange(1, 400) * 10**6, SEC, rnd.randrange(SEC)])
+        if t >= end:
+            break
+        pid = base + rnd.randrange(3)
+        r = rnd.random()
+        if not alive[pid]:
+            evs.append({"ts": t, "pid": pid, "op": "process_start", "name": f"seg{pid - base}.exe"})
+            alive[pid] = True
+            continue
+        addr = hex(0x100000 + rnd.randrange(64) * page)
+        size = (1 + rnd.randrange(6)) * page
+        if r < 0.45:
+            evs.append({"ts": t, "pid": pid, "op": "commit", "addr": addr, "size": size,
+                        "stack": rnd.choice(stacks)})
+        elif r < 0.80:
+            evs.append({"ts": t, "pid": pid, "op": rnd.choice(["decommit", "release"]),
+                        "addr": addr, "size": size})
+        elif r < 0.97 or pid == base:
+            evs.append({"ts": t, "pid": pid, "op": "commit", "addr": hex(0x400000 + rnd.randrange(8) * page),
+                        "size": page, "stack": stacks[0]})
+        else:
+            evs.append({"ts": t, "pid": pid, "op": "process_exit"})
+            alive[pid] = False
+    return evs
+
+
+def write_trace(path, evs):
+    with open(path, "w") as f:
+        f.write(json.dumps(HEADER) + "\n")
+        for ev in evs:
+            f.write(json.dumps(ev) + "\n")
+
+
+def tiers(db):
+    """{tier: (start, horizon, end)} of the file, read-only."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        return {k: (s, h, e) for k, s, h, e in
+                con.execute("SELECT tier, start_ns, horizon_ns, end_ns FROM tiers")}
+    except sqlite3.OperationalError as e:
+        if "readonly" not in str(e):
+            return None  # killed before the schema was committed
+    finally:
+        con.close()
+    # The WAL index must be rebuilt, which a read-only handle cannot do:
+    # read a copy (the next run recovers the original itself).
+    d = db + ".tiers"
+    os.makedirs(d, exist_ok=True)
+    try:
+        shutil.copyfile(db, os.path.join(d, "c.db"))
+        if os.path.exists(db + "-wal"):
+            shutil.copyfile(db + "-wal", os.path.join(d, "c.db-wal"))
+        con = sqlite3.connect(os.path.join(d, "c.db"), timeout=30)
+        try:
+            return {k: (s, h, e) for k, s, h, e in
+                    con.execute("SELECT tier, start_ns, horizon_ns, end_ns FROM tiers")}
+        except sqlite3.OperationalError:
+            return None
+        finally:
+            con.close()
+    finally:
+        shutil.rmtree(d)
+
+
+def integrity(db, ro=True):
+    """PRAGMA integrity_check. Read-only (ro) leaves the WAL for the next
+    run to recover; when a read-only connection cannot (the WAL index
+    must be rebuilt: "attempt to write a readonly database"), the check
+    runs on a copy of the file and its WAL."""
+    uri = f"file:{db}?mode=ro" if ro else f"file:{db}"
+    con = sqlite3.connect(uri, uri=True, timeout=30)
+    try:
+        return con.execute("PRAGMA integrity_check").fetchall()
+    except sqlite3.OperationalError as e:
+        if not ro or "readonly" not in str(e):
+            raise
+    finally:
+        con.close()
+    d = db + ".check"
+    os.makedirs(d, exist_ok=True)
+    copy = os.path.join(d, "copy.db")
+    shutil.copyfile(db, copy)
+    if os.path.exists(db + "-wal"):
+        shutil.copyfile(db + "-wal", copy + "-wal")
+    try:
+        return integrity(copy, ro=False)
+    finally:
+        shutil.rmtree(d)
+
+
+def stored_end(t):
+    if not t or t[0][2] == -(2**63):
+        return None
+    return t[0][2]
+
+
+class Campaign:
+    def __init__(self, binary, tmp, kills, seed=1, speed=120, span_s=900, max_delay=2.0,
+                 powercut_every=5, log=print):
+        self.bin, self.tmp, self.kills, self.speed = binary, tmp, kills, speed
+        self.span_s, self.max_delay, self.powercut_every = span_s, max_delay, powercut_every
+        self.rnd = random.Random(seed)
+        self.log = log
+        self.db = os.path.join(tmp, "crash.db")
+        self.conf = os.path.join(tmp, "crash.conf")
+        with open(self.conf, "w") as f:
+            f.write(CONFIG)
+        self.tag_of = refmodel.tag_explainer(binary, "windows")
+        self.kept = []  # every segment's events before its run's stored end
+        self.stats = {"kills": 0, "startup_kills": 0, "ingest_kills": 0, "rollup_runs": 0,
+                      "hour_rollup_runs": 0, "retention_runs": 0, "lost_s": [], "integrity": 0,
+                      "windows": 0, "powercuts": 0, "powercut_windows": 0, "wall_s": 0.0}
+
+    # ---- checks
+
+    def analyze(self, db, frm=None, to=None):
+        args = [self.bin, "analyze", "--db", db, "--json"]
+        if frm is not None:
+            args += ["--from", str(frm), "--to", str(to)]
+        p = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        if p.returncode != 0:
+            raise Failure(f"analyze --db {db} {frm} {to}: exit {p.returncode}: {p.stderr}")
+        return json.loads(p.stdout)
+
+    def compare(self, db, model, frm, to, pids, what):
+        """analyze --db on [frm, to) (as the database widens it) against the
+        model on the window it answered, for the processes whose pid is in
+        pids (None: all)."""
+        doc = self.analyze(db, frm, to)
+        w = doc["window"]
+        want = {}
+        for p in model.report(w["from_ns"], w["to_ns"]).values():
+            if pids is None or p["pid"] in pids:
+                want[(p["pid"], p["start_ns"])] = p
+        got = {(p["pid"], p["start_ns"]): p for p in doc["processes"]
+               if pids is None or p["pid"] in pids}
+        if set(want) != set(got):
+            raise Failure(f"{what} [{w['from_ns'] - T0}, {w['to_ns'] - T0}): instances differ: "
+                          f"model only {sorted(set(want) - set(got))}, db only "
+                          f"{sorted(set(got) - set(want))} (note: {doc.get('note')})")
+        for key, m in want.items():
+            g = got[key]
+            a = {k: m[k] for k in FIGS}
+            b = {k: g[k] for k in FIGS}
+            a["types"] = m["types"]
+            b["types"] = {t: {"bytes": g["types"][t]["bytes"], "count": g["types"][t]["count"]}
+                          for t in refmodel.TYPES}
+            a["tags"] = {t: v for t, v in m["tags"].items()
+                         if any(v.values())}
+            b["tags"] = {t["tag"]: {k: t[k] for k in ("size_bytes", "commit_count", "impacting_bytes",
+                                                      "transient_bytes", "transient_count")}
+                         for t in g.get("tags", []) if any(t[k] for k in ("size_bytes", "commit_count",
+                                                                           "impacting_bytes", "transient_bytes",
+                                                                           "transient_count"))}
+            if a != b:
+                diff = {k: (a[k], b[k]) for k in a if a[k] != b[k]}
+                raise Failure(f"{what} [{w['from_ns'] - T0}, {w['to_ns'] - T0}) process {key}: "
+                              f"model != db: {diff} (note: {doc.get('note')})")
+        return 1
+
+    def check_segment(self, db, evs, start, end, pids, what):
+        """The segment's part in db ([start, end)) against its model."""
+        if end is None or end <= start:
+            return 0
+        model = refmodel.Model([e for e in evs if e["ts"] < end], self.tag_of)
+        n = self.compare(db, model, start, end, pids, what + " whole")
+        secs = (end - start) // SEC
+        for _ in range(3):
+            if secs < 2:
+                break
+            a, b = sorted(self.rnd.sample(range(secs + 1), 2))
+            n += self.compare(db, model, start + a * SEC, start + b * SEC, pids, what)
+        return n
+
+    # ---- a power cut
+
+    def powercut(self, proc, seg_evs, seg_start, pids, k):
+        """Stops the process, copies the database and its WAL, continues it;
+        cuts the WAL copy after the checkpointed frames; checks the copy."""
+        d = os.path.join(self.tmp, f"cut{k}")
+        os.makedirs(d, exist_ok=True)
+        cdb = os.path.join(d, "crash.db")
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            shutil.copyfile(self.db, cdb)
+            wal = self.db + "-wal"
+            have_wal = os.path.exists(wal) and os.path.getsize(wal) > 32
+            if have_wal:
+                shutil.copyfile(wal, cdb + "-wal")
+                with open(self.db + "-shm", "rb") as f:
+                    shm = f.read(136)
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+        cut_note = "no WAL"
+        if have_wal:
+            # WalIndexHdr: mxFrame at 16, page size at 14 (u16; 1 = 64 KiB);
+            # WalCkptInfo at 96: nBackfill, then at 128 nBackfillAttempted
+            # (native byte order). A checkpoint under way has synced the
+            # WAL up to nBackfillAttempted and may have copied any of
+            # those frames into the file: they cannot be lost.
+            mx = struct.unpack_from("=I", shm, 16)[0]
+            backfill = max(struct.unpack_from("=I", shm, 96)[0],
+                           struct.unpack_from("=I", shm, 128)[0])
+            psz = struct.unpack_from("=H", shm, 14)[0]
+            psz = 65536 if psz == 1 else psz
+            frame = 24 + psz
+            keep = self.rnd.randint(backfill, mx) if mx >= backfill else mx
+            size = 32 + keep * frame + (self.rnd.randrange(frame) if self.rnd.random() < 0.5 else 0)
+            size = min(size, os.path.getsize(cdb + "-wal"))
+            with open(cdb + "-wal", "r+b") as f:
+                f.truncate(size)
+            cut_note = f"WAL cut to frame {keep} of {mx} (checkpointed {backfill})"
+        res = integrity(cdb, ro=False)
+        if res != [("ok",)]:
+            raise Failure(f"power cut {k} ({cut_note}): integrity_check {res}")
+        end = stored_end(tiers(cdb))
+        self.stats["powercuts"] += 1
+        self.stats["powercut_windows"] += self.check_segment(cdb, seg_evs, seg_start, end, pids,
+                                                             f"power cut {k} ({cut_note})")
+        shutil.rmtree(d)
+
+    # ---- the campaign
+
+    def run(self):
+        t_begin = time.monotonic()
+        end = None
+        for k in range(self.kills):
+            start = (end if end is not None else T0) + self.rnd.randrange(0, 3) * SEC \
+                + self.rnd.randrange(SEC)
+            evs = segment(self.rnd, k, start, self.span_s)
+            pids = {e["pid"] for e in evs}
+            trace = os.path.join(self.tmp, "seg.jsonl")
+            write_trace(trace, evs)
+            before = tiers(self.db) if os.path.exists(self.db) else None
+            ingest_at = []
+
+            proc = subprocess.Popen([self.bin, "run", "--no-http", "--exit-at-end", "--source",
+                                     "replay:" + trace, "--db", self.db, "--config", self.conf,
+                                     "--speed", str(self.speed)],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            err_lines = []
+
+            def reader():
+                for line in proc.stderr:
+                    if "ingesting from" in line and not ingest_at:
+                        ingest_at.append(time.monotonic())
+                    err_lines.append(line)
+
+            th = threading.Thread(target=reader, daemon=True)
+            th.start()
+            t_start = time.monotonic()
+            # One kill in six during start-up (open, migrations, re-tagging).
+            delay = (self.rnd.uniform(0.0, 0.06) if self.rnd.random() < 1 / 6
+                     else self.rnd.uniform(0.06, self.max_delay))
+            if self.powercut_every and k % self.powercut_every == self.powercut_every - 1:
+                time.sleep(self.rnd.uniform(0.1, delay))
+                if proc.poll() is None and ingest_at:
+                    self.powercut(proc, evs, start, pids, k)
+            time.sleep(max(0.0, delay - (time.monotonic() - t_start)))
+            kill_at = time.monotonic()
+            proc.kill()
+            rc = proc.wait()
+            th.join(10)
+            if rc != -signal.SIGKILL:
+                raise Failure(f"run {k} was not killed (exit {rc}; it ended before the kill): "
+                              f"{''.join(err_lines)[-2000:]}")
+            self.stats["kills"] += 1
+            res = integrity(self.db)
+            if res != [("ok",)]:
+                raise Failure(f"kill {k}: integrity_check {res}")
+            self.stats["integrity"] += 1
+            after = tiers(self.db)
+            end = stored_end(after)
+            if ingest_at:
+                self.stats["ingest_kills"] += 1
+                reached = start + int((kill_at - ingest_at[0]) * self.speed * SEC)
+                reached = min(reached, evs[-1]["ts"])
+                lost = max(0.0, (reached - max(end or start, start)) / SEC)
+                self.stats["lost_s"].append(lost)
+                # An upper bound (the replay may lag its pace on a loaded
+                # machine, then it had reached less): reported, not
+                # asserted. What the kill may lose by design is the open
+                # bucket and the closed ones queued for the writer (at
+                # most QUEUE); that what was stored is whole and exact is
+                # checked below.
+            else:
+                self.stats["startup_kills"] += 1
+            if before and after:
+                if after[1][2] > before[1][2]:
+                    self.stats["rollup_runs"] += 1
+                if after[2][2] > before[2][2]:
+                    self.stats["hour_rollup_runs"] += 1
+                if after[0][1] > before[0][1]:
+                    self.stats["retention_runs"] += 1
+            kept = [e for e in evs if end is not None and e["ts"] < end]
+            self.kept.extend(kept)
+            self.stats["windows"] += self.check_segment(self.db, evs, start, end, pids, f"kill {k}")
+            self.log(f"kill {k}: after {kill_at - t_start:.2f} s "
+                     f"({'ingesting' if ingest_at else 'starting'}), stored to "
+                     f"{(end - T0) / SEC if end else None} s, {len(kept)} events kept")
+        # The whole database against the model of everything kept.
+        model = refmodel.Model(self.kept, self.tag_of)
+        doc = self.analyze(self.db)
+        w = doc["window"]
+        self.stats["windows"] += self.compare(self.db, model, w["from_ns"], w["to_ns"], None,
+                                              "final whole")
+        lo, hi = w["from_ns"], w["to_ns"]
+        for _ in range(12):
+            unit = self.rnd.choice([SEC, MIN])
+            a = lo + self.rnd.randrange(max(1, (hi - lo) // unit)) * unit
+            b = min(hi, a + self.rnd.randrange(1, 30) * unit)
+            if b > a:
+                self.stats["windows"] += self.compare(self.db, model, a, b, None, "final")
+        self.stats["wall_s"] = time.monotonic() - t_begin
+        self.stats["trace_hours"] = ((end or T0) - T0) / 3600 / SEC
+        return self.stats
+
+
+def summary(st):
+    lost = sorted(st["lost_s"])
+    q = (lambda f: lost[min(len(lost) - 1, int(f * len(lost)))]) if lost else (lambda f: 0)
+    return (f"{st['kills']} kills ({st['startup_kills']} during start-up, {st['ingest_kills']} while "
+            f"ingesting), integrity_check ok {st['integrity']} times; runs with a minute rollup "
+            f"{st['rollup_runs']}, an hour rollup {st['hour_rollup_runs']}, raw retention "
+            f"{st['retention_runs']}; trace time lost per kill (s): median {q(0.5):.2f}, p90 "
+            f"{q(0.9):.2f}, max {q(1.0):.2f}; {st['windows']} windows equal the model; "
+            f"{st['powercuts']} power cuts, {st['powercut_windows']} of their windows equal; "
+            f"{st.get('trace_hours', 0):.2f} h of trace in {st['wall_s']:.0f} s")
+
+
+if __name__ == "__main__":
+    sys.exit("use tests/e2e/test_crash_kill.py or bench/crash_kill.py")
