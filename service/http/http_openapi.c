@@ -443,14 +443,15 @@ static bool merge(cJSON *to, cJSON *from, const char *name)
     return true;
 }
 
-/* Adds openapi_export's parameters and content types to the stacks
- * route of o. false on ENOMEM or a malformed document. */
-static bool add_export(cJSON *o)
+/* Adds openapi_export's parameters and content types to o's stacks
+ * route at path (per process, or the machine's). false on ENOMEM or a
+ * malformed document. */
+static bool add_export(cJSON *o, const char *path)
 {
     cJSON *e = cJSON_Parse(openapi_export);
     cJSON *get = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "paths"),
-                                         "/api/processes/{id}/stacks"),
+                                         path),
         "get");
     cJSON *params = cJSON_GetObjectItemCaseSensitive(get, "parameters");
     cJSON *ok200 = cJSON_GetObjectItemCaseSensitive(
@@ -475,7 +476,8 @@ int cw__http_openapi(cw__http_req_t *r)
     if (!o || !a || !f || !st || !m || !oc || !merge(o, a, "paths") || !merge(o, f, "paths") ||
         !merge(o, st, "paths") || !merge(o, m, "paths") ||
         !merge(oc, ac, "schemas") ||
-        !merge(oc, ac, "securitySchemes") || !add_export(o))
+        !merge(oc, ac, "securitySchemes") || !add_export(o, "/api/processes/{id}/stacks") ||
+        !add_export(o, "/api/stacks"))
         rc = cw__http_fail(r, 500, "the built-in OpenAPI document is not valid JSON");
     else
         rc = cw__http_send_json(r, o);

@@ -28,7 +28,11 @@ require_fixture()
 
 BIG_RANGES = 100_000
 BIG_STACKS = 5_000
-FIRST_PAINT_MS = 1000
+# The budget is 1 s (bench/first_paint.sh measures it with
+# CW_FIRST_PAINT_MS=1000 on a quiet machine and docs/BENCHMARKS.md quotes
+# it). Tests are not timed on the shared machines: here the bound only
+# catches a paint gone pathologically slow.
+FIRST_PAINT_MS = int(os.environ.get("CW_FIRST_PAINT_MS", "10000"))
 
 
 shots = os.path.join(BUILD, "screenshots")

@@ -65,6 +65,22 @@ with Service(MTA, name="stacks-api") as svc:
         t.eq(f"{name}: total is the number of stacks", m["total"], len(want))
         t.eq(f"{name}: every process's stacks, each naming its process, as the per-process route gives them",
              got, want)
+        # The machine's stacks as a file: folded by transient bytes, every
+        # stack with a positive value once, under its process's root frame.
+        st, hdrs, body = svc.request(q("/api/stacks", **{"from": f, "to": to, "format": "folded",
+                                                          "value": "transient"}))
+        t.eq(f"{name}: /api/stacks?format=folded answers", st, 200)
+        t.check(f"{name}: as a download named for the machine",
+                "commitwatch-machine-" in hdrs.get("Content-Disposition", ""), hdrs.get("Content-Disposition"))
+        lines = body.decode().splitlines()
+        t.eq(f"{name}: folded: one line per stack with transient bytes",
+             len(lines), sum(1 for s in want.values() if s["transient_bytes"] > 0))
+        t.eq(f"{name}: folded: its total is the stacks' transient bytes",
+             sum(int(ln.rsplit(" ", 1)[1]) for ln in lines),
+             sum(s["transient_bytes"] for s in want.values() if s["transient_bytes"] > 0))
+        t.check(f"{name}: folded: each stack under its process's root frame",
+                all(ln.split(";", 1)[0].split(" (pid ")[0] in {p["name"] for p in procs["processes"]}
+                    for ln in lines), lines[:2])
         keys = [s["impacting_bytes"] for s in m["stacks"]]
         t.eq(f"{name}: sorted by impacting bytes, largest first", keys, sorted(keys, reverse=True))
         tree = m["tree"]
