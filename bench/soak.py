@@ -424,15 +424,15 @@ class Soak:
 
 
 def verdict(s, tol):
-    """The --check conditions: a list of (ok, what)."""
+    """The --check conditions: a list of (name, ok, what)."""
     spawned = s["spawned"] + s["spawned_prime"]
     stored = s["spawner_instances_stored"] or 0
     return [
-        (s["run_exit"] == 0, f"the daemon exits 0 on SIGINT ({s['run_exit']})"),
+        ("exit", s["run_exit"] == 0, f"the daemon exits 0 on SIGINT ({s['run_exit']})"),
         # RssAnon: the daemon's own memory. VmRSS adds the pages of the
         # modules the unwinder maps (libdw, perf_unwind_processes of the
         # machine's processes, whichever they are): reported, not checked.
-        (s["rss_anon_end"] <= s["rss_anon_baseline"] * (1 + tol),
+        ("rss", s["rss_anon_end"] <= s["rss_anon_baseline"] * (1 + tol),
          f"anonymous RSS back to its baseline within {tol:.0%}: baseline "
          f"{s['rss_anon_baseline'] / MB:.1f} MiB, peak {s['rss_anon_peak'] / MB:.1f} MiB, end "
          f"{s['rss_anon_end'] / MB:.1f} MiB (VmRSS {s['rss_baseline'] / MB:.1f}, "
@@ -441,7 +441,7 @@ def verdict(s, tol):
         # processes holds open (libdw): bounded, not constant. The rest
         # (perf events, sockets, pipes, the database) must come back.
         # (+4: the connections of the bench's own requests, closing.)
-        (s["fds_other_end"] <= s["fds_other_baseline"] + 4 and
+        ("fds", s["fds_other_end"] <= s["fds_other_baseline"] + 4 and
          s["fds_other_max"] <= s["fds_other_baseline"] + 8 and
          s["fds_files_max_second_half"] <= 1.5 * s["fds_files_max_first_half"] + 16,
          f"no fd growth: {s['fds_baseline']} at the baseline, {s['fds_max']} at most, "
@@ -449,19 +449,19 @@ def verdict(s, tol):
          f"{s['fds_other_end']} (at most {s['fds_other_max']}); files (the unwinder's modules) "
          f"at most {s['fds_files_max_first_half']} in the first half, "
          f"{s['fds_files_max_second_half']} in the second"),
-        (s["drift_checks_clean"] > 0 and all(d == 0 for d in s["drift_bytes_clean"]),
+        ("drift", s["drift_checks_clean"] > 0 and all(d == 0 for d in s["drift_bytes_clean"]),
          f"zero drift on the churners against smaps: {s['drift_bytes_clean']} in the "
          f"{s['drift_checks_clean']} checks without lost records (with records lost meanwhile, "
          f"not required: {s['drift_bytes_with_loss']})"),
-        (s["pids_reused"] > 0, f"pids were reused ({s['pids_reused']})"),
+        ("pids", s["pids_reused"] > 0, f"pids were reused ({s['pids_reused']})"),
         # Records the kernel dropped (a busy machine) lose the starts of
         # some short processes for good: only a run without loss must
         # store them all.
-        (stored >= spawned if not s["events_lost"] else True,
+        ("stored", stored >= spawned if not s["events_lost"] else True,
          f"every spawned process is stored: {stored} instances named spawner for {spawned} "
          f"spawned" + (f" (not required: {s['events_lost']} records lost)"
                        if s["events_lost"] else "")),
-        (s["ended_left_unpruned"] == 0 and s["rows_after_replay"]["folded"] == 0,
+        ("pruned", s["ended_left_unpruned"] == 0 and s["rows_after_replay"]["folded"] == 0,
          f"retention pruned every ended instance without a baseline: "
          f"{s['rows_pruned']['processes']} processes rows and {s['rows_pruned']['folded']} folded "
          f"rows pruned, {s['ended_left_unpruned']} left, {s['ended_kept_with_baseline']} kept "
@@ -473,6 +473,9 @@ def parse(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--minutes", type=float, default=30, help="length of the load (default 30)")
+    p.add_argument("--not-required", default="", type=lambda v: set(filter(None, v.split(","))),
+                   help="checks (rss, drift, fds, pids, stored, pruned, exit) reported but not "
+                        "failing --check: known open defects, named in docs/RELIABILITY.md")
     p.add_argument("--bin", default=os.environ.get("CW_BIN", "build/commitwatch"))
     p.add_argument("--workloads", default=os.path.join(os.environ.get("CW_BUILD", "build"),
                                                        "tests", "workloads"))
@@ -517,7 +520,11 @@ def main(argv=None):
     if not a.check:
         return 0
     failed = False
-    for ok, what in verdict(s, a.rss_tolerance):
+    for name, ok, what in verdict(s, a.rss_tolerance):
+        if not ok and name in a.not_required:
+            print("NOT HELD (an open defect, docs/RELIABILITY.md \"Soak\"; reported, not "
+                  "required by --not-required) " + what, flush=True)
+            continue
         print(("ok   " if ok else "FAIL ") + what, flush=True)
         failed |= not ok
     if not a.out and not failed:

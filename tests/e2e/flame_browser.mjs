@@ -155,6 +155,18 @@ try {
   await page.click('#flamebtn');
   check('overview -> process -> "Flame graph": drawn after two clicks', await drawn('main'));
   check('the process page remembers the open flame graph in its URL', (await page.evaluate(() => location.hash)).includes('flame=1'));
+  // Its profile: the page's download links give the window's stacks as files.
+  for (const [fmt, ok] of [['pprof', (b) => b[0] === 0x1f && b[1] === 0x8b],
+    ['folded', (b) => /^\S.* -?\d+\n/.test(b.toString())],
+    ['speedscope', (b) => JSON.parse(b.toString()).$schema === 'https://www.speedscope.app/file-format-schema.json']]) {
+    const href = await page.getAttribute(`#dl-${fmt}`, 'href');
+    const res = await fetch(new URL(href, URL));
+    const body = Buffer.from(await res.arrayBuffer());
+    let good = false;
+    try { good = res.ok && ok(body); } catch { good = false; }
+    check(`process page: "${fmt}" downloads the window's profile (${href})`,
+      good && href.includes(`format=${fmt}`) && /content-disposition/i.test([...res.headers.keys()].join(' ')), `${res.status} ${body.length} bytes`);
+  }
   // One click: the row's own "flame" link.
   await page.goto(`${URL}/#/`);
   await waitFor((n) => !!document.querySelector(`#procs tbody tr[data-name="${n}"] a.flamelink`), W.process.name);

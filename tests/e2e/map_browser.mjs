@@ -140,7 +140,7 @@ try {
   const times = [];
   for (let k = 0; k < 5; k++) {
     await page.goto('about:blank');
-    await page.goto(`${BIG}/#/process/${bigId}`);
+    await page.goto(`${BIG}/#/process/${bigId}?map=1`);
     await page.waitForFunction(() => document.querySelector('#mapsec')?.dataset.firstPaintMs, null, { timeout: 60000 });
     const t = await page.evaluate(() => ({ first: Number(document.querySelector('#mapsec').dataset.firstPaintMs),
       draw: Number(document.querySelector('#mapsec').dataset.paintMs),
@@ -158,7 +158,7 @@ try {
 
   // A phone: the map section never makes the page scroll sideways.
   await page.setViewportSize({ width: 390, height: 844 });
-  await page.goto(`${URL}/#/process/${procId}`);
+  await page.goto(`${URL}/#/process/${procId}?map=1`);
   await page.locator('canvas.mapcanvas').first().waitFor();
   await page.waitForFunction(() => document.querySelectorAll('#mlist tbody tr').length > 0);
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);

@@ -72,6 +72,8 @@ export async function processPage(main, id, params) {
       <a id="difflink" href="#/diff">Diff…</a>
       <button id="flamebtn" type="button">Flame graph</button>
       <a id="maplink" href="#memory-map">Memory map</a>
+      <span class="muted">Profile of the window:</span>
+      <a id="dl-pprof" download>pprof</a> <a id="dl-folded" download>folded</a> <a id="dl-speedscope" download>speedscope</a>
     </section>
     <h2>Outstanding commit by stack tag <small id="win" class="muted"></small></h2>
     <p class="muted hint">Drag on the chart to select a window; the dashed line is the peak within each step, so short transients stay visible when zoomed out.</p>
@@ -97,17 +99,21 @@ export async function processPage(main, id, params) {
     <details id="flamebox" class="fbox"><summary>Flame graph of the window</summary><div id="flame"></div></details>
     <section id="mapsec" class="mapsec"></section>`;
   const $ = (x) => main.querySelector('#' + x);
-  let chart = null, gen = 0, cgen = 0, flame = null, fm = params.get('fm') || '';
+  let chart = null, gen = 0, cgen = 0, flame = null, fm = params.get('fm') || '', mapShown = false;
   const marks = await alertMarks(info, end).catch(() => ({ bands: [], lines: [] }));
   if (marks.bands.length || marks.lines.length)
     main.querySelector('.hint').insertAdjacentHTML('beforeend', ` Shaded: its <a href="#/alerts">alerts</a>' periods
       (<span class="badge pending">pending</span> <span class="badge warning">warning</span> <span class="badge critical">critical</span>)${marks.lines.length ? '; dashed lines: their thresholds' : ''}.`);
 
   function persist() {
-    setParams({ from: view[0], to: view[1], sf: sel ? sel[0] : '', st: sel ? sel[1] : '', flame: $('flamebox').open ? 1 : '', fm });
+    setParams({ from: view[0], to: view[1], sf: sel ? sel[0] : '', st: sel ? sel[1] : '', flame: $('flamebox').open ? 1 : '', fm, map: mapShown ? 1 : '' });
     $('vfrom').value = toLocalInput(view[0]);
     $('vto').value = toLocalInput(view[1]);
     $('zoom').disabled = !sel;
+    // The window's stacks as files other tools open (docs/EXPORTS.md).
+    const [pf, pt] = sel || view;
+    for (const f of ['pprof', 'folded', 'speedscope'])
+      $('dl-' + f).href = `/api/processes/${id}/stacks?format=${f}&from=${pf}&to=${pt}`;
     const [a, b] = sel || view;
     $('difflink').href = `#/diff?process=${id}&t1=${a}&t2=${b}`;
   }
@@ -176,15 +182,24 @@ export async function processPage(main, id, params) {
   $('flamebtn').onclick = () => { $('flamebox').open = true; $('flamebox').scrollIntoView(); };
   if (params.get('flame')) $('flamebox').open = true;
 
-  let wantMap = false; // "Memory map" clicked before the map was there: go to it once it is
-  $('maplink').onclick = (ev) => { ev.preventDefault(); wantMap = true; $('mapsec').scrollIntoView(); };
+  // The memory map (map.js) is fetched when asked for ("Memory map", or
+  // ?map=1 in the URL), not with every process page: a process's map can
+  // be megabytes, and it would compete with what the page shows first.
+  // It shows the selection's (or the view's) ends at that moment.
+  const showMap = async () => {
+    if (mapShown) return;
+    mapShown = true;
+    persist();
+    const mt = sel || view;
+    $('mapsec').scrollIntoView();
+    await mapSection($('mapsec'), info, { t1: mt[0], t2: mt[1] >= end ? null : mt[1] }).catch(fail);
+    $('mapsec').scrollIntoView();
+  };
+  $('maplink').onclick = (ev) => { ev.preventDefault(); showMap(); };
   persist();
   await drawChart(s0);
   await windowFigures();
-  // The memory map (map.js): the selection's (or the view's) ends.
-  const mt = sel || view;
-  await mapSection($('mapsec'), info, { t1: mt[0], t2: mt[1] >= end ? null : mt[1] }).catch(fail);
-  if (wantMap) $('mapsec').scrollIntoView();
+  if (params.get('map')) await showMap();
   return { destroy() { if (chart) chart.destroy(); if (flame) flame.destroy(); } };
 }
 
