@@ -61,6 +61,11 @@ def set_offset(text):
 set_offset("+0")
 env = dict(os.environ, LD_PRELOAD=LIB, FAKETIME_TIMESTAMP_FILE=OFFSET, FAKETIME_NO_CACHE="1",
            FAKETIME_DONT_FAKE_MONOTONIC="1")
+# The ASan build (scripts/test.sh runs the integration tests with it)
+# wants its runtime first among the libraries; libfaketime preloaded
+# comes before it, which ASan refuses unless told that is intended.
+env["ASAN_OPTIONS"] = ":".join(filter(None, [os.environ.get("ASAN_OPTIONS"),
+                                             "verify_asan_link_order=0"]))
 logpath = os.path.join(DIR, "run.log")
 with open(logpath, "w") as log:
     p = subprocess.Popen([BIN, "run", "--source", "replay:" + TRACE, "--rebase-now", "--speed", "1",
