@@ -183,6 +183,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     while (got < sizeof resp - 1 && (k = recv(fd, resp + got, sizeof resp - 1 - got, 0)) > 0)
         got += (size_t)k;
     resp[got] = '\0';
+    /* Closed with a reset, not a FIN: the answer is read whole, and a
+     * TIME_WAIT per input would use up the loopback's ephemeral ports
+     * (about 28,000) in a 40 s run at 900 inputs a second. */
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
     close(fd);
     /* civetweb closes without an answer only on a request line it could
      * not read at all; ours always answers something parsed. */
