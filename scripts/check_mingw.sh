@@ -15,6 +15,13 @@ trap 'rm -rf "$inc"' EXIT
 mkdir -p "$inc/cjson"
 for h in sqlite3.h expat.h expat_external.h civetweb.h; do ln -s "/usr/include/$h" "$inc/$h"; done
 ln -s /usr/include/cjson/cJSON.h "$inc/cjson/cJSON.h"
+# The pprof export: zlib, protobuf-c and the Profile message's C code,
+# generated from Debian's profile.proto as the build does (CMakeLists.txt).
+mkdir -p "$inc/protobuf-c" "$inc/analysis"
+for h in zlib.h zconf.h; do ln -s "/usr/include/$h" "$inc/$h"; done
+ln -s /usr/include/protobuf-c/protobuf-c.h "$inc/protobuf-c/protobuf-c.h"
+proto=/usr/share/gocode/src/github.com/google/pprof/proto
+protoc-c --c_out="$inc/analysis" -I"$proto" "$proto/profile.proto"
 flags=(-std=c11 -fsyntax-only -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
        -D__USE_MINGW_ANSI_STDIO=1 -D_WIN32_WINNT=0x0A00 -DCW_VERSION='"check"' -DCW_SOURCE_DATADIR='"."'
        -Iinclude -Iservice -isystem "$inc")
