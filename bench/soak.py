@@ -440,9 +440,10 @@ def verdict(s, tol):
         # Files are the modules the unwinder's cache of perf_unwind_processes
         # processes holds open (libdw): bounded, not constant. The rest
         # (perf events, sockets, pipes, the database) must come back.
-        # (+4: the connections of the bench's own requests, closing.)
+        # (+4 at the end: the connections of the bench's own requests, closing;
+        # +16 at most during the load, which a busy machine keeps open longer.)
         ("fds", s["fds_other_end"] <= s["fds_other_baseline"] + 4 and
-         s["fds_other_max"] <= s["fds_other_baseline"] + 8 and
+         s["fds_other_max"] <= s["fds_other_baseline"] + 16 and
          s["fds_files_max_second_half"] <= 1.5 * s["fds_files_max_first_half"] + 16,
          f"no fd growth: {s['fds_baseline']} at the baseline, {s['fds_max']} at most, "
          f"{s['fds_end']} at the end; other than files {s['fds_other_baseline']} -> "

@@ -124,6 +124,7 @@ def main():
         t.check("install says what it did",
               out == "installed the service commitwatch (automatic start, LocalSystem)\n"
                      "registered the Event Log source commitwatch\n"
+                     f"secured {STATE}: only Administrators, SYSTEM and the service may write in it\n"
                      f"wrote {CONF} (default configuration)\n"
                      f"database: {DB}; start it with `commitwatch start`\n", out)
         t.check("sc query: installed, STOPPED", sc_state(px.env) == "STOPPED",
