@@ -270,11 +270,7 @@ static void test_file_private(void)
 {
     char path[1024];
     cw_diag_t d;
-    snprintf(path, sizeof path, "%s/cw_test_private_%d.conf", cw_test_tmpdir(), cw_test_getpid());
-    FILE *f = fopen(path, "w");
-    ASSERT_TRUE(f != NULL);
-    fputs("db = x\n", f);
-    fclose(f);
+    ASSERT_OK(cw_test_conf_file(path, sizeof path));
     ASSERT_OK(check_mode(path, 0644, &d));
     ASSERT_OK(check_mode(path, 0600, &d));
     ASSERT_OK(check_mode(path, 0400, &d));

@@ -482,11 +482,7 @@ static void test_file_private(void)
 {
     char path[1024];
     cw_diag_t d;
-    snprintf(path, sizeof path, "%s/cw_test_private_%d.conf", cw_test_tmpdir(), cw_test_getpid());
-    FILE *f = fopen(path, "w");
-    ASSERT_TRUE(f != NULL);
-    fputs("db = x\n", f);
-    fclose(f);
+    ASSERT_OK(cw_test_conf_file(path, sizeof path));
     ASSERT_OK(cw_test_file_private(path, &d));
     /* Administrators and SYSTEM write, Everyone reads: fine. */
     set_dacl(path, "D:P(A;;FA;;;BA)(A;;FA;;;SY)(A;;FR;;;WD)");

@@ -179,6 +179,18 @@ static inline size_t cw_test_scratch_read(cw_test_scratch_t *s, char *buf, size_
     return n;
 }
 
+/* Writes a one-line configuration file, cw_test_private_PID.conf in the
+ * temporary folder, into path[cap] (test_platform.c, test_platform_win.c).
+ * 0, or -1 when it cannot be written. */
+static inline int cw_test_conf_file(char *path, size_t cap)
+{
+    snprintf(path, cap, "%s/cw_test_private_%d.conf", cw_test_tmpdir(), cw_test_getpid());
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fputs("db = x\n", f);
+    return fclose(f) == 0 ? 0 : -1;
+}
+
 /* cw_plat_file_private on the file at path, opened for reading: its
  * result, with *d cleared first (test_platform.c, test_platform_win.c);
  * -1 when the file cannot be opened. */
