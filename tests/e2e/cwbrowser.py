@@ -6,42 +6,19 @@ or running as root) and skips it (exit 77) elsewhere."""
 
 import contextlib
 import os
-import shutil
 import subprocess
 import sys
 
-from cwservice import BUILD, SOURCE
-
-
-def in_ci():
-    ci = os.environ.get("CI", "").strip().lower()
-    return (ci not in ("", "0", "false", "no")) or (hasattr(os, "geteuid") and os.geteuid() == 0)
+from cwservice import BUILD, require_browser
 
 
 def prerequisites(modules=("playwright-core",), extra=()):
-    """(node, chromium, screenshots folder), or exits naming what is
-    missing. extra: more (missing?, what) pairs the caller checks."""
+    """(node, chromium, screenshots folder): cwservice.require_browser's
+    checks (a missing prerequisite fails in CI, skips elsewhere). extra:
+    more (missing?, what) pairs the caller checks."""
     shots = os.path.join(BUILD, "screenshots")
     os.makedirs(shots, exist_ok=True)
-    missing = []
-    node = shutil.which("node")
-    chromium = os.environ.get("CW_CHROMIUM", "/usr/bin/chromium")
-    if not node:
-        missing.append("node (apt-get install nodejs)")
-    if not os.access(chromium, os.X_OK):
-        missing.append(f"{chromium} (apt-get install chromium)")
-    missing += [what for bad, what in extra if bad]
-    for mod in modules:
-        if not os.path.isdir(os.path.join(SOURCE, "web", "node_modules", mod)):
-            missing.append(f"web/node_modules/{mod} (run `npm ci` in web/)")
-    if missing:
-        reason = "the browser test needs: " + ", ".join(missing)
-        if in_ci():
-            print("FAIL " + reason + " (in CI, or as root, a missing prerequisite is a failure)")
-            print("0 passed, 1 failed")
-            sys.exit(1)
-        print("SKIP: " + reason)
-        sys.exit(77)
+    node, chromium = require_browser(modules, also=[what for bad, what in extra if bad])
     return node, chromium, shots
 
 
