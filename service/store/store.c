@@ -367,6 +367,46 @@ static int load_writer_state(cw_store_t *s, cw_diag_t *d)
  * silences, notifications) on an existing database at the current
  * schema, which leaves the tiers to the service's writer; neither: the
  * writer (creates and migrates). */
+/* size_cap counts the WAL too. Without a cap SQLite checkpoints when the
+ * WAL passes 1000 pages (4 MiB) and never shrinks the file. With a cap,
+ * wal_hook (which replaces SQLite's automatic checkpoint) checkpoints
+ * after every commit that leaves the WAL past s->wal_bound, an eighth of the
+ * cap (4 to 1000 pages), and journal_size_limit truncates the file back
+ * to that once the WAL restarts; the main file is held to the rest of the
+ * cap (cw__store_enforce_cap). The WAL restarts only when no reader still
+ * reads an older snapshot from it: a long read (the alert engine catching
+ * up, an API query over a long window) lets it grow. So past four times
+ * the bound the hook asks for a TRUNCATE checkpoint, which waits for those
+ * readers for up to 250 ms (then a PASSIVE one as below) and blocks new
+ * ones meanwhile. Both run on the writer's thread, inside its COMMIT. */
+static int wal_hook(void *ctx, sqlite3 *db, const char *name, int frames)
+{
+    cw_store_t *s = ctx;
+    uint64_t pages = s->wal_bound / (uint64_t)s->page_size;
+    if ((uint64_t)frames >= 4 * pages) {
+        sqlite3_busy_timeout(db, 250); /* the writer waits this long, not 5 s */
+        int rc = sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+        sqlite3_busy_timeout(db, CW__STORE_BUSY_MS);
+        if (rc == SQLITE_OK) return SQLITE_OK;
+    }
+    if ((uint64_t)frames >= pages)
+        sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    return SQLITE_OK; /* a busy checkpoint is tried again after the next commit */
+}
+
+static int bound_wal(cw_store_t *s, cw_diag_t *d)
+{
+    uint64_t pages = s->opts.size_cap_bytes / 8 / (uint64_t)s->page_size;
+    if (pages < 4) pages = 4;
+    if (pages > 1000) pages = 1000;
+    s->wal_bound = pages * (uint64_t)s->page_size;
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA journal_size_limit = %" PRIu64, s->wal_bound);
+    int err = cw__store_exec(s, sql, "bounding the WAL for size_cap", d);
+    if (!err) sqlite3_wal_hook(s->db, wal_hook, s);
+    return err;
+}
+
 static int open_impl(const char *path, const cw_store_opts_t *opts, bool readonly, bool side,
                      int target, cw_store_t **out, cw_diag_t *d)
 {
@@ -418,7 +458,7 @@ static int open_impl(const char *path, const cw_store_opts_t *opts, bool readonl
                     : cw_diag_set(d, CW_ENOMEM, "out of memory opening %s", path);
         goto fail;
     }
-    sqlite3_busy_timeout(s->db, 5000);
+    sqlite3_busy_timeout(s->db, CW__STORE_BUSY_MS);
     /* SQLite opens a file it may not write read-only without a word; the
      * service's writes would then fail later, one by one. */
     if (!readonly && sqlite3_db_readonly(s->db, "main") == 1) {
@@ -472,6 +512,7 @@ static int open_impl(const char *path, const cw_store_opts_t *opts, bool readonl
         (err = cw__store_exec(s, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL",
                               "setting the journal mode", d)))
         goto fail;
+    if (!readonly && !side && s->opts.size_cap_bytes && (err = bound_wal(s, d))) goto fail;
     if (readonly || side) {
         if (v < (int64_t)cw__schema_count) {
             err = cw_diag_set(d, CW_EDB,

@@ -465,7 +465,7 @@ static int pragma_int(cw_store_t *s, int id, const char *sql, int64_t *out, cw_d
 }
 
 /* While the file (page_count * page_size, as this transaction sees it) is
- * over the cap: return the free pages that folding left, then halve the
+ * over the cap less the WAL's share (s->wal_bound): return the free pages that folding left, then halve the
  * finest tier's retention still above its minimum (a tier kept forever
  * starts from its span) and fold. Stops when every tier is at its minimum:
  * the cap is a target, not a promise. */
@@ -474,12 +474,15 @@ int cw__store_enforce_cap(cw_store_t *s, cw__tier_t *t, cw_diag_t *d)
     uint64_t size;
     int err;
     if (!s->opts.size_cap_bytes) return 0;
+    /* The WAL's share of the cap (bound_wal in store.c) is not the file's. */
+    uint64_t cap = s->opts.size_cap_bytes > s->wal_bound ? s->opts.size_cap_bytes - s->wal_bound
+                                                         : s->opts.size_cap_bytes;
     bool vacuumed = false;
     for (;;) {
         int64_t pages, free_pages;
         if ((err = pragma_int(s, CW__ST_PAGE_COUNT, "PRAGMA page_count", &pages, d))) break;
         size = (uint64_t)pages * (uint64_t)s->page_size;
-        if (size <= s->opts.size_cap_bytes) break;
+        if (size <= cap) break;
         if ((err = pragma_int(s, CW__ST_FREELIST, "PRAGMA freelist_count", &free_pages, d))) break;
         if (free_pages > 0 && !vacuumed) { /* pages freed by earlier folding come first */
             if ((err = cw__store_exec(s, "PRAGMA incremental_vacuum", "returning free pages", d)))
@@ -493,10 +496,10 @@ int cw__store_enforce_cap(cw_store_t *s, cw__tier_t *t, cw_diag_t *d)
             k++;
         if (k == CW_TIERS) {
             if (!s->cap_warned)
-                CW_LOGW("%s is %" PRIu64 " bytes, over its size cap of %" PRIu64 " bytes, with "
-                        "every tier at its shortest retention (1 h raw, 1 d minutes, 7 d "
-                        "hours); raise size_cap",
-                        s->path, size, s->opts.size_cap_bytes);
+                CW_LOGW("%s is %" PRIu64 " bytes, over its size cap of %" PRIu64 " bytes (%" PRIu64
+                        " for the file, the rest for its WAL), with every tier at its shortest "
+                        "retention (1 h raw, 1 d minutes, 7 d hours); raise size_cap",
+                        s->path, size, s->opts.size_cap_bytes, cap);
             s->cap_warned = true;
             break;
         }

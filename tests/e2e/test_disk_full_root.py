@@ -13,9 +13,15 @@ small tmpfs the test mounts.
 3. A database on a read-only file system is refused with a clear message
    and left unchanged.
 4. The size cap is what keeps a small disk from filling: 8 h of data on a
-   6 MiB file system fills it without a cap (4 MiB of it the WAL, which
-   the cap does not count) and fits with size_cap = 1MiB (the raw tier
-   folded down to its 1 h minimum).
+   6 MiB file system fills it without a cap (most of it the WAL, which a
+   full-speed replay with the alert engine reading grows to many MiB) and
+   fits with size_cap = 1MiB: the raw tier folded down to its 1 h
+   minimum, the file within the cap less the WAL's share. The peak of the
+   file and its WAL together, sampled every 5 ms, is printed, not
+   checked: the WAL may pass its share by a transaction and by what the
+   alert engine's catching-up reads pin, which depends on the machine's
+   load (docs/RELIABILITY.md; test_store checks the WAL's bound without
+   readers).
 
 Needs root and mount(8) (tmpfs): a missing prerequisite fails in CI
 (cwtest.require), never a silent skip. Environment: CW_BIN.
@@ -28,6 +34,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -242,19 +249,31 @@ def main():
                 p = subprocess.Popen([BIN, "run", "--no-http", "--exit-at-end", "--source",
                                       "replay:" + capped, "--db", os.path.join(mnt, name + ".db"),
                                       "--config", cpath], stdout=lf, stderr=subprocess.STDOUT)
+                peak = [0, 0]  # file + WAL, WAL
+
+                def sample(dbp=os.path.join(mnt, name + ".db")):
+                    while p.poll() is None:
+                        sz = [os.path.getsize(x) if os.path.exists(x) else 0 for x in (dbp, dbp + "-wal")]
+                        if sum(sz) > peak[0]:
+                            peak[:] = [sum(sz), sz[1]]
+                        time.sleep(0.005)
+                sampler = threading.Thread(target=sample)
+                sampler.start()
                 wait_until(lambda: p.poll() is not None or "disk is full" in text(logp), 300,
                            f"{name}: the run ends or fills the disk")
                 full = "disk is full" in text(logp)
                 if p.poll() is None:
                     p.send_signal(signal.SIGTERM)
                 rc = p.wait(30)
+                sampler.join()
+            print(f"{name}: peak of the file + its WAL during the run {peak[0]} bytes (WAL {peak[1]})")
             check(full == fills, f"8 h of data on a 6 MiB file system, {name}: "
                   f"{'fills it' if fills else 'fits (size_cap = 1MiB folds the raw tier to 1 h)'}",
                   text(logp)[-1500:])
             if not fills:
                 size = os.path.getsize(os.path.join(mnt, name + ".db"))
-                check(rc == 0 and size <= 1024 * 1024, f"{name}: exit 0, the file within the cap "
-                      f"({size} bytes)", (rc, text(logp)[-800:]))
+                check(rc == 0 and size <= 1024 * 1024 - 128 * 1024, f"{name}: exit 0, the file within the "
+                      f"cap less the WAL's share of 128 KiB ({size} bytes)", (rc, text(logp)[-800:]))
                 t = crashkill.tiers(os.path.join(mnt, name + ".db"))
                 check(t[0][1] >= crashkill.T0 + 6 * 3600 * SEC, f"{name}: the raw tier keeps the last "
                       "hours only (folded by the cap)", t)

@@ -999,6 +999,16 @@ static void tiers_of(cw_store_t *s, cw__tier_t t[CW_TIERS])
     ASSERT_OK(cw__store_read_tiers(s, t, &d));
 }
 
+/* A file's size in bytes; 0 when it does not exist. */
+static uint64_t file_bytes(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : 0;
+    fclose(f);
+    return n > 0 ? (uint64_t)n : 0;
+}
+
 static uint64_t db_bytes(cw_store_t *s)
 {
     return (uint64_t)sql_int(s, "PRAGMA page_count") * (uint64_t)sql_int(s, "PRAGMA page_size");
@@ -1123,6 +1133,35 @@ static void test_generated(void)
            "%lld s)\n",
            ngc, ngev, (unsigned long long)db_bytes(full), (unsigned long long)db_bytes(cap),
            (long long)(t[0].retention / S));
+
+    /* The cap counts the WAL: an eighth of it (4 to 1000 pages) is the
+     * WAL's share, checkpointed after each commit past it and truncated
+     * back to it once the WAL restarts (no reader here holds it); the
+     * file keeps to the rest. SQLite's defaults would let the WAL grow to
+     * 1000 pages and stay that size. */
+    cw_store_t *wc = NULL;
+    p = tpath("gen_walcap.db");
+    rm_db(p);
+    o.size_cap_bytes = UINT64_C(1) << 20;
+    ASSERT_OK(cw_store_open(p, &o, &wc, &d));
+    uint64_t wal_peak = 0;
+    char wal[512];
+    snprintf(wal, sizeof wal, "%s-wal", p);
+    size_t nb = build_generated(gen_batches, sizeof gen_batches / sizeof gen_batches[0]);
+    for (size_t i = 0; i < nb; i++) {
+        ASSERT_OK(cw_store_write(wc, gen_batches[i], &d));
+        cw_batch_free(gen_batches[i]);
+        uint64_t w = file_bytes(wal);
+        if (w > wal_peak) wal_peak = w;
+    }
+    tiers_of(wc, t);
+    printf("size_cap 1 MiB: file %llu bytes, WAL at most %llu bytes, raw retention %lld s\n",
+           (unsigned long long)db_bytes(wc), (unsigned long long)wal_peak,
+           (long long)(t[0].retention / S));
+    ASSERT_TRUE(db_bytes(wc) <= o.size_cap_bytes - o.size_cap_bytes / 8 || t[0].retention == HOUR);
+    ASSERT_TRUE(wal_peak <= 2 * (o.size_cap_bytes / 8));
+    integrity_ok(wc);
+    cw_store_close(wc);
 
     cw_store_close(full);
     cw_store_close(ret);
