@@ -201,9 +201,9 @@ class Campaign:
         self.tag_of = refmodel.tag_explainer(binary, "windows")
         self.kept = []  # every segment's events before its run's stored end
         self.stats = {"kills": 0, "startup_kills": 0, "ingest_kills": 0, "rollup_runs": 0,
-                      "hour_rollup_runs": 0, "retention_runs": 0, "lost_s": [], "lost_buckets": [], "bound_tested": 0,
-                      "integrity": 0,
-                      "windows": 0, "powercuts": 0, "powercut_windows": 0, "wall_s": 0.0}
+                      "hour_rollup_runs": 0, "retention_runs": 0, "lost_s": [], "lost_buckets": [],
+                      "bound_tested": 0, "integrity": 0, "windows": 0, "powercuts": 0,
+                      "powercut_windows": 0, "wall_s": 0.0}
 
     # ---- checks
 
