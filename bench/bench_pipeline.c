@@ -9,10 +9,13 @@
  *
  * usage: bench_pipeline [--events N] [--procs N] [--stacks N] [--seed N]
  *                       [--span-s N] [--burst N] [--mode track|agg|store] [--db FILE]
+ *                       [--queue N]
  *   track: tracker only (a sink that does nothing)
  *   agg:   tracker + aggregator; batches are freed, not stored
  *   store: tracker + aggregator + store writer into --db (default; the
  *          file is replaced)
+ *   --queue: batches the store writer may hold (cw_writer_start's
+ *          max_queued; default 64)
  * Prints one line: mode, events, wall seconds and events/s of the timed
  * part, the core thread's CPU seconds and events per CPU second, the store
  * writer thread's CPU seconds, peak RSS (MiB), and the tracker's size at
@@ -47,7 +50,7 @@ static int discard_batch(void *ctx, cw_batch_t *b)
 static int usage(void)
 {
     fprintf(stderr, "usage: bench_pipeline [--events N] [--procs N] [--stacks N] [--seed N] "
-                    "[--span-s N] [--burst N] [--mode track|agg|store] [--db FILE]\n");
+                    "[--span-s N] [--burst N] [--mode track|agg|store] [--db FILE] [--queue N]\n");
     return 2;
 }
 
@@ -56,6 +59,7 @@ int main(int argc, char **argv)
     cwgen_opts_t o;
     cwgen_opts_default(&o);
     const char *mode = "store", *db = "bench_pipeline.db";
+    uint32_t queue = 64;
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc) return usage();
         const char *k = argv[i], *v = argv[++i];
@@ -75,6 +79,8 @@ int main(int argc, char **argv)
             mode = v;
         else if (!strcmp(k, "--db"))
             db = v;
+        else if (!strcmp(k, "--queue"))
+            queue = (uint32_t)strtoul(v, NULL, 10);
         else
             return usage();
     }
@@ -102,7 +108,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_pipeline: %s\n", d.msg);
             goto out;
         }
-        if (cw_writer_start(store, 64, &writer) != 0) goto out;
+        if (cw_writer_start(store, queue, &writer) != 0) goto out;
         if (cw_agg_create(1000000000LL, stacks, tagger, 0, 0, bench_to_writer, writer, &agg) != 0)
             goto out;
     } else if (use_agg) {

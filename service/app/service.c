@@ -34,8 +34,14 @@
 #include "commitwatch/status.h"
 #include "commitwatch/store.h"
 
-/* Batches that may wait for the writer before the core thread blocks. */
+/* Batches that may wait for the writer before the core thread blocks
+ * (queued or being stored): what a SIGKILL may lose beside the open
+ * bucket, and the writer's largest transaction is half of it
+ * (docs/RELIABILITY.md, "Crash consistency", says why 64). A build may
+ * set another (-DWRITER_QUEUE=N) to measure the trade. */
+#ifndef WRITER_QUEUE
 #define WRITER_QUEUE 64
+#endif
 
 /* When a live instance's memory map is stored (schema/008_map; DESIGN.md,
  * "Memory maps"): after 10 s if it moved by 1 MiB or 10 %, else after

@@ -12,8 +12,11 @@
  * buckets and its fixed cost (commit, WAL frames of the pages the
  * buckets share, tier updates) is paid once for them. Batches taken count
  * against the capacity until they are stored, so at most max_queued
- * batches are alive, as before, and a crash loses at most those; a
- * failed transaction fails all its batches. The first write error is kept
+ * batches are alive, as before, and a crash loses at most those (at
+ * real-time pace none is waiting: a bucket's commit ends long before the
+ * next closes; docs/RELIABILITY.md, "Crash consistency", measures it and
+ * says why the service's capacity stays 64); a failed transaction fails
+ * all its batches. The first write error is kept
  * (sticky): later batches are freed unwritten, and submit and stop return
  * it. stop lets the thread drain what is queued, then joins it.
  *
