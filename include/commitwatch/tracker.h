@@ -110,6 +110,9 @@ uint32_t cw_tracker_live_processes(const cw_tracker_t *t);
 const cw_proc_t *cw_tracker_find(const cw_tracker_t *t, uint32_t pid);
 /* Number of pieces in the interval map of the live instance of pid. */
 uint64_t cw_tracker_piece_count(const cw_tracker_t *t, uint32_t pid);
+/* Number of pieces of its reserved space kept apart from the committed
+ * pieces (tracker.c, "Reserved space"). */
+uint64_t cw_tracker_reserved_piece_count(const cw_tracker_t *t, uint32_t pid);
 /* Next instance id the tracker would hand out. */
 uint32_t cw_tracker_next_proc_id(const cw_tracker_t *t);
 /* Bytes the tracker holds: its pools' chunks (pieces, tree nodes, commit

@@ -787,6 +787,12 @@ uint64_t cw_tracker_piece_count(const cw_tracker_t *t, uint32_t pid)
     return p ? p->com.npieces : 0;
 }
 
+uint64_t cw_tracker_reserved_piece_count(const cw_tracker_t *t, uint32_t pid)
+{
+    proc_t *p = find_live(t, pid);
+    return p ? p->res.npieces : 0;
+}
+
 uint32_t cw_tracker_next_proc_id(const cw_tracker_t *t)
 {
     return t->next_id;
