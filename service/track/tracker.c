@@ -509,6 +509,21 @@ static int commit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
     return 0;
 }
 
+/* The first piece of tr that ends after cur and starts before e (s <= cur
+ * < e): its cursor (l NULL: none), its bounds [*ns, *ne) and their overlap
+ * [*lo, *hi) with [s, e). */
+static inline cursor_t next_overlap(const tree_t *tr, uint64_t cur, uint64_t s, uint64_t e,
+                                    uint64_t *ns, uint64_t *ne, uint64_t *lo, uint64_t *hi)
+{
+    cursor_t c = first_ending_after(tr, cur);
+    if (!c.l || c.l->start[c.i] >= e) return (cursor_t){NULL, 0};
+    *ns = c.l->start[c.i];
+    *ne = c.l->v[c.i].end;
+    *lo = *ns > s ? *ns : s;
+    *hi = *ne < e ? *ne : e;
+    return c;
+}
+
 /* Takes [s, e) out of the piece [ns, ne) of r at cursor c (they
  * overlap). 0 or CW_ENOMEM. */
 static inline int cut_piece(cw_tracker_t *t, tree_t *tr, cursor_t c, uint64_t ns, uint64_t ne,
@@ -546,11 +561,9 @@ static int decommit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
     uint32_t res_stack = ev->stack_id;
 
     for (;;) {
-        cursor_t c = first_ending_after(&p->com, cur);
-        if (!c.l || c.l->start[c.i] >= e) break;
-        uint64_t ns = c.l->start[c.i], ne = c.l->v[c.i].end;
-        uint64_t lo = ns > s ? ns : s;
-        uint64_t hi = ne < e ? ne : e;
+        uint64_t ns, ne, lo, hi;
+        cursor_t c = next_overlap(&p->com, cur, s, e, &ns, &ne, &lo, &hi);
+        if (!c.l) break;
         /* The record is likely out of cache: it is fetched while the tree
          * changes, which does not read it. */
         rec_t *r = c.l->v[c.i].rec;
@@ -643,11 +656,9 @@ static int unreserve_range(cw_tracker_t *t, proc_t *p, uint64_t s, uint64_t e)
     uint64_t cur = s;
     int rc = 0;
     while (p->res.root && rc == 0) {
-        cursor_t c = first_ending_after(&p->res, cur);
-        if (!c.l || c.l->start[c.i] >= e) break;
-        uint64_t ns = c.l->start[c.i], ne = c.l->v[c.i].end;
-        uint64_t lo = ns > s ? ns : s;
-        uint64_t hi = ne < e ? ne : e;
+        uint64_t ns, ne, lo, hi;
+        cursor_t c = next_overlap(&p->res, cur, s, e, &ns, &ne, &lo, &hi);
+        if (!c.l) break;
         rec_t *r = c.l->v[c.i].rec;
         cur = hi;
         rc = cut_piece(t, &p->res, c, ns, ne, s, e, r);

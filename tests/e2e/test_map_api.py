@@ -43,32 +43,6 @@ def trace_events():
         return [json.loads(line) for line in f][1:]
 
 
-def committed_at(events, pid, at):
-    """Committed bytes of pid's first instance from the trace, events before at."""
-    ranges = []  # [start, end) list, exact interval arithmetic
-    for e in events:
-        if e["ts"] >= at or e.get("pid") != pid:
-            continue
-        if e["op"] in ("commit", "decommit", "release"):
-            a = int(e["addr"], 16)
-            b = a + e["size"]
-            cut = []
-            for s, x in ranges:
-                if x <= a or s >= b:
-                    cut.append((s, x))
-                else:
-                    if s < a:
-                        cut.append((s, a))
-                    if x > b:
-                        cut.append((b, x))
-            if e["op"] == "commit":
-                cut.append((a, b))
-            ranges = cut
-        elif e["op"] == "process_exit":
-            ranges = []
-    return sum(x - s for s, x in ranges)
-
-
 def cut(ranges, a, b):
     out = []
     for s, x in ranges:
@@ -80,6 +54,21 @@ def cut(ranges, a, b):
             if x > b:
                 out.append((b, x))
     return out
+
+
+def committed_at(events, pid, at):
+    """Committed bytes of pid's first instance from the trace, events before at."""
+    ranges = []  # [start, end) list, exact interval arithmetic
+    for e in events:
+        if e["ts"] >= at or e.get("pid") != pid:
+            continue
+        if e["op"] in ("commit", "decommit", "release"):
+            a = int(e["addr"], 16)
+            b = a + e["size"]
+            ranges = cut(ranges, a, b) + ([(a, b)] if e["op"] == "commit" else [])
+        elif e["op"] == "process_exit":
+            ranges = []
+    return sum(x - s for s, x in ranges)
 
 
 def merged(ranges):

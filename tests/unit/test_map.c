@@ -31,15 +31,22 @@ static cw_event_t ev(int64_t ts, cw_op_t op, uint32_t pid, uint64_t addr, uint64
     return (cw_event_t){.ts = ts, .op = op, .pid = pid, .addr = addr, .size = size, .stack_id = stack};
 }
 
+/* Range i of v[0 .. n) is [addr, addr + size) from (ts, stack). */
+static void expect_in(const cw_map_range_t *v, uint32_t n, uint32_t i, uint64_t addr,
+                      uint64_t size, int64_t ts, uint32_t stack)
+{
+    ASSERT_TRUE(i < n);
+    if (i >= n) return;
+    ASSERT_U64_EQ(v[i].addr, addr);
+    ASSERT_U64_EQ(v[i].size, size);
+    ASSERT_EQ(v[i].commit_ns, ts);
+    ASSERT_EQ(v[i].stack_id, stack);
+}
+
 static void expect_range(const cw_map_t *m, uint32_t i, uint64_t addr, uint64_t size, int64_t ts,
                          uint32_t stack)
 {
-    ASSERT_TRUE(i < m->n);
-    if (i >= m->n) return;
-    ASSERT_U64_EQ(m->v[i].addr, addr);
-    ASSERT_U64_EQ(m->v[i].size, size);
-    ASSERT_EQ(m->v[i].commit_ns, ts);
-    ASSERT_EQ(m->v[i].stack_id, stack);
+    expect_in(m->v, m->n, i, addr, size, ts, stack);
 }
 
 /* Commits, an overlapping commit (keeps the first attribution), a
@@ -84,12 +91,7 @@ static void test_tracker_map(void)
 static void expect_res(const cw_map_t *m, uint32_t i, uint64_t addr, uint64_t size, int64_t ts,
                        uint32_t stack)
 {
-    ASSERT_TRUE(i < m->nres);
-    if (i >= m->nres) return;
-    ASSERT_U64_EQ(m->res[i].addr, addr);
-    ASSERT_U64_EQ(m->res[i].size, size);
-    ASSERT_EQ(m->res[i].commit_ns, ts);
-    ASSERT_EQ(m->res[i].stack_id, stack);
+    expect_in(m->res, m->nres, i, addr, size, ts, stack);
 }
 
 /* Commit figures a sink sees: bytes committed and released. */
