@@ -167,16 +167,19 @@ int main(int argc, char **argv)
     if (writer_cpu < 0.0005) writer_cpu = 0; /* no writer thread: rounding only */
     /* How big the interval maps got: the tracker's cost is a descent of
      * one of them per event. */
-    uint64_t pieces = 0;
+    uint64_t pieces = 0, rpieces = 0;
     cw_tracker_t *tr = cw_pipeline_tracker(pipe);
-    for (uint32_t i = 0; i < o.procs; i++)
+    for (uint32_t i = 0; i < o.procs; i++) {
         pieces += cw_tracker_piece_count(tr, 4 * (1000 + i));
+        rpieces += cw_tracker_reserved_piece_count(tr, 4 * (1000 + i));
+    }
     printf("mode=%s events=%" PRIu64 " procs=%u stacks=%u burst=%u seconds=%.3f "
            "events_per_s=%.0f core_cpu_s=%.3f events_per_cpu_s=%.0f writer_cpu_s=%.3f "
-           "peak_rss_mib=%.1f live_processes=%u live_pieces=%" PRIu64 "\n",
+           "peak_rss_mib=%.1f live_processes=%u live_pieces=%" PRIu64 " reserved_pieces=%" PRIu64
+           " tracker_mib=%.1f\n",
            mode, total, o.procs, o.nstacks, o.burst, busy, (double)total / busy, core_cpu,
            (double)total / core_cpu, writer_cpu, bench_peak_rss_mib(), cw_tracker_live_processes(tr),
-           pieces);
+           pieces, rpieces, cw_tracker_memory(tr) / 1048576.0);
     rc = 0;
 out:
     free(chunk);

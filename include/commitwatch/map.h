@@ -3,12 +3,16 @@
  * store, the difference of two maps, and the request channel by which an
  * HTTP worker asks the core thread for a live map.
  *
- * A range is one piece of the tracker: [addr, addr + size) committed by
- * one commit event (commit_ns, stack_id; commit_ns CW_TS_BEFORE for
- * memory found committed when tracing began). Ranges are sorted by
- * address and never overlap. Reserved-but-uncommitted space is not
- * tracked (the tracker ignores reserve events), so a map holds committed
- * ranges only.
+ * A committed range is one piece of the tracker: [addr, addr + size)
+ * committed by one commit event (commit_ns, stack_id; commit_ns
+ * CW_TS_BEFORE for memory found committed when tracing began). A map also
+ * holds the reserved-but-uncommitted ranges (`res`): address space
+ * reserved and not committed now, each with the time and stack of what
+ * reserved it (a reserve event, or the commit that implied the
+ * reservation and was decommitted since; tracker.c, "Reserved space"),
+ * in the same fields (commit_ns is then the reserve time). Each list is
+ * sorted by address without overlaps, and no reserved range overlaps a
+ * committed one.
  *
  * Threads: a cw_map_t is owned by whoever made it (plain data). The
  * request channel (cw_mapreq_*) is the only shared object: any thread may
@@ -34,31 +38,42 @@ typedef struct cw_map_range {
 typedef struct cw_map {
     uint32_t proc_id;
     int64_t at_ns; /* the instant the map shows */
-    cw_map_range_t *v;
+    cw_map_range_t *v; /* committed ranges */
     uint32_t n;
     size_t cap;
+    cw_map_range_t *res; /* reserved, not committed; commit_ns = reserve time */
+    uint32_t nres;
+    size_t res_cap;
 } cw_map_t;
 
 /* Frees the ranges and zeroes m; accepts a zeroed map. */
 void cw_map_clear(cw_map_t *m);
-/* Appends one range. 0 or CW_ENOMEM. */
+/* Appends one committed range. 0 or CW_ENOMEM. */
 int cw_map_push(cw_map_t *m, uint64_t addr, uint64_t size, int64_t commit_ns, uint32_t stack_id);
-/* Sum of the ranges' sizes. */
+/* Appends one reserved-but-uncommitted range. 0 or CW_ENOMEM. */
+int cw_map_push_reserved(cw_map_t *m, uint64_t addr, uint64_t size, int64_t reserve_ns,
+                         uint32_t stack_id);
+/* Sum of the committed ranges' sizes. */
 uint64_t cw_map_bytes(const cw_map_t *m);
+/* Sum of the reserved-but-uncommitted ranges' sizes. */
+uint64_t cw_map_reserved_bytes(const cw_map_t *m);
 
-/* The encoding stored by the database (map_snapshots.ranges): a version
- * byte, then per range unsigned LEB128 varints of the gap from the
- * previous range's end, the size, the stack id, and the zigzag of
- * commit_ns - at_ns in ns (before-tracing ranges: code 0 is reserved for
- * them, others are shifted by one). About 8-15 bytes a range.
- * *out is malloc'd (owner: the caller). 0 or CW_ENOMEM. */
+/* The encoding stored by the database (map_snapshots.ranges): a format
+ * byte (2; format 1, still read, had no reserved ranges and no count),
+ * the number of committed ranges as a varint, the committed ranges, then
+ * the reserved ones to the end. Per range unsigned LEB128 varints of the
+ * gap from the previous range's end in its list, the size, the stack id,
+ * and the zigzag of commit_ns - at_ns in ns (before-tracing ranges: code
+ * 0 is reserved for them, others are shifted by one). About 8-15 bytes a
+ * range. *out is malloc'd (owner: the caller). 0 or CW_ENOMEM. */
 int cw_map_encode(const cw_map_t *m, unsigned char **out, size_t *len);
 /* Decodes into m (cleared first; proc_id and at_ns set from the
  * arguments). 0, CW_ENOMEM, or CW_EPARSE with d saying what is wrong. */
 int cw_map_decode(const unsigned char *buf, size_t len, uint32_t proc_id, int64_t at_ns,
                   cw_map_t *m, cw_diag_t *d);
 
-/* The difference of a (earlier) and b (later) of one instance: each byte
+/* The difference of the committed ranges of a (earlier) and b (later) of
+ * one instance (reserved ranges take no part): each byte
  * committed at b is `kept` when a holds it from the same commit event
  * (commit_ns and stack_id), else `new`; each byte of a not kept is
  * `freed` (released, or recommitted by another event). */

@@ -8,6 +8,12 @@
  * releasing everything, pid reuse starting a new instance, unannounced
  * pids getting an instance named "pid N".
  *
+ * It also keeps each instance's reserved address space (for the maps
+ * only; no figure or callback depends on it): a reserve event reserves
+ * its range, a commit on unreserved space reserves it too (as Windows'
+ * MEM_COMMIT | MEM_RESERVE), a decommit leaves the space reserved, a
+ * release or the exit drops it. tracker.c, "Reserved space".
+ *
  * Output goes to a sink (cw_tracker_sink_t): the window analyzer
  * (analysis.h) or the bucket aggregator (agg.h).
  *
@@ -104,19 +110,22 @@ uint32_t cw_tracker_live_processes(const cw_tracker_t *t);
 const cw_proc_t *cw_tracker_find(const cw_tracker_t *t, uint32_t pid);
 /* Number of pieces in the interval map of the live instance of pid. */
 uint64_t cw_tracker_piece_count(const cw_tracker_t *t, uint32_t pid);
+/* Number of pieces of its reserved space kept apart from the committed
+ * pieces (tracker.c, "Reserved space"). */
+uint64_t cw_tracker_reserved_piece_count(const cw_tracker_t *t, uint32_t pid);
 /* Next instance id the tracker would hand out. */
 uint32_t cw_tracker_next_proc_id(const cw_tracker_t *t);
 /* Bytes the tracker holds: its pools' chunks (pieces, tree nodes, commit
- * records, instances; kept at their peak for reuse), the pid table and
+ * and reservation records, instances; kept at their peak for reuse), the pid table and
  * the gather array; names and command lines not counted. */
 size_t cw_tracker_memory(const cw_tracker_t *t);
 
-/* The committed ranges of live instance proc_id (map.h), stamped at_ns.
- * m's array is reused. 0, CW_ENOENT (not live) or CW_ENOMEM. */
+/* The committed and the reserved-but-uncommitted ranges of live instance
+ * proc_id (map.h), stamped at_ns. m's arrays are reused. 0, CW_ENOENT (not live) or CW_ENOMEM. */
 int cw_tracker_map(const cw_tracker_t *t, uint32_t proc_id, int64_t at_ns, cw_map_t *m);
 
 /* When a live instance's map is worth keeping (the store's snapshots):
- * its pieces changed since its last snapshot, and either min_gap_ns has
+ * its pieces (committed or reserved) changed since its last snapshot, and either min_gap_ns has
  * passed and its committed bytes moved by min_bytes or min_percent of
  * what they were, or max_gap_ns has passed. The first change always is. */
 typedef struct cw_map_policy {

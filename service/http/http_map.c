@@ -7,8 +7,9 @@
  * tracker); any other instant, and an instance no longer live, from the
  * store's snapshots (the latest at or before the instant). The ranges are
  * columns (addr, size, commit_ns, stack), so 100,000 ranges are a few MB
- * and parse fast in a browser; stacks are listed once each with their tag
- * and frames. */
+ * and parse fast in a browser; the reserved-but-uncommitted ranges come
+ * as a second set of columns, "reserved" (of the later map in a
+ * difference); stacks are listed once each with their tag and frames. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,16 +113,19 @@ static void put_i64(cw_buf_t *b, bool first, int64_t v)
     put_num(b, first, v < 0, v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
 }
 
-/* The range columns; change: NULL, or each range's change (a diff). */
-static void put_ranges(cw_buf_t *b, const cw_map_range_t *const *rs, size_t n,
+/* The range columns under key ("ranges": committed, with commit_ns;
+ * "reserved": reserved, not committed, with reserve_ns); change: NULL, or
+ * each range's change (a diff). */
+static void put_ranges(cw_buf_t *b, bool reserved, const cw_map_range_t *const *rs, size_t n,
                        const cw_map_change_t *change)
 {
-    cw_buf_puts(b, "\"ranges\":{\"count\":");
+    cw_buf_puts(b, reserved ? "\"reserved\":{\"count\":" : "\"ranges\":{\"count\":");
     cw_buf_printf(b, "%zu,\"addr\":[", n);
     for (size_t i = 0; i < n; i++) put_num(b, i == 0, false, rs[i]->addr);
     cw_buf_puts(b, "],\"size\":[");
     for (size_t i = 0; i < n; i++) put_num(b, i == 0, false, rs[i]->size);
-    cw_buf_puts(b, "],\"state\":\"committed\",\"commit_ns\":[");
+    cw_buf_puts(b, reserved ? "],\"state\":\"reserved\",\"reserve_ns\":["
+                            : "],\"state\":\"committed\",\"commit_ns\":[");
     for (size_t i = 0; i < n; i++) {
         if (rs[i]->commit_ns == CW_TS_BEFORE)
             cw_buf_puts(b, i ? ",null" : "null");
@@ -188,6 +192,7 @@ int cw__http_map(cw__http_req_t *r, uint32_t id)
     if (rc != 0) return cw__http_fail(r, 500, "%s", d.msg);
 
     size_t n;
+    const cw_map_t *later = diff ? &m2 : &m1; /* whose reserved ranges are shown */
     if (!diff) {
         if ((rc = map_at(r, id, at, "at", &m1, &live1))) goto out;
         n = m1.n;
@@ -200,7 +205,8 @@ int cw__http_map(cw__http_req_t *r, uint32_t id)
         }
         n = md.n;
     }
-    rs = malloc((n ? n : 1) * sizeof *rs);
+    size_t nres = later->nres;
+    rs = malloc((n + nres ? n + nres : 1) * sizeof *rs); /* committed, then reserved */
     ch = diff ? malloc((n ? n : 1) * sizeof *ch) : NULL;
     if (!rs || (diff && !ch)) {
         rc = cw__http_fail(r, 500, "out of memory");
@@ -210,8 +216,9 @@ int cw__http_map(cw__http_req_t *r, uint32_t id)
         rs[i] = diff ? &md.v[i].r : &m1.v[i];
         if (diff) ch[i] = md.v[i].change;
     }
+    for (size_t i = 0; i < nres; i++) rs[n + i] = &later->res[i];
     /* About 40 bytes a range: the buffer grows a few times at most. */
-    if (CW_RESERVE(b.p, b.cap, n * 40 + 4096) != 0) {
+    if (CW_RESERVE(b.p, b.cap, (n + nres) * 40 + 4096) != 0) {
         rc = cw__http_fail(r, 500, "out of memory");
         goto out;
     }
@@ -219,21 +226,25 @@ int cw__http_map(cw__http_req_t *r, uint32_t id)
     if (!diff)
         cw_buf_printf(&b,
                       "\"at_ns\":%" PRId64 ",\"map_ns\":%" PRId64 ",\"source\":\"%s\","
-                      "\"committed_bytes\":%" PRIu64 ",",
-                      at, m1.at_ns, live1 ? "live" : "stored", cw_map_bytes(&m1));
+                      "\"committed_bytes\":%" PRIu64 ",\"reserved_bytes\":%" PRIu64 ",",
+                      at, m1.at_ns, live1 ? "live" : "stored", cw_map_bytes(&m1),
+                      cw_map_reserved_bytes(&m1));
     else
         cw_buf_printf(&b,
                       "\"t1_ns\":%" PRId64 ",\"t2_ns\":%" PRId64 ",\"map1_ns\":%" PRId64
                       ",\"map2_ns\":%" PRId64 ",\"source1\":\"%s\",\"source2\":\"%s\","
-                      "\"bytes\":{\"new\":%" PRIu64 ",\"freed\":%" PRIu64 ",\"kept\":%" PRIu64 "},",
+                      "\"bytes\":{\"new\":%" PRIu64 ",\"freed\":%" PRIu64 ",\"kept\":%" PRIu64 "},"
+                      "\"reserved_bytes\":%" PRIu64 ",",
                       t1, t2, m1.at_ns, m2.at_ns, live1 ? "live" : "stored",
                       live2 ? "live" : "stored", md.bytes[CW_MAP_NEW], md.bytes[CW_MAP_FREED],
-                      md.bytes[CW_MAP_KEPT]);
+                      md.bytes[CW_MAP_KEPT], cw_map_reserved_bytes(&m2));
     put_times(r, &b, id);
     cw_buf_puts(&b, ",");
-    put_ranges(&b, rs, n, ch);
+    put_ranges(&b, false, rs, n, ch);
     cw_buf_puts(&b, ",");
-    if ((rc = put_stacks(r, &b, rs, n))) goto out;
+    put_ranges(&b, true, rs + n, nres, NULL);
+    cw_buf_puts(&b, ",");
+    if ((rc = put_stacks(r, &b, rs, n + nres))) goto out;
     cw_buf_puts(&b, "}");
     if (b.failed) {
         rc = cw__http_fail(r, 500, "out of memory");

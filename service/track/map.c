@@ -9,11 +9,13 @@
 #include "commitwatch/event.h"
 #include "commitwatch/platform.h"
 
-#define MAP_FORMAT 1 /* the first byte of an encoded map */
+#define MAP_FORMAT 2    /* the first byte of an encoded map */
+#define MAP_FORMAT_V1 1 /* committed ranges only, no count */
 
 void cw_map_clear(cw_map_t *m)
 {
     free(m->v);
+    free(m->res);
     memset(m, 0, sizeof *m);
 }
 
@@ -24,11 +26,29 @@ int cw_map_push(cw_map_t *m, uint64_t addr, uint64_t size, int64_t commit_ns, ui
     return 0;
 }
 
-uint64_t cw_map_bytes(const cw_map_t *m)
+int cw_map_push_reserved(cw_map_t *m, uint64_t addr, uint64_t size, int64_t reserve_ns,
+                         uint32_t stack_id)
+{
+    if (CW_RESERVE(m->res, m->res_cap, (size_t)m->nres + 1) != 0) return CW_ENOMEM;
+    m->res[m->nres++] = (cw_map_range_t){addr, size, reserve_ns, stack_id};
+    return 0;
+}
+
+static uint64_t sum_sizes(const cw_map_range_t *v, uint32_t n)
 {
     uint64_t sum = 0;
-    for (uint32_t i = 0; i < m->n; i++) sum += m->v[i].size;
+    for (uint32_t i = 0; i < n; i++) sum += v[i].size;
     return sum;
+}
+
+uint64_t cw_map_bytes(const cw_map_t *m)
+{
+    return sum_sizes(m->v, m->n);
+}
+
+uint64_t cw_map_reserved_bytes(const cw_map_t *m)
+{
+    return sum_sizes(m->res, m->nres);
 }
 
 /* ---- encoding ------------------------------------------------------------- */
@@ -79,20 +99,27 @@ static int64_t age_decode(uint64_t code, int64_t at_ns)
     return (int64_t)((uint64_t)at_ns + d);
 }
 
+static void put_ranges(cw_buf_t *b, const cw_map_range_t *v, uint32_t n, int64_t at_ns)
+{
+    uint64_t prev_end = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const cw_map_range_t *r = &v[i];
+        put_varint(b, r->addr - prev_end); /* sorted, not overlapping: >= 0 */
+        put_varint(b, r->size);
+        put_varint(b, r->stack_id);
+        put_varint(b, age_code(r->commit_ns, at_ns));
+        prev_end = r->addr + r->size;
+    }
+}
+
 int cw_map_encode(const cw_map_t *m, unsigned char **out, size_t *len)
 {
     cw_buf_t b = {0};
     unsigned char fmt = MAP_FORMAT;
-    uint64_t prev_end = 0;
     cw_buf_put(&b, &fmt, 1);
-    for (uint32_t i = 0; i < m->n; i++) {
-        const cw_map_range_t *r = &m->v[i];
-        put_varint(&b, r->addr - prev_end); /* sorted, not overlapping: >= 0 */
-        put_varint(&b, r->size);
-        put_varint(&b, r->stack_id);
-        put_varint(&b, age_code(r->commit_ns, m->at_ns));
-        prev_end = r->addr + r->size;
-    }
+    put_varint(&b, m->n);
+    put_ranges(&b, m->v, m->n, m->at_ns);
+    put_ranges(&b, m->res, m->nres, m->at_ns);
     if (b.failed) {
         free(b.p);
         return CW_ENOMEM;
@@ -106,17 +133,23 @@ int cw_map_decode(const unsigned char *buf, size_t len, uint32_t proc_id, int64_
                   cw_map_t *m, cw_diag_t *d)
 {
     size_t pos = 1;
-    uint64_t prev_end = 0;
+    uint64_t prev_end = 0, ncommitted = UINT64_MAX; /* format 1: all */
     cw_map_clear(m);
     m->proc_id = proc_id;
     m->at_ns = at_ns;
-    if (len < 1 || buf[0] != MAP_FORMAT)
+    if (len < 1 || (buf[0] != MAP_FORMAT && buf[0] != MAP_FORMAT_V1))
         return cw_diag_set(d, CW_EPARSE, "stored map of process %u at %lld ns: unknown format %d",
                            proc_id, (long long)at_ns, len ? buf[0] : -1);
+    if (buf[0] == MAP_FORMAT && get_varint(buf, len, &pos, &ncommitted) != 0)
+        return cw_diag_set(d, CW_EPARSE,
+                           "stored map of process %u at %lld ns: no count of committed ranges",
+                           proc_id, (long long)at_ns);
     /* Ranges take 4 bytes at least, 8 - 15 usually: room for most maps at
      * once (growing a 100,000-range array by doubling copied it 14 times). */
     if (CW_RESERVE(m->v, m->cap, len / 8 + 1) != 0) return CW_ENOMEM;
     while (pos < len) {
+        bool reserved = m->n == ncommitted;
+        if (reserved && m->nres == 0) prev_end = 0; /* the reserved list starts */
         uint64_t gap, size, stack, age;
         if (get_varint(buf, len, &pos, &gap) || get_varint(buf, len, &pos, &size) ||
             get_varint(buf, len, &pos, &stack) || get_varint(buf, len, &pos, &age) ||
@@ -129,13 +162,22 @@ int cw_map_decode(const unsigned char *buf, size_t len, uint32_t proc_id, int64_
                                "out of range (byte %zu)",
                                proc_id, (long long)at_ns, bad, pos);
         }
-        if (cw_map_push(m, prev_end + gap, size, age_decode(age, at_ns), (uint32_t)stack) != 0) {
+        int64_t ts = age_decode(age, at_ns);
+        if ((reserved ? cw_map_push_reserved(m, prev_end + gap, size, ts, (uint32_t)stack)
+                      : cw_map_push(m, prev_end + gap, size, ts, (uint32_t)stack)) != 0) {
             cw_map_clear(m);
             return CW_ENOMEM;
         }
         m->proc_id = proc_id;
         m->at_ns = at_ns;
         prev_end += gap + size;
+    }
+    if (ncommitted != UINT64_MAX && m->n != ncommitted) {
+        uint32_t got = m->n;
+        cw_map_clear(m);
+        return cw_diag_set(d, CW_EPARSE,
+                           "stored map of process %u at %lld ns: %u committed ranges of %llu",
+                           proc_id, (long long)at_ns, got, (unsigned long long)ncommitted);
     }
     return 0;
 }

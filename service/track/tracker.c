@@ -82,11 +82,19 @@ typedef struct cursor {
     uint32_t i;
 } cursor_t;
 
-typedef struct proc {
-    cw_proc_t pub;
+/* One interval map: a B+-tree of pieces. */
+typedef struct tree {
     void *root;      /* a leaf_t (height 0) or an inner_t, NULL when empty */
     uint32_t height; /* inner levels above the leaves */
     uint64_t npieces;
+} tree_t;
+
+typedef struct proc {
+    cw_proc_t pub;
+    tree_t com; /* committed pieces; each points at its commit record */
+    /* Reserved address space that is not known from `com` (see "Reserved
+     * space" below): pieces pointing at reservation records. */
+    tree_t res;
     size_t nrecs; /* live records */
     uint64_t map_seq;      /* t->map_seq at the last change of the pieces */
     uint64_t snap_seq;     /* map_seq at the last snapshot (0: none yet) */
@@ -127,7 +135,7 @@ static uint32_t child_for(const inner_t *n, uint64_t x)
 
 /* The leaf whose range holds x; path[] and at[] (may be NULL) get the
  * inner nodes passed and the child taken in each, root first. */
-static leaf_t *descend(const proc_t *p, uint64_t x, inner_t **path, uint32_t *at)
+static leaf_t *descend(const tree_t *p, uint64_t x, inner_t **path, uint32_t *at)
 {
     void *n = p->root;
     for (uint32_t d = 0; d < p->height; d++) {
@@ -146,7 +154,7 @@ static leaf_t *descend(const proc_t *p, uint64_t x, inner_t **path, uint32_t *at
 }
 
 /* The first piece whose end is > x (the piece holding x, or the next). */
-static cursor_t first_ending_after(const proc_t *p, uint64_t x)
+static cursor_t first_ending_after(const tree_t *p, uint64_t x)
 {
     cursor_t c = {NULL, 0};
     leaf_t *l = p->root ? descend(p, x, NULL, NULL) : NULL;
@@ -165,7 +173,7 @@ static cursor_t first_ending_after(const proc_t *p, uint64_t x)
 
 /* The root (left) split: a new root above it and its new sibling right,
  * whose pieces start at sep or after. 0 or CW_ENOMEM. */
-static int grow_root(cw_tracker_t *t, proc_t *p, void *left, uint64_t sep, void *right)
+static int grow_root(cw_tracker_t *t, tree_t *p, void *left, uint64_t sep, void *right)
 {
     inner_t *root = cw_pool_get(&t->inners);
     if (!root) return CW_ENOMEM;
@@ -189,12 +197,12 @@ static uint32_t upper_part(uint32_t h, void *a2, const void *a, size_t asz, void
     return BT_MAX - h;
 }
 
-static int inner_insert(cw_tracker_t *t, proc_t *p, inner_t **path, uint32_t *at, uint32_t d,
+static int inner_insert(cw_tracker_t *t, tree_t *p, inner_t **path, uint32_t *at, uint32_t d,
                         uint32_t i, uint64_t key, void *child);
 
 /* Node left, at depth d (path[0 .. d) above it), was split: right, whose
  * pieces start at sep or after, goes in beside it. 0 or CW_ENOMEM. */
-static int link_split(cw_tracker_t *t, proc_t *p, inner_t **path, uint32_t *at, uint32_t d,
+static int link_split(cw_tracker_t *t, tree_t *p, inner_t **path, uint32_t *at, uint32_t d,
                       void *left, uint64_t sep, void *right)
 {
     if (d == 0) return grow_root(t, p, left, sep, right);
@@ -203,7 +211,7 @@ static int link_split(cw_tracker_t *t, proc_t *p, inner_t **path, uint32_t *at, 
 
 /* Inserts (key, child) at position i of inner node path[d], splitting it
  * (and its parents) when full. 0 or CW_ENOMEM. */
-static int inner_insert(cw_tracker_t *t, proc_t *p, inner_t **path, uint32_t *at, uint32_t d,
+static int inner_insert(cw_tracker_t *t, tree_t *p, inner_t **path, uint32_t *at, uint32_t d,
                         uint32_t i, uint64_t key, void *child)
 {
     inner_t *n = path[d];
@@ -233,7 +241,7 @@ static int inner_insert(cw_tracker_t *t, proc_t *p, inner_t **path, uint32_t *at
 }
 
 /* Inserts the piece [start, end) of r (no piece starts at start). */
-static int bt_insert(cw_tracker_t *t, proc_t *p, uint64_t start, uint64_t end, rec_t *r)
+static int bt_insert(cw_tracker_t *t, tree_t *p, uint64_t start, uint64_t end, rec_t *r)
 {
     inner_t *path[BT_DEPTH];
     uint32_t at[BT_DEPTH];
@@ -278,7 +286,7 @@ static int bt_insert(cw_tracker_t *t, proc_t *p, uint64_t start, uint64_t end, r
 }
 
 /* Removes the piece that starts at start (it must exist). */
-static void bt_remove(cw_tracker_t *t, proc_t *p, uint64_t start)
+static void bt_remove(cw_tracker_t *t, tree_t *p, uint64_t start)
 {
     inner_t *path[BT_DEPTH];
     uint32_t at[BT_DEPTH];
@@ -328,7 +336,7 @@ static void free_subtree(cw_tracker_t *t, void *n, uint32_t height)
     cw_pool_put(&t->inners, in);
 }
 
-static void free_tree(cw_tracker_t *t, proc_t *p)
+static void free_tree(cw_tracker_t *t, tree_t *p)
 {
     if (p->root) free_subtree(t, p->root, p->height);
     p->root = NULL;
@@ -422,7 +430,7 @@ static int by_seq_desc(const void *a, const void *b)
 static size_t gather_recs(cw_tracker_t *t, proc_t *p)
 {
     size_t n = 0;
-    for (leaf_t *l = p->root ? descend(p, 0, NULL, NULL) : NULL; l; l = l->next)
+    for (leaf_t *l = p->com.root ? descend(&p->com, 0, NULL, NULL) : NULL; l; l = l->next)
         for (uint32_t j = 0; j < l->n; j++) {
             rec_t *r = l->v[j].rec;
             if (r->pending == GATHERED || n == t->gather_cap) continue; /* room: nrecs */
@@ -433,6 +441,8 @@ static size_t gather_recs(cw_tracker_t *t, proc_t *p)
     for (size_t i = 0; i < n; i++) t->gather[i]->pending = 0;
     return n;
 }
+
+static void drop_reserved(cw_tracker_t *t, proc_t *p);
 
 /* Releases everything, reports the exit, frees the instance. */
 static void end_instance(cw_tracker_t *t, proc_t *p, int64_t ts)
@@ -448,8 +458,9 @@ static void end_instance(cw_tracker_t *t, proc_t *p, int64_t ts)
         cw_pool_put(&t->recs, r);
     }
     p->nrecs = 0;
-    free_tree(t, p);
-    p->npieces = 0;
+    free_tree(t, &p->com);
+    p->com.npieces = 0;
+    drop_reserved(t, p);
     if (t->sink.on_event) t->sink.on_event(t->sink.ctx, &p->pub, ts);
     if (t->sink.on_exit) t->sink.on_exit(t->sink.ctx, &p->pub, ts);
     unlink_live(t, p);
@@ -469,7 +480,7 @@ static int commit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
     if (CW_RESERVE(t->gather, t->gather_cap, p->nrecs + 1) != 0) return CW_ENOMEM;
 
     while (cur < end) {
-        cursor_t c = first_ending_after(p, cur);
+        cursor_t c = first_ending_after(&p->com, cur);
         uint64_t cs = c.l ? c.l->start[c.i] : 0;
         if (c.l && cs <= cur) { /* already committed: keeps its attribution */
             cur = c.l->v[c.i].end;
@@ -485,7 +496,7 @@ static int commit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
             r->pub.stack_id = ev->stack_id;
         }
         /* r is linked below only if it got bytes */
-        if (bt_insert(t, p, cur, gap_end, r) != 0) return CW_ENOMEM;
+        if (bt_insert(t, &p->com, cur, gap_end, r) != 0) return CW_ENOMEM;
         r->pub.bytes += gap_end - cur;
         cur = gap_end;
     }
@@ -498,34 +509,71 @@ static int commit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
     return 0;
 }
 
+/* The first piece of tr that ends after cur and starts before e (s <= cur
+ * < e): its cursor (l NULL: none), its bounds [*ns, *ne) and their overlap
+ * [*lo, *hi) with [s, e). */
+static inline cursor_t next_overlap(const tree_t *tr, uint64_t cur, uint64_t s, uint64_t e,
+                                    uint64_t *ns, uint64_t *ne, uint64_t *lo, uint64_t *hi)
+{
+    cursor_t c = first_ending_after(tr, cur);
+    if (!c.l || c.l->start[c.i] >= e) return (cursor_t){NULL, 0};
+    *ns = c.l->start[c.i];
+    *ne = c.l->v[c.i].end;
+    *lo = *ns > s ? *ns : s;
+    *hi = *ne < e ? *ne : e;
+    return c;
+}
+
+/* Takes [s, e) out of the piece [ns, ne) of r at cursor c (they
+ * overlap). 0 or CW_ENOMEM. */
+static inline int cut_piece(cw_tracker_t *t, tree_t *tr, cursor_t c, uint64_t ns, uint64_t ne,
+                            uint64_t s, uint64_t e, rec_t *r)
+{
+    if (ns >= s && ne <= e) { /* whole piece goes */
+        bt_remove(t, tr, ns);
+        return 0;
+    }
+    if (ns < s && ne > e) { /* middle: split in two */
+        c.l->v[c.i].end = s;
+        return bt_insert(t, tr, e, ne, r);
+    }
+    if (ns < s) { /* left part stays */
+        c.l->v[c.i].end = s;
+        return 0;
+    }
+    bt_remove(t, tr, ns); /* right part stays: it moves to its new start */
+    return bt_insert(t, tr, e, ne, r);
+}
+
+static int reserve_fill(cw_tracker_t *t, proc_t *p, uint64_t s, uint64_t e, int64_t ts,
+                        uint32_t stack_id);
+
+/* Decommit or release of [addr, addr + size): the committed pieces in it
+ * go. A decommit leaves the whole range reserved ("Reserved space"). */
 static int decommit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
 {
     uint64_t s = ev->addr, e = ev->addr + ev->size, cur = s;
     rec_t *touched = NULL;
     int rc = 0;
+    /* What reserved the range, as far as is known: the first commit taken
+     * back, else the decommit itself. */
+    int64_t res_ts = ev->rundown ? CW_TS_BEFORE : ev->ts;
+    uint32_t res_stack = ev->stack_id;
 
     for (;;) {
-        cursor_t c = first_ending_after(p, cur);
-        if (!c.l || c.l->start[c.i] >= e) break;
-        uint64_t ns = c.l->start[c.i], ne = c.l->v[c.i].end;
-        uint64_t lo = ns > s ? ns : s;
-        uint64_t hi = ne < e ? ne : e;
+        uint64_t ns, ne, lo, hi;
+        cursor_t c = next_overlap(&p->com, cur, s, e, &ns, &ne, &lo, &hi);
+        if (!c.l) break;
         /* The record is likely out of cache: it is fetched while the tree
          * changes, which does not read it. */
         rec_t *r = c.l->v[c.i].rec;
         PREFETCH(r);
-        cur = hi;
-        if (ns >= s && ne <= e) { /* whole piece goes */
-            bt_remove(t, p, ns);
-        } else if (ns < s && ne > e) { /* middle: split in two */
-            c.l->v[c.i].end = s;
-            rc = bt_insert(t, p, e, ne, r);
-        } else if (ns < s) { /* left part stays */
-            c.l->v[c.i].end = s;
-        } else { /* right part stays: it moves to its new start */
-            bt_remove(t, p, ns);
-            rc = bt_insert(t, p, e, ne, r);
+        if (!touched) {
+            res_ts = r->pub.ts;
+            res_stack = r->pub.stack_id;
         }
+        cur = hi;
+        rc = cut_piece(t, &p->com, c, ns, ne, s, e, r);
         if (r->pending == 0) {
             r->touched = touched;
             touched = r;
@@ -533,6 +581,7 @@ static int decommit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
         r->pending += hi - lo;
         if (rc) break;
     }
+    if (rc == 0 && ev->op == CW_OP_DECOMMIT) rc = reserve_fill(t, p, s, e, res_ts, res_stack);
     if (touched) p->map_seq = ++t->map_seq;
     /* One piece per commit record touched. */
     while (touched) {
@@ -550,6 +599,87 @@ static int decommit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
         touched = next;
     }
     return rc;
+}
+
+/* ---- reserved space ------------------------------------------------------- */
+
+/* The reserved address space of an instance is `res` plus every
+ * committed piece: a commit on unreserved space reserves it too (Windows'
+ * MEM_COMMIT | MEM_RESERVE; Linux's accounted mmap), and instead of
+ * recording that at every commit (a second descent and piece each, which
+ * the core thread would pay on the hot path) `res` records it only when a
+ * decommit takes the commit away and leaves the space reserved, with the
+ * commit's time and stack. A reserve event adds its range; a release
+ * removes the range from both trees; an exit drops both. `res` may
+ * overlap committed pieces; what is reserved and not committed is `res`
+ * minus `com` (map_of()). No commit figure depends on `res`.
+ *
+ * A reservation record (rec_t from t->recs, as commit records: pub.ts, pub.stack_id,
+ * pub.remaining = its bytes still in `res`) is shared by the pieces one
+ * event made, and freed when its last byte goes. */
+
+/* Reserves the parts of [s, e) not in `res` (already reserved space
+ * keeps its time and stack), as one record. 0 or CW_ENOMEM. */
+static int reserve_fill(cw_tracker_t *t, proc_t *p, uint64_t s, uint64_t e, int64_t ts,
+                        uint32_t stack_id)
+{
+    uint64_t cur = s;
+    rec_t *r = NULL;
+    while (cur < e) {
+        cursor_t c = first_ending_after(&p->res, cur);
+        uint64_t cs = c.l ? c.l->start[c.i] : 0;
+        if (c.l && cs <= cur) { /* already reserved */
+            cur = c.l->v[c.i].end;
+            continue;
+        }
+        uint64_t gap_end = (c.l && cs < e) ? cs : e;
+        if (!r) {
+            if (!(r = cw_pool_get(&t->recs))) return CW_ENOMEM;
+            memset(r, 0, sizeof *r);
+            r->pub.ts = ts;
+            r->pub.stack_id = stack_id;
+            p->map_seq = ++t->map_seq;
+        }
+        if (bt_insert(t, &p->res, cur, gap_end, r) != 0) {
+            if (r->pub.remaining == 0) cw_pool_put(&t->recs, r);
+            return CW_ENOMEM;
+        }
+        r->pub.remaining += gap_end - cur;
+        cur = gap_end;
+    }
+    return 0;
+}
+
+/* Takes [s, e) out of `res` (a release). 0 or CW_ENOMEM. */
+static int unreserve_range(cw_tracker_t *t, proc_t *p, uint64_t s, uint64_t e)
+{
+    uint64_t cur = s;
+    int rc = 0;
+    while (p->res.root && rc == 0) {
+        uint64_t ns, ne, lo, hi;
+        cursor_t c = next_overlap(&p->res, cur, s, e, &ns, &ne, &lo, &hi);
+        if (!c.l) break;
+        rec_t *r = c.l->v[c.i].rec;
+        cur = hi;
+        rc = cut_piece(t, &p->res, c, ns, ne, s, e, r);
+        r->pub.remaining -= hi - lo;
+        if (r->pub.remaining == 0) cw_pool_put(&t->recs, r);
+        p->map_seq = ++t->map_seq;
+    }
+    return rc;
+}
+
+/* Frees `res` and its records (the instance ends). */
+static void drop_reserved(cw_tracker_t *t, proc_t *p)
+{
+    for (leaf_t *l = p->res.root ? descend(&p->res, 0, NULL, NULL) : NULL; l; l = l->next)
+        for (uint32_t j = 0; j < l->n; j++) {
+            rec_t *r = l->v[j].rec;
+            r->pub.remaining -= l->v[j].end - l->start[j];
+            if (r->pub.remaining == 0) cw_pool_put(&t->recs, r);
+        }
+    free_tree(t, &p->res);
+    p->res.npieces = 0;
 }
 
 /* ---- public API --------------------------------------------------------- */
@@ -617,8 +747,13 @@ int cw_tracker_apply(cw_tracker_t *t, const cw_event_t *ev)
              * them; live sources may not). */
         } else if (ev->op == CW_OP_COMMIT) {
             rc = commit_range(t, p, ev);
-        } else if (ev->op != CW_OP_RESERVE) {
+        } else if (ev->op == CW_OP_RESERVE) {
+            rc = reserve_fill(t, p, ev->addr, ev->addr + ev->size,
+                              ev->rundown ? CW_TS_BEFORE : ev->ts, ev->stack_id);
+        } else {
             rc = decommit_range(t, p, ev);
+            if (rc == 0 && ev->op == CW_OP_RELEASE)
+                rc = unreserve_range(t, p, ev->addr, ev->addr + ev->size);
         }
         if (t->sink.on_event) t->sink.on_event(t->sink.ctx, &p->pub, ev->ts);
         return rc;
@@ -660,7 +795,13 @@ const cw_proc_t *cw_tracker_find(const cw_tracker_t *t, uint32_t pid)
 uint64_t cw_tracker_piece_count(const cw_tracker_t *t, uint32_t pid)
 {
     proc_t *p = find_live(t, pid);
-    return p ? p->npieces : 0;
+    return p ? p->com.npieces : 0;
+}
+
+uint64_t cw_tracker_reserved_piece_count(const cw_tracker_t *t, uint32_t pid)
+{
+    proc_t *p = find_live(t, pid);
+    return p ? p->res.npieces : 0;
 }
 
 uint32_t cw_tracker_next_proc_id(const cw_tracker_t *t)
@@ -685,19 +826,59 @@ static proc_t *find_id(const cw_tracker_t *t, uint32_t proc_id)
     return NULL;
 }
 
+static leaf_t *first_leaf(const tree_t *tr)
+{
+    return tr->root ? descend(tr, 0, NULL, NULL) : NULL;
+}
+
+/* The reserved-but-uncommitted ranges: `res` minus `com`, one walk of
+ * both (both sorted by address, each without overlaps). */
+static int reserved_of(const proc_t *p, cw_map_t *m)
+{
+    const leaf_t *cl = first_leaf(&p->com);
+    uint32_t cj = 0;
+    for (const leaf_t *l = first_leaf(&p->res); l; l = l->next)
+        for (uint32_t j = 0; j < l->n; j++) {
+            const rec_t *r = l->v[j].rec;
+            uint64_t cur = l->start[j], end = l->v[j].end;
+            while (cl && cl->v[cj].end <= cur) /* committed pieces before this one */
+                if (++cj == cl->n) {
+                    cl = cl->next;
+                    cj = 0;
+                }
+            const leaf_t *kl = cl;
+            uint32_t kj = cj;
+            while (cur < end) {
+                uint64_t cs = kl ? kl->start[kj] : end;
+                if (cs > end) cs = end;
+                if (cs > cur &&
+                    cw_map_push_reserved(m, cur, cs - cur, r->pub.ts, r->pub.stack_id) != 0)
+                    return CW_ENOMEM;
+                if (!kl || kl->start[kj] >= end) break;
+                if (kl->v[kj].end > cur) cur = kl->v[kj].end;
+                if (++kj == kl->n) {
+                    kl = kl->next;
+                    kj = 0;
+                }
+            }
+        }
+    return 0;
+}
+
 static int map_of(const proc_t *p, int64_t at_ns, cw_map_t *m)
 {
     m->n = 0;
+    m->nres = 0;
     m->proc_id = p->pub.id;
     m->at_ns = at_ns;
-    if (CW_RESERVE(m->v, m->cap, p->npieces) != 0) return CW_ENOMEM;
-    for (leaf_t *l = p->root ? descend(p, 0, NULL, NULL) : NULL; l; l = l->next)
+    if (CW_RESERVE(m->v, m->cap, p->com.npieces) != 0) return CW_ENOMEM;
+    for (const leaf_t *l = first_leaf(&p->com); l; l = l->next)
         for (uint32_t j = 0; j < l->n; j++) {
             const rec_t *r = l->v[j].rec;
             m->v[m->n++] = (cw_map_range_t){l->start[j], l->v[j].end - l->start[j], r->pub.ts,
                                             r->pub.stack_id};
         }
-    return 0;
+    return reserved_of(p, m);
 }
 
 int cw_tracker_map(const cw_tracker_t *t, uint32_t proc_id, int64_t at_ns, cw_map_t *m)

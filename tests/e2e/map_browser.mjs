@@ -11,7 +11,9 @@
 // side and by age draw; the doubling heap segments are called out; the
 // 100,000-range process paints in under 1 s (the page's own measure,
 // from the map section's start to its first picture: fetch, parse,
-// layout, draw). Prints "N passed, M failed"; non-zero exit on a failure.
+// layout, draw); its reserved-but-uncommitted 4 MiB regions are drawn in
+// the faint colour, hover as "reserved, not committed" and are listed
+// with Type "reserved"; "Reserved: hide" takes them out. Prints "N passed, M failed"; non-zero exit on a failure.
 import path from 'node:path';
 import { launch } from './cwbrowser.mjs';
 
@@ -34,6 +36,16 @@ try {
   page.setDefaultTimeout(20000);
   page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
   page.on('pageerror', (e) => errors.push(String(e)));
+  // The first map canvas's cells (every third pixel, a cell's middle) of colour [r, g, b].
+  const cellsOfColour = (rgb) => page.evaluate(([r, g, b]) => {
+    const c = document.querySelector('canvas.mapcanvas');
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data, out = [];
+    for (let y = 1; y < c.height; y += 3) for (let x = 1; x < c.width; x += 3) {
+      const i = (y * c.width + x) * 4;
+      if (d[i] === r && d[i + 1] === g && d[i + 2] === b) out.push({ x, y });
+    }
+    return out;
+  }, rgb);
 
   // Two clicks: the overview's process link, then "Memory map".
   await page.goto(URL + '/#/');
@@ -90,15 +102,7 @@ try {
   if (spot.first) {
     const box = await page.locator('canvas.mapcanvas').first().boundingBox();
     // Hover each red cell until the one of the 10 MB block answers.
-    const cells = await page.evaluate(() => {
-      const c = document.querySelector('canvas.mapcanvas');
-      const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data, out = [];
-      for (let y = 1; y < c.height; y += 3) for (let x = 1; x < c.width; x += 3) {
-        const i = (y * c.width + x) * 4;
-        if (d[i] === 0xd6 && d[i + 1] === 0x27 && d[i + 2] === 0x28) out.push({ x, y });
-      }
-      return out;
-    });
+    const cells = await cellsOfColour([0xd6, 0x27, 0x28]);
     let hover = '';
     for (const p of cells.slice(0, 400)) {
       await page.mouse.move(box.x + p.x + 0.5, box.y + p.y + 0.5);
@@ -155,6 +159,33 @@ try {
   const budget = Number(process.env.CW_FIRST_PAINT_MS || 10000);
   check(`first paint of 100,000 ranges under ${budget} ms (best of 5)`, best < budget, `best ${best.toFixed(0)} ms`);
   await page.locator('#mapsec').screenshot({ path: path.join(SHOTS, 'map-100k.png') });
+
+  // Reserved, not committed: the big process's 4 MiB reservations.
+  const bigMap = await api(BIG, `/api/processes/${bigId}/map`);
+  const nres = bigMap.reserved ? bigMap.reserved.count : 0;
+  check('API: the big process has reserved-but-uncommitted ranges (4 MiB each)', nres > 0 &&
+    bigMap.reserved.size.every((x) => x === 4 * MB) && bigMap.reserved.state === 'reserved', JSON.stringify(bigMap.reserved?.size?.slice(0, 3)));
+  check('picture: reserved ranges counted on the canvas', Number(await page.getAttribute('canvas.mapcanvas', 'data-reserved')) === nres);
+  const faint = await cellsOfColour([0xdc, 0xe3, 0xec]);
+  check('picture: reserved space drawn in the faint colour (#dce3ec)', faint.length > 0, `${faint.length} cells`);
+  if (faint.length) {
+    const box = await page.locator('canvas.mapcanvas').first().boundingBox();
+    await page.mouse.move(box.x + faint[0].x + 0.5, box.y + faint[0].y + 0.5);
+    const hover = await page.textContent('#mhover');
+    check('hover: range, 4.00 MB, "reserved, not committed", reserve time', /0x[0-9a-f]+ – 0x[0-9a-f]+/.test(hover) &&
+      hover.includes('4.00 MB') && hover.includes('reserved, not committed') && / reserved \S/.test(hover), hover);
+  }
+  await page.waitForFunction(() => document.querySelectorAll('#mlist tbody tr').length > 0);
+  const resRows = await page.$$eval('#mlist tbody tr.reserved td.type', (tds) => tds.map((t) => t.textContent));
+  check('region list: reserved regions with Type "reserved" (the largest, listed first by size)', resRows.length > 0 &&
+    resRows.every((x) => x === 'reserved'), JSON.stringify(resRows.slice(0, 3)));
+  const types = await page.$$eval('#mlist tbody td.type', (tds) => [...new Set(tds.map((t) => t.textContent))]);
+  check('region list: Type column says committed or reserved', types.every((x) => x === 'committed' || x === 'reserved'), JSON.stringify(types));
+  await page.locator('#mapsec').screenshot({ path: path.join(SHOTS, 'map-reserved.png') });
+  await page.selectOption('#mres', 'hide');
+  await page.waitForFunction(() => document.querySelector('canvas.mapcanvas')?.dataset.reserved === '0');
+  const faintLeft = (await cellsOfColour([0xdc, 0xe3, 0xec])).length;
+  check('reserved: hide leaves no faint cell', faintLeft === 0, `${faintLeft} cells`);
 
   // A phone: the map section never makes the page scroll sideways.
   await page.setViewportSize({ width: 390, height: 844 });

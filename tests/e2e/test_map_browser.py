@@ -6,7 +6,9 @@ The checks are in map_browser.mjs; this file starts the services:
   snapshot before the step and the one after it, the difference shows
   main's direct VirtualAlloc as a new 10 MB block;
 - big: a synthetic trace of one process with 100,000 live ranges (three
-  stack tags, addresses in clusters), for the first paint's time.
+  stack tags, addresses in clusters) and a 4 MiB reservation before each
+  cluster (reserved, never committed), for the first paint's time and the
+  faint drawing of reserved space.
 
 A missing prerequisite fails the test in CI and skips it (exit 77)
 elsewhere. Screenshots: $CW_BUILD/screenshots/map-*.png."""
@@ -31,7 +33,8 @@ node, chromium, shots = cwbrowser.prerequisites()
 
 def write_big_trace(path):
     """One process, RANGES commits of 4-64 KiB in clusters of 1000 ranges
-    (1 GiB apart), one every 100 us, never released: all live at the end."""
+    (1 GiB apart), one every 100 us, never released: all live at the end;
+    before each cluster, 8 MiB below it, a 4 MiB reservation."""
     stacks = [["big.exe!main", "big.exe!Grow", "KernelBase.dll!VirtualAlloc", "ntdll.dll!NtAllocateVirtualMemory"],
               ["big.exe!main", "ntdll.dll!RtlAllocateHeap", "ntdll.dll!NtAllocateVirtualMemory"],
               ["big.exe!main", "KernelBase.dll!CreateThread", "ntdll.dll!NtAllocateVirtualMemory"]]
@@ -43,6 +46,9 @@ def write_big_trace(path):
         for i in range(RANGES):
             if i % 1000 == 0:
                 addr += 1 << 30
+                f.write(json.dumps({"ts": T0 + 500 + i * 100000, "op": "reserve", "pid": 4242,
+                                    "addr": hex(addr - (8 << 20)), "size": 4 << 20,
+                                    "stack": stacks[0]}) + "\n")
             size = 4096 * (1 + (i * 7919) % 16)
             f.write(json.dumps({"ts": T0 + 1000 + i * 100000, "op": "commit", "pid": 4242,
                                 "addr": hex(addr), "size": size, "stack": stacks[i % 3]}) + "\n")

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """test_win_rundown.py - the "rundown" source under Wine: a VirtualQueryEx
 walk of every process's committed private memory (MEM_COMMIT +
-MEM_PRIVATE), recorded as a trace and served by `run`.
+MEM_PRIVATE) and reserved private space (MEM_RESERVE + MEM_PRIVATE, as
+`reserve` events), recorded as a trace and served by `run`.
 
 A workload with a known figure: memorytestapp.exe --seconds 2 --delay 0
 --hold runs its allocations, prints its pid and committed_private=BYTES
@@ -13,8 +14,9 @@ Then, in the ctest run's shared prefix:
   rundown commits sum exactly to committed_private; every process of the
   prefix that lived through the walk is there under its image name (as
   Wine's WMI, `wmic process`, names it); the regions are page-aligned and
-  do not overlap; the log's counts (processes = walked + not opened,
-  regions, bytes) are the trace's. Wine lets the prefix's administrator
+  do not overlap, nor do the reserved regions overlap the committed ones;
+  the log's counts (processes = walked + not opened, regions, bytes,
+  reserved regions and bytes) are the trace's. Wine lets the prefix's administrator
   open every process, and a prefix has no System or protected process:
   "0 could not be opened" is what Wine gives (on Windows the System
   process, at least, is counted there).
@@ -78,8 +80,9 @@ try:
          ("windows", 8))
     starts = {e["pid"]: e for e in evs if e["op"] == "process_start"}
     commits = [e for e in evs if e["op"] == "commit"]
-    t.check("the trace holds process starts and commits only, one start per process",
-            len(evs) == len(starts) + len(commits) and len(starts) == sum(
+    reserves = [e for e in evs if e["op"] == "reserve"]
+    t.check("the trace holds process starts, commits and reserves only, one start per process",
+            len(evs) == len(starts) + len(commits) + len(reserves) and len(starts) == sum(
                 1 for e in evs if e["op"] == "process_start"), sorted({e["op"] for e in evs}))
     t.check("every event at one time (the snapshot's)", len({e["ts"] for e in evs}) == 1,
             sorted({e["ts"] for e in evs})[:5])
@@ -94,8 +97,13 @@ try:
     t.eq(f"the workload (pid {pid}) is named memorytestapp.exe",
          starts.get(pid, {}).get("name"), "memorytestapp.exe")
     t.check("the workload's regions: several", len(mine) >= 3, len(mine))
+    t.check("every reserve is a rundown reserve stacked \"(before trace)\", after its process's start",
+            all(r.get("rundown") is True and r.get("stack") == ["(before trace)"] and r["pid"] in starts
+                and evs.index(starts[r["pid"]]) < evs.index(r) for r in reserves), reserves[:3])
+    t.check("the workload has reserved, uncommitted regions (its heap's)",
+            any(r["pid"] == pid for r in reserves), len(reserves))
     by_pid = {}
-    for c in commits:
+    for c in commits + reserves:  # committed and reserved regions never overlap
         by_pid.setdefault(c["pid"], []).append((int(c["addr"], 16), c["size"]))
     bad = []
     for p, regions in by_pid.items():
@@ -103,7 +111,7 @@ try:
         for (a, n), (b, _) in zip(regions, regions[1:] + [(None, None)]):
             if a % PAGE or n <= 0 or n % PAGE or (b is not None and a + n > b):
                 bad.append((p, hex(a), n))
-    t.eq("regions are whole pages and never overlap within a process", bad, [])
+    t.eq("regions (committed and reserved) are whole pages and never overlap within a process", bad, [])
     # Names: every process alive before and after the walk (the same pid
     # and name in both listings) is in the trace under that name.
     stable = {p: n for p, n in before.items() if after.get(p) == n}
@@ -117,10 +125,12 @@ try:
 
     # The log's counts are the trace's; Wine opens every process.
     m = re.search(r"rundown: (\d+) processes, (\d+) walked \((\d+) committed private regions, "
-                  r"(\d+) bytes\), (\d+) could not be opened", log)
+                  r"(\d+) bytes; (\d+) reserved, (\d+) bytes\), (\d+) could not be opened", log)
     t.check("the log counts the walk", m is not None, log)
     if m:
-        nproc, walked, nreg, nbytes, unopened = map(int, m.groups())
+        nproc, walked, nreg, nbytes, nres, nresbytes, unopened = map(int, m.groups())
+        t.eq("log: reserved regions and bytes = the trace's reserves", (nres, nresbytes),
+             (len(reserves), sum(r["size"] for r in reserves)))
         t.eq("log: processes = walked + could not be opened", nproc, walked + unopened)
         t.eq("log: walked = the trace's processes", walked, len(starts))
         t.eq("log: regions and bytes = the trace's commits", (nreg, nbytes),

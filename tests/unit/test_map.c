@@ -1,6 +1,6 @@
 /* test_map.c - committed-memory maps (map.h): the tracker's snapshot of an
  * instance's interval map, the stored encoding, the difference of two
- * maps, the snapshot policy, the request channel an HTTP worker uses to
+ * maps, reserved-but-uncommitted ranges, the snapshot policy, the request channel an HTTP worker uses to
  * get a live map from the core thread, and the store's snapshots
  * (schema/006_map: written with a batch, read at or before an instant,
  * pruned with the raw tier). */
@@ -31,15 +31,22 @@ static cw_event_t ev(int64_t ts, cw_op_t op, uint32_t pid, uint64_t addr, uint64
     return (cw_event_t){.ts = ts, .op = op, .pid = pid, .addr = addr, .size = size, .stack_id = stack};
 }
 
+/* Range i of v[0 .. n) is [addr, addr + size) from (ts, stack). */
+static void expect_in(const cw_map_range_t *v, uint32_t n, uint32_t i, uint64_t addr,
+                      uint64_t size, int64_t ts, uint32_t stack)
+{
+    ASSERT_TRUE(i < n);
+    if (i >= n) return;
+    ASSERT_U64_EQ(v[i].addr, addr);
+    ASSERT_U64_EQ(v[i].size, size);
+    ASSERT_EQ(v[i].commit_ns, ts);
+    ASSERT_EQ(v[i].stack_id, stack);
+}
+
 static void expect_range(const cw_map_t *m, uint32_t i, uint64_t addr, uint64_t size, int64_t ts,
                          uint32_t stack)
 {
-    ASSERT_TRUE(i < m->n);
-    if (i >= m->n) return;
-    ASSERT_U64_EQ(m->v[i].addr, addr);
-    ASSERT_U64_EQ(m->v[i].size, size);
-    ASSERT_EQ(m->v[i].commit_ns, ts);
-    ASSERT_EQ(m->v[i].stack_id, stack);
+    expect_in(m->v, m->n, i, addr, size, ts, stack);
 }
 
 /* Commits, an overlapping commit (keeps the first attribution), a
@@ -79,6 +86,124 @@ static void test_tracker_map(void)
     ASSERT_EQ(cw_tracker_map(t, id, T0, &m), CW_ENOENT);
     cw_map_clear(&m);
     cw_tracker_destroy(t);
+}
+
+static void expect_res(const cw_map_t *m, uint32_t i, uint64_t addr, uint64_t size, int64_t ts,
+                       uint32_t stack)
+{
+    expect_in(m->res, m->nres, i, addr, size, ts, stack);
+}
+
+/* Commit figures a sink sees: bytes committed and released. */
+typedef struct figures {
+    uint64_t committed, released, commits, pieces;
+} figures_t;
+static void fig_commit(void *ctx, const cw_proc_t *p, const cw_commit_t *c, int64_t ts)
+{
+    figures_t *f = ctx;
+    (void)p, (void)ts;
+    f->committed += c->bytes;
+    f->commits++;
+}
+static void fig_release(void *ctx, const cw_proc_t *p, const cw_commit_t *c, uint64_t bytes,
+                        int64_t ts)
+{
+    figures_t *f = ctx;
+    (void)p, (void)c, (void)ts;
+    f->released += bytes;
+    f->pieces++;
+}
+
+/* Reserved-but-uncommitted space (tracker.c, "Reserved space"): a reserve
+ * event, a commit inside it, a commit on unreserved space (reserves it
+ * too), a decommit that keeps the reservation, a release that drops it,
+ * rundown reservations, the exit; no commit figure changes. */
+static void test_reserved(void)
+{
+    figures_t with = {0}, without = {0};
+    cw_tracker_sink_t sink = {.ctx = &with, .on_commit = fig_commit, .on_release = fig_release};
+    cw_tracker_sink_t sink2 = {.ctx = &without, .on_commit = fig_commit, .on_release = fig_release};
+    cw_tracker_t *t, *t2; /* t2: the same events without the reserve events */
+    cw_map_t m = {0};
+    ASSERT_OK(cw_tracker_create(&sink, 1, &t));
+    ASSERT_OK(cw_tracker_create(&sink2, 1, &t2));
+    cw_event_t es[] = {
+        ev(T0, CW_OP_RESERVE, 20, 0x100000, 1 * MB, 5),
+        ev(T0 + 1 * S, CW_OP_COMMIT, 20, 0x110000, 64 * KB, 6),  /* inside */
+        ev(T0 + 2 * S, CW_OP_COMMIT, 20, 0x400000, 64 * KB, 7),  /* unreserved: reserves */
+        ev(T0 + 3 * S, CW_OP_DECOMMIT, 20, 0x110000, 32 * KB, 0), /* keeps the reservation */
+        ev(T0 + 4 * S, CW_OP_DECOMMIT, 20, 0x400000, 64 * KB, 0), /* the commit's reservation */
+        ev(T0 + 4 * S, CW_OP_RESERVE, 20, 0x0F0000, 2 * MB, 8), /* around: fills the gaps only */
+    };
+    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++) {
+        ASSERT_OK(cw_tracker_apply(t, &es[i]));
+        if (es[i].op != CW_OP_RESERVE) ASSERT_OK(cw_tracker_apply(t2, &es[i]));
+    }
+    const cw_proc_t *p = cw_tracker_find(t, 20);
+    ASSERT_TRUE(p != NULL);
+    ASSERT_U64_EQ(p->outstanding, 32 * KB);
+    ASSERT_OK(cw_tracker_map(t, p->id, T0 + 5 * S, &m));
+    ASSERT_EQ(m.n, 1);
+    expect_range(&m, 0, 0x118000, 32 * KB, T0 + 1 * S, 6);
+    /* Reserved, not committed: [0xF0000, 0x2F0000) minus the committed
+     * 32 KiB, and the decommitted commit's 64 KiB at 0x400000. */
+    ASSERT_EQ(m.nres, 5);
+    expect_res(&m, 0, 0x0F0000, 0x10000, T0 + 4 * S, 8);  /* the second reserve's gap */
+    expect_res(&m, 1, 0x100000, 0x18000, T0, 5);          /* the first reserve, up to the commit */
+    expect_res(&m, 2, 0x120000, 0xE0000, T0, 5);          /* after it */
+    expect_res(&m, 3, 0x200000, 0xF0000, T0 + 4 * S, 8);
+    expect_res(&m, 4, 0x400000, 64 * KB, T0 + 2 * S, 7); /* reserved by its commit */
+    ASSERT_U64_EQ(cw_map_reserved_bytes(&m), 2 * MB - 32 * KB + 64 * KB);
+    ASSERT_U64_EQ(cw_map_bytes(&m), p->outstanding);
+
+    /* A release drops reservation and commit; a partial one keeps the rest. */
+    cw_event_t rel[] = {
+        ev(T0 + 6 * S, CW_OP_RELEASE, 20, 0x100000, 1 * MB, 0),
+        ev(T0 + 7 * S, CW_OP_RELEASE, 20, 0x400000, 16 * KB, 0),
+    };
+    for (size_t i = 0; i < 2; i++) {
+        ASSERT_OK(cw_tracker_apply(t, &rel[i]));
+        ASSERT_OK(cw_tracker_apply(t2, &rel[i]));
+    }
+    ASSERT_OK(cw_tracker_map(t, p->id, T0 + 8 * S, &m));
+    ASSERT_EQ(m.n, 0);
+    ASSERT_EQ(m.nres, 3);
+    expect_res(&m, 0, 0x0F0000, 0x10000, T0 + 4 * S, 8);
+    expect_res(&m, 1, 0x200000, 0xF0000, T0 + 4 * S, 8);
+    expect_res(&m, 2, 0x404000, 48 * KB, T0 + 2 * S, 7);
+    ASSERT_U64_EQ(p->outstanding, 0);
+    /* The commit figures are those of the same events without reserves. */
+    ASSERT_U64_EQ(with.committed, without.committed);
+    ASSERT_U64_EQ(with.released, without.released);
+    ASSERT_U64_EQ(with.commits, without.commits);
+    ASSERT_U64_EQ(with.pieces, without.pieces);
+    ASSERT_U64_EQ(cw_tracker_find(t2, 20)->outstanding, p->outstanding);
+    ASSERT_U64_EQ(cw_tracker_piece_count(t, 20), cw_tracker_piece_count(t2, 20));
+
+    /* The exit drops everything: a new instance of the pid starts empty. */
+    cw_event_t x = ev(T0 + 9 * S, CW_OP_PROCESS_EXIT, 20, 0, 0, 0);
+    uint32_t id = p->id;
+    ASSERT_OK(cw_tracker_apply(t, &x));
+    ASSERT_EQ(cw_tracker_map(t, id, T0, &m), CW_ENOENT);
+    /* Rundown reservations: before tracing; a commit inside splits them. */
+    cw_event_t r = ev(T0 + 10 * S, CW_OP_RESERVE, 20, 0x100000, 256 * KB, 1);
+    r.rundown = true;
+    ASSERT_OK(cw_tracker_apply(t, &r));
+    cw_event_t c = ev(T0 + 11 * S, CW_OP_COMMIT, 20, 0x110000, 64 * KB, 2);
+    ASSERT_OK(cw_tracker_apply(t, &c));
+    p = cw_tracker_find(t, 20);
+    ASSERT_TRUE(p->id != id);
+    ASSERT_OK(cw_tracker_map(t, p->id, T0 + 12 * S, &m));
+    ASSERT_EQ(m.n, 1);
+    ASSERT_EQ(m.nres, 2);
+    expect_res(&m, 0, 0x100000, 64 * KB, CW_TS_BEFORE, 1);
+    expect_res(&m, 1, 0x120000, 128 * KB, CW_TS_BEFORE, 1);
+    /* Memory comes back to the pools at the end (no leak: ASan build). */
+    cw_tracker_end_all(t, T0 + 13 * S);
+    ASSERT_EQ(cw_tracker_live_processes(t), 0);
+    cw_map_clear(&m);
+    cw_tracker_destroy(t);
+    cw_tracker_destroy(t2);
 }
 
 static int collect(void *ctx, const cw_map_t *m)
@@ -142,6 +267,13 @@ static void test_encoding(void)
             ASSERT_OK(cw_map_push(&m, addr, size, ts, (uint32_t)test_rng_below(70000)));
             addr += size;
         }
+        uint64_t raddr = test_rng_below(1u << 20) * 4096;
+        for (uint32_t i = 0, nr = (uint32_t)test_rng_below(20); i < nr; i++) {
+            raddr += 4096 * (1 + test_rng_below(1000));
+            uint64_t size = 4096 * (1 + test_rng_below(4096));
+            ASSERT_OK(cw_map_push_reserved(&m, raddr, size, m.at_ns - (int64_t)i * S, i));
+            raddr += size;
+        }
         unsigned char *blob;
         size_t len;
         ASSERT_OK(cw_map_encode(&m, &blob, &len));
@@ -149,8 +281,12 @@ static void test_encoding(void)
         ASSERT_EQ(back.n, m.n);
         for (uint32_t i = 0; i < m.n && i < back.n; i++)
             expect_range(&back, i, m.v[i].addr, m.v[i].size, m.v[i].commit_ns, m.v[i].stack_id);
+        ASSERT_EQ(back.nres, m.nres);
+        for (uint32_t i = 0; i < m.nres && i < back.nres; i++)
+            expect_res(&back, i, m.res[i].addr, m.res[i].size, m.res[i].commit_ns,
+                       m.res[i].stack_id);
         /* Cut short anywhere inside the last range: an error, not a guess. */
-        if (n && len > 2) {
+        if ((n || m.nres) && len > 2) {
             cw_diag_t d2 = {{0}};
             ASSERT_EQ(cw_map_decode(blob, len - 1, 3, m.at_ns, &back, &d2), CW_EPARSE);
             ASSERT_TRUE(strstr(d2.msg, "cut short") != NULL);
@@ -164,6 +300,20 @@ static void test_encoding(void)
     cw_map_t m = {0};
     ASSERT_EQ(cw_map_decode(bad, 1, 1, T0, &m, &d), CW_EPARSE);
     ASSERT_TRUE(strstr(d.msg, "unknown format") != NULL);
+    /* Format 1 (before reserved ranges): committed ranges only. Two
+     * ranges: gap 0x1000 size 0x1000 stack 2 before tracing; gap 0 size
+     * 0x2000 stack 3 at at_ns - 1 (zigzag 1, + 1). */
+    unsigned char v1[] = {1, 0x80, 0x20, 0x80, 0x20, 2, 0, 0, 0x80, 0x40, 3, 2};
+    ASSERT_OK(cw_map_decode(v1, sizeof v1, 1, T0, &m, &d));
+    ASSERT_EQ(m.n, 2);
+    ASSERT_EQ(m.nres, 0);
+    expect_range(&m, 0, 0x1000, 0x1000, CW_TS_BEFORE, 2);
+    expect_range(&m, 1, 0x2000, 0x2000, T0 - 1, 3);
+    /* Format 2 whose count says more committed ranges than it holds. */
+    unsigned char v2[] = {2, 3, 0x80, 0x20, 0x80, 0x20, 2, 0};
+    ASSERT_EQ(cw_map_decode(v2, sizeof v2, 1, T0, &m, &d), CW_EPARSE);
+    ASSERT_TRUE(strstr(d.msg, "1 committed ranges of 3") != NULL);
+    ASSERT_EQ(m.n, 0);
     /* Bytes per range of a realistic map: addresses close together. */
     cw_map_t r = {0};
     r.at_ns = T0 + 3600 * S;
@@ -329,6 +479,7 @@ static void test_store(void)
 int main(void)
 {
     test_tracker_map();
+    test_reserved();
     test_policy();
     test_encoding();
     test_diff();

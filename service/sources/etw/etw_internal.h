@@ -24,11 +24,14 @@ typedef struct cw_etw_rundown_stats {
     uint32_t unopened;        /* could not be opened: counted, not fatal */
     uint64_t regions;         /* rundown commits emitted */
     uint64_t bytes;           /* their bytes */
+    uint64_t reserved;        /* rundown reserves emitted (MEM_RESERVE + MEM_PRIVATE) */
+    uint64_t reserved_bytes;  /* their bytes */
     char unopened_names[512]; /* "System (4), ..." (truncated) */
 } cw_etw_rundown_stats_t;
 
-/* Emits, at time ts, a process_start and the rundown commits (stacked
- * "(before trace)", interned into stacks) of every process it can open.
+/* Emits, at time ts, a process_start and the rundown commits and reserves
+ * (stacked "(before trace)", interned into stacks) of every process it
+ * can open.
  * *stop (set by the source's stop()) ends it between processes. 0, the
  * sink's error, or CW_EIO / CW_ENOMEM with d filled. */
 int cw_etw__rundown(cw_stacks_t *stacks, const cw_source_sink_t *sink, int64_t ts,

@@ -3,7 +3,9 @@
  *
  * For each process of a Toolhelp snapshot: a process_start event (image
  * name from the snapshot, command line from the process when it can be
- * read), then one rundown commit per MEM_COMMIT + MEM_PRIVATE region,
+ * read), then one rundown commit per MEM_COMMIT + MEM_PRIVATE region and
+ * one rundown reserve per MEM_RESERVE + MEM_PRIVATE region (reserved, not
+ * committed: the memory map draws it faint; no commit figure counts it),
  * stacked "(before trace)" (ARCHITECTURE.md, "Rundown"). Mapped images
  * and sections (MEM_IMAGE, MEM_MAPPED) are not private commit and are left
  * out. A process that cannot be opened (the System process, protected
@@ -16,6 +18,7 @@
 #include <windows.h>
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +64,8 @@ static char *command_line(HANDLE h)
     return out;
 }
 
-/* Emits one process's committed private regions. 0 or the sink's error. */
+/* Emits one process's committed and reserved private regions. 0 or the
+ * sink's error. */
 static int walk(HANDLE h, uint32_t pid, int64_t ts, uint32_t stack, const cw_source_sink_t *sink,
                 cw_etw_rundown_stats_t *st)
 {
@@ -70,9 +74,10 @@ static int walk(HANDLE h, uint32_t pid, int64_t ts, uint32_t stack, const cw_sou
     /* The walk ends where VirtualQueryEx fails: past the last region it
      * returns ERROR_INVALID_PARAMETER, as on Windows. */
     while (VirtualQueryEx(h, p, &mbi, sizeof mbi) == sizeof mbi) {
-        if (mbi.State == MEM_COMMIT && mbi.Type == MEM_PRIVATE) {
+        if ((mbi.State == MEM_COMMIT || mbi.State == MEM_RESERVE) && mbi.Type == MEM_PRIVATE) {
+            bool commit = mbi.State == MEM_COMMIT;
             cw_event_t ev = {.ts = ts,
-                             .op = CW_OP_COMMIT,
+                             .op = commit ? CW_OP_COMMIT : CW_OP_RESERVE,
                              .pid = pid,
                              .addr = (uint64_t)(uintptr_t)mbi.BaseAddress,
                              .size = mbi.RegionSize,
@@ -80,8 +85,8 @@ static int walk(HANDLE h, uint32_t pid, int64_t ts, uint32_t stack, const cw_sou
                              .rundown = true};
             int rc = sink->emit(sink->ctx, &ev);
             if (rc) return rc;
-            st->regions++;
-            st->bytes += mbi.RegionSize;
+            *(commit ? &st->regions : &st->reserved) += 1;
+            *(commit ? &st->bytes : &st->reserved_bytes) += mbi.RegionSize;
         }
         const char *next = (const char *)mbi.BaseAddress + mbi.RegionSize;
         if (next <= p) break;

@@ -41,11 +41,12 @@ static int snap_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
     int rc = cw_etw__rundown(s->stacks, sink, cw_plat_wall_ns(), &s->stop, &st, d);
     if (rc) return rc;
     CW_LOGI(
-        "rundown: %u processes, %u walked (%llu committed private regions, %llu bytes), %u could "
-        "not be opened%s%s",
+        "rundown: %u processes, %u walked (%llu committed private regions, %llu bytes; %llu "
+        "reserved, %llu bytes), %u could not be opened%s%s",
         st.processes, st.opened, (unsigned long long)st.regions, (unsigned long long)st.bytes,
-        st.unopened, st.unopened ? ": " : "", st.unopened_names);
-    if (sink->counters) sink->counters(sink->ctx, st.regions + st.opened, 0, 0);
+        (unsigned long long)st.reserved, (unsigned long long)st.reserved_bytes, st.unopened,
+        st.unopened ? ": " : "", st.unopened_names);
+    if (sink->counters) sink->counters(sink->ctx, st.regions + st.reserved + st.opened, 0, 0);
     return 0;
 }
 
