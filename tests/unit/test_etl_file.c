@@ -347,7 +347,7 @@ static void damaged(void)
     for (int z = 0; z < 2; z++) {
         memcpy(q, p, n);
         at = q[0] | q[1] << 8 | q[2] << 16 | (uint32_t)q[3] << 24; /* the second buffer */
-        const uint8_t big[4] = {0x00, 0x00, 0xF0, 0x03};          /* 0x03F00000 */
+        const uint8_t big[4] = {0x00, 0x00, 0xF0, 0x03};           /* 0x03F00000 */
         memcpy(q + at, big, sizeof big);
         if (z) q[at + 0x34] |= 0x40;
         else q[at + 0x34] &= (uint8_t)~0x40;
