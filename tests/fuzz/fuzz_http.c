@@ -26,6 +26,7 @@
 #define _GNU_SOURCE /* strcasestr */
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <sanitizer/lsan_interface.h>
 #include <stdint.h>
@@ -198,10 +199,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     shutdown(fd, SHUT_WR);
     size_t got = 0;
-    ssize_t k;
+    ssize_t k = 0;
     while (got < sizeof resp - 1 && (k = recv(fd, resp + got, sizeof resp - 1 - got, 0)) > 0)
         got += (size_t)k;
     resp[got] = '\0';
+    /* How the read ended, for the messages below: the server's close, or
+     * an error (a reset; the 20 s timeout on a starved machine). */
+    const char *ended = k < 0 ? strerror(errno) : "the server closed";
     /* Closed with a reset, not a FIN: the answer is read whole, and a
      * TIME_WAIT per input would use up the loopback's ephemeral ports
      * (about 28,000) in a 40 s run at 900 inputs a second. */
@@ -217,7 +221,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(status >= 200 && status < 600, "status %d", status);
     CHECK(status != 500, "500 for %.*s: %.500s", (int)(strchr(req, '\n') - req), req, resp);
     const char *body = strstr(resp, "\r\n\r\n");
-    CHECK(body != NULL, "no end of headers: %.200s", resp);
+    CHECK(body != NULL, "no end of headers (read ended: %s): %.200s", ended, resp);
     body += 4;
     const char *ct = strcasestr(resp, "\r\nContent-Type: application/json");
     if (ct && ct < body && *body && strncmp(req, "HEAD ", 5) != 0) {
