@@ -194,14 +194,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
      * (a refused body): a failed send is then no error. */
     for (size_t sent = 0; sent < n;) {
         ssize_t k = send(fd, req + sent, n - sent, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR) continue;
         if (k <= 0) break;
         sent += (size_t)k;
     }
     shutdown(fd, SHUT_WR);
     size_t got = 0;
+    /* libFuzzer's timer (SIGALRM, for -timeout) interrupts a blocked
+     * recv: EINTR is no end of the answer (the campaign found this: an
+     * answer cut after its status line). */
     ssize_t k = 0;
-    while (got < sizeof resp - 1 && (k = recv(fd, resp + got, sizeof resp - 1 - got, 0)) > 0)
-        got += (size_t)k;
+    while (got < sizeof resp - 1 &&
+           ((k = recv(fd, resp + got, sizeof resp - 1 - got, 0)) > 0 || (k < 0 && errno == EINTR)))
+        if (k > 0) got += (size_t)k;
     resp[got] = '\0';
     /* How the read ended, for the messages below: the server's close, or
      * an error (a reset; the 20 s timeout on a starved machine). */
