@@ -5,7 +5,9 @@
 # SECONDS of wall time (default: no limit), from its committed seeds and
 # the campaign's own corpus ($BUILD/campaign-corpus/TARGET, kept between
 # campaigns). Writes, per target, its log and a summary line to
-# $OUT/summary.txt: executions, seconds, exec/s, edges covered (libFuzzer's
+# $OUT/summary.txt: executions, seconds, exec/s, the CPU seconds it had
+# (user + system; on a shared machine at nice 19 far fewer than the
+# seconds) and executions per CPU second, edges covered (libFuzzer's
 # cov), features, corpus size, the functions of the target's own sources
 # that were reached and not (-print_coverage), and the crash/leak/timeout
 # files left in $OUT/artifacts/ (none expected).
@@ -26,13 +28,14 @@ while getopts "r:t:o:" o; do
 done
 shift $((OPTIND - 1))
 BUILD=${CW_FUZZ_BUILD:-build-fuzz}
+[ -x /usr/bin/time ] || { echo "fuzz_campaign: /usr/bin/time is needed (apt-get install time)" >&2; exit 1; }
 source tests/fuzz/targets.sh
 ((${#@})) && FUZZ_TARGETS=("$@")
 CW_JOBS=${CW_JOBS:-2} fuzz_build
 mkdir -p "$out/artifacts"
 summary="$out/summary.txt"
-printf '%-17s %12s %8s %8s %6s %7s %7s %11s %s\n' target execs seconds exec/s cov ft corpus \
-  "funcs hit" "findings" >>"$summary"
+printf '%-17s %12s %8s %8s %7s %10s %6s %7s %7s %11s %s\n' target execs seconds exec/s cpu_s \
+  exec/cpu_s cov ft corpus "funcs hit" "findings" >>"$summary"
 for t in "${FUZZ_TARGETS[@]}"; do
   corpus="$BUILD/campaign-corpus/${t#fuzz_}"
   mkdir -p "$corpus"
@@ -43,7 +46,8 @@ for t in "${FUZZ_TARGETS[@]}"; do
   start=$(date +%s)
   before=$(ls "$out/artifacts" | wc -l)
   rc=0
-  nice -n 19 "$BUILD/tests/fuzz/$t" -runs="$runs" "${limit[@]}" -timeout=20 -rss_limit_mb=2048 \
+  /usr/bin/time -f '%U %S' -o "$out/$t.cpu" \
+    nice -n 19 "$BUILD/tests/fuzz/$t" -runs="$runs" "${limit[@]}" -timeout=20 -rss_limit_mb=2048 \
     -print_final_stats=1 -print_coverage=1 -artifact_prefix="$out/artifacts/$t-" \
     "$corpus" "${FUZZ_ARGS[@]}" >"$log" 2>&1 || rc=$?
   took=$(($(date +%s) - start))
@@ -55,10 +59,15 @@ for t in "${FUZZ_TARGETS[@]}"; do
   # Functions of the project's sources (not the harness, not libraries).
   hit=$(grep -c '^COVERED_FUNC.*/service/' "$log" || true)
   miss=$(grep -c '^UNCOVERED_FUNC.*/service/' "$log" || true)
+  # (time's last line: a first one says when the fuzzer exited nonzero)
+  cpu=$(tail -1 "$out/$t.cpu" | awk '{printf "%.0f", $1 + $2}')
+  percpu='?'
+  [[ -n ${execs:-} && $cpu =~ ^[1-9][0-9]*$ ]] && percpu=$((execs / cpu))
   found=$(($(ls "$out/artifacts" | wc -l) - before))
   verdict="none"
   ((found > 0 || rc != 0)) && verdict="$found file(s), exit $rc: see $log"
-  printf '%-17s %12s %8s %8s %6s %7s %7s %11s %s\n' "$t" "${execs:-?}" "$took" "${rate:-?}" \
-    "${cov:-?}" "${ft:-?}" "$ncorp" "$hit/$((hit + miss))" "$verdict" >>"$summary"
+  printf '%-17s %12s %8s %8s %7s %10s %6s %7s %7s %11s %s\n' "$t" "${execs:-?}" "$took" \
+    "${rate:-?}" "$cpu" "$percpu" "${cov:-?}" "${ft:-?}" "$ncorp" "$hit/$((hit + miss))" \
+    "$verdict" >>"$summary"
   tail -1 "$summary"
 done

@@ -65,6 +65,10 @@ void cw_config_free(cw_config_t *c);
 /* Reads path over c. Unknown keys are warned about on warn (may be
  * NULL). 0, CW_EIO (cannot read) or CW_EPARSE with d naming file:line. */
 int cw_config_load(cw_config_t *c, const char *path, FILE *warn, cw_diag_t *d);
+/* The same from an open stream f (left open; its permissions are not
+ * checked), path naming it in messages: what cw_config_load reads after
+ * its checks (the fuzz target reads its input from memory through it). */
+int cw_config_load_stream(cw_config_t *c, FILE *f, const char *path, FILE *warn, cw_diag_t *d);
 
 /* cw_parse_duration() and cw_parse_size(), which read the duration and
  * size values, are in common.h (service/base/units.c): the alert rules

@@ -38,6 +38,15 @@ struct cw_trace_reader {
 
 /* ---- line reading ------------------------------------------------------ */
 
+/* The read buffer's first size: lines are read in chunks of it, and it
+ * grows to hold a longer line. A build may make it smaller (the fuzz
+ * target: -DCW_TRACE_READ_CAP=64, so a line split between reads and the
+ * buffer's growth happen on small inputs, and a reader opened per input
+ * does not allocate 1 MiB). */
+#ifndef CW_TRACE_READ_CAP
+#define CW_TRACE_READ_CAP (1 << 20)
+#endif
+
 /* Next line without its newline (and without a trailing CR): 1 and
  * line and len set (NUL-terminated in place), 0 at EOF, CW_EIO/ENOMEM. */
 static int next_line(cw_trace_reader_t *r, char **line, size_t *len)
@@ -250,7 +259,7 @@ int cw_trace_reader_open(const char *path, cw_stacks_t *stacks, cw_trace_reader_
     if (!r) return CW_ENOMEM;
     r->stacks = stacks;
     r->path = strdup(path);
-    r->cap = 1 << 20;
+    r->cap = CW_TRACE_READ_CAP;
     r->buf = malloc(r->cap);
     if (!r->path || !r->buf) {
         cw_trace_reader_close(r);

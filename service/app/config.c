@@ -200,16 +200,20 @@ static int read_line(FILE *f, char *line, size_t cap)
 int cw_config_load(cw_config_t *c, const char *path, FILE *warn, cw_diag_t *d)
 {
     FILE *f = fopen(path, "r");
-    char line[4096];
-    unsigned lineno = 0;
-    int rc = 0, got;
     if (!f)
         return cw_diag_set(d, CW_EIO, "%s: cannot read the configuration: %s", path,
                            strerror(errno));
-    if ((rc = cw_plat_file_private(f, path, "the configuration", d)) != 0) {
-        fclose(f);
-        return rc;
-    }
+    int rc = cw_plat_file_private(f, path, "the configuration", d);
+    if (rc == 0) rc = cw_config_load_stream(c, f, path, warn, d);
+    fclose(f);
+    return rc;
+}
+
+int cw_config_load_stream(cw_config_t *c, FILE *f, const char *path, FILE *warn, cw_diag_t *d)
+{
+    char line[4096];
+    unsigned lineno = 0;
+    int rc = 0, got;
     while (rc == 0 && (got = read_line(f, line, sizeof line)) != 0) {
         lineno++;
         if (got < 0) {
@@ -245,7 +249,6 @@ int cw_config_load(cw_config_t *c, const char *path, FILE *warn, cw_diag_t *d)
                              key, k->help);
     }
     if (rc == 0 && ferror(f)) rc = cw_diag_set(d, CW_EIO, "%s: read error", path);
-    fclose(f);
     return rc;
 }
 

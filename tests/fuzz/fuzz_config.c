@@ -1,7 +1,8 @@
 /* fuzz_config.c - libFuzzer target for the configuration file
  * (service/app/config.c, `--config FILE` and SIGHUP): the input is one
- * file, written to a temporary file (the loader reads files) and loaded
- * over the defaults. It must load (0) or be refused with CW_EPARSE and a
+ * file, read from memory (fmemopen) by cw_config_load_stream, what
+ * cw_config_load runs after opening the file and checking its
+ * permissions, and loaded over the defaults. It must load (0) or be refused with CW_EPARSE and a
  * message naming file:line, never crash or leak. What it keeps must be
  * whole: every string value must stand in the file as a value does (its
  * end followed by a blank, `#`, a line end or the end of the file), so a
@@ -13,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "commitwatch/config.h"
 
@@ -28,7 +28,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
         }                                                                                          \
     } while (0)
 
-static char path[64];
+/* The name messages give the input. */
+static const char path[] = "fuzz.conf";
 
 /* Is v somewhere in text (n bytes) followed by what ends a value? */
 static bool stands_whole(const char *text, size_t n, const char *v)
@@ -49,11 +50,11 @@ static bool stands_whole(const char *text, size_t n, const char *v)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (!path[0]) snprintf(path, sizeof path, "/tmp/fuzz_config.%ld.conf", (long)getpid());
-    FILE *f = fopen(path, "wb");
-    if (!f) return 0;
-    fwrite(data, 1, size, f);
-    fclose(f);
+    /* fmemopen refuses an empty buffer: an empty file is a 1-byte buffer
+     * read from its end. */
+    FILE *f = fmemopen(size ? (void *)data : (void *)"", size ? size : 1, "r");
+    CHECK(f != NULL);
+    if (!size) fgetc(f);
 
     cw_config_t c, def;
     CHECK(cw_config_init(&c) == 0 && cw_config_init(&def) == 0);
@@ -61,7 +62,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t wlen = 0;
     FILE *warn = open_memstream(&warnings, &wlen);
     cw_diag_t d = {{0}};
-    int rc = cw_config_load(&c, path, warn, &d);
+    int rc = cw_config_load_stream(&c, f, path, warn, &d);
+    fclose(f);
     if (warn) fclose(warn);
     free(warnings);
     if (rc == 0) {

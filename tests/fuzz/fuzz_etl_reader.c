@@ -1,5 +1,5 @@
 /* fuzz_etl_reader.c - libFuzzer target for the .etl reader: the input is a
- * whole file. It is written to a temporary file (the reader reads files)
+ * whole file. It is written to a temporary file in /dev/shm (the reader reads files)
  * and read twice, as `commitwatch etl info --images` reads it and as
  * `--source etl:` does (every event through the stack joiner into
  * interned stacks). Either may refuse the file (CW_EPARSE, CW_EIO, or a
@@ -49,10 +49,18 @@ static int on_event(void *ctx, const cw_event_t *ev)
     return 0;
 }
 
+static void remove_files(void)
+{
+    remove(path);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!path[0]) {
-        snprintf(path, sizeof path, "/tmp/fuzz_etl_reader.%ld.etl", (long)getpid());
+        /* In memory (tmpfs) where there is one (see fuzz_trace.c). */
+        const char *tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+        snprintf(path, sizeof path, "%s/fuzz_etl_reader.%ld.etl", tmp, (long)getpid());
+        atexit(remove_files);
         cw_log_set_level(CW_LOG_ERROR); /* the reader's warnings are expected here */
     }
     FILE *f = fopen(path, "wb");

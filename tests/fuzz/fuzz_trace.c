@@ -1,7 +1,7 @@
 /* fuzz_trace.c - libFuzzer target for the JSONL trace reader
  * (service/analysis/trace.c) as the replay source reads it
  * (service/sources/replay/replay.c, `--source replay:PATH`): the input is
- * a whole trace file, written to a temporary file (the reader reads
+ * a whole trace file, written to a temporary file in /dev/shm (the reader reads
  * files). Every event the source delivers goes through the tracker into
  * the exact window analyzer (what `analyze --source replay:` runs: its
  * report as JSON and as the table) and into the trace writer. The file
@@ -123,11 +123,22 @@ static void check_round_trip(uint64_t n)
     cw_stacks_destroy(sb);
 }
 
+static void remove_files(void)
+{
+    remove(in_path);
+    remove(out_path);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!in_path[0]) {
-        snprintf(in_path, sizeof in_path, "/tmp/fuzz_trace.%ld.jsonl", (long)getpid());
-        snprintf(out_path, sizeof out_path, "/tmp/fuzz_trace.%ld.out.jsonl", (long)getpid());
+        /* In memory (tmpfs) where there is one: on a disk, the files'
+         * writes waited behind other programs' writeback (most of the
+         * wall time on a busy machine). */
+        const char *tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+        snprintf(in_path, sizeof in_path, "%s/fuzz_trace.%ld.jsonl", tmp, (long)getpid());
+        snprintf(out_path, sizeof out_path, "%s/fuzz_trace.%ld.out.jsonl", tmp, (long)getpid());
+        atexit(remove_files);
         cw_log_set_level(CW_LOG_ERROR);
     }
     FILE *f = fopen(in_path, "wb");

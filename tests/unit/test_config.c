@@ -1,6 +1,7 @@
 /* test_config.c - the configuration file: defaults, values, durations and
  * sizes, repeatable keys, unknown keys warned about, bad values refused
- * with file:line, lines too long or holding a NUL refused. */
+ * with file:line, lines too long or holding a NUL refused; the same read
+ * from an open stream. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +95,21 @@ int main(void)
     ASSERT_EQ(strlen(c.alert_exec), 4095 - 13);
     ASSERT_STR_EQ(c.db, "last");
     remove(path);
+
+    /* From an open stream (what cw_config_load reads after its checks;
+     * the fuzz target reads from memory): messages name the given name,
+     * the stream stays open. */
+    f = tmpfile();
+    ASSERT_TRUE(f != NULL);
+    fputs("db = from-stream\nhttp_threads = 3\nhttp_threads = many\n", f);
+    rewind(f);
+    ASSERT_EQ(cw_config_load_stream(&c, f, "given.conf", NULL, &d), CW_EPARSE);
+    ASSERT_TRUE(strncmp(d.msg, "given.conf:3: bad value 'many' for http_threads", 47) == 0);
+    ASSERT_STR_EQ(c.db, "from-stream");
+    ASSERT_U64_EQ(c.http_threads, 3);
+    rewind(f); /* still open */
+    ASSERT_EQ(fgetc(f), 'd');
+    fclose(f);
 
     int64_t ns;
     uint64_t b;

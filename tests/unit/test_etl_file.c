@@ -268,6 +268,33 @@ static void spill(const char *file, const uint8_t *p, size_t n)
     fclose(f);
 }
 
+/* Buffers of 256 KiB, compressed or not, each read whole (in several
+ * reads: the reader grows its buffer from 64 KiB as the bytes come). */
+static void big_buffers(bool compress)
+{
+    cw_etlw_opts_t o = {.ptr_size = 8, .ncpu = 1, .compress = compress,
+                        .buffer_size = 256 << 10, .start_ns = T0_NS, .start_tick = T0_TICK,
+                        .freq = FREQ};
+    cw_etlw_t *w;
+    ASSERT_OK(cw_etlw_open(path_of("big.etl"), &o, &w));
+    uint64_t t = T0_TICK + 10;
+    for (int i = 0; i < 20000; i++, t += 7) {
+        uint8_t filler[40] = {(uint8_t)i};
+        cw_etlw_buf_t b = {filler, sizeof filler, sizeof filler, false};
+        ev(w, 0, CW_ETLW_SYSTEM, 0x01, 10, 3, 100, 104, t, &b);
+    }
+    ASSERT_OK(cw_etlw_close(w));
+    cw_etl_info_t *in = NULL;
+    cw_diag_t d = {{0}};
+    ASSERT_OK(cw_etl_info(path_of("big.etl"), false, &in, &d));
+    ASSERT_TRUE(!in->file.truncated);
+    ASSERT_EQ(in->file.buffers_corrupt, 0);
+    ASSERT_TRUE(in->file.buffers >= 3);
+    ASSERT_TRUE(in->file.events >= 20000);
+    cw_etl_info_free(in);
+    remove(path_of("big.etl"));
+}
+
 static void damaged(void)
 {
     size_t n;
@@ -312,6 +339,24 @@ static void damaged(void)
     ASSERT_TRUE(in->file.truncated);
     ASSERT_EQ(in->file.buffers, 1);
     cw_etl_info_free(in);
+
+    /* A buffer that claims more bytes than the file has left (just under
+     * the 64 MiB cap), compressed or not: the file ends inside it (the
+     * reader reads what is there, growing its buffer as the bytes come,
+     * not the 64 MiB the header claims). */
+    for (int z = 0; z < 2; z++) {
+        memcpy(q, p, n);
+        at = q[0] | q[1] << 8 | q[2] << 16 | (uint32_t)q[3] << 24; /* the second buffer */
+        const uint8_t big[4] = {0x00, 0x00, 0xF0, 0x03};           /* 0x03F00000 */
+        memcpy(q + at, big, sizeof big);
+        if (z) q[at + 0x34] |= 0x40;
+        else q[at + 0x34] &= (uint8_t)~0x40;
+        spill(path_of("claims.etl"), q, n);
+        ASSERT_OK(cw_etl_info(path_of("claims.etl"), false, &in, &d));
+        ASSERT_TRUE(in->file.truncated);
+        ASSERT_EQ(in->file.buffers, 1);
+        cw_etl_info_free(in);
+    }
 
     /* Not an .etl file at all, an empty one, and none. */
     spill(path_of("text.etl"), (const uint8_t *)"{\"format\":\"commitwatch-trace\"}\n", 31);
@@ -476,6 +521,8 @@ int main(void)
     read_small(true, 4);
     read_small(true, 8);
     damaged();
+    big_buffers(false);
+    big_buffers(true);
     real_files();
     TEST_DONE();
 }

@@ -94,7 +94,14 @@ typedef struct cw_etl__fslot {
 
 #define CW_ETL__NO_IMAGE UINT32_MAX
 
+/* The frame and stack caches are direct-mapped: their size changes how
+ * often they hit, never what is read. A build may make them smaller
+ * (-DCW_ETL__FCACHE_BITS=8: the fuzz targets, where a new reader per
+ * input would otherwise allocate and clear 2.9 MB, and where collisions
+ * then happen on small inputs too). */
+#ifndef CW_ETL__FCACHE_BITS
 #define CW_ETL__FCACHE_BITS 16
+#endif
 
 /* Names functions (images.c from `--images DIR`; DbgHelp on Windows):
  * writes the name of the function at offset off of image m ("Export" or
@@ -279,7 +286,9 @@ typedef struct cw_etl__sslot {
     size_t cap;
 } cw_etl__sslot_t;
 
-#define CW_ETL__SCACHE_BITS 14
+#ifndef CW_ETL__SCACHE_BITS
+#define CW_ETL__SCACHE_BITS 14 /* see CW_ETL__FCACHE_BITS */
+#endif
 
 typedef struct cw_etl__dcproc {
     uint32_t pid, ppid;

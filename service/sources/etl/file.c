@@ -107,6 +107,25 @@ static int grow(uint8_t **p, size_t *cap, size_t need)
     return 0;
 }
 
+/* Reads n bytes into *p at offset at, growing the buffer as they come:
+ * from 64 KiB, at most doubling what was read, so a header that claims
+ * more than the file holds (up to MAX_BUF) allocates no more than about
+ * twice what is there. 0, 1 when the file ends first, CW_EIO, CW_ENOMEM. */
+static int read_grow(cw_etl_file_t *f, uint8_t **p, size_t *cap, size_t at, size_t n)
+{
+    size_t end = at + n;
+    while (at < end) {
+        size_t room = 2 * at > (64u << 10) ? 2 * at : (64u << 10);
+        size_t to = end < room ? end : room;
+        if (to < *cap) to = end < *cap ? end : *cap;
+        if (grow(p, cap, to) != 0) return CW_ENOMEM;
+        size_t got = fread(*p + at, 1, to - at, f->f);
+        at += got;
+        if (at < to) return ferror(f->f) ? CW_EIO : 1;
+    }
+    return 0;
+}
+
 /* Compressed buffer x (header h, XPRESS body z of x->size - BUF_HDR
  * bytes) decoded into *out, the events ending at *stop. 0, CW_ENOMEM, 2
  * when it does not decode. */
@@ -141,14 +160,14 @@ static int load_body(cw_etl_file_t *f, const bufidx_t *x, const uint8_t h[BUF_HD
     size_t body = x->size - BUF_HDR;
     if (!(x->flags & FLAG_COMPRESSED)) {
         /* Straight into place. */
-        if (grow(out, outcap, x->size) != 0) return CW_ENOMEM;
+        if (grow(out, outcap, BUF_HDR) != 0) return CW_ENOMEM;
         memcpy(*out, h, BUF_HDR);
-        if (fread(*out + BUF_HDR, 1, body, f->f) < body) return ferror(f->f) ? CW_EIO : 1;
-        return plain_stop(x, stop);
+        int rc = read_grow(f, out, outcap, BUF_HDR, body);
+        return rc ? rc : plain_stop(x, stop);
     }
-    if (grow(&f->raw, &f->rawcap, body ? body : 1) != 0) return CW_ENOMEM;
-    if (fread(f->raw, 1, body, f->f) < body) return ferror(f->f) ? CW_EIO : 1;
-    return inflate(x, h, f->raw, out, outcap, stop);
+    if (grow(&f->raw, &f->rawcap, 1) != 0) return CW_ENOMEM;
+    int rc = read_grow(f, &f->raw, &f->rawcap, 0, body);
+    return rc ? rc : inflate(x, h, f->raw, out, outcap, stop);
 }
 
 /* Buffer x of the index (pass 2) read whole, header and body in one read,
