@@ -584,12 +584,12 @@ static int decommit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
          * changes, which does not read it. */
         rec_t *r = c.l->v[c.i].rec;
         PREFETCH(r);
-        if (!touched) {
+        cur = hi;
+        rc = cut_piece(t, &p->com, c, ns, ne, s, e);
+        if (!touched && ev->op == CW_OP_DECOMMIT) { /* read after the cut, as said */
             res_ts = r->pub.ts;
             res_stack = r->pub.stack_id;
         }
-        cur = hi;
-        rc = cut_piece(t, &p->com, c, ns, ne, s, e);
         if (r->pending == 0) {
             r->touched = touched;
             touched = r;
