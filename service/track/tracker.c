@@ -31,14 +31,15 @@ typedef struct rec {
 } rec_t;
 
 /* A reservation record ("Reserved space" below): what reserved the
- * pieces of `res` that point at it, and how many of their bytes are
- * still there. Smaller than a commit record (24 bytes, not 56): a
- * workload that reserves much keeps many. */
+ * pieces of `res` that point at it, and how many of them there are (a
+ * count of pieces, not bytes, keeps it at 16 bytes; a commit record takes
+ * 64 in its pool): a workload that reserves much keeps many. */
 typedef struct resv {
-    int64_t ts;         /* CW_TS_BEFORE: from a rundown */
-    uint64_t remaining; /* bytes of its pieces still in `res` */
+    int64_t ts; /* CW_TS_BEFORE: from a rundown */
     uint32_t stack_id;
+    uint32_t npieces; /* pieces in `res` pointing here; freed at 0 */
 } resv_t;
+_Static_assert(sizeof(resv_t) == 16, "a reservation record is 16 bytes");
 
 /* pending of a record put in the tracker's gather array (never a byte
  * count: a piece is at most 2^64 - 1 bytes and so is a decommit). */
@@ -650,14 +651,15 @@ static int reserve_fill(cw_tracker_t *t, proc_t *p, uint64_t s, uint64_t e, int6
         uint64_t gap_end = (c.l && cs < e) ? cs : e;
         if (!r) {
             if (!(r = cw_pool_get(&t->resvs))) return CW_ENOMEM;
-            *r = (resv_t){.ts = ts, .remaining = 0, .stack_id = stack_id};
+            *r = (resv_t){.ts = ts, .stack_id = stack_id, .npieces = 0};
             p->map_seq = ++t->map_seq;
         }
-        if (bt_insert(t, &p->res, cur, (piece_t){.end = gap_end, .resv = r}) != 0) {
-            if (r->remaining == 0) cw_pool_put(&t->resvs, r);
+        if (r->npieces == UINT32_MAX ||
+            bt_insert(t, &p->res, cur, (piece_t){.end = gap_end, .resv = r}) != 0) {
+            if (r->npieces == 0) cw_pool_put(&t->resvs, r);
             return CW_ENOMEM;
         }
-        r->remaining += gap_end - cur;
+        r->npieces++;
         cur = gap_end;
     }
     return 0;
@@ -674,9 +676,15 @@ static int unreserve_range(cw_tracker_t *t, proc_t *p, uint64_t s, uint64_t e)
         if (!c.l) break;
         resv_t *r = c.l->v[c.i].resv;
         cur = hi;
-        rc = cut_piece(t, &p->res, c, ns, ne, s, e);
-        r->remaining -= hi - lo;
-        if (r->remaining == 0) cw_pool_put(&t->resvs, r);
+        if (ns >= s && ne <= e) { /* the whole piece goes */
+            bt_remove(t, &p->res, ns);
+            if (--r->npieces == 0) cw_pool_put(&t->resvs, r);
+        } else if (ns < s && ne > e && r->npieces == UINT32_MAX) {
+            rc = CW_ENOMEM; /* no count for a second piece: 2^32 - 1 of them */
+        } else {
+            rc = cut_piece(t, &p->res, c, ns, ne, s, e);
+            if (rc == 0 && ns < s && ne > e) r->npieces++; /* split in two */
+        }
         p->map_seq = ++t->map_seq;
     }
     return rc;
@@ -688,8 +696,7 @@ static void drop_reserved(cw_tracker_t *t, proc_t *p)
     for (leaf_t *l = p->res.root ? descend(&p->res, 0, NULL, NULL) : NULL; l; l = l->next)
         for (uint32_t j = 0; j < l->n; j++) {
             resv_t *r = l->v[j].resv;
-            r->remaining -= l->v[j].end - l->start[j];
-            if (r->remaining == 0) cw_pool_put(&t->resvs, r);
+            if (--r->npieces == 0) cw_pool_put(&t->resvs, r);
         }
     free_tree(t, &p->res);
     p->res.npieces = 0;
