@@ -11,7 +11,9 @@ typedef struct chunk_hdr {
 
 void cw_pool_init(cw_pool_t *p, size_t obj_size, size_t per_chunk)
 {
-    size_t a = sizeof(max_align_t);
+    /* Objects need max_align_t's alignment, not its size (32 bytes on
+     * x86-64, which made a 16-byte object take 32). */
+    size_t a = _Alignof(max_align_t);
     if (obj_size < sizeof(void *)) obj_size = sizeof(void *);
     p->obj_size = (obj_size + a - 1) / a * a;
     p->per_chunk = per_chunk ? per_chunk : 256;

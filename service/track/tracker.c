@@ -30,6 +30,17 @@ typedef struct rec {
     uint64_t pending;    /* scratch: bytes removed by this decommit; GATHERED */
 } rec_t;
 
+/* A reservation record ("Reserved space" below): what reserved the
+ * pieces of `res` that point at it, and how many of them there are (a
+ * count of pieces, not bytes, keeps it at 16 bytes; a commit record takes
+ * 64 in its pool): a workload that reserves much keeps many. */
+typedef struct resv {
+    int64_t ts; /* CW_TS_BEFORE: from a rundown */
+    uint32_t stack_id;
+    uint32_t npieces; /* pieces in `res` pointing here; freed at 0 */
+} resv_t;
+_Static_assert(sizeof(resv_t) == 16, "a reservation record is 16 bytes");
+
 /* pending of a record put in the tracker's gather array (never a byte
  * count: a piece is at most 2^64 - 1 bytes and so is a decommit). */
 #define GATHERED UINT64_MAX
@@ -58,7 +69,10 @@ _Static_assert(BT_MAX >= 4, "a node splits into halves with room left");
 
 typedef struct piece {
     uint64_t end; /* [leaf start, end) */
-    rec_t *rec;
+    union {
+        rec_t *rec;   /* in `com` */
+        resv_t *resv; /* in `res` */
+    };
 } piece_t;
 
 /* A node's count comes first, in the cache line of its first keys: a
@@ -116,7 +130,7 @@ struct cw_tracker {
     proc_t **buckets; /* pid -> live instance, chained */
     uint32_t mask;
     uint32_t nlive;
-    cw_pool_t leaves, inners, recs, procs;
+    cw_pool_t leaves, inners, recs, resvs, procs;
     uint64_t rec_seq;
     uint64_t map_seq; /* counts changes of any instance's pieces, from 1 */
     rec_t **gather; /* an instance's live records (gather_recs); room for the most any has */
@@ -240,8 +254,8 @@ static int inner_insert(cw_tracker_t *t, tree_t *p, inner_t **path, uint32_t *at
     return 0;
 }
 
-/* Inserts the piece [start, end) of r (no piece starts at start). */
-static int bt_insert(cw_tracker_t *t, tree_t *p, uint64_t start, uint64_t end, rec_t *r)
+/* Inserts the piece [start, v.end) (no piece starts at start). */
+static int bt_insert(cw_tracker_t *t, tree_t *p, uint64_t start, piece_t v)
 {
     inner_t *path[BT_DEPTH];
     uint32_t at[BT_DEPTH];
@@ -279,7 +293,7 @@ static int bt_insert(cw_tracker_t *t, tree_t *p, uint64_t start, uint64_t end, r
     memmove(l->start + j + 1, l->start + j, (l->n - j) * sizeof *l->start);
     memmove(l->v + j + 1, l->v + j, (l->n - j) * sizeof *l->v);
     l->start[j] = start;
-    l->v[j] = (piece_t){end, r};
+    l->v[j] = v;
     l->n++;
     p->npieces++;
     return 0;
@@ -496,7 +510,8 @@ static int commit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
             r->pub.stack_id = ev->stack_id;
         }
         /* r is linked below only if it got bytes */
-        if (bt_insert(t, &p->com, cur, gap_end, r) != 0) return CW_ENOMEM;
+        if (bt_insert(t, &p->com, cur, (piece_t){.end = gap_end, .rec = r}) != 0)
+            return CW_ENOMEM;
         r->pub.bytes += gap_end - cur;
         cur = gap_end;
     }
@@ -524,25 +539,27 @@ static inline cursor_t next_overlap(const tree_t *tr, uint64_t cur, uint64_t s, 
     return c;
 }
 
-/* Takes [s, e) out of the piece [ns, ne) of r at cursor c (they
- * overlap). 0 or CW_ENOMEM. */
+/* Takes [s, e) out of the piece [ns, ne) at cursor c (they overlap); a
+ * part that stays keeps the piece's record. 0 or CW_ENOMEM. */
 static inline int cut_piece(cw_tracker_t *t, tree_t *tr, cursor_t c, uint64_t ns, uint64_t ne,
-                            uint64_t s, uint64_t e, rec_t *r)
+                            uint64_t s, uint64_t e)
 {
+    piece_t right = c.l->v[c.i];
+    right.end = ne;
     if (ns >= s && ne <= e) { /* whole piece goes */
         bt_remove(t, tr, ns);
         return 0;
     }
     if (ns < s && ne > e) { /* middle: split in two */
         c.l->v[c.i].end = s;
-        return bt_insert(t, tr, e, ne, r);
+        return bt_insert(t, tr, e, right);
     }
     if (ns < s) { /* left part stays */
         c.l->v[c.i].end = s;
         return 0;
     }
     bt_remove(t, tr, ns); /* right part stays: it moves to its new start */
-    return bt_insert(t, tr, e, ne, r);
+    return bt_insert(t, tr, e, right);
 }
 
 static int reserve_fill(cw_tracker_t *t, proc_t *p, uint64_t s, uint64_t e, int64_t ts,
@@ -568,12 +585,12 @@ static int decommit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
          * changes, which does not read it. */
         rec_t *r = c.l->v[c.i].rec;
         PREFETCH(r);
-        if (!touched) {
+        cur = hi;
+        rc = cut_piece(t, &p->com, c, ns, ne, s, e);
+        if (!touched && ev->op == CW_OP_DECOMMIT) { /* read after the cut, as said */
             res_ts = r->pub.ts;
             res_stack = r->pub.stack_id;
         }
-        cur = hi;
-        rc = cut_piece(t, &p->com, c, ns, ne, s, e, r);
         if (r->pending == 0) {
             r->touched = touched;
             touched = r;
@@ -614,9 +631,8 @@ static int decommit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
  * overlap committed pieces; what is reserved and not committed is `res`
  * minus `com` (map_of()). No commit figure depends on `res`.
  *
- * A reservation record (rec_t from t->recs, as commit records: pub.ts, pub.stack_id,
- * pub.remaining = its bytes still in `res`) is shared by the pieces one
- * event made, and freed when its last byte goes. */
+ * A reservation record (resv_t from t->resvs) is shared by the pieces
+ * one event made, and freed when its last byte goes. */
 
 /* Reserves the parts of [s, e) not in `res` (already reserved space
  * keeps its time and stack), as one record. 0 or CW_ENOMEM. */
@@ -624,7 +640,7 @@ static int reserve_fill(cw_tracker_t *t, proc_t *p, uint64_t s, uint64_t e, int6
                         uint32_t stack_id)
 {
     uint64_t cur = s;
-    rec_t *r = NULL;
+    resv_t *r = NULL;
     while (cur < e) {
         cursor_t c = first_ending_after(&p->res, cur);
         uint64_t cs = c.l ? c.l->start[c.i] : 0;
@@ -634,17 +650,16 @@ static int reserve_fill(cw_tracker_t *t, proc_t *p, uint64_t s, uint64_t e, int6
         }
         uint64_t gap_end = (c.l && cs < e) ? cs : e;
         if (!r) {
-            if (!(r = cw_pool_get(&t->recs))) return CW_ENOMEM;
-            memset(r, 0, sizeof *r);
-            r->pub.ts = ts;
-            r->pub.stack_id = stack_id;
+            if (!(r = cw_pool_get(&t->resvs))) return CW_ENOMEM;
+            *r = (resv_t){.ts = ts, .stack_id = stack_id, .npieces = 0};
             p->map_seq = ++t->map_seq;
         }
-        if (bt_insert(t, &p->res, cur, gap_end, r) != 0) {
-            if (r->pub.remaining == 0) cw_pool_put(&t->recs, r);
+        if (r->npieces == UINT32_MAX ||
+            bt_insert(t, &p->res, cur, (piece_t){.end = gap_end, .resv = r}) != 0) {
+            if (r->npieces == 0) cw_pool_put(&t->resvs, r);
             return CW_ENOMEM;
         }
-        r->pub.remaining += gap_end - cur;
+        r->npieces++;
         cur = gap_end;
     }
     return 0;
@@ -659,11 +674,17 @@ static int unreserve_range(cw_tracker_t *t, proc_t *p, uint64_t s, uint64_t e)
         uint64_t ns, ne, lo, hi;
         cursor_t c = next_overlap(&p->res, cur, s, e, &ns, &ne, &lo, &hi);
         if (!c.l) break;
-        rec_t *r = c.l->v[c.i].rec;
+        resv_t *r = c.l->v[c.i].resv;
         cur = hi;
-        rc = cut_piece(t, &p->res, c, ns, ne, s, e, r);
-        r->pub.remaining -= hi - lo;
-        if (r->pub.remaining == 0) cw_pool_put(&t->recs, r);
+        if (ns >= s && ne <= e) { /* the whole piece goes */
+            bt_remove(t, &p->res, ns);
+            if (--r->npieces == 0) cw_pool_put(&t->resvs, r);
+        } else if (ns < s && ne > e && r->npieces == UINT32_MAX) {
+            rc = CW_ENOMEM; /* no count for a second piece: 2^32 - 1 of them */
+        } else {
+            rc = cut_piece(t, &p->res, c, ns, ne, s, e);
+            if (rc == 0 && ns < s && ne > e) r->npieces++; /* split in two */
+        }
         p->map_seq = ++t->map_seq;
     }
     return rc;
@@ -674,9 +695,8 @@ static void drop_reserved(cw_tracker_t *t, proc_t *p)
 {
     for (leaf_t *l = p->res.root ? descend(&p->res, 0, NULL, NULL) : NULL; l; l = l->next)
         for (uint32_t j = 0; j < l->n; j++) {
-            rec_t *r = l->v[j].rec;
-            r->pub.remaining -= l->v[j].end - l->start[j];
-            if (r->pub.remaining == 0) cw_pool_put(&t->recs, r);
+            resv_t *r = l->v[j].resv;
+            if (--r->npieces == 0) cw_pool_put(&t->resvs, r);
         }
     free_tree(t, &p->res);
     p->res.npieces = 0;
@@ -699,6 +719,7 @@ int cw_tracker_create(const cw_tracker_sink_t *sink, uint32_t first_proc_id, cw_
     cw_pool_init(&t->leaves, sizeof(leaf_t), 512);
     cw_pool_init(&t->inners, sizeof(inner_t), 256);
     cw_pool_init(&t->recs, sizeof(rec_t), 4096);
+    cw_pool_init(&t->resvs, sizeof(resv_t), 4096);
     cw_pool_init(&t->procs, sizeof(proc_t), 256);
     *out = t;
     return 0;
@@ -715,6 +736,7 @@ void cw_tracker_destroy(cw_tracker_t *t)
     cw_pool_destroy(&t->leaves);
     cw_pool_destroy(&t->inners);
     cw_pool_destroy(&t->recs);
+    cw_pool_destroy(&t->resvs);
     cw_pool_destroy(&t->procs);
     free(t->gather);
     free(t->buckets);
@@ -812,7 +834,7 @@ uint32_t cw_tracker_next_proc_id(const cw_tracker_t *t)
 size_t cw_tracker_memory(const cw_tracker_t *t)
 {
     return sizeof *t + cw_pool_bytes(&t->leaves) + cw_pool_bytes(&t->inners) +
-           cw_pool_bytes(&t->recs) + cw_pool_bytes(&t->procs) +
+           cw_pool_bytes(&t->recs) + cw_pool_bytes(&t->resvs) + cw_pool_bytes(&t->procs) +
            ((size_t)t->mask + 1) * sizeof *t->buckets + t->gather_cap * sizeof *t->gather;
 }
 
@@ -839,7 +861,7 @@ static int reserved_of(const proc_t *p, cw_map_t *m)
     uint32_t cj = 0;
     for (const leaf_t *l = first_leaf(&p->res); l; l = l->next)
         for (uint32_t j = 0; j < l->n; j++) {
-            const rec_t *r = l->v[j].rec;
+            const resv_t *r = l->v[j].resv;
             uint64_t cur = l->start[j], end = l->v[j].end;
             while (cl && cl->v[cj].end <= cur) /* committed pieces before this one */
                 if (++cj == cl->n) {
@@ -852,7 +874,7 @@ static int reserved_of(const proc_t *p, cw_map_t *m)
                 uint64_t cs = kl ? kl->start[kj] : end;
                 if (cs > end) cs = end;
                 if (cs > cur &&
-                    cw_map_push_reserved(m, cur, cs - cur, r->pub.ts, r->pub.stack_id) != 0)
+                    cw_map_push_reserved(m, cur, cs - cur, r->ts, r->stack_id) != 0)
                     return CW_ENOMEM;
                 if (!kl || kl->start[kj] >= end) break;
                 if (kl->v[kj].end > cur) cur = kl->v[kj].end;

@@ -175,6 +175,15 @@ static void test_pool_bytes(void)
     ASSERT_EQ(cw_pool_bytes(&p), two);
     cw_pool_destroy(&p);
     ASSERT_EQ(cw_pool_bytes(&p), 0);
+    /* Rounded to max_align_t's alignment, not its size: 16-byte objects
+     * take 16 each, and each is aligned for any type. */
+    cw_pool_init(&p, 16, 100);
+    for (int i = 0; i < 100; i++) {
+        ASSERT_TRUE((o[i] = cw_pool_get(&p)) != NULL);
+        ASSERT_EQ((uintptr_t)o[i] % _Alignof(max_align_t), 0);
+    }
+    ASSERT_TRUE(cw_pool_bytes(&p) <= 100 * 16 + 64);
+    cw_pool_destroy(&p);
 }
 
 /* cw_clock_step: a step either way is reported once, by its size; drift

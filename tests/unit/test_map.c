@@ -206,6 +206,44 @@ static void test_reserved(void)
     cw_tracker_destroy(t2);
 }
 
+/* A reservation record is shared by the pieces one event made and freed
+ * with its last piece: releases that split one reservation in three, then
+ * take the pieces one by one, with other reservations made meanwhile
+ * (which would reuse a record freed too early and show their time). */
+static void test_reserved_shared(void)
+{
+    cw_tracker_sink_t sink = {0};
+    cw_tracker_t *t;
+    cw_map_t m = {0};
+    ASSERT_OK(cw_tracker_create(&sink, 1, &t));
+    const uint64_t B = 0x1000000;
+    cw_event_t es[] = {
+        ev(T0, CW_OP_RESERVE, 30, B, 16 * 64 * KB, 3),
+        ev(T0 + 1 * S, CW_OP_RELEASE, 30, B + 4 * 64 * KB, 4 * 64 * KB, 0),   /* splits it */
+        ev(T0 + 2 * S, CW_OP_RELEASE, 30, B + 10 * 64 * KB, 2 * 64 * KB, 0),  /* again */
+        ev(T0 + 3 * S, CW_OP_RELEASE, 30, B, 4 * 64 * KB, 0),                 /* first piece */
+        ev(T0 + 4 * S, CW_OP_RESERVE, 30, 2 * B, 64 * KB, 4),
+        ev(T0 + 5 * S, CW_OP_RELEASE, 30, B + 8 * 64 * KB, 2 * 64 * KB, 0),   /* second */
+        ev(T0 + 6 * S, CW_OP_RESERVE, 30, 3 * B, 64 * KB, 5),
+    };
+    for (size_t i = 0; i < sizeof es / sizeof *es; i++) ASSERT_OK(cw_tracker_apply(t, &es[i]));
+    const cw_proc_t *p = cw_tracker_find(t, 30);
+    ASSERT_U64_EQ(cw_tracker_reserved_piece_count(t, 30), 3);
+    ASSERT_OK(cw_tracker_map(t, p->id, T0 + 7 * S, &m));
+    ASSERT_EQ(m.nres, 3);
+    expect_res(&m, 0, B + 12 * 64 * KB, 4 * 64 * KB, T0, 3);
+    expect_res(&m, 1, 2 * B, 64 * KB, T0 + 4 * S, 4);
+    expect_res(&m, 2, 3 * B, 64 * KB, T0 + 6 * S, 5);
+    cw_event_t last = ev(T0 + 8 * S, CW_OP_RELEASE, 30, B, 16 * 64 * KB, 0);
+    ASSERT_OK(cw_tracker_apply(t, &last));
+    ASSERT_U64_EQ(cw_tracker_reserved_piece_count(t, 30), 2);
+    ASSERT_OK(cw_tracker_map(t, p->id, T0 + 9 * S, &m));
+    ASSERT_EQ(m.nres, 2);
+    expect_res(&m, 0, 2 * B, 64 * KB, T0 + 4 * S, 4);
+    cw_map_clear(&m);
+    cw_tracker_destroy(t);
+}
+
 static int collect(void *ctx, const cw_map_t *m)
 {
     uint32_t *seen = ctx;
@@ -480,6 +518,7 @@ int main(void)
 {
     test_tracker_map();
     test_reserved();
+    test_reserved_shared();
     test_policy();
     test_encoding();
     test_diff();

@@ -630,12 +630,18 @@ static void test_memory(void)
     size_t full = cw_tracker_memory(t);
     /* 10,000 pieces, each a commit record and a leaf slot at least. */
     ASSERT_TRUE(full >= empty + 10000 * (sizeof(uint64_t) * 4));
+    /* Released, not decommitted: a decommit leaves reserved pieces, whose
+     * records come from a pool of their own. */
     for (int i = 0; i < 20000; i += 200) {
-        apply(t, E(3, CW_OP_DECOMMIT, 7, BASE + (uint64_t)i * P, 200 * P, 0));
+        apply(t, E(3, CW_OP_RELEASE, 7, BASE + (uint64_t)i * P, 200 * P, 0));
         ncalls = 0;
     }
     ASSERT_U64_EQ(cw_tracker_piece_count(t, 7), 0);
     ASSERT_TRUE(cw_tracker_memory(t) == full);
+    /* Reservations are counted: the first takes a chunk of that pool. */
+    apply(t, E(4, CW_OP_RESERVE, 7, BASE, P, 0));
+    ASSERT_U64_EQ(cw_tracker_reserved_piece_count(t, 7), 1);
+    ASSERT_TRUE(cw_tracker_memory(t) > full);
     /* Stacks: the interner's figure grows with a new frame's text. */
     size_t sb = cw_stacks_memory(stacks);
     const char *fr[] = {"app.exe!a_function_with_a_long_name_that_takes_room_0123456789"};
