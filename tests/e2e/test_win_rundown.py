@@ -23,6 +23,8 @@ Then, in the ctest run's shared prefix:
 - `commitwatch.exe run --source rundown --db D --listen ...`: stores and
   serves it: /api/processes, /api/processes/{id} and its stacks show the
   workload with committed_private outstanding, all "(before trace)".
+- `commitwatch.exe analyze --source replay:TRACE` reads the recorded trace
+  back (reserves carry no "rundown" flag: the format has it on commits).
 """
 import json
 import os
@@ -97,11 +99,21 @@ try:
     t.eq(f"the workload (pid {pid}) is named memorytestapp.exe",
          starts.get(pid, {}).get("name"), "memorytestapp.exe")
     t.check("the workload's regions: several", len(mine) >= 3, len(mine))
-    t.check("every reserve is a rundown reserve stacked \"(before trace)\", after its process's start",
-            all(r.get("rundown") is True and r.get("stack") == ["(before trace)"] and r["pid"] in starts
+    t.check("every reserve is stacked \"(before trace)\", not flagged rundown (a commit's flag only), "
+            "after its process's start",
+            all("rundown" not in r and r.get("stack") == ["(before trace)"] and r["pid"] in starts
                 and evs.index(starts[r["pid"]]) < evs.index(r) for r in reserves), reserves[:3])
     t.check("the workload has reserved, uncommitted regions (its heap's)",
             any(r["pid"] == pid for r in reserves), len(reserves))
+    # The recorded trace reads back (the format allows "rundown" on commits
+    # only): analyze over it gives the workload its rundown commits.
+    arc, aout, alog = cw("analyze", "--source", "replay:" + trace, "--json")
+    t.eq("analyze --source replay: the recorded trace reads back: exit 0", (arc, alog[-300:] if arc else ""),
+         (0, ""))
+    if arc == 0:
+        procs = {p["pid"]: p for p in json.loads(aout).get("processes", [])}
+        t.eq(f"analyze of the trace: the workload (pid {pid}) outstanding at the end = its rundown "
+             "commits", procs.get(pid, {}).get("outstanding_end_bytes"), committed)
     by_pid = {}
     for c in commits + reserves:  # committed and reserved regions never overlap
         by_pid.setdefault(c["pid"], []).append((int(c["addr"], 16), c["size"]))

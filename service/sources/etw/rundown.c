@@ -4,8 +4,10 @@
  * For each process of a Toolhelp snapshot: a process_start event (image
  * name from the snapshot, command line from the process when it can be
  * read), then one rundown commit per MEM_COMMIT + MEM_PRIVATE region and
- * one rundown reserve per MEM_RESERVE + MEM_PRIVATE region (reserved, not
- * committed: the memory map draws it faint; no commit figure counts it),
+ * one reserve per MEM_RESERVE + MEM_PRIVATE region (reserved, not
+ * committed: the memory map draws it faint; no commit figure counts it;
+ * not flagged rundown, which the trace format allows on commits only, so
+ * it carries the snapshot's time),
  * stacked "(before trace)" (ARCHITECTURE.md, "Rundown"). Mapped images
  * and sections (MEM_IMAGE, MEM_MAPPED) are not private commit and are left
  * out. A process that cannot be opened (the System process, protected
@@ -82,7 +84,7 @@ static int walk(HANDLE h, uint32_t pid, int64_t ts, uint32_t stack, const cw_sou
                              .addr = (uint64_t)(uintptr_t)mbi.BaseAddress,
                              .size = mbi.RegionSize,
                              .stack_id = stack,
-                             .rundown = true};
+                             .rundown = commit};
             int rc = sink->emit(sink->ctx, &ev);
             if (rc) return rc;
             *(commit ? &st->regions : &st->reserved) += 1;
