@@ -216,6 +216,20 @@ def test_oracle(tmp):
                               str(capture)], capture_output=True, text=True)
         check(out.returncode == 0, "analyze reads the recorded trace: " + out.stderr.strip())
         report = json.loads(out.stdout) if out.returncode == 0 else {"processes": []}
+        # What this test's python had mapped but not charged when tracing
+        # started (its libraries' read-only segments, ...) is reserved
+        # address space, stacked "(before trace)", with no rundown flag
+        # (the trace format has it on commits only).
+        mine = []
+        with open(trace) as f:
+            for ln in f:
+                if '"reserve"' in ln:
+                    e = json.loads(ln)
+                    if e["pid"] == os.getpid() and e.get("stack") == ["(before trace)"]:
+                        mine.append(e)
+        check(mine and all("rundown" not in e for e in mine),
+              f"the rundown reserves this test's uncharged mappings ({len(mine)} ranges, "
+              f"{sum(e['size'] for e in mine)} bytes), not flagged rundown")
         for what, pid in pids.items():
             got = [p["outstanding_end_bytes"] for p in report["processes"]
                    if p["pid"] == pid and p["exit_ns"] is None]

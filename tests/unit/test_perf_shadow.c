@@ -285,7 +285,9 @@ static void test_sync_fork(void)
     cw_perf__shadow_init(&s, 42);
     cw_perf__call_t c = call(10, 0);
     /* Rundown from a snapshot: charged segments committed with the pseudo
-     * stack and the rundown flag; [stack] and uncharged ones not. */
+     * stack and the rundown flag; uncharged ones reserved with the pseudo
+     * stack, not flagged (the trace format flags commits only); [stack]
+     * neither. */
     cw_perf__seg_t snap[] = {
         {0x1000, 0x3000, CW__SEG_ACCT | CW__SEG_WRITE, 0},
         {0x3000, 0x5000, CW__SEG_ACCT, 0}, /* RELRO, adjacent: merged event */
@@ -295,9 +297,11 @@ static void test_sync_fork(void)
     uint64_t drift = 0;
     reset();
     ASSERT_OK(cw_perf__shadow_sync(&s, &env, &c, snap, 4, 0x9000, 99, true, &drift));
-    ASSERT_EQ(nev, 1);
+    ASSERT_EQ(nev, 2);
     EV(0, CW_OP_COMMIT, 0x1000, 0x4000, 99);
     ASSERT_TRUE(evs[0].rundown);
+    EV(1, CW_OP_RESERVE, 0x8000, 0x1000, 99);
+    ASSERT_TRUE(!evs[1].rundown);
     ASSERT_U64_EQ(s.acct_bytes, 0x4000);
     ASSERT_U64_EQ(s.brk, 0x9000);
     ASSERT_U64_EQ(drift, 0x4000);

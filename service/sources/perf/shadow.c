@@ -360,6 +360,8 @@ static int flush(pending_t *p, const cw_perf__shadow_env_t *env, const cw_perf__
     p->open = false;
     if (p->op == CW_OP_COMMIT)
         return emit(env, s, c, CW_OP_COMMIT, p->a, p->b - p->a, pseudo, rundown);
+    if (p->op == CW_OP_RESERVE) /* the trace format flags rundown commits only */
+        return emit(env, s, c, CW_OP_RESERVE, p->a, p->b - p->a, pseudo, false);
     return emit(env, s, c, CW_OP_DECOMMIT, p->a, p->b - p->a, 0, false);
 }
 
@@ -432,6 +434,11 @@ int cw_perf__shadow_sync(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *env,
         }
         if (na && !oa)
             rc = add_pending(&p, CW_OP_COMMIT, x, y, env, s, c, pseudo_stack, rundown);
+        else if (rundown && in_n && !na && !in_o && !(segs[j].flags & CW__SEG_STACK))
+            /* Mapped but not charged when tracing starts: reserved address
+             * space (the memory map draws it faint), as an mmap of it
+             * would have said (map_new). */
+            rc = add_pending(&p, CW_OP_RESERVE, x, y, env, s, c, pseudo_stack, rundown);
         else if (oa && !na)
             rc = add_pending(&p, CW_OP_DECOMMIT, x, y, env, s, c, pseudo_stack, rundown);
         if (rc) goto done;
