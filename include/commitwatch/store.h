@@ -112,6 +112,26 @@ int cw_store_schema_version(void);
 int cw_store_load_state(cw_store_t *s, cw_stacks_t *stacks, uint32_t *next_proc_id, int64_t *end_ns,
                         cw_diag_t *d);
 
+/* What cw_store_end_open did: instances ended, bytes released, (proc,
+ * stack, bucket) sums of rows that did not add up (negative: skipped),
+ * where (INT64_MIN when there was nothing to end), and the end of the
+ * stored data after it (as cw_store_load_state's *end_ns). */
+typedef struct cw_store_ended {
+    uint32_t instances;
+    uint64_t bytes;
+    uint64_t odd;
+    int64_t at_ns;
+    int64_t end_ns;
+} cw_store_ended_t;
+
+/* Ends the instances a run left open when it did not stop (killed, power
+ * lost) as a stop would have: their outstanding memory released at the
+ * end of the stored data E and tracking_ended_ns = E, in one batch for
+ * bucket E (store_recover.c). A writer calls it before storing anything
+ * of its own; the stored data then ends at E + the raw width. 0 (nothing
+ * to do is 0 too) or an error, nothing stored. */
+int cw_store_end_open(cw_store_t *s, cw_store_ended_t *out, cw_diag_t *d);
+
 /* Stores one batch (tier 0 + rollups + retention) in one transaction.
  * Borrowed. 0 or CW_EDB (nothing of the batch is stored). */
 int cw_store_write(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d);

@@ -367,6 +367,28 @@ static int take_snapshots(svc_t *s, int64_t at, bool force)
                                s);
 }
 
+/* A run that did not stop (killed, power lost) left its instances open:
+ * they are ended where its data ends, as a stop would have, before this
+ * run stores anything (store_recover.c). */
+static int end_open(svc_t *s, cw_diag_t *d)
+{
+    cw_store_ended_t e;
+    int rc = cw_store_end_open(s->store, &e, d);
+    if (rc != 0 || !e.instances) return rc;
+    char at[CW_UTC_TEXT];
+    CW_LOGW("the last run into this database did not stop (killed, crashed or the power lost): "
+            "its %" PRIu32 " instance(s) still open are ended where its data ends (%s), as a "
+            "stop would have; their %" PRIu64 " outstanding bytes are released there, so this "
+            "run's rundown does not count them twice",
+            e.instances, cw_utc_text(e.at_ns, 0, at), e.bytes);
+    if (e.odd)
+        CW_LOGW("%" PRIu64 " of the stored sums of those instances did not add up (more released "
+                "than committed): left as they are",
+                e.odd);
+    s->stored_end = e.end_ns;
+    return 0;
+}
+
 static int on_event(void *ctx, const cw_event_t *ev)
 {
     svc_t *s = ctx;
@@ -601,6 +623,7 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
     if ((rc = cw_store_open(db_path, &cfg.store, &s->store, d)) != 0) goto out;
     if ((rc = cw_store_load_state(s->store, s->stacks, &next_proc, &s->stored_end, d)) != 0)
         goto out;
+    if ((rc = end_open(s, d)) != 0) goto out;
     uint32_t stored_frames = cw_stacks_frame_count(s->stacks);
     uint32_t stored_stacks = cw_stacks_count(s->stacks);
     if (stored_stacks <= 1) stored_stacks = 0; /* nothing stored yet: send stack 0 too */

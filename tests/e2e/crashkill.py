@@ -200,10 +200,13 @@ class Campaign:
             f.write(CONFIG)
         self.tag_of = refmodel.tag_explainer(binary, "windows")
         self.kept = []  # every segment's events before its run's stored end
+        # (stored end, pids, segment) of instances a killed run left open
+        # that no restart has ended yet.
+        self.open_left = []
         self.stats = {"kills": 0, "startup_kills": 0, "ingest_kills": 0, "rollup_runs": 0,
                       "hour_rollup_runs": 0, "retention_runs": 0, "lost_s": [], "lost_buckets": [],
                       "bound_tested": 0, "integrity": 0, "windows": 0, "powercuts": 0,
-                      "powercut_windows": 0, "wall_s": 0.0}
+                      "powercut_windows": 0, "wall_s": 0.0, "ended_open": 0}
 
     # ---- checks
 
@@ -266,6 +269,37 @@ class Campaign:
             n += self.compare(db, model, start + a * SEC, start + b * SEC, pids, what)
         return n
 
+    def check_ended(self, k, started, err_lines):
+        """The instances earlier killed runs left open: ended by a later
+        run before it stored anything (cw_store_end_open), at the end of
+        the data they were left at, as a stop would have: by every run that
+        got to ingesting (maybe by one killed earlier in its start-up).
+        Those ended go into the model as "tracking_end" events."""
+        still = []
+        for at, pids, seg in self.open_left:
+            with sqlite3.connect(f"file:{self.db}?mode=ro", uri=True) as c:
+                rows = c.execute(
+                    "SELECT pid, exit_ns, tracking_ended_ns FROM processes WHERE pid IN (%s)"
+                    % ",".join("?" * len(pids)), pids).fetchall()
+            open_rows = [r for r in rows if r[1] is None and r[2] is None]
+            ended = [r for r in rows if r[1] is None and r[2] == at]
+            if open_rows and started:
+                raise Failure(f"run {k} ingested, but segment {seg}'s instances left open at "
+                              f"{(at - T0) / SEC} s are still open: {open_rows}")
+            if not open_rows:
+                if len(ended) != len(pids):
+                    raise Failure(f"segment {seg}'s instances left open at {(at - T0) / SEC} s "
+                                  f"were not ended there: {rows}")
+                if started and not any("did not stop" in line for line in err_lines):
+                    # Ended by this run: open at the previous check.
+                    raise Failure(f"run {k} ended segment {seg}'s open instances without "
+                                  f"saying so in its log: {''.join(err_lines)[-1500:]}")
+                self.kept.extend({"ts": at, "pid": p, "op": "tracking_end"} for p in pids)
+                self.stats["ended_open"] += len(pids)
+            else:
+                still.append((at, pids, seg))
+        self.open_left = still
+
     # ---- a power cut
 
     def powercut(self, proc, seg_evs, seg_start, pids, k):
@@ -319,7 +353,9 @@ class Campaign:
         t_begin = time.monotonic()
         end = None
         for k in range(self.kills):
-            start = (end if end is not None else T0) + self.rnd.randrange(0, 3) * SEC \
+            # At least a bucket after the stored end: the restart ends what
+            # the killed run left open in the bucket at that end.
+            start = (end if end is not None else T0) + self.rnd.randrange(1, 3) * SEC \
                 + self.rnd.randrange(SEC)
             evs = segment(self.rnd, k, start, self.span_s)
             pids = {e["pid"] for e in evs}
@@ -398,8 +434,17 @@ class Campaign:
                     self.stats["hour_rollup_runs"] += 1
                 if after[0][1] > before[0][1]:
                     self.stats["retention_runs"] += 1
+            self.check_ended(k, bool(ingest_at), err_lines)
             kept = [e for e in evs if end is not None and e["ts"] < end]
             self.kept.extend(kept)
+            alive = {}
+            for e in kept:
+                if e["op"] == "process_start":
+                    alive[e["pid"]] = True
+                elif e["op"] == "process_exit":
+                    alive[e["pid"]] = False
+            if any(alive.values()):
+                self.open_left.append((end, sorted(p for p, a in alive.items() if a), k))
             self.stats["windows"] += self.check_segment(self.db, evs, start, end, pids, f"kill {k}")
             self.log(f"kill {k}: after {kill_at - t_start:.2f} s "
                      f"({'ingesting' if ingest_at else 'starting'}), stored to "
@@ -408,6 +453,11 @@ class Campaign:
                         f"({self.stats['lost_buckets'][-1]} buckets)" if ingest_at else ""))
         # The whole database against the model of everything kept.
         model = refmodel.Model(self.kept, self.tag_of)
+        # A restart killed after it ended what the run before left open,
+        # before storing anything of its own: the data ends there.
+        if end is not None and any(e["op"] == "tracking_end" and e["ts"] == end - SEC
+                                   for e in self.kept):
+            model.data_end = end - SEC
         doc = self.analyze(self.db)
         w = doc["window"]
         self.stats["windows"] += self.compare(self.db, model, w["from_ns"], w["to_ns"], None,
@@ -443,6 +493,7 @@ def summary(st):
             + (f"{st['bound_tested']} could have lost more than the bound; "
                if st.get("bound_tested") else "")
             + f"{st['windows']} windows equal the model; "
+            f"{st.get('ended_open', 0)} instances left open by a kill ended by the restart; "
             f"{st['powercuts']} power cuts, {st['powercut_windows']} of their windows equal; "
             f"{st.get('trace_hours', 0):.2f} h of trace in {st['wall_s']:.0f} s")
 

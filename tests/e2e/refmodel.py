@@ -21,7 +21,9 @@ code in common with the service:
   (releases and an event there), as the service does when its input ends;
   they did not exit (exit_ns None, tracking_ended_ns = end_run_at), and
   the data ends there: a report's window reaching past it is clipped to it
-  (`data_end`; DESIGN.md, "End of a run").
+  (`data_end`; DESIGN.md, "End of a run"); and the same for one instance
+  at a time, an event {"op": "tracking_end", "pid", "ts"} (not a trace op:
+  where a restart ended what a killed run left open).
 
 Stack tags come from a `tag_of(frames)` callable (tests use the binary's
 `tags explain`, a code path apart from the store). All times are Unix ns;
@@ -144,6 +146,12 @@ class Model:
                 self._end(inst, ts)
             inst = self._new(pid, ts, ev["name"], ev.get("cmdline"))
             inst.events.append((ts, 0))
+            return
+        if op == "tracking_end":
+            # Not a trace op: where a later run ended an instance a killed
+            # run left open (the store's cw_store_end_open), as a stop does.
+            if inst:
+                self._end(inst, ts, tracking=True)
             return
         if inst is None:
             inst = self._new(pid, ts)

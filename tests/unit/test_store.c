@@ -872,6 +872,10 @@ static void classify(cw_figs_t *f, int64_t a, int64_t fr, uint64_t bytes, int64_
     f->types[type].count++;
 }
 
+/* Where what the history left outstanding is released (its instances'
+ * tracking ended: test_end_open), or never (INT64_MAX). */
+static int64_t gen_end_at = INT64_MAX;
+
 static void oracle(int64_t t0, int64_t t1, oproc_t o[NPROC + 1])
 {
     memset(o, 0, sizeof(oproc_t) * (NPROC + 1));
@@ -883,7 +887,8 @@ static void oracle(int64_t t0, int64_t t1, oproc_t o[NPROC + 1])
             f->commit_count++;
         }
         if (g->ts < t0) o[g->proc].out0 += (int64_t)g->bytes;
-        if (g->remaining) classify(f, g->ts, INT64_MAX, g->remaining, t0, t1);
+        if (g->remaining) classify(f, g->ts, gen_end_at, g->remaining, t0, t1);
+        if (g->remaining && gen_end_at < t0) o[g->proc].out0 -= (int64_t)g->remaining;
     }
     for (uint32_t i = 0; i < ngev; i++) {
         const gev_t *e = &gev[i];
@@ -895,6 +900,7 @@ static void oracle(int64_t t0, int64_t t1, oproc_t o[NPROC + 1])
     }
     for (uint32_t p = 1; p <= NPROC; p++) {
         int64_t level = o[p].out0;
+        if (gen_end_at >= t0 && gen_end_at < t1) o[p].events++; /* the end */
         o[p].peak = level;
         o[p].peak_ns = t0;
         for (uint32_t i = 0; i < ngev; i++) {
@@ -1166,6 +1172,79 @@ static void test_generated(void)
     cw_store_close(full);
     cw_store_close(ret);
     cw_store_close(cap);
+}
+
+/* A run killed with its instances open (the store closed without their
+ * end): the next writer ends them where the data ends, E, as a stop would
+ * have, whatever tier still knows each commit's bucket; every window
+ * after that, across E, in every tier, equals the oracle with what was
+ * left released at E, and the windows before E are unchanged. */
+static void test_end_open(void)
+{
+    static const int64_t ret[][CW_TIERS] = {{0, 0, 0}, {HOUR, 2 * HOUR, 40 * HOUR}};
+    int64_t end = (int64_t)bucket_of(gev[ngev - 1].ts) + S;
+    uint64_t left = 0;
+    for (uint32_t c = 0; c < ngc; c++)
+        left += gc[c].remaining;
+    ASSERT_TRUE(left > 0);
+    for (size_t k = 0; k < sizeof ret / sizeof ret[0]; k++) {
+        cw_store_t *s = NULL;
+        cw_diag_t d = {{0}};
+        cw_store_opts_t o = {{ret[k][0], ret[k][1], ret[k][2]}, 0};
+        cw__tier_t t[CW_TIERS];
+        cw_store_ended_t e;
+        const char *p = tpath(k ? "end_open_ret.db" : "end_open.db");
+        rm_db(p);
+        ASSERT_OK(cw_store_open(p, &o, &s, &d));
+        write_generated(s);
+        tiers_of(s, t);
+        if (k) {
+            /* Each class of commit bucket is there: raw, minute, hour, BEFORE. */
+            ASSERT_TRUE(t[0].horizon > INT64_MIN && t[1].horizon > INT64_MIN &&
+                        t[2].horizon > INT64_MIN && t[2].horizon < gen_t0 + 53 * HOUR);
+        }
+        cw_store_close(s); /* killed: nothing ended */
+        ASSERT_OK(cw_store_open(p, &o, &s, &d));
+        ASSERT_OK(cw_store_end_open(s, &e, &d));
+        ASSERT_EQ(e.instances, NPROC);
+        ASSERT_EQ(e.at_ns, end);
+        ASSERT_EQ(e.end_ns, end + S);
+        ASSERT_U64_EQ(e.bytes, left);
+        ASSERT_U64_EQ(e.odd, 0);
+        for (uint32_t id = 1; id <= NPROC; id++)
+            proc_is(s, id, CW_TS_NEVER, end);
+        ASSERT_OK(cw_store_end_open(s, &e, &d)); /* nothing left open */
+        ASSERT_EQ(e.instances, 0);
+        ASSERT_EQ(e.at_ns, INT64_MIN);
+        /* The next run's data (idle buckets) 10 minutes later, then 3
+         * hours later: the data no longer ends at E, and the minute, then
+         * the hour rollups pass it. */
+        gen_end_at = end;
+        for (int step = 0; step < 2; step++) {
+            cw_batch_t *b;
+            ASSERT_OK(cw_batch_create(end + (step ? 3 * HOUR : 10 * MIN), S, &b));
+            ASSERT_OK(cw_store_write(s, b, &d));
+            cw_batch_free(b);
+            tiers_of(s, t);
+            int64_t lo[CW_TIERS];
+            for (int i = 0; i < CW_TIERS; i++)
+                lo[i] = t[i].horizon > gen_t0 ? t[i].horizon : gen_t0;
+            if (step == 0) {
+                ASSERT_TRUE(lo[0] < end && t[1].end > end);
+                check_windows(s, lo[0], t[0].end, S, 60);
+                check_window(s, end - 5 * S, end + 5 * S);
+                check_windows(s, lo[1], t[1].end, MIN, 40);
+                check_window(s, cw_floor_to(end, MIN) - 5 * MIN, cw_floor_to(end, MIN) + 5 * MIN);
+            } else {
+                ASSERT_TRUE(t[2].end > end);
+                check_windows(s, lo[2], t[2].end, HOUR, 20);
+                check_window(s, cw_floor_to(end, HOUR) - HOUR, cw_floor_to(end, HOUR) + 2 * HOUR);
+            }
+        }
+        gen_end_at = INT64_MAX;
+        integrity_ok(s);
+        cw_store_close(s);
+    }
 }
 
 /* Every row of the tier tables and the tier state, in key order, as text. */
@@ -1456,6 +1535,7 @@ int main(void)
     test_tracking_ended();
     test_hand();
     test_generated();
+    test_end_open();
     test_roll_memory();
     test_prune();
     if (getenv("CW_BENCH")) bench();
