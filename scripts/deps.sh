@@ -24,6 +24,7 @@ if [[ "${1:-}" == "--test" ]]; then
   PKGS+=(golang-go)
   PKGS+=(clang chromium prometheus prometheus-alertmanager wrk heaptrack linux-perf util-linux procps gcc-mingw-w64-x86-64 dpkg-dev)
   PKGS+=(libfaketime) # test_wall_steps.py: wall-clock steps under a running service
+  PKGS+=(systemd-container) # test_service_systemd_root.py: the unit under a real systemd (nspawn)
   # Node.js may come from elsewhere than Debian (this image ships its own);
   # take Debian's only when there is none.
   command -v node >/dev/null || PKGS+=(nodejs)

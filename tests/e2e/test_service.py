@@ -17,6 +17,7 @@ Then the real commands, never a silent no-op:
   overlays on /etc and /var/lib, so the real paths are written without
   touching the machine; without root, install says it needs root.
 """
+import json
 import os
 import shutil
 import socket
@@ -202,6 +203,32 @@ def with_systemd():
         wait_until(health, 60, f"the installed service answers /api/health on {listen} "
                                "with source perf")
         check(True, "the started service traces with perf and serves its API")
+        # Tracing works inside the unit's sandbox (capabilities, seccomp,
+        # read-only system): a process that commits 48 MiB is stored with
+        # them, from its syscalls and its smaps.
+        work = subprocess.Popen([sys.executable, "-c",
+                                 "import mmap, sys, time\n"
+                                 "time.sleep(1.5)\n"
+                                 "m = mmap.mmap(-1, 48 << 20)\n"
+                                 "m.write(b'x' * (48 << 20))\n"
+                                 "print('committed', flush=True)\n"
+                                 "time.sleep(4)\n"], stdout=subprocess.PIPE, text=True)
+        work.stdout.readline()
+
+        def stored():
+            try:
+                url = f"http://{listen}/api/processes?pid={work.pid}&from=-2m"
+                with urllib.request.urlopen(url, timeout=5) as h:
+                    doc = json.loads(h.read())
+            except (OSError, ValueError):
+                return None
+            procs = doc.get("processes", []) if isinstance(doc, dict) else doc
+            sizes = [p.get("size_bytes", 0) for p in procs if p.get("pid") == work.pid]
+            return sizes if sizes and max(sizes) >= 48 << 20 else None
+
+        sizes = wait_until(stored, 30, f"the service stores pid {work.pid}'s 48 MiB commit")
+        check(bool(sizes), f"a process's commits are traced under the unit: {sizes}")
+        work.wait(timeout=30)
         r = run("stop")
         check(r.returncode == 0, "stop exits 0: " + r.stderr.strip())
         wait_until(lambda: systemctl("is-active", "commitwatch.service").stdout.strip() in

@@ -57,6 +57,22 @@ static bool has_cap(int bit)
 #define CAP_SYS_ADMIN_BIT 21
 #define CAP_PERFMON_BIT 38
 
+/* perf_event_open refused (EPERM) to a process holding the capability: not the
+ * capabilities. A seccomp filter answers EPERM (systemd-nspawn's and
+ * Docker's default filters leave perf_event_open out; so does a unit's
+ * SystemCallFilter= that does not list it), or a security module does. */
+static int filtered_error(cw_diag_t *d, const char *what)
+{
+    return cw_diag_set(
+        d, CW_EPERM,
+        "%s: perf_event_open was refused (EPERM) although this process is %s. A seccomp filter "
+        "or a security module blocks the call: in a container, allow it (systemd-nspawn "
+        "--system-call-filter=perf_event_open; Docker: a seccomp profile that allows it); under "
+        "systemd, keep perf_event_open in the unit's SystemCallFilter= (the unit commitwatch "
+        "installs does); check the audit log for SELinux or AppArmor denials",
+        what, has_cap(CAP_PERFMON_BIT) ? "holding CAP_PERFMON" : "holding CAP_SYS_ADMIN");
+}
+
 static int privilege_error(cw_diag_t *d, const char *what)
 {
     int paranoid = 2;
@@ -192,6 +208,8 @@ static int push_fd(cw_perf__events_t *e, int fd)
 
 static int open_error(cw_diag_t *d, int err, const char *what)
 {
+    if ((err == EACCES || err == EPERM) && (has_cap(CAP_PERFMON_BIT) || has_cap(CAP_SYS_ADMIN_BIT)))
+        return filtered_error(d, what);
     if (err == EACCES || err == EPERM) return privilege_error(d, what);
     if (err == EMFILE || err == ENFILE)
         return cw_diag_set(d, CW_EIO,
