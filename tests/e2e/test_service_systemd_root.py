@@ -76,7 +76,10 @@ def main():
     nspawn = subprocess.Popen(
         ["systemd-nspawn", "--quiet", "--register=no", "--keep-unit", "--directory=/",
          "--volatile=yes", "--capability=all", "--system-call-filter=perf_event_open",
-         "--console=pipe", f"--machine={name}", *binds, "--boot"],
+         "--console=pipe", f"--machine={name}", *binds, "--boot",
+         # Only what a service needs (basic.target): not the machine's
+         # other enabled services, which would start in its network.
+         "systemd.unit=basic.target"],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     failed = True
     try:
