@@ -42,17 +42,24 @@
 #include "commitwatch/event.h"
 #include "store/store_internal.h"
 
-/* ?1 H0, ?2 H1, ?3 H2 (INT64_MIN when not folded), ?4 minute tier's end,
- * ?5 hour tier's end, ?6 BEFORE, ?7 minute width, ?8 hour width.
+/* ?1 H0, ?2 L1, ?3 L2 (the class bounds, below), ?4 minute tier's end,
+ * ?5 hour tier's end, ?6 BEFORE, ?7 minute width, ?8 hour width, ?9 the
+ * tier whose BEFORE rows hold the BEFORE class, ?10 the hour straddling
+ * H0 (or BEFORE: none).
  * LVL: the class of a release's commit bucket a (0 raw, 1 minute, 2 hour,
- * 3 BEFORE); CLS: a at that class's precision. */
+ * 3 BEFORE); SRC: the tier that holds the class's commits; CLS: a at the
+ * class's precision. */
 /* clang-format off */
 #define LVL "(CASE WHEN a = ?6 OR a < ?3 THEN 3 WHEN a < ?2 THEN 2 WHEN a < ?1 THEN 1 ELSE 0 END)"
+#define SRC "(CASE WHEN a = ?6 OR a < ?3 THEN ?9 WHEN a < ?2 THEN 2 WHEN a < ?1 THEN 1 ELSE 0 END)"
 #define CLS "(CASE WHEN a = ?6 OR a < ?3 THEN ?6" \
             " WHEN a < ?2 THEN a - ((a % ?8) + ?8) % ?8" \
             " WHEN a < ?1 THEN a - ((a % ?7) + ?7) % ?7 ELSE a END)"
 #define OPEN "proc IN (SELECT id FROM processes WHERE exit_ns IS NULL AND tracking_ended_ns IS NULL)"
 
+/* Per (proc, stack, class): commits less releases. A class's releases come
+ * from the tier that holds its commits up to that tier's end, and after
+ * it from the finer tiers (each up to its own end). */
 static const char SQL_OUTSTANDING[] =
     "SELECT proc, stack, cls, SUM(b), SUM(e) FROM ("
     " SELECT proc, stack, bucket AS cls, bytes AS b, events AS e FROM commits"
@@ -62,13 +69,21 @@ static const char SQL_OUTSTANDING[] =
     " UNION ALL SELECT proc, stack, bucket, bytes, events FROM commits"
     "  WHERE tier = 2 AND bucket != ?6 AND bucket >= ?3 AND bucket < ?2 AND " OPEN
     " UNION ALL SELECT proc, stack, ?6, bytes, events FROM commits"
-    "  WHERE tier = 2 AND bucket = ?6 AND " OPEN
+    "  WHERE tier = ?9 AND bucket = ?6 AND " OPEN
     " UNION ALL SELECT proc, stack, " CLS ", -bytes, -closed FROM releases"
-    "  WHERE tier = 0 AND (" LVL " = 0 OR f >= ?4) AND " OPEN
+    "  WHERE tier = 0 AND (" SRC " = 0 OR f >= ?4) AND " OPEN
     " UNION ALL SELECT proc, stack, " CLS ", -bytes, -closed FROM releases"
-    "  WHERE tier = 1 AND f < ?4 AND (" LVL " = 1 OR (" LVL " >= 2 AND f >= ?5)) AND " OPEN
+    "  WHERE tier = 1 AND f < ?4 AND (" SRC " = 1 OR (" SRC " = 2 AND f >= ?5)) AND " OPEN
     " UNION ALL SELECT proc, stack, " CLS ", -bytes, -closed FROM releases"
-    "  WHERE tier = 2 AND f < ?5 AND " LVL " >= 2 AND " OPEN
+    "  WHERE tier = 2 AND f < ?5 AND " SRC " = 2 AND " OPEN
+    /* The hour ?10 that holds H0 (when the hour class comes next to the
+     * raw one): its hour rows hold the raw class's commits in it too, and
+     * its hour releases those of them released before the hour tier's
+     * end. */
+    " UNION ALL SELECT proc, stack, ?10, -bytes, -events FROM commits"
+    "  WHERE ?10 != ?6 AND tier = 0 AND bucket >= ?1 AND bucket < ?10 + ?8 AND " OPEN
+    " UNION ALL SELECT proc, stack, ?10, bytes, closed FROM releases"
+    "  WHERE ?10 != ?6 AND tier = 0 AND a >= ?1 AND a < ?10 + ?8 AND f < ?5 AND " OPEN
     ") GROUP BY proc, stack, cls ORDER BY proc, stack, cls";
 /* clang-format on */
 static const char SQL_OPEN_PROCS[] =
@@ -85,9 +100,23 @@ static int add_releases(cw_store_t *s, const cw__tier_t *t, cw_batch_t *b, uint6
     int rc = SQLITE_DONE, err = 0;
     if (sqlite3_prepare_v2(s->db, SQL_OUTSTANDING, -1, &st, NULL) != SQLITE_OK)
         return cw__store_dberr(s, "reading what the last run left outstanding", d);
+    /* The classes, finest first: raw a >= H0; a minute from L1 = H1 up to
+     * H0 when the minute tier was folded less far (else none: L1 = H0); an
+     * hour from L2 = H2 up to L1 likewise; BEFORE below L2, from the
+     * BEFORE rows of the last tier used (its fold and the rundown). The
+     * tiers' retention need not grow with their width. */
+    int64_t l1 = t[1].horizon < t[0].horizon ? t[1].horizon : t[0].horizon;
+    int64_t l2 = t[2].horizon < l1 ? t[2].horizon : l1;
+    int before = t[2].horizon < l1 ? 2 : t[1].horizon < t[0].horizon ? 1 : 0;
     sqlite3_bind_int64(st, 1, t[0].horizon);
-    sqlite3_bind_int64(st, 2, t[1].horizon);
-    sqlite3_bind_int64(st, 3, t[2].horizon);
+    sqlite3_bind_int64(st, 2, l1);
+    sqlite3_bind_int64(st, 3, l2);
+    sqlite3_bind_int(st, 9, before);
+    /* With no minute class, H0 (minute-aligned) may fall inside an hour. */
+    int64_t straddled = CW_TS_BEFORE;
+    if (l1 == t[0].horizon && l2 < l1 && cw_floor_to(l1, t[2].width) < l1)
+        straddled = cw_floor_to(l1, t[2].width);
+    sqlite3_bind_int64(st, 10, straddled);
     sqlite3_bind_int64(st, 4, t[1].end);
     sqlite3_bind_int64(st, 5, t[2].end);
     sqlite3_bind_int64(st, 6, CW_TS_BEFORE);

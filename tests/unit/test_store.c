@@ -1181,7 +1181,12 @@ static void test_generated(void)
  * left released at E, and the windows before E are unchanged. */
 static void test_end_open(void)
 {
-    static const int64_t ret[][CW_TIERS] = {{0, 0, 0}, {HOUR, 2 * HOUR, 40 * HOUR}};
+    /* Kept for ever; the defaults' order (raw < minutes < hours); minutes
+     * kept less than seconds; hours kept less than minutes. */
+    static const int64_t ret[][CW_TIERS] = {
+        {0, 0, 0}, {HOUR, 2 * HOUR, 40 * HOUR}, {3 * HOUR, HOUR, 0}, {HOUR, 3 * HOUR, 2 * HOUR}};
+    static const char *const names[] = {"end_open.db", "end_open_ret.db", "end_open_inv1.db",
+                                        "end_open_inv2.db"};
     int64_t end = (int64_t)bucket_of(gev[ngev - 1].ts) + S;
     uint64_t left = 0;
     for (uint32_t c = 0; c < ngc; c++)
@@ -1193,12 +1198,12 @@ static void test_end_open(void)
         cw_store_opts_t o = {{ret[k][0], ret[k][1], ret[k][2]}, 0};
         cw__tier_t t[CW_TIERS];
         cw_store_ended_t e;
-        const char *p = tpath(k ? "end_open_ret.db" : "end_open.db");
+        const char *p = tpath(names[k]);
         rm_db(p);
         ASSERT_OK(cw_store_open(p, &o, &s, &d));
         write_generated(s);
         tiers_of(s, t);
-        if (k) {
+        if (k == 1) {
             /* Each class of commit bucket is there: raw, minute, hour, BEFORE. */
             ASSERT_TRUE(t[0].horizon > INT64_MIN && t[1].horizon > INT64_MIN &&
                         t[2].horizon > INT64_MIN && t[2].horizon < gen_t0 + 53 * HOUR);
@@ -1229,13 +1234,17 @@ static void test_end_open(void)
             int64_t lo[CW_TIERS];
             for (int i = 0; i < CW_TIERS; i++)
                 lo[i] = t[i].horizon > gen_t0 ? t[i].horizon : gen_t0;
+            /* With retention out of order, windows are checked where the
+             * store answers them exactly (as test_generated's gen_inv). */
+            bool inv = k >= 2;
+            if (inv) lo[1] = lo[2] = lo[0] > lo[1] ? lo[0] : lo[1];
             if (step == 0) {
                 ASSERT_TRUE(lo[0] < end && t[1].end > end);
                 check_windows(s, lo[0], t[0].end, S, 60);
                 check_window(s, end - 5 * S, end + 5 * S);
                 check_windows(s, lo[1], t[1].end, MIN, 40);
                 check_window(s, cw_floor_to(end, MIN) - 5 * MIN, cw_floor_to(end, MIN) + 5 * MIN);
-            } else {
+            } else if (!inv) {
                 ASSERT_TRUE(t[2].end > end);
                 check_windows(s, lo[2], t[2].end, HOUR, 20);
                 check_window(s, cw_floor_to(end, HOUR) - HOUR, cw_floor_to(end, HOUR) + 2 * HOUR);
