@@ -108,20 +108,20 @@ static int add_releases(cw_store_t *s, const cw__tier_t *t, cw_batch_t *b, uint6
     int64_t l1 = t[1].horizon < t[0].horizon ? t[1].horizon : t[0].horizon;
     int64_t l2 = t[2].horizon < l1 ? t[2].horizon : l1;
     int before = t[2].horizon < l1 ? 2 : t[1].horizon < t[0].horizon ? 1 : 0;
-    sqlite3_bind_int64(st, 1, t[0].horizon);
-    sqlite3_bind_int64(st, 2, l1);
-    sqlite3_bind_int64(st, 3, l2);
-    sqlite3_bind_int(st, 9, before);
     /* With no minute class, H0 (minute-aligned) may fall inside an hour. */
     int64_t straddled = CW_TS_BEFORE;
     if (l1 == t[0].horizon && l2 < l1 && cw_floor_to(l1, t[2].width) < l1)
         straddled = cw_floor_to(l1, t[2].width);
-    sqlite3_bind_int64(st, 10, straddled);
+    sqlite3_bind_int64(st, 1, t[0].horizon);
+    sqlite3_bind_int64(st, 2, l1);
+    sqlite3_bind_int64(st, 3, l2);
     sqlite3_bind_int64(st, 4, t[1].end);
     sqlite3_bind_int64(st, 5, t[2].end);
     sqlite3_bind_int64(st, 6, CW_TS_BEFORE);
     sqlite3_bind_int64(st, 7, t[1].width);
     sqlite3_bind_int64(st, 8, t[2].width);
+    sqlite3_bind_int(st, 9, before);
+    sqlite3_bind_int64(st, 10, straddled);
     while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t n = sqlite3_column_int64(st, 3), ev = sqlite3_column_int64(st, 4);
         if (n == 0 && ev == 0) continue;
