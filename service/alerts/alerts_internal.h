@@ -75,7 +75,7 @@ typedef struct cw__aset {
     size_t nbases, basecap;
     cw_keymap_t basemap; /* (proc id, tag) -> bases index */
     uint64_t rows_read;  /* feed rows applied, for the figures */
-    int64_t pruned_at;   /* head / len when series were last pruned */
+    int64_t pruned_at;   /* the step the series were last pruned at */
 } cw__aset_t;
 
 int cw__aset_init(cw__aset_t *a, int64_t step_ns, uint32_t len);

@@ -182,9 +182,12 @@ static cw__abase_t *base_get(cw__aset_t *a, uint32_t proc, const char *tagname)
     if (added) {
         /* Unknown instance (the procs read comes first, so this is one the
          * store has rows of but that ended before the window): kept with
-         * no name so its rows still add up. */
+         * no name so its rows still add up, and ended before the ring's
+         * first step, so that prune() forgets it once it holds nothing
+         * (with no end it was kept for good). */
         if (CW_RESERVE(a->procs, a->proccap, a->nprocs + 1)) return NULL;
-        a->procs[a->nprocs++] = (cw__aproc_t){proc, 0, INT64_MIN, CW_TS_NEVER, CW_TS_NEVER,
+        int64_t before = a->head == INT64_MIN ? INT64_MIN : (a->head - a->len + 1) * a->step - 1;
+        a->procs[a->nprocs++] = (cw__aproc_t){proc, 0, INT64_MIN, before, CW_TS_NEVER,
                                               cw__strtab_get(&a->names, "")};
     }
     uint32_t bi = cw_keymap_get(&a->basemap, proc, tag, &added);
@@ -257,12 +260,40 @@ static int on_proc(void *ctx, const cw_feed_proc_t *p)
     return 0;
 }
 
+/* Empties m for n keys: cleared, or made again smaller when its capacity is
+ * more than 8 times what n needs. */
+static void map_reset(cw_keymap_t *m, size_t n)
+{
+    size_t cap = 16;
+    while (cap < 2 * n)
+        cap *= 2;
+    cw_keymap_t small;
+    if ((size_t)m->mask + 1 <= 8 * cap || cw_keymap_init(&small, (uint32_t)cap)) {
+        cw_keymap_clear(m); /* or no memory for a smaller one: keep this one */
+        return;
+    }
+    cw_keymap_free(m);
+    *m = small;
+}
+
+/* Gives back the room of an array of n of cap elements when it uses less
+ * than a quarter of it (keeping twice n); on failure keeps it as is. */
+static void shrink(void **v, size_t *cap, size_t n, size_t size)
+{
+    if (*cap < 64 || n > *cap / 4) return;
+    size_t want = n * 2 > 16 ? n * 2 : 16;
+    void *p = realloc(*v, want * size);
+    if (!p) return;
+    *v = p;
+    *cap = want;
+}
+
 /* Forgets the series of instances that exited or stopped being tracked
  * before the ring's first step and hold nothing, and those instances: a
  * long-lived service sees many short-lived processes; and the rings of
  * kept series whose steps in the window are all implicit (an idle
- * process). The maps are rebuilt (they have no removal). 0 or
- * CW_ENOMEM. */
+ * process). The maps are rebuilt (they have no removal), smaller after a
+ * burst, and the arrays shrunk. 0 or CW_ENOMEM. */
 static int prune(cw__aset_t *a)
 {
     int64_t horizon = (a->head - a->len + 1) * a->step;
@@ -281,7 +312,13 @@ static int prune(cw__aset_t *a)
     }
     for (size_t i = 0; i < a->nbases; i++) /* a base holding memory keeps its instance */
         if (a->bases[i].cur != 0) keep_proc[a->bases[i].proc] = true;
-    cw_keymap_clear(&a->procmap);
+    size_t kp = 0, kb = 0;
+    for (size_t i = 0; i < a->nprocs; i++)
+        kp += keep_proc[i];
+    for (size_t i = 0; i < a->nbases; i++)
+        kb += keep_proc[a->bases[i].proc];
+    map_reset(&a->procmap, kp);
+    map_reset(&a->basemap, kb);
     for (size_t i = 0; i < a->nprocs; i++) {
         if (!keep_proc[i]) continue;
         int added;
@@ -289,7 +326,6 @@ static int prune(cw__aset_t *a)
         newix[i] = (uint32_t)np;
         a->procs[np++] = a->procs[i];
     }
-    cw_keymap_clear(&a->basemap);
     for (size_t i = 0; i < a->nbases; i++) {
         cw__abase_t b = a->bases[i];
         if (!keep_proc[b.proc]) {
@@ -310,6 +346,9 @@ static int prune(cw__aset_t *a)
     a->nbases = nb;
     free(keep_proc);
     free(newix);
+    /* After a burst of short-lived processes: give the room back. */
+    shrink((void **)&a->procs, &a->proccap, a->nprocs, sizeof *a->procs);
+    shrink((void **)&a->bases, &a->basecap, a->nbases, sizeof *a->bases);
     return 0;
 }
 
@@ -370,9 +409,10 @@ int cw__aset_feed(cw__aset_t *a, cw_store_t *s, int64_t T, cw_diag_t *d)
     if (!err) {
         advance(a, last);
         a->fed_to = T;
-        /* Once per ring length: forget what left the ring. */
-        if (last / a->len != a->pruned_at) {
-            a->pruned_at = last / a->len;
+        /* At each new step: forget what left the ring (once per ring
+         * length kept up to two windows of short-lived instances). */
+        if (last != a->pruned_at) {
+            a->pruned_at = last;
             err = prune(a);
         }
     }

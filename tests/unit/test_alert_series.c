@@ -107,6 +107,7 @@ static void generate(void)
     for (int i = 0; i < 6; i++) /* rundown of old.exe */
         commit(&lv[2], t0, 300, 4096 * (1 + rnd(64)), (int)rnd(4), true);
     bool late = false, exited = false;
+    uint32_t nshort = 0;
     for (int64_t t = t0 + S; t < t0 + 80 * MIN; t += S / 4 + (int64_t)rnd(2 * S)) {
         if (!late && t > t0 + 20 * MIN + 500 * 1000000) {
             ev(t, CW_OP_PROCESS_START, 400, 0, 0, -1, false, names[3]);
@@ -115,6 +116,17 @@ static void generate(void)
         if (!exited && t > t0 + 47 * MIN + 123456789) {
             ev(t, CW_OP_PROCESS_EXIT, 300, 0, 0, -1, false, NULL);
             exited = true;
+        }
+        /* 400 short-lived processes from +2 min: started, a commit or
+         * two, gone (the set must give their room back once they left
+         * the window). */
+        if (t > t0 + 2 * MIN && nshort < 400) {
+            uint32_t pid = 1000 + nshort++;
+            ev(t - 4, CW_OP_PROCESS_START, pid, 0, 0, -1, false, "short.exe");
+            ev(t - 3, CW_OP_COMMIT, pid, 0x10000, 4096 * (1 + rnd(4)), (int)rnd(4), false, NULL);
+            if (rnd(2))
+                ev(t - 2, CW_OP_COMMIT, pid, 0x80000, 4096, (int)rnd(4), false, NULL);
+            ev(t - 1, CW_OP_PROCESS_EXIT, pid, 0, 0, -1, false, NULL);
         }
         int p = (int)rnd(4);
         if ((p == 3 && !late) || (p == 2 && exited)) continue;
@@ -191,7 +203,7 @@ static void fill(cw_store_t *s)
         cw_event_t e = evs[i].e;
         if (e.op == CW_OP_COMMIT)
             ASSERT_OK(cw_stacks_intern_strings(st, stacks[evs[i].stack], 2, &e.stack_id));
-        ASSERT_OK(cw_pipeline_feed(pipe, &e, &d));
+        if (cw_pipeline_feed(pipe, &e, &d)) CW_FAIL("feeding event %u: %s", i, d.msg);
     }
     ASSERT_OK(cw_pipeline_tick(pipe, t0 + 81 * MIN));
     ASSERT_OK(cw_agg_flush(agg));
@@ -293,6 +305,8 @@ int main(void)
     cw__aset_t inc;
     ASSERT_OK(cw__aset_init(&inc, STEP, WINDOW_STEPS + 1));
     int checks = 0;
+    size_t peak_procs = 0;
+    bool seen_exit = false;
     for (int64_t T = cw_floor_to(t0, 10 * S) + 10 * S; T <= t0 + 80 * MIN; T += 10 * S) {
         ASSERT_OK(cw__aset_feed(&inc, s, T, &d));
         /* every 7 min 10 s: instants on and off minute boundaries */
@@ -300,16 +314,17 @@ int main(void)
             check(s, &inc, T);
             checks++;
         }
+        if (inc.nprocs > peak_procs) peak_procs = inc.nprocs;
+        for (size_t i = 0; i < inc.nprocs; i++)
+            seen_exit |= inc.procs[i].pid == 300 && inc.procs[i].exit != CW_TS_NEVER;
         /* A series' ring holds at most the window (len steps). */
         for (size_t i = 0; i < inc.nbases; i++)
             ASSERT_TRUE(inc.bases[i].cap <= inc.len);
     }
     ASSERT_TRUE(checks >= 10);
     ASSERT_TRUE(checked_pairs >= 90); /* several tags per instance */
-    /* The process that exited: its instance is known with its exit. */
-    bool seen_exit = false;
-    for (size_t i = 0; i < inc.nprocs; i++)
-        seen_exit |= inc.procs[i].pid == 300 && inc.procs[i].exit != CW_TS_NEVER;
+    /* The process that exited: its instance was known with its exit
+     * (until it left the window). */
     ASSERT_TRUE(seen_exit);
     /* Two hours on (no data there): the instance that exited leaves the
      * set (pruned once it is out of the ring), the others stay with
@@ -333,14 +348,22 @@ int main(void)
     }
     for (size_t i = 0; i < inc.nprocs; i++)
         ASSERT_TRUE(inc.procs[i].pid != 300);
-    ASSERT_TRUE(inc.nbases < nb);
+    ASSERT_TRUE(inc.nbases <= nb); /* pid 300 left earlier: pruned at each step */
     ASSERT_EQ(sum2, sum);
     /* Memory: no data for two hours, so every kept series' steps are
      * implicit (outstanding, nothing committed) and its ring is gone; the
      * figures above still hold. */
     for (size_t i = 0; i < inc.nbases; i++)
         ASSERT_TRUE(inc.bases[i].cap == 0 && inc.bases[i].ring == NULL);
-    ASSERT_TRUE(cw__aset_bytes(&inc) < 4096 + inc.nbases * 64);
+    ASSERT_TRUE(cw__aset_bytes(&inc) < 8192 + inc.nbases * 64);
+    /* The 400 short-lived instances held room in the arrays and maps
+     * until they left: given back (the set holds 4 instances). */
+    ASSERT_TRUE(peak_procs >= 100);
+    ASSERT_TRUE(inc.nprocs <= 4);
+    ASSERT_TRUE(inc.proccap <= 64);
+    ASSERT_TRUE(inc.basecap <= 64);
+    ASSERT_TRUE(inc.procmap.mask + 1 <= 64);
+    ASSERT_TRUE(inc.basemap.mask + 1 <= 128);
     check(s, &inc, t0 + 200 * MIN);
     printf("%d instants, %d (instance, tag) pairs compared, %llu feed rows\n", checks,
            checked_pairs, (unsigned long long)inc.rows_read);
