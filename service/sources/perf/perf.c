@@ -10,6 +10,13 @@
  * out, then process, sorted by (ts, arrival), those older than T - 2 ms;
  * a record is written within microseconds of its timestamp (the kernel
  * writes it with preemption off), so nothing older can still arrive.
+ * Unless the queue's cap stopped a copy: then the records left in a ring
+ * may be older than what waits in the queue from other rings, and only
+ * records older than each such ring's first one (less 2 ms) are processed,
+ * nor does a tick pass it (cw_perf__merge_pass). Processed past it, an
+ * exit came before its process's fork (an entry never removed) and a
+ * process's calls out of order (drift against smaps). When the queue is
+ * full of newer records, the oldest ring's are merged past the cap.
  *
  * Snapshots and the mark. /proc/PID/smaps is read at the rundown, after an
  * exec, for a process seen for the first time, and after lost records. A
@@ -23,7 +30,9 @@
  * Memory (docs/DESIGN.md, "Memory"): a process's state is dropped at its
  * exit; a thread's pending enter at the thread's exit, its stack copy at
  * the syscall's exit; records are freed once processed, and at most qmax
- * bytes of them wait (their stack copies cut to what the stack held). */
+ * bytes of them wait (their stack copies cut to what the stack held; the
+ * merge past the cap adds at most a batch). Processes and threads whose
+ * exit record never came (lost) are forgotten by a sweep every 10 s. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
