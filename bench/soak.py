@@ -241,10 +241,19 @@ class Soak:
                     want = smaps_charged(p.pid)
                     wait_until(lambda: self.stored_end() > stopped + SEC, 120,
                                "the daemon stored the second the churner stopped in")
-                    r = self.get(f"/api/processes?pid={p.pid}&from=-5m") or {}
+                    # A short window, from the stop: one from before the raw
+                    # tier's retention is answered from the minute tier, so
+                    # up to a minute before the stop (the window's end is the
+                    # last minute stored), which the churner has changed.
+                    r = self.get(f"/api/processes?pid={p.pid}"
+                                 f"&from={stopped - 2 * SEC}&to={stopped + SEC}") or {}
                     procs = r.get("processes", r) if isinstance(r, dict) else r
                     got = [x["outstanding_end_bytes"] for x in procs
                            if x.get("pid") == p.pid and x.get("exit_ns") is None]
+                    to_ns = (r.get("window") or {}).get("to_ns") if isinstance(r, dict) else None
+                    if to_ns is None or to_ns < stopped:
+                        raise SystemExit(f"FAIL: the API's window for the drift check ends "
+                                         f"before the churner stopped: {r.get('window')}")
                 finally:
                     os.kill(p.pid, signal.SIGCONT)
                 lost = (self.get("/api/health") or {}).get("events_lost", 0) - lost0
