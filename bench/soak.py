@@ -92,6 +92,8 @@ class Soak:
         self.out = a.out or tempfile.mkdtemp(prefix="cw-soak-")
         os.makedirs(self.out, exist_ok=True)
         self.db = os.path.join(self.out, "soak.db")
+        if os.path.exists(self.db):  # its rows and stacks would count in this run's figures
+            raise SystemExit(f"FAIL: {self.db} exists (an earlier run's): give a new --out")
         for f in (self.db, self.db + "-wal", self.db + "-shm"):
             if os.path.exists(f):
                 os.remove(f)

@@ -365,10 +365,11 @@ static int64_t rings_floor(const cw_perf__t *s, int64_t horizon)
     return horizon;
 }
 
-static bool rings_cut(const cw_perf__t *s)
+/* Is a ring left behind with records older than t? (INT64_MAX: any.) */
+static bool rings_behind(const cw_perf__t *s, int64_t t)
 {
     for (size_t i = 0; i < s->ev.nrings; i++)
-        if (s->ev.rings[i].cut) return true;
+        if (s->ev.rings[i].cut && s->ev.rings[i].next_ts < t) return true;
     return false;
 }
 
@@ -583,7 +584,7 @@ static int perf_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
     int64_t next_tick = cw_plat_mono_ns(), next_resync = 0, next_sweep = next_tick + SWEEP_NS;
     while (!rc && !atomic_load(&s->stopping)) {
         /* A ring left behind may hold less than its wakeup watermark. */
-        poll(pfd, nfd, rings_cut(s) ? 1 : 100);
+        poll(pfd, nfd, rings_behind(s, INT64_MAX) ? 1 : 100);
         int64_t t = cw_plat_mono_ns(), upto = t - SLACK_NS;
         rc = cw_perf__merge_pass(s, t - SLACK_NS, &upto);
         /* After a loss, one resync covers every loss of the last second. */
@@ -622,13 +623,14 @@ static int perf_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
             if (sink->counters) sink->counters(sink->ctx, s->seen, s->lost, (int64_t)s->drift);
         }
     }
-    /* Stopped: what the rings hold still goes out, in order. */
-    int64_t upto = 0;
-    for (int pass = 0; !rc && pass < 1000; pass++) {
-        rc = cw_perf__merge_pass(s, INT64_MAX, &upto);
-        if (!rings_cut(s)) break;
-    }
-    if (!rc) rc = process_until(s, INT64_MAX);
+    /* Stopped: what the rings hold up to now still goes out, in order.
+     * Not what comes after (the events stay enabled until close): on a
+     * busy machine the rings would never be empty. */
+    int64_t upto = 0, end = cw_plat_mono_ns();
+    if (!rc) rc = cw_perf__merge_pass(s, end, &upto);
+    while (!rc && rings_behind(s, end))
+        rc = cw_perf__merge_pass(s, end, &upto);
+    if (!rc) rc = process_until(s, end);
     if (!rc && s->npend) rc = cw_perf__pend_due(s, INT64_MAX);
     if (!rc && s->resync_due) rc = resync_all(s, s->now_mono);
     if (!rc && sink->counters) sink->counters(sink->ctx, s->seen, s->lost, (int64_t)s->drift);

@@ -196,22 +196,25 @@ static bool task_exists(uint32_t id)
     return kill((pid_t)id, 0) == 0 || errno != ESRCH;
 }
 
+/* Notes whether task id exists now in *gone; true when it was missing at
+ * the previous sweep too. */
+static bool gone_twice(uint32_t id, bool *gone)
+{
+    bool was = *gone;
+    *gone = !task_exists(id);
+    return was && *gone;
+}
+
 int cw_perf__sweep(cw_perf__t *s, int64_t ts, size_t *ended, size_t *freed)
 {
     *ended = *freed = 0;
-    /* Threads: collected first, the table changes while walking it. */
+    /* Collected first: the tables change while walking them. */
     size_t n = 0, cap = s->thrs.n > s->procs.n ? s->thrs.n : s->procs.n;
     uint32_t *ids = malloc((cap + 1) * sizeof *ids);
     if (!ids) return CW_ENOMEM;
     for (size_t i = 0; i < s->thrs.cap; i++) {
         cw_perf__thr_t *t = s->thrs.vals[i];
-        if (!t) continue;
-        if (task_exists(t->tid))
-            t->gone = false;
-        else if (t->gone)
-            ids[n++] = t->tid;
-        else
-            t->gone = true;
+        if (t && gone_twice(t->tid, &t->gone)) ids[n++] = t->tid;
     }
     for (size_t i = 0; i < n; i++) {
         cw_perf__thr_t *t = cw_perf__pmap_get(&s->thrs, ids[i]);
@@ -223,13 +226,7 @@ int cw_perf__sweep(cw_perf__t *s, int64_t ts, size_t *ended, size_t *freed)
     n = 0;
     for (size_t i = 0; i < s->procs.cap; i++) {
         cw_perf__proc_t *p = s->procs.vals[i];
-        if (!p) continue;
-        if (task_exists(p->pid))
-            p->gone = false;
-        else if (p->gone)
-            ids[n++] = p->pid;
-        else
-            p->gone = true;
+        if (p && gone_twice(p->pid, &p->gone)) ids[n++] = p->pid;
     }
     int rc = 0;
     for (size_t i = 0; !rc && i < n; i++) {
