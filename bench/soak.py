@@ -118,9 +118,11 @@ class Soak:
     def start_daemon(self):
         self.log = open(os.path.join(self.out, "run.log"), "w+", buffering=1)
         nice = self.a.daemon_nice - os.nice(0)  # root may lower it: the load stays niced
-        self.run = subprocess.Popen([self.a.bin, "run", "--source", "perf", "--db", self.db,
-                                     "--config", self.conf], stderr=self.log,
+        wrap = self.a.wrap.split() if self.a.wrap else []
+        self.run = subprocess.Popen(wrap + [self.a.bin, "run", "--source", "perf", "--db", self.db,
+                                            "--config", self.conf], stderr=self.log,
                                     preexec_fn=lambda: os.nice(nice))
+        self.pid = self.run.pid
 
         def loaded():
             if self.run.poll() is not None:
@@ -129,7 +131,30 @@ class Soak:
             return "rundown loaded" in file_text(self.log.name)
 
         wait_until(loaded, 120, "the daemon loaded its rundown")
+        if wrap:
+            self.pid = self.daemon_pid()
         wait_until(lambda: self.get("/api/health") is not None, 60, "the API answers")
+
+    def daemon_pid(self):
+        """Under --wrap (a profiler): the daemon is a descendant of the
+        wrapper; its RSS and fds are what the checks measure."""
+        exe = os.path.realpath(self.a.bin)
+
+        def ppid(pid):
+            return int(file_text(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()[1])
+
+        for d in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if os.readlink(f"/proc/{d}/exe") != exe:
+                    continue
+                p = int(d)
+                while p > 1 and p != self.run.pid:
+                    p = ppid(p)
+                if p == self.run.pid:
+                    return int(d)
+            except (OSError, IndexError, ValueError):
+                continue
+        raise SystemExit("FAIL: --wrap: no process of the daemon's binary found")
 
     def get(self, path):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
@@ -173,7 +198,7 @@ class Soak:
     def fd_kinds(self):
         """The daemon's fds by kind (what they point to, numbers aside)."""
         kinds = {}
-        d = f"/proc/{self.run.pid}/fd"
+        d = f"/proc/{self.pid}/fd"
         for fd in os.listdir(d):
             try:
                 t = os.readlink(os.path.join(d, fd))
@@ -187,7 +212,7 @@ class Soak:
     def sample(self):
         h = self.get("/api/health") or {}
         s = {"t": round(time.monotonic() - self.t0, 1), "phase": self.phase,
-             "rss": rss_bytes(self.run.pid), "rss_anon": rss_bytes(self.run.pid, "RssAnon")}
+             "rss": rss_bytes(self.pid), "rss_anon": rss_bytes(self.pid, "RssAnon")}
         kinds = self.fd_kinds()
         s.update({"fds": sum(kinds.values()),
                   "fds_files": sum(v for k, v in kinds.items() if k.startswith("/")),
@@ -365,8 +390,8 @@ class Soak:
         for p in self.churners:
             p.kill()
             p.wait()
-        self.run.send_signal(signal.SIGINT)
-        rc = self.run.wait(timeout=120)
+        os.kill(self.pid, signal.SIGINT)
+        rc = self.run.wait(timeout=600 if a.wrap else 120)
         before = self.rows()
         self.replay_later()
         after = self.rows()
@@ -530,6 +555,8 @@ def parse(argv=None):
     p.add_argument("--drift-every", type=float, default=120)
     p.add_argument("--daemon-nice", type=int, default=0,
                    help="the daemon's niceness (default 0, the load keeps the script's)")
+    p.add_argument("--wrap", help="a command the daemon runs under (a heap profiler: "
+                   "'heaptrack -o /tmp/cw'); RSS and fds are the daemon's own")
     p.add_argument("--rss-tolerance", type=float, default=0.10)
     p.add_argument("--check", action="store_true", help="exit 1 unless every property held")
     return p.parse_args(argv)
