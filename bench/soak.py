@@ -36,9 +36,10 @@ Phases:
      passes the soak: the processes and folded rows of ended instances are
      pruned. The rows before and after are counted.
 
-Prints a summary and writes OUT/summary.json, OUT/samples.csv and the
-daemon's log. The baseline and end RSS are each the median of the second
-half of the phase's samples (warmup; settle). --check exits 1 unless: the
+Prints a summary and writes OUT/summary.json, OUT/samples.csv, OUT/rss.csv
+(the RSS read every --rss-sample seconds) and the daemon's log. The
+baseline and end RSS are each the median of the second half of the phase's
+readings (warmup; settle). --check exits 1 unless: the
 end anonymous RSS (RssAnon: VmRSS also counts the pages of the modules the
 unwinder maps, which come and go with the machine's processes) is within
 --rss-tolerance (10 %) of the baseline, the end fd count other than files is the baseline's (+4: the bench's own
@@ -80,7 +81,8 @@ def free_port():
 
 def quiet_rss(samples, phase, key="rss"):
     """The daemon's RSS (key) in a phase without the spawners: the median
-    of the phase's second half. The machine's other processes come and go
+    of the phase's second half (readings in time order: the full samples
+    and the RSS readings of every --rss-sample seconds). The machine's other processes come and go
     (the perf source sees them all), so one sample says little."""
     rss = [s[key] for s in samples if s["phase"] == phase]
     rss = sorted(rss[len(rss) // 2:])
@@ -104,6 +106,7 @@ class Soak:
             f.write(f"retention_raw = {a.retention_raw}\nretention_minute = 5m\n"
                     f"retention_hour = 10m\nlisten = 127.0.0.1:{self.port}\n")
         self.samples = []
+        self.rss_ticks = []  # the RSS alone, every --rss-sample seconds
         self.drift = []
         self.drift_rounds = 0
         self.churners = []
@@ -317,7 +320,21 @@ class Soak:
             if drift_label and time.monotonic() >= next_drift:
                 self.check_drift(drift_label)
                 next_drift = time.monotonic() + self.a.drift_every
-            time.sleep(max(0, min(self.a.sample, end - time.monotonic())))
+            # The RSS alone every --rss-sample seconds until the next full
+            # sample: the medians of a phase are then of tens of readings
+            # (the perf queue alone swings RssAnon by up to 8 MiB).
+            nxt = min(end, time.monotonic() + self.a.sample)
+            while time.monotonic() < nxt:
+                time.sleep(max(0, min(self.a.rss_sample, nxt - time.monotonic())))
+                self.rss_tick()
+
+    def rss_tick(self):
+        try:
+            self.rss_ticks.append({"t": round(time.monotonic() - self.t0, 1), "phase": self.phase,
+                                   "rss": rss_bytes(self.pid),
+                                   "rss_anon": rss_bytes(self.pid, "RssAnon")})
+        except OSError:
+            pass
 
     # ---- pruning by retention -----------------------------------------------
     def replay_later(self):
@@ -399,6 +416,8 @@ class Soak:
         stats = self.spawn_stats[a.spawners:] if a.prime else self.spawn_stats  # the load's
         spawned = sum(s["spawned"] for s in stats)
         load = [s for s in self.samples if s["phase"] in ("load", "settle")]
+        ticks = [s for s in self.rss_ticks if s["phase"] in ("load", "settle")]
+        readings = sorted(self.samples + self.rss_ticks, key=lambda x: x["t"])
         during = [s for s in self.samples if s["phase"] == "load"]
         first = [s for s in self.samples if s["phase"] == "warmup"] + during[:len(during) // 2]
         second = during[len(during) // 2:] + [s for s in self.samples if s["phase"] == "settle"]
@@ -418,12 +437,12 @@ class Soak:
             "pids_reused_stored": before.get("pids_reused_stored"),
             "events": end["events"], "events_lost": end["lost"],
             "drift_corrected_bytes": end["drift_corrected"],
-            "rss_baseline": quiet_rss(self.samples, "warmup"),
-            "rss_peak": max(s["rss"] for s in load),
-            "rss_end": quiet_rss(self.samples, "settle"),
-            "rss_anon_baseline": quiet_rss(self.samples, "warmup", "rss_anon"),
-            "rss_anon_peak": max(s["rss_anon"] for s in load),
-            "rss_anon_end": quiet_rss(self.samples, "settle", "rss_anon"),
+            "rss_baseline": quiet_rss(readings, "warmup"),
+            "rss_peak": max(s["rss"] for s in load + ticks),
+            "rss_end": quiet_rss(readings, "settle"),
+            "rss_anon_baseline": quiet_rss(readings, "warmup", "rss_anon"),
+            "rss_anon_peak": max(s["rss_anon"] for s in load + ticks),
+            "rss_anon_end": quiet_rss(readings, "settle", "rss_anon"),
             "fds_baseline": base["fds"], "fds_max": max(s["fds"] for s in self.samples),
             "fds_end": end["fds"],
             "memory_baseline": base_mem, "memory_end": end_mem,
@@ -458,6 +477,10 @@ class Soak:
             w = csv.DictWriter(f, keys)
             w.writeheader()
             w.writerows(self.samples)
+        with open(os.path.join(self.out, "rss.csv"), "w", newline="") as f:
+            w = csv.DictWriter(f, ["t", "phase", "rss", "rss_anon"])
+            w.writeheader()
+            w.writerows(self.rss_ticks)
         print(json.dumps(summary, indent=1), flush=True)
         print(f"(files in {self.out})", flush=True)
         return summary
@@ -552,6 +575,8 @@ def parse(argv=None):
     p.add_argument("--settle", type=float, default=180,
                    help="seconds after the load before the end RSS (past the raw retention)")
     p.add_argument("--sample", type=float, default=10)
+    p.add_argument("--rss-sample", type=float, default=1,
+                   help="seconds between readings of the daemon's RSS (the medians of a phase)")
     p.add_argument("--drift-every", type=float, default=120)
     p.add_argument("--daemon-nice", type=int, default=0,
                    help="the daemon's niceness (default 0, the load keeps the script's)")
