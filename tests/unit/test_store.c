@@ -1193,6 +1193,19 @@ static void dump_tiers(cw_store_t *s, cw_buf_t *out)
     ASSERT_TRUE(!out->failed);
 }
 
+/* Every tier of a holds the rows of b's (and more than a few). */
+static void same_tiers(cw_store_t *a, cw_store_t *b)
+{
+    cw_buf_t x = {0}, y = {0};
+    dump_tiers(a, &x);
+    dump_tiers(b, &y);
+    ASSERT_TRUE(x.n > 1000);
+    ASSERT_EQ(x.n, y.n);
+    ASSERT_TRUE(memcmp(x.p, y.p, x.n) == 0);
+    free(x.p);
+    free(y.p);
+}
+
 /* The minute and hour tiers built from the in-memory sums equal those
  * built by SQL: the history written with retention, in transactions of
  * 1 to 12 batches (group commit), with the database closed and reopened
@@ -1250,14 +1263,7 @@ static void test_roll_memory(void)
     ASSERT_TRUE(failed && reopened >= 2);
     ASSERT_TRUE(in_memory > 2 * by_sql && by_sql > 0);
 
-    cw_buf_t a = {0}, b = {0};
-    dump_tiers(mem, &a);
-    dump_tiers(sql, &b);
-    ASSERT_TRUE(a.n > 1000);
-    ASSERT_EQ(a.n, b.n);
-    ASSERT_TRUE(memcmp(a.p, b.p, a.n) == 0);
-    free(a.p);
-    free(b.p);
+    same_tiers(mem, sql);
     integrity_ok(mem);
     for (size_t i = 0; i < nb; i++)
         cw_batch_free(gen_batches[i]);
@@ -1296,33 +1302,32 @@ static void write_burst(cw_store_t *s, int64_t t0)
     }
 }
 
-static void test_roll_bounded(void)
+/* A new database named name (raw 1 h, minutes 2 h), rolled up by SQL
+ * only when sql. */
+static cw_store_t *fresh_store(const char *name, bool sql)
 {
-    cw_store_t *mem = NULL, *sql = NULL;
+    cw_store_t *st = NULL;
     cw_diag_t d = {{0}};
     cw_store_opts_t o = {{HOUR, 2 * HOUR, 0}, 0};
-    const char *pm = tpath("roll_bound.db"), *ps = tpath("roll_bound_sql.db");
-    rm_db(pm);
-    rm_db(ps);
+    rm_db(tpath(name));
+    ASSERT_OK(cw_store_open(tpath(name), &o, &st, &d));
+    cw__store_set_sql_rollups(st, sql);
+    return st;
+}
+
+static void test_roll_bounded(void)
+{
     int64_t t0 = INT64_C(472300) * HOUR + 5 * S;
-    ASSERT_OK(cw_store_open(ps, &o, &sql, &d));
-    cw__store_set_sql_rollups(sql, true);
+    cw_store_t *sql = fresh_store("roll_bound_sql.db", true);
     write_burst(sql, t0);
-    ASSERT_OK(cw_store_open(pm, &o, &mem, &d));
+    cw_store_t *mem = fresh_store("roll_bound.db", false);
     write_burst(mem, t0);
     ASSERT_TRUE(mem->roll_counts[1] > 0); /* the burst's buckets went by SQL */
     size_t after = cw__store_roll_bytes(mem);
     printf("roll_bounded: %zu bytes of sums once the buckets closed\n", after);
     ASSERT_TRUE(after <= (size_t)CW__ROLL_KEEP_ROWS * 256);
     ASSERT_EQ(cw_mem_get(CW_MEM_STORE_ROLLUPS), (int64_t)after);
-    cw_buf_t a = {0}, b = {0};
-    dump_tiers(mem, &a);
-    dump_tiers(sql, &b);
-    ASSERT_TRUE(a.n > 1000);
-    ASSERT_EQ(a.n, b.n);
-    ASSERT_TRUE(memcmp(a.p, b.p, a.n) == 0);
-    free(a.p);
-    free(b.p);
+    same_tiers(mem, sql);
     cw_store_close(mem);
     cw_store_close(sql);
     ASSERT_EQ(cw_mem_get(CW_MEM_STORE_ROLLUPS), 0);
