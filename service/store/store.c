@@ -569,6 +569,7 @@ void cw_store_close(cw_store_t *s)
         sqlite3_finalize(s->stmts[i]);
     cw__store_roll_reset(s, true);
     if (!s->readonly) cw_mem_set(CW_MEM_STORE_ROLLUPS, 0); /* the writer's */
+    cw__store_caches_publish(s, true);
     sqlite3_close(s->db);
     cw__store_report_cache_free(s->report_cache);
     cw__store_raw_tail_free(s->raw_tail);

@@ -172,6 +172,7 @@ struct cw_store {
     bool roll_sql;                 /* test hook: every rollup by SQL */
     uint64_t roll_counts[2];       /* writer: rollups from the sums, by SQL (for tests) */
     uint32_t roll_max;             /* writer: rows a roll may hold (CW__ROLL_MAX_ROWS) */
+    size_t caches_published;       /* this handle's share of store_caches (memstat.h) */
     uint64_t transactions;         /* writer: batch transactions committed (for tests) */
     int64_t pruned_to; /* writer: instances ended before it were pruned (INT64_MIN: none yet) */
     uint64_t pruned[2]; /* writer: processes rows, folded rows pruned since open */
@@ -329,6 +330,11 @@ void cw__store_set_roll_max(cw_store_t *s, uint32_t rows);
 /* Bytes the writer's rollup sums and sorting scratch hold (published as
  * the store_rollups component of memstat.h after each write). */
 size_t cw__store_roll_bytes(const cw_store_t *s);
+
+/* Publishes the bytes of this handle's report cache and raw tail as its
+ * share of the store_caches component (every handle adds its own;
+ * closing: takes it back). store_report.c. */
+void cw__store_caches_publish(cw_store_t *s, bool closing);
 
 /* Stored stacks are frame-id lists, little-endian u32 each (stacks.frames).
  * decode reads n ids from blob (4n bytes); encode writes 4n bytes. */

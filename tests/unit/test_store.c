@@ -1328,7 +1328,18 @@ static void test_roll_bounded(void)
     ASSERT_TRUE(after <= (size_t)CW__ROLL_KEEP_ROWS * 256);
     ASSERT_EQ(cw_mem_get(CW_MEM_STORE_ROLLUPS), (int64_t)after);
     same_tiers(mem, sql);
+    /* A handle's read caches are counted (store_caches), and given back
+     * with the handle. */
+    cw_report_t *r = NULL;
+    cw_diag_t d = {{0}};
+    ASSERT_EQ(cw_mem_get(CW_MEM_STORE_CACHES), 0);
+    ASSERT_OK(cw_store_report(mem, t0 + HOUR, t0 + 2 * HOUR, false, &r, &d));
+    cw_report_free(r);
+    printf("roll_bounded: the report's caches: %lld bytes\n",
+           (long long)cw_mem_get(CW_MEM_STORE_CACHES));
+    ASSERT_TRUE(cw_mem_get(CW_MEM_STORE_CACHES) > (int64_t)BURST * 16);
     cw_store_close(mem);
+    ASSERT_EQ(cw_mem_get(CW_MEM_STORE_CACHES), 0);
     cw_store_close(sql);
     ASSERT_EQ(cw_mem_get(CW_MEM_STORE_ROLLUPS), 0);
 }
