@@ -36,9 +36,10 @@ Phases:
      passes the soak: the processes and folded rows of ended instances are
      pruned. The rows before and after are counted.
 
-Prints a summary and writes OUT/summary.json, OUT/samples.csv and the
-daemon's log. The baseline and end RSS are each the median of the second
-half of the phase's samples (warmup; settle). --check exits 1 unless: the
+Prints a summary and writes OUT/summary.json, OUT/samples.csv, OUT/rss.csv
+(the RSS read every --rss-sample seconds) and the daemon's log. The
+baseline and end RSS are each the median of the second half of the phase's
+readings (warmup; settle). --check exits 1 unless: the
 end anonymous RSS (RssAnon: VmRSS also counts the pages of the modules the
 unwinder maps, which come and go with the machine's processes) is within
 --rss-tolerance (10 %) of the baseline, the end fd count other than files is the baseline's (+4: the bench's own
@@ -80,7 +81,8 @@ def free_port():
 
 def quiet_rss(samples, phase, key="rss"):
     """The daemon's RSS (key) in a phase without the spawners: the median
-    of the phase's second half. The machine's other processes come and go
+    of the phase's second half (readings in time order: the full samples
+    and the RSS readings of every --rss-sample seconds). The machine's other processes come and go
     (the perf source sees them all), so one sample says little."""
     rss = [s[key] for s in samples if s["phase"] == phase]
     rss = sorted(rss[len(rss) // 2:])
@@ -104,6 +106,7 @@ class Soak:
             f.write(f"retention_raw = {a.retention_raw}\nretention_minute = 5m\n"
                     f"retention_hour = 10m\nlisten = 127.0.0.1:{self.port}\n")
         self.samples = []
+        self.rss_ticks = []  # the RSS alone, every --rss-sample seconds
         self.drift = []
         self.drift_rounds = 0
         self.churners = []
@@ -118,9 +121,11 @@ class Soak:
     def start_daemon(self):
         self.log = open(os.path.join(self.out, "run.log"), "w+", buffering=1)
         nice = self.a.daemon_nice - os.nice(0)  # root may lower it: the load stays niced
-        self.run = subprocess.Popen([self.a.bin, "run", "--source", "perf", "--db", self.db,
-                                     "--config", self.conf], stderr=self.log,
+        wrap = self.a.wrap.split() if self.a.wrap else []
+        self.run = subprocess.Popen(wrap + [self.a.bin, "run", "--source", "perf", "--db", self.db,
+                                            "--config", self.conf], stderr=self.log,
                                     preexec_fn=lambda: os.nice(nice))
+        self.pid = self.run.pid
 
         def loaded():
             if self.run.poll() is not None:
@@ -129,7 +134,30 @@ class Soak:
             return "rundown loaded" in file_text(self.log.name)
 
         wait_until(loaded, 120, "the daemon loaded its rundown")
+        if wrap:
+            self.pid = self.daemon_pid()
         wait_until(lambda: self.get("/api/health") is not None, 60, "the API answers")
+
+    def daemon_pid(self):
+        """Under --wrap (a profiler): the daemon is a descendant of the
+        wrapper; its RSS and fds are what the checks measure."""
+        exe = os.path.realpath(self.a.bin)
+
+        def ppid(pid):
+            return int(file_text(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()[1])
+
+        for d in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if os.readlink(f"/proc/{d}/exe") != exe:
+                    continue
+                p = int(d)
+                while p > 1 and p != self.run.pid:
+                    p = ppid(p)
+                if p == self.run.pid:
+                    return int(d)
+            except (OSError, IndexError, ValueError):
+                continue
+        raise SystemExit("FAIL: --wrap: no process of the daemon's binary found")
 
     def get(self, path):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
@@ -173,7 +201,7 @@ class Soak:
     def fd_kinds(self):
         """The daemon's fds by kind (what they point to, numbers aside)."""
         kinds = {}
-        d = f"/proc/{self.run.pid}/fd"
+        d = f"/proc/{self.pid}/fd"
         for fd in os.listdir(d):
             try:
                 t = os.readlink(os.path.join(d, fd))
@@ -187,7 +215,7 @@ class Soak:
     def sample(self):
         h = self.get("/api/health") or {}
         s = {"t": round(time.monotonic() - self.t0, 1), "phase": self.phase,
-             "rss": rss_bytes(self.run.pid), "rss_anon": rss_bytes(self.run.pid, "RssAnon")}
+             "rss": rss_bytes(self.pid), "rss_anon": rss_bytes(self.pid, "RssAnon")}
         kinds = self.fd_kinds()
         s.update({"fds": sum(kinds.values()),
                   "fds_files": sum(v for k, v in kinds.items() if k.startswith("/")),
@@ -292,7 +320,21 @@ class Soak:
             if drift_label and time.monotonic() >= next_drift:
                 self.check_drift(drift_label)
                 next_drift = time.monotonic() + self.a.drift_every
-            time.sleep(max(0, min(self.a.sample, end - time.monotonic())))
+            # The RSS alone every --rss-sample seconds until the next full
+            # sample: the medians of a phase are then of tens of readings
+            # (the perf queue alone swings RssAnon by up to 8 MiB).
+            nxt = min(end, time.monotonic() + self.a.sample)
+            while time.monotonic() < nxt:
+                time.sleep(max(0, min(self.a.rss_sample, nxt - time.monotonic())))
+                self.rss_tick()
+
+    def rss_tick(self):
+        try:
+            self.rss_ticks.append({"t": round(time.monotonic() - self.t0, 1), "phase": self.phase,
+                                   "rss": rss_bytes(self.pid),
+                                   "rss_anon": rss_bytes(self.pid, "RssAnon")})
+        except OSError:
+            pass
 
     # ---- pruning by retention -----------------------------------------------
     def replay_later(self):
@@ -365,8 +407,8 @@ class Soak:
         for p in self.churners:
             p.kill()
             p.wait()
-        self.run.send_signal(signal.SIGINT)
-        rc = self.run.wait(timeout=120)
+        os.kill(self.pid, signal.SIGINT)
+        rc = self.run.wait(timeout=600 if a.wrap else 120)
         before = self.rows()
         self.replay_later()
         after = self.rows()
@@ -374,6 +416,8 @@ class Soak:
         stats = self.spawn_stats[a.spawners:] if a.prime else self.spawn_stats  # the load's
         spawned = sum(s["spawned"] for s in stats)
         load = [s for s in self.samples if s["phase"] in ("load", "settle")]
+        ticks = [s for s in self.rss_ticks if s["phase"] in ("load", "settle")]
+        readings = sorted(self.samples + self.rss_ticks, key=lambda x: x["t"])
         during = [s for s in self.samples if s["phase"] == "load"]
         first = [s for s in self.samples if s["phase"] == "warmup"] + during[:len(during) // 2]
         second = during[len(during) // 2:] + [s for s in self.samples if s["phase"] == "settle"]
@@ -393,12 +437,12 @@ class Soak:
             "pids_reused_stored": before.get("pids_reused_stored"),
             "events": end["events"], "events_lost": end["lost"],
             "drift_corrected_bytes": end["drift_corrected"],
-            "rss_baseline": quiet_rss(self.samples, "warmup"),
-            "rss_peak": max(s["rss"] for s in load),
-            "rss_end": quiet_rss(self.samples, "settle"),
-            "rss_anon_baseline": quiet_rss(self.samples, "warmup", "rss_anon"),
-            "rss_anon_peak": max(s["rss_anon"] for s in load),
-            "rss_anon_end": quiet_rss(self.samples, "settle", "rss_anon"),
+            "rss_baseline": quiet_rss(readings, "warmup"),
+            "rss_peak": max(s["rss"] for s in load + ticks),
+            "rss_end": quiet_rss(readings, "settle"),
+            "rss_anon_baseline": quiet_rss(readings, "warmup", "rss_anon"),
+            "rss_anon_peak": max(s["rss_anon"] for s in load + ticks),
+            "rss_anon_end": quiet_rss(readings, "settle", "rss_anon"),
             "fds_baseline": base["fds"], "fds_max": max(s["fds"] for s in self.samples),
             "fds_end": end["fds"],
             "memory_baseline": base_mem, "memory_end": end_mem,
@@ -433,6 +477,10 @@ class Soak:
             w = csv.DictWriter(f, keys)
             w.writeheader()
             w.writerows(self.samples)
+        with open(os.path.join(self.out, "rss.csv"), "w", newline="") as f:
+            w = csv.DictWriter(f, ["t", "phase", "rss", "rss_anon"])
+            w.writeheader()
+            w.writerows(self.rss_ticks)
         print(json.dumps(summary, indent=1), flush=True)
         print(f"(files in {self.out})", flush=True)
         return summary
@@ -527,9 +575,13 @@ def parse(argv=None):
     p.add_argument("--settle", type=float, default=180,
                    help="seconds after the load before the end RSS (past the raw retention)")
     p.add_argument("--sample", type=float, default=10)
+    p.add_argument("--rss-sample", type=float, default=1,
+                   help="seconds between readings of the daemon's RSS (the medians of a phase)")
     p.add_argument("--drift-every", type=float, default=120)
     p.add_argument("--daemon-nice", type=int, default=0,
                    help="the daemon's niceness (default 0, the load keeps the script's)")
+    p.add_argument("--wrap", help="a command the daemon runs under (a heap profiler: "
+                   "'heaptrack -o /tmp/cw'); RSS and fds are the daemon's own")
     p.add_argument("--rss-tolerance", type=float, default=0.10)
     p.add_argument("--check", action="store_true", help="exit 1 unless every property held")
     return p.parse_args(argv)

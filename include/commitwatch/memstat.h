@@ -24,6 +24,8 @@ typedef enum cw_mem_comp {
     CW_MEM_TRACKER,     /* tracker: live pieces and instances (core thread) */
     CW_MEM_STACKS,      /* interned stacks and frames (core thread) */
     CW_MEM_ALERT_SERIES, /* alert engine: the per-series history (alert thread) */
+    CW_MEM_STORE_ROLLUPS, /* store: the open buckets' in-memory rollup sums (writer thread) */
+    CW_MEM_STORE_CACHES, /* store: read handles' report caches and raw tails (each adds its own) */
     CW_MEM_N
 } cw_mem_comp_t;
 

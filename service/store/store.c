@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "commitwatch/event.h"
+#include "commitwatch/memstat.h"
 #include "store/store_internal.h"
 #include "commitwatch/platform.h"
 
@@ -567,6 +568,8 @@ void cw_store_close(cw_store_t *s)
     for (int i = 0; i < CW__ST__COUNT; i++)
         sqlite3_finalize(s->stmts[i]);
     cw__store_roll_reset(s, true);
+    if (!s->readonly) cw_mem_set(CW_MEM_STORE_ROLLUPS, 0); /* the writer's */
+    cw__store_caches_publish(s, true);
     sqlite3_close(s->db);
     cw__store_report_cache_free(s->report_cache);
     cw__store_raw_tail_free(s->raw_tail);
@@ -945,12 +948,14 @@ int cw_store_write_many(cw_store_t *s, const cw_batch_t *const *b, size_t n, cw_
     s->last_total = b[n - 1]->events_total;
     s->last_lost = last_lost;
     s->last_drift = last_drift;
+    cw_mem_set(CW_MEM_STORE_ROLLUPS, (int64_t)cw__store_roll_bytes(s));
     return 0;
 fail:
     sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
     /* The sums hold rows that were rolled back: the buckets they were
      * for go by SQL from what the database holds. */
     cw__store_roll_reset(s, false);
+    cw_mem_set(CW_MEM_STORE_ROLLUPS, (int64_t)cw__store_roll_bytes(s));
     return err;
 }
 

@@ -171,6 +171,8 @@ struct cw_store {
     cw__roll_t roll[CW_TIERS - 1]; /* writer: roll[k] builds tier k + 1 */
     bool roll_sql;                 /* test hook: every rollup by SQL */
     uint64_t roll_counts[2];       /* writer: rollups from the sums, by SQL (for tests) */
+    uint32_t roll_max;             /* writer: rows a roll may hold (CW__ROLL_MAX_ROWS) */
+    size_t caches_published;       /* this handle's share of store_caches (memstat.h) */
     uint64_t transactions;         /* writer: batch transactions committed (for tests) */
     int64_t pruned_to; /* writer: instances ended before it were pruned (INT64_MIN: none yet) */
     uint64_t pruned[2]; /* writer: processes rows, folded rows pruned since open */
@@ -313,6 +315,26 @@ int cw__store_create_at_version(const char *path, int version, cw_diag_t *d);
 /* Test hook: every rollup by SQL (true) or from the in-memory sums where
  * they are valid (false, the default), to compare the two. */
 void cw__store_set_sql_rollups(cw_store_t *s, bool on);
+
+/* The in-memory rollups' bound: a roll past CW__ROLL_MAX_ROWS rows (its
+ * three vectors together; about 120 bytes a row with its maps) forgets
+ * its sums, gives their memory back and leaves its bucket to the SQL
+ * rollup; a closed bucket's roll keeps its memory only up to
+ * CW__ROLL_KEEP_ROWS rows (docs/DESIGN.md, "Memory": store_rollups). */
+#define CW__ROLL_MAX_ROWS 16384u
+#define CW__ROLL_KEEP_ROWS 1024u
+
+/* Test hook: sets the bound above (0: the default). */
+void cw__store_set_roll_max(cw_store_t *s, uint32_t rows);
+
+/* Bytes the writer's rollup sums and sorting scratch hold (published as
+ * the store_rollups component of memstat.h after each write). */
+size_t cw__store_roll_bytes(const cw_store_t *s);
+
+/* Publishes the bytes of this handle's report cache and raw tail as its
+ * share of the store_caches component (every handle adds its own;
+ * closing: takes it back). store_report.c. */
+void cw__store_caches_publish(cw_store_t *s, bool closing);
 
 /* Stored stacks are frame-id lists, little-endian u32 each (stacks.frames).
  * decode reads n ids from blob (4n bytes); encode writes 4n bytes. */

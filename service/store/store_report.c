@@ -17,6 +17,7 @@
 
 #include "commitwatch/event.h"
 #include "commitwatch/store.h"
+#include "commitwatch/memstat.h"
 #include "store/store_internal.h"
 
 /* Per (proc, stack), the sums the figures need for window [?2, ?3), from
@@ -1016,8 +1017,8 @@ static int add_note(cw_report_t *r, const char *text)
     return 0;
 }
 
-int cw_store_report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_frames,
-                    cw_report_t **out, cw_diag_t *d)
+static int report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_frames,
+                  cw_report_t **out, cw_diag_t *d)
 {
     cw__tier_t t[CW_TIERS];
     build_t b = {0};
@@ -1123,4 +1124,35 @@ fail:
     }
     *out = b.r;
     return 0;
+}
+
+/* Bytes of the handle's report cache and raw tail. */
+static size_t caches_bytes(const cw_store_t *s)
+{
+    size_t b = 0;
+    const struct cw__report_cache *c = s->report_cache;
+    const struct cw__raw_tail *t = s->raw_tail;
+    if (c) {
+        b += sizeof *c;
+        for (int i = 0; i < REPORT_CACHE_ENTRIES; i++)
+            b += c->e[i].cap * sizeof *c->e[i].v;
+    }
+    if (t)
+        b += sizeof *t + t->capc * sizeof *t->c + t->capr * sizeof *t->r + t->capa * sizeof *t->a;
+    return b;
+}
+
+void cw__store_caches_publish(cw_store_t *s, bool closing)
+{
+    size_t now = closing ? 0 : caches_bytes(s);
+    cw_mem_add(CW_MEM_STORE_CACHES, (int64_t)now - (int64_t)s->caches_published);
+    s->caches_published = now;
+}
+
+int cw_store_report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_frames,
+                    cw_report_t **out, cw_diag_t *d)
+{
+    int err = report(s, from_ns, to_ns, with_frames, out, d);
+    cw__store_caches_publish(s, false);
+    return err;
 }

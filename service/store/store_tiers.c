@@ -146,15 +146,65 @@ static int keymaps_ready(cw__roll_t *r)
     return 0;
 }
 
+/* Frees the roll's sums (its bucket and flags stay). */
+static void roll_free(cw__roll_t *r)
+{
+    if (r->cmap.idx) {
+        cw_keymap_free(&r->cmap);
+        cw_keymap_free(&r->rmap);
+        cw_keymap_free(&r->amap);
+    }
+    free(r->commits.v);
+    free(r->releases.v);
+    free(r->activity.v);
+    memset(&r->commits, 0, sizeof r->commits);
+    memset(&r->releases, 0, sizeof r->releases);
+    memset(&r->activity, 0, sizeof r->activity);
+}
+
+static size_t roll_rows_cap(const cw__roll_t *r)
+{
+    return r->commits.cap + r->releases.cap + r->activity.cap;
+}
+
+/* Empties the roll; a burst's room (past CW__ROLL_KEEP_ROWS) goes back
+ * to the allocator instead of staying at its peak for good. */
 static void roll_clear(cw__roll_t *r)
 {
     r->has = r->valid = false;
     r->commits.n = r->releases.n = r->activity.n = 0;
-    if (r->cmap.idx) {
+    if (roll_rows_cap(r) > CW__ROLL_KEEP_ROWS) {
+        roll_free(r);
+    } else if (r->cmap.idx) {
         cw_keymap_clear(&r->cmap);
         cw_keymap_clear(&r->rmap);
         cw_keymap_clear(&r->amap);
     }
+}
+
+static size_t keymap_bytes(const cw_keymap_t *m)
+{
+    return m->idx ? ((size_t)m->mask + 1) * (sizeof *m->k1 + sizeof *m->k2 + sizeof *m->idx) : 0;
+}
+
+static size_t roll_bytes(const cw__roll_t *r)
+{
+    return keymap_bytes(&r->cmap) + keymap_bytes(&r->rmap) + keymap_bytes(&r->amap) +
+           r->commits.cap * sizeof *r->commits.v + r->releases.cap * sizeof *r->releases.v +
+           r->activity.cap * sizeof *r->activity.v;
+}
+
+size_t cw__store_roll_bytes(const cw_store_t *s)
+{
+    size_t b = roll_bytes(&s->sorted);
+    for (int k = 0; k + 1 < CW_TIERS; k++)
+        b += roll_bytes(&s->roll[k]);
+    return b;
+}
+
+void cw__store_set_roll_max(cw_store_t *s, uint32_t rows)
+{
+    s->roll_max = rows ? rows : CW__ROLL_MAX_ROWS;
 }
 
 void cw__store_roll_reset(cw_store_t *s, bool free_memory)
@@ -163,14 +213,7 @@ void cw__store_roll_reset(cw_store_t *s, bool free_memory)
         cw__roll_t *r = &s->roll[k];
         roll_clear(r);
         if (!free_memory) continue;
-        if (r->cmap.idx) {
-            cw_keymap_free(&r->cmap);
-            cw_keymap_free(&r->rmap);
-            cw_keymap_free(&r->amap);
-        }
-        free(r->commits.v);
-        free(r->releases.v);
-        free(r->activity.v);
+        roll_free(r);
         memset(r, 0, sizeof *r);
     }
     if (free_memory) {
@@ -262,6 +305,15 @@ static int roll_add(cw_store_t *s, const cw__tier_t *t, int k, const cw_row_comm
         o->events += ac[i].events;
         o->delta += ac[i].delta;
     }
+    /* Past its bound (a burst of processes in one hour), the bucket is
+     * left to the SQL rollup: tier k keeps its rows until then
+     * (cw__store_retain never passes tier k + 1's end). */
+    uint32_t max = s->roll_max ? s->roll_max : CW__ROLL_MAX_ROWS;
+    if ((uint64_t)r->commits.n + r->releases.n + r->activity.n > max) {
+        roll_free(r);
+        r->commits.n = r->releases.n = r->activity.n = 0;
+        r->valid = false;
+    }
     return 0;
 }
 
@@ -309,8 +361,11 @@ int cw__store_put_raw(cw_store_t *s, cw__tier_t *t, const cw_batch_t *b, cw_diag
         memcpy(scratch->releases.v, b->releases.v, b->releases.n * sizeof *b->releases.v);
     if (b->activity.n)
         memcpy(scratch->activity.v, b->activity.v, b->activity.n * sizeof *b->activity.v);
-    return put_level(s, t, 0, b->bucket_ns, scratch->commits.v, b->commits.n, scratch->releases.v,
-                     b->releases.n, scratch->activity.v, b->activity.n, d);
+    int err = put_level(s, t, 0, b->bucket_ns, scratch->commits.v, b->commits.n,
+                        scratch->releases.v, b->releases.n, scratch->activity.v, b->activity.n, d);
+    /* A burst's copy is not kept for the next second. */
+    if (roll_rows_cap(scratch) > CW__ROLL_KEEP_ROWS) roll_free(scratch);
+    return err;
 }
 
 /* Rolls tier k's rows of [up->end, target) into tier k + 1 by SQL. */

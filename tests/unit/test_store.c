@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "commitwatch/memstat.h"
 #include "commitwatch/batch.h"
 #include "commitwatch/event.h"
 #include "commitwatch/platform.h"
@@ -1280,6 +1281,19 @@ static void dump_tiers(cw_store_t *s, cw_buf_t *out)
     ASSERT_TRUE(!out->failed);
 }
 
+/* Every tier of a holds the rows of b's (and more than a few). */
+static void same_tiers(cw_store_t *a, cw_store_t *b)
+{
+    cw_buf_t x = {0}, y = {0};
+    dump_tiers(a, &x);
+    dump_tiers(b, &y);
+    ASSERT_TRUE(x.n > 1000);
+    ASSERT_EQ(x.n, y.n);
+    ASSERT_TRUE(memcmp(x.p, y.p, x.n) == 0);
+    free(x.p);
+    free(y.p);
+}
+
 /* The minute and hour tiers built from the in-memory sums equal those
  * built by SQL: the history written with retention, in transactions of
  * 1 to 12 batches (group commit), with the database closed and reopened
@@ -1337,19 +1351,85 @@ static void test_roll_memory(void)
     ASSERT_TRUE(failed && reopened >= 2);
     ASSERT_TRUE(in_memory > 2 * by_sql && by_sql > 0);
 
-    cw_buf_t a = {0}, b = {0};
-    dump_tiers(mem, &a);
-    dump_tiers(sql, &b);
-    ASSERT_TRUE(a.n > 1000);
-    ASSERT_EQ(a.n, b.n);
-    ASSERT_TRUE(memcmp(a.p, b.p, a.n) == 0);
-    free(a.p);
-    free(b.p);
+    same_tiers(mem, sql);
     integrity_ok(mem);
     for (size_t i = 0; i < nb; i++)
         cw_batch_free(gen_batches[i]);
     cw_store_close(mem);
     cw_store_close(sql);
+}
+
+/* The in-memory rollups give memory back: a burst of 20,000 processes in
+ * one second (more rows than CW__ROLL_MAX_ROWS) leaves its minute and hour
+ * to the SQL rollup instead of holding ~2 MiB of sums until the hour
+ * closes, the rows of every tier still equal those rolled up by SQL, and
+ * once the buckets closed the sums hold at most CW__ROLL_KEEP_ROWS rows'
+ * room (the old code kept every roll at its peak for good). */
+#define BURST 20000u
+static void write_burst(cw_store_t *s, int64_t t0)
+{
+    cw_diag_t d = {{0}};
+    cw_batch_t *b;
+    ASSERT_OK(cw_batch_create(t0, S, &b));
+    dictionary(b);
+    for (uint32_t p = 1; p <= BURST; p++) {
+        ASSERT_OK(cw_batch_add_proc(b, p, 1000 + p, t0, CW_TS_NEVER, "burst", NULL));
+        ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){p, 1 + p % 3, t0, 4096, 1}));
+    }
+    ASSERT_OK(cw_store_write(s, b, &d));
+    cw_batch_free(b);
+    size_t during = cw__store_roll_bytes(s);
+    printf("roll_bounded: %u rows in one second: %zu bytes of sums\n", BURST, during);
+    ASSERT_TRUE(during <= (size_t)CW__ROLL_KEEP_ROWS * 256);
+    /* Seconds in the next minutes and a new hour: the buckets close. */
+    for (int i = 1; i <= 3; i++) {
+        ASSERT_OK(cw_batch_create(t0 + i * (HOUR / 2), S, &b));
+        ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){1, 1, t0 + i * (HOUR / 2), 4096, 1}));
+        ASSERT_OK(cw_store_write(s, b, &d));
+        cw_batch_free(b);
+    }
+}
+
+/* A new database named name (raw 1 h, minutes 2 h), rolled up by SQL
+ * only when sql. */
+static cw_store_t *fresh_store(const char *name, bool sql)
+{
+    cw_store_t *st = NULL;
+    cw_diag_t d = {{0}};
+    cw_store_opts_t o = {{HOUR, 2 * HOUR, 0}, 0};
+    rm_db(tpath(name));
+    ASSERT_OK(cw_store_open(tpath(name), &o, &st, &d));
+    cw__store_set_sql_rollups(st, sql);
+    return st;
+}
+
+static void test_roll_bounded(void)
+{
+    int64_t t0 = INT64_C(472300) * HOUR + 5 * S;
+    cw_store_t *sql = fresh_store("roll_bound_sql.db", true);
+    write_burst(sql, t0);
+    cw_store_t *mem = fresh_store("roll_bound.db", false);
+    write_burst(mem, t0);
+    ASSERT_TRUE(mem->roll_counts[1] > 0); /* the burst's buckets went by SQL */
+    size_t after = cw__store_roll_bytes(mem);
+    printf("roll_bounded: %zu bytes of sums once the buckets closed\n", after);
+    ASSERT_TRUE(after <= (size_t)CW__ROLL_KEEP_ROWS * 256);
+    ASSERT_EQ(cw_mem_get(CW_MEM_STORE_ROLLUPS), (int64_t)after);
+    same_tiers(mem, sql);
+    /* A handle's read caches are counted (store_caches), and given back
+     * with the handle. */
+    cw_report_t *r = NULL;
+    cw_diag_t d = {{0}};
+    ASSERT_EQ(cw_mem_get(CW_MEM_STORE_CACHES), 0);
+    ASSERT_OK(cw_store_report(mem, t0 + HOUR, t0 + 2 * HOUR, false, &r, &d));
+    cw_report_free(r);
+    printf("roll_bounded: the report's caches: %lld bytes\n",
+           (long long)cw_mem_get(CW_MEM_STORE_CACHES));
+    ASSERT_TRUE(cw_mem_get(CW_MEM_STORE_CACHES) > (int64_t)BURST * 16);
+    cw_store_close(mem);
+    ASSERT_EQ(cw_mem_get(CW_MEM_STORE_CACHES), 0);
+    cw_store_close(sql);
+    ASSERT_EQ(cw_mem_get(CW_MEM_STORE_ROLLUPS), 0);
 }
 
 /* Write throughput with many rows per batch (CW_BENCH=1). */
@@ -1546,6 +1626,7 @@ int main(void)
     test_generated();
     test_end_open();
     test_roll_memory();
+    test_roll_bounded();
     test_prune();
     if (getenv("CW_BENCH")) bench();
     ASSERT_OK(cw_test_rmtree(dir));

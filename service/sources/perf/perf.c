@@ -10,6 +10,13 @@
  * out, then process, sorted by (ts, arrival), those older than T - 2 ms;
  * a record is written within microseconds of its timestamp (the kernel
  * writes it with preemption off), so nothing older can still arrive.
+ * Unless the queue's cap stopped a copy: then the records left in a ring
+ * may be older than what waits in the queue from other rings, and only
+ * records older than each such ring's first one (less 2 ms) are processed,
+ * nor does a tick pass it (cw_perf__merge_pass). Processed past it, an
+ * exit came before its process's fork (an entry never removed) and a
+ * process's calls out of order (drift against smaps). When the queue is
+ * full of newer records, the oldest ring's are merged past the cap.
  *
  * Snapshots and the mark. /proc/PID/smaps is read at the rundown, after an
  * exec, for a process seen for the first time, and after lost records. A
@@ -23,12 +30,15 @@
  * Memory (docs/DESIGN.md, "Memory"): a process's state is dropped at its
  * exit; a thread's pending enter at the thread's exit, its stack copy at
  * the syscall's exit; records are freed once processed, and at most qmax
- * bytes of them wait (their stack copies cut to what the stack held). */
+ * bytes of them wait (their stack copies cut to what the stack held; the
+ * merge past the cap adds at most a batch). Processes and threads whose
+ * exit record never came (lost) are forgotten by a sweep every 10 s. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
+#include <malloc.h>
 #include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -208,19 +218,45 @@ static size_t trim_stack(const cw_perf__t *s, uint8_t *rec, size_t size)
     return (size_t)(p + 8 + keep + 8 - rec);
 }
 
-static int drain(cw_perf__t *s, const cw_perf__ring_t *r)
+/* The timestamp of the record at pos of r, whose header is h (at least
+ * sizeof *h + 24 bytes: a sample_id trailer, or a sample's time). */
+static int64_t ring_ts(const cw_perf__ring_t *r, uint64_t pos, const struct perf_event_header *h)
+{
+    int64_t ts;
+    ring_copy(r, h->type == PERF_RECORD_SAMPLE ? pos + sizeof *h + 16 : pos + h->size - 16, &ts,
+              sizeof ts);
+    return ts;
+}
+
+/* Moves r's records to the queue while it is under its cap; past the cap,
+ * at most `force` more, and only those at or before `bound` (the merge of
+ * a ring left behind, cw_perf__merge_pass). When records are left in the
+ * ring, r->cut is set and r->next_ts is the first one's time. */
+static int drain(cw_perf__t *s, cw_perf__ring_t *r, int64_t bound, size_t force)
 {
     struct perf_event_mmap_page *mp = r->base;
     uint64_t head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE);
     uint64_t tail = mp->data_tail;
     int rc = 0;
-    while (tail + sizeof(struct perf_event_header) <= head && s->qbytes < s->qmax) {
+    r->cut = false;
+    while (tail + sizeof(struct perf_event_header) <= head) {
         struct perf_event_header h;
         ring_copy(r, tail, &h, sizeof h);
         if (tail + h.size > head) break; /* not possible: the kernel publishes whole records */
         if (h.size < sizeof h + 24) {    /* too short for a sample_id: skip (all if size 0) */
             tail += h.size ? h.size : head - tail;
             continue;
+        }
+        if (s->qbytes >= s->qmax) {
+            int64_t ts = ring_ts(r, tail, &h);
+            if (force == 0 || ts > bound) {
+                r->cut = true;
+                r->next_ts = ts;
+                s->n_cut++;
+                break;
+            }
+            force--;
+            s->n_forced++;
         }
         ring_copy(r, tail, s->scratch, h.size);
         tail += h.size;
@@ -313,8 +349,28 @@ static int drain_all(cw_perf__t *s)
 {
     int rc = 0;
     for (size_t i = 0; !rc && i < s->ev.nrings; i++)
-        rc = drain(s, &s->ev.rings[i]);
+        rc = drain(s, &s->ev.rings[i], 0, 0);
     return rc;
+}
+
+/* The time before which every record is out of the rings: horizon, or
+ * earlier when a drain left records in a ring (records of one ring are in
+ * time order up to what nesting in the kernel reorders: SLACK_NS). */
+static int64_t rings_floor(const cw_perf__t *s, int64_t horizon)
+{
+    for (size_t i = 0; i < s->ev.nrings; i++) {
+        const cw_perf__ring_t *r = &s->ev.rings[i];
+        if (r->cut && r->next_ts - SLACK_NS < horizon) horizon = r->next_ts - SLACK_NS;
+    }
+    return horizon;
+}
+
+/* Is a ring left behind with records older than t? (INT64_MAX: any.) */
+static bool rings_behind(const cw_perf__t *s, int64_t t)
+{
+    for (size_t i = 0; i < s->ev.nrings; i++)
+        if (s->ev.rings[i].cut && s->ev.rings[i].next_ts < t) return true;
+    return false;
 }
 
 /* Processes queued records older than horizon (all when horizon is max).
@@ -328,13 +384,14 @@ static int process_until(cw_perf__t *s, int64_t horizon)
     size_t i = 0, sorted = s->qn;
     int64_t last_drain = cw_plat_mono_ns();
     while (!rc && i < sorted && s->q[i]->ts < horizon) {
-        rc = cw_perf__process_rec(s, s->q[i]);
+        rc = s->process ? s->process(s, s->q[i]) : cw_perf__process_rec(s, s->q[i]);
         if (!rc) rc = s->err;
         s->qbytes -= rec_bytes(s->q[i]);
         free(s->q[i++]);
         /* Unwinding a burst can take a while: keep the kernel's rings from
-         * overflowing by moving their records to the queue (they are newer
-         * than everything sorted, and wait for the next pass). */
+         * overflowing by moving their records to the queue (they are not
+         * older than horizon: each ring was emptied, or its floor is in
+         * horizon; they wait for the next pass, which sorts again). */
         if (!rc && (i & 63) == 0 && cw_plat_mono_ns() - last_drain > 2000000) {
             rc = drain_all(s);
             last_drain = cw_plat_mono_ns();
@@ -343,6 +400,47 @@ static int process_until(cw_perf__t *s, int64_t horizon)
     memmove(s->q, s->q + i, (s->qn - i) * sizeof *s->q);
     s->qn -= i;
     cw_mem_set(CW_MEM_PERF_QUEUE, (int64_t)(s->qbytes + s->qcap * sizeof *s->q + REC_MAX));
+    return rc;
+}
+
+/* How often the process and thread tables are swept (cw_perf__sweep). */
+#define SWEEP_NS 10000000000LL
+
+/* Records merged past the queue's cap per round, and rounds per pass. */
+#define FORCE_BATCH 1024
+#define FORCE_ROUNDS 64
+
+int cw_perf__merge_pass(cw_perf__t *s, int64_t horizon, int64_t *upto)
+{
+    int rc = drain_all(s);
+    int64_t h = rings_floor(s, horizon);
+    if (!rc) rc = process_until(s, h);
+    /* The queue is at its cap and a ring was left behind: what waits in
+     * the queue may all be newer than that ring's first record, so nothing
+     * would move. The ring whose first record is the oldest gives its
+     * records up to the next ring's first (or horizon) past the cap, and
+     * they are processed at once: the queue stays near its cap, the
+     * merge goes on in time order, and what the rings cannot hold the
+     * kernel drops (counted as lost). */
+    for (int round = 0; !rc && round < FORCE_ROUNDS && s->qbytes >= s->qmax; round++) {
+        cw_perf__ring_t *oldest = NULL;
+        int64_t bound = horizon;
+        for (size_t i = 0; i < s->ev.nrings; i++) {
+            cw_perf__ring_t *r = &s->ev.rings[i];
+            if (!r->cut) continue;
+            if (!oldest || r->next_ts < oldest->next_ts) {
+                if (oldest && oldest->next_ts < bound) bound = oldest->next_ts;
+                oldest = r;
+            } else if (r->next_ts < bound) {
+                bound = r->next_ts;
+            }
+        }
+        if (!oldest || oldest->next_ts >= horizon) break;
+        rc = drain(s, oldest, bound, FORCE_BATCH);
+        h = rings_floor(s, horizon);
+        if (!rc) rc = process_until(s, h);
+    }
+    *upto = h;
     return rc;
 }
 
@@ -483,21 +581,41 @@ static int perf_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
     for (size_t i = 0; pfd && i < s->ev.nrings; i++)
         pfd[i] = (struct pollfd){s->ev.rings[i].fd, POLLIN, 0};
     if (pfd) pfd[s->ev.nrings] = (struct pollfd){s->pipefd[0], POLLIN, 0};
-    int64_t next_tick = cw_plat_mono_ns(), next_resync = 0;
+    int64_t next_tick = cw_plat_mono_ns(), next_resync = 0, next_sweep = next_tick + SWEEP_NS;
     while (!rc && !atomic_load(&s->stopping)) {
-        poll(pfd, nfd, 100);
-        int64_t t = cw_plat_mono_ns();
-        rc = drain_all(s);
-        if (!rc) rc = process_until(s, t - SLACK_NS);
+        /* A ring left behind may hold less than its wakeup watermark. */
+        poll(pfd, nfd, rings_behind(s, INT64_MAX) ? 1 : 100);
+        int64_t t = cw_plat_mono_ns(), upto = t - SLACK_NS;
+        rc = cw_perf__merge_pass(s, t - SLACK_NS, &upto);
         /* After a loss, one resync covers every loss of the last second. */
         if (!rc && s->resync_due && t >= next_resync) {
             rc = resync_all(s, s->now_mono);
             next_resync = cw_plat_mono_ns() + 1000000000LL;
         }
-        if (!rc && s->npend) rc = cw_perf__pend_due(s, t - SLACK_NS);
+        if (!rc && s->npend) rc = cw_perf__pend_due(s, upto);
+        /* Entries whose exit was never seen (lost records; CLONE_VM
+         * children, which the resync does not read) would stay until
+         * their id is reused: up to pid_max of them. */
+        if (!rc && t >= next_sweep) {
+            size_t ended = 0, freed = 0;
+            rc = cw_perf__sweep(s, s->now_mono, &ended, &freed);
+            next_sweep = t + SWEEP_NS;
+            s->n_swept_procs += ended;
+            s->n_swept_thrs += freed;
+            if (ended || freed)
+                CW_LOGD("perf: %zu processes and %zu threads gone without an exit record "
+                        "forgotten",
+                        ended, freed);
+#ifdef __GLIBC__
+            /* What a burst of processes freed (their shadows, records,
+             * libdw's state of their modules) stays in glibc's arenas,
+             * as resident memory, until trimmed: give it back. */
+            malloc_trim(0);
+#endif
+        }
         if (!rc && t >= next_tick) {
             next_tick = t + 1000000000LL;
-            int64_t now = t - SLACK_NS + s->mono_to_epoch;
+            int64_t now = upto + s->mono_to_epoch; /* not past a record still to come */
             if (now < s->last_ts) now = s->last_ts;
             s->last_ts = now;
             account(s);
@@ -505,13 +623,22 @@ static int perf_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
             if (sink->counters) sink->counters(sink->ctx, s->seen, s->lost, (int64_t)s->drift);
         }
     }
-    /* Stopped: what the rings hold still goes out. */
-    if (!rc) rc = drain_all(s);
-    if (!rc) rc = process_until(s, INT64_MAX);
+    /* Stopped: what the rings hold up to now still goes out, in order.
+     * Not what comes after (the events stay enabled until close): on a
+     * busy machine the rings would never be empty. */
+    int64_t upto = 0, end = cw_plat_mono_ns();
+    if (!rc) rc = cw_perf__merge_pass(s, end, &upto);
+    while (!rc && rings_behind(s, end))
+        rc = cw_perf__merge_pass(s, end, &upto);
+    if (!rc) rc = process_until(s, end);
     if (!rc && s->npend) rc = cw_perf__pend_due(s, INT64_MAX);
     if (!rc && s->resync_due) rc = resync_all(s, s->now_mono);
     if (!rc && sink->counters) sink->counters(sink->ctx, s->seen, s->lost, (int64_t)s->drift);
     free(pfd);
+    CW_LOGI("perf: %llu drains stopped at the queue's cap, %llu records merged past it; "
+            "%llu processes and %llu threads forgotten without an exit record",
+            (unsigned long long)s->n_cut, (unsigned long long)s->n_forced,
+            (unsigned long long)s->n_swept_procs, (unsigned long long)s->n_swept_thrs);
     CW_LOGD("perf: %llu records, %llu enters, %llu exits (%llu without enter), %llu applied, "
             "%llu already in a snapshot, %llu of unknown processes",
             (unsigned long long)s->seen, (unsigned long long)s->n_enter,

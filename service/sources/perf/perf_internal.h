@@ -210,6 +210,10 @@ typedef struct cw_perf__ring {
     int fd; /* the CPU's dummy event, which owns the ring */
     void *base;
     size_t data_size; /* power of two */
+    /* Set by the last drain (perf.c): records were left in the ring (the
+     * queue was at its cap); next_ts is the first one's timestamp. */
+    bool cut;
+    int64_t next_ts;
 } cw_perf__ring_t;
 
 typedef struct cw_perf__events {
@@ -261,6 +265,7 @@ typedef struct thr {
     uint64_t regs[40];
     uint8_t *stk;
     uint64_t stk_len;
+    bool gone; /* the last sweep found no such thread (cw_perf__sweep) */
 } cw_perf__thr_t;
 
 typedef struct proc {
@@ -269,6 +274,7 @@ typedef struct proc {
     uint32_t fork_parent; /* fork seen, clone flags not yet */
     int64_t mark;         /* see DESIGN */
     bool started;
+    bool gone;     /* the last sweep found no such process (cw_perf__sweep) */
     bool has_pend; /* an exec snapshot waiting for its time (see on_comm) */
     int64_t pend_at;
     cw_perf__snapshot_t pend;
@@ -307,9 +313,13 @@ typedef struct cw_perf__perf {
     uint64_t seen, lost, orphans;
     uint64_t n_enter, n_exit, n_applied, n_marked, n_unknown;
     uint64_t drift;
+    uint64_t n_cut, n_forced; /* drains stopped at the cap; records merged past it */
+    uint64_t n_swept_procs, n_swept_thrs; /* forgotten by cw_perf__sweep */
     bool resync_due;
     int err;
     cw_diag_t *d;
+    /* Processes one record: cw_perf__process_rec (NULL), or a test's. */
+    int (*process)(struct cw_perf__perf *s, const cw_perf__rec_t *r);
 } cw_perf__t;
 
 /* perf.c: small u32 -> pointer maps (open addressing). */
@@ -320,6 +330,16 @@ void cw_perf__pmap_free(cw_perf__pmap_t *m);
 /* perf.c: emits process_start / process_exit (ts monotonic). */
 int cw_perf__emit_proc(cw_perf__t *s, cw_op_t op, uint32_t pid, int64_t ts, const char *name,
                        const char *cmdline);
+
+/* perf.c: one pass of the merge (the core thread's loop; tests call it on
+ * rings they fill). Moves the rings' records to the queue (at most qmax
+ * bytes), then processes, in (ts, arrival) order, the queued records older
+ * than horizon and than every record still in a ring (less SLACK_NS); when
+ * the queue is full and a ring was left behind, merges past the cap until
+ * the oldest ring's records are processed. *upto gets the time processed
+ * up to: no later record can be older (ticks and exec snapshots wait for
+ * it). 0 or an error. */
+int cw_perf__merge_pass(cw_perf__t *s, int64_t horizon, int64_t *upto);
 
 /* procs.c: the process table and the records that change it. */
 int cw_perf__process_rec(cw_perf__t *s, const cw_perf__rec_t *r);
@@ -332,5 +352,11 @@ int cw_perf__proc_snapshot(cw_perf__t *s, cw_perf__proc_t *p, int64_t ts, uint32
                            bool rundown, uint64_t *drift);
 int cw_perf__proc_exit(cw_perf__t *s, cw_perf__proc_t *p, int64_t ts); /* ends and frees p */
 int cw_perf__pend_due(cw_perf__t *s, int64_t upto); /* exec snapshots read by upto */
+/* Forgets the processes and threads whose exit was never seen (lost, or a
+ * CLONE_VM child's the resync does not read): an entry whose pid or tid no
+ * longer exists at two sweeps in a row (so that an exit record on its way
+ * is processed first) is ended at ts. Returns 0 or an error; *ended gets
+ * the processes ended, *freed the threads. */
+int cw_perf__sweep(cw_perf__t *s, int64_t ts, size_t *ended, size_t *freed);
 
 #endif

@@ -6,6 +6,8 @@
  * to the shadow of the process whose memory it changes. See perf.c for
  * threads and ordering. */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,6 +187,55 @@ static cw_perf__proc_t *proc_ready(cw_perf__t *s, uint32_t pid, int64_t ts)
         if (rc) s->err = rc;
     }
     return p;
+}
+
+/* Does task id (a process or a thread) exist? kill(id, 0) finds a
+ * thread's id too; EPERM means it exists. */
+static bool task_exists(uint32_t id)
+{
+    return kill((pid_t)id, 0) == 0 || errno != ESRCH;
+}
+
+/* Notes whether task id exists now in *gone; true when it was missing at
+ * the previous sweep too. */
+static bool gone_twice(uint32_t id, bool *gone)
+{
+    bool was = *gone;
+    *gone = !task_exists(id);
+    return was && *gone;
+}
+
+int cw_perf__sweep(cw_perf__t *s, int64_t ts, size_t *ended, size_t *freed)
+{
+    *ended = *freed = 0;
+    /* Collected first: the tables change while walking them. */
+    size_t n = 0, cap = s->thrs.n > s->procs.n ? s->thrs.n : s->procs.n;
+    uint32_t *ids = malloc((cap + 1) * sizeof *ids);
+    if (!ids) return CW_ENOMEM;
+    for (size_t i = 0; i < s->thrs.cap; i++) {
+        cw_perf__thr_t *t = s->thrs.vals[i];
+        if (t && gone_twice(t->tid, &t->gone)) ids[n++] = t->tid;
+    }
+    for (size_t i = 0; i < n; i++) {
+        cw_perf__thr_t *t = cw_perf__pmap_get(&s->thrs, ids[i]);
+        cw_perf__pmap_del(&s->thrs, ids[i]);
+        free(t->stk);
+        free(t);
+    }
+    *freed = n;
+    n = 0;
+    for (size_t i = 0; i < s->procs.cap; i++) {
+        cw_perf__proc_t *p = s->procs.vals[i];
+        if (p && gone_twice(p->pid, &p->gone)) ids[n++] = p->pid;
+    }
+    int rc = 0;
+    for (size_t i = 0; !rc && i < n; i++) {
+        cw_perf__proc_t *p = cw_perf__pmap_get(&s->procs, ids[i]);
+        if (p) rc = cw_perf__proc_exit(s, p, ts);
+    }
+    *ended = n;
+    free(ids);
+    return rc;
 }
 
 /* ---- records ---------------------------------------------------------- */
