@@ -19,7 +19,8 @@
     tracepoints: each gives its message.
 
 With `--queue SIZE` (ctest e2e_test_perf_root_cap) only (b) runs, the
-daemon configured with perf_queue_size = SIZE: a queue so small that
+daemon configured with perf_queue_size = SIZE (and rings of 16 MiB a
+CPU, which then hold the backlog): a queue so small that
 every pass stops at its cap and the merge in time order goes past it
 (perf.c, cw_perf__merge_pass), whatever the machine's load; the daemon
 must say it did (its log), and (b)'s checks must hold all the same.
@@ -278,8 +279,11 @@ def test_daemon(tmp):
     extra = []
     if QUEUE:
         conf = os.path.join(tmp, "queue.conf")
+        # Past the cap the backlog waits in the rings, where a sample keeps
+        # its whole stack copy (8 KiB; about 500 bytes queued): rings of
+        # 16 MiB a CPU hold what the default 8 MiB queue would.
         with open(conf, "w") as f:
-            f.write(f"perf_queue_size = {QUEUE}\n")
+            f.write(f"perf_queue_size = {QUEUE}\nperf_ring_size = 32MiB\n")
         os.chmod(tmp, 0o755)  # the daemon reads it with the unit's capabilities
         os.chmod(conf, 0o644)
         extra = ["--config", conf]
