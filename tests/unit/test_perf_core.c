@@ -69,6 +69,18 @@ static void ring_put(cw_perf__ring_t *r, uint32_t tid, int64_t ts)
     __atomic_store_n(&mp->data_head, head + REC_SIZE, __ATOMIC_RELEASE);
 }
 
+/* Two rings of size bytes, n records each, alternating: ring 0's at
+ * 0, 2 step, 4 step, ..., ring 1's at step, 3 step, ... */
+static void two_rings(cw_perf__ring_t *rings, size_t size, int n, int64_t step)
+{
+    ring_init(&rings[0], size);
+    ring_init(&rings[1], size);
+    for (int i = 0; i < n; i++) {
+        ring_put(&rings[0], 1000 + (uint32_t)i, 2 * i * step);
+        ring_put(&rings[1], 5000 + (uint32_t)i, (2 * i + 1) * step);
+    }
+}
+
 static void src_init(cw_perf__t *s, cw_perf__ring_t *rings, size_t nrings, size_t qmax)
 {
     memset(s, 0, sizeof *s);
@@ -120,12 +132,7 @@ static void test_cut_at_cap(void)
 {
     cw_perf__ring_t rings[2];
     cw_perf__t s;
-    ring_init(&rings[0], 64 * 1024);
-    ring_init(&rings[1], 64 * 1024);
-    for (int i = 0; i < 400; i++) {
-        ring_put(&rings[0], 1000 + (uint32_t)i, (int64_t)(2 * i) * MS);     /* even ms */
-        ring_put(&rings[1], 5000 + (uint32_t)i, (int64_t)(2 * i + 1) * MS); /* odd ms */
-    }
+    two_rings(rings, 64 * 1024, 400, MS); /* even ms, odd ms */
     size_t one = sizeof(cw_perf__rec_t) - sizeof(struct perf_event_header) + REC_SIZE;
     src_init(&s, rings, 2, 30 * one);
     int64_t upto = pass(&s, 10000 * MS);
@@ -196,12 +203,7 @@ static void test_alternating(void)
 {
     cw_perf__ring_t rings[2];
     cw_perf__t s;
-    ring_init(&rings[0], 256 * 1024);
-    ring_init(&rings[1], 256 * 1024);
-    for (int i = 0; i < 2000; i++) {
-        ring_put(&rings[0], 1000 + (uint32_t)i, (int64_t)(20 * i) * 1000);
-        ring_put(&rings[1], 5000 + (uint32_t)i, (int64_t)(20 * i + 10) * 1000);
-    }
+    two_rings(rings, 256 * 1024, 2000, 10000);
     size_t one = sizeof(cw_perf__rec_t) - sizeof(struct perf_event_header) + REC_SIZE;
     src_init(&s, rings, 2, 4 * one);
     pass(&s, 1000 * MS);
@@ -218,13 +220,8 @@ static void test_horizon(void)
 {
     cw_perf__ring_t rings[2];
     cw_perf__t s;
-    ring_init(&rings[0], 64 * 1024);
-    ring_init(&rings[1], 64 * 1024);
+    two_rings(rings, 64 * 1024, 10, 5 * MS);
     src_init(&s, rings, 2, 1 << 20);
-    for (int i = 0; i < 10; i++) {
-        ring_put(&rings[0], 1, (int64_t)(10 * i) * MS);
-        ring_put(&rings[1], 2, (int64_t)(10 * i + 5) * MS);
-    }
     ASSERT_EQ(pass(&s, 50 * MS), 50 * MS);
     ASSERT_EQ(nseen, 10); /* 0, 5, ..., 45 */
     ASSERT_EQ(s.n_cut, 0);
