@@ -18,6 +18,13 @@
 (c) Errors: not root, perf_event_paranoid, tracefs not mounted, no syscall
     tracepoints: each gives its message.
 
+With `--queue SIZE` (ctest e2e_test_perf_root_cap) only (b) runs, the
+daemon configured with perf_queue_size = SIZE (and rings of 16 MiB a
+CPU, which then hold the backlog): a queue so small that
+every pass stops at its cap and the merge in time order goes past it
+(perf.c, cw_perf__merge_pass), whatever the machine's load; the daemon
+must say it did (its log), and (b)'s checks must hold all the same.
+
 It never skips: without root or perf it fails, saying why (CI runs as root).
 Waits are on conditions with deadlines (processes asleep or stopped, the
 daemon's stored end), never sleeps; the workload is found by its pid, as
@@ -257,15 +264,30 @@ def stacks_with(proc, frame):
     return [s for s in proc.get("stacks", []) if any(frame in f for f in s.get("frames", []))]
 
 
+QUEUE = None  # --queue SIZE: the daemon's perf_queue_size (main)
+
+
 def test_daemon(tmp):
-    print("== (b) end to end: the daemon and the MemoryTestApp", flush=True)
+    print("== (b) end to end: the daemon and the MemoryTestApp" +
+          (f", perf_queue_size = {QUEUE}" if QUEUE else ""), flush=True)
     db = os.path.join(tmp, "e2e.db")
     for f in (db, db + "-wal", db + "-shm"):  # a second attempt starts afresh
         if os.path.exists(f):
             os.remove(f)
     log = open(os.path.join(tmp, "run.log"), "w+", buffering=1)
     caps = unit_caps()
-    run = start_daemon(db, log, caps=caps)
+    extra = []
+    if QUEUE:
+        conf = os.path.join(tmp, "queue.conf")
+        # Past the cap the backlog waits in the rings, where a sample keeps
+        # its whole stack copy (8 KiB; about 500 bytes queued): rings of
+        # 16 MiB a CPU hold what the default 8 MiB queue would.
+        with open(conf, "w") as f:
+            f.write(f"perf_queue_size = {QUEUE}\nperf_ring_size = 32MiB\n")
+        os.chmod(tmp, 0o755)  # the daemon reads it with the unit's capabilities
+        os.chmod(conf, 0o644)
+        extra = ["--config", conf]
+    run = start_daemon(db, log, *extra, caps=caps)
     try:
         want = sum(1 << CAP_BITS[c] for c in caps)
         check(cap_eff(run.pid) == want, f"the daemon runs with the unit's capabilities only "
@@ -298,7 +320,13 @@ def test_daemon(tmp):
         if run.poll() is None:
             run.kill()
     log.seek(0)
-    check(rc == 0, "run exits 0 on SIGINT: " + log.read().strip()[-400:])
+    text = log.read()
+    check(rc == 0, "run exits 0 on SIGINT: " + text.strip()[-400:])
+    if QUEUE:
+        # "perf: N drains stopped at the queue's cap, M records merged past it"
+        cut = [ln for ln in text.splitlines() if "drains stopped at the queue's cap" in ln]
+        n = int(cut[-1].split("perf: ")[1].split()[0]) if cut else 0
+        check(n > 0, f"the queue reached its cap: {cut[-1].strip() if cut else 'no cap line'}")
 
     def analyze(*extra):
         out = subprocess.run([BIN, "analyze", "--db", db, "--json", "--stacks", *extra],
@@ -430,11 +458,21 @@ def main():
         if not os.access(path, os.X_OK):
             print(f"FAIL: {path} is not built")
             return 1
+    global QUEUE
+    args = sys.argv[1:]
+    if args[:1] == ["--queue"] and len(args) == 2:
+        QUEUE = args[1]
+    elif args:
+        print("usage: test_perf_root.py [--queue SIZE]")
+        return 2
     tmp = tempfile.mkdtemp(prefix="cw-perf-")
     try:
-        once_more(test_oracle, tmp)
-        once_more(test_daemon, tmp)
-        test_errors(tmp)
+        if QUEUE:
+            once_more(test_daemon, tmp)
+        else:
+            once_more(test_oracle, tmp)
+            once_more(test_daemon, tmp)
+            test_errors(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if failures:

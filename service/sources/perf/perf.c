@@ -16,7 +16,8 @@
  * nor does a tick pass it (cw_perf__merge_pass). Processed past it, an
  * exit came before its process's fork (an entry never removed) and a
  * process's calls out of order (drift against smaps). When the queue is
- * full of newer records, the oldest ring's are merged past the cap.
+ * full of newer records, the rings behind are merged past the cap, a
+ * window of time at a time (cw_perf__merge_pass).
  *
  * Snapshots and the mark. /proc/PID/smaps is read at the rundown, after an
  * exec, for a process seen for the first time, and after lost records. A
@@ -31,8 +32,9 @@
  * exit; a thread's pending enter at the thread's exit, its stack copy at
  * the syscall's exit; records are freed once processed, and at most qmax
  * bytes of them wait (their stack copies cut to what the stack held; the
- * merge past the cap adds at most a batch). Processes and threads whose
- * exit record never came (lost) are forgotten by a sweep every 10 s. */
+ * merge past the cap adds at most a window of FORCE_WINDOW_NS, and a batch
+ * per ring). Processes and threads whose exit record never came (lost)
+ * are forgotten by a sweep every 10 s. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -228,66 +230,90 @@ static int64_t ring_ts(const cw_perf__ring_t *r, uint64_t pos, const struct perf
     return ts;
 }
 
+/* The first record of r not yet taken, up to r->head (the head read when
+ * the drain began): true with *h and *ts set, false when there is none.
+ * Records too short for a sample_id are skipped (all if size 0). */
+static bool ring_peek(cw_perf__ring_t *r, struct perf_event_header *h, int64_t *ts)
+{
+    struct perf_event_mmap_page *mp = r->base;
+    uint64_t tail = mp->data_tail;
+    while (tail + sizeof *h <= r->head) {
+        ring_copy(r, tail, h, sizeof *h);
+        if (tail + h->size > r->head) break; /* not possible: the kernel publishes whole records */
+        if (h->size < sizeof *h + 24) {
+            tail += h->size ? h->size : r->head - tail;
+            __atomic_store_n(&mp->data_tail, tail, __ATOMIC_RELEASE);
+            continue;
+        }
+        *ts = ring_ts(r, tail, h);
+        return true;
+    }
+    return false;
+}
+
+/* Moves r's first record (its header h, from ring_peek) to the queue. */
+static int ring_take(cw_perf__t *s, cw_perf__ring_t *r, const struct perf_event_header *h)
+{
+    struct perf_event_mmap_page *mp = r->base;
+    uint64_t tail = mp->data_tail;
+    ring_copy(r, tail, s->scratch, h->size);
+    __atomic_store_n(&mp->data_tail, tail + h->size, __ATOMIC_RELEASE);
+    size_t size = trim_stack(s, s->scratch, h->size);
+    size_t bytes = sizeof(cw_perf__rec_t) - sizeof(struct perf_event_header) + size;
+    cw_perf__rec_t *x = malloc(bytes);
+    if (!x) return CW_ENOMEM;
+    memcpy(&x->h, s->scratch, size);
+    x->h.size = (uint16_t)size;
+    const uint8_t *base = (const uint8_t *)&x->h;
+    if (h->type == PERF_RECORD_SAMPLE)
+        memcpy(&x->ts, base + 8 + 16, 8);
+    else
+        memcpy(&x->ts, base + size - 16, 8);
+    if (rec_pid(x) == s->self && h->type != PERF_RECORD_LOST) { /* our own work */
+        free(x);
+        return 0;
+    }
+    x->seq = s->seq++;
+    s->qbytes += bytes;
+    if (CW_RESERVE(s->q, s->qcap, s->qn + 1)) {
+        free(x);
+        return CW_ENOMEM;
+    }
+    s->q[s->qn++] = x;
+    return 0;
+}
+
+/* Records are left in r (the queue is at its cap); ts is the first one's. */
+static void ring_cut(cw_perf__t *s, cw_perf__ring_t *r, int64_t ts)
+{
+    r->cut = true;
+    r->next_ts = ts;
+    s->n_cut++;
+}
+
 /* Moves r's records to the queue while it is under its cap; past the cap,
  * at most `force` more, and only those at or before `bound` (the merge of
- * a ring left behind, cw_perf__merge_pass). When records are left in the
- * ring, r->cut is set and r->next_ts is the first one's time. */
+ * the rings left behind, cw_perf__merge_pass). When records are left in
+ * the ring, r->cut is set and r->next_ts is the first one's time. */
 static int drain(cw_perf__t *s, cw_perf__ring_t *r, int64_t bound, size_t force)
 {
     struct perf_event_mmap_page *mp = r->base;
-    uint64_t head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE);
-    uint64_t tail = mp->data_tail;
+    struct perf_event_header h;
+    int64_t ts;
     int rc = 0;
     r->cut = false;
-    while (tail + sizeof(struct perf_event_header) <= head) {
-        struct perf_event_header h;
-        ring_copy(r, tail, &h, sizeof h);
-        if (tail + h.size > head) break; /* not possible: the kernel publishes whole records */
-        if (h.size < sizeof h + 24) {    /* too short for a sample_id: skip (all if size 0) */
-            tail += h.size ? h.size : head - tail;
-            continue;
-        }
+    r->head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE);
+    while (!rc && ring_peek(r, &h, &ts)) {
         if (s->qbytes >= s->qmax) {
-            int64_t ts = ring_ts(r, tail, &h);
             if (force == 0 || ts > bound) {
-                r->cut = true;
-                r->next_ts = ts;
-                s->n_cut++;
+                ring_cut(s, r, ts);
                 break;
             }
             force--;
             s->n_forced++;
         }
-        ring_copy(r, tail, s->scratch, h.size);
-        tail += h.size;
-        size_t size = trim_stack(s, s->scratch, h.size);
-        size_t bytes = sizeof(cw_perf__rec_t) - sizeof(struct perf_event_header) + size;
-        cw_perf__rec_t *x = malloc(bytes);
-        if (!x) {
-            rc = CW_ENOMEM;
-            break;
-        }
-        memcpy(&x->h, s->scratch, size);
-        x->h.size = (uint16_t)size;
-        const uint8_t *base = (const uint8_t *)&x->h;
-        if (h.type == PERF_RECORD_SAMPLE)
-            memcpy(&x->ts, base + 8 + 16, 8);
-        else
-            memcpy(&x->ts, base + size - 16, 8);
-        if (rec_pid(x) == s->self && h.type != PERF_RECORD_LOST) { /* our own work */
-            free(x);
-            continue;
-        }
-        x->seq = s->seq++;
-        s->qbytes += bytes;
-        if (CW_RESERVE(s->q, s->qcap, s->qn + 1)) {
-            free(x);
-            rc = CW_ENOMEM;
-            break;
-        }
-        s->q[s->qn++] = x;
+        rc = ring_take(s, r, &h);
     }
-    __atomic_store_n(&mp->data_tail, tail, __ATOMIC_RELEASE);
     return rc;
 }
 
@@ -345,11 +371,41 @@ static int resync_all(cw_perf__t *s, int64_t ts)
     return rc;
 }
 
+/* Moves the rings' records to the queue, the oldest first across the
+ * rings (a merge of the rings by each one's first record), until they are
+ * empty or the queue is at its cap. At the cap, every ring still holding
+ * records is cut (cw_perf__merge_pass) at a record no older than what was
+ * queued (up to SLACK_NS of the kernel's reordering within a ring): the
+ * queue holds the oldest records, which can be processed. (Ring by ring,
+ * the first ring's records, spread over seconds after a backlog, filled
+ * the queue, and the merge stalled at the next ring's first record.) */
 static int drain_all(cw_perf__t *s)
 {
+    struct perf_event_header h;
     int rc = 0;
-    for (size_t i = 0; !rc && i < s->ev.nrings; i++)
-        rc = drain(s, &s->ev.rings[i], 0, 0);
+    for (size_t i = 0; i < s->ev.nrings; i++) {
+        cw_perf__ring_t *r = &s->ev.rings[i];
+        r->cut = false;
+        r->head = __atomic_load_n(&((struct perf_event_mmap_page *)r->base)->data_head,
+                                  __ATOMIC_ACQUIRE);
+        r->ready = ring_peek(r, &h, &r->next_ts);
+    }
+    while (!rc) {
+        cw_perf__ring_t *best = NULL;
+        for (size_t i = 0; i < s->ev.nrings; i++) {
+            cw_perf__ring_t *r = &s->ev.rings[i];
+            if (r->ready && (!best || r->next_ts < best->next_ts)) best = r;
+        }
+        if (!best) break;
+        if (s->qbytes >= s->qmax) {
+            for (size_t i = 0; i < s->ev.nrings; i++)
+                if (s->ev.rings[i].ready) ring_cut(s, &s->ev.rings[i], s->ev.rings[i].next_ts);
+            break;
+        }
+        ring_peek(best, &h, &best->next_ts);
+        rc = ring_take(s, best, &h);
+        best->ready = !rc && ring_peek(best, &h, &best->next_ts);
+    }
     return rc;
 }
 
@@ -406,37 +462,42 @@ static int process_until(cw_perf__t *s, int64_t horizon)
 /* How often the process and thread tables are swept (cw_perf__sweep). */
 #define SWEEP_NS 10000000000LL
 
-/* Records merged past the queue's cap per round, and rounds per pass. */
+/* Past the queue's cap: records a ring gives per round at most, rounds
+ * per pass, and how far past the oldest ring's first record every ring
+ * behind is merged in a round. */
 #define FORCE_BATCH 1024
 #define FORCE_ROUNDS 64
+#define FORCE_WINDOW_NS (4 * SLACK_NS)
 
 int cw_perf__merge_pass(cw_perf__t *s, int64_t horizon, int64_t *upto)
 {
     int rc = drain_all(s);
     int64_t h = rings_floor(s, horizon);
     if (!rc) rc = process_until(s, h);
-    /* The queue is at its cap and a ring was left behind: what waits in
-     * the queue may all be newer than that ring's first record, so nothing
-     * would move. The ring whose first record is the oldest gives its
-     * records up to the next ring's first (or horizon) past the cap, and
-     * they are processed at once: the queue stays near its cap, the
-     * merge goes on in time order, and what the rings cannot hold the
-     * kernel drops (counted as lost). */
+    /* The queue is at its cap and rings were left behind: what waits in
+     * the queue may all be newer than their first records, so nothing
+     * would move. Every ring behind gives its records up to the oldest
+     * one's first plus FORCE_WINDOW_NS (at most FORCE_BATCH) past the
+     * cap, and what is then older than every ring's first record (less
+     * SLACK_NS) is processed at once: the merge goes on in time order by
+     * at least FORCE_WINDOW_NS - SLACK_NS or a batch per round, whichever
+     * way the CPUs' records interleave, the queue holds at most that
+     * window past its cap, and what the rings cannot hold the kernel drops
+     * (counted as lost). (A round that gave only the oldest ring's records
+     * up to the next ring's first moved one record per round when the
+     * CPUs' records alternate: the rings overflowed, and the resyncs made
+     * what was lost '(resync)'.) */
     for (int round = 0; !rc && round < FORCE_ROUNDS && s->qbytes >= s->qmax; round++) {
-        cw_perf__ring_t *oldest = NULL;
-        int64_t bound = horizon;
-        for (size_t i = 0; i < s->ev.nrings; i++) {
+        int64_t oldest = INT64_MAX;
+        for (size_t i = 0; i < s->ev.nrings; i++)
+            if (s->ev.rings[i].cut && s->ev.rings[i].next_ts < oldest)
+                oldest = s->ev.rings[i].next_ts;
+        if (oldest >= horizon) break;
+        int64_t bound = oldest < horizon - FORCE_WINDOW_NS ? oldest + FORCE_WINDOW_NS : horizon;
+        for (size_t i = 0; !rc && i < s->ev.nrings; i++) {
             cw_perf__ring_t *r = &s->ev.rings[i];
-            if (!r->cut) continue;
-            if (!oldest || r->next_ts < oldest->next_ts) {
-                if (oldest && oldest->next_ts < bound) bound = oldest->next_ts;
-                oldest = r;
-            } else if (r->next_ts < bound) {
-                bound = r->next_ts;
-            }
+            if (r->cut && r->next_ts <= bound) rc = drain(s, r, bound, FORCE_BATCH);
         }
-        if (!oldest || oldest->next_ts >= horizon) break;
-        rc = drain(s, oldest, bound, FORCE_BATCH);
         h = rings_floor(s, horizon);
         if (!rc) rc = process_until(s, h);
     }

@@ -214,6 +214,10 @@ typedef struct cw_perf__ring {
      * queue was at its cap); next_ts is the first one's timestamp. */
     bool cut;
     int64_t next_ts;
+    /* During a drain: the head read when it began, and whether the ring
+     * has a record up to it (next_ts is then its time). */
+    uint64_t head;
+    bool ready;
 } cw_perf__ring_t;
 
 typedef struct cw_perf__events {
