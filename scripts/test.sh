@@ -18,7 +18,9 @@ cmake -S . -B build-asan -DCW_WERROR=ON -DCW_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debu
 cmake --build build-asan -j"$JOBS"
 # The unit tests and the end-to-end tests (label integration: they run
 # this build's commitwatch, CW_BIN; and the full-disk test, as root)
-# under ASan + UBSan. A report must fail
+# under ASan + UBSan (not the perf, soak and .deb tests, nor the unit under
+# systemd, which traces with perf under a seccomp filter without ptrace,
+# which LeakSanitizer uses: they run in the plain build below). A report must fail
 # CI even from a child whose exit status a test does not check (a command
 # expected to fail, a service killed on purpose): ASan and LSan reports
 # are also written to files (log_path), and UBSan's (GCC's libubsan
@@ -29,7 +31,8 @@ rm -rf "$san_logs" build-asan/e2e-* && mkdir -p "$san_logs"
 rc=0
 (cd build-asan &&
  ASAN_OPTIONS="detect_leaks=1:log_path=$san_logs/asan" UBSAN_OPTIONS="print_stacktrace=1" \
- ctest -L 'unit|integration|linux-root' -E 'perf_root|soak_root|deb_root' --output-on-failure \
+ ctest -L 'unit|integration|linux-root' -E 'perf_root|soak_root|deb_root|systemd_root' \
+       --output-on-failure \
        --timeout 900 -j"$JOBS") || rc=$?
 found=$(ls "$san_logs"; grep -rlsE "runtime error:|ERROR: (Address|Leak)Sanitizer" \
         build-asan/Testing/Temporary/LastTest.log build-asan/e2e-* || true)
