@@ -42,7 +42,7 @@ baseline and end RSS are each the median of the second half of the phase's
 readings (warmup; settle). --check exits 1 unless: the
 end anonymous RSS (RssAnon: VmRSS also counts the pages of the modules the
 unwinder maps, which come and go with the machine's processes) is within
---rss-tolerance (10 %) of the baseline, the end fd count other than files is the baseline's (+4: the bench's own
+--rss-tolerance (10 %) of the baseline, the end fd count other than files and civetweb's socketpairs (AF_UNIX) is the baseline's (+4: the bench's own
 connections closing; and never
 passed it by more than 8; files, the modules the unwinder's cache holds, no
 more in the second half than in the first, by half), every drift check
@@ -199,7 +199,15 @@ class Soak:
             con.close()
 
     def fd_kinds(self):
-        """The daemon's fds by kind (what they point to, numbers aside)."""
+        """The daemon's fds by kind (what they point to, numbers aside).
+        AF_UNIX sockets are "socket-unix": the daemon has none of its own
+        but civetweb's socketpairs, whose number follows the state of its
+        worker threads (12 idle, 8 after a few requests), not the load."""
+        try:
+            with open(f"/proc/{self.pid}/net/unix") as f:
+                unix = {ln.split()[6] for ln in list(f)[1:] if len(ln.split()) > 6}
+        except OSError:
+            unix = set()
         kinds = {}
         d = f"/proc/{self.pid}/fd"
         for fd in os.listdir(d):
@@ -209,6 +217,8 @@ class Soak:
                 continue
             k = t.split(":[")[0] if ":[" in t else (t if not t.startswith("/") else
                                                    os.path.dirname(t) or t)
+            if k == "socket" and t[len("socket:["):-1] in unix:
+                k = "socket-unix"
             kinds[k] = kinds.get(k, 0) + 1
         return kinds
 
@@ -219,6 +229,7 @@ class Soak:
         kinds = self.fd_kinds()
         s.update({"fds": sum(kinds.values()),
                   "fds_files": sum(v for k, v in kinds.items() if k.startswith("/")),
+                  "fds_unix": kinds.get("socket-unix", 0),
                   "events": h.get("events_ingested"), "lost": h.get("events_lost"),
                   "drift_corrected": h.get("drift_corrected_bytes"),
                   "db_bytes": h.get("db_size_bytes"),
@@ -447,9 +458,12 @@ class Soak:
             "fds_end": end["fds"],
             "memory_baseline": base_mem, "memory_end": end_mem,
             "fd_kinds_baseline": base_fds, "fd_kinds_end": end_fds,
-            "fds_other_baseline": base["fds"] - base["fds_files"],
-            "fds_other_max": max(x["fds"] - x["fds_files"] for x in self.samples),
-            "fds_other_end": end["fds"] - end["fds_files"],
+            "fds_other_baseline": base["fds"] - base["fds_files"] - base["fds_unix"],
+            "fds_other_max": max(x["fds"] - x["fds_files"] - x["fds_unix"] for x in self.samples),
+            "fds_other_end": end["fds"] - end["fds_files"] - end["fds_unix"],
+            "fds_unix_baseline": base["fds_unix"],
+            "fds_unix_max": max(x["fds_unix"] for x in self.samples),
+            "fds_unix_end": end["fds_unix"],
             "fds_files_max_first_half": max(x["fds_files"] for x in first),
             "fds_files_max_second_half": max(x["fds_files"] for x in second),
             "db_bytes_end": end["db_bytes"],
@@ -522,8 +536,10 @@ def verdict(s, tol):
          s["fds_other_max"] <= s["fds_other_baseline"] + 16 and
          s["fds_files_max_second_half"] <= 1.5 * s["fds_files_max_first_half"] + 16,
          f"no fd growth: {s['fds_baseline']} at the baseline, {s['fds_max']} at most, "
-         f"{s['fds_end']} at the end; other than files {s['fds_other_baseline']} -> "
-         f"{s['fds_other_end']} (at most {s['fds_other_max']}); files (the unwinder's modules) "
+         f"{s['fds_end']} at the end; other than files and civetweb's socketpairs "
+         f"{s['fds_other_baseline']} -> {s['fds_other_end']} (at most {s['fds_other_max']}); "
+         f"socketpairs {s['fds_unix_baseline']} -> {s['fds_unix_end']} (at most "
+         f"{s['fds_unix_max']}); files (the unwinder's modules) "
          f"at most {s['fds_files_max_first_half']} in the first half, "
          f"{s['fds_files_max_second_half']} in the second"),
         # Every check without lost records 0, and every round (up to 3
