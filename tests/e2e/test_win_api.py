@@ -57,9 +57,12 @@ STACK_FIGS = ("size_bytes", "commit_count", "impacting_bytes", "transient_bytes"
 VOLATILE_HEALTH = ("now_ns", "started_ns", "uptime_s", "db_path", "db_size_bytes")
 # The health's memory figures of the whole process (the C runtime's heap,
 # SQLite's allocator, the resident set) are the OS's and its libraries';
-# the components the code counts itself (tracker, stacks, ...) must agree.
+# store_caches sums the caches of the HTTP workers' read handles, so it
+# depends on which worker answered which report (and on the handles still
+# open); the components the code counts itself (tracker, stacks, ...) must
+# agree.
 VOLATILE_MEMORY = ("sqlite", "sqlite_peak", "heap_in_use", "heap_other", "resident",
-                   "resident_peak")
+                   "resident_peak", "store_caches")
 NO_FOLD = "fold_lifetime = 0\n"
 VOLATILE_METRICS = ("commitwatch_uptime_seconds", "commitwatch_db_size_bytes")
 
