@@ -70,9 +70,15 @@ def main():
     # The container has /usr only: the test runs on the system's Python.
     require(os.path.isfile("/usr/bin/python3"), "/usr/bin/python3 (python3)")
     name = f"cw-svc-{os.getpid()}"
-    binds = [f"--bind-ro={SOURCE}"]
-    if not BIN.startswith(SOURCE + "/"):
-        binds.append(f"--bind-ro={os.path.dirname(BIN)}")
+    # Mounted under /opt in the container: the unit's PrivateTmp= would
+    # hide a checkout under /tmp from the service.
+    src_in = "/opt/cw-test-src"
+    binds = [f"--bind-ro={SOURCE}:{src_in}"]
+    if BIN.startswith(SOURCE + "/"):
+        bin_in = os.path.join(src_in, os.path.relpath(BIN, SOURCE))
+    else:
+        binds.append(f"--bind-ro={os.path.dirname(BIN)}:/opt/cw-test-bin")
+        bin_in = os.path.join("/opt/cw-test-bin", os.path.basename(BIN))
     nspawn = subprocess.Popen(
         ["systemd-nspawn", "--quiet", "--register=no", "--keep-unit", "--directory=/",
          "--volatile=yes", "--capability=all", "--system-call-filter=perf_event_open",
@@ -98,8 +104,8 @@ def main():
         if state not in ("running", "degraded"):
             print(f"FAIL: the container did not boot: {state} {r.stderr}")
             return 1
-        r = inside(pid, "/usr/bin/python3", os.path.join(SOURCE, "tests", "e2e", "test_service.py"),
-                   env=(f"CW_BIN={BIN}", f"CW_SOURCE={SOURCE}", "CI=true"), timeout=300)
+        r = inside(pid, "/usr/bin/python3", os.path.join(src_in, "tests", "e2e", "test_service.py"),
+                   env=(f"CW_BIN={bin_in}", f"CW_SOURCE={src_in}", "CI=true"), timeout=300)
         print(r.stdout, end="")
         if r.returncode != 0 or "== systemd is PID 1" not in r.stdout or \
                 "ok   a process's commits are traced under the unit" not in r.stdout:
