@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "commitwatch/common.h"
+
 typedef struct cw_row_commit {
     uint32_t proc, stack;
     int64_t a; /* == batch bucket, or CW_TS_BEFORE (rundown) */
@@ -139,5 +141,15 @@ int cw_batch_add_stack(cw_batch_t *b, uint32_t id, const uint32_t *frames, uint3
 uint32_t cw_batch_merge_commits(cw_row_commit_t *v, uint32_t n);
 uint32_t cw_batch_merge_releases(cw_row_release_t *v, uint32_t n);
 void cw_batch_sort_activity(cw_row_activity_t *v, uint32_t n);
+
+/* A batch as bytes, for the store's pending-batch journal (store.h): every
+ * row and counter, little-endian whatever the host, so a batch decoded is
+ * the batch encoded (the bucket and width included). Appends to *out (its
+ * owner frees out->p); 0 or CW_ENOMEM. */
+int cw_batch_encode(const cw_batch_t *b, cw_buf_t *out);
+/* The inverse: a new batch (*out, the caller's), or CW_EPARSE when the
+ * bytes are not exactly one encoded batch (cut, too long, a count past
+ * the data, a frame or tag that is not text), CW_ENOMEM. */
+int cw_batch_decode(const void *p, size_t n, cw_batch_t **out);
 
 #endif

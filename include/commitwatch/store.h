@@ -132,6 +132,42 @@ typedef struct cw_store_ended {
  * to do is 0 too) or an error, nothing stored. */
 int cw_store_end_open(cw_store_t *s, cw_store_ended_t *out, cw_diag_t *d);
 
+/* The pending-batch journal (journal.c): each batch queued for the writer
+ * is also appended to DB-pending.0 / .1 beside the database, so a run
+ * killed while the writer is behind loses only its open bucket; the next
+ * run stores what they hold (cw_journal_recover) before anything else. */
+typedef struct cw_journal cw_journal_t;
+
+/* What cw_journal_recover found and stored. */
+typedef struct cw_journal_recovered {
+    uint32_t batches;       /* stored now */
+    uint32_t stored_before; /* already in the database (skipped) */
+    uint32_t after_gap;     /* past a missing record (not stored) */
+    uint64_t torn_bytes;    /* ends of files that were not a whole record */
+    int64_t from_ns, end_ns; /* the buckets stored, [from, end); INT64_MIN: none */
+} cw_journal_recovered_t;
+
+/* Stores, in one transaction, the batches the journal files beside s hold
+ * beyond the end of its stored data, then removes the files. A writer
+ * calls it first, before cw_store_load_state. 0 (no files is 0 too), or
+ * an error and nothing stored, the files kept: CW_EPARSE (a whole record
+ * that is not a batch), CW_ENOSPC, CW_EDB, CW_EINVAL (the database
+ * refused them), CW_EIO, CW_ENOMEM; d says which file and what to do. */
+int cw_journal_recover(cw_store_t *s, cw_journal_recovered_t *out, cw_diag_t *d);
+/* Creates (empties) the two files for a run. 0 or CW_EIO / CW_ENOSPC /
+ * CW_ENOMEM. */
+int cw_journal_open(cw_store_t *s, cw_journal_t **out, cw_diag_t *d);
+/* Closes; removes the files unless keep (batches not stored). NULL ok. */
+void cw_journal_close(cw_journal_t *j, bool keep);
+/* The writer's calls, under its lock: a batch queued (append), batches
+ * taken for a transaction (taken), and how many batches were stored since
+ * open (stored). A failure to write is logged once and ends journaling
+ * for the run (what was written stays a whole prefix). */
+void cw_journal_append(cw_journal_t *j, const cw_batch_t *b);
+void cw_journal_taken(cw_journal_t *j);
+void cw_journal_stored(cw_journal_t *j, uint64_t stored);
+bool cw_journal_broken(const cw_journal_t *j);
+
 /* Stores one batch (tier 0 + rollups + retention) in one transaction.
  * Borrowed. 0 or CW_EDB (nothing of the batch is stored). */
 int cw_store_write(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d);
@@ -172,6 +208,10 @@ void cw_writer_on_state(cw_writer_t *w, cw_writer_state_fn fn, void *ctx, int64_
  * CW_ESTOPPED. Only an atomic store: safe from a signal handler and any
  * thread while w exists. A writer that is not waiting is unaffected. */
 void cw_writer_abandon(cw_writer_t *w);
+/* Gives the writer a journal (owned by it from now: stop closes it,
+ * removing the files when everything was stored). Before the first
+ * submit. */
+void cw_writer_set_journal(cw_writer_t *w, cw_journal_t *j);
 /* Transfers ownership of b. Returns the first write error seen so far
  * (the writer stops writing after an error; b is freed). */
 int cw_writer_submit(cw_writer_t *w, cw_batch_t *b);

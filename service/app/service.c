@@ -367,6 +367,30 @@ static int take_snapshots(svc_t *s, int64_t at, bool force)
                                s);
 }
 
+/* A run killed while its writer was behind: the batches it had queued
+ * are in the journal beside the database (journal.c); stored first. */
+static int recover_journal(svc_t *s, cw_diag_t *d)
+{
+    cw_journal_recovered_t r;
+    char from[CW_UTC_TEXT], to[CW_UTC_TEXT];
+    int rc = cw_journal_recover(s->store, &r, d);
+    if (rc != 0) return rc;
+    if (r.batches)
+        CW_LOGW("the last run into this database did not stop: the %" PRIu32 " closed "
+                "bucket(s) it had queued but not stored, %s to %s, are stored now from its "
+                "pending-batch journal",
+                r.batches, cw_utc_text(r.from_ns, 3, from), cw_utc_text(r.end_ns, 3, to));
+    if (r.torn_bytes)
+        CW_LOGI("the pending-batch journal ended in %" PRIu64 " bytes of a record cut by the "
+                "kill (the bucket being queued then): ignored",
+                r.torn_bytes);
+    if (r.after_gap)
+        CW_LOGW("the pending-batch journal had %" PRIu32 " record(s) past a missing one: not "
+                "stored (they may need rows of the missing one)",
+                r.after_gap);
+    return 0;
+}
+
 /* A run that did not stop (killed, power lost) left its instances open:
  * they are ended where its data ends, as a stop would have, before this
  * run stores anything (store_recover.c). */
@@ -523,6 +547,13 @@ static int writer_start(svc_t *s)
 {
     int rc = cw_writer_start(s->store, WRITER_QUEUE, &s->writer);
     if (rc == 0) {
+        cw_journal_t *j;
+        cw_diag_t jd = {{0}};
+        if (cw_journal_open(s->store, &j, &jd) == 0)
+            cw_writer_set_journal(s->writer, j);
+        else
+            CW_LOGW("%s: running without it, so a kill while the writer is behind loses the "
+                    "buckets queued for it", jd.msg);
         cw_writer_on_state(s->writer, on_writer_state, s, 0);
         atomic_store(&active_writer, s->writer);
         if (atomic_load(&stop_flag)) cw_writer_abandon(s->writer);
@@ -621,6 +652,7 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
     uint32_t next_proc = 1;
     if ((rc = cw_stacks_create(&s->stacks)) != 0) goto oom;
     if ((rc = cw_store_open(db_path, &cfg.store, &s->store, d)) != 0) goto out;
+    if ((rc = recover_journal(s, d)) != 0) goto out;
     if ((rc = cw_store_load_state(s->store, s->stacks, &next_proc, &s->stored_end, d)) != 0)
         goto out;
     if ((rc = end_open(s, d)) != 0) goto out;

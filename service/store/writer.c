@@ -30,6 +30,11 @@
  * gives up: the error becomes sticky and those batches are lost (the
  * rows a full disk would not take).
  *
+ * With a journal (cw_writer_set_journal, journal.c), each batch is also
+ * appended to it as it is queued, and the writer tells it which batches it
+ * took and how many are stored, so the file it has stored can be emptied:
+ * a kill then loses no queued batch.
+ *
  * Threads, mutexes and condition variables come from the platform layer
  * (platform.h). */
 #include <stdatomic.h>
@@ -60,6 +65,8 @@ struct cw_writer {
     int64_t retry_ns;
     cw_writer_state_fn on_state; /* called by the writer thread, unlocked */
     void *state_ctx;
+    cw_journal_t *journal; /* NULL: none; every call under lock */
+    uint64_t stored;       /* batches stored (for the journal) */
 };
 
 /* Waits up to retry_ns or until stop; true to try again. Called locked. */
@@ -90,6 +97,7 @@ static void writer_main(void *arg)
         w->head = (w->head + n) % w->cap;
         w->count -= n;
         w->taken_n = n;
+        if (w->journal) cw_journal_taken(w->journal);
         int failed = w->err;
         cw_mutex_unlock(w->lock);
 
@@ -117,6 +125,7 @@ static void writer_main(void *arg)
         cw_mutex_lock(w->lock);
         w->full = false;
         w->taken_n = 0;
+        if (!err && !failed && w->journal) cw_journal_stored(w->journal, w->stored += n);
         cw_cond_signal(w->not_full);
         if (err && !w->err) {
             w->err = err;
@@ -170,6 +179,13 @@ void cw_writer_abandon(cw_writer_t *w)
     if (w) atomic_store(&w->abandon, true);
 }
 
+void cw_writer_set_journal(cw_writer_t *w, cw_journal_t *j)
+{
+    cw_mutex_lock(w->lock);
+    w->journal = j;
+    cw_mutex_unlock(w->lock);
+}
+
 int cw_writer_submit(cw_writer_t *w, cw_batch_t *b)
 {
     int err;
@@ -181,6 +197,7 @@ int cw_writer_submit(cw_writer_t *w, cw_batch_t *b)
         cw_cond_timedwait(w->not_full, w->lock, INT64_C(100000000));
     err = w->err ? w->err : w->count + w->taken_n >= w->cap ? CW_ESTOPPED : 0;
     if (!err) {
+        if (w->journal) cw_journal_append(w->journal, b);
         w->ring[(w->head + w->count) % w->cap] = b;
         w->count++;
         cw_cond_signal(w->not_empty);
@@ -202,6 +219,9 @@ int cw_writer_stop(cw_writer_t *w, cw_diag_t *d)
     cw_thread_join(w->thread);
     err = w->err;
     if (err && d) *d = w->diag;
+    /* Everything stored: the files are done with; else they keep what a
+     * later run can still store (a full disk's batches). */
+    cw_journal_close(w->journal, err != 0);
     cw_cond_destroy(w->not_full);
     cw_cond_destroy(w->not_empty);
     cw_mutex_destroy(w->lock);

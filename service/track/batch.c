@@ -161,3 +161,307 @@ void cw_batch_sort_activity(cw_row_activity_t *v, uint32_t n)
 {
     if (n > 1) qsort(v, n, sizeof *v, cmp_activity);
 }
+
+/* ---- bytes (the store's pending-batch journal) ----------------------------- */
+
+/* Little-endian, fixed widths; a string is its length (u32) and bytes, a
+ * NULL string the length NO_STR. The layout: bucket, width, the three
+ * counters, the eight row counts, then each kind's rows in that order. */
+#define NO_STR UINT32_MAX
+
+static void put_u32(cw_buf_t *o, uint32_t v)
+{
+    unsigned char b[4];
+    for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i));
+    cw_buf_put(o, b, sizeof b);
+}
+
+static void put_u64(cw_buf_t *o, uint64_t v)
+{
+    unsigned char b[8];
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
+    cw_buf_put(o, b, sizeof b);
+}
+
+static void put_i64(cw_buf_t *o, int64_t v)
+{
+    put_u64(o, (uint64_t)v);
+}
+
+static void put_str(cw_buf_t *o, const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (s && n >= NO_STR) { /* cannot be written: fail the whole encoding */
+        o->failed = true;
+        return;
+    }
+    put_u32(o, s ? (uint32_t)n : NO_STR);
+    if (n) cw_buf_put(o, s, n);
+}
+
+int cw_batch_encode(const cw_batch_t *b, cw_buf_t *o)
+{
+    put_i64(o, b->bucket_ns);
+    put_i64(o, b->width_ns);
+    put_u64(o, b->events_total);
+    put_u64(o, b->events_lost);
+    put_i64(o, b->drift_bytes);
+    put_u32(o, b->commits.n);
+    put_u32(o, b->releases.n);
+    put_u32(o, b->activity.n);
+    put_u32(o, b->procs.n);
+    put_u32(o, b->frames.n);
+    put_u32(o, b->stacks.n);
+    put_u32(o, b->folded.n);
+    put_u32(o, b->maps.n);
+    for (uint32_t i = 0; i < b->commits.n; i++) {
+        const cw_row_commit_t *r = &b->commits.v[i];
+        put_u32(o, r->proc);
+        put_u32(o, r->stack);
+        put_i64(o, r->a);
+        put_u64(o, r->bytes);
+        put_u64(o, r->events);
+    }
+    for (uint32_t i = 0; i < b->releases.n; i++) {
+        const cw_row_release_t *r = &b->releases.v[i];
+        put_u32(o, r->proc);
+        put_u32(o, r->stack);
+        put_i64(o, r->a);
+        put_u64(o, r->bytes);
+        put_u64(o, r->pieces);
+        put_u64(o, r->closed);
+    }
+    for (uint32_t i = 0; i < b->activity.n; i++) {
+        const cw_row_activity_t *r = &b->activity.v[i];
+        put_u32(o, r->proc);
+        put_u64(o, r->events);
+        put_i64(o, r->delta);
+        put_i64(o, r->relpeak);
+        put_i64(o, r->relpeak_ns);
+    }
+    for (uint32_t i = 0; i < b->procs.n; i++) {
+        const cw_row_proc_t *r = &b->procs.v[i];
+        put_u32(o, r->id);
+        put_u32(o, r->pid);
+        put_i64(o, r->start_ns);
+        put_i64(o, r->exit_ns);
+        put_u32(o, r->tracking_ended ? 1 : 0);
+        put_str(o, r->name);
+        put_str(o, r->cmdline);
+    }
+    for (uint32_t i = 0; i < b->frames.n; i++) {
+        put_u32(o, b->frames.v[i].id);
+        put_str(o, b->frames.v[i].text);
+    }
+    for (uint32_t i = 0; i < b->stacks.n; i++) {
+        const cw_row_stack_t *r = &b->stacks.v[i];
+        put_u32(o, r->id);
+        put_u32(o, r->nframes);
+        for (uint32_t k = 0; k < r->nframes; k++) put_u32(o, r->frames[k]);
+        put_str(o, r->tag);
+    }
+    for (uint32_t i = 0; i < b->folded.n; i++) {
+        const cw_row_folded_t *r = &b->folded.v[i];
+        put_u32(o, r->group);
+        put_u32(o, r->pid);
+        put_i64(o, r->start_ns);
+        put_i64(o, r->exit_ns);
+        put_u64(o, r->bytes);
+    }
+    for (uint32_t i = 0; i < b->maps.n; i++) {
+        const cw_row_map_t *r = &b->maps.v[i];
+        if (r->len >= NO_STR) o->failed = true;
+        put_u32(o, r->proc);
+        put_u32(o, r->nranges);
+        put_i64(o, r->ts_ns);
+        put_u64(o, r->bytes);
+        put_u32(o, (uint32_t)r->len);
+        if (r->len) cw_buf_put(o, r->blob, r->len);
+    }
+    return o->failed ? CW_ENOMEM : 0;
+}
+
+/* A cursor over the bytes; any read past the end sets bad (and gives 0). */
+typedef struct rd {
+    const unsigned char *p;
+    size_t n;
+    bool bad;
+} rd_t;
+
+static const unsigned char *take(rd_t *r, size_t n)
+{
+    if (r->bad || n > r->n) {
+        r->bad = true;
+        return NULL;
+    }
+    const unsigned char *p = r->p;
+    r->p += n;
+    r->n -= n;
+    return p;
+}
+
+static uint32_t get_u32(rd_t *r)
+{
+    const unsigned char *p = take(r, 4);
+    uint32_t v = 0;
+    for (int i = 0; p && i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+
+static uint64_t get_u64(rd_t *r)
+{
+    const unsigned char *p = take(r, 8);
+    uint64_t v = 0;
+    for (int i = 0; p && i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static int64_t get_i64(rd_t *r)
+{
+    return (int64_t)get_u64(r);
+}
+
+/* A malloc'd copy of the next string (*s NULL for a NULL string). 0,
+ * CW_EPARSE (cut, or a NUL inside) or CW_ENOMEM. */
+static int get_str(rd_t *r, char **s)
+{
+    uint32_t n = get_u32(r);
+    *s = NULL;
+    if (n == NO_STR) return r->bad ? CW_EPARSE : 0;
+    const unsigned char *p = take(r, n);
+    if (!p || memchr(p, '\0', n)) return CW_EPARSE;
+    return (*s = cw_strndup((const char *)p, n)) ? 0 : CW_ENOMEM;
+}
+
+/* A row count that the bytes left can hold (each row at least `least`
+ * bytes): a corrupt count fails here, not in a huge allocation. */
+static bool count_fits(const rd_t *r, uint32_t n, size_t least)
+{
+    return !r->bad && (uint64_t)n <= r->n / least;
+}
+
+int cw_batch_decode(const void *p, size_t n, cw_batch_t **out)
+{
+    rd_t r = {p, n, false};
+    cw_batch_t *b;
+    uint32_t cnt[8];
+    int err = 0;
+    *out = NULL;
+    if (cw_batch_create(0, 0, &b)) return CW_ENOMEM;
+    b->bucket_ns = get_i64(&r);
+    b->width_ns = get_i64(&r);
+    b->events_total = get_u64(&r);
+    b->events_lost = get_u64(&r);
+    b->drift_bytes = get_i64(&r);
+    for (int i = 0; i < 8; i++) cnt[i] = get_u32(&r);
+    /* The smallest encoding of a row of each kind, in the order above. */
+    static const size_t least[8] = {32, 40, 36, 36, 8, 12, 32, 28};
+    size_t need = 0;
+    for (int i = 0; i < 8; i++) {
+        if (!count_fits(&r, cnt[i], least[i])) goto bad;
+        need += (size_t)cnt[i] * least[i];
+    }
+    if (need > r.n) goto bad;
+    for (uint32_t i = 0; i < cnt[0] && !err; i++) {
+        cw_row_commit_t c;
+        c.proc = get_u32(&r);
+        c.stack = get_u32(&r);
+        c.a = get_i64(&r);
+        c.bytes = get_u64(&r);
+        c.events = get_u64(&r);
+        err = cw_batch_add_commit(b, &c);
+    }
+    for (uint32_t i = 0; i < cnt[1] && !err; i++) {
+        cw_row_release_t c;
+        c.proc = get_u32(&r);
+        c.stack = get_u32(&r);
+        c.a = get_i64(&r);
+        c.bytes = get_u64(&r);
+        c.pieces = get_u64(&r);
+        c.closed = get_u64(&r);
+        err = cw_batch_add_release(b, &c);
+    }
+    for (uint32_t i = 0; i < cnt[2] && !err; i++) {
+        cw_row_activity_t c;
+        c.proc = get_u32(&r);
+        c.events = get_u64(&r);
+        c.delta = get_i64(&r);
+        c.relpeak = get_i64(&r);
+        c.relpeak_ns = get_i64(&r);
+        err = cw_batch_add_activity(b, &c);
+    }
+    for (uint32_t i = 0; i < cnt[3] && !err; i++) {
+        cw_row_proc_t c = {0};
+        c.id = get_u32(&r);
+        c.pid = get_u32(&r);
+        c.start_ns = get_i64(&r);
+        c.exit_ns = get_i64(&r);
+        uint32_t ended = get_u32(&r);
+        if (ended > 1) goto bad;
+        c.tracking_ended = ended == 1;
+        if ((err = get_str(&r, &c.name)) == 0 && (err = get_str(&r, &c.cmdline)) == 0)
+            err = VEC_PUSH(b->procs, c);
+        if (err) {
+            free(c.name);
+            free(c.cmdline);
+        }
+    }
+    for (uint32_t i = 0; i < cnt[4] && !err; i++) {
+        cw_row_frame_t c = {0};
+        c.id = get_u32(&r);
+        if ((err = get_str(&r, &c.text)) == 0 && !c.text) err = CW_EPARSE;
+        if (err || (err = VEC_PUSH(b->frames, c)) != 0) free(c.text);
+    }
+    for (uint32_t i = 0; i < cnt[5] && !err; i++) {
+        cw_row_stack_t c = {0};
+        c.id = get_u32(&r);
+        c.nframes = get_u32(&r);
+        if (!count_fits(&r, c.nframes, 4)) goto bad;
+        if (!(c.frames = malloc((c.nframes ? c.nframes : 1) * sizeof *c.frames))) {
+            err = CW_ENOMEM;
+            break;
+        }
+        for (uint32_t k = 0; k < c.nframes; k++) c.frames[k] = get_u32(&r);
+        if ((err = get_str(&r, &c.tag)) == 0 && !c.tag) err = CW_EPARSE;
+        if (err || (err = VEC_PUSH(b->stacks, c)) != 0) {
+            free(c.frames);
+            free(c.tag);
+        }
+    }
+    for (uint32_t i = 0; i < cnt[6] && !err; i++) {
+        cw_row_folded_t c;
+        c.group = get_u32(&r);
+        c.pid = get_u32(&r);
+        c.start_ns = get_i64(&r);
+        c.exit_ns = get_i64(&r);
+        c.bytes = get_u64(&r);
+        err = cw_batch_add_folded(b, &c);
+    }
+    for (uint32_t i = 0; i < cnt[7] && !err; i++) {
+        cw_row_map_t c = {0};
+        c.proc = get_u32(&r);
+        c.nranges = get_u32(&r);
+        c.ts_ns = get_i64(&r);
+        c.bytes = get_u64(&r);
+        c.len = get_u32(&r);
+        const unsigned char *blob = take(&r, c.len);
+        if (!blob) goto bad;
+        if (!(c.blob = malloc(c.len ? c.len : 1))) {
+            err = CW_ENOMEM;
+            break;
+        }
+        if (c.len) memcpy(c.blob, blob, c.len);
+        if ((err = cw_batch_add_map(b, &c)) != 0) free(c.blob);
+    }
+    if (err == CW_EPARSE) goto bad;
+    if (!err && (r.bad || r.n)) goto bad;
+    if (err) {
+        cw_batch_free(b);
+        return err;
+    }
+    *out = b;
+    return 0;
+bad:
+    cw_batch_free(b);
+    return CW_EPARSE;
+}

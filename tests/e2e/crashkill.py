@@ -182,15 +182,59 @@ def stored_end(t):
     return t[0][2]
 
 
+def fnv1a(data, h=1469598103934665603):
+    for b in data:
+        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def journal_end(db):
+    """The end of the buckets the pending-batch journal beside db holds
+    (service/store/journal.c: DB-pending.0 and .1, records of a 40-byte
+    header, magic "CWJ1", payload length, sequence, bucket, width and
+    FNV-1a, then the batch), read as the next run will: whole records, in
+    sequence up to the first gap. None when it holds none."""
+    recs = []
+    for k in range(2):
+        try:
+            with open(f"{db}-pending.{k}", "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            continue
+        off = 0
+        while len(data) - off >= 40:
+            magic, n, seq, bucket, width, csum = struct.unpack_from("<IIQqqQ", data, off)
+            if magic != 0x314A5743 or n > len(data) - off - 40:
+                break
+            if fnv1a(data[off + 40:off + 40 + n], fnv1a(data[off:off + 32])) != csum:
+                break
+            recs.append((seq, bucket + width))
+            off += 40 + n
+    recs.sort()
+    end = None
+    for i, (seq, e) in enumerate(recs):
+        if i and seq != recs[i - 1][0] + 1:
+            break
+        end = e if end is None else max(end, e)
+    return end
+
+
 class Campaign:
     def __init__(self, binary, tmp, kills, seed=1, speed=120, span_s=900, max_delay=2.0,
-                 powercut_every=5, log=print, min_delay=0.06, bound_s=None):
+                 powercut_every=5, log=print, min_delay=0.06, bound_s=None, stall_every=0,
+                 stall_s=3.5):
         """Kills land uniformly in [min_delay, max_delay] s after the start
         (one in six in [0, 0.06): start-up). bound_s: the most trace time
-        (s) a kill while ingesting may lose, or None to only report it."""
+        (s) a kill while ingesting may lose, or None to only report it.
+        stall_every: every so many runs, the writer is held back for the
+        stall_s seconds before the kill (another connection holds the
+        database's write lock, as a `sqlite3` shell's open transaction
+        would): the closed buckets queue up for it, and only the journal
+        keeps them."""
         self.bin, self.tmp, self.kills, self.speed = binary, tmp, kills, speed
         self.span_s, self.max_delay, self.powercut_every = span_s, max_delay, powercut_every
         self.min_delay, self.bound_s = min_delay, bound_s
+        self.stall_every, self.stall_s = stall_every, stall_s
         os.makedirs(tmp, exist_ok=True)
         self.rnd = random.Random(seed)
         self.log = log
@@ -206,7 +250,12 @@ class Campaign:
         self.stats = {"kills": 0, "startup_kills": 0, "ingest_kills": 0, "rollup_runs": 0,
                       "hour_rollup_runs": 0, "retention_runs": 0, "lost_s": [], "lost_buckets": [],
                       "bound_tested": 0, "integrity": 0, "windows": 0, "powercuts": 0,
-                      "powercut_windows": 0, "wall_s": 0.0, "ended_open": 0}
+                      "powercut_windows": 0, "wall_s": 0.0, "ended_open": 0, "stalls": 0,
+                      "journal_kills": 0, "journal_buckets": 0, "recovered_runs": 0,
+                      "recovered_windows": 0}
+        # (events, start, the end the journal brings it to, pids, segment)
+        # of the last segment, while its journal's part waits for a run.
+        self.pending = None
 
     # ---- checks
 
@@ -347,6 +396,32 @@ class Campaign:
                                                              f"power cut {k} ({cut_note})")
         shutil.rmtree(d)
 
+    def settle(self):
+        """A last run that is not killed, of no events: it stores what the
+        last kill left in the journal (and ends the instances left open),
+        so the final check sees it. Returns the stored end."""
+        trace = os.path.join(self.tmp, "empty.jsonl")
+        write_trace(trace, [])
+        p = subprocess.run([self.bin, "run", "--no-http", "--exit-at-end", "--source",
+                            "replay:" + trace, "--db", self.db, "--config", self.conf],
+                           capture_output=True, text=True, timeout=120)
+        if p.returncode != 0:
+            raise Failure(f"the settling run failed (exit {p.returncode}): {p.stderr[-2000:]}")
+        lines = p.stderr.splitlines(keepends=True)
+        if not any("are stored now from its pending-batch journal" in ln for ln in lines):
+            raise Failure(f"the settling run did not store the journal's buckets: "
+                          f"{p.stderr[-2000:]}")
+        self.stats["recovered_runs"] += 1
+        end = stored_end(tiers(self.db))
+        pevs, pstart, pend, ppids, pseg = self.pending
+        if end is None or end < pend:
+            raise Failure(f"the settling run stored up to {end}, not the journal's end {pend}")
+        self.stats["recovered_windows"] += self.check_segment(
+            self.db, pevs, pstart, pend, ppids, f"segment {pseg} with its journal")
+        self.pending = None
+        self.check_ended(self.kills, True, lines)
+        return end
+
     # ---- the campaign
 
     def run(self):
@@ -386,10 +461,23 @@ class Campaign:
                 time.sleep(self.rnd.uniform(0.1, delay))
                 if proc.poll() is None and ingest_at:
                     self.powercut(proc, evs, start, pids, k)
+            lock = None
+            if (self.stall_every and k % self.stall_every == self.stall_every - 1
+                    and delay > self.stall_s + 1.0):
+                time.sleep(max(0.0, delay - self.stall_s - (time.monotonic() - t_start)))
+                if ingest_at and proc.poll() is None:
+                    # The writer's next BEGIN IMMEDIATE waits for this one
+                    # (its busy timeout, 5 s, is longer than the stall).
+                    lock = sqlite3.connect(self.db, timeout=30, isolation_level=None)
+                    lock.execute("BEGIN IMMEDIATE")
+                    self.stats["stalls"] += 1
             time.sleep(max(0.0, delay - (time.monotonic() - t_start)))
             kill_at = time.monotonic()
             proc.kill()
             rc = proc.wait()
+            if lock:
+                lock.execute("ROLLBACK")
+                lock.close()
             th.join(10)
             if rc != -signal.SIGKILL:
                 raise Failure(f"run {k} was not killed (exit {rc}; it ended before the kill): "
@@ -400,7 +488,24 @@ class Campaign:
                 raise Failure(f"kill {k}: integrity_check {res}")
             self.stats["integrity"] += 1
             after = tiers(self.db)
-            end = stored_end(after)
+            end_db = stored_end(after)
+            if any("are stored now from its pending-batch journal" in line for line in err_lines):
+                self.stats["recovered_runs"] += 1
+            if self.pending and end_db is not None and end_db >= self.pending[2]:
+                # The journal's part of the last segment is stored now.
+                pevs, pstart, pend, ppids, pseg = self.pending
+                self.stats["recovered_windows"] += self.check_segment(
+                    self.db, pevs, pstart, pend, ppids, f"segment {pseg} with its journal")
+                self.pending = None
+            # What the next run stores first (the journal's buckets beyond
+            # the database's end) is what this one kept.
+            end = end_db
+            jend = journal_end(self.db)
+            if jend is not None and (end is None or jend > end):
+                self.stats["journal_kills"] += 1
+                self.stats["journal_buckets"] += (jend - max(end or start, start)) // SEC
+                end = jend
+                self.pending = (evs, start, end, pids, k)
             if ingest_at:
                 self.stats["ingest_kills"] += 1
                 reached = start + int((kill_at - ingest_at[0]) * self.speed * SEC)
@@ -445,12 +550,17 @@ class Campaign:
                     alive[e["pid"]] = False
             if any(alive.values()):
                 self.open_left.append((end, sorted(p for p, a in alive.items() if a), k))
-            self.stats["windows"] += self.check_segment(self.db, evs, start, end, pids, f"kill {k}")
+            self.stats["windows"] += self.check_segment(self.db, evs, start, end_db, pids,
+                                                        f"kill {k}")
             self.log(f"kill {k}: after {kill_at - t_start:.2f} s "
-                     f"({'ingesting' if ingest_at else 'starting'}), stored to "
-                     f"{(end - T0) / SEC if end else None} s, {len(kept)} events kept"
+                     f"({'ingesting' if ingest_at else 'starting'}{', writer stalled' if lock else ''}"
+                     f"), stored to {(end_db - T0) / SEC if end_db else None} s"
+                     + (f", journal to {(end - T0) / SEC} s" if end != end_db else "")
+                     + f", {len(kept)} events kept"
                      + (f", lost {self.stats['lost_s'][-1]:.3f} s "
                         f"({self.stats['lost_buckets'][-1]} buckets)" if ingest_at else ""))
+        if self.pending:
+            end = self.settle()
         # The whole database against the model of everything kept.
         model = refmodel.Model(self.kept, self.tag_of)
         # A restart killed after it ended what the run before left open,
@@ -495,6 +605,10 @@ def summary(st):
             + f"{st['windows']} windows equal the model; "
             f"{st.get('ended_open', 0)} instances left open by a kill ended by the restart; "
             f"{st['powercuts']} power cuts, {st['powercut_windows']} of their windows equal; "
+            f"writer stalled before {st.get('stalls', 0)} kills; {st.get('journal_kills', 0)} kills "
+            f"left {st.get('journal_buckets', 0)} closed buckets in the journal, stored by "
+            f"{st.get('recovered_runs', 0)} restarts ({st.get('recovered_windows', 0)} windows "
+            f"equal); "
             f"{st.get('trace_hours', 0):.2f} h of trace in {st['wall_s']:.0f} s")
 
 
