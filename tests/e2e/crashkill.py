@@ -304,11 +304,12 @@ class Campaign:
                               f"model != db: {diff} (note: {doc.get('note')})")
         return 1
 
-    def check_segment(self, db, evs, start, end, pids, what):
-        """The segment's part in db ([start, end)) against its model."""
+    def check_segment(self, db, evs, start, end, pids, what, extra=()):
+        """The segment's part in db ([start, end)) against its model (of its
+        events before end, and extra)."""
         if end is None or end <= start:
             return 0
-        model = refmodel.Model([e for e in evs if e["ts"] < end], self.tag_of)
+        model = refmodel.Model([e for e in evs if e["ts"] < end] + list(extra), self.tag_of)
         n = self.compare(db, model, start, end, pids, what + " whole")
         secs = (end - start) // SEC
         for _ in range(3):
@@ -413,14 +414,23 @@ class Campaign:
                           f"{p.stderr[-2000:]}")
         self.stats["recovered_runs"] += 1
         end = stored_end(tiers(self.db))
-        pevs, pstart, pend, ppids, pseg = self.pending
-        if end is None or end < pend:
-            raise Failure(f"the settling run stored up to {end}, not the journal's end {pend}")
-        self.stats["recovered_windows"] += self.check_segment(
-            self.db, pevs, pstart, pend, ppids, f"segment {pseg} with its journal")
-        self.pending = None
+        if end is None or end < self.pending[2]:
+            raise Failure(f"the settling run stored up to {end}, not the journal's end "
+                          f"{self.pending[2]}")
         self.check_ended(self.kills, True, lines)
+        p, self.pending = self.pending, None
+        self.check_recovered(p)
         return end
+
+    def check_recovered(self, pending):
+        """The last segment's part that only the journal held, stored by a
+        restart, against its model (with the instances that restart ended
+        at its end: a window widened to a tier's bucket sees them)."""
+        pevs, pstart, pend, ppids, pseg = pending
+        ended = [e for e in self.kept if e["op"] == "tracking_end" and e["ts"] == pend
+                 and e["pid"] in ppids]
+        self.stats["recovered_windows"] += self.check_segment(
+            self.db, pevs, pstart, pend, ppids, f"segment {pseg} with its journal", ended)
 
     # ---- the campaign
 
@@ -457,13 +467,15 @@ class Campaign:
             # One kill in six during start-up (open, migrations, re-tagging).
             delay = (self.rnd.uniform(0.0, 0.06) if self.rnd.random() < 1 / 6
                      else self.rnd.uniform(self.min_delay, self.max_delay))
+            stall = self.stall_every and k % self.stall_every == self.stall_every - 1
+            if stall:  # late enough that the stall is while ingesting
+                delay = self.rnd.uniform(self.stall_s + 1.0, self.stall_s + 2.5)
             if self.powercut_every and k % self.powercut_every == self.powercut_every - 1:
                 time.sleep(self.rnd.uniform(0.1, delay))
                 if proc.poll() is None and ingest_at:
                     self.powercut(proc, evs, start, pids, k)
             lock = None
-            if (self.stall_every and k % self.stall_every == self.stall_every - 1
-                    and delay > self.stall_s + 1.0):
+            if stall:
                 time.sleep(max(0.0, delay - self.stall_s - (time.monotonic() - t_start)))
                 if ingest_at and proc.poll() is None:
                     # The writer's next BEGIN IMMEDIATE waits for this one
@@ -491,21 +503,19 @@ class Campaign:
             end_db = stored_end(after)
             if any("are stored now from its pending-batch journal" in line for line in err_lines):
                 self.stats["recovered_runs"] += 1
+            recovered = None
             if self.pending and end_db is not None and end_db >= self.pending[2]:
-                # The journal's part of the last segment is stored now.
-                pevs, pstart, pend, ppids, pseg = self.pending
-                self.stats["recovered_windows"] += self.check_segment(
-                    self.db, pevs, pstart, pend, ppids, f"segment {pseg} with its journal")
-                self.pending = None
+                recovered, self.pending = self.pending, None
             # What the next run stores first (the journal's buckets beyond
             # the database's end) is what this one kept.
             end = end_db
             jend = journal_end(self.db)
             if jend is not None and (end is None or jend > end):
-                self.stats["journal_kills"] += 1
-                self.stats["journal_buckets"] += (jend - max(end or start, start)) // SEC
+                if jend > start:  # this run's (else the last one's, not yet stored)
+                    self.stats["journal_kills"] += 1
+                    self.stats["journal_buckets"] += (jend - max(end or start, start)) // SEC
+                    self.pending = (evs, start, jend, pids, k)
                 end = jend
-                self.pending = (evs, start, end, pids, k)
             if ingest_at:
                 self.stats["ingest_kills"] += 1
                 reached = start + int((kill_at - ingest_at[0]) * self.speed * SEC)
@@ -540,6 +550,8 @@ class Campaign:
                 if after[0][1] > before[0][1]:
                     self.stats["retention_runs"] += 1
             self.check_ended(k, bool(ingest_at), err_lines)
+            if recovered:  # the journal's part of the last segment is stored now
+                self.check_recovered(recovered)
             kept = [e for e in evs if end is not None and e["ts"] < end]
             self.kept.extend(kept)
             alive = {}
