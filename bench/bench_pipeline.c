@@ -9,13 +9,15 @@
  *
  * usage: bench_pipeline [--events N] [--procs N] [--stacks N] [--seed N]
  *                       [--span-s N] [--burst N] [--mode track|agg|store] [--db FILE]
- *                       [--queue N]
+ *                       [--queue N] [--journal 0|1]
  *   track: tracker only (a sink that does nothing)
  *   agg:   tracker + aggregator; batches are freed, not stored
  *   store: tracker + aggregator + store writer into --db (default; the
  *          file is replaced)
  *   --queue: batches the store writer may hold (cw_writer_start's
  *          max_queued; default 64)
+ *   --journal: 1 (default) gives the writer the pending-batch journal, as
+ *          the service does (DB-pending.0/.1 beside --db); 0 none
  * Prints one line: mode, events, wall seconds and events/s of the timed
  * part, the core thread's CPU seconds and events per CPU second, the store
  * writer thread's CPU seconds, peak RSS (MiB), and the tracker's size at
@@ -50,7 +52,8 @@ static int discard_batch(void *ctx, cw_batch_t *b)
 static int usage(void)
 {
     fprintf(stderr, "usage: bench_pipeline [--events N] [--procs N] [--stacks N] [--seed N] "
-                    "[--span-s N] [--burst N] [--mode track|agg|store] [--db FILE] [--queue N]\n");
+                    "[--span-s N] [--burst N] [--mode track|agg|store] [--db FILE] [--queue N] "
+                    "[--journal 0|1]\n");
     return 2;
 }
 
@@ -59,6 +62,7 @@ int main(int argc, char **argv)
     cwgen_opts_t o;
     cwgen_opts_default(&o);
     const char *mode = "store", *db = "bench_pipeline.db";
+    bool journal = true;
     uint32_t queue = 64;
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc) return usage();
@@ -81,6 +85,8 @@ int main(int argc, char **argv)
             db = v;
         else if (!strcmp(k, "--queue"))
             queue = (uint32_t)strtoul(v, NULL, 10);
+        else if (!strcmp(k, "--journal"))
+            journal = strcmp(v, "0") != 0;
         else
             return usage();
     }
@@ -109,6 +115,12 @@ int main(int argc, char **argv)
             goto out;
         }
         if (cw_writer_start(store, queue, &writer) != 0) goto out;
+        cw_journal_t *j;
+        if (journal && cw_journal_open(store, &j, &d) != 0) {
+            fprintf(stderr, "bench_pipeline: %s\n", d.msg);
+            goto out;
+        }
+        if (journal) cw_writer_set_journal(writer, j);
         if (cw_agg_create(1000000000LL, stacks, tagger, 0, 0, bench_to_writer, writer, &agg) != 0)
             goto out;
     } else if (use_agg) {
@@ -173,11 +185,11 @@ int main(int argc, char **argv)
         pieces += cw_tracker_piece_count(tr, 4 * (1000 + i));
         rpieces += cw_tracker_reserved_piece_count(tr, 4 * (1000 + i));
     }
-    printf("mode=%s events=%" PRIu64 " procs=%u stacks=%u burst=%u seconds=%.3f "
+    printf("mode=%s journal=%d events=%" PRIu64 " procs=%u stacks=%u burst=%u seconds=%.3f "
            "events_per_s=%.0f core_cpu_s=%.3f events_per_cpu_s=%.0f writer_cpu_s=%.3f "
            "peak_rss_mib=%.1f live_processes=%u live_pieces=%" PRIu64 " reserved_pieces=%" PRIu64
            " tracker_mib=%.1f\n",
-           mode, total, o.procs, o.nstacks, o.burst, busy, (double)total / busy, core_cpu,
+           mode, use_store && journal, total, o.procs, o.nstacks, o.burst, busy, (double)total / busy, core_cpu,
            (double)total / core_cpu, writer_cpu, bench_peak_rss_mib(), cw_tracker_live_processes(tr),
            pieces, rpieces, cw_tracker_memory(tr) / 1048576.0);
     rc = 0;

@@ -169,116 +169,144 @@ void cw_batch_sort_activity(cw_row_activity_t *v, uint32_t n)
  * counters, the eight row counts, then each kind's rows in that order. */
 #define NO_STR UINT32_MAX
 
-static void put_u32(cw_buf_t *o, uint32_t v)
+/* The encoding's exact size, so it is written with one reservation and
+ * plain stores (the core thread encodes every batch it queues). */
+static size_t str_size(const char *s)
 {
-    unsigned char b[4];
-    for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i));
-    cw_buf_put(o, b, sizeof b);
+    return 4 + (s ? strlen(s) : 0);
 }
 
-static void put_u64(cw_buf_t *o, uint64_t v)
+static size_t encoded_size(const cw_batch_t *b)
 {
-    unsigned char b[8];
-    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
-    cw_buf_put(o, b, sizeof b);
+    size_t n = 5 * 8 + 8 * 4;
+    n += (size_t)b->commits.n * 32 + (size_t)b->releases.n * 40 + (size_t)b->activity.n * 36;
+    for (uint32_t i = 0; i < b->procs.n; i++)
+        n += 28 + str_size(b->procs.v[i].name) + str_size(b->procs.v[i].cmdline);
+    for (uint32_t i = 0; i < b->frames.n; i++) n += 4 + str_size(b->frames.v[i].text);
+    for (uint32_t i = 0; i < b->stacks.n; i++)
+        n += 8 + (size_t)b->stacks.v[i].nframes * 4 + str_size(b->stacks.v[i].tag);
+    n += (size_t)b->folded.n * 32;
+    for (uint32_t i = 0; i < b->maps.n; i++) n += 28 + b->maps.v[i].len;
+    return n;
 }
 
-static void put_i64(cw_buf_t *o, int64_t v)
+static unsigned char *put_u32(unsigned char *p, uint32_t v)
 {
-    put_u64(o, (uint64_t)v);
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+    return p + 4;
 }
 
-static void put_str(cw_buf_t *o, const char *s)
+static unsigned char *put_u64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+    return p + 8;
+}
+
+static unsigned char *put_i64(unsigned char *p, int64_t v)
+{
+    return put_u64(p, (uint64_t)v);
+}
+
+static unsigned char *put_str(unsigned char *p, const char *s)
 {
     size_t n = s ? strlen(s) : 0;
-    if (s && n >= NO_STR) { /* cannot be written: fail the whole encoding */
-        o->failed = true;
-        return;
-    }
-    put_u32(o, s ? (uint32_t)n : NO_STR);
-    if (n) cw_buf_put(o, s, n);
+    p = put_u32(p, s ? (uint32_t)n : NO_STR);
+    if (n) memcpy(p, s, n);
+    return p + n;
 }
 
 int cw_batch_encode(const cw_batch_t *b, cw_buf_t *o)
 {
-    put_i64(o, b->bucket_ns);
-    put_i64(o, b->width_ns);
-    put_u64(o, b->events_total);
-    put_u64(o, b->events_lost);
-    put_i64(o, b->drift_bytes);
-    put_u32(o, b->commits.n);
-    put_u32(o, b->releases.n);
-    put_u32(o, b->activity.n);
-    put_u32(o, b->procs.n);
-    put_u32(o, b->frames.n);
-    put_u32(o, b->stacks.n);
-    put_u32(o, b->folded.n);
-    put_u32(o, b->maps.n);
+    /* A string or map of 4 GiB or more cannot be written (its length is a
+     * u32, and NO_STR is taken). */
+    for (uint32_t i = 0; i < b->maps.n; i++)
+        if (b->maps.v[i].len >= NO_STR) return CW_ENOMEM;
+    size_t need = encoded_size(b);
+    if (o->failed || need > SIZE_MAX - o->n - 1 || CW_RESERVE(o->p, o->cap, o->n + need + 1)) {
+        o->failed = true;
+        return CW_ENOMEM;
+    }
+    unsigned char *p = (unsigned char *)o->p + o->n, *start = p;
+    p = put_i64(p, b->bucket_ns);
+    p = put_i64(p, b->width_ns);
+    p = put_u64(p, b->events_total);
+    p = put_u64(p, b->events_lost);
+    p = put_i64(p, b->drift_bytes);
+    p = put_u32(p, b->commits.n);
+    p = put_u32(p, b->releases.n);
+    p = put_u32(p, b->activity.n);
+    p = put_u32(p, b->procs.n);
+    p = put_u32(p, b->frames.n);
+    p = put_u32(p, b->stacks.n);
+    p = put_u32(p, b->folded.n);
+    p = put_u32(p, b->maps.n);
     for (uint32_t i = 0; i < b->commits.n; i++) {
         const cw_row_commit_t *r = &b->commits.v[i];
-        put_u32(o, r->proc);
-        put_u32(o, r->stack);
-        put_i64(o, r->a);
-        put_u64(o, r->bytes);
-        put_u64(o, r->events);
+        p = put_u32(p, r->proc);
+        p = put_u32(p, r->stack);
+        p = put_i64(p, r->a);
+        p = put_u64(p, r->bytes);
+        p = put_u64(p, r->events);
     }
     for (uint32_t i = 0; i < b->releases.n; i++) {
         const cw_row_release_t *r = &b->releases.v[i];
-        put_u32(o, r->proc);
-        put_u32(o, r->stack);
-        put_i64(o, r->a);
-        put_u64(o, r->bytes);
-        put_u64(o, r->pieces);
-        put_u64(o, r->closed);
+        p = put_u32(p, r->proc);
+        p = put_u32(p, r->stack);
+        p = put_i64(p, r->a);
+        p = put_u64(p, r->bytes);
+        p = put_u64(p, r->pieces);
+        p = put_u64(p, r->closed);
     }
     for (uint32_t i = 0; i < b->activity.n; i++) {
         const cw_row_activity_t *r = &b->activity.v[i];
-        put_u32(o, r->proc);
-        put_u64(o, r->events);
-        put_i64(o, r->delta);
-        put_i64(o, r->relpeak);
-        put_i64(o, r->relpeak_ns);
+        p = put_u32(p, r->proc);
+        p = put_u64(p, r->events);
+        p = put_i64(p, r->delta);
+        p = put_i64(p, r->relpeak);
+        p = put_i64(p, r->relpeak_ns);
     }
     for (uint32_t i = 0; i < b->procs.n; i++) {
         const cw_row_proc_t *r = &b->procs.v[i];
-        put_u32(o, r->id);
-        put_u32(o, r->pid);
-        put_i64(o, r->start_ns);
-        put_i64(o, r->exit_ns);
-        put_u32(o, r->tracking_ended ? 1 : 0);
-        put_str(o, r->name);
-        put_str(o, r->cmdline);
+        p = put_u32(p, r->id);
+        p = put_u32(p, r->pid);
+        p = put_i64(p, r->start_ns);
+        p = put_i64(p, r->exit_ns);
+        p = put_u32(p, r->tracking_ended ? 1 : 0);
+        p = put_str(p, r->name);
+        p = put_str(p, r->cmdline);
     }
     for (uint32_t i = 0; i < b->frames.n; i++) {
-        put_u32(o, b->frames.v[i].id);
-        put_str(o, b->frames.v[i].text);
+        p = put_u32(p, b->frames.v[i].id);
+        p = put_str(p, b->frames.v[i].text);
     }
     for (uint32_t i = 0; i < b->stacks.n; i++) {
         const cw_row_stack_t *r = &b->stacks.v[i];
-        put_u32(o, r->id);
-        put_u32(o, r->nframes);
-        for (uint32_t k = 0; k < r->nframes; k++) put_u32(o, r->frames[k]);
-        put_str(o, r->tag);
+        p = put_u32(p, r->id);
+        p = put_u32(p, r->nframes);
+        for (uint32_t k = 0; k < r->nframes; k++) p = put_u32(p, r->frames[k]);
+        p = put_str(p, r->tag);
     }
     for (uint32_t i = 0; i < b->folded.n; i++) {
         const cw_row_folded_t *r = &b->folded.v[i];
-        put_u32(o, r->group);
-        put_u32(o, r->pid);
-        put_i64(o, r->start_ns);
-        put_i64(o, r->exit_ns);
-        put_u64(o, r->bytes);
+        p = put_u32(p, r->group);
+        p = put_u32(p, r->pid);
+        p = put_i64(p, r->start_ns);
+        p = put_i64(p, r->exit_ns);
+        p = put_u64(p, r->bytes);
     }
     for (uint32_t i = 0; i < b->maps.n; i++) {
         const cw_row_map_t *r = &b->maps.v[i];
-        if (r->len >= NO_STR) o->failed = true;
-        put_u32(o, r->proc);
-        put_u32(o, r->nranges);
-        put_i64(o, r->ts_ns);
-        put_u64(o, r->bytes);
-        put_u32(o, (uint32_t)r->len);
-        if (r->len) cw_buf_put(o, r->blob, r->len);
+        p = put_u32(p, r->proc);
+        p = put_u32(p, r->nranges);
+        p = put_i64(p, r->ts_ns);
+        p = put_u64(p, r->bytes);
+        p = put_u32(p, (uint32_t)r->len);
+        if (r->len) memcpy(p, r->blob, r->len);
+        p += r->len;
     }
-    return o->failed ? CW_ENOMEM : 0;
+    o->n += (size_t)(p - start);
+    o->p[o->n] = '\0';
+    return 0;
 }
 
 /* A cursor over the bytes; any read past the end sets bad (and gives 0). */

@@ -525,8 +525,12 @@ class Campaign:
                 base = end if end is not None and end > start else start - start % SEC
                 lost = max(0.0, (reached - base) / SEC)
                 buckets = -(-(reached - base) // SEC) if reached > base else 0
-                self.stats["lost_s"].append(lost)
-                self.stats["lost_buckets"].append(buckets)
+                # Faster than real time, a stall fills the writer's queue
+                # and the replay waits for it: the pace no longer says
+                # where it got, so such kills are not in the figures.
+                if not (lock and self.speed > 1):
+                    self.stats["lost_s"].append(lost)
+                    self.stats["lost_buckets"].append(buckets)
                 # An upper bound (the replay may lag its pace on a loaded
                 # machine, then it had reached less). What a kill may lose
                 # by design is the open bucket and the closed ones not yet
@@ -569,8 +573,7 @@ class Campaign:
                      f"), stored to {(end_db - T0) / SEC if end_db else None} s"
                      + (f", journal to {(end - T0) / SEC} s" if end != end_db else "")
                      + f", {len(kept)} events kept"
-                     + (f", lost {self.stats['lost_s'][-1]:.3f} s "
-                        f"({self.stats['lost_buckets'][-1]} buckets)" if ingest_at else ""))
+                     + (f", lost {lost:.3f} s ({buckets} buckets)" if ingest_at else ""))
         if self.pending:
             end = self.settle()
         # The whole database against the model of everything kept.

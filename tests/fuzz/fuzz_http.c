@@ -189,7 +189,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    CHECK(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect to port %d", port);
+    CHECK(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect to port %d: %s", port,
+          strerror(errno));
     /* The server may answer (and close) before it read the whole request
      * (a refused body): a failed send is then no error. */
     for (size_t sent = 0; sent < n;) {
