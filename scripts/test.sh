@@ -47,7 +47,7 @@ if [[ -n $found ]]; then
 fi
 ((rc == 0)) || exit "$rc"
 # The libFuzzer targets for a bounded time each (clang): 40 s each for the
-# nine targets of tests/fuzz/targets.sh, after their committed seeds.
+# ten targets of tests/fuzz/targets.sh, after their committed seeds.
 tests/fuzz/run_fuzz.sh 40
 cmake -S . -B build -DCW_WERROR=ON -DCW_VALGRIND=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$JOBS"

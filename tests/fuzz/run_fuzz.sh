@@ -4,8 +4,8 @@
 # reader (whole files), the ETW payload decoders with XPRESS, the PE
 # export-table reader (--images DIR), the alert rules file, the leak
 # score, the JSONL trace (replay source, tracker, exact analyzer, writer
-# round trip), the configuration file and HTTP requests through the real
-# server and its handlers. Each starts by running its committed seeds
+# round trip), the configuration file, HTTP requests through the real
+# server and its handlers, and the journal's batch bytes. Each starts by running its committed seeds
 # (regression inputs included). CI calls this; a crash, leak or invariant
 # failure exits nonzero and leaves the input in $BUILD/fuzz-artifacts/.
 #
