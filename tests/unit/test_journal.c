@@ -175,6 +175,15 @@ static cw_batch_t *batch_at(int64_t sec)
     return b;
 }
 
+/* Stores second sec's batch directly (cw_store_write borrows it). */
+static void store_at(cw_store_t *s, int64_t sec)
+{
+    cw_batch_t *b = batch_at(sec);
+    cw_diag_t d;
+    ASSERT_OK(cw_store_write(s, b, &d));
+    cw_batch_free(b);
+}
+
 /* dir/name, in one of 4 buffers used in turn: for a call's arguments. */
 static char *path_in(const char *name)
 {
@@ -310,7 +319,7 @@ static void test_kill_stalled(void)
     snprintf(cut, sizeof cut, "%s", path_in("k-cut.db"));
     cw_store_t *s = open_at(db);
     cw_diag_t d;
-    ASSERT_OK(cw_store_write(s, batch_at(0), &d)); /* stored before the stall */
+    store_at(s, 0); /* stored before the stall */
     cw_store_close(s);
     killed_while_stalled(db, cut, 1, 20);
 
@@ -369,7 +378,7 @@ static void test_damage(void)
     remove(cut);
     remove(wal);
     c = open_at(cut);
-    for (int64_t i = 0; i < 4; i++) ASSERT_OK(cw_store_write(c, batch_at(i), &d));
+    for (int64_t i = 0; i < 4; i++) store_at(c, i);
     spit(j0, v, n);
     ASSERT_OK(cw_journal_recover(c, &r, &d));
     ASSERT_EQ(r.stored_before, 4);
@@ -485,7 +494,7 @@ static void test_full_kept(void)
     cw_diag_t d;
     char sql[64];
     int64_t pages, i = 0;
-    ASSERT_OK(cw_store_write(s, batch_at(i++), &d));
+    store_at(s, i++);
     ASSERT_OK(cw__store_query_int(s, "PRAGMA page_count", &pages, &d));
     snprintf(sql, sizeof sql, "PRAGMA max_page_count = %lld", (long long)pages);
     ASSERT_EQ(sqlite3_exec(s->db, sql, NULL, NULL, NULL), SQLITE_OK);
