@@ -170,9 +170,12 @@ void cw_plat_heap_arenas(unsigned n);
  * checks that handle is still the socket peer_addr:peer_port ->
  * local_port, sends it msg (len bytes; best effort, never blocks) and
  * shuts it down both ways, so its owner's next read sees the end of the
- * stream (the owner still closes it). Linux: /proc/self/fd. 0, CW_ENOENT
- * (refuse: no longer that socket), or CW_ENOSYS (Windows: a SOCKET handle
- * cannot be listed that way; the cap is then not enforced). */
+ * stream (the owner still closes it). Linux: /proc/self/fd; Windows: the
+ * process's handles of a socket's object type, asked on a helper thread
+ * that the listing waits for at most 250 ms (platform/win/net.c). 0,
+ * CW_ENOENT (refuse: no longer that socket), CW_EIO (list, Windows: a
+ * handle held the questions past that wait; it is skipped from then on),
+ * or CW_ENOSYS (the cap is then not enforced). */
 int cw_plat_tcp_list(int local_port,
                      void (*cb)(void *ctx, const char *peer_addr, int peer_port, intptr_t handle),
                      void *ctx);

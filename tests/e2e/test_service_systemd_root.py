@@ -18,14 +18,26 @@ CapabilityBoundingSet= is what limits the service) and allows
 perf_event_open through nspawn's own seccomp filter, which leaves it out
 by default (the service then says that a filter refused the call).
 
+The service runs the build as installed: `cmake --install BUILD --prefix
+/opt/commitwatch` (the binary and its data, the dashboard and the default
+stack tags, which it finds beside itself in ../share/commitwatch) into a
+staging folder (DESTDIR) bound at /opt/commitwatch in the container. Not
+the checkout: the container sees none of the machine but /usr, and the
+unit's PrivateTmp= would hide a checkout under /tmp (CI's clone) anyway,
+so the source tree's stack tags compiled into the binary are never found
+there, wherever the checkout is. The checkout (test_service.py and the unit
+template it compares with) is bound at /opt/cw-test-src for the test alone.
+
 Needs root, systemd-nspawn (package systemd-container), nsenter
-(util-linux) and a merged /usr; fails (never skips) in CI without them.
+(util-linux), cmake and a merged /usr; fails (never skips) in CI without
+them.
 """
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -33,6 +45,27 @@ from cwtest import require  # noqa: E402
 
 BIN = os.path.realpath(os.environ.get("CW_BIN", "build/commitwatch"))
 SOURCE = os.path.realpath(os.environ.get("CW_SOURCE", "."))
+BUILD = os.path.realpath(os.environ.get("CW_BUILD", os.path.dirname(BIN)))
+PREFIX = "/opt/commitwatch"  # where the container sees the installed build
+
+
+def stage_install(stage):
+    """The build installed for PREFIX into stage (DESTDIR): bin/commitwatch
+    and share/commitwatch/{web,stacktags}; the binary under test is the one
+    installed. Returns the installed binary's path on this machine."""
+    r = subprocess.run(["cmake", "--install", BUILD, "--prefix", PREFIX, "--component", "Unspecified"],
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "DESTDIR": stage})
+    if r.returncode != 0:
+        raise SystemExit(f"FAIL: cmake --install {BUILD}: {r.stdout[-1500:]}{r.stderr[-1500:]}")
+    root = stage + PREFIX
+    installed = os.path.join(root, "bin", "commitwatch")
+    if os.path.realpath(BIN) != os.path.join(BUILD, "commitwatch"):
+        shutil.copy2(BIN, installed)  # CW_BIN from elsewhere: that binary, the build's data
+    for need in ("bin/commitwatch", "share/commitwatch/stacktags/linux.stacktags",
+                 "share/commitwatch/web/index.html"):
+        if not os.path.isfile(os.path.join(root, need)):
+            raise SystemExit(f"FAIL: cmake --install did not install {PREFIX}/{need}")
+    return root
 
 
 def container_init(nspawn, timeout=60):
@@ -69,16 +102,24 @@ def main():
     require(os.path.isfile("/lib/systemd/systemd"), "systemd installed")
     # The container has /usr only: the test runs on the system's Python.
     require(os.path.isfile("/usr/bin/python3"), "/usr/bin/python3 (python3)")
+    require(shutil.which("cmake"), "cmake (to install the build)")
+    require(os.path.isfile(os.path.join(BUILD, "cmake_install.cmake")),
+            f"the build folder {BUILD} (CW_BUILD), to install it")
     name = f"cw-svc-{os.getpid()}"
-    # Mounted under /opt in the container: the unit's PrivateTmp= would
-    # hide a checkout under /tmp from the service.
+    stage = tempfile.mkdtemp(prefix="cw-sysd-install-")
+    try:
+        root = stage_install(stage)
+        return boot(name, root)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def boot(name, root):
+    # Under /opt in the container (the unit's PrivateTmp= would hide /tmp
+    # from the service): the installed build, and the checkout for the test.
     src_in = "/opt/cw-test-src"
-    binds = [f"--bind-ro={SOURCE}:{src_in}"]
-    if BIN.startswith(SOURCE + "/"):
-        bin_in = os.path.join(src_in, os.path.relpath(BIN, SOURCE))
-    else:
-        binds.append(f"--bind-ro={os.path.dirname(BIN)}:/opt/cw-test-bin")
-        bin_in = os.path.join("/opt/cw-test-bin", os.path.basename(BIN))
+    binds = [f"--bind-ro={root}:{PREFIX}", f"--bind-ro={SOURCE}:{src_in}"]
+    bin_in = PREFIX + "/bin/commitwatch"
     nspawn = subprocess.Popen(
         ["systemd-nspawn", "--quiet", "--register=no", "--keep-unit", "--directory=/",
          "--volatile=yes", "--capability=all", "--system-call-filter=perf_event_open",

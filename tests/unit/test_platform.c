@@ -11,15 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include "commitwatch/log.h"
 #include "commitwatch/platform.h"
 #include "test.h"
 #include "test_port.h"
+#include "test_tcp_list.h"
 
 #define MS 1000000LL
 
@@ -203,59 +199,10 @@ static void test_log_sinks(void)
     cw_plat_log_close();
 }
 
-/* cw_plat_tcp_list and cw_plat_tcp_refuse on a loopback connection. */
-static int listed_port, listed_n;
-static char listed_addr[64];
-static intptr_t listed_handle;
-
-static void on_listed(void *ctx, const char *addr, int port, intptr_t handle)
-{
-    (void)ctx;
-    listed_n++;
-    snprintf(listed_addr, sizeof listed_addr, "%s", addr);
-    listed_port = port;
-    listed_handle = handle;
-}
-
+/* cw_plat_tcp_list and cw_plat_tcp_refuse: test_tcp_list.h. */
 static void test_tcp(void)
 {
-    int lsn = socket(AF_INET, SOCK_STREAM, 0), cli = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    socklen_t al = sizeof a;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_TRUE(lsn >= 0 && cli >= 0);
-    ASSERT_EQ(bind(lsn, (struct sockaddr *)&a, sizeof a), 0);
-    ASSERT_EQ(listen(lsn, 4), 0);
-    ASSERT_EQ(getsockname(lsn, (struct sockaddr *)&a, &al), 0);
-    int port = ntohs(a.sin_port);
-    /* The listener itself has no peer: not listed. */
-    ASSERT_OK(cw_plat_tcp_list(port, on_listed, NULL));
-    ASSERT_EQ(listed_n, 0);
-    ASSERT_EQ(connect(cli, (struct sockaddr *)&a, sizeof a), 0);
-    int srv = accept(lsn, NULL, NULL);
-    ASSERT_TRUE(srv >= 0);
-    struct sockaddr_in c;
-    al = sizeof c;
-    ASSERT_EQ(getsockname(cli, (struct sockaddr *)&c, &al), 0);
-    /* Listed once: the client's own socket is on another local port. */
-    ASSERT_OK(cw_plat_tcp_list(port, on_listed, NULL));
-    ASSERT_EQ(listed_n, 1);
-    ASSERT_STR_EQ(listed_addr, "127.0.0.1");
-    ASSERT_EQ(listed_port, ntohs(c.sin_port));
-    ASSERT_EQ((int)listed_handle, srv);
-    /* The wrong endpoints: nothing done. */
-    ASSERT_EQ(cw_plat_tcp_refuse(listed_handle, "127.0.0.1", listed_port + 1, port, "x", 1),
-              CW_ENOENT);
-    ASSERT_EQ(cw_plat_tcp_refuse(listed_handle, "127.0.0.2", listed_port, port, "x", 1), CW_ENOENT);
-    ASSERT_OK(cw_plat_tcp_refuse(listed_handle, "127.0.0.1", listed_port, port, "bye", 3));
-    char buf[16];
-    ASSERT_EQ(recv(cli, buf, sizeof buf, 0), 3);
-    ASSERT_TRUE(memcmp(buf, "bye", 3) == 0);
-    ASSERT_EQ(recv(cli, buf, sizeof buf, 0), 0); /* the end of the stream */
-    ASSERT_EQ(recv(srv, buf, sizeof buf, 0), 0); /* and the owner reads its end */
-    close(srv);
-    close(cli);
-    close(lsn);
+    check_tcp_list();
 }
 
 /* cw_plat_file_private on the file once chmod'ed to mode; d gets the

@@ -23,7 +23,15 @@
  * write (Users read), and a file then created in it is accepted by
  * cw_plat_file_private. Wine keeps a DACL set with SetSecurityInfo (in an
  * extended attribute of the Unix file) and returns it from
- * GetSecurityInfo; it does not enforce it. */
+ * GetSecurityInfo; it does not enforce it.
+ *
+ * cw_plat_tcp_list and cw_plat_tcp_refuse (the HTTP server's per-client
+ * cap), as test_platform.c checks them on Linux, while another thread has
+ * a read pending on a synchronous pipe (a handle that asking may wait on:
+ * the listing must end all the same); and what one listing costs with 64
+ * connections open. */
+#include <winsock2.h>
+
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +46,7 @@
 #include <winioctl.h>
 #include "test.h"
 #include "test_port.h"
+#include "test_tcp_list.h"
 
 #define MS 1000000LL
 
@@ -569,9 +578,37 @@ static void test_secure_dir(void)
     free(w);
 }
 
+static DWORD WINAPI pipe_reader(LPVOID h)
+{
+    char c;
+    DWORD n;
+    (void)ReadFile((HANDLE)h, &c, 1, &n, NULL);
+    return 0;
+}
+
+/* test_tcp_list.h's checks while another thread reads a synchronous pipe. */
+static void test_tcp(void)
+{
+    WSADATA w;
+    ASSERT_EQ(WSAStartup(MAKEWORD(2, 2), &w), 0);
+    HANDLE rd, wr;
+    ASSERT_TRUE(CreatePipe(&rd, &wr, NULL, 0));
+    HANDLE reader = CreateThread(NULL, 0, pipe_reader, rd, 0, NULL);
+    ASSERT_TRUE(reader != NULL);
+    Sleep(100);
+    check_tcp_list();
+    DWORD n;
+    ASSERT_TRUE(WriteFile(wr, "x", 1, &n, NULL));
+    ASSERT_EQ(WaitForSingleObject(reader, 10000), WAIT_OBJECT_0);
+    CloseHandle(reader);
+    CloseHandle(rd);
+    CloseHandle(wr);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 2 && strcmp(argv[1], "ctrl-child") == 0) return ctrl_child(argv[2]);
+    test_tcp();
     test_clocks();
     test_threads();
     test_utf16();
