@@ -20,7 +20,7 @@
  * between threads as long as one thread uses it at a time; the pool's
  * mutex orders the hand-over.
  *
- * A handle idle for CW_STORE_POOL_IDLE_NS gives its room back (tidy, run
+ * A handle idle for CW_STORE_POOL_IDLE_NS (30 s) gives its room back (tidy, run
  * by every put): the top of the stack, the one a returning client gets,
  * keeps its connection but drops its read caches; the ones under it are
  * closed. After a burst of reads (the soak's checks of many processes:
