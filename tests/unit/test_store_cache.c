@@ -440,6 +440,8 @@ static void pooled(void)
     ASSERT_TRUE(cw__store_series_cache_rows(s1) > 0);
     cw_store_pool_put(pool, s1);
     ASSERT_EQ(checks, 14 * NREADER * 3 * NPQ);
+    printf("pool: %u answers from %u shared handles, %d threads\n", checks,
+           cw_store_pool_open_count(pool), NREADER);
     /* Idle handles give their room back (tidy): nothing before they have
      * been idle long enough; then the top one drops its caches and the
      * others are closed; the answers stay those of the rows. */
@@ -461,8 +463,6 @@ static void pooled(void)
     for (int i = 0; i < NPQ; i++)
         if (!pq[i].series) report_eq(s1, n, pq[i].from, pq[i].to);
     cw_store_pool_put(pool, s1);
-    printf("pool: %u answers from %u shared handles, %d threads\n", checks,
-           cw_store_pool_open_count(pool), NREADER);
     cw_store_pool_destroy(pool);
     cw_store_close(n);
     cw_store_close(w);
