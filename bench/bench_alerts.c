@@ -68,7 +68,7 @@ static void fill_set(cw__aset_t *a, int procs, int tags, int64_t head)
         CW_RESERVE(a->procs, a->proccap, a->nprocs + 1);
         a->procs[a->nprocs++] = (cw__aproc_t){(uint32_t)p + 1, (uint32_t)(1000 + p), 0,
                                               CW_TS_NEVER, CW_TS_NEVER,
-                                              cw__strtab_get(&a->names, name)};
+                                              cw__strtab_get(&a->names, name), false};
         bool leak = p % 100 == 7;
         for (int k = 0; k < tags; k++) {
             snprintf(name, sizeof name, "Tag %d", k);

@@ -157,6 +157,13 @@ int cw_plat_self_memory(cw_plat_self_mem_t *out);
  * a large response). Call before starting the threads it is meant for.
  * Elsewhere a no-op. */
 void cw_plat_heap_arenas(unsigned n);
+/* Blocks of at least `bytes` get pages of their own, given back when
+ * freed (glibc: mallopt M_MMAP_THRESHOLD, which also stops glibc from
+ * raising the threshold to the size of every mmapped block freed: by
+ * default a freed 4 MiB block sends the next ones of that size into the
+ * heap, where their room stays resident once freed, behind smaller live
+ * blocks, until a malloc_trim). Elsewhere a no-op. */
+void cw_plat_heap_mmap_threshold(size_t bytes);
 
 /* ---- network --------------------------------------------------------------- */
 

@@ -60,6 +60,10 @@ int cw_store_open_readonly(const char *path, cw_store_t **out, cw_diag_t *d);
  * exist yet, CW_EDB for an older schema. */
 int cw_store_open_side(const char *path, cw_store_t **out, cw_diag_t *d);
 void cw_store_close(cw_store_t *s); /* accepts NULL */
+/* Frees the handle's read caches (report sums, raw tail, series,
+ * /metrics: filled again from SQL on the next read) and takes back their
+ * share of the store_caches component. The handle's thread. */
+void cw_store_drop_read_caches(cw_store_t *s);
 /* For a handle that serves many reads (an HTTP worker's): maps the file
  * A 2 MiB page cache and no file mapping (store.c says why). Failures
  * only cost speed. */
@@ -85,11 +89,20 @@ void cw_store_set_share(cw_store_t *s, cw_store_share_t *sh);
  * CW_ENOMEM; get: 0 or cw_store_open_readonly's error (d filled).
  * destroy closes the idle handles: every handle must have been put back.
  * Any thread. */
+/* tidy: idle handles not used for idle_ns or more (as of now_mono,
+ * cw_plat_mono_ns()) give their room back: the most recently returned
+ * one drops its read caches (cw_store_drop_read_caches), the others are
+ * closed (their page cache and statements too); put runs it with
+ * CW_STORE_POOL_IDLE_NS, and so does put(p, NULL) (a request that read
+ * no database), so the caches a burst of reads filled do not stay at
+ * their peak once the reads stop. Returns the handles closed. */
+#define CW_STORE_POOL_IDLE_NS (30 * INT64_C(1000000000))
 typedef struct cw_store_pool cw_store_pool_t;
 int cw_store_pool_create(const char *path, uint32_t max, cw_store_pool_t **out, cw_diag_t *d);
 int cw_store_pool_get(cw_store_pool_t *p, cw_store_t **out, cw_diag_t *d);
 void cw_store_pool_put(cw_store_pool_t *p, cw_store_t *s); /* accepts NULL s */
 uint32_t cw_store_pool_open_count(cw_store_pool_t *p);     /* handles that exist */
+uint32_t cw_store_pool_tidy(cw_store_pool_t *p, int64_t now_mono, int64_t idle_ns);
 void cw_store_pool_destroy(cw_store_pool_t *p);             /* accepts NULL */
 
 /* Bytes the database at path takes on disk: the file and its WAL (0 when

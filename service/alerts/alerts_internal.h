@@ -36,6 +36,11 @@ typedef struct cw__aproc {
     uint32_t id, pid;
     int64_t start, exit, ended; /* CW_TS_NEVER when not */
     uint32_t name;              /* index in the names */
+    /* An aggregate (series.c, "Compaction"): the sum of ended instances of
+     * one name, tag, birth step and kind of end (exit or tracking ended);
+     * id is its serial, pid 0, start the earliest member's, exit and ended
+     * the last-ending member's. Never alive, never in an instance group. */
+    bool agg;
 } cw__aproc_t;
 
 /* One (instance, tag): its exact outstanding now and its ring of steps. */
@@ -76,6 +81,13 @@ typedef struct cw__aset {
     cw_keymap_t basemap; /* (proc id, tag) -> bases index */
     uint64_t rows_read;  /* feed rows applied, for the figures */
     int64_t pruned_at;   /* the step the series were last pruned at */
+    /* The last instant evaluated (eval.c sets it; INT64_MIN: none since
+     * the set was built): instances ended before it had their instance
+     * states resolved, so they may be compacted. */
+    int64_t evaluated_to;
+    uint32_t agg_serial;  /* the last aggregate's id */
+    uint64_t compacted;   /* instances compacted into aggregates, for the figures */
+    bool no_compact;      /* tests: keep every ended instance on its own */
 } cw__aset_t;
 
 int cw__aset_init(cw__aset_t *a, int64_t step_ns, uint32_t len);

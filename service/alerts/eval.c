@@ -605,6 +605,7 @@ int cw__aeval_run(cw__aeval_t *e, int64_t T)
         e->wsum[i].valid = false;
     for (uint32_t ri = 0; ri < e->rules.n && !err; ri++)
         err = eval_rule(e, ri, T);
+    if (!err) e->set.evaluated_to = T; /* instances ended before T: resolved */
     return err;
 }
 

@@ -41,6 +41,12 @@
  * set another (-DWRITER_QUEUE=N) to measure the trade. */
 #ifndef WRITER_QUEUE
 #define WRITER_QUEUE 64
+/* Heap blocks from this size on get pages of their own, given back at
+ * free (cw_plat_heap_mmap_threshold): a report's sums, the read caches,
+ * a burst's rollup vectors. glibc's default threshold rises to the size
+ * of each such block freed, after which they came from the heap and their
+ * room stayed resident once the load stopped (docs/RELIABILITY.md, "Soak"). */
+#define HEAP_MMAP_THRESHOLD (256u << 10)
 #endif
 
 /* When a live instance's memory map is stored (schema/008_map; DESIGN.md,
@@ -616,6 +622,7 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
     s->advance_to = INT64_MIN;
     atomic_store(&stop_flag, false);
     atomic_store(&reload_flag, false);
+    cw_plat_heap_mmap_threshold(HEAP_MMAP_THRESHOLD);
     if ((rc = load_config(a, &cfg, d)) != 0) goto out;
     if ((rc = rules_from(a, &cfg, &files, &nfiles)) != 0) goto out;
     apply_log_level(&cfg);

@@ -569,14 +569,23 @@ void cw_store_close(cw_store_t *s)
         sqlite3_finalize(s->stmts[i]);
     cw__store_roll_reset(s, true);
     if (!s->readonly) cw_mem_set(CW_MEM_STORE_ROLLUPS, 0); /* the writer's */
-    cw__store_caches_publish(s, true);
+    cw_store_drop_read_caches(s);
     sqlite3_close(s->db);
+    free(s->path);
+    free(s);
+}
+
+void cw_store_drop_read_caches(cw_store_t *s)
+{
     cw__store_report_cache_free(s->report_cache);
     cw__store_raw_tail_free(s->raw_tail);
     cw__store_series_cache_free(s->series_cache);
     cw__store_metrics_cache_free(s->metrics_cache);
-    free(s->path);
-    free(s);
+    s->report_cache = NULL;
+    s->raw_tail = NULL;
+    s->series_cache = NULL;
+    s->metrics_cache = NULL;
+    cw__store_caches_publish(s, true);
 }
 
 /* ---- metadata and continuing a database ----------------------------------- */

@@ -20,6 +20,14 @@
  * between threads as long as one thread uses it at a time; the pool's
  * mutex orders the hand-over.
  *
+ * A handle idle for CW_STORE_POOL_IDLE_NS (30 s) gives its room back (tidy, run
+ * by every put): the top of the stack, the one a returning client gets,
+ * keeps its connection but drops its read caches; the ones under it are
+ * closed. After a burst of reads (the soak's checks of many processes:
+ * 4 handles' report caches and raw tails, 15 MiB after 30 minutes, and
+ * their page caches) nothing stays at its peak once the reads stop; a
+ * dashboard that polls keeps one handle warm.
+ *
  * Thread: every function may be called from any thread; a handle got
  * from the pool is used by the getter alone until it puts it back. */
 #include <stdlib.h>
@@ -33,6 +41,7 @@ struct cw_store_pool {
     uint32_t open;  /* connections that exist (idle or in use) */
     uint32_t nidle; /* idle[0..nidle): the last one returned on top */
     cw_store_t **idle;
+    int64_t *since; /* since[i]: when idle[i] was put back (monotonic ns) */
     cw_mutex_t *mu;
     cw_cond_t *freed;
 };
@@ -46,8 +55,9 @@ int cw_store_pool_create(const char *path, uint32_t max, cw_store_pool_t **out, 
         p->max = max;
         p->path = cw_strdup(path);
         p->idle = calloc(max, sizeof *p->idle);
+        p->since = calloc(max, sizeof *p->since);
     }
-    if (!p || !p->path || !p->idle || cw_mutex_create(&p->mu) || cw_cond_create(&p->freed)) {
+    if (!p || !p->path || !p->idle || !p->since || cw_mutex_create(&p->mu) || cw_cond_create(&p->freed)) {
         cw_store_pool_destroy(p);
         return cw_diag_set(d, CW_ENOMEM, "out of memory creating the read handle pool");
     }
@@ -84,11 +94,64 @@ int cw_store_pool_get(cw_store_pool_t *p, cw_store_t **out, cw_diag_t *d)
 
 void cw_store_pool_put(cw_store_pool_t *p, cw_store_t *s)
 {
-    if (!s) return;
+    int64_t now = cw_plat_mono_ns();
+    if (s) {
+        cw_mutex_lock(p->mu);
+        p->since[p->nidle] = now;
+        p->idle[p->nidle++] = s; /* nidle < max: s was counted in open */
+        cw_cond_signal(p->freed);
+        cw_mutex_unlock(p->mu);
+    }
+    cw_store_pool_tidy(p, now, CW_STORE_POOL_IDLE_NS);
+}
+
+uint32_t cw_store_pool_tidy(cw_store_pool_t *p, int64_t now_mono, int64_t idle_ns)
+{
+    cw_store_t *drop = NULL, **gone = NULL;
+    uint32_t ngone = 0, keep = 0;
     cw_mutex_lock(p->mu);
-    p->idle[p->nidle++] = s; /* nidle < max: s was counted in open */
-    cw_cond_signal(p->freed);
+    if (p->nidle && now_mono - p->since[p->nidle - 1] >= idle_ns) {
+        /* Taken out while its caches are freed, so no getter meets it
+         * half done (still counted in open: nidle never passes max). */
+        drop = p->idle[--p->nidle];
+    }
+    for (uint32_t i = 0; i < p->nidle; i++)
+        if (now_mono - p->since[i] >= idle_ns) ngone++;
+    if (ngone && (gone = malloc(ngone * sizeof *gone)) != NULL) {
+        ngone = 0;
+        for (uint32_t i = 0; i < p->nidle; i++) {
+            if (now_mono - p->since[i] >= idle_ns) {
+                gone[ngone++] = p->idle[i];
+                continue;
+            }
+            p->since[keep] = p->since[i];
+            p->idle[keep++] = p->idle[i];
+        }
+        p->nidle = keep;
+        p->open -= ngone;
+    } else {
+        ngone = 0; /* no memory for the list: closed at a later tidy */
+    }
     cw_mutex_unlock(p->mu);
+    for (uint32_t i = 0; i < ngone; i++)
+        cw_store_close(gone[i]);
+    free(gone);
+    if (drop) {
+        cw_store_drop_read_caches(drop);
+        cw_mutex_lock(p->mu);
+        /* Back under the ones returned meanwhile, still marked idle
+         * since its last use (no second drop: it holds nothing). */
+        for (uint32_t i = p->nidle; i > 0; i--) {
+            p->idle[i] = p->idle[i - 1];
+            p->since[i] = p->since[i - 1];
+        }
+        p->idle[0] = drop;
+        p->since[0] = now_mono;
+        p->nidle++;
+        cw_cond_signal(p->freed);
+        cw_mutex_unlock(p->mu);
+    }
+    return ngone;
 }
 
 uint32_t cw_store_pool_open_count(cw_store_pool_t *p)
@@ -107,6 +170,7 @@ void cw_store_pool_destroy(cw_store_pool_t *p)
     cw_cond_destroy(p->freed);
     cw_mutex_destroy(p->mu);
     free(p->idle);
+    free(p->since);
     free(p->path);
     free(p);
 }

@@ -323,10 +323,17 @@ static void merge_sums(sums_t *v, uint32_t *n)
  * sums (a fold would count the folded rows twice). Two entries (the
  * dashboard's windows: the last hour, the whole day), the least recently
  * used replaced; one needing more than REPORT_CACHE_MAX_GAP of rows is
- * computed afresh from the coarsest tiers. Each handle is used by one
- * thread at a time, so is its cache. */
+ * computed afresh from the coarsest tiers. An entry holds at most
+ * REPORT_CACHE_MAX_ROWS sums (1.25 MiB): past it the sums serve the
+ * report that computed them and are freed (the next window is computed
+ * afresh); an entry dropped (folded since) frees its room, and one
+ * recomputed smaller gives back what it no longer needs, so a burst of
+ * instances that retention has since pruned does not keep the entry at
+ * its peak. Each handle is used by one thread at a time, so is its
+ * cache. */
 #define REPORT_CACHE_ENTRIES 2
 #define REPORT_CACHE_MAX_GAP (2 * INT64_C(3600000000000))
+#define REPORT_CACHE_MAX_ROWS 32768u
 
 typedef struct before_sums {
     uint32_t proc, stack;
@@ -401,6 +408,22 @@ static bool delta_segments(const cw__tier_t *t, int64_t x, int64_t y, segment_t 
     return true;
 }
 
+/* Forgets entry e and frees its room. */
+static void entry_drop(rentry_t *e)
+{
+    free(e->v);
+    e->v = NULL;
+    e->n = 0;
+    e->cap = 0;
+    e->valid = false;
+}
+
+/* The rows an entry may keep after its report. */
+static uint32_t report_cache_max(const cw_store_t *s)
+{
+    return s->read_cache_rows ? s->read_cache_rows : REPORT_CACHE_MAX_ROWS;
+}
+
 /* The cache entry holding the sums before t0 (the backward segments
  * seg[0, nback), seg[0] from BEFORE, all before the tiers' ends), their
  * rows read in the caller's read transaction, into *out. 0, CW_ENOMEM or
@@ -418,7 +441,7 @@ static int cached_before(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t,
         rentry_t *x = &c->e[i];
         if (x->valid &&
             (x->tier != tier || x->start != t[tier].start || x->horizon != t[tier].horizon))
-            x->valid = false; /* folded since */
+            entry_drop(x); /* folded since */
         if (x->valid && x->x <= t0 && (!e || x->x > e->x)) e = x;
         if (!x->valid || x->used < lru->used) lru = x;
     }
@@ -459,6 +482,7 @@ static int cached_before(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t,
     }
     merge_sums(v, &n);
     e->valid = false;
+    if (e->cap > 2 * (size_t)n + 1024) entry_drop(e); /* far smaller now: give the room back */
     if (CW_RESERVE(e->v, e->cap, n)) {
         free(v);
         return CW_ENOMEM;
@@ -690,6 +714,7 @@ static int load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *seg, i
                           d);
         if (!err) err = cached_before(s, st, t, seg, nback, p->t0, &c, d);
         if (!err) err = push_before(c, &v, &n, &cap);
+        if (c && c->n > report_cache_max(s)) entry_drop(c); /* too big to keep */
         first = nback;
     }
     for (int i = first; i < nseg && !err; i++) {

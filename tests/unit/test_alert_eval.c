@@ -172,7 +172,7 @@ static uint32_t add_proc(cw__aset_t *a, uint32_t id, uint32_t pid, const char *n
     ASSERT_TRUE(added);
     ASSERT_OK(CW_RESERVE(a->procs, a->proccap, a->nprocs + 1));
     a->procs[a->nprocs++] =
-        (cw__aproc_t){id, pid, start, NEVER, NEVER, cw__strtab_get(&a->names, name)};
+        (cw__aproc_t){id, pid, start, NEVER, NEVER, cw__strtab_get(&a->names, name), false};
     if (id > a->max_proc_id) a->max_proc_id = id;
     return i;
 }

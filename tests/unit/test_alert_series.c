@@ -290,6 +290,139 @@ static void check(cw_store_t *s, const cw__aset_t *inc, int64_t T)
     cw__aset_free(&fresh);
 }
 
+/* ---- compaction changes no rule's result ---------------------------------- */
+
+static cw_alert_rule_t crule(const char *name, cw_alert_metric_t m, cw_alert_group_t g, bool summed,
+                             double warn, double crit)
+{
+    cw_alert_rule_t r = {0};
+    r.name = (char *)name;
+    r.file = "test";
+    r.text = "[rule]";
+    r.metric = m;
+    r.group_by = g;
+    r.tags_summed = summed;
+    r.window_ns = (WINDOW_STEPS - 1) * STEP;
+    r.has_warn = r.has_crit = true;
+    r.warn = warn;
+    r.crit = crit;
+    r.clear = 1;
+    r.limit_kind = CW_AL_SIZE;
+    r.limit_bytes = 64u << 20;
+    return r;
+}
+
+static bool same_double(double x, double y)
+{
+    return (x != x && y != y) || x == y;
+}
+
+static const cw__astate_t *state_by_key(const cw__arule_t *r, const char *key)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (strcmp(r->st[i].key, key) == 0) return &r->st[i];
+    return NULL;
+}
+
+/* Two evaluators over the store, one compacting ended instances and one
+ * not, fed and run every 10 s as the engine does: every state (by key:
+ * its state machine and figures) and every transition (as a set: their
+ * order at one instant may differ) are the same at every instant. */
+static void compaction_same(cw_store_t *s)
+{
+    cw_alert_rule_t rs[6];
+    /* Warnings at the least value, so every group is active and its
+     * value compared at every instant; criticals where values cross. */
+    rs[0] = crule("inst", CW_AM_OUTSTANDING, CW_AG_INSTANCE, false, 1, 64 << 10);
+    rs[1] = crule("name_impact", CW_AM_IMPACTING_RATE, CW_AG_NAME, true, 1e-9, 5e6);
+    rs[2] = crule("machine_transient", CW_AM_TRANSIENT_RATE, CW_AG_MACHINE, false, 1e-9, 1e7);
+    rs[3] = crule("name_leak", CW_AM_LEAK_SCORE, CW_AG_NAME, false, 1e-9, 0.5);
+    rs[4] = crule("name_out", CW_AM_OUTSTANDING, CW_AG_NAME, false, 1, 64 << 10);
+    rs[4].for_ns = 2 * MIN;
+    rs[4].keep_firing_for_ns = 3 * MIN;
+    rs[5] = crule("machine_ttl", CW_AM_TIME_TO_LIMIT, CW_AG_MACHINE, true, 1e12, 3600);
+    rs[5].below = true;
+    cw_alert_rules_t set = {rs, 6, {0}};
+    cw__aeval_t ec, en;
+    cw_diag_t d = {{0}};
+    ASSERT_OK(cw__aeval_init(&ec, &set, STEP));
+    ASSERT_OK(cw__aeval_init(&en, &set, STEP));
+    en.set.no_compact = true;
+    size_t ntr = 0, nstates = 0, peak_c = 0, peak_n = 0, end_c = 0, end_n = 0;
+    for (int64_t T = cw_floor_to(t0, 10 * S) + 10 * S; T <= t0 + 120 * MIN; T += 10 * S) {
+        ASSERT_OK(cw__aset_feed(&ec.set, s, T, &d));
+        ASSERT_OK(cw__aset_feed(&en.set, s, T, &d));
+        ASSERT_OK(cw__aeval_run(&ec, T));
+        ASSERT_OK(cw__aeval_run(&en, T));
+        ASSERT_EQ(ec.ntr, en.ntr);
+        bool used[256] = {false};
+        ASSERT_TRUE(ec.ntr <= 256);
+        for (size_t i = 0; i < ec.ntr; i++) {
+            const cw__atr_t *x = &ec.tr[i];
+            const char *kx = ec.r[x->rule].st[x->state].key;
+            bool found = false;
+            for (size_t j = 0; j < en.ntr && !found; j++) {
+                const cw__atr_t *y = &en.tr[j];
+                if (used[j] || y->rule != x->rule ||
+                    strcmp(en.r[y->rule].st[y->state].key, kx) != 0)
+                    continue;
+                ASSERT_EQ(x->tr.ts_ns, y->tr.ts_ns);
+                ASSERT_EQ(x->tr.from, y->tr.from);
+                ASSERT_EQ(x->tr.to, y->tr.to);
+                ASSERT_EQ(x->tr.severity, y->tr.severity);
+                ASSERT_STR_EQ(x->tr.reason ? x->tr.reason : "", y->tr.reason ? y->tr.reason : "");
+                ASSERT_TRUE(same_double(x->tr.value, y->tr.value));
+                ASSERT_TRUE(same_double(x->tr.threshold, y->tr.threshold));
+                ASSERT_TRUE(same_double(x->tr.leak_score, y->tr.leak_score));
+                used[j] = found = true;
+            }
+            if (!found) CW_FAIL("T=+%llds: transition of %s only with compaction",
+                                (long long)((T - t0) / S), kx);
+            ntr++;
+        }
+        for (size_t ri = 0; ri < set.n; ri++) {
+            ASSERT_EQ(ec.r[ri].n, en.r[ri].n);
+            for (size_t i = 0; i < ec.r[ri].n; i++) {
+                const cw__astate_t *x = &ec.r[ri].st[i], *y = state_by_key(&en.r[ri], x->key);
+                if (!y) CW_FAIL("T=+%llds: state %s only with compaction",
+                                (long long)((T - t0) / S), x->key);
+                ASSERT_EQ(x->sm.state, y->sm.state);
+                ASSERT_EQ(x->sm.severity, y->sm.severity);
+                ASSERT_EQ(x->sm.active_since, y->sm.active_since);
+                ASSERT_EQ(x->sm.firing_since, y->sm.firing_since);
+                ASSERT_EQ(x->sm.false_since, y->sm.false_since);
+                ASSERT_EQ(x->updated, y->updated);
+                ASSERT_TRUE(same_double(x->value, y->value));
+                ASSERT_TRUE(same_double(x->threshold, y->threshold));
+                ASSERT_TRUE(same_double(x->leak, y->leak));
+                ASSERT_TRUE(same_double(x->ttl, y->ttl));
+                ASSERT_EQ(x->has_ls, y->has_ls);
+                nstates++;
+            }
+        }
+        cw__aeval_compact(&ec);
+        cw__aeval_compact(&en);
+        size_t bc = cw__aset_bytes(&ec.set), bn = cw__aset_bytes(&en.set);
+        if (bc > peak_c) peak_c = bc;
+        if (bn > peak_n) peak_n = bn;
+        if (T == t0 / (10 * S) * (10 * S) + 25 * MIN) {
+            end_c = ec.set.nprocs;
+            end_n = en.set.nprocs;
+        }
+    }
+    printf("compaction: %zu transitions and %zu states the same with and without; %llu "
+           "instances compacted; at +25 min %zu instances and aggregates kept, %zu without; "
+           "peak %zu bytes, %zu without\n",
+           ntr, nstates, (unsigned long long)ec.set.compacted, end_c, end_n, peak_c, peak_n);
+    ASSERT_TRUE(ntr >= 20 && nstates >= 100);
+    ASSERT_TRUE(ec.set.compacted >= 300); /* the short-lived instances */
+    ASSERT_TRUE(en.set.compacted == 0);
+    ASSERT_TRUE(end_c * 4 < end_n);
+    ASSERT_TRUE(peak_c < peak_n);
+    cw__aeval_free(&ec);
+    cw__aeval_free(&en);
+}
+
 int main(void)
 {
     char dir[512], path[600];
@@ -368,6 +501,7 @@ int main(void)
     printf("%d instants, %d (instance, tag) pairs compared, %llu feed rows\n", checks,
            checked_pairs, (unsigned long long)inc.rows_read);
     cw__aset_free(&inc);
+    compaction_same(s);
     cw_store_close(s);
     cw_test_rmtree(dir);
     TEST_DONE();

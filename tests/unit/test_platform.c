@@ -3,6 +3,7 @@
  * thread and times out, paths resolve, file kinds and sizes are right,
  * data folders are listed, a stop request reaches the hook, and a file
  * others can write is refused (cw_plat_file_private). */
+#include <malloc.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -246,8 +247,44 @@ static void test_file_private(void)
     remove(path);
 }
 
+/* Large blocks come and go with pages of their own once the threshold is
+ * fixed (glibc's default raises it to every freed mmapped block's size:
+ * the second block of 4 MiB came from the heap). */
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
+#endif
+#ifndef RUNNING_ON_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#endif
+static void test_heap_mmap_threshold(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    printf("heap mmap threshold: not checked under ASan (its allocator, not glibc's)\n");
+#elif defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+    const size_t big = 4u << 20;
+    if (RUNNING_ON_VALGRIND) {
+        printf("heap mmap threshold: not checked under valgrind (its allocator)\n");
+        return;
+    }
+    cw_plat_heap_mmap_threshold(256u << 10);
+    for (int i = 0; i < 3; i++) {
+        char *p = malloc(big);
+        ASSERT_TRUE(p != NULL);
+        memset(p, 1, big);
+        struct mallinfo2 mi = mallinfo2();
+        ASSERT_TRUE(mi.hblkhd >= big); /* mapped, not in the heap */
+        free(p);
+        mi = mallinfo2();
+        ASSERT_TRUE(mi.hblkhd < big); /* and given back */
+    }
+#endif
+}
+
 int main(void)
 {
+    test_heap_mmap_threshold();
     test_tcp();
     test_clocks();
     test_threads();

@@ -19,6 +19,7 @@
 
 #include "commitwatch/batch.h"
 #include "commitwatch/event.h"
+#include "commitwatch/memstat.h"
 #include "commitwatch/platform.h"
 #include "commitwatch/query.h"
 #include "commitwatch/store.h"
@@ -441,6 +442,27 @@ static void pooled(void)
     ASSERT_EQ(checks, 14 * NREADER * 3 * NPQ);
     printf("pool: %u answers from %u shared handles, %d threads\n", checks,
            cw_store_pool_open_count(pool), NREADER);
+    /* Idle handles give their room back (tidy): nothing before they have
+     * been idle long enough; then the top one drops its caches and the
+     * others are closed; the answers stay those of the rows. */
+    cw_store_drop_read_caches(n); /* store_caches: the pool's handles only */
+    int64_t held = cw_mem_get(CW_MEM_STORE_CACHES);
+    uint32_t open = cw_store_pool_open_count(pool);
+    printf("pool: %u handles hold %lld bytes of caches\n", open, (long long)held);
+    ASSERT_TRUE(held > 0 && open >= 2);
+    ASSERT_EQ(cw_store_pool_tidy(pool, cw_plat_mono_ns(), CW_STORE_POOL_IDLE_NS), 0);
+    ASSERT_EQ(cw_mem_get(CW_MEM_STORE_CACHES), held);
+    ASSERT_EQ(cw_store_pool_open_count(pool), open);
+    int64_t later = cw_plat_mono_ns() + CW_STORE_POOL_IDLE_NS;
+    ASSERT_EQ(cw_store_pool_tidy(pool, later, CW_STORE_POOL_IDLE_NS), open - 1);
+    ASSERT_EQ(cw_mem_get(CW_MEM_STORE_CACHES), 0);
+    ASSERT_EQ(cw_store_pool_open_count(pool), 1);
+    ASSERT_OK(cw_store_pool_get(pool, &s1, &d));
+    ASSERT_TRUE(!cw__store_report_cache_key(s1, &tier, &h));
+    ASSERT_EQ(cw__store_series_cache_rows(s1), 0);
+    for (int i = 0; i < NPQ; i++)
+        if (!pq[i].series) report_eq(s1, n, pq[i].from, pq[i].to);
+    cw_store_pool_put(pool, s1);
     cw_store_pool_destroy(pool);
     cw_store_close(n);
     cw_store_close(w);

@@ -115,3 +115,12 @@ void cw_plat_heap_arenas(unsigned n)
     (void)n;
 #endif
 }
+
+void cw_plat_heap_mmap_threshold(size_t bytes)
+{
+#if defined(__GLIBC__) && defined(M_MMAP_THRESHOLD)
+    mallopt(M_MMAP_THRESHOLD, bytes > INT32_MAX ? INT32_MAX : (int)bytes);
+#else
+    (void)bytes;
+#endif
+}

@@ -83,3 +83,8 @@ void cw_plat_heap_arenas(unsigned n)
 {
     (void)n; /* the process heap is one, with its own low-fragmentation front end */
 }
+
+void cw_plat_heap_mmap_threshold(size_t bytes)
+{
+    (void)bytes; /* the process heap gives blocks past about 1 MiB pages of their own */
+}
