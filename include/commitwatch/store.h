@@ -90,7 +90,7 @@ void cw_store_set_share(cw_store_t *s, cw_store_share_t *sh);
  * destroy closes the idle handles: every handle must have been put back.
  * Any thread. */
 /* tidy: idle handles not used for idle_ns or more (as of now_mono,
- * cw_plat_mono_ns()) give their room back: the most recently returned
+ * the monotonic clock of platform.h) give their room back: the most recently returned
  * one drops its read caches (cw_store_drop_read_caches), the others are
  * closed (their page cache and statements too); put runs it with
  * CW_STORE_POOL_IDLE_NS, and so does put(p, NULL) (a request that read
