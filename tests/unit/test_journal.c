@@ -357,10 +357,26 @@ static void test_damage(void)
     int64_t to;
     uint64_t bytes;
     killed_while_stalled(db, cut, 0, 10);
-    size_t n, off[64];
+    /* The records are in one file or split over the two (the writer took
+     * some before the lock stopped it, which sealed the first file: how
+     * many depends on the threads' timing). One file holding them all in
+     * sequence is a journal as good: the cases below cut that one. */
+    char j1[320];
+    snprintf(j1, sizeof j1, "%s", path_in("g-cut.db-pending.1"));
+    size_t n, n1 = 0, off[64];
     unsigned char *v = slurp(j0, &n);
+    if (file_size(j1) >= 0) {
+        unsigned char *v1 = slurp(j1, &n1);
+        v = realloc(v, n + n1 + 1);
+        ASSERT_TRUE(v != NULL);
+        if (n1) memcpy(v + n, v1, n1);
+        n += n1;
+        free(v1);
+        remove(j1);
+        spit(j0, v, n);
+    }
     int k = records(v, n, off);
-    ASSERT_EQ(k, 10); /* no take yet: all in the first file */
+    ASSERT_EQ(k, 10);
 
     /* Cut in the middle of the last record (the kill during its write):
      * that one is ignored, the nine before it stored. */
