@@ -34,7 +34,7 @@ fi
 # the MSI, and what building the libraries from Debian's sources needs
 # (dpkg-source, tclsh for SQLite's amalgamation, curl for Debian's pool).
 if [[ "${1:-}" == "--windows" ]]; then
-  PKGS+=(gcc-mingw-w64-x86-64 binutils-mingw-w64-x86-64 wine wine64 tcl dpkg-dev xz-utils curl wixl)
+  PKGS+=(gcc-mingw-w64-x86-64 binutils-mingw-w64-x86-64 wine wine64 tcl dpkg-dev xz-utils curl wixl msitools)
 fi
 
 missing=()
