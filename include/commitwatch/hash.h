@@ -5,16 +5,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* 64-bit FNV-1a over bytes; good enough for interning short strings. */
-static inline uint64_t cw_hash_bytes(const void *p, size_t n)
+/* 64-bit FNV-1a of bytes that follow those already hashed into h: one
+ * hash over several pieces (a header and its payload). */
+static inline uint64_t cw_hash_bytes_more(uint64_t h, const void *p, size_t n)
 {
     const unsigned char *s = p;
-    uint64_t h = 1469598103934665603ULL;
     for (size_t i = 0; i < n; i++) {
         h ^= s[i];
         h *= 1099511628211ULL;
     }
     return h;
+}
+
+/* 64-bit FNV-1a over bytes; good enough for interning short strings. */
+static inline uint64_t cw_hash_bytes(const void *p, size_t n)
+{
+    return cw_hash_bytes_more(1469598103934665603ULL, p, n);
 }
 
 /* A strong 64-bit mixer (splitmix64 finalizer) for integer keys. */

@@ -7,16 +7,14 @@
 
 #include "alerts/rules_int.h"
 #include "commitwatch/alerts.h"
+#include "commitwatch/hash.h"
 
 /* FNV-1a 64 with its standard offset basis (hash.h's cw_hash_bytes uses
  * another basis: fine for tables, but the rule hashes are documented as
  * FNV-1a so that a tool can recompute them). */
 uint64_t cw__alert_fnv1a64(const char *p, size_t n)
 {
-    uint64_t h = 14695981039346656037ULL;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
-    return h;
+    return cw_hash_bytes_more(14695981039346656037ULL, p, n);
 }
 
 /* ---- freeing and copying ---------------------------------------------------- */

@@ -85,13 +85,7 @@ static uint64_t get_le(const unsigned char *p, int bytes)
 /* FNV-1a over the header's first 32 bytes and the payload. */
 static uint64_t record_sum(const unsigned char *hdr, const void *payload, size_t n)
 {
-    uint64_t h = cw_hash_bytes(hdr, 32);
-    const unsigned char *s = payload;
-    for (size_t i = 0; i < n; i++) {
-        h ^= s[i];
-        h *= 1099511628211ULL;
-    }
-    return h;
+    return cw_hash_bytes_more(cw_hash_bytes(hdr, 32), payload, n);
 }
 
 /* ---- writing (the writer's) ------------------------------------------------ */

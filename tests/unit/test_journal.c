@@ -429,12 +429,8 @@ static void test_damage(void)
     memcpy(bad, v, n);
     size_t p = off[2] + 40 + 3; /* inside record 2's payload */
     bad[p] ^= 0x5a;
-    uint64_t h = cw_hash_bytes(bad + off[2], 32);
-    size_t len = off[3] - off[2] - 40;
-    for (size_t i = 0; i < len; i++) {
-        h ^= bad[off[2] + 40 + i];
-        h *= 1099511628211ULL;
-    }
+    uint64_t h = cw_hash_bytes_more(cw_hash_bytes(bad + off[2], 32), bad + off[2] + 40,
+                                    off[3] - off[2] - 40);
     for (int i = 0; i < 8; i++) bad[off[2] + 32 + i] = (unsigned char)(h >> (8 * i));
     spit(j0, bad, n);
     int rc = cw_journal_recover(c, &r, &d);
