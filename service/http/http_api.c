@@ -38,7 +38,9 @@ static bool memory(cJSON *o)
     int64_t counted = 0, sq = 0, sq_peak = 0;
     for (int c = 0; c < CW_MEM_N; c++) {
         int64_t v = cw_mem_get((cw_mem_comp_t)c);
-        if (c != CW_MEM_PERF_RINGS) counted += v; /* the rings are kernel pages, not heap */
+        /* The rings and the queue's record chunks are pages mapped apart,
+         * not heap (the queue's array, in heap_other, is small). */
+        if (c != CW_MEM_PERF_RINGS && c != CW_MEM_PERF_QUEUE) counted += v;
         ok = ok && cw__json_i64(m, cw_mem_name((cw_mem_comp_t)c), v);
     }
     cw_store_sqlite_memory(&sq, &sq_peak);

@@ -7,7 +7,9 @@
  * the sweep of the process and thread tables (cw_perf__sweep, procs.c):
  * entries of tasks that are gone without an exit record are forgotten. */
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +17,18 @@
 #include "test.h"
 
 #if defined(__linux__)
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CW_TEST_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(CW_TEST_ASAN)
+#define CW_TEST_ASAN 1
+#endif
+#ifdef CW_TEST_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
 
 #define MS 1000000LL
 #define REC_SIZE 56 /* header, exit body (pid, ppid, tid, ptid, time), sample_id */
@@ -99,8 +113,10 @@ static void src_init(cw_perf__t *s, cw_perf__ring_t *rings, size_t nrings, size_
 static void src_free(cw_perf__t *s)
 {
     for (size_t i = 0; i < s->qn; i++)
-        free(s->q[i]);
+        cw_perf__recpool_free(&s->pool, s->q[i]);
     free(s->q);
+    cw_perf__recpool_destroy(&s->pool);
+    ASSERT_EQ(s->pool.mapped, 0);
     free(s->scratch);
     for (size_t i = 0; i < s->ev.nrings; i++)
         free(s->ev.rings[i].base);
@@ -326,8 +342,92 @@ static void test_sweep(void)
     cw_perf__pmap_free(&s.thrs);
 }
 
+/* The queue's records (recpool.c): cut from chunks mapped apart, each
+ * chunk given back once its records are freed, one empty chunk kept. */
+static size_t rec_size(uint32_t *rng)
+{
+    *rng = *rng * 1103515245u + 12345u;
+    uint32_t r = *rng >> 8;
+    /* Mostly a sample with its stack (100 B - 8 KiB); now and then one of
+     * REC_MAX, the largest a record can be. */
+    return r % 97 == 0 ? sizeof(cw_perf__rec_t) + REC_MAX : 100 + r % 8192;
+}
+
+static void test_recpool(void)
+{
+    cw_perf__recpool_t p = {0};
+    enum { WINDOW = 600, N = 200000 };
+    cw_perf__rec_t *live[WINDOW] = {0};
+    uint32_t rng = 1;
+    size_t peak_bytes = 0, held = 0, sizes[WINDOW] = {0};
+    cw_perf__rec_t *pinned = cw_perf__recpool_alloc(&p, 64);
+    ASSERT_TRUE(pinned != NULL);
+    pinned->ts = 42;
+    /* A queue that holds the last WINDOW records, freed in the order they
+     * came (as the merge frees them), with one record held throughout (a
+     * ring cut at the cap). */
+    for (int i = 0; i < N; i++) {
+        int k = i % WINDOW;
+        if (live[k]) {
+            ASSERT_EQ(live[k]->seq, (uint64_t)(i - WINDOW));
+            cw_perf__recpool_free(&p, live[k]);
+            held -= sizes[k];
+        }
+        sizes[k] = rec_size(&rng);
+        live[k] = cw_perf__recpool_alloc(&p, sizes[k]);
+        ASSERT_TRUE(live[k] != NULL);
+        ASSERT_EQ((uintptr_t)live[k] % 16, 0);
+        memset(live[k], 0xab, sizes[k]); /* the whole size is usable */
+        live[k]->seq = (uint64_t)i;
+        held += sizes[k];
+        if (held > peak_bytes) peak_bytes = held;
+    }
+    /* Mapped at most: what the window held at its peak, the chunk with the
+     * pinned record, the one being filled, the spare, and the room a chunk
+     * wastes at its end (at most a largest record). */
+    size_t chunk = CW_PERF__CHUNK_BYTES, room = chunk - sizeof(cw_perf__rec_t) - REC_MAX - 64;
+    size_t bound = (peak_bytes + room - 1) / room + 3;
+    printf("recpool: window peak %zu bytes, chunks mapped at most %zu (bound %zu)\n", peak_bytes,
+           p.peak, bound);
+    ASSERT_TRUE(p.peak <= bound);
+    for (int k = 0; k < WINDOW; k++)
+        cw_perf__recpool_free(&p, live[k]);
+    /* The queue is empty but for the pinned record: its chunk, the current
+     * one and the spare are left; every other chunk was given back. */
+    ASSERT_TRUE(p.mapped <= 3);
+    ASSERT_EQ(pinned->ts, 42);
+    cw_perf__recpool_free(&p, pinned);
+    ASSERT_TRUE(p.mapped <= 2);
+#ifdef CW_TEST_ASAN
+    /* Under ASan the bytes past a record and a freed record are poisoned,
+     * as they were when records came from malloc. */
+    cw_perf__rec_t *x = cw_perf__recpool_alloc(&p, 40), *y = cw_perf__recpool_alloc(&p, 40);
+    ASSERT_TRUE(!__asan_address_is_poisoned((char *)x + 39));
+    ASSERT_TRUE(__asan_address_is_poisoned((char *)x + 40));
+    cw_perf__recpool_free(&p, x);
+    ASSERT_TRUE(__asan_address_is_poisoned((char *)x));
+    ASSERT_TRUE(!__asan_address_is_poisoned((char *)y));
+    cw_perf__recpool_free(&p, y);
+    printf("recpool: poisoning checked (ASan)\n");
+#endif
+    /* An empty current chunk is cut again from its start. */
+    cw_perf__rec_t *a = cw_perf__recpool_alloc(&p, 100);
+    cw_perf__recpool_free(&p, a);
+    cw_perf__rec_t *b = cw_perf__recpool_alloc(&p, 100);
+    ASSERT_TRUE(a == b);
+    cw_perf__recpool_free(&p, b);
+    cw_perf__recpool_free(&p, NULL);
+    /* Larger than a chunk can hold: refused, nothing mapped for it. */
+    size_t before = p.mapped;
+    ASSERT_TRUE(cw_perf__recpool_alloc(&p, CW_PERF__CHUNK_BYTES) == NULL);
+    ASSERT_EQ(p.mapped, before);
+    cw_perf__recpool_destroy(&p);
+    ASSERT_EQ(p.mapped, 0);
+}
+
 int main(void)
 {
+    test_recpool();
     test_horizon();
     test_cut_at_cap();
     test_alternating();

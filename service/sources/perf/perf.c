@@ -30,7 +30,8 @@
  *
  * Memory (docs/DESIGN.md, "Memory"): a process's state is dropped at its
  * exit; a thread's pending enter at the thread's exit, its stack copy at
- * the syscall's exit; records are freed once processed, and at most qmax
+ * the syscall's exit; records (in chunks of their own, recpool.c) are
+ * freed once processed, and at most qmax
  * bytes of them wait (their stack copies cut to what the stack held; the
  * merge past the cap adds at most a window of FORCE_WINDOW_NS, and a batch
  * per ring). Processes and threads whose exit record never came (lost)
@@ -260,7 +261,7 @@ static int ring_take(cw_perf__t *s, cw_perf__ring_t *r, const struct perf_event_
     __atomic_store_n(&mp->data_tail, tail + h->size, __ATOMIC_RELEASE);
     size_t size = trim_stack(s, s->scratch, h->size);
     size_t bytes = sizeof(cw_perf__rec_t) - sizeof(struct perf_event_header) + size;
-    cw_perf__rec_t *x = malloc(bytes);
+    cw_perf__rec_t *x = cw_perf__recpool_alloc(&s->pool, bytes);
     if (!x) return CW_ENOMEM;
     memcpy(&x->h, s->scratch, size);
     x->h.size = (uint16_t)size;
@@ -270,13 +271,13 @@ static int ring_take(cw_perf__t *s, cw_perf__ring_t *r, const struct perf_event_
     else
         memcpy(&x->ts, base + size - 16, 8);
     if (rec_pid(x) == s->self && h->type != PERF_RECORD_LOST) { /* our own work */
-        free(x);
+        cw_perf__recpool_free(&s->pool, x);
         return 0;
     }
     x->seq = s->seq++;
     s->qbytes += bytes;
     if (CW_RESERVE(s->q, s->qcap, s->qn + 1)) {
-        free(x);
+        cw_perf__recpool_free(&s->pool, x);
         return CW_ENOMEM;
     }
     s->q[s->qn++] = x;
@@ -315,6 +316,13 @@ static int drain(cw_perf__t *s, cw_perf__ring_t *r, int64_t bound, size_t force)
         rc = ring_take(s, r, &h);
     }
     return rc;
+}
+
+/* The queue's memory: its records' chunks (mapped, not heap), its array
+ * and the scratch record. */
+static int64_t queue_bytes(const cw_perf__t *s)
+{
+    return (int64_t)(cw_perf__recpool_bytes(&s->pool) + s->qcap * sizeof *s->q + REC_MAX);
 }
 
 /* The allocated bytes of a queued record (as drain counted them). */
@@ -443,7 +451,7 @@ static int process_until(cw_perf__t *s, int64_t horizon)
         rc = s->process ? s->process(s, s->q[i]) : cw_perf__process_rec(s, s->q[i]);
         if (!rc) rc = s->err;
         s->qbytes -= rec_bytes(s->q[i]);
-        free(s->q[i++]);
+        cw_perf__recpool_free(&s->pool, s->q[i++]);
         /* Unwinding a burst can take a while: keep the kernel's rings from
          * overflowing by moving their records to the queue (they are not
          * older than horizon: each ring was emptied, or its floor is in
@@ -455,7 +463,7 @@ static int process_until(cw_perf__t *s, int64_t horizon)
     }
     memmove(s->q, s->q + i, (s->qn - i) * sizeof *s->q);
     s->qn -= i;
-    cw_mem_set(CW_MEM_PERF_QUEUE, (int64_t)(s->qbytes + s->qcap * sizeof *s->q + REC_MAX));
+    cw_mem_set(CW_MEM_PERF_QUEUE, queue_bytes(s));
     return rc;
 }
 
@@ -530,7 +538,7 @@ static void account(const cw_perf__t *s)
     }
     cw_mem_set(CW_MEM_PERF_PROCS, (int64_t)b);
     cw_mem_set(CW_MEM_UNWINDER, (int64_t)cw_perf__unwinder_bytes(s->unw));
-    cw_mem_set(CW_MEM_PERF_QUEUE, (int64_t)(s->qbytes + s->qcap * sizeof *s->q + REC_MAX));
+    cw_mem_set(CW_MEM_PERF_QUEUE, queue_bytes(s));
 }
 
 /* ---- the rundown ------------------------------------------------------- */
@@ -742,8 +750,9 @@ static void perf_close(void *impl)
     cw_perf__pmap_free(&s->thrs);
     cw_perf__pmap_free(&s->newtask);
     for (size_t i = 0; i < s->qn; i++)
-        free(s->q[i]);
+        cw_perf__recpool_free(&s->pool, s->q[i]);
     free(s->q);
+    cw_perf__recpool_destroy(&s->pool);
     cw_perf__events_close(&s->ev);
     cw_perf__unwinder_destroy(s->unw);
     close(s->pipefd[0]);

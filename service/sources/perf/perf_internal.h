@@ -260,6 +260,26 @@ typedef struct rec {
     struct perf_event_header h; /* followed by the record's body */
 } cw_perf__rec_t;
 
+/* ---- recpool.c: the queue's records -------------------------------------- */
+
+/* Records are cut from chunks of CW_PERF__CHUNK_BYTES mapped from the
+ * kernel; a chunk whose records are all freed is kept as the one spare or
+ * unmapped (recpool.c says why not malloc). */
+#define CW_PERF__CHUNK_BYTES (256u << 10)
+typedef struct cw_perf__chunk cw_perf__chunk_t;
+typedef struct cw_perf__recpool {
+    cw_perf__chunk_t *cur;   /* records are cut from it */
+    cw_perf__chunk_t *spare; /* empty, kept for the next */
+    size_t mapped, peak;     /* chunks mapped now, and at most */
+} cw_perf__recpool_t;
+
+/* bytes (at most REC_MAX + sizeof(cw_perf__rec_t)) for one record,
+ * 16-byte aligned; NULL when no chunk could be mapped. */
+cw_perf__rec_t *cw_perf__recpool_alloc(cw_perf__recpool_t *p, size_t bytes);
+void cw_perf__recpool_free(cw_perf__recpool_t *p, cw_perf__rec_t *r); /* accepts NULL */
+size_t cw_perf__recpool_bytes(const cw_perf__recpool_t *p);           /* mapped */
+void cw_perf__recpool_destroy(cw_perf__recpool_t *p);
+
 typedef struct thr {
     uint32_t tid;
     int sc; /* pending enter's syscall, -1 none */
@@ -300,6 +320,7 @@ typedef struct cw_perf__perf {
     cw_perf__unwinder_t *unw;
     cw_perf__pmap_t procs, thrs, newtask; /* newtask: child tid -> clone flags + 1 */
     cw_perf__rec_t **q;
+    cw_perf__recpool_t pool; /* where q's records live */
     size_t qn, qcap, qbytes; /* qbytes: allocated bytes of the queued records */
     size_t qmax;             /* cap of qbytes */
     uint8_t *scratch;        /* REC_MAX bytes: a record being copied out */
