@@ -176,9 +176,11 @@ typedef struct cw_feed_bounds {
 int cw_store_feed_bounds(cw_store_t *s, cw_feed_bounds_t *out, cw_diag_t *d);
 
 /* A read transaction around several feed calls, so they see one snapshot
- * (end it before writing on the same handle). 0 or CW_EDB. */
-int cw_store_feed_begin(cw_store_t *s, cw_diag_t *d);
-void cw_store_feed_end(cw_store_t *s);
+ * (end it before writing on the same handle). 0 or CW_EDB. Inside a
+ * transaction already open on s (the caller's), nothing is begun and
+ * *began is false; cw_store_feed_end ends only what its begin began. */
+int cw_store_feed_begin(cw_store_t *s, bool *began, cw_diag_t *d);
+void cw_store_feed_end(cw_store_t *s, bool began);
 
 typedef enum cw_feed_kind {
     CW_FEED_START,   /* outstanding bytes at the window start (bytes) */

@@ -560,7 +560,8 @@ static int feed_span(cw__aset_t *a, cw_store_t *s, const cw_feed_bounds_t *fb, i
 int cw__aset_feed(cw__aset_t *a, cw_store_t *s, int64_t T, cw_diag_t *d)
 {
     cw_feed_bounds_t fb;
-    int err = cw_store_feed_begin(s, d);
+    bool began;
+    int err = cw_store_feed_begin(s, &began, d);
     if (err) return err;
     if ((err = cw_store_feed_bounds(s, &fb, d))) goto out;
     int64_t last = cw_floor_to(T - 1, a->step) / a->step; /* the step holding T - 1 */
@@ -594,7 +595,7 @@ int cw__aset_feed(cw__aset_t *a, cw_store_t *s, int64_t T, cw_diag_t *d)
         }
     }
 out:
-    cw_store_feed_end(s);
+    cw_store_feed_end(s, began);
     return err;
 }
 

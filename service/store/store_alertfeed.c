@@ -62,15 +62,14 @@ static const char SQL_FEED_PROCS[] =
 
 /* ---- reads ---------------------------------------------------------------- */
 
-int cw_store_feed_begin(cw_store_t *s, cw_diag_t *d)
+int cw_store_feed_begin(cw_store_t *s, bool *began, cw_diag_t *d)
 {
-    bool began;
-    return cw__store_read_begin(s, &began, d);
+    return cw__store_read_begin(s, began, d);
 }
 
-void cw_store_feed_end(cw_store_t *s)
+void cw_store_feed_end(cw_store_t *s, bool began)
 {
-    cw__store_read_end(s, !sqlite3_get_autocommit(s->db));
+    cw__store_read_end(s, began);
 }
 
 int cw_store_feed_bounds(cw_store_t *s, cw_feed_bounds_t *o, cw_diag_t *d)
