@@ -221,6 +221,37 @@ with Service(MTA, name="hostile", args=["--token", TOKEN], config=CONFIG) as svc
     for lim in ["0", "-1", "99999999999999999999", "1e9"]:
         st, a = get("127.0.0.1", port, f"/api/processes?limit={lim}", src=OTHER)
         t.eq(f"limit={lim}: 400", st, 400)
+    # The largest backtest allowed: 20,000 evaluations at 10 s (the
+    # MemoryTestApp's data ends after `to`, so every one is run), one more
+    # is a 400. It holds one worker (one read transaction, not one per
+    # evaluation) while the other client is answered.
+    bt = "/api/alert-rules/likely_leak/backtest?interval=10s"
+    to = 1750000000 * 10**9
+    st, a = get("127.0.0.1", port, f"{bt}&from={to - 20001 * 10**10}&to={to}", src=OTHER)
+    t.check("backtest of 20,001 evaluations: 400", st == 400 and b"20000" in body_of(a), a[:300])
+    big = {}
+
+    def backtest():
+        t0 = time.monotonic()
+        big["st"], big["a"] = get("127.0.0.1", port, f"{bt}&from={to - 20000 * 10**10}&to={to}",
+                                  timeout=120)
+        big["s"] = time.monotonic() - t0
+    th = threading.Thread(target=backtest)
+    th.start()
+    lat = []
+    while th.is_alive():
+        lat += probe_health(OTHER, "127.0.0.1", port, 0.2)
+    th.join()
+    try:
+        evals = json.loads(body_of(big["a"])).get("evaluations")
+    except ValueError:
+        evals = None
+    print(f"backtest of 20,000 evaluations: {big.get('s', 0):.2f} s; the other client's "
+          f"/api/health meanwhile: {summary(lat)}", flush=True)
+    t.check("backtest of 20,000 evaluations: 200, every one run", big["st"] == 200
+            and evals == 20000, (big["st"], big["a"][:300]))
+    t.check("the other client answered during the backtest (every /api/health, under 1.5 s)",
+            lat and None not in lat and max(lat) < 1.5, summary(lat))
 
     # ---- concurrent writers ----------------------------------------------------------------------
     silence = {"matchers": [{"name": "alertname", "value": "leak"}], "endsAt": "+1h",
