@@ -24,16 +24,18 @@ sys.path.insert(0, os.path.join(SOURCE, "bench"))
 import soak  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(soak.main(["--minutes", "2", "--prime", "30", "--warmup", "20", "--settle", "80",
+    sys.exit(soak.main(["--minutes", "2", "--prime", "30", "--warmup", "40", "--settle", "80",
                         "--retention-raw", "1m", "--sample", "5", "--drift-every", "30",
                         "--spawn-rate", "25", "--churners", "2", "--hold", "16", "--check",
-                        # Open defect (docs/RELIABILITY.md, "Soak" (6)):
-                        # the components come back (read caches, alert
-                        # series), but RssAnon swings by 4 - 6 MiB from one
-                        # second to the next (the perf queue's records,
-                        # the main arena's free pages between two trims),
-                        # more than 10 % of a 9 - 20 MiB baseline: held in
-                        # 1 of 2 runs. Printed as NOT HELD, so CI shows it.
+                        # Open defect (docs/RELIABILITY.md, "Soak" (6),
+                        # (7)): the components come back (read caches,
+                        # alert series) and the perf queue's records no
+                        # longer stay in the heap, but what the machine's
+                        # other programs run (stacks, libdw, the tracker's
+                        # pools) and the report cache of a larger database
+                        # move the floor by more than 10 % of a 9 - 20 MiB
+                        # baseline: +12 % on a quiet machine, held in 1 of
+                        # 4 runs. Printed as NOT HELD, so CI shows it.
                         # Drift is required: 0 in every check of 3 runs in
                         # a row with the perf source's in-order merge.
                         "--not-required", "rss"]))
