@@ -17,6 +17,15 @@
 #include "commitwatch/event.h"
 #include "commitwatch/keymap.h"
 
+/* The (proc, stack) map's first size in slots (it doubles as it fills).
+ * A build may make it smaller (the fuzz target: 16, so an analysis made
+ * per input does not allocate and clear 20 KiB, and the map grows on
+ * small inputs); its size changes where keys are, never the entries'
+ * order (dense, in insertion order). */
+#ifndef CW_ANALYSIS_MAP_CAP
+#define CW_ANALYSIS_MAP_CAP 1024
+#endif
+
 typedef struct entry {
     uint32_t proc, stack;
     cw_figs_t figs;
@@ -47,7 +56,7 @@ int cw_analysis_create(int64_t from_ns, int64_t to_ns, cw_analysis_t **out)
 {
     cw_analysis_t *a = calloc(1, sizeof *a);
     if (!a) return CW_ENOMEM;
-    if (cw_keymap_init(&a->map, 1024) != 0) {
+    if (cw_keymap_init(&a->map, CW_ANALYSIS_MAP_CAP) != 0) {
         free(a);
         return CW_ENOMEM;
     }

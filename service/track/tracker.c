@@ -124,6 +124,19 @@ typedef struct proc {
 #define PREFETCH(p) ((void)(p))
 #endif
 
+/* The pools' chunks (objects per chunk of each pool, in
+ * cw_tracker_create: 512 leaves, 4,096 commit records, ...: 64 - 256 KiB
+ * each) are divided by 2^CW_TRACK__POOL_SHIFT. A build may make them
+ * smaller (the fuzz build: 6, 1 - 4 KiB; a tracker made per input
+ * otherwise mapped, faulted in and gave back 0.63 MiB through ASan's large
+ * allocations, most of fuzz_trace's time; and chunks are chained on small
+ * inputs). Their size changes where objects are, never what is tracked
+ * (cw_tracker_memory counts the chunks as they are). */
+#ifndef CW_TRACK__POOL_SHIFT
+#define CW_TRACK__POOL_SHIFT 0
+#endif
+#define POOL_CHUNK(n) ((n) >> CW_TRACK__POOL_SHIFT ? (n) >> CW_TRACK__POOL_SHIFT : 1)
+
 struct cw_tracker {
     cw_tracker_sink_t sink;
     uint32_t next_id;
@@ -716,11 +729,11 @@ int cw_tracker_create(const cw_tracker_sink_t *sink, uint32_t first_proc_id, cw_
         free(t);
         return CW_ENOMEM;
     }
-    cw_pool_init(&t->leaves, sizeof(leaf_t), 512);
-    cw_pool_init(&t->inners, sizeof(inner_t), 256);
-    cw_pool_init(&t->recs, sizeof(rec_t), 4096);
-    cw_pool_init(&t->resvs, sizeof(resv_t), 4096);
-    cw_pool_init(&t->procs, sizeof(proc_t), 256);
+    cw_pool_init(&t->leaves, sizeof(leaf_t), POOL_CHUNK(512));
+    cw_pool_init(&t->inners, sizeof(inner_t), POOL_CHUNK(256));
+    cw_pool_init(&t->recs, sizeof(rec_t), POOL_CHUNK(4096));
+    cw_pool_init(&t->resvs, sizeof(resv_t), POOL_CHUNK(4096));
+    cw_pool_init(&t->procs, sizeof(proc_t), POOL_CHUNK(256));
     *out = t;
     return 0;
 }

@@ -23,6 +23,14 @@
 #include "sources/etl/etl_internal.h"
 
 #define BUF_HDR 0x48
+/* A stdio buffer of this many bytes for the file, 0 none (the default:
+ * see cw_etl_file_open). A build may set one (the fuzz target: 16 KiB:
+ * its files have 1 KiB buffers, each read with a read(2) for its header
+ * and one for its body, twice per input); the same bytes are read. */
+#ifndef CW_ETL__STDIO_BUF
+#define CW_ETL__STDIO_BUF 0
+#endif
+
 /* Largest buffer accepted (ETW's own limit is 1 MiB on most systems). */
 #define MAX_BUF (64u << 20)
 
@@ -246,8 +254,13 @@ int cw_etl_file_open(const char *path, cw_etl_file_t **out, cw_diag_t *d)
     FILE *fp = fopen(path, "rb");
     if (!fp) return cw_diag_set(d, CW_EIO, "%s: cannot open it (%s)", path, strerror(errno));
     /* Whole buffers are read (64 KiB and more): straight into place, one
-     * read each, not through stdio's small buffer. */
+     * read each, not through stdio's small buffer (unless the build gives
+     * one: CW_ETL__STDIO_BUF, above). */
+#if CW_ETL__STDIO_BUF > 0
+    setvbuf(fp, NULL, _IOFBF, CW_ETL__STDIO_BUF);
+#else
     setvbuf(fp, NULL, _IONBF, 0);
+#endif
     return cw_etl_file_open_stream(fp, path, out, d);
 }
 

@@ -76,11 +76,22 @@ static size_t slot_of(const cw_etl__ring_t *g, const cw_etl__rec_t *x)
     return (size_t)(x - g->r);
 }
 
+/* The ring's first size in slots (a power of two). A build may make it
+ * smaller (the fuzz target: 8, so the ring grows and its slots wrap on
+ * small inputs, and a reader opened twice per input does not clear and
+ * free 256 slots each time); its size changes where records are held,
+ * never which or in what order. */
+#ifndef CW_ETL__RING_FIRST
+#define CW_ETL__RING_FIRST 256
+#endif
+_Static_assert(CW_ETL__RING_FIRST > 0 && (CW_ETL__RING_FIRST & (CW_ETL__RING_FIRST - 1)) == 0,
+               "the ring's size is a power of two");
+
 /* Doubles the ring; slots move in order from the head, their side
  * records (buffers) with them. */
 static int ring_grow(cw_etl__ring_t *g)
 {
-    size_t cap = g->cap ? 2 * g->cap : 256;
+    size_t cap = g->cap ? 2 * g->cap : CW_ETL__RING_FIRST;
     cw_etl__rec_t *r = calloc(cap, sizeof *r);
     cw_etl__side_t *side = calloc(cap, sizeof *side);
     if (!r || !side) {
