@@ -18,15 +18,7 @@
 
 #if defined(__linux__)
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CW_TEST_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) && !defined(CW_TEST_ASAN)
-#define CW_TEST_ASAN 1
-#endif
-#ifdef CW_TEST_ASAN
+#ifdef CW_PERF__ASAN
 #include <sanitizer/asan_interface.h>
 #endif
 
@@ -398,7 +390,7 @@ static void test_recpool(void)
     ASSERT_EQ(pinned->ts, 42);
     cw_perf__recpool_free(&p, pinned);
     ASSERT_TRUE(p.mapped <= 2);
-#ifdef CW_TEST_ASAN
+#ifdef CW_PERF__ASAN
     /* Under ASan the bytes past a record and a freed record are poisoned,
      * as they were when records came from malloc. */
     cw_perf__rec_t *x = cw_perf__recpool_alloc(&p, 40), *y = cw_perf__recpool_alloc(&p, 40);

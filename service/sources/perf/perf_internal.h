@@ -266,6 +266,16 @@ typedef struct rec {
  * kernel; a chunk whose records are all freed is kept as the one spare or
  * unmapped (recpool.c says why not malloc). */
 #define CW_PERF__CHUNK_BYTES (256u << 10)
+/* Defined when built with AddressSanitizer (recpool.c poisons the chunks
+ * but for live records; test_perf_core checks it). */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CW_PERF__ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(CW_PERF__ASAN)
+#define CW_PERF__ASAN 1
+#endif
 typedef struct cw_perf__chunk cw_perf__chunk_t;
 typedef struct cw_perf__recpool {
     cw_perf__chunk_t *cur;   /* records are cut from it */

@@ -28,15 +28,7 @@
 /* Under AddressSanitizer a chunk's bytes are poisoned but for the records
  * cut from it and not freed, so an overrun of a record or a use after its
  * free is reported as it was when records came from malloc. */
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CW__ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) && !defined(CW__ASAN)
-#define CW__ASAN 1
-#endif
-#ifdef CW__ASAN
+#ifdef CW_PERF__ASAN
 #include <sanitizer/asan_interface.h>
 #define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
 #define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
@@ -80,16 +72,22 @@ static cw_perf__chunk_t *chunk_map(cw_perf__recpool_t *p)
     return c;
 }
 
-/* c holds no record and is not the one records are cut from. */
-static void chunk_release(cw_perf__recpool_t *p, cw_perf__chunk_t *c)
+/* Gives c back to the kernel, its shadow unpoisoned first (a later
+ * mapping at the same address must not inherit it). */
+static void chunk_unmap(cw_perf__recpool_t *p, cw_perf__chunk_t *c)
 {
-    if (!p->spare) {
-        p->spare = c;
-        return;
-    }
     UNPOISON(c, CW_PERF__CHUNK_BYTES);
     munmap(c, CW_PERF__CHUNK_BYTES);
     p->mapped--;
+}
+
+/* c holds no record and is not the one records are cut from. */
+static void chunk_release(cw_perf__recpool_t *p, cw_perf__chunk_t *c)
+{
+    if (!p->spare)
+        p->spare = c;
+    else
+        chunk_unmap(p, c);
 }
 
 cw_perf__rec_t *cw_perf__recpool_alloc(cw_perf__recpool_t *p, size_t bytes)
@@ -98,10 +96,11 @@ cw_perf__rec_t *cw_perf__recpool_alloc(cw_perf__recpool_t *p, size_t bytes)
     if (need > CW_PERF__CHUNK_BYTES - DATA_OFF) return NULL; /* not possible: REC_MAX < chunk */
     cw_perf__chunk_t *c = p->cur;
     if (!c || c->used + need > CW_PERF__CHUNK_BYTES) {
-        cw_perf__chunk_t *n = chunk_map(p);
-        if (!n) return NULL;
-        if (c && c->live == 0) chunk_release(p, c);
-        p->cur = c = n;
+        /* A full current chunk still holds records (the free that empties
+         * the current chunk cuts it again from its start): it is released
+         * by the free of its last one. */
+        if (!(c = chunk_map(p))) return NULL;
+        p->cur = c;
     }
     slot_t *s = (slot_t *)((uint8_t *)c + c->used);
     c->used += need;
@@ -137,13 +136,7 @@ size_t cw_perf__recpool_bytes(const cw_perf__recpool_t *p)
  * the only chunks left are the current one and the spare. */
 void cw_perf__recpool_destroy(cw_perf__recpool_t *p)
 {
-    if (p->cur) {
-        munmap(p->cur, CW_PERF__CHUNK_BYTES);
-        p->mapped--;
-    }
-    if (p->spare) {
-        munmap(p->spare, CW_PERF__CHUNK_BYTES);
-        p->mapped--;
-    }
+    if (p->cur) chunk_unmap(p, p->cur);
+    if (p->spare) chunk_unmap(p, p->spare);
     p->cur = p->spare = NULL;
 }
