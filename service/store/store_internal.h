@@ -244,8 +244,10 @@ void cw__store_metrics_cache_free(struct cw__metrics_cache *c);
  * stored; re-tagging sets it with the new tags). 0, CW_ENOMEM or CW_EDB. */
 int cw__store_rules_hash(cw_store_t *s, char **out, cw_diag_t *d);
 /* Test hooks: whether the report cache holds sums (and for which tier and
- * horizon); how many rows the series cache holds. */
+ * horizon); how many closed sums it left out, in all; how many rows the
+ * series cache holds. */
 bool cw__store_report_cache_key(const cw_store_t *s, int *tier, int64_t *horizon);
+uint64_t cw__store_report_cache_closed(const cw_store_t *s);
 size_t cw__store_series_cache_rows(const cw_store_t *s);
 size_t cw__store_raw_tail_rows(const cw_store_t *s);
 

@@ -55,7 +55,9 @@ typedef struct piece {
 } piece_t;
 
 static piece_t pc[MAXP];
-static uint32_t npc, nproc;
+static uint32_t npc, nproc, nended;
+static int64_t proc_start[MAXPROC + 1];
+static bool proc_ended[MAXPROC + 1];
 static int64_t t0, end0;
 static uint32_t checks_report, checks_series;
 
@@ -172,15 +174,18 @@ static void compare(cw_store_t *c, cw_store_t *n)
 
 /* ---- the history -------------------------------------------------------------- */
 
-/* A new instance, with rundown (commits from before tracking) at `at`. */
+/* A new instance, with rundown (commits from before tracking) at `at`, or
+ * (one in four) none: an instance started while tracked. */
 static void new_proc(cw_batch_t *b, int64_t at)
 {
     ASSERT_TRUE(nproc < MAXPROC);
     uint32_t id = ++nproc;
     char name[32];
     snprintf(name, sizeof name, "p%u.exe", id);
+    proc_start[id] = at;
+    proc_ended[id] = false;
     ASSERT_OK(cw_batch_add_proc(b, id, 1000 + id, at, CW_TS_NEVER, name, NULL));
-    for (int i = 0, n = 1 + (int)rnd(3); i < n && npc < MAXP; i++) {
+    for (int i = 0, n = (int)rnd(4); i < n && npc < MAXP; i++) {
         uint64_t bytes = 4096 * (1 + rnd(64));
         pc[npc++] = (piece_t){id, (uint32_t)rnd(NSTACK), CW_TS_BEFORE, bytes};
         ASSERT_OK(cw_batch_add_commit(
@@ -207,12 +212,38 @@ static void write_batch(cw_store_t *w, int64_t bk, bool first)
     }
     cw_row_activity_t act[MAXPROC + 1];
     memset(act, 0, sizeof act);
+    if (!first && rnd(120) == 0 && nproc - nended > 2) {
+        /* An exit: every piece of the process closed, then no more
+         * events (all its sums closed: left out of the report cache). */
+        uint32_t proc = 1 + (uint32_t)rnd(nproc);
+        if (!proc_ended[proc]) {
+            int64_t released = 0, ev = 0;
+            for (uint32_t i = 0; i < npc; i++) {
+                if (pc[i].proc != proc || !pc[i].left) continue;
+                ASSERT_OK(cw_batch_add_release(
+                    b, &(cw_row_release_t){proc, pc[i].stack, pc[i].a, pc[i].left, 1, true}));
+                released += (int64_t)pc[i].left;
+                pc[i].left = 0;
+                ev++;
+            }
+            char name[32];
+            snprintf(name, sizeof name, "p%u.exe", proc);
+            ASSERT_OK(cw_batch_add_proc(b, proc, 1000 + proc, proc_start[proc], bk + S / 2, name,
+                                        NULL));
+            proc_ended[proc] = true;
+            nended++;
+            if (ev) act[proc] = (cw_row_activity_t){proc, (uint64_t)ev, -released, 0, bk};
+        }
+    }
     for (int n = 1 + (int)rnd(4); n > 0; n--) {
         uint32_t proc = 1 + (uint32_t)rnd(nproc), live[64], nlive = 0;
+        if (proc_ended[proc]) continue;
         for (uint32_t i = npc; i-- > 0 && nlive < 64;)
             if (pc[i].proc == proc && pc[i].left) live[nlive++] = i;
         int64_t ts = bk + (int64_t)rnd(S), delta;
-        if ((nlive == 0 || rnd(100) < 52) && npc < MAXP) {
+        if (nlive == 0 && rnd(3) == 0) {
+            delta = 0; /* an event that commits nothing (a free of nothing) */
+        } else if ((nlive == 0 || rnd(100) < 52) && npc < MAXP) {
             uint64_t bytes = 4096 * (1 + rnd(32));
             pc[npc++] = (piece_t){proc, (uint32_t)rnd(NSTACK), bk, bytes};
             ASSERT_OK(
@@ -266,7 +297,7 @@ static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool e
     cw_store_t *w, *c, *n;
     cw_diag_t d = {{0}};
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    npc = nproc = 0;
+    npc = nproc = nended = 0;
     t0 = INT64_C(470011) * HOUR;
     ASSERT_OK(cw_store_open(path, o, &w, &d));
     int64_t bk = t0 + 17 * S;
@@ -309,11 +340,91 @@ static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool e
     /* The caches were used (not every answer from the rows). */
     ASSERT_TRUE(reports_cached > batches / 80);
     if (!cache_rows) ASSERT_TRUE(cw__store_series_cache_rows(c) > 0);
-    if (cache_rows) ASSERT_TRUE(cw__store_series_cache_rows(c) <= cache_rows);
+    /* (each of the series cache's 2 entries holds at most cache_rows) */
+    if (cache_rows) ASSERT_TRUE(cw__store_series_cache_rows(c) <= 2 * (size_t)cache_rows);
     if (cache_rows) ASSERT_TRUE(cw__store_raw_tail_rows(c) <= cache_rows);
     ASSERT_TRUE(n->report_cache == NULL && n->series_cache == NULL);
     if (expect_fold) ASSERT_TRUE(folds > 1);
-    printf("%s: %d batches, %u processes, %d fold(s) seen\n", name, batches, nproc, folds);
+    /* Sums of (process, stack) whose pieces were all closed were left out
+     * of the cached entries, and the answers above still agreed. */
+    uint64_t closed = cw__store_report_cache_closed(c);
+    printf("%s: %d batches, %u processes (%u ended), %d fold(s) seen, %" PRIu64
+           " closed sums left out\n",
+           name, batches, nproc, nended, folds, closed);
+    ASSERT_TRUE(closed > 0);
+    cw_store_close(n);
+    cw_store_close(c);
+    cw_store_close(w);
+}
+
+/* ---- a process whose sums are all closed -------------------------------------------
+ *
+ * The report cache leaves closed sums out, so a process whose sums are
+ * all closed is not in the cached entry at all. It must still be listed as
+ * the rows list it: here a process started while tracked (no rundown)
+ * commits from two stacks, frees everything, then has an event that
+ * commits nothing (a free of nothing) in the window: active with nothing
+ * outstanding, its peak (0 bytes) at the window's start. */
+static void closed_proc(void)
+{
+    char path[400];
+    cw_store_t *w, *c, *n;
+    cw_diag_t d = {{0}};
+    cw_store_opts_t keep = {{0, 0, 0}, 0};
+    snprintf(path, sizeof path, "%s/closed.db", dir);
+    ASSERT_OK(cw_store_open(path, &keep, &w, &d));
+    int64_t base = INT64_C(470011) * HOUR;
+    static const uint32_t fr[] = {1};
+    for (int64_t k = 0; k < 60; k++) {
+        int64_t bk = base + k * S;
+        cw_batch_t *b;
+        ASSERT_OK(cw_batch_create(bk, S, &b));
+        if (k == 0) {
+            ASSERT_OK(cw_batch_add_frame(b, 1, "app!main"));
+            ASSERT_OK(cw_batch_add_stack(b, 0, fr, 1, "Heap"));
+            ASSERT_OK(cw_batch_add_stack(b, 1, fr, 1, "Stack"));
+            ASSERT_OK(cw_batch_add_proc(b, 1, 1001, bk, CW_TS_NEVER, "closed.exe", NULL));
+            ASSERT_OK(cw_batch_add_proc(b, 2, 1002, bk, CW_TS_NEVER, "busy.exe", NULL));
+        }
+        cw_row_activity_t a1 = {1, 1, 0, 0, bk}, a2 = {2, 1, 4096, 4096, bk + 5};
+        uint32_t st = (uint32_t)(k % 10);
+        if (k == 10 || k == 11) { /* process 1: two stacks committed, then freed */
+            ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){1, st, bk, 8192, 1}));
+            a1 = (cw_row_activity_t){1, 1, 8192, 8192, bk + 5};
+        } else if (k == 20 || k == 21) {
+            ASSERT_OK(cw_batch_add_release(
+                b, &(cw_row_release_t){1, st, bk - 10 * S, 8192, 1, true}));
+            a1 = (cw_row_activity_t){1, 1, -8192, 0, bk};
+        }
+        if (k == 10 || k == 11 || k == 20 || k == 21 || k == 40)
+            ASSERT_OK(cw_batch_add_activity(b, &a1));
+        ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){2, 0, bk, 4096, 1}));
+        ASSERT_OK(cw_batch_add_activity(b, &a2));
+        ASSERT_OK(cw_store_write(w, b, &d));
+        cw_batch_free(b);
+    }
+    ASSERT_OK(cw_store_open_readonly(path, &c, &d));
+    ASSERT_OK(cw_store_open_readonly(path, &n, &d));
+    n->read_cache_off = true;
+    for (int i = 0; i < 3; i++) { /* the entry made, then brought forward */
+        cw_report_t *x, *y;
+        int64_t from = base + (30 + i) * S, to = base + 50 * S;
+        ASSERT_OK(cw_store_report(c, from, to, false, &x, &d));
+        ASSERT_OK(cw_store_report(n, from, to, false, &y, &d));
+        reports_same(x, y, from, to);
+        ASSERT_EQ(x->nprocs, 2);
+        const cw_proc_report_t *p = x->procs[0].id == 1 ? &x->procs[0] : &x->procs[1];
+        ASSERT_EQ(p->id, 1);
+        ASSERT_U64_EQ(p->events, 1);
+        ASSERT_U64_EQ(p->peak_bytes, 0);
+        ASSERT_EQ(p->peak_ns, from);
+        ASSERT_EQ(p->nstacks, 0);
+        cw_report_free(x);
+        cw_report_free(y);
+    }
+    /* Process 1's two sums were left out (and process 2's stack 1 never
+     * existed): nothing of process 1 is cached. */
+    ASSERT_TRUE(cw__store_report_cache_closed(c) >= 2);
     cw_store_close(n);
     cw_store_close(c);
     cw_store_close(w);
@@ -378,7 +489,7 @@ static void pooled(void)
     cw_store_t *w, *n, *s1, *s2;
     cw_diag_t d = {{0}};
     snprintf(path, sizeof path, "%s/pool.db", dir);
-    npc = nproc = 0;
+    npc = nproc = nended = 0;
     t0 = INT64_C(470011) * HOUR;
     cw_store_opts_t o = {{HOUR, 2 * HOUR, 0}, 0};
     ASSERT_OK(cw_store_open(path, &o, &w, &d));
@@ -486,6 +597,7 @@ int main(void)
     /* The size cap folds through the same retention (shortest 1 h raw). */
     cw_store_opts_t cap = {{0, 0, 0}, 64 * 1024};
     run("cap.db", &cap, 3 * HOUR, true, 0);
+    closed_proc();
     pooled();
     printf("%u reports and %u series compared\n", checks_report, checks_series);
     ASSERT_TRUE(checks_report > 100 && checks_series > 100);
