@@ -186,10 +186,10 @@ static size_t build_request(const uint8_t *data, size_t size, char *out, size_t 
  * allocation's stack; the input saved is the one after which it was
  * seen, within LEAK_EVERY of the one that leaked. Every 256 requests the
  * checks (a heap of about 560 MB, ASan's quarantine included, scanned
- * with the world stopped) were still a quarter of the time (perf:
+ * with the world stopped) were still a quarter of the samples (perf:
  * GetAsanChunkByAddrFastLocked and the lsan functions); every 1024 the
- * target ran 2.1x the inputs in 36 s (39,812 against 18,975), and every
- * 4096 no more (39,514). */
+ * same 30,000 inputs take 1.14 - 1.35x less CPU (docs/RELIABILITY.md,
+ * "Harness speed (2026-12-02 (5))"). */
 #define LEAK_EVERY 1024
 
 /* connect(), through libFuzzer's timer: its SIGALRM (for -timeout) may
