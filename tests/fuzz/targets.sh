@@ -22,7 +22,7 @@ fuzz_target_args() {
     fuzz_batch) FUZZ_ARGS=(-max_len=4096 tests/fuzz/seeds-batch) ;;
     fuzz_trace) FUZZ_ARGS=(-max_len=16384 -dict=tests/fuzz/trace.dict tests/fuzz/seeds-trace) ;;
     fuzz_config) FUZZ_ARGS=(-max_len=8192 -dict=tests/fuzz/config.dict tests/fuzz/seeds-config) ;;
-    # Leaks: the harness runs LeakSanitizer every 256 requests (and at
+    # Leaks: the harness runs LeakSanitizer every 1,024 requests (and at
     # exit) instead of after nearly every input (fuzz_http.c).
     fuzz_http) FUZZ_ARGS=(-max_len=4096 -detect_leaks=0 -dict=tests/fuzz/http.dict
                           tests/fuzz/seeds-http) ;;
