@@ -510,7 +510,7 @@ static int cached_before(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t,
     /* The open sums kept, closed ones left out (above). */
     uint32_t m = 0;
     for (uint32_t i = 0; i < n; i++)
-        m += !sums_closed(&v[i]);
+        if (!sums_closed(&v[i])) v[m++] = v[i];
     c->closed_left_out += n - m;
     e->valid = false;
     if (e->cap > 2 * (size_t)m + 1024) entry_drop(e); /* far smaller now: give the room back */
@@ -518,12 +518,11 @@ static int cached_before(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t,
         free(v);
         return CW_ENOMEM;
     }
-    e->n = 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (!sums_closed(&v[i]))
-            e->v[e->n++] = (before_sums_t){v[i].proc, v[i].stack, v[i].v[0],
-                                           v[i].v[1], v[i].v[4], v[i].v[12]};
+    for (uint32_t i = 0; i < m; i++)
+        e->v[i] =
+            (before_sums_t){v[i].proc, v[i].stack, v[i].v[0], v[i].v[1], v[i].v[4], v[i].v[12]};
     free(v);
+    e->n = m;
     e->x = t0;
     e->valid = true;
     *out = e;

@@ -228,8 +228,8 @@ static void write_batch(cw_store_t *w, int64_t bk, bool first)
             }
             char name[32];
             snprintf(name, sizeof name, "p%u.exe", proc);
-            ASSERT_OK(cw_batch_add_proc(b, proc, 1000 + proc, proc_start[proc], bk + S / 2, name,
-                                        NULL));
+            ASSERT_OK(
+                cw_batch_add_proc(b, proc, 1000 + proc, proc_start[proc], bk + S / 2, name, NULL));
             proc_ended[proc] = true;
             nended++;
             if (ev) act[proc] = (cw_row_activity_t){proc, (uint64_t)ev, -released, 0, bk};
@@ -392,8 +392,8 @@ static void closed_proc(void)
             ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){1, st, bk, 8192, 1}));
             a1 = (cw_row_activity_t){1, 1, 8192, 8192, bk + 5};
         } else if (k == 20 || k == 21) {
-            ASSERT_OK(cw_batch_add_release(
-                b, &(cw_row_release_t){1, st, bk - 10 * S, 8192, 1, true}));
+            ASSERT_OK(
+                cw_batch_add_release(b, &(cw_row_release_t){1, st, bk - 10 * S, 8192, 1, true}));
             a1 = (cw_row_activity_t){1, 1, -8192, 0, bk};
         }
         if (k == 10 || k == 11 || k == 20 || k == 21 || k == 40)
