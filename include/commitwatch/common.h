@@ -1,6 +1,7 @@
 /* common.h - small helpers every stage shares (service/base/common.c):
  * the printf-format attribute, floor division for bucket arithmetic, a
- * growable-array reserve, a growing byte buffer and bounded string copies. One copy of each, so
+ * growable-array reserve, a growing byte buffer, bounded string copies and
+ * little-endian integers in bytes. One copy of each, so
  * no file writes its own.
  *
  * Thread: all of these are reentrant. */
@@ -34,6 +35,21 @@ static inline int64_t cw_floor_to(int64_t t, int64_t w)
     if (t == INT64_MIN) return t;
     int64_t r = t % w;
     return r < 0 ? t - r - w : t - r;
+}
+
+/* Little-endian integers of `bytes` bytes (1 - 8) to and from a byte
+ * array, whatever the host's order: the pending-batch journal, the batch
+ * bytes and the journald protocol's lengths are written this way. */
+static inline void cw_put_le(unsigned char *p, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline uint64_t cw_get_le(const unsigned char *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
 }
 
 /* Watches the wall clock against the monotonic one for steps (NTP setting

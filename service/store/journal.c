@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "commitwatch/batch.h"
+#include "commitwatch/common.h"
 #include "commitwatch/hash.h"
 #include "commitwatch/log.h"
 #include "store/store_internal.h"
@@ -68,18 +69,6 @@ static char *pending_path(const char *db, int k)
     char *p = malloc(n);
     if (p) snprintf(p, n, "%s-pending.%d", db, k);
     return p;
-}
-
-static void put_le(unsigned char *p, uint64_t v, int bytes)
-{
-    for (int i = 0; i < bytes; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get_le(const unsigned char *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
 }
 
 /* FNV-1a over the header's first 32 bytes and the payload. */
@@ -149,12 +138,12 @@ void cw_journal_append(cw_journal_t *j, const cw_batch_t *b)
         broke(j, "could not hold a batch");
         return;
     }
-    put_le(hdr, MAGIC, 4);
-    put_le(hdr + 4, j->buf.n, 4);
-    put_le(hdr + 8, seq, 8);
-    put_le(hdr + 16, (uint64_t)b->bucket_ns, 8);
-    put_le(hdr + 24, (uint64_t)b->width_ns, 8);
-    put_le(hdr + 32, record_sum(hdr, j->buf.p, j->buf.n), 8);
+    cw_put_le(hdr, MAGIC, 4);
+    cw_put_le(hdr + 4, j->buf.n, 4);
+    cw_put_le(hdr + 8, seq, 8);
+    cw_put_le(hdr + 16, (uint64_t)b->bucket_ns, 8);
+    cw_put_le(hdr + 24, (uint64_t)b->width_ns, 8);
+    cw_put_le(hdr + 32, record_sum(hdr, j->buf.p, j->buf.n), 8);
     FILE *f = j->f[j->active];
     /* fflush: the record reaches the kernel now, not when stdio's buffer
      * fills (a kill loses what a process holds). */
@@ -259,12 +248,12 @@ static int scan(const unsigned char *p, size_t n, int file, rec_t **v, size_t *n
     size_t off = 0;
     while (n - off >= HDR) {
         const unsigned char *h = p + off;
-        uint64_t len = get_le(h + 4, 4);
-        if (get_le(h, 4) != MAGIC || len > n - off - HDR ||
-            get_le(h + 32, 8) != record_sum(h, h + HDR, (size_t)len))
+        uint64_t len = cw_get_le(h + 4, 4);
+        if (cw_get_le(h, 4) != MAGIC || len > n - off - HDR ||
+            cw_get_le(h + 32, 8) != record_sum(h, h + HDR, (size_t)len))
             break;
         if (CW_RESERVE(*v, *cap, *nv + 1)) return CW_ENOMEM;
-        (*v)[(*nv)++] = (rec_t){get_le(h + 8, 8), (int64_t)get_le(h + 16, 8), h + HDR,
+        (*v)[(*nv)++] = (rec_t){cw_get_le(h + 8, 8), (int64_t)cw_get_le(h + 16, 8), h + HDR,
                                 (size_t)len, file, off};
         off += HDR + (size_t)len;
     }

@@ -192,13 +192,13 @@ static size_t encoded_size(const cw_batch_t *b)
 
 static unsigned char *put_u32(unsigned char *p, uint32_t v)
 {
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+    cw_put_le(p, v, 4);
     return p + 4;
 }
 
 static unsigned char *put_u64(unsigned char *p, uint64_t v)
 {
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+    cw_put_le(p, v, 8);
     return p + 8;
 }
 
@@ -331,17 +331,13 @@ static const unsigned char *take(rd_t *r, size_t n)
 static uint32_t get_u32(rd_t *r)
 {
     const unsigned char *p = take(r, 4);
-    uint32_t v = 0;
-    for (int i = 0; p && i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-    return v;
+    return p ? (uint32_t)cw_get_le(p, 4) : 0;
 }
 
 static uint64_t get_u64(rd_t *r)
 {
     const unsigned char *p = take(r, 8);
-    uint64_t v = 0;
-    for (int i = 0; p && i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
+    return p ? cw_get_le(p, 8) : 0;
 }
 
 static int64_t get_i64(rd_t *r)

@@ -2,7 +2,7 @@
  * their contents and grow geometrically, zeroed arrays hand out zeroed
  * slots, the growing buffer keeps text and binary bytes terminated and
  * formats past its capacity, bounded copies truncate and terminate, floor
- * division rounds toward -inf. */
+ * division rounds toward -inf, little-endian bytes keep their order. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,8 +209,36 @@ static void test_clock_step(void)
     ASSERT_EQ(cw_clock_step(&off, wall + 2 * S + 1, mono, S), S + 1);
 }
 
+/* Little-endian bytes: the order is fixed (low byte first, whatever the
+ * host's), only `bytes` bytes are touched, and every width reads back. */
+static void test_le(void)
+{
+    unsigned char b[10];
+    memset(b, 0xee, sizeof b);
+    cw_put_le(b + 1, UINT64_C(0x0807060504030201), 8);
+    for (int i = 0; i < 8; i++) ASSERT_EQ(b[1 + i], i + 1);
+    ASSERT_EQ(b[0], 0xee);
+    ASSERT_EQ(b[9], 0xee);
+    ASSERT_EQ(cw_get_le(b + 1, 8), UINT64_C(0x0807060504030201));
+    ASSERT_EQ(cw_get_le(b + 1, 4), UINT64_C(0x04030201));
+    ASSERT_EQ(cw_get_le(b + 1, 1), 1);
+    ASSERT_EQ(cw_get_le(b, 0), 0);
+    memset(b, 0xee, sizeof b);
+    cw_put_le(b, UINT64_C(0x1122334455667788), 3);
+    ASSERT_EQ(b[0], 0x88);
+    ASSERT_EQ(b[2], 0x66);
+    ASSERT_EQ(b[3], 0xee);
+    for (int w = 1; w <= 8; w++) {
+        uint64_t v = UINT64_C(0xfedcba9876543210),
+                 mask = w == 8 ? UINT64_MAX : (UINT64_C(1) << (8 * w)) - 1;
+        cw_put_le(b, v, w);
+        ASSERT_EQ(cw_get_le(b, w), v & mask);
+    }
+}
+
 int main(void)
 {
+    test_le();
     test_clock_step();
     test_memstat();
     test_pool_bytes();

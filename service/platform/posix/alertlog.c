@@ -118,8 +118,7 @@ static void journal_field(cw_buf_t *b, const char *name, const char *value)
         cw_buf_put(b, value, n);
     } else {
         unsigned char len[8];
-        for (int i = 0; i < 8; i++)
-            len[i] = (unsigned char)((uint64_t)n >> (8 * i));
+        cw_put_le(len, (uint64_t)n, 8);
         cw_buf_put(b, "\n", 1);
         cw_buf_put(b, len, 8);
         cw_buf_put(b, value, n);

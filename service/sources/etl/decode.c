@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "commitwatch/common.h"
 #include "commitwatch/etl.h"
 
 /* A cursor over a payload. */
@@ -27,7 +28,6 @@ static uint64_t get(cur_t *c, size_t w)
         return 0;
     }
     const uint8_t *b = c->p + c->at;
-    uint64_t v = 0;
     c->at += w;
     /* Pointers and u32 fields, the usual widths, as fixed-width reads
      * (a compiler makes each one load). */
@@ -38,8 +38,7 @@ static uint64_t get(cur_t *c, size_t w)
     if (w == 4)
         return (uint64_t)b[0] | (uint64_t)b[1] << 8 | (uint64_t)b[2] << 16 |
                (uint64_t)b[3] << 24;
-    for (size_t i = 0; i < w; i++) v |= (uint64_t)b[i] << (8 * i);
-    return v;
+    return cw_get_le(b, (int)w);
 }
 
 /* Steps over w bytes (reserved fields). */
