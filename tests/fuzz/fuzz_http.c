@@ -72,6 +72,26 @@ static int on_reload(void *ctx, char *msg, size_t msglen)
     return 0;
 }
 
+/* The signals libFuzzer handles that come from outside or from its timer
+ * (not a fault of the thread itself): the timeout's SIGALRM, a stop's
+ * SIGINT and SIGTERM, -handle_usr1/2's graceful exit. Built once, in
+ * LLVMFuzzerInitialize, before the server's threads exist. */
+static const sigset_t *fuzzer_signals(void)
+{
+    static sigset_t set;
+    static int made;
+    if (!made) {
+        sigemptyset(&set);
+        sigaddset(&set, SIGALRM);
+        sigaddset(&set, SIGINT);
+        sigaddset(&set, SIGTERM);
+        sigaddset(&set, SIGUSR1);
+        sigaddset(&set, SIGUSR2);
+        made = 1;
+    }
+    return &set;
+}
+
 static void stop_server(void)
 {
     cw_http_stop(server);
@@ -97,17 +117,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         fprintf(stderr, "fuzz_http: filling %s from %s: %s\n", db, CW_FUZZ_FIXTURE, d.msg);
         abort();
     }
-    /* The server's threads start with SIGALRM blocked (they inherit this
-     * thread's mask), so libFuzzer's timer (-timeout) always interrupts
-     * this thread, in the harness's own calls. Its handler is no
-     * async-signal-safe code: it prints, symbolizes and allocates, and
-     * when it ran on a worker that held the allocator's or SQLite's locks
-     * the process hung instead of reporting the timeout (the campaigns of
-     * 2026-12-02 (4)). */
-    sigset_t alrm, old;
-    sigemptyset(&alrm);
-    sigaddset(&alrm, SIGALRM);
-    pthread_sigmask(SIG_BLOCK, &alrm, &old);
+    /* The server's threads start with libFuzzer's asynchronous signals
+     * blocked (they inherit this thread's mask), so its timer (-timeout)
+     * and a stop (SIGINT, SIGTERM) always interrupt this thread, in the
+     * harness's own calls. Its handlers are no async-signal-safe code:
+     * they print, symbolize and allocate, and when the timeout's ran on a
+     * worker that held the allocator's or SQLite's locks the process hung
+     * instead of reporting the timeout (the campaigns of 2026-12-02 (4)). */
+    sigset_t old;
+    pthread_sigmask(SIG_BLOCK, fuzzer_signals(), &old);
     cw_http_opts_t o = {.listen = "127.0.0.1:0",
                         .db_path = db,
                         .web_root = CW_FUZZ_WEB_ROOT,
@@ -192,6 +210,24 @@ static size_t build_request(const uint8_t *data, size_t size, char *out, size_t 
  * "Harness speed (2026-12-02 (5))"). */
 #define LEAK_EVERY 1024
 
+/* LeakSanitizer's check, with libFuzzer's asynchronous signals held until
+ * it ends. The check holds the allocator's locks while it stops the other
+ * threads and scans; a handler run on this thread meanwhile (a stop's
+ * final statistics and coverage, a timeout's report) allocates and waits
+ * for this thread forever: a campaign run of 2026-12-02 (6), stopped with
+ * SIGINT, hung so. Held, the signal is handled when the check is over
+ * (or by libFuzzer's RSS thread, which waits for the locks like any other
+ * thread). tests/fuzz/signal_check.py signals the target during its
+ * checks. */
+static int leak_check(void)
+{
+    sigset_t old;
+    pthread_sigmask(SIG_BLOCK, fuzzer_signals(), &old);
+    int leaked = __lsan_do_recoverable_leak_check();
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return leaked;
+}
+
 /* connect(), through libFuzzer's timer: its SIGALRM (for -timeout) may
  * interrupt a connect that waits (EINTR; the campaign of 2026-12-02 (3)
  * stopped on it twice, at 82,664 and 113,213 executions). The connection
@@ -222,7 +258,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static unsigned requests;
     size_t n = build_request(data, size, req, sizeof req);
     if (!n) return 0;
-    if (++requests % LEAK_EVERY == 0 && __lsan_do_recoverable_leak_check() != 0) {
+    if (++requests % LEAK_EVERY == 0 && leak_check() != 0) {
         fprintf(stderr, "fuzz_http: LeakSanitizer found a leak within the last %d requests\n",
                 LEAK_EVERY);
         abort();

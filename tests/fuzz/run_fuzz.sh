@@ -8,6 +8,8 @@
 # server and its handlers, and the journal's batch bytes. Each starts by running its committed seeds
 # (regression inputs included). CI calls this; a crash, leak or invariant
 # failure exits nonzero and leaves the input in $BUILD/fuzz-artifacts/.
+# Then tests/fuzz/signal_check.py: fuzz_http stops when signalled during
+# its leak check.
 #
 #   tests/fuzz/run_fuzz.sh [SECONDS]      (per target, default 60; needs clang)
 set -euo pipefail
@@ -28,3 +30,9 @@ for t in "${FUZZ_TARGETS[@]}"; do
   echo "== $t (${secs} s)"
   "$BUILD/tests/fuzz/$t" "${common[@]}" "$corpus" "${FUZZ_ARGS[@]}"
 done
+# fuzz_http stops on SIGINT and SIGTERM even in the middle of its leak
+# check (which once hung it), twice each.
+if [[ " ${FUZZ_TARGETS[*]} " == *" fuzz_http "* ]]; then
+  echo "== fuzz_http: signals during its leak check"
+  python3 tests/fuzz/signal_check.py "$BUILD/tests/fuzz/fuzz_http" 2
+fi
