@@ -30,7 +30,8 @@ typedef struct cw_figs {
     cw_typefig_t types[CW_TYPE__COUNT];
 } cw_figs_t;
 
-/* impacting = AIFO - AOFI bytes; transient = AIFI. */
+/* impacting = AIFO - AOFI bytes (held within INT64_MIN..INT64_MAX: the
+ * byte counts are unsigned); transient = AIFI. */
 int64_t cw_figs_impacting(const cw_figs_t *f);
 void cw_figs_add(cw_figs_t *acc, const cw_figs_t *f);
 
@@ -92,5 +93,7 @@ int cw_report_print_table(const cw_report_t *r, bool with_stacks, FILE *out);
 
 /* "12.3 MB" style (powers of 1024, labelled KB/MB/GB like WPA). */
 void cw_format_bytes(int64_t bytes, char *buf, size_t len);
+/* The same for a count that may pass 2^63. */
+void cw_format_ubytes(uint64_t bytes, char *buf, size_t len);
 
 #endif

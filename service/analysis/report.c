@@ -15,7 +15,9 @@ static const char *const type_names[CW_TYPE__COUNT] = {"AIFI", "AIFO", "AOFI", "
 
 int64_t cw_figs_impacting(const cw_figs_t *f)
 {
-    return (int64_t)f->types[CW_AIFO].bytes - (int64_t)f->types[CW_AOFI].bytes;
+    uint64_t in = f->types[CW_AIFO].bytes, out = f->types[CW_AOFI].bytes;
+    if (in >= out) return in - out > INT64_MAX ? INT64_MAX : (int64_t)(in - out);
+    return out - in > INT64_MAX ? INT64_MIN : -(int64_t)(out - in);
 }
 
 void cw_figs_add(cw_figs_t *acc, const cw_figs_t *f)
@@ -54,11 +56,16 @@ static int cmp_i64_desc(int64_t a, int64_t b)
     return a > b ? -1 : a < b ? 1 : 0;
 }
 
+static int cmp_u64_desc(uint64_t a, uint64_t b)
+{
+    return a > b ? -1 : a < b ? 1 : 0;
+}
+
 static int cmp_proc(const void *x, const void *y)
 {
     const cw_proc_report_t *a = x, *b = y;
     int c = cmp_i64_desc(cw_figs_impacting(&a->figs), cw_figs_impacting(&b->figs));
-    if (!c) c = cmp_i64_desc((int64_t)a->figs.size_bytes, (int64_t)b->figs.size_bytes);
+    if (!c) c = cmp_u64_desc(a->figs.size_bytes, b->figs.size_bytes);
     if (!c) c = a->id < b->id ? -1 : a->id > b->id;
     return c;
 }
@@ -208,23 +215,34 @@ char *cw_report_json(const cw_report_t *r, bool with_stacks)
     return out;
 }
 
-void cw_format_bytes(int64_t bytes, char *buf, size_t len)
+/* A sign and a magnitude, so INT64_MIN and counts past 2^63 print. */
+static void format_bytes(bool neg, uint64_t mag, char *buf, size_t len)
 {
     static const char *const units[] = {"B", "KB", "MB", "GB", "TB"};
-    double v = (double)(bytes < 0 ? -bytes : bytes);
+    double v = (double)mag;
     int u = 0;
     while (v >= 1024.0 && u < 4) {
         v /= 1024.0;
         u++;
     }
     if (u == 0)
-        snprintf(buf, len, "%s%" PRId64 " B", bytes < 0 ? "-" : "", bytes < 0 ? -bytes : bytes);
+        snprintf(buf, len, "%s%" PRIu64 " B", neg ? "-" : "", mag);
     else
-        snprintf(buf, len, "%s%.*f %s", bytes < 0 ? "-" : "",
+        snprintf(buf, len, "%s%.*f %s", neg ? "-" : "",
                  v < 10    ? 2
                  : v < 100 ? 1
                            : 0,
                  v, units[u]);
+}
+
+void cw_format_bytes(int64_t bytes, char *buf, size_t len)
+{
+    format_bytes(bytes < 0, bytes < 0 ? 0 - (uint64_t)bytes : (uint64_t)bytes, buf, len);
+}
+
+void cw_format_ubytes(uint64_t bytes, char *buf, size_t len)
+{
+    format_bytes(false, bytes, buf, len);
 }
 
 /* Seconds since the window start, for readable peak times. */
@@ -243,11 +261,11 @@ int cw_report_print_table(const cw_report_t *r, bool with_stacks, FILE *out)
             "Count", "Impacting", "Trans.#", "Trans.Size", "Peak", "Peak at(s)", "Outst.End");
     for (uint32_t i = 0; i < r->nprocs; i++) {
         const cw_proc_report_t *p = &r->procs[i];
-        cw_format_bytes((int64_t)p->figs.size_bytes, size, sizeof size);
+        cw_format_ubytes(p->figs.size_bytes, size, sizeof size);
         cw_format_bytes(cw_figs_impacting(&p->figs), imp, sizeof imp);
-        cw_format_bytes((int64_t)p->figs.types[CW_AIFI].bytes, tsz, sizeof tsz);
-        cw_format_bytes((int64_t)p->peak_bytes, peak, sizeof peak);
-        cw_format_bytes((int64_t)p->outstanding_end, ost, sizeof ost);
+        cw_format_ubytes(p->figs.types[CW_AIFI].bytes, tsz, sizeof tsz);
+        cw_format_ubytes(p->peak_bytes, peak, sizeof peak);
+        cw_format_ubytes(p->outstanding_end, ost, sizeof ost);
         char name[64];
         if (p->folded)
             snprintf(name, sizeof name, "%s (%" PRIu32 " folded)", p->name ? p->name : "",
@@ -267,9 +285,9 @@ int cw_report_print_table(const cw_report_t *r, bool with_stacks, FILE *out)
         if (!with_stacks) continue;
         for (uint32_t j = 0; j < p->nstacks; j++) {
             const cw_stack_report_t *s = &p->stacks[j];
-            cw_format_bytes((int64_t)s->figs.size_bytes, size, sizeof size);
+            cw_format_ubytes(s->figs.size_bytes, size, sizeof size);
             cw_format_bytes(cw_figs_impacting(&s->figs), imp, sizeof imp);
-            cw_format_bytes((int64_t)s->figs.types[CW_AIFI].bytes, tsz, sizeof tsz);
+            cw_format_ubytes(s->figs.types[CW_AIFI].bytes, tsz, sizeof tsz);
             fprintf(out, "    [%s] size %s, impacting %s, transient %" PRIu64 " / %s\n", s->tag,
                     size, imp, s->figs.types[CW_AIFI].count, tsz);
             for (uint32_t k = 0; k < s->nframes; k++)

@@ -13,6 +13,7 @@
 #include "commitwatch/tagger.h"
 #include "commitwatch/tracker.h"
 #include "test.h"
+#include "test_port.h"
 
 #define P 4096ull /* one page */
 #define BASE 0x7ff600000000ull
@@ -563,6 +564,87 @@ static void test_window_edges(void)
     cw_report_free(r);
 }
 
+/* Ranges no real address space holds, but a trace may describe (up to
+ * 2^64 - 1): the window's net change passes 2^63 either way, and the
+ * figures stay exact (it overflowed int64_t: fuzz_trace, 2026-12-03). */
+static void test_huge_ranges(void)
+{
+    const uint64_t TOP = UINT64_C(1) << 63, H = (uint64_t)INT64_MAX; /* ends at 2^64 - 1 */
+    cw_event_t evs[] = {
+        START(10, 7, "app.exe"),
+        E(20, CW_OP_COMMIT, 7, P, TOP - P, S1), /* [P, 2^63) */
+        E(30, CW_OP_COMMIT, 7, TOP, H, S2),     /* outstanding 2^64 - 1 - P */
+        E(40, CW_OP_RELEASE, 7, P, TOP - P, 0),
+        E(50, CW_OP_RELEASE, 7, TOP, H, 0), /* outstanding 0 */
+        E(60, CW_OP_COMMIT, 7, TOP, H, S2),
+    };
+    cw_report_t *r = analyze(evs, 6, 0, 100);
+    const cw_proc_report_t *p = &r->procs[0];
+    ASSERT_U64_EQ(p->peak_bytes, UINT64_MAX - P);
+    ASSERT_EQ(p->peak_ns, 30);
+    ASSERT_TYPE(p->figs, CW_AIFI, UINT64_MAX - P, 2);
+    ASSERT_TYPE(p->figs, CW_AIFO, H, 1);
+    cw_report_free(r);
+    /* Both released inside the window: the change reaches -(2^64 - 1 - P). */
+    r = analyze(evs, 6, 35, 100);
+    p = &r->procs[0];
+    ASSERT_TYPE(p->figs, CW_AOFI, UINT64_MAX - P, 2);
+    ASSERT_U64_EQ(p->peak_bytes, UINT64_MAX - P); /* the state at t0 */
+    ASSERT_EQ(p->peak_ns, 35);
+    ASSERT_EQ(cw_figs_impacting(&p->figs), INT64_MIN + (int64_t)P); /* H - AOFI */
+    /* The table prints the counts past 2^63 as such, not negative. */
+    cw_test_scratch_t sc;
+    char text[4096];
+    ASSERT_TRUE(cw_test_scratch_open(&sc, "table") != NULL);
+    ASSERT_OK(cw_report_print_table(r, false, sc.f));
+    cw_test_scratch_read(&sc, text, sizeof text);
+    ASSERT_TRUE(strstr(text, " 16777216 TB ") != NULL); /* the peak */
+    ASSERT_TRUE(strstr(text, " -8388608 TB ") != NULL); /* impacting, less 4 KB */
+    cw_report_free(r);
+    r = analyze(evs, 6, 45, 100);
+    p = &r->procs[0];
+    ASSERT_U64_EQ(p->peak_bytes, H);
+    ASSERT_EQ(p->peak_ns, 45); /* H again at 60, not more */
+    cw_report_free(r);
+    r = analyze(evs, 6, 55, 100);
+    p = &r->procs[0];
+    ASSERT_U64_EQ(p->peak_bytes, H);
+    ASSERT_EQ(p->peak_ns, 60);
+    cw_report_free(r);
+}
+
+/* Impacting is held within int64_t; the byte formatter takes both ends. */
+static void test_impacting_limits(void)
+{
+    cw_figs_t f;
+    memset(&f, 0, sizeof f);
+    f.types[CW_AIFO].bytes = UINT64_MAX;
+    ASSERT_EQ(cw_figs_impacting(&f), INT64_MAX);
+    f.types[CW_AIFO].bytes = UINT64_C(1) << 63;
+    ASSERT_EQ(cw_figs_impacting(&f), INT64_MAX);
+    f.types[CW_AOFI].bytes = 1;
+    ASSERT_EQ(cw_figs_impacting(&f), INT64_MAX);
+    f.types[CW_AOFI].bytes = 2;
+    ASSERT_EQ(cw_figs_impacting(&f), INT64_MAX - 1);
+    f.types[CW_AIFO].bytes = 0;
+    f.types[CW_AOFI].bytes = UINT64_C(1) << 63;
+    ASSERT_EQ(cw_figs_impacting(&f), INT64_MIN);
+    f.types[CW_AOFI].bytes = UINT64_MAX;
+    ASSERT_EQ(cw_figs_impacting(&f), INT64_MIN);
+    f.types[CW_AIFO].bytes = 5;
+    f.types[CW_AOFI].bytes = 7;
+    ASSERT_EQ(cw_figs_impacting(&f), -2);
+    char b[32];
+    cw_format_bytes(INT64_MIN, b, sizeof b);
+    ASSERT_STR_EQ(b, "-8388608 TB");
+    cw_format_bytes(-1000, b, sizeof b);
+    ASSERT_STR_EQ(b, "-1000 B");
+    cw_format_bytes(2048, b, sizeof b);
+    ASSERT_STR_EQ(b, "2.00 KB");
+    cw_format_ubytes(UINT64_MAX, b, sizeof b);
+    ASSERT_STR_EQ(b, "16777216 TB");
+}
+
 /* The end of a run: cw_tracker_end_all ends every live instance as an exit
  * would, releasing its memory at that time, but flagged as the end of
  * tracking (what is stored tells it from a real exit). */
@@ -673,6 +755,8 @@ int main(void)
     test_unannounced_pid();
     test_rundown();
     test_window_edges();
+    test_huge_ranges();
+    test_impacting_limits();
     test_end_all();
     test_many_pieces();
     test_memory();
