@@ -19,7 +19,19 @@ Wine facts the tests rely on (../shared/WINDOWS.md, and checked here):
   console event (cwservice.Service stops a Wine-hosted run with SIGINT);
 - services.exe runs only while the prefix's wineserver does: a prefix
   that hosts a service gets a persistent wineserver (PrivatePrefix), and
-  Wine does not wait for a stopped service's process to exit.
+  Wine does not wait for a stopped service's process to exit;
+- when a prefix's wineserver dies (Wine 8 aborts on an assertion in
+  server/sock.c now and then when a program uses sockets: cwservice.py),
+  each thread of its programs ends with exit code 0 the next time it
+  calls the server (dlls/ntdll/unix/server.c: "the server closed the
+  connection; time to die"): a program exits 0 with no output, or hangs
+  half-ended. The tests that make many HTTP requests (test_win_api,
+  test_win_http_hostile) therefore run in a PrivatePrefix, whose
+  wineserver's own messages go to a file printed at its end: the shared
+  prefix's other tests do not go down with it (test_win_etw's runs exited
+  0 with no output, and test_win_api's service stalled, in one CI run),
+  and a failure says whether the server aborted. test_win_rundown's few
+  requests stay in the shared prefix, whose processes it walks.
 """
 
 import os
@@ -183,6 +195,7 @@ class PrivatePrefix:
         self.env = {"WINEPREFIX": self.path}
         self.services_debug = services_debug
         self.services_log = self.path + ".services.log"
+        self.server_log = self.path + ".wineserver.log"
 
     def drive_c(self, *parts):
         return os.path.join(self.path, "drive_c", *parts)
@@ -195,7 +208,8 @@ class PrivatePrefix:
         # After the boot (wineserver -w), never before it: a server started
         # first left two services.exe (WINDOWS.md).
         e = dict(os.environ, **self.env)
-        subprocess.run(["wineserver", "-p"], env=e, check=True, timeout=60)
+        with open(self.server_log, "w") as log:
+            subprocess.run(["wineserver", "-p"], env=e, check=True, timeout=60, stderr=log)
         if self.services_debug:
             # The first program of a new wineserver starts services.exe,
             # which inherits its WINEDEBUG and stderr: a file (a pipe would
@@ -206,11 +220,25 @@ class PrivatePrefix:
                                stdout=subprocess.DEVNULL, stderr=log)
         return self
 
+    def server_said(self):
+        """What the prefix's wineserver wrote (an abort's assertion)."""
+        try:
+            with open(self.server_log, errors="replace") as f:
+                return f.read().strip()
+        except OSError:
+            return ""
+
     def __exit__(self, *exc):
         run(["--stop"], env=self.env, timeout=60)
         e = dict(os.environ, **self.env)
         subprocess.run(["wineserver", "-w"], env=e, timeout=60)
+        said = self.server_said()
+        if said:
+            print(f"the wineserver of prefix {self.path} said (a failure above may be its "
+                  f"abort, not commitwatch's):\n{said[-2000:]}", file=sys.stderr)
         shutil.rmtree(self.path, ignore_errors=True)
+        if os.path.exists(self.server_log):
+            os.remove(self.server_log)
         if os.path.exists(self.services_log):
             os.remove(self.services_log)
         return False

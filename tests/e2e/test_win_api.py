@@ -3,7 +3,8 @@
 figures the Linux build gives, and refmodel.py's.
 
 `commitwatch.exe run --source replay:TRACE` (through scripts/wine_run.sh,
-in the ctest run's shared prefix) over the MemoryTestApp fixture and a
+in a Wine prefix of its own, cwwine.PrivatePrefix: a wineserver that
+aborts under the HTTP traffic takes no other test down) over the MemoryTestApp fixture and a
 random trace (refmodel.random_trace: pid reuse, events after exits,
 rundown, partial decommits, equal times). For each:
 
@@ -242,11 +243,13 @@ def one_trace(what, trace):
                     any(p["size_bytes"] for p in r["processes"]), r)
 
 
-one_trace("fixture", MTA)
-rand = os.path.join(BUILD, "e2e-http", "win-api-random.jsonl")
-os.makedirs(os.path.dirname(rand), exist_ok=True)
-refmodel.random_trace(rand, 7, HEADER)
-one_trace("random", rand)
+with cwwine.PrivatePrefix("api") as px:
+    os.environ.update(px.env)  # Service's commitwatch.exe runs in it
+    one_trace("fixture", MTA)
+    rand = os.path.join(BUILD, "e2e-http", "win-api-random.jsonl")
+    os.makedirs(os.path.dirname(rand), exist_ok=True)
+    refmodel.random_trace(rand, 7, HEADER)
+    one_trace("random", rand)
 if not LINUX:
     print("note: no Linux build given (-DCW_LINUX_BUILD=DIR): compared with refmodel.py only")
 t.done()
