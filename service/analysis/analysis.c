@@ -7,9 +7,10 @@
  * Peak: per instance, the net change of outstanding since t0 (commits of
  * new, non-rundown bytes minus releases inside the window) is followed
  * after every event in the window; the best value (0 at t0 included) plus
- * outstanding(t0) = AOFI + AOFO bytes is the peak. A trace's ranges may
- * reach 2^64 - 1, so the change can pass 2^63 either way: it is kept in
- * 65 bits and more (wide_t), and the peak, outstanding bytes, fits in 64. */
+ * outstanding(t0) = AOFI + AOFO bytes is the peak. The tracker takes
+ * ranges ending by CW_RANGE_END_MAX only, so outstanding bytes, and the
+ * change, lie within +-INT64_MAX (a trace's ranges up to 2^64 made it
+ * overflow: fuzz_trace). */
 #include "commitwatch/analysis.h"
 
 #include <stdlib.h>
@@ -33,19 +34,13 @@ typedef struct entry {
     cw_figs_t figs;
 } entry_t;
 
-/* hi * 2^64 + lo: a signed byte count wider than int64_t. */
-typedef struct wide {
-    int64_t hi;
-    uint64_t lo;
-} wide_t;
-
 typedef struct inst {
     bool seen;
     uint32_t pid;
     char *name, *cmdline;
     int64_t start_ns, exit_ns;
     uint64_t events;
-    wide_t delta, best;
+    int64_t delta, best;
     int64_t best_ns;
 } inst_t;
 
@@ -149,23 +144,6 @@ static void classify(cw_analysis_t *a, const cw_proc_t *p, const cw_commit_t *c,
     fg->types[type].count++;
 }
 
-static void wide_add(wide_t *w, uint64_t b)
-{
-    w->lo += b;
-    if (w->lo < b) w->hi++;
-}
-
-static void wide_sub(wide_t *w, uint64_t b)
-{
-    if (w->lo < b) w->hi--;
-    w->lo -= b;
-}
-
-static bool wide_gt(wide_t a, wide_t b)
-{
-    return a.hi != b.hi ? a.hi > b.hi : a.lo > b.lo;
-}
-
 static void on_start(void *ctx, const cw_proc_t *p, int64_t ts)
 {
     (void)ts;
@@ -179,7 +157,7 @@ static void on_event(void *ctx, const cw_proc_t *p, int64_t ts)
     inst_t *in = inst_of(a, p);
     if (!in) return;
     in->events++;
-    if (wide_gt(in->delta, in->best)) {
+    if (in->delta > in->best) {
         in->best = in->delta;
         in->best_ns = ts;
     }
@@ -194,7 +172,7 @@ static void on_commit(void *ctx, const cw_proc_t *p, const cw_commit_t *c, int64
     if (!fg || !in) return;
     fg->size_bytes += c->bytes;
     fg->commit_count++;
-    wide_add(&in->delta, c->bytes);
+    in->delta += (int64_t)c->bytes;
 }
 
 static void on_release(void *ctx, const cw_proc_t *p, const cw_commit_t *c, uint64_t bytes,
@@ -204,7 +182,7 @@ static void on_release(void *ctx, const cw_proc_t *p, const cw_commit_t *c, uint
     classify(a, p, c, bytes, ts);
     if (in_window(a, ts)) {
         inst_t *in = inst_of(a, p);
-        if (in) wide_sub(&in->delta, bytes);
+        if (in) in->delta -= (int64_t)bytes;
     }
 }
 
@@ -274,8 +252,7 @@ int cw_analysis_report(cw_analysis_t *a, cw_stacks_t *stacks, cw_tagger_t *tagge
         p->exit_ns = in->exit_ns;
         p->tracking_ended_ns = CW_TS_NEVER; /* a trace ends; its processes do not */
         p->events = in->events;
-        /* Outstanding bytes, below 2^64: the sum modulo 2^64 is exact. */
-        p->peak_bytes = out_t0[id] + in->best.lo;
+        p->peak_bytes = out_t0[id] + (uint64_t)in->best;
         /* The state at `from` is reached no earlier than the instance. */
         p->peak_ns = in->best_ns < in->start_ns ? in->start_ns : in->best_ns;
         p->stacks = calloc(nst[id] ? nst[id] : 1, sizeof *p->stacks);

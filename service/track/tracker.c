@@ -777,9 +777,10 @@ int cw_tracker_apply(cw_tracker_t *t, const cw_event_t *ev)
     case CW_OP_RELEASE:
     case CW_OP_RESERVE:
         if (!p && !(p = new_instance(t, ev->pid, ev->ts, NULL, NULL, true))) return CW_ENOMEM;
-        if (ev->size == 0 || ev->addr + ev->size < ev->addr) {
-            /* Empty or wrapping ranges change nothing (the reader rejects
-             * them; live sources may not). */
+        if (!cw_range_ok(ev->addr, ev->size)) {
+            /* Empty ranges, and ranges past CW_RANGE_END_MAX (wrapping
+             * ones among them), change nothing (the reader rejects them;
+             * live sources and .etl files may not). */
         } else if (ev->op == CW_OP_COMMIT) {
             rc = commit_range(t, p, ev);
         } else if (ev->op == CW_OP_RESERVE) {
