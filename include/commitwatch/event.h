@@ -25,18 +25,28 @@ typedef enum cw_op {
 #define CW_TS_BEFORE INT64_MIN
 #define CW_TS_NEVER INT64_MAX
 
-/* The highest end (addr + size) of a range the tracker takes: no user
- * address space comes near 2^63 (x86-64: 2^47, or 2^56 with 5-level
- * paging; arm64: 2^52), and below it a process's outstanding bytes, a
- * window's or bucket's change of them and every sum of those fit int64_t
- * (as SQLite stores them). A range past it (a hostile trace or .etl) is
- * ignored like a wrapping one; the trace reader refuses it. */
-#define CW_RANGE_END_MAX ((uint64_t)INT64_MAX)
-
-/* Whether [addr, addr + size) is non-empty and ends by CW_RANGE_END_MAX. */
+/* Whether [addr, addr + size) is non-empty and does not wrap (its end,
+ * exclusive, is at most 2^64 - 1). */
 static inline bool cw_range_ok(uint64_t addr, uint64_t size)
 {
-    return size > 0 && addr < CW_RANGE_END_MAX && size <= CW_RANGE_END_MAX - addr;
+    return size > 0 && size <= UINT64_MAX - addr;
+}
+
+/* The highest end (addr + size) of a commit the tracker takes. Memory is
+ * committed far below 2^63 (x86-64 user space ends at 2^47, or 2^56 with
+ * 5-level paging; arm64's at 2^52), and below it a process's outstanding
+ * bytes, a window's or bucket's change of them and the store's sums of
+ * those fit int64_t. Other ranges may lie above: Linux lists the
+ * [vsyscall] page at 0xffffffffff600000 in every process's maps (a
+ * rundown reserve). A commit past it (a hostile trace or .etl) is ignored
+ * like a wrapping range; the trace reader refuses it. */
+#define CW_COMMIT_END_MAX ((uint64_t)INT64_MAX)
+
+/* Whether a commit of [addr, addr + size) is non-empty and ends by
+ * CW_COMMIT_END_MAX. */
+static inline bool cw_commit_ok(uint64_t addr, uint64_t size)
+{
+    return size > 0 && addr < CW_COMMIT_END_MAX && size <= CW_COMMIT_END_MAX - addr;
 }
 
 typedef struct cw_event {

@@ -8,7 +8,7 @@
  * new, non-rundown bytes minus releases inside the window) is followed
  * after every event in the window; the best value (0 at t0 included) plus
  * outstanding(t0) = AOFI + AOFO bytes is the peak. The tracker takes
- * ranges ending by CW_RANGE_END_MAX only, so outstanding bytes, and the
+ * commits ending by CW_COMMIT_END_MAX only, so outstanding bytes, and the
  * change, lie within +-INT64_MAX (a trace's ranges up to 2^64 made it
  * overflow: fuzz_trace). */
 #include "commitwatch/analysis.h"

@@ -385,9 +385,11 @@ int cw_trace_reader_next(cw_trace_reader_t *r, cw_event_t *ev, cw_diag_t *d)
             return bad(r, d, "%s",
                        "field \"size\" must be below 2^63 (no address space is larger)");
         if (!cw_range_ok(ev->addr, ev->size))
+            return bad(r, d, "%s", "the range addr + size goes past the end of the address space");
+        if (ev->op == CW_OP_COMMIT && !cw_commit_ok(ev->addr, ev->size))
             return bad(r, d, "%s",
-                       "the range addr + size ends past 2^63 - 1 (no user address space reaches "
-                       "it)");
+                       "a commit's range addr + size ends past 2^63 - 1 (no user memory is "
+                       "committed there)");
     }
     const cJSON *rd = cJSON_GetObjectItemCaseSensitive(o, "rundown");
     if (rd) {

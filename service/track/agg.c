@@ -42,7 +42,7 @@ typedef struct release_acc {
 typedef struct act_acc {
     uint32_t proc;
     uint64_t events;
-    /* Within +-INT64_MAX: the tracker's ranges end by CW_RANGE_END_MAX. */
+    /* Within +-INT64_MAX: the tracker's commits end by CW_COMMIT_END_MAX. */
     int64_t delta, relpeak, relpeak_ns;
 } act_acc_t;
 

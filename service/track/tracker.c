@@ -777,10 +777,12 @@ int cw_tracker_apply(cw_tracker_t *t, const cw_event_t *ev)
     case CW_OP_RELEASE:
     case CW_OP_RESERVE:
         if (!p && !(p = new_instance(t, ev->pid, ev->ts, NULL, NULL, true))) return CW_ENOMEM;
-        if (!cw_range_ok(ev->addr, ev->size)) {
-            /* Empty ranges, and ranges past CW_RANGE_END_MAX (wrapping
-             * ones among them), change nothing (the reader rejects them;
-             * live sources and .etl files may not). */
+        if (ev->op == CW_OP_COMMIT ? !cw_commit_ok(ev->addr, ev->size)
+                                   : !cw_range_ok(ev->addr, ev->size)) {
+            /* Empty or wrapping ranges, and commits past CW_COMMIT_END_MAX,
+             * change nothing (the reader rejects them; live sources and
+             * .etl files may not). So every committed piece lies below
+             * CW_COMMIT_END_MAX. */
         } else if (ev->op == CW_OP_COMMIT) {
             rc = commit_range(t, p, ev);
         } else if (ev->op == CW_OP_RESERVE) {

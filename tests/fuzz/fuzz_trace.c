@@ -7,7 +7,7 @@
  * report as JSON and as the table) and into the trace writer. The file
  * may be refused (CW_EPARSE, CW_ETIME with a message naming the line),
  * never crash, hang or leak; the events must be in time order and in
- * range (ranged ops: 0 < size, addr + size <= 2^63 - 1;
+ * range (ranged ops: 0 < size, no wrap, a commit's end <= 2^63 - 1;
  * process_start: a name). When the whole file was read, what the writer
  * wrote must read back as the same events. */
 #include <stdint.h>
@@ -46,7 +46,8 @@ static void check_event(const cw_event_t *ev)
     CHECK(ev->op < CW_OP__COUNT);
     CHECK(ev->ts >= 0);
     if (ev->op <= CW_OP_RELEASE) {
-        CHECK(cw_range_ok(ev->addr, ev->size)); /* ends by 2^63 - 1 */
+        CHECK(cw_range_ok(ev->addr, ev->size) && ev->size <= (uint64_t)INT64_MAX);
+        CHECK(ev->op != CW_OP_COMMIT || cw_commit_ok(ev->addr, ev->size)); /* by 2^63 - 1 */
     }
     if (ev->op == CW_OP_PROCESS_START) CHECK(ev->name != NULL);
     if (ev->rundown) CHECK(ev->op == CW_OP_COMMIT);
