@@ -536,7 +536,7 @@ static int on_valloc(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
     cw_op_t ops[2];
     int n = cw_etl_valloc_ops(va.flags, ops);
     if (n == 0) return 0;
-    if (va.size == 0 || va.size > INT64_MAX || va.base + va.size < va.base) {
+    if (!cw_range_ok(va.base, va.size) || va.size > INT64_MAX) {
         skip(r, c, CW_ERANGE); /* the trace format has no room for it */
         return 0;
     }
