@@ -70,6 +70,14 @@ int cw_reserve(void *items, size_t *cap, size_t need, size_t elem);
 #define CW_RESERVE(v, cap, need)                                                                   \
     ((size_t)(need) <= (cap) ? 0 : cw_reserve(&(v), &(cap), (need), sizeof *(v)))
 
+/* Gives back the room of an array far larger than the n elements it holds
+ * now (a burst is over): when *cap passes 2 n + slack, *items is
+ * reallocated to n elements (freed, NULL, at n == 0) and *cap set to n.
+ * The first n elements are kept. If realloc fails nothing changes (the
+ * room is only kept longer). */
+void cw_reserve_fit(void *items, size_t *cap, size_t n, size_t slack, size_t elem);
+#define CW_RESERVE_FIT(v, cap, n, slack) cw_reserve_fit(&(v), &(cap), (n), (slack), sizeof *(v))
+
 /* A growing byte buffer (text or binary), zero-initialised: `cw_buf_t b =
  * {0}`. p stays NUL-terminated after its n bytes once anything was put;
  * after an allocation failure every later call does nothing and failed

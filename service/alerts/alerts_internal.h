@@ -206,6 +206,8 @@ typedef struct cw__aeval {
 
 int cw__aeval_init(cw__aeval_t *e, const cw_alert_rules_t *rules, int64_t step_ns);
 void cw__aeval_free(cw__aeval_t *e);
+/* Bytes of the set (cw__aset_bytes) and of the evaluator's scratch. */
+size_t cw__aeval_bytes(const cw__aeval_t *e);
 /* Evaluates every rule at T over the set (fed up to T): transitions go to
  * e->tr (cleared first), states' figures are updated. 0 or CW_ENOMEM. */
 int cw__aeval_run(cw__aeval_t *e, int64_t T);

@@ -303,9 +303,9 @@ static int evaluate_at(cw_alert_engine_t *e, int64_t T, cw_diag_t *d)
 {
     bool any = false;
     int err = cw__aset_feed(&e->ev.set, e->s, T, d);
-    cw_mem_set(CW_MEM_ALERT_SERIES, (int64_t)cw__aset_bytes(&e->ev.set));
     if (!err && (err = cw__aeval_run(&e->ev, T)))
         cw_diag_set(d, err, "alerts: out of memory evaluating");
+    cw_mem_set(CW_MEM_ALERT_SERIES, (int64_t)cw__aeval_bytes(&e->ev));
     if (err) return err;
     bool firing = false;
     for (size_t ri = 0; ri < e->ev.rules.n && !firing; ri++)

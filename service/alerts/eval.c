@@ -596,13 +596,33 @@ static int eval_rule(cw__aeval_t *e, uint32_t ri, int64_t T)
     return err;
 }
 
+size_t cw__aeval_bytes(const cw__aeval_t *e)
+{
+    size_t b = cw__aset_bytes(&e->set) + e->nextcap * sizeof *e->next +
+               e->trcap * sizeof *e->tr + e->npoints_cap * (sizeof *e->points + sizeof *e->pts_t);
+    for (size_t i = 0; i < CW_ARRAY_LEN(e->wsum); i++)
+        b += e->wsum[i].cap * sizeof *e->wsum[i].v;
+    if (e->gmap.idx)
+        b += ((size_t)e->gmap.mask + 1) *
+             (sizeof *e->gmap.k1 + sizeof *e->gmap.k2 + sizeof *e->gmap.idx);
+    return b;
+}
+
+/* Scratch per base (the window sums, the groups' chains) whose room is
+ * far above the bases the set holds now goes back: a burst of instances,
+ * compacted away once ended, would otherwise keep it for good. */
+#define SCRATCH_SLACK 64
+
 int cw__aeval_run(cw__aeval_t *e, int64_t T)
 {
     int err = 0;
     e->ntr = 0;
     e->machine_read = false;
-    for (size_t i = 0; i < CW_ARRAY_LEN(e->wsum); i++)
+    for (size_t i = 0; i < CW_ARRAY_LEN(e->wsum); i++) {
         e->wsum[i].valid = false;
+        CW_RESERVE_FIT(e->wsum[i].v, e->wsum[i].cap, e->set.nbases + 1, SCRATCH_SLACK);
+    }
+    CW_RESERVE_FIT(e->next, e->nextcap, e->set.nbases + 1, SCRATCH_SLACK);
     for (uint32_t ri = 0; ri < e->rules.n && !err; ri++)
         err = eval_rule(e, ri, T);
     if (!err) e->set.evaluated_to = T; /* instances ended before T: resolved */

@@ -41,6 +41,23 @@ int cw_reserve(void *items, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
+void cw_reserve_fit(void *items, size_t *cap, size_t n, size_t slack, size_t elem)
+{
+    void *old;
+    if (*cap <= slack || n > (*cap - slack - 1) / 2) return; /* 2 n + slack < *cap: on */
+    memcpy(&old, items, sizeof old);
+    if (n == 0) {
+        free(old);
+        old = NULL;
+    } else {
+        void *np = realloc(old, n * elem); /* n * elem < *cap * elem: no overflow */
+        if (!np) return;                   /* the room is only kept */
+        old = np;
+    }
+    memcpy(items, &old, sizeof old);
+    *cap = n;
+}
+
 int cw_reserve_zeroed(void *items, size_t *cap, size_t need, size_t elem)
 {
     size_t old = *cap;

@@ -642,6 +642,19 @@ static int tail_extend(cw_store_t *s, struct cw__raw_tail *c, int64_t lo, int64_
     return err;
 }
 
+/* Room far above the rows the tail holds now goes back (the rows of a
+ * burst of processes read once, then reset or trimmed): the capacity of
+ * a burst is otherwise kept as long as the handle is used, and a handle
+ * read every few seconds is never idle long enough to drop it. */
+#define TAIL_SLACK_ROWS 1024
+
+static void tail_fit(struct cw__raw_tail *c)
+{
+    CW_RESERVE_FIT(c->c, c->capc, c->nc, TAIL_SLACK_ROWS);
+    CW_RESERVE_FIT(c->r, c->capr, c->nr, TAIL_SLACK_ROWS);
+    CW_RESERVE_FIT(c->a, c->capa, c->na, TAIL_SLACK_ROWS);
+}
+
 /* The raw tail holding [lo, end of the raw tier), into *out; NULL when it
  * cannot (the cache off, too many rows). 0, CW_ENOMEM or CW_EDB. */
 static int raw_tail(cw_store_t *s, const cw__tier_t *t, int64_t lo, struct cw__raw_tail **out,
@@ -674,12 +687,14 @@ static int raw_tail(cw_store_t *s, const cw__tier_t *t, int64_t lo, struct cw__r
         if (err) {
             c->valid = false;
             c->nc = c->nr = c->na = 0;
+            tail_fit(c);
             if (err == TAIL_OVERSIZE) c->over = hi - c->lo;
             return err == TAIL_OVERSIZE ? 0 : err;
         }
         c->hi = hi;
         c->over = 0;
     }
+    tail_fit(c);
     c->valid = true;
     *out = c;
     return 0;

@@ -41,6 +41,37 @@ static void test_reserve(void)
     free(c);
 }
 
+static void test_reserve_fit(void)
+{
+    uint32_t *v = NULL;
+    size_t cap = 0;
+    ASSERT_OK(CW_RESERVE(v, cap, 4096));
+    for (uint32_t i = 0; i < 4096; i++)
+        v[i] = i * 3;
+    /* Not far larger than what it holds: kept as it is. */
+    CW_RESERVE_FIT(v, cap, 2020, 64);
+    ASSERT_EQ(cap, 4096);
+    CW_RESERVE_FIT(v, cap, 100, 4096); /* within the slack */
+    ASSERT_EQ(cap, 4096);
+    /* 2 n + slack == cap: still kept; one element fewer: given back. */
+    CW_RESERVE_FIT(v, cap, 2016, 64);
+    ASSERT_EQ(cap, 4096);
+    CW_RESERVE_FIT(v, cap, 2015, 64);
+    ASSERT_EQ(cap, 2015);
+    for (uint32_t i = 0; i < 2015; i++)
+        if (v[i] != i * 3) CW_FAIL("element %u lost its value in the shrink", i);
+    /* It grows again from there. */
+    ASSERT_OK(CW_RESERVE(v, cap, 3000));
+    ASSERT_TRUE(cap >= 3000);
+    ASSERT_EQ(v[2014], 2014u * 3);
+    /* Empty: freed. */
+    CW_RESERVE_FIT(v, cap, 0, 16);
+    ASSERT_TRUE(v == NULL);
+    ASSERT_EQ(cap, 0);
+    CW_RESERVE_FIT(v, cap, 0, 16); /* nothing there: nothing done */
+    ASSERT_TRUE(v == NULL);
+}
+
 static void test_reserve_zeroed(void)
 {
     int *v = NULL;
@@ -246,6 +277,7 @@ int main(void)
     test_buf();
     test_utc_text();
     test_reserve_zeroed();
+    test_reserve_fit();
     test_strings();
     test_floor();
     TEST_DONE();

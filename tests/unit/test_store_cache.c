@@ -357,6 +357,34 @@ static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool e
     cw_store_close(w);
 }
 
+/* A database keeping every row at dir/name (into path[400]), for the
+ * small cases below. */
+static cw_store_t *small_db(const char *name, char *path)
+{
+    cw_store_t *w;
+    cw_diag_t d = {{0}};
+    cw_store_opts_t keep = {{0, 0, 0}, 0};
+    snprintf(path, 400, "%s/%s", dir, name);
+    ASSERT_OK(cw_store_open(path, &keep, &w, &d));
+    return w;
+}
+
+/* The small cases' batch of second bk; the first one has their frame,
+ * their two stacks (0 "Heap", 1 "Stack") and process 1, named name. */
+static cw_batch_t *small_batch(int64_t bk, bool first, const char *name)
+{
+    static const uint32_t fr[] = {1};
+    cw_batch_t *b;
+    ASSERT_OK(cw_batch_create(bk, S, &b));
+    if (first) {
+        ASSERT_OK(cw_batch_add_frame(b, 1, "app!main"));
+        ASSERT_OK(cw_batch_add_stack(b, 0, fr, 1, "Heap"));
+        ASSERT_OK(cw_batch_add_stack(b, 1, fr, 1, "Stack"));
+        ASSERT_OK(cw_batch_add_proc(b, 1, 1001, bk, CW_TS_NEVER, name, NULL));
+    }
+    return b;
+}
+
 /* ---- a process whose sums are all closed -------------------------------------------
  *
  * The report cache leaves closed sums out, so a process whose sums are
@@ -368,24 +396,13 @@ static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool e
 static void closed_proc(void)
 {
     char path[400];
-    cw_store_t *w, *c, *n;
+    cw_store_t *w = small_db("closed.db", path), *c, *n;
     cw_diag_t d = {{0}};
-    cw_store_opts_t keep = {{0, 0, 0}, 0};
-    snprintf(path, sizeof path, "%s/closed.db", dir);
-    ASSERT_OK(cw_store_open(path, &keep, &w, &d));
     int64_t base = INT64_C(470011) * HOUR;
-    static const uint32_t fr[] = {1};
     for (int64_t k = 0; k < 60; k++) {
         int64_t bk = base + k * S;
-        cw_batch_t *b;
-        ASSERT_OK(cw_batch_create(bk, S, &b));
-        if (k == 0) {
-            ASSERT_OK(cw_batch_add_frame(b, 1, "app!main"));
-            ASSERT_OK(cw_batch_add_stack(b, 0, fr, 1, "Heap"));
-            ASSERT_OK(cw_batch_add_stack(b, 1, fr, 1, "Stack"));
-            ASSERT_OK(cw_batch_add_proc(b, 1, 1001, bk, CW_TS_NEVER, "closed.exe", NULL));
-            ASSERT_OK(cw_batch_add_proc(b, 2, 1002, bk, CW_TS_NEVER, "busy.exe", NULL));
-        }
+        cw_batch_t *b = small_batch(bk, k == 0, "closed.exe");
+        if (k == 0) ASSERT_OK(cw_batch_add_proc(b, 2, 1002, bk, CW_TS_NEVER, "busy.exe", NULL));
         cw_row_activity_t a1 = {1, 1, 0, 0, bk}, a2 = {2, 1, 4096, 4096, bk + 5};
         uint32_t st = (uint32_t)(k % 10);
         if (k == 10 || k == 11) { /* process 1: two stacks committed, then freed */
@@ -427,6 +444,69 @@ static void closed_proc(void)
     ASSERT_TRUE(cw__store_report_cache_closed(c) >= 2);
     cw_store_close(n);
     cw_store_close(c);
+    cw_store_close(w);
+}
+
+/* ---- the raw tail after a burst ---------------------------------------------------
+ *
+ * A burst of processes fills the raw tail (a window from before it, not
+ * aligned to minutes; commits, releases, activity); a later window, after
+ * it, trims the burst's rows:
+ * the room they took goes back (cw_reserve_fit), and the answers stay
+ * those of the rows. Before, the arrays kept the burst's capacity for as
+ * long as the handle was used (docs/RELIABILITY.md, "Soak", 2026-12-03). */
+#define BURST_PROCS 300
+#define BURST_SECS 5
+
+static void burst_tail(void)
+{
+    char path[400];
+    cw_store_t *w = small_db("burst.db", path), *c, *n;
+    cw_diag_t d = {{0}};
+    int64_t base = INT64_C(470011) * HOUR;
+    for (int64_t k = 0; k < 40; k++) {
+        int64_t bk = base + k * S;
+        cw_batch_t *b = small_batch(bk, k == 0, "steady.exe");
+        if (k < BURST_SECS) /* short-lived processes, each a second */
+            for (uint32_t i = 0; i < BURST_PROCS; i++) {
+                uint32_t id = 2 + (uint32_t)k * BURST_PROCS + i;
+                ASSERT_OK(cw_batch_add_proc(b, id, 2000 + id, bk, bk + S / 2, "burst.exe", NULL));
+                for (uint32_t st = 0; st < 2; st++) { /* committed and freed: closed sums */
+                    ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){id, st, bk, 4096, 1}));
+                    ASSERT_OK(cw_batch_add_release(b, &(cw_row_release_t){id, st, bk, 4096, 1, 1}));
+                }
+                ASSERT_OK(
+                    cw_batch_add_activity(b, &(cw_row_activity_t){id, 4, 0, 8192, bk + S / 4}));
+            }
+        ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){1, 0, bk, 4096, 1}));
+        ASSERT_OK(cw_batch_add_activity(b, &(cw_row_activity_t){1, 1, 4096, 4096, bk + 5}));
+        ASSERT_OK(cw_store_write(w, b, &d));
+        cw_batch_free(b);
+    }
+    ASSERT_OK(cw_store_open_readonly(path, &c, &d));
+    ASSERT_OK(cw_store_open_readonly(path, &n, &d));
+    n->read_cache_off = true;
+    /* Room for the burst's rows, and a trim at half of it. */
+    c->read_cache_rows = BURST_SECS * BURST_PROCS * 5 * 3 / 2;
+    int64_t before = cw_mem_get(CW_MEM_STORE_CACHES);
+    report_eq(c, n, base + S / 2, base + 40 * S);
+    size_t rows_burst = cw__store_raw_tail_rows(c);
+    int64_t held_burst = cw_mem_get(CW_MEM_STORE_CACHES) - before;
+    ASSERT_TRUE(rows_burst >= BURST_SECS * BURST_PROCS * 5 - 5 * BURST_PROCS);
+    /* Windows after the burst: its rows are trimmed, their room given back. */
+    for (int64_t k = 20; k < 25; k++)
+        report_eq(c, n, base + k * S + S / 2, base + 40 * S);
+    size_t rows_after = cw__store_raw_tail_rows(c);
+    int64_t held_after = cw_mem_get(CW_MEM_STORE_CACHES) - before;
+    printf("burst: the raw tail held %zu rows in %" PRId64 " bytes, then %zu rows in %" PRId64
+           " bytes\n",
+           rows_burst, held_burst, rows_after, held_after);
+    ASSERT_TRUE(rows_after > 0 && rows_after < 100);
+    ASSERT_TRUE(held_burst > 100 * 1024);
+    ASSERT_TRUE(held_after < held_burst / 4);
+    cw_store_close(n);
+    cw_store_close(c);
+    ASSERT_EQ(cw_mem_get(CW_MEM_STORE_CACHES), before);
     cw_store_close(w);
 }
 
@@ -598,6 +678,7 @@ int main(void)
     cw_store_opts_t cap = {{0, 0, 0}, 64 * 1024};
     run("cap.db", &cap, 3 * HOUR, true, 0);
     closed_proc();
+    burst_tail();
     pooled();
     printf("%u reports and %u series compared\n", checks_report, checks_series);
     ASSERT_TRUE(checks_report > 100 && checks_series > 100);
