@@ -36,7 +36,9 @@ Phases:
      passes the soak: the processes and folded rows of ended instances are
      pruned. The rows before and after are counted.
 
-Prints a summary and writes OUT/summary.json, OUT/samples.csv, OUT/rss.csv
+Prints a summary and writes OUT/summary.json, OUT/samples.csv (with the
+daemon's memory components, mem_*, and its anonymous pages by mapping,
+anon_*: the rss check's report names those that moved), OUT/rss.csv
 (the RSS read every --rss-sample seconds) and the daemon's log. The
 baseline and end RSS are each the median of the second half of the phase's
 readings (warmup; settle); the anonymous RSS's are the floor (the 10th
@@ -69,7 +71,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "e2e"))
 from cwtest import file_text, wait_until  # noqa: E402
-from procmem import proc_state, rss_bytes, smaps_charged  # noqa: E402
+from procmem import anon_parts, proc_stopped, rss_bytes, smaps_charged  # noqa: E402
 
 MB = 1024 * 1024
 SEC = 1000000000
@@ -94,6 +96,20 @@ def quiet_rss(samples, phase, key="rss", q=0.5):
     rss = [s[key] for s in samples if s["phase"] == phase]
     rss = sorted(rss[len(rss) // 2:])
     return rss[min(len(rss) - 1, int(len(rss) * q))] if rss else 0
+
+
+def memory_moves(samples):
+    """The daemon's memory by component (/api/health's "memory") and its
+    anonymous pages by mapping (procmem.anon_parts): the median of the
+    second half of the warmup's and of the settle's full samples, for the
+    report of the rss check: {name: (baseline, end)}."""
+    keys = sorted({k for s in samples for k in s if k.startswith(("mem_", "anon_"))})
+    out = {}
+    for k in keys:
+        v = [quiet_rss([s for s in samples if s.get(k) is not None], ph, k)
+             for ph in ("warmup", "settle")]
+        out[k] = tuple(v)
+    return out
 
 
 class Soak:
@@ -242,6 +258,13 @@ class Soak:
                   "db_bytes": h.get("db_size_bytes"),
                   "heap": (h.get("memory") or {}).get("heap_in_use")})
         self.memory = h.get("memory") or {}
+        # Where the memory is, for a check that fails: the daemon's own
+        # account (/api/health) and the anonymous pages by mapping.
+        s.update({"mem_" + k: v for k, v in self.memory.items()})
+        try:
+            s.update({"anon_" + k: v for k, v in anon_parts(self.pid).items()})
+        except OSError:
+            pass
         s.update(self.rows())
         self.samples.append(s)
         print(f"[{s['t']:7.1f}s {self.phase:6}] rss {s['rss'] / MB:6.1f} MiB  anon "
@@ -288,7 +311,7 @@ class Soak:
                 lost0 = (self.get("/api/health") or {}).get("events_lost", 0)
                 os.kill(p.pid, signal.SIGSTOP)
                 try:
-                    wait_until(lambda: proc_state(p.pid) == "T", 30, "the churner stopped")
+                    wait_until(lambda: proc_stopped(p.pid), 30, "every thread of the churner stopped")
                     stopped = time.time_ns()
                     want = smaps_charged(p.pid)
                     wait_until(lambda: self.stored_end() > stopped + SEC, 120,
@@ -473,6 +496,7 @@ class Soak:
             "fds_baseline": base["fds"], "fds_max": max(s["fds"] for s in self.samples),
             "fds_end": end["fds"],
             "memory_baseline": base_mem, "memory_end": end_mem,
+            "memory_moves": memory_moves(self.samples),
             "fd_kinds_baseline": base_fds, "fd_kinds_end": end_fds,
             "fds_other_baseline": base["fds"] - base["fds_files"] - base["fds_unix"],
             "fds_other_max": max(x["fds"] - x["fds_files"] - x["fds_unix"] for x in self.samples),
@@ -544,7 +568,11 @@ def verdict(s, tol):
          f"{s['rss_anon_peak'] / MB:.1f} MiB, floor at the end {s['rss_anon_end'] / MB:.1f} MiB "
          f"(medians {s['rss_anon_baseline_median'] / MB:.1f} and "
          f"{s['rss_anon_end_median'] / MB:.1f} MiB; VmRSS medians {s['rss_baseline'] / MB:.1f} "
-         f"and {s['rss_end'] / MB:.1f}, peak {s['rss_peak'] / MB:.1f} MiB)"),
+         f"and {s['rss_end'] / MB:.1f}, peak {s['rss_peak'] / MB:.1f} MiB)" +
+         "".join(f"; {k} {a / MB:.2f} -> {b / MB:.2f}"
+                 for k, (a, b) in sorted(s.get("memory_moves", {}).items())
+                 if k not in ("mem_perf_rings", "mem_resident", "mem_resident_peak",
+                              "mem_sqlite_peak") and abs(b - a) >= 0.05 * MB)),
         # Files are the modules the unwinder's cache of perf_unwind_processes
         # processes holds open (libdw): bounded, not constant. The rest
         # (perf events, sockets, pipes, the database) must come back.

@@ -42,7 +42,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from cwtest import file_text, wait_until  # noqa: E402
-from procmem import proc_state, smaps_charged  # noqa: E402
+from procmem import proc_stopped, smaps_charged  # noqa: E402
 
 BIN = os.environ.get("CW_BIN", "build/commitwatch")
 BUILD = os.environ.get("CW_BUILD", "build")
@@ -201,7 +201,7 @@ def test_oracle(tmp):
         procs.append(slp)
         # Quiescent: the workload stopped itself at its pause, the others
         # sleep in nanosleep (their last memory calls are made).
-        wait_until(lambda: proc_state(app.pid) == "T" and
+        wait_until(lambda: proc_stopped(app.pid) and
                    all(asleep(p) for p in (py.pid, child, slp.pid)), 60,
                    "the workload is paused and the other processes sleep")
         pids = {"memorytestapp (paused)": app.pid, "python (threads, mremap, mprotect)": py.pid,
