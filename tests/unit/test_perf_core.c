@@ -5,14 +5,17 @@
  * cap leaves records in a ring; the time reported as processed is never
  * past a record still to come (ticks and exec snapshots wait for it). And
  * the sweep of the process and thread tables (cw_perf__sweep, procs.c):
- * entries of tasks that are gone without an exit record are forgotten. */
+ * entries of tasks that are gone without an exit record are forgotten.
+ * And the smaps reader (smaps.c) against the test's own mappings. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "commitwatch/platform.h"
 #include "sources/perf/perf_internal.h"
 #include "test.h"
 
@@ -417,8 +420,89 @@ static void test_recpool(void)
     ASSERT_EQ(p.mapped, 0);
 }
 
+/* The smaps reader against this process (smaps.c): the whole snapshot
+ * and the query of one range's charge (read up to that range only), on
+ * mappings the kernel charges or not. mprotect removing write keeps the
+ * charge of an anonymous VMA that was faulted in, drops it from one that
+ * never was (mm/mprotect.c), and the query says which. */
+static void test_smaps_self(void)
+{
+    uint32_t me = (uint32_t)getpid();
+    long pg = sysconf(_SC_PAGESIZE);
+    size_t len = 8 * (size_t)pg;
+    /* Each in the middle of a PROT_NONE reservation of its own, so the
+     * kernel merges none of them with a neighbour (a's anon_vma would be
+     * b's too). */
+    char *res = mmap(NULL, 7 * len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_TRUE(res != MAP_FAILED);
+    int fixed = MAP_FIXED | MAP_ANONYMOUS;
+    char *a = mmap(res + len, len, PROT_READ | PROT_WRITE, fixed | MAP_PRIVATE, -1, 0);
+    char *b = mmap(res + 3 * len, len, PROT_READ | PROT_WRITE, fixed | MAP_PRIVATE, -1, 0);
+    char *c = mmap(res + 5 * len, len, PROT_READ | PROT_WRITE, fixed | MAP_SHARED, -1, 0);
+    ASSERT_TRUE(a != MAP_FAILED && b != MAP_FAILED && c != MAP_FAILED);
+    a[0] = 1; /* faulted in: an anon_vma */
+    uint64_t ua = (uint64_t)(uintptr_t)a, ub = (uint64_t)(uintptr_t)b, uc = (uint64_t)(uintptr_t)c;
+    ASSERT_EQ(cw_perf__smaps_query_acct(NULL, me, 0, ua, len), 1);
+    ASSERT_EQ(cw_perf__smaps_query_acct(NULL, me, 0, ub, len), 1);
+    ASSERT_EQ(cw_perf__smaps_query_acct(NULL, me, 0, uc, len), 0); /* shared: not charged here */
+    ASSERT_OK(mprotect(a, len, PROT_READ));
+    ASSERT_OK(mprotect(b, len, PROT_READ));
+    ASSERT_EQ(cw_perf__smaps_query_acct(NULL, me, 0, ua, len), 1); /* kept */
+    ASSERT_EQ(cw_perf__smaps_query_acct(NULL, me, 0, ub, len), 0); /* dropped */
+    /* The full snapshot agrees, and lists the break and this test's own
+     * executable mapping. */
+    cw_perf__snapshot_t snap = {0};
+    ASSERT_OK(cw_perf__smaps_read(me, &snap));
+    int seen = 0;
+    for (size_t i = 0; i < snap.n; i++) {
+        const cw_perf__seg_t *g = &snap.seg[i];
+        if (g->start <= ua && ua + len <= g->end) {
+            seen |= 1;
+            ASSERT_TRUE(g->flags & CW__SEG_ACCT);
+        }
+        if (g->start <= ub && ub + len <= g->end) {
+            seen |= 2;
+            ASSERT_TRUE(!(g->flags & CW__SEG_ACCT));
+        }
+        if (g->start <= uc && uc + len <= g->end) {
+            seen |= 4;
+            ASSERT_TRUE(g->flags & CW__SEG_SHARED);
+        }
+    }
+    ASSERT_EQ(seen, 7);
+    ASSERT_TRUE(snap.nx > 0 && snap.brk > 0);
+    uint64_t here = (uint64_t)(uintptr_t)&test_smaps_self;
+    bool found = false;
+    for (size_t i = 0; i < snap.nx; i++)
+        found |= snap.x[i].start <= here && here < snap.x[i].end && snap.x[i].path[0] == '/';
+    ASSERT_TRUE(found);
+    cw_perf__snapshot_free(&snap);
+    /* With reads kept: a query about a call made before the last read is
+     * answered from it; one about a later call reads again. */
+    cw_perf__acct_cache_t ac = {0};
+    int64_t t = cw_plat_mono_ns();
+    ASSERT_EQ(cw_perf__smaps_query_acct(&ac, me, t, ua, len), 1);
+    ASSERT_EQ(ac.reads, 1);
+    ASSERT_EQ(cw_perf__smaps_query_acct(&ac, me, t, ua, len), 1);
+    ASSERT_EQ(cw_perf__smaps_query_acct(&ac, me, t, ub, len), 0); /* below ua: read already */
+    ASSERT_EQ(ac.reads, ub < ua ? 1 : 2);
+    uint64_t reads = ac.reads;
+    ASSERT_OK(mprotect(b, len, PROT_READ | PROT_WRITE)); /* charged again */
+    int64_t t2 = cw_plat_mono_ns();
+    ASSERT_EQ(cw_perf__smaps_query_acct(&ac, me, t2, ub, len), 1);
+    ASSERT_EQ(ac.reads, reads + 1);
+    ASSERT_EQ(cw_perf__smaps_query_acct(&ac, me, t2, ub, len), 1);
+    ASSERT_EQ(ac.reads, reads + 1);
+    ASSERT_EQ(ac.queries, 5);
+    cw_perf__acct_cache_free(&ac);
+    /* Nothing mapped there: cannot tell. */
+    ASSERT_EQ(cw_perf__smaps_query_acct(NULL, me, 0, 4096, 4096), -1);
+    munmap(res, 7 * len);
+}
+
 int main(void)
 {
+    test_smaps_self();
     test_recpool();
     test_horizon();
     test_cut_at_cap();

@@ -31,10 +31,13 @@ static int rec(void *ctx, const cw_event_t *ev)
     return 0;
 }
 
-static int query(void *ctx, uint32_t pid, uint64_t addr, uint64_t len)
+static int64_t query_ts; /* the call time of the last query */
+
+static int query(void *ctx, uint32_t pid, int64_t call_ts, uint64_t addr, uint64_t len)
 {
     (void)ctx;
     (void)pid;
+    query_ts = call_ts;
     (void)addr;
     (void)len;
     queries++;
@@ -165,6 +168,7 @@ static void test_mprotect(void)
     ASSERT_OK(cw_perf__shadow_mprotect(&s, &env, &p, 0x8000000, 4096, PROT_R));
     ASSERT_EQ(nev, 0);
     ASSERT_EQ(queries, 1);
+    ASSERT_EQ(query_ts, p.ts); /* asked about the call's time */
     /* ... or not (never faulted: no anon_vma): decommit. */
     reset();
     query_answer = 0;

@@ -144,10 +144,10 @@ static int shadow_emit(void *ctx, const cw_event_t *in)
     return emit_raw(ctx, &ev);
 }
 
-static int shadow_query(void *ctx, uint32_t pid, uint64_t addr, uint64_t len)
+static int shadow_query(void *ctx, uint32_t pid, int64_t call_ts, uint64_t addr, uint64_t len)
 {
-    (void)ctx;
-    return cw_perf__smaps_query_acct(pid, addr, len);
+    cw_perf__t *s = ctx;
+    return cw_perf__smaps_query_acct(&s->acct, pid, call_ts, addr, len);
 }
 
 int cw_perf__emit_proc(cw_perf__t *s, cw_op_t op, uint32_t pid, int64_t ts, const char *name,
@@ -536,6 +536,8 @@ static void account(const cw_perf__t *s)
         const cw_perf__thr_t *t = s->thrs.vals[i];
         if (t) b += sizeof *t + (t->stk ? t->stk_len : 0);
     }
+    for (size_t i = 0; i < CW_PERF__ACCT_READS; i++)
+        b += s->acct.e[i].snap.cap * sizeof *s->acct.e[i].snap.seg;
     cw_mem_set(CW_MEM_PERF_PROCS, (int64_t)b);
     cw_mem_set(CW_MEM_UNWINDER, (int64_t)cw_perf__unwinder_bytes(s->unw));
     cw_mem_set(CW_MEM_PERF_QUEUE, queue_bytes(s));
@@ -705,9 +707,11 @@ static int perf_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
     if (!rc && sink->counters) sink->counters(sink->ctx, s->seen, s->lost, (int64_t)s->drift);
     free(pfd);
     CW_LOGI("perf: %llu drains stopped at the queue's cap, %llu records merged past it; "
-            "%llu processes and %llu threads forgotten without an exit record",
+            "%llu processes and %llu threads forgotten without an exit record; %llu charge "
+            "queries (mprotect) answered from %llu smaps reads",
             (unsigned long long)s->n_cut, (unsigned long long)s->n_forced,
-            (unsigned long long)s->n_swept_procs, (unsigned long long)s->n_swept_thrs);
+            (unsigned long long)s->n_swept_procs, (unsigned long long)s->n_swept_thrs,
+            (unsigned long long)s->acct.queries, (unsigned long long)s->acct.reads);
     CW_LOGD("perf: %llu records, %llu enters, %llu exits (%llu without enter), %llu applied, "
             "%llu already in a snapshot, %llu of unknown processes",
             (unsigned long long)s->seen, (unsigned long long)s->n_enter,
@@ -753,6 +757,7 @@ static void perf_close(void *impl)
         cw_perf__recpool_free(&s->pool, s->q[i]);
     free(s->q);
     cw_perf__recpool_destroy(&s->pool);
+    cw_perf__acct_cache_free(&s->acct);
     cw_perf__events_close(&s->ev);
     cw_perf__unwinder_destroy(s->unw);
     close(s->pipefd[0]);

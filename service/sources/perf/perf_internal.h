@@ -65,10 +65,11 @@ typedef struct cw_perf__shadow_env {
     /* One emitted event (pid, ts, tid are filled by the shadow). Nonzero
      * return is passed back to the caller of the shadow function. */
     int (*emit)(void *ctx, const cw_event_t *ev);
-    /* After an mprotect removing write from a charged anonymous range:
-     * is [addr, addr+len) still charged? 1 yes, 0 no, -1 unknown (then
-     * the shadow keeps it charged, the common case). May be NULL. */
-    int (*query_acct)(void *ctx, uint32_t pid, uint64_t addr, uint64_t len);
+    /* After an mprotect removing write from a charged anonymous range
+     * (the call of time call_ts): is [addr, addr+len) still charged? 1
+     * yes, 0 no, -1 unknown (then the shadow keeps it charged, the common
+     * case). May be NULL. */
+    int (*query_acct)(void *ctx, uint32_t pid, int64_t call_ts, uint64_t addr, uint64_t len);
     bool overcommit_never; /* vm.overcommit_memory == 2: MAP_NORESERVE ignored */
 } cw_perf__shadow_env_t;
 
@@ -152,8 +153,29 @@ typedef struct cw_perf__snapshot {
  * cw_perf__snapshot_free(). */
 int cw_perf__smaps_read(uint32_t pid, cw_perf__snapshot_t *snap);
 void cw_perf__snapshot_free(cw_perf__snapshot_t *snap);
-/* Is [addr, addr+len) charged right now? 1, 0, or -1 (cannot tell). */
-int cw_perf__smaps_query_acct(uint32_t pid, uint64_t addr, uint64_t len);
+/* The charge queries' smaps reads, kept for the next queries: an answer
+ * read after a call is as good for it as one read later (both see the
+ * call done, and whatever came after it), so a read serves every query of
+ * its process about a call made before the read began and a range it
+ * covers. A few processes (the soak's churners: hundreds of queries a
+ * second), the least recently read replaced. Used by the perf thread only. */
+#define CW_PERF__ACCT_READS 4
+typedef struct cw_perf__acct_cache {
+    struct {
+        uint32_t pid;
+        int64_t at;    /* monotonic ns when the read began; 0: empty */
+        uint64_t upto; /* VMAs starting below it were read */
+        cw_perf__snapshot_t snap;
+    } e[CW_PERF__ACCT_READS];
+    uint64_t queries, reads;
+} cw_perf__acct_cache_t;
+
+/* Is [addr, addr+len) of pid charged now, after its call of time
+ * call_ts (monotonic ns)? 1, 0, or -1 (cannot tell). c may be NULL (no
+ * reuse). */
+int cw_perf__smaps_query_acct(cw_perf__acct_cache_t *c, uint32_t pid, int64_t call_ts,
+                              uint64_t addr, uint64_t len);
+void cw_perf__acct_cache_free(cw_perf__acct_cache_t *c);
 /* comm (name) and the command line (NULs as spaces) of pid; "" if gone. */
 void cw_perf__proc_names(uint32_t pid, char *name, size_t nsize, char *cmdline, size_t csize);
 
@@ -350,6 +372,7 @@ typedef struct cw_perf__perf {
     uint64_t drift;
     uint64_t n_cut, n_forced; /* drains stopped at the cap; records merged past it */
     uint64_t n_swept_procs, n_swept_thrs; /* forgotten by cw_perf__sweep */
+    cw_perf__acct_cache_t acct;           /* the shadow's charge queries */
     bool resync_due;
     int err;
     cw_diag_t *d;

@@ -243,7 +243,7 @@ int cw_perf__shadow_mprotect(cw_perf__shadow_t *s, const cw_perf__shadow_env_t *
              * knows: ask (smaps), keep the charge when it cannot tell. */
             if ((old & CW__SEG_ACCT) && (old & CW__SEG_ANON) && env->query_acct) {
                 uint64_t start = g->start;
-                if (env->query_acct(env->ctx, s->pid, start, size) == 0) {
+                if (env->query_acct(env->ctx, s->pid, c->ts, start, size) == 0) {
                     g = &s->seg[k]; /* query_acct does not touch s, but be plain */
                     g->flags &= ~(uint32_t)CW__SEG_ACCT;
                     if (!(old & CW__SEG_STACK)) {

@@ -4,16 +4,20 @@
  *
  * Used for the rundown when tracing starts, after each exec (the kernel
  * maps the new image without mmap calls), after lost events (resync), and
- * for the rare question of mprotect removing write (shadow.c). */
+ * for the question of mprotect removing write (shadow.c; hundreds a second
+ * from some programs: read up to the range only, and reused,
+ * cw_perf__acct_cache_t). */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sysmacros.h>
 
 #include "commitwatch/error.h"
+#include "commitwatch/platform.h"
 #include "sources/perf/perf_internal.h"
 
 void cw_perf__snapshot_free(cw_perf__snapshot_t *snap)
@@ -45,6 +49,18 @@ static uint64_t start_brk(uint32_t pid)
     return p ? strtoull(p + 1, NULL, 10) : 0;
 }
 
+/* Whether an smaps line is a VMA's header ("start-end perms ..."): hex
+ * digits then '-'. The other lines ("Anonymous:", "AnonHugePages:",
+ * "FilePmdMapped:" start with hex letters too) are told apart without
+ * sscanf, which was a tenth of the perf thread's time. */
+static bool is_header(const char *line)
+{
+    size_t i = 0;
+    while (isxdigit((unsigned char)line[i]))
+        i++;
+    return i > 0 && line[i] == '-';
+}
+
 /* Parses one smaps header "start-end perms offset maj:min inode path". */
 static int header(const char *line, cw_perf__seg_t *g, char *perms, uint64_t *pgoff, unsigned *maj,
                   unsigned *min, uint64_t *ino, const char **path)
@@ -65,7 +81,12 @@ static int header(const char *line, cw_perf__seg_t *g, char *perms, uint64_t *pg
     return 1;
 }
 
-int cw_perf__smaps_read(uint32_t pid, cw_perf__snapshot_t *snap)
+/* Reads /proc/PID/smaps into snap up to the first VMA starting at or
+ * after stop (UINT64_MAX: all of it): the kernel writes smaps as it is
+ * read, walking each VMA's pages, so what is not read is not computed.
+ * full: also the executable mappings and the break. *cut is set when it
+ * stopped before the end. */
+static int smaps_scan(uint32_t pid, cw_perf__snapshot_t *snap, uint64_t stop, bool full, bool *cut)
 {
     char path[64];
     cw_perf__snapshot_free(snap);
@@ -85,8 +106,11 @@ int cw_perf__smaps_read(uint32_t pid, cw_perf__snapshot_t *snap)
         uint64_t pgoff, ino;
         unsigned maj, min;
         const char *p;
-        if (isxdigit((unsigned char)line[0]) &&
-            header(line, &g, perms, &pgoff, &maj, &min, &ino, &p)) {
+        if (is_header(line) && header(line, &g, perms, &pgoff, &maj, &min, &ino, &p)) {
+            if (g.start >= stop) {
+                *cut = true;
+                break;
+            }
             if ((rc = CW_RESERVE(snap->seg, snap->cap, snap->n + 1))) break;
             if (perms[1] == 'w') g.flags |= CW__SEG_WRITE;
             if (perms[3] == 's') g.flags |= CW__SEG_SHARED;
@@ -98,7 +122,7 @@ int cw_perf__smaps_read(uint32_t pid, cw_perf__snapshot_t *snap)
             }
             snap->seg[snap->n] = g;
             cur = &snap->seg[snap->n++];
-            if (perms[2] == 'x' && p[0] == '/') {
+            if (full && perms[2] == 'x' && p[0] == '/') {
                 if ((rc = CW_RESERVE(snap->x, snap->xcap, snap->nx + 1))) break;
                 cw_perf__xmap_t *x = &snap->x[snap->nx];
                 x->start = g.start;
@@ -142,24 +166,69 @@ int cw_perf__smaps_read(uint32_t pid, cw_perf__snapshot_t *snap)
         return rc;
     }
     if (snap->n == 0) return CW_ENOENT; /* kernel thread, zombie, or gone */
-    snap->brk = heap_end ? heap_end : CW__PAGE_UP(start_brk(pid));
+    if (full) snap->brk = heap_end ? heap_end : CW__PAGE_UP(start_brk(pid));
     return 0;
 }
 
-int cw_perf__smaps_query_acct(uint32_t pid, uint64_t addr, uint64_t len)
+int cw_perf__smaps_read(uint32_t pid, cw_perf__snapshot_t *snap)
 {
-    cw_perf__snapshot_t s = {0};
-    if (cw_perf__smaps_read(pid, &s) != 0) return -1;
+    bool cut = false;
+    return smaps_scan(pid, snap, UINT64_MAX, true, &cut);
+}
+
+/* Asked for every mprotect that removes write from a charged anonymous
+ * range (the soak's churners: hundreds a second, each read of smaps
+ * walking the pages of every VMA), so only the VMAs up to the range are
+ * read, and a read serves the later queries it can answer
+ * (cw_perf__acct_cache_t). */
+int cw_perf__smaps_query_acct(cw_perf__acct_cache_t *c, uint32_t pid, int64_t call_ts,
+                              uint64_t addr, uint64_t len)
+{
+    cw_perf__acct_cache_t none = {0};
+    if (!c) c = &none;
+    c->queries++;
+    size_t k = 0, same = CW_PERF__ACCT_READS;
+    for (size_t i = 0; i < CW_PERF__ACCT_READS; i++) {
+        if (c->e[i].at && c->e[i].pid == pid) {
+            if (c->e[i].at > call_ts && addr + len <= c->e[i].upto) {
+                k = i;
+                goto answer;
+            }
+            same = i;
+        }
+        if (c->e[i].at < c->e[k].at) k = i; /* the least recent (or an empty one) */
+    }
+    if (same < CW_PERF__ACCT_READS) k = same; /* one read per process */
+    bool cut = false;
+    c->reads++;
+    c->e[k].pid = pid;
+    c->e[k].at = cw_plat_mono_ns();
+    if (smaps_scan(pid, &c->e[k].snap, addr + len, false, &cut) != 0) {
+        c->e[k].at = 0;
+        cw_perf__snapshot_free(&c->e[k].snap);
+        return -1;
+    }
+    c->e[k].upto = cut ? addr + len : UINT64_MAX;
+answer:;
     int ans = -1;
-    for (size_t i = 0; i < s.n; i++) {
-        const cw_perf__seg_t *g = &s.seg[i];
+    const cw_perf__snapshot_t *s = &c->e[k].snap;
+    for (size_t i = 0; i < s->n; i++) {
+        const cw_perf__seg_t *g = &s->seg[i];
         if (g->start <= addr && addr + len <= g->end) {
             ans = (g->flags & CW__SEG_ACCT) ? 1 : 0;
             break;
         }
     }
-    cw_perf__snapshot_free(&s);
+    if (c == &none) cw_perf__acct_cache_free(c);
     return ans;
+}
+
+void cw_perf__acct_cache_free(cw_perf__acct_cache_t *c)
+{
+    for (size_t i = 0; i < CW_PERF__ACCT_READS; i++) {
+        cw_perf__snapshot_free(&c->e[i].snap);
+        c->e[i].at = 0;
+    }
 }
 
 void cw_perf__proc_names(uint32_t pid, char *name, size_t nsize, char *cmdline, size_t csize)
