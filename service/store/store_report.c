@@ -513,7 +513,7 @@ static int cached_before(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t,
         if (!sums_closed(&v[i])) v[m++] = v[i];
     c->closed_left_out += n - m;
     e->valid = false;
-    if (e->cap > 2 * (size_t)m + 1024) entry_drop(e); /* far smaller now: give the room back */
+    CW_RESERVE_FIT(e->v, e->cap, m, 1024); /* far smaller now: give the room back */
     if (CW_RESERVE(e->v, e->cap, m)) {
         free(v);
         return CW_ENOMEM;
