@@ -420,6 +420,13 @@ static void test_recpool(void)
     ASSERT_EQ(p.mapped, 0);
 }
 
+/* Is [a, a + n) of this process charged, after a call made now (so read
+ * afresh)? */
+static int acct_now(cw_perf__acct_cache_t *c, uint64_t a, uint64_t n)
+{
+    return cw_perf__smaps_query_acct(c, (uint32_t)getpid(), cw_plat_mono_ns(), a, n);
+}
+
 /* The smaps reader against this process (smaps.c): the whole snapshot
  * and the query of one range's charge (read up to that range only), on
  * mappings the kernel charges or not. mprotect removing write keeps the
@@ -428,6 +435,7 @@ static void test_recpool(void)
 static void test_smaps_self(void)
 {
     uint32_t me = (uint32_t)getpid();
+    cw_perf__acct_cache_t ac = {0};
     long pg = sysconf(_SC_PAGESIZE);
     size_t len = 8 * (size_t)pg;
     /* Each in the middle of a PROT_NONE reservation of its own, so the
@@ -442,13 +450,13 @@ static void test_smaps_self(void)
     ASSERT_TRUE(a != MAP_FAILED && b != MAP_FAILED && c != MAP_FAILED);
     a[0] = 1; /* faulted in: an anon_vma */
     uint64_t ua = (uint64_t)(uintptr_t)a, ub = (uint64_t)(uintptr_t)b, uc = (uint64_t)(uintptr_t)c;
-    ASSERT_EQ(cw_perf__smaps_query_acct(NULL, me, 0, ua, len), 1);
-    ASSERT_EQ(cw_perf__smaps_query_acct(NULL, me, 0, ub, len), 1);
-    ASSERT_EQ(cw_perf__smaps_query_acct(NULL, me, 0, uc, len), 0); /* shared: not charged here */
+    ASSERT_EQ(acct_now(&ac, ua, len), 1);
+    ASSERT_EQ(acct_now(&ac, ub, len), 1);
+    ASSERT_EQ(acct_now(&ac, uc, len), 0); /* shared: not charged here */
     ASSERT_OK(mprotect(a, len, PROT_READ));
     ASSERT_OK(mprotect(b, len, PROT_READ));
-    ASSERT_EQ(cw_perf__smaps_query_acct(NULL, me, 0, ua, len), 1); /* kept */
-    ASSERT_EQ(cw_perf__smaps_query_acct(NULL, me, 0, ub, len), 0); /* dropped */
+    ASSERT_EQ(acct_now(&ac, ua, len), 1); /* kept */
+    ASSERT_EQ(acct_now(&ac, ub, len), 0); /* dropped */
     /* The full snapshot agrees, and lists the break and this test's own
      * executable mapping. */
     cw_perf__snapshot_t snap = {0};
@@ -479,7 +487,8 @@ static void test_smaps_self(void)
     cw_perf__snapshot_free(&snap);
     /* With reads kept: a query about a call made before the last read is
      * answered from it; one about a later call reads again. */
-    cw_perf__acct_cache_t ac = {0};
+    cw_perf__acct_cache_free(&ac);
+    ac = (cw_perf__acct_cache_t){0};
     int64_t t = cw_plat_mono_ns();
     ASSERT_EQ(cw_perf__smaps_query_acct(&ac, me, t, ua, len), 1);
     ASSERT_EQ(ac.reads, 1);
@@ -496,7 +505,7 @@ static void test_smaps_self(void)
     ASSERT_EQ(ac.queries, 5);
     cw_perf__acct_cache_free(&ac);
     /* Nothing mapped there: cannot tell. */
-    ASSERT_EQ(cw_perf__smaps_query_acct(NULL, me, 0, 4096, 4096), -1);
+    ASSERT_EQ(acct_now(&ac, 4096, 4096), -1);
     munmap(res, 7 * len);
 }
 

@@ -171,8 +171,7 @@ typedef struct cw_perf__acct_cache {
 } cw_perf__acct_cache_t;
 
 /* Is [addr, addr+len) of pid charged now, after its call of time
- * call_ts (monotonic ns)? 1, 0, or -1 (cannot tell). c may be NULL (no
- * reuse). */
+ * call_ts (monotonic ns)? 1, 0, or -1 (cannot tell). */
 int cw_perf__smaps_query_acct(cw_perf__acct_cache_t *c, uint32_t pid, int64_t call_ts,
                               uint64_t addr, uint64_t len);
 void cw_perf__acct_cache_free(cw_perf__acct_cache_t *c);

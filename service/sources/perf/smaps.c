@@ -184,8 +184,6 @@ int cw_perf__smaps_read(uint32_t pid, cw_perf__snapshot_t *snap)
 int cw_perf__smaps_query_acct(cw_perf__acct_cache_t *c, uint32_t pid, int64_t call_ts,
                               uint64_t addr, uint64_t len)
 {
-    cw_perf__acct_cache_t none = {0};
-    if (!c) c = &none;
     c->queries++;
     size_t k = 0, same = CW_PERF__ACCT_READS;
     for (size_t i = 0; i < CW_PERF__ACCT_READS; i++) {
@@ -219,7 +217,6 @@ answer:;
             break;
         }
     }
-    if (c == &none) cw_perf__acct_cache_free(c);
     return ans;
 }
 
