@@ -4,20 +4,29 @@ bench/soak.py and test_soak_root.py)."""
 import os
 
 
-def smaps_charged(pid):
-    """Sum of the sizes of pid's VMAs with `ac` (charged to the commit
-    limit), [stack] aside: what the tracker counts as outstanding."""
-    total, size, name = 0, 0, ""
+def smaps_vmas(pid):
+    """pid's VMAs from /proc/PID/smaps, each a dict: "name" (the path or
+    [heap], [stack], ...; "" for anonymous), "size" (bytes), "flags" (the
+    VmFlags line's two-letter flags) and "anon" (Anonymous: bytes)."""
+    vmas = []
     with open(f"/proc/{pid}/smaps") as f:
         for line in f:
             parts = line.split()
             if len(parts) >= 5 and "-" in parts[0] and ":" in parts[3]:
                 a, b = parts[0].split("-")
-                size = int(b, 16) - int(a, 16)
-                name = parts[5] if len(parts) > 5 else ""
-            elif line.startswith("VmFlags:") and " ac" in line and name != "[stack]":
-                total += size
-    return total
+                vmas.append({"name": parts[5] if len(parts) > 5 else "",
+                             "size": int(b, 16) - int(a, 16), "flags": set(), "anon": 0})
+            elif vmas and parts and parts[0] == "VmFlags:":
+                vmas[-1]["flags"] = set(parts[1:])
+            elif vmas and parts and parts[0] == "Anonymous:":
+                vmas[-1]["anon"] = int(parts[1]) * 1024
+    return vmas
+
+
+def smaps_charged(pid):
+    """Sum of the sizes of pid's VMAs with `ac` (charged to the commit
+    limit), [stack] aside: what the tracker counts as outstanding."""
+    return sum(v["size"] for v in smaps_vmas(pid) if "ac" in v["flags"] and v["name"] != "[stack]")
 
 
 def proc_state(pid):
@@ -58,12 +67,6 @@ def anon_parts(pid):
     kernel, so their sizes tell nothing apart; /api/health's perf_queue
     gives the chunks)."""
     parts = {"heap": 0, "other": 0}
-    kind = "other"
-    with open(f"/proc/{pid}/smaps") as f:
-        for line in f:
-            p = line.split()
-            if len(p) >= 5 and "-" in p[0] and ":" in p[3]:
-                kind = "heap" if len(p) > 5 and p[5] == "[heap]" else "other"
-            elif p and p[0] == "Anonymous:":
-                parts[kind] += int(p[1]) * 1024
+    for v in smaps_vmas(pid):
+        parts["heap" if v["name"] == "[heap]" else "other"] += v["anon"]
     return parts
