@@ -164,6 +164,23 @@ void cw_plat_heap_arenas(unsigned n);
  * heap, where their room stays resident once freed, behind smaller live
  * blocks, until a malloc_trim). Elsewhere a no-op. */
 void cw_plat_heap_mmap_threshold(size_t bytes);
+/* Turns the C library's per-thread caches of freed blocks off for the
+ * rest of the process's life, if that can only be done at its start:
+ * glibc's tcache (up to 7 blocks of each of 64 sizes per thread, some
+ * 240 KB at most, counted in use and never given back while the thread
+ * lives; the service's threads (37 by default) filled theirs for hours: 1.1 MB
+ * after 30 minutes of the soak) is set by GLIBC_TUNABLES only, read at
+ * exec, so this sets glibc.malloc.tcache_count=0 there and executes
+ * /proc/self/exe with argv again (the same pid; call it first thing in
+ * main, before any thread). The process it becomes puts GLIBC_TUNABLES
+ * back as it was, so the programs it runs do not inherit the setting.
+ * Nothing is done when GLIBC_TUNABLES already names a glibc.malloc.tcache
+ * tunable (the user's choice: glibc.malloc.tcache_count=7 is glibc's
+ * default), when LD_PRELOAD is set (another allocator or a profiler), in
+ * a secure-execution process, or if the exec fails. Returns true when
+ * the caches are off by this call's doing (after its exec). Elsewhere a
+ * no-op returning false. docs/DESIGN.md, "Memory". */
+bool cw_plat_heap_thread_caches_off(char **argv);
 
 /* ---- network --------------------------------------------------------------- */
 

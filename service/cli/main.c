@@ -3,6 +3,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "commitwatch/log.h"
+#include "commitwatch/platform.h"
 #include "commitwatch/source.h"
 
 typedef struct command {
@@ -55,6 +57,11 @@ int main(int argc, char **argv)
                cw_source_find("etw") ? ", etw" : "");
         return 0;
     }
+    /* The service runs for months with dozens of threads: without glibc's
+     * per-thread caches, which only an exec can turn off (platform.h). */
+    if (strcmp(cmd, "run") == 0 && cw_plat_heap_thread_caches_off(argv))
+        CW_LOGI("heap: glibc's per-thread caches are off (GLIBC_TUNABLES=glibc.malloc.tcache_count=0 "
+                "at the exec; set another glibc.malloc.tcache tunable to keep them)");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(cmd, commands[i].name) == 0) return commands[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "commitwatch: unknown command '%s'\n", cmd);

@@ -703,4 +703,30 @@ lines = file_text(access)
 t.check("access log records requests", "GET /api/tags" in lines and "GET /api/health" in lines,
         lines[-300:])
 
+# Without glibc's per-thread caches (platform.h, cw_plat_heap_thread_caches_off):
+# `run` executes itself again at its start (the same pid) with
+# GLIBC_TUNABLES=glibc.malloc.tcache_count=0, says so in its log, and
+# leaves a tcache tunable of the user's alone.
+for own in (None, "glibc.malloc.tcache_count=7"):
+    saved = os.environ.pop("GLIBC_TUNABLES", None)
+    if own:
+        os.environ["GLIBC_TUNABLES"] = own
+    try:
+        with Service(MTA, name="api-heap") as svc:
+            st, _ = svc.get("/api/health")
+            with open(f"/proc/{svc.proc.pid}/environ", "rb") as f:
+                env = f.read()
+            log = svc.logtext()
+    finally:
+        os.environ.pop("GLIBC_TUNABLES", None)
+        if saved is not None:
+            os.environ["GLIBC_TUNABLES"] = saved
+    off = b"glibc.malloc.tcache_count=0" in env and "per-thread caches are off" in log
+    if own:
+        t.check("a tcache tunable of the user's is left alone", st == 200 and not off and
+                own.encode() in env, log[-500:])
+    else:
+        t.check("run turns glibc's per-thread caches off by an exec of the same pid",
+                st == 200 and off, log[-500:])
+
 t.done()

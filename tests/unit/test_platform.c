@@ -1,15 +1,21 @@
 /* test_platform.c - the platform layer (platform.h) on this OS: clocks
  * move as they should, sleep sleeps, a condition variable wakes a waiting
  * thread and times out, paths resolve, file kinds and sizes are right,
- * data folders are listed, a stop request reaches the hook, and a file
- * others can write is refused (cw_plat_file_private). */
+ * data folders are listed, a stop request reaches the hook, a file
+ * others can write is refused (cw_plat_file_private), and glibc's
+ * per-thread caches are turned off by an exec of the same process
+ * (cw_plat_heap_thread_caches_off, in children of this program). */
 #include <malloc.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#if !defined(_WIN32)
+#include <sys/wait.h>
+#endif
 #include <unistd.h>
 
 #include "commitwatch/log.h"
@@ -282,8 +288,155 @@ static void test_heap_mmap_threshold(void)
 #endif
 }
 
-int main(void)
+/* glibc's per-thread caches, turned off by an exec (platform.h). This
+ * program runs itself as "heap-child" with a given environment: the child
+ * calls cw_plat_heap_thread_caches_off (which executes it again, the same
+ * pid), and prints what it sees; a freed 500-byte block is counted in use
+ * by mallinfo2 while it waits in the thread's cache, free without one. */
+#if defined(__GLIBC__) && defined(__linux__) &&                                                   \
+    (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+#define HEAP_CHILD 1
+/* Under ASan malloc is its own (mallinfo2 says nothing), and a library
+ * preloaded before its runtime stops the program. */
+#if defined(__SANITIZE_ADDRESS__)
+#define HEAP_GLIBC 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HEAP_GLIBC 0
+#endif
+#endif
+#ifndef HEAP_GLIBC
+#define HEAP_GLIBC 1
+#endif
+static int heap_child(char **argv)
 {
+    bool off = cw_plat_heap_thread_caches_off(argv);
+    const char *t = getenv("GLIBC_TUNABLES");
+    /* What the process was started with (the exec's environment; glibc
+     * cuts GLIBC_TUNABLES at its colons there as it reads it). */
+    char env[8192] = {0};
+    FILE *f = fopen("/proc/self/environ", "rb");
+    size_t n = f ? fread(env, 1, sizeof env - 1, f) : 0;
+    if (f) fclose(f);
+    bool exec_off = false;
+    for (size_t i = 0; i < n; i += strlen(env + i) + 1)
+        exec_off |= strstr(env + i, "glibc.malloc.tcache_count=0") != NULL;
+    /* volatile: a malloc freed unused may be left out by the compiler */
+    void *volatile guard0 = malloc(64), *volatile p = malloc(500), *volatile guard1 = malloc(64);
+    struct mallinfo2 b = mallinfo2();
+    free(p);
+    struct mallinfo2 c = mallinfo2();
+    printf("off=%d pid=%ld exec_off=%d released=%zu mark=%s tunables=%s\n", off, (long)getpid(),
+           exec_off, b.uordblks - c.uordblks, getenv("COMMITWATCH_HEAP_REEXEC") ? "set" : "unset",
+           t ? t : "(unset)");
+    free(guard0);
+    free(guard1);
+    return 0;
+}
+
+typedef struct heap_seen {
+    int off, exec_off;
+    long pid;
+    size_t released;
+    char mark[16], tunables[256];
+} heap_seen_t;
+
+/* Runs this program as heap-child with envp; what it printed. */
+static heap_seen_t heap_run(char *const envp[], long *child)
+{
+    char self[4096];
+    /* readlink, not /proc/self/exe itself: under valgrind that file is
+     * valgrind's, its readlink the program's. */
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    ASSERT_TRUE(len > 0);
+    self[len] = 0;
+    int fd[2];
+    ASSERT_EQ(pipe(fd), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    ASSERT_TRUE(pid >= 0);
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        close(fd[0]);
+        close(fd[1]);
+        char *args[] = {self, "heap-child", NULL};
+        execve(self, args, envp);
+        _exit(127);
+    }
+    close(fd[1]);
+    char out[1024] = {0};
+    size_t got = 0;
+    ssize_t r;
+    while ((r = read(fd[0], out + got, sizeof out - 1 - got)) > 0)
+        got += (size_t)r;
+    close(fd[0]);
+    int st = 0;
+    ASSERT_EQ(waitpid(pid, &st, 0), pid);
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    heap_seen_t s = {0};
+    ASSERT_EQ(sscanf(out, "off=%d pid=%ld exec_off=%d released=%zu mark=%15s tunables=%255s", &s.off,
+                     &s.pid, &s.exec_off, &s.released, s.mark, s.tunables),
+              6);
+    *child = (long)pid;
+    printf("heap-child: %s", out);
+    return s;
+}
+
+static void test_heap_thread_caches(void)
+{
+    long pid;
+    /* No tunables: executed again (same pid) with the caches off, and the
+     * environment put back as it was. */
+    char *plain[] = {"PATH=/usr/bin:/bin", NULL};
+    heap_seen_t s = heap_run(plain, &pid);
+    ASSERT_EQ(s.off, 1);
+    ASSERT_EQ(s.pid, pid);
+    ASSERT_EQ(s.exec_off, 1);
+    ASSERT_TRUE(s.released >= 500 || !HEAP_GLIBC);
+    ASSERT_STR_EQ(s.mark, "unset");
+    ASSERT_STR_EQ(s.tunables, "(unset)");
+    /* Other tunables: kept, the setting added, then put back. */
+    char *other[] = {"PATH=/usr/bin:/bin",
+                     "GLIBC_TUNABLES=glibc.malloc.check=0:glibc.malloc.mmap_threshold=1000000", NULL};
+    s = heap_run(other, &pid);
+    ASSERT_EQ(s.off, 1);
+    ASSERT_EQ(s.exec_off, 1);
+    ASSERT_TRUE(s.released >= 500 || !HEAP_GLIBC);
+    ASSERT_STR_EQ(s.tunables, "glibc.malloc.check=0:glibc.malloc.mmap_threshold=1000000");
+    /* The user's own tcache setting: left alone, the caches on. */
+    char *own[] = {"PATH=/usr/bin:/bin", "GLIBC_TUNABLES=glibc.malloc.tcache_count=7", NULL};
+    s = heap_run(own, &pid);
+    ASSERT_EQ(s.off, 0);
+    ASSERT_EQ(s.exec_off, 0);
+    ASSERT_TRUE(s.released == 0 || !HEAP_GLIBC);
+    ASSERT_STR_EQ(s.tunables, "glibc.malloc.tcache_count=7");
+    if (!HEAP_GLIBC) return;
+    /* A preloaded library (another allocator, a profiler): no exec. */
+    char *pre[] = {"PATH=/usr/bin:/bin", "LD_PRELOAD=libm.so.6", NULL};
+    s = heap_run(pre, &pid);
+    ASSERT_EQ(s.off, 0);
+    ASSERT_EQ(s.exec_off, 0);
+    ASSERT_EQ(s.released, 0);
+    ASSERT_STR_EQ(s.mark, "unset");
+}
+#else
+#define HEAP_CHILD 0
+static void test_heap_thread_caches(void)
+{
+    char *none[] = {"test_platform", NULL};
+    ASSERT_TRUE(!cw_plat_heap_thread_caches_off(none)); /* no glibc: nothing to do, no exec */
+}
+#endif
+
+int main(int argc, char **argv)
+{
+#if HEAP_CHILD
+    if (argc > 1 && strcmp(argv[1], "heap-child") == 0) return heap_child(argv);
+#else
+    (void)argc;
+    (void)argv;
+#endif
+    test_heap_thread_caches();
     test_heap_mmap_threshold();
     test_tcp();
     test_clocks();

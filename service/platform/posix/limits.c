@@ -13,6 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/auxv.h>
+#endif
+#include <unistd.h>
 
 #include "commitwatch/platform.h"
 
@@ -122,5 +126,55 @@ void cw_plat_heap_mmap_threshold(size_t bytes)
     mallopt(M_MMAP_THRESHOLD, bytes > INT32_MAX ? INT32_MAX : (int)bytes);
 #else
     (void)bytes;
+#endif
+}
+
+/* The mark of cw_plat_heap_thread_caches_off's exec, set in the process
+ * it becomes: "0" when GLIBC_TUNABLES was not set before, "1" followed by
+ * its value when it was. That process puts it back and drops the mark. */
+#define TCACHE_MARK "COMMITWATCH_HEAP_REEXEC"
+#define TCACHE_OFF "glibc.malloc.tcache_count=0"
+
+bool cw_plat_heap_thread_caches_off(char **argv)
+{
+#if defined(__GLIBC__) && defined(__linux__)
+    const char *mark = getenv(TCACHE_MARK);
+    if (mark) { /* after the exec: the tunables were read at it */
+        const char *t = getenv("GLIBC_TUNABLES");
+        bool off = t && strstr(t, TCACHE_OFF) != NULL;
+        if (mark[0] == '1')
+            setenv("GLIBC_TUNABLES", mark + 1, 1);
+        else
+            unsetenv("GLIBC_TUNABLES");
+        unsetenv(TCACHE_MARK);
+        return off;
+    }
+    const char *t = getenv("GLIBC_TUNABLES");
+    if ((t && strstr(t, "glibc.malloc.tcache")) || getenv("LD_PRELOAD") || getauxval(AT_SECURE))
+        return false;
+    size_t tl = t ? strlen(t) : 0;
+    char *was = malloc(tl + 2), *v = malloc(tl + sizeof TCACHE_OFF + 1);
+    bool ok = was && v;
+    if (ok) {
+        snprintf(was, tl + 2, "%s%s", t ? "1" : "0", t ? t : "");
+        snprintf(v, tl + sizeof TCACHE_OFF + 1, "%s%s" TCACHE_OFF, t ? t : "", tl ? ":" : "");
+        ok = setenv(TCACHE_MARK, was, 1) == 0 && setenv("GLIBC_TUNABLES", v, 1) == 0;
+    }
+    if (ok) {
+        fflush(NULL);
+        execv("/proc/self/exe", argv);
+    }
+    /* Not executed: go on as we are, with the environment as it was. */
+    unsetenv(TCACHE_MARK);
+    if (was && was[0] == '1')
+        setenv("GLIBC_TUNABLES", was + 1, 1);
+    else if (was)
+        unsetenv("GLIBC_TUNABLES");
+    free(was);
+    free(v);
+    return false;
+#else
+    (void)argv;
+    return false;
 #endif
 }

@@ -88,3 +88,9 @@ void cw_plat_heap_mmap_threshold(size_t bytes)
 {
     (void)bytes; /* the process heap gives blocks past about 1 MiB pages of their own */
 }
+
+bool cw_plat_heap_thread_caches_off(char **argv)
+{
+    (void)argv; /* the process heap's front end is not per thread */
+    return false;
+}
