@@ -77,6 +77,44 @@ MB = 1024 * 1024
 SEC = 1000000000
 
 
+def shipped_rules(window):
+    """The shipped default rules (service/alerts/defaults.c) with every
+    duration (window, for, keep_firing_for, warmup) set to `window`: what
+    --alert-window loads instead of them. The alert engine keeps the
+    series of ended instances (compacted) while a rule's window can still
+    read them: 6 h for the shipped likely_leak, which no bench settles
+    past; with a window shorter than --settle, the settle shows whether
+    that memory comes back."""
+    return f"""[rule likely_leak]
+group_by = instance
+tag_by = tag
+metric = leak_score
+window = {window}
+warn = 0.7
+crit = 0.9
+for = {window}
+keep_firing_for = {window}
+clear = 0.85
+min_impacting_rate = 10MiB/h
+min_outstanding = 32MiB
+warmup = {window}
+summary = {{process}} (pid {{pid}}) may leak in {{tag}}
+
+[rule commit_limit]
+group_by = machine
+tag_by = all
+metric = time_to_limit
+limit = machine
+window = {window}
+warn = < 24h
+crit = < 2h
+for = {window}
+keep_firing_for = {window}
+clear = 0.8
+summary = the machine reaches its commit limit in {{value}}
+"""
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -128,6 +166,11 @@ class Soak:
         with open(self.conf, "w") as f:
             f.write(f"retention_raw = {a.retention_raw}\nretention_minute = 5m\n"
                     f"retention_hour = 10m\nlisten = 127.0.0.1:{self.port}\n")
+            if a.alert_window:
+                rules = os.path.join(self.out, "soak.rules")
+                with open(rules, "w") as r:
+                    r.write(shipped_rules(a.alert_window))
+                f.write(f"alert_default_rules = no\nalert_rules = {rules}\n")
         self.samples = []
         self.rss_ticks = []  # the RSS alone, every --rss-sample seconds
         self.drift = []
@@ -644,6 +687,12 @@ def parse(argv=None):
                    help="the daemon's niceness (default 0, the load keeps the script's)")
     p.add_argument("--wrap", help="a command the daemon runs under (a heap profiler: "
                    "'heaptrack -o /tmp/cw'); RSS and fds are the daemon's own")
+    p.add_argument("--alert-window",
+                   help="load the shipped default alert rules with this window (and for, "
+                        "keep_firing_for, warmup) instead of theirs (6 h and 1 h), e.g. 2m: "
+                        "the alert engine keeps ended instances' series while a window can "
+                        "read them, so only a window shorter than --settle lets the rss check "
+                        "see that memory come back (docs/RELIABILITY.md, \"Soak\")")
     p.add_argument("--rss-tolerance", type=float, default=0.10)
     p.add_argument("--check", action="store_true", help="exit 1 unless every property held")
     return p.parse_args(argv)
