@@ -55,10 +55,12 @@ churner ended at 0, the daemon stored every spawned instance (all of them when n
 replay no ended instance without a baseline is left, nor any folded row.
 """
 import argparse
+import ast
 import csv
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -78,41 +80,21 @@ SEC = 1000000000
 
 
 def shipped_rules(window):
-    """The shipped default rules (service/alerts/defaults.c) with every
-    duration (window, for, keep_firing_for, warmup) set to `window`: what
-    --alert-window loads instead of them. The alert engine keeps the
-    series of ended instances (compacted) while a rule's window can still
-    read them: 6 h for the shipped likely_leak, which no bench settles
-    past; with a window shorter than --settle, the settle shows whether
-    that memory comes back."""
-    return f"""[rule likely_leak]
-group_by = instance
-tag_by = tag
-metric = leak_score
-window = {window}
-warn = 0.7
-crit = 0.9
-for = {window}
-keep_firing_for = {window}
-clear = 0.85
-min_impacting_rate = 10MiB/h
-min_outstanding = 32MiB
-warmup = {window}
-summary = {{process}} (pid {{pid}}) may leak in {{tag}}
-
-[rule commit_limit]
-group_by = machine
-tag_by = all
-metric = time_to_limit
-limit = machine
-window = {window}
-warn = < 24h
-crit = < 2h
-for = {window}
-keep_firing_for = {window}
-clear = 0.8
-summary = the machine reaches its commit limit in {{value}}
-"""
+    """The shipped default rules, read from their source
+    (service/alerts/defaults.c), with every duration (window, for,
+    keep_firing_for, warmup) set to `window`: what --alert-window loads
+    instead of them. The alert engine keeps the series of ended instances
+    (compacted) while a rule's window can still read them: 6 h for the
+    shipped likely_leak, which no bench settles past; with a window
+    shorter than --settle, the settle shows whether that memory comes
+    back."""
+    with open(os.path.join(HERE, "..", "service", "alerts", "defaults.c")) as f:
+        src = f.read()
+    body = src[src.index("default_rules[] ="):]
+    body = body[:body.index('";') + 1]  # to the literal's end (a ';' may be inside it)
+    text = "".join(ast.literal_eval(lit) for lit in re.findall(r'"(?:[^"\\]|\\.)*"', body))
+    return re.sub(r"^(window|for|keep_firing_for|warmup) = .*$", rf"\1 = {window}", text,
+                  flags=re.M)
 
 
 def free_port():
