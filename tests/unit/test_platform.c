@@ -253,6 +253,19 @@ static void test_file_private(void)
     remove(path);
 }
 
+/* Under ASan malloc is its own, not glibc's (mallinfo2 says nothing of
+ * it), and a library preloaded before its runtime stops the program. */
+#if defined(__SANITIZE_ADDRESS__)
+#define HEAP_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HEAP_ASAN 1
+#endif
+#endif
+#ifndef HEAP_ASAN
+#define HEAP_ASAN 0
+#endif
+
 /* Large blocks come and go with pages of their own once the threshold is
  * fixed (glibc's default raises it to every freed mmapped block's size:
  * the second block of 4 MiB came from the heap). */
@@ -266,7 +279,7 @@ static void test_file_private(void)
 #endif
 static void test_heap_mmap_threshold(void)
 {
-#if defined(__SANITIZE_ADDRESS__)
+#if HEAP_ASAN
     printf("heap mmap threshold: not checked under ASan (its allocator, not glibc's)\n");
 #elif defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
     const size_t big = 4u << 20;
@@ -296,18 +309,6 @@ static void test_heap_mmap_threshold(void)
 #if defined(__GLIBC__) && defined(__linux__) &&                                                   \
     (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
 #define HEAP_CHILD 1
-/* Under ASan malloc is its own (mallinfo2 says nothing), and a library
- * preloaded before its runtime stops the program. */
-#if defined(__SANITIZE_ADDRESS__)
-#define HEAP_GLIBC 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define HEAP_GLIBC 0
-#endif
-#endif
-#ifndef HEAP_GLIBC
-#define HEAP_GLIBC 1
-#endif
 static int heap_child(char **argv)
 {
     bool off = cw_plat_heap_thread_caches_off(argv);
@@ -392,7 +393,7 @@ static void test_heap_thread_caches(void)
     ASSERT_EQ(s.off, 1);
     ASSERT_EQ(s.pid, pid);
     ASSERT_EQ(s.exec_off, 1);
-    ASSERT_TRUE(s.released >= 500 || !HEAP_GLIBC);
+    ASSERT_TRUE(s.released >= 500 || HEAP_ASAN);
     ASSERT_STR_EQ(s.mark, "unset");
     ASSERT_STR_EQ(s.tunables, "(unset)");
     /* Other tunables: kept, the setting added, then put back. */
@@ -401,16 +402,16 @@ static void test_heap_thread_caches(void)
     s = heap_run(other, &pid);
     ASSERT_EQ(s.off, 1);
     ASSERT_EQ(s.exec_off, 1);
-    ASSERT_TRUE(s.released >= 500 || !HEAP_GLIBC);
+    ASSERT_TRUE(s.released >= 500 || HEAP_ASAN);
     ASSERT_STR_EQ(s.tunables, "glibc.malloc.check=0:glibc.malloc.mmap_threshold=1000000");
     /* The user's own tcache setting: left alone, the caches on. */
     char *own[] = {"PATH=/usr/bin:/bin", "GLIBC_TUNABLES=glibc.malloc.tcache_count=7", NULL};
     s = heap_run(own, &pid);
     ASSERT_EQ(s.off, 0);
     ASSERT_EQ(s.exec_off, 0);
-    ASSERT_TRUE(s.released == 0 || !HEAP_GLIBC);
+    ASSERT_TRUE(s.released == 0 || HEAP_ASAN);
     ASSERT_STR_EQ(s.tunables, "glibc.malloc.tcache_count=7");
-    if (!HEAP_GLIBC) return;
+    if (HEAP_ASAN) return;
     /* A preloaded library (another allocator, a profiler): no exec. */
     char *pre[] = {"PATH=/usr/bin:/bin", "LD_PRELOAD=libm.so.6", NULL};
     s = heap_run(pre, &pid);
