@@ -14,7 +14,8 @@
 
 typedef struct cw_status {
     char source[256]; /* "replay:PATH", "perf", "etw" */
-    int64_t start_ns; /* wall clock when the service started */
+    int64_t start_ns;      /* wall clock when the service started (started_ns) */
+    int64_t start_mono_ns; /* monotonic clock then: uptime, which a wall step must not move */
     /* true for a replay: "now" in API times is the end of the last stored
      * bucket instead of the wall clock, so relative windows (-15m) show
      * the replayed data. */
@@ -31,7 +32,17 @@ typedef struct cw_status {
     _Atomic int64_t store_error_since_ns;
 } cw_status_t;
 
-/* Zeroes st, copies source (truncated to fit), stamps start_ns (wall). */
-void cw_status_init(cw_status_t *st, const char *source, bool data_clock, int64_t start_ns);
+/* Zeroes st, copies source (truncated to fit), stamps start_ns (wall) and
+ * start_mono_ns (monotonic). */
+void cw_status_init(cw_status_t *st, const char *source, bool data_clock, int64_t start_ns,
+                    int64_t start_mono_ns);
+
+/* Nanoseconds since the service started, by the monotonic clock (mono_now:
+ * cw_plat_mono_ns()): a step of the wall clock (NTP, an operator) does
+ * not move it. */
+static inline int64_t cw_status_uptime_ns(const cw_status_t *st, int64_t mono_now)
+{
+    return mono_now - st->start_mono_ns;
+}
 
 #endif

@@ -649,7 +649,7 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
     /* A file (a JSONL trace or an .etl) is data of the past: the API's
      * clock is its end, as for a replay. */
     bool file = replay || strcmp(ops->name, "etl") == 0;
-    cw_status_init(&s->status, spec, file, cw_plat_wall_ns());
+    cw_status_init(&s->status, spec, file, cw_plat_wall_ns(), cw_plat_mono_ns());
     /* The wall clock's offset from now on: a step before the first tick
      * is noted at that tick. */
     s->clock_off = INT64_MIN;

@@ -5,11 +5,13 @@
 
 #include "commitwatch/common.h"
 
-void cw_status_init(cw_status_t *st, const char *source, bool data_clock, int64_t start_ns)
+void cw_status_init(cw_status_t *st, const char *source, bool data_clock, int64_t start_ns,
+                    int64_t start_mono_ns)
 {
     memset(st, 0, sizeof *st);
     cw_strlcpy(st->source, source ? source : "", sizeof st->source);
     st->start_ns = start_ns;
+    st->start_mono_ns = start_mono_ns;
     st->data_clock = data_clock;
     atomic_init(&st->events_ingested, 0);
     atomic_init(&st->source_records, 0);

@@ -83,7 +83,8 @@ int cw__http_health(cw__http_req_t *r)
     ok = ok && cJSON_AddStringToObject(o, "source", st ? st->source : "");
     ok = ok && cw__json_i64(o, "now_ns", now);
     ok = ok && cw__json_i64(o, "started_ns", st ? st->start_ns : now);
-    ok = ok && cJSON_AddNumberToObject(o, "uptime_s", st ? (double)(now - st->start_ns) / 1e9 : 0);
+    ok = ok && cJSON_AddNumberToObject(
+                   o, "uptime_s", st ? (double)cw_status_uptime_ns(st, cw_plat_mono_ns()) / 1e9 : 0);
     ok = ok && cw__json_u64(o, "events_ingested", st ? atomic_load(&st->events_ingested) : 0);
     ok = ok && cw__json_u64(o, "source_records", st ? atomic_load(&st->source_records) : 0);
     ok = ok && cw__json_u64(o, "events_lost", st ? atomic_load(&st->events_lost) : 0);

@@ -277,7 +277,6 @@ int cw__http_metrics(cw__http_req_t *r)
     cw_buf_t b = {0};
     /* A scrape is a few KiB to a few 100 KiB: start at 16 KiB. */
     if (CW_RESERVE(b.p, b.cap, 16384)) b.failed = true;
-    int64_t now = cw_plat_wall_ns();
     char l[300];
     int rc;
     cw_buf_printf(&b,
@@ -288,7 +287,7 @@ int cw__http_metrics(cw__http_req_t *r)
     cw_buf_printf(&b,
                   "# HELP commitwatch_uptime_seconds Seconds since the service started.\n"
                   "# TYPE commitwatch_uptime_seconds gauge\ncommitwatch_uptime_seconds %.3f\n",
-                  st ? (double)(now - st->start_ns) / 1e9 : 0.0);
+                  st ? (double)cw_status_uptime_ns(st, cw_plat_mono_ns()) / 1e9 : 0.0);
     cw_buf_printf(
         &b,
         "# HELP commitwatch_events_ingested_total Events read from the source.\n"

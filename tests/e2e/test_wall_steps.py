@@ -11,19 +11,24 @@ steps forward 1 h, and 2 s later back 2 h. The trace spans 6 s. Checks:
   not stall it, a step forward does not rush it);
 - the log notes each step, with its direction and size;
 - every event is stored, in 6 s of buckets (no 1 h hole, nothing after
-  the end), with the figures `analyze --source` gives for the same trace.
+  the end), with the figures `analyze --source` gives for the same trace;
+- after each step, /api/health's now_ns shows the stepped wall clock while
+  its uptime_s and /metrics' commitwatch_uptime_seconds stay the time
+  since the service started (the monotonic clock's).
 
 libfaketime (Debian package libfaketime, scripts/deps.sh --test) must be
 installed: missing, the test fails in CI and is skipped elsewhere.
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
-from cwservice import BIN, BUILD, Checks  # noqa: E402
+from cwservice import BIN, BUILD, Checks, free_port  # noqa: E402
 from cwtest import require, wait_until  # noqa: E402
 
 LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
@@ -67,17 +72,44 @@ env = dict(os.environ, LD_PRELOAD=LIB, FAKETIME_TIMESTAMP_FILE=OFFSET, FAKETIME_
 env["ASAN_OPTIONS"] = ":".join(filter(None, [os.environ.get("ASAN_OPTIONS"),
                                              "verify_asan_link_order=0"]))
 logpath = os.path.join(DIR, "run.log")
+BASE = f"http://127.0.0.1:{free_port()}"
+
+
+def uptimes(what, offset_s, launched):
+    """After a step to offset_s: the service's wall clock shows it, its
+    uptimes do not."""
+    with urllib.request.urlopen(BASE + "/api/health", timeout=30) as r:
+        h = json.loads(r.read())
+    with urllib.request.urlopen(BASE + "/metrics", timeout=30) as r:
+        m = re.search(r"^commitwatch_uptime_seconds (\S+)$", r.read().decode(), re.M)
+    since = time.monotonic() - launched
+    seen = (h["now_ns"] / S - time.time()) / 3600
+    t.check(f"{what}: /api/health now_ns shows the wall clock {offset_s / 3600:+.0f} h ({seen:+.3f} h)",
+            abs(seen * 3600 - offset_s) < 60, h["now_ns"])
+    t.check(f"{what}: /api/health uptime_s is the time since the start ({since:.1f} s)",
+            0 < h["uptime_s"] <= since, h["uptime_s"])
+    up = float(m.group(1)) if m else None
+    t.check(f"{what}: commitwatch_uptime_seconds is the time since the start ({since:.1f} s)",
+            up is not None and 0 < up <= since, up)
+
+
 with open(logpath, "w") as log:
+    launched = time.monotonic()
     p = subprocess.Popen([BIN, "run", "--source", "replay:" + TRACE, "--rebase-now", "--speed", "1",
-                          "--no-http", "--db", DB], stdout=log, stderr=subprocess.STDOUT, env=env)
+                          "--listen", BASE[len("http://"):], "--exit-at-end", "--db", DB],
+                         stdout=log, stderr=subprocess.STDOUT, env=env)
     wait_until(lambda: p.poll() is not None or "ingesting from" in open(logpath).read(), 120,
                "the service starts ingesting", interval=0.02)
     start = time.monotonic()
     # The steps are the stimulus (timed), not waits on a condition.
     time.sleep(0.5)
     set_offset("+3600")
-    time.sleep(2)
+    time.sleep(1)
+    uptimes("after the step forward", 3600, launched)
+    time.sleep(1)
     set_offset("-3600")
+    time.sleep(0.5)
+    uptimes("after the step back", -3600, launched)
     try:
         rc = p.wait(timeout=120)
     except subprocess.TimeoutExpired:

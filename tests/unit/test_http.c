@@ -353,7 +353,7 @@ static cw_http_opts_t server_opts(const char *web, cw_status_t *st)
 static void test_server(void)
 {
     cw_status_t st;
-    cw_status_init(&st, "replay:test", true, 1);
+    cw_status_init(&st, "replay:test", true, 1, cw_plat_mono_ns());
     atomic_store(&st.events_ingested, 42);
     atomic_store(&st.events_lost, 1);
     atomic_store(&st.drift_bytes, -7);
@@ -435,7 +435,7 @@ static void test_vendor(void)
     put_file(web, "node_modules/d3-hierarchy/package.json", "{}");
     put_file(web, "node_modules/left-pad/dist/left-pad.js", "not shipped");
     cw_status_t st;
-    cw_status_init(&st, "replay:test", true, 1);
+    cw_status_init(&st, "replay:test", true, 1, cw_plat_mono_ns());
     cw_http_opts_t o = server_opts(web, &st);
     cw_http_t *h = NULL;
     cw_diag_t d;
