@@ -14,6 +14,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh --test
 JOBS=$(nproc)
+# The end-to-end tests' checks (tests/e2e/cwservice.py, Checks) print only
+# what failed, so a failed test's output begins with its failures.
+export CW_CHECKS_QUIET=1
 cmake -S . -B build-asan -DCW_WERROR=ON -DCW_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build build-asan -j"$JOBS"
 # The unit tests and the end-to-end tests (label integration: they run

@@ -239,7 +239,15 @@ def analyze_json(db, from_ns, to_ns, stacks=False, bin=None, prefix=None):
 
 
 class Checks:
-    """Counts checks and prints the closing line ctest output readers use."""
+    """Counts checks and prints the closing line ctest output readers use.
+
+    With CW_CHECKS_QUIET=1 (scripts/test.sh sets it for CI) the ok lines
+    are not printed, only the FAIL lines and the closing ones: a failed
+    test's output, which ctest prints after its ***Failed line, then
+    starts with what failed instead of a thousand ok lines, so the part
+    of a CI log one is shown has the failure in it."""
+
+    QUIET = os.environ.get("CW_CHECKS_QUIET") == "1"
 
     def __init__(self):
         self.passed = self.failed = 0
@@ -252,7 +260,8 @@ class Checks:
         """Prints ok or FAIL (with detail) for name; returns cond."""
         if cond:
             self.passed += 1
-            print(f"ok   {name}")
+            if not self.QUIET:
+                print(f"ok   {name}")
         else:
             self.failed += 1
             self.failures.append(name)
@@ -261,5 +270,9 @@ class Checks:
         return cond
 
     def done(self):
+        for name in self.failures[:20]:
+            print(f"failed: {name}")
+        if len(self.failures) > 20:
+            print(f"failed: ... and {len(self.failures) - 20} more")
         print(f"{self.passed} passed, {self.failed} failed")
         sys.exit(1 if self.failed else 0)
