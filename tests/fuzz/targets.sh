@@ -13,12 +13,12 @@ fuzz_target_args() {
     fuzz_stacktags) FUZZ_ARGS=(-max_len=16384 -dict=tests/fuzz/stacktags.dict tests/fuzz/seeds
                                service/stacks/rules tests/fixtures/stacktags) ;;
     fuzz_etl_reader) FUZZ_ARGS=(-max_len=65536 "$BUILD/tests/fuzz/etl-seeds") ;;
-    fuzz_etl_decode) FUZZ_ARGS=(-max_len=4096) ;;
+    fuzz_etl_decode) FUZZ_ARGS=(-max_len=4096 tests/fuzz/seeds-etl-decode) ;;
     # The test DLL (MinGW-built, where MinGW is installed) seeds the PE reader.
     fuzz_pe) FUZZ_ARGS=(-max_len=16384)
              [ -d "$BUILD/tests/etlgen/pe" ] && FUZZ_ARGS+=("$BUILD/tests/etlgen/pe") ;;
     fuzz_alert_rules) FUZZ_ARGS=(-max_len=8192 tests/fuzz/seeds-alerts) ;;
-    fuzz_leak_score) FUZZ_ARGS=(-max_len=8208) ;;
+    fuzz_leak_score) FUZZ_ARGS=(-max_len=8208 tests/fuzz/seeds-leak-score) ;;
     fuzz_batch) FUZZ_ARGS=(-max_len=4096 tests/fuzz/seeds-batch) ;;
     fuzz_trace) FUZZ_ARGS=(-max_len=16384 -dict=tests/fuzz/trace.dict tests/fuzz/seeds-trace) ;;
     fuzz_config) FUZZ_ARGS=(-max_len=8192 -dict=tests/fuzz/config.dict tests/fuzz/seeds-config) ;;
