@@ -3,7 +3,7 @@
 #
 #   scripts/deps.sh --windows
 #   cmake -S . -B build-win -DCMAKE_TOOLCHAIN_FILE=cmake/toolchain-mingw64.cmake \
-#         -DCW_WIN_DEPS=$PWD/build-win-deps -DCW_WERROR=ON
+#         -DCW_WIN_DEPS=$HOME/.cache/commitwatch/win-deps -DCW_WERROR=ON
 #   cmake --build build-win -j2 && (cd build-win && ctest)
 #
 # ctest runs each test .exe through CMAKE_CROSSCOMPILING_EMULATOR,

@@ -4,7 +4,12 @@
 # neutral names Linux gives its pkg-config ones (cw::sqlite3, cw::cjson,
 # cw::expat, cw::civetweb, cw::threads), and the compile and link options
 # of a static, reproducible commitwatch.exe for Windows 8 and later.
-set(CW_WIN_DEPS "${PROJECT_SOURCE_DIR}/build-win-deps" CACHE PATH
+if(DEFINED ENV{XDG_CACHE_HOME})
+  set(cw_cache "$ENV{XDG_CACHE_HOME}")
+else()
+  set(cw_cache "$ENV{HOME}/.cache")
+endif()
+set(CW_WIN_DEPS "${cw_cache}/commitwatch/win-deps" CACHE PATH
     "Prefix of the Windows static libraries (scripts/deps.sh --windows builds them)")
 
 # C99 printf formats (%zu, %lld) from MinGW's own stdio, not msvcrt's;

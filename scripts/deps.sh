@@ -7,7 +7,8 @@
 #   scripts/deps.sh --windows    ... and the Windows cross build under Wine:
 #                                MinGW-w64, Wine, and the Windows static
 #                                libraries (scripts/deps_windows.sh) in
-#                                build-win-deps/ (or $CW_WIN_DEPS)
+#                                ~/.cache/commitwatch/win-deps (or $CW_WIN_DEPS:
+#                                one build serves every clone)
 set -euo pipefail
 
 PKGS=(
@@ -53,5 +54,5 @@ if [[ -f web/package.json ]] && command -v npm >/dev/null && [[ ! -d web/node_mo
   (cd web && npm ci --no-audit --no-fund --loglevel=error)
 fi
 if [[ "${1:-}" == "--windows" ]]; then
-  "$(dirname "$0")/deps_windows.sh" "${CW_WIN_DEPS:-build-win-deps}"
+  "$(dirname "$0")/deps_windows.sh" "${CW_WIN_DEPS:-${XDG_CACHE_HOME:-$HOME/.cache}/commitwatch/win-deps}"
 fi

@@ -6,7 +6,8 @@
 # dpkg-source), into a prefix: PREFIX/include, PREFIX/lib/lib*.a. Called by
 # `scripts/deps.sh --windows`, which installs the tools first.
 #
-#   scripts/deps_windows.sh [PREFIX]     (default: build-win-deps, ignored by git)
+#   scripts/deps_windows.sh [PREFIX]     (default: $CW_WIN_DEPS, else
+#                                        ~/.cache/commitwatch/win-deps, shared by clones)
 #
 # Sources come from `apt-get source PKG=VERSION` (a deb-src entry for
 # bookworm is added when root and missing) or else from Debian's pool; the
@@ -15,7 +16,7 @@
 # flags) matches is not rebuilt. Nothing of the sources is ever committed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PREFIX=$(realpath -m "${1:-${CW_WIN_DEPS:-build-win-deps}}")
+PREFIX=$(realpath -m "${1:-${CW_WIN_DEPS:-${XDG_CACHE_HOME:-$HOME/.cache}/commitwatch/win-deps}}")
 SRC=$PREFIX/src
 HOST=x86_64-w64-mingw32
 CC=${MINGW_CC:-$HOST-gcc}
