@@ -2,8 +2,8 @@
 # Builds commitwatch for Windows with MinGW-w64 and runs every test .exe
 # under Wine, from a clean clone: installs what is missing (MinGW-w64, Wine,
 # tcl, dpkg-dev, with apt-get), builds the Windows libraries from Debian's
-# pinned sources (scripts/deps.sh --windows, into build-win-deps/; skipped
-# when built), configures build-win/ with cmake/toolchain-mingw64.cmake and
+# pinned sources (scripts/deps.sh --windows, into ~/.cache/commitwatch/win-deps;
+# skipped when built), configures build-win/ with cmake/toolchain-mingw64.cmake and
 # warnings as errors, builds, checks that commitwatch.exe imports system DLLs
 # only and links reproducibly, then runs ctest, each test through
 # scripts/wine_run.sh in a fresh private Wine prefix (build-win/wine-prefix).
@@ -11,13 +11,14 @@
 #
 #   scripts/test_windows.sh [CTEST_ARGS...]     (e.g. -R test_store)
 #
-# Environment: CW_WIN_DEPS (library prefix, default build-win-deps),
+# Environment: CW_WIN_DEPS (library prefix, default
+# ~/.cache/commitwatch/win-deps),
 # CW_BUILD_WIN (build folder, default build-win), JOBS (default nproc),
 # CW_LINUX_BUILD (a Linux build folder: test_win_api compares the two
 # builds' answers on the same traces).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DEPS=$(realpath -m "${CW_WIN_DEPS:-build-win-deps}")
+DEPS=$(realpath -m "${CW_WIN_DEPS:-${XDG_CACHE_HOME:-$HOME/.cache}/commitwatch/win-deps}")
 BUILD=${CW_BUILD_WIN:-build-win}
 JOBS=${JOBS:-$(nproc)}
 HOST=x86_64-w64-mingw32
@@ -58,13 +59,6 @@ echo "test_windows: $exe: $(stat -c %s "$exe") bytes, imports $dlls, links repro
 
 step "ctest under Wine"
 cd "$BUILD"
-# Every test has a time limit (tests/CMakeLists.txt). A test that fails
-# runs once more, and the run fails only if it fails again: Wine itself
-# has failed tests that never started. A CI run where two unrelated
-# programs stalled at once in the shared prefix (a timeout); a CI run
-# (2026-12-03) where test_notify.exe exited nonzero after 0.02 s with no
-# output at all (it takes 1.6 s, and a failed check prints its line)
-# while test_alert_limit.exe ran beside it. Neither has reproduced here
-# (test_notify: 40 runs beside test_alert_limit). ctest prints the first
-# attempt's ***Failed line and output before the second attempt's.
-exec ctest --output-on-failure --timeout 900 --repeat until-pass:2 -j"$JOBS" "$@"
+# Every test has a time limit (tests/CMakeLists.txt) and runs once: a test
+# that fails fails the run (docs/TESTING.md, "No retries").
+exec ctest --output-on-failure --timeout 900 -j"$JOBS" "$@"

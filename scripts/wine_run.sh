@@ -5,7 +5,8 @@
 # runs every test .exe through it.
 #
 #   scripts/wine_run.sh PROGRAM.exe [ARGS...]   exit status: the program's exit code mod 256
-#   scripts/wine_run.sh --init                  create the prefix afresh and boot it
+#   scripts/wine_run.sh --init                  create the prefix afresh, boot it, and start
+#                                               its persistent wineserver
 #   scripts/wine_run.sh --stop                  end the prefix's wineserver and its programs
 #
 # The prefix is $WINEPREFIX (the Windows build's ctest sets one under the
@@ -38,15 +39,27 @@ boot() {
 
 case "${1:-}" in
   --init)
-    # Only a folder that is a Wine prefix (or empty) is ever removed.
+    # Only a folder that is a Wine prefix (or empty) is ever removed: one
+    # with Wine's registry, or with the dosdevices and drive_c a boot
+    # creates first (a boot that was killed leaves those alone).
     if [[ -d $WINEPREFIX ]]; then
-      [[ -f $WINEPREFIX/system.reg || -z $(ls -A "$WINEPREFIX") ]] ||
+      [[ -f $WINEPREFIX/system.reg || -z $(ls -A "$WINEPREFIX") ||
+         ( -d $WINEPREFIX/dosdevices && -d $WINEPREFIX/drive_c ) ]] ||
         { echo "wine_run: $WINEPREFIX is not a Wine prefix; not removing it" >&2; exit 1; }
       wineserver -k 2>/dev/null || true
       rm -rf "$WINEPREFIX"
     fi
     boot
-    echo "wine_run: prefix $WINEPREFIX ready ($(wine --version))"
+    # A persistent wineserver for the prefix's life (ended by --stop).
+    # Debian's wineserver otherwise exits as soon as no program runs
+    # (-p0) and the next program starts a new one; a client whose new
+    # server fails exits with the server's status and prints nothing
+    # (Wine 8's start_server), which is how a test .exe can fail in
+    # 0.02 s without running main(). Started after the boot's
+    # `wineserver -w`, never before (../shared/WINDOWS.md).
+    wineserver -p 2>>"$WINEPREFIX.wineserver.log" </dev/null ||
+      { echo "wine_run: wineserver -p failed (log: $WINEPREFIX.wineserver.log)" >&2; exit 1; }
+    echo "wine_run: prefix $WINEPREFIX ready, with a persistent wineserver ($(wine --version))"
     exit 0
     ;;
   --stop)
