@@ -11,6 +11,10 @@ condition and raises WaitTimeout (the test fails, naming what it waited
 for) when the deadline passes. Deadlines are generous (a noisy 2-core
 machine); they only bound how long a broken build takes to fail.
 
+tier_count: how many random cases a test runs, by the tier that runs it
+(scripts/test.sh exports CW_TIER=fast or full; unset, as when a test is
+run by hand, is the full count), unless the test's own variable says.
+
 require: ctest counts exit code 77 as "skipped", and a skip prints as
 "100% tests passed". A developer's machine may lack a prerequisite (a skip
 says which); CI must not: where the environment variable CI is set, or the
@@ -47,6 +51,14 @@ def require(ok, what):
         sys.exit(1)
     print(f"SKIP: missing prerequisite: {what}", flush=True)
     sys.exit(SKIP)
+
+
+def tier_count(var, fast, full):
+    """The count of random cases: $var if set, else `fast` in the fast tier
+    (CW_TIER=fast) and `full` otherwise."""
+    if os.environ.get(var):
+        return int(os.environ[var])
+    return fast if os.environ.get("CW_TIER") == "fast" else full
 
 
 def wait_until(cond, timeout, what, interval=0.05):

@@ -469,7 +469,7 @@ def test_db_random():
     nofold = os.path.join(TMP, "nofold.conf")
     with open(nofold, "w") as f:
         f.write("fold_lifetime = 0\n")
-    for seed in range(1, 1 + int(os.environ.get("CW_DB_RANDOM", "8"))):
+    for seed in range(1, 1 + tier_count("CW_DB_RANDOM", 3, 8)):
         path = os.path.join(TMP, f"random{seed}.jsonl")
         t0, ended = random_trace(path, seed)
         db = new_db(f"random{seed}.db")
@@ -627,7 +627,7 @@ def test_fuzz_lines():
     import random
     rnd = random.Random(int(os.environ.get("CW_FUZZ_SEED", "2")))
     lines = open(TRACE).read().splitlines()
-    for i in range(int(os.environ.get("CW_FUZZ_ITER", "250"))):
+    for i in range(tier_count("CW_FUZZ_ITER", 40, 250)):
         ls = list(lines)
         k = rnd.randrange(1, len(ls))
         kind = rnd.randrange(6)
