@@ -9,6 +9,10 @@ as root (the perf source traces the whole machine):
   largest such size whose total fits: 1MiB and 4MiB give rings of
   512 KiB and 2 MiB on a 2-CPU machine.
 
+And `record --verbose` (`-v`): "log the source's statistics": the perf
+source's closing statistics line ("perf: N records, N enters, ...", a
+debug line) is logged with it and not without.
+
 perf_queue_size is shown by test_perf_root.py (--queue 64KiB);
 perf_unwind_processes has no figure or log line to show it by
 (test_config_keys.py's inventory says so).
@@ -16,6 +20,7 @@ perf_unwind_processes has no figure or log line to show it by
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -88,5 +93,17 @@ for size, text in (("1MiB", 1 * MiB), ("4MiB", 4 * MiB)):
     t.check(f"perf_ring_size = {size}: memory.perf_rings = rings x (page + {ring // KiB} KiB), "
             f"one ring per CPU ({NCPU})",
             got % (PAGE + ring) == 0 and 1 <= nrings <= NCPU, f"perf_rings {got}")
+
+# ---- record --verbose / -v ------------------------------------------------------------
+
+for args in ([], ["--verbose"], ["-v"]):
+    out = os.path.join(TMP, f"rec{len(args)}{''.join(args)}.jsonl")
+    r = subprocess.run([BIN, "record", "--source", "perf", "--out", out, "--duration", "1", *args],
+                       capture_output=True, text=True, timeout=120)
+    stats = [x for x in r.stderr.splitlines() if re.search(r"perf: \d+ records, \d+ enters", x)]
+    what = " ".join(args) or "without --verbose"
+    t.eq(f"record {what}: exit 0", r.returncode, 0)
+    t.eq(f"record {what}: the source's statistics {'logged' if args else 'not logged'}",
+         len(stats), 1 if args else 0)
 
 t.done()
