@@ -79,7 +79,7 @@ INVENTORY = {
     "access_log": ("test_api.py", "requests are written to the access log"),
     "web_root": ("test_cli.py", "config web_root: the dashboard comes from it"),
     "stacktags": ("test_cli.py", "config stacktags: the rule file in force, the data tagged by it"),
-    "images": ("test_etl.py", "frames named by the exports of the images folder"),
+    "images": ("test_etl.py", "config images = DIR: the frames --images gives"),
     "symbol_path": (HERE, "Windows-only: known key on Linux, no etw source (see the docstring)"),
     "log_level": (HERE, "log_level = warning: no info lines"),
     "retention_raw": ("test_cli.py", "raw buckets older than it are rolled up"),
