@@ -214,13 +214,17 @@ static void external_url(const cw_config_t *cfg, const cw_service_args_t *a, cha
 
 /* Starts the alert engine over rules (its own handle on db_path), and
  * first the notifier it hands notices to. Nothing when there are no
- * rules. A failure is logged and the service runs without alerts (or
- * without their delivery). */
-static void alerts_start(svc_t *s, const cw_config_t *cfg, const cw_alert_rules_t *rules)
+ * rules. At the service's start (d given) bad delivery settings (a URL,
+ * alert_exec, alert_log: the notifier refuses them, naming the key) stop
+ * the start: CW_EINVAL with d set (docs/ALERTS.md, "Delivery"). Any other
+ * failure, and any on a reload (d NULL), is logged and the service runs
+ * without alerts (or without their delivery). */
+static int alerts_start(svc_t *s, const cw_config_t *cfg, const cw_alert_rules_t *rules,
+                        cw_diag_t *startd)
 {
     cw_diag_t d = {{0}};
     char url[512];
-    if (!rules->n) return;
+    if (!rules->n) return 0;
     external_url(cfg, s->args, url, sizeof url);
     cw_notify_opts_t no = {0};
     no.db_path = s->db_path;
@@ -235,9 +239,11 @@ static void alerts_start(svc_t *s, const cw_config_t *cfg, const cw_alert_rules_
     no.resend_ns = cfg->alert_resend_ns;
     no.interval_ns = cfg->alert_interval_ns;
     no.external_url = url;
-    if (!s->notifier && cw_notifier_start(&no, &s->notifier, &d) != 0) {
-        CW_LOGE("alerts: %s; alerts are evaluated and stored but not delivered", d.msg);
+    int nrc;
+    if (!s->notifier && (nrc = cw_notifier_start(&no, &s->notifier, &d)) != 0) {
         s->notifier = NULL;
+        if (startd && nrc == CW_EINVAL) return cw_diag_set(startd, nrc, "%s", d.msg);
+        CW_LOGE("alerts: %s; alerts are evaluated and stored but not delivered", d.msg);
     }
     cw_alert_engine_opts_t eo = {0};
     eo.db_path = s->db_path;
@@ -255,22 +261,26 @@ static void alerts_start(svc_t *s, const cw_config_t *cfg, const cw_alert_rules_
         CW_LOGI("alerts: %zu rule(s) in force, evaluated every %" PRId64 " ms", rules->n,
                 iv / 1000000);
     }
+    return 0;
 }
 
-/* The alert rules of the configuration in force: at start, and on each
- * reload (the running engine keeps the state of unchanged rules; the
- * first rules of a reload start it). Logs what fails. */
-static void alerts_apply(svc_t *s, const cw_config_t *cfg)
+/* The alert rules of the configuration in force: at start (startd given:
+ * bad delivery settings stop it, alerts_start), and on each reload
+ * (startd NULL; the running engine keeps the state of unchanged rules; the
+ * first rules of a reload start it). Logs what else fails. */
+static int alerts_apply(svc_t *s, const cw_config_t *cfg, cw_diag_t *startd)
 {
     cw_alert_rules_t rules;
     cw_diag_t d = {{0}};
+    int rc = 0;
     if (alert_rules_load(cfg, &rules) != 0)
         CW_LOGE("alerts: out of memory loading the rules; keeping what runs");
     else if (!s->alerts)
-        alerts_start(s, cfg, &rules);
+        rc = alerts_start(s, cfg, &rules, startd);
     else if (cw_alert_engine_set_rules(s->alerts, &rules, &d) != 0)
         CW_LOGE("alerts: new rules: %s; keeping the running ones", d.msg);
     cw_alert_rules_free(&rules);
+    return rc;
 }
 
 static void alerts_stop(svc_t *s)
@@ -309,7 +319,7 @@ static int reload(svc_t *s)
         goto done;
     }
     apply_log_level(&cfg);
-    alerts_apply(s, &cfg);
+    alerts_apply(s, &cfg, NULL);
     rc = writer_stop(s, &d);
     if (rc != 0) {
         cw_diag_set(s->d, rc, "%s", d.msg);
@@ -696,7 +706,7 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
         goto out;
     }
     s->db_path = db_path;
-    alerts_apply(s, &cfg);
+    if ((rc = alerts_apply(s, &cfg, d)) != 0) goto out;
     if ((rc = cw_agg_create(1000000000LL, s->stacks, s->tagger, stored_frames, stored_stacks,
                             emit_batch, s, &s->agg)) != 0)
         goto oom;

@@ -390,6 +390,14 @@ static bool dup_into(char **dst, const char *s)
     return !s || *dst;
 }
 
+/* d's message prefixed with the configuration key it is about; err. */
+static int name_key(cw_diag_t *d, int err, const char *key)
+{
+    char why[sizeof d->msg];
+    cw_strlcpy(why, d->msg, sizeof why);
+    return cw_diag_set(d, err, "%s = %s", key, why);
+}
+
 /* Checks the channels' settings and opens what they need. */
 static int open_channels(struct cw_notifier *nf, cw_diag_t *d)
 {
@@ -397,12 +405,14 @@ static int open_channels(struct cw_notifier *nf, cw_diag_t *d)
     unsigned features = 0;
     if (nf->am_url) {
         nf->ch[CH_AM].on = true;
-        if ((err = cw__url_parse(nf->am_url, &nf->ch[CH_AM].url, d))) return err;
+        if ((err = cw__url_parse(nf->am_url, &nf->ch[CH_AM].url, d)))
+            return name_key(d, err, "alertmanager_url");
         if (nf->ch[CH_AM].url.tls) features |= MG_FEATURES_TLS;
     }
     if (nf->webhook_url) {
         nf->ch[CH_WEBHOOK].on = true;
-        if ((err = cw__url_parse(nf->webhook_url, &nf->ch[CH_WEBHOOK].url, d))) return err;
+        if ((err = cw__url_parse(nf->webhook_url, &nf->ch[CH_WEBHOOK].url, d)))
+            return name_key(d, err, "webhook_url");
         if (nf->ch[CH_WEBHOOK].url.tls) features |= MG_FEATURES_TLS;
     }
     if (nf->am_url || nf->webhook_url) {

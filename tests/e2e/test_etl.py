@@ -405,6 +405,22 @@ def test_images():
                                     "--json", "--from", str(WINDOWS[1][1]), "--to",
                                     str(WINDOWS[1][2])).stdout)["processes"]}
     eq(got, want, "run --images then analyze --db: tags")
+    # The configuration key `images` (README "Configuration"), without
+    # --images: the same frames as --images, and not those of no images.
+    def frames_of(db):
+        d = json.loads(run("analyze", "--db", db, "--json", "--stacks").stdout)
+        return sorted({f for p in d["processes"] for st in p.get("stacks", []) for f in st["frames"]})
+    conf = os.path.join(TMP, "img.conf")
+    with open(conf, "w") as f:
+        f.write(f"images = {images}\n")
+    os.chmod(conf, 0o600)
+    for key, extra in (("conf", ["--config", conf]), ("none", [])):
+        kdb = os.path.join(TMP, f"img-{key}.db")
+        run("run", "--source", f"etl:{path}", *extra, "--db", kdb, "--no-http", "--exit-at-end")
+        if key == "conf":
+            eq(frames_of(kdb), frames_of(db), "config images = DIR: the frames --images gives")
+        else:
+            eq(frames_of(kdb) != frames_of(db), True, "without images: other frames")
     # Errors: a folder that is not there, another source.
     p = run("analyze", "--source", f"etl:{path}", "--images", os.path.join(TMP, "none"), ok=False)
     eq((p.returncode, "not a folder" in p.stderr), (1, True), f"a missing folder ({p.stderr.strip()})")
