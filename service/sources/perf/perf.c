@@ -455,8 +455,12 @@ static int process_until(cw_perf__t *s, int64_t horizon)
         /* Unwinding a burst can take a while: keep the kernel's rings from
          * overflowing by moving their records to the queue (they are not
          * older than horizon: each ring was emptied, or its floor is in
-         * horizon; they wait for the next pass, which sorts again). */
-        if (!rc && (i & 63) == 0 && cw_plat_mono_ns() - last_drain > 2000000) {
+         * horizon; they wait for the next pass, which sorts again). The
+         * clock is read after every record (a vDSO call, far cheaper than
+         * a record): one record can take milliseconds (a new process's
+         * first unwind, an exec's smaps), and 64 of those between two
+         * looks at the clock let the rings overflow on a busy machine. */
+        if (!rc && cw_plat_mono_ns() - last_drain > 2000000) {
             rc = drain_all(s);
             last_drain = cw_plat_mono_ns();
         }
