@@ -24,9 +24,11 @@
 #      a reader can see it failed because of the mutant;
 #   4. the file is restored.
 # One line per mutant, `mutant NAME: caught by TEST (N s)` or `mutant NAME:
-# SURVIVED (N s)` (or DOES NOT APPLY / BUILD FAILED), then `mutants: N
-# caught, M survived` (and how many failed to apply or build). Exit 1 if
-# any mutant survived, did not apply or did not build; 2 on a usage error.
+# SURVIVED (N s)` (or DOES NOT APPLY, BUILD FAILED, or ERROR: ctest failed
+# without a failed test), then `mutants: N caught, M survived` (and how
+# many did not apply, build or test). Exit 1 unless every mutant was
+# caught; 2 on a usage error or when the unmutated copy does not build.
+# Logs: the scratch folder's logs/ (NAME.patch.log, .build.log, .ctest.log).
 #
 # The suite is not run unmutated first: the caller (the full tier) runs it
 # green before. A mutant that survives is a gap in the tests: add a unit
@@ -93,7 +95,7 @@ if ((list)); then
   exit 0
 fi
 
-for tool in git patch cmake ctest cmp; do
+for tool in git patch cmake ctest cmp flock; do
   command -v "$tool" >/dev/null || die "$tool is missing (scripts/deps.sh --test installs the build's tools)"
 done
 
@@ -125,7 +127,26 @@ sync_tree() {
   while IFS= read -r -d '' f; do
     f=${f#"$SRC"/}
     [[ -n ${want[$f]-} ]] || rm -f "$SRC/$f"
-  done < <(find "$SRC" -type f -print0)
+  done < <(find "$SRC" -path "$SRC/web/node_modules" -prune -o -type f -print0)
+  # What the tests need beside the tracked files: the dashboard's npm
+  # packages (git ignores web/node_modules; scripts/deps.sh installs them),
+  # copied as they are (the HTTP server serves no file whose real path
+  # leaves web/), and ../shared (the real .etl traces of test_etl_real),
+  # linked. Without them those tests fail whatever the mutant.
+  local nm=web/node_modules
+  if [[ -d $ROOT/$nm ]]; then
+    if ! cmp -s "$ROOT/$nm/.package-lock.json" "$SRC/$nm/.package-lock.json"; then
+      rm -rf "${SRC:?}/$nm"
+      cp -a "$ROOT/$nm" "$SRC/$nm"
+    fi
+  else
+    echo "mutants.sh: warning: no $ROOT/$nm (scripts/deps.sh --test installs it): the dashboard's tests will fail" >&2
+  fi
+  if [[ -d $ROOT/../shared ]]; then
+    ln -sfn "$(cd "$ROOT/.." && pwd)/shared" "$WORK/shared"
+  else
+    rm -f "$WORK/shared"
+  fi
   echo "mutants.sh: copy of the working tree in $SRC ($n files updated)"
 }
 
@@ -156,7 +177,7 @@ if ! nice cmake --build "$BUILD" -j"$JOBS" >"$LOGS/build-base.log" 2>&1; then
   grep -m 20 -E 'error|Error' "$LOGS/build-base.log" >&2 || tail -n 30 "$LOGS/build-base.log" >&2
   die "the unmutated copy does not build ($LOGS/build-base.log)"
 fi
-echo "mutants.sh: unmutated copy built in $((SECONDS - t)) s; ${#names[@]} mutants"
+echo "mutants.sh: unmutated copy built in $((SECONDS - t)) s; ${#names[@]} mutant(s)"
 
 caught=0 survived=0 broken=0
 start=$SECONDS
@@ -193,42 +214,52 @@ for name in "${names[@]}"; do
   fi
   if ! nice cmake --build "$BUILD" -j"$JOBS" >"$log.build.log" 2>&1; then
     echo "mutant $name: BUILD FAILED ($((SECONDS - t)) s; a mutant must compile: fix $patchf)"
-    grep -m 10 -E 'error' "$log.build.log" | sed 's/^/    /' || true
+    grep -m 10 -E 'error:' "$log.build.log" | sed 's/^/    /' || true
     restore "${files[@]}"
     mutated=()
     broken=$((broken + 1))
     continue
   fi
+  # Tests start in the order CMake declares them, the unit tests first
+  # (the quick ones, which catch most mutants): without these files ctest
+  # would start the slowest tests of the last run, and its failed ones,
+  # first.
+  rm -f "$BUILD"/Testing/Temporary/CTestCostData.txt "$BUILD"/Testing/Temporary/LastTestsFailed*.log
   rc=0
   (cd "$BUILD" && CW_CHECKS_QUIET=1 nice ctest -L 'unit|integration' -j"$JOBS" --timeout 600 \
     --stop-on-failure --output-on-failure >"$log.ctest.log" 2>&1) || rc=$?
   restore "${files[@]}"
   mutated=()
   secs=$((SECONDS - t))
-  # The first test ctest reports as not passed (Failed, Timeout, a signal).
-  first=$(grep -m 1 -E '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*\*\*\*' "$log.ctest.log" || true)
-  if ((rc == 0)) || [[ -z $first ]]; then
-    if ((rc == 0)); then
-      echo "mutant $name: SURVIVED ($secs s)"
-    else
-      echo "mutant $name: SURVIVED ($secs s; ctest failed without a failing test, exit $rc:" \
-        "$log.ctest.log)"
-      tail -n 5 "$log.ctest.log" | sed 's/^/    /'
-    fi
+  # The first test ctest reports as not passed (Failed, Timeout, a
+  # signal; a test skipped for a missing prerequisite, exit 77, is not a
+  # failure, and --stop-on-failure goes on past it).
+  first=$(grep -E '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*\*\*\*' "$log.ctest.log" |
+    grep -m 1 -v '\*\*\*Skipped' || true)
+  if ((rc == 0)); then
+    echo "mutant $name: SURVIVED ($secs s)"
     survived=$((survived + 1))
+    continue
+  fi
+  if [[ -z $first || $first == *'Not Run'* ]]; then
+    # Not a test that caught the mutant: ctest itself, or a test program
+    # missing. Not counted as caught.
+    echo "mutant $name: ERROR ($secs s; ctest exit $rc without a failed test: $log.ctest.log)"
+    { [[ -n $first ]] && echo "$first"; tail -n 5 "$log.ctest.log"; } | sed 's/^/    /'
+    broken=$((broken + 1))
     continue
   fi
   test=$(sed -E 's/^.*Test +#[0-9]+: ([^ ]+) .*/\1/' <<<"$first")
   how=$(sed -E 's/^.*\*\*\*//; s/ +[0-9.]+ sec$//' <<<"$first")
   echo "mutant $name: caught by $test ($secs s)"
-  # Its output (--output-on-failure prints it after its line): the first
-  # lines that say what failed, else its first lines.
-  out=$(sed -n "/Test +#[0-9]*: $test /,/^ *[0-9]*\/[0-9]* Test \|^ *Start \|^[0-9]*% tests/p" \
-    "$log.ctest.log" | sed '1d; /^ *[0-9]*\/[0-9]* Test \|^ *Start \|^[0-9]*% tests/d')
-  why=$(grep -m 5 -iE 'assert|fail|error|mismatch|expected|!=|runtime error' <<<"$out" || true)
-  [[ -n $why ]] || why=$(head -n 5 <<<"$out")
-  echo "    ($how) ${why//$'\n'/$'\n'    }"
+  # Its output (--output-on-failure prints it after its line; the tests
+  # print what failed first: the unit tests' assertions, the end-to-end
+  # checks with CW_CHECKS_QUIET=1): its first lines.
+  why=$(sed -E -n "/Test +#[0-9]+: $test /,/^ *([0-9]+\/[0-9]+ Test |Start +[0-9]+:|[0-9]+% tests)/p" \
+    "$log.ctest.log" | sed -E '1d; /^ *([0-9]+\/[0-9]+ Test |Start +[0-9]+:|[0-9]+% tests)/d; /^\s*$/d' |
+    head -n 4 | cut -c1-300)
+  echo "    $how: ${why//$'\n'/$'\n'    }"
   caught=$((caught + 1))
 done
-echo "mutants: $caught caught, $survived survived$( ((broken)) && echo ", $broken did not apply or build") ($((SECONDS - start)) s)"
+echo "mutants: $caught caught, $survived survived$( ((broken)) && echo ", $broken did not apply, build or test") ($((SECONDS - start)) s)"
 ((survived == 0 && broken == 0))
