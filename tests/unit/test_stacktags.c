@@ -52,6 +52,26 @@ static const char *tag_of(cw_stacktags_t *r, ...)
     return ex.tag;
 }
 
+/* The same through the tagger's path (cw_stacktags_tag_stack, which tags
+ * every stored stack with a loop of its own): the frames interned in a
+ * fresh table. The tag path belongs to r. */
+static const char *stack_tag_of(cw_stacktags_t *r, ...)
+{
+    const char *frames[64];
+    uint32_t n = 0, id;
+    va_list ap;
+    va_start(ap, r);
+    for (const char *f; (f = va_arg(ap, const char *)) != NULL;)
+        frames[n++] = f;
+    va_end(ap);
+    cw_stacks_t *s;
+    ASSERT_OK(cw_stacks_create(&s));
+    ASSERT_OK(cw_stacks_intern_strings(s, frames, n, &id));
+    const char *tag = cw_stacktags_tag_stack(r, s, id);
+    cw_stacks_destroy(s);
+    return tag;
+}
+
 /* The frame index that decided, for the same kind of call. */
 static long frame_of(cw_stacktags_t *r, const char *const *frames, size_t n)
 {
@@ -230,6 +250,10 @@ static void test_tree_and_priority(void)
         ASSERT_EQ(frame_of(r, f, 4), 2);
         ASSERT_STR_EQ(tag_of(r, "m!f1", "x!y", "m!g", "q!r", NULL), "Parent");
         ASSERT_STR_EQ(tag_of(r, "m!g", "x!y", "m!f1", NULL), "Parent\\Child");
+        /* The tagger, which stored stacks go through, ties alike. */
+        ASSERT_STR_EQ(stack_tag_of(r, "m!f1", "x!y", "m!g", "q!r", NULL), "Parent");
+        ASSERT_STR_EQ(stack_tag_of(r, "m!g", "x!y", "m!f1", NULL), "Parent\\Child");
+        ASSERT_STR_EQ(stack_tag_of(r, "h!main", "m!g", "z!alloc", NULL), "High");
     }
     /* Nothing matches: Other, no frame. */
     {
