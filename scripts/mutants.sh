@@ -18,8 +18,10 @@
 #      UBSan, -DCW_WERROR=ON, Debug), in one build folder shared by every
 #      mutant: a mutant that does not compile FAILS the run (a mutant must
 #      compile: fix it);
-#   3. the fast tier's Linux tests run, `ctest -L 'unit|integration' -j2
-#      --stop-on-failure` (CW_CHECKS_QUIET=1): some test must fail. The
+#   3. the fast tier's Linux tests run, `ctest -L
+#      'unit|integration|fuzz-replay' -j2 --stop-on-failure` with the fast
+#      tier's counts (CW_TIER=fast, CW_RANDOM_TRACES=500) and
+#      CW_CHECKS_QUIET=1: some test must fail. The
 #      first failing test is named with the first lines of its output, so
 #      a reader can see it failed because of the mutant;
 #   4. the file is restored.
@@ -226,7 +228,7 @@ for name in "${names[@]}"; do
   # first.
   rm -f "$BUILD"/Testing/Temporary/CTestCostData.txt "$BUILD"/Testing/Temporary/LastTestsFailed*.log
   rc=0
-  (cd "$BUILD" && CW_CHECKS_QUIET=1 nice ctest -L 'unit|integration' -j"$JOBS" --timeout 600 \
+  (cd "$BUILD" && CW_CHECKS_QUIET=1 CW_TIER=fast CW_RANDOM_TRACES=500 nice ctest -L 'unit|integration|fuzz-replay' -j"$JOBS" --timeout 600 \
     --stop-on-failure --output-on-failure >"$log.ctest.log" 2>&1) || rc=$?
   restore "${files[@]}"
   mutated=()

@@ -5,8 +5,9 @@
 # runs every test .exe through it.
 #
 #   scripts/wine_run.sh PROGRAM.exe [ARGS...]   exit status: the program's exit code mod 256
-#   scripts/wine_run.sh --init                  create the prefix afresh, boot it, and start
-#                                               its persistent wineserver
+#   scripts/wine_run.sh --init [--persistent]   create the prefix afresh and boot it; with
+#                                               --persistent, start its wineserver for good
+#                                               (until --stop)
 #   scripts/wine_run.sh --stop                  end the prefix's wineserver and its programs
 #
 # The prefix is $WINEPREFIX (the Windows build's ctest sets one under the
@@ -50,16 +51,25 @@ case "${1:-}" in
       rm -rf "$WINEPREFIX"
     fi
     boot
-    # A persistent wineserver for the prefix's life (ended by --stop).
-    # Debian's wineserver otherwise exits as soon as no program runs
-    # (-p0) and the next program starts a new one; a client whose new
-    # server fails exits with the server's status and prints nothing
-    # (Wine 8's start_server), which is how a test .exe can fail in
-    # 0.02 s without running main(). Started after the boot's
-    # `wineserver -w`, never before (../shared/WINDOWS.md).
-    wineserver -p 2>>"$WINEPREFIX.wineserver.log" </dev/null ||
-      { echo "wine_run: wineserver -p failed (log: $WINEPREFIX.wineserver.log)" >&2; exit 1; }
-    echo "wine_run: prefix $WINEPREFIX ready, with a persistent wineserver ($(wine --version))"
+    if [[ ${2:-} == --persistent ]]; then
+      # A persistent wineserver for the prefix's life (ended by --stop).
+      # Debian's wineserver otherwise exits as soon as no program runs
+      # (-p0) and the next program starts a new one; a client whose new
+      # server fails exits with the server's status and prints nothing
+      # (Wine 8's start_server), which is how a test .exe can fail in
+      # 0.02 s without running main(). Started after the boot's
+      # `wineserver -w`, never before (../shared/WINDOWS.md). The first
+      # program of a server starts services.exe and its helpers, which
+      # keep that program's standard output and error open as long as the
+      # server lives: a first program with /dev/null, here, so that no
+      # test's pipe stays open after the test (ctest would wait for it).
+      wineserver -p 2>>"$WINEPREFIX.wineserver.log" </dev/null >/dev/null ||
+        { echo "wine_run: wineserver -p failed (log: $WINEPREFIX.wineserver.log)" >&2; exit 1; }
+      wine cmd /c exit </dev/null >/dev/null 2>&1
+      echo "wine_run: prefix $WINEPREFIX ready, with a persistent wineserver ($(wine --version))"
+    else
+      echo "wine_run: prefix $WINEPREFIX ready ($(wine --version))"
+    fi
     exit 0
     ;;
   --stop)

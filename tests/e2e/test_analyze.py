@@ -24,7 +24,7 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(__file__))
-from cwtest import wait_until  # noqa: E402
+from cwtest import tier_count, wait_until  # noqa: E402
 import refmodel  # noqa: E402
 
 BIN = os.environ.get("CW_BIN", "commitwatch")
@@ -516,7 +516,7 @@ def test_db_rollup():
     (26 h by default) come from the minute and hour tiers, and must still
     equal the exact analyzer on windows aligned to them."""
     import random
-    for seed in range(1, 1 + int(os.environ.get("CW_DB_ROLLUP", "3"))):
+    for seed in range(1, 1 + tier_count("CW_DB_ROLLUP", 1, 3)):
         path = os.path.join(TMP, f"rollup{seed}.jsonl")
         span = 30 * 3600
         t0, ended = random_trace(path, 100 + seed, nev=800, span_s=span)
