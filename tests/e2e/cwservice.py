@@ -275,4 +275,9 @@ class Checks:
         if len(self.failures) > 20:
             print(f"failed: ... and {len(self.failures) - 20} more")
         print(f"{self.passed} passed, {self.failed} failed")
+        if self.passed + self.failed == 0:
+            # A test that made no check proved nothing: a loop over an empty
+            # list, or an early return, must not read as a pass.
+            print("FAIL no check ran")
+            sys.exit(1)
         sys.exit(1 if self.failed else 0)
