@@ -53,6 +53,7 @@ import threading
 import time
 
 import refmodel
+import stacktags_ref
 
 SEC = 10**9
 MIN = 60 * SEC
@@ -242,7 +243,7 @@ class Campaign:
         self.conf = os.path.join(tmp, "crash.conf")
         with open(self.conf, "w") as f:
             f.write(CONFIG)
-        self.tag_of = refmodel.tag_explainer(binary, "windows")
+        self.tag_of = stacktags_ref.tagger("windows")
         self.kept = []  # every segment's events before its run's stored end
         # (stored end, pids, segment) of instances a killed run left open
         # that no restart has ended yet.
