@@ -61,7 +61,8 @@ def check_proc(what, got, want):
     """One process object of the API against the model's figures: every
     field named, its tags by name (one check; a failure shows the fields
     that differ)."""
-    g = {k: got.get(k) for k in IDENT + FIGS + ("types",)}
+    # A key the answer lacks is "(missing)": never equal to the model's None.
+    g = {k: got.get(k, "(missing)") for k in IDENT + FIGS + ("types",)}
     g["tags"] = {x["tag"]: {k: x[k] for k in x if k != "tag"} for x in got.get("tags", [])}
     w = {k: want[k] for k in IDENT + FIGS + ("types", "tags")}
     bad = {k: {"got": g[k], "want": w[k]} for k in w if g[k] != w[k]}
