@@ -98,6 +98,9 @@ def fixture_stacks():
     st.add(("app.exe!main", "app.exe!work0", "KernelBase.dll!VirtualAlloc"))
     st.add(("app0.dll!f", "KernelBase.dll!VirtualAlloc"))
     st |= {("(before trace)",), ("x.exe!main", "(fork)"), ("(exec image)",), ()}
+    # Frames without '!' (a module with an empty function), and '*' on both.
+    st |= {("ntoskrnl.exe",), ("x.exe!main", "NTOSKRNL"), ("gdi32",), ("app!v8::internal::Heap::X",),
+           ("chrome.dll!v8::internal::NewSpace::Grow+0x10",), ("C:/apps/coreclr.dll!WKS::gc_heap",)}
     return st
 
 
