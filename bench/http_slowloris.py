@@ -29,6 +29,9 @@ def main():
     ap.add_argument("-n", type=int, default=64, help="slowloris connections")
     ap.add_argument("-s", type=float, default=20, help="seconds of each probe")
     ap.add_argument("--config", help="a configuration file's text to run with")
+    ap.add_argument("--p99-ms", type=float, default=100,
+                    help="the specification's bound on the attacked p99 (issue 30: 100 ms); "
+                         "exit status 1 above it, 0 to only print")
     a = ap.parse_args()
     cfg = open(a.config).read() if a.config else None
     with Service(MTA, name="slowloris", bin=os.path.abspath(a.binary), config=cfg) as svc:
@@ -39,7 +42,16 @@ def main():
     print(json.dumps({"binary": a.binary, "slowloris": a.n, "seconds": a.s,
                       "quiet": quiet, "attacked": attacked,
                       "slowloris_connections_opened": opened}, indent=1))
+    # The absolute bound of the specification, which tests/e2e/test_http_hostile.py
+    # relaxes on a machine whose quiet p99 is itself over it.
+    if a.p99_ms:
+        p99 = attacked["p99_ms"]
+        ok = attacked["failed"] == 0 and p99 is not None and p99 < a.p99_ms
+        print(f"{'PASS' if ok else 'FAIL'}: attacked p99 {p99} ms, bound {a.p99_ms:g} ms "
+              f"(load average {os.getloadavg()[0]:.1f})", file=sys.stderr)
+        return 0 if ok else 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -53,6 +53,7 @@ import threading
 import time
 
 import refmodel
+import stacktags_ref
 
 SEC = 10**9
 MIN = 60 * SEC
@@ -242,7 +243,7 @@ class Campaign:
         self.conf = os.path.join(tmp, "crash.conf")
         with open(self.conf, "w") as f:
             f.write(CONFIG)
-        self.tag_of = refmodel.tag_explainer(binary, "windows")
+        self.tag_of = stacktags_ref.tagger("windows")
         self.kept = []  # every segment's events before its run's stored end
         # (stored end, pids, segment) of instances a killed run left open
         # that no restart has ended yet.
@@ -252,7 +253,7 @@ class Campaign:
                       "bound_tested": 0, "integrity": 0, "windows": 0, "powercuts": 0,
                       "powercut_windows": 0, "wall_s": 0.0, "ended_open": 0, "stalls": 0,
                       "journal_kills": 0, "journal_buckets": 0, "recovered_runs": 0,
-                      "recovered_windows": 0}
+                      "recovered_windows": 0, "empty_windows": 0}
         # (events, start, the end the journal brings it to, pids, segment)
         # of the last segment, while its journal's part waits for a run.
         self.pending = None
@@ -271,7 +272,11 @@ class Campaign:
     def compare(self, db, model, frm, to, pids, what):
         """analyze --db on [frm, to) (as the database widens it) against the
         model on the window it answered, for the processes whose pid is in
-        pids (None: all)."""
+        pids (None: all). Returns 1 when the window held data (an instance
+        with a figure not 0) and equals the model: a verified exact window;
+        0 when it was empty on both sides (nothing was verified: counted in
+        stats["empty_windows"], not as an exact window); raises Failure when
+        they differ."""
         doc = self.analyze(db, frm, to)
         w = doc["window"]
         want = {}
@@ -302,6 +307,9 @@ class Campaign:
                 diff = {k: (a[k], b[k]) for k in a if a[k] != b[k]}
                 raise Failure(f"{what} [{w['from_ns'] - T0}, {w['to_ns'] - T0}) process {key}: "
                               f"model != db: {diff} (note: {doc.get('note')})")
+        if not any(m[k] for m in want.values() for k in FIGS):
+            self.stats["empty_windows"] += 1
+            return 0
         return 1
 
     def check_segment(self, db, evs, start, end, pids, what, extra=()):
@@ -623,7 +631,8 @@ def summary(st):
             f"{b(0.9)}, max {b(1.0)} (only the open bucket: {one} of {len(nb)}); "
             + (f"{st['bound_tested']} could have lost more than the bound; "
                if st.get("bound_tested") else "")
-            + f"{st['windows']} windows equal the model; "
+            + f"{st['windows']} windows with data equal the model ({st.get('empty_windows', 0)} "
+            "empty ones not counted); "
             f"{st.get('ended_open', 0)} instances left open by a kill ended by the restart; "
             f"{st['powercuts']} power cuts, {st['powercut_windows']} of their windows equal; "
             f"writer stalled before {st.get('stalls', 0)} kills; {st.get('journal_kills', 0)} kills "

@@ -256,6 +256,17 @@ class Checks:
     def eq(self, name, got, want):
         return self.check(name, got == want, f"got {got!r}, want {want!r}")
 
+    def same_keys(self, name, got, want, keys):
+        """Checks that got[k] == want[k] for every k of keys, where a key
+        missing from either side fails (naming the side), never compares
+        as None == None."""
+        missing = [(k, side) for k in keys for side, d in (("got", got), ("want", want))
+                   if not isinstance(d, dict) or k not in d]
+        if missing:
+            return self.check(name, False, f"keys missing: {missing}")
+        diff = {k: (got[k], want[k]) for k in keys if got[k] != want[k]}
+        return self.check(name, not diff, f"(got, want): {diff}")
+
     def check(self, name, cond, detail=""):
         """Prints ok or FAIL (with detail) for name; returns cond."""
         if cond:
@@ -275,4 +286,9 @@ class Checks:
         if len(self.failures) > 20:
             print(f"failed: ... and {len(self.failures) - 20} more")
         print(f"{self.passed} passed, {self.failed} failed")
+        if self.passed + self.failed == 0:
+            # A test that made no check proved nothing: a loop over an empty
+            # list, or an early return, must not read as a pass.
+            print("FAIL no check ran")
+            sys.exit(1)
         sys.exit(1 if self.failed else 0)

@@ -338,8 +338,12 @@ try {
   const own = times.map((t, i) => t - answered[i]);
   check(`big: the dashboard's own part (answer received -> painted: parse, build, draw) under ${BSPEC.first_paint_ms} ms in every run`,
     own.every((t) => t < BSPEC.first_paint_ms), own.join(', '));
-  check(`big: first paint of the flame graph under ${BSPEC.first_paint_ms} ms (${BSPEC.ranges} live ranges, ${BSPEC.stacks} stacks, ${nodes} frames)`,
-    best < BSPEC.first_paint_ms, `${times.join(', ')} ms (API answer ${answered.join(', ')} ms)`);
+  // The whole, with the service's answer: asserted by bench/first_paint.sh
+  // (test_flame_browser.py says why not by default).
+  if (BSPEC.first_paint_total_ms > 0) {
+    check(`big: first paint of the flame graph (click -> painted) under ${BSPEC.first_paint_total_ms} ms (${BSPEC.ranges} live ranges, ${BSPEC.stacks} stacks, ${nodes} frames)`,
+      best < BSPEC.first_paint_total_ms, `${times.join(', ')} ms (API answer ${answered.join(', ')} ms)`);
+  }
   await shotOf(page, '#flamebox', 'flame-big.png');
 
   check('no console errors', consoleErrors.length === 0, consoleErrors.slice(0, 5).join(' | '));

@@ -25,8 +25,10 @@ code in common with the service:
   at a time, an event {"op": "tracking_end", "pid", "ts"} (not a trace op:
   where a restart ended what a killed run left open).
 
-Stack tags come from a `tag_of(frames)` callable (tests use the binary's
-`tags explain`, a code path apart from the store). All times are Unix ns;
+Stack tags come from a `tag_of(frames)` callable: tests use
+stacktags_ref.tagger(), which reads the .stacktags files itself (not the
+binary's `tags explain`, which shares the C matcher: a tagging bug would
+agree with itself). All times are Unix ns;
 `shift` is added to every event time (a `--rebase-now` replay).
 """
 
@@ -429,27 +431,6 @@ class Model:
                 add("transient", tag, p.bytes if same else 0)
                 add("pieces", tag, 1 if same else 0)
         return c
-
-
-def tag_explainer(binary, platform, rules=(), prefix=()):
-    """tag_of(frames) through `commitwatch tags explain --json` (cached);
-    prefix: the launcher the binary runs through (Wine's, for a .exe)."""
-    import subprocess
-    cache = {}
-
-    def tag_of(frames):
-        if frames not in cache:
-            args = list(prefix) + [binary, "tags", "explain", "--json", "--platform", platform,
-                    "--stack", ";".join(frames)]
-            for r in rules:
-                args += ["--rules", r]
-            p = subprocess.run(args, capture_output=True, text=True, timeout=60)
-            if p.returncode != 0:
-                raise RuntimeError(f"tags explain {frames}: {p.stderr}")
-            cache[frames] = json.loads(p.stdout)["tag"]
-        return cache[frames]
-
-    return tag_of
 
 
 def random_trace(path, seed, header, nev=300, span_s=12, stacks=None, minute_edges=False):

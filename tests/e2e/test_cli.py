@@ -33,6 +33,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from cwservice import BIN, BUILD, FIXTURES, MTA, MTA_WINDOWS, SOURCE, Checks, free_port, require_fixture  # noqa: E402
 from cwtest import file_text, wait_until  # noqa: E402
 import refmodel  # noqa: E402
+import stacktags_ref  # noqa: E402
 
 require_fixture()
 
@@ -274,7 +275,7 @@ st, body = get(port1, "/api/tags")
 tg = json.loads(body) if st == 200 else {}
 t.eq("config stacktags: the rule file in force", (tg.get("rule_files"), tg.get("default_rules")), ([WPA], False))
 t.eq("config: exit 0 on SIGTERM", run.stop(), 0)
-tag_wpa = refmodel.tag_explainer(BIN, HEADER["platform"], rules=[WPA])
+tag_wpa = stacktags_ref.tagger(HEADER["platform"], rules=[WPA])
 model = refmodel.Model(EVENTS, tag_wpa, end_run_at=(EVENTS[-1]["ts"] // S + 1) * S)
 w = W["windows"]["whole"]
 app_id = [i.id for i in model.insts if (i.pid, i.name) == (APP["pid"], APP["name"])][0]
@@ -324,7 +325,7 @@ for k in range(0, 190, 5):
 with open(long_trace, "w") as f:
     f.write("\n".join(lines) + "\n")
 _, long_events = refmodel.read_trace(long_trace)
-long_model = refmodel.Model(long_events, refmodel.tag_explainer(BIN, "windows"),
+long_model = refmodel.Model(long_events, stacktags_ref.tagger("windows"),
                             end_run_at=(long_events[-1]["ts"] // S + 1) * S)
 M5 = 5 * 60 * S
 H = 3600 * S

@@ -61,6 +61,16 @@ def main():
     if not ok:
         print("FAIL: the campaign did not cover kills, rollups, retention and power cuts",
               flush=True)
+    # Every counted window held data (crashkill.Campaign.compare): an empty
+    # window equals any model. Each part verified windows with data; the
+    # fast part's power cuts too (at --speed 1 a cut 2 s into a run may
+    # find nothing of its segment stored yet: 0 of 1 in a run of 5 kills).
+    for name, x, n, cuts in (("--speed 120", st, kills, 1), ("--speed 1", rst, rt_kills, 0)):
+        if x["windows"] < n or x["powercut_windows"] < cuts:
+            ok = False
+            print(f"FAIL: at {name}, {x['windows']} windows with data verified (at least {n} "
+                  f"wanted), {x['powercut_windows']} after power cuts (at least {cuts}); "
+                  f"{x['empty_windows']} empty ones not counted", flush=True)
     # Kills late enough in their run that losing more than the bound was
     # possible (the bound was checked on every kill): about 6 of 10 are.
     if rst["integrity"] != rt_kills or rst["bound_tested"] < max(1, rt_kills // 5):

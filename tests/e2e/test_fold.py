@@ -119,6 +119,8 @@ def main():
     want = json.loads(cli("analyze", "--source", "replay:" + tr, "--json"))
     gp, wp = got["processes"], want["processes"]
 
+    t.check("the trace's report has processes with commits (not 0 against 0)",
+            any(p["size_bytes"] for p in wp), wp)
     t.eq("machine: every figure summed over the lines", sums(gp), sums(wp))
     gn, wn = by_name(gp), by_name(wp)
     t.eq("the same names", sorted(gn), sorted(wn))

@@ -119,11 +119,21 @@ with Service(MTA, name="hostile", args=["--token", TOKEN], config=CONFIG) as svc
           f"slowloris connections opened {sl.opened}")
     t.check("slowloris: every /api/health of the other client answered",
             attacked["failed"] == 0 and attacked["n"] >= 20, attacked)
-    # Generous on a loaded 2-CPU machine: before the fix none answered
-    # within 30 s; the header deadline here is 2 s.
-    t.check("slowloris: the other client's median under 250 ms, p99 under 1.5 s",
-            attacked["median_ms"] is not None and attacked["median_ms"] < 250
-            and attacked["p99_ms"] < 1500, attacked)
+    # Before the fix none answered within 30 s; without the cap the p99
+    # was 10 s; the header deadline here is 2 s. The specification (issue
+    # 30: p99 50-100 ms; docs/RELIABILITY.md measures 8-22 ms) holds here
+    # under ASan on a quiet machine (p99 7-10 ms), but not on the shared
+    # 2-CPU machine with two busy loops, where the quiet server's own p99
+    # was 112-159 ms and the attacked one's 96-113 ms (ASan, issue 30).
+    # So: the attacked p99 under 100 ms, or twice the quiet p99 measured
+    # just before when the machine itself is that slow; the median under
+    # 100 ms (measured 1.5-36 ms). bench/http_slowloris.py --p99-ms 100
+    # asserts the absolute bound, for a quiet machine.
+    p99_max = max(100.0, 2 * (quiet["p99_ms"] or 0))
+    t.check(f"slowloris: the other client's median under 100 ms, p99 under {p99_max:.0f} ms "
+            "(100 ms, or twice the quiet p99)",
+            attacked["median_ms"] is not None and attacked["median_ms"] < 100
+            and attacked["p99_ms"] < p99_max, {"attacked": attacked, "quiet": quiet})
     t.check("slowloris: the attacker's connections beyond 8 are refused (reopened many times)",
             sl.opened > 64, sl.opened)
     t.check("slowloris: a request of the attacker's while it holds its 8 is a 429 or served",

@@ -63,11 +63,12 @@ write_big_trace(big_trace)
 with contextlib.ExitStack() as stack:
     main = stack.enter_context(Service(MTA, name="map-browser"))
     big = stack.enter_context(Service(big_trace, name="map-browser-big"))
-    # The issue's budget is 1 s (bench/first_paint.sh measures it with
-    # CW_FIRST_PAINT_MS=1000 on a quiet machine; docs/BENCHMARKS.md quotes
-    # it). Tests are not timed on the shared machines: by default the bound
-    # only catches a paint gone pathologically slow.
-    budget = int(os.environ.get("CW_FIRST_PAINT_MS", "10000"))
+    # The issue's budget is 1 s (bench/first_paint.sh measures it too;
+    # docs/BENCHMARKS.md quotes it), held here: the best of 5 loads (fetch
+    # from the ASan build, parse, layout, draw) measured 512 ms on the
+    # shared 2-CPU machine and 465 ms under two busy loops (each load 465 -
+    # 751 ms). It was 10 s. (issue 30)
+    budget = int(os.environ.get("CW_FIRST_PAINT_MS", "1000"))
     env = dict(os.environ, CW_URL=main.base, CW_BIG_URL=big.base, CW_BIG_RANGES=str(RANGES),
                CW_FIRST_PAINT_MS=str(budget),
                CW_SHOTS=shots, CW_SOURCE=SOURCE, CW_CHROMIUM=chromium)

@@ -21,9 +21,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from cwservice import BIN, BUILD, MTA, MTA_WINDOWS, Checks, Service, require_fixture  # noqa: E402
+from cwservice import BUILD, MTA, MTA_WINDOWS, Checks, Service, require_fixture  # noqa: E402
 from cwtest import wait_until  # noqa: E402
 import refmodel  # noqa: E402
+import stacktags_ref  # noqa: E402
 
 require_fixture()
 
@@ -32,7 +33,7 @@ PROMTOOL = shutil.which("promtool")
 S = 1_000_000_000
 T0 = json.load(open(MTA_WINDOWS))["t0_ns"]
 HEADER, EVENTS = refmodel.read_trace(MTA)
-TAG_OF = refmodel.tag_explainer(BIN, HEADER["platform"])
+TAG_OF = stacktags_ref.tagger(HEADER["platform"])
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')

@@ -30,9 +30,10 @@ sys.path.insert(0, os.path.dirname(__file__))
 from cwservice import BUILD, MTA, MTA_WINDOWS, Checks, Service, require_fixture  # noqa: E402
 from cwtest import require  # noqa: E402
 import cwwine  # noqa: E402
-from cwwine import BIN, LINUX_BUILD, WINE_RUN  # noqa: E402
+from cwwine import LINUX_BUILD  # noqa: E402
 import json  # noqa: E402
 import refmodel  # noqa: E402
+import stacktags_ref  # noqa: E402
 
 S = 1_000_000_000
 t = Checks()
@@ -43,10 +44,9 @@ require(not LINUX or os.access(LINUX, os.X_OK),
         f"the Linux build's commitwatch in CW_LINUX_BUILD={LINUX_BUILD}")
 W = json.load(open(MTA_WINDOWS))
 HEADER, _ = refmodel.read_trace(MTA)
-# Tags through `tags explain` (a code path apart from the store): the Linux
-# binary when there is one (faster), else commitwatch.exe under Wine.
-TAG_OF = (refmodel.tag_explainer(LINUX, HEADER["platform"]) if LINUX else
-          refmodel.tag_explainer(BIN, HEADER["platform"], prefix=[WINE_RUN]))
+# Tags from the .stacktags files read by the tests' own matcher (not the
+# binaries' `tags explain`, whose matcher is the one under test).
+TAG_OF = stacktags_ref.tagger(HEADER["platform"])
 FIGS = ("size_bytes", "commit_count", "impacting_bytes", "transient_bytes", "transient_count",
         "peak_outstanding_bytes", "peak_ns", "outstanding_end_bytes", "events", "types")
 IDENT = ("id", "pid", "name", "cmdline", "start_ns", "exit_ns", "tracking_ended_ns")
@@ -76,8 +76,11 @@ def q(path, **params):
     return path + ("?" + urllib.parse.urlencode(params) if params else "")
 
 
+MISSING = "(missing)"  # a key the answer lacks: never equal to the model's None
+
+
 def proc_figs(p):
-    out = {k: p.get(k) for k in IDENT + FIGS}
+    out = {k: p.get(k, MISSING) for k in IDENT + FIGS}
     out["tags"] = {x["tag"]: {k: x[k] for k in x if k != "tag"} for x in p.get("tags", [])}
     return out
 
@@ -87,7 +90,8 @@ def want_figs(w):
 
 
 def diff_of(got, want):
-    return {k: {"got": got.get(k), "want": want.get(k)} for k in want if got.get(k) != want.get(k)}
+    return {k: {"got": got.get(k, MISSING), "want": want[k]} for k in want
+            if got.get(k, MISSING) != want[k]}
 
 
 def against_model(what, svc, m, first, end, windows):
@@ -116,7 +120,9 @@ def against_model(what, svc, m, first, end, windows):
             st, s = svc.get(q(f"/api/processes/{inst.id}/series",
                               **{"from": first, "to": first + n * step * S, "step": f"{step}s"}))
             ws = m.series(first, step * S, n, inst)
-            bad = {c: (s.get(c), ws[c]) for c in SERIES_COLS if s.get(c) != ws[c]}
+            bad = {c: (s.get(c, MISSING), ws[c]) for c in SERIES_COLS if s.get(c, MISSING) != ws[c]}
+            if any(ws["committed_bytes"]) and not any(s.get("committed_bytes") or []):
+                bad["committed_bytes"] = "all 0 or missing, the model has commits"
             nz = {k: v for k, v in s.get("outstanding", {}).items() if any(v)}
             wz = {k: v for k, v in ws["outstanding"].items() if any(v)}
             if nz != wz:
@@ -129,8 +135,9 @@ def against_model(what, svc, m, first, end, windows):
     t.check(f"{what} system series: the model's outstanding is not all zero",
             any(ws["outstanding_total"]))
     t.eq(f"{what} system series: every column equals the model",
-         {c: s.get(c) for c in SERIES_COLS}, {c: ws[c] for c in SERIES_COLS})
+         {c: s.get(c, MISSING) for c in SERIES_COLS}, {c: ws[c] for c in SERIES_COLS})
     # Stacks and diff of every instance with commits, in two windows.
+    compared = 0
     for name, f, to in windows[:2]:
         for inst in m.insts:
             sf = m.stack_figs(inst, f, to)
@@ -141,6 +148,7 @@ def against_model(what, svc, m, first, end, windows):
                    for x in sk.get("stacks", [])}
             wst = {fr: {k: v[k] for k in STACK_FIGS} | {"tag": TAG_OF(fr)} for fr, v in sf.items()}
             t.eq(f"{what} stacks/{inst.id} ({inst.name}) {name}: equal the model", got, wst)
+            compared += 1
             rows = m.diff_rows(inst, f, to, TAG_OF)
             if rows:
                 st, d = svc.get(q("/api/diff", process=inst.id, t1=f, t2=to))
@@ -149,6 +157,7 @@ def against_model(what, svc, m, first, end, windows):
                        for x in d.get("stacks", [])}
                 t.eq(f"{what} diff/{inst.id} ({inst.name}) {name}: per stack, the model's", got,
                      rows)
+    t.check(f"{what}: stacks compared for some instance", compared > 0, compared)
     # /metrics: a finished replay has ended every instance; the counters
     # hold every stored bucket (the releases where tracking ended too).
     st, h = svc.get("/api/health")
@@ -165,8 +174,9 @@ def against_model(what, svc, m, first, end, windows):
                          ("commitwatch_decommitted_bytes_total", "decommitted"),
                          ("commitwatch_transient_bytes_total", "transient"),
                          ("commitwatch_transient_pieces_total", "pieces")):
-        t.eq(f"{what} /metrics {series} by tag: the model's", got.get(series, {}), c[kind])
-    t.check(f"{what} /metrics: the model's counters are not empty", any(c["committed"].values()))
+        t.eq(f"{what} /metrics {series} by tag: the model's", got.get(series, MISSING), c[kind])
+    t.check(f"{what} /metrics: the model's counters are not empty",
+            all(any(c[k].values()) for k in ("committed", "events", "decommitted")), c)
 
 
 def paths_for(first, end, ids, windows):
@@ -191,6 +201,46 @@ def paths_for(first, end, ids, windows):
         out.append(q(f"/api/processes/{i}/series", **{"from": first, "to": end, "step": "1s"}))
         out.append(q(f"/api/processes/{i}/series", **{"from": first, "to": end, "step": "5s"}))
     return out
+
+
+ERROR_PATHS = ("/api/processes?from=yesterday", "/api/processes/999999", "/api/diff",
+               "/api/system/series?step=-5s")
+
+
+def lacking(path, status, body, m):
+    """What an answer lacks to be a comparison of data (None: nothing):
+    the error requests answer 4xx with a body, the others 200 and a body
+    that is not empty; and where the model has data in the window asked
+    (processes, an instance's stacks or commits), the answer has it too."""
+    if path in ERROR_PATHS:
+        return None if 400 <= status < 500 and body else f"status {status}, body {body!r:.200}"
+    if status != 200 or not body:
+        return f"status {status}, body {body!r:.200}"
+    if not isinstance(body, dict):
+        return None  # /metrics: its lines are compared with the model's above
+    q = urllib.parse.parse_qs(urllib.parse.urlparse(path).query)
+    if "from" not in q:
+        return None
+    frm, to = int(q["from"][0]), int(q["to"][0])
+    parts = urllib.parse.urlparse(path).path.split("/")  # '', 'api', 'processes', id, ...
+    if parts[1:3] == ["api", "processes"] and len(parts) == 3:
+        want = [w for w in m.report(frm, to).values() if q.get("name", [""])[0] in w["name"]]
+        if want and not body.get("processes"):
+            return f"no processes, the model has {len(want)}"
+        return None
+    inst = [i for i in m.insts if len(parts) > 3 and parts[3].isdigit() and i.id == int(parts[3])]
+    if len(parts) == 4 and inst:
+        return None if (body.get("process") or {}).get("id") == inst[0].id else "not the process"
+    if len(parts) == 5 and parts[4] == "stacks" and inst and "type" not in q:
+        if m.stack_figs(inst[0], frm, to) and not body.get("stacks"):
+            return "no stacks, the model has some"
+    if len(parts) == 5 and parts[4] == "series" and inst:
+        commits = [r for r in inst[0].recs if not r.rundown and frm <= r.a < to and r.bytes]
+        if commits and not any(body.get("committed_bytes") or []):
+            return "no commits in the series, the model has some"
+    if parts[1:] == ["api", "system", "series"] and not any(body.get("committed_bytes") or []):
+        return "no commits in the system series"
+    return None
 
 
 def normal(path, body):
@@ -227,7 +277,7 @@ def one_trace(what, trace):
         ids = [i.id for i in m.insts]
         paths = paths_for(first, end, ids, windows)
         with Service(trace, name=f"linux-api-{what}", bin=LINUX, prefix=[], config=NO_FOLD) as lsvc:
-            same, differ = 0, []
+            same, differ, hollow = 0, [], []
             for p in paths:
                 ws, wb = svc.get(p)
                 ls, lb = lsvc.get(p)
@@ -235,6 +285,13 @@ def one_trace(what, trace):
                     same += 1
                 else:
                     differ.append((p, {"windows": (ws, normal(p, wb)), "linux": (ls, normal(p, lb))}))
+                lack = lacking(p, ws, wb, m)
+                if lack:
+                    hollow.append((p, lack))
+            # Two equal answers compare something only when they hold data:
+            # {} against {}, or two errors, would be "the same".
+            t.check(f"{what}: every answer compared holds what the model says it should "
+                    f"({len(paths) - len(hollow)} of {len(paths)})", not hollow, hollow[:5])
             t.check(f"{what}: the Linux build answers the same to all {len(paths)} requests "
                     f"({same} same)", not differ, str(differ[:2])[:3000])
             # The comparison compares something.

@@ -398,11 +398,34 @@ static void test_robust(void)
 
 /* ---- speed ----------------------------------------------------------------- */
 
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
+#endif
+#ifndef RUNNING_ON_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define LEAK_SCORE_US_MAX 100
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LEAK_SCORE_US_MAX 100
+#endif
+#endif
+#ifndef LEAK_SCORE_US_MAX
+#define LEAK_SCORE_US_MAX 50
+#endif
+
 static void test_speed(void)
 {
     /* 10,000 calls on 360-point series of a churning leak: the engine's
-     * worst case per evaluation. Printed, and bounded loosely (a shared,
-     * sanitized CI machine): 500 us a call would be 5 s per evaluation. */
+     * worst case per evaluation. Printed, and bounded in CPU time (clock(),
+     * so a loaded machine slows it little): measured 5 us a call optimized;
+     * under ASan (Debug) 23 us quiet, 27-43 us with two busy loops on the
+     * 2-CPU machine (issue 30). Bound: 50 us optimized, 100 us sanitized.
+     * Under valgrind (a CPU emulator, 20-50x slower) the time says nothing
+     * of the code: printed only. */
     sim_t s = churn();
     s.leak_per_hour = 60 * MIB;
     s.leak_size = 256 * 1024;
@@ -418,7 +441,12 @@ static void test_speed(void)
     double us = (double)(clock() - c0) / CLOCKS_PER_SEC * 1e6 / 10000;
     printf("speed: %.2f us per call (n = %zu), 10,000 series: %.1f ms (mean score %.3f)\n", us,
            ser.n, us * 10, sum / 10000);
-    ASSERT_TRUE(us < 500);
+    if (RUNNING_ON_VALGRIND) {
+        printf("speed: not bounded under valgrind\n");
+        ASSERT_TRUE(us > 0);
+    } else {
+        ASSERT_TRUE(us < LEAK_SCORE_US_MAX);
+    }
 }
 
 int main(void)

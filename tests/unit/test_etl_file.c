@@ -378,8 +378,9 @@ static void damaged(void)
 
 /* ---- the real files ------------------------------------------------------------------ */
 
-/* The real file's path, or NULL (after saying why) when it is missing on a
- * developer's machine; in CI a missing file fails the test. */
+/* The real file's path, or NULL when it is missing on a developer's
+ * machine: the test then ends skipped (77), never passed; in CI (or as
+ * root) a missing file fails the test. */
 static const char *real(const char *name)
 {
     static char p[1200];
@@ -390,10 +391,8 @@ static const char *real(const char *name)
         fclose(f);
         return p;
     }
-    const char *ci = getenv("CI");
-    if (ci && *ci && strcmp(ci, "0") != 0 && strcmp(ci, "false") != 0)
-        CW_FAIL("%s is missing (CI): the real .etl files must be in ../shared/data/etl", p);
-    printf("SKIP the checks on %s: the file is missing (../shared/data/etl is not here)\n", p);
+    TEST_SKIP_PART("the checks on %s: the file is missing (the real .etl files belong in "
+                   "../shared/data/etl, or CW_ETL_DATA)", p);
     return NULL;
 }
 

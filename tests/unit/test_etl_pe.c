@@ -136,7 +136,8 @@ static size_t objdump_exports(const char *path, slot_t *s, size_t max, uint32_t 
 static void test_real_dll(void)
 {
     if (!CW_PE_FIXTURE_DIR[0]) {
-        printf("  skipped: no MinGW to build the test DLL (x86_64-w64-mingw32-gcc, -objdump)\n");
+        TEST_SKIP_PART("the real DLL's exports: no MinGW to build the test DLL "
+                       "(x86_64-w64-mingw32-gcc, -objdump)");
         return;
     }
     char dll[1200], txt[1200];

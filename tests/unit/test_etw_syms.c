@@ -32,8 +32,8 @@ static uint32_t rva_of(const cw_etl__pe_t *pe, const char *name)
 int main(void)
 {
     if (!CW_PE_FIXTURE_DIR[0]) {
-        printf("skipped: the test DLL was not built (no objdump)\n");
-        return 0;
+        TEST_SKIP_PART("all of it: the test DLL was not built (no MinGW objdump)");
+        return CW_TEST_SKIP_CODE;
     }
     char dll[1200];
     snprintf(dll, sizeof dll, "%s/KernelBase.dll", CW_PE_FIXTURE_DIR);
