@@ -398,14 +398,6 @@ static void test_robust(void)
 
 /* ---- speed ----------------------------------------------------------------- */
 
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#endif
-#endif
-#ifndef RUNNING_ON_VALGRIND
-#define RUNNING_ON_VALGRIND 0
-#endif
 #if defined(__SANITIZE_ADDRESS__)
 #define LEAK_SCORE_US_MAX 100
 #elif defined(__has_feature)

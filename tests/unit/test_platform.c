@@ -269,14 +269,6 @@ static void test_file_private(void)
 /* Large blocks come and go with pages of their own once the threshold is
  * fixed (glibc's default raises it to every freed mmapped block's size:
  * the second block of 4 MiB came from the heap). */
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#endif
-#endif
-#ifndef RUNNING_ON_VALGRIND
-#define RUNNING_ON_VALGRIND 0
-#endif
 static void test_heap_mmap_threshold(void)
 {
 #if HEAP_ASAN
