@@ -25,7 +25,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
 from cwservice import Checks  # noqa: E402
-from cwtest import wait_until  # noqa: E402
+from cwtest import WaitTimeout, wait_until  # noqa: E402
 from test_perf_root import APP, start_daemon, stop  # noqa: E402
 
 RULES = """
@@ -92,7 +92,13 @@ def main():
             return any(r["to_state"] == 2 and r["rule"] == "heap_leak"
                        for r in transitions(db, app.pid))
 
-        wait_until(fired, 60, "the heap leak fires while the workload runs")
+        try:
+            wait_until(fired, 60, "the heap leak fires while the workload runs")
+        except WaitTimeout:
+            log.seek(0)
+            print("the service's log (last 40 lines):\n" + "".join(log.readlines()[-40:]) +
+                  f"\ntransitions of pid {app.pid}: {transitions(db, app.pid)}", flush=True)
+            raise
         t.check("it fired while the workload was still running", app.poll() is None,
                 f"exit status {app.returncode}")
         app.wait(timeout=120)
