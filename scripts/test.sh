@@ -109,9 +109,9 @@ asan_ctest() {
 # Fast: its unit tests and commitwatch.exe's own checks; full: also the
 # end-to-end tests (e2e_test_win_*), which compare answers with the
 # sanitizer build's commitwatch. It runs while the ASan tests run (they
-# wait on services and sockets much of the time; the two together take
-# about two thirds of their time one after the other), its output kept
-# in build-test-results/wine.log and printed after theirs.
+# wait on services and sockets much of the time, and use about one of the
+# two CPUs), its output kept in build-test-results/wine.log and printed
+# after theirs.
 win_stage() {
   local args=(--output-junit "$results/wine.xml") s=$(date +%s)
   ((full)) || args+=(-E '^e2e_')
