@@ -14,6 +14,7 @@ or when no test ran at all (a tier that ran nothing proved nothing)."""
 
 import argparse
 import os
+import re
 import sys
 import xml.etree.ElementTree as ET
 
@@ -21,9 +22,24 @@ STAGES = ("asan", "wine", "plain")
 SETUP = ("deps", "build", "windows-build")
 
 
+TELLING = re.compile(r"FAIL|Fail|ERROR|[Ee]rror:|[Aa]ssert|Traceback|Timeout|timed out|"
+                     r"Sanitizer|Unhandled|Exception")
+
+
+def fail_lines(out, n=12):
+    """The last n lines of a failed test's output that say why (a FAIL,
+    an error, an assertion, a traceback, a sanitizer report), else its
+    last n lines: the summary is the end of the log, the part a CI report
+    shows when it shows only the end."""
+    lines = [ln.rstrip() for ln in out.splitlines() if ln.strip()]
+    telling = [ln for ln in lines if TELLING.search(ln)]
+    return [ln[:300] for ln in (telling or lines)[-n:]]
+
+
 def junit_cases(path):
-    """[(name, status, seconds, message)] of a ctest --output-junit file;
-    status is passed, failed or skipped."""
+    """[(name, status, seconds, message, why)] of a ctest --output-junit
+    file; status is passed, failed or skipped; why is a failed test's
+    telling output lines (fail_lines)."""
     cases = []
     for tc in ET.parse(path).getroot().iter("testcase"):
         status = tc.get("status", "run")
@@ -48,7 +64,8 @@ def junit_cases(path):
             # fixture's own is listed too), not a skip.
             if "dependenc" in msg.lower() or "dependenc" in out.lower():
                 st = "failed"
-        cases.append((tc.get("name"), st, float(tc.get("time") or 0), msg.strip()))
+        why = fail_lines(out) if st == "failed" else []
+        cases.append((tc.get("name"), st, float(tc.get("time") or 0), msg.strip(), why))
     return cases
 
 
@@ -73,7 +90,7 @@ def main():
                 # when they fail (nothing after them could run).
                 if status == "passed" and name.startswith(SETUP):
                     continue
-                rows.append(("stage", name, status, float(secs), ""))
+                rows.append(("stage", name, status, float(secs), "", []))
 
     failed = [r for r in rows if r[2] == "failed"]
     skipped = [r for r in rows if r[2] == "skipped"]
@@ -83,14 +100,16 @@ def main():
     print(f"\n== test summary ({a.tier} tier)")
     if failed:
         print(f"FAILED ({len(failed)}):")
-        for stage, name, _, secs, msg in failed:
+        for stage, name, _, secs, msg, why in failed:
             print(f"  FAIL {stage}: {name} ({secs:.1f} s){': ' + msg[:200] if msg else ''}")
+            for ln in why:
+                print(f"      | {ln}")
     if skipped:
         print(f"SKIPPED ({len(skipped)}; a skip is not a pass):")
-        for stage, name, _, _, msg in skipped:
+        for stage, name, _, _, msg, _ in skipped:
             print(f"  SKIP {stage}: {name}{': ' + msg[:200] if msg else ''}")
     print("slowest tests:")
-    for stage, name, _, secs, _ in sorted(tests, key=lambda r: -r[3])[:10]:
+    for stage, name, _, secs, _, _ in sorted(tests, key=lambda r: -r[3])[:10]:
         print(f"  {secs:7.1f} s  {stage}: {name}")
     for stage in STAGES + ("stage",):
         mine = [r for r in rows if r[0] == stage]

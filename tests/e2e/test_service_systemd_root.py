@@ -10,7 +10,9 @@ written) and runs test_service.py inside it, where it takes its real path:
 `commitwatch install` writes and enables the unit, `start` starts it, the
 service answers /api/health with the perf source, a process's 48 MiB
 commit is stored (tracing works inside the unit's sandbox: its capability
-bounding set, seccomp filter, read-only system), `stop` leaves it
+bounding set, seccomp filter, read-only system), even while a process of
+the machine outside the container floods the tracepoints (its records
+reach the service with pid 0 and are dropped), `stop` leaves it
 inactive (not failed), `uninstall` removes it.
 
 The container keeps every capability the machine gives (so the unit's
@@ -47,6 +49,11 @@ BIN = os.path.realpath(os.environ.get("CW_BIN", "build/commitwatch"))
 SOURCE = os.path.realpath(os.environ.get("CW_SOURCE", "."))
 BUILD = os.path.realpath(os.environ.get("CW_BUILD", os.path.dirname(BIN)))
 PREFIX = "/opt/commitwatch"  # where the container sees the installed build
+
+
+# A process outside the container: mmap and munmap in a loop (about 300 000
+# calls a second on one core), until killed.
+FLOOD = "import mmap\nwhile True:\n    mmap.mmap(-1, 1 << 16).close()\n"
 
 
 def stage_install(stage):
@@ -145,15 +152,30 @@ def boot(name, root):
         if state not in ("running", "degraded"):
             print(f"FAIL: the container did not boot: {state} {r.stderr}")
             return 1
-        r = inside(pid, "/usr/bin/python3", os.path.join(src_in, "tests", "e2e", "test_service.py"),
-                   env=(f"CW_BIN={bin_in}", f"CW_SOURCE={src_in}", "CI=true"), timeout=300)
+        # Meanwhile a process of this machine, outside the container's PID
+        # namespace, maps and unmaps as fast as it can: the service sees
+        # its records with pid 0 and must drop them cheaply, or it falls
+        # behind and loses the container's own records.
+        flood = subprocess.Popen([sys.executable, "-c", FLOOD], stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL)
+        try:
+            r = inside(pid, "/usr/bin/python3", os.path.join(src_in, "tests", "e2e", "test_service.py"),
+                       env=(f"CW_BIN={bin_in}", f"CW_SOURCE={src_in}", "CI=true"), timeout=300)
+        finally:
+            flood.kill()
+            flood.wait()
         print(r.stdout, end="")
+        j = inside(pid, "journalctl", "-u", "commitwatch", "--no-pager", "-n", "40")
         if r.returncode != 0 or "== systemd is PID 1" not in r.stdout or \
                 "ok   a process's commits are traced under the unit" not in r.stdout:
-            j = inside(pid, "journalctl", "-u", "commitwatch", "--no-pager", "-n", "40")
             print(f"FAIL: test_service.py under systemd: exit {r.returncode}\n{r.stderr[-3000:]}\n"
                   f"journal of commitwatch.service:\n{j.stdout}")
             return 1
+        if "records of tasks outside this PID namespace dropped" not in j.stdout:
+            print("FAIL: the service did not count the host's records it dropped (pid 0)\n"
+                  f"journal of commitwatch.service:\n{j.stdout}")
+            return 1
+        print("ok   the host's records (pid 0 in the container) were dropped and counted")
         failed = False
         print("test_service_systemd_root: the unit held under a real systemd")
         return 0

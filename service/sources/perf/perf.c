@@ -270,7 +270,13 @@ static int ring_take(cw_perf__t *s, cw_perf__ring_t *r, const struct perf_event_
         memcpy(&x->ts, base + 8 + 16, 8);
     else
         memcpy(&x->ts, base + size - 16, 8);
-    if (rec_pid(x) == s->self && h->type != PERF_RECORD_LOST) { /* our own work */
+    /* Our own work is not traced. A task outside our PID namespace (the
+     * service in a container, the host's processes) is pid 0 in its
+     * records: it has no /proc entry here to read, so its records are
+     * dropped, counted, before they cost a lookup each. */
+    uint32_t pid = h->type == PERF_RECORD_LOST ? UINT32_MAX : rec_pid(x);
+    if (pid == s->self || pid == 0) {
+        if (pid == 0) s->n_foreign++;
         cw_perf__recpool_free(&s->pool, x);
         return 0;
     }
@@ -722,6 +728,10 @@ static int perf_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
             (unsigned long long)s->n_exit, (unsigned long long)s->orphans,
             (unsigned long long)s->n_applied, (unsigned long long)s->n_marked,
             (unsigned long long)s->n_unknown);
+    if (s->n_foreign)
+        CW_LOGI("perf: %llu records of tasks outside this PID namespace dropped (pid 0: no "
+                "/proc entry here)",
+                (unsigned long long)s->n_foreign);
     if (rc && rc != CW_ENOMEM && rc > -100 && !d->msg[0])
         cw_diag_set(d, rc, "perf source: %s", cw_strerror(rc));
     return rc;

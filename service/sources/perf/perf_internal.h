@@ -368,6 +368,7 @@ typedef struct cw_perf__perf {
     uint32_t st_before, st_exec, st_fork, st_resync;
     uint64_t seen, lost, orphans;
     uint64_t n_enter, n_exit, n_applied, n_marked, n_unknown;
+    uint64_t n_foreign; /* records of tasks outside our PID namespace (pid 0), dropped */
     uint64_t drift;
     uint64_t n_cut, n_forced; /* drains stopped at the cap; records merged past it */
     uint64_t n_swept_procs, n_swept_thrs; /* forgotten by cw_perf__sweep */
