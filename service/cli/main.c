@@ -1,4 +1,5 @@
 /* main.c - the `commitwatch` binary: dispatch to one command per file. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -58,8 +59,12 @@ int main(int argc, char **argv)
         return 0;
     }
     /* The service runs for months with dozens of threads: without glibc's
-     * per-thread caches, which only an exec can turn off (platform.h). */
-    if (strcmp(cmd, "run") == 0 && cw_plat_heap_thread_caches_off(argv))
+     * per-thread caches, which only an exec can turn off (platform.h).
+     * Only a service that starts: not `run --help`. */
+    bool help = false;
+    for (int i = 2; i < argc; i++)
+        help = help || strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
+    if (strcmp(cmd, "run") == 0 && !help && cw_plat_heap_thread_caches_off(argv))
         CW_LOGI("heap: glibc's per-thread caches are off (GLIBC_TUNABLES=glibc.malloc.tcache_count=0 "
                 "at the exec; set another glibc.malloc.tcache tunable to keep them)");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -122,6 +122,9 @@ for cmd in commands:
             continue
         h = cli(*sub.split(), "--help")
         t.eq(f"{sub} --help: exit 0", h.returncode, 0)
+        # A help text is all it prints: no log line (the service's start
+        # notes, glibc's caches, belong to a service that starts).
+        t.eq(f"{sub} --help: nothing on stderr", h.stderr, "")
         for o in options(h.stdout) - {"--help", "-h"}:
             found.add((sub, o))
 # The service commands share one help text; install's options are install's
