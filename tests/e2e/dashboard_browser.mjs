@@ -899,6 +899,19 @@ try {
     .map((tr) => tr.querySelector('[data-fig="leak"]').textContent.trim()), ASPEC.proc);
   check('overview: no leak score for processes without alerts', others.length > 0 && others.every((x) => x === '–'), JSON.stringify(others));
   await shot(page, 'overview-alerts.png');
+  // A desktop window (1400 and 1280 px wide): every column, the last
+  // (Leak score) included, is in view without scrolling the table.
+  for (const width of [1400, 1280]) {
+    await page.setViewportSize({ width, height: 900 });
+    const fit = await page.evaluate(() => {
+      const wrap = document.querySelector('#procs').closest('.tablewrap');
+      const last = document.querySelector('#procs thead th:last-child').getBoundingClientRect();
+      return { scroll: wrap.scrollWidth - wrap.clientWidth, past: Math.round(last.right - wrap.getBoundingClientRect().right) };
+    });
+    check(`overview at ${width} px: the table fits, Leak score in view`, fit.scroll <= 1 && fit.past <= 1, JSON.stringify(fit));
+  }
+  await shot(page, 'overview-1280.png');
+  await page.setViewportSize({ width: 1280, height: 800 });
 
   // Process chart: the pending and firing periods of its series.
   await page.goto(`${ALERTS}/#/process/${ASPEC.proc}`);

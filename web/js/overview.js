@@ -94,7 +94,7 @@ export async function overviewPage(main, params) {
       const mine = al.alerts.filter((a) => ofProcess(a, p));
       const scores = mine.map((a) => a.leak_score).filter((v) => v != null);
       return `<tr data-id="${p.id}" data-name="${esc(p.name)}">
-        <td><a href="${href}">${esc(p.name)}</a>${life(p)} <a class="flamelink" href="${href}&flame=1" title="its flame graph of this window">flame</a></td>
+        <td class="pcell"><a href="${href}">${esc(p.name)}</a>${life(p)} <a class="flamelink" href="${href}&flame=1" title="its flame graph of this window">flame</a></td>
         <td>${p.folded ? `<span title="short-lived instances of this name, folded (docs/DESIGN.md)">${count(p.folded)} folded</span>` : p.pid}</td>
         <td class="n" data-fig="impacting">${delta(p.impacting_bytes)}</td>
         <td class="n">${perHour(p.impacting_bytes, w)}</td>
