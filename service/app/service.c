@@ -41,13 +41,14 @@
  * set another (-DWRITER_QUEUE=N) to measure the trade. */
 #ifndef WRITER_QUEUE
 #define WRITER_QUEUE 64
+#endif
+
 /* Heap blocks from this size on get pages of their own, given back at
  * free (cw_plat_heap_mmap_threshold): a report's sums, the read caches,
  * a burst's rollup vectors. glibc's default threshold rises to the size
  * of each such block freed, after which they came from the heap and their
  * room stayed resident once the load stopped (docs/RELIABILITY.md, "Soak"). */
 #define HEAP_MMAP_THRESHOLD (256u << 10)
-#endif
 
 /* When a live instance's memory map is stored (schema/008_map; DESIGN.md,
  * "Memory maps"): after 10 s if it moved by 1 MiB or 10 %, else after
