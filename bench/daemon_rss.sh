@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# daemon_rss.sh - the daemon's memory (docs/BENCHMARKS.md, "Daemon memory
-# and /metrics (issue 12)"). As root:
+# daemon_rss.sh - the daemon's memory (docs/BENCHMARKS.md, "Daemon
+# memory"). As root:
 #
 #   bench/daemon_rss.sh [BUILD_DIR] [BIN]     (default: build, BUILD_DIR/commitwatch)
 #

@@ -1,6 +1,6 @@
 #!/bin/bash
 # real_load.sh - commitwatch against real programs nobody here wrote
-# (issue 12, docs/BENCHMARKS.md "Short-lived processes (issue 12)").
+# (issue 12, docs/BENCHMARKS.md "Short-lived processes").
 #
 # Starts redis-server (with redis-benchmark writing and FLUSHALL emptying
 # it), python3 and node churning memory, a long-lived sqlite3 with a

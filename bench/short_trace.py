@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """short_trace.py - the load of bench/real_load.sh as a generated trace,
-replayed (issue 12, docs/BENCHMARKS.md "Short-lived processes (issue 12)").
+replayed (issue 12, docs/BENCHMARKS.md "Short-lived processes").
 
 The live benchmark needs root and a machine quiet enough for the perf
 source to keep up; this one is deterministic: N minutes of four long-lived
