@@ -19,17 +19,11 @@ import re
 import subprocess
 import sys
 
-from cwtest import require
+sys.path.insert(0, os.path.dirname(__file__))
+from cwservice import SOURCE, Checks  # noqa: E402
+from cwtest import require  # noqa: E402
 
-SOURCE = os.environ.get("CW_SOURCE", os.path.join(os.path.dirname(__file__), "..", ".."))
 FULL_DEPTH = ("service", "include")  # every folder below these, at any depth
-failures = []
-
-
-def check(cond, what, detail=""):
-    print(("ok   " if cond else "FAIL ") + what + ("" if cond else f": {detail}"), flush=True)
-    if not cond:
-        failures.append(what)
 
 
 def tree_folders(design_text):
@@ -73,14 +67,14 @@ def must_be_listed(folder):
 
 
 def main():
+    t = Checks()
     with open(os.path.join(SOURCE, "docs", "DESIGN.md"), encoding="utf-8") as f:
         listed = tree_folders(f.read())
-    check(listed is not None, "DESIGN.md has a fenced tree under '## The tree'")
-    if listed is None:
-        return 1
+    if not t.check("DESIGN.md has a fenced tree under '## The tree'", listed is not None):
+        t.done()
     listed_set = set(listed)
-    check(len(listed) == len(listed_set), "the tree names each folder once",
-          sorted({d for d in listed if listed.count(d) > 1}))
+    t.check("the tree names each folder once", len(listed) == len(listed_set),
+            sorted({d for d in listed if listed.count(d) > 1}))
     real = repo_folders(SOURCE)
     # A listed path implies its parents ("include/commitwatch/" names include too).
     implied = set()
@@ -88,12 +82,12 @@ def main():
         parts = d.split("/")
         implied.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
     missing = sorted(d for d in real if must_be_listed(d) and d not in implied)
-    check(not missing, "every folder of the repository is in the tree", missing)
+    t.check("every folder of the repository is in the tree", not missing, missing)
     gone = sorted(d for d in listed_set if not os.path.isdir(os.path.join(SOURCE, d)))
-    check(not gone, "every folder the tree names exists", gone)
+    t.check("every folder the tree names exists", not gone, gone)
     print(f"{len(listed_set)} folders in the tree, {len(real)} in the repository", flush=True)
-    return 1 if failures else 0
+    t.done()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
