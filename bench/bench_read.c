@@ -1,5 +1,5 @@
 /* bench_read.c - the store's read path without HTTP (docs/BENCHMARKS.md,
- * "Read path (issue 12)"): on a database (bench/http_bench.sh's day.db),
+ * "Read path"): on a database (bench/http_bench.sh's day.db),
  * times cw_store_report() for the last hour (not aligned, as
  * /api/processes?from=-1h asks) and for the whole window (analyze --db),
  * and cw_store_series() for a process and for the machine over the first
