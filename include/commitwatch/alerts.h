@@ -168,19 +168,29 @@ typedef struct cw_leak_score {
                             slope, clamped to 0..1 */
     double step_fit;     /* how much better one step fits than a line:
                             1 - SSE(step) / SSE(line), 0..1 (a one-off step: near 1) */
-    double cap;          /* the cap applied for plateau and step, 0..1 */
+    double recent;       /* the rise over the recent span / what the whole-window slope
+                            predicts for it, clamped to 0..1 (1: no recent span) */
+    double cap;          /* the cap applied for plateau, recent flatness and step, 0..1 */
     uint32_t points;     /* points used */
 } cw_leak_score_t;
 
 /* Scores n points (t_ns[i], outstanding[i]) taken at the ends of equal
- * steps over the window, with the window's committed and impacting bytes.
+ * steps over the window, with the window's committed and impacting bytes;
+ * recent_ns is the recent span whose flatness caps the score (a rule's,
+ * cw_leak_recent_ns; a stair's longest step in the window when longer;
+ * 0 or negative, or a series younger than the span and 3 steps: no such
+ * cap).
  * Pure, no allocation, a few microseconds for any n (the points are
  * averaged into at most 32 groups before the O(n^2) parts; n up to
  * CW_LEAK_MAX_POINTS is the engine's use). Fewer than 4 points, times not
  * increasing, or a negative outstanding value: every field 0 (no score). */
 #define CW_LEAK_MAX_POINTS 512
 void cw_leak_score(const int64_t *t_ns, const int64_t *outstanding, size_t n, int64_t committed,
-                   int64_t impacting, cw_leak_score_t *out);
+                   int64_t impacting, int64_t recent_ns, cw_leak_score_t *out);
+
+/* The recent span of rule r's leak score: its `for`, at least a twelfth and
+ * at most a third of its window (docs/ALERTS.md, "The leak score"). Pure. */
+int64_t cw_leak_recent_ns(const cw_alert_rule_t *r);
 
 /* ---- time to limit -------------------------------------------------------- */
 

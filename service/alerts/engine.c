@@ -79,17 +79,18 @@ static const char *num(char buf[32], double v)
 /* The detail JSON of a state: leak-score components and forecast. */
 static char *detail_json(const cw__astate_t *st, int64_t window_ns)
 {
-    char buf[1024], f[12][32];
+    char buf[1024], f[13][32];
     if (!st->has_ls) return NULL;
     const cw_leak_score_t *l = &st->ls;
     int len = snprintf(buf, sizeof buf,
                        "{\"window_ns\":%" PRId64 ",\"leak\":{\"score\":%s,\"slope\":%s,"
                        "\"slope_lo\":%s,\"slope_hi\":%s,\"mk_z\":%s,\"mk_p\":%s,"
-                       "\"floor_slope\":%s,\"stay_share\":%s,\"plateau\":%s,\"points\":%u}",
+                       "\"floor_slope\":%s,\"stay_share\":%s,\"plateau\":%s,\"recent\":%s,"
+                       "\"points\":%u}",
                        window_ns, num(f[0], l->score), num(f[1], l->slope), num(f[2], l->slope_lo),
                        num(f[3], l->slope_hi), num(f[4], l->mk_z), num(f[5], l->mk_p),
                        num(f[6], l->floor_slope), num(f[7], l->stay_share), num(f[8], l->plateau),
-                       (unsigned)l->points);
+                       num(f[12], l->recent), (unsigned)l->points);
     if (len < 0 || (size_t)len >= sizeof buf) return NULL;
     if (st->tl.limit.known)
         snprintf(buf + len, sizeof buf - (size_t)len,

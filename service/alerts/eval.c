@@ -375,7 +375,8 @@ static int leak_of(cw__aeval_t *e, const cw_alert_rule_t *r, const group_t *g, i
         e->pts_t[m] = end < T ? end : T;
         e->points[m] = e->points[i];
     }
-    cw_leak_score(e->pts_t, e->points, m, f->committed, f->remaining, &lk->ls);
+    cw_leak_score(e->pts_t, e->points, m, f->committed, f->remaining, cw_leak_recent_ns(r),
+                  &lk->ls);
     lk->has = true;
     e->leak_computed++;
     memset(&lk->tl, 0, sizeof lk->tl);

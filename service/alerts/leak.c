@@ -12,6 +12,7 @@
  * minima (floor), in one pass; the pairwise parts run on those, with
  * quickselect instead of a sort, on stack arrays. No allocation. */
 #include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -21,6 +22,8 @@
 #define MK_GROUPS 16    /* coarser buckets of the trend test and the step */
 #define FLOOR_GROUPS 12 /* intervals whose minima make the floor */
 #define RECENT_PART 3   /* the recent slope is over the last third */
+#define RECENT_NOISE_PTS 32  /* at most this many second differences estimate its noise */
+#define RECENT_MIN_CENTRES 5 /* and at least this many */
 #define NS_PER_HOUR 3.6e12
 #define Z_975 1.959963984540054 /* two-sided 95 % */
 
@@ -213,8 +216,76 @@ static void group(const int64_t *t_ns, const int64_t *x, size_t n, size_t m, dou
     }
 }
 
+static double med3(int64_t a, int64_t b, int64_t c)
+{
+    int64_t lo = a < b ? a : b, hi = a < b ? b : a;
+    return (double)(c < lo ? lo : c > hi ? hi : c);
+}
+
+/* Growth over the last recent_ns: the rise from the level at its start to
+ * the level at its end, each a median of 3 points (centred on point i and
+ * on point n - 2, so that a jump at the last point counts one step later
+ * and the span between the two centres stays recent_ns or more: a stair
+ * whose steps are shorter always has one in it). Sets *rise (bytes),
+ * *span_h (hours between the centres) and *noise, the rise's noise: the
+ * spread (1.4826 x MAD) of the second differences x[j-h] - 2 x[j] + x[j+h]
+ * over the window (at most RECENT_NOISE_PTS centres, every k-th), h a
+ * quarter of the span, times sqrt(span / 2h). A line, a ramp or a plateau
+ * gives 0 there but near a bend (which, at a quarter of the span, touches
+ * few centres); churn that wanders slowly (a random walk on the span's
+ * time scale) gives the rise's own spread, faster churn up to 2.4 times
+ * it; a stair's jumps show there as noise. False when the points do not
+ * reach recent_ns back or hold too few centres (a series younger than the
+ * span and 3 steps): no recent part. */
+static bool recent_rise(const int64_t *t_ns, const int64_t *x, size_t n, int64_t recent_ns,
+                        double *rise, double *span_h, double *noise)
+{
+    if (recent_ns <= 0 || n < 5) return false;
+    size_t e = n - 2, i = e;
+    /* The newest point i >= 1 at least recent_ns before point e (times
+     * increase; the difference fits: the caller refused spans past int64). */
+    while (i > 1 && t_ns[e] - t_ns[i] < recent_ns)
+        i--;
+    if (t_ns[e] - t_ns[i] < recent_ns) return false;
+    size_t span = e - i, h = (span + 2) / 4;
+    if (h < 1) h = 1;
+    if (n < 2 * h + RECENT_MIN_CENTRES) return false;
+    *rise = med3(x[e - 1], x[e], x[e + 1]) - med3(x[i - 1], x[i], x[i + 1]);
+    *span_h = (double)(t_ns[e] - t_ns[i]) / NS_PER_HOUR;
+    double v[RECENT_NOISE_PTS];
+    size_t cnt = n - 2 * h, k = (cnt + RECENT_NOISE_PTS - 1) / RECENT_NOISE_PTS, m = 0;
+    for (size_t j = n - 1 - h; m < RECENT_NOISE_PTS && j >= h && j < n; j -= k)
+        v[m++] = (double)x[j - h] - 2 * (double)x[j] + (double)x[j + h];
+    double centre = median_inplace(v, m);
+    for (size_t j = 0; j < m; j++)
+        v[j] = fabs(v[j] - centre);
+    *noise = 1.4826 * median_inplace(v, m) * sqrt((double)span / (double)(2 * h));
+    return true;
+}
+
+/* A stair: jumps are rises of at least min_rise (> 0) from one point to
+ * the next. Sets *longest, the longest time between two jumps (the
+ * stair's longest flat step; 0 with fewer than two: the flat run before
+ * the first jump and after the last are not known to be steps, a warm-up
+ * after a flat start, a plateau now), and *last, the time of the last
+ * jump (INT64_MIN: none). */
+static void stair(const int64_t *t_ns, const int64_t *x, size_t n, double min_rise,
+                  int64_t *longest, int64_t *last)
+{
+    size_t prev = 0;
+    *longest = 0;
+    *last = INT64_MIN;
+    if (!(min_rise > 0)) return;
+    for (size_t j = 1; j < n; j++) {
+        if ((double)x[j] - (double)x[j - 1] < min_rise) continue;
+        if (prev > 0 && t_ns[j] - t_ns[prev] > *longest) *longest = t_ns[j] - t_ns[prev];
+        prev = j;
+    }
+    if (prev > 0) *last = t_ns[prev];
+}
+
 void cw_leak_score(const int64_t *t_ns, const int64_t *outstanding, size_t n, int64_t committed,
-                   int64_t impacting, cw_leak_score_t *out)
+                   int64_t impacting, int64_t recent_ns, cw_leak_score_t *out)
 {
     memset(out, 0, sizeof *out);
     if (!t_ns || !outstanding || n < 4) return;
@@ -273,6 +344,31 @@ void cw_leak_score(const int64_t *t_ns, const int64_t *outstanding, size_t n, in
     out->plateau = clamp01(rise / expect);
     double plateau_cap = clamp01(2 * (rise + 2 * se_rise) / expect);
 
+    /* Growth stopped recently: the rise over the recent span against what
+     * the window's slope predicts for it, with the plateau cap's factor 2
+     * and a wider noise allowance (three times the noise: the span is
+     * short, its two levels are single points, and a noisy leak must not
+     * flap). The span is the rule's `for` (recent_ns), or a stair's longest
+     * flat step in the window when that is longer: a leak that grows in
+     * jumps (a heap extended by brk 132 KiB at a time) keeps its rhythm.
+     * A jump (a rise between two points of at least a quarter of what the
+     * slope predicts for `for`) inside the span is growth too: a stair
+     * whose steps are long beside the span rises there by one step only.
+     * A plateau as long as the span has no rise left and is capped. */
+    double r_rise, r_span, r_noise, recent_cap = 1;
+    int64_t span_ns = recent_ns, longest, last_jump;
+    out->recent = 1;
+    stair(t_ns, outstanding, n, 0.25 * out->slope * (double)recent_ns / NS_PER_HOUR, &longest,
+          &last_jump);
+    if (longest > span_ns) span_ns = longest;
+    if (recent_rise(t_ns, outstanding, n, span_ns, &r_rise, &r_span, &r_noise)) {
+        double r_expect = out->slope * r_span;
+        out->recent = clamp01(r_rise / r_expect);
+        /* (t_ns[n - 2] - span_ns >= t_ns[0]: recent_rise found a point there.) */
+        if (last_jump <= t_ns[n - 2] - span_ns)
+            recent_cap = clamp01(2 * (r_rise + 3 * r_noise) / r_expect);
+    }
+
     /* A step: how much better one step (two levels) fits the coarse
      * means than a line does. A ramp fits a line; a one-off step, or a
      * warm-up and its plateau, fit two levels; noise fits both alike. */
@@ -286,5 +382,17 @@ void cw_leak_score(const int64_t *t_ns, const int64_t *outstanding, size_t n, in
     double persist = 0.3 + 0.7 * (floor_f > out->stay_share ? floor_f : out->stay_share);
     double step_cap = clamp01((0.8 - out->step_fit) / 0.3);
     out->cap = plateau_cap < step_cap ? plateau_cap : step_cap;
+    if (recent_cap < out->cap) out->cap = recent_cap;
     out->score = clamp01(growth * persist * out->cap);
+}
+
+int64_t cw_leak_recent_ns(const cw_alert_rule_t *r)
+{
+    /* The rule's `for`: a plateau then resolves within `for` of its start,
+     * and a stair whose flat steps are shorter than `for` keeps firing.
+     * At least a twelfth of the window (a rule without `for` still wants a
+     * few points to call a span flat), at most a third (the plateau cap,
+     * the last third against the middle one, covers longer spans). */
+    int64_t lo = r->window_ns / 12, hi = r->window_ns / 3;
+    return r->for_ns < lo ? lo : r->for_ns > hi ? hi : r->for_ns;
 }

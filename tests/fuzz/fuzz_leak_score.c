@@ -1,9 +1,10 @@
 /* fuzz_leak_score.c - libFuzzer target for the leak score and time to
- * limit (service/alerts/leak.c, limit.c): the input is read as n points of
- * (time, outstanding) int64 pairs, then committed and impacting. Whatever
- * the values (negative, huge, times going back), the score must be in
- * 0..1, every component finite, the interval around the slope, and the
- * times to limit never negative with the upper one never later. */
+ * limit (service/alerts/leak.c, limit.c): the input is read as committed
+ * and impacting, then n points of (time, outstanding) int64 pairs, then an
+ * optional recent span (int64 ns). Whatever the values (negative, huge,
+ * times going back), the score must be in 0..1, every component finite,
+ * the interval around the slope, and the times to limit never negative
+ * with the upper one never later. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -48,8 +49,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         prev = t[i];
     }
+    /* The recent span: 8 bytes after the pairs when there are (any value,
+     * negative too), else 10 minutes (so the committed seeds, written
+     * before there was one, still reach the recent cap). */
+    int64_t recent = 600000000000LL;
+    if (size - 16 * n >= 8) memcpy(&recent, data + 16 * n, 8);
     cw_leak_score_t s;
-    cw_leak_score(t, x, n, committed, impacting, &s);
+    cw_leak_score(t, x, n, committed, impacting, recent, &s);
     CHECK(s.score >= 0 && s.score <= 1);
     CHECK(isfinite(s.slope) && isfinite(s.slope_lo) && isfinite(s.slope_hi));
     CHECK(s.slope_lo <= s.slope && s.slope <= s.slope_hi);
@@ -57,6 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(isfinite(s.floor_slope));
     CHECK(s.stay_share >= 0 && s.stay_share <= 1);
     CHECK(s.plateau >= 0 && s.plateau <= 1 && s.step_fit >= 0 && s.step_fit <= 1);
+    CHECK(s.recent >= 0 && s.recent <= 1);
     CHECK(s.cap >= 0 && s.cap <= 1);
     uint64_t headroom = (uint64_t)committed;
     cw_time_to_limit_t tl;

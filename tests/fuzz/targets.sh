@@ -18,7 +18,7 @@ fuzz_target_args() {
     fuzz_pe) FUZZ_ARGS=(-max_len=16384)
              [ -d "$BUILD/tests/etlgen/pe" ] && FUZZ_ARGS+=("$BUILD/tests/etlgen/pe") ;;
     fuzz_alert_rules) FUZZ_ARGS=(-max_len=8192 tests/fuzz/seeds-alerts) ;;
-    fuzz_leak_score) FUZZ_ARGS=(-max_len=8208 tests/fuzz/seeds-leak-score) ;;
+    fuzz_leak_score) FUZZ_ARGS=(-max_len=8216 tests/fuzz/seeds-leak-score) ;;
     fuzz_batch) FUZZ_ARGS=(-max_len=4096 tests/fuzz/seeds-batch) ;;
     fuzz_trace) FUZZ_ARGS=(-max_len=16384 -dict=tests/fuzz/trace.dict tests/fuzz/seeds-trace) ;;
     fuzz_config) FUZZ_ARGS=(-max_len=8192 -dict=tests/fuzz/config.dict tests/fuzz/seeds-config) ;;

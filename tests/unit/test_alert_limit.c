@@ -101,7 +101,7 @@ static void test_forecast_on_a_leak(void)
             x[i] = (int64_t)(1024 * MIB + rate * (i + 1) / 60.0 + churn + 100 * MIB);
         }
         cw_leak_score_t s;
-        cw_leak_score(t, x, N, 0, 0, &s);
+        cw_leak_score(t, x, N, 0, 0, 0, &s);
         uint64_t headroom = 4 * GIB - (uint64_t)x[N - 1];
         cw_time_to_limit_t ttl;
         cw_time_to_limit(headroom, s.slope, s.slope_hi, &ttl);
