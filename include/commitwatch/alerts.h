@@ -121,7 +121,8 @@ typedef struct cw_alert_rules {
  * of an existing name is refused. 0, CW_EIO (cannot read the file),
  * CW_ERANGE (larger than CW_ALERT_MAX_FILE), CW_EPARSE (a NUL byte: not a
  * text file) with d saying so, or CW_ENOMEM. On an error rs holds what it
- * held before. */
+ * held before. When it returns 0 after faults, d (may be NULL) holds the
+ * first fault's line, as written to warn (a reload refuses the file). */
 int cw_alert_rules_load(cw_alert_rules_t *rs, const char *path, FILE *warn, unsigned *nbad,
                         cw_diag_t *d);
 /* Same, from text (tests; `name` stands for the file in messages). */
