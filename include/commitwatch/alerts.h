@@ -220,6 +220,15 @@ uint64_t cw_limit_headroom(const cw_limit_info_t *l);
  * series. 0, or CW_E* with out->known false. Any thread. */
 int cw_alert_machine_limit(cw_limit_info_t *out);
 
+/* Whose commit limit the data's machine has, in the database's meta
+ * (written by the service at each start from its source; read by the
+ * engine and backtests): "live" (or absent) the machine the service runs
+ * on (cw_alert_machine_limit); a decimal byte count, a recorded machine's
+ * (a trace header's commit_limit; used = the series' outstanding bytes);
+ * "none", a recorded input that does not tell it: rules against the
+ * machine's or a process's limit have no value (never fire). */
+#define CW_COMMIT_LIMIT_META_KEY "commit_limit"
+
 /* The limit rule r's series are forecast against (its `limit`):
  *  - CW_AL_SIZE: the configured size; used = series_outstanding.
  *  - CW_AL_MACHINE: *machine (from cw_alert_machine_limit; NULL = read it

@@ -176,6 +176,30 @@ static int record_rules(svc_t *s, const char *const *files, size_t n, cw_diag_t 
 
 /* ---- alerts -------------------------------------------------------------- */
 
+/* Records whose commit limit the alerts forecast against for this data
+ * (CW_COMMIT_LIMIT_META_KEY): this machine's for a live source, a
+ * recorded input's own (a trace header's commit_limit), or none, with one
+ * log line saying why. The caller owns the store. */
+static int record_commit_limit(svc_t *s, const cw_source_ops_t *ops, void *src, cw_diag_t *d)
+{
+    char v[32] = "live";
+    uint64_t bytes = 0;
+    const char *why = "";
+    if (ops->commit_limit && ops->commit_limit(src, &bytes, &why) == 0) {
+        snprintf(v, sizeof v, "%" PRIu64, bytes);
+        CW_LOGI("alerts: time to limit is computed against the recorded machine's commit limit, "
+                "%" PRIu64 " bytes (%.1f GiB), never this machine's",
+                bytes, (double)bytes / (1 << 30));
+    } else if (ops->commit_limit) {
+        cw_strlcpy(v, "none", sizeof v);
+        CW_LOGI("alerts: %s, and this machine's limit says nothing of the recorded one: rules "
+                "against the machine's or a process's commit limit (the default commit_limit) "
+                "are not evaluated for this input",
+                why);
+    }
+    return cw_store_meta_set(s->store, CW_COMMIT_LIMIT_META_KEY, v, d);
+}
+
 /* ---- the configuration's outcome (status.h, cw_status_config_t) ---- */
 
 /* Fills c from an error message d, naming the file at fault (the one of
@@ -747,6 +771,7 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
     }
     if (!stored_platform && (rc = cw_store_meta_set(s->store, "platform", s->platform, d)) != 0)
         goto out;
+    if ((rc = record_commit_limit(s, ops, src, d)) != 0) goto out;
     rc = cw_stacktags_tagger_for(cw_stacktags_platform(s->platform), files, nfiles, &s->tagger, d);
     if (rc != 0) goto out;
     if ((rc = retag(s, d)) != 0) goto out;
