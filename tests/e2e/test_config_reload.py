@@ -16,6 +16,9 @@ A replayed trace is served after its end; the service then gets:
 4. POST /api/reload of the repaired configuration: 200, the new rules
    file's rules are in force and the error is cleared.
 
+At the start, by contrast, the same bad rules file loads its good rules,
+and /api/health names the bad one.
+
 The rules in force are read from /api/alert-rules (the engine's, as
 stored) and the tag rules from /api/tags, before and after each refusal.
 """
@@ -166,5 +169,19 @@ with Service(trace, name="config-reload", config=config(rules)) as svc:
     now = wait_until(lambda: (r := in_force()) != rules0 and r, 30,
                      "the new rules in /api/alert-rules")
     t.eq("POST, good config: the new rules file is in force", [n for n, _ in now], ["other"])
+
+# At the start, by contrast, a bad rule is warned about and the good ones
+# load; /api/health names the bad one all the same.
+start_bad = os.path.join(folder, "start-bad.rules")
+with open(start_bad, "w") as f:
+    f.write(RULES_BAD)
+with Service(trace, name="config-reload-start", config=config(start_bad)) as svc:
+    _, h = svc.get("/api/health")
+    t.eq("start, bad rule: running, health names the file and line",
+         {k: h["config"][k] for k in ("ok", "file", "line", "loaded_by")},
+         {"ok": False, "file": start_bad, "line": BAD_RULE_LINE, "loaded_by": "start"})
+    _, r = svc.get("/api/alert-rules")
+    t.eq("start, bad rule: the good rules are in force", sorted(x["name"] for x in r["rules"]),
+         ["first", "second"])
 
 t.done()
