@@ -408,8 +408,7 @@ static int reload(svc_t *s)
         cw_diag_set(s->d, rc, "cannot restart the store writer: %s", cw_strerror(rc));
     goto done;
 refused:
-    CW_LOGE("reload refused: %s; the running configuration and rules are kept, nothing changed",
-            c.error);
+    CW_LOGE("reload: %s; keeping the running configuration and rules (nothing changed)", c.error);
 done:
     if (rc == CW_ENOMEM) config_fault(&c, "out of memory reading the configuration", NULL, 0);
     cw_status_config_set(&s->status, &c);
