@@ -124,6 +124,9 @@ with Service(trace, name="config-reload", config=config(rules)) as svc:
             log[-2000:])
     t.eq("SIGHUP, bad rule: the rules in force are unchanged (the good new one too)",
          in_force(), rules0)
+    _, metrics = svc.get("/metrics")
+    t.check("SIGHUP, bad rule: /metrics says the last reload failed",
+            "\ncommitwatch_config_last_reload_successful 0\n" in metrics, metrics[:600])
 
     # 2. POST /api/reload, a configuration line that is not a setting (and
     # a change of alert_rules that must not apply).
@@ -167,6 +170,9 @@ with Service(trace, name="config-reload", config=config(rules)) as svc:
     c4 = health_config()
     t.eq("POST, good config: the error is cleared", (c4["ok"], c4["error"], c4["file"]),
          (True, None, None))
+    _, metrics = svc.get("/metrics")
+    t.check("POST, good config: /metrics says the last reload succeeded",
+            "\ncommitwatch_config_last_reload_successful 1\n" in metrics, metrics[:600])
     now = wait_until(lambda: (r := in_force()) != rules0 and r, 30,
                      "the new rules in /api/alert-rules")
     t.eq("POST, good config: the new rules file is in force", [n for n, _ in now], ["other"])
