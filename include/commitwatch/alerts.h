@@ -121,7 +121,8 @@ typedef struct cw_alert_rules {
  * of an existing name is refused. 0, CW_EIO (cannot read the file),
  * CW_ERANGE (larger than CW_ALERT_MAX_FILE), CW_EPARSE (a NUL byte: not a
  * text file) with d saying so, or CW_ENOMEM. On an error rs holds what it
- * held before. */
+ * held before. When it returns 0 after faults, d (may be NULL) holds the
+ * first fault's line, as written to warn (a reload refuses the file). */
 int cw_alert_rules_load(cw_alert_rules_t *rs, const char *path, FILE *warn, unsigned *nbad,
                         cw_diag_t *d);
 /* Same, from text (tests; `name` stands for the file in messages). */
@@ -228,6 +229,15 @@ uint64_t cw_limit_headroom(const cw_limit_info_t *l);
  * per evaluation and pass the result to cw_alert_limit, not once per
  * series. 0, or CW_E* with out->known false. Any thread. */
 int cw_alert_machine_limit(cw_limit_info_t *out);
+
+/* Whose commit limit the data's machine has, in the database's meta
+ * (written by the service at each start from its source; read by the
+ * engine and backtests): "live" (or absent) the machine the service runs
+ * on (cw_alert_machine_limit); a decimal byte count, a recorded machine's
+ * (a trace header's commit_limit; used = the series' outstanding bytes);
+ * "none", a recorded input that does not tell it: rules against the
+ * machine's or a process's limit have no value (never fire). */
+#define CW_COMMIT_LIMIT_META_KEY "commit_limit"
 
 /* The limit rule r's series are forecast against (its `limit`):
  *  - CW_AL_SIZE: the configured size; used = series_outstanding.

@@ -64,9 +64,13 @@ typedef struct cw_http_opts {
     /* POST /api/reload (with the token): reloads the configuration and the
      * alert rules as SIGHUP does. Called on an HTTP worker thread, so it
      * must be safe to call from any thread (the service's reload is).
-     * Returns 0, or a CW_E* code with msg (msglen bytes) saying what
-     * failed; the client gets 200, or 500 with msg. NULL: the endpoint
-     * answers 501. ctx is passed back as is. */
+     * Returns 0 once requested, or a CW_E* code with msg (msglen bytes)
+     * saying what failed (the client gets 500 with msg). After a 0 the
+     * endpoint waits (up to 10 s) for `status` to count a load begun
+     * after the request as done and answers its outcome (status.h,
+     * cw_status_config_t): 200, 422 naming the file and line, or 202 when
+     * not served in time; without `status`, 200 at once. NULL: the
+     * endpoint answers 501. ctx is passed back as is. */
     int (*on_reload)(void *ctx, char *msg, size_t msglen);
     void *reload_ctx;
     /* The core thread's channel for live memory maps (map.h): the map

@@ -68,6 +68,12 @@ typedef struct cw_source_ops {
      * from any thread. */
     void (*stop)(void *impl);
     void (*close)(void *impl); /* accepts NULL */
+    /* A recorded input (replay, etl): the recorded machine's commit limit,
+     * which the alerts' time to limit is computed against instead of this
+     * machine's (docs/ALERTS.md, "Time to limit"). 0 and *bytes set, or
+     * CW_ENOENT with *why (static text) saying why the input does not
+     * tell it. NULL for a live source: the machine it runs on. */
+    int (*commit_limit)(void *impl, uint64_t *bytes, const char **why);
 } cw_source_ops_t;
 
 /* The sources built into this binary (a registry CMake generates from

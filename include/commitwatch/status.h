@@ -12,6 +12,18 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* The outcome of the last load of the configuration and its rule files
+ * (docs/DESIGN.md, "Reload"): ok, or the first error, which file and line
+ * (0 when the error has none, e.g. an unreadable file). */
+typedef struct cw_status_config {
+    bool ok;
+    char error[1024];  /* what was wrong; "" when ok */
+    char file[1024];   /* the file at fault; "" when ok or none */
+    uint32_t line;     /* its line; 0 when ok or none */
+    int64_t at_ns;     /* wall clock of the load */
+    bool reload;       /* a reload (else the start) */
+} cw_status_config_t;
+
 typedef struct cw_status {
     char source[256]; /* "replay:PATH", "perf", "etw" */
     int64_t start_ns;      /* wall clock when the service started (started_ns) */
@@ -30,12 +42,29 @@ typedef struct cw_status {
      * store_error_since_ns (wall); 0 when writing works. */
     _Atomic int store_error;
     _Atomic int64_t store_error_since_ns;
+
+    /* ---- the configuration's last load (start or reload) ----
+     * Written by the core thread (cw_status_config_set), read by any
+     * thread (cw_status_config_get) under config_lock; loads_begun and
+     * loads_done count the reloads requested and served, so that a
+     * requester (POST /api/reload) can wait for the reload that read its
+     * files: one begun after it asked. */
+    atomic_flag config_lock;
+    cw_status_config_t config;
+    _Atomic uint64_t config_loads_begun;
+    _Atomic uint64_t config_loads_done;
 } cw_status_t;
 
 /* Zeroes st, copies source (truncated to fit), stamps start_ns (wall) and
  * start_mono_ns (monotonic). */
 void cw_status_init(cw_status_t *st, const char *source, bool data_clock, int64_t start_ns,
                     int64_t start_mono_ns);
+
+/* Publishes the outcome of a load (core thread). A reload's (c->reload)
+ * also counts as done (config_loads_done). */
+void cw_status_config_set(cw_status_t *st, const cw_status_config_t *c);
+/* Copies the last outcome into *out. Any thread. */
+void cw_status_config_get(cw_status_t *st, cw_status_config_t *out);
 
 /* Nanoseconds since the service started, by the monotonic clock (mono_now:
  * cw_plat_mono_ns()): a step of the wall clock (NTP, an operator) does

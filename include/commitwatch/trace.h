@@ -27,6 +27,9 @@
 typedef struct cw_trace_header {
     char platform[16]; /* "windows", "linux", ... */
     uint32_t pointer_size;
+    /* The recorded machine's commit limit in bytes (optional header field
+     * "commit_limit"); 0 when the trace does not say. */
+    uint64_t commit_limit;
 } cw_trace_header_t;
 
 typedef struct cw_trace_reader cw_trace_reader_t;

@@ -202,9 +202,16 @@ typedef struct cw__aeval {
     } wsum[4];
     cw_limit_info_t machine; /* the machine's commit limit, read once per run */
     bool machine_read;
+    /* Whose limit the data's machine has (CW_COMMIT_LIMIT_META_KEY):
+     * 0 live (read each evaluation), 1 recorded (`recorded` bytes), 2 none. */
+    int limit_from;
+    uint64_t recorded;
 } cw__aeval_t;
 
 int cw__aeval_init(cw__aeval_t *e, const cw_alert_rules_t *rules, int64_t step_ns);
+/* Reads whose commit limit the data of s has (CW_COMMIT_LIMIT_META_KEY)
+ * into e. 0 or the store's CW_E* (d). */
+int cw__aeval_limit_from(cw__aeval_t *e, cw_store_t *s, cw_diag_t *d);
 void cw__aeval_free(cw__aeval_t *e);
 /* Bytes of the set (cw__aset_bytes) and of the evaluator's scratch. */
 size_t cw__aeval_bytes(const cw__aeval_t *e);

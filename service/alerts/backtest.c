@@ -76,6 +76,12 @@ int cw_alert_backtest(cw_store_t *s, const cw_alert_rule_t *rule, int64_t from, 
         cw_store_feed_end(s, began);
         return cw_diag_set(d, CW_ENOMEM, "backtest: out of memory");
     }
+    if ((err = cw__aeval_limit_from(&ev, s, d))) {
+        cw__aeval_free(&ev);
+        free(bt.b);
+        cw_store_feed_end(s, began);
+        return err;
+    }
     int64_t limit = fb.ended ? fb.data_end_ns : fb.stored_end_ns;
     if (to < limit) limit = to;
     bt.b->from_ns = from;

@@ -428,6 +428,8 @@ static int apply_rules(cw_alert_engine_t *e, const cw_alert_rules_t *rules, cw_d
         free(rows);
         return cw_diag_set(d, err, "alerts: out of memory for the new rules");
     }
+    next.limit_from = e->ev.limit_from; /* the data's machine is the same */
+    next.recorded = e->ev.recorded;
     cw__aeval_t old = e->ev;
     e->ev = next;
     err = adopt(e, rows, n, is_never(e->last_T) ? 0 : e->last_T, d);
@@ -603,6 +605,7 @@ int cw_alert_engine_start(const cw_alert_engine_opts_t *o, const cw_alert_rules_
         return cw_diag_set(d, CW_ENOMEM, "alerts: out of memory");
     }
     if ((err = cw_store_open_side(o->db_path, &e->s, d))) goto fail;
+    if ((err = cw__aeval_limit_from(&e->ev, e->s, d))) goto fail;
     int64_t last = INT64_MIN;
     if ((err = cw_store_alert_evaluated(e->s, &last, d))) goto fail;
     if (!is_never(last)) {

@@ -345,6 +345,24 @@ typedef struct leak {
     double ttl;
 } leak_t;
 
+/* Whose commit limit the data's machine has (cw__aeval_t.limit_from). */
+enum { LIMIT_LIVE = 0, LIMIT_RECORDED = 1, LIMIT_NONE = 2 };
+
+/* A recorded input's machine (e->limit_from not live): its limit for a
+ * rule against the machine's or a process's, with used = the series'
+ * outstanding (the trace holds no machine-wide charge over time), or
+ * none (out->known false). Never this machine's or its processes'. */
+static int recorded_limit(const cw__aeval_t *e, uint64_t used, cw_limit_info_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (e->limit_from != LIMIT_RECORDED) return CW_ENOENT;
+    out->known = true;
+    out->limit = e->recorded;
+    out->used = used;
+    out->source = "the trace's commit_limit";
+    return 0;
+}
+
 /* The leak score (and time to limit) of a group over its window. */
 static int leak_of(cw__aeval_t *e, const cw_alert_rule_t *r, const group_t *g, int64_t first,
                    int64_t last, int64_t T, cw__afig_t *f, bool *summed, leak_t *lk)
@@ -383,14 +401,17 @@ static int leak_of(cw__aeval_t *e, const cw_alert_rule_t *r, const group_t *g, i
     lk->tl.median_s = lk->tl.upper_s = NAN;
     lk->ttl = NAN;
     /* The machine's limit is read once per evaluation (a file read). */
-    if (r->limit_kind != CW_AL_SIZE && !e->machine_read) {
+    if (r->limit_kind != CW_AL_SIZE && !e->machine_read && e->limit_from == LIMIT_LIVE) {
         e->machine_read = true;
         cw_alert_machine_limit(&e->machine);
     }
     uint64_t used = f->outstanding > 0 ? (uint64_t)f->outstanding : 0;
     cw_limit_info_t li = {0};
     uint32_t pid = r->group_by == CW_AG_INSTANCE ? g->rep->pid : 0;
-    if (cw_alert_limit(r, pid, used, e->machine.known ? &e->machine : NULL, &li) == 0 && li.known) {
+    int lrc = e->limit_from == LIMIT_LIVE || r->limit_kind == CW_AL_SIZE
+                  ? cw_alert_limit(r, pid, used, e->machine.known ? &e->machine : NULL, &li)
+                  : recorded_limit(e, used, &li);
+    if (lrc == 0 && li.known) {
         cw_time_to_limit(cw_limit_headroom(&li), lk->ls.slope, lk->ls.slope_hi, &lk->tl);
         lk->tl.limit = li;
         lk->ttl = lk->tl.median_s;
@@ -614,11 +635,29 @@ size_t cw__aeval_bytes(const cw__aeval_t *e)
  * compacted away once ended, would otherwise keep it for good. */
 #define SCRATCH_SLACK 64
 
+int cw__aeval_limit_from(cw__aeval_t *e, cw_store_t *s, cw_diag_t *d)
+{
+    char *v = NULL, *end;
+    int err = cw_store_meta_get(s, CW_COMMIT_LIMIT_META_KEY, &v, d);
+    if (err) return err;
+    e->limit_from = LIMIT_LIVE;
+    e->recorded = 0;
+    if (v && strcmp(v, "none") == 0) {
+        e->limit_from = LIMIT_NONE;
+    } else if (v && strcmp(v, "live") != 0) {
+        unsigned long long n = strtoull(v, &end, 10);
+        e->limit_from = end > v && !*end && n > 0 ? LIMIT_RECORDED : LIMIT_NONE;
+        e->recorded = n;
+    }
+    free(v);
+    return 0;
+}
+
 int cw__aeval_run(cw__aeval_t *e, int64_t T)
 {
     int err = 0;
     e->ntr = 0;
-    e->machine_read = false;
+    e->machine_read = e->limit_from != LIMIT_LIVE; /* a recorded machine's: never read */
     for (size_t i = 0; i < CW_ARRAY_LEN(e->wsum); i++) {
         e->wsum[i].valid = false;
         CW_RESERVE_FIT(e->wsum[i].v, e->wsum[i].cap, e->set.nbases + 1, SCRATCH_SLACK);

@@ -52,22 +52,27 @@ typedef struct parse {
     entry_t e[MAX_ENTRIES];
     size_t ne;
     bool stray;          /* in a run of text outside any section */
+    cw_diag_t *first;    /* gets the first fault's line (may be NULL) */
+    bool faulted;        /* a fault was reported in this text */
 } parse_t;
 
 static void fault(parse_t *p, int line, const char *fmt, ...) CW_PRINTF(3, 4);
 static void fault(parse_t *p, int line, const char *fmt, ...)
 {
     p->bad = true;
-    if (!p->warn) return;
+    if (!p->warn && (!p->first || p->faulted)) return;
+    char what[512], msg[sizeof what + MAX_NAME + CW_PATH_MAX + 64];
     va_list ap;
     va_start(ap, fmt);
-    if (p->open)
-        fprintf(p->warn, "%s:%d: rule %s: ", p->file, line, p->name);
-    else
-        fprintf(p->warn, "%s:%d: ", p->file, line);
-    vfprintf(p->warn, fmt, ap);
-    fputc('\n', p->warn);
+    vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
+    if (p->open)
+        snprintf(msg, sizeof msg, "%s:%d: rule %s: %s", p->file, line, p->name, what);
+    else
+        snprintf(msg, sizeof msg, "%s:%d: %s", p->file, line, what);
+    if (p->warn) fprintf(p->warn, "%s\n", msg);
+    if (p->first && !p->faulted) cw_diag_set(p->first, CW_EPARSE, "%s", msg);
+    p->faulted = true;
 }
 
 static void close_entries(parse_t *p)
@@ -679,6 +684,7 @@ int cw_alert_rules_parse(cw_alert_rules_t *rs, const char *name, const char *tex
     memset(&p, 0, sizeof p);
     p.file = name ? name : "(rules)";
     p.warn = warn;
+    p.first = d;
     p.prev = rs;
     int rc = parse_text(&p, text ? text : "");
     if (rc == 0 && p.add.n) {

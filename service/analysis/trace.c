@@ -223,7 +223,7 @@ static int read_header(cw_trace_reader_t *r, cw_diag_t *d)
     }
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(h, "format");
     const cJSON *plat = cJSON_GetObjectItemCaseSensitive(h, "platform");
-    uint64_t version = 0, psize = 8;
+    uint64_t version = 0, psize = 8, climit = 0;
     int_status_t st = int_field(h, line, "version", false, &version);
     rc = 0;
     if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, CW_TRACE_FORMAT) != 0)
@@ -243,9 +243,15 @@ static int read_header(cw_trace_reader_t *r, cw_diag_t *d)
         rc = int_error(r, d, st, "pointer_size", false);
     else if (psize != 4 && psize != 8)
         rc = bad(r, d, "%s", "field \"pointer_size\" must be 4 or 8");
+    else if ((st = int_field(h, line, "commit_limit", false, &climit)) != INT_OK &&
+             st != INT_ABSENT)
+        rc = int_error(r, d, st, "commit_limit", false);
+    else if (st == INT_OK && climit == 0)
+        rc = bad(r, d, "%s", "field \"commit_limit\" must be a byte count above 0");
     if (rc == 0) {
         cw_strlcpy(r->hdr.platform, plat ? plat->valuestring : "unknown", sizeof r->hdr.platform);
         r->hdr.pointer_size = (uint32_t)psize;
+        r->hdr.commit_limit = climit;
     }
     cJSON_Delete(h);
     return rc;
@@ -475,8 +481,10 @@ int cw_trace_writer_open(const char *path, const cw_trace_header_t *h, const cw_
         cw_trace_writer_close(w, NULL);
         return CW_ENOMEM;
     }
-    fprintf(w->f, "{\"format\":\"%s\",\"version\":%d,\"platform\":%s,\"pointer_size\":%u}\n",
+    fprintf(w->f, "{\"format\":\"%s\",\"version\":%d,\"platform\":%s,\"pointer_size\":%u",
             CW_TRACE_FORMAT, CW_TRACE_VERSION, plat, h->pointer_size ? h->pointer_size : 8);
+    if (h->commit_limit) fprintf(w->f, ",\"commit_limit\":%" PRIu64, h->commit_limit);
+    fputs("}\n", w->f);
     free(plat);
     *out = w;
     return 0;

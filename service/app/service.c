@@ -177,11 +177,59 @@ static int record_rules(svc_t *s, const char *const *files, size_t n, cw_diag_t 
 
 /* ---- alerts -------------------------------------------------------------- */
 
+/* Records whose commit limit the alerts forecast against for this data
+ * (CW_COMMIT_LIMIT_META_KEY): this machine's for a live source, a
+ * recorded input's own (a trace header's commit_limit), or none, with one
+ * log line saying why. The caller owns the store. */
+static int record_commit_limit(svc_t *s, const cw_source_ops_t *ops, void *src, cw_diag_t *d)
+{
+    char v[32] = "live";
+    uint64_t bytes = 0;
+    const char *why = "";
+    if (ops->commit_limit && ops->commit_limit(src, &bytes, &why) == 0) {
+        snprintf(v, sizeof v, "%" PRIu64, bytes);
+        CW_LOGI("alerts: time to limit is computed against the recorded machine's commit limit, "
+                "%" PRIu64 " bytes (%.1f GiB), never this machine's",
+                bytes, (double)bytes / (1 << 30));
+    } else if (ops->commit_limit) {
+        cw_strlcpy(v, "none", sizeof v);
+        CW_LOGI("alerts: %s, and this machine's limit says nothing of the recorded one: rules "
+                "against the machine's or a process's commit limit (the default commit_limit) "
+                "are not evaluated for this input",
+                why);
+    }
+    return cw_store_meta_set(s->store, CW_COMMIT_LIMIT_META_KEY, v, d);
+}
+
+/* ---- the configuration's outcome (status.h, cw_status_config_t) ---- */
+
+/* Fills c from an error message d, naming the file at fault (the one of
+ * files[0..n) the message starts with, "FILE:" or "FILE:LINE:") and its
+ * line. */
+static void config_fault(cw_status_config_t *c, const char *msg, const char *const *files,
+                         size_t n)
+{
+    c->ok = false;
+    cw_strlcpy(c->error, msg, sizeof c->error);
+    for (size_t i = 0; i < n; i++) {
+        size_t len = files[i] ? strlen(files[i]) : 0;
+        if (!len || strncmp(msg, files[i], len) != 0 || msg[len] != ':') continue;
+        cw_strlcpy(c->file, files[i], sizeof c->file);
+        char *end;
+        unsigned long line = strtoul(msg + len + 1, &end, 10);
+        if (end > msg + len + 1 && *end == ':' && line <= UINT32_MAX) c->line = (uint32_t)line;
+        return;
+    }
+}
+
 /* The alert rules of the configuration: the shipped defaults (unless
- * alert_default_rules = no), then each alert_rules file. A bad rule is
- * warned about with file:line and the rest load; a file that cannot be
- * read is logged and skipped. 0 or CW_ENOMEM. */
-static int alert_rules_load(const cw_config_t *cfg, cw_alert_rules_t *rs)
+ * alert_default_rules = no), then each alert_rules file. At the start
+ * (strict false) a bad rule is warned about with file:line and the rest
+ * load; a file that cannot be read is logged and skipped; the first such
+ * fault goes to *c. On a reload (strict) either is CW_EPARSE (or CW_EIO)
+ * with *c saying where, and rs is freed: nothing changes. 0 or CW_ENOMEM. */
+static int alert_rules_load(const cw_config_t *cfg, cw_alert_rules_t *rs, bool strict,
+                            cw_status_config_t *c)
 {
     unsigned nbad = 0;
     cw_diag_t d = {{0}};
@@ -192,9 +240,17 @@ static int alert_rules_load(const cw_config_t *cfg, cw_alert_rules_t *rs)
                                    &d)) != 0)
         CW_LOGE("alerts: the default rules: %s", d.msg);
     for (size_t i = 0; i < cfg->nalert_rules; i++) {
-        if ((rc = cw_alert_rules_load(rs, cfg->alert_rules[i], stderr, &nbad, &d)) == CW_ENOMEM)
-            return rc;
-        if (rc != 0) CW_LOGE("alerts: %s: %s; its rules are not loaded", cfg->alert_rules[i], d.msg);
+        unsigned had = nbad;
+        d.msg[0] = '\0';
+        const char *file = cfg->alert_rules[i];
+        rc = cw_alert_rules_load(rs, file, stderr, &nbad, &d);
+        if (rc == CW_ENOMEM) return rc;
+        if ((rc != 0 || nbad > had) && c->ok) config_fault(c, d.msg, &file, 1);
+        if (rc != 0 && !strict) CW_LOGE("alerts: %s: %s; its rules are not loaded", file, d.msg);
+        if ((rc != 0 || nbad > had) && strict) {
+            cw_alert_rules_free(rs);
+            return rc ? rc : CW_EPARSE;
+        }
     }
     if (nbad) CW_LOGW("alerts: %u bad rule(s) refused (see above); %zu loaded", nbad, rs->n);
     return 0;
@@ -265,22 +321,19 @@ static int alerts_start(svc_t *s, const cw_config_t *cfg, const cw_alert_rules_t
     return 0;
 }
 
-/* The alert rules of the configuration in force: at start (startd given:
- * bad delivery settings stop it, alerts_start), and on each reload
- * (startd NULL; the running engine keeps the state of unchanged rules; the
- * first rules of a reload start it). Logs what else fails. */
-static int alerts_apply(svc_t *s, const cw_config_t *cfg, cw_diag_t *startd)
+/* The alert rules in force: at start (startd given: bad delivery settings
+ * stop it, alerts_start), and on each reload (startd NULL; the running
+ * engine keeps the state of unchanged rules; the first rules of a reload
+ * start it). rules are borrowed. Logs what fails. */
+static int alerts_apply(svc_t *s, const cw_config_t *cfg, const cw_alert_rules_t *rules,
+                        cw_diag_t *startd)
 {
-    cw_alert_rules_t rules;
     cw_diag_t d = {{0}};
     int rc = 0;
-    if (alert_rules_load(cfg, &rules) != 0)
-        CW_LOGE("alerts: out of memory loading the rules; keeping what runs");
-    else if (!s->alerts)
-        rc = alerts_start(s, cfg, &rules, startd);
-    else if (cw_alert_engine_set_rules(s->alerts, &rules, &d) != 0)
+    if (!s->alerts)
+        rc = alerts_start(s, cfg, rules, startd);
+    else if (cw_alert_engine_set_rules(s->alerts, rules, &d) != 0)
         CW_LOGE("alerts: new rules: %s; keeping the running ones", d.msg);
-    cw_alert_rules_free(&rules);
     return rc;
 }
 
@@ -292,11 +345,15 @@ static void alerts_stop(svc_t *s)
     s->notifier = NULL;
 }
 
-/* A reload: the configuration file and the rules. On any error the running
- * configuration and rules stay, and the log says why. The writer, when it
- * runs, is paused (drained and joined) so this thread may use the store;
- * after the end of a replay (still serving) it no longer runs. Returns 0
- * or an error that stops the service (the writer could not be restarted). */
+/* A reload: the configuration file, the stack-tag rules and the alert
+ * rules. Everything is read and checked first; on any error (a bad line,
+ * a file that cannot be read) nothing changes: the running configuration
+ * and rules stay, and the log, /api/health ("config") and the reload's
+ * reply say which file and line (docs/DESIGN.md, "Reload"). The writer,
+ * when it runs, is paused (drained and joined) so this thread may use
+ * the store; after the end of a replay (still serving) it no longer runs.
+ * Returns 0 or an error that stops the service (the writer could not be
+ * restarted). */
 static int reload(svc_t *s)
 {
     bool writing = s->writer != NULL;
@@ -304,23 +361,29 @@ static int reload(svc_t *s)
     const char **files = NULL;
     size_t nfiles = 0;
     cw_tagger_t *nt = NULL;
+    cw_alert_rules_t arules = {0};
     cw_diag_t d = {{0}};
+    cw_status_config_t c = {.ok = true, .reload = true, .at_ns = cw_plat_wall_ns()};
+    const char *path = s->args->config_path;
     int rc = 0;
 
+    atomic_fetch_add(&s->status.config_loads_begun, 1);
     atomic_store(&reload_flag, false);
-    CW_LOGI("reload requested: reloading %s",
-            s->args->config_path ? s->args->config_path : "the stack-tag rules");
+    CW_LOGI("reload requested: reloading %s", path ? path : "the stack-tag rules");
     if (load_config(s->args, &cfg, &d) != 0) {
-        CW_LOGE("reload: %s; keeping the running configuration", d.msg);
-        goto done;
+        config_fault(&c, d.msg, &path, 1);
+        goto refused;
     }
     if ((rc = rules_from(s->args, &cfg, &files, &nfiles)) != 0) goto done;
     if (cw_stacktags_tagger_for(cw_stacktags_platform(s->platform), files, nfiles, &nt, &d) != 0) {
-        CW_LOGE("reload: %s; keeping the running rules", d.msg);
-        goto done;
+        config_fault(&c, d.msg, files, nfiles);
+        goto refused;
     }
-    apply_log_level(&cfg);
-    alerts_apply(s, &cfg, NULL);
+    if ((rc = alert_rules_load(&cfg, &arules, true, &c)) == CW_ENOMEM) goto done;
+    if (rc != 0) {
+        rc = 0;
+        goto refused;
+    }
     rc = writer_stop(s, &d);
     if (rc != 0) {
         cw_diag_set(s->d, rc, "%s", d.msg);
@@ -331,16 +394,26 @@ static int reload(svc_t *s)
     if (retag(s, &d) != 0) {
         CW_LOGE("reload: re-tagging failed: %s; keeping the running rules", d.msg);
         s->tagger = old;
+        config_fault(&c, d.msg, NULL, 0);
     } else {
         nt = old; /* freed below */
         cw_stacks_clear_tags(s->stacks);
         cw_agg_set_tagger(s->agg, s->tagger);
         if (record_rules(s, files, nfiles, &d) != 0)
             CW_LOGE("reload: recording the rule files for /api/tags failed: %s", d.msg);
+        apply_log_level(&cfg);
+        alerts_apply(s, &cfg, &arules, NULL);
+        CW_LOGI("reload: done");
     }
     if (writing && (rc = writer_start(s)) != 0)
         cw_diag_set(s->d, rc, "cannot restart the store writer: %s", cw_strerror(rc));
+    goto done;
+refused:
+    CW_LOGE("reload: %s; keeping the running configuration and rules (nothing changed)", c.error);
 done:
+    if (rc == CW_ENOMEM) config_fault(&c, "out of memory reading the configuration", NULL, 0);
+    cw_status_config_set(&s->status, &c);
+    cw_alert_rules_free(&arules);
     cw_tagger_destroy(nt);
     free(files);
     cw_config_free(&cfg);
@@ -698,6 +771,7 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
     }
     if (!stored_platform && (rc = cw_store_meta_set(s->store, "platform", s->platform, d)) != 0)
         goto out;
+    if ((rc = record_commit_limit(s, ops, src, d)) != 0) goto out;
     rc = cw_stacktags_tagger_for(cw_stacktags_platform(s->platform), files, nfiles, &s->tagger, d);
     if (rc != 0) goto out;
     if ((rc = retag(s, d)) != 0) goto out;
@@ -707,7 +781,17 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
         goto out;
     }
     s->db_path = db_path;
-    if ((rc = alerts_apply(s, &cfg, d)) != 0) goto out;
+    {
+        /* A bad alert rule at the start is warned about and the rest load;
+         * /api/health names it ("config"). */
+        cw_alert_rules_t arules;
+        cw_status_config_t c = {.ok = true, .at_ns = cw_plat_wall_ns()};
+        if ((rc = alert_rules_load(&cfg, &arules, false, &c)) != 0) goto oom;
+        cw_status_config_set(&s->status, &c);
+        rc = alerts_apply(s, &cfg, &arules, d);
+        cw_alert_rules_free(&arules);
+        if (rc != 0) goto out;
+    }
     if ((rc = cw_agg_create(1000000000LL, s->stacks, s->tagger, stored_frames, stored_stacks,
                             emit_batch, s, &s->agg)) != 0)
         goto oom;

@@ -20,4 +20,32 @@ void cw_status_init(cw_status_t *st, const char *source, bool data_clock, int64_
     atomic_init(&st->ingest_done, false);
     atomic_init(&st->store_error, 0);
     atomic_init(&st->store_error_since_ns, 0);
+    atomic_flag_clear(&st->config_lock);
+    st->config.ok = true;
+    st->config.at_ns = start_ns;
+    atomic_init(&st->config_loads_begun, 0);
+    atomic_init(&st->config_loads_done, 0);
+}
+
+/* The config block is a few kB copied rarely (a reload, a health
+ * request): a spin lock is enough, and base/ has no OS mutex. */
+static void config_lock(cw_status_t *st)
+{
+    while (atomic_flag_test_and_set_explicit(&st->config_lock, memory_order_acquire)) {
+    }
+}
+
+void cw_status_config_set(cw_status_t *st, const cw_status_config_t *c)
+{
+    config_lock(st);
+    st->config = *c;
+    atomic_flag_clear_explicit(&st->config_lock, memory_order_release);
+    if (c->reload) atomic_fetch_add(&st->config_loads_done, 1);
+}
+
+void cw_status_config_get(cw_status_t *st, cw_status_config_t *out)
+{
+    config_lock(st);
+    *out = st->config;
+    atomic_flag_clear_explicit(&st->config_lock, memory_order_release);
 }

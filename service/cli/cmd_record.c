@@ -126,8 +126,17 @@ int cw_cmd_record(int argc, char **argv)
     }
     cw_source_opts_t so = {.arg = source_rest, .stacks = stacks, .images = a.images};
     if ((rc = cw_source_check_images(ops, a.images, &d)) || (rc = ops->open(&src, &so, &d))) goto done;
-    cw_trace_header_t h = {{0}, 8};
+    cw_trace_header_t h = {{0}, 8, 0};
     cw_strlcpy(h.platform, ops->platform(src), sizeof h.platform);
+    /* The machine's commit limit goes into the header: a replay forecasts
+     * against it (docs/ALERTS.md, "Time to limit"). A recorded input
+     * passes its own on, when it has one. */
+    uint64_t used;
+    bool enforced;
+    const char *why;
+    if (ops->commit_limit ? ops->commit_limit(src, &h.commit_limit, &why) != 0
+                          : cw_plat_commit_limit(&h.commit_limit, &used, &enforced) != 0)
+        h.commit_limit = 0;
     if ((rc = cw_trace_writer_open(out, &h, stacks, &r.w, &d))) goto done;
     if (duration) r.deadline = cw_plat_mono_ns() + duration * 1000000000LL;
 

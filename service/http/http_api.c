@@ -28,6 +28,23 @@ static int oom(cw__http_req_t *r)
 
 /* ---------------------------------------------------------------- health */
 
+bool cw__http_config_json(cJSON *o, cw_status_t *st)
+{
+    cw_status_config_t c;
+    if (!st) return cJSON_AddNullToObject(o, "config") != NULL;
+    cw_status_config_get(st, &c);
+    cJSON *j = cJSON_AddObjectToObject(o, "config");
+    bool ok = j && cJSON_AddBoolToObject(j, "ok", c.ok);
+    ok = ok && (c.ok ? cJSON_AddNullToObject(j, "error") : cJSON_AddStringToObject(j, "error", c.error));
+    ok = ok && (c.file[0] ? cJSON_AddStringToObject(j, "file", c.file)
+                          : cJSON_AddNullToObject(j, "file"));
+    ok = ok && (c.line ? cJSON_AddNumberToObject(j, "line", c.line)
+                       : cJSON_AddNullToObject(j, "line"));
+    ok = ok && cw__json_i64(j, "at_ns", c.at_ns);
+    ok = ok && cJSON_AddStringToObject(j, "loaded_by", c.reload ? "reload" : "start");
+    return ok;
+}
+
 /* "memory": bytes per component (memstat.h), SQLite's, the process's
  * resident set now and at its peak, the C heap in use, and the heap no
  * component counts ("heap_other": libdw's and civetweb's, mostly). */
@@ -99,6 +116,7 @@ int cw__http_health(cw__http_req_t *r)
         ok && cw__json_i64_or_null(o, "tracking_ended_ns", ended ? data_end : INT64_MIN, INT64_MIN);
     ok = ok && cJSON_AddBoolToObject(o, "data_clock", st ? st->data_clock : false);
     ok = ok && memory(o);
+    ok = ok && cw__http_config_json(o, r->ctx->status);
     int rc = ok ? cw__http_send_json(r, o) : oom(r);
     cJSON_Delete(o);
     return rc;

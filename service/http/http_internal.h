@@ -129,6 +129,12 @@ int cw__http_fail(cw__http_req_t *r, int status, const char *fmt, ...) CW_PRINTF
 /* Requires r->store; a 503 with a message when the db does not exist yet. */
 int cw__http_need_store(cw__http_req_t *r);
 
+/* ---- the configuration's state (http_api.c) ---- */
+/* Adds "config" to o: the last load's outcome (status.h,
+ * cw_status_config_t): {"ok", "error", "file", "line", "at_ns",
+ * "loaded_by"}; null without a status. false on ENOMEM. */
+bool cw__http_config_json(struct cJSON *o, cw_status_t *st);
+
 /* ---- parameters (http_params.c) ---- */
 /* Splits and URL-decodes a query string into r->params. 0, or 400/414. */
 int cw__http_parse_query(cw__http_req_t *r, const char *qs);

@@ -300,6 +300,16 @@ int cw__http_metrics(cw__http_req_t *r)
         "commitwatch_drift_corrected_bytes %" PRId64 "\n",
         st ? atomic_load(&st->events_ingested) : 0, st ? atomic_load(&st->events_lost) : 0,
         st ? atomic_load(&st->drift_bytes) : 0);
+    if (r->ctx->status) { /* Prometheus' own name for it */
+        cw_status_config_t c;
+        cw_status_config_get(r->ctx->status, &c);
+        cw_buf_printf(&b,
+                      "# HELP commitwatch_config_last_reload_successful Whether the last load of "
+                      "the configuration and its rule files succeeded (/api/health, config).\n"
+                      "# TYPE commitwatch_config_last_reload_successful gauge\n"
+                      "commitwatch_config_last_reload_successful %d\n",
+                      c.ok ? 1 : 0);
+    }
     cw_store_metrics_t *m = NULL;
     cw_diag_t d = {{0}};
     if ((rc = cw_store_metrics(r->store, &m, &d))) {

@@ -65,10 +65,11 @@ class Trace:
         self._add(ts, {"op": "release", "pid": pid, "addr": hex(addr), "size": size,
                        "stack": ["app.exe!Free", "ntdll.dll!NtFreeVirtualMemory"]})
 
-    def write(self, path):
+    def write(self, path, **header):
+        """The trace at path; header: more header fields (commit_limit=N)."""
         with open(path, "w") as f:
             f.write(json.dumps({"format": "commitwatch-trace", "version": 1,
-                                "platform": "windows", "pointer_size": 8}) + "\n")
+                                "platform": "windows", "pointer_size": 8, **header}) + "\n")
             for _, _, e in sorted(self.ev, key=lambda x: (x[0], x[1])):
                 f.write(json.dumps(e) + "\n")
         return path
@@ -93,11 +94,12 @@ def config_text(rules_path, extra=""):
             f"alert_interval = 10s\nalert_step = 1m\n{extra}")
 
 
-def run(folder, name, trace, rules, extra="", db=None, check=True):
+def run(folder, name, trace, rules, extra="", db=None, check=True, header=None):
     """Replays trace (a Trace) into db (default folder/name.db, fresh) with
-    the rules text; returns (db, completed process)."""
+    the rules text (and the trace's extra header fields); returns (db,
+    completed process)."""
     os.makedirs(folder, exist_ok=True)
-    tpath = trace.write(os.path.join(folder, f"{name}.jsonl"))
+    tpath = trace.write(os.path.join(folder, f"{name}.jsonl"), **(header or {}))
     rpath = os.path.join(folder, f"{name}.rules")
     with open(rpath, "w") as f:
         f.write(rules)

@@ -46,6 +46,7 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -249,8 +250,18 @@ def check_record_and_run(name, path):
     run("record", "--source", f"etl:{path}", "--out", rec)
     a, b = analyze(f"etl:{path}", stacks=True), analyze(f"replay:{rec}", stacks=True)
     eq(b, a, f"{name}: record --source etl: then replay")
+    with open(rec) as f:
+        eq("commit_limit" in json.loads(f.readline()), False,
+           f"{name}: record --source etl: writes no commit limit (the .etl has none)")
     db = os.path.join(TMP, name + ".db")
-    run("run", "--source", f"etl:{path}", "--db", db, "--no-http", "--exit-at-end")
+    p = run("run", "--source", f"etl:{path}", "--db", db, "--no-http", "--exit-at-end")
+    # The limit rules are not evaluated against this machine's limit
+    # (docs/ALERTS.md, "Time to limit"): said once.
+    eq(p.stderr.count("an .etl does not carry the machine's commit limit"), 1,
+       f"{name}: run --source etl: says once that no limit rule is evaluated")
+    with sqlite3.connect(db) as c:
+        eq(c.execute("SELECT value FROM meta WHERE key = 'commit_limit'").fetchone(), ("none",),
+           f"{name}: the database records that the machine's limit is unknown")
     for wname, frm, to in WINDOWS[1:]:
         # A database records where tracking ended for every instance still
         # alive when the run ended (docs/DESIGN.md, "End of a run"); a

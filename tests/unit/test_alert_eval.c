@@ -292,6 +292,45 @@ static void test_evaluator(void)
     cw__aeval_free(&e);
 }
 
+/* A time-to-limit rule against the machine's limit over recorded data
+ * (cw__aeval_t.limit_from, from the database's meta commit_limit): the
+ * recorded machine's limit with used = the series' outstanding, or no
+ * value at all when the input did not tell it; never this machine's. */
+static void test_recorded_limit(void)
+{
+    cw_alert_rule_t r = rule(24 * 3600.0, NAN, 0, 0, 1);
+    r.name = "limit";
+    r.metric = CW_AM_TIME_TO_LIMIT;
+    r.below = true;
+    r.group_by = CW_AG_MACHINE;
+    r.tags_summed = true;
+    r.limit_kind = CW_AL_MACHINE;
+    r.window_ns = 60 * MIN;
+    cw_alert_rules_t set = {&r, 1, {0}};
+    int64_t T = 100 * MIN; /* steps 40..99 are the window */
+    for (int from = 1; from <= 2; from++) {
+        cw__aeval_t e;
+        ASSERT_OK(cw__aeval_init(&e, &set, MIN));
+        e.limit_from = from; /* 1 recorded, 2 none */
+        e.recorded = 100ull << 30;
+        cw__aset_t *a = &e.set;
+        a->head = 99;
+        a->fed_to = T;
+        /* 1 GiB a minute for 60 minutes: 60 GiB at T, 60 GiB/h */
+        add_base(a, add_proc(a, 1, 11, "app", 0), "Heap", 40, 1 << 30);
+        ASSERT_OK(cw__aeval_run(&e, T));
+        if (from == 1) {
+            /* (100 - 60) GiB at 60 GiB/h: 40 min */
+            ASSERT_EQ(e.r[0].n, 1);
+            ASSERT_TRUE(fabs(e.r[0].st[0].value - 40 * 60.0) < 1);
+            ASSERT_EQ(e.r[0].st[0].sm.state, CW_AS_FIRING);
+        } else {
+            ASSERT_EQ(e.r[0].n, 0); /* no value: no series */
+        }
+        cw__aeval_free(&e);
+    }
+}
+
 /* ---- silences and notices ------------------------------------------------- */
 
 static void test_regex(void)
@@ -399,6 +438,7 @@ int main(void)
     test_severity();
     test_oscillation();
     test_evaluator();
+    test_recorded_limit();
     test_regex();
     test_silence();
     test_notice();

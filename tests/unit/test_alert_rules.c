@@ -25,11 +25,17 @@ static unsigned parse(cw_alert_rules_t *rs, const char *text, char *warn_out, si
     cw_test_scratch_t sc;
     ASSERT_TRUE(cw_test_scratch_open(&sc, "rules_warn") != NULL);
     unsigned nbad = 0;
-    cw_diag_t d;
+    cw_diag_t d = {{0}};
     ASSERT_OK(cw_alert_rules_parse(rs, "t.rules", text, sc.f, &nbad, &d));
     char buf[65536];
     cw_test_scratch_read(&sc, buf, sizeof buf);
     if (warn_out) cw_strlcpy(warn_out, buf, cap);
+    /* d holds the first fault's line as written to warn (a reload names
+     * it), and nothing when there was none. */
+    char first[sizeof buf];
+    cw_strlcpy(first, buf, sizeof first);
+    first[strcspn(first, "\n")] = '\0';
+    ASSERT_STR_EQ(d.msg, nbad ? first : "");
     return nbad;
 }
 

@@ -11,6 +11,7 @@
 #include "commitwatch/error.h"
 #include "commitwatch/memstat.h"
 #include "commitwatch/pool.h"
+#include "commitwatch/status.h"
 #include "test.h"
 
 static void test_reserve(void)
@@ -267,8 +268,33 @@ static void test_le(void)
     }
 }
 
+/* The configuration block of the status record: ok at the start, an
+ * outcome published whole, and only a reload's counted as a reload done. */
+static void test_status_config(void)
+{
+    static cw_status_t st;
+    cw_status_config_t c;
+    cw_status_init(&st, "replay:x", true, 42, 7);
+    cw_status_config_get(&st, &c);
+    ASSERT_TRUE(c.ok && !c.reload && c.error[0] == '\0' && c.line == 0);
+    ASSERT_EQ(c.at_ns, 42);
+    cw_status_config_t bad = {.ok = false, .line = 9, .at_ns = 50};
+    cw_strlcpy(bad.error, "a.conf:9: expected `key = value`", sizeof bad.error);
+    cw_strlcpy(bad.file, "a.conf", sizeof bad.file);
+    cw_status_config_set(&st, &bad); /* the start's: not a reload */
+    ASSERT_EQ(atomic_load(&st.config_loads_done), 0);
+    bad.reload = true;
+    cw_status_config_set(&st, &bad);
+    ASSERT_EQ(atomic_load(&st.config_loads_done), 1);
+    cw_status_config_get(&st, &c);
+    ASSERT_TRUE(!c.ok && c.reload && c.line == 9);
+    ASSERT_STR_EQ(c.file, "a.conf");
+    ASSERT_STR_EQ(c.error, "a.conf:9: expected `key = value`");
+}
+
 int main(void)
 {
+    test_status_config();
     test_le();
     test_clock_step();
     test_memstat();

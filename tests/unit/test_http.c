@@ -277,17 +277,31 @@ static void test_slow_clients(cw_http_opts_t o)
     ASSERT_TRUE(strstr(d.msg, "one ADDR:PORT") != NULL);
 }
 
-/* POST /api/reload's hook: counts calls; fails while reload_fail is set. */
+/* POST /api/reload's hook: counts calls; fails while reload_fail is set;
+ * else serves the reload at once as the service's core thread does
+ * (status.h: a load begun, its outcome published), refused while
+ * reload_refuse is set. */
 static int reloads;
-static bool reload_fail;
+static bool reload_fail, reload_refuse;
+static cw_status_t *reload_status;
 
 static int on_reload(void *rctx, char *msg, size_t msglen)
 {
     ASSERT_TRUE(rctx == &reloads);
     reloads++;
-    if (!reload_fail) return 0;
-    snprintf(msg, msglen, "rules.conf:3: bad threshold");
-    return CW_EINVAL;
+    if (reload_fail) {
+        snprintf(msg, msglen, "rules.conf:3: bad threshold");
+        return CW_EINVAL;
+    }
+    cw_status_config_t c = {.ok = !reload_refuse, .reload = true, .at_ns = 5};
+    if (reload_refuse) {
+        snprintf(c.error, sizeof c.error, "rules.conf:7: rule x: warn = lots: not a size");
+        snprintf(c.file, sizeof c.file, "rules.conf");
+        c.line = 7;
+    }
+    atomic_fetch_add(&reload_status->config_loads_begun, 1);
+    cw_status_config_set(reload_status, &c);
+    return 0;
 }
 
 /* The state-changing routes: the token, bodies, methods, reload. */
@@ -326,17 +340,31 @@ static void test_changes(cw_http_opts_t o)
     /* With the service's reload hook. */
     o.on_reload = on_reload;
     o.reload_ctx = &reloads;
+    reload_status = o.status;
+    ASSERT_TRUE(reload_status != NULL);
     ASSERT_OK(cw_http_start(&o, &h, &d));
     port = cw_http_port(h);
     ASSERT_EQ(http_ex(port, "POST", "/api/reload", "", NULL, body, sizeof body), 401);
     ASSERT_EQ(reloads, 0);
     ASSERT_EQ(http_ex(port, "POST", "/api/reload", auth, NULL, body, sizeof body), 200);
     ASSERT_TRUE(strstr(body, "\"status\":\"reloaded\"") != NULL);
+    ASSERT_TRUE(strstr(body, "\"config\":{\"ok\":true,\"error\":null") != NULL);
     ASSERT_EQ(reloads, 1);
+    /* A bad file: 422 naming it and its line; /api/health says the same. */
+    reload_refuse = true;
+    ASSERT_EQ(http_ex(port, "POST", "/api/reload", auth, NULL, body, sizeof body), 422);
+    ASSERT_TRUE(strstr(body, "\"error\":\"reload refused: rules.conf:7: rule x: warn = lots: "
+                             "not a size; the running configuration and rules are kept\"") != NULL);
+    ASSERT_TRUE(strstr(body, "\"file\":\"rules.conf\",\"line\":7,\"at_ns\":5,"
+                             "\"loaded_by\":\"reload\"") != NULL);
+    ASSERT_EQ(http_ex(port, "GET", "/api/health", "", NULL, body, sizeof body), 200);
+    ASSERT_TRUE(strstr(body, "\"config\":{\"ok\":false,\"error\":\"rules.conf:7: rule x: "
+                             "warn = lots: not a size\",\"file\":\"rules.conf\",\"line\":7") != NULL);
+    reload_refuse = false;
     reload_fail = true;
     ASSERT_EQ(http_ex(port, "POST", "/api/reload", auth, NULL, body, sizeof body), 500);
     ASSERT_TRUE(strstr(body, "reload failed: rules.conf:3: bad threshold") != NULL);
-    ASSERT_EQ(reloads, 2);
+    ASSERT_EQ(reloads, 3);
     cw_http_stop(h);
 }
 

@@ -74,6 +74,7 @@ int main(void)
     ASSERT_OK(cw_stacks_create(&s));
     ASSERT_OK(cw_trace_reader_open(in, s, &r, &d));
     ASSERT_STR_EQ(cw_trace_reader_header(r)->platform, "windows");
+    ASSERT_U64_EQ(cw_trace_reader_header(r)->commit_limit, 0); /* not given */
     ASSERT_OK(cw_trace_writer_open(out, cw_trace_reader_header(r), s, &w, &d));
     int n = 0;
     while (cw_trace_reader_next(r, &ev, &d) == 1) {
@@ -110,6 +111,18 @@ int main(void)
     ASSERT_U64_EQ(ev.size, 9007199254740993ULL);
     ASSERT_U64_EQ(ev.ts, 1790000000123456789ULL);
     cw_trace_reader_close(r);
+    /* The header's commit_limit (the recorded machine's) reads, and is
+     * written back exactly (above 2^53: no double on the way). */
+    write_file(in, "{\"format\":\"commitwatch-trace\",\"version\":1,\"platform\":\"linux\","
+                   "\"commit_limit\":9007199254740993}\n");
+    ASSERT_OK(cw_trace_reader_open(in, s, &r, &d));
+    ASSERT_U64_EQ(cw_trace_reader_header(r)->commit_limit, 9007199254740993ULL);
+    ASSERT_OK(cw_trace_writer_open(out, cw_trace_reader_header(r), s, &w, &d));
+    cw_trace_reader_close(r);
+    ASSERT_OK(cw_trace_writer_close(w, &d));
+    ASSERT_OK(cw_trace_reader_open(out, s, &r, &d));
+    ASSERT_U64_EQ(cw_trace_reader_header(r)->commit_limit, 9007199254740993ULL);
+    cw_trace_reader_close(r);
     cw_stacks_destroy(s);
     remove(in);
     remove(out);
@@ -129,6 +142,10 @@ int main(void)
 
     /* Every kind of bad input: its own message, with file and line. */
     expect_error("empty", "", CW_EPARSE, "empty file");
+    expect_error("limit0", "{\"format\":\"commitwatch-trace\",\"version\":1,\"commit_limit\":0}\n",
+                 CW_EPARSE, "\"commit_limit\" must be a byte count above 0");
+    expect_error("limitf", "{\"format\":\"commitwatch-trace\",\"version\":1,\"commit_limit\":1.5}\n",
+                 CW_EPARSE, "field \"commit_limit\" must be an integer");
     expect_error("nothdr", "{\"ts\":1}\n", CW_EPARSE, "not a commitwatch trace");
     expect_error("version", "{\"format\":\"commitwatch-trace\",\"version\":2}\n", CW_EPARSE, "version 2 is not supported");
     expect_error("json", HDR "{\"ts\":1,\"op\":\"commit\"\n", CW_EPARSE, ":2:");

@@ -89,6 +89,18 @@ static void etl_close(void *impl)
     free(s);
 }
 
+/* The commit limit is RAM plus the page files. A kernel trace's system
+ * configuration events give the RAM (SystemConfig CPU, MemSize) but no
+ * page file, and no event carries the limit itself (docs/ETW.md). */
+static int etl_commit_limit(void *impl, uint64_t *bytes, const char **why)
+{
+    (void)impl;
+    *bytes = 0;
+    *why = "an .etl does not carry the machine's commit limit (its system configuration events "
+           "give the memory size but not the page files)";
+    return CW_ENOENT;
+}
+
 const cw_source_ops_t cw_source_etl = {
     .name = "etl",
     .open = etl_open,
@@ -96,4 +108,5 @@ const cw_source_ops_t cw_source_etl = {
     .run = etl_run,
     .stop = etl_stop,
     .close = etl_close,
+    .commit_limit = etl_commit_limit,
 };

@@ -106,6 +106,13 @@ static void replay_close(void *impl)
     free(r);
 }
 
+static int replay_commit_limit(void *impl, uint64_t *bytes, const char **why)
+{
+    *bytes = cw_trace_reader_header(((replay_t *)impl)->reader)->commit_limit;
+    *why = "the trace's header has no \"commit_limit\"";
+    return *bytes ? 0 : CW_ENOENT;
+}
+
 const cw_source_ops_t cw_source_replay = {
     .name = "replay",
     .open = replay_open,
@@ -113,4 +120,5 @@ const cw_source_ops_t cw_source_replay = {
     .run = replay_run,
     .stop = replay_stop,
     .close = replay_close,
+    .commit_limit = replay_commit_limit,
 };
