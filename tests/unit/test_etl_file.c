@@ -154,7 +154,7 @@ static void read_small(bool compress, unsigned ptr)
     cw_diag_t d = {{0}};
     ASSERT_OK(cw_source_etl.open(&src, &so, &d));
     ASSERT_STR_EQ(cw_source_etl.platform(src), "windows");
-    cw_source_sink_t sink = {&g, collect, NULL, NULL};
+    cw_source_sink_t sink = {&g, collect, NULL, NULL, NULL, NULL};
     ASSERT_OK(cw_source_etl.run(src, &sink, &d));
     cw_source_etl.close(src);
 

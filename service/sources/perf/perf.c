@@ -242,6 +242,7 @@ static bool ring_peek(cw_perf__ring_t *r, struct perf_event_header *h, int64_t *
         ring_copy(r, tail, h, sizeof *h);
         if (tail + h->size > r->head) break; /* not possible: the kernel publishes whole records */
         if (h->size < sizeof *h + 24) {
+            r->malformed++;
             tail += h->size ? h->size : r->head - tail;
             __atomic_store_n(&mp->data_tail, tail, __ATOMIC_RELEASE);
             continue;
@@ -346,10 +347,39 @@ static int rec_cmp(const void *a, const void *b)
 
 static int drain_all(cw_perf__t *s);
 
+/* The counters and the drops (source.h) to the sink. */
+static void report(cw_perf__t *s)
+{
+    const cw_source_sink_t *k = s->sink;
+    if (k->counters) k->counters(k->ctx, s->seen, s->lost, (int64_t)s->drift);
+    if (!k->drops) return;
+    cw_source_drops_t dr = {s->n_foreign, s->n_unpaired, s->n_malformed, s->n_resyncs,
+                            s->n_corrections, s->corrected_bytes, s->resync_due,
+                            s->last_resync_ns};
+    for (size_t i = 0; i < s->ev.nrings; i++)
+        dr.malformed += s->ev.rings[i].malformed;
+    k->drops(k->ctx, &dr);
+}
+
+/* A resync changed pid's charge from acct0 to acct1 bytes, moving `moved`
+ * (committed + decommitted; cw_perf__shadow_sync): counted, and told to
+ * the sink with the time of the correction's events. */
+static void corrected(cw_perf__t *s, uint32_t pid, uint64_t acct0, uint64_t acct1, uint64_t moved)
+{
+    if (!moved) return;
+    /* committed - decommitted = acct1 - acct0; committed + decommitted = moved */
+    uint64_t committed = (moved + acct1 - acct0) / 2, decommitted = moved - committed;
+    s->n_corrections++;
+    s->corrected_bytes += moved;
+    if (s->sink->correction)
+        s->sink->correction(s->sink->ctx, pid, s->last_ts, committed, decommitted);
+}
+
 /* After lost records: every process is read again and corrected. */
 static int resync_all(cw_perf__t *s, int64_t ts)
 {
     s->resync_due = false;
+    s->n_resyncs++;
     uint64_t before = s->drift;
     /* Collect first: the table changes while walking it. */
     size_t n = 0;
@@ -361,7 +391,10 @@ static int resync_all(cw_perf__t *s, int64_t ts)
     for (size_t i = 0; !rc && i < n; i++) {
         cw_perf__proc_t *p = cw_perf__pmap_get(&s->procs, pids[i]);
         if (!p || p->alias || p->fork_parent) continue;
-        rc = cw_perf__proc_snapshot(s, p, ts, s->st_resync, false, &s->drift);
+        uint64_t acct0 = p->sh.acct_bytes, moved = 0;
+        rc = cw_perf__proc_snapshot(s, p, ts, s->st_resync, false, &moved);
+        s->drift += moved;
+        if (!rc) corrected(s, pids[i], acct0, p->sh.acct_bytes, moved);
         if (rc == CW_ENOENT) rc = cw_perf__proc_exit(s, p, ts); /* its exit was lost */
         if (!rc) rc = drain_all(s); /* reading /proc is slow: keep the rings empty */
     }
@@ -374,14 +407,17 @@ static int resync_all(cw_perf__t *s, int64_t ts)
         unsigned long pid = strtoul(de->d_name, &endp, 10);
         if (*endp || pid == 0 || pid == s->self || cw_perf__pmap_get(&s->procs, (uint32_t)pid))
             continue;
-        cw_perf__proc_adopt(s, (uint32_t)pid, ts, s->st_resync, false);
+        cw_perf__proc_t *p = cw_perf__proc_adopt(s, (uint32_t)pid, ts, s->st_resync, false);
         rc = s->err;
+        /* Its start was lost: all its memory is a correction. */
+        if (p) corrected(s, (uint32_t)pid, 0, p->sh.acct_bytes, p->sh.acct_bytes);
     }
     if (dir) closedir(dir);
+    s->last_resync_ns = s->last_ts;
     CW_LOGW("perf: %llu records lost so far; processes resynchronised from smaps, %llu bytes "
             "corrected",
             (unsigned long long)s->lost, (unsigned long long)(s->drift - before));
-    if (s->sink->counters) s->sink->counters(s->sink->ctx, s->seen, s->lost, (int64_t)s->drift);
+    report(s);
     return rc;
 }
 
@@ -625,6 +661,7 @@ static int perf_open_src(void **impl, const cw_source_opts_t *o, cw_diag_t *d)
     }
     s->env = (cw_perf__shadow_env_t){s, shadow_emit, shadow_query, oc == 2};
     s->self = (uint32_t)getpid();
+    s->last_resync_ns = INT64_MIN;
     *impl = s;
     return 0;
 fail:
@@ -701,7 +738,7 @@ static int perf_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
             s->last_ts = now;
             account(s);
             if (sink->tick) rc = sink->tick(sink->ctx, now);
-            if (sink->counters) sink->counters(sink->ctx, s->seen, s->lost, (int64_t)s->drift);
+            report(s);
         }
     }
     /* Stopped: what the rings hold up to now still goes out, in order.
@@ -714,7 +751,7 @@ static int perf_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
     if (!rc) rc = process_until(s, end);
     if (!rc && s->npend) rc = cw_perf__pend_due(s, INT64_MAX);
     if (!rc && s->resync_due) rc = resync_all(s, s->now_mono);
-    if (!rc && sink->counters) sink->counters(sink->ctx, s->seen, s->lost, (int64_t)s->drift);
+    report(s);
     free(pfd);
     CW_LOGI("perf: %llu drains stopped at the queue's cap, %llu records merged past it; "
             "%llu processes and %llu threads forgotten without an exit record; %llu charge "
@@ -732,6 +769,17 @@ static int perf_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
         CW_LOGI("perf: %llu records of tasks outside this PID namespace dropped (pid 0: no "
                 "/proc entry here)",
                 (unsigned long long)s->n_foreign);
+    /* Every record that did not count is in this line (docs/LINUX.md,
+     * "Losses and drift"). */
+    uint64_t malformed = s->n_malformed;
+    for (size_t i = 0; i < s->ev.nrings; i++)
+        malformed += s->ev.rings[i].malformed;
+    CW_LOGI("perf: losses: %llu records lost by the kernel (full rings), %llu calls unpaired "
+            "(half lost), %llu records too short skipped; %llu resyncs from smaps made %llu "
+            "process corrections, %llu bytes",
+            (unsigned long long)s->lost, (unsigned long long)s->n_unpaired,
+            (unsigned long long)malformed, (unsigned long long)s->n_resyncs,
+            (unsigned long long)s->n_corrections, (unsigned long long)s->corrected_bytes);
     if (rc && rc != CW_ENOMEM && rc > -100 && !d->msg[0])
         cw_diag_set(d, rc, "perf source: %s", cw_strerror(rc));
     return rc;
