@@ -19,7 +19,8 @@ stored the seconds after that and no resync is pending (/api/health's
 and the daemon must show that the storm did overflow and was corrected:
 records lost (/api/health losses.lost > 0), at least one resync, at least
 one storm process marked as corrected (its row's "corrections" and
-"corrected_bytes" > 0, and the process detail endpoint says the same),
+"corrected_bytes" > 0, the process detail endpoint says the same, and the
+dashboard's process page shows the note: storm_browser.mjs),
 the counters in /metrics, and the losses line in the log at stop.
 
 Without the resync after losses (perf.c, resync_all) the figures differ
@@ -40,6 +41,8 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
+import cwbrowser  # noqa: E402
+from cwservice import SOURCE  # noqa: E402
 from cwtest import file_text, wait_until  # noqa: E402
 from procmem import proc_stopped, smaps_charged  # noqa: E402
 
@@ -99,6 +102,7 @@ def main():
     if os.geteuid() != 0:
         print("FAIL: test_storm_root needs root (the perf source traces the machine)")
         return 1
+    node, _, shots = cwbrowser.prerequisites()
     tmp = tempfile.mkdtemp(prefix="cw-storm-")
     port = free_port()
     db = os.path.join(tmp, "storm.db")
@@ -207,6 +211,14 @@ def main():
                   d["last_correction_ns"] is not None,
                   f"the process detail of pid {pid} says it was corrected "
                   f"({d['corrections']} times, {d['corrected_bytes']} bytes)")
+            # The dashboard's process page shows the note.
+            env = dict(os.environ, CW_SOURCE=os.path.abspath(SOURCE), CW_URL=f"http://127.0.0.1:{port}",
+                       CW_PROC_ID=str(x["id"]), CW_CORRECTIONS=str(x["corrections"]),
+                       CW_SHOTS=shots)
+            r = subprocess.run([node, os.path.join(os.path.dirname(__file__),
+                                                   "storm_browser.mjs")],
+                               env=env, timeout=180)
+            check(r.returncode == 0, "the dashboard's process page shows the correction")
         check(h["losses"]["corrections"] >= sum(x["corrections"] for x in rows.values()),
               "health's corrections count the storm processes' ones")
         metrics = get("/metrics", raw=True)
