@@ -33,7 +33,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,9 +41,9 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 import cwbrowser  # noqa: E402
-from cwservice import SOURCE  # noqa: E402
+from cwservice import SOURCE, free_port  # noqa: E402
 from cwtest import file_text, wait_until  # noqa: E402
-from procmem import proc_stopped, smaps_charged  # noqa: E402
+from procmem import asleep, proc_stopped, smaps_charged  # noqa: E402
 
 BIN = os.environ.get("CW_BIN", "build/commitwatch")
 SEC = 1_000_000_000
@@ -82,20 +81,6 @@ def check(cond, what):
     print(("ok   " if cond else "FAIL ") + what, flush=True)
     if not cond:
         failures.append(what)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def asleep(pid):
-    try:
-        with open(f"/proc/{pid}/wchan") as f:
-            return "nanosleep" in f.read()
-    except OSError:
-        return False
 
 
 def main():

@@ -147,20 +147,28 @@ static int collect(void *ctx, const cw_event_t *e)
     return 0;
 }
 
+/* Runs the etl source over file into g (its stacks made here), with the
+ * sink's counters and drops callbacks given (may be NULL). */
+static void run_etl(const char *file, got_t *g, void (*counters)(void *, uint64_t, uint64_t, int64_t),
+                    void (*drops)(void *, const cw_source_drops_t *))
+{
+    ASSERT_OK(cw_stacks_create(&g->stacks));
+    cw_source_opts_t so = {.arg = file, .stacks = g->stacks};
+    void *src = NULL;
+    cw_diag_t d = {{0}};
+    ASSERT_OK(cw_source_etl.open(&src, &so, &d));
+    ASSERT_STR_EQ(cw_source_etl.platform(src), "windows");
+    cw_source_sink_t sink = {g, collect, NULL, counters, drops, NULL};
+    ASSERT_OK(cw_source_etl.run(src, &sink, &d));
+    cw_source_etl.close(src);
+}
+
 static void read_small(bool compress, unsigned ptr)
 {
     const char *file = path_of(compress ? "small_z.etl" : "small.etl");
     write_small(file, compress, ptr);
     got_t g = {0};
-    ASSERT_OK(cw_stacks_create(&g.stacks));
-    cw_source_opts_t so = {.arg = file, .stacks = g.stacks};
-    void *src = NULL;
-    cw_diag_t d = {{0}};
-    ASSERT_OK(cw_source_etl.open(&src, &so, &d));
-    ASSERT_STR_EQ(cw_source_etl.platform(src), "windows");
-    cw_source_sink_t sink = {&g, collect, NULL, NULL, NULL, NULL};
-    ASSERT_OK(cw_source_etl.run(src, &sink, &d));
-    cw_source_etl.close(src);
+    run_etl(file, &g, NULL, NULL);
 
     ASSERT_TRUE(!g.backwards);
     ASSERT_EQ(g.n, 6);
@@ -196,6 +204,7 @@ static void read_small(bool compress, unsigned ptr)
 
     /* What `etl info` says of it. */
     cw_etl_info_t *in = NULL;
+    cw_diag_t d = {{0}};
     ASSERT_OK(cw_etl_info(file, true, &in, &d));
     ASSERT_EQ(in->header.pointer_size, ptr);
     ASSERT_EQ(in->header.ncpu, 3);
@@ -542,14 +551,7 @@ static void lost_counted(void)
     write_small(file, false, 8);
     small_events_lost = small_buffers_lost = 0;
     got_t g = {0};
-    ASSERT_OK(cw_stacks_create(&g.stacks));
-    cw_source_opts_t so = {.arg = file, .stacks = g.stacks};
-    void *src = NULL;
-    cw_diag_t d = {{0}};
-    ASSERT_OK(cw_source_etl.open(&src, &so, &d));
-    cw_source_sink_t sink = {&g, collect, NULL, on_counters, on_drops, NULL};
-    ASSERT_OK(cw_source_etl.run(src, &sink, &d));
-    cw_source_etl.close(src);
+    run_etl(file, &g, on_counters, on_drops);
     ASSERT_EQ(lost_seen, 8);
     ASSERT_TRUE(drops_seen);
     cw_stacks_destroy(g.stacks);

@@ -122,8 +122,11 @@ static void same_batch(const cw_batch_t *a, const cw_batch_t *b)
         ASSERT_TRUE(!x->len || memcmp(x->blob, y->blob, x->len) == 0);
     }
     ASSERT_EQ(a->corrections.n, b->corrections.n);
-    ASSERT_TRUE(!a->corrections.n || memcmp(a->corrections.v, b->corrections.v,
-                                            a->corrections.n * sizeof *a->corrections.v) == 0);
+    for (uint32_t i = 0; i < a->corrections.n; i++) {
+        const cw_row_correction_t *x = &a->corrections.v[i], *y = &b->corrections.v[i];
+        ASSERT_TRUE(x->proc == y->proc && x->ts_ns == y->ts_ns && x->committed == y->committed &&
+                    x->decommitted == y->decommitted);
+    }
 }
 
 static void test_codec(void)

@@ -52,6 +52,7 @@ static int on_rec(cw_perf__t *s, const cw_perf__rec_t *r)
 static void ring_init(cw_perf__ring_t *r, size_t data_size)
 {
     long page = sysconf(_SC_PAGESIZE);
+    memset(r, 0, sizeof *r);
     r->data_size = data_size;
     r->base = aligned_alloc((size_t)page, (size_t)page + data_size);
     ASSERT_TRUE(r->base != NULL);

@@ -347,17 +347,24 @@ static int rec_cmp(const void *a, const void *b)
 
 static int drain_all(cw_perf__t *s);
 
+/* Records too short to read: in the rings' headers and in samples. */
+static uint64_t malformed(const cw_perf__t *s)
+{
+    uint64_t n = s->n_malformed;
+    for (size_t i = 0; i < s->ev.nrings; i++)
+        n += s->ev.rings[i].malformed;
+    return n;
+}
+
 /* The counters and the drops (source.h) to the sink. */
 static void report(cw_perf__t *s)
 {
     const cw_source_sink_t *k = s->sink;
     if (k->counters) k->counters(k->ctx, s->seen, s->lost, (int64_t)s->drift);
     if (!k->drops) return;
-    cw_source_drops_t dr = {s->n_foreign, s->n_unpaired, s->n_malformed, s->n_resyncs,
+    cw_source_drops_t dr = {s->n_foreign, s->n_unpaired, malformed(s), s->n_resyncs,
                             s->n_corrections, s->corrected_bytes, s->resync_due,
                             s->last_resync_ns};
-    for (size_t i = 0; i < s->ev.nrings; i++)
-        dr.malformed += s->ev.rings[i].malformed;
     k->drops(k->ctx, &dr);
 }
 
@@ -771,14 +778,11 @@ static int perf_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
                 (unsigned long long)s->n_foreign);
     /* Every record that did not count is in this line (docs/LINUX.md,
      * "Losses and drift"). */
-    uint64_t malformed = s->n_malformed;
-    for (size_t i = 0; i < s->ev.nrings; i++)
-        malformed += s->ev.rings[i].malformed;
     CW_LOGI("perf: losses: %llu records lost by the kernel (full rings), %llu calls unpaired "
             "(half lost), %llu records too short skipped; %llu resyncs from smaps made %llu "
             "process corrections, %llu bytes",
             (unsigned long long)s->lost, (unsigned long long)s->n_unpaired,
-            (unsigned long long)malformed, (unsigned long long)s->n_resyncs,
+            (unsigned long long)malformed(s), (unsigned long long)s->n_resyncs,
             (unsigned long long)s->n_corrections, (unsigned long long)s->corrected_bytes);
     if (rc && rc != CW_ENOMEM && rc > -100 && !d->msg[0])
         cw_diag_set(d, rc, "perf source: %s", cw_strerror(rc));
