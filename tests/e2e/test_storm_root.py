@@ -32,6 +32,7 @@ deadlines, never sleeps.
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -228,10 +229,12 @@ def main():
     check(run.returncode == 0, f"the daemon stopped cleanly (exit {run.returncode})")
     check(re.search(r"perf: losses: \d+ records lost by the kernel", text) is not None,
           "the log says the losses at stop")
+    log.close()
     if failures:
         print(f"--- the daemon's log (last 3000 characters) ---\n{text[-3000:]}")
-        print(f"FAIL: {len(failures)} check(s) failed")
+        print(f"FAIL: {len(failures)} check(s) failed (the database and log are in {tmp})")
         return 1
+    shutil.rmtree(tmp, ignore_errors=True)
     print("PASS")
     return 0
 

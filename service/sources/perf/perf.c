@@ -40,6 +40,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/kcmp.h>
 #include <linux/perf_event.h>
 #include <malloc.h>
 #include <poll.h>
@@ -47,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -382,6 +384,15 @@ static void corrected(cw_perf__t *s, uint32_t pid, uint64_t acct0, uint64_t acct
         s->sink->correction(s->sink->ctx, pid, s->last_ts, committed, decommitted);
 }
 
+/* Whether processes a and b still share one address space (a CLONE_VM
+ * child and its parent): kcmp(KCMP_VM). True when it cannot tell (no
+ * kcmp, no ptrace access), so nothing changes then. */
+static bool shares_mm(uint32_t a, uint32_t b)
+{
+    long r = syscall(SYS_kcmp, (pid_t)a, (pid_t)b, KCMP_VM, 0UL, 0UL);
+    return !(r >= 1 && r <= 3) && !(r < 0 && errno == ESRCH);
+}
+
 /* After lost records: every process is read again and corrected. */
 static int resync_all(cw_perf__t *s, int64_t ts)
 {
@@ -397,6 +408,11 @@ static int resync_all(cw_perf__t *s, int64_t ts)
     int rc = 0;
     for (size_t i = 0; !rc && i < n; i++) {
         cw_perf__proc_t *p = cw_perf__pmap_get(&s->procs, pids[i]);
+        /* A CLONE_VM child (vfork, posix_spawn) whose exec record was lost
+         * would stay its parent's alias, never read: once it has an
+         * address space of its own it is corrected as a process (its
+         * shadow is empty: all it has is a correction). */
+        if (p && p->alias && p->pid != p->alias && !shares_mm(p->pid, p->alias)) p->alias = 0;
         if (!p || p->alias || p->fork_parent) continue;
         uint64_t acct0 = p->sh.acct_bytes, moved = 0;
         rc = cw_perf__proc_snapshot(s, p, ts, s->st_resync, false, &moved);

@@ -373,7 +373,7 @@ typedef struct cw_perf__perf {
     /* Losses the source sees itself (docs/LINUX.md, "Losses and drift"):
      * calls whose other half was lost (an exit without its enter, an enter
      * replaced before its exit; in a process no snapshot covers), and
-     * records too short to read. Each sets resync_due. */
+     * records too short to read. */
     uint64_t n_unpaired, n_malformed;
     /* Corrections (resync_all): resyncs run, processes they corrected
      * and the bytes (committed + decommitted); the last one's time

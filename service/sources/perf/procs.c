@@ -422,14 +422,15 @@ static int apply(cw_perf__t *s, cw_perf__thr_t *t, int sc, uint32_t pid, int64_t
 
 /* Half of a call of pid at ts was lost (its enter, or its exit). A call
  * in flight when tracing began is in the process's rundown snapshot (its
- * mark is later); any other is a loss the source sees without a LOST
- * record (none names the process), counted and corrected by a resync. */
+ * mark is later); any other is counted. The half was lost in a full ring,
+ * whose LOST record asks for the resync that corrects the call's effect
+ * (asking here too made the soak's daemon resync, and adopt every
+ * process, far more often: its files and RSS grew). */
 static void unpaired(cw_perf__t *s, uint32_t pid, int64_t ts)
 {
     cw_perf__proc_t *p = mem_owner(s, pid);
     if (p && ts <= p->mark) return;
     s->n_unpaired++;
-    s->resync_due = true;
 }
 
 static int on_sample(cw_perf__t *s, const uint8_t *b, const uint8_t *end, int64_t ts)
