@@ -174,7 +174,7 @@ int main(int argc, char **argv)
     if (cw_source_etl.open(&src, &so, &d) != 0) goto out;
 
     run_ctx_t r = {pipe, 0, 0, &d};
-    cw_source_sink_t ss = {&r, on_event, NULL, NULL};
+    cw_source_sink_t ss = {&r, on_event, NULL, NULL, NULL, NULL};
     double t0 = bench_now_s(), c0 = bench_cpu_s(CLOCK_THREAD_CPUTIME_ID);
     if (cw_source_etl.run(src, &ss, &d) != 0) goto out;
     if (pipe) cw_pipeline_finish(pipe);

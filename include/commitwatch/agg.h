@@ -63,6 +63,11 @@ int cw_agg_flush(cw_agg_t *a);
 /* Replaces the tagger used for stacks not yet sent (after a rules reload;
  * the caller clears the stacks' cached tags). Borrowed. */
 void cw_agg_set_tagger(cw_agg_t *a, cw_tagger_t *tagger);
+/* A correction of instance proc (a cw_proc_t id) at ts, carried in the
+ * open bucket's batch (schema 007_corrections); the instance is never
+ * folded after it. 0 or CW_ENOMEM. */
+int cw_agg_add_correction(cw_agg_t *a, uint32_t proc, int64_t ts, uint64_t committed,
+                          uint64_t decommitted);
 /* Source counters carried in the next batch. */
 void cw_agg_set_counters(cw_agg_t *a, uint64_t events_total, uint64_t events_lost,
                          int64_t drift_bytes);

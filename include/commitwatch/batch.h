@@ -81,6 +81,15 @@ typedef struct cw_row_map {
     size_t len;
 } cw_row_map_t;
 
+/* A correction of a live instance's figures from the OS's own (source.h,
+ * correction; schema 007_corrections): the bytes the correction's events
+ * committed and decommitted, at ts_ns. */
+typedef struct cw_row_correction {
+    uint32_t proc;
+    int64_t ts_ns;
+    uint64_t committed, decommitted;
+} cw_row_correction_t;
+
 typedef struct cw_row_frame {
     uint32_t id;
     char *text;
@@ -111,6 +120,7 @@ typedef struct cw_batch {
     CW__VEC(cw_row_stack_t) stacks;
     CW__VEC(cw_row_folded_t) folded;
     CW__VEC(cw_row_map_t) maps;
+    CW__VEC(cw_row_correction_t) corrections;
     /* Source counters, cumulative since the service started. */
     uint64_t events_total;
     uint64_t events_lost;
@@ -130,6 +140,7 @@ int cw_batch_add_proc(cw_batch_t *b, uint32_t id, uint32_t pid, int64_t start_ns
 int cw_batch_add_folded(cw_batch_t *b, const cw_row_folded_t *r);
 /* r->blob moves into the batch on success (the caller frees it on error). */
 int cw_batch_add_map(cw_batch_t *b, const cw_row_map_t *r);
+int cw_batch_add_correction(cw_batch_t *b, const cw_row_correction_t *r);
 int cw_batch_add_frame(cw_batch_t *b, uint32_t id, const char *text);
 int cw_batch_add_stack(cw_batch_t *b, uint32_t id, const uint32_t *frames, uint32_t n,
                        const char *tag);

@@ -57,6 +57,12 @@ typedef struct cw_proc_info {
     /* 0: an instance; N: a group of N folded instances (pid 0 when N > 1;
      * a group of one keeps its instance's pid and cmdline) */
     uint32_t folded;
+    /* Corrections from the OS's figures after lost events (schema
+     * 007_corrections): how many, their bytes, the last one's time
+     * (CW_TS_NEVER: none). */
+    uint32_t corrections;
+    uint64_t corrected_committed, corrected_decommitted;
+    int64_t last_correction_ns;
 } cw_proc_info_t;
 
 /* The processes row of instance id. 0 and *out filled (free its strings

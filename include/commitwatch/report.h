@@ -58,6 +58,11 @@ typedef struct cw_proc_report {
      * is an upper bound, the sum of its members' per-bucket peaks). A
      * group of one is shown as the instance it is. */
     uint32_t folded;
+    /* Corrections of its figures from the OS's own after lost events
+     * (cw_proc_info_t; 0 and CW_TS_NEVER: none, and from a trace). */
+    uint32_t corrections;
+    uint64_t corrected_committed, corrected_decommitted;
+    int64_t last_correction_ns;
     cw_figs_t figs;  /* sum of stacks */
     uint64_t peak_bytes;
     int64_t peak_ns;

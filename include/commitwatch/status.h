@@ -53,6 +53,13 @@ typedef struct cw_status {
     cw_status_config_t config;
     _Atomic uint64_t config_loads_begun;
     _Atomic uint64_t config_loads_done;
+    /* Losses beside events_lost, and the corrections from the OS's own
+     * figures (source.h, cw_source_drops_t; the core thread writes them
+     * from the source's drops callback). last_resync_ns: INT64_MIN none. */
+    _Atomic uint64_t records_foreign, records_unpaired, records_malformed;
+    _Atomic uint64_t resyncs, corrections, corrected_bytes;
+    _Atomic bool resync_pending;
+    _Atomic int64_t last_resync_ns;
 } cw_status_t;
 
 /* Zeroes st, copies source (truncated to fit), stamps start_ns (wall) and

@@ -251,6 +251,7 @@ int cw_analysis_report(cw_analysis_t *a, cw_stacks_t *stacks, cw_tagger_t *tagge
         p->start_ns = in->start_ns;
         p->exit_ns = in->exit_ns;
         p->tracking_ended_ns = CW_TS_NEVER; /* a trace ends; its processes do not */
+        p->last_correction_ns = CW_TS_NEVER; /* a trace has no corrections */
         p->events = in->events;
         p->peak_bytes = out_t0[id] + (uint64_t)in->best;
         /* The state at `from` is reached no earlier than the instance. */

@@ -157,6 +157,15 @@ cJSON *cw_report_proc_json(const cw_proc_report_t *p, bool with_stacks)
     ok = ok && (p->tracking_ended_ns == CW_TS_NEVER
                     ? cJSON_AddNullToObject(o, "tracking_ended_ns") != NULL
                     : add_i64(o, "tracking_ended_ns", p->tracking_ended_ns) != NULL);
+    /* Corrected from the OS's figures after lost events (docs/LINUX.md,
+     * "Losses and drift"): its figures are right, not all its events. */
+    ok = ok && add_u64(o, "corrections", p->corrections) &&
+         add_u64(o, "corrected_bytes", p->corrected_committed + p->corrected_decommitted) &&
+         add_u64(o, "corrected_committed_bytes", p->corrected_committed) &&
+         add_u64(o, "corrected_decommitted_bytes", p->corrected_decommitted);
+    ok = ok && (p->last_correction_ns == CW_TS_NEVER
+                    ? cJSON_AddNullToObject(o, "last_correction_ns") != NULL
+                    : add_i64(o, "last_correction_ns", p->last_correction_ns) != NULL);
     ok = ok && add_short_figs(o, &p->figs) && add_u64(o, "peak_outstanding_bytes", p->peak_bytes) &&
          add_i64(o, "peak_ns", p->peak_ns) &&
          add_u64(o, "outstanding_end_bytes", p->outstanding_end) && add_u64(o, "events", p->events);

@@ -583,6 +583,34 @@ static void on_counters(void *ctx, uint64_t seen, uint64_t lost, int64_t drift)
     atomic_store_explicit(&s->status.drift_bytes, drift, memory_order_relaxed);
 }
 
+/* ---- losses and corrections (source.h; docs/LINUX.md, "Losses and drift") -- */
+
+static void on_drops(void *ctx, const cw_source_drops_t *dr)
+{
+    svc_t *s = ctx;
+    atomic_store_explicit(&s->status.records_foreign, dr->foreign, memory_order_relaxed);
+    atomic_store_explicit(&s->status.records_unpaired, dr->unpaired, memory_order_relaxed);
+    atomic_store_explicit(&s->status.records_malformed, dr->malformed, memory_order_relaxed);
+    atomic_store_explicit(&s->status.resyncs, dr->resyncs, memory_order_relaxed);
+    atomic_store_explicit(&s->status.corrections, dr->corrections, memory_order_relaxed);
+    atomic_store_explicit(&s->status.corrected_bytes, dr->corrected_bytes, memory_order_relaxed);
+    atomic_store_explicit(&s->status.resync_pending, dr->resync_pending, memory_order_relaxed);
+    atomic_store_explicit(&s->status.last_resync_ns, dr->last_resync_ns, memory_order_relaxed);
+}
+
+/* A correction of pid's live instance: stored on it (agg.h). The source
+ * emitted its events just before, so the instance is the tracker's live
+ * one; none (a process with no instance) has nothing to mark. */
+static void on_correction(void *ctx, uint32_t pid, int64_t ts, uint64_t committed,
+                          uint64_t decommitted)
+{
+    svc_t *s = ctx;
+    const cw_proc_t *p = cw_tracker_find(cw_pipeline_tracker(s->pipe), pid);
+    if (!p) return;
+    if (cw_agg_add_correction(s->agg, p->id, ts, committed, decommitted) != 0)
+        CW_LOGE("out of memory recording a correction of pid %" PRIu32, pid);
+}
+
 static int emit_batch(void *ctx, cw_batch_t *b)
 {
     svc_t *s = ctx;
@@ -829,7 +857,7 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
     if (a->on_running) a->on_running(a->ctx);
     CW_LOGI("ingesting from %s into %s (stack tags: %s)", spec, db_path,
             cw_tagger_rules_hash(s->tagger));
-    cw_source_sink_t ss = {s, on_event, on_tick, on_counters};
+    cw_source_sink_t ss = {s, on_event, on_tick, on_counters, on_drops, on_correction};
     if (!atomic_load(&stop_flag)) rc = ops->run(src, &ss, d);
     atomic_store(&active_ops, NULL);
     atomic_store(&active_src, NULL);

@@ -20,6 +20,15 @@ void cw_status_init(cw_status_t *st, const char *source, bool data_clock, int64_
     atomic_init(&st->ingest_done, false);
     atomic_init(&st->store_error, 0);
     atomic_init(&st->store_error_since_ns, 0);
+    /* losses and corrections */
+    atomic_init(&st->records_foreign, 0);
+    atomic_init(&st->records_unpaired, 0);
+    atomic_init(&st->records_malformed, 0);
+    atomic_init(&st->resyncs, 0);
+    atomic_init(&st->corrections, 0);
+    atomic_init(&st->corrected_bytes, 0);
+    atomic_init(&st->resync_pending, false);
+    atomic_init(&st->last_resync_ns, INT64_MIN);
     atomic_flag_clear(&st->config_lock);
     st->config.ok = true;
     st->config.at_ns = start_ns;

@@ -107,7 +107,7 @@ static int analyze_trace(const cw_source_ops_t *ops, const char *path, int64_t f
     cw_tracker_sink_t sink = cw_analysis_sink(an);
     if ((rc = cw_pipeline_create(&sink, NULL, 1, &pipe)) != 0) goto done;
     analyze_ctx_t ctx = {pipe, d};
-    cw_source_sink_t ss = {&ctx, feed, NULL, NULL};
+    cw_source_sink_t ss = {&ctx, feed, NULL, NULL, NULL, NULL};
     if ((rc = ops->run(src, &ss, d)) != 0) goto done;
     cw_pipeline_finish(pipe);
     if ((rc = cw_analysis_report(an, stacks, tagger, stacks_wanted, out)) != 0) goto done;

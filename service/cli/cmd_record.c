@@ -145,7 +145,7 @@ int cw_cmd_record(int argc, char **argv)
     cw_plat_catch_stop(on_stop, NULL);
     CW_LOGI("recording from %s into %s%s", source_arg, out,
             duration ? "" : " (SIGINT or SIGTERM stops)");
-    cw_source_sink_t sink = {&r, rec_emit, rec_tick, rec_counters};
+    cw_source_sink_t sink = {&r, rec_emit, rec_tick, rec_counters, NULL, NULL};
     rc = ops->run(src, &sink, &d);
     atomic_store(&active_ops, NULL);
     atomic_store(&active_src, NULL);

@@ -48,6 +48,27 @@ bool cw__http_config_json(cJSON *o, cw_status_t *st)
 /* "memory": bytes per component (memstat.h), SQLite's, the process's
  * resident set now and at its peak, the C heap in use, and the heap no
  * component counts ("heap_other": libdw's and civetweb's, mostly). */
+/* /api/health's "losses": every record the source dropped or could not
+ * pair, and what the resyncs corrected (docs/LINUX.md, "Losses and
+ * drift"). False on out of memory. */
+static bool losses(cJSON *o, const cw_status_t *st)
+{
+    cJSON *l = cJSON_AddObjectToObject(o, "losses");
+    bool ok = l != NULL;
+    ok = ok && cw__json_u64(l, "lost", st ? atomic_load(&st->events_lost) : 0);
+    ok = ok && cw__json_u64(l, "foreign", st ? atomic_load(&st->records_foreign) : 0);
+    ok = ok && cw__json_u64(l, "unpaired", st ? atomic_load(&st->records_unpaired) : 0);
+    ok = ok && cw__json_u64(l, "malformed", st ? atomic_load(&st->records_malformed) : 0);
+    ok = ok && cw__json_u64(l, "resyncs", st ? atomic_load(&st->resyncs) : 0);
+    ok = ok && cw__json_u64(l, "corrections", st ? atomic_load(&st->corrections) : 0);
+    ok = ok && cw__json_u64(l, "corrected_bytes", st ? atomic_load(&st->corrected_bytes) : 0);
+    ok = ok && cJSON_AddBoolToObject(l, "resync_pending",
+                                     st ? atomic_load(&st->resync_pending) : false);
+    ok = ok && cw__json_i64_or_null(l, "last_resync_ns",
+                                    st ? atomic_load(&st->last_resync_ns) : INT64_MIN, INT64_MIN);
+    return ok;
+}
+
 static bool memory(cJSON *o)
 {
     cJSON *m = cJSON_AddObjectToObject(o, "memory");
@@ -115,6 +136,7 @@ int cw__http_health(cw__http_req_t *r)
     ok =
         ok && cw__json_i64_or_null(o, "tracking_ended_ns", ended ? data_end : INT64_MIN, INT64_MIN);
     ok = ok && cJSON_AddBoolToObject(o, "data_clock", st ? st->data_clock : false);
+    ok = ok && losses(o, st);
     ok = ok && memory(o);
     ok = ok && cw__http_config_json(o, r->ctx->status);
     int rc = ok ? cw__http_send_json(r, o) : oom(r);
@@ -270,6 +292,10 @@ static int proc_in(cw__http_req_t *r, cw_report_t *rep, uint32_t id, idle_proc_t
                                 .start_ns = tmp->info.start_ns,
                                 .exit_ns = tmp->info.exit_ns,
                                 .tracking_ended_ns = tmp->info.tracking_ended_ns,
+                                .corrections = tmp->info.corrections,
+                                .corrected_committed = tmp->info.corrected_committed,
+                                .corrected_decommitted = tmp->info.corrected_decommitted,
+                                .last_correction_ns = tmp->info.last_correction_ns,
                                 .peak_ns = rep->from_ns};
     *out = &tmp->p;
     return 0;

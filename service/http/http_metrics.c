@@ -173,6 +173,40 @@ static const struct counter {
      offsetof(cw_tag_counters_t, transient_pieces)},
 };
 
+/* The records the source dropped or could not pair, by reason, and the
+ * corrections from the OS's figures (docs/LINUX.md, "Losses and drift"). */
+static void source_losses(const cw_status_t *st, cw_buf_t *b)
+{
+    cw_buf_printf(b,
+                  "# HELP commitwatch_source_records_dropped_total Source records not applied, "
+                  "by reason (lost: the kernel's buffers were full; foreign: tasks outside "
+                  "this PID namespace; unpaired: a call whose other half was lost; malformed).\n"
+                  "# TYPE commitwatch_source_records_dropped_total counter\n");
+    const char *why[4] = {"lost", "foreign", "unpaired", "malformed"};
+    uint64_t n[4] = {0};
+    if (st) {
+        n[0] = atomic_load(&st->events_lost);
+        n[1] = atomic_load(&st->records_foreign);
+        n[2] = atomic_load(&st->records_unpaired);
+        n[3] = atomic_load(&st->records_malformed);
+    }
+    for (int i = 0; i < 4; i++)
+        cw_buf_printf(b, "commitwatch_source_records_dropped_total{reason=\"%s\"} %" PRIu64 "\n",
+                      why[i], n[i]);
+    cw_buf_printf(b,
+                  "# HELP commitwatch_resyncs_total Resynchronisations from the OS's figures "
+                  "after losses.\n# TYPE commitwatch_resyncs_total counter\n"
+                  "commitwatch_resyncs_total %" PRIu64 "\n"
+                  "# HELP commitwatch_corrections_total Process corrections the resyncs made.\n"
+                  "# TYPE commitwatch_corrections_total counter\n"
+                  "commitwatch_corrections_total %" PRIu64 "\n"
+                  "# HELP commitwatch_corrected_bytes_total Bytes the corrections committed and "
+                  "decommitted.\n# TYPE commitwatch_corrected_bytes_total counter\n"
+                  "commitwatch_corrected_bytes_total %" PRIu64 "\n",
+                  st ? atomic_load(&st->resyncs) : 0, st ? atomic_load(&st->corrections) : 0,
+                  st ? atomic_load(&st->corrected_bytes) : 0);
+}
+
 static void counters(const cw_store_metrics_t *m, cw_buf_t *b)
 {
     char l[300];
@@ -310,6 +344,7 @@ int cw__http_metrics(cw__http_req_t *r)
                       "commitwatch_config_last_reload_successful %d\n",
                       c.ok ? 1 : 0);
     }
+    source_losses(st, &b);
     cw_store_metrics_t *m = NULL;
     cw_diag_t d = {{0}};
     if ((rc = cw_store_metrics(r->store, &m, &d))) {

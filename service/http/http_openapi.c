@@ -446,6 +446,28 @@ static const char openapi_export[] =
     "ion\":\"format=folded\"}},\"application/octet-stream\":{\"schema\":{\"type\":\"string\",\"format"
     "\":\"binary\",\"description\":\"format=pprof: a gzipped pprof profile\"}}}}";
 
+/* The losses and corrections (docs/LINUX.md, "Losses and drift"): members
+ * merged into the Health and Process schemas' properties (add_losses). */
+static const char openapi_losses[] =
+    "{\"Health\":{\"losses\":{\"type\":\"object\",\"description\":\"Every source record "
+    "not applied, by reason, and the corrections from the OS's figures: lost (the kernel's or "
+    "ETW's buffers were full; an .etl's header), foreign (tasks outside this PID namespace), "
+    "unpaired (a call whose other half was lost), malformed (too short to read); resyncs, "
+    "corrections and corrected_bytes (what the resyncs changed, per process); resync_pending "
+    "(records lost since the last resync), last_resync_ns.\",\"properties\":{\"lost\":{"
+    "\"type\":\"integer\"},\"foreign\":{\"type\":\"integer\"},\"unpaired\":{\"type\":"
+    "\"integer\"},\"malformed\":{\"type\":\"integer\"},\"resyncs\":{\"type\":\"integer\"},"
+    "\"corrections\":{\"type\":\"integer\"},\"corrected_bytes\":{\"type\":\"integer\"},"
+    "\"resync_pending\":{\"type\":\"boolean\"},\"last_resync_ns\":{\"type\":\"integer\","
+    "\"nullable\":true}}}},\"Process\":{\"corrections\":{\"type\":\"integer\",\"description"
+    "\":\"How many times the instance's figures were corrected from the OS's own (smaps, "
+    "VirtualQueryEx) after lost events: its outstanding is right, some of its events are not "
+    "in the figures (they are under the (resync) stack).\"},\"corrected_bytes\":{\"type\":"
+    "\"integer\",\"description\":\"Bytes the corrections committed plus decommitted.\"},"
+    "\"corrected_committed_bytes\":{\"type\":\"integer\"},\"corrected_decommitted_bytes\":"
+    "{\"type\":\"integer\"},\"last_correction_ns\":{\"type\":\"integer\",\"nullable\":"
+    "true}}}";
+
 /* Moves every member of from's object `name` into to's (created when
  * absent). false on ENOMEM or a malformed document. */
 static bool merge(cJSON *to, cJSON *from, const char *name)
@@ -483,6 +505,29 @@ static bool add_export(cJSON *o, const char *path)
     return ok;
 }
 
+/* Adds openapi_losses' members to the Health and Process schemas. false
+ * on ENOMEM or a malformed document. */
+static bool add_losses(cJSON *o)
+{
+    cJSON *l = cJSON_Parse(openapi_losses);
+    cJSON *sc = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "components"),
+                                                 "schemas");
+    bool ok = l && sc;
+    const char *names[2] = {"Health", "Process"};
+    for (int i = 0; ok && i < 2; i++) { /* l's Health members into Health.properties */
+        cJSON *props = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(sc, names[i]), "properties");
+        cJSON *add = cJSON_GetObjectItemCaseSensitive(l, names[i]);
+        ok = props && add;
+        while (ok && add->child) {
+            cJSON *it = cJSON_DetachItemViaPointer(add, add->child);
+            cJSON_AddItemToObject(props, it->string, it);
+        }
+    }
+    cJSON_Delete(l);
+    return ok;
+}
+
 int cw__http_openapi(cw__http_req_t *r)
 {
     cJSON *o = cJSON_Parse(openapi), *a = cJSON_Parse(openapi_alerts), *f = cJSON_Parse(openapi_fold);
@@ -494,7 +539,8 @@ int cw__http_openapi(cw__http_req_t *r)
     if (!o || !a || !f || !st || !m || !oc || !merge(o, a, "paths") || !merge(o, f, "paths") ||
         !merge(o, st, "paths") || !merge(o, m, "paths") ||
         !merge(oc, ac, "schemas") ||
-        !merge(oc, ac, "securitySchemes") || !add_export(o, "/api/processes/{id}/stacks") ||
+        !merge(oc, ac, "securitySchemes") || !add_losses(o) ||
+        !add_export(o, "/api/processes/{id}/stacks") ||
         !add_export(o, "/api/stacks"))
         rc = cw__http_fail(r, 500, "the built-in OpenAPI document is not valid JSON");
     else

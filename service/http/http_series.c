@@ -47,7 +47,13 @@ static cJSON *series_json(const cw_series_t *s, const cw_proc_info_t *proc)
              cw__json_i64(pj, "start_ns", proc->start_ns) &&
              cw__json_i64_or_null(pj, "exit_ns", proc->exit_ns, CW_TS_NEVER) &&
              cw__json_i64_or_null(pj, "tracking_ended_ns", proc->tracking_ended_ns, CW_TS_NEVER) &&
-             cw__json_u64(pj, "folded", proc->folded > 1 ? proc->folded : 0);
+             cw__json_u64(pj, "folded", proc->folded > 1 ? proc->folded : 0) &&
+             /* corrected from the OS's figures (docs/LINUX.md, "Losses and drift") */
+             cw__json_u64(pj, "corrections", proc->corrections) &&
+             cw__json_u64(pj, "corrected_bytes",
+                          proc->corrected_committed + proc->corrected_decommitted) &&
+             cw__json_i64_or_null(pj, "last_correction_ns", proc->last_correction_ns,
+                                  CW_TS_NEVER);
     if (ok && s->clipped_at != INT64_MIN) {
         char note[200];
         snprintf(note, sizeof note,

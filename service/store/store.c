@@ -60,6 +60,10 @@ static const char SQL_ACTIVITY_PUT[] =
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 static const char SQL_TIER_PUT[] = "UPDATE tiers SET start_ns = ?2, horizon_ns = ?3, end_ns = ?4, "
                                    "retention_ns = ?5 WHERE tier = ?1";
+static const char SQL_CORRECTION_PUT[] =
+    "UPDATE processes SET corrections = corrections + 1, "
+    "corrected_committed = corrected_committed + ?2, "
+    "corrected_decommitted = corrected_decommitted + ?3, last_correction_ns = ?4 WHERE id = ?1";
 static const char SQL_LOSS_PUT[] =
     "INSERT INTO losses(ts_ns, events_total, lost_events, drift_bytes) VALUES (?1, ?2, ?3, ?4)";
 /* Continuing a database (cw_store_load_state). */
@@ -867,6 +871,26 @@ static int put_rundown(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
     return err;
 }
 
+/* Counts a batch's corrections on their instances (schema
+ * 007_corrections). Each instance's row is stored by then: a correction
+ * rides in the batch of its bucket, which is that of the instance's start
+ * or later (agg.h), and put_dictionary stored this batch's. */
+static int put_corrections(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
+{
+    sqlite3_stmt *st = NULL;
+    int err = 0;
+    for (uint32_t i = 0; i < b->corrections.n && !err; i++) {
+        const cw_row_correction_t *r = &b->corrections.v[i];
+        if ((err = cw__store_stmt(s, CW__ST_CORRECTION_PUT, SQL_CORRECTION_PUT, &st, d))) break;
+        sqlite3_bind_int64(st, 1, r->proc);
+        bind_u64(st, 2, r->committed);
+        bind_u64(st, 3, r->decommitted);
+        sqlite3_bind_int64(st, 4, r->ts_ns);
+        err = cw__store_step_done(s, st, "storing a correction", d);
+    }
+    return err;
+}
+
 /* Records the source counters when lost events or drift changed. */
 static int put_losses(cw_store_t *s, const cw_batch_t *b, uint64_t last_lost, int64_t last_drift,
                       cw_diag_t *d)
@@ -915,7 +939,8 @@ static int write_one(cw_store_t *s, cw__tier_t *t, const cw_batch_t *b, uint64_t
 {
     int err = check_batch(s, t, b, d);
     if (err || (err = put_dictionary(s, b, d)) || (err = put_rundown(s, b, d)) ||
-        (err = cw__store_put_folded(s, b, d)) || (err = cw__store_put_maps(s, b, d)))
+        (err = cw__store_put_folded(s, b, d)) || (err = cw__store_put_maps(s, b, d)) ||
+        (err = put_corrections(s, b, d)))
         return err;
     if (t[0].start == INT64_MIN)
         for (int k = 0; k < CW_TIERS; k++) {

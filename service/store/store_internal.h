@@ -124,6 +124,7 @@ enum cw__stmt {
 
     /* store_map.c */
     CW__ST_MAP_PUT,
+    CW__ST_CORRECTION_PUT,
     CW__ST_MAP_PRUNE,
     CW__ST_MAP_AT,
     CW__ST_MAP_TIMES,

@@ -19,8 +19,8 @@
 static const char SQL_READ_BEGIN[] = "BEGIN";
 static const char SQL_READ_END[] = "COMMIT";
 static const char SQL_Q_PROC[] =
-    "SELECT pid, start_ns, exit_ns, name, cmdline, tracking_ended_ns, folded FROM processes "
-    "WHERE id = ?1";
+    "SELECT pid, start_ns, exit_ns, name, cmdline, tracking_ended_ns, folded, corrections, "
+    "corrected_committed, corrected_decommitted, last_correction_ns FROM processes WHERE id = ?1";
 /* The newest end of tracking (schema/003's partial index answers it). */
 static const char SQL_LAST_ENDED[] =
     "SELECT MAX(tracking_ended_ns) FROM processes WHERE tracking_ended_ns IS NOT NULL";
@@ -219,6 +219,7 @@ int cw__store_proc_row(cw_store_t *s, uint32_t id, cw_proc_info_t *out, bool *fo
     out->id = id;
     out->exit_ns = CW_TS_NEVER;
     out->tracking_ended_ns = CW_TS_NEVER;
+    out->last_correction_ns = CW_TS_NEVER;
     *found = false;
     if (err) return err;
     sqlite3_bind_int64(st, 1, id);
@@ -231,6 +232,11 @@ int cw__store_proc_row(cw_store_t *s, uint32_t id, cw_proc_info_t *out, bool *fo
         if (sqlite3_column_type(st, 5) != SQLITE_NULL)
             out->tracking_ended_ns = sqlite3_column_int64(st, 5);
         out->folded = (uint32_t)sqlite3_column_int64(st, 6);
+        out->corrections = (uint32_t)sqlite3_column_int64(st, 7);
+        out->corrected_committed = (uint64_t)sqlite3_column_int64(st, 8);
+        out->corrected_decommitted = (uint64_t)sqlite3_column_int64(st, 9);
+        if (sqlite3_column_type(st, 10) != SQLITE_NULL)
+            out->last_correction_ns = sqlite3_column_int64(st, 10);
         err = col_dup(st, 3, NULL, &out->name);
         if (!err) err = col_dup(st, 4, NULL, &out->cmdline);
     } else if (rc != SQLITE_DONE) {

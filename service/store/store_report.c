@@ -130,6 +130,7 @@ static int push_proc(build_t *b, uint32_t id, cw_proc_report_t **out)
     p->id = id;
     p->exit_ns = CW_TS_NEVER;
     p->tracking_ended_ns = CW_TS_NEVER;
+    p->last_correction_ns = CW_TS_NEVER;
     b->ps[r->nprocs] = (proc_state_t){0, 0, false};
     r->nprocs++;
     *out = p;
@@ -1015,6 +1016,10 @@ static int fill_proc(cw_store_t *s, cw_proc_report_t *p, bool with_frames, cw_di
     p->exit_ns = info.exit_ns;
     p->tracking_ended_ns = info.tracking_ended_ns;
     p->folded = info.folded > 1 ? info.folded : 0; /* a group of one is the instance */
+    p->corrections = info.corrections;
+    p->corrected_committed = info.corrected_committed;
+    p->corrected_decommitted = info.corrected_decommitted;
+    p->last_correction_ns = info.last_correction_ns;
     p->name = info.name; /* moved: p owns the strings now */
     p->cmdline = info.cmdline;
     if (!p->name) {

@@ -579,6 +579,18 @@ uint32_t cw_agg_held(const cw_agg_t *a)
     return a->nheld;
 }
 
+int cw_agg_add_correction(cw_agg_t *a, uint32_t proc, int64_t ts, uint64_t committed,
+                          uint64_t decommitted)
+{
+    cw_row_correction_t r = {proc, ts, committed, decommitted};
+    fold_inst_t *f = inst_of(a, proc);
+    if (f) inst_keep(a, f); /* its row shows the correction */
+    /* ts is in the open bucket (the correction's events were just
+     * applied); open_bucket keeps a batch already open. */
+    int rc = open_bucket(a, ts);
+    return rc ? rc : cw_batch_add_correction(a->batch, &r);
+}
+
 void cw_agg_set_counters(cw_agg_t *a, uint64_t events_total, uint64_t events_lost,
                          int64_t drift_bytes)
 {

@@ -43,6 +43,7 @@ void cw_batch_free(cw_batch_t *b)
     for (uint32_t i = 0; i < b->maps.n; i++) free(b->maps.v[i].blob);
     free(b->folded.v);
     free(b->maps.v);
+    free(b->corrections.v);
     free(b);
 }
 
@@ -76,6 +77,11 @@ int cw_batch_add_proc(cw_batch_t *b, uint32_t id, uint32_t pid, int64_t start_ns
 int cw_batch_add_map(cw_batch_t *b, const cw_row_map_t *r)
 {
     return VEC_PUSH(b->maps, *r);
+}
+
+int cw_batch_add_correction(cw_batch_t *b, const cw_row_correction_t *r)
+{
+    return VEC_PUSH(b->corrections, *r);
 }
 
 int cw_batch_add_folded(cw_batch_t *b, const cw_row_folded_t *r)
@@ -187,6 +193,7 @@ static size_t encoded_size(const cw_batch_t *b)
         n += 8 + (size_t)b->stacks.v[i].nframes * 4 + str_size(b->stacks.v[i].tag);
     n += (size_t)b->folded.n * 32;
     for (uint32_t i = 0; i < b->maps.n; i++) n += 28 + b->maps.v[i].len;
+    if (b->corrections.n) n += 4 + (size_t)b->corrections.n * 28;
     return n;
 }
 
@@ -303,6 +310,18 @@ int cw_batch_encode(const cw_batch_t *b, cw_buf_t *o)
         p = put_u32(p, (uint32_t)r->len);
         if (r->len) memcpy(p, r->blob, r->len);
         p += r->len;
+    }
+    /* Corrections last, and only when there are some: a record written
+     * before they existed decodes as a batch without any. */
+    if (b->corrections.n) {
+        p = put_u32(p, b->corrections.n);
+        for (uint32_t i = 0; i < b->corrections.n; i++) {
+            const cw_row_correction_t *r = &b->corrections.v[i];
+            p = put_u32(p, r->proc);
+            p = put_i64(p, r->ts_ns);
+            p = put_u64(p, r->committed);
+            p = put_u64(p, r->decommitted);
+        }
     }
     o->n += (size_t)(p - start);
     o->p[o->n] = '\0';
@@ -476,6 +495,18 @@ int cw_batch_decode(const void *p, size_t n, cw_batch_t **out)
         }
         if (c.len) memcpy(c.blob, blob, c.len);
         if ((err = cw_batch_add_map(b, &c)) != 0) free(c.blob);
+    }
+    if (!err && !r.bad && r.n) { /* corrections (see cw_batch_encode) */
+        uint32_t nc = get_u32(&r);
+        if (nc == 0 || !count_fits(&r, nc, 28)) goto bad;
+        for (uint32_t i = 0; i < nc && !err; i++) {
+            cw_row_correction_t c;
+            c.proc = get_u32(&r);
+            c.ts_ns = get_i64(&r);
+            c.committed = get_u64(&r);
+            c.decommitted = get_u64(&r);
+            err = cw_batch_add_correction(b, &c);
+        }
     }
     if (err == CW_EPARSE) goto bad;
     if (!err && (r.bad || r.n)) goto bad;

@@ -29,6 +29,15 @@ def smaps_charged(pid):
     return sum(v["size"] for v in smaps_vmas(pid) if "ac" in v["flags"] and v["name"] != "[stack]")
 
 
+def asleep(pid):
+    """pid's main thread is blocked in nanosleep / clock_nanosleep."""
+    try:
+        with open(f"/proc/{pid}/wchan") as f:
+            return "nanosleep" in f.read()
+    except OSError:
+        return False
+
+
 def proc_state(pid):
     """The state letter of /proc/PID/stat (R, S, T, ...); pid may be
     "PID/task/TID" for a thread."""

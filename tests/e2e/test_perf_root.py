@@ -52,7 +52,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from cwtest import file_text, wait_until  # noqa: E402
-from procmem import proc_state, proc_stopped, smaps_charged  # noqa: E402
+from procmem import asleep, proc_state, proc_stopped, smaps_charged  # noqa: E402
 
 BIN = os.environ.get("CW_BIN", "build/commitwatch")
 BUILD = os.environ.get("CW_BUILD", "build")
@@ -66,15 +66,6 @@ def check(cond, what):
     print(("ok   " if cond else "FAIL ") + what, flush=True)
     if not cond:
         failures.append(what)
-
-
-def asleep(pid):
-    """pid's main thread is blocked in nanosleep / clock_nanosleep."""
-    try:
-        with open(f"/proc/{pid}/wchan") as f:
-            return "nanosleep" in f.read()
-    except OSError:
-        return False
 
 
 def user_process(pid):

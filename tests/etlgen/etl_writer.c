@@ -341,7 +341,7 @@ static size_t logfile_header(cw_etlw_t *w, uint8_t *p, size_t cap, int64_t end_n
     cw_etlw_u32(&b, (uint32_t)w->buffers); /* BuffersWritten */
     cw_etlw_u32(&b, 1);                    /* StartBuffers */
     cw_etlw_u32(&b, ptr);
-    cw_etlw_u32(&b, 0);    /* EventsLost */
+    cw_etlw_u32(&b, w->o.events_lost);
     cw_etlw_u32(&b, 2994); /* CpuSpeedInMHz */
     cw_etlw_ptr(&b, ptr, 0);
     cw_etlw_ptr(&b, ptr, 0);
@@ -351,7 +351,7 @@ static size_t logfile_header(cw_etlw_t *w, uint8_t *p, size_t cap, int64_t end_n
     cw_etlw_u64(&b, (uint64_t)w->o.freq);
     cw_etlw_u64(&b, (uint64_t)ft0);
     cw_etlw_u32(&b, 1); /* clock type: QPC */
-    cw_etlw_u32(&b, 0); /* BuffersLost */
+    cw_etlw_u32(&b, w->o.buffers_lost);
     cw_etlw_wstr(&b, "commitwatch test");
     cw_etlw_wstr(&b, "C:\\trace\\generated.etl");
     return b.overflow ? 0 : b.n;

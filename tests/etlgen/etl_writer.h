@@ -28,6 +28,7 @@ typedef struct cw_etlw_opts {
     uint64_t start_tick;  /* its raw timestamp */
     int64_t freq;         /* ticks per second (QPC) */
     uint32_t build;       /* OS build, e.g. 19045 */
+    uint32_t events_lost, buffers_lost; /* what the header says the session lost */
 } cw_etlw_opts_t;
 
 typedef struct cw_etlw cw_etlw_t;

@@ -90,7 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cw_source_opts_t so = {.arg = path, .stacks = st.stacks};
     void *src = NULL;
     if (cw_source_etl.open(&src, &so, &d) == 0) {
-        cw_source_sink_t sink = {&st, on_event, NULL, NULL};
+        cw_source_sink_t sink = {&st, on_event, NULL, NULL, NULL, NULL};
         rc = cw_source_etl.run(src, &sink, &d);
         CHECK(rc == 0 || rc == CW_EIO || rc == CW_ENOMEM);
         cw_source_etl.close(src);

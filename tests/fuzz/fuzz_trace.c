@@ -163,7 +163,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cw_trace_header_t h = {.pointer_size = 8};
         snprintf(h.platform, sizeof h.platform, "%s", cw_source_replay.platform(src));
         CHECK(cw_trace_writer_open(out_path, &h, st.stacks, &st.writer, &d) == 0);
-        cw_source_sink_t sink = {&st, on_event, NULL, NULL};
+        cw_source_sink_t sink = {&st, on_event, NULL, NULL, NULL, NULL};
         rc = cw_source_replay.run(src, &sink, &d);
         CHECK(rc == 0 || rc == CW_EPARSE || rc == CW_ETIME);
         if (rc) CHECK(d.msg[0] != '\0' && strstr(d.msg, in_path) == d.msg);

@@ -61,12 +61,19 @@ int main(void)
     feed(p, 10 * S + 4, CW_OP_DECOMMIT, 7, 0x10000, 4096, 0, false);
     /* Bucket 12 s: the rest of the commit and the rundown go. */
     feed(p, 12 * S + 5, CW_OP_COMMIT, 7, 0x200000, 4096, s1, false);
+    /* That commit was a correction (source.h): it rides in its bucket. */
+    ASSERT_OK(cw_agg_add_correction(a, 1, 12 * S + 5, 4096, 0));
     feed(p, 12 * S + 6, CW_OP_DECOMMIT, 7, 0x10000, 0x100000, 0, false);
     feed(p, 12 * S + 7, CW_OP_RELEASE, 7, 0x100000, 8192, 0, false);
     ASSERT_OK(cw_agg_flush(a));
     ASSERT_EQ(ngot, 2);
 
     const cw_batch_t *b = got[0];
+    ASSERT_EQ(b->corrections.n, 0);
+    ASSERT_EQ(got[1]->corrections.n, 1);
+    ASSERT_TRUE(got[1]->corrections.v[0].proc == 1 && got[1]->corrections.v[0].ts_ns == 12 * S + 5 &&
+                got[1]->corrections.v[0].committed == 4096 &&
+                got[1]->corrections.v[0].decommitted == 0);
     ASSERT_EQ(b->bucket_ns, 10 * S);
     ASSERT_EQ(b->procs.n, 1);
     ASSERT_STR_EQ(b->procs.v[0].name, "app.exe");

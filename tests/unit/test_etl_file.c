@@ -46,10 +46,14 @@ static void ev(cw_etlw_t *w, unsigned cpu, int kind, unsigned group, unsigned ty
  * walk, two refused VirtualAlloc payloads, a VirtualFree without stack,
  * and the end of 200; filler events on three CPUs through small
  * buffers so the file holds many buffers out of order. */
+/* What the header of the small trace says its session lost (write_small). */
+static uint32_t small_events_lost, small_buffers_lost;
+
 static void write_small(const char *file, bool compress, unsigned ptr)
 {
     cw_etlw_opts_t o = {.ptr_size = ptr, .ncpu = 3, .compress = compress, .buffer_size = 1024,
-                        .start_ns = T0_NS, .start_tick = T0_TICK, .freq = FREQ};
+                        .start_ns = T0_NS, .start_tick = T0_TICK, .freq = FREQ,
+                        .events_lost = small_events_lost, .buffers_lost = small_buffers_lost};
     cw_etlw_t *w;
     ASSERT_OK(cw_etlw_open(file, &o, &w));
     uint64_t kb = ptr == 8 ? 0xFFFFF80000000000ull : 0x80400000u;
@@ -143,20 +147,28 @@ static int collect(void *ctx, const cw_event_t *e)
     return 0;
 }
 
+/* Runs the etl source over file into g (its stacks made here), with the
+ * sink's counters and drops callbacks given (may be NULL). */
+static void run_etl(const char *file, got_t *g, void (*counters)(void *, uint64_t, uint64_t, int64_t),
+                    void (*drops)(void *, const cw_source_drops_t *))
+{
+    ASSERT_OK(cw_stacks_create(&g->stacks));
+    cw_source_opts_t so = {.arg = file, .stacks = g->stacks};
+    void *src = NULL;
+    cw_diag_t d = {{0}};
+    ASSERT_OK(cw_source_etl.open(&src, &so, &d));
+    ASSERT_STR_EQ(cw_source_etl.platform(src), "windows");
+    cw_source_sink_t sink = {g, collect, NULL, counters, drops, NULL};
+    ASSERT_OK(cw_source_etl.run(src, &sink, &d));
+    cw_source_etl.close(src);
+}
+
 static void read_small(bool compress, unsigned ptr)
 {
     const char *file = path_of(compress ? "small_z.etl" : "small.etl");
     write_small(file, compress, ptr);
     got_t g = {0};
-    ASSERT_OK(cw_stacks_create(&g.stacks));
-    cw_source_opts_t so = {.arg = file, .stacks = g.stacks};
-    void *src = NULL;
-    cw_diag_t d = {{0}};
-    ASSERT_OK(cw_source_etl.open(&src, &so, &d));
-    ASSERT_STR_EQ(cw_source_etl.platform(src), "windows");
-    cw_source_sink_t sink = {&g, collect, NULL, NULL};
-    ASSERT_OK(cw_source_etl.run(src, &sink, &d));
-    cw_source_etl.close(src);
+    run_etl(file, &g, NULL, NULL);
 
     ASSERT_TRUE(!g.backwards);
     ASSERT_EQ(g.n, 6);
@@ -192,6 +204,7 @@ static void read_small(bool compress, unsigned ptr)
 
     /* What `etl info` says of it. */
     cw_etl_info_t *in = NULL;
+    cw_diag_t d = {{0}};
     ASSERT_OK(cw_etl_info(file, true, &in, &d));
     ASSERT_EQ(in->header.pointer_size, ptr);
     ASSERT_EQ(in->header.ncpu, 3);
@@ -511,6 +524,39 @@ static void filetime_edges(void)
     }
 }
 
+/* The losses the header of an .etl says (EventsLost, BuffersLost) are
+ * counted as lost, each buffer as one event (docs/ETW.md); the buffers
+ * that could not be read as malformed. */
+static uint64_t lost_seen;
+static bool drops_seen;
+
+static void on_counters(void *ctx, uint64_t seen, uint64_t lost, int64_t drift)
+{
+    (void)ctx, (void)seen, (void)drift;
+    lost_seen = lost;
+}
+
+static void on_drops(void *ctx, const cw_source_drops_t *dr)
+{
+    (void)ctx;
+    drops_seen = true;
+    ASSERT_EQ(dr->malformed, 0);
+}
+
+static void lost_counted(void)
+{
+    const char *file = path_of("lost.etl");
+    small_events_lost = 5;
+    small_buffers_lost = 3;
+    write_small(file, false, 8);
+    small_events_lost = small_buffers_lost = 0;
+    got_t g = {0};
+    run_etl(file, &g, on_counters, on_drops);
+    ASSERT_EQ(lost_seen, 8);
+    ASSERT_TRUE(drops_seen);
+    cw_stacks_destroy(g.stacks);
+}
+
 int main(void)
 {
     filetime_edges();
@@ -519,6 +565,7 @@ int main(void)
     read_small(false, 8);
     read_small(true, 4);
     read_small(true, 8);
+    lost_counted();
     damaged();
     big_buffers(false);
     big_buffers(true);

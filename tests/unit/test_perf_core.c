@@ -52,6 +52,7 @@ static int on_rec(cw_perf__t *s, const cw_perf__rec_t *r)
 static void ring_init(cw_perf__ring_t *r, size_t data_size)
 {
     long page = sysconf(_SC_PAGESIZE);
+    memset(r, 0, sizeof *r);
     r->data_size = data_size;
     r->base = aligned_alloc((size_t)page, (size_t)page + data_size);
     ASSERT_TRUE(r->base != NULL);
@@ -192,7 +193,9 @@ static void test_live(void)
                 ts += (int64_t)((seed >> 16) % 50000);
                 if (ts > clock) ts = clock;
                 last[r] = ts;
-                ring_put(&rings[r], (uint32_t)(r * 100000 + total), ts);
+                /* tid (and pid) 0 is a task of another PID namespace,
+                 * which the source drops (test_drops_counted): never 0 */
+                ring_put(&rings[r], (uint32_t)(r * 100000 + total + 1), ts);
                 total++;
             }
         }
@@ -239,6 +242,93 @@ static void test_horizon(void)
     ASSERT_EQ(pass(&s, 1000 * MS), 1000 * MS);
     check_in_order(20);
     src_free(&s);
+}
+
+/* ---- losses the source sees itself ----------------------------------------- */
+
+/* No record is dropped uncounted (docs/LINUX.md, "Losses and drift"): a
+ * task of another PID namespace (pid 0) is dropped as it leaves its ring,
+ * counted as foreign; a record too short to read is skipped, counted. */
+static void test_drops_counted(void)
+{
+    cw_perf__ring_t rings[1];
+    cw_perf__t s;
+    ring_init(&rings[0], 64 * 1024);
+    ring_put(&rings[0], 7, 1 * MS);
+    ring_put(&rings[0], 0, 2 * MS); /* another PID namespace's */
+    ring_put(&rings[0], 8, 3 * MS);
+    /* A record of 16 bytes: shorter than a sample_id trailer. */
+    struct perf_event_mmap_page *mp = rings[0].base;
+    uint8_t *data = (uint8_t *)rings[0].base + sysconf(_SC_PAGESIZE);
+    struct perf_event_header h = {PERF_RECORD_EXIT, 0, 16};
+    memset(data + mp->data_head, 0, 16);
+    memcpy(data + mp->data_head, &h, sizeof h);
+    mp->data_head += 16;
+    ring_put(&rings[0], 9, 4 * MS);
+    src_init(&s, rings, 1, 1 << 20);
+    pass(&s, 1000 * MS);
+    check_in_order(3);
+    ASSERT_EQ(s.n_foreign, 1);
+    ASSERT_EQ(rings[0].malformed, 1);
+    src_free(&s);
+}
+
+/* A syscall record: a PERF_RECORD_SAMPLE of tracepoint `type` by pid (and
+ * tid pid) at ts, whose raw data holds args (enter) or the result (exit,
+ * args[0]). Freed by the caller. */
+static cw_perf__rec_t *sc_rec(uint16_t type, uint32_t pid, int64_t ts, const uint64_t args[6])
+{
+    enum { RAW = 4 + 16 + 48 };
+    size_t body = 24 + RAW + 4; /* ip, pid/tid, time; raw_size, raw; 8-byte multiple */
+    cw_perf__rec_t *r = calloc(1, sizeof *r + body);
+    ASSERT_TRUE(r != NULL);
+    r->ts = ts;
+    r->h = (struct perf_event_header){PERF_RECORD_SAMPLE, 0, (uint16_t)(sizeof r->h + body)};
+    uint8_t *b = (uint8_t *)(&r->h + 1);
+    uint32_t ids[2] = {pid, pid}, raw_size = RAW;
+    memcpy(b + 8, ids, 8);
+    memcpy(b + 16, &ts, 8);
+    memcpy(b + 24, &raw_size, 4);
+    memcpy(b + 28, &type, 2);
+    memcpy(b + 28 + 16, args, 48);
+    return r;
+}
+
+/* A call whose other half was lost: an exit with no enter before it, an
+ * enter replaced by the thread's next one. Each is counted as unpaired
+ * (the resync is the LOST record's, in the ring that lost the half). */
+static void test_unpaired(void)
+{
+    cw_perf__t s;
+    memset(&s, 0, sizeof s);
+    for (int i = 0; i < CW__SC_N; i++)
+        s.ev.sc_enter_id[i] = s.ev.sc_exit_id[i] = -1;
+    s.ev.sc_enter_id[CW__SC_MUNMAP] = 40;
+    s.ev.sc_exit_id[CW__SC_MUNMAP] = 41;
+    s.ev.newtask_id = -1;
+    uint64_t args[6] = {0x10000, 4096, 0, 0, 0, 0}, err[6] = {(uint64_t)-22, 0, 0, 0, 0, 0};
+    cw_perf__rec_t *recs[4] = {sc_rec(41, 77, 1 * MS, err),  /* exit, enter never seen */
+                               sc_rec(40, 77, 2 * MS, args), /* enter */
+                               sc_rec(40, 77, 3 * MS, args), /* enter: the last one's exit lost */
+                               sc_rec(41, 77, 4 * MS, err)}; /* exit of the second: paired */
+    ASSERT_OK(cw_perf__process_rec(&s, recs[0]));
+    ASSERT_EQ(s.n_unpaired, 1);
+    ASSERT_OK(cw_perf__process_rec(&s, recs[1]));
+    ASSERT_EQ(s.n_unpaired, 1);
+    ASSERT_OK(cw_perf__process_rec(&s, recs[2]));
+    ASSERT_EQ(s.n_unpaired, 2);
+    ASSERT_OK(cw_perf__process_rec(&s, recs[3]));
+    ASSERT_EQ(s.n_unpaired, 2);
+    ASSERT_EQ(s.n_exit, 1);
+    for (int i = 0; i < 4; i++)
+        free(recs[i]);
+    for (size_t i = 0; i < s.thrs.cap; i++)
+        if (s.thrs.vals[i]) {
+            cw_perf__thr_t *t = s.thrs.vals[i];
+            free(t->stk);
+            free(t);
+        }
+    cw_perf__pmap_free(&s.thrs);
 }
 
 /* ---- the sweep ------------------------------------------------------------ */
@@ -297,7 +387,7 @@ static void test_sweep(void)
 {
     cw_perf__t s;
     memset(&s, 0, sizeof s);
-    cw_source_sink_t sink = {NULL, sink_emit, NULL, NULL};
+    cw_source_sink_t sink = {NULL, sink_emit, NULL, NULL, NULL, NULL};
     s.sink = &sink;
     uint32_t self = (uint32_t)getpid(), dead = gone_pid(), dead_child = gone_pid();
     uint32_t dead_thr = gone_pid();
@@ -517,6 +607,8 @@ int main(void)
     test_cut_at_cap();
     test_alternating();
     test_live();
+    test_drops_counted();
+    test_unpaired();
     test_sweep();
     TEST_DONE();
 }

@@ -76,7 +76,7 @@ static int run(const char *path, bool rebase, double speed, got_t *g)
     cw_source_opts_t o = {.arg = path, .stacks = stacks, .rebase_now = rebase, .speed = speed};
     ASSERT_OK(cw_source_replay.open(&g->src, &o, &d));
     ASSERT_STR_EQ(cw_source_replay.platform(g->src), "linux");
-    cw_source_sink_t sink = {g, on_event, on_tick, NULL};
+    cw_source_sink_t sink = {g, on_event, on_tick, NULL, NULL, NULL};
     int rc = cw_source_replay.run(g->src, &sink, &d);
     cw_source_replay.close(g->src);
     cw_stacks_destroy(stacks);

@@ -138,7 +138,7 @@ static void compare_metrics(cw_store_t *a, cw_store_t *b);
 
 static void write_history(cw_store_t *s)
 {
-    uint32_t nbatch = 0;
+    uint32_t nbatch = 0, nb = 0;
     static const uint32_t fr[] = {1, 2, 3};
     cw_diag_t d = {{0}};
     uint32_t i = 0;
@@ -155,6 +155,9 @@ static void write_history(cw_store_t *s)
             ASSERT_OK(cw_batch_add_proc(b, 1, 101, t0, CW_TS_NEVER, "one.exe", "one.exe -x"));
             ASSERT_OK(cw_batch_add_proc(b, 2, 102, t0, CW_TS_NEVER, "two.exe", NULL));
             ASSERT_OK(cw_batch_add_proc(b, 3, 103, t0, t0 + 3 * HOUR, "three.exe", "3"));
+            /* A correction in the batch of the instance's row, another
+             * later (schema 007_corrections): both count on it. */
+            ASSERT_OK(cw_batch_add_correction(b, &(cw_row_correction_t){1, bk, 8192, 4096}));
             for (uint32_t c = 0; c < npc; c++)
                 if (pc[c].ts == CW_TS_BEFORE)
                     ASSERT_OK(
@@ -193,6 +196,8 @@ static void write_history(cw_store_t *s)
         }
         for (uint32_t p = 1; p <= NPROC; p++)
             if (act[p].events) ASSERT_OK(cw_batch_add_activity(b, &act[p]));
+        if (++nb == 3)
+            ASSERT_OK(cw_batch_add_correction(b, &(cw_row_correction_t){1, bk + 5, 1 << 20, 0}));
         if (cmp_cached && ++nbatch == before_at)
             ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){2, 1, CW_TS_BEFORE, 12288, 1}));
         ASSERT_OK(cw_store_write(s, b, &d));
@@ -685,10 +690,16 @@ static void test_generated(void)
     ASSERT_STR_EQ(pi.cmdline, "one.exe -x");
     ASSERT_EQ(pi.start_ns, t0);
     ASSERT_EQ(pi.exit_ns, CW_TS_NEVER);
+    ASSERT_EQ(pi.corrections, 2);
+    ASSERT_U64_EQ(pi.corrected_committed, 8192 + (1 << 20));
+    ASSERT_U64_EQ(pi.corrected_decommitted, 4096);
+    ASSERT_TRUE(pi.last_correction_ns > t0);
     cw_proc_info_clear(&pi);
     ASSERT_TRUE(pi.name == NULL);
     ASSERT_OK(cw_store_proc_get(s, 2, &pi, &d));
     ASSERT_TRUE(pi.cmdline == NULL);
+    ASSERT_EQ(pi.corrections, 0);
+    ASSERT_EQ(pi.last_correction_ns, CW_TS_NEVER);
     cw_proc_info_clear(&pi);
     ASSERT_OK(cw_store_proc_get(s, 3, &pi, &d));
     ASSERT_EQ(pi.exit_ns, t0 + 3 * HOUR);

@@ -63,6 +63,7 @@ export async function processPage(main, id, params) {
       started ${esc(time(info.start_ns))}${info.exit_ns != null ? ' · exited ' + esc(time(info.exit_ns))
         : info.tracking_ended_ns != null ? ' · running when tracking ended ' + esc(time(info.tracking_ended_ns)) : ' · running'}</small></h1>
     ${info.cmdline ? `<p class="muted cmd">${esc(info.cmdline)}</p>` : ''}
+    ${info.corrections ? `<p id="corrected" class="note corrected" title="records were lost (full kernel buffers); the figures were read again from the OS and the difference committed or decommitted (docs/LINUX.md, Losses and drift)">Corrected from ${h.source === 'etw' ? 'VirtualQueryEx' : 'smaps'}: ${count(info.corrections)} time${info.corrections === 1 ? '' : 's'}, ${bytes(info.corrected_bytes)}, the last at ${esc(time(info.last_correction_ns))}: events of it were lost, and its figures were set to the OS's own.</p>` : ''}
     <section class="controls">
       <label>From <input id="vfrom" type="datetime-local" step="1"></label>
       <label>To <input id="vto" type="datetime-local" step="1"></label>

@@ -51,7 +51,21 @@ static int etl_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
     int rc = cw_etl__reader_run(r, d);
     const cw_etl_header_t *h = cw_etl_file_header(r->file);
     const cw_etl_file_stats_t *st = cw_etl_file_stats(r->file);
-    if (sink->counters) sink->counters(sink->ctx, st->events, h->events_lost, 0);
+    /* What the recording session lost: its events, and its buffers
+     * (each counted as one event, the lower bound, as the live session's
+     * are: etw/live.c). An .etl has no OS to correct from. */
+    uint64_t lost = (uint64_t)h->events_lost + h->buffers_lost;
+    if (sink->counters) sink->counters(sink->ctx, st->events, lost, 0);
+    if (sink->drops) {
+        cw_source_drops_t dr = {0};
+        dr.malformed = st->buffers_corrupt; /* buffers that could not be read */
+        dr.last_resync_ns = INT64_MIN;
+        sink->drops(sink->ctx, &dr);
+    }
+    if (lost)
+        CW_LOGW("%s: the recording lost %u events and %u buffers (its header): the figures "
+                "of this trace miss what they held, and nothing can correct them",
+                r->path, h->events_lost, h->buffers_lost);
     char skips[1024];
     cw_etl__reader_skips(r, skips, sizeof skips);
     if (skips[0]) CW_LOGW("%s: events left out: %s", r->path, skips);

@@ -40,6 +40,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/kcmp.h>
 #include <linux/perf_event.h>
 #include <malloc.h>
 #include <poll.h>
@@ -47,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -242,6 +244,7 @@ static bool ring_peek(cw_perf__ring_t *r, struct perf_event_header *h, int64_t *
         ring_copy(r, tail, h, sizeof *h);
         if (tail + h->size > r->head) break; /* not possible: the kernel publishes whole records */
         if (h->size < sizeof *h + 24) {
+            r->malformed++;
             tail += h->size ? h->size : r->head - tail;
             __atomic_store_n(&mp->data_tail, tail, __ATOMIC_RELEASE);
             continue;
@@ -346,10 +349,55 @@ static int rec_cmp(const void *a, const void *b)
 
 static int drain_all(cw_perf__t *s);
 
+/* Records too short to read: in the rings' headers and in samples. */
+static uint64_t malformed(const cw_perf__t *s)
+{
+    uint64_t n = s->n_malformed;
+    for (size_t i = 0; i < s->ev.nrings; i++)
+        n += s->ev.rings[i].malformed;
+    return n;
+}
+
+/* The counters and the drops (source.h) to the sink. */
+static void report(cw_perf__t *s)
+{
+    const cw_source_sink_t *k = s->sink;
+    if (k->counters) k->counters(k->ctx, s->seen, s->lost, (int64_t)s->drift);
+    if (!k->drops) return;
+    cw_source_drops_t dr = {s->n_foreign, s->n_unpaired, malformed(s), s->n_resyncs,
+                            s->n_corrections, s->corrected_bytes, s->resync_due,
+                            s->last_resync_ns};
+    k->drops(k->ctx, &dr);
+}
+
+/* A resync changed pid's charge from acct0 to acct1 bytes, moving `moved`
+ * (committed + decommitted; cw_perf__shadow_sync): counted, and told to
+ * the sink with the time of the correction's events. */
+static void corrected(cw_perf__t *s, uint32_t pid, uint64_t acct0, uint64_t acct1, uint64_t moved)
+{
+    if (!moved) return;
+    /* committed - decommitted = acct1 - acct0; committed + decommitted = moved */
+    uint64_t committed = (moved + acct1 - acct0) / 2, decommitted = moved - committed;
+    s->n_corrections++;
+    s->corrected_bytes += moved;
+    if (s->sink->correction)
+        s->sink->correction(s->sink->ctx, pid, s->last_ts, committed, decommitted);
+}
+
+/* Whether processes a and b still share one address space (a CLONE_VM
+ * child and its parent): kcmp(KCMP_VM). True when it cannot tell (no
+ * kcmp, no ptrace access), so nothing changes then. */
+static bool shares_mm(uint32_t a, uint32_t b)
+{
+    long r = syscall(SYS_kcmp, (pid_t)a, (pid_t)b, KCMP_VM, 0UL, 0UL);
+    return !(r >= 1 && r <= 3) && !(r < 0 && errno == ESRCH);
+}
+
 /* After lost records: every process is read again and corrected. */
 static int resync_all(cw_perf__t *s, int64_t ts)
 {
     s->resync_due = false;
+    s->n_resyncs++;
     uint64_t before = s->drift;
     /* Collect first: the table changes while walking it. */
     size_t n = 0;
@@ -360,8 +408,16 @@ static int resync_all(cw_perf__t *s, int64_t ts)
     int rc = 0;
     for (size_t i = 0; !rc && i < n; i++) {
         cw_perf__proc_t *p = cw_perf__pmap_get(&s->procs, pids[i]);
+        /* A CLONE_VM child (vfork, posix_spawn) whose exec record was lost
+         * would stay its parent's alias, never read: once it has an
+         * address space of its own it is corrected as a process (its
+         * shadow is empty: all it has is a correction). */
+        if (p && p->alias && p->pid != p->alias && !shares_mm(p->pid, p->alias)) p->alias = 0;
         if (!p || p->alias || p->fork_parent) continue;
-        rc = cw_perf__proc_snapshot(s, p, ts, s->st_resync, false, &s->drift);
+        uint64_t acct0 = p->sh.acct_bytes, moved = 0;
+        rc = cw_perf__proc_snapshot(s, p, ts, s->st_resync, false, &moved);
+        s->drift += moved;
+        if (!rc) corrected(s, pids[i], acct0, p->sh.acct_bytes, moved);
         if (rc == CW_ENOENT) rc = cw_perf__proc_exit(s, p, ts); /* its exit was lost */
         if (!rc) rc = drain_all(s); /* reading /proc is slow: keep the rings empty */
     }
@@ -374,14 +430,17 @@ static int resync_all(cw_perf__t *s, int64_t ts)
         unsigned long pid = strtoul(de->d_name, &endp, 10);
         if (*endp || pid == 0 || pid == s->self || cw_perf__pmap_get(&s->procs, (uint32_t)pid))
             continue;
-        cw_perf__proc_adopt(s, (uint32_t)pid, ts, s->st_resync, false);
+        cw_perf__proc_t *p = cw_perf__proc_adopt(s, (uint32_t)pid, ts, s->st_resync, false);
         rc = s->err;
+        /* Its start was lost: all its memory is a correction. */
+        if (p) corrected(s, (uint32_t)pid, 0, p->sh.acct_bytes, p->sh.acct_bytes);
     }
     if (dir) closedir(dir);
+    s->last_resync_ns = s->last_ts;
     CW_LOGW("perf: %llu records lost so far; processes resynchronised from smaps, %llu bytes "
             "corrected",
             (unsigned long long)s->lost, (unsigned long long)(s->drift - before));
-    if (s->sink->counters) s->sink->counters(s->sink->ctx, s->seen, s->lost, (int64_t)s->drift);
+    report(s);
     return rc;
 }
 
@@ -625,6 +684,7 @@ static int perf_open_src(void **impl, const cw_source_opts_t *o, cw_diag_t *d)
     }
     s->env = (cw_perf__shadow_env_t){s, shadow_emit, shadow_query, oc == 2};
     s->self = (uint32_t)getpid();
+    s->last_resync_ns = INT64_MIN;
     *impl = s;
     return 0;
 fail:
@@ -701,7 +761,7 @@ static int perf_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
             s->last_ts = now;
             account(s);
             if (sink->tick) rc = sink->tick(sink->ctx, now);
-            if (sink->counters) sink->counters(sink->ctx, s->seen, s->lost, (int64_t)s->drift);
+            report(s);
         }
     }
     /* Stopped: what the rings hold up to now still goes out, in order.
@@ -714,7 +774,7 @@ static int perf_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
     if (!rc) rc = process_until(s, end);
     if (!rc && s->npend) rc = cw_perf__pend_due(s, INT64_MAX);
     if (!rc && s->resync_due) rc = resync_all(s, s->now_mono);
-    if (!rc && sink->counters) sink->counters(sink->ctx, s->seen, s->lost, (int64_t)s->drift);
+    report(s);
     free(pfd);
     CW_LOGI("perf: %llu drains stopped at the queue's cap, %llu records merged past it; "
             "%llu processes and %llu threads forgotten without an exit record; %llu charge "
@@ -732,6 +792,14 @@ static int perf_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
         CW_LOGI("perf: %llu records of tasks outside this PID namespace dropped (pid 0: no "
                 "/proc entry here)",
                 (unsigned long long)s->n_foreign);
+    /* Every record that did not count is in this line (docs/LINUX.md,
+     * "Losses and drift"). */
+    CW_LOGI("perf: losses: %llu records lost by the kernel (full rings), %llu calls unpaired "
+            "(half lost), %llu records too short skipped; %llu resyncs from smaps made %llu "
+            "process corrections, %llu bytes",
+            (unsigned long long)s->lost, (unsigned long long)s->n_unpaired,
+            (unsigned long long)malformed(s), (unsigned long long)s->n_resyncs,
+            (unsigned long long)s->n_corrections, (unsigned long long)s->corrected_bytes);
     if (rc && rc != CW_ENOMEM && rc > -100 && !d->msg[0])
         cw_diag_set(d, rc, "perf source: %s", cw_strerror(rc));
     return rc;

@@ -239,6 +239,7 @@ typedef struct cw_perf__ring {
      * has a record up to it (next_ts is then its time). */
     uint64_t head;
     bool ready;
+    uint64_t malformed; /* records too short to read, skipped (perf.c, ring_peek) */
 } cw_perf__ring_t;
 
 typedef struct cw_perf__events {
@@ -369,6 +370,16 @@ typedef struct cw_perf__perf {
     uint64_t seen, lost, orphans;
     uint64_t n_enter, n_exit, n_applied, n_marked, n_unknown;
     uint64_t n_foreign; /* records of tasks outside our PID namespace (pid 0), dropped */
+    /* Losses the source sees itself (docs/LINUX.md, "Losses and drift"):
+     * calls whose other half was lost (an exit without its enter, an enter
+     * replaced before its exit; in a process no snapshot covers), and
+     * records too short to read. */
+    uint64_t n_unpaired, n_malformed;
+    /* Corrections (resync_all): resyncs run, processes they corrected
+     * and the bytes (committed + decommitted); the last one's time
+     * (epoch ns; INT64_MIN: none yet). */
+    uint64_t n_resyncs, n_corrections, corrected_bytes;
+    int64_t last_resync_ns;
     uint64_t drift;
     uint64_t n_cut, n_forced; /* drains stopped at the cap; records merged past it */
     uint64_t n_swept_procs, n_swept_thrs; /* forgotten by cw_perf__sweep */

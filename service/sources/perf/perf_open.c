@@ -283,7 +283,7 @@ int cw_perf__events_open(cw_perf__events_t *e, size_t ring_bytes, uint32_t stack
                                "mapping a %zu KiB perf ring buffer failed (%s). Fix: run as "
                                "root, or raise kernel.perf_event_mlock_kb",
                                ring_bytes / 1024, strerror(errno));
-        e->rings[e->nrings++] = (cw_perf__ring_t){lead, base, ring_bytes, false, 0, 0, false};
+        e->rings[e->nrings++] = (cw_perf__ring_t){lead, base, ring_bytes, false, 0, 0, false, 0};
 
         for (int i = 0; i < CW__SC_N * 2 + 1; i++) {
             int id, sc = i / 2;

@@ -420,6 +420,19 @@ static int apply(cw_perf__t *s, cw_perf__thr_t *t, int sc, uint32_t pid, int64_t
     }
 }
 
+/* Half of a call of pid at ts was lost (its enter, or its exit). A call
+ * in flight when tracing began is in the process's rundown snapshot (its
+ * mark is later); any other is counted. The half was lost in a full ring,
+ * whose LOST record asks for the resync that corrects the call's effect
+ * (asking here too made the soak's daemon resync, and adopt every
+ * process, far more often: its files and RSS grew). */
+static void unpaired(cw_perf__t *s, uint32_t pid, int64_t ts)
+{
+    cw_perf__proc_t *p = mem_owner(s, pid);
+    if (p && ts <= p->mark) return;
+    s->n_unpaired++;
+}
+
 static int on_sample(cw_perf__t *s, const uint8_t *b, const uint8_t *end, int64_t ts)
 {
     uint32_t pid, tid, raw_size;
@@ -429,7 +442,10 @@ static int on_sample(cw_perf__t *s, const uint8_t *b, const uint8_t *end, int64_
     memcpy(&raw_size, p, 4);
     const uint8_t *raw = p + 4;
     p = raw + raw_size;
-    if (p > end || raw_size < 24) return 0;
+    if (p > end || raw_size < 24) {
+        s->n_malformed++;
+        return 0;
+    }
     uint16_t type;
     memcpy(&type, raw, 2);
     int id = type;
@@ -444,8 +460,10 @@ static int on_sample(cw_perf__t *s, const uint8_t *b, const uint8_t *end, int64_
                     return CW_ENOMEM;
                 }
                 t->tid = tid;
+                t->sc = -1;
             }
             s->n_enter++;
+            if (t->sc >= 0) unpaired(s, pid, ts); /* the exit of its last call was lost */
             t->sc = sc;
             t->ts = ts;
             memcpy(t->args, raw + 16, 6 * 8 <= raw_size - 16 ? 48 : raw_size - 16);
@@ -484,6 +502,7 @@ static int on_sample(cw_perf__t *s, const uint8_t *b, const uint8_t *end, int64_
             cw_perf__thr_t *t = cw_perf__pmap_get(&s->thrs, tid);
             if (!t || t->sc != sc) {
                 s->orphans++; /* enter lost, or before tracing began */
+                unpaired(s, pid, ts);
                 return 0;
             }
             s->n_exit++;
