@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""test_degraded.py - a live source that cannot open degrades the service,
+never stops it (issue 32, item 1; docs/RELIABILITY.md, "A source that
+fails").
+
+A database holds a process's history (a Linux trace replayed into it).
+Then `commitwatch run --source perf` runs on that database as a user that
+may not trace the whole machine (nobody, through setpriv, when the test
+runs as root; the test's own user otherwise, with
+kernel.perf_event_paranoid >= 1), so perf_event_open is refused. Before
+issue 32 the run exited at once with that error. Now:
+
+- it keeps running and serving: /api/health answers "status":"degraded"
+  with source_state (up false, the perf error naming perf_event_paranoid,
+  since_ns, retries, next_retry_ns), "source":"perf" unchanged;
+- /metrics has commitwatch_source_up{source="perf"} 0;
+- the stored history is still served (/api/processes of its window);
+- the source is retried on the schedule (1 s, 2 s, 4 s: at least three
+  tries within about 10 s) and the log says so once, not once per try
+  (at most once a minute);
+- SIGTERM stops it cleanly (exit 0).
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(__file__))
+from cwservice import BIN, BUILD, Checks, free_port  # noqa: E402
+from cwtest import require, wait_until  # noqa: E402
+
+root = os.geteuid() == 0
+if not root:
+    with open("/proc/sys/kernel/perf_event_paranoid") as f:
+        paranoid = int(f.read())
+    require(paranoid >= 1, "kernel.perf_event_paranoid >= 1 (so this user cannot trace the "
+            "machine), or running as root (the test drops to nobody)")
+else:
+    require(shutil.which("setpriv"), "setpriv (util-linux) to run the service as nobody")
+
+t = Checks()
+TMP = os.path.join(BUILD, "e2e-degraded")
+shutil.rmtree(TMP, ignore_errors=True)
+os.makedirs(TMP)
+os.chmod(TMP, 0o777)
+DB = os.path.join(TMP, "degraded.db")
+
+# ---- the stored history: a Linux trace, an hour ago -------------------------------
+S = 10**9
+t0 = (int(time.time()) - 3600) * S
+events = [
+    {"format": "commitwatch-trace", "version": 1, "platform": "linux", "pointer_size": 8},
+    {"ts": t0, "op": "process_start", "pid": 4242, "name": "degraded-test"},
+    {"ts": t0 + 1 * S, "op": "commit", "pid": 4242, "addr": "0x10000000", "size": 1 << 20,
+     "stack": ["libc.so.6!malloc"]},
+    {"ts": t0 + 3 * S, "op": "commit", "pid": 4242, "addr": "0x20000000", "size": 2 << 20,
+     "stack": ["libc.so.6!mmap"]},
+]
+trace = os.path.join(TMP, "history.jsonl")
+with open(trace, "w") as f:
+    f.write("\n".join(json.dumps(e) for e in events) + "\n")
+r = subprocess.run([BIN, "run", "--source", f"replay:{trace}", "--db", DB, "--no-http"],
+                   capture_output=True, text=True, timeout=120)
+t.eq("the history is stored (replay exit 0)", r.returncode, 0)
+for name in os.listdir(TMP):
+    os.chmod(os.path.join(TMP, name), 0o666)
+
+# ---- the service with a source that cannot open ------------------------------------
+port = free_port()
+base = f"http://127.0.0.1:{port}"
+cmd = [BIN, "run", "--source", "perf", "--db", DB, "--listen", f"127.0.0.1:{port}"]
+if root:
+    cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+           "--inh-caps=-all", "--bounding-set=-all"] + cmd
+logpath = os.path.join(TMP, "service.log")
+log = open(logpath, "w")
+proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=TMP)
+
+
+def logtext():
+    log.flush()
+    with open(logpath) as f:
+        return f.read()
+
+
+def get(path):
+    with urllib.request.urlopen(base + path, timeout=30) as resp:
+        body = resp.read()
+        if resp.headers.get("Content-Type", "").startswith("application/json"):
+            return resp.status, json.loads(body)
+        return resp.status, body.decode()
+
+
+def health():
+    if proc.poll() is not None:
+        raise RuntimeError(f"the service exited with {proc.returncode}:\n{logtext()}")
+    try:
+        return get("/api/health")[1]
+    except OSError:
+        return None
+
+
+try:
+    h = wait_until(health, 60, "the service answers /api/health")
+    t.eq("health: status degraded", h.get("status"), "degraded")
+    t.eq("health: the source string is unchanged", h.get("source"), "perf")
+    ss = h.get("source_state") or {}
+    t.eq("health: source_state.up is false", ss.get("up"), False)
+    t.check("health: the error is perf's (paranoid, CAP_PERFMON)",
+            "perf_event_paranoid" in (ss.get("error") or ""), f"{ss}")
+    t.check("health: since_ns is a time since the start",
+            isinstance(ss.get("since_ns"), int) and ss["since_ns"] >= h["started_ns"], f"{ss}")
+    t.check("health: next_retry_ns is after now",
+            isinstance(ss.get("next_retry_ns"), int) and ss["next_retry_ns"] > h["now_ns"] - S,
+            f"{ss} now {h['now_ns']}")
+    t.eq("health: the data's platform", h.get("platform"), "linux")
+
+    status, metrics = get("/metrics")
+    t.check("/metrics: commitwatch_source_up{source=\"perf\"} 0",
+            re.search(r'^commitwatch_source_up\{source="perf"\} 0$', metrics, re.M),
+            "\n".join(m for m in metrics.splitlines() if "source_up" in m))
+
+    status, procs = get(f"/api/processes?from={t0}&to={t0 + 10 * S}")
+    t.eq("the stored history is served: 200", status, 200)
+    names = {p["name"]: p for p in procs.get("processes", [])}
+    t.check("the stored history is served: the process", "degraded-test" in names, f"{procs}")
+    t.eq("the stored history is served: its figures",
+         names.get("degraded-test", {}).get("impacting_bytes"), 3 << 20)
+
+    # The schedule: tries at about 1, 1 + 2, 1 + 2 + 4 s after the first.
+    h = wait_until(lambda: (h := health()) and (h["source_state"] or {}).get("retries", 0) >= 4
+                   and h, 30, "the source has been tried 4 times (1 s, 2 s, 4 s apart)")
+    ss = h["source_state"]
+    t.eq("still degraded after the retries", h["status"], "degraded")
+    gap = (ss["next_retry_ns"] - h["now_ns"]) / S
+    t.check("the next try is at most 8 s away (the 4th wait)", gap <= 8.5, f"{gap} s")
+    text = logtext()
+    t.eq("the log says the source failed once (not once per try)",
+         len(re.findall(r"the perf source failed", text)), 1)
+    t.eq("no 'still fails' line within the first minute",
+         len(re.findall(r"the perf source still fails", text)), 0)
+    t.check("the log says the service goes on serving", "goes on serving the stored data" in text,
+            text)
+finally:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    log.close()
+t.eq("SIGTERM stops the degraded service cleanly (exit 0)", proc.returncode, 0)
+t.done()
