@@ -21,92 +21,27 @@ issue 32 the run exited at once with that error. Now:
 - SIGTERM stops it cleanly (exit 0).
 """
 
-import json
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
-import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
-from cwservice import BIN, BUILD, Checks, free_port  # noqa: E402
-from cwtest import require, wait_until  # noqa: E402
+from cwservice import BUILD, Checks  # noqa: E402
+from cwtest import wait_until  # noqa: E402
+from cwdegraded import S, DegradedPerf, history_db, require_unprivileged  # noqa: E402
 
-root = os.geteuid() == 0
-if not root:
-    with open("/proc/sys/kernel/perf_event_paranoid") as f:
-        paranoid = int(f.read())
-    require(paranoid >= 1, "kernel.perf_event_paranoid >= 1 (so this user cannot trace the "
-            "machine), or running as root (the test drops to nobody)")
-else:
-    require(shutil.which("setpriv"), "setpriv (util-linux) to run the service as nobody")
-
+require_unprivileged()
 t = Checks()
 TMP = os.path.join(BUILD, "e2e-degraded")
 shutil.rmtree(TMP, ignore_errors=True)
 os.makedirs(TMP)
-os.chmod(TMP, 0o777)
-DB = os.path.join(TMP, "degraded.db")
+hist = history_db(TMP)
+t0 = hist.t0
 
-# ---- the stored history: a Linux trace, an hour ago -------------------------------
-S = 10**9
-t0 = (int(time.time()) - 3600) * S
-events = [
-    {"format": "commitwatch-trace", "version": 1, "platform": "linux", "pointer_size": 8},
-    {"ts": t0, "op": "process_start", "pid": 4242, "name": "degraded-test"},
-    {"ts": t0 + 1 * S, "op": "commit", "pid": 4242, "addr": "0x10000000", "size": 1 << 20,
-     "stack": ["libc.so.6!malloc"]},
-    {"ts": t0 + 3 * S, "op": "commit", "pid": 4242, "addr": "0x20000000", "size": 2 << 20,
-     "stack": ["libc.so.6!mmap"]},
-]
-trace = os.path.join(TMP, "history.jsonl")
-with open(trace, "w") as f:
-    f.write("\n".join(json.dumps(e) for e in events) + "\n")
-r = subprocess.run([BIN, "run", "--source", f"replay:{trace}", "--db", DB, "--no-http"],
-                   capture_output=True, text=True, timeout=120)
-t.eq("the history is stored (replay exit 0)", r.returncode, 0)
-for name in os.listdir(TMP):
-    os.chmod(os.path.join(TMP, name), 0o666)
-
-# ---- the service with a source that cannot open ------------------------------------
-port = free_port()
-base = f"http://127.0.0.1:{port}"
-cmd = [BIN, "run", "--source", "perf", "--db", DB, "--listen", f"127.0.0.1:{port}"]
-if root:
-    cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-           "--inh-caps=-all", "--bounding-set=-all"] + cmd
-logpath = os.path.join(TMP, "service.log")
-log = open(logpath, "w")
-proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=TMP)
-
-
-def logtext():
-    log.flush()
-    with open(logpath) as f:
-        return f.read()
-
-
-def get(path):
-    with urllib.request.urlopen(base + path, timeout=30) as resp:
-        body = resp.read()
-        if resp.headers.get("Content-Type", "").startswith("application/json"):
-            return resp.status, json.loads(body)
-        return resp.status, body.decode()
-
-
-def health():
-    if proc.poll() is not None:
-        raise RuntimeError(f"the service exited with {proc.returncode}:\n{logtext()}")
-    try:
-        return get("/api/health")[1]
-    except OSError:
-        return None
-
-
-try:
+svc = DegradedPerf(TMP, hist.db)
+with svc:
+    get, health, logtext = svc.get, svc.health, svc.logtext
     h = wait_until(health, 60, "the service answers /api/health")
     t.eq("health: status degraded", h.get("status"), "degraded")
     t.eq("health: the source string is unchanged", h.get("source"), "perf")
@@ -147,14 +82,5 @@ try:
          len(re.findall(r"the perf source still fails", text)), 0)
     t.check("the log says the service goes on serving", "goes on serving the stored data" in text,
             text)
-finally:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    log.close()
-t.eq("SIGTERM stops the degraded service cleanly (exit 0)", proc.returncode, 0)
+t.eq("SIGTERM stops the degraded service cleanly (exit 0)", svc.returncode, 0)
 t.done()
