@@ -22,6 +22,7 @@
 #include "commitwatch/alerts.h"
 #include "commitwatch/backoff.h"
 #include "commitwatch/config.h"
+#include "commitwatch/downtime.h"
 #include "commitwatch/http.h"
 #include "commitwatch/log.h"
 #include "commitwatch/map.h"
@@ -114,6 +115,11 @@ typedef struct svc {
     cw_backoff_t backoff;
     int64_t down_since;
     bool sink_failed;
+    /* The intervals the source was down, as stored (downtime.h), through
+     * a side handle of this thread's own (the writer owns the read-write
+     * one while it runs); opened at the first failure. */
+    cw_store_t *side;
+    cw_downtime_t down;
 } svc_t;
 
 static int writer_start(svc_t *s);
@@ -694,14 +700,39 @@ static bool serve_without_source(svc_t *s, int64_t until, bool reloads)
     return true;
 }
 
-/* The live source failed (at open, or while it ran: why says how): the
- * service is degraded (status, /api/health, /metrics) and tries it again
- * on the backoff schedule; the log says so at most once a minute. */
-static void source_failed(svc_t *s, const char *name, const char *why)
+/* Stores that the source is down from `at` (down) or up again at `at`
+ * (!down), so the series show a gap there and the "source_down" rule
+ * sees it (downtime.h). A failure is logged, and only loses the gap. */
+static void record_downtime(svc_t *s, bool down, int64_t at)
+{
+    cw_diag_t dd = {{0}};
+    if (!s->side && cw_store_open_side(s->db_path, &s->side, &dd) != 0) {
+        CW_LOGW("recording the source's down time in %s failed: %s", s->db_path, dd.msg);
+        s->side = NULL;
+        return;
+    }
+    if (cw_store_downtime_get(s->side, &s->down, &dd) == 0) {
+        if (down)
+            cw_downtime_begin(&s->down, at);
+        else if (!cw_downtime_end(&s->down, at))
+            return;
+        if (cw_store_downtime_set(s->side, &s->down, &dd) == 0) return;
+    }
+    CW_LOGW("recording the source's down time in %s failed: %s", s->db_path, dd.msg);
+}
+
+/* The live source failed (at open, or while it ran: why says how; the
+ * data ends at `at`): the service is degraded (status, /api/health,
+ * /metrics, the stored down time) and tries it again on the backoff
+ * schedule; the log says so at most once a minute. */
+static void source_failed(svc_t *s, const char *name, const char *why, int64_t at)
 {
     int64_t mono = cw_plat_mono_ns(), wall = cw_plat_wall_ns();
     bool first = s->backoff.failures == 0;
-    if (first) s->down_since = wall;
+    if (first) {
+        s->down_since = wall;
+        record_downtime(s, true, at);
+    }
     int64_t next = cw_backoff_fail(&s->backoff, mono);
     cw_status_source_down(&s->status, why, s->down_since, s->backoff.failures,
                           wall + (next - mono));
@@ -722,8 +753,10 @@ static void source_failed(svc_t *s, const char *name, const char *why)
 static void source_opened(svc_t *s, const char *name)
 {
     uint32_t failed = cw_backoff_success(&s->backoff);
-    cw_status_source_up(&s->status, cw_plat_wall_ns());
+    int64_t now = cw_plat_wall_ns();
+    cw_status_source_up(&s->status, now);
     if (failed) {
+        record_downtime(s, false, now);
         char at[CW_UTC_TEXT];
         CW_LOGI("the %s source works again after %" PRIu32 " failed tries (down since %s): "
                 "ingesting",
@@ -858,7 +891,8 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
             *d = sd;
             goto out;
         }
-        source_failed(s, ops->name, sd.msg[0] ? sd.msg : cw_strerror(rc));
+        s->db_path = db_path;
+        source_failed(s, ops->name, sd.msg[0] ? sd.msg : cw_strerror(rc), cw_plat_wall_ns());
     } else {
         source_opened(s, ops->name);
     }
@@ -907,7 +941,8 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
             if (serve_without_source(s, s->backoff.next_ns, true)) break;
             if ((rc = ops->open(&src, &so, &sd)) != 0) {
                 src = NULL;
-                source_failed(s, ops->name, sd.msg[0] ? sd.msg : cw_strerror(rc));
+                source_failed(s, ops->name, sd.msg[0] ? sd.msg : cw_strerror(rc),
+                              cw_plat_wall_ns());
                 rc = 0;
                 continue;
             }
@@ -945,8 +980,13 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
             cw_diag_set(d, rc, "storing the last bucket failed: %s", cw_strerror(rc));
             break;
         }
-        source_failed(s, ops->name, why);
+        /* The data ends where tracking ended: the gap starts there. */
+        int64_t end = cw_pipeline_last_ts(s->pipe);
+        source_failed(s, ops->name, why, end == INT64_MIN ? cw_plat_wall_ns() : end);
     }
+    /* Stopped while the source was down: the down time ends with the
+     * service. */
+    if (s->backoff.failures) record_downtime(s, false, cw_plat_wall_ns());
     atomic_store(&s->status.events_ingested, cw_pipeline_events(s->pipe));
     publish_memory(s, true);
     /* Instances still alive end here: tracking ends with this run. Their
@@ -1002,6 +1042,7 @@ out:
     cw_agg_destroy(s->agg);
     if (ops && src) ops->close(src);
     cw_tagger_destroy(s->tagger);
+    cw_store_close(s->side);
     cw_store_close(s->store);
     cw_stacks_destroy(s->stacks);
     free(stored_platform);

@@ -71,8 +71,9 @@ def history_db(tmp):
 
 
 class DegradedPerf:
-    def __init__(self, tmp, db):
-        self.tmp, self.db = tmp, db
+    def __init__(self, tmp, db, config=None):
+        """config: the text of a configuration file to run with."""
+        self.tmp, self.db, self.config = tmp, db, config
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.logpath = os.path.join(tmp, "service.log")
@@ -81,6 +82,12 @@ class DegradedPerf:
     def __enter__(self):
         cmd = [BIN, "run", "--source", "perf", "--db", self.db, "--listen",
                f"127.0.0.1:{self.port}"]
+        if self.config is not None:
+            path = os.path.join(self.tmp, "commitwatch.conf")
+            with open(path, "w") as f:
+                f.write(self.config)
+            os.chmod(path, 0o644)
+            cmd += ["--config", path]
         if os.geteuid() == 0:
             cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                    "--inh-caps=-all", "--bounding-set=-all"] + cmd

@@ -18,6 +18,8 @@ issue 32 the run exited at once with that error. Now:
 - the source is retried on the schedule (1 s, 2 s, 4 s: at least three
   tries within about 10 s) and the log says so once, not once per try
   (at most once a minute);
+- the built-in alert rule source_down fires (critical, /api/alerts and
+  commitwatch_alerts), and its notice reaches a webhook;
 - SIGTERM stops it cleanly (exit 0).
 """
 
@@ -30,6 +32,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from cwservice import BUILD, Checks  # noqa: E402
 from cwtest import wait_until  # noqa: E402
 from cwdegraded import S, DegradedPerf, history_db, require_unprivileged  # noqa: E402
+from notifytool import Receiver  # noqa: E402
 
 require_unprivileged()
 t = Checks()
@@ -39,7 +42,8 @@ os.makedirs(TMP)
 hist = history_db(TMP)
 t0 = hist.t0
 
-svc = DegradedPerf(TMP, hist.db)
+hook = Receiver()
+svc = DegradedPerf(TMP, hist.db, config=f"alert_interval = 1s\nwebhook_url = {hook.url}\n")
 with svc:
     get, health, logtext = svc.get, svc.health, svc.logtext
     h = wait_until(health, 60, "the service answers /api/health")
@@ -82,5 +86,23 @@ with svc:
          len(re.findall(r"the perf source still fails", text)), 0)
     t.check("the log says the service goes on serving", "goes on serving the stored data" in text,
             text)
+    # The built-in rule source_down fires through the alert engine, and
+    # its notification goes out (the webhook, Alertmanager's format).
+    def firing():
+        alerts = get("/api/alerts")[1].get("alerts", [])
+        return [a for a in alerts if a["rule"] == "source_down" and a["state"] == "firing"]
+
+    fired = wait_until(firing, 30, "the source_down alert fires")
+    t.eq("source_down: critical, value 1", (fired[0]["severity"], fired[0]["value"]),
+         ("critical", 1))
+    status, metrics = get("/metrics")
+    t.check("/metrics: commitwatch_alerts{alertname=\"source_down\",...firing} 1",
+            re.search(r'^commitwatch_alerts\{alertname="source_down".*alertstate="firing".*\} 1$',
+                      metrics, re.M), "")
+    sent = wait_until(lambda: [a for b in hook.bodies for a in b.get("alerts", [])
+                               if a["labels"].get("alertname") == "source_down"], 30,
+                      "the webhook receives the source_down notice")
+    t.eq("the notice is firing", sent[0]["status"], "firing")
+hook.close()
 t.eq("SIGTERM stops the degraded service cleanly (exit 0)", svc.returncode, 0)
 t.done()

@@ -11,7 +11,10 @@ tracefs: at its next try (1 s doubling) the source opens, and the
 service says so: health "ok" with source_state up and no error,
 commitwatch_source_up 1, the log's "works again after N failed tries",
 events ingested (the machine's processes' rundown and syscalls). SIGTERM
-stops it with 0. Before issue 32 the run exited at the first failure."""
+stops it with 0. Meanwhile the built-in alert rule source_down fires and
+resolves, a webhook hears both, and the system series show the down time
+as a gap: each whole step inside it null, the steps after it numbers.
+Before issue 32 the run exited at the first failure."""
 
 import os
 import re
@@ -25,12 +28,14 @@ import json
 sys.path.insert(0, os.path.dirname(__file__))
 from cwservice import BIN, BUILD, Checks, free_port  # noqa: E402
 from cwtest import require, wait_until  # noqa: E402
+from notifytool import Receiver  # noqa: E402
 
 require(os.geteuid() == 0, "root (the perf source traces the whole machine)")
 real = next((d for d in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
              if os.path.exists(os.path.join(d, "events", "syscalls", "sys_enter_mmap", "id"))), None)
 require(real, "tracefs with the syscall tracepoints (/sys/kernel/tracing)")
 
+S = 10**9
 t = Checks()
 TMP = os.path.join(BUILD, "e2e-degraded-perf")
 shutil.rmtree(TMP, ignore_errors=True)
@@ -40,9 +45,13 @@ port = free_port()
 base = f"http://127.0.0.1:{port}"
 logpath = os.path.join(TMP, "service.log")
 log = open(logpath, "w")
+hook = Receiver()
+conf = os.path.join(TMP, "commitwatch.conf")
+with open(conf, "w") as f:
+    f.write(f"alert_interval = 1s\nwebhook_url = {hook.url}\n")
 proc = subprocess.Popen([BIN, "run", "--source", "perf", "--db", os.path.join(TMP, "perf.db"),
-                         "--listen", f"127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT,
-                        env=dict(os.environ, CW_TRACEFS=link))
+                         "--listen", f"127.0.0.1:{port}", "--config", conf], stdout=log,
+                        stderr=subprocess.STDOUT, env=dict(os.environ, CW_TRACEFS=link))
 
 
 def logtext():
@@ -80,6 +89,15 @@ try:
     t.check("no tracefs: the error says why", ss.get("up") is False
             and "tracepoints" in (ss.get("error") or ""), f"{ss}")
     t.eq("no tracefs: commitwatch_source_up 0", source_up_metric(), 0)
+
+    def source_down_alerts():
+        return [a for a in get("/api/alerts").get("alerts", []) if a["rule"] == "source_down"]
+
+    wait_until(lambda: [a for a in source_down_alerts() if a["state"] == "firing"], 30,
+               "the source_down alert fires")
+    # Down long enough for whole steps of 1 s inside the gap: two tries.
+    wait_until(lambda: (h := health()) and h["source_state"]["retries"] >= 2, 30,
+               "two tries failed")
     os.symlink(real, link)
     h = wait_until(lambda: (h := health()) and h["status"] == "ok" and h, 90,
                    "the source opens at its next try: health ok")
@@ -92,6 +110,37 @@ try:
     wait_until(lambda: (h := health()) and h["events_ingested"] > 0, 60,
                "events are ingested once the source is back")
     t.check("events ingested", True)
+
+    # The alert resolves, and the webhook hears both.
+    wait_until(lambda: not source_down_alerts(), 30, "the source_down alert resolves")
+    notices = wait_until(lambda: (n := [a["status"] for b in hook.bodies for a in b["alerts"]
+                                        if a["labels"].get("alertname") == "source_down"])
+                         and "resolved" in n and n, 30, "the webhook hears firing and resolved")
+    t.eq("source_down: firing, then resolved", [notices[0], notices[-1]], ["firing", "resolved"])
+
+    # The gap: every step of the down time is null, the data after it not.
+    h = wait_until(lambda: (h := health()) and h.get("last_bucket_end_ns") and h, 30,
+                   "buckets stored")
+
+    def series_after():
+        s = get(f"/api/system/series?from={h['started_ns'] // S * S}&"
+                f"to={(health()['last_bucket_end_ns'])}&step=1s")
+        ds = s.get("source_down") or []
+        if not ds or ds[0][1] is None or s["t"][-1] < ds[0][1] + 2 * S:
+            return None
+        return s
+
+    s = wait_until(series_after, 30, "the series reach 2 s past the down time")
+    down_from, down_to = s["source_down"][0]
+    inside = [k for k, t0 in enumerate(s["t"]) if t0 >= down_from and t0 + S <= down_to]
+    after = [k for k, t0 in enumerate(s["t"]) if t0 >= down_to]
+    t.check("the down time holds whole steps", len(inside) >= 1, f"{s['source_down']} {s['t']}")
+    t.check("the down time's steps are null (a gap)",
+            all(s["outstanding_total"][k] is None and s["committed_bytes"][k] is None
+                for k in inside) and all(v[k] is None for v in s["outstanding"].values()
+                                         for k in inside), f"{s}")
+    t.check("the steps after it have data", after and all(
+        s["outstanding_total"][k] is not None for k in after), f"{s}")
 finally:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
@@ -101,5 +150,6 @@ finally:
             proc.kill()
             proc.wait()
     log.close()
+hook.close()
 t.eq("SIGTERM stops it (exit 0)", proc.returncode, 0)
 t.done()
