@@ -767,13 +767,17 @@ static void source_opened(svc_t *s, const char *name)
 /* A live source died while instances were alive: tracking ends for them
  * there, as at the end of a run (their last maps stored, their memory
  * released at the next bucket), so the source's rundown when it comes
- * back starts them anew instead of counting their memory twice. */
+ * back starts them anew instead of counting their memory twice. That
+ * bucket is stored now, not when the source is back: the alert engine
+ * evaluates the instants after it meanwhile, and must find it stored. */
 static int end_tracking(svc_t *s)
 {
     int64_t last = cw_pipeline_last_ts(s->pipe);
     s->advance_to = last;
     int rc = last == INT64_MIN ? 0 : take_snapshots(s, last + 1, true);
     if (rc == 0) rc = cw_pipeline_end_all(s->pipe);
+    s->advance_to = INT64_MIN; /* the snapshots are taken */
+    if (rc == 0) rc = cw_agg_flush(s->agg);
     return rc;
 }
 
