@@ -17,13 +17,12 @@ it sends SIGTERM and waits (returncode: the exit status)."""
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
 import urllib.request
 
 from cwservice import BIN, free_port
-from cwtest import require, wait_until
+from cwtest import require, stop, wait_until
 
 S = 10**9
 
@@ -97,13 +96,7 @@ class DegradedPerf:
         return self
 
     def __exit__(self, *exc):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop(self.proc, timeout=20)
         self.returncode = self.proc.returncode
         self.log.close()
         return False

@@ -19,7 +19,6 @@ Before issue 32 the run exited at the first failure."""
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import urllib.request
@@ -27,7 +26,7 @@ import json
 
 sys.path.insert(0, os.path.dirname(__file__))
 from cwservice import BIN, BUILD, Checks, free_port  # noqa: E402
-from cwtest import require, wait_until  # noqa: E402
+from cwtest import require, stop, wait_until  # noqa: E402
 from notifytool import Receiver  # noqa: E402
 
 require(os.geteuid() == 0, "root (the perf source traces the whole machine)")
@@ -142,13 +141,7 @@ try:
     t.check("the steps after it have data", after and all(
         s["outstanding_total"][k] is not None for k in after), f"{s}")
 finally:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    stop(proc, timeout=30)
     log.close()
 hook.close()
 t.eq("SIGTERM stops it (exit 0)", proc.returncode, 0)

@@ -28,7 +28,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -38,7 +37,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 from cwservice import BIN, BUILD, MTA, Checks, analyze_json, free_port, require_fixture  # noqa: E402
-from cwtest import wait_until  # noqa: E402
+from cwtest import stop, wait_until  # noqa: E402
 
 require_fixture()
 t = Checks()
@@ -160,13 +159,7 @@ def serve(platform, db, use_config=False):
                           {"Content-Type": "application/json"})
         t.check(p + "a state-changing request is refused", st in (401, 403, 405), f"{st} {body}")
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop(proc, timeout=20)
         log.close()
     t.eq(f"serve {platform}: SIGTERM stops it (exit 0)", proc.returncode, 0)
     t.eq(f"serve {platform}: the database's bytes are unchanged", sha(db), before)
