@@ -859,9 +859,12 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
         goto out;
     }
     /* A file (a JSONL trace or an .etl) is data of the past: the API's
-     * clock is its end, as for a replay. Its errors end the run; a live
-     * source's degrade the service, which tries it again. */
+     * clock is its end, as for a replay. The platform's live source (perf,
+     * etw) runs until stopped: its errors, and its end, degrade the
+     * service, which tries it again; the others' (a file, a rundown
+     * snapshot) end the run, and their end is the end of input. */
     bool file = replay || strcmp(ops->name, "etl") == 0;
+    bool live = cw_source_live() && strcmp(ops->name, cw_source_live()) == 0;
     cw_status_init(&s->status, spec, file, cw_plat_wall_ns(), cw_plat_mono_ns());
     /* The wall clock's offset from now on: a step before the first tick
      * is noted at that tick. */
@@ -891,7 +894,7 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
     if ((rc = ops->open(&src, &so, &sd)) != 0) {
         /* A file that cannot be read, or a usage error, ends the run. */
         src = NULL;
-        if (file || rc == CW_EUSAGE || rc == CW_ENOMEM) {
+        if (!live || rc == CW_EUSAGE || rc == CW_ENOMEM) {
             *d = sd;
             goto out;
         }
@@ -963,11 +966,11 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
                 cw_tagger_rules_hash(s->tagger));
         memset(&sd, 0, sizeof sd);
         s->sink_failed = false;
-        if (!atomic_load(&stop_flag)) rc = ops->run(src, &ss, file ? d : &sd);
+        if (!atomic_load(&stop_flag)) rc = ops->run(src, &ss, live ? &sd : d);
         atomic_store(&active_ops, NULL);
         atomic_store(&active_src, NULL);
-        if (file || atomic_load(&stop_flag) || s->sink_failed) {
-            if (!file && rc != 0 && !d->msg[0]) *d = sd;
+        if (!live || atomic_load(&stop_flag) || s->sink_failed) {
+            if (live && rc != 0 && !d->msg[0]) *d = sd;
             break;
         }
         /* The live source died, or its input ended (a session stopped by
