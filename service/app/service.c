@@ -969,8 +969,14 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
         if (!atomic_load(&stop_flag)) rc = ops->run(src, &ss, live ? &sd : d);
         atomic_store(&active_ops, NULL);
         atomic_store(&active_src, NULL);
-        if (!live || atomic_load(&stop_flag) || s->sink_failed) {
+        if (!live || s->sink_failed) {
             if (live && rc != 0 && !d->msg[0]) *d = sd;
+            break;
+        }
+        /* A stop: what the live source said as it ended is no error of
+         * the service's (a stop may land while it fails at a retry). */
+        if (atomic_load(&stop_flag)) {
+            rc = 0;
             break;
         }
         /* The live source died, or its input ended (a session stopped by
