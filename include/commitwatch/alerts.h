@@ -43,7 +43,9 @@ typedef enum cw_alert_metric {
     CW_AM_TRANSIENT_RATE,  /* bytes (or commits, by the thresholds' unit) released
                               within the window they were committed in, per hour */
     CW_AM_LEAK_SCORE,      /* 0..1 */
-    CW_AM_TIME_TO_LIMIT    /* seconds until the limit at the current trend */
+    CW_AM_TIME_TO_LIMIT,   /* seconds until the limit at the current trend */
+    CW_AM_SOURCE_DOWN      /* 1 while the live source was down at T, else 0 (downtime.h;
+                              group_by = machine): the service's own state, as stored */
 } cw_alert_metric_t;
 
 typedef enum cw_alert_group { CW_AG_INSTANCE, CW_AG_NAME, CW_AG_MACHINE } cw_alert_group_t;

@@ -43,6 +43,9 @@ typedef struct cw_service_args {
     double speed;    /* replay only; 0 = as fast as possible */
     bool no_http;
     bool exit_at_end; /* a replay exits at its end instead of serving on */
+    /* `commitwatch serve`: no source; the database (db) is served
+     * read-only until stopped, whatever its platform (source ignored). */
+    bool serve;
     /* Called once on the core thread when the service is up (store open,
      * source open, HTTP listening), e.g. to report SERVICE_RUNNING. */
     void (*on_running)(void *ctx);

@@ -60,7 +60,27 @@ typedef struct cw_status {
     _Atomic uint64_t resyncs, corrections, corrected_bytes;
     _Atomic bool resync_pending;
     _Atomic int64_t last_resync_ns;
+    /* ---- the source's state (docs/RELIABILITY.md, "A source that
+     * fails"). The core thread writes it through cw_status_source_up()
+     * and cw_status_source_down(); any thread reads it with
+     * cw_status_source_get(). no_source is set before the HTTP server
+     * starts (`commitwatch serve`: a database served with no source). */
+    bool no_source;
+    _Atomic bool source_up;             /* open and delivering (or at the end of its input) */
+    _Atomic int64_t source_since_ns;    /* wall: when it went up or down; INT64_MIN: never */
+    _Atomic uint32_t source_retries;    /* failed tries since it went down */
+    _Atomic int64_t source_next_try_ns; /* wall: the next try; INT64_MIN: none planned */
+    _Atomic uint32_t source_error_seq;  /* odd while source_error is being written */
+    _Atomic char source_error[512];     /* why it is down ("" when up) */
 } cw_status_t;
+
+/* A copy of the source's state, taken consistently (cw_status_source_get). */
+typedef struct cw_source_state {
+    bool up;
+    int64_t since_ns, next_try_ns; /* INT64_MIN: unknown / none */
+    uint32_t retries;
+    char error[512];
+} cw_source_state_t;
 
 /* Zeroes st, copies source (truncated to fit), stamps start_ns (wall) and
  * start_mono_ns (monotonic). */
@@ -72,6 +92,16 @@ void cw_status_init(cw_status_t *st, const char *source, bool data_clock, int64_
 void cw_status_config_set(cw_status_t *st, const cw_status_config_t *c);
 /* Copies the last outcome into *out. Any thread. */
 void cw_status_config_get(cw_status_t *st, cw_status_config_t *out);
+/* The source opened (or reopened) at wall time now: up, no error. Core
+ * thread. */
+void cw_status_source_up(cw_status_t *st, int64_t now);
+/* The source is down since wall time since (kept from the first failure
+ * while it stays down) because of error; retries failed tries so far,
+ * the next at next_try (wall; INT64_MIN: none). Core thread. */
+void cw_status_source_down(cw_status_t *st, const char *error, int64_t since, uint32_t retries,
+                           int64_t next_try);
+/* A consistent copy of the source's state; any thread. */
+void cw_status_source_get(const cw_status_t *st, cw_source_state_t *out);
 
 /* Nanoseconds since the service started, by the monotonic clock (mono_now:
  * cw_plat_mono_ns()): a step of the wall clock (NTP, an operator) does

@@ -200,6 +200,11 @@ int cw_store_report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_fra
 int cw_store_meta_set(cw_store_t *s, const char *key, const char *value, cw_diag_t *d);
 /* *out malloc'd, or NULL when absent. */
 int cw_store_meta_get(cw_store_t *s, const char *key, char **out, cw_diag_t *d);
+/* The intervals the live source was down (downtime.h), from the meta
+ * table: read (none when absent) and written whole. */
+struct cw_downtime;
+int cw_store_downtime_get(cw_store_t *s, struct cw_downtime *dt, cw_diag_t *d);
+int cw_store_downtime_set(cw_store_t *s, const struct cw_downtime *dt, cw_diag_t *d);
 
 /* The writer thread: batches submitted from the core thread are written
  * in order by one thread that owns s until cw_writer_stop(). */

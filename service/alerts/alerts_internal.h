@@ -14,6 +14,7 @@
 
 #include "commitwatch/alertdb.h"
 #include "commitwatch/alerts.h"
+#include "commitwatch/downtime.h"
 #include "commitwatch/keymap.h"
 
 /* ---- series.c: the kept series ----------------------------------------- */
@@ -88,6 +89,9 @@ typedef struct cw__aset {
     uint32_t agg_serial;  /* the last aggregate's id */
     uint64_t compacted;   /* instances compacted into aggregates, for the figures */
     bool no_compact;      /* tests: keep every ended instance on its own */
+    /* When the live source was down (downtime.h), as stored: read at
+     * every feed, for the source_down metric. */
+    cw_downtime_t down;
 } cw__aset_t;
 
 int cw__aset_init(cw__aset_t *a, int64_t step_ns, uint32_t len);

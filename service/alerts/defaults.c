@@ -43,7 +43,19 @@ static const char default_rules[] =
     "keep_firing_for = 15m\n"
     "clear = 0.8\n"
     "labels = source=commitwatch\n"
-    "summary = the machine reaches its commit limit in {value} at the current trend\n";
+    "summary = the machine reaches its commit limit in {value} at the current trend\n"
+    "\n"
+    "[rule source_down]\n"
+    "# The live event source (perf, ETW) cannot open or died: the service\n"
+    "# serves what is stored and retries it, but records nothing new\n"
+    "# (docs/RELIABILITY.md, \"A source that fails\").\n"
+    "group_by = machine\n"
+    "tag_by = all\n"
+    "metric = source_down\n"
+    "crit = 1\n"
+    "labels = source=commitwatch\n"
+    "summary = the event source is down: commitwatch records nothing new (/api/health says "
+    "why)\n";
 
 const char *cw_alert_default_rules(void)
 {

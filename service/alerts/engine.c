@@ -495,6 +495,16 @@ static void run_available(cw_alert_engine_t *e)
         return;
     }
     int64_t limit = fb.ended ? fb.data_end_ns : fb.stored_end_ns;
+    /* While the live source is down nothing is stored, yet time passes:
+     * the instants up to now are evaluated (the source_down rule fires;
+     * the others see no new data). The source's data, when it comes back,
+     * starts after them (downtime.h). */
+    cw_downtime_t down;
+    if (cw_store_downtime_get(e->s, &down, &d) == 0 && cw_downtime_open(&down)) {
+        int64_t now = cw_floor_to(cw_plat_wall_ns(), SEC);
+        if (is_never(limit) || now > limit) limit = now;
+        if (is_never(fb.start_ns)) fb.start_ns = down.from[down.n - 1];
+    }
     if (is_never(limit) || is_never(fb.start_ns)) return;
     if (is_never(e->next_T)) e->next_T = cw_floor_to(fb.start_ns, e->interval) + e->interval;
     while (e->next_T <= limit && !atomic_load(&e->stop)) {

@@ -553,6 +553,42 @@ static int eval_gone(cw__aeval_t *e, uint32_t ri, uint32_t si, int64_t T)
     return 0;
 }
 
+/* A source_down rule at T: one machine series whose value is 1 while the
+ * stored down time holds T (the step before T: what was stored before
+ * it), else 0. The same state machine as every rule. */
+static int eval_source_down(cw__aeval_t *e, uint32_t ri, int64_t T)
+{
+    cw__arule_t *er = &e->r[ri];
+    const cw_alert_rule_t *r = er->r;
+    double v = cw_downtime_at(&e->set.down, T - 1) ? 1 : 0;
+    uint32_t si = cw_keymap_find(&er->map, G_MACHINE, SUMMED);
+    cw_alert_severity_t held = si == NONE ? CW_SEV_NONE : er->st[si].sm.severity;
+    cw_alert_severity_t sev = cw__alert_severity(r, v, held);
+    int err;
+    if (si == NONE && sev == CW_SEV_NONE) return 0; /* inactive and stays so */
+    if (si == NONE) {
+        cw__astate_t *st = state_get(er, G_MACHINE, SUMMED);
+        if (!st) return CW_ENOMEM;
+        si = (uint32_t)(st - er->st);
+        if ((err = state_name(e, st, NULL, NONE))) return err;
+    }
+    cw__astate_t *st = &er->st[si];
+    st->seen = true;
+    st->value = v;
+    st->threshold = cw__alert_threshold(r, sev != CW_SEV_NONE ? sev : CW_SEV_CRITICAL);
+    if (isnan(st->threshold)) st->threshold = cw__alert_threshold(r, CW_SEV_WARNING);
+    st->has_ls = false;
+    st->leak = st->ttl = NAN;
+    st->updated = T;
+    cw_alert_transition_t tr;
+    if (!cw__sm_step(&st->sm, r->for_ns, r->keep_firing_for_ns, T, sev, NULL, &tr)) return 0;
+    tr.value = v;
+    tr.threshold = st->threshold;
+    tr.leak_score = NAN;
+    tr.ttl_s = NAN;
+    return add_tr(e, ri, si, &tr);
+}
+
 static int eval_rule(cw__aeval_t *e, uint32_t ri, int64_t T)
 {
     cw__arule_t *er = &e->r[ri];
@@ -564,6 +600,7 @@ static int eval_rule(cw__aeval_t *e, uint32_t ri, int64_t T)
     if (n > a->len - 1) n = a->len - 1 > 0 ? a->len - 1 : 1;
     int64_t first = last - n + 1;
     int err = 0;
+    if (r->metric == CW_AM_SOURCE_DOWN) return eval_source_down(e, ri, T);
     if (CW_RESERVE(e->next, e->nextcap, a->nbases + 1)) return CW_ENOMEM;
     cw_keymap_clear(&e->gmap);
     group_t *gs = NULL;

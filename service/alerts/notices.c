@@ -67,13 +67,16 @@ void cw__alert_format(const cw_alert_rule_t *r, double v, char *buf, size_t n)
     case CW_AM_TIME_TO_LIMIT:
         fmt_secs(v, buf, n);
         break;
+    case CW_AM_SOURCE_DOWN:
+        snprintf(buf, n, "%s", v >= 1 ? "down" : "up");
+        break;
     }
 }
 
 static const char *metric_name(cw_alert_metric_t m)
 {
     static const char *const names[] = {"impacting rate", "outstanding", "transient rate",
-                                        "leak score", "time to limit"};
+                                        "leak score", "time to limit", "source down"};
     return (size_t)m < CW_ARRAY_LEN(names) ? names[m] : "value";
 }
 

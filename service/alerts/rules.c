@@ -258,12 +258,13 @@ static int set_group_by(build_t *b, char *v, const char **why)
 static int set_metric(build_t *b, char *v, const char **why)
 {
     cw_alert_rule_t *r = &b->r;
-    for (int m = CW_AM_IMPACTING_RATE; m <= CW_AM_TIME_TO_LIMIT; m++)
+    for (int m = CW_AM_IMPACTING_RATE; m <= CW_AM_SOURCE_DOWN; m++)
         if (strcmp(v, cw_alert_metric_name((cw_alert_metric_t)m)) == 0) {
             r->metric = (cw_alert_metric_t)m;
             return 0;
         }
-    *why = "metric is impacting_rate, outstanding, transient_rate, leak_score or time_to_limit";
+    *why = "metric is impacting_rate, outstanding, transient_rate, leak_score, time_to_limit "
+           "or source_down";
     return -1;
 }
 
@@ -305,7 +306,8 @@ static int threshold(cw_alert_rule_t *r, const char *v, const char **why, double
         [CW_AM_TRANSIENT_RATE] = "transient_rate takes a size or a count per hour or day: "
                                  "1GiB/h, 5000/h (commits)",
         [CW_AM_LEAK_SCORE] = "leak_score takes a number from 0 to 1: 0.7",
-        [CW_AM_TIME_TO_LIMIT] = "time_to_limit takes a duration: < 48h"};
+        [CW_AM_TIME_TO_LIMIT] = "time_to_limit takes a duration: < 48h",
+        [CW_AM_SOURCE_DOWN] = "source_down takes 1 (fire while the source is down)"};
     *why = units[r->metric];
     return cw_alert_parse_threshold(r->metric, v, value, below, count);
 }
@@ -455,6 +457,8 @@ static void check_rule(parse_t *p, build_t *b)
     int s = r->has_warn ? 0 : 1;
     r->below = b->below[s];
     r->count_unit = b->count[s];
+    if (r->metric == CW_AM_SOURCE_DOWN && r->group_by != CW_AG_MACHINE)
+        fault(p, at, "metric = source_down needs group_by = machine (the service has one source)");
     if (r->limit_kind == CW_AL_PROCESS && r->group_by != CW_AG_INSTANCE)
         fault(p, at, "limit = process needs group_by = instance (a process has the limit)");
 }

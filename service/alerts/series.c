@@ -594,6 +594,9 @@ int cw__aset_feed(cw__aset_t *a, cw_store_t *s, int64_t T, cw_diag_t *d)
             err = prune(a);
         }
     }
+    /* The source's down time as stored (advisory: unreadable, none). */
+    cw_diag_t dd = {{0}};
+    if (!err && cw_store_downtime_get(s, &a->down, &dd) != 0) a->down.n = 0;
 out:
     cw_store_feed_end(s, began);
     return err;

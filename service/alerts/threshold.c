@@ -12,7 +12,7 @@
 static const char *const metric_names[] = {
     [CW_AM_IMPACTING_RATE] = "impacting_rate", [CW_AM_OUTSTANDING] = "outstanding",
     [CW_AM_TRANSIENT_RATE] = "transient_rate", [CW_AM_LEAK_SCORE] = "leak_score",
-    [CW_AM_TIME_TO_LIMIT] = "time_to_limit"};
+    [CW_AM_TIME_TO_LIMIT] = "time_to_limit", [CW_AM_SOURCE_DOWN] = "source_down"};
 
 const char *cw_alert_metric_name(cw_alert_metric_t m)
 {
@@ -76,6 +76,7 @@ int cw_alert_parse_threshold(cw_alert_metric_t m, const char *s, double *value, 
         v = (double)bytes;
         break;
     case CW_AM_LEAK_SCORE:
+    case CW_AM_SOURCE_DOWN: /* 0..1 too: 1 fires while down */
         errno = 0;
         v = strtod(buf, &end);
         if (errno || end == buf || *end || !(v >= 0 && v <= 1)) return -1;

@@ -20,7 +20,9 @@
 #include <string.h>
 
 #include "commitwatch/alerts.h"
+#include "commitwatch/backoff.h"
 #include "commitwatch/config.h"
+#include "commitwatch/downtime.h"
 #include "commitwatch/http.h"
 #include "commitwatch/log.h"
 #include "commitwatch/map.h"
@@ -107,6 +109,18 @@ typedef struct svc {
     /* The time the pipeline is advancing to (the event or tick being fed),
      * INT64_MIN at the end of the run: see emit_batch(). */
     int64_t advance_to;
+    /* A live source that fails (docs/RELIABILITY.md, "A source that
+     * fails"): its retry schedule, since when it is down (wall), and
+     * whether run() ended because this side (a reload, the store) failed
+     * rather than the source: that error stops the service. */
+    cw_backoff_t backoff;
+    int64_t down_since;
+    bool sink_failed;
+    /* The intervals the source was down, as stored (downtime.h), through
+     * a side handle of this thread's own (the writer owns the read-write
+     * one while it runs); opened at the first failure. */
+    cw_store_t *side;
+    cw_downtime_t down;
 } svc_t;
 
 static int writer_start(svc_t *s);
@@ -611,6 +625,25 @@ static void on_correction(void *ctx, uint32_t pid, int64_t ts, uint64_t committe
         CW_LOGE("out of memory recording a correction of pid %" PRIu32, pid);
 }
 
+/* What the source calls: an error here is this side's (a reload that
+ * cannot restart the writer, a bucket the store refuses, an input that
+ * goes back in time), which stops the service, unlike the source's own. */
+static int sink_event(void *ctx, const cw_event_t *ev)
+{
+    svc_t *s = ctx;
+    int rc = on_event(ctx, ev);
+    if (rc) s->sink_failed = true;
+    return rc;
+}
+
+static int sink_tick(void *ctx, int64_t now)
+{
+    svc_t *s = ctx;
+    int rc = on_tick(ctx, now);
+    if (rc) s->sink_failed = true;
+    return rc;
+}
+
 static int emit_batch(void *ctx, cw_batch_t *b)
 {
     svc_t *s = ctx;
@@ -714,6 +747,169 @@ static int http_reload(void *ctx, char *msg, size_t msglen)
 
 /* ---- the service ------------------------------------------------------------ */
 
+/* Starts the HTTP server (unless --no-http) over db_path, reading the
+ * service's status. read_only (`serve`): no token, so no state-changing
+ * request (silences, reload) is served, and no live maps. */
+static int http_start(svc_t *s, const cw_config_t *cfg, const char *db_path, const char **files,
+                      size_t nfiles, bool read_only, cw_http_t **http, cw_diag_t *d)
+{
+    const cw_service_args_t *a = s->args;
+    *http = NULL;
+    if (a->no_http) return 0;
+    cw_http_opts_t ho = {0};
+    ho.listen = a->listen ? a->listen : cfg->listen;
+    ho.db_path = db_path;
+    ho.web_root = cfg->web_root;
+    ho.token = read_only ? NULL : a->token ? a->token : cfg->token;
+    ho.access_log = cfg->access_log;
+    ho.threads = cfg->http_threads > CW_HTTP_MAX_THREADS ? CW_HTTP_MAX_THREADS + 1
+                                                         : (unsigned)cfg->http_threads;
+    ho.request_timeout_ms = http_ms(cfg->http_request_timeout_ns);
+    ho.idle_timeout_ms = http_ms(cfg->http_idle_timeout_ns);
+    ho.client_connections = cfg->http_client_connections > UINT32_MAX
+                                ? UINT32_MAX
+                                : (unsigned)cfg->http_client_connections;
+    ho.rule_files = files; /* the startup rules */
+    ho.nrule_files = (unsigned)nfiles;
+    ho.status = &s->status;
+    ho.on_reload = read_only ? NULL : http_reload;
+    ho.maps = read_only ? NULL : s->maps;
+    return cw_http_start(&ho, http, d);
+}
+
+/* The service with no source (docs/DESIGN.md, "One path without a
+ * source"): it serves what is stored (HTTP workers, the alert engine's
+ * thread) while this thread waits, until the monotonic time `until`
+ * (INT64_MAX: for good) or a stop request. Reload requests are served
+ * meanwhile when `reloads` (a database served read-only has nothing to
+ * reload into: they are logged). Returns true when a stop was requested. */
+static bool serve_without_source(svc_t *s, int64_t until, bool reloads)
+{
+    while (!atomic_load(&stop_flag)) {
+        if (atomic_load(&reload_flag)) {
+            if (!reloads) {
+                atomic_store(&reload_flag, false);
+                CW_LOGI("reload requested: a database served read-only has nothing to reload");
+            } else if (reload(s) != 0) {
+                CW_LOGE("reload failed: %s", s->d->msg);
+            }
+        }
+        if (s->maps && !atomic_load(&s->status.ingest_done)) serve_maps(s);
+        int64_t left = until == INT64_MAX ? INT64_MAX : until - cw_plat_mono_ns();
+        if (left <= 0) return false;
+        cw_plat_sleep_ns(left < 100000000 ? left : 100000000);
+    }
+    return true;
+}
+
+/* Stores that the source is down from `at` (down) or up again at `at`
+ * (!down), so the series show a gap there and the "source_down" rule
+ * sees it (downtime.h). A failure is logged, and only loses the gap. */
+static void record_downtime(svc_t *s, bool down, int64_t at)
+{
+    cw_diag_t dd = {{0}};
+    if (!s->side && cw_store_open_side(s->db_path, &s->side, &dd) != 0) {
+        CW_LOGW("recording the source's down time in %s failed: %s", s->db_path, dd.msg);
+        s->side = NULL;
+        return;
+    }
+    if (cw_store_downtime_get(s->side, &s->down, &dd) == 0) {
+        if (down)
+            cw_downtime_begin(&s->down, at);
+        else if (!cw_downtime_end(&s->down, at))
+            return;
+        if (cw_store_downtime_set(s->side, &s->down, &dd) == 0) return;
+    }
+    CW_LOGW("recording the source's down time in %s failed: %s", s->db_path, dd.msg);
+}
+
+/* The live source failed (at open, or while it ran: why says how; the
+ * data ends at `at`): the service is degraded (status, /api/health,
+ * /metrics, the stored down time) and tries it again on the backoff
+ * schedule; the log says so at most once a minute. */
+static void source_failed(svc_t *s, const char *name, const char *why, int64_t at)
+{
+    int64_t mono = cw_plat_mono_ns(), wall = cw_plat_wall_ns();
+    bool first = s->backoff.failures == 0;
+    if (first) {
+        s->down_since = wall;
+        record_downtime(s, true, at);
+    }
+    int64_t next = cw_backoff_fail(&s->backoff, mono);
+    cw_status_source_down(&s->status, why, s->down_since, s->backoff.failures,
+                          wall + (next - mono));
+    if (!cw_backoff_log_due(&s->backoff, mono)) return;
+    if (first)
+        CW_LOGE("the %s source failed: %s. The service goes on serving the stored data "
+                "(degraded: /api/health says why) and tries the source again in %.0f s, then at "
+                "doubling intervals up to 5 min",
+                name, why, (double)(next - mono) / 1e9);
+    else
+        CW_LOGE("the %s source still fails after %" PRIu32 " tries: %s; next try in %.0f s "
+                "(logged at most once a minute)",
+                name, s->backoff.failures, why, (double)(next - mono) / 1e9);
+}
+
+/* The source is open: up again after failures (logged), or for the first
+ * time. */
+static void source_opened(svc_t *s, const char *name)
+{
+    uint32_t failed = cw_backoff_success(&s->backoff);
+    int64_t now = cw_plat_wall_ns();
+    cw_status_source_up(&s->status, now);
+    if (failed) {
+        record_downtime(s, false, now);
+        char at[CW_UTC_TEXT];
+        CW_LOGI("the %s source works again after %" PRIu32 " failed tries (down since %s): "
+                "ingesting",
+                name, failed, cw_utc_text(s->down_since, 0, at));
+    }
+}
+
+/* A live source died while instances were alive: tracking ends for them
+ * there, as at the end of a run (their last maps stored, their memory
+ * released at the next bucket), so the source's rundown when it comes
+ * back starts them anew instead of counting their memory twice. That
+ * bucket is stored now, not when the source is back: the alert engine
+ * evaluates the instants after it meanwhile, and must find it stored. */
+static int end_tracking(svc_t *s)
+{
+    int64_t last = cw_pipeline_last_ts(s->pipe);
+    s->advance_to = last;
+    int rc = last == INT64_MIN ? 0 : take_snapshots(s, last + 1, true);
+    if (rc == 0) rc = cw_pipeline_end_all(s->pipe);
+    s->advance_to = INT64_MIN; /* the snapshots are taken */
+    if (rc == 0) rc = cw_agg_flush(s->agg);
+    return rc;
+}
+
+/* `commitwatch serve`: the database at db_path, read-only, with no
+ * source: the HTTP server over it until stopped. Nothing opens the file
+ * for writing (no writer, no alert engine, no journal, no migration; HTTP
+ * takes no token). Any platform's database. */
+static int serve_stored(svc_t *s, const cw_config_t *cfg, const char *db_path, const char **files,
+                        size_t nfiles, cw_diag_t *d)
+{
+    cw_store_t *ro = NULL;
+    char *platform = NULL;
+    cw_http_t *http = NULL;
+    int rc = cw_store_open_readonly(db_path, &ro, d);
+    if (rc == 0) rc = cw_store_meta_get(ro, "platform", &platform, d);
+    cw_store_close(ro);
+    if (rc != 0) return rc;
+    s->status.no_source = true;
+    if ((rc = http_start(s, cfg, db_path, files, nfiles, true, &http, d)) != 0) goto out;
+    if (s->args->on_running) s->args->on_running(s->args->ctx);
+    CW_LOGI("serving %s read-only (%s data), with no source, until stopped", db_path,
+            platform ? platform : "no");
+    serve_without_source(s, INT64_MAX, false);
+    CW_LOGI("stopped");
+out:
+    cw_http_stop(http);
+    free(platform);
+    return rc;
+}
+
 int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
 {
     cw_config_t cfg;
@@ -732,6 +928,7 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
     s->d = d;
     s->stored_end = INT64_MIN;
     s->advance_to = INT64_MIN;
+    cw_backoff_init(&s->backoff);
     atomic_store(&stop_flag, false);
     atomic_store(&reload_flag, false);
     cw_plat_heap_mmap_threshold(HEAP_MMAP_THRESHOLD);
@@ -739,8 +936,13 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
     if ((rc = rules_from(a, &cfg, &files, &nfiles)) != 0) goto out;
     apply_log_level(&cfg);
 
-    const char *spec = a->source ? a->source : cfg.source ? cfg.source : cw_source_live();
     const char *db_path = a->db ? a->db : cfg.db;
+    if (a->serve) {
+        cw_status_init(&s->status, "none", true, cw_plat_wall_ns(), cw_plat_mono_ns());
+        rc = serve_stored(s, &cfg, db_path, files, nfiles, d);
+        goto out;
+    }
+    const char *spec = a->source ? a->source : cfg.source ? cfg.source : cw_source_live();
     const char *arg = "";
     if (!spec) {
         rc = cw_diag_set(d, CW_EUSAGE,
@@ -759,8 +961,12 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
         goto out;
     }
     /* A file (a JSONL trace or an .etl) is data of the past: the API's
-     * clock is its end, as for a replay. */
+     * clock is its end, as for a replay. The platform's live source (perf,
+     * etw) runs until stopped: its errors, and its end, degrade the
+     * service, which tries it again; the others' (a file, a rundown
+     * snapshot) end the run, and their end is the end of input. */
     bool file = replay || strcmp(ops->name, "etl") == 0;
+    bool live = cw_source_live() && strcmp(ops->name, cw_source_live()) == 0;
     cw_status_init(&s->status, spec, file, cw_plat_wall_ns(), cw_plat_mono_ns());
     /* The wall clock's offset from now on: a step before the first tick
      * is noted at that tick. */
@@ -785,16 +991,30 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
         .perf_ring_bytes = cfg.perf_ring_bytes, .perf_queue_bytes = cfg.perf_queue_bytes,
         .perf_unwind_procs = cfg.perf_unwind_procs > UINT32_MAX ? UINT32_MAX
                                                                  : (uint32_t)cfg.perf_unwind_procs};
-    if ((rc = cw_source_check_images(ops, so.images, d)) != 0 || (rc = ops->open(&src, &so, d)) != 0)
-        goto out;
-    /* One database holds the data of one platform: its stacks are tagged
-     * with that platform's rules. */
-    s->platform = ops->platform(src);
+    if ((rc = cw_source_check_images(ops, so.images, d)) != 0) goto out;
+    cw_diag_t sd = {{0}};
+    if ((rc = ops->open(&src, &so, &sd)) != 0) {
+        /* A file that cannot be read, or a usage error, ends the run. */
+        src = NULL;
+        if (!live || rc == CW_EUSAGE || rc == CW_ENOMEM) {
+            *d = sd;
+            goto out;
+        }
+        s->db_path = db_path;
+        source_failed(s, ops->name, sd.msg[0] ? sd.msg : cw_strerror(rc), cw_plat_wall_ns());
+    } else {
+        source_opened(s, ops->name);
+    }
     if ((rc = cw_store_meta_get(s->store, "platform", &stored_platform, d)) != 0) goto out;
+    /* One database holds the data of one platform: its stacks are tagged
+     * with that platform's rules. A live source that did not open gives
+     * this machine's data when it does. */
+    s->platform = src ? ops->platform(src) : stored_platform ? stored_platform : cw_plat_name();
     if (stored_platform && strcmp(stored_platform, s->platform) != 0) {
         rc = cw_diag_set(d, CW_EINVAL,
-                         "%s holds %s data and this source gives %s data; use another --db",
-                         db_path, stored_platform, s->platform);
+                         "%s holds %s data and this source gives %s data; use another --db "
+                         "(`commitwatch serve --db %s` serves it read-only)",
+                         db_path, stored_platform, s->platform, db_path);
         goto out;
     }
     if (!stored_platform && (rc = cw_store_meta_set(s->store, "platform", s->platform, d)) != 0)
@@ -830,37 +1050,69 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
 
     /* HTTP workers read the database through their own connections. A
      * replay's API clock is its data's end, so "the last hour" shows it. */
-    if (!a->no_http) {
-        cw_http_opts_t ho = {0};
-        ho.listen = a->listen ? a->listen : cfg.listen;
-        ho.db_path = db_path;
-        ho.web_root = cfg.web_root;
-        ho.token = a->token ? a->token : cfg.token;
-        ho.access_log = cfg.access_log;
-        ho.threads = cfg.http_threads > CW_HTTP_MAX_THREADS ? CW_HTTP_MAX_THREADS + 1
-                                                            : (unsigned)cfg.http_threads;
-        ho.request_timeout_ms = http_ms(cfg.http_request_timeout_ns);
-        ho.idle_timeout_ms = http_ms(cfg.http_idle_timeout_ns);
-        ho.client_connections = cfg.http_client_connections > UINT32_MAX
-                                    ? UINT32_MAX
-                                    : (unsigned)cfg.http_client_connections;
-        ho.rule_files = files; /* the startup rules */
-        ho.nrule_files = (unsigned)nfiles;
-        ho.status = &s->status;
-        ho.on_reload = http_reload;
-        ho.maps = s->maps;
-        if ((rc = cw_http_start(&ho, &http, d)) != 0) goto out;
-    }
+    if ((rc = http_start(s, &cfg, db_path, files, nfiles, false, &http, d)) != 0) goto out;
 
-    atomic_store(&active_src, src);
-    atomic_store(&active_ops, ops);
     if (a->on_running) a->on_running(a->ctx);
-    CW_LOGI("ingesting from %s into %s (stack tags: %s)", spec, db_path,
-            cw_tagger_rules_hash(s->tagger));
-    cw_source_sink_t ss = {s, on_event, on_tick, on_counters, on_drops, on_correction};
-    if (!atomic_load(&stop_flag)) rc = ops->run(src, &ss, d);
-    atomic_store(&active_ops, NULL);
-    atomic_store(&active_src, NULL);
+    cw_source_sink_t ss = {s, sink_event, sink_tick, on_counters, on_drops, on_correction};
+    /* Run the source; a live one that fails or ends is tried again on
+     * the backoff schedule while the stored data is served (degraded). */
+    while (!atomic_load(&stop_flag)) {
+        if (!src) {
+            if (serve_without_source(s, s->backoff.next_ns, true)) break;
+            if ((rc = ops->open(&src, &so, &sd)) != 0) {
+                src = NULL;
+                source_failed(s, ops->name, sd.msg[0] ? sd.msg : cw_strerror(rc),
+                              cw_plat_wall_ns());
+                rc = 0;
+                continue;
+            }
+            if (strcmp(ops->platform(src), s->platform) != 0) {
+                rc = cw_diag_set(d, CW_EINVAL, "the %s source gives %s data and %s holds %s data",
+                                 ops->name, ops->platform(src), db_path, s->platform);
+                break;
+            }
+            source_opened(s, ops->name);
+        }
+        atomic_store(&active_src, src);
+        atomic_store(&active_ops, ops);
+        CW_LOGI("ingesting from %s into %s (stack tags: %s)", spec, db_path,
+                cw_tagger_rules_hash(s->tagger));
+        memset(&sd, 0, sizeof sd);
+        s->sink_failed = false;
+        if (!atomic_load(&stop_flag)) rc = ops->run(src, &ss, live ? &sd : d);
+        atomic_store(&active_ops, NULL);
+        atomic_store(&active_src, NULL);
+        if (!live || s->sink_failed) {
+            if (live && rc != 0 && !d->msg[0]) *d = sd;
+            break;
+        }
+        /* A stop: what the live source said as it ended is no error of
+         * the service's (a stop may land while it fails at a retry). */
+        if (atomic_load(&stop_flag)) {
+            rc = 0;
+            break;
+        }
+        /* The live source died, or its input ended (a session stopped by
+         * someone else). */
+        char why[sizeof sd.msg + 64];
+        if (rc != 0)
+            snprintf(why, sizeof why, "%s", sd.msg[0] ? sd.msg : cw_strerror(rc));
+        else
+            snprintf(why, sizeof why, "its input ended (the session was stopped from outside)");
+        rc = end_tracking(s);
+        ops->close(src);
+        src = NULL;
+        if (rc != 0) {
+            cw_diag_set(d, rc, "storing the last bucket failed: %s", cw_strerror(rc));
+            break;
+        }
+        /* The data ends where tracking ended: the gap starts there. */
+        int64_t end = cw_pipeline_last_ts(s->pipe);
+        source_failed(s, ops->name, why, end == INT64_MIN ? cw_plat_wall_ns() : end);
+    }
+    /* Stopped while the source was down: the down time ends with the
+     * service. */
+    if (s->backoff.failures) record_downtime(s, false, cw_plat_wall_ns());
     atomic_store(&s->status.events_ingested, cw_pipeline_events(s->pipe));
     publish_memory(s, true);
     /* Instances still alive end here: tracking ends with this run. Their
@@ -891,26 +1143,23 @@ out:
     cw_alert_engine_drain(s->alerts);
     if (http && rc == 0 && !a->exit_at_end && !atomic_load(&stop_flag)) {
         /* The input has ended (a replay) and every bucket is stored: keep
-         * serving it until stopped. */
+         * serving it until stopped. SIGHUP still reloads: the rules re-tag
+         * the stored stacks. */
         atomic_store(&s->status.ingest_done, true);
         CW_LOGI("end of input: %" PRIu64 " events stored; still serving until stopped "
                 "(--exit-at-end to leave at once)",
                 s->pipe ? cw_pipeline_events(s->pipe) : 0);
-        while (!atomic_load(&stop_flag)) {
-            /* SIGHUP still reloads: the rules re-tag the stored stacks. */
-            if (atomic_load(&reload_flag) && reload(s) != 0) CW_LOGE("reload failed: %s", d->msg);
-            cw_plat_sleep_ns(100000000);
-        }
+        serve_without_source(s, INT64_MAX, true);
     }
     cw_http_stop(http);
     if (s->maps) cw_mapreq_close(s->maps); /* an error path may not have closed it */
     alerts_stop(s);
     uint64_t events = s->pipe ? cw_pipeline_events(s->pipe) : 0;
-    if (rc == 0)
+    if (rc == 0 && !a->serve)
         CW_LOGI("%s: %" PRIu64 " events stored in %s",
                 atomic_load(&stop_flag) ? "stopped" : "end of input", events,
                 a->db ? a->db : cfg.db);
-    else if (events > 0)
+    else if (rc != 0 && events > 0)
         CW_LOGE("the %" PRIu64 " events before the error are stored in %s", events,
                 a->db ? a->db : cfg.db);
     cw_pipeline_destroy(s->pipe);
@@ -919,6 +1168,7 @@ out:
     cw_agg_destroy(s->agg);
     if (ops && src) ops->close(src);
     cw_tagger_destroy(s->tagger);
+    cw_store_close(s->side);
     cw_store_close(s->store);
     cw_stacks_destroy(s->stacks);
     free(stored_platform);

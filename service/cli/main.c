@@ -16,6 +16,7 @@ typedef struct command {
 
 static const command_t commands[] = {
     {"run", cw_cmd_run, "ingest events from a source into a database (the service)"},
+    {"serve", cw_cmd_serve, "serve a database read-only with no source (any platform's)"},
     {"analyze", cw_cmd_analyze, "print the figures of a window, from a trace or a database"},
     {"record", cw_cmd_record, "write a trace (JSONL v1) from a live source"},
     {"tags", cw_cmd_tags, "check stack-tag rule files, explain a stack's tag"},

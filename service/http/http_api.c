@@ -94,6 +94,22 @@ static bool memory(cJSON *o)
     return ok;
 }
 
+/* "source_state" (docs/RELIABILITY.md, "A source that fails"): whether
+ * the source is up, why it is down and since when, its failed tries and
+ * the next one; null when a database is served with no source. */
+static bool source_state(cJSON *o, const cw_status_t *st, const cw_source_state_t *ss)
+{
+    if (!st || st->no_source) return cJSON_AddNullToObject(o, "source_state") != NULL;
+    cJSON *s = cJSON_AddObjectToObject(o, "source_state");
+    bool ok = s && cJSON_AddBoolToObject(s, "up", ss->up);
+    ok = ok && (ss->up ? cJSON_AddNullToObject(s, "error") != NULL
+                       : cJSON_AddStringToObject(s, "error", ss->error) != NULL);
+    ok = ok && cw__json_i64_or_null(s, "since_ns", ss->since_ns, INT64_MIN);
+    ok = ok && cw__json_u64(s, "retries", ss->retries);
+    ok = ok && cw__json_i64_or_null(s, "next_retry_ns", ss->next_try_ns, INT64_MIN);
+    return ok;
+}
+
 int cw__http_health(cw__http_req_t *r)
 {
     const cw_status_t *st = r->ctx->status;
@@ -111,7 +127,12 @@ int cw__http_health(cw__http_req_t *r)
                  "%s: storing into %s failed; ingestion is paused and retried every second "
                  "until the disk has room (free space, or lower size_cap and retention)",
                  cw_strerror(serr), r->ctx->db_path);
-    ok = ok && cJSON_AddStringToObject(o, "status", !db ? "starting" : serr ? "degraded" : "ok");
+    cw_source_state_t ss = {.up = true};
+    if (st && !st->no_source) cw_status_source_get(st, &ss);
+    bool src_down = !ss.up && ss.error[0];
+    ok = ok && cJSON_AddStringToObject(o, "status", !db                  ? "starting"
+                                                    : serr || src_down ? "degraded"
+                                                                       : "ok");
     ok = ok && (serr ? cJSON_AddStringToObject(o, "store_error", serr_text) != NULL
                      : cJSON_AddNullToObject(o, "store_error") != NULL);
     ok = ok && cw__json_i64_or_null(o, "store_error_since_ns",
@@ -137,6 +158,16 @@ int cw__http_health(cw__http_req_t *r)
         ok && cw__json_i64_or_null(o, "tracking_ended_ns", ended ? data_end : INT64_MIN, INT64_MIN);
     ok = ok && cJSON_AddBoolToObject(o, "data_clock", st ? st->data_clock : false);
     ok = ok && losses(o, st);
+    /* The source's state, and the database served read-only with no
+     * source (`commitwatch serve`) with the platform of its data. */
+    ok = ok && source_state(o, st, &ss);
+    ok = ok && cJSON_AddBoolToObject(o, "read_only", st && st->no_source);
+    char *platform = NULL;
+    cw_diag_t pd = {{0}};
+    if (db) cw_store_meta_get(r->store, "platform", &platform, &pd);
+    ok = ok && (platform ? cJSON_AddStringToObject(o, "platform", platform) != NULL
+                         : cJSON_AddNullToObject(o, "platform") != NULL);
+    free(platform);
     ok = ok && memory(o);
     ok = ok && cw__http_config_json(o, r->ctx->status);
     int rc = ok ? cw__http_send_json(r, o) : oom(r);

@@ -322,6 +322,18 @@ int cw__http_metrics(cw__http_req_t *r)
                   "# HELP commitwatch_uptime_seconds Seconds since the service started.\n"
                   "# TYPE commitwatch_uptime_seconds gauge\ncommitwatch_uptime_seconds %.3f\n",
                   st ? (double)cw_status_uptime_ns(st, cw_plat_mono_ns()) / 1e9 : 0.0);
+    if (st && !st->no_source) {
+        /* The source's state (docs/RELIABILITY.md, "A source that fails");
+         * none when a database is served without a source. */
+        cw_source_state_t ss;
+        cw_status_source_get(st, &ss);
+        cw_buf_printf(&b,
+                      "# HELP commitwatch_source_up 1 while the event source is open and "
+                      "delivering, 0 while it is down (the service is degraded and retries it).\n"
+                      "# TYPE commitwatch_source_up gauge\n"
+                      "commitwatch_source_up{source=\"%s\"} %d\n",
+                      label(st->source, l, sizeof l), ss.up ? 1 : 0);
+    }
     cw_buf_printf(
         &b,
         "# HELP commitwatch_events_ingested_total Events read from the source.\n"

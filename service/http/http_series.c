@@ -13,6 +13,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+#include "commitwatch/downtime.h"
 #include "commitwatch/event.h"
 #include "commitwatch/query.h"
 
@@ -83,6 +84,38 @@ static cJSON *series_json(const cw_series_t *s, const cw_proc_info_t *proc)
     return o;
 }
 
+/* The steps that lie wholly inside a stretch the live source was down
+ * (downtime.h) have no data: every figure of theirs is null, so a chart
+ * draws nothing there (uPlot: a gap), never the flat line or the zeros
+ * the stored state would give. "source_down" lists those stretches that
+ * meet the window ([from, to], to null while still down). false on ENOMEM. */
+static bool gaps_json(cJSON *o, const cw_series_t *s, const cw_downtime_t *dt)
+{
+    static const char *const figs[] = {"outstanding_total", "committed_bytes", "commit_count",
+                                       "decommitted_bytes", "transient_bytes", "transient_count",
+                                       "peak_bytes"};
+    cJSON *list = cJSON_AddArrayToObject(o, "source_down");
+    bool ok = list != NULL;
+    for (size_t i = 0; ok && i < dt->n; i++) {
+        if (dt->to[i] <= s->from_ns || dt->from[i] >= s->to_ns) continue;
+        cJSON *pair = cJSON_CreateArray();
+        ok = pair && cJSON_AddItemToArray(list, pair) &&
+             cJSON_AddItemToArray(pair, cw__json_raw_i64(dt->from[i])) &&
+             cJSON_AddItemToArray(pair, dt->to[i] == INT64_MAX ? cJSON_CreateNull()
+                                                               : cw__json_raw_i64(dt->to[i]));
+    }
+    cJSON *outs = cJSON_GetObjectItem(o, "outstanding");
+    for (uint32_t k = 0; ok && k < s->npoints; k++) {
+        if (!cw_downtime_covers(dt, s->t[k], s->t[k] + s->step_ns)) continue;
+        for (size_t f = 0; ok && f < CW_ARRAY_LEN(figs); f++)
+            ok = cJSON_ReplaceItemInArray(cJSON_GetObjectItem(o, figs[f]), (int)k,
+                                          cJSON_CreateNull());
+        for (cJSON *a = outs ? outs->child : NULL; ok && a; a = a->next)
+            ok = cJSON_ReplaceItemInArray(a, (int)k, cJSON_CreateNull());
+    }
+    return ok;
+}
+
 int cw__http_series(cw__http_req_t *r, uint32_t proc)
 {
     cw_series_query_t q = {.proc = proc};
@@ -118,6 +151,12 @@ int cw__http_series(cw__http_req_t *r, uint32_t proc)
         goto out;
     }
     o = series_json(s, proc ? &info : NULL);
+    cw_downtime_t dt;
+    if (o && cw_store_downtime_get(r->store, &dt, &d) != 0) dt.n = 0; /* advisory: no gaps */
+    if (o && !gaps_json(o, s, &dt)) {
+        cJSON_Delete(o);
+        o = NULL;
+    }
     rc = o ? cw__http_send_json(r, o) : cw__http_fail(r, 500, "out of memory");
 out:
     cJSON_Delete(o);

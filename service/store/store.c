@@ -19,6 +19,7 @@
  * opens it for writing (its header is read by hand), so it is never
  * modified. */
 #include "commitwatch/store.h"
+#include "commitwatch/downtime.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -621,6 +622,21 @@ int cw_store_meta_get(cw_store_t *s, const char *key, char **out, cw_diag_t *d)
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
     return err;
+}
+
+int cw_store_downtime_get(cw_store_t *s, cw_downtime_t *dt, cw_diag_t *d)
+{
+    char *v = NULL;
+    int err = cw_store_meta_get(s, CW_DOWNTIME_META_KEY, &v, d);
+    cw_downtime_parse(dt, err ? NULL : v);
+    free(v);
+    return err;
+}
+
+int cw_store_downtime_set(cw_store_t *s, const cw_downtime_t *dt, cw_diag_t *d)
+{
+    char buf[CW_DOWNTIME_TEXT];
+    return cw_store_meta_set(s, CW_DOWNTIME_META_KEY, cw_downtime_format(dt, buf, sizeof buf), d);
 }
 
 /* Interns every stored frame, then every stored stack, checking that the

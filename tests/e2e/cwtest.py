@@ -22,6 +22,8 @@ test runs as root (CI runs as root), a missing prerequisite fails the test.
 """
 
 import os
+import signal
+import subprocess
 import sys
 import time
 
@@ -86,3 +88,17 @@ def file_text(path):
             return f.read()
     except FileNotFoundError:
         return ""
+
+
+def stop(proc, sig=signal.SIGTERM, timeout=20):
+    """Sends sig to proc when it still runs and waits up to `timeout`
+    seconds for it to exit; kills it after that. Returns its exit status,
+    None when it had to be killed."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return None

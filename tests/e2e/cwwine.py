@@ -43,7 +43,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from cwtest import require  # noqa: E402
+from cwtest import require, stop  # noqa: E402
 
 BIN = os.path.abspath(os.environ.get("CW_BIN", "build-win/commitwatch.exe"))
 SOURCE = os.path.abspath(os.environ.get("CW_SOURCE", os.path.join(os.path.dirname(__file__),
@@ -124,14 +124,7 @@ def ctrl_c(proc, timeout=30):
     """Stops a Wine-hosted console program with Ctrl+C (SIGINT to its wine
     process, which Wine delivers as CTRL_C_EVENT); its exit code, or None
     when it had to be killed after `timeout` seconds."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-    try:
-        return proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        return None
+    return stop(proc, signal.SIGINT, timeout)
 
 
 def sc_state(env=None):

@@ -4,6 +4,12 @@
 Manager's view of it (`sc query`), its registry data (`reg query`), its
 configuration, log file and database.
 
+Under Wine the default source, the live ETW session, cannot be read
+(OpenTrace fails with error 5): `run` in the console and the service
+installed with its default configuration (only its port changed) go on
+running, degraded, /api/health giving the ETW reason (issue 32; they used
+to stop at once).
+
 In a private Wine prefix of its own (cwwine.PrivatePrefix: a service
 installed in the shared prefix would be started by every later wineserver
 there), with a persistent wineserver so services.exe and the service
@@ -111,12 +117,26 @@ def main():
         shutil.rmtree(scratch, ignore_errors=True)
         os.makedirs(scratch)
         # The live ETW source is the default; Wine starts the session (a
-        # fake one) but refuses to read it: the run says so and fails.
-        rc, out, err = cw("run", "--db", os.path.join(scratch, "none.db"), "--no-http", env=px.env)
-        t.check("run without --source: the ETW session cannot be read under Wine (OpenTrace, error "
-              "5, exit 1)",
-              rc == 1 and "(OpenTrace) failed (error 5)" in err and "--source etl:FILE" in err
-              and "Traceback" not in err, (rc, err))
+        # fake one) but refuses to read it: the run says so, and goes on
+        # serving, degraded, retrying the session (issue 32: it used to
+        # exit 1 there).
+        port = free_port()
+        console = cwwine.spawn([BIN, "run", "--db", os.path.join(scratch, "none.db"), "--listen",
+                                f"127.0.0.1:{port}"], env=px.env)
+        client = KeptClient(port)
+        h = check_wait(lambda: (lambda x: x if x and x.get("status") == "degraded" else None)(
+            health(client)), 60, "run without --source: /api/health answers degraded") or {}
+        client.close()
+        ss = h.get("source_state") or {}
+        t.check("run without --source: the ETW session cannot be read under Wine (OpenTrace, "
+                "error 5): health says so, the source down", ss.get("up") is False
+                and "(OpenTrace) failed (error 5)" in (ss.get("error") or "")
+                and h.get("source") == "etw", h)
+        rc = cwwine.ctrl_c(console)
+        out = console.stdout.read().decode("utf-8", "replace")
+        t.check("run without --source: degraded, not stopped: the log says it goes on serving; "
+                "Ctrl+C stops it (exit 0)", rc == 0 and "goes on serving the stored data" in out
+                and "Traceback" not in out, (rc, out[-800:]))
 
         # ---- install
         rc, out, err = cw("install", env=px.env)
@@ -183,6 +203,33 @@ def main():
         t.check("the default configuration takes the live source (no source line)",
               re.search(r"(?m)^source\s*=", default_conf) is None,
               default_conf[-300:])
+
+        # ---- the default configuration, started: the ETW session cannot
+        # be read under Wine, and the service runs on, degraded (issue 32;
+        # it used to stop at once with error -10). Only the address is
+        # changed (the default port may be taken on a shared machine).
+        port = free_port()
+        with open(host_conf, "w") as f:
+            f.write(re.sub(r"(?m)^listen = .*$", f"listen = 127.0.0.1:{port}", default_conf))
+        rc, out, err = cw("start", env=px.env)
+        t.check("the default configuration: start exits 0", rc == 0, (rc, out, err))
+        client = KeptClient(port)
+        h = check_wait(lambda: (lambda x: x if x and x.get("status") == "degraded" else None)(
+            health(client)), 60, "the default configuration: /api/health answers degraded") or {}
+        client.close()
+        ss = h.get("source_state") or {}
+        t.check("the default configuration: health gives the ETW reason, since when, the next try",
+                ss.get("up") is False and "(OpenTrace) failed (error 5)" in (ss.get("error") or "")
+                and isinstance(ss.get("since_ns"), int) and isinstance(ss.get("next_retry_ns"), int),
+                h)
+        t.check("the default configuration: the service is RUNNING (degraded, not stopped)",
+                sc_state(px.env) == "RUNNING", sc_state(px.env))
+        rc, out, err = cw("stop", env=px.env)
+        t.check("the default configuration: stop exits 0", rc == 0, (rc, out, err))
+        check_wait(lambda: sc_state(px.env) == "STOPPED", 60,
+                   "the default configuration: sc query says STOPPED")
+        t.check("the degraded service stopped cleanly (exit code 0)", sc_exit_codes(px) == (0, 0),
+                sc_exit_codes(px))
 
         # ---- configure and start
         port = free_port()
@@ -281,7 +328,8 @@ def main():
                                f"{STATE})\n"), (rc, out, err))
         t.check("the running service is gone",
               sc_state(px.env) is None and reg_values(SVC_KEY, px.env) is None)
-        t.check("it stopped cleanly (the log says so)", file_text(host_log).count("stopped: ") == 2,
+        t.check("it stopped cleanly (the log says so: the degraded run, the replay, this one)",
+              file_text(host_log).count("stopped: ") == 3,
               file_text(host_log)[-400:])
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -39,9 +39,10 @@ static void check_rule(const cw_alert_rule_t *r)
     if (r->has_warn && r->has_crit) CHECK(r->below ? r->crit < r->warn : r->crit > r->warn);
     CHECK(r->clear > 0 && r->clear <= 1);
     CHECK(r->window_ns > 0);
-    CHECK(r->metric >= CW_AM_IMPACTING_RATE && r->metric <= CW_AM_TIME_TO_LIMIT);
+    CHECK(r->metric >= CW_AM_IMPACTING_RATE && r->metric <= CW_AM_SOURCE_DOWN);
     if (r->metric == CW_AM_TIME_TO_LIMIT) CHECK(r->below);
-    if (r->metric == CW_AM_LEAK_SCORE) {
+    if (r->metric == CW_AM_SOURCE_DOWN) CHECK(r->group_by == CW_AG_MACHINE);
+    if (r->metric == CW_AM_LEAK_SCORE || r->metric == CW_AM_SOURCE_DOWN) {
         if (r->has_warn) CHECK(r->warn >= 0 && r->warn <= 1);
         if (r->has_crit) CHECK(r->crit >= 0 && r->crit <= 1);
     }
@@ -67,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!defaults.n) {
         CHECK(cw_alert_rules_parse(&defaults, "defaults", cw_alert_default_rules(), NULL, &nbad,
                                    &d) == 0);
-        CHECK(nbad == 0 && defaults.n == 2);
+        CHECK(nbad == 0 && defaults.n == 3);
     }
     cw_alert_rules_t rs, cp;
     CHECK(cw_alert_rules_copy(&rs, &defaults) == 0);
@@ -92,12 +93,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (char *line = text, *next; line; line = next) {
         next = strchr(line, '\n');
         if (next) *next++ = '\0';
-        for (int m = 0; m <= CW_AM_TIME_TO_LIMIT + 1; m++) {
+        for (int m = 0; m <= CW_AM_SOURCE_DOWN + 1; m++) {
             double v = 0;
             bool below = false, count = false;
             if (cw_alert_parse_threshold((cw_alert_metric_t)m, line, &v, &below, &count) == 0) {
                 CHECK(isfinite(v) && v >= 0);
                 if (m == CW_AM_TIME_TO_LIMIT) CHECK(below && v > 0);
+                if (m == CW_AM_SOURCE_DOWN) CHECK(v <= 1);
+                CHECK(m <= CW_AM_SOURCE_DOWN); /* past the last metric: refused */
                 if (count) CHECK(m == CW_AM_TRANSIENT_RATE);
             }
         }

@@ -231,6 +231,10 @@ static void test_bad_rules(void)
          "warn and crit must both be above or both below"},
         {"[rule b]\nmetric = transient_rate\nwarn = 5000/h\ncrit = 1GiB/h\n",
          "warn and crit must both be counts per hour or both sizes"},
+        {"[rule b]\nmetric = source_down\ncrit = 1\n",
+         "rule b: metric = source_down needs group_by = machine"},
+        {"[rule b]\ngroup_by = machine\nmetric = source_down\ncrit = 1GiB\n",
+         "crit = 1GiB: source_down takes 1"},
         {"[rule b]\nmetric = leak_score\nwarn = 50MiB/h\n",
          "t.rules:6: rule b: warn = 50MiB/h: leak_score takes a number from 0 to 1"},
         {"[rule b]\nmetric = impacting_rate\ncrit = 2GiB\n",
@@ -389,11 +393,14 @@ static void test_copy(void)
         ASSERT_EQ(cp.v[i].nlabels, rs.v[i].nlabels);
         ASSERT_EQ(cp.v[i].nprocess, rs.v[i].nprocess);
     }
-    ASSERT_STR_EQ(cp.v[2].process[1], "!b");
-    ASSERT_STR_EQ(cp.v[2].labels[0].value, "v");
-    ASSERT_STR_EQ(cp.v[2].summary, "s");
+    /* x follows the default rules. */
+    size_t x = rs.n - 1;
+    ASSERT_STR_EQ(cp.v[x].name, "x");
+    ASSERT_STR_EQ(cp.v[x].process[1], "!b");
+    ASSERT_STR_EQ(cp.v[x].labels[0].value, "v");
+    ASSERT_STR_EQ(cp.v[x].summary, "s");
     cw_alert_rules_free(&rs); /* the copy outlives the original (ASan) */
-    ASSERT_STR_EQ(cp.v[2].tag[0], "t");
+    ASSERT_STR_EQ(cp.v[x].tag[0], "t");
     cw_alert_rules_free(&cp);
     cw_alert_rules_t empty = {0};
     ASSERT_OK(cw_alert_rules_copy(&cp, &empty));
@@ -540,7 +547,7 @@ static void test_files(void)
         ASSERT_TRUE(r && r->count_unit && r->warn == 5000);
         /* With the defaults too: no name clashes. */
         ASSERT_EQ(parse(&rs, cw_alert_default_rules(), NULL, 0), 0);
-        ASSERT_EQ(rs.n, 8);
+        ASSERT_EQ(rs.n, 9);
         cw_alert_rules_free(&rs);
     }
 }
@@ -551,7 +558,7 @@ static void test_default_rules(void)
     char warn[2048];
     ASSERT_EQ(parse(&rs, cw_alert_default_rules(), warn, sizeof warn), 0);
     ASSERT_STR_EQ(warn, "");
-    ASSERT_EQ(rs.n, 2);
+    ASSERT_EQ(rs.n, 3);
     const cw_alert_rule_t *l = cw_alert_rules_find(&rs, "likely_leak");
     ASSERT_TRUE(l != NULL);
     ASSERT_EQ(l->metric, CW_AM_LEAK_SCORE);
@@ -569,6 +576,13 @@ static void test_default_rules(void)
     ASSERT_TRUE(c->tags_summed);
     ASSERT_EQ(c->limit_kind, CW_AL_MACHINE);
     ASSERT_TRUE(c->below && c->warn == 24 * 3600.0 && c->crit == 2 * 3600.0);
+    /* The source down (issue 32): critical at once, for the machine. */
+    const cw_alert_rule_t *sd = cw_alert_rules_find(&rs, "source_down");
+    ASSERT_TRUE(sd != NULL);
+    ASSERT_EQ(sd->metric, CW_AM_SOURCE_DOWN);
+    ASSERT_EQ(sd->group_by, CW_AG_MACHINE);
+    ASSERT_TRUE(sd->has_crit && sd->crit == 1 && !sd->below && sd->for_ns == 0);
+    ASSERT_STR_EQ(cw_alert_metric_name(CW_AM_SOURCE_DOWN), "source_down");
     cw_alert_rules_free(&rs);
 }
 

@@ -1,5 +1,6 @@
 // app.js - the dashboard shell: a hash router over four pages (Overview,
-// Process, Diff, Alerts), the health badge and the count of firing alerts.
+// Process, Diff, Alerts), the health badge, the degraded banner and the
+// count of firing alerts.
 // No build step: plain ES modules.
 //   #/                       overview
 //   #/process/ID?from=&to=   one process instance (times in Unix ns)
@@ -12,7 +13,7 @@ import { processPage } from './process.js';
 import { diffPage } from './diff.js';
 import { alertsPage } from './alerts.js';
 import { get } from './api.js';
-import { span, esc } from './fmt.js';
+import { span, esc, time } from './fmt.js';
 
 let current = null;
 
@@ -35,13 +36,29 @@ async function route() {
   }
 }
 
+/** The banner of every page while /api/health says "degraded": why (the
+ * source's error, or the store's) and since when; hidden otherwise. */
+export function degradedBanner(el, h) {
+  const ss = h && h.source_state;
+  const down = h && h.status === 'degraded';
+  el.hidden = !down;
+  if (!down) { el.textContent = ''; return; }
+  const src = ss && ss.up === false && ss.error;
+  const why = src ? ss.error : h.store_error || 'the service is degraded';
+  const since = src ? ss.since_ns : h.store_error_since_ns;
+  const what = src ? `The ${esc(h.source)} source is down` : 'Storing is paused';
+  el.innerHTML = `<b>Degraded:</b> ${what}${since != null ? ` since ${esc(time(since))}` : ''}: ` +
+    `${esc(why)}. The stored data is still served${src && ss.next_retry_ns != null ? `; next try at ${esc(time(ss.next_retry_ns))}` : ''}.`;
+}
+
 async function badge() {
   const el = document.getElementById('status');
   try {
     const h = await health();
-    el.textContent = `${h.source || 'service'} · up ${span(h.uptime_s * 1e9)} · ${Number(h.events_ingested).toLocaleString()} events` +
+    degradedBanner(document.getElementById('banner'), h);
+    el.textContent = `${h.read_only ? `read-only ${h.platform || ''} database` : h.source || 'service'} · up ${span(h.uptime_s * 1e9)} · ${Number(h.events_ingested).toLocaleString()} events` +
       (Number(h.events_lost) ? ` · ${Number(h.events_lost).toLocaleString()} lost` : '');
-    el.className = 'status ok';
+    el.className = h.status === 'degraded' ? 'status bad' : 'status ok';
   } catch (e) {
     el.textContent = 'service unreachable';
     el.className = 'status bad';

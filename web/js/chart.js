@@ -88,7 +88,8 @@ export function stackChart(el, s, opts = {}) {
   const cum = [];
   let acc = new Array(n).fill(0);
   for (const tag of tags) {
-    acc = acc.map((v, i) => v + s.outstanding[tag][i]);
+    // A step the source was down for is null in every tag: drawn as a gap.
+    acc = acc.map((v, i) => (v === null || s.outstanding[tag][i] === null ? null : v + s.outstanding[tag][i]));
     cum.push(acc);
   }
   // uPlot draws in order: the tallest band first, each lower one over it.

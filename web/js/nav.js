@@ -21,13 +21,16 @@ let cached = null;
 
 /** /api/health, and the data's time range: end = the API's "now" (for a
  * replay, the end of the data: where tracking ended once its input has
- * ended). Calls within a second share one request. */
+ * ended; the same while the live source is down, so the pages show the
+ * stored data rather than an empty last hour). Calls within a second
+ * share one request. */
 export function health() {
   const now = Date.now();
   if (cached && now - cached.at < 1000) return cached.p;
   const p = get('/api/health').then((h) => {
     const dataEnd = h.data_end_ns != null ? h.data_end_ns : h.last_bucket_end_ns;
-    h.end_ns = h.data_clock && dataEnd != null ? dataEnd : h.now_ns;
+    const sourceDown = h.source_state != null && h.source_state.up === false;
+    h.end_ns = (h.data_clock || sourceDown) && dataEnd != null ? dataEnd : h.now_ns;
     return h;
   });
   p.catch(() => { cached = null; });

@@ -1,0 +1,52 @@
+/* cmd_serve.c - `commitwatch serve --db FILE`: serves a database with no
+ * source, read-only (the dashboard, the API, /metrics, backtests,
+ * exports), whatever the platform of its data: one copied from another
+ * machine, the way an analyst opens an .etl in WPA. The service's own
+ * path without a source (service.h, cw_service_args_t.serve). */
+#include <stdio.h>
+
+#include "cli/cli.h"
+#include "commitwatch/platform.h"
+#include "commitwatch/service.h"
+
+static const char usage_text[] =
+    "usage: commitwatch serve --db FILE [--config FILE] [--listen ADDR:PORT]\n\n"
+    "Serves a database read-only with no source: the dashboard, the API, /metrics,\n"
+    "backtests and exports of what it holds, of either platform (e.g. a copy from\n"
+    "another machine). Nothing writes to FILE.\n\n"
+    "  --db FILE          the SQLite database to serve (required)\n"
+    "  --config FILE      configuration file (`key = value` lines: listen, web_root,\n"
+    "                     http_* keys; the source and store keys are not used)\n"
+    "  --listen ADDR:PORT serve there (default 127.0.0.1:8470)\n\n"
+    "Only GET requests are served (no silences, no reload). SIGINT/SIGTERM stop it.\n";
+
+#define F(f) offsetof(cw_service_args_t, f)
+static const cw_cli_opt_t opts[] = {
+    {"--db", CW_CLI_STR, F(db), 0, NULL},
+    {"--config", CW_CLI_STR, F(config_path), 0, NULL},
+    {"--listen", CW_CLI_STR, F(listen), 0, NULL},
+    {NULL, CW_CLI_FLAG, 0, 0, NULL},
+};
+#undef F
+
+int cw_cmd_serve(int argc, char **argv)
+{
+    cw_service_args_t a = {0};
+    cw_diag_t d = {{0}};
+    if (cw_cli_wants_help(argc, argv)) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    int rc = cw_cli_parse("serve", argc, argv, opts, &a, usage_text);
+    if (rc != 0) return rc;
+    if (!a.db) {
+        fprintf(stderr, "commitwatch serve: --db FILE is required\n\n%s", usage_text);
+        return 2;
+    }
+    a.serve = true;
+    cw_plat_catch_stop(cw_service_stop, cw_service_reload);
+    rc = cw_service_run(&a, &d);
+    cw_plat_catch_stop(NULL, NULL);
+    if (rc != 0) fprintf(stderr, "commitwatch serve: %s\n", d.msg[0] ? d.msg : cw_strerror(rc));
+    return rc == 0 ? 0 : rc == CW_EUSAGE ? 2 : 1;
+}
