@@ -967,6 +967,10 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
      * snapshot) end the run, and their end is the end of input. */
     bool file = replay || strcmp(ops->name, "etl") == 0;
     bool live = cw_source_live() && strcmp(ops->name, cw_source_live()) == 0;
+    /* Degraded mode shows itself through the HTTP server (health, metrics,
+     * banner, the source_down alert); without one nothing would, so with
+     * --no-http a live source's failure ends the run like any other's. */
+    bool degrade = live && !a->no_http;
     cw_status_init(&s->status, spec, file, cw_plat_wall_ns(), cw_plat_mono_ns());
     /* The wall clock's offset from now on: a step before the first tick
      * is noted at that tick. */
@@ -996,7 +1000,7 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
     if ((rc = ops->open(&src, &so, &sd)) != 0) {
         /* A file that cannot be read, or a usage error, ends the run. */
         src = NULL;
-        if (!live || rc == CW_EUSAGE || rc == CW_ENOMEM) {
+        if (!degrade || rc == CW_EUSAGE || rc == CW_ENOMEM) {
             *d = sd;
             goto out;
         }
@@ -1079,11 +1083,11 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
                 cw_tagger_rules_hash(s->tagger));
         memset(&sd, 0, sizeof sd);
         s->sink_failed = false;
-        if (!atomic_load(&stop_flag)) rc = ops->run(src, &ss, live ? &sd : d);
+        if (!atomic_load(&stop_flag)) rc = ops->run(src, &ss, degrade ? &sd : d);
         atomic_store(&active_ops, NULL);
         atomic_store(&active_src, NULL);
-        if (!live || s->sink_failed) {
-            if (live && rc != 0 && !d->msg[0]) *d = sd;
+        if (!degrade || s->sink_failed) {
+            if (degrade && rc != 0 && !d->msg[0]) *d = sd;
             break;
         }
         /* A stop: what the live source said as it ended is no error of

@@ -16,7 +16,8 @@ rundown, partial decommits, equal times). For each:
   configured with -DCW_LINUX_BUILD=DIR (without it, refmodel alone):
   every answer of the list below, byte for byte once parsed (JSON) or line
   for line (/metrics), but for what differs by nature: the health's clock,
-  uptime, database path and size and its process-wide memory figures, and
+  uptime, database path and size, the wall-clock times at which its source
+  came up and its configuration was loaded, its process-wide memory figures, and
   /metrics' uptime and database size.
 
 The service is stopped with Ctrl+C (cwservice: SIGINT, which Wine turns
@@ -56,6 +57,10 @@ STACK_FIGS = ("size_bytes", "commit_count", "impacting_bytes", "transient_bytes"
               "transient_count", "types")
 # What differs between two runs by nature (clock, path, file size).
 VOLATILE_HEALTH = ("now_ns", "started_ns", "uptime_s", "db_path", "db_size_bytes")
+# Wall-clock times inside the health's objects: when the source came up
+# (source_state.since_ns) and when the configuration was loaded
+# (config.at_ns).
+VOLATILE_HEALTH_CLOCKS = {"source_state": ("since_ns",), "config": ("at_ns",)}
 # The health's memory figures of the whole process (the C runtime's heap,
 # SQLite's allocator, the resident set) are the OS's and its libraries';
 # store_caches sums the caches of the HTTP workers' read handles, so it
@@ -250,6 +255,9 @@ def normal(path, body):
         out = {k: v for k, v in body.items() if k not in VOLATILE_HEALTH}
         if isinstance(out.get("memory"), dict):
             out["memory"] = {k: v for k, v in out["memory"].items() if k not in VOLATILE_MEMORY}
+        for obj, keys in VOLATILE_HEALTH_CLOCKS.items():
+            if isinstance(out.get(obj), dict):
+                out[obj] = {k: v for k, v in out[obj].items() if k not in keys}
         return out
     return body
 
