@@ -12,9 +12,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define CW_BACKOFF_FIRST_NS INT64_C(1000000000)        /* 1 s */
-#define CW_BACKOFF_MAX_NS (INT64_C(300) * 1000000000)  /* 5 min */
-#define CW_BACKOFF_LOG_EVERY_NS (INT64_C(60) * 1000000000) /* 1 min */
+#include "commitwatch/common.h"
+
+#define CW_BACKOFF_FIRST_NS CW_NS_PER_S        /* 1 s */
+#define CW_BACKOFF_MAX_NS (INT64_C(300) * CW_NS_PER_S)  /* 5 min */
+#define CW_BACKOFF_LOG_EVERY_NS (INT64_C(60) * CW_NS_PER_S) /* 1 min */
 
 typedef struct cw_backoff {
     int64_t delay_ns;    /* the wait before the next try (after the failure) */

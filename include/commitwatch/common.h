@@ -28,6 +28,9 @@
 /* Room for a path in a buffer (longer paths are refused, never cut). */
 #define CW_PATH_MAX 4096
 
+/* Nanoseconds in a second: every time in commitwatch is int64_t ns. */
+#define CW_NS_PER_S INT64_C(1000000000)
+
 /* The start of the width-w bucket holding t (rounds toward -inf; w > 0).
  * INT64_MIN stays INT64_MIN. */
 static inline int64_t cw_floor_to(int64_t t, int64_t w)

@@ -96,7 +96,7 @@ void cw_store_set_share(cw_store_t *s, cw_store_share_t *sh);
  * CW_STORE_POOL_IDLE_NS, and so does put(p, NULL) (a request that read
  * no database), so the caches a burst of reads filled do not stay at
  * their peak once the reads stop. Returns the handles closed. */
-#define CW_STORE_POOL_IDLE_NS (30 * INT64_C(1000000000))
+#define CW_STORE_POOL_IDLE_NS (30 * CW_NS_PER_S)
 typedef struct cw_store_pool cw_store_pool_t;
 int cw_store_pool_create(const char *path, uint32_t max, cw_store_pool_t **out, cw_diag_t *d);
 int cw_store_pool_get(cw_store_pool_t *p, cw_store_t **out, cw_diag_t *d);

@@ -10,8 +10,7 @@
 #include "commitwatch/common.h"
 #include "commitwatch/event.h"
 
-#define SEC ((int64_t)1000000000)
-#define BT_STEP (60 * SEC)
+#define BT_STEP (60 * CW_NS_PER_S)
 #define BT_MAX_EVALS 1000000 /* a year at 30 s: a bound on one request's work */
 
 typedef struct bt {
@@ -53,7 +52,7 @@ int cw_alert_backtest(cw_store_t *s, const cw_alert_rule_t *rule, int64_t from, 
     bt_t bt = {0};
     int err;
     *out = NULL;
-    if (interval <= 0) interval = 10 * SEC;
+    if (interval <= 0) interval = 10 * CW_NS_PER_S;
     if (from >= to) return cw_diag_set(d, CW_EINVAL, "backtest: from must be before to");
     if ((to - from) / interval > BT_MAX_EVALS)
         return cw_diag_set(d, CW_ERANGE,

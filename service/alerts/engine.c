@@ -32,7 +32,6 @@
 #include "commitwatch/memstat.h"
 #include "commitwatch/platform.h"
 
-#define SEC ((int64_t)1000000000)
 
 struct cw_alert_engine {
     int64_t interval, step, resend;
@@ -501,7 +500,7 @@ static void run_available(cw_alert_engine_t *e)
      * starts after them (downtime.h). */
     cw_downtime_t down;
     if (cw_store_downtime_get(e->s, &down, &d) == 0 && cw_downtime_open(&down)) {
-        int64_t now = cw_floor_to(cw_plat_wall_ns(), SEC);
+        int64_t now = cw_floor_to(cw_plat_wall_ns(), CW_NS_PER_S);
         if (is_never(limit) || now > limit) limit = now;
         if (is_never(fb.start_ns)) fb.start_ns = down.from[down.n - 1];
     }
@@ -549,7 +548,7 @@ static void thread_main(void *arg)
             cw_cond_broadcast(e->done_cv);
         }
         if (!atomic_load(&e->stop) && !e->kicked && !e->has_pending && e->drain_req == want)
-            cw_cond_timedwait(e->cv, e->mu, e->interval < SEC ? e->interval : SEC);
+            cw_cond_timedwait(e->cv, e->mu, e->interval < CW_NS_PER_S ? e->interval : CW_NS_PER_S);
     }
     e->drain_done = e->drain_req; /* nobody waits on a stopped engine */
     cw_cond_broadcast(e->done_cv);
@@ -598,13 +597,13 @@ int cw_alert_engine_start(const cw_alert_engine_opts_t *o, const cw_alert_rules_
     int err;
     *out = NULL;
     if (!e) return cw_diag_set(d, CW_ENOMEM, "alerts: out of memory");
-    e->interval = o->interval_ns > 0 ? o->interval_ns : 10 * SEC;
-    e->step = o->step_ns > 0 ? o->step_ns : 60 * SEC;
-    e->resend = o->resend_ns > 0 ? o->resend_ns : 60 * SEC;
+    e->interval = o->interval_ns > 0 ? o->interval_ns : 10 * CW_NS_PER_S;
+    e->step = o->step_ns > 0 ? o->step_ns : 60 * CW_NS_PER_S;
+    e->resend = o->resend_ns > 0 ? o->resend_ns : 60 * CW_NS_PER_S;
     e->on_notices = o->on_notices;
     e->ctx = o->ctx;
     e->next_T = e->last_T = e->gap_check_T = INT64_MIN;
-    if (e->step % SEC) {
+    if (e->step % CW_NS_PER_S) {
         free(e);
         return cw_diag_set(d, CW_EINVAL, "alert_step must be a whole number of seconds");
     }

@@ -23,7 +23,7 @@
 
 #define MAX_NAME 128
 #define MAX_SUMMARY 1024
-#define MAX_DURATION_NS (35LL * 86400 * 1000000000LL) /* window, for, ...: 35 days */
+#define MAX_DURATION_NS (35LL * 86400 * CW_NS_PER_S) /* window, for, ...: 35 days */
 
 /* ---- one section being read ------------------------------------------------ */
 
@@ -421,7 +421,7 @@ static void defaults(cw_alert_rule_t *r)
 {
     memset(r, 0, sizeof *r);
     r->group_by = CW_AG_INSTANCE;
-    r->window_ns = 3600LL * 1000000000LL;
+    r->window_ns = 3600LL * CW_NS_PER_S;
     r->clear = 1;
     r->limit_kind = CW_AL_MACHINE;
 }

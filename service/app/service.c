@@ -55,7 +55,7 @@
 /* When a live instance's memory map is stored (schema/008_map; DESIGN.md,
  * "Memory maps"): after 10 s if it moved by 1 MiB or 10 %, else after
  * 10 min if it changed at all, and at the end of the run. */
-static const cw_map_policy_t map_policy = {10 * INT64_C(1000000000), 600 * INT64_C(1000000000),
+static const cw_map_policy_t map_policy = {10 * CW_NS_PER_S, 600 * CW_NS_PER_S,
                                            UINT64_C(1) << 20, 10};
 
 static atomic_bool stop_flag;
@@ -328,7 +328,7 @@ static int alerts_start(svc_t *s, const cw_config_t *cfg, const cw_alert_rules_t
         CW_LOGE("alerts: cannot start the alert engine: %s; alerts are off", d.msg);
         s->alerts = NULL;
     } else {
-        int64_t iv = cfg->alert_interval_ns > 0 ? cfg->alert_interval_ns : INT64_C(10000000000);
+        int64_t iv = cfg->alert_interval_ns > 0 ? cfg->alert_interval_ns : (10 * CW_NS_PER_S);
         CW_LOGI("alerts: %zu rule(s) in force, evaluated every %" PRId64 " ms", rules->n,
                 iv / 1000000);
     }
@@ -545,14 +545,14 @@ static int on_event(void *ctx, const cw_event_t *ev)
 static void publish_memory(svc_t *s, bool now)
 {
     int64_t mono = cw_plat_mono_ns();
-    if (!now && mono - s->mem_at < 1000000000) return;
+    if (!now && mono - s->mem_at < CW_NS_PER_S) return;
     s->mem_at = mono;
     cw_mem_set(CW_MEM_TRACKER, (int64_t)cw_tracker_memory(cw_pipeline_tracker(s->pipe)));
     cw_mem_set(CW_MEM_STACKS, (int64_t)cw_stacks_memory(s->stacks));
 }
 
 /* A wall-clock step larger than this is noted in the log. */
-#define CLOCK_STEP_NOTE_NS 1000000000LL
+#define CLOCK_STEP_NOTE_NS CW_NS_PER_S
 
 /* Notes a step of the wall clock in the log. Buckets never follow it: their
  * times are the source's (perf: the monotonic clock, anchored to the wall
@@ -1044,7 +1044,7 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
         cw_alert_rules_free(&arules);
         if (rc != 0) goto out;
     }
-    if ((rc = cw_agg_create(1000000000LL, s->stacks, s->tagger, stored_frames, stored_stacks,
+    if ((rc = cw_agg_create(CW_NS_PER_S, s->stacks, s->tagger, stored_frames, stored_stacks,
                             emit_batch, s, &s->agg)) != 0)
         goto oom;
     cw_agg_set_fold(s->agg, cfg.fold_lifetime_ns, cfg.fold_size_bytes);

@@ -138,9 +138,9 @@ char *cw_strdup(const char *s)
 
 void cw_utc_from_ns(int64_t ns, cw_utc_t *out)
 {
-    int64_t s = ns / 1000000000, frac = ns % 1000000000;
+    int64_t s = ns / CW_NS_PER_S, frac = ns % CW_NS_PER_S;
     if (frac < 0) {
-        frac += 1000000000;
+        frac += CW_NS_PER_S;
         s--;
     }
     int64_t days = s / 86400, sod = s % 86400;

@@ -138,7 +138,7 @@ int cw_cmd_record(int argc, char **argv)
                           : cw_plat_commit_limit(&h.commit_limit, &used, &enforced) != 0)
         h.commit_limit = 0;
     if ((rc = cw_trace_writer_open(out, &h, stacks, &r.w, &d))) goto done;
-    if (duration) r.deadline = cw_plat_mono_ns() + duration * 1000000000LL;
+    if (duration) r.deadline = cw_plat_mono_ns() + duration * CW_NS_PER_S;
 
     atomic_store(&active_src, src);
     atomic_store(&active_ops, ops);

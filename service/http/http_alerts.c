@@ -27,11 +27,10 @@
 #include "commitwatch/event.h"
 #include "commitwatch/platform.h"
 
-#define NS INT64_C(1000000000)
 /* A backtest covers at most this window and this many evaluations. */
-#define BACKTEST_MAX_WINDOW_NS (7 * 86400 * NS)
+#define BACKTEST_MAX_WINDOW_NS (7 * 86400 * CW_NS_PER_S)
 #define BACKTEST_MAX_EVALS 20000
-#define BACKTEST_MIN_INTERVAL_NS (10 * NS)
+#define BACKTEST_MIN_INTERVAL_NS (10 * CW_NS_PER_S)
 #define MAX_MATCHERS 32
 
 static const char *const state_names[] = {"inactive", "pending", "firing"};
@@ -746,7 +745,7 @@ int cw__http_silence_delete(cw__http_req_t *r, uint32_t id)
 
 /* How long a request waits for the core thread to serve its reload (it
  * does between two events or ticks, about once a second when idle). */
-#define RELOAD_WAIT_NS (INT64_C(10) * 1000000000)
+#define RELOAD_WAIT_NS (INT64_C(10) * CW_NS_PER_S)
 
 /* Requests a reload and waits for the one that read the files after this
  * request (status.h: loads begun and done) to report: 200 "reloaded",

@@ -205,7 +205,7 @@ unsigned cw__http_clients_sweep(cw__http_clients_t *c)
     if (refused) {
         unsigned total = atomic_fetch_add(&c->refused, refused) + refused;
         int64_t now = cw_plat_mono_ns(), prev = atomic_load(&c->last_warn);
-        if ((prev == 0 || now - prev >= 10 * 1000000000LL) &&
+        if ((prev == 0 || now - prev >= 10 * CW_NS_PER_S) &&
             atomic_compare_exchange_strong(&c->last_warn, &prev, now)) {
             atomic_fetch_sub(&c->refused, total);
             CW_LOGW("http: refused %u connection%s (429) of clients over http_client_connections "

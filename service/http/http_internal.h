@@ -28,7 +28,7 @@ struct cJSON;
 #define CW__HTTP_MAX_PARAMS 16
 #define CW__HTTP_MAX_QUERY 2048    /* bytes of query string */
 #define CW__HTTP_MAX_POINTS 100000 /* steps in one series response */
-#define CW__HTTP_MAX_WINDOW_NS (400LL * 86400 * 1000000000LL)
+#define CW__HTTP_MAX_WINDOW_NS (400LL * 86400 * CW_NS_PER_S)
 /* Read connections the workers share (store_pool.c): a request that
  * finds them all in use waits for one. 4: the two CPUs this is sized for
  * are busy with 2 queries; more connections only add page caches and

@@ -21,7 +21,7 @@
 #include "commitwatch/query.h"
 #include "http/http_internal.h"
 
-#define LIVE_TIMEOUT_NS (2 * INT64_C(1000000000)) /* a core thread busy longer: stored maps */
+#define LIVE_TIMEOUT_NS (2 * CW_NS_PER_S) /* a core thread busy longer: stored maps */
 #define MAX_SNAPSHOT_TIMES 2000
 
 /* The map of id at `at`: live when at is now or later and the core thread

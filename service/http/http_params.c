@@ -152,11 +152,11 @@ static int parse_rfc3339(const char *s, int64_t *out)
         return 0;
     int64_t secs = days_from_civil(Y, (unsigned)M, (unsigned)D) * 86400 + h * 3600 + m * 60 + sec -
                    sign * (oh * 3600 + om * 60);
-    const int64_t G = 1000000000LL;
-    if (secs > INT64_MAX / G || (secs == INT64_MAX / G && frac > INT64_MAX % G) ||
-        secs < INT64_MIN / G)
+    if (secs > INT64_MAX / CW_NS_PER_S ||
+        (secs == INT64_MAX / CW_NS_PER_S && frac > INT64_MAX % CW_NS_PER_S) ||
+        secs < INT64_MIN / CW_NS_PER_S)
         return -1;
-    *out = secs * 1000000000LL + frac;
+    *out = secs * CW_NS_PER_S + frac;
     return 1;
 }
 
@@ -249,7 +249,7 @@ int cw__http_window(cw__http_req_t *r, int64_t *from, int64_t *to)
     if (f) {
         if ((rc = cw__http_parse_time(r, "from", f, from))) return rc;
     } else
-        *from = *to - 3600LL * 1000000000LL;
+        *from = *to - 3600LL * CW_NS_PER_S;
     if (*from >= *to)
         return cw__http_fail(r, 400, "from: must be before to (windows are [from, to))");
     if ((uint64_t)*to - (uint64_t)*from > (uint64_t)CW__HTTP_MAX_WINDOW_NS)

@@ -17,7 +17,6 @@
 #include "commitwatch/event.h"
 #include "commitwatch/query.h"
 
-#define NS ((int64_t)1000000000)
 
 /* A step that gives at most ~1000 points. */
 static int64_t auto_step(int64_t span)
@@ -26,8 +25,8 @@ static int64_t auto_step(int64_t span)
                                    120,   300,   600,   900,   1800,   3600,  7200,
                                    10800, 21600, 43200, 86400, 172800, 604800};
     for (size_t i = 0; i < CW_ARRAY_LEN(nice); i++)
-        if (span / (nice[i] * NS) <= 1000) return nice[i] * NS;
-    return 604800 * NS;
+        if (span / (nice[i] * CW_NS_PER_S) <= 1000) return nice[i] * CW_NS_PER_S;
+    return 604800 * CW_NS_PER_S;
 }
 
 /* The JSON of series s (proc: its row, or NULL for the machine); NULL on
@@ -124,7 +123,7 @@ int cw__http_series(cw__http_req_t *r, uint32_t proc)
     if (rc) return rc;
     if (ss) {
         if ((rc = cw__http_parse_duration(r, "step", ss, &q.step_ns))) return rc;
-        if (q.step_ns % NS)
+        if (q.step_ns % CW_NS_PER_S)
             return cw__http_fail(r, 400, "step: must be a whole number of seconds (1s, 60s, 5m)");
     } else
         q.step_ns = auto_step(q.to_ns - q.from_ns);
@@ -142,7 +141,7 @@ int cw__http_series(cw__http_req_t *r, uint32_t proc)
         rc = cw__http_fail(r, 400,
                            "step: the window has %" PRIu64 " steps of %" PRId64
                            " s, more than %d; use a larger step or a shorter window",
-                           n, (int64_t)(q.step_ns / NS), CW__HTTP_MAX_POINTS);
+                           n, (int64_t)(q.step_ns / CW_NS_PER_S), CW__HTTP_MAX_POINTS);
         goto out;
     }
     if ((rc = cw_store_series(r->store, &q, &s, &d))) {

@@ -33,7 +33,6 @@
 #define QUEUE_MAX 10000 /* notices per channel queue */
 #define AM_BATCH 256    /* alerts per POST: Prometheus notifier/manager.go DefaultMaxBatchSize */
 #define BACKOFF_MAX_NS 60000000000LL
-#define SEC 1000000000LL
 
 enum { CH_AM, CH_WEBHOOK, CH_EXEC, CH_LOG, CH__N };
 static const char *const channel_names[CH__N] = {"alertmanager", "webhook", "exec", "log"};
@@ -459,11 +458,11 @@ int cw_notifier_start(const cw_notify_opts_t *o, cw_notifier_t **out, cw_diag_t 
         cw_diag_set(d, CW_ENOMEM, "out of memory");
         goto fail;
     }
-    if (nf->o.resend_ns <= 0) nf->o.resend_ns = 60 * SEC;
-    if (nf->o.interval_ns <= 0) nf->o.interval_ns = 10 * SEC;
-    if (nf->o.backoff_ns <= 0) nf->o.backoff_ns = SEC;
-    if (nf->o.http_timeout_ns <= 0) nf->o.http_timeout_ns = 10 * SEC;
-    if (nf->o.exec_timeout_ns <= 0) nf->o.exec_timeout_ns = 10 * SEC;
+    if (nf->o.resend_ns <= 0) nf->o.resend_ns = 60 * CW_NS_PER_S;
+    if (nf->o.interval_ns <= 0) nf->o.interval_ns = 10 * CW_NS_PER_S;
+    if (nf->o.backoff_ns <= 0) nf->o.backoff_ns = CW_NS_PER_S;
+    if (nf->o.http_timeout_ns <= 0) nf->o.http_timeout_ns = 10 * CW_NS_PER_S;
+    if (nf->o.exec_timeout_ns <= 0) nf->o.exec_timeout_ns = 10 * CW_NS_PER_S;
     /* Prometheus (rules/alerting.go, sendAlerts): ValidUntil = ts + 4 x
      * max(evaluation interval, resend delay), "allow for two Eval or
      * Alertmanager send failures"; endsAt = ValidUntil while firing. */

@@ -32,8 +32,7 @@
 #include "store/store_internal.h"
 #include "commitwatch/platform.h"
 
-#define NS_PER_S INT64_C(1000000000)
-#define HOUR_NS (3600 * NS_PER_S)
+#define HOUR_NS (3600 * CW_NS_PER_S)
 #define DAY_NS (24 * HOUR_NS)
 
 /* ---- SQL ---------------------------------------------------------------- */

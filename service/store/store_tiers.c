@@ -20,7 +20,7 @@
 #include "commitwatch/log.h"
 #include "store/store_internal.h"
 
-#define HOUR_NS (INT64_C(3600) * 1000000000)
+#define HOUR_NS (INT64_C(3600) * CW_NS_PER_S)
 #define DAY_NS (24 * HOUR_NS)
 
 /* The size cap never shortens a tier's retention below these. */

@@ -142,7 +142,7 @@ int cw_writer_start(cw_store_t *s, uint32_t max_queued, cw_writer_t **out)
     if (!w) return CW_ENOMEM;
     w->store = s;
     w->cap = max_queued ? max_queued : 1;
-    w->retry_ns = INT64_C(1000000000);
+    w->retry_ns = CW_NS_PER_S;
     if (!(w->ring = calloc(w->cap, sizeof *w->ring)) ||
         !(w->taken = calloc(w->cap, sizeof *w->taken)))
         goto fail_ring;

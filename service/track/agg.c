@@ -81,7 +81,7 @@ typedef struct fold_group {
 
 /* One group per name per hour of starts: a day of a busy shell loop is
  * 24 rows, and a window still shows when the instances ran. */
-#define FOLD_PERIOD_NS (INT64_C(3600) * 1000000000)
+#define FOLD_PERIOD_NS (INT64_C(3600) * CW_NS_PER_S)
 
 struct cw_agg {
     int64_t width;

@@ -24,7 +24,7 @@ static int64_t read_clock(clockid_t id)
 {
     struct timespec t;
     clock_gettime(id, &t);
-    return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+    return (int64_t)t.tv_sec * CW_NS_PER_S + t.tv_nsec;
 }
 
 int64_t cw_plat_wall_ns(void)
@@ -42,7 +42,7 @@ int64_t cw_plat_mono_ns(void)
 void cw_plat_sleep_ns(int64_t ns)
 {
     if (ns <= 0) return;
-    struct timespec t = {(time_t)(ns / 1000000000LL), (long)(ns % 1000000000LL)};
+    struct timespec t = {(time_t)(ns / CW_NS_PER_S), (long)(ns % CW_NS_PER_S)};
     /* A signal ends the sleep early: callers re-check their stop flag. */
     nanosleep(&t, NULL);
 }

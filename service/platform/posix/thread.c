@@ -109,7 +109,7 @@ void cw_cond_wait(cw_cond_t *c, cw_mutex_t *m)
 bool cw_cond_timedwait(cw_cond_t *c, cw_mutex_t *m, int64_t timeout_ns)
 {
     int64_t due = cw_plat_mono_ns() + (timeout_ns > 0 ? timeout_ns : 0);
-    struct timespec t = {(time_t)(due / 1000000000LL), (long)(due % 1000000000LL)};
+    struct timespec t = {(time_t)(due / CW_NS_PER_S), (long)(due % CW_NS_PER_S)};
     return pthread_cond_timedwait(&c->c, &m->m, &t) == 0;
 }
 

@@ -44,7 +44,7 @@ int64_t cw_plat_mono_ns(void)
     QueryPerformanceCounter(&now);
     /* Split to avoid overflowing 64 bits at high counter frequencies. */
     int64_t sec = now.QuadPart / freq.QuadPart, rem = now.QuadPart % freq.QuadPart;
-    return sec * 1000000000LL + rem * 1000000000LL / freq.QuadPart;
+    return sec * CW_NS_PER_S + rem * CW_NS_PER_S / freq.QuadPart;
 }
 
 void cw_plat_sleep_ns(int64_t ns)

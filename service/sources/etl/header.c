@@ -14,7 +14,6 @@
 #include "sources/etl/etl_internal.h"
 
 #define FILETIME_UNIX_EPOCH 116444736000000000LL /* 1970-01-01 in 100 ns since 1601 */
-#define NS 1000000000LL
 
 static uint16_t rd16(const uint8_t *p)
 {
@@ -261,8 +260,8 @@ int cw_etl__clock_init(cw_etl__clock_t *c, const cw_etl_header_t *h)
     else if (h->clock_type <= 1) c->freq = h->perf_freq;
     else return CW_ENOSYS;
     if (c->freq < 1 || c->freq > CW_ETL__MAX_FREQ) return CW_ERANGE;
-    if (NS % c->freq == 0 && c->base_ns < FAST_NS && c->base_ns > -FAST_NS) {
-        c->ns_per_tick = NS / c->freq;
+    if (CW_NS_PER_S % c->freq == 0 && c->base_ns < FAST_NS && c->base_ns > -FAST_NS) {
+        c->ns_per_tick = CW_NS_PER_S / c->freq;
         c->fast_lim = FAST_NS / c->ns_per_tick;
     }
     return 0;
@@ -278,8 +277,9 @@ int64_t cw_etl__clock_ns(const cw_etl__clock_t *c, uint64_t ts)
      * division, and within the limits nothing below saturates. */
     if (c->ns_per_tick && d < c->fast_lim && d > -c->fast_lim) return c->base_ns + d * c->ns_per_tick;
     int64_t q = d / c->freq, r = d % c->freq;
-    if (q > INT64_MAX / NS || q < INT64_MIN / NS) return q > 0 ? INT64_MAX : INT64_MIN;
-    int64_t ns = q * NS, frac = r * NS / c->freq;
+    if (q > INT64_MAX / CW_NS_PER_S || q < INT64_MIN / CW_NS_PER_S)
+        return q > 0 ? INT64_MAX : INT64_MIN;
+    int64_t ns = q * CW_NS_PER_S, frac = r * CW_NS_PER_S / c->freq;
     if ((c->base_ns > 0 && ns > INT64_MAX - c->base_ns) ||
         (c->base_ns < 0 && ns < INT64_MIN - c->base_ns))
         return ns > 0 ? INT64_MAX : INT64_MIN;

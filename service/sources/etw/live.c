@@ -352,7 +352,7 @@ static int live_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
                  * lower bound (the log says how many buffers). */
                 sink->counters(sink->ctx, l->events, lost_ev + lost_buf + dropped, 0);
             }
-            next_query = cw_plat_mono_ns() + 1000000000LL;
+            next_query = cw_plat_mono_ns() + CW_NS_PER_S;
         }
     }
 out:

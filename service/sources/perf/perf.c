@@ -537,7 +537,7 @@ static int process_until(cw_perf__t *s, int64_t horizon)
 }
 
 /* How often the process and thread tables are swept (cw_perf__sweep). */
-#define SWEEP_NS 10000000000LL
+#define SWEEP_NS (10 * CW_NS_PER_S)
 
 /* Past the queue's cap: records a ring gives per round at most, rounds
  * per pass, and how far past the oldest ring's first record every ring
@@ -731,7 +731,7 @@ static int perf_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
         /* After a loss, one resync covers every loss of the last second. */
         if (!rc && s->resync_due && t >= next_resync) {
             rc = resync_all(s, s->now_mono);
-            next_resync = cw_plat_mono_ns() + 1000000000LL;
+            next_resync = cw_plat_mono_ns() + CW_NS_PER_S;
         }
         if (!rc && s->npend) rc = cw_perf__pend_due(s, upto);
         /* Entries whose exit was never seen (lost records; CLONE_VM
@@ -755,7 +755,7 @@ static int perf_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
 #endif
         }
         if (!rc && t >= next_tick) {
-            next_tick = t + 1000000000LL;
+            next_tick = t + CW_NS_PER_S;
             int64_t now = upto + s->mono_to_epoch; /* not past a record still to come */
             if (now < s->last_ts) now = s->last_ts;
             s->last_ts = now;
