@@ -65,41 +65,44 @@ static bool is_never(int64_t t)
 
 /* ---- rows -------------------------------------------------------------------- */
 
-/* A JSON number, or null (JSON has no NaN nor Infinity). */
-static const char *num(char buf[32], double v)
+/* A number of the detail: six significant digits, as the rules and the
+ * dashboard show them (cJSON prints NaN and Infinity as null). */
+static bool add_num(cJSON *o, const char *name, double v)
 {
-    if (isfinite(v))
-        snprintf(buf, 32, "%.6g", v);
-    else
-        snprintf(buf, 32, "null");
-    return buf;
+    char b[32];
+    if (isfinite(v)) {
+        snprintf(b, sizeof b, "%.6g", v);
+        v = strtod(b, NULL);
+    }
+    return cJSON_AddNumberToObject(o, name, v) != NULL;
 }
 
-/* The detail JSON of a state: leak-score components and forecast. */
+/* The detail JSON of a state: leak-score components and forecast; NULL
+ * when the state has no leak score (or out of memory). */
 static char *detail_json(const cw__astate_t *st, int64_t window_ns)
 {
-    char buf[1024], f[13][32];
     if (!st->has_ls) return NULL;
     const cw_leak_score_t *l = &st->ls;
-    int len = snprintf(buf, sizeof buf,
-                       "{\"window_ns\":%" PRId64 ",\"leak\":{\"score\":%s,\"slope\":%s,"
-                       "\"slope_lo\":%s,\"slope_hi\":%s,\"mk_z\":%s,\"mk_p\":%s,"
-                       "\"floor_slope\":%s,\"stay_share\":%s,\"plateau\":%s,\"recent\":%s,"
-                       "\"points\":%u}",
-                       window_ns, num(f[0], l->score), num(f[1], l->slope), num(f[2], l->slope_lo),
-                       num(f[3], l->slope_hi), num(f[4], l->mk_z), num(f[5], l->mk_p),
-                       num(f[6], l->floor_slope), num(f[7], l->stay_share), num(f[8], l->plateau),
-                       num(f[12], l->recent), (unsigned)l->points);
-    if (len < 0 || (size_t)len >= sizeof buf) return NULL;
-    if (st->tl.limit.known)
-        snprintf(buf + len, sizeof buf - (size_t)len,
-                 ",\"forecast\":{\"median_s\":%s,\"upper_s\":%s,\"headroom\":%" PRIu64
-                 ",\"limit\":%" PRIu64 ",\"source\":\"%s\"}}",
-                 num(f[9], st->tl.median_s), num(f[10], st->tl.upper_s), st->tl.headroom,
-                 st->tl.limit.limit, st->tl.limit.source ? st->tl.limit.source : "");
-    else
-        snprintf(buf + len, sizeof buf - (size_t)len, "}");
-    return cw_strdup(buf);
+    cJSON *o = cJSON_CreateObject(), *k = NULL, *f = NULL;
+    bool ok = o && cJSON_AddNumberToObject(o, "window_ns", (double)window_ns) &&
+              (k = cJSON_AddObjectToObject(o, "leak")) && add_num(k, "score", l->score) &&
+              add_num(k, "slope", l->slope) && add_num(k, "slope_lo", l->slope_lo) &&
+              add_num(k, "slope_hi", l->slope_hi) && add_num(k, "mk_z", l->mk_z) &&
+              add_num(k, "mk_p", l->mk_p) && add_num(k, "floor_slope", l->floor_slope) &&
+              add_num(k, "stay_share", l->stay_share) && add_num(k, "plateau", l->plateau) &&
+              add_num(k, "recent", l->recent) && cJSON_AddNumberToObject(k, "points", l->points);
+    if (ok && st->tl.limit.known)
+        ok = (f = cJSON_AddObjectToObject(o, "forecast")) &&
+             add_num(f, "median_s", st->tl.median_s) && add_num(f, "upper_s", st->tl.upper_s) &&
+             cJSON_AddNumberToObject(f, "headroom", (double)st->tl.headroom) &&
+             cJSON_AddNumberToObject(f, "limit", (double)st->tl.limit.limit) &&
+             cJSON_AddStringToObject(f, "source",
+                                     st->tl.limit.source ? st->tl.limit.source : "");
+    char *text = ok ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    char *out = text ? cw_strdup(text) : NULL; /* the row's detail is free()d */
+    cJSON_free(text);
+    return out;
 }
 
 static void row_of(cw_alert_row_t *row, const cw__arule_t *r, const cw__astate_t *st, int64_t T)
