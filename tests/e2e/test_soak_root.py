@@ -13,7 +13,7 @@ retention pruning the processes and folded rows of every ended instance
 (a one-process trace replayed 3 h later moves every tier's horizon past
 the soak). Every check is required, RSS too: what held it above 10 %
 was the report cache's sums of every ended instance's stacks, which it
-no longer keeps (docs/RELIABILITY.md, "Soak" (8)); drift is 0 in every
+no longer keeps (docs/RELIABILITY.md, "Soak"); drift is 0 in every
 check with the perf source's in-order merge.
 
 It never skips: without root or perf, or an unbuilt workload, it fails

@@ -207,7 +207,7 @@ static size_t build_request(const uint8_t *data, size_t size, char *out, size_t 
  * with the world stopped) were still a quarter of the samples (perf:
  * GetAsanChunkByAddrFastLocked and the lsan functions); every 1024 the
  * same 30,000 inputs take 1.14 - 1.35x less CPU (docs/RELIABILITY.md,
- * "Harness speed (2026-12-02 (5))"). */
+ * "Fuzzing"). */
 #define LEAK_EVERY 1024
 
 /* LeakSanitizer's check, with libFuzzer's asynchronous signals held until

@@ -454,7 +454,7 @@ static void closed_proc(void)
  * it, trims the burst's rows:
  * the room they took goes back (cw_reserve_fit), and the answers stay
  * those of the rows. Before, the arrays kept the burst's capacity for as
- * long as the handle was used (docs/RELIABILITY.md, "Soak", 2026-12-03). */
+ * long as the handle was used (docs/RELIABILITY.md, "Soak"). */
 #define BURST_PROCS 300
 #define BURST_SECS 5
 

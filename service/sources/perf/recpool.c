@@ -7,8 +7,8 @@
  * main arena, between the longer-lived blocks that processing them
  * allocates (shadows, stacks, unwinder state): after a burst the freed
  * records were free heap pinned below live blocks, resident until the
- * sweep's malloc_trim and often after it (docs/RELIABILITY.md, "Soak",
- * 2026-12-02 (6) and (7)). Here records are cut in order from a chunk;
+ * sweep's malloc_trim and often after it (docs/RELIABILITY.md, "Soak").
+ * Here records are cut in order from a chunk;
  * a chunk whose records are all freed is kept as the one spare or
  * unmapped, so the queue's resident memory follows what it holds.
  *
