@@ -660,7 +660,7 @@ def parse(argv=None):
     p.add_argument("--minutes", type=float, default=30, help="length of the load (default 30)")
     p.add_argument("--not-required", default="", type=lambda v: set(filter(None, v.split(","))),
                    help="checks (rss, drift, fds, pids, stored, pruned, exit) reported but not "
-                        "failing --check: known open defects, named in docs/RELIABILITY.md")
+                        "failing --check (for a check known to fail, while it is being fixed)")
     p.add_argument("--bin", default=os.environ.get("CW_BIN", "build/commitwatch"))
     p.add_argument("--workloads", default=os.path.join(os.environ.get("CW_BUILD", "build"),
                                                        "tests", "workloads"))
