@@ -21,7 +21,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -33,7 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from alerttrace import MiB, S, Trace
 from cwservice import Checks, Service, free_port
-from cwtest import require, wait_until
+from cwtest import file_text, require, stop, wait_until
 from promcheck import RULES, require_promtool, rules_exprs
 
 PROMETHEUS = shutil.which("prometheus")
@@ -129,21 +128,11 @@ def start(cmd, name):
 
 def stop_all():
     for name, p in reversed(procs):
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-                c.check(f"{name} stops on SIGTERM within 20 s", False, "killed")
+        c.check(f"{name} stops on SIGTERM within 20 s", stop(p) is not None, "killed")
 
 
 def tail(name):
-    try:
-        return open(os.path.join(tmp, name + ".log")).read()[-3000:]
-    except OSError:
-        return ""
+    return file_text(os.path.join(tmp, name + ".log"))[-3000:]
 
 
 rules = test_rules(tmp)
