@@ -12,7 +12,7 @@
  * recorded them) and runs the engine's evaluation (cw_alert_backtest) on
  * the worker's handle, bounded in window and evaluations so one request
  * cannot hold a worker for long. */
-#include "http/http_internal.h"
+#include "http/http_resources.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>

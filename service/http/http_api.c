@@ -5,7 +5,7 @@
  * --db`), so the API and the CLI cannot disagree; process objects are
  * cw_report_proc_json()'s, byte for byte those of `analyze --json`.
  * 64-bit integers are raw number text (DESIGN.md, "Integers in JSON"). */
-#include "http/http_internal.h"
+#include "http/http_resources.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -522,7 +522,7 @@ static bool stack_kept(const cw_stack_report_t *st, int type, const char *tag)
     return keep && (!tag || tag_matches(st->tag, tag));
 }
 
-int cw__http_export_params(cw__http_req_t *r, cw_export_opts_t *o, bool *wanted)
+static int export_params(cw__http_req_t *r, cw_export_opts_t *o, bool *wanted)
 {
     const char *f = cw__http_param(r, "format"), *v = cw__http_param(r, "value");
     cw_diag_t d = {{0}};
@@ -543,7 +543,7 @@ int cw__http_export_params(cw__http_req_t *r, cw_export_opts_t *o, bool *wanted)
     return 0;
 }
 
-int cw__http_send_export(cw__http_req_t *r, const cw_proc_report_t *procs, uint32_t n,
+static int send_export(cw__http_req_t *r, const cw_proc_report_t *procs, uint32_t n,
                          int64_t from, int64_t to, const char *stem, const cw_export_opts_t *o)
 {
     cw_diag_t d = {{0}};
@@ -610,7 +610,7 @@ static int stacks_export(cw__http_req_t *r, uint32_t id, int64_t from, int64_t t
             snprintf(stem, sizeof stem, "machine");
         cw_export_opts_t o = *eo;
         o.process_frame = id == 0;
-        rc = cw__http_send_export(r, views, n, rep->from_ns, rep->to_ns, stem, &o);
+        rc = send_export(r, views, n, rep->from_ns, rep->to_ns, stem, &o);
     } else {
         rc = oom(r);
     }
@@ -749,7 +749,7 @@ int cw__http_stacks(cw__http_req_t *r, uint32_t id)
     if ((rc = stacks_query(r, &q))) return rc;
     cw_export_opts_t eo;
     bool export = false;
-    if ((rc = cw__http_export_params(r, &eo, &export))) return rc;
+    if ((rc = export_params(r, &eo, &export))) return rc;
     if (export) return stacks_export(r, id, q.from, q.to, q.type, q.tag, &eo);
 
     cw_report_t *rep = NULL;
@@ -780,7 +780,7 @@ int cw__http_system_stacks(cw__http_req_t *r)
     if ((rc = stacks_query(r, &q))) return rc;
     cw_export_opts_t eo;
     bool export = false;
-    if ((rc = cw__http_export_params(r, &eo, &export))) return rc;
+    if ((rc = export_params(r, &eo, &export))) return rc;
     if (export) return stacks_export(r, 0, q.from, q.to, q.type, q.tag, &eo);
     cw_report_t *rep = NULL;
     if ((rc = window_report(r, q.from, q.to, true, &rep))) return rc;

@@ -24,7 +24,7 @@
  * the leak score and time to limit of those series, the notification
  * attempts by channel and result (alertdb.h) and the evaluations run.
  * Their cardinality is that of the active series, which the rules bound. */
-#include "http/http_internal.h"
+#include "http/http_resources.h"
 
 #include <inttypes.h>
 #include <math.h>

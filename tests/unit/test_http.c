@@ -8,7 +8,9 @@
  * are tested end to end in tests/e2e/test_api.py. */
 #include "commitwatch/http.h"
 #include "commitwatch/platform.h"
-#include "http/http_internal.h"
+#include "http/http_clients.h"
+#include "http/http_req.h"
+#include "http/http_routes.h"
 #include "test.h"
 #include "test_port.h"
 
