@@ -8,7 +8,7 @@
  * without '/'), the query parameters the route takes (any other is a 400
  * naming it), whether it needs the database, and the handler
  * (http_resources.h). The OpenAPI document (http_openapi.c) lists the
- * same routes.
+ * same routes; test_http checks that they agree.
  *
  * A path some route matches with another method is a 405 with an Allow
  * header listing the methods it takes; an unknown /api/ path a 404; any
