@@ -14,9 +14,6 @@
 #include "commitwatch/memstat.h"
 #include "commitwatch/platform.h"
 
-/* "memory": bytes per component (memstat.h), SQLite's, the process's
- * resident set now and at its peak, the C heap in use, and the heap no
- * component counts ("heap_other": libdw's and civetweb's, mostly). */
 /* /api/health's "losses": every record the source dropped or could not
  * pair, and what the resyncs corrected (docs/LINUX.md, "Losses and
  * drift"). False on out of memory. */
@@ -38,6 +35,9 @@ static bool losses(cJSON *o, const cw_status_t *st)
     return ok;
 }
 
+/* "memory": bytes per component (memstat.h), SQLite's, the process's
+ * resident set now and at its peak, the C heap in use, and the heap no
+ * component counts ("heap_other": libdw's and civetweb's, mostly). */
 static bool memory(cJSON *o)
 {
     cJSON *m = cJSON_AddObjectToObject(o, "memory");
