@@ -1,5 +1,6 @@
-/* http.c - the embedded civetweb server: start/stop, per-worker stores,
- * request dispatch, security checks and response helpers.
+/* http.c - the embedded civetweb server: start and stop, the options
+ * civetweb runs with, and begin_request(), which takes every request from
+ * its first byte to the route (http_routes.c) and its answer.
  *
  * DESIGN. civetweb runs a listener thread and `threads` workers. Every
  * request goes through begin_request(), which answers it completely:
@@ -20,17 +21,16 @@
  * body is refused (413), a POST's is read up to CW_HTTP_MAX_BODY bytes
  * (413 beyond) after the token was checked, so an unauthenticated client
  * cannot make a worker read a body. Unknown query parameters are a 400
- * naming them. Slow clients: see cw_http_start's options and
+ * naming them (http_routes.c). Slow clients: see cw_http_start's options and
  * http_clients.c (the per-client connection cap). */
-#include "http/http_internal.h"
+#include "http/http_clients.h"
+#include "http/http_req.h"
+#include "http/http_routes.h"
 
 #include <civetweb.h>
-#include <cjson/cJSON.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "commitwatch/log.h"
 #include "commitwatch/platform.h"
@@ -40,330 +40,6 @@ struct cw_http {
     cw__http_ctx_t ctx;
     int port;
 };
-
-/* ---------------------------------------------------------------- responses */
-
-/* The response; disposition (a Content-Disposition value) may be NULL. */
-static int send_response(cw__http_req_t *r, int status, const char *ctype, const char *disposition,
-                         const char *body, size_t len)
-{
-    char clen[32];
-    snprintf(clen, sizeof clen, "%zu", len);
-    mg_response_header_start(r->conn, status);
-    mg_response_header_add(r->conn, "Content-Type", ctype, -1);
-    mg_response_header_add(r->conn, "Content-Length", clen, -1);
-    if (disposition) mg_response_header_add(r->conn, "Content-Disposition", disposition, -1);
-    mg_response_header_add(r->conn, "Cache-Control", "no-store", -1);
-    mg_response_header_add(r->conn, "X-Content-Type-Options", "nosniff", -1);
-    /* Data, never a page: nothing in it may load or frame anything. */
-    mg_response_header_add(r->conn, "Content-Security-Policy",
-                           "default-src 'none'; frame-ancestors 'none'", -1);
-    if (status == 405)
-        mg_response_header_add(r->conn, "Allow", r->allow ? r->allow : "GET, HEAD", -1);
-    mg_response_header_send(r->conn);
-    if (!r->head && len) mg_write(r->conn, body, len);
-    return 0;
-}
-
-int cw__http_send(cw__http_req_t *r, int status, const char *ctype, const char *body, size_t len)
-{
-    return send_response(r, status, ctype, NULL, body, len);
-}
-
-int cw__http_send_attachment(cw__http_req_t *r, const char *ctype, const char *filename,
-                             const char *body, size_t len)
-{
-    char disp[300];
-    snprintf(disp, sizeof disp, "attachment; filename=\"%s\"", filename);
-    return send_response(r, 200, ctype, disp, body, len);
-}
-
-int cw__http_send_json(cw__http_req_t *r, const cJSON *root)
-{
-    char *s = cJSON_PrintUnformatted(root);
-    if (!s) return cw__http_fail(r, 500, "out of memory while building the response");
-    cw__http_send(r, 200, "application/json", s, strlen(s));
-    free(s);
-    return 0;
-}
-
-int cw__http_fail(cw__http_req_t *r, int status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->err, sizeof r->err, fmt, ap);
-    va_end(ap);
-    return status;
-}
-
-/* Length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong
- * forms, surrogates or code points past U+10FFFF), 0 if there is none. */
-static size_t utf8_len(const unsigned char *p)
-{
-    unsigned char c = p[0];
-    if (c < 0x80) return 1;
-    size_t n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-    if (!n) return 0;
-    unsigned char lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
-    unsigned char hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
-    if (p[1] < lo || p[1] > hi) return 0;
-    for (size_t k = 2; k < n; k++)
-        if ((p[k] & 0xC0) != 0x80) return 0;
-    return n;
-}
-
-void cw__http_utf8_clean(char *s)
-{
-    for (unsigned char *p = (unsigned char *)s; *p;) {
-        size_t n = utf8_len(p);
-        if (n) {
-            p += n;
-        } else {
-            *p++ = '?';
-        }
-    }
-}
-
-static void send_error(cw__http_req_t *r, int status)
-{
-    cJSON *o = cJSON_CreateObject();
-    char *s = NULL;
-    /* Messages quote paths and parameters as sent: JSON must be UTF-8. */
-    cw__http_utf8_clean(r->err);
-    if (o && cJSON_AddStringToObject(o, "error", r->err[0] ? r->err : "error"))
-        s = cJSON_PrintUnformatted(o);
-    if (s)
-        cw__http_send(r, status, "application/json", s, strlen(s));
-    else
-        cw__http_send(r, status, "application/json", "{\"error\":\"out of memory\"}", 25);
-    free(s);
-    cJSON_Delete(o);
-}
-
-/* ---------------------------------------------------------------- stores */
-
-int cw__http_need_store(cw__http_req_t *r)
-{
-    if (r->store) return 0;
-    cw_diag_t d = {{0}};
-    int rc = cw_store_pool_get(r->ctx->pool, &r->store, &d);
-    if (rc)
-        return cw__http_fail(r, 503, "database %s cannot be read yet: %s", r->ctx->db_path,
-                             d.msg[0] ? d.msg : cw_strerror(rc));
-    /* The pool's handles read the closed hours of /metrics from the
-     * server's share (docs/DESIGN.md, "/metrics"). */
-    cw_store_set_share(r->store, r->ctx->share);
-    return 0;
-}
-
-/* ---------------------------------------------------------------- routing */
-
-typedef enum { R_PLAIN, R_ID, R_NAME } route_kind_t;
-
-typedef struct route {
-    const char *prefix; /* R_PLAIN: whole path; R_ID / R_NAME: prefix before the id */
-    const char *suffix; /* R_ID / R_NAME: what follows the id ("" or "/series") */
-    route_kind_t kind;
-    const char *params; /* allowed query parameters, comma-separated */
-    bool store;         /* needs the database */
-    int (*plain)(cw__http_req_t *r);
-    int (*with_id)(cw__http_req_t *r, uint32_t id);
-    const char *method; /* NULL: GET and HEAD; else "POST" or "DELETE" */
-    int (*with_name)(cw__http_req_t *r, const char *name); /* R_NAME */
-} route_t;
-
-static int system_series(cw__http_req_t *r)
-{
-    return cw__http_series(r, 0);
-}
-
-/* GET (and HEAD) of a whole path, of PREFIX{id}SUFFIX, of PREFIX{name}SUFFIX;
- * a state-changing method (POST, DELETE) of a whole path or PREFIX{id}. */
-#define GET_PLAIN(path, params, store, fn) {path, NULL, R_PLAIN, params, store, fn, NULL, NULL, NULL}
-#define GET_ID(pfx, sfx, params, fn) {pfx, sfx, R_ID, params, true, NULL, fn, NULL, NULL}
-#define GET_NAME(pfx, sfx, params, fn) {pfx, sfx, R_NAME, params, true, NULL, NULL, NULL, fn}
-#define DO_PLAIN(m, path, store, fn) {path, NULL, R_PLAIN, "", store, fn, NULL, m, NULL}
-#define DO_ID(m, pfx, fn) {pfx, "", R_ID, "", true, NULL, fn, m, NULL}
-
-static const route_t routes[] = {
-    GET_PLAIN("/api/health", "", false, cw__http_health),
-    GET_PLAIN("/api/openapi.json", "", false, cw__http_openapi),
-    GET_PLAIN("/api/processes", "from,to,sort,limit,name,pid", true, cw__http_processes),
-    GET_ID("/api/processes/", "", "from,to", cw__http_process),
-    GET_ID("/api/processes/", "/series", "from,to,step", cw__http_series),
-    GET_ID("/api/processes/", "/stacks", "from,to,type,tag,sort,limit,tree,format,value", cw__http_stacks),
-    GET_ID("/api/processes/", "/instances", "from,to,limit", cw__http_instances),
-    GET_ID("/api/processes/", "/map", "at,t1,t2", cw__http_map),
-    GET_PLAIN("/api/diff", "process,t1,t2,limit", true, cw__http_diff),
-    GET_PLAIN("/api/system/series", "from,to,step", true, system_series),
-    GET_PLAIN("/api/stacks", "from,to,type,tag,sort,limit,tree,format,value", true, cw__http_system_stacks),
-    GET_PLAIN("/api/tags", "", true, cw__http_tags),
-    GET_PLAIN("/metrics", "", true, cw__http_metrics),
-    /* Alerts (http_alerts.c). */
-    GET_PLAIN("/api/alerts", "state,severity,rule,process,tag,limit", true, cw__http_alerts),
-    GET_ID("/api/alerts/", "", "", cw__http_alert),
-    GET_PLAIN("/api/alert-transitions", "from,to,limit", true, cw__http_alert_transitions),
-    GET_PLAIN("/api/alert-rules", "", true, cw__http_alert_rules),
-    GET_NAME("/api/alert-rules/", "/backtest", "from,to,interval", cw__http_alert_backtest),
-    GET_PLAIN("/api/silences", "state", true, cw__http_silences),
-    DO_PLAIN("POST", "/api/silences", true, cw__http_silence_add),
-    DO_ID("DELETE", "/api/silences/", cw__http_silence_delete),
-    DO_PLAIN("POST", "/api/reload", false, cw__http_reload),
-};
-
-/* Is name in the comma-separated list? */
-static bool allowed(const char *list, const char *name)
-{
-    size_t n = strlen(name);
-    for (const char *p = list; *p;) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == n && strncmp(p, name, n) == 0) return true;
-        if (!e) break;
-        p = e + 1;
-    }
-    return false;
-}
-
-/* Matches path against an R_ID route: prefix, decimal id, suffix. */
-static bool match_id(const route_t *rt, const char *path, uint32_t *id, bool *bad_id)
-{
-    size_t pl = strlen(rt->prefix);
-    if (strncmp(path, rt->prefix, pl) != 0) return false;
-    const char *p = path + pl, *slash = strchr(p, '/');
-    size_t idlen = slash ? (size_t)(slash - p) : strlen(p);
-    if (idlen == 0 || strcmp(p + idlen, rt->suffix) != 0) return false;
-    uint64_t v = 0;
-    *bad_id = false;
-    for (size_t i = 0; i < idlen; i++) {
-        if (p[i] < '0' || p[i] > '9' || v > UINT32_MAX / 10) {
-            *bad_id = true;
-            return true;
-        }
-        v = v * 10 + (uint64_t)(p[i] - '0');
-    }
-    if (v == 0 || v > UINT32_MAX) *bad_id = true;
-    *id = (uint32_t)v;
-    return true;
-}
-
-/* Matches path against an R_NAME route: prefix, a name of 1 to 127 bytes
- * without '/', suffix; the name is copied into name. */
-static bool match_name(const route_t *rt, const char *path, char name[128])
-{
-    size_t pl = strlen(rt->prefix), sl = strlen(rt->suffix), n = strlen(path);
-    if (n <= pl + sl || strncmp(path, rt->prefix, pl) != 0 || strcmp(path + n - sl, rt->suffix))
-        return false;
-    size_t len = n - pl - sl;
-    if (len >= 128 || memchr(path + pl, '/', len)) return false;
-    memcpy(name, path + pl, len);
-    name[len] = 0;
-    return true;
-}
-
-/* Does route rt serve method m? */
-static bool serves(const route_t *rt, const char *m)
-{
-    return rt->method ? strcmp(m, rt->method) == 0
-                      : strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0;
-}
-
-/* Does rt's path pattern match path? *id (R_ID; *bad_id when it is not
- * a positive 32-bit integer) and name (R_NAME) receive what it held. */
-static bool route_matches(const route_t *rt, const char *path, uint32_t *id, bool *bad_id,
-                          char name[128])
-{
-    *bad_id = false;
-    switch (rt->kind) {
-    case R_PLAIN:
-        return strcmp(path, rt->prefix) == 0;
-    case R_NAME:
-        return match_name(rt, path, name);
-    case R_ID:
-        return match_id(rt, path, id, bad_id);
-    }
-    return false;
-}
-
-/* The methods path takes, for a 405's Allow header, into r->allow. */
-static void set_allow(cw__http_req_t *r)
-{
-    size_t n = 0;
-    r->allow = NULL;
-    for (size_t i = 0; i < CW_ARRAY_LEN(routes) && n < sizeof r->allow_buf; i++) {
-        uint32_t id;
-        bool bad;
-        char name[128];
-        if (!route_matches(&routes[i], r->path, &id, &bad, name)) continue;
-        n += (size_t)snprintf(r->allow_buf + n, sizeof r->allow_buf - n, "%s%s", n ? ", " : "",
-                              routes[i].method ? routes[i].method : "GET, HEAD");
-    }
-    if (n) r->allow = r->allow_buf;
-}
-
-static int dispatch(cw__http_req_t *r)
-{
-    bool path_known = false;
-    for (size_t i = 0; i < CW_ARRAY_LEN(routes); i++) {
-        const route_t *rt = &routes[i];
-        uint32_t id = 0;
-        bool bad_id = false;
-        char name[128] = "";
-        if (!route_matches(rt, r->path, &id, &bad_id, name)) continue;
-        if (!serves(rt, r->method)) {
-            path_known = true;
-            continue;
-        }
-        if (bad_id)
-            return cw__http_fail(r, 400, "id: %s",
-                                 strncmp(rt->prefix, "/api/processes/", 15) == 0
-                                     ? "a process instance id is a positive integer"
-                                     : "an id is a positive integer");
-        for (int k = 0; k < r->nparams; k++)
-            if (!allowed(rt->params, r->params[k].name))
-                return cw__http_fail(r, 400, "%s: unknown parameter for %s%s%s", r->params[k].name,
-                                     rt->prefix,
-                                     rt->kind == R_ID ? "{id}" : rt->kind == R_NAME ? "{name}" : "",
-                                     rt->suffix ? rt->suffix : "");
-        if (rt->store) {
-            int rc = cw__http_need_store(r);
-            if (rc) return rc;
-        }
-        switch (rt->kind) {
-        case R_PLAIN:
-            return rt->plain(r);
-        case R_NAME:
-            return rt->with_name(r, name);
-        case R_ID:
-            return rt->with_id(r, id);
-        }
-    }
-    if (path_known) {
-        set_allow(r);
-        return cw__http_fail(r, 405, "method %s: %s takes %s", r->method, r->path,
-                             r->allow ? r->allow : "GET, HEAD");
-    }
-    if (strcmp(r->method, "GET") != 0 && strcmp(r->method, "HEAD") != 0)
-        return cw__http_fail(r, 405, "method %s: %s has no state-changing operation", r->method,
-                             r->path);
-    if (strncmp(r->path, "/api/", 5) == 0 || strcmp(r->path, "/api") == 0)
-        return cw__http_fail(r, 404, "no such endpoint: %s (see /api/openapi.json)", r->path);
-    return cw__http_static(r);
-}
-
-bool cw__http_token_ok(const char *want, const char *auth)
-{
-    static const char pfx[] = "Bearer ";
-    if (!auth || strncmp(auth, pfx, sizeof pfx - 1) != 0) return false;
-    const char *got = auth + sizeof pfx - 1;
-    size_t n = strlen(want), m = strlen(got);
-    /* Every byte of want is compared, whatever differs first: the time
-     * says nothing of the token but its length. */
-    unsigned char diff = n != m;
-    for (size_t i = 0; i < n; i++)
-        diff |= (unsigned char)(want[i] ^ got[i < m ? i : 0]);
-    return diff == 0;
-}
 
 /* Reads a state-changing request's body (announced length len, -1 when
  * chunked) into r->body, NUL-terminated. 0, or 413 past CW_HTTP_MAX_BODY
@@ -434,16 +110,16 @@ static int begin_request(struct mg_connection *conn)
         if (!status && ri->query_string && strlen(ri->query_string) > CW__HTTP_MAX_QUERY)
             status = cw__http_fail(r, 414, "query: longer than %d bytes", CW__HTTP_MAX_QUERY);
         if (!status) status = cw__http_parse_query(r, ri->query_string);
-        if (!status) status = dispatch(r);
+        if (!status) status = cw__http_dispatch(r);
     } else if (ri->content_length > 0) {
         status = cw__http_fail(r, 413, "request body: GET requests take no body");
     } else if (ri->query_string && strlen(ri->query_string) > CW__HTTP_MAX_QUERY) {
         status = cw__http_fail(r, 414, "query: longer than %d bytes", CW__HTTP_MAX_QUERY);
     } else {
         status = cw__http_parse_query(r, ri->query_string);
-        if (!status) status = dispatch(r);
+        if (!status) status = cw__http_dispatch(r);
     }
-    if (status) send_error(r, status);
+    if (status) cw__http_send_error(r, status);
     cw__http_clients_busy(r->ctx->clients, ri->remote_addr, ri->remote_port, false);
     cw_store_pool_put(r->ctx->pool, r->store);
     free(r->body);
@@ -457,7 +133,7 @@ static int http_error(struct mg_connection *conn, int status, const char *msg)
 {
     cw__http_req_t r = {.conn = conn};
     snprintf(r.err, sizeof r.err, "%s", msg && msg[0] ? msg : "bad request");
-    send_error(&r, status);
+    cw__http_send_error(&r, status);
     return 0;
 }
 

@@ -1,18 +1,15 @@
 /* http_alerts.c - the alert resources of the API (docs/ALERTS.md, "API and
  * metrics"): alert series (list with filters, one with its transitions,
  * leak-score components and forecast), the transitions of all series,
- * the rules in force and a backtest of one over stored history, silences
- * (list; create and expire with the token), and POST /api/reload.
+ * and the rules in force with a backtest of one over stored history.
+ * Silences are http_silences.c's, the reload http_config.c's.
  *
- * Reads go through the worker's read-only store (alertdb.h). A silence is
- * written through a short-lived side handle (cw_store_open_side) on the
- * service's database: the engine and the writer have their own handles,
- * WAL and the busy timeout serialise the short transactions. A backtest
+ * Reads go through the worker's read-only store (alertdb.h). A backtest
  * re-parses the rule's stored text (the rules in force, as the engine
  * recorded them) and runs the engine's evaluation (cw_alert_backtest) on
  * the worker's handle, bounded in window and evaluations so one request
  * cannot hold a worker for long. */
-#include "http/http_internal.h"
+#include "http/http_resources.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
@@ -31,21 +28,9 @@
 #define BACKTEST_MAX_WINDOW_NS (7 * 86400 * CW_NS_PER_S)
 #define BACKTEST_MAX_EVALS 20000
 #define BACKTEST_MIN_INTERVAL_NS (10 * CW_NS_PER_S)
-#define MAX_MATCHERS 32
 
 static const char *const state_names[] = {"inactive", "pending", "firing"};
 static const char *const severity_names[] = {"none", "warning", "critical"};
-
-static int oom(cw__http_req_t *r)
-{
-    return cw__http_fail(r, 500, "out of memory while building the response");
-}
-
-static int dbfail(cw__http_req_t *r, int rc, const cw_diag_t *d)
-{
-    if (rc == CW_ENOMEM) return oom(r);
-    return cw__http_fail(r, 500, "query failed: %s", d->msg[0] ? d->msg : cw_strerror(rc));
-}
 
 static const char *state_name(int s)
 {
@@ -57,31 +42,12 @@ static const char *severity_name(int s)
     return s >= 0 && s <= 2 ? severity_names[s] : "unknown";
 }
 
-/* Index of s in names[0..n), or -1. */
-static int name_index(const char *const *names, int n, const char *s)
-{
-    for (int i = 0; i < n; i++)
-        if (strcmp(names[i], s) == 0) return i;
-    return -1;
-}
-
 /* ---- JSON pieces ------------------------------------------------------------ */
 
 /* A number, or null when it is NAN or infinite (JSON has neither). */
 static cJSON *add_num(cJSON *o, const char *name, double v)
 {
     return isfinite(v) ? cJSON_AddNumberToObject(o, name, v) : cJSON_AddNullToObject(o, name);
-}
-
-static cJSON *add_str(cJSON *o, const char *name, const char *v)
-{
-    return v ? cJSON_AddStringToObject(o, name, v) : cJSON_AddNullToObject(o, name);
-}
-
-static cJSON *add_time(cJSON *o, const char *name, int64_t t)
-{
-    return t == INT64_MIN || t == INT64_MAX ? cJSON_AddNullToObject(o, name)
-                                            : cw__json_i64(o, name, t);
 }
 
 /* The parsed JSON of a stored detail text, or NULL (none, or not JSON). */
@@ -102,17 +68,17 @@ static void lift(cJSON *o, cJSON *detail, const char *name, const char *name2)
 static cJSON *alert_json(const cw_alert_row_t *a, bool with_detail)
 {
     cJSON *o = cJSON_CreateObject();
-    bool ok = o && cw__json_i64(o, "id", a->id) && add_str(o, "rule", a->rule) &&
-              add_str(o, "key", a->key) && add_str(o, "process", a->process) &&
+    bool ok = o && cw__json_i64(o, "id", a->id) && cw__json_str_or_null(o, "rule", a->rule) &&
+              cw__json_str_or_null(o, "key", a->key) && cw__json_str_or_null(o, "process", a->process) &&
               (a->proc ? cw__json_u64(o, "proc", a->proc) : cJSON_AddNullToObject(o, "proc")) &&
               (a->pid ? cw__json_u64(o, "pid", a->pid) : cJSON_AddNullToObject(o, "pid")) &&
-              add_str(o, "tag", a->tag) &&
+              cw__json_str_or_null(o, "tag", a->tag) &&
               cJSON_AddStringToObject(o, "state", state_name(a->state)) &&
               cJSON_AddStringToObject(o, "severity", severity_name(a->severity)) &&
-              add_time(o, "active_since_ns", a->active_since) &&
-              add_time(o, "firing_since_ns", a->firing_since) &&
-              add_time(o, "false_since_ns", a->false_since) &&
-              add_time(o, "last_sent_ns", a->last_sent_ns) &&
+              cw__json_time(o, "active_since_ns", a->active_since) &&
+              cw__json_time(o, "firing_since_ns", a->firing_since) &&
+              cw__json_time(o, "false_since_ns", a->false_since) &&
+              cw__json_time(o, "last_sent_ns", a->last_sent_ns) &&
               cw__json_i64(o, "updated_ns", a->updated_ns) && add_num(o, "value", a->value) &&
               add_num(o, "threshold", a->threshold) && add_num(o, "leak_score", a->leak_score) &&
               add_num(o, "time_to_limit_s", a->ttl_s);
@@ -147,7 +113,7 @@ static cJSON *tr_json(const cw_alert_tr_row_t *t)
               cJSON_AddStringToObject(o, "severity", severity_name(t->severity)) &&
               add_num(o, "value", t->value) && add_num(o, "threshold", t->threshold) &&
               add_num(o, "leak_score", t->leak_score) && add_num(o, "time_to_limit_s", t->ttl_s) &&
-              add_str(o, "reason", t->reason) && cJSON_AddBoolToObject(o, "silenced", t->silenced);
+              cw__json_str_or_null(o, "reason", t->reason) && cJSON_AddBoolToObject(o, "silenced", t->silenced);
     if (ok && t->detail) {
         cJSON *det = detail_json(t->detail);
         if (det) cJSON_AddItemToObject(o, "detail", det);
@@ -166,7 +132,7 @@ static bool add_progress(cw__http_req_t *r, cJSON *o)
     uint64_t n = 0;
     cw_store_alert_evaluated(r->store, &ev, NULL);
     cw_store_alert_evaluations(r->store, &n, NULL);
-    return add_time(o, "evaluated_ns", ev) && cw__json_u64(o, "evaluations", n);
+    return cw__json_time(o, "evaluated_ns", ev) && cw__json_u64(o, "evaluations", n);
 }
 
 /* ---- GET /api/alerts -------------------------------------------------------- */
@@ -178,7 +144,7 @@ int cw__http_alerts(cw__http_req_t *r)
     int rc;
     uint64_t limit = 1000;
     if ((s = cw__http_param(r, "state")) && strcmp(s, "active") != 0) {
-        int k = name_index(state_names, 3, s);
+        int k = cw__http_name_index(state_names, 3, s);
         if (strcmp(s, "all") == 0)
             f.min_state = 0;
         else if (k < 0)
@@ -189,7 +155,7 @@ int cw__http_alerts(cw__http_req_t *r)
         else
             f = (cw_alert_filter_t){.min_state = k, .state_exact = true, .severity = -1};
     }
-    if ((s = cw__http_param(r, "severity")) && (f.severity = name_index(severity_names, 3, s)) < 0)
+    if ((s = cw__http_param(r, "severity")) && (f.severity = cw__http_name_index(severity_names, 3, s)) < 0)
         return cw__http_fail(r, 400, "severity: '%s' is not one of warning, critical, none", s);
     f.rule = cw__http_param(r, "rule");
     f.process = cw__http_param(r, "process");
@@ -202,7 +168,7 @@ int cw__http_alerts(cw__http_req_t *r)
     cw_alert_row_t *v = NULL;
     size_t n = 0;
     cw_diag_t d = {{0}};
-    if ((rc = cw_store_alerts(r->store, &f, &v, &n, &d))) return dbfail(r, rc, &d);
+    if ((rc = cw_store_alerts(r->store, &f, &v, &n, &d))) return cw__http_db_fail(r, rc, &d);
     cJSON *root = cJSON_CreateObject(), *arr = NULL;
     bool ok = root && add_progress(r, root) && cw__json_u64(root, "total", n) &&
               (arr = cJSON_AddArrayToObject(root, "alerts")) != NULL;
@@ -210,7 +176,7 @@ int cw__http_alerts(cw__http_req_t *r)
         cJSON *a = alert_json(&v[i], false);
         ok = a && cJSON_AddItemToArray(arr, a);
     }
-    rc = ok ? cw__http_send_json(r, root) : oom(r);
+    rc = ok ? cw__http_send_json(r, root) : cw__http_oom(r);
     cJSON_Delete(root);
     cw_alert_rows_free(v, n);
     return rc;
@@ -226,10 +192,10 @@ int cw__http_alert(cw__http_req_t *r, uint32_t id)
     cw_diag_t d = {{0}};
     int rc = cw_store_alert_get(r->store, id, &a, &d);
     if (rc == CW_ENOENT) return cw__http_fail(r, 404, "id: no alert series %" PRIu32, id);
-    if (rc) return dbfail(r, rc, &d);
+    if (rc) return cw__http_db_fail(r, rc, &d);
     if ((rc = cw_store_alert_transitions(r->store, id, INT64_MIN, INT64_MAX, 1000, &tv, &n, &d))) {
         cw_alert_row_clear(&a);
-        return dbfail(r, rc, &d);
+        return cw__http_db_fail(r, rc, &d);
     }
     cJSON *root = cJSON_CreateObject(), *aj = alert_json(&a, true), *arr = NULL;
     bool ok = root && aj && cJSON_AddItemToObject(root, "alert", aj);
@@ -239,7 +205,7 @@ int cw__http_alert(cw__http_req_t *r, uint32_t id)
         cJSON *t = tr_json(&tv[i]);
         ok = t && cJSON_AddItemToArray(arr, t);
     }
-    rc = ok ? cw__http_send_json(r, root) : oom(r);
+    rc = ok ? cw__http_send_json(r, root) : cw__http_oom(r);
     cJSON_Delete(root);
     cw_alert_tr_rows_free(tv, n);
     cw_alert_row_clear(&a);
@@ -266,7 +232,7 @@ int cw__http_alert_transitions(cw__http_req_t *r)
     size_t n = 0;
     cw_diag_t d = {{0}};
     if ((rc = cw_store_alert_transitions(r->store, 0, from, to, (size_t)limit, &tv, &n, &d)))
-        return dbfail(r, rc, &d);
+        return cw__http_db_fail(r, rc, &d);
     cJSON *root = cJSON_CreateObject(), *arr = NULL;
     bool ok = root && (arr = cJSON_AddArrayToObject(root, "transitions")) != NULL;
     /* Each with its series' rule, process and tag: transitions come newest
@@ -280,15 +246,15 @@ int cw__http_alert_transitions(cw__http_req_t *r)
             if ((rc = cw_store_alert_get(r->store, tv[i].series, &a, &d)) && rc != CW_ENOENT) break;
             rc = 0;
         }
-        ok = ok && add_str(t, "rule", a.rule) && add_str(t, "process", a.process) &&
+        ok = ok && cw__json_str_or_null(t, "rule", a.rule) && cw__json_str_or_null(t, "process", a.process) &&
              (a.pid ? cw__json_u64(t, "pid", a.pid) : cJSON_AddNullToObject(t, "pid")) &&
-             add_str(t, "tag", a.tag);
+             cw__json_str_or_null(t, "tag", a.tag);
     }
     cw_alert_row_clear(&a);
     if (rc)
-        rc = dbfail(r, rc, &d);
+        rc = cw__http_db_fail(r, rc, &d);
     else
-        rc = ok ? cw__http_send_json(r, root) : oom(r);
+        rc = ok ? cw__http_send_json(r, root) : cw__http_oom(r);
     cJSON_Delete(root);
     cw_alert_tr_rows_free(tv, n);
     return rc;
@@ -336,7 +302,7 @@ static cJSON *stored_rules(cw__http_req_t *r, int *rc)
     cw_diag_t d = {{0}};
     *rc = cw_store_alert_rules_get(r->store, &json, &d);
     if (*rc) {
-        *rc = dbfail(r, *rc, &d);
+        *rc = cw__http_db_fail(r, *rc, &d);
         return NULL;
     }
     cJSON *a = json ? cJSON_Parse(json) : NULL;
@@ -362,7 +328,7 @@ int cw__http_alert_rules(cw__http_req_t *r)
     cw_alert_filter_t f = {.min_state = 1, .severity = -1, .limit = 100000};
     if ((rc = cw_store_alerts(r->store, &f, &v, &n, &d))) {
         cJSON_Delete(rules);
-        return dbfail(r, rc, &d);
+        return cw__http_db_fail(r, rc, &d);
     }
     cJSON *root = cJSON_CreateObject(), *arr = NULL, *it;
     bool ok = root && add_progress(r, root) && (arr = cJSON_AddArrayToObject(root, "rules"));
@@ -381,19 +347,19 @@ int cw__http_alert_rules(cw__http_req_t *r)
                     pending++;
             }
         cJSON *o = cJSON_CreateObject();
-        ok = o && cJSON_AddItemToArray(arr, o) && add_str(o, "name", name) &&
-             add_str(o, "file",
+        ok = o && cJSON_AddItemToArray(arr, o) && cw__json_str_or_null(o, "name", name) &&
+             cw__json_str_or_null(o, "file",
                      cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "file"))) &&
              (cJSON_IsNumber(line) ? cJSON_AddNumberToObject(o, "line", line->valuedouble)
                                    : cJSON_AddNullToObject(o, "line")) &&
-             add_str(o, "hash",
+             cw__json_str_or_null(o, "hash",
                      cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "hash"))) &&
-             add_str(o, "text", text) && cw__json_u64(o, "active", pending + firing) &&
+             cw__json_str_or_null(o, "text", text) && cw__json_u64(o, "active", pending + firing) &&
              cw__json_u64(o, "pending", pending) && cw__json_u64(o, "firing", firing);
         cJSON *fields = ok ? rule_fields(text) : NULL;
         ok = ok && fields && cJSON_AddItemToObject(o, "fields", fields);
     }
-    rc = ok ? cw__http_send_json(r, root) : oom(r);
+    rc = ok ? cw__http_send_json(r, root) : cw__http_oom(r);
     cJSON_Delete(root);
     cJSON_Delete(rules);
     cw_alert_rows_free(v, n);
@@ -414,11 +380,11 @@ static cJSON *backtest_json(const cw_backtest_t *b, const char *rule)
     for (size_t i = 0; ok && i < b->nseries; i++) {
         const cw_backtest_series_t *s = &b->series[i];
         cJSON *o = cJSON_CreateObject(), *ta = NULL;
-        ok = o && cJSON_AddItemToArray(arr, o) && add_str(o, "key", s->key) &&
-             add_str(o, "process", s->process) &&
+        ok = o && cJSON_AddItemToArray(arr, o) && cw__json_str_or_null(o, "key", s->key) &&
+             cw__json_str_or_null(o, "process", s->process) &&
              (s->proc ? cw__json_u64(o, "proc", s->proc) : cJSON_AddNullToObject(o, "proc")) &&
              (s->pid ? cw__json_u64(o, "pid", s->pid) : cJSON_AddNullToObject(o, "pid")) &&
-             add_str(o, "tag", s->tag) && (ta = cJSON_AddArrayToObject(o, "transitions"));
+             cw__json_str_or_null(o, "tag", s->tag) && (ta = cJSON_AddArrayToObject(o, "transitions"));
         for (size_t k = 0; ok && k < s->ntr; k++, ntr++) {
             const cw_alert_transition_t *t = &s->tr[k];
             cJSON *x = cJSON_CreateObject();
@@ -428,7 +394,7 @@ static cJSON *backtest_json(const cw_backtest_t *b, const char *rule)
                  cJSON_AddStringToObject(x, "severity", severity_name((int)t->severity)) &&
                  add_num(x, "value", t->value) && add_num(x, "threshold", t->threshold) &&
                  add_num(x, "leak_score", t->leak_score) &&
-                 add_num(x, "time_to_limit_s", t->ttl_s) && add_str(x, "reason", t->reason);
+                 add_num(x, "time_to_limit_s", t->ttl_s) && cw__json_str_or_null(x, "reason", t->reason);
         }
     }
     ok = ok && cw__json_u64(root, "transitions", ntr);
@@ -490,10 +456,10 @@ int cw__http_alert_backtest(cw__http_req_t *r, const char *name)
         rc = cw__http_fail(r, 500, "the stored text of rule '%s' does not parse%s%s", name,
                            d.msg[0] ? ": " : "", d.msg);
     else if ((rc = cw_alert_backtest(r->store, rule, from, to, interval, &bt, &d)))
-        rc = rc == CW_EINVAL ? cw__http_fail(r, 400, "%s", d.msg) : dbfail(r, rc, &d);
+        rc = rc == CW_EINVAL ? cw__http_fail(r, 400, "%s", d.msg) : cw__http_db_fail(r, rc, &d);
     if (!rc) {
         cJSON *root = backtest_json(bt, name);
-        rc = root ? cw__http_send_json(r, root) : oom(r);
+        rc = root ? cw__http_send_json(r, root) : cw__http_oom(r);
         cJSON_Delete(root);
     }
     cw_backtest_free(bt);
@@ -502,290 +468,3 @@ int cw__http_alert_backtest(cw__http_req_t *r, const char *name)
     return rc;
 }
 
-/* ---- silences ------------------------------------------------------------------ */
-
-/* Silences live in wall-clock time, even beside a replay: the engine
- * applies those active at the wall clock (engine.c, silences_load), so
- * "now", relative times and their status are the wall clock's here. */
-
-static const char *silence_state(const cw_silence_row_t *s, int64_t now)
-{
-    int64_t end =
-        s->deleted_ns != CW_TS_NEVER && s->deleted_ns < s->ends_ns ? s->deleted_ns : s->ends_ns;
-    return now >= end ? "expired" : now < s->starts_ns ? "pending" : "active";
-}
-
-static cJSON *silence_json(const cw_silence_row_t *s, int64_t now)
-{
-    char t1[CW_UTC_TEXT], t2[CW_UTC_TEXT];
-    cJSON *o = cJSON_CreateObject(), *st = NULL, *m = cJSON_Parse(s->matchers);
-    bool ok = o && m && cw__json_i64(o, "id", s->id) && cJSON_AddItemToObject(o, "matchers", m);
-    if (!ok) cJSON_Delete(m);
-    ok = ok && cJSON_AddStringToObject(o, "startsAt", cw_utc_text(s->starts_ns, 3, t1)) &&
-         cJSON_AddStringToObject(o, "endsAt", cw_utc_text(s->ends_ns, 3, t2)) &&
-         cw__json_i64(o, "starts_ns", s->starts_ns) && cw__json_i64(o, "ends_ns", s->ends_ns) &&
-         add_str(o, "createdBy", s->created_by) && add_str(o, "comment", s->comment) &&
-         cw__json_i64(o, "created_ns", s->created_ns) && add_time(o, "deleted_ns", s->deleted_ns) &&
-         (st = cJSON_AddObjectToObject(o, "status")) &&
-         cJSON_AddStringToObject(st, "state", silence_state(s, now));
-    if (!ok) {
-        cJSON_Delete(o);
-        return NULL;
-    }
-    return o;
-}
-
-int cw__http_silences(cw__http_req_t *r)
-{
-    static const char *const states[] = {"active", "pending", "expired", "all"};
-    const char *want = cw__http_param(r, "state");
-    if (want && name_index(states, 4, want) < 0)
-        return cw__http_fail(r, 400, "state: '%s' is not one of active, pending, expired, all",
-                             want);
-    if (want && strcmp(want, "all") == 0) want = NULL;
-    int64_t now = r->now_ns = cw_plat_wall_ns();
-    cw_silence_row_t *v = NULL;
-    size_t n = 0;
-    cw_diag_t d = {{0}};
-    int rc = cw_store_silences(r->store, CW_TS_NEVER, &v, &n, &d);
-    if (rc) return dbfail(r, rc, &d);
-    cJSON *root = cJSON_CreateObject(), *arr = NULL;
-    bool ok = root && cw__json_i64(root, "now_ns", now) &&
-              (arr = cJSON_AddArrayToObject(root, "silences"));
-    for (size_t i = 0; ok && i < n; i++) {
-        if (want && strcmp(silence_state(&v[i], now), want) != 0) continue;
-        cJSON *o = silence_json(&v[i], now);
-        ok = o && cJSON_AddItemToArray(arr, o);
-    }
-    rc = ok ? cw__http_send_json(r, root) : oom(r);
-    cJSON_Delete(root);
-    cw_silence_rows_free(v, n);
-    return rc;
-}
-
-/* A time of the body: a string as the query's times (RFC 3339, Unix ns,
- * "now", "+2h"), or a number of Unix ns. 0 or 400. */
-static int body_time(cw__http_req_t *r, const cJSON *j, const char *name, int64_t *out)
-{
-    if (cJSON_IsString(j)) return cw__http_parse_time(r, name, j->valuestring, out);
-    if (cJSON_IsNumber(j) && j->valuedouble >= 0 && j->valuedouble < 9.2e18) {
-        *out = (int64_t)j->valuedouble;
-        return 0;
-    }
-    return cw__http_fail(r, 400,
-                         "%s: a time is a string (RFC 3339 such as 2026-11-29T10:00:00Z, or "
-                         "relative such as +2h)",
-                         name);
-}
-
-/* The matchers of a POST body, checked, as the JSON text to store
- * (*text, malloc'd): [{"name","value","isRegex","isEqual"}]. 0 or 400. */
-static int body_matchers(cw__http_req_t *r, const cJSON *m, char **text)
-{
-    int n = cJSON_GetArraySize(m);
-    *text = NULL;
-    if (!cJSON_IsArray(m) || n < 1 || n > MAX_MATCHERS)
-        return cw__http_fail(r, 400,
-                             "matchers: an array of 1 to %d {\"name\", \"value\", \"isRegex\", "
-                             "\"isEqual\"} objects is required",
-                             MAX_MATCHERS);
-    cJSON *out = cJSON_CreateArray(), *it;
-    int i = 0, rc = 0;
-    cJSON_ArrayForEach(it, m)
-    {
-        const cJSON *name = cJSON_GetObjectItemCaseSensitive(it, "name");
-        const cJSON *value = cJSON_GetObjectItemCaseSensitive(it, "value");
-        const cJSON *re = cJSON_GetObjectItemCaseSensitive(it, "isRegex");
-        const cJSON *eq = cJSON_GetObjectItemCaseSensitive(it, "isEqual");
-        if (!cJSON_IsObject(it) || !cJSON_IsString(name) || !name->valuestring[0] ||
-            strlen(name->valuestring) > 128) {
-            rc = cw__http_fail(r, 400,
-                               "matchers[%d].name: a label name (1 to 128 bytes) is "
-                               "required",
-                               i);
-            break;
-        }
-        if (!cJSON_IsString(value) || strlen(value->valuestring) > 1024) {
-            rc = cw__http_fail(r, 400,
-                               "matchers[%d].value: a string of at most 1024 bytes is "
-                               "required",
-                               i);
-            break;
-        }
-        if ((re && !cJSON_IsBool(re)) || (eq && !cJSON_IsBool(eq))) {
-            rc = cw__http_fail(r, 400, "matchers[%d]: isRegex and isEqual are true or false", i);
-            break;
-        }
-        cJSON *o = cJSON_CreateObject();
-        if (!o || !cJSON_AddItemToArray(out, o) ||
-            !cJSON_AddStringToObject(o, "name", name->valuestring) ||
-            !cJSON_AddStringToObject(o, "value", value->valuestring) ||
-            !cJSON_AddBoolToObject(o, "isRegex", cJSON_IsTrue(re)) ||
-            !cJSON_AddBoolToObject(o, "isEqual", !eq || cJSON_IsTrue(eq))) {
-            rc = oom(r);
-            break;
-        }
-        i++;
-    }
-    if (!rc && !(*text = cJSON_PrintUnformatted(out))) rc = oom(r);
-    cJSON_Delete(out);
-    return rc;
-}
-
-/* A required, non-empty string member of at most max bytes. */
-static int body_string(cw__http_req_t *r, const cJSON *j, const char *name, size_t max,
-                       const char **out)
-{
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, name);
-    if (!cJSON_IsString(x) || !x->valuestring[0] || strlen(x->valuestring) > max)
-        return cw__http_fail(r, 400, "%s: a non-empty string of at most %zu bytes is required",
-                             name, max);
-    *out = x->valuestring;
-    return 0;
-}
-
-int cw__http_silence_add(cw__http_req_t *r)
-{
-    static const char *const known[] = {"matchers", "startsAt", "endsAt", "createdBy", "comment"};
-    cJSON *j = r->body ? cJSON_ParseWithLength(r->body, r->body_len) : NULL, *it;
-    cw_silence_row_t s = {0};
-    const char *by = NULL, *comment = NULL;
-    char *matchers = NULL;
-    int64_t now = r->now_ns = cw_plat_wall_ns();
-    int rc = 0;
-    if (!r->body)
-        return cw__http_fail(r, 400,
-                             "request body: a silence is required as JSON: {\"matchers\": "
-                             "[...], \"endsAt\": ..., \"createdBy\": ..., \"comment\": "
-                             "...}");
-    if (!cJSON_IsObject(j)) {
-        cJSON_Delete(j);
-        return cw__http_fail(r, 400,
-                             "request body: not a JSON object (send Alertmanager's "
-                             "silence shape)");
-    }
-    cJSON_ArrayForEach(it, j)
-    {
-        if (name_index(known, 5, it->string) < 0) {
-            rc = cw__http_fail(r, 400,
-                               "%s: unknown field of a silence (matchers, startsAt, endsAt, "
-                               "createdBy, comment; a silence is not updated: expire it and "
-                               "create another)",
-                               it->string);
-            goto out;
-        }
-    }
-    if ((rc = body_matchers(r, cJSON_GetObjectItemCaseSensitive(j, "matchers"), &matchers)))
-        goto out;
-    s.starts_ns = now;
-    it = cJSON_GetObjectItemCaseSensitive(j, "startsAt");
-    if (it && (rc = body_time(r, it, "startsAt", &s.starts_ns))) goto out;
-    it = cJSON_GetObjectItemCaseSensitive(j, "endsAt");
-    if (!it) {
-        rc = cw__http_fail(r, 400, "endsAt: required (e.g. \"+2h\" or an RFC 3339 time)");
-        goto out;
-    }
-    if ((rc = body_time(r, it, "endsAt", &s.ends_ns))) goto out;
-    if (s.ends_ns <= s.starts_ns) {
-        rc = cw__http_fail(r, 400, "endsAt: must be after startsAt");
-        goto out;
-    }
-    if (s.ends_ns <= now) {
-        rc = cw__http_fail(r, 400, "endsAt: already past; a silence must end in the future");
-        goto out;
-    }
-    if ((rc = body_string(r, j, "createdBy", 256, &by)) ||
-        (rc = body_string(r, j, "comment", 4096, &comment)))
-        goto out;
-    s.matchers = matchers;
-    s.created_by = (char *)by;
-    s.comment = (char *)comment;
-    s.created_ns = cw_plat_wall_ns();
-
-    cw_store_t *w = NULL;
-    cw_diag_t d = {{0}};
-    if ((rc = cw_store_open_side(r->ctx->db_path, &w, &d)) == 0)
-        rc = cw_store_silence_add(w, &s, &d);
-    cw_store_close(w);
-    if (rc) {
-        rc = cw__http_fail(r, 503, "saving the silence failed: %s; try again",
-                           d.msg[0] ? d.msg : cw_strerror(rc));
-        goto out;
-    }
-    cJSON *root = cJSON_CreateObject();
-    rc = root && cw__json_i64(root, "id", s.id) ? cw__http_send_json(r, root) : oom(r);
-    cJSON_Delete(root);
-out:
-    free(matchers);
-    cJSON_Delete(j);
-    return rc;
-}
-
-int cw__http_silence_delete(cw__http_req_t *r, uint32_t id)
-{
-    cw_store_t *w = NULL;
-    cw_diag_t d = {{0}};
-    int64_t now = r->now_ns = cw_plat_wall_ns();
-    int rc = cw_store_open_side(r->ctx->db_path, &w, &d);
-    if (!rc) rc = cw_store_silence_delete(w, id, now, &d);
-    cw_store_close(w);
-    if (rc == CW_ENOENT) return cw__http_fail(r, 404, "id: no silence %" PRIu32, id);
-    if (rc)
-        return cw__http_fail(r, 503, "expiring the silence failed: %s; try again",
-                             d.msg[0] ? d.msg : cw_strerror(rc));
-    cJSON *root = cJSON_CreateObject();
-    rc = root && cw__json_u64(root, "id", id) && cw__json_i64(root, "deleted_ns", now)
-             ? cw__http_send_json(r, root)
-             : oom(r);
-    cJSON_Delete(root);
-    return rc;
-}
-
-/* ---- POST /api/reload ------------------------------------------------------------ */
-
-/* How long a request waits for the core thread to serve its reload (it
- * does between two events or ticks, about once a second when idle). */
-#define RELOAD_WAIT_NS (INT64_C(10) * CW_NS_PER_S)
-
-/* Requests a reload and waits for the one that read the files after this
- * request (status.h: loads begun and done) to report: 200 "reloaded",
- * 422 with the file and line at fault (nothing changed), or 202
- * "requested" when it was not served within RELOAD_WAIT_NS. */
-int cw__http_reload(cw__http_req_t *r)
-{
-    char msg[400] = "";
-    cw_status_t *st = r->ctx->status;
-    if (!r->ctx->on_reload)
-        return cw__http_fail(r, 501,
-                             "reload: this server was started without a reload hook "
-                             "(send SIGHUP to the service instead)");
-    uint64_t begun = st ? atomic_load(&st->config_loads_begun) : 0;
-    int rc = r->ctx->on_reload(r->ctx->reload_ctx, msg, sizeof msg);
-    if (rc) return cw__http_fail(r, 500, "reload failed: %s", msg[0] ? msg : cw_strerror(rc));
-    bool served = false;
-    for (int64_t waited = 0; st && waited < RELOAD_WAIT_NS; waited += 20000000) {
-        if ((served = atomic_load(&st->config_loads_done) > begun)) break;
-        cw_plat_sleep_ns(20000000);
-    }
-    cw_status_config_t c = {.ok = true};
-    if (served) cw_status_config_get(st, &c);
-    cJSON *root = cJSON_CreateObject();
-    bool ok = root != NULL;
-    if (!c.ok) {
-        char e[sizeof c.error + 96];
-        snprintf(e, sizeof e, "reload refused: %s; the running configuration and rules are kept",
-                 c.error);
-        ok = ok && cJSON_AddStringToObject(root, "error", e);
-    } else {
-        ok = ok && cJSON_AddStringToObject(root, "status", served || !st ? "reloaded" : "requested");
-        ok = ok && cw__json_i64(root, "reloaded_ns", cw_plat_wall_ns());
-    }
-    ok = ok && (!st || cw__http_config_json(root, st));
-    char *text = ok ? cJSON_PrintUnformatted(root) : NULL;
-    cJSON_Delete(root);
-    if (!text) return oom(r);
-    rc = cw__http_send(r, !c.ok ? 422 : served || !st ? 200 : 202, "application/json", text,
-                       strlen(text));
-    cJSON_free(text);
-    return rc;
-}

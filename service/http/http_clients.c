@@ -17,7 +17,7 @@
  *
  * Thread: any worker. `mu` guards the busy list; `sweep_mu` serializes
  * sweeps (their buffer is shared). */
-#include "http/http_internal.h"
+#include "http/http_clients.h"
 
 #include <stdatomic.h>
 #include <stdio.h>

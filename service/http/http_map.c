@@ -19,7 +19,7 @@
 #include "commitwatch/event.h"
 #include "commitwatch/map.h"
 #include "commitwatch/query.h"
-#include "http/http_internal.h"
+#include "http/http_resources.h"
 
 #define LIVE_TIMEOUT_NS (2 * CW_NS_PER_S) /* a core thread busy longer: stored maps */
 #define MAX_SNAPSHOT_TIMES 2000

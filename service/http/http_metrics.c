@@ -24,7 +24,7 @@
  * the leak score and time to limit of those series, the notification
  * attempts by channel and result (alertdb.h) and the evaluations run.
  * Their cardinality is that of the active series, which the rules bound. */
-#include "http/http_internal.h"
+#include "http/http_resources.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -67,16 +67,12 @@ static const char *label(const char *in, char *out, size_t len)
     return out;
 }
 
-typedef struct ptot {
-    uint32_t proc;
-    int64_t bytes;
-} ptot_t;
-
-static int cmp_ptot(const void *x, const void *y)
+/* One sample of a metric without labels, with its HELP and TYPE lines. */
+static void metric_u64(cw_buf_t *b, const char *name, const char *type, const char *help,
+                       uint64_t v)
 {
-    const ptot_t *a = x, *b = y;
-    if (a->bytes != b->bytes) return a->bytes > b->bytes ? -1 : 1;
-    return a->proc < b->proc ? -1 : a->proc > b->proc;
+    cw_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n", name, help, name, type, name,
+                  v);
 }
 
 /* Outstanding bytes by process and tag, top N processes + other. */
@@ -85,13 +81,15 @@ static int outstanding(cw__http_req_t *r, const cw_store_metrics_t *m, cw_buf_t 
     const cw_outstanding_row_t *rows = m->out;
     size_t n = m->nout, nt = 0;
     /* Rows come grouped by process: totals per process. */
-    ptot_t *tots = calloc(n ? n : 1, sizeof *tots);
+    /* Processes by outstanding bytes (key) desc, then id. */
+    cw__http_rank_t *tots = calloc(n ? n : 1, sizeof *tots);
     if (!tots) return cw__http_fail(r, 500, "out of memory");
     for (size_t i = 0; i < n; i++) {
-        if (!nt || tots[nt - 1].proc != rows[i].proc) tots[nt++] = (ptot_t){rows[i].proc, 0};
-        tots[nt - 1].bytes += rows[i].bytes;
+        if (!nt || tots[nt - 1].id != rows[i].proc)
+            tots[nt++] = (cw__http_rank_t){0, rows[i].proc, 0};
+        tots[nt - 1].key += rows[i].bytes;
     }
-    qsort(tots, nt, sizeof *tots, cmp_ptot);
+    qsort(tots, nt, sizeof *tots, cw__http_rank_cmp);
     size_t top = nt < r->ctx->metrics_top ? nt : r->ctx->metrics_top;
 
     char l1[300], l2[300];
@@ -115,7 +113,7 @@ static int outstanding(cw__http_req_t *r, const cw_store_metrics_t *m, cw_buf_t 
     for (size_t i = 0; i < n; i++) {
         bool in_top = false;
         for (size_t k = 0; k < top && !in_top; k++)
-            in_top = tots[k].proc == rows[i].proc;
+            in_top = tots[k].id == rows[i].proc;
         if (in_top) {
             cw_buf_printf(b,
                           "commitwatch_process_outstanding_bytes{process=\"%s\",pid=\"%" PRIu32
@@ -139,7 +137,7 @@ static int outstanding(cw__http_req_t *r, const cw_store_metrics_t *m, cw_buf_t 
     free(other);
     int64_t all = 0;
     for (size_t i = 0; i < nt; i++)
-        all += tots[i].bytes;
+        all += tots[i].key;
     cw_buf_printf(b,
                   "# HELP commitwatch_outstanding_bytes Committed bytes now outstanding, all "
                   "processes.\n# TYPE commitwatch_outstanding_bytes gauge\n"
@@ -193,18 +191,14 @@ static void source_losses(const cw_status_t *st, cw_buf_t *b)
     for (int i = 0; i < 4; i++)
         cw_buf_printf(b, "commitwatch_source_records_dropped_total{reason=\"%s\"} %" PRIu64 "\n",
                       why[i], n[i]);
-    cw_buf_printf(b,
-                  "# HELP commitwatch_resyncs_total Resynchronisations from the OS's figures "
-                  "after losses.\n# TYPE commitwatch_resyncs_total counter\n"
-                  "commitwatch_resyncs_total %" PRIu64 "\n"
-                  "# HELP commitwatch_corrections_total Process corrections the resyncs made.\n"
-                  "# TYPE commitwatch_corrections_total counter\n"
-                  "commitwatch_corrections_total %" PRIu64 "\n"
-                  "# HELP commitwatch_corrected_bytes_total Bytes the corrections committed and "
-                  "decommitted.\n# TYPE commitwatch_corrected_bytes_total counter\n"
-                  "commitwatch_corrected_bytes_total %" PRIu64 "\n",
-                  st ? atomic_load(&st->resyncs) : 0, st ? atomic_load(&st->corrections) : 0,
-                  st ? atomic_load(&st->corrected_bytes) : 0);
+    metric_u64(b, "commitwatch_resyncs_total", "counter",
+               "Resynchronisations from the OS's figures after losses.",
+               st ? atomic_load(&st->resyncs) : 0);
+    metric_u64(b, "commitwatch_corrections_total", "counter",
+               "Process corrections the resyncs made.", st ? atomic_load(&st->corrections) : 0);
+    metric_u64(b, "commitwatch_corrected_bytes_total", "counter",
+               "Bytes the corrections committed and decommitted.",
+               st ? atomic_load(&st->corrected_bytes) : 0);
 }
 
 static void counters(const cw_store_metrics_t *m, cw_buf_t *b)
@@ -334,18 +328,15 @@ int cw__http_metrics(cw__http_req_t *r)
                       "commitwatch_source_up{source=\"%s\"} %d\n",
                       label(st->source, l, sizeof l), ss.up ? 1 : 0);
     }
-    cw_buf_printf(
-        &b,
-        "# HELP commitwatch_events_ingested_total Events read from the source.\n"
-        "# TYPE commitwatch_events_ingested_total counter\n"
-        "commitwatch_events_ingested_total %" PRIu64 "\n"
-        "# HELP commitwatch_events_lost_total Events the source reported lost.\n"
-        "# TYPE commitwatch_events_lost_total counter\ncommitwatch_events_lost_total %" PRIu64 "\n"
-        "# HELP commitwatch_drift_corrected_bytes Bytes of drift between the tracker and "
-        "the OS's figures, corrected.\n# TYPE commitwatch_drift_corrected_bytes gauge\n"
-        "commitwatch_drift_corrected_bytes %" PRId64 "\n",
-        st ? atomic_load(&st->events_ingested) : 0, st ? atomic_load(&st->events_lost) : 0,
-        st ? atomic_load(&st->drift_bytes) : 0);
+    metric_u64(&b, "commitwatch_events_ingested_total", "counter", "Events read from the source.",
+               st ? atomic_load(&st->events_ingested) : 0);
+    metric_u64(&b, "commitwatch_events_lost_total", "counter", "Events the source reported lost.",
+               st ? atomic_load(&st->events_lost) : 0);
+    cw_buf_printf(&b,
+                  "# HELP commitwatch_drift_corrected_bytes Bytes of drift between the tracker "
+                  "and the OS's figures, corrected.\n# TYPE commitwatch_drift_corrected_bytes "
+                  "gauge\ncommitwatch_drift_corrected_bytes %" PRId64 "\n",
+                  st ? atomic_load(&st->drift_bytes) : 0);
     if (r->ctx->status) { /* Prometheus' own name for it */
         cw_status_config_t c;
         cw_status_config_get(r->ctx->status, &c);

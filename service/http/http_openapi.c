@@ -2,7 +2,7 @@
  * /api/openapi.json. Kept next to the handlers; update it with them. The
  * text is parsed by cJSON on each request (a check that it is valid) and
  * printed back; the alert endpoints are a second text merged into it. */
-#include "http/http_internal.h"
+#include "http/http_resources.h"
 
 #include <cjson/cJSON.h>
 

@@ -3,7 +3,7 @@
  * Times are Unix ns, RFC 3339 or relative to "now" (-15m, now); every
  * failure is a 400 whose message names the parameter and shows a valid
  * example, so a user can fix the URL without reading the docs. */
-#include "http/http_internal.h"
+#include "http/http_req.h"
 
 #include <civetweb.h>
 #include <ctype.h>
@@ -74,6 +74,13 @@ int cw__http_check_unused(cw__http_req_t *r)
         if (!r->params[i].used)
             return cw__http_fail(r, 400, "%s: unknown parameter", r->params[i].name);
     return 0;
+}
+
+int cw__http_name_index(const char *const *names, int n, const char *s)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(names[i], s) == 0) return i;
+    return -1;
 }
 
 int64_t cw__http_now(cw__http_req_t *r)

@@ -7,7 +7,7 @@
  * owns the parameters (the step, its default, the points limit) and the
  * JSON, which is columnar (one array per figure) for the dashboard's
  * charts. */
-#include "http/http_internal.h"
+#include "http/http_resources.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
@@ -162,4 +162,9 @@ out:
     cw_series_free(s);
     cw_proc_info_clear(&info);
     return rc;
+}
+
+int cw__http_system_series(cw__http_req_t *r)
+{
+    return cw__http_series(r, 0);
 }

@@ -10,7 +10,7 @@
  * so neither "../" nor a symlink leads out of it (for a package: out of
  * its folder). Files are revalidated on every load (ETag), so a dashboard
  * upgrade is never half-cached. */
-#include "http/http_internal.h"
+#include "http/http_resources.h"
 #include "commitwatch/platform.h"
 
 #include <civetweb.h>

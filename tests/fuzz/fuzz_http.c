@@ -13,9 +13,10 @@
  * (blanks in TARGET become '+'), to which the harness adds "HTTP/1.1", Host, Connection: close,
  * Content-Length (when there is a body) and the right Authorization
  * header unless the input sends its own. civetweb parses the request;
- * http.c dispatches it to a route, http_params.c parses the query and the
- * handlers (http_api.c, http_series.c, http_alerts.c, http_metrics.c,
- * http_openapi.c, http_static.c) run their queries and build the answer.
+ * http.c checks it, http_params.c parses the query, http_routes.c
+ * dispatches it to a route and the handlers (http_processes.c,
+ * http_stacks.c, http_series.c, http_alerts.c, http_metrics.c, ...) run
+ * their queries and build the answer.
  * The server must answer every request (never crash, hang or leak) with
  * a status line, never 500 (a parameter the handler let through to a
  * failing query), and every JSON answer must parse.

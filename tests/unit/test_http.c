@@ -4,11 +4,16 @@
  * error bodies, static files confined to the web root, the front-end
  * packages served under /vendor/ (only those listed); the state-changing
  * routes: token, body limit, 405 with the methods a path takes, the
- * reload hook). The API's figures
- * are tested end to end in tests/e2e/test_api.py. */
+ * reload hook; the route table and the OpenAPI document listing the same
+ * routes). The API's figures are tested end to end in
+ * tests/e2e/test_api.py. */
+#include <cjson/cJSON.h>
+
 #include "commitwatch/http.h"
 #include "commitwatch/platform.h"
-#include "http/http_internal.h"
+#include "http/http_clients.h"
+#include "http/http_req.h"
+#include "http/http_routes.h"
 #include "test.h"
 #include "test_port.h"
 
@@ -378,6 +383,62 @@ static cw_http_opts_t server_opts(const char *web, cw_status_t *st)
                             .threads = 2};
 }
 
+/* The route table (http_routes.c) and the OpenAPI document list the same
+ * routes with the same methods: every route's pattern is a path of the
+ * document with that method, and every path and method of the document
+ * is a route. */
+/* The OpenAPI key of a route's method: "GET" is "get". */
+static const char *lower(const char *method, char m[16])
+{
+    size_t k = 0;
+    for (; method[k] && k < 15; k++)
+        m[k] = (char)(method[k] - 'A' + 'a');
+    m[k] = 0;
+    return m;
+}
+
+static void test_openapi_routes(int port)
+{
+    size_t cap = 1 << 17;
+    char *body = malloc(cap);
+    ASSERT_TRUE(body != NULL);
+    ASSERT_EQ(http(port, "GET", "/api/openapi.json", body, cap), 200);
+    cJSON *doc = cJSON_Parse(body);
+    cJSON *paths = cJSON_GetObjectItemCaseSensitive(doc, "paths");
+    ASSERT_TRUE(cJSON_IsObject(paths));
+    const char *method, *pattern;
+    size_t nroutes = 0;
+    for (size_t i = 0; cw__http_route_at(i, &method, &pattern); i++, nroutes++) {
+        char m[16];
+        cJSON *p = cJSON_GetObjectItemCaseSensitive(paths, pattern);
+        if (!cJSON_GetObjectItemCaseSensitive(p, lower(method, m)))
+            fprintf(stderr, "test_http: route %s %s is not in /api/openapi.json\n", method,
+                    pattern);
+        ASSERT_TRUE(cJSON_GetObjectItemCaseSensitive(p, m) != NULL);
+    }
+    size_t ndoc = 0;
+    cJSON *p, *op;
+    cJSON_ArrayForEach(p, paths)
+    {
+        cJSON_ArrayForEach(op, p)
+        {
+            bool found = false;
+            char m[16];
+            for (size_t i = 0; cw__http_route_at(i, &method, &pattern); i++)
+                found = found || (strcmp(pattern, p->string) == 0 &&
+                                  strcmp(lower(method, m), op->string) == 0);
+            if (!found)
+                fprintf(stderr, "test_http: /api/openapi.json's %s %s is no route\n", op->string,
+                        p->string);
+            ASSERT_TRUE(found);
+            ndoc++;
+        }
+    }
+    ASSERT_EQ(ndoc, nroutes);
+    cJSON_Delete(doc);
+    free(body);
+}
+
 static void test_server(void)
 {
     cw_status_t st;
@@ -408,6 +469,7 @@ static void test_server(void)
     ASSERT_EQ(http(port, "GET", "/api/processes/12x", body, sizeof body), 400);
     ASSERT_EQ(http(port, "GET", "/api/openapi.json", body, sizeof body), 200);
     ASSERT_TRUE(strstr(body, "\"openapi\":\"3.") != NULL);
+    test_openapi_routes(port);
     ASSERT_EQ(http(port, "GET", "/", body, sizeof body), 200);
     ASSERT_TRUE(strstr(body, "commitwatch") != NULL);
     ASSERT_EQ(http(port, "GET", "/../CMakeLists.txt", body, sizeof body), 404);

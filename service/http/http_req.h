@@ -1,22 +1,26 @@
-/* http_internal.h - what the files of service/http/ share.
+/* http_req.h - a request and its response: what every handler of
+ * service/http/ works with.
  *
- * One file per resource (in the manner of Fluent Bit's HTTP API):
- * http.c (server, dispatch, security), http_params.c (query strings and
- * times), http_json.c (JSON helpers), http_api.c (health, processes,
- * stacks, diff, tags), http_series.c (process and system series),
- * http_metrics.c (/metrics), http_openapi.c (the OpenAPI document),
- * http_alerts.c (alerts, alert rules and their backtest, silences,
- * reload), http_static.c (the dashboard).
+ * The request (cw__http_req_t: the connection, a read-only store from the
+ * pool, the parsed query, the body of a state-changing request) and the
+ * server-wide context it points to (cw__http_ctx_t, read-only after
+ * start); the response helpers (send, send_json, fail; http_req.c), the
+ * query and time parsers (http_params.c) and the JSON helpers
+ * (http_json.c). These three files are the floor the resources stand on:
+ * they include no resource and never http.c.
  *
- * The resources build responses from the store's results (store.h,
- * query.h) and run no SQL of their own. A handler gets a cw__http_req_t
- * (the connection, a read-only store from the pool, the parsed query) and returns
- * 0 after sending a response, or sends nothing and returns an HTTP status
- * with req->err filled; the dispatcher then sends {"error": err}. */
-#ifndef CW_HTTP_INTERNAL_H
-#define CW_HTTP_INTERNAL_H
+ * A handler gets a cw__http_req_t and returns 0 after sending a response,
+ * or sends nothing and returns an HTTP status with r->err filled (use
+ * cw__http_fail); the dispatcher then sends {"error": err}.
+ *
+ * Thread: a request and everything it points to belong to the civetweb
+ * worker answering it; the context is shared and read-only (its pool and
+ * client list lock inside, the status is atomics). */
+#ifndef CW_HTTP_REQ_H
+#define CW_HTTP_REQ_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "commitwatch/http.h"
@@ -24,6 +28,7 @@
 
 struct mg_connection;
 struct cJSON;
+struct cw__http_clients;
 
 #define CW__HTTP_MAX_PARAMS 16
 #define CW__HTTP_MAX_QUERY 2048    /* bytes of query string */
@@ -44,7 +49,8 @@ typedef struct cw__http_param {
     bool used; /* read by the handler; unknown names are a 400 */
 } cw__http_param_t;
 
-/* Server-wide, read-only after start (except the status atomics). */
+/* Server-wide, read-only after start (except the status atomics). Owned
+ * by the server (http.c); requests borrow it. */
 typedef struct cw__http_ctx {
     char *db_path;
     char *web_root; /* realpath */
@@ -57,7 +63,7 @@ typedef struct cw__http_ctx {
     int (*on_reload)(void *ctx, char *msg, size_t msglen);
     void *reload_ctx;
     cw_store_pool_t *pool; /* read handles; locked inside, so usable through const ctx */
-    struct cw__http_clients *clients; /* the per-client cap (own locks) */
+    struct cw__http_clients *clients; /* the per-client cap (http_clients.h; own locks) */
 
     struct cw_mapreq *maps; /* the core thread's live-map channel (map.h); NULL: none */
 } cw__http_ctx_t;
@@ -80,43 +86,11 @@ typedef struct cw__http_req {
     char err[512];
 } cw__http_req_t;
 
-/* ---- the per-client connection cap (http_clients.c) ---- */
-typedef struct cw__http_conn {
-    char addr[48]; /* peer address, numeric */
-    int port;      /* peer port */
-    bool busy;     /* a worker is answering a request on it */
-    intptr_t handle; /* cw_plat_tcp_list's */
-} cw__http_conn_t;
-typedef struct cw__http_clients cw__http_clients_t;
-/* workers: civetweb's worker threads (the most requests answered at
- * once); max: connections allowed per client address (0 = no limit). */
-int cw__http_clients_create(unsigned workers, unsigned max, cw__http_clients_t **out);
-void cw__http_clients_free(cw__http_clients_t *c); /* accepts NULL */
-/* The server's bound port; sweeps do nothing before it is set. */
-void cw__http_clients_set_port(cw__http_clients_t *c, int port);
-/* Marks the connection addr:port as answering a request (busy) or not. */
-void cw__http_clients_busy(cw__http_clients_t *c, const char *addr, int port, bool busy);
-/* Which of conns[0..n) to refuse so that no address has more than max
- * (0 = no limit): victim[i] set for those, chosen from the last listed
- * back and never busy. Returns how many. */
-size_t cw__http_clients_excess(const cw__http_conn_t *conns, size_t n, unsigned max,
-                               bool *victim);
-/* Lists the server's connections, refuses the excess with a 429 and
- * shuts them down (a warning in the log, at most every 10 s). Returns
- * how many were refused. */
-unsigned cw__http_clients_sweep(cw__http_clients_t *c);
-
-/* ---- security (http.c) ---- */
-/* Is auth (an Authorization header, may be NULL) "Bearer " followed by
- * want? The comparison takes the same time wherever the first difference
- * is (it depends on the lengths only). */
-bool cw__http_token_ok(const char *want, const char *auth);
-
-/* ---- responses (http.c) ---- */
+/* ---- responses (http_req.c) ---- */
 /* Replaces, in place, every byte of s that is not part of well-formed
  * UTF-8 with '?' (error messages quote what the client sent). */
 void cw__http_utf8_clean(char *s);
-/* Sends 200 with body (len bytes) and content type. 0. */
+/* Sends status with body (len bytes) and content type. 0. */
 int cw__http_send(cw__http_req_t *r, int status, const char *ctype, const char *body, size_t len);
 /* Sends 200 with body as a download named filename (Content-Disposition:
  * attachment; the name must need no quoting: [A-Za-z0-9._-]). 0. */
@@ -124,16 +98,22 @@ int cw__http_send_attachment(cw__http_req_t *r, const char *ctype, const char *f
                              const char *body, size_t len);
 /* Prints and sends a cJSON tree (not freed). 0, or 500 on ENOMEM. */
 int cw__http_send_json(cw__http_req_t *r, const struct cJSON *root);
+/* Sends {"error": r->err} (UTF-8-cleaned) with status: the answer to a
+ * handler's nonzero return. */
+void cw__http_send_error(cw__http_req_t *r, int status);
 /* Fills r->err and returns status, for `return cw__http_fail(r, 400, ...)`. */
 int cw__http_fail(cw__http_req_t *r, int status, const char *fmt, ...) CW_PRINTF(3, 4);
+/* 500 "out of memory while building the response". */
+int cw__http_oom(cw__http_req_t *r);
+/* A failed store read (rc, d): cw__http_oom() for CW_ENOMEM, else 500
+ * "query failed: " with d's message (or rc's text when d has none). */
+int cw__http_db_fail(cw__http_req_t *r, int rc, const cw_diag_t *d);
 /* Requires r->store; a 503 with a message when the db does not exist yet. */
 int cw__http_need_store(cw__http_req_t *r);
-
-/* ---- the configuration's state (http_api.c) ---- */
-/* Adds "config" to o: the last load's outcome (status.h,
- * cw_status_config_t): {"ok", "error", "file", "line", "at_ns",
- * "loaded_by"}; null without a status. false on ENOMEM. */
-bool cw__http_config_json(struct cJSON *o, cw_status_t *st);
+/* Is auth (an Authorization header, may be NULL) "Bearer " followed by
+ * want? The comparison takes the same time wherever the first difference
+ * is (it depends on the lengths only). */
+bool cw__http_token_ok(const char *want, const char *auth);
 
 /* ---- parameters (http_params.c) ---- */
 /* Splits and URL-decodes a query string into r->params. 0, or 400/414. */
@@ -142,6 +122,8 @@ int cw__http_parse_query(cw__http_req_t *r, const char *qs);
 const char *cw__http_param(cw__http_req_t *r, const char *name);
 /* 400 naming the first parameter no handler read, or 0. */
 int cw__http_check_unused(cw__http_req_t *r);
+/* Index of s in names[0..n), or -1 (an enumerated parameter's value). */
+int cw__http_name_index(const char *const *names, int n, const char *s);
 /* "now" for relative times: r->now_ns when set, else the wall clock, or
  * the end of the data for a replay (status->data_clock). */
 int64_t cw__http_now(cw__http_req_t *r);
@@ -164,48 +146,24 @@ struct cJSON *cw__json_u64(struct cJSON *obj, const char *name, uint64_t v);
 struct cJSON *cw__json_raw_i64(int64_t v);
 /* null when v == none, else v. */
 struct cJSON *cw__json_i64_or_null(struct cJSON *obj, const char *name, int64_t v, int64_t none);
+/* A time: null when t is INT64_MIN or INT64_MAX (never, unbounded), else t. */
+struct cJSON *cw__json_time(struct cJSON *obj, const char *name, int64_t t);
+/* A string, or null when v is NULL. */
+struct cJSON *cw__json_str_or_null(struct cJSON *obj, const char *name, const char *v);
 /* v[0..n) as an array named name. */
 struct cJSON *cw__json_i64_array(struct cJSON *obj, const char *name, const int64_t *v, uint32_t n);
 /* {"from_ns":..,"to_ns":..} added as "window". */
 struct cJSON *cw__json_window(struct cJSON *obj, int64_t from, int64_t to);
 
-/* ---- resources ---- */
-int cw__http_health(cw__http_req_t *r);
-int cw__http_processes(cw__http_req_t *r);
-int cw__http_process(cw__http_req_t *r, uint32_t id);
-int cw__http_stacks(cw__http_req_t *r, uint32_t id);
-/* ?format= and ?value= of a stacks resource (http_api.c): *wanted false
- * when there is no format (the JSON answer). 0 or 400. */
-struct cw_export_opts;
-int cw__http_export_params(cw__http_req_t *r, struct cw_export_opts *o, bool *wanted);
-/* Sends procs[0..n)'s stacks over [from, to) as o says (export.h), as a
- * download named commitwatch-STEM-FROM-TO.SUFFIX. 0 or 500. */
-int cw__http_send_export(cw__http_req_t *r, const cw_proc_report_t *procs, uint32_t n,
-                         int64_t from, int64_t to, const char *stem,
-                         const struct cw_export_opts *o);
-
-/* /api/stacks: every process's stacks of the window (the machine's flame graph). */
-int cw__http_system_stacks(cw__http_req_t *r);
-/* The folded instances of a group (or the instance itself), http_api.c. */
-int cw__http_instances(cw__http_req_t *r, uint32_t id);
-int cw__http_diff(cw__http_req_t *r);
-int cw__http_tags(cw__http_req_t *r);
-int cw__http_series(cw__http_req_t *r, uint32_t id); /* id 0: the whole system */
-int cw__http_map(cw__http_req_t *r, uint32_t id);    /* http_map.c */
-int cw__http_metrics(cw__http_req_t *r);
-int cw__http_openapi(cw__http_req_t *r);
-/* http_alerts.c (alerts.h, alertdb.h): GET lists and details, the
- * backtest, silences (POST and DELETE need the token), reload. */
-int cw__http_alerts(cw__http_req_t *r);
-int cw__http_alert(cw__http_req_t *r, uint32_t id);
-int cw__http_alert_transitions(cw__http_req_t *r);
-int cw__http_alert_rules(cw__http_req_t *r);
-int cw__http_alert_backtest(cw__http_req_t *r, const char *rule);
-int cw__http_silences(cw__http_req_t *r);
-int cw__http_silence_add(cw__http_req_t *r);
-int cw__http_silence_delete(cw__http_req_t *r, uint32_t id);
-int cw__http_reload(cw__http_req_t *r);
-/* Static files; 0 after sending (404 included). */
-int cw__http_static(cw__http_req_t *r);
+/* ---- ranking the rows of a response (http_json.c) ---- */
+/* A row to sort: by key, largest first, then by id, smallest first; i is
+ * the row's index in the caller's array. */
+typedef struct cw__http_rank {
+    int64_t key;
+    uint32_t id;
+    uint32_t i;
+} cw__http_rank_t;
+/* qsort's comparator for cw__http_rank_t. */
+int cw__http_rank_cmp(const void *x, const void *y);
 
 #endif
