@@ -205,7 +205,7 @@ static const char openapi[] =
     "rocess\":{\"type\":\"object\",\"description\":\"Process series only: id, pid, name, cmdline, sta"
     "rt_ns, exit_ns, tracking_ended_ns.\"}}}}}}";
 
-/* The instances of a folded group (http_api.c), merged into the paths. */
+/* The instances of a folded group (http_processes.c), merged into the paths. */
 static const char openapi_fold[] =
     "{\"paths\":{\"/api/processes/{id}/instances\":{\"get\":{\"summary\":\"The instances a process "
     "line stands for. A line with folded > 0 is a group of short-lived instances of one name stored"
@@ -227,7 +227,7 @@ static const char openapi_fold[] =
     ":\"No such process.\",\"content\":{\"application/json\":{\"schema\":{\"$ref\":\"#/components/s"
     "chemas/Error\"}}}}}}}}}";
 
-/* The machine-wide stacks (http_api.c), merged into the paths. */
+/* The machine-wide stacks (http_stacks.c), merged into the paths. */
 static const char openapi_stacks[] =
     "{\"paths\":{\"/api/stacks\":{\"get\":{\"summary\":\"The machine's stacks of the window: the st"
     "acks of every process instance active in it, with the figures of /api/processes/{id}/stacks, e"
@@ -432,7 +432,7 @@ static const char openapi_alerts[] =
     ":{\"type\":\"string\",\"enum\":[\"active\",\"pending\",\"expired\"]}}}}}},\"securitySchemes\":{"
     "\"bearerAuth\":{\"type\":\"http\",\"scheme\":\"bearer\"}}}}";
 
-/* The stacks route's export parameters (http_api.c, export.h), added to
+/* The stacks route's export parameters (http_stacks.c, export.h), added to
  * its parameters, and its 200's other content types. */
 static const char openapi_export[] =
     "{\"parameters\":[{\"name\":\"format\",\"in\":\"query\",\"required\":false,\"description\":\"json"
