@@ -112,17 +112,22 @@ def check_figures(what, samples, model, stored_end):
 def scrape_states(svc, scrapes):
     """A wait_until predicate: scrapes /metrics into scrapes[stored end] =
     (text, health) when the stored end is the same before and after the
-    scrape (a state seen whole); true once the replay has ended."""
+    scrape and tracking has not ended (a state seen whole, of the data
+    while it was traced: the rows that end the run's instances go into its
+    last stored bucket, so the stored end alone does not tell that state
+    from the one before; "after the end" checks it); true once the replay
+    has ended."""
     def step():
         st, h1 = svc.get("/api/health")
         if h1["ingest_done"]:
             return True
         e = h1["last_bucket_end_ns"]
-        if e is None:
+        if e is None or h1["tracking_ended_ns"] is not None:
             return False
         st, text = svc.get("/metrics")
         st, h2 = svc.get("/api/health")
-        if st == 200 and h2["last_bucket_end_ns"] == e and not h2["ingest_done"]:
+        if (st == 200 and h2["last_bucket_end_ns"] == e and not h2["ingest_done"] and
+                h2["tracking_ended_ns"] is None):
             scrapes[e] = (text, h1)
         return False
     return step
