@@ -295,7 +295,6 @@ static int migrate(cw_store_t *s, int target, cw_diag_t *d)
                         "at version %" PRId64,
                         (int)v + 1, s->path, sqlite3_errmsg(s->db), v);
             sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
-    s->pruned_to = INT64_MIN; /* the deletes were rolled back too */
             return CW_EDB;
         }
         if ((err = cw__store_exec(s, "COMMIT", "committing a migration", d))) return err;
@@ -1001,6 +1000,7 @@ int cw_store_write_many(cw_store_t *s, const cw_batch_t *const *b, size_t n, cw_
     return 0;
 fail:
     sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    s->pruned_to = INT64_MIN; /* the prune's deletes were rolled back too */
     /* The sums hold rows that were rolled back: the buckets they were
      * for go by SQL from what the database holds. */
     cw__store_roll_reset(s, false);
