@@ -16,8 +16,6 @@
 
 /* ---- SQL ---------------------------------------------------------------- */
 
-static const char SQL_READ_BEGIN[] = "BEGIN";
-static const char SQL_READ_END[] = "COMMIT";
 static const char SQL_Q_PROC[] =
     "SELECT pid, start_ns, exit_ns, name, cmdline, tracking_ended_ns, folded, corrections, "
     "corrected_committed, corrected_decommitted, last_correction_ns FROM processes WHERE id = ?1";
@@ -96,39 +94,6 @@ static const char SQL_M_SUMS[] =
     "  AND (a - ((a % 60000000000) + 60000000000) % 60000000000)"
     "    = (f - ((f % 60000000000) + 60000000000) % 60000000000)"
     ") x JOIN stacks s ON s.id = x.stack GROUP BY x.proc, s.tag";
-
-/* ---- shared by the read queries --------------------------------------------- */
-
-void cw__store_stmt_done(sqlite3_stmt *st)
-{
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
-}
-
-/* Steps one of the cached statements that return no row. */
-static int step_cached(cw_store_t *s, int id, const char *sql, const char *what, cw_diag_t *d)
-{
-    sqlite3_stmt *st = NULL;
-    int err = cw__store_stmt(s, id, sql, &st, d);
-    if (!err) err = cw__store_step_done(s, st, what, d);
-    return err;
-}
-
-int cw__store_read_begin(cw_store_t *s, bool *began, cw_diag_t *d)
-{
-    *began = false;
-    if (!sqlite3_get_autocommit(s->db)) return 0; /* inside the caller's transaction */
-    int err = step_cached(s, CW__ST_READ_BEGIN, SQL_READ_BEGIN, "starting a read", d);
-    *began = err == 0;
-    return err;
-}
-
-void cw__store_read_end(cw_store_t *s, bool began)
-{
-    /* Ending a read transaction releases its snapshot; it cannot lose
-     * anything, so a failure has nothing to report. */
-    if (began) step_cached(s, CW__ST_READ_END, SQL_READ_END, "ending a read", NULL);
-}
 
 int64_t cw__store_split(const cw__tier_t t[CW_TIERS], int k, int64_t x)
 {
@@ -455,11 +420,18 @@ static void snap_release(struct cw_store_share *sh, msnap_t *x)
     free(x);
 }
 
-void cw__store_metrics_cache_free(struct cw__metrics_cache *c)
+static void metrics_cache_free(struct cw__metrics_cache *c)
 {
     if (!c) return;
     snap_release(c->share, c->snap);
     free(c);
+}
+
+/* The handle's release slot CW__REL_METRICS (db.h). */
+static void metrics_release(cw_store_t *s)
+{
+    metrics_cache_free(s->metrics_cache);
+    s->metrics_cache = NULL;
 }
 
 int cw_store_share_create(cw_store_share_t **out)
@@ -484,8 +456,8 @@ void cw_store_share_free(cw_store_share_t *sh)
 
 void cw_store_set_share(cw_store_t *s, cw_store_share_t *sh)
 {
-    if (s->share == sh) return; /* keeps the cache taken from it */
-    cw__store_metrics_cache_free(s->metrics_cache); /* a cache of the old share's */
+    if (s->share == sh) return;           /* keeps the cache taken from it */
+    metrics_cache_free(s->metrics_cache); /* a cache of the old share's */
     s->metrics_cache = NULL;
     s->share = sh;
 }
@@ -588,6 +560,7 @@ static int metrics_cached(cw_store_t *s, const cw__tier_t *t, int64_t split2, in
 {
     struct cw__metrics_cache *c = s->metrics_cache;
     if (!c && !(c = s->metrics_cache = calloc(1, sizeof *c))) return CW_ENOMEM;
+    cw__db_on_release(s, CW__REL_METRICS, metrics_release);
     c->share = s->share;
     int64_t xm = split1 < split2 ? split1 : split2;
     char *hash = NULL;
@@ -684,7 +657,7 @@ int cw_store_metrics(cw_store_t *s, cw_store_metrics_t **out, cw_diag_t *d)
         if (!s->read_cache_off) {
             err = metrics_cached(s, t, split2, split1, m, d);
             if (err) {
-                cw__store_metrics_cache_free(s->metrics_cache);
+                metrics_cache_free(s->metrics_cache);
                 s->metrics_cache = NULL;
             }
         } else {

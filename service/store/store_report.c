@@ -371,7 +371,9 @@ struct cw__report_cache {
     uint64_t closed_left_out; /* closed sums not kept (a test's count) */
 };
 
-void cw__store_report_cache_free(struct cw__report_cache *c)
+static void report_release(cw_store_t *s);
+
+static void report_cache_free(struct cw__report_cache *c)
 {
     if (!c) return;
     for (int i = 0; i < REPORT_CACHE_ENTRIES; i++)
@@ -462,6 +464,7 @@ static int cached_before(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t,
     int tier = back[0].tier;
     *out = NULL;
     if (!c && !(c = s->report_cache = calloc(1, sizeof *c))) return CW_ENOMEM;
+    cw__db_on_release(s, CW__REL_REPORT, report_release);
     /* The entry nearest below t0 for this key, else the least recent. */
     rentry_t *e = NULL, *lru = &c->e[0];
     for (int i = 0; i < REPORT_CACHE_ENTRIES; i++) {
@@ -573,13 +576,26 @@ struct cw__raw_tail {
     size_t nc, nr, na, capc, capr, capa;
 };
 
-void cw__store_raw_tail_free(struct cw__raw_tail *c)
+static void raw_tail_free(struct cw__raw_tail *c)
 {
     if (!c) return;
     free(c->c);
     free(c->r);
     free(c->a);
     free(c);
+}
+
+static void caches_publish(cw_store_t *s, bool closing);
+
+/* The handle's release slot CW__REL_REPORT (db.h): the report cache and
+ * the raw tail, and their share of the store_caches figure. */
+static void report_release(cw_store_t *s)
+{
+    report_cache_free(s->report_cache);
+    raw_tail_free(s->raw_tail);
+    s->report_cache = NULL;
+    s->raw_tail = NULL;
+    caches_publish(s, true);
 }
 
 size_t cw__store_raw_tail_rows(const cw_store_t *s)
@@ -666,6 +682,7 @@ static int raw_tail(cw_store_t *s, const cw__tier_t *t, int64_t lo, struct cw__r
     *out = NULL;
     if (s->read_cache_off || hi == INT64_MIN || lo >= hi) return 0;
     if (!c && !(c = s->raw_tail = calloc(1, sizeof *c))) return CW_ENOMEM;
+    cw__db_on_release(s, CW__REL_REPORT, report_release);
     bool same = c->start == t[0].start && c->horizon == t[0].horizon;
     if (!same) c->over = 0;
     if (c->over > 0 && hi - lo >= c->over) return 0; /* would not fit either: SQL */
@@ -994,7 +1011,8 @@ int cw_store_stack_get(cw_store_t *s, uint32_t stack_id, bool with_frames, char 
     cw_stack_report_t sr = {.stack_id = stack_id};
     int err = fill_stack(s, &sr, with_frames, d);
     if (err) {
-        for (uint32_t i = 0; i < sr.nframes; i++) free(sr.frames[i]);
+        for (uint32_t i = 0; i < sr.nframes; i++)
+            free(sr.frames[i]);
         free(sr.frames);
         free(sr.tag);
         return err;
@@ -1218,7 +1236,7 @@ static size_t caches_bytes(const cw_store_t *s)
     return b;
 }
 
-void cw__store_caches_publish(cw_store_t *s, bool closing)
+static void caches_publish(cw_store_t *s, bool closing)
 {
     size_t now = closing ? 0 : caches_bytes(s);
     cw_mem_add(CW_MEM_STORE_CACHES, (int64_t)now - (int64_t)s->caches_published);
@@ -1229,6 +1247,6 @@ int cw_store_report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_fra
                     cw_report_t **out, cw_diag_t *d)
 {
     int err = report(s, from_ns, to_ns, with_frames, out, d);
-    cw__store_caches_publish(s, false);
+    caches_publish(s, false);
     return err;
 }

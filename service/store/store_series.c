@@ -207,7 +207,7 @@ static void centry_clear(centry_t *e)
     e->hash = NULL;
 }
 
-void cw__store_series_cache_free(struct cw__series_cache *c)
+static void series_cache_free(struct cw__series_cache *c)
 {
     if (!c) return;
     for (int k = 0; k < SERIES_CACHE_ENTRIES; k++) {
@@ -218,6 +218,13 @@ void cw__store_series_cache_free(struct cw__series_cache *c)
         free(c->e[k].tags);
     }
     free(c);
+}
+
+/* The handle's release slot CW__REL_SERIES (db.h). */
+static void series_release(cw_store_t *s)
+{
+    series_cache_free(s->series_cache);
+    s->series_cache = NULL;
 }
 
 size_t cw__store_series_cache_rows(const cw_store_t *s)
@@ -388,6 +395,7 @@ static int cached_rows(build_t *b, const cw__tier_t *t, int k, const centry_t **
     if (s->read_cache_off || k == 0 || hi == INT64_MIN) return 0;
     struct cw__series_cache *c = s->series_cache;
     if (!c && !(c = s->series_cache = calloc(1, sizeof *c))) return CW_ENOMEM;
+    cw__db_on_release(s, CW__REL_SERIES, series_release);
     char *hash = NULL;
     int err = cw__store_rules_hash(s, &hash, b->d);
     if (err) return err;
