@@ -12,18 +12,18 @@
 
 #include "store/db.h"
 
-/* store_query.c: where to split "everything before x" between tier k
+/* store_read.c (the readers' ground): where to split "everything before x" between tier k
  * (rows before the result) and the raw tier (rows from it on): the last
  * bucket boundary of tier k <= x that tier k is complete to (x ==
  * INT64_MAX: its end), or INT64_MIN (the raw tier alone) when tier k is
  * empty or retention has folded raw rows after that boundary. */
 int64_t cw__store_split(const cw__tier_t t[CW_TIERS], int k, int64_t x);
 
-/* store_query.c: the end of the data (cw_store_data_end()) for the tier
+/* store_read.c: the end of the data (cw_store_data_end()) for the tier
  * state t, read inside the caller's read transaction. 0 or CW_EDB. */
 int cw__store_data_end(cw_store_t *s, const cw__tier_t *t, int64_t *end_ns, bool *ended,
                        cw_diag_t *d);
-/* store_query.c: the tier state t as if nothing were stored from `end` on
+/* store_read.c: the tier state t as if nothing were stored from `end` on
  * (the end of the data where tracking ended): the bucket there holds only
  * the release rows that end the instances alive then, which are no data.
  * Windows and steps up to `end` stay exact, and an end at `end` needs no
@@ -31,12 +31,15 @@ int cw__store_data_end(cw_store_t *s, const cw__tier_t *t, int64_t *end_ns, bool
  * after the window" (pieces live at its end). */
 void cw__store_tiers_clip(cw__tier_t t[CW_TIERS], int64_t end);
 
-/* store_query.c: the processes row of instance id into *out (name and
+/* store_read.c: strdup of text column col of st into *out; NULL for SQL
+ * NULL, or when dflt is given, a copy of dflt. 0 or CW_ENOMEM. */
+int cw__store_col_dup(sqlite3_stmt *st, int col, const char *dflt, char **out);
+/* store_read.c: the processes row of instance id into *out (name and
  * cmdline NULL when the row has none); *found false, and *out zeroed but
  * for id, exit_ns and tracking_ended_ns (CW_TS_NEVER), when there is no such row. 0,
  * CW_ENOMEM or CW_EDB (*out holds nothing to free). */
 int cw__store_proc_row(cw_store_t *s, uint32_t id, cw_proc_info_t *out, bool *found, cw_diag_t *d);
-/* store_series.c: the stack-tag rules' hash into *out (NULL when none
+/* store_read.c: the stack-tag rules' hash into *out (NULL when none
  * stored; re-tagging sets it with the new tags). 0, CW_ENOMEM or CW_EDB. */
 int cw__store_rules_hash(cw_store_t *s, char **out, cw_diag_t *d);
 /* Test hooks: whether the report cache holds sums (and for which tier and
@@ -50,7 +53,7 @@ size_t cw__store_raw_tail_rows(const cw_store_t *s);
 /* store_rows.c: inserts an activity row (d filled on error). */
 int cw__store_put_activity(cw_store_t *s, int tier, int64_t bucket, const cw_row_activity_t *r,
                            cw_diag_t *d);
-/* store.c: plain inserts of rows whose key is new by construction (a
+/* store_rows.c: plain inserts of rows whose key is new by construction (a
  * batch's own rows, a rollup's rows of a bucket not rolled before) into
  * tier `tier`, bucket (f) `bucket`, CW__STORE_MULTI rows a statement: a
  * duplicate is an error, not a sum. Commit rows' a is ignored (the

@@ -1,8 +1,8 @@
 /* store_query.c - the API's small read queries (query.h): the data span,
- * a process instance's row, the tag names and the figures of /metrics;
- * and what the store's read queries share: read transactions on cached
- * statements, and where to split a history between the hour tier and the
- * raw tier (cw__store_split). Time series are store_series.c's.
+ * a process instance's row, the tag names and the figures of /metrics,
+ * with the /metrics cache a handle keeps (shared between handles through
+ * cw_store_share). What the read queries share is store_read.c's; time
+ * series are store_series.c's.
  *
  * Every statement is prepared once per handle (cw__store_stmt) and reset
  * after use, so an HTTP worker's requests parse no SQL. */
@@ -16,12 +16,6 @@
 
 /* ---- SQL ---------------------------------------------------------------- */
 
-static const char SQL_Q_PROC[] =
-    "SELECT pid, start_ns, exit_ns, name, cmdline, tracking_ended_ns, folded, corrections, "
-    "corrected_committed, corrected_decommitted, last_correction_ns FROM processes WHERE id = ?1";
-/* The newest end of tracking (schema/003's partial index answers it). */
-static const char SQL_LAST_ENDED[] =
-    "SELECT MAX(tracking_ended_ns) FROM processes WHERE tracking_ended_ns IS NOT NULL";
 static const char SQL_TAGS[] = "SELECT DISTINCT tag FROM stacks ORDER BY tag";
 
 /* Everything stored, read cheaply: the hour tier's rows before ?1 (the
@@ -95,26 +89,6 @@ static const char SQL_M_SUMS[] =
     "    = (f - ((f % 60000000000) + 60000000000) % 60000000000)"
     ") x JOIN stacks s ON s.id = x.stack GROUP BY x.proc, s.tag";
 
-int64_t cw__store_split(const cw__tier_t t[CW_TIERS], int k, int64_t x)
-{
-    int64_t endk = t[k].end, h0 = t[0].horizon;
-    if (endk == INT64_MIN) return INT64_MIN;
-    int64_t e = x == INT64_MAX ? endk : cw_floor_to(x, t[k].width);
-    if (e > endk) e = endk;
-    /* Raw rows after e must all still be there (not folded by retention). */
-    return h0 != INT64_MIN && h0 > e ? INT64_MIN : e;
-}
-
-/* strdup of a text column; NULL for SQL NULL, or when dflt is given, a
- * copy of dflt. 0 or CW_ENOMEM. */
-static int col_dup(sqlite3_stmt *st, int col, const char *dflt, char **out)
-{
-    const char *v = (const char *)sqlite3_column_text(st, col);
-    *out = NULL;
-    if (!v && !dflt) return 0;
-    return (*out = cw_strdup(v ? v : dflt)) ? 0 : CW_ENOMEM;
-}
-
 /* ---- data span ------------------------------------------------------------ */
 
 int cw_store_data_span(cw_store_t *s, int64_t *start_ns, int64_t *end_ns, cw_diag_t *d)
@@ -124,40 +98,6 @@ int cw_store_data_span(cw_store_t *s, int64_t *start_ns, int64_t *end_ns, cw_dia
     if (start_ns) *start_ns = err ? INT64_MIN : t[0].start;
     if (end_ns) *end_ns = err ? INT64_MIN : t[0].end;
     return err;
-}
-
-int cw__store_data_end(cw_store_t *s, const cw__tier_t *t, int64_t *end_ns, bool *ended,
-                       cw_diag_t *d)
-{
-    sqlite3_stmt *st = NULL;
-    int err = 0, rc;
-    *end_ns = t[0].end;
-    *ended = false;
-    if (t[0].end == INT64_MIN) return 0;
-    if ((err = cw__store_stmt(s, CW__ST_Q_LAST_ENDED, SQL_LAST_ENDED, &st, d))) return err;
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
-        int64_t e = sqlite3_column_int64(st, 0);
-        /* The run that ended there stored the bucket of its end last
-         * (release rows only); a later run stores buckets after it. */
-        if (e < t[0].end && e >= t[0].end - t[0].width) {
-            *end_ns = e;
-            *ended = true;
-        }
-    } else if (rc != SQLITE_ROW) {
-        err = cw__store_dberr(s, "reading where tracking ended", d);
-    }
-    cw__store_stmt_done(st);
-    return err;
-}
-
-void cw__store_tiers_clip(cw__tier_t t[CW_TIERS], int64_t end)
-{
-    t[0].end = end;
-    for (int k = 1; k < CW_TIERS; k++) {
-        int64_t b = cw_floor_to(end, t[k].width);
-        if (t[k].end > b) t[k].end = b;
-    }
 }
 
 int cw_store_data_end(cw_store_t *s, int64_t *end_ns, bool *ended, cw_diag_t *d)
@@ -176,42 +116,6 @@ int cw_store_data_end(cw_store_t *s, int64_t *end_ns, bool *ended, cw_diag_t *d)
 
 /* ---- one process instance --------------------------------------------------- */
 
-int cw__store_proc_row(cw_store_t *s, uint32_t id, cw_proc_info_t *out, bool *found, cw_diag_t *d)
-{
-    sqlite3_stmt *st = NULL;
-    int err = cw__store_stmt(s, CW__ST_Q_PROC, SQL_Q_PROC, &st, d), rc;
-    memset(out, 0, sizeof *out);
-    out->id = id;
-    out->exit_ns = CW_TS_NEVER;
-    out->tracking_ended_ns = CW_TS_NEVER;
-    out->last_correction_ns = CW_TS_NEVER;
-    *found = false;
-    if (err) return err;
-    sqlite3_bind_int64(st, 1, id);
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        *found = true;
-        out->pid = (uint32_t)sqlite3_column_int64(st, 0);
-        out->start_ns = sqlite3_column_int64(st, 1);
-        if (sqlite3_column_type(st, 2) != SQLITE_NULL) out->exit_ns = sqlite3_column_int64(st, 2);
-        if (sqlite3_column_type(st, 5) != SQLITE_NULL)
-            out->tracking_ended_ns = sqlite3_column_int64(st, 5);
-        out->folded = (uint32_t)sqlite3_column_int64(st, 6);
-        out->corrections = (uint32_t)sqlite3_column_int64(st, 7);
-        out->corrected_committed = (uint64_t)sqlite3_column_int64(st, 8);
-        out->corrected_decommitted = (uint64_t)sqlite3_column_int64(st, 9);
-        if (sqlite3_column_type(st, 10) != SQLITE_NULL)
-            out->last_correction_ns = sqlite3_column_int64(st, 10);
-        err = col_dup(st, 3, NULL, &out->name);
-        if (!err) err = col_dup(st, 4, NULL, &out->cmdline);
-    } else if (rc != SQLITE_DONE) {
-        err = cw__store_dberr(s, "reading a process", d);
-    }
-    cw__store_stmt_done(st);
-    if (err) cw_proc_info_clear(out);
-    return err;
-}
-
 int cw_store_proc_get(cw_store_t *s, uint32_t id, cw_proc_info_t *out, cw_diag_t *d)
 {
     bool found;
@@ -220,13 +124,6 @@ int cw_store_proc_get(cw_store_t *s, uint32_t id, cw_proc_info_t *out, cw_diag_t
     if (!err && !out->name && !(out->name = cw_strdup(""))) err = CW_ENOMEM;
     if (err) cw_proc_info_clear(out);
     return err;
-}
-
-void cw_proc_info_clear(cw_proc_info_t *p)
-{
-    free(p->name);
-    free(p->cmdline);
-    memset(p, 0, sizeof *p);
 }
 
 /* ---- tags ----------------------------------------------------------------- */
@@ -281,7 +178,9 @@ static int load_outstanding(cw_store_t *s, int64_t split2, cw_store_metrics_t *m
         r->proc = (uint32_t)sqlite3_column_int64(st, 0);
         r->pid = (uint32_t)sqlite3_column_int64(st, 1);
         r->bytes = sqlite3_column_int64(st, 4);
-        if ((err = col_dup(st, 2, "", &r->name)) || (err = col_dup(st, 3, "", &r->tag))) break;
+        if ((err = cw__store_col_dup(st, 2, "", &r->name)) ||
+            (err = cw__store_col_dup(st, 3, "", &r->tag)))
+            break;
     }
     if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "reading outstanding bytes", d);
     cw__store_stmt_done(st);
@@ -496,7 +395,7 @@ static int load_sums(cw_store_t *s, const mrange_t r[5], msums_t *out, cw_diag_t
         if ((err = CW_RESERVE(out->v, out->cap, out->n + 1))) break;
         msum_t *m = &out->v[out->n];
         memset(m, 0, sizeof *m);
-        if ((err = col_dup(st, 1, "", &m->tag))) break;
+        if ((err = cw__store_col_dup(st, 1, "", &m->tag))) break;
         out->n++;
         m->proc = (uint32_t)sqlite3_column_int64(st, 0);
         for (int k = 0; k < MS_N; k++)

@@ -93,7 +93,6 @@
     "SELECT r.f, r.a, s.tag, SUM(r.bytes), SUM(r.pieces) FROM releases r"                          \
     " JOIN stacks s ON s.id = r.stack WHERE r.tier = ?1 AND r.f >= ?2 AND r.f < ?3" F              \
     " GROUP BY 1, 2, 3 ORDER BY 1"
-static const char SQL_RULES_HASH[] = "SELECT value FROM meta WHERE key = 'rules_hash'";
 
 enum query {
     Q_START_COMMITS,
@@ -307,22 +306,6 @@ static int64_t centry_tag(centry_t *e, const unsigned char *txt)
     if (CW_RESERVE(e->tags, e->tagcap, e->ntags + 1u)) return -1;
     if (!(e->tags[e->ntags] = cw_strdup(tag))) return -1;
     return e->ntags++;
-}
-
-int cw__store_rules_hash(cw_store_t *s, char **out, cw_diag_t *d)
-{
-    sqlite3_stmt *st = NULL;
-    int err = cw__store_stmt(s, CW__ST_SER_RULES_HASH, SQL_RULES_HASH, &st, d), rc;
-    *out = NULL;
-    if (err) return err;
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
-        if (!(*out = cw_strdup((const char *)sqlite3_column_text(st, 0)))) err = CW_ENOMEM;
-    } else if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-        err = cw__store_dberr(s, "reading the stack-tag rules' hash", d);
-    }
-    cw__store_stmt_done(st);
-    return err;
 }
 
 static bool same_text(const char *a, const char *b)
