@@ -362,7 +362,6 @@ int cw__db_open(const char *path, const cw_store_opts_t *opts, bool readonly, bo
     err = CW_ENOMEM;
     if (!(s = calloc(1, sizeof *s)) || !(s->path = strdup(path))) goto fail;
     s->readonly = readonly;
-    s->pruned_to = INT64_MIN;
     if (opts)
         s->opts = *opts;
     else

@@ -16,6 +16,7 @@
 #include "commitwatch/keymap.h"
 #include "commitwatch/query.h"
 #include "commitwatch/store.h"
+#include "store/store_test.h"
 
 /* The fixed PRAGMA application_id of a commitwatch database ("CwMc"). */
 #define CW__STORE_APP_ID 0x43774d63
@@ -137,21 +138,6 @@ typedef struct cw__tier {
     int64_t retention;
 } cw__tier_t;
 
-/* The open bucket of tier k + 1 summed in memory from the rows the writer
- * stores in tier k (store_tiers.c, "In-memory rollups"), so that closing
- * it writes its rows without reading tier k back. valid: it saw every
- * tier-k row of `bucket` (false after a restart in the middle of the
- * bucket, a rollback, or an SQL rollup into tier k; the bucket is then
- * rolled up by SQL). Writer only. */
-typedef struct cw__roll {
-    bool has, valid;
-    int64_t bucket;
-    cw_keymap_t cmap, rmap, amap;       /* key -> index into the rows below */
-    CW__VEC(cw_row_commit_t) commits;   /* a unused */
-    CW__VEC(cw_row_release_t) releases; /* a floored to the bucket width, or BEFORE */
-    CW__VEC(cw_row_activity_t) activity;
-} cw__roll_t;
-
 /* What the files above db.c hang on a handle, each freed by the file that
  * made it. A file registers its release function the first time it hangs
  * something on the handle; cw_store_close() calls every one,
@@ -167,42 +153,33 @@ enum cw__release {
 };
 typedef void cw__release_fn(cw_store_t *s);
 
-struct cw_store {
-    sqlite3 *db;
-    char *path;
-    bool readonly;
-    cw_store_opts_t opts;
-    cw__tier_t tiers[CW_TIERS]; /* writer: as of the last commit */
-    /* Source counters of the last losses row (writer only). */
-    uint64_t last_total, last_lost;
-    int64_t last_drift;
-    bool cap_warned; /* the cap cannot be met: said once */
-    int64_t page_size;
-    /* What the WAL may hold at most between checkpoints (bytes), set with
-     * size_cap: the cap holds the main file to size_cap minus this. */
-    uint64_t wal_bound;
-    cw__roll_t roll[CW_TIERS - 1]; /* writer: roll[k] builds tier k + 1 */
-    bool roll_sql;                 /* test hook: every rollup by SQL */
-    uint64_t roll_counts[2];       /* writer: rollups from the sums, by SQL (for tests) */
-    uint32_t roll_max;             /* writer: rows a roll may hold (CW__ROLL_MAX_ROWS) */
-    size_t caches_published;       /* this handle's share of store_caches (memstat.h) */
-    uint64_t transactions;         /* writer: batch transactions committed (for tests) */
-    int64_t pruned_to;  /* writer: instances ended before it were pruned (INT64_MIN: none yet) */
-    uint64_t pruned[2]; /* writer: processes rows, folded rows pruned since open */
-    cw__roll_t sorted;  /* writer: a batch's rows, sorted (vectors only) */
-    sqlite3_stmt *stmts[CW__ST__COUNT];
-    /* Read caches of closed buckets' figures (store_report.c,
-     * store_series.c): this handle's, used and freed by whichever thread
-     * holds the handle (one at a time; store_pool.c hands it over). */
+/* A read handle's caches of closed buckets' figures (store_report.c,
+ * store_series.c, store_query.c): used and freed by whichever thread holds
+ * the handle (one at a time; store_pool.c hands it over). Each reader file
+ * frees its own through its release slot. */
+typedef struct cw__reader {
     struct cw__report_cache *report_cache;
     struct cw__raw_tail *raw_tail;
     struct cw__series_cache *series_cache;
     struct cw__metrics_cache *metrics_cache; /* store_query.c, /metrics */
     struct cw_store_share *share;            /* borrowed (cw_store_set_share) */
-    uint64_t metrics_reads;   /* /metrics: closed hours read by this handle (for tests) */
-    bool read_cache_off;      /* tests: every query from the rows alone */
-    uint32_t read_cache_rows; /* tests: rows each read cache may hold (0: its default) */
+    size_t caches_published;                 /* this handle's share of store_caches (memstat.h) */
+} cw__reader_t;
+
+struct cw_store {
+    sqlite3 *db;
+    char *path;
+    bool readonly;
+    cw_store_opts_t opts;
+    int64_t page_size;
+    /* What the WAL may hold at most between checkpoints (bytes), set with
+     * size_cap: the cap holds the main file to size_cap minus this. */
+    uint64_t wal_bound;
+    sqlite3_stmt *stmts[CW__ST__COUNT];
     cw__release_fn *release[CW__REL__COUNT]; /* cw__db_on_release */
+    struct cw__writer *w;  /* owned by store.c: the writer's state; NULL on other handles */
+    cw__reader_t r;        /* the readers' caches (all NULL until a query fills one) */
+    cw__store_test_t test; /* store_test.h: what only tests read or set */
 };
 
 /* The cached statement of slot id, prepared from sql on first use and

@@ -13,7 +13,7 @@
  * GROUP BY, so a gap of many empty buckets costs one statement. Retention
  * folds the rows before a tier's horizon into per-(proc, stack) BEFORE
  * baselines. The tier state lives in the `tiers` table and, for the
- * writing handle, in s->tiers, which changes only when a commit succeeded.
+ * writing handle, in s->w->tiers, which changes only when a commit succeeded.
  *
  * A file that is not a commitwatch database is refused before SQLite
  * opens it for writing (its header is read by hand), so it is never
@@ -82,12 +82,12 @@ static int put_tier(cw_store_t *s, int k, const cw__tier_t *t, cw_diag_t *d)
 static int load_writer_state(cw_store_t *s, cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;
-    int err = cw__store_read_tiers(s, s->tiers, d);
+    int err = cw__store_read_tiers(s, s->w->tiers, d);
     if (err) return err;
     if ((err = cw__store_exec(s, "BEGIN IMMEDIATE", "starting a transaction", d))) return err;
     for (int k = 0; k < CW_TIERS && !err; k++) {
-        s->tiers[k].retention = s->opts.retention_ns[k];
-        err = put_tier(s, k, &s->tiers[k], d);
+        s->w->tiers[k].retention = s->opts.retention_ns[k];
+        err = put_tier(s, k, &s->w->tiers[k], d);
     }
     if (!err) err = cw__store_exec(s, "COMMIT", "saving the retention settings", d);
     if (err) {
@@ -97,9 +97,9 @@ static int load_writer_state(cw_store_t *s, cw_diag_t *d)
     if (sqlite3_prepare_v2(s->db, SQL_LAST_LOSS, -1, &st, NULL) != SQLITE_OK)
         return cw__store_dberr(s, "reading the source counters", d);
     if (sqlite3_step(st) == SQLITE_ROW) {
-        s->last_total = (uint64_t)sqlite3_column_int64(st, 0);
-        s->last_lost = (uint64_t)sqlite3_column_int64(st, 1);
-        s->last_drift = sqlite3_column_int64(st, 2);
+        s->w->last_total = (uint64_t)sqlite3_column_int64(st, 0);
+        s->w->last_lost = (uint64_t)sqlite3_column_int64(st, 1);
+        s->w->last_drift = sqlite3_column_int64(st, 2);
     }
     sqlite3_finalize(st);
     return 0;
@@ -108,8 +108,11 @@ static int load_writer_state(cw_store_t *s, cw_diag_t *d)
 /* The writer's release slot: the rollup sums and their memstat figure. */
 static void writer_release(cw_store_t *s)
 {
+    if (!s->w) return;
     cw__store_roll_reset(s, true);
     cw_mem_set(CW_MEM_STORE_ROLLUPS, 0);
+    free(s->w);
+    s->w = NULL;
 }
 
 /* Opens (creates, migrates to target) the writer's database; continues
@@ -120,6 +123,11 @@ static int open_writer(const char *path, const cw_store_opts_t *opts, int target
     cw_store_t *s = NULL;
     int err = cw__db_open(path, opts, false, false, target, &s, d);
     if (err) return err;
+    if (!(s->w = calloc(1, sizeof *s->w))) {
+        cw_store_close(s);
+        return cw_diag_set(d, CW_ENOMEM, "out of memory opening %s", path);
+    }
+    s->w->pruned_to = INT64_MIN;
     cw__db_on_release(s, CW__REL_WRITER, writer_release);
     if (target == (int)cw__schema_count && (err = load_writer_state(s, d))) {
         cw_store_close(s);
@@ -324,12 +332,15 @@ static int check_batch(cw_store_t *s, const cw__tier_t *t, const cw_batch_t *b, 
 {
     if (s->readonly)
         return cw_diag_set(d, CW_EINVAL, "%s was opened read-only; cannot store a batch", s->path);
-    if (b->width_ns != s->tiers[0].width || b->bucket_ns == INT64_MIN ||
+    if (!s->w)
+        return cw_diag_set(d, CW_EINVAL, "%s was opened for the side tables; cannot store a batch",
+                           s->path);
+    if (b->width_ns != s->w->tiers[0].width || b->bucket_ns == INT64_MIN ||
         cw_floor_to(b->bucket_ns, b->width_ns) != b->bucket_ns)
         return cw_diag_set(d, CW_EINVAL,
                            "batch bucket %" PRId64 " of width %" PRId64 " is not a raw-tier "
                            "bucket (width %" PRId64 ")",
-                           b->bucket_ns, b->width_ns, s->tiers[0].width);
+                           b->bucket_ns, b->width_ns, s->w->tiers[0].width);
     if (t[0].end != INT64_MIN && b->bucket_ns < t[0].end)
         return cw_diag_set(d, CW_EINVAL,
                            "batch for bucket %" PRId64 " arrives after buckets up to %" PRId64
@@ -375,13 +386,16 @@ static int write_one(cw_store_t *s, cw__tier_t *t, const cw_batch_t *b, uint64_t
 int cw_store_write_many(cw_store_t *s, const cw_batch_t *const *b, size_t n, cw_diag_t *d)
 {
     cw__tier_t t[CW_TIERS];
-    uint64_t last_lost = s->last_lost;
-    int64_t last_drift = s->last_drift;
     int err = 0;
     if (!n) return 0;
     if (s->readonly)
         return cw_diag_set(d, CW_EINVAL, "%s was opened read-only; cannot store a batch", s->path);
-    memcpy(t, s->tiers, sizeof t);
+    if (!s->w)
+        return cw_diag_set(d, CW_EINVAL, "%s was opened for the side tables; cannot store a batch",
+                           s->path);
+    uint64_t last_lost = s->w->last_lost;
+    int64_t last_drift = s->w->last_drift;
+    memcpy(t, s->w->tiers, sizeof t);
     if ((err = cw__store_exec(s, "BEGIN IMMEDIATE", "starting a transaction", d))) return err;
     for (size_t i = 0; i < n && !err; i++)
         err = write_one(s, t, b[i], &last_lost, &last_drift, d);
@@ -389,18 +403,18 @@ int cw_store_write_many(cw_store_t *s, const cw_batch_t *const *b, size_t n, cw_
         (err = cw__store_prune_maps(s, t, d)))
         goto fail;
     for (int k = 0; k < CW_TIERS && !err; k++)
-        if (memcmp(&t[k], &s->tiers[k], sizeof t[k]) != 0) err = put_tier(s, k, &t[k], d);
+        if (memcmp(&t[k], &s->w->tiers[k], sizeof t[k]) != 0) err = put_tier(s, k, &t[k], d);
     if (err || (err = cw__store_exec(s, "COMMIT", "committing a batch", d))) goto fail;
-    memcpy(s->tiers, t, sizeof t);
-    s->transactions++;
-    s->last_total = b[n - 1]->events_total;
-    s->last_lost = last_lost;
-    s->last_drift = last_drift;
+    memcpy(s->w->tiers, t, sizeof t);
+    s->test.transactions++;
+    s->w->last_total = b[n - 1]->events_total;
+    s->w->last_lost = last_lost;
+    s->w->last_drift = last_drift;
     cw_mem_set(CW_MEM_STORE_ROLLUPS, (int64_t)cw__store_roll_bytes(s));
     return 0;
 fail:
     sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
-    s->pruned_to = INT64_MIN; /* the prune's deletes were rolled back too */
+    s->w->pruned_to = INT64_MIN; /* the prune's deletes were rolled back too */
     /* The sums hold rows that were rolled back: the buckets they were
      * for go by SQL from what the database holds. */
     cw__store_roll_reset(s, false);

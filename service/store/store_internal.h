@@ -12,6 +12,36 @@
 
 #include "store/db.h"
 
+/* The open bucket of tier k + 1 summed in memory from the rows the writer
+ * stores in tier k (store_tiers.c, "In-memory rollups"), so that closing
+ * it writes its rows without reading tier k back. valid: it saw every
+ * tier-k row of `bucket` (false after a restart in the middle of the
+ * bucket, a rollback, or an SQL rollup into tier k; the bucket is then
+ * rolled up by SQL). Writer only. */
+typedef struct cw__roll {
+    bool has, valid;
+    int64_t bucket;
+    cw_keymap_t cmap, rmap, amap;       /* key -> index into the rows below */
+    CW__VEC(cw_row_commit_t) commits;   /* a unused */
+    CW__VEC(cw_row_release_t) releases; /* a floored to the bucket width, or BEFORE */
+    CW__VEC(cw_row_activity_t) activity;
+} cw__roll_t;
+
+/* The writer's state (store.c, store_tiers.c, store_rows.c, store_fold.c,
+ * store_map.c): allocated by the writer's opening, freed by its release
+ * slot; the writer thread only. */
+typedef struct cw__writer {
+    cw__tier_t tiers[CW_TIERS]; /* as of the last commit */
+    /* Source counters of the last losses row. */
+    uint64_t last_total, last_lost;
+    int64_t last_drift;
+    bool cap_warned;               /* the cap cannot be met: said once */
+    cw__roll_t roll[CW_TIERS - 1]; /* roll[k] builds tier k + 1 */
+    uint32_t roll_max;             /* rows a roll may hold (CW__ROLL_MAX_ROWS) */
+    int64_t pruned_to;             /* instances ended before it were pruned (INT64_MIN: none yet) */
+    cw__roll_t sorted;             /* a batch's rows, sorted (vectors only) */
+} cw__writer_t;
+
 /* store_read.c (the readers' ground): where to split "everything before x" between tier k
  * (rows before the result) and the raw tier (rows from it on): the last
  * bucket boundary of tier k <= x that tier k is complete to (x ==
@@ -42,14 +72,6 @@ int cw__store_proc_row(cw_store_t *s, uint32_t id, cw_proc_info_t *out, bool *fo
 /* store_read.c: the stack-tag rules' hash into *out (NULL when none
  * stored; re-tagging sets it with the new tags). 0, CW_ENOMEM or CW_EDB. */
 int cw__store_rules_hash(cw_store_t *s, char **out, cw_diag_t *d);
-/* Test hooks: whether the report cache holds sums (and for which tier and
- * horizon); how many closed sums it left out, in all; how many rows the
- * series cache holds. */
-bool cw__store_report_cache_key(const cw_store_t *s, int *tier, int64_t *horizon);
-uint64_t cw__store_report_cache_closed(const cw_store_t *s);
-size_t cw__store_series_cache_rows(const cw_store_t *s);
-size_t cw__store_raw_tail_rows(const cw_store_t *s);
-
 /* store_rows.c: inserts an activity row (d filled on error). */
 int cw__store_put_activity(cw_store_t *s, int tier, int64_t bucket, const cw_row_activity_t *r,
                            cw_diag_t *d);
@@ -100,15 +122,6 @@ int cw__store_put_folded(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d);
 int cw__store_put_maps(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d);
 int cw__store_prune_maps(cw_store_t *s, const cw__tier_t *t, cw_diag_t *d);
 
-/* Test hook: creates a new database at path holding only the first
- * `version` migrations (1 <= version <= cw_store_schema_version()), as an
- * older commitwatch would have. 0 or CW_EINVAL / CW_EDB / CW_ENOTDB. */
-int cw__store_create_at_version(const char *path, int version, cw_diag_t *d);
-
-/* Test hook: every rollup by SQL (true) or from the in-memory sums where
- * they are valid (false, the default), to compare the two. */
-void cw__store_set_sql_rollups(cw_store_t *s, bool on);
-
 /* The in-memory rollups' bound: a roll past CW__ROLL_MAX_ROWS rows (its
  * three vectors together; about 120 bytes a row with its maps) forgets
  * its sums, gives their memory back and leaves its bucket to the SQL
@@ -116,9 +129,6 @@ void cw__store_set_sql_rollups(cw_store_t *s, bool on);
  * CW__ROLL_KEEP_ROWS rows (docs/DESIGN.md, "Memory": store_rollups). */
 #define CW__ROLL_MAX_ROWS 16384u
 #define CW__ROLL_KEEP_ROWS 1024u
-
-/* Test hook: sets the bound above (0: the default). */
-void cw__store_set_roll_max(cw_store_t *s, uint32_t rows);
 
 /* Bytes the writer's rollup sums and sorting scratch hold (published as
  * the store_rollups component of memstat.h after each write). */

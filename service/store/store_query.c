@@ -329,8 +329,8 @@ static void metrics_cache_free(struct cw__metrics_cache *c)
 /* The handle's release slot CW__REL_METRICS (db.h). */
 static void metrics_release(cw_store_t *s)
 {
-    metrics_cache_free(s->metrics_cache);
-    s->metrics_cache = NULL;
+    metrics_cache_free(s->r.metrics_cache);
+    s->r.metrics_cache = NULL;
 }
 
 int cw_store_share_create(cw_store_share_t **out)
@@ -355,10 +355,10 @@ void cw_store_share_free(cw_store_share_t *sh)
 
 void cw_store_set_share(cw_store_t *s, cw_store_share_t *sh)
 {
-    if (s->share == sh) return;           /* keeps the cache taken from it */
-    metrics_cache_free(s->metrics_cache); /* a cache of the old share's */
-    s->metrics_cache = NULL;
-    s->share = sh;
+    if (s->r.share == sh) return;           /* keeps the cache taken from it */
+    metrics_cache_free(s->r.metrics_cache); /* a cache of the old share's */
+    s->r.metrics_cache = NULL;
+    s->r.share = sh;
 }
 
 static bool same_hash(const char *a, const char *b)
@@ -457,10 +457,10 @@ static bool snap_fits(const msnap_t *x, const cw__tier_t *t, int64_t split2, int
 static int metrics_cached(cw_store_t *s, const cw__tier_t *t, int64_t split2, int64_t split1,
                           cw_store_metrics_t *m, cw_diag_t *d)
 {
-    struct cw__metrics_cache *c = s->metrics_cache;
-    if (!c && !(c = s->metrics_cache = calloc(1, sizeof *c))) return CW_ENOMEM;
+    struct cw__metrics_cache *c = s->r.metrics_cache;
+    if (!c && !(c = s->r.metrics_cache = calloc(1, sizeof *c))) return CW_ENOMEM;
     cw__db_on_release(s, CW__REL_METRICS, metrics_release);
-    c->share = s->share;
+    c->share = s->r.share;
     int64_t xm = split1 < split2 ? split1 : split2;
     char *hash = NULL;
     int err = cw__store_rules_hash(s, &hash, d);
@@ -468,10 +468,10 @@ static int metrics_cached(cw_store_t *s, const cw__tier_t *t, int64_t split2, in
     if (!snap_fits(c->snap, t, split2, xm, hash)) {
         /* Another handle's, when it fits; else read here and published. */
         msnap_t *x = NULL;
-        if (s->share) {
-            cw_mutex_lock(s->share->lock);
-            if (snap_fits(s->share->cur, t, split2, xm, hash)) (x = s->share->cur)->refs++;
-            cw_mutex_unlock(s->share->lock);
+        if (s->r.share) {
+            cw_mutex_lock(s->r.share->lock);
+            if (snap_fits(s->r.share->cur, t, split2, xm, hash)) (x = s->r.share->cur)->refs++;
+            cw_mutex_unlock(s->r.share->lock);
         }
         if (!x) {
             /* Hour rows in [MIN + 1, split2), minute rows in [MIN + 1, xm). */
@@ -490,23 +490,23 @@ static int metrics_cached(cw_store_t *s, const cw__tier_t *t, int64_t split2, in
                     x->horizon[k] = t[k].horizon;
                 }
                 err = load_sums(s, r, &x->sums, d);
-                s->metrics_reads++;
+                s->test.metrics_reads++;
             }
             if (err) {
                 snap_release(NULL, x);
                 free(hash);
                 return err;
             }
-            if (s->share) {
-                cw_mutex_lock(s->share->lock);
-                msnap_t *old = s->share->cur;
+            if (s->r.share) {
+                cw_mutex_lock(s->r.share->lock);
+                msnap_t *old = s->r.share->cur;
                 x->refs++;
-                s->share->cur = x;
-                cw_mutex_unlock(s->share->lock);
-                snap_release(s->share, old);
+                s->r.share->cur = x;
+                cw_mutex_unlock(s->r.share->lock);
+                snap_release(s->r.share, old);
             }
         }
-        snap_release(s->share, c->snap);
+        snap_release(s->r.share, c->snap);
         c->snap = x;
     }
     free(hash);
@@ -553,11 +553,11 @@ int cw_store_metrics(cw_store_t *s, cw_store_metrics_t **out, cw_diag_t *d)
         int64_t split2 = cw__store_split(t, 2, INT64_MAX),
                 split1 = cw__store_split(t, 1, INT64_MAX);
         m->data_end_ns = t[0].end;
-        if (!s->read_cache_off) {
+        if (!s->test.read_cache_off) {
             err = metrics_cached(s, t, split2, split1, m, d);
             if (err) {
-                metrics_cache_free(s->metrics_cache);
-                s->metrics_cache = NULL;
+                metrics_cache_free(s->r.metrics_cache);
+                s->r.metrics_cache = NULL;
             }
         } else {
             err = load_outstanding(s, split2, m, d);

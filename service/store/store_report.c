@@ -383,12 +383,12 @@ static void report_cache_free(struct cw__report_cache *c)
 
 uint64_t cw__store_report_cache_closed(const cw_store_t *s)
 {
-    return s->report_cache ? s->report_cache->closed_left_out : 0;
+    return s->r.report_cache ? s->r.report_cache->closed_left_out : 0;
 }
 
 bool cw__store_report_cache_key(const cw_store_t *s, int *tier, int64_t *horizon)
 {
-    const struct cw__report_cache *c = s->report_cache;
+    const struct cw__report_cache *c = s->r.report_cache;
     const rentry_t *best = NULL;
     for (int i = 0; c && i < REPORT_CACHE_ENTRIES; i++)
         if (c->e[i].valid && (!best || c->e[i].used > best->used)) best = &c->e[i];
@@ -450,7 +450,7 @@ static void entry_drop(rentry_t *e)
 /* The rows an entry may keep after its report. */
 static uint32_t report_cache_max(const cw_store_t *s)
 {
-    return s->read_cache_rows ? s->read_cache_rows : REPORT_CACHE_MAX_ROWS;
+    return s->test.read_cache_rows ? s->test.read_cache_rows : REPORT_CACHE_MAX_ROWS;
 }
 
 /* The cache entry holding the sums before t0 (the backward segments
@@ -460,10 +460,10 @@ static uint32_t report_cache_max(const cw_store_t *s)
 static int cached_before(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t,
                          const segment_t *back, int nback, int64_t t0, rentry_t **out, cw_diag_t *d)
 {
-    struct cw__report_cache *c = s->report_cache;
+    struct cw__report_cache *c = s->r.report_cache;
     int tier = back[0].tier;
     *out = NULL;
-    if (!c && !(c = s->report_cache = calloc(1, sizeof *c))) return CW_ENOMEM;
+    if (!c && !(c = s->r.report_cache = calloc(1, sizeof *c))) return CW_ENOMEM;
     cw__db_on_release(s, CW__REL_REPORT, report_release);
     /* The entry nearest below t0 for this key, else the least recent. */
     rentry_t *e = NULL, *lru = &c->e[0];
@@ -591,16 +591,16 @@ static void caches_publish(cw_store_t *s, bool closing);
  * the raw tail, and their share of the store_caches figure. */
 static void report_release(cw_store_t *s)
 {
-    report_cache_free(s->report_cache);
-    raw_tail_free(s->raw_tail);
-    s->report_cache = NULL;
-    s->raw_tail = NULL;
+    report_cache_free(s->r.report_cache);
+    raw_tail_free(s->r.raw_tail);
+    s->r.report_cache = NULL;
+    s->r.raw_tail = NULL;
     caches_publish(s, true);
 }
 
 size_t cw__store_raw_tail_rows(const cw_store_t *s)
 {
-    const struct cw__raw_tail *c = s->raw_tail;
+    const struct cw__raw_tail *c = s->r.raw_tail;
     return c && c->valid ? c->nc + c->nr + c->na : 0;
 }
 
@@ -635,7 +635,7 @@ static int tail_extend(cw_store_t *s, struct cw__raw_tail *c, int64_t lo, int64_
         sqlite3_bind_int64(st, 2, hi);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
             if (c->nc + c->nr + c->na >=
-                (s->read_cache_rows ? s->read_cache_rows : RAW_TAIL_MAX_ROWS)) {
+                (s->test.read_cache_rows ? s->test.read_cache_rows : RAW_TAIL_MAX_ROWS)) {
                 err = TAIL_OVERSIZE;
                 break;
             }
@@ -677,11 +677,11 @@ static void tail_fit(struct cw__raw_tail *c)
 static int raw_tail(cw_store_t *s, const cw__tier_t *t, int64_t lo, struct cw__raw_tail **out,
                     cw_diag_t *d)
 {
-    struct cw__raw_tail *c = s->raw_tail;
+    struct cw__raw_tail *c = s->r.raw_tail;
     int64_t hi = t[0].end;
     *out = NULL;
-    if (s->read_cache_off || hi == INT64_MIN || lo >= hi) return 0;
-    if (!c && !(c = s->raw_tail = calloc(1, sizeof *c))) return CW_ENOMEM;
+    if (s->test.read_cache_off || hi == INT64_MIN || lo >= hi) return 0;
+    if (!c && !(c = s->r.raw_tail = calloc(1, sizeof *c))) return CW_ENOMEM;
     cw__db_on_release(s, CW__REL_REPORT, report_release);
     bool same = c->start == t[0].start && c->horizon == t[0].horizon;
     if (!same) c->over = 0;
@@ -693,7 +693,7 @@ static int raw_tail(cw_store_t *s, const cw__tier_t *t, int64_t lo, struct cw__r
         c->horizon = t[0].horizon;
         c->lo = c->hi = lo;
     } else if (c->nc + c->nr + c->na >
-                   (s->read_cache_rows ? s->read_cache_rows : RAW_TAIL_MAX_ROWS) / 2 &&
+                   (s->test.read_cache_rows ? s->test.read_cache_rows : RAW_TAIL_MAX_ROWS) / 2 &&
                lo > c->lo) {
         TAIL_TRIM(c->c, c->nc, bucket, lo); /* older than any window asks now */
         TAIL_TRIM(c->r, c->nr, f, lo);
@@ -770,7 +770,7 @@ static int load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *seg, i
     bool final = true; /* every backward row is in a closed bucket */
     for (int i = 0; i < nback; i++)
         final &= seg[i].hi <= t[seg[i].tier].end;
-    if (!s->read_cache_off && nback > 0 && seg[0].lo == INT64_MIN && final &&
+    if (!s->test.read_cache_off && nback > 0 && seg[0].lo == INT64_MIN && final &&
         seg[nback - 1].hi == p->t0) {
         /* Before t0: its tier's BEFORE rows, and the cached sums. */
         rentry_t *c = NULL;
@@ -1224,8 +1224,8 @@ fail:
 static size_t caches_bytes(const cw_store_t *s)
 {
     size_t b = 0;
-    const struct cw__report_cache *c = s->report_cache;
-    const struct cw__raw_tail *t = s->raw_tail;
+    const struct cw__report_cache *c = s->r.report_cache;
+    const struct cw__raw_tail *t = s->r.raw_tail;
     if (c) {
         b += sizeof *c;
         for (int i = 0; i < REPORT_CACHE_ENTRIES; i++)
@@ -1239,8 +1239,8 @@ static size_t caches_bytes(const cw_store_t *s)
 static void caches_publish(cw_store_t *s, bool closing)
 {
     size_t now = closing ? 0 : caches_bytes(s);
-    cw_mem_add(CW_MEM_STORE_CACHES, (int64_t)now - (int64_t)s->caches_published);
-    s->caches_published = now;
+    cw_mem_add(CW_MEM_STORE_CACHES, (int64_t)now - (int64_t)s->r.caches_published);
+    s->r.caches_published = now;
 }
 
 int cw_store_report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_frames,

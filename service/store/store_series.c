@@ -222,15 +222,15 @@ static void series_cache_free(struct cw__series_cache *c)
 /* The handle's release slot CW__REL_SERIES (db.h). */
 static void series_release(cw_store_t *s)
 {
-    series_cache_free(s->series_cache);
-    s->series_cache = NULL;
+    series_cache_free(s->r.series_cache);
+    s->r.series_cache = NULL;
 }
 
 size_t cw__store_series_cache_rows(const cw_store_t *s)
 {
     size_t n = 0;
-    for (int k = 0; s->series_cache && k < SERIES_CACHE_ENTRIES; k++) {
-        const centry_t *e = &s->series_cache->e[k];
+    for (int k = 0; s->r.series_cache && k < SERIES_CACHE_ENTRIES; k++) {
+        const centry_t *e = &s->r.series_cache->e[k];
         if (e->valid) n += e->nc + e->nr + e->na;
     }
     return n;
@@ -331,7 +331,8 @@ static int centry_extend(build_t *b, centry_t *e, int64_t lo, int64_t hi)
         sqlite3_bind_int64(st, 3, hi);
         if (e->proc) sqlite3_bind_int64(st, 4, e->proc);
         while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-            uint32_t max = b->s->read_cache_rows ? b->s->read_cache_rows : SERIES_CACHE_MAX_ROWS;
+            uint32_t max =
+                b->s->test.read_cache_rows ? b->s->test.read_cache_rows : SERIES_CACHE_MAX_ROWS;
             if (e->nc + e->nr + e->na >= max) {
                 err = OVERSIZE;
                 break;
@@ -375,9 +376,9 @@ static int cached_rows(build_t *b, const cw__tier_t *t, int k, const centry_t **
     cw_store_t *s = b->s;
     int64_t hi = t[k].end;
     *out = NULL;
-    if (s->read_cache_off || k == 0 || hi == INT64_MIN) return 0;
-    struct cw__series_cache *c = s->series_cache;
-    if (!c && !(c = s->series_cache = calloc(1, sizeof *c))) return CW_ENOMEM;
+    if (s->test.read_cache_off || k == 0 || hi == INT64_MIN) return 0;
+    struct cw__series_cache *c = s->r.series_cache;
+    if (!c && !(c = s->r.series_cache = calloc(1, sizeof *c))) return CW_ENOMEM;
     cw__db_on_release(s, CW__REL_SERIES, series_release);
     char *hash = NULL;
     int err = cw__store_rules_hash(s, &hash, b->d);
