@@ -266,6 +266,8 @@ static int put_dictionary(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
     return err;
 }
 
+/* Binds like put_tier and cw__store_put_activity by shape only (other
+ * statements, other columns). */
 static int put_commit(cw_store_t *s, int tier, int64_t bucket, const cw_row_commit_t *r,
                       cw_diag_t *d)
 {

@@ -1,10 +1,8 @@
-/* store_internal.h - what the store's files share (store.c: open,
- * migrations, writing; store_tiers.c: rollups, retention, size cap;
- * store_report.c: window figures; store_query.c: the API's small queries
- * and /metrics; store_series.c: time series; store_retag.c: re-tagging;
- * store_alerts.c: the alert tables; writer.c: the writer thread): the
- * cw_store struct, the cache of prepared statements, tier geometry, and
- * hooks for tests.
+/* store_internal.h - what the store's upper floors share, over db.h
+ * (docs/DESIGN.md, "How the store implements it"): the writer's state
+ * (cw__writer_t, its in-memory rollups) and the functions the writer's
+ * files (store.c, store_tiers.c, store_rows.c, store_fold.c, store_map.c)
+ * and the readers' ground (store_read.c) offer the files above them.
  *
  * Not a public header: only service/store/ and tests include it. */
 #ifndef COMMITWATCH_STORE_INTERNAL_H
