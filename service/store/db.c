@@ -29,7 +29,7 @@ static const char SQL_META_GET[] = "SELECT value FROM meta WHERE key = ?1";
 static const char SQL_READ_BEGIN[] = "BEGIN";
 static const char SQL_READ_END[] = "COMMIT";
 
-/* ---- statements and errors ------------------------------------------------------------ */
+/* ---- statements and errors ---------------------------------------------- */
 
 int cw__store_dberr(cw_store_t *s, const char *what, cw_diag_t *d)
 {
@@ -283,10 +283,6 @@ int cw__store_read_tiers(cw_store_t *s, cw__tier_t t[CW_TIERS], cw_diag_t *d)
     return err;
 }
 
-/* readonly: a reader; side: a writer of the side tables (alerts,
- * silences, notifications) on an existing database at the current
- * schema, which leaves the tiers to the service's writer; neither: the
- * writer (creates and migrates). */
 /* size_cap counts the WAL too. Without a cap SQLite checkpoints when the
  * WAL passes 1000 pages (4 MiB) and never shrinks the file. With a cap,
  * wal_hook (which replaces SQLite's automatic checkpoint) checkpoints
@@ -327,6 +323,10 @@ static int bound_wal(cw_store_t *s, cw_diag_t *d)
     return err;
 }
 
+/* readonly: a reader; side: a writer of the side tables (alerts,
+ * silences, notifications) on an existing database at the current
+ * schema, which leaves the tiers to the service's writer; neither: the
+ * writer (creates and migrates). */
 int cw__db_open(const char *path, const cw_store_opts_t *opts, bool readonly, bool side, int target,
                 cw_store_t **out, cw_diag_t *d)
 {
