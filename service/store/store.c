@@ -299,6 +299,8 @@ static int put_rundown(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
  * 007_corrections). Each instance's row is stored by then: a correction
  * rides in the batch of its bucket, which is that of the instance's start
  * or later (agg.h), and put_dictionary stored this batch's. */
+/* The same row loop as store_fold.c and store_map.c by shape only: each
+ * binds its own table's columns. */
 static int put_corrections(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;

@@ -383,6 +383,7 @@ static int save_series(cw_store_t *s, cw_alert_row_t *r, cw_diag_t *d)
     return err;
 }
 
+/* Binding a row's columns, alike to other statements by shape only. */
 static int save_transition(cw_store_t *s, cw_alert_tr_row_t *t, cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;

@@ -574,6 +574,7 @@ int cw_store_metrics(cw_store_t *s, cw_store_metrics_t **out, cw_diag_t *d)
     return 0;
 }
 
+/* Frees its own struct; shaped like cw_series_free and nothing more. */
 void cw_store_metrics_free(cw_store_metrics_t *m)
 {
     if (!m) return;

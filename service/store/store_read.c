@@ -12,6 +12,7 @@
 #include "commitwatch/platform.h"
 #include "store/store_internal.h"
 
+/* SQL texts of their own (alike to store_alerts.c's by layout only). */
 static const char SQL_Q_PROC[] =
     "SELECT pid, start_ns, exit_ns, name, cmdline, tracking_ended_ns, folded, corrections, "
     "corrected_committed, corrected_decommitted, last_correction_ns FROM processes WHERE id = ?1";

@@ -110,6 +110,7 @@ static const struct {
     int slot[2]; /* machine, process */
     const char *sql[2];
 } queries[Q__N] = {
+    /* rows alike by design: one per query, machine and process */
     [Q_START_COMMITS] = {{CW__ST_SER_START_COMMITS, CW__ST_SER_START_COMMITS_PROC},
                          {SQL_START_COMMITS(""), SQL_START_COMMITS(PROC("", 3))}},
     [Q_START_RELEASES] = {{CW__ST_SER_START_RELEASES, CW__ST_SER_START_RELEASES_PROC},

@@ -66,7 +66,8 @@ static const char SQL_DEL_ACTIVITY[] =
 static const char SQL_DEL_EMPTY_BASE[] =
     "DELETE FROM commits WHERE tier = ?1 AND bucket = ?2 AND bytes = 0 AND events = 0";
 
-/* Binds (tier, lo, hi) and runs one of the range statements. */
+/* Binds (tier, lo, hi) and runs one of the range statements (alike to
+ * store_alerts.c's list queries by shape only). */
 static int run_range(cw_store_t *s, int id, const char *sql, int tier, int64_t lo, int64_t hi,
                      int64_t w, const char *what, cw_diag_t *d)
 {
