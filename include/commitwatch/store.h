@@ -65,7 +65,7 @@ void cw_store_close(cw_store_t *s); /* accepts NULL */
  * share of the store_caches component. The handle's thread. */
 void cw_store_drop_read_caches(cw_store_t *s);
 /* For a handle that serves many reads (an HTTP worker's): maps the file
- * A 2 MiB page cache and no file mapping (store.c says why). Failures
+ * A 2 MiB page cache and no file mapping (db.c says why). Failures
  * only cost speed. */
 void cw_store_tune_for_reads(cw_store_t *s);
 /* Figures the read handles of one database share (an HTTP server's

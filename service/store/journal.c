@@ -253,8 +253,8 @@ static int scan(const unsigned char *p, size_t n, int file, rec_t **v, size_t *n
             cw_get_le(h + 32, 8) != record_sum(h, h + HDR, (size_t)len))
             break;
         if (CW_RESERVE(*v, *cap, *nv + 1)) return CW_ENOMEM;
-        (*v)[(*nv)++] = (rec_t){cw_get_le(h + 8, 8), (int64_t)cw_get_le(h + 16, 8), h + HDR,
-                                (size_t)len, file, off};
+        (*v)[(*nv)++] = (rec_t){
+            cw_get_le(h + 8, 8), (int64_t)cw_get_le(h + 16, 8), h + HDR, (size_t)len, file, off};
         off += HDR + (size_t)len;
     }
     *torn += n - off;
@@ -278,7 +278,7 @@ int cw_journal_recover(cw_store_t *s, cw_journal_recovered_t *out, cw_diag_t *d)
 
     memset(out, 0, sizeof *out);
     out->from_ns = out->end_ns = INT64_MIN;
-    if (s->readonly)
+    if (s->readonly || !s->w)
         return cw_diag_set(d, CW_EINVAL, "%s was opened read-only; cannot store a batch", s->path);
     for (int k = 0; k < 2 && !err; k++) {
         if (!(path[k] = pending_path(s->path, k)))
@@ -303,7 +303,7 @@ int cw_journal_recover(cw_store_t *s, cw_journal_recovered_t *out, cw_diag_t *d)
         goto out;
     }
     for (size_t i = 0; i < whole; i++) {
-        if (s->tiers[0].end != INT64_MIN && v[i].bucket < s->tiers[0].end) {
+        if (s->w->tiers[0].end != INT64_MIN && v[i].bucket < s->w->tiers[0].end) {
             out->stored_before++;
             continue;
         }
@@ -342,7 +342,8 @@ int cw_journal_recover(cw_store_t *s, cw_journal_recovered_t *out, cw_diag_t *d)
     for (int k = 0; k < 2; k++)
         if (data[k]) remove(path[k]);
 out:
-    for (size_t i = 0; i < nb; i++) cw_batch_free(b[i]);
+    for (size_t i = 0; i < nb; i++)
+        cw_batch_free(b[i]);
     free(b);
     free(v);
     for (int k = 0; k < 2; k++) {

@@ -20,6 +20,7 @@ static const char SQL_NOTIFY_COUNTS[] =
     "SELECT channel, result, count(*) FROM notifications GROUP BY channel, result "
     "ORDER BY channel, result";
 
+/* Frees its own row; shaped like cw_silence_row_clear and nothing more. */
 void cw_notify_row_clear(cw_notify_row_t *r)
 {
     if (!r) return;

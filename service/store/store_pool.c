@@ -162,6 +162,7 @@ uint32_t cw_store_pool_open_count(cw_store_pool_t *p)
     return n;
 }
 
+/* Teardown shaped like writer.c's of its own struct, nothing shared. */
 void cw_store_pool_destroy(cw_store_pool_t *p)
 {
     if (!p) return;

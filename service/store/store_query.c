@@ -1,8 +1,8 @@
 /* store_query.c - the API's small read queries (query.h): the data span,
- * a process instance's row, the tag names and the figures of /metrics;
- * and what the store's read queries share: read transactions on cached
- * statements, and where to split a history between the hour tier and the
- * raw tier (cw__store_split). Time series are store_series.c's.
+ * a process instance's row, the tag names and the figures of /metrics,
+ * with the /metrics cache a handle keeps (shared between handles through
+ * cw_store_share). What the read queries share is store_read.c's; time
+ * series are store_series.c's.
  *
  * Every statement is prepared once per handle (cw__store_stmt) and reset
  * after use, so an HTTP worker's requests parse no SQL. */
@@ -16,14 +16,6 @@
 
 /* ---- SQL ---------------------------------------------------------------- */
 
-static const char SQL_READ_BEGIN[] = "BEGIN";
-static const char SQL_READ_END[] = "COMMIT";
-static const char SQL_Q_PROC[] =
-    "SELECT pid, start_ns, exit_ns, name, cmdline, tracking_ended_ns, folded, corrections, "
-    "corrected_committed, corrected_decommitted, last_correction_ns FROM processes WHERE id = ?1";
-/* The newest end of tracking (schema/003's partial index answers it). */
-static const char SQL_LAST_ENDED[] =
-    "SELECT MAX(tracking_ended_ns) FROM processes WHERE tracking_ended_ns IS NOT NULL";
 static const char SQL_TAGS[] = "SELECT DISTINCT tag FROM stacks ORDER BY tag";
 
 /* Everything stored, read cheaply: the hour tier's rows before ?1 (the
@@ -97,59 +89,6 @@ static const char SQL_M_SUMS[] =
     "    = (f - ((f % 60000000000) + 60000000000) % 60000000000)"
     ") x JOIN stacks s ON s.id = x.stack GROUP BY x.proc, s.tag";
 
-/* ---- shared by the read queries --------------------------------------------- */
-
-void cw__store_stmt_done(sqlite3_stmt *st)
-{
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
-}
-
-/* Steps one of the cached statements that return no row. */
-static int step_cached(cw_store_t *s, int id, const char *sql, const char *what, cw_diag_t *d)
-{
-    sqlite3_stmt *st = NULL;
-    int err = cw__store_stmt(s, id, sql, &st, d);
-    if (!err) err = cw__store_step_done(s, st, what, d);
-    return err;
-}
-
-int cw__store_read_begin(cw_store_t *s, bool *began, cw_diag_t *d)
-{
-    *began = false;
-    if (!sqlite3_get_autocommit(s->db)) return 0; /* inside the caller's transaction */
-    int err = step_cached(s, CW__ST_READ_BEGIN, SQL_READ_BEGIN, "starting a read", d);
-    *began = err == 0;
-    return err;
-}
-
-void cw__store_read_end(cw_store_t *s, bool began)
-{
-    /* Ending a read transaction releases its snapshot; it cannot lose
-     * anything, so a failure has nothing to report. */
-    if (began) step_cached(s, CW__ST_READ_END, SQL_READ_END, "ending a read", NULL);
-}
-
-int64_t cw__store_split(const cw__tier_t t[CW_TIERS], int k, int64_t x)
-{
-    int64_t endk = t[k].end, h0 = t[0].horizon;
-    if (endk == INT64_MIN) return INT64_MIN;
-    int64_t e = x == INT64_MAX ? endk : cw_floor_to(x, t[k].width);
-    if (e > endk) e = endk;
-    /* Raw rows after e must all still be there (not folded by retention). */
-    return h0 != INT64_MIN && h0 > e ? INT64_MIN : e;
-}
-
-/* strdup of a text column; NULL for SQL NULL, or when dflt is given, a
- * copy of dflt. 0 or CW_ENOMEM. */
-static int col_dup(sqlite3_stmt *st, int col, const char *dflt, char **out)
-{
-    const char *v = (const char *)sqlite3_column_text(st, col);
-    *out = NULL;
-    if (!v && !dflt) return 0;
-    return (*out = cw_strdup(v ? v : dflt)) ? 0 : CW_ENOMEM;
-}
-
 /* ---- data span ------------------------------------------------------------ */
 
 int cw_store_data_span(cw_store_t *s, int64_t *start_ns, int64_t *end_ns, cw_diag_t *d)
@@ -159,40 +98,6 @@ int cw_store_data_span(cw_store_t *s, int64_t *start_ns, int64_t *end_ns, cw_dia
     if (start_ns) *start_ns = err ? INT64_MIN : t[0].start;
     if (end_ns) *end_ns = err ? INT64_MIN : t[0].end;
     return err;
-}
-
-int cw__store_data_end(cw_store_t *s, const cw__tier_t *t, int64_t *end_ns, bool *ended,
-                       cw_diag_t *d)
-{
-    sqlite3_stmt *st = NULL;
-    int err = 0, rc;
-    *end_ns = t[0].end;
-    *ended = false;
-    if (t[0].end == INT64_MIN) return 0;
-    if ((err = cw__store_stmt(s, CW__ST_Q_LAST_ENDED, SQL_LAST_ENDED, &st, d))) return err;
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
-        int64_t e = sqlite3_column_int64(st, 0);
-        /* The run that ended there stored the bucket of its end last
-         * (release rows only); a later run stores buckets after it. */
-        if (e < t[0].end && e >= t[0].end - t[0].width) {
-            *end_ns = e;
-            *ended = true;
-        }
-    } else if (rc != SQLITE_ROW) {
-        err = cw__store_dberr(s, "reading where tracking ended", d);
-    }
-    cw__store_stmt_done(st);
-    return err;
-}
-
-void cw__store_tiers_clip(cw__tier_t t[CW_TIERS], int64_t end)
-{
-    t[0].end = end;
-    for (int k = 1; k < CW_TIERS; k++) {
-        int64_t b = cw_floor_to(end, t[k].width);
-        if (t[k].end > b) t[k].end = b;
-    }
 }
 
 int cw_store_data_end(cw_store_t *s, int64_t *end_ns, bool *ended, cw_diag_t *d)
@@ -211,42 +116,6 @@ int cw_store_data_end(cw_store_t *s, int64_t *end_ns, bool *ended, cw_diag_t *d)
 
 /* ---- one process instance --------------------------------------------------- */
 
-int cw__store_proc_row(cw_store_t *s, uint32_t id, cw_proc_info_t *out, bool *found, cw_diag_t *d)
-{
-    sqlite3_stmt *st = NULL;
-    int err = cw__store_stmt(s, CW__ST_Q_PROC, SQL_Q_PROC, &st, d), rc;
-    memset(out, 0, sizeof *out);
-    out->id = id;
-    out->exit_ns = CW_TS_NEVER;
-    out->tracking_ended_ns = CW_TS_NEVER;
-    out->last_correction_ns = CW_TS_NEVER;
-    *found = false;
-    if (err) return err;
-    sqlite3_bind_int64(st, 1, id);
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        *found = true;
-        out->pid = (uint32_t)sqlite3_column_int64(st, 0);
-        out->start_ns = sqlite3_column_int64(st, 1);
-        if (sqlite3_column_type(st, 2) != SQLITE_NULL) out->exit_ns = sqlite3_column_int64(st, 2);
-        if (sqlite3_column_type(st, 5) != SQLITE_NULL)
-            out->tracking_ended_ns = sqlite3_column_int64(st, 5);
-        out->folded = (uint32_t)sqlite3_column_int64(st, 6);
-        out->corrections = (uint32_t)sqlite3_column_int64(st, 7);
-        out->corrected_committed = (uint64_t)sqlite3_column_int64(st, 8);
-        out->corrected_decommitted = (uint64_t)sqlite3_column_int64(st, 9);
-        if (sqlite3_column_type(st, 10) != SQLITE_NULL)
-            out->last_correction_ns = sqlite3_column_int64(st, 10);
-        err = col_dup(st, 3, NULL, &out->name);
-        if (!err) err = col_dup(st, 4, NULL, &out->cmdline);
-    } else if (rc != SQLITE_DONE) {
-        err = cw__store_dberr(s, "reading a process", d);
-    }
-    cw__store_stmt_done(st);
-    if (err) cw_proc_info_clear(out);
-    return err;
-}
-
 int cw_store_proc_get(cw_store_t *s, uint32_t id, cw_proc_info_t *out, cw_diag_t *d)
 {
     bool found;
@@ -255,13 +124,6 @@ int cw_store_proc_get(cw_store_t *s, uint32_t id, cw_proc_info_t *out, cw_diag_t
     if (!err && !out->name && !(out->name = cw_strdup(""))) err = CW_ENOMEM;
     if (err) cw_proc_info_clear(out);
     return err;
-}
-
-void cw_proc_info_clear(cw_proc_info_t *p)
-{
-    free(p->name);
-    free(p->cmdline);
-    memset(p, 0, sizeof *p);
 }
 
 /* ---- tags ----------------------------------------------------------------- */
@@ -316,7 +178,9 @@ static int load_outstanding(cw_store_t *s, int64_t split2, cw_store_metrics_t *m
         r->proc = (uint32_t)sqlite3_column_int64(st, 0);
         r->pid = (uint32_t)sqlite3_column_int64(st, 1);
         r->bytes = sqlite3_column_int64(st, 4);
-        if ((err = col_dup(st, 2, "", &r->name)) || (err = col_dup(st, 3, "", &r->tag))) break;
+        if ((err = cw__store_col_dup(st, 2, "", &r->name)) ||
+            (err = cw__store_col_dup(st, 3, "", &r->tag)))
+            break;
     }
     if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "reading outstanding bytes", d);
     cw__store_stmt_done(st);
@@ -455,11 +319,18 @@ static void snap_release(struct cw_store_share *sh, msnap_t *x)
     free(x);
 }
 
-void cw__store_metrics_cache_free(struct cw__metrics_cache *c)
+static void metrics_cache_free(struct cw__metrics_cache *c)
 {
     if (!c) return;
     snap_release(c->share, c->snap);
     free(c);
+}
+
+/* The handle's release slot CW__REL_METRICS (db.h). */
+static void metrics_release(cw_store_t *s)
+{
+    metrics_cache_free(s->r.metrics_cache);
+    s->r.metrics_cache = NULL;
 }
 
 int cw_store_share_create(cw_store_share_t **out)
@@ -484,10 +355,10 @@ void cw_store_share_free(cw_store_share_t *sh)
 
 void cw_store_set_share(cw_store_t *s, cw_store_share_t *sh)
 {
-    if (s->share == sh) return; /* keeps the cache taken from it */
-    cw__store_metrics_cache_free(s->metrics_cache); /* a cache of the old share's */
-    s->metrics_cache = NULL;
-    s->share = sh;
+    if (s->r.share == sh) return;           /* keeps the cache taken from it */
+    metrics_cache_free(s->r.metrics_cache); /* a cache of the old share's */
+    s->r.metrics_cache = NULL;
+    s->r.share = sh;
 }
 
 static bool same_hash(const char *a, const char *b)
@@ -524,7 +395,7 @@ static int load_sums(cw_store_t *s, const mrange_t r[5], msums_t *out, cw_diag_t
         if ((err = CW_RESERVE(out->v, out->cap, out->n + 1))) break;
         msum_t *m = &out->v[out->n];
         memset(m, 0, sizeof *m);
-        if ((err = col_dup(st, 1, "", &m->tag))) break;
+        if ((err = cw__store_col_dup(st, 1, "", &m->tag))) break;
         out->n++;
         m->proc = (uint32_t)sqlite3_column_int64(st, 0);
         for (int k = 0; k < MS_N; k++)
@@ -586,9 +457,10 @@ static bool snap_fits(const msnap_t *x, const cw__tier_t *t, int64_t split2, int
 static int metrics_cached(cw_store_t *s, const cw__tier_t *t, int64_t split2, int64_t split1,
                           cw_store_metrics_t *m, cw_diag_t *d)
 {
-    struct cw__metrics_cache *c = s->metrics_cache;
-    if (!c && !(c = s->metrics_cache = calloc(1, sizeof *c))) return CW_ENOMEM;
-    c->share = s->share;
+    struct cw__metrics_cache *c = s->r.metrics_cache;
+    if (!c && !(c = s->r.metrics_cache = calloc(1, sizeof *c))) return CW_ENOMEM;
+    cw__db_on_release(s, CW__REL_METRICS, metrics_release);
+    c->share = s->r.share;
     int64_t xm = split1 < split2 ? split1 : split2;
     char *hash = NULL;
     int err = cw__store_rules_hash(s, &hash, d);
@@ -596,10 +468,10 @@ static int metrics_cached(cw_store_t *s, const cw__tier_t *t, int64_t split2, in
     if (!snap_fits(c->snap, t, split2, xm, hash)) {
         /* Another handle's, when it fits; else read here and published. */
         msnap_t *x = NULL;
-        if (s->share) {
-            cw_mutex_lock(s->share->lock);
-            if (snap_fits(s->share->cur, t, split2, xm, hash)) (x = s->share->cur)->refs++;
-            cw_mutex_unlock(s->share->lock);
+        if (s->r.share) {
+            cw_mutex_lock(s->r.share->lock);
+            if (snap_fits(s->r.share->cur, t, split2, xm, hash)) (x = s->r.share->cur)->refs++;
+            cw_mutex_unlock(s->r.share->lock);
         }
         if (!x) {
             /* Hour rows in [MIN + 1, split2), minute rows in [MIN + 1, xm). */
@@ -618,23 +490,23 @@ static int metrics_cached(cw_store_t *s, const cw__tier_t *t, int64_t split2, in
                     x->horizon[k] = t[k].horizon;
                 }
                 err = load_sums(s, r, &x->sums, d);
-                s->metrics_reads++;
+                s->test.metrics_reads++;
             }
             if (err) {
                 snap_release(NULL, x);
                 free(hash);
                 return err;
             }
-            if (s->share) {
-                cw_mutex_lock(s->share->lock);
-                msnap_t *old = s->share->cur;
+            if (s->r.share) {
+                cw_mutex_lock(s->r.share->lock);
+                msnap_t *old = s->r.share->cur;
                 x->refs++;
-                s->share->cur = x;
-                cw_mutex_unlock(s->share->lock);
-                snap_release(s->share, old);
+                s->r.share->cur = x;
+                cw_mutex_unlock(s->r.share->lock);
+                snap_release(s->r.share, old);
             }
         }
-        snap_release(s->share, c->snap);
+        snap_release(s->r.share, c->snap);
         c->snap = x;
     }
     free(hash);
@@ -681,11 +553,11 @@ int cw_store_metrics(cw_store_t *s, cw_store_metrics_t **out, cw_diag_t *d)
         int64_t split2 = cw__store_split(t, 2, INT64_MAX),
                 split1 = cw__store_split(t, 1, INT64_MAX);
         m->data_end_ns = t[0].end;
-        if (!s->read_cache_off) {
+        if (!s->test.read_cache_off) {
             err = metrics_cached(s, t, split2, split1, m, d);
             if (err) {
-                cw__store_metrics_cache_free(s->metrics_cache);
-                s->metrics_cache = NULL;
+                metrics_cache_free(s->r.metrics_cache);
+                s->r.metrics_cache = NULL;
             }
         } else {
             err = load_outstanding(s, split2, m, d);
@@ -702,6 +574,7 @@ int cw_store_metrics(cw_store_t *s, cw_store_metrics_t **out, cw_diag_t *d)
     return 0;
 }
 
+/* Frees its own struct; shaped like cw_series_free and nothing more. */
 void cw_store_metrics_free(cw_store_metrics_t *m)
 {
     if (!m) return;

@@ -186,10 +186,10 @@ int cw_store_end_open(cw_store_t *s, cw_store_ended_t *out, cw_diag_t *d)
 {
     memset(out, 0, sizeof *out);
     out->at_ns = INT64_MIN;
-    out->end_ns = s->tiers[0].end;
-    if (s->readonly)
+    out->end_ns = s->w ? s->w->tiers[0].end : 0;
+    if (s->readonly || !s->w)
         return cw_diag_set(d, CW_EINVAL, "%s was opened read-only; cannot end instances", s->path);
-    const cw__tier_t *t = s->tiers;
+    const cw__tier_t *t = s->w->tiers;
     if (t[0].end == INT64_MIN) return 0;
     int64_t open = 0;
     int err = cw__store_query_int(s,
@@ -204,7 +204,7 @@ int cw_store_end_open(cw_store_t *s, cw_store_ended_t *out, cw_diag_t *d)
     if (!err) err = cw_store_write(s, b, d);
     if (!err) {
         out->at_ns = b->bucket_ns;
-        out->end_ns = s->tiers[0].end;
+        out->end_ns = s->w->tiers[0].end;
     }
     cw_batch_free(b);
     return err;

@@ -93,7 +93,6 @@
     "SELECT r.f, r.a, s.tag, SUM(r.bytes), SUM(r.pieces) FROM releases r"                          \
     " JOIN stacks s ON s.id = r.stack WHERE r.tier = ?1 AND r.f >= ?2 AND r.f < ?3" F              \
     " GROUP BY 1, 2, 3 ORDER BY 1"
-static const char SQL_RULES_HASH[] = "SELECT value FROM meta WHERE key = 'rules_hash'";
 
 enum query {
     Q_START_COMMITS,
@@ -111,6 +110,7 @@ static const struct {
     int slot[2]; /* machine, process */
     const char *sql[2];
 } queries[Q__N] = {
+    /* rows alike by design: one per query, machine and process */
     [Q_START_COMMITS] = {{CW__ST_SER_START_COMMITS, CW__ST_SER_START_COMMITS_PROC},
                          {SQL_START_COMMITS(""), SQL_START_COMMITS(PROC("", 3))}},
     [Q_START_RELEASES] = {{CW__ST_SER_START_RELEASES, CW__ST_SER_START_RELEASES_PROC},
@@ -207,7 +207,7 @@ static void centry_clear(centry_t *e)
     e->hash = NULL;
 }
 
-void cw__store_series_cache_free(struct cw__series_cache *c)
+static void series_cache_free(struct cw__series_cache *c)
 {
     if (!c) return;
     for (int k = 0; k < SERIES_CACHE_ENTRIES; k++) {
@@ -220,11 +220,18 @@ void cw__store_series_cache_free(struct cw__series_cache *c)
     free(c);
 }
 
+/* The handle's release slot CW__REL_SERIES (db.h). */
+static void series_release(cw_store_t *s)
+{
+    series_cache_free(s->r.series_cache);
+    s->r.series_cache = NULL;
+}
+
 size_t cw__store_series_cache_rows(const cw_store_t *s)
 {
     size_t n = 0;
-    for (int k = 0; s->series_cache && k < SERIES_CACHE_ENTRIES; k++) {
-        const centry_t *e = &s->series_cache->e[k];
+    for (int k = 0; s->r.series_cache && k < SERIES_CACHE_ENTRIES; k++) {
+        const centry_t *e = &s->r.series_cache->e[k];
         if (e->valid) n += e->nc + e->nr + e->na;
     }
     return n;
@@ -302,22 +309,6 @@ static int64_t centry_tag(centry_t *e, const unsigned char *txt)
     return e->ntags++;
 }
 
-int cw__store_rules_hash(cw_store_t *s, char **out, cw_diag_t *d)
-{
-    sqlite3_stmt *st = NULL;
-    int err = cw__store_stmt(s, CW__ST_SER_RULES_HASH, SQL_RULES_HASH, &st, d), rc;
-    *out = NULL;
-    if (err) return err;
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
-        if (!(*out = cw_strdup((const char *)sqlite3_column_text(st, 0)))) err = CW_ENOMEM;
-    } else if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-        err = cw__store_dberr(s, "reading the stack-tag rules' hash", d);
-    }
-    cw__store_stmt_done(st);
-    return err;
-}
-
 static bool same_text(const char *a, const char *b)
 {
     return a ? b && strcmp(a, b) == 0 : !b;
@@ -341,7 +332,8 @@ static int centry_extend(build_t *b, centry_t *e, int64_t lo, int64_t hi)
         sqlite3_bind_int64(st, 3, hi);
         if (e->proc) sqlite3_bind_int64(st, 4, e->proc);
         while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-            uint32_t max = b->s->read_cache_rows ? b->s->read_cache_rows : SERIES_CACHE_MAX_ROWS;
+            uint32_t max =
+                b->s->test.read_cache_rows ? b->s->test.read_cache_rows : SERIES_CACHE_MAX_ROWS;
             if (e->nc + e->nr + e->na >= max) {
                 err = OVERSIZE;
                 break;
@@ -385,9 +377,10 @@ static int cached_rows(build_t *b, const cw__tier_t *t, int k, const centry_t **
     cw_store_t *s = b->s;
     int64_t hi = t[k].end;
     *out = NULL;
-    if (s->read_cache_off || k == 0 || hi == INT64_MIN) return 0;
-    struct cw__series_cache *c = s->series_cache;
-    if (!c && !(c = s->series_cache = calloc(1, sizeof *c))) return CW_ENOMEM;
+    if (s->test.read_cache_off || k == 0 || hi == INT64_MIN) return 0;
+    struct cw__series_cache *c = s->r.series_cache;
+    if (!c && !(c = s->r.series_cache = calloc(1, sizeof *c))) return CW_ENOMEM;
+    cw__db_on_release(s, CW__REL_SERIES, series_release);
     char *hash = NULL;
     int err = cw__store_rules_hash(s, &hash, b->d);
     if (err) return err;

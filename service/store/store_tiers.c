@@ -66,7 +66,8 @@ static const char SQL_DEL_ACTIVITY[] =
 static const char SQL_DEL_EMPTY_BASE[] =
     "DELETE FROM commits WHERE tier = ?1 AND bucket = ?2 AND bytes = 0 AND events = 0";
 
-/* Binds (tier, lo, hi) and runs one of the range statements. */
+/* Binds (tier, lo, hi) and runs one of the range statements (alike to
+ * store_alerts.c's list queries by shape only). */
 static int run_range(cw_store_t *s, int id, const char *sql, int tier, int64_t lo, int64_t hi,
                      int64_t w, const char *what, cw_diag_t *d)
 {
@@ -196,37 +197,37 @@ static size_t roll_bytes(const cw__roll_t *r)
 
 size_t cw__store_roll_bytes(const cw_store_t *s)
 {
-    size_t b = roll_bytes(&s->sorted);
+    size_t b = roll_bytes(&s->w->sorted);
     for (int k = 0; k + 1 < CW_TIERS; k++)
-        b += roll_bytes(&s->roll[k]);
+        b += roll_bytes(&s->w->roll[k]);
     return b;
 }
 
 void cw__store_set_roll_max(cw_store_t *s, uint32_t rows)
 {
-    s->roll_max = rows ? rows : CW__ROLL_MAX_ROWS;
+    s->w->roll_max = rows ? rows : CW__ROLL_MAX_ROWS;
 }
 
 void cw__store_roll_reset(cw_store_t *s, bool free_memory)
 {
     for (int k = 0; k + 1 < CW_TIERS; k++) {
-        cw__roll_t *r = &s->roll[k];
+        cw__roll_t *r = &s->w->roll[k];
         roll_clear(r);
         if (!free_memory) continue;
         roll_free(r);
         memset(r, 0, sizeof *r);
     }
     if (free_memory) {
-        free(s->sorted.commits.v);
-        free(s->sorted.releases.v);
-        free(s->sorted.activity.v);
-        memset(&s->sorted, 0, sizeof s->sorted);
+        free(s->w->sorted.commits.v);
+        free(s->w->sorted.releases.v);
+        free(s->w->sorted.activity.v);
+        memset(&s->w->sorted, 0, sizeof s->w->sorted);
     }
 }
 
 void cw__store_set_sql_rollups(cw_store_t *s, bool on)
 {
-    s->roll_sql = on;
+    s->test.roll_sql = on;
     cw__store_roll_reset(s, false);
 }
 
@@ -236,7 +237,7 @@ void cw__store_set_sql_rollups(cw_store_t *s, bool on)
  * x's rows. */
 static void roll_open(cw_store_t *s, const cw__tier_t *t, int k, int64_t x, int64_t tk_end)
 {
-    cw__roll_t *r = &s->roll[k];
+    cw__roll_t *r = &s->w->roll[k];
     int64_t cb = cw_floor_to(x, t[k + 1].width);
     if (r->has && r->bucket == cb) return;
     roll_clear(r);
@@ -244,7 +245,7 @@ static void roll_open(cw_store_t *s, const cw__tier_t *t, int k, int64_t x, int6
     r->bucket = cb;
     /* Tier k has no row of cb yet when its end is at or before it (or it
      * holds nothing yet). */
-    r->valid = !s->roll_sql && (tk_end == INT64_MIN || tk_end <= cb || tk_end <= t[k].start);
+    r->valid = !s->test.roll_sql && (tk_end == INT64_MIN || tk_end <= cb || tk_end <= t[k].start);
 }
 
 /* The row of key (k1, k2) in the dense array *v (*n rows, capacity
@@ -264,7 +265,7 @@ static int roll_add(cw_store_t *s, const cw__tier_t *t, int k, const cw_row_comm
                     uint32_t nc, const cw_row_release_t *rl, uint32_t nr,
                     const cw_row_activity_t *ac, uint32_t na)
 {
-    cw__roll_t *r = &s->roll[k];
+    cw__roll_t *r = &s->w->roll[k];
     int64_t w = t[k + 1].width;
     int added;
     if (!r->valid) return 0;
@@ -308,7 +309,7 @@ static int roll_add(cw_store_t *s, const cw__tier_t *t, int k, const cw_row_comm
     /* Past its bound (a burst of processes in one hour), the bucket is
      * left to the SQL rollup: tier k keeps its rows until then
      * (cw__store_retain never passes tier k + 1's end). */
-    uint32_t max = s->roll_max ? s->roll_max : CW__ROLL_MAX_ROWS;
+    uint32_t max = s->w->roll_max ? s->w->roll_max : CW__ROLL_MAX_ROWS;
     if ((uint64_t)r->commits.n + r->releases.n + r->activity.n > max) {
         roll_free(r);
         r->commits.n = r->releases.n = r->activity.n = 0;
@@ -351,7 +352,7 @@ static int put_level(cw_store_t *s, cw__tier_t *t, int k, int64_t x, cw_row_comm
 int cw__store_put_raw(cw_store_t *s, cw__tier_t *t, const cw_batch_t *b, cw_diag_t *d)
 {
     /* The batch is the caller's (const): its rows are sorted in copies. */
-    cw__roll_t *scratch = &s->sorted;
+    cw__roll_t *scratch = &s->w->sorted;
     if (CW_RESERVE(scratch->commits.v, scratch->commits.cap, b->commits.n) ||
         CW_RESERVE(scratch->releases.v, scratch->releases.cap, b->releases.n) ||
         CW_RESERVE(scratch->activity.v, scratch->activity.cap, b->activity.n))
@@ -384,7 +385,7 @@ static int rollup_sql(cw_store_t *s, cw__tier_t *t, int k, int64_t target, cw_di
 int cw__store_rollup(cw_store_t *s, cw__tier_t *t, int k, int64_t target, cw_diag_t *d)
 {
     cw__tier_t *up = &t[k + 1];
-    cw__roll_t *r = &s->roll[k];
+    cw__roll_t *r = &s->w->roll[k];
     bool top = k + 2 >= CW_TIERS;
     int err = 0;
     if (t[k].end == INT64_MIN || target <= up->end) return 0;
@@ -396,17 +397,17 @@ int cw__store_rollup(cw_store_t *s, cw__tier_t *t, int k, int64_t target, cw_dia
         err = put_level(s, t, k + 1, r->bucket, r->commits.v, r->commits.n, r->releases.v,
                         r->releases.n, r->activity.v, r->activity.n, d);
         roll_clear(r);
-        s->roll_counts[0]++;
+        s->test.roll_counts[0]++;
     } else {
         if (!top && (err = cw__store_rollup(s, t, k + 1, cw_floor_to(up->end, t[k + 2].width), d)))
             return err;
         if ((err = rollup_sql(s, t, k, target, d))) return err;
-        s->roll_counts[1]++;
+        s->test.roll_counts[1]++;
         /* Tier k + 1 got rows of [up->end, target) that the sums above it
          * did not see: the buckets of tier k + 2 they fall in (the open
          * one, after the rollup just above, and up to target's) go by SQL. */
         if (!top) {
-            cw__roll_t *r2 = &s->roll[k + 1];
+            cw__roll_t *r2 = &s->w->roll[k + 1];
             roll_clear(r2);
             r2->has = true;
             r2->bucket = cw_floor_to(target - 1, t[k + 2].width);
@@ -467,8 +468,8 @@ int cw__store_retain(cw_store_t *s, cw__tier_t *t, int k, cw_diag_t *d)
  * tier still has a baseline of (its memory was not all released, e.g.
  * events lost) is kept with it. A tier kept forever (retention 0) has no
  * horizon: nothing is pruned. ?1 = the lowest horizon, ?2 = BEFORE. */
-#define NO_BASELINE                                                                               \
-    " AND NOT EXISTS (SELECT 1 FROM commits c WHERE c.tier IN (0, 1, 2) AND c.bucket = ?2"       \
+#define NO_BASELINE                                                                                \
+    " AND NOT EXISTS (SELECT 1 FROM commits c WHERE c.tier IN (0, 1, 2) AND c.bucket = ?2"         \
     " AND c.proc = processes.id)"
 static const char SQL_PRUNE_FOLDED[] =
     "DELETE FROM folded WHERE grp IN (SELECT id FROM processes WHERE exit_ns < ?1 "
@@ -491,7 +492,7 @@ int cw__store_prune(cw_store_t *s, const cw__tier_t *t, cw_diag_t *d)
     int64_t h = INT64_MAX;
     for (int k = 0; k < CW_TIERS; k++)
         if (t[k].horizon < h) h = t[k].horizon;
-    if (h == INT64_MIN || h <= s->pruned_to) return 0;
+    if (h == INT64_MIN || h <= s->w->pruned_to) return 0;
     for (size_t i = 0; i < sizeof step / sizeof step[0]; i++) {
         sqlite3_stmt *st = NULL;
         int err = cw__store_stmt(s, step[i].id, step[i].sql, &st, d);
@@ -499,9 +500,9 @@ int cw__store_prune(cw_store_t *s, const cw__tier_t *t, cw_diag_t *d)
         sqlite3_bind_int64(st, 1, h);
         sqlite3_bind_int64(st, 2, CW_TS_BEFORE);
         if ((err = cw__store_step_done(s, st, step[i].what, d))) return err;
-        s->pruned[step[i].counter] += (uint64_t)sqlite3_changes(s->db);
+        s->test.pruned[step[i].counter] += (uint64_t)sqlite3_changes(s->db);
     }
-    s->pruned_to = h;
+    s->w->pruned_to = h;
     return 0;
 }
 
@@ -520,10 +521,9 @@ static int pragma_int(cw_store_t *s, int id, const char *sql, int64_t *out, cw_d
 }
 
 /* While the file (page_count * page_size, as this transaction sees it) is
- * over the cap less the WAL's share (s->wal_bound): return the free pages that folding left, then halve the
- * finest tier's retention still above its minimum (a tier kept forever
- * starts from its span) and fold. Stops when every tier is at its minimum:
- * the cap is a target, not a promise. */
+ * over the cap less the WAL's share (s->wal_bound): return the free pages that folding left, then
+ * halve the finest tier's retention still above its minimum (a tier kept forever starts from its
+ * span) and fold. Stops when every tier is at its minimum: the cap is a target, not a promise. */
 int cw__store_enforce_cap(cw_store_t *s, cw__tier_t *t, cw_diag_t *d)
 {
     uint64_t size;
@@ -550,12 +550,12 @@ int cw__store_enforce_cap(cw_store_t *s, cw__tier_t *t, cw_diag_t *d)
         while (k < CW_TIERS && t[k].retention != 0 && t[k].retention <= min_retention[k])
             k++;
         if (k == CW_TIERS) {
-            if (!s->cap_warned)
+            if (!s->w->cap_warned)
                 CW_LOGW("%s is %" PRIu64 " bytes, over its size cap of %" PRIu64 " bytes (%" PRIu64
                         " for the file, the rest for its WAL), with every tier at its shortest "
                         "retention (1 h raw, 1 d minutes, 7 d hours); raise size_cap",
                         s->path, size, s->opts.size_cap_bytes, cap);
-            s->cap_warned = true;
+            s->w->cap_warned = true;
             break;
         }
         int64_t r = t[k].retention;

@@ -1313,7 +1313,7 @@ static void test_roll_memory(void)
     cw__store_set_sql_rollups(sql, true);
     for (size_t i = 0; i < nb; i++)
         ASSERT_OK(cw_store_write(sql, gen_batches[i], &d));
-    ASSERT_EQ(sql->roll_counts[0], 0);
+    ASSERT_EQ(sql->test.roll_counts[0], 0);
 
     ASSERT_OK(cw_store_open(pm, &o, &mem, &d));
     uint64_t in_memory = 0, by_sql = 0;
@@ -1336,15 +1336,15 @@ static void test_roll_memory(void)
         ASSERT_OK(cw_store_write_many(mem, (const cw_batch_t *const *)&gen_batches[i], n, &d));
         i += n;
         if (i < nb && rnd(8) == 0) {
-            in_memory += mem->roll_counts[0];
-            by_sql += mem->roll_counts[1];
+            in_memory += mem->test.roll_counts[0];
+            by_sql += mem->test.roll_counts[1];
             cw_store_close(mem);
             ASSERT_OK(cw_store_open(pm, &o, &mem, &d));
             reopened++;
         }
     }
-    in_memory += mem->roll_counts[0];
-    by_sql += mem->roll_counts[1];
+    in_memory += mem->test.roll_counts[0];
+    by_sql += mem->test.roll_counts[1];
     printf("roll_memory: %zu batches, %d reopenings, %llu buckets rolled up in memory, %llu by "
            "SQL\n",
            nb, reopened, (unsigned long long)in_memory, (unsigned long long)by_sql);
@@ -1410,7 +1410,7 @@ static void test_roll_bounded(void)
     write_burst(sql, t0);
     cw_store_t *mem = fresh_store("roll_bound.db", false);
     write_burst(mem, t0);
-    ASSERT_TRUE(mem->roll_counts[1] > 0); /* the burst's buckets went by SQL */
+    ASSERT_TRUE(mem->test.roll_counts[1] > 0); /* the burst's buckets went by SQL */
     size_t after = cw__store_roll_bytes(mem);
     printf("roll_bounded: %zu bytes of sums once the buckets closed\n", after);
     ASSERT_TRUE(after <= (size_t)CW__ROLL_KEEP_ROWS * 256);
@@ -1431,7 +1431,7 @@ static void test_roll_bounded(void)
      * it and are not kept; the answer is the same. */
     cw_store_drop_read_caches(mem);
     ASSERT_EQ(cw_mem_get(CW_MEM_STORE_CACHES), 0);
-    mem->read_cache_rows = 1000;
+    mem->test.read_cache_rows = 1000;
     cw_report_t *r2 = NULL;
     ASSERT_OK(cw_store_report(mem, t0 + HOUR, t0 + 2 * HOUR, false, &r, &d));
     ASSERT_OK(cw_store_report(mem, t0 + HOUR + S, t0 + 2 * HOUR, false, &r2, &d));
@@ -1582,10 +1582,10 @@ static void test_prune(void)
     ASSERT_OK(cw_store_open(p, &o, &s, &d));
     write_prunable(s);
     /* End 3 h + 1 s: horizons 2 h 59 min (raw), 2 h (minutes, hours). */
-    ASSERT_EQ(s->tiers[0].horizon, 3 * HOUR - MIN);
-    ASSERT_EQ(s->tiers[1].horizon, 2 * HOUR);
-    ASSERT_EQ(s->tiers[2].horizon, 2 * HOUR);
-    ASSERT_EQ(s->pruned_to, 2 * HOUR);
+    ASSERT_EQ(s->w->tiers[0].horizon, 3 * HOUR - MIN);
+    ASSERT_EQ(s->w->tiers[1].horizon, 2 * HOUR);
+    ASSERT_EQ(s->w->tiers[2].horizon, 2 * HOUR);
+    ASSERT_EQ(s->w->pruned_to, 2 * HOUR);
     sqlite3_stmt *st;
     ASSERT_EQ(sqlite3_prepare_v2(s->db, "SELECT group_concat(id, ',') FROM "
                                         "(SELECT id FROM processes ORDER BY id)", -1, &st, NULL),
@@ -1594,8 +1594,8 @@ static void test_prune(void)
     ASSERT_STR_EQ((const char *)sqlite3_column_text(st, 0), "1,4,6");
     sqlite3_finalize(st);
     ASSERT_EQ(sql_int(s, "SELECT count(*) FROM folded"), 0);
-    ASSERT_U64_EQ(s->pruned[0], 3); /* 2, the group 3, 5 */
-    ASSERT_U64_EQ(s->pruned[1], 2);
+    ASSERT_U64_EQ(s->test.pruned[0], 3); /* 2, the group 3, 5 */
+    ASSERT_U64_EQ(s->test.pruned[1], 2);
     /* 4 keeps its 2048 bytes in every tier's baseline. */
     ASSERT_EQ(sql_int(s, "SELECT count(*) FROM commits WHERE proc = 4 AND bytes = 2048"), 3);
     ASSERT_EQ(sql_int(s, "SELECT count(*) FROM commits WHERE proc IN (2, 3, 5)"), 0);
@@ -1613,8 +1613,8 @@ static void test_prune(void)
     cw_store_close(s);
     ASSERT_OK(cw_store_open(p, &o, &s, &d));
     prune_batch(s, 3 * HOUR + S, 6, 4096, 0, 0, 0, 0);
-    ASSERT_U64_EQ(s->pruned[0], 0);
-    ASSERT_EQ(s->pruned_to, 2 * HOUR);
+    ASSERT_U64_EQ(s->test.pruned[0], 0);
+    ASSERT_EQ(s->w->pruned_to, 2 * HOUR);
     cw_store_close(s);
 
     /* Hours kept forever: the hour tier holds every instance's rows, so
@@ -1623,10 +1623,10 @@ static void test_prune(void)
     rm_db(p);
     ASSERT_OK(cw_store_open(p, &o, &s, &d));
     write_prunable(s);
-    ASSERT_EQ(s->tiers[2].horizon, INT64_MIN);
+    ASSERT_EQ(s->w->tiers[2].horizon, INT64_MIN);
     ASSERT_EQ(sql_int(s, "SELECT count(*) FROM processes"), 6);
     ASSERT_EQ(sql_int(s, "SELECT count(*) FROM folded"), 2);
-    ASSERT_U64_EQ(s->pruned[0] + s->pruned[1], 0);
+    ASSERT_U64_EQ(s->test.pruned[0] + s->test.pruned[1], 0);
     cw_store_close(s);
 }
 

@@ -304,8 +304,8 @@ static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool e
     write_batch(w, bk, true);
     ASSERT_OK(cw_store_open_readonly(path, &c, &d));
     ASSERT_OK(cw_store_open_readonly(path, &n, &d));
-    n->read_cache_off = true;
-    c->read_cache_rows = cache_rows;
+    n->test.read_cache_off = true;
+    c->test.read_cache_rows = cache_rows;
     int64_t horizon[CW_TIERS] = {INT64_MIN, INT64_MIN, INT64_MIN};
     int folds = 0, batches = 0, reports_cached = 0;
     bool retagged = false;
@@ -343,7 +343,7 @@ static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool e
     /* (each of the series cache's 2 entries holds at most cache_rows) */
     if (cache_rows) ASSERT_TRUE(cw__store_series_cache_rows(c) <= 2 * (size_t)cache_rows);
     if (cache_rows) ASSERT_TRUE(cw__store_raw_tail_rows(c) <= cache_rows);
-    ASSERT_TRUE(n->report_cache == NULL && n->series_cache == NULL);
+    ASSERT_TRUE(n->r.report_cache == NULL && n->r.series_cache == NULL);
     if (expect_fold) ASSERT_TRUE(folds > 1);
     /* Sums of (process, stack) whose pieces were all closed were left out
      * of the cached entries, and the answers above still agreed. */
@@ -422,7 +422,7 @@ static void closed_proc(void)
     }
     ASSERT_OK(cw_store_open_readonly(path, &c, &d));
     ASSERT_OK(cw_store_open_readonly(path, &n, &d));
-    n->read_cache_off = true;
+    n->test.read_cache_off = true;
     for (int i = 0; i < 3; i++) { /* the entry made, then brought forward */
         cw_report_t *x, *y;
         int64_t from = base + (30 + i) * S, to = base + 50 * S;
@@ -485,9 +485,9 @@ static void burst_tail(void)
     }
     ASSERT_OK(cw_store_open_readonly(path, &c, &d));
     ASSERT_OK(cw_store_open_readonly(path, &n, &d));
-    n->read_cache_off = true;
+    n->test.read_cache_off = true;
     /* Room for the burst's rows, and a trim at half of it. */
-    c->read_cache_rows = BURST_SECS * BURST_PROCS * 5 * 3 / 2;
+    c->test.read_cache_rows = BURST_SECS * BURST_PROCS * 5 * 3 / 2;
     int64_t before = cw_mem_get(CW_MEM_STORE_CACHES);
     report_eq(c, n, base + S / 2, base + 40 * S);
     size_t rows_burst = cw__store_raw_tail_rows(c);
@@ -576,7 +576,7 @@ static void pooled(void)
     int64_t bk = t0 + 17 * S;
     write_batch(w, bk, true);
     ASSERT_OK(cw_store_open_readonly(path, &n, &d));
-    n->read_cache_off = true;
+    n->test.read_cache_off = true;
     ASSERT_EQ(cw_store_pool_create(path, 0, &pool, &d), CW_EINVAL);
     ASSERT_OK(cw_store_pool_create(path, POOL_MAX, &pool, &d));
     /* The most recently returned handle comes back first. */

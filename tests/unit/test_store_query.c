@@ -582,7 +582,7 @@ static void test_metrics_cache(void)
         cw_batch_free(b);
         ASSERT_OK(cw_store_open_readonly(p, &cmp_cached, &d));
         ASSERT_OK(cw_store_open_readonly(p, &cmp_direct, &d));
-        cmp_direct->read_cache_off = true;
+        cmp_direct->test.read_cache_off = true;
         ASSERT_OK(cw_store_open_readonly(p, &cmp_shared, &d));
         cw_store_share_t *sh = NULL;
         ASSERT_OK(cw_store_share_create(&sh));
@@ -596,12 +596,12 @@ static void test_metrics_cache(void)
         cw__tier_t t[CW_TIERS];
         ASSERT_OK(cw__store_read_tiers(w, t, &d));
         ASSERT_TRUE(t[2].end >= t0 + 2 * HOUR); /* the cached part moved on twice or more */
-        ASSERT_TRUE(cmp_cached->metrics_cache != NULL && cmp_direct->metrics_cache == NULL);
+        ASSERT_TRUE(cmp_cached->r.metrics_cache != NULL && cmp_direct->r.metrics_cache == NULL);
         printf("closed hours read: %llu times by the first reader, %llu by the second\n",
-               (unsigned long long)cmp_cached->metrics_reads,
-               (unsigned long long)cmp_shared->metrics_reads);
-        ASSERT_TRUE(cmp_cached->metrics_reads >= 3 && cmp_cached->metrics_reads < compared / 2);
-        ASSERT_U64_EQ(cmp_shared->metrics_reads, 0);
+               (unsigned long long)cmp_cached->test.metrics_reads,
+               (unsigned long long)cmp_shared->test.metrics_reads);
+        ASSERT_TRUE(cmp_cached->test.metrics_reads >= 3 && cmp_cached->test.metrics_reads < compared / 2);
+        ASSERT_U64_EQ(cmp_shared->test.metrics_reads, 0);
         cw_store_t *r = cmp_cached, *r2 = cmp_direct, *r3 = cmp_shared;
         cmp_cached = cmp_direct = cmp_shared = NULL;
         cw_store_close(r);

@@ -114,7 +114,7 @@ int main(void)
     sqlite3 *blocker = NULL;
     ASSERT_EQ(sqlite3_open(path, &blocker), SQLITE_OK);
     ASSERT_EQ(sqlite3_exec(blocker, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
-    uint64_t txns = s->transactions;
+    uint64_t txns = s->test.transactions;
     ASSERT_OK(cw_writer_start(s, 32, &w)); /* 16 a transaction */
     for (int64_t i = 300; i < 310; i++)
         ASSERT_OK(cw_writer_submit(w, batch_at(i, 1)));
@@ -122,7 +122,7 @@ int main(void)
     ASSERT_EQ(sqlite3_exec(blocker, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(blocker);
     ASSERT_OK(cw_writer_stop(w, &d));
-    ASSERT_TRUE(s->transactions - txns >= 1 && s->transactions - txns <= 2);
+    ASSERT_TRUE(s->test.transactions - txns >= 1 && s->test.transactions - txns <= 2);
     ASSERT_OK(cw_store_report(s, INT64_MIN, INT64_MAX, false, &r, &d));
     ASSERT_EQ(r->to_ns, 310 * S);
     ASSERT_U64_EQ(r->procs[0].events, 310);

@@ -1,0 +1,730 @@
+/* store_report_sums.c - the sums a window's figures come from
+ * (cw_store_report(), store_report.c): which tier's rows answer which
+ * stretch of time (segments), the grouped query over one segment, and the
+ * two read caches that spare a repeated window most of its rows: the
+ * sums before t0 (the report cache) and the raw tier's newest rows (the
+ * raw tail), with their share of the store_caches figure. Runs inside the
+ * report's read transaction, on the thread that holds the handle; each
+ * handle's caches are its own (freed by its release slot CW__REL_REPORT). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "commitwatch/memstat.h"
+#include "store/store_report_sums.h"
+
+/* Per (proc, stack), the sums the figures need for window [?2, ?3), from
+ * the rows of tier ?1 in one segment of time: commits with bucket in
+ * [?4, ?5) (?5 <= t1) and releases with f in [?4, ?6). Columns:
+ *  2 C(<t0).bytes   3 C(<t0).events   4 C(W).bytes   5 C(W).events
+ *  6 R(any,<t0).bytes   7,8 R(W,W) bytes, pieces   9 R(W,>=t1).pieces
+ * 10 R(W,any).closed   11,12 R(<t0,W) bytes, pieces   13 R(<t0,>=t1).pieces
+ * 14 R(<t0,any).closed. Commits after the window cannot matter (a commit
+ * after t1 is released after t1 too); releases after it do, up to now. */
+static const char SQL_Q_SEGMENT[] =
+    "SELECT proc, stack, SUM(cpb), SUM(cpe), SUM(cwb), SUM(cwe), SUM(rfb), SUM(rwwb), "
+    "SUM(rwwp), SUM(rwop), SUM(rwc), SUM(rpwb), SUM(rpwp), SUM(rpop), SUM(rpc) FROM ("
+    " SELECT proc, stack, iif(bucket < ?2, bytes, 0) AS cpb, iif(bucket < ?2, events, 0) AS cpe,"
+    "  iif(bucket >= ?2, bytes, 0) AS cwb, iif(bucket >= ?2, events, 0) AS cwe, 0 AS rfb,"
+    "  0 AS rwwb, 0 AS rwwp, 0 AS rwop, 0 AS rwc, 0 AS rpwb, 0 AS rpwp, 0 AS rpop, 0 AS rpc"
+    "  FROM commits WHERE tier = ?1 AND bucket >= ?4 AND bucket < ?5"
+    " UNION ALL"
+    " SELECT proc, stack, 0, 0, 0, 0, iif(f < ?2, bytes, 0),"
+    "  iif(a >= ?2 AND f < ?3, bytes, 0), iif(a >= ?2 AND f < ?3, pieces, 0),"
+    "  iif(a >= ?2 AND f >= ?3, pieces, 0), iif(a >= ?2, closed, 0),"
+    "  iif(a < ?2 AND f >= ?2 AND f < ?3, bytes, 0), iif(a < ?2 AND f >= ?2 AND f < ?3, pieces, 0),"
+    "  iif(a < ?2 AND f >= ?3, pieces, 0), iif(a < ?2, closed, 0)"
+    "  FROM releases WHERE tier = ?1 AND f >= ?4 AND f < ?6 AND a < ?3"
+    ") GROUP BY proc, stack";
+/* The raw tier's rows of [?1, ?2), in time order (the raw tail below). */
+static const char SQL_Q_TAIL_COMMITS[] =
+    "SELECT bucket, proc, stack, bytes, events FROM commits"
+    " WHERE tier = 0 AND bucket >= ?1 AND bucket < ?2 ORDER BY bucket";
+static const char SQL_Q_TAIL_RELEASES[] =
+    "SELECT f, a, proc, stack, bytes, pieces, closed FROM releases"
+    " WHERE tier = 0 AND f >= ?1 AND f < ?2 ORDER BY f";
+static const char SQL_Q_TAIL_ACTIVITY[] =
+    "SELECT bucket, proc, events, delta, relpeak, relpeak_ns FROM activity"
+    " WHERE tier = 0 AND bucket >= ?1 AND bucket < ?2 ORDER BY bucket";
+
+/* Rows of tier k exist for [lo, hi) (lo == INT64_MIN: with BEFORE). */
+static bool tier_holds(const cw__tier_t *t, int k, int64_t lo, int64_t hi)
+{
+    if (t[k].start == INT64_MIN) return false;
+    if (lo == INT64_MIN ? t[k].horizon > hi : t[k].horizon > lo) return false;
+    return k == 0 || hi <= t[k].end; /* nothing is stored after tier 0's end */
+}
+
+static bool aligned(const cw__tier_t *t, int k, int64_t x)
+{
+    return cw_floor_to(x, t[k].width) == x || x >= t[0].end;
+}
+
+/* The window p as the segments read it. A window that starts at or
+ * before the first raw bucket, nothing folded out of the raw tier, has no
+ * event between the start of its hour and t0 (rundown, in BEFORE, aside),
+ * so its figures are those of the window from that hour on: the hour
+ * tier answers its whole hours, the minute tier the minutes after them,
+ * and the raw tier only what is not rolled up yet (`analyze --db` on the
+ * whole database reads its hours, not its seconds). Otherwise p. */
+pick_t cw__report_start_floor(const cw__tier_t *t, const pick_t *p)
+{
+    pick_t q = *p;
+    if (t[0].start != INT64_MIN && p->t0 <= t[0].start && t[0].horizon == INT64_MIN)
+        q.t0 = cw_floor_to(p->t0, t[CW_TIERS - 1].width);
+    return q;
+}
+
+/* Fills seg (time order); *nback = how many lie before t0. */
+int cw__report_plan(const cw__tier_t *t, const pick_t *p, segment_t *seg, int *nback)
+{
+    int n = 0;
+    int64_t cur = INT64_MIN;
+    /* Before t0: coarsest first. */
+    for (int k = CW_TIERS - 1; k >= 0 && cur != p->t0; k--) {
+        int64_t b = cw_floor_to(p->t0, t[k].width);
+        if (cur != INT64_MIN && b <= cur) continue;
+        if (!tier_holds(t, k, cur, b)) continue;
+        seg[n++] = (segment_t){k, cur, b};
+        cur = b;
+    }
+    /* From t0 on: the coarsest tier aligned to the window, then finer
+     * ones from where each coarser one ends. */
+    int j = -1;
+    for (int k = CW_TIERS - 1; k >= 0 && j < 0; k--)
+        if (aligned(t, k, p->t0) && aligned(t, k, p->t1) &&
+            tier_holds(t, k, p->t0, k ? (t[k].end > p->t0 ? t[k].end : p->t0) : INT64_MAX))
+            j = k;
+    if (cur != p->t0 || j < 0) {
+        /* Cannot happen for a window pick_tier() accepted; be exact anyway
+         * with the window's own tier alone. */
+        n = 0;
+        j = p->k;
+        seg[n++] = (segment_t){j, INT64_MIN, p->t0};
+    }
+    *nback = n;
+    for (int64_t lo = p->t0; j >= 0; j--) {
+        int64_t hi = j ? t[j].end : INT64_MAX;
+        if (hi <= lo) continue;
+        seg[n++] = (segment_t){j, lo, hi};
+        lo = hi;
+    }
+    return n;
+}
+
+static int cmp_sums(const void *x, const void *y)
+{
+    const sums_t *a = x, *b = y;
+    if (a->proc != b->proc) return a->proc < b->proc ? -1 : 1;
+    return a->stack < b->stack ? -1 : a->stack > b->stack;
+}
+
+/* A zeroed row of (proc, stack) appended to *v; NULL on ENOMEM. */
+static sums_t *push_sums(sums_t **v, uint32_t *n, size_t *cap, uint32_t proc, uint32_t stack)
+{
+    if (CW_RESERVE(*v, *cap, *n + 1u)) return NULL;
+    sums_t *y = &(*v)[(*n)++];
+    memset(y, 0, sizeof *y);
+    y->proc = proc;
+    y->stack = stack;
+    return y;
+}
+
+/* Appends the rows of one segment, [lo, hi) of tier, as sums for the
+ * window [t0, t1), to *v. */
+static int run_segment(cw_store_t *s, sqlite3_stmt *st, int tier, int64_t t0, int64_t t1,
+                       int64_t lo, int64_t hi, sums_t **v, uint32_t *n, size_t *cap, cw_diag_t *d)
+{
+    int err = 0, rc;
+    sqlite3_bind_int(st, 1, tier);
+    sqlite3_bind_int64(st, 2, t0);
+    sqlite3_bind_int64(st, 3, t1);
+    sqlite3_bind_int64(st, 4, lo);
+    sqlite3_bind_int64(st, 5, hi < t1 ? hi : t1);
+    sqlite3_bind_int64(st, 6, hi);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        sums_t *x = push_sums(v, n, cap, (uint32_t)sqlite3_column_int64(st, 0),
+                              (uint32_t)sqlite3_column_int64(st, 1));
+        if (!x) {
+            err = CW_ENOMEM;
+            break;
+        }
+        for (int c = 0; c < 13; c++)
+            x->v[c] = sqlite3_column_int64(st, 2 + c);
+    }
+    if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window figures", d);
+    sqlite3_reset(st);
+    return err;
+}
+
+/* Sorts v by (proc, stack) and adds up the rows of each pair; *n becomes
+ * the number of pairs. */
+static void merge_sums(sums_t *v, uint32_t *n)
+{
+    if (*n > 1) qsort(v, *n, sizeof *v, cmp_sums);
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < *n; i++) {
+        if (m && cmp_sums(&v[m - 1], &v[i]) == 0) {
+            for (int c = 0; c < 13; c++)
+                v[m - 1].v[c] += v[i].v[c];
+            continue;
+        }
+        v[m++] = v[i];
+    }
+    *n = m;
+}
+
+/* ---- the handle's cache of the sums before t0 -----------------------------------
+ *
+ * Rows before t0 give four sums per (proc, stack), whatever tier they come
+ * from: commit bytes and events (columns 2, 3 of SQL_Q_SEGMENT), released
+ * bytes (6) and closed (14); a window only needs them for everything before
+ * its t0. Every bucket before a tier's end is final (batches are written
+ * once, in order; rollups add buckets from the end on), and only retention
+ * or the size cap rewrite old ones: they fold a tier's rows before its new
+ * horizon into its BEFORE rows. So the handle keeps "the sums of every row
+ * before x" without the BEFORE rows of the tier that starts the staircase
+ * (the hour tier, normally): rundown of a new instance adds to BEFORE rows
+ * at any time, so those are always read. A later window with t0 >= x reads
+ * only the rows of [x, t0): its raw seconds up to the next minute, the
+ * minute tier's minutes, its raw seconds after the last minute (a report
+ * of the last hour, asked every second, reads a second's rows, not the
+ * day before it). A change of the BEFORE tier's start or horizon drops the
+ * sums (a fold would count the folded rows twice). Two entries (the
+ * dashboard's windows: the last hour, the whole day), the least recently
+ * used replaced; one needing more than REPORT_CACHE_MAX_GAP of rows is
+ * computed afresh from the coarsest tiers. An entry holds at most
+ * REPORT_CACHE_MAX_ROWS sums (1.25 MiB): past it the sums serve the
+ * report that computed them and are freed (the next window is computed
+ * afresh); an entry dropped (folded since) frees its room, and one
+ * recomputed smaller gives back what it no longer needs, so a burst of
+ * instances that retention has since pruned does not keep the entry at
+ * its peak. Each handle is used by one thread at a time, so is its
+ * cache.
+ *
+ * Closed sums are not kept. A window's figures take the sums before t0
+ * only as differences: outstanding at t0 is commit bytes less released
+ * bytes, its pieces commit events less closed ones (load_figs). So a
+ * (proc, stack) whose sums are even (bytes and pieces) adds nothing to
+ * any window from x on, and the rows later added to it give the same
+ * differences without it. A process left with no sums is not listed by
+ * stage 1 but, when it has activity in the window, by stage 2 with what
+ * stage 1 would have given it (nothing outstanding at t0, its peak at the
+ * window's start), and cw_report_sort orders the processes at the end;
+ * without activity finish() would have dropped it. So an ended instance
+ * (its exit closes all it held) costs nothing here: the entries follow
+ * what the stored processes still hold, not every stack they ever
+ * committed from (the soak's thousands of short-lived processes). */
+#define REPORT_CACHE_ENTRIES 2
+#define REPORT_CACHE_MAX_GAP (2 * INT64_C(3600000000000))
+#define REPORT_CACHE_MAX_ROWS 32768u
+
+typedef struct before_sums {
+    uint32_t proc, stack;
+    int64_t cb, ce, rb, rc;
+} before_sums_t;
+
+typedef struct rentry {
+    bool valid;
+    int tier; /* whose BEFORE rows are not in the sums */
+    int64_t start, horizon, x;
+    uint64_t used;
+    before_sums_t *v; /* by (proc, stack), the open ones */
+    uint32_t n;
+    size_t cap;
+} rentry_t;
+
+struct cw__report_cache {
+    rentry_t e[REPORT_CACHE_ENTRIES];
+    uint64_t clock;
+    uint64_t closed_left_out; /* closed sums not kept (a test's count) */
+};
+
+static void report_release(cw_store_t *s);
+
+static void report_cache_free(struct cw__report_cache *c)
+{
+    if (!c) return;
+    for (int i = 0; i < REPORT_CACHE_ENTRIES; i++)
+        free(c->e[i].v);
+    free(c);
+}
+
+uint64_t cw__store_report_cache_closed(const cw_store_t *s)
+{
+    return s->r.report_cache ? s->r.report_cache->closed_left_out : 0;
+}
+
+bool cw__store_report_cache_key(const cw_store_t *s, int *tier, int64_t *horizon)
+{
+    const struct cw__report_cache *c = s->r.report_cache;
+    const rentry_t *best = NULL;
+    for (int i = 0; c && i < REPORT_CACHE_ENTRIES; i++)
+        if (c->e[i].valid && (!best || c->e[i].used > best->used)) best = &c->e[i];
+    if (!best) return false;
+    *tier = best->tier;
+    *horizon = best->horizon;
+    return true;
+}
+
+/* Whether the sums before t0 of x add nothing to a window (above). */
+static bool sums_closed(const sums_t *x)
+{
+    return x->v[0] == x->v[4] && x->v[1] == x->v[12];
+}
+
+/* Appends the cached sums of e to *v as rows of SQL_Q_SEGMENT's columns. */
+static int push_before(const rentry_t *e, sums_t **v, uint32_t *n, size_t *cap)
+{
+    for (uint32_t i = 0; i < e->n; i++) {
+        const before_sums_t *b = &e->v[i];
+        sums_t *x = push_sums(v, n, cap, b->proc, b->stack);
+        if (!x) return CW_ENOMEM;
+        x->v[0] = b->cb;
+        x->v[1] = b->ce;
+        x->v[4] = b->rb;
+        x->v[12] = b->rc;
+    }
+    return 0;
+}
+
+/* The rows of [x, y) as segments whose sums are totals (every row before
+ * y): raw seconds to the next minute, the minute tier's whole minutes,
+ * raw seconds after them. false when the raw tier does not hold them. */
+static bool delta_segments(const cw__tier_t *t, int64_t x, int64_t y, segment_t *seg, int *n)
+{
+    int64_t w = t[1].width, m1 = ceil_to(x, w), m2 = cw_floor_to(y, w);
+    *n = 0;
+    if (!tier_holds(t, 0, x, y)) return false;
+    if (m1 < m2 && tier_holds(t, 1, m1, m2)) {
+        if (x < m1) seg[(*n)++] = (segment_t){0, x, m1};
+        seg[(*n)++] = (segment_t){1, m1, m2};
+        if (m2 < y) seg[(*n)++] = (segment_t){0, m2, y};
+    } else {
+        seg[(*n)++] = (segment_t){0, x, y};
+    }
+    return true;
+}
+
+/* Forgets entry e and frees its room. */
+static void entry_drop(rentry_t *e)
+{
+    free(e->v);
+    e->v = NULL;
+    e->n = 0;
+    e->cap = 0;
+    e->valid = false;
+}
+
+/* The rows an entry may keep after its report. */
+static uint32_t report_cache_max(const cw_store_t *s)
+{
+    return s->test.read_cache_rows ? s->test.read_cache_rows : REPORT_CACHE_MAX_ROWS;
+}
+
+/* The cache entry holding the sums before t0 (the backward segments
+ * seg[0, nback), seg[0] from BEFORE, all before the tiers' ends), their
+ * rows read in the caller's read transaction, into *out. 0, CW_ENOMEM or
+ * CW_EDB (the entry dropped). */
+static int cached_before(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t,
+                         const segment_t *back, int nback, int64_t t0, rentry_t **out, cw_diag_t *d)
+{
+    struct cw__report_cache *c = s->r.report_cache;
+    int tier = back[0].tier;
+    *out = NULL;
+    if (!c && !(c = s->r.report_cache = calloc(1, sizeof *c))) return CW_ENOMEM;
+    cw__db_on_release(s, CW__REL_REPORT, report_release);
+    /* The entry nearest below t0 for this key, else the least recent. */
+    rentry_t *e = NULL, *lru = &c->e[0];
+    for (int i = 0; i < REPORT_CACHE_ENTRIES; i++) {
+        rentry_t *x = &c->e[i];
+        if (x->valid &&
+            (x->tier != tier || x->start != t[tier].start || x->horizon != t[tier].horizon))
+            entry_drop(x); /* folded since */
+        if (x->valid && x->x <= t0 && (!e || x->x > e->x)) e = x;
+        if (!x->valid || x->used < lru->used) lru = x;
+    }
+    segment_t seg[MAX_SEGMENTS];
+    int nseg = 0;
+    if (!e || t0 - e->x > REPORT_CACHE_MAX_GAP || !delta_segments(t, e->x, t0, seg, &nseg)) {
+        e = e && e->x == t0 ? e : lru; /* afresh: the backward segments without BEFORE */
+        e->valid = false;
+        e->n = 0;
+        e->tier = tier;
+        e->start = t[tier].start;
+        e->horizon = t[tier].horizon;
+        e->x = t0;
+        nseg = 0;
+        for (int i = 0; i < nback; i++) {
+            seg[nseg] = back[i];
+            if (i == 0) seg[nseg].lo = INT64_MIN + 1;
+            if (seg[nseg].lo < seg[nseg].hi) nseg++;
+        }
+    }
+    e->used = ++c->clock;
+    if (e->valid && e->x == t0) {
+        *out = e;
+        return 0;
+    }
+    /* The new rows, as sums before t0; then merged with the cached. */
+    sums_t *v = NULL;
+    uint32_t n = 0;
+    size_t cap = 0;
+    int err = 0;
+    for (int i = 0; i < nseg && !err; i++)
+        err = run_segment(s, st, seg[i].tier, t0, t0, seg[i].lo, seg[i].hi, &v, &n, &cap, d);
+    if (!err && e->valid) err = push_before(e, &v, &n, &cap);
+    if (err) {
+        free(v);
+        e->valid = false;
+        return err;
+    }
+    merge_sums(v, &n);
+    /* The open sums kept, closed ones left out (above). */
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (!sums_closed(&v[i])) v[m++] = v[i];
+    c->closed_left_out += n - m;
+    e->valid = false;
+    CW_RESERVE_FIT(e->v, e->cap, m, 1024); /* far smaller now: give the room back */
+    if (CW_RESERVE(e->v, e->cap, m)) {
+        free(v);
+        return CW_ENOMEM;
+    }
+    for (uint32_t i = 0; i < m; i++)
+        e->v[i] =
+            (before_sums_t){v[i].proc, v[i].stack, v[i].v[0], v[i].v[1], v[i].v[4], v[i].v[12]};
+    free(v);
+    e->n = m;
+    e->x = t0;
+    e->valid = true;
+    *out = e;
+    return 0;
+}
+
+/* ---- the handle's copy of the raw tier's newest rows --------------------------
+ *
+ * A window that is not aligned to minutes (the dashboard's "last hour")
+ * reads its rows from the raw tier: from t0 on, a release's `a` must be
+ * compared with t0, which a coarser tier's floored `a` cannot do. Those
+ * rows are the newest ones, and every raw bucket before the tier's end is
+ * final (batches are written once, in order; only retention folds them,
+ * moving the horizon). So the handle keeps the raw rows of [lo, hi) as
+ * they are (commits, releases, activity, in time order): a later window
+ * starting at or after lo reads only the buckets from hi to the new end
+ * from SQL, and the rest from memory, with the same per-row arithmetic as
+ * SQL_Q_SEGMENT. Dropped when the raw tier's start or horizon change; at
+ * most RAW_TAIL_MAX_ROWS rows (about 1.8 MB; a window needing more is
+ * read from SQL, and so is any as long until a shorter one is asked), the
+ * oldest dropped first when a later window no longer needs them. Used by one thread at a time, as
+ * its handle. */
+#define RAW_TAIL_MAX_ROWS 32768
+
+typedef struct t_commit {
+    int64_t bucket, bytes, events;
+    uint32_t proc, stack;
+} t_commit_t;
+
+typedef struct t_release {
+    int64_t f, a, bytes, pieces, closed;
+    uint32_t proc, stack;
+} t_release_t;
+
+struct cw__raw_tail {
+    bool valid;
+    int64_t start, horizon, lo, hi;
+    int64_t over; /* > 0: a span this long did not fit (same start, horizon) */
+    t_commit_t *c;
+    t_release_t *r;
+    cw__tail_act_t *a;
+    size_t nc, nr, na, capc, capr, capa;
+};
+
+static void raw_tail_free(struct cw__raw_tail *c)
+{
+    if (!c) return;
+    free(c->c);
+    free(c->r);
+    free(c->a);
+    free(c);
+}
+
+/* The handle's release slot CW__REL_REPORT (db.h): the report cache and
+ * the raw tail, and their share of the store_caches figure. */
+static void report_release(cw_store_t *s)
+{
+    report_cache_free(s->r.report_cache);
+    raw_tail_free(s->r.raw_tail);
+    s->r.report_cache = NULL;
+    s->r.raw_tail = NULL;
+    cw__report_caches_publish(s, true);
+}
+
+size_t cw__store_raw_tail_rows(const cw_store_t *s)
+{
+    const struct cw__raw_tail *c = s->r.raw_tail;
+    return c && c->valid ? c->nc + c->nr + c->na : 0;
+}
+
+/* Drops the rows before x (all kinds), keeping the order. */
+#define TAIL_TRIM(v, n, field, x)                                                                  \
+    do {                                                                                           \
+        size_t k_ = 0;                                                                             \
+        while (k_ < (n) && (v)[k_].field < (x))                                                    \
+            k_++;                                                                                  \
+        if (k_) memmove((v), (v) + k_, ((n)-k_) * sizeof *(v));                                    \
+        (n) -= k_;                                                                                 \
+    } while (0)
+
+enum { TAIL_OVERSIZE = -1 };
+
+/* Appends the raw rows of [lo, hi) to c. 0, TAIL_OVERSIZE, CW_ENOMEM or
+ * CW_EDB. */
+static int tail_extend(cw_store_t *s, struct cw__raw_tail *c, int64_t lo, int64_t hi, cw_diag_t *d)
+{
+    static const struct {
+        int slot;
+        const char *sql;
+    } q[3] = {{CW__ST_Q_TAIL_COMMITS, SQL_Q_TAIL_COMMITS},
+              {CW__ST_Q_TAIL_RELEASES, SQL_Q_TAIL_RELEASES},
+              {CW__ST_Q_TAIL_ACTIVITY, SQL_Q_TAIL_ACTIVITY}};
+    int err = 0;
+    for (int k = 0; k < 3 && !err; k++) {
+        sqlite3_stmt *st = NULL;
+        int rc = SQLITE_DONE;
+        if ((err = cw__store_stmt(s, q[k].slot, q[k].sql, &st, d))) break;
+        sqlite3_bind_int64(st, 1, lo);
+        sqlite3_bind_int64(st, 2, hi);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            if (c->nc + c->nr + c->na >=
+                (s->test.read_cache_rows ? s->test.read_cache_rows : RAW_TAIL_MAX_ROWS)) {
+                err = TAIL_OVERSIZE;
+                break;
+            }
+#define I(col) sqlite3_column_int64(st, (col))
+            if (k == 0) {
+                if ((err = CW_RESERVE(c->c, c->capc, c->nc + 1))) break;
+                c->c[c->nc++] = (t_commit_t){I(0), I(3), I(4), (uint32_t)I(1), (uint32_t)I(2)};
+            } else if (k == 1) {
+                if ((err = CW_RESERVE(c->r, c->capr, c->nr + 1))) break;
+                c->r[c->nr++] =
+                    (t_release_t){I(0), I(1), I(4), I(5), I(6), (uint32_t)I(2), (uint32_t)I(3)};
+            } else {
+                if ((err = CW_RESERVE(c->a, c->capa, c->na + 1))) break;
+                c->a[c->na++] = (cw__tail_act_t){I(0), I(2), I(3), I(4), I(5), (uint32_t)I(1)};
+            }
+#undef I
+        }
+        if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "reading the newest rows", d);
+        sqlite3_reset(st);
+    }
+    return err;
+}
+
+/* Room far above the rows the tail holds now goes back (the rows of a
+ * burst of processes read once, then reset or trimmed): the capacity of
+ * a burst is otherwise kept as long as the handle is used, and a handle
+ * read every few seconds is never idle long enough to drop it. */
+#define TAIL_SLACK_ROWS 1024
+
+static void tail_fit(struct cw__raw_tail *c)
+{
+    CW_RESERVE_FIT(c->c, c->capc, c->nc, TAIL_SLACK_ROWS);
+    CW_RESERVE_FIT(c->r, c->capr, c->nr, TAIL_SLACK_ROWS);
+    CW_RESERVE_FIT(c->a, c->capa, c->na, TAIL_SLACK_ROWS);
+}
+
+/* The raw tail holding [lo, end of the raw tier), into *out; NULL when it
+ * cannot (the cache off, too many rows). 0, CW_ENOMEM or CW_EDB. */
+static int raw_tail(cw_store_t *s, const cw__tier_t *t, int64_t lo, struct cw__raw_tail **out,
+                    cw_diag_t *d)
+{
+    struct cw__raw_tail *c = s->r.raw_tail;
+    int64_t hi = t[0].end;
+    *out = NULL;
+    if (s->test.read_cache_off || hi == INT64_MIN || lo >= hi) return 0;
+    if (!c && !(c = s->r.raw_tail = calloc(1, sizeof *c))) return CW_ENOMEM;
+    cw__db_on_release(s, CW__REL_REPORT, report_release);
+    bool same = c->start == t[0].start && c->horizon == t[0].horizon;
+    if (!same) c->over = 0;
+    if (c->over > 0 && hi - lo >= c->over) return 0; /* would not fit either: SQL */
+    if (!c->valid || !same || lo < c->lo || hi < c->hi) {
+        c->valid = false;
+        c->nc = c->nr = c->na = 0;
+        c->start = t[0].start;
+        c->horizon = t[0].horizon;
+        c->lo = c->hi = lo;
+    } else if (c->nc + c->nr + c->na >
+                   (s->test.read_cache_rows ? s->test.read_cache_rows : RAW_TAIL_MAX_ROWS) / 2 &&
+               lo > c->lo) {
+        TAIL_TRIM(c->c, c->nc, bucket, lo); /* older than any window asks now */
+        TAIL_TRIM(c->r, c->nr, f, lo);
+        TAIL_TRIM(c->a, c->na, bucket, lo);
+        c->lo = lo;
+    }
+    if (c->hi < hi) {
+        int err = tail_extend(s, c, c->hi, hi, d);
+        if (err) {
+            c->valid = false;
+            c->nc = c->nr = c->na = 0;
+            tail_fit(c);
+            if (err == TAIL_OVERSIZE) c->over = hi - c->lo;
+            return err == TAIL_OVERSIZE ? 0 : err;
+        }
+        c->hi = hi;
+        c->over = 0;
+    }
+    tail_fit(c);
+    c->valid = true;
+    *out = c;
+    return 0;
+}
+
+/* SQL_Q_SEGMENT's sums for window [t0, t1) of the tail's rows in [lo, hi)
+ * (commits: bucket < t1 as well; releases: a < t1), appended to *v. */
+static int tail_sums(const struct cw__raw_tail *c, int64_t t0, int64_t t1, int64_t lo, int64_t hi,
+                     sums_t **v, uint32_t *n, size_t *cap)
+{
+    for (size_t i = 0; i < c->nc; i++) {
+        const t_commit_t *x = &c->c[i];
+        if (x->bucket < lo || x->bucket >= hi || x->bucket >= t1) continue;
+        sums_t *y = push_sums(v, n, cap, x->proc, x->stack);
+        if (!y) return CW_ENOMEM;
+        bool before = x->bucket < t0;
+        y->v[before ? 0 : 2] = x->bytes;
+        y->v[before ? 1 : 3] = x->events;
+    }
+    for (size_t i = 0; i < c->nr; i++) {
+        const t_release_t *x = &c->r[i];
+        if (x->f < lo || x->f >= hi || x->a >= t1) continue;
+        sums_t *y = push_sums(v, n, cap, x->proc, x->stack);
+        if (!y) return CW_ENOMEM;
+        if (x->f < t0) y->v[4] = x->bytes;
+        bool in = x->f >= t0 && x->f < t1, after = x->f >= t1;
+        if (x->a >= t0) {
+            y->v[5] = in ? x->bytes : 0;
+            y->v[6] = in ? x->pieces : 0;
+            y->v[7] = after ? x->pieces : 0;
+            y->v[8] = x->closed;
+        } else {
+            y->v[9] = in ? x->bytes : 0;
+            y->v[10] = in ? x->pieces : 0;
+            y->v[11] = after ? x->pieces : 0;
+            y->v[12] = x->closed;
+        }
+    }
+    return 0;
+}
+
+/* Runs every segment and sums its rows per (proc, stack), sorted. The
+ * segments before t0, when all lie before their tiers' ends, come from the
+ * handle's cache of sums (above) and the first one's BEFORE rows; the raw
+ * tier's from t0 on, from its raw tail as far as it reaches. */
+int cw__report_load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *seg, int nseg,
+                         int nback, const pick_t *p, sums_t **out, uint32_t *nout, cw_diag_t *d)
+{
+    sqlite3_stmt *st = NULL;
+    sums_t *v = NULL;
+    uint32_t n = 0;
+    size_t cap = 0;
+    int err = 0, first = 0;
+    if ((err = cw__store_stmt(s, CW__ST_Q_FIGS, SQL_Q_SEGMENT, &st, d))) return err;
+    bool final = true; /* every backward row is in a closed bucket */
+    for (int i = 0; i < nback; i++)
+        final &= seg[i].hi <= t[seg[i].tier].end;
+    if (!s->test.read_cache_off && nback > 0 && seg[0].lo == INT64_MIN && final &&
+        seg[nback - 1].hi == p->t0) {
+        /* Before t0: its tier's BEFORE rows, and the cached sums. */
+        rentry_t *c = NULL;
+        err = run_segment(s, st, seg[0].tier, p->t0, p->t1, INT64_MIN, INT64_MIN + 1, &v, &n, &cap,
+                          d);
+        if (!err) err = cached_before(s, st, t, seg, nback, p->t0, &c, d);
+        if (!err) err = push_before(c, &v, &n, &cap);
+        if (c && c->n > report_cache_max(s)) entry_drop(c); /* too big to keep */
+        first = nback;
+    }
+    for (int i = first; i < nseg && !err; i++) {
+        int k = seg[i].tier;
+        int64_t hi = seg[i].hi;
+        if (k == 0 && seg[i].lo >= p->t0) {
+            /* From t0 on in the raw tier: the newest rows, from memory up
+             * to the tail's end. */
+            struct cw__raw_tail *c = NULL;
+            int64_t lo = seg[i].lo;
+            if ((err = raw_tail(s, t, lo, &c, d))) break;
+            if (c) {
+                int64_t mid = c->hi < hi ? c->hi : hi;
+                if ((err = tail_sums(c, p->t0, p->t1, lo, mid, &v, &n, &cap))) break;
+                lo = mid;
+            }
+            if (lo < hi) err = run_segment(s, st, k, p->t0, p->t1, lo, hi, &v, &n, &cap, d);
+            continue;
+        }
+        err = run_segment(s, st, k, p->t0, p->t1, seg[i].lo, hi, &v, &n, &cap, d);
+    }
+    if (err) {
+        if (err == CW_ENOMEM) cw_diag_set(d, err, "querying window figures: out of memory");
+        free(v);
+        return err;
+    }
+    merge_sums(v, &n);
+    *out = v;
+    *nout = n;
+    return 0;
+}
+
+static int cmp_tail_activity(const void *x, const void *y)
+{
+    const cw__tail_act_t *a = *(const cw__tail_act_t *const *)x,
+                         *b = *(const cw__tail_act_t *const *)y;
+    if (a->proc != b->proc) return a->proc < b->proc ? -1 : 1;
+    return a->bucket < b->bucket ? -1 : a->bucket > b->bucket;
+}
+
+int cw__report_tail_activity(cw_store_t *s, const cw__tier_t *t, int64_t lo, int64_t hi,
+                             const cw__tail_act_t ***out, size_t *nout, int64_t *mid, cw_diag_t *d)
+{
+    struct cw__raw_tail *c = NULL;
+    const cw__tail_act_t **v = NULL;
+    size_t n = 0, cap = 0;
+    *out = NULL;
+    *nout = 0;
+    *mid = lo;
+    int err = raw_tail(s, t, lo, &c, d);
+    if (err || !c) return err;
+    *mid = c->hi < hi ? c->hi : hi;
+    for (size_t i = 0; i < c->na; i++)
+        if (c->a[i].bucket >= lo && c->a[i].bucket < *mid) {
+            if (CW_RESERVE(v, cap, n + 1)) {
+                free(v);
+                return CW_ENOMEM;
+            }
+            v[n++] = &c->a[i];
+        }
+    if (n > 1) qsort(v, n, sizeof *v, cmp_tail_activity);
+    *out = v;
+    *nout = n;
+    return 0;
+}
+
+/* Bytes of the handle's report cache and raw tail. */
+static size_t caches_bytes(const cw_store_t *s)
+{
+    size_t b = 0;
+    const struct cw__report_cache *c = s->r.report_cache;
+    const struct cw__raw_tail *t = s->r.raw_tail;
+    if (c) {
+        b += sizeof *c;
+        for (int i = 0; i < REPORT_CACHE_ENTRIES; i++)
+            b += c->e[i].cap * sizeof *c->e[i].v;
+    }
+    if (t)
+        b += sizeof *t + t->capc * sizeof *t->c + t->capr * sizeof *t->r + t->capa * sizeof *t->a;
+    return b;
+}
+
+void cw__report_caches_publish(cw_store_t *s, bool closing)
+{
+    size_t now = closing ? 0 : caches_bytes(s);
+    cw_mem_add(CW_MEM_STORE_CACHES, (int64_t)now - (int64_t)s->r.caches_published);
+    s->r.caches_published = now;
+}

@@ -1,0 +1,78 @@
+/* store_report_sums.h - what store_report.c (a window's figures) takes from
+ * store_report_sums.c (the sums they come from and the read caches): how
+ * a tier answers a window, the segments of tiers a window is read from,
+ * and the per-(proc, stack) sums. Not a public header (service/store/
+ * only). */
+#ifndef COMMITWATCH_STORE_REPORT_SUMS_H
+#define COMMITWATCH_STORE_REPORT_SUMS_H
+
+#include "store/store_internal.h"
+
+/* How well tier k answers a window. */
+typedef struct pick {
+    int k;
+    int64_t t0, t1;
+    int quality; /* 0 exact, 1 widened to buckets, 2 clipped to what is kept */
+} pick_t;
+static inline int64_t ceil_to(int64_t t, int64_t w)
+{
+    int64_t f = cw_floor_to(t, w);
+    return f == t ? t : f + w;
+}
+
+/* Which tier's rows answer which stretch of time. Every tier holds the
+ * whole history at its granularity (rows from its horizon on, a BEFORE
+ * baseline for what came before), so the sums can be assembled from
+ * segments of different tiers, as long as each row's comparisons with t0
+ * and t1 come out as they would with exact times:
+ *  - before t0, only "before t0" matters: the coarsest tiers serve up to
+ *    their last bucket boundary <= t0 (a staircase hour -> minute ->
+ *    second), so a long history costs its hours, not its seconds;
+ *  - from t0 on, `a` is compared with t0 and t1, so a tier serves only if
+ *    both are aligned to it; from its end on the finer tiers take over.
+ * With the row counts of a busy raw tier, this is what keeps a query from
+ * reading a day of 1 s rows. */
+typedef struct segment {
+    int tier;
+    int64_t lo, hi; /* [lo, hi) in bucket / f; lo INT64_MIN includes BEFORE */
+} segment_t;
+
+#define MAX_SEGMENTS (2 * CW_TIERS)
+
+/* The 13 sums of one (proc, stack), as the columns of SQL_Q_SEGMENT. */
+typedef struct sums {
+    uint32_t proc, stack;
+    int64_t v[13];
+} sums_t;
+
+/* An activity row of the raw tail. */
+typedef struct cw__tail_act {
+    int64_t bucket, events, delta, relpeak, relpeak_ns;
+    uint32_t proc;
+} cw__tail_act_t;
+
+/* The window p starting where the rows before it are cheapest to read
+ * (see the function); the segments of tiers that window is read from, in
+ * time order, into seg (MAX_SEGMENTS at most; *nback lie before t0);
+ * returns how many. */
+pick_t cw__report_start_floor(const cw__tier_t *t, const pick_t *p);
+int cw__report_plan(const cw__tier_t *t, const pick_t *p, segment_t *seg, int *nback);
+
+/* Runs every segment and sums its rows per (proc, stack), sorted, into
+ * *out (*nout rows; the caller frees it), from the report cache and the
+ * raw tail where they hold the rows. 0, CW_ENOMEM or CW_EDB. */
+int cw__report_load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *seg, int nseg,
+                         int nback, const pick_t *p, sums_t **out, uint32_t *nout, cw_diag_t *d);
+
+/* The raw tail's activity rows of [lo, *mid), per process in bucket
+ * order, as pointers into the tail into *out (the caller frees the
+ * array, not the rows; valid until the next query on s); *mid: where the
+ * tail ends, or lo when there is none. 0, CW_ENOMEM or CW_EDB. */
+int cw__report_tail_activity(cw_store_t *s, const cw__tier_t *t, int64_t lo, int64_t hi,
+                             const cw__tail_act_t ***out, size_t *nout, int64_t *mid, cw_diag_t *d);
+
+/* Publishes the bytes of this handle's report cache and raw tail as its
+ * share of the store_caches component (memstat.h); closing: takes it back. */
+void cw__report_caches_publish(cw_store_t *s, bool closing);
+
+#endif

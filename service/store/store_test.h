@@ -1,0 +1,47 @@
+/* store_test.h - what only the store's tests read or set on a handle:
+ * counters of what the writer and the readers did, the read caches' knobs,
+ * and the test hooks. Production code only feeds the counters. Not a
+ * public header: service/store/ and tests include it (through db.h and
+ * store_internal.h). */
+#ifndef COMMITWATCH_STORE_TEST_H
+#define COMMITWATCH_STORE_TEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "commitwatch/common.h"
+#include "commitwatch/store.h"
+
+typedef struct cw__store_test {
+    bool roll_sql;            /* every rollup by SQL (cw__store_set_sql_rollups) */
+    uint64_t roll_counts[2];  /* writer: rollups from the sums, by SQL */
+    uint64_t transactions;    /* writer: batch transactions committed */
+    uint64_t pruned[2];       /* writer: processes rows, folded rows pruned since open */
+    uint64_t metrics_reads;   /* /metrics: closed hours read by this handle */
+    bool read_cache_off;      /* every query from the rows alone */
+    uint32_t read_cache_rows; /* rows each read cache may hold (0: its default) */
+} cw__store_test_t;
+
+/* Test hooks: whether the report cache holds sums (and for which tier and
+ * horizon); how many closed sums it left out, in all; how many rows the
+ * series cache holds. */
+bool cw__store_report_cache_key(const cw_store_t *s, int *tier, int64_t *horizon);
+uint64_t cw__store_report_cache_closed(const cw_store_t *s);
+size_t cw__store_series_cache_rows(const cw_store_t *s);
+size_t cw__store_raw_tail_rows(const cw_store_t *s);
+
+/* Test hook: creates a new database at path holding only the first
+ * `version` migrations (1 <= version <= cw_store_schema_version()), as an
+ * older commitwatch would have. 0 or CW_EINVAL / CW_EDB / CW_ENOTDB. */
+int cw__store_create_at_version(const char *path, int version, cw_diag_t *d);
+
+/* Test hook: every rollup by SQL (true) or from the in-memory sums where
+ * they are valid (false, the default), to compare the two. */
+void cw__store_set_sql_rollups(cw_store_t *s, bool on);
+
+/* Test hook: sets the in-memory rollups' bound (CW__ROLL_MAX_ROWS, store_internal.h;
+ * 0: the default) of the writer s. */
+void cw__store_set_roll_max(cw_store_t *s, uint32_t rows);
+
+#endif
