@@ -140,6 +140,8 @@ set(CPACK_DEBIAN_PACKAGE_DEPENDS "init-system-helpers (>= 1.54~)")
 # The binary is stripped; its debug symbols go to commitwatch-dbgsym_*.ddeb.
 # (CPackDeb strips what it finds unstripped, so CPACK_STRIP_FILES stays off.)
 set(CPACK_DEBIAN_DEBUGINFO_PACKAGE ON)
+# ... and cmake/dbgsym_fix.cmake mends that .ddeb afterwards.
+set(CPACK_POST_BUILD_SCRIPTS ${PROJECT_SOURCE_DIR}/cmake/dbgsym_fix.cmake)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
     ${PROJECT_SOURCE_DIR}/installer/linux/deb/postinst
     ${PROJECT_SOURCE_DIR}/installer/linux/deb/prerm

@@ -95,16 +95,16 @@ def main():
                  "./usr/share/doc/commitwatch/copyright"):
         check(path in files, "the package holds " + path)
 
-    # lintian: no error, no warning (but the accepted ones).
-    r = sh("lintian", "--tag-display-limit", "0", deb)
-    tags = [ln for ln in r.stdout.splitlines() if re.match(r"^[EW]: ", ln)]
-    bad = [ln for ln in tags if ln.split()[2] not in LINTIAN_ALLOWED]
-    check(not bad, "lintian reports no error and no warning on the .deb", "\n".join(bad))
-
     # The binary is stripped; its debug symbols are in the -dbgsym package,
     # under its build-id.
     ddebs = [f for f in os.listdir(BUILD) if f.startswith("commitwatch-dbgsym_") and f.endswith("_amd64.ddeb")]
     check(len(ddebs) == 1, "cpack builds the debug symbols package (commitwatch-dbgsym_*.ddeb)")
+
+    # lintian: no error, no warning (but the accepted ones), on both.
+    r = sh("lintian", "--tag-display-limit", "0", deb, *[os.path.join(BUILD, d) for d in ddebs])
+    tags = [ln for ln in r.stdout.splitlines() if re.match(r"^[EW]: ", ln)]
+    bad = [ln for ln in tags if ln.split()[2] not in LINTIAN_ALLOWED]
+    check(not bad, "lintian reports no error and no warning on the .deb and the .ddeb", "\n".join(bad))
     with tempfile.TemporaryDirectory() as tmp:
         sh("dpkg-deb", "-x", deb, tmp)
         binary = os.path.join(tmp, "usr/bin/commitwatch")
@@ -184,6 +184,21 @@ def main():
                 p.terminate()
                 p.wait(timeout=30)
 
+        # The symbols package installs beside it and gdb finds the symbols.
+        if ddebs:
+            r = sh("dpkg", "-i", os.path.join(BUILD, ddebs[0]))
+            check(r.returncode == 0, "dpkg -i installs the -dbgsym package", r.stdout + r.stderr)
+            r = sh("dpkg", "--verify", "commitwatch-dbgsym")
+            check(r.returncode == 0 and not r.stdout.strip(), "dpkg --verify finds its files as listed",
+                  r.stdout + r.stderr)
+            if shutil.which("gdb"):
+                g = sh("gdb", "-batch", "-nx", "-ex", "info line main", "/usr/bin/commitwatch")
+                check("main.c" in g.stdout, "gdb reads the installed symbols (main is in main.c)",
+                      g.stdout + g.stderr)
+            r = sh("dpkg", "-P", "commitwatch-dbgsym")
+            check(r.returncode == 0 and not os.path.exists("/usr/share/doc/commitwatch-dbgsym"),
+                  "dpkg -P removes the -dbgsym package", r.stdout + r.stderr)
+
         r = sh("dpkg", "-r", "commitwatch")
         check(r.returncode == 0, "dpkg -r removes it", r.stdout + r.stderr)
         check(not os.path.exists("/usr/bin/commitwatch") and not os.path.exists("/usr/share/commitwatch")
@@ -198,6 +213,7 @@ def main():
                 if f.startswith("commitwatch")]
         check(not left, "purge leaves no enablement or mask of the unit", " ".join(left))
     finally:
+        sh("dpkg", "-P", "commitwatch-dbgsym")
         if installed():
             sh("dpkg", "-P", "commitwatch")
         if not state_existed:
