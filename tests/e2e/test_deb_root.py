@@ -15,8 +15,10 @@ It also checks the package against Debian's rules: lintian reports no
 error and no warning on it (LINTIAN_ALLOWED lists the tags accepted, each
 with its reason; none today); the binary is stripped and its debug
 symbols are in commitwatch-dbgsym_*.ddeb under the binary's build-id
-(where gdb looks); the man page, the changelog and the copyright file are
-there.
+(where gdb looks), and that package installs, passes dpkg --verify and
+gives gdb the binary's symbols; the man page, the changelog and the
+copyright file are there; purge leaves no enablement or mask of the unit
+in /etc/systemd/system.
 
 Needs root (dpkg). CI runs as root; outside CI a non-root run exits 77
 (ctest: skipped); as root or in CI a missing tool is a failure."""
