@@ -7,7 +7,7 @@
 # build runs it; the tests run it again with another VERSION to check an
 # upgrade in place.
 #
-#   scripts/build_msi.sh EXE VERSION OUT.msi [TOOL.exe...]
+#   [CW_MSI_MANUFACTURER=NAME] scripts/build_msi.sh EXE VERSION OUT.msi [TOOL.exe...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [[ $# -ge 3 ]] || { echo "usage: scripts/build_msi.sh EXE VERSION OUT.msi [TOOL.exe...]" >&2; exit 2; }
@@ -41,6 +41,9 @@ for t in "$@"; do cp "$t" "$stage/tools/"; done
 # wixl takes sources relative to where it runs: from the stage, as ".".
 src=$PWD
 case $out in /*) ;; *) out=$PWD/$out ;; esac
-(cd "$stage" && wixl -a x64 -D Version="$version" -D StageDir=. -D Win64=yes -o "$out" \
+# The Manufacturer (Add or Remove Programs' publisher): CW_MSI_MANUFACTURER,
+# which the build sets from CW_MAINTAINER (cmake/msi.cmake).
+manufacturer=${CW_MSI_MANUFACTURER:-commitwatch developers}
+(cd "$stage" && wixl -a x64 -D Version="$version" -D Manufacturer="$manufacturer" -D StageDir=. -D Win64=yes -o "$out" \
   "$src/installer/windows/commitwatch.wxs" payload.wxs)
 echo "build_msi: $out ($(du -h "$out" | cut -f1))"

@@ -15,6 +15,8 @@ PKGS=(
   build-essential cmake pkg-config git python3 sqlite3
   libsqlite3-dev libcjson-dev libexpat1-dev libcivetweb-dev libdw-dev libelf-dev
   libc6-dbg valgrind
+  # The .deb's man page, written from the binary's help texts (cmake/package.cmake).
+  help2man
   # The pprof export: protobuf-c (its runtime and protoc-c, which generates
   # the C code of pprof's profile.proto, read from pprof's package) and zlib.
   libprotobuf-c-dev protobuf-c-compiler golang-github-google-pprof-dev zlib1g-dev
@@ -24,6 +26,7 @@ if [[ "${1:-}" == "--test" ]]; then
   # golang-go: `go tool pprof` opens the pprof exports (tests/e2e/test_export.py).
   PKGS+=(golang-go)
   PKGS+=(clang chromium prometheus prometheus-alertmanager wrk heaptrack linux-perf util-linux procps gcc-mingw-w64-x86-64 dpkg-dev)
+  PKGS+=(lintian) # test_deb_root.py: Debian's checks on the .deb
   PKGS+=(libfaketime) # test_wall_steps.py: wall-clock steps under a running service
   PKGS+=(systemd-container) # test_service_systemd_root.py: the unit under a real systemd (nspawn)
   # Node.js may come from elsewhere than Debian (this image ships its own);
