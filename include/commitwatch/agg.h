@@ -42,6 +42,9 @@ int cw_agg_create(int64_t width_ns, cw_stacks_t *stacks, cw_tagger_t *tagger,
                   uint32_t stored_frames, uint32_t stored_stacks, cw_agg_emit_fn emit,
                   void *emit_ctx, cw_agg_t **out);
 void cw_agg_destroy(cw_agg_t *a); /* accepts NULL; drops an unflushed bucket */
+/* Sends the batches to emit from now on (the service's pipeline puts
+ * itself in front of the writer: pipeline.h). */
+void cw_agg_set_emit(cw_agg_t *a, cw_agg_emit_fn emit, void *emit_ctx);
 
 cw_tracker_sink_t cw_agg_sink(cw_agg_t *a);
 

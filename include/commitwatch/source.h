@@ -11,56 +11,14 @@
 #ifndef COMMITWATCH_SOURCE_H
 #define COMMITWATCH_SOURCE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "commitwatch/error.h"
 #include "commitwatch/event.h"
+#include "commitwatch/source_sink.h"
 #include "commitwatch/stacks.h"
-
-struct cw_source_drops;
-
-typedef struct cw_source_sink {
-    void *ctx;
-    /* One event; a nonzero return stops run(), which returns it. */
-    int (*emit)(void *ctx, const cw_event_t *ev);
-    /* Live sources: time passes with no events. now_ns is a watermark:
-     * a promise that no event delivered later has ts < now_ns (a source
-     * with per-CPU buffers passes the oldest time it may still deliver).
-     * Buckets before it are closed and stored for good. May be NULL. */
-    int (*tick)(void *ctx, int64_t now_ns);
-    /* Live sources: counters (events seen, lost, drift corrected). */
-    void (*counters)(void *ctx, uint64_t seen, uint64_t lost, int64_t drift_bytes);
-    /* Live sources: what was dropped besides `lost`, and the corrections
-     * (cumulative; below). Called with counters. May be NULL. */
-    void (*drops)(void *ctx, const struct cw_source_drops *dr);
-    /* A process's figures were corrected from the OS's own (smaps,
-     * VirtualQueryEx) after lost events: the commit and decommit events of
-     * the correction were emitted just before, at ts; committed and
-     * decommitted are their bytes. The live instance of pid is the one
-     * corrected. May be NULL. */
-    void (*correction)(void *ctx, uint32_t pid, int64_t ts, uint64_t committed,
-                       uint64_t decommitted);
-} cw_source_sink_t;
-
-/* Records a live source dropped or could not pair, beside the records its
- * kernel buffers lost (`counters`' lost), and what it corrected; all
- * cumulative since the source started (docs/LINUX.md, "Losses and drift"). */
-typedef struct cw_source_drops {
-    uint64_t foreign;   /* records of tasks this source cannot see (perf: pid 0, another
-                           PID namespace): dropped, never tracked */
-    uint64_t unpaired;  /* calls whose other half was lost (an exit without its enter, an
-                           enter replaced before its exit): their effect is left to a
-                           resync */
-    uint64_t malformed; /* records too short to read: skipped */
-    uint64_t resyncs;   /* resynchronisations of every process from the OS's figures */
-    uint64_t corrections;     /* process corrections they made (a process whose figures
-                                 changed, or one adopted because its start was lost) */
-    uint64_t corrected_bytes; /* their bytes: committed + decommitted */
-    bool resync_pending; /* records were lost since the last resync, which is still to come */
-    int64_t last_resync_ns; /* the time (ns since the epoch) of the last resync's events;
-                               INT64_MIN before the first */
-} cw_source_drops_t;
 
 /* How to open a source. Strings are borrowed for the call. */
 typedef struct cw_source_opts {
@@ -120,6 +78,36 @@ const cw_source_ops_t *cw_source_lookup(const char *spec, const char **arg, cw_d
 /* CW_EUSAGE with d filled when images (--images DIR; NULL: none) is given
  * for a source that does not take it (every one but etl), else 0. */
 int cw_source_check_images(const cw_source_ops_t *ops, const char *images, cw_diag_t *d);
+
+/* Sessions: one source from open to close, the same for `run`, `analyze`
+ * and `record` (sources/common/session.c). Thread: the core thread, but
+ * cw_source_session_stop(), which any thread or a signal handler may
+ * call while the session exists. */
+typedef struct cw_source_session {
+    const cw_source_ops_t *ops;
+    void *impl;              /* the open source; NULL while closed */
+    cw_source_opts_t opts;   /* a copy; its strings stay borrowed */
+    void *_Atomic stoppable; /* impl while open, for cw_source_session_stop() */
+} cw_source_session_t;
+
+/* Fills s (ops and o copied) and opens it: the --images check
+ * (cw_source_check_images), then ops->open. 0, or the error with d
+ * filled by the check or the source, and s->impl NULL. */
+int cw_source_session_open(cw_source_session_t *s, const cw_source_ops_t *ops,
+                           const cw_source_opts_t *o, cw_diag_t *d);
+/* Opens a closed session again with the same options (a live source's
+ * retry); as cw_source_session_open. */
+int cw_source_session_reopen(cw_source_session_t *s, cw_diag_t *d);
+/* The open source's platform ("windows", "linux"). */
+const char *cw_source_session_platform(const cw_source_session_t *s);
+/* ops->run into sink: 0 at the end of input or after a stop, else the
+ * source's error (d filled) or the sink's return. */
+int cw_source_session_run(cw_source_session_t *s, const cw_source_sink_t *sink, cw_diag_t *d);
+/* Interrupts an open session's run (ops->stop), also one about to start;
+ * nothing when it is closed or s is NULL. Async-signal-safe. */
+void cw_source_session_stop(cw_source_session_t *s);
+/* Closes the source (none open: nothing); s may be opened again. */
+void cw_source_session_close(cw_source_session_t *s);
 
 extern const cw_source_ops_t cw_source_replay;
 

@@ -60,18 +60,15 @@ static const cw_map_policy_t map_policy = {10 * CW_NS_PER_S, 600 * CW_NS_PER_S,
 
 static atomic_bool stop_flag;
 static atomic_bool reload_flag;
-/* The running source, for cw_service_stop(); set while run() executes. */
-static const cw_source_ops_t *_Atomic active_ops;
-static void *_Atomic active_src;
+/* The source's session, for cw_service_stop(); set while the service runs. */
+static cw_source_session_t *_Atomic active_session;
 /* The running writer, for cw_service_stop() to end a wait for disk space. */
 static cw_writer_t *_Atomic active_writer;
 
 void cw_service_stop(void)
 {
     atomic_store(&stop_flag, true);
-    const cw_source_ops_t *ops = atomic_load(&active_ops);
-    void *src = atomic_load(&active_src);
-    if (ops && src) ops->stop(src);
+    cw_source_session_stop(atomic_load(&active_session));
     cw_writer_abandon(atomic_load(&active_writer));
 }
 
@@ -94,6 +91,7 @@ typedef struct svc {
     cw_store_t *store;    /* read-write; the writer's while it runs */
     cw_stacks_t *stacks;
     cw_tagger_t *tagger;
+    cw_source_session_t src; /* the source; closed (src.impl NULL) while down */
     cw_writer_t *writer;
     cw_agg_t *agg;
     cw_pipeline_t *pipe;
@@ -103,19 +101,20 @@ typedef struct svc {
     cw_alert_engine_t *alerts; /* evaluates the alert rules on its own thread; NULL: none */
     cw_notifier_t *notifier;   /* delivers the engine's notices; NULL: none */
     const char *db_path;       /* the database (the config's or the command line's) */
-    bool started;       /* the first event has been seen */
-    cw_mapreq_t *maps;  /* HTTP workers' requests for live maps, served here */
-    cw_batch_t *map_pending; /* snapshots taken, for the next batch emitted (maps only) */
-    /* The time the pipeline is advancing to (the event or tick being fed),
-     * INT64_MIN at the end of the run: see emit_batch(). */
-    int64_t advance_to;
+    cw_config_t cfg;           /* the configuration file, read at the start */
+    const char **files;        /* the stack-tag files in force (rules_from) */
+    size_t nfiles;
+    const char *spec;          /* --source's (or the configuration's, or the live default) */
+    bool degrade;              /* a live source: its failures degrade the service */
+    char *stored_platform;     /* the database's platform, NULL for a new one */
+    uint32_t next_proc;        /* the next instance id (open_store) */
+    uint32_t stored_frames, stored_stacks; /* ids already stored: only newer ones are sent */
+    cw_http_t *http;
+    cw_mapreq_t *maps;  /* HTTP workers' requests for live maps, served by the pipeline */
     /* A live source that fails (docs/RELIABILITY.md, "A source that
-     * fails"): its retry schedule, since when it is down (wall), and
-     * whether run() ended because this side (a reload, the store) failed
-     * rather than the source: that error stops the service. */
+     * fails"): its retry schedule and since when it is down (wall). */
     cw_backoff_t backoff;
     int64_t down_since;
-    bool sink_failed;
     /* The intervals the source was down, as stored (downtime.h), through
      * a side handle of this thread's own (the writer owns the read-write
      * one while it runs); opened at the first failure. */
@@ -436,41 +435,6 @@ done:
 
 /* ---- what the source calls (core thread) ----------------------------------- */
 
-/* ---- memory maps (map.h) ------------------------------------------------------ */
-
-/* A live map for an HTTP worker (cw_mapreq_serve, this thread). */
-static int fill_map(void *ctx, uint32_t proc_id, cw_map_t *m)
-{
-    svc_t *s = ctx;
-    int64_t last = cw_pipeline_last_ts(s->pipe);
-    /* Every event before last + 1 is applied. */
-    return cw_tracker_map(cw_pipeline_tracker(s->pipe), proc_id, last == INT64_MIN ? last : last + 1,
-                          m);
-}
-
-static void serve_maps(svc_t *s)
-{
-    if (s->maps && cw_mapreq_pending(s->maps)) cw_mapreq_serve(s->maps, fill_map, s);
-}
-
-static int add_snapshot(void *ctx, const cw_map_t *m)
-{
-    svc_t *s = ctx;
-    cw_row_map_t r = {m->proc_id, m->n, m->at_ns, cw_map_bytes(m), NULL, 0};
-    int rc = cw_map_encode(m, &r.blob, &r.len);
-    if (rc == 0 && (rc = cw_batch_add_map(s->map_pending, &r)) != 0) free(r.blob);
-    return rc;
-}
-
-/* Takes the snapshots due at `at` (all changed ones when force) into
- * map_pending, which the next emitted batch carries to the store. */
-static int take_snapshots(svc_t *s, int64_t at, bool force)
-{
-    if (!s->map_pending && cw_batch_create(0, 0, &s->map_pending) != 0) return CW_ENOMEM;
-    return cw_tracker_maps_due(cw_pipeline_tracker(s->pipe), at, &map_policy, force, add_snapshot,
-                               s);
-}
-
 /* A run killed while its writer was behind: the batches it had queued
  * are in the journal beside the database (journal.c); stored first. */
 static int recover_journal(svc_t *s, cw_diag_t *d)
@@ -517,28 +481,6 @@ static int end_open(svc_t *s, cw_diag_t *d)
     return 0;
 }
 
-static int on_event(void *ctx, const cw_event_t *ev)
-{
-    svc_t *s = ctx;
-    int rc;
-    if (atomic_load(&reload_flag) && (rc = reload(s)) != 0) return rc;
-    serve_maps(s);
-    s->advance_to = ev->ts;
-    if (!s->started) {
-        s->started = true;
-        if (ev->ts < s->stored_end)
-            return cw_diag_set(s->d, CW_ETIME,
-                               "the database already holds data up to %" PRId64
-                               " ns but this input starts at %" PRId64
-                               " ns; use another --db, or --rebase-now to replay it as new",
-                               s->stored_end, ev->ts);
-    }
-    rc = cw_pipeline_feed(s->pipe, ev, s->d);
-    atomic_store_explicit(&s->status.events_ingested, cw_pipeline_events(s->pipe),
-                          memory_order_relaxed);
-    return rc;
-}
-
 /* The core thread's figures for /api/health (memstat.h): once a second
  * while ticking, and when the source ends (a replay at full speed does
  * not tick). */
@@ -574,100 +516,25 @@ static void note_clock_step(svc_t *s)
                                  : "the monotonic clock, anchored to the wall clock at start");
 }
 
-static int on_tick(void *ctx, int64_t now)
+/* The service's work between two events (cw_pipeline_serve_opts_t.between):
+ * at every tick the clock and the memory figures, and a reload when one
+ * was asked for. An error (a reload that cannot restart the writer) stops
+ * the service. */
+static int between_events(void *ctx, bool tick)
 {
     svc_t *s = ctx;
     int rc;
-    note_clock_step(s);
+    if (tick) note_clock_step(s);
     if (atomic_load(&reload_flag) && (rc = reload(s)) != 0) return rc;
-    s->advance_to = now;
-    if ((rc = cw_pipeline_tick(s->pipe, now)) != 0)
-        return cw_diag_set(s->d, rc, "storing a bucket failed: %s", cw_strerror(rc));
-    serve_maps(s);
-    publish_memory(s, false);
+    if (tick) publish_memory(s, false);
     return 0;
 }
 
-static void on_counters(void *ctx, uint64_t seen, uint64_t lost, int64_t drift)
+/* A batch the pipeline closed (with its map snapshots) to the writer. */
+static int to_writer(void *ctx, cw_batch_t *b)
 {
     svc_t *s = ctx;
-    cw_agg_set_counters(s->agg, seen, lost, drift);
-    atomic_store_explicit(&s->status.source_records, seen, memory_order_relaxed);
-    atomic_store_explicit(&s->status.events_lost, lost, memory_order_relaxed);
-    atomic_store_explicit(&s->status.drift_bytes, drift, memory_order_relaxed);
-}
-
-/* ---- losses and corrections (source.h; docs/LINUX.md, "Losses and drift") -- */
-
-static void on_drops(void *ctx, const cw_source_drops_t *dr)
-{
-    svc_t *s = ctx;
-    atomic_store_explicit(&s->status.records_foreign, dr->foreign, memory_order_relaxed);
-    atomic_store_explicit(&s->status.records_unpaired, dr->unpaired, memory_order_relaxed);
-    atomic_store_explicit(&s->status.records_malformed, dr->malformed, memory_order_relaxed);
-    atomic_store_explicit(&s->status.resyncs, dr->resyncs, memory_order_relaxed);
-    atomic_store_explicit(&s->status.corrections, dr->corrections, memory_order_relaxed);
-    atomic_store_explicit(&s->status.corrected_bytes, dr->corrected_bytes, memory_order_relaxed);
-    atomic_store_explicit(&s->status.resync_pending, dr->resync_pending, memory_order_relaxed);
-    atomic_store_explicit(&s->status.last_resync_ns, dr->last_resync_ns, memory_order_relaxed);
-}
-
-/* A correction of pid's live instance: stored on it (agg.h). The source
- * emitted its events just before, so the instance is the tracker's live
- * one; none (a process with no instance) has nothing to mark. */
-static void on_correction(void *ctx, uint32_t pid, int64_t ts, uint64_t committed,
-                          uint64_t decommitted)
-{
-    svc_t *s = ctx;
-    const cw_proc_t *p = cw_tracker_find(cw_pipeline_tracker(s->pipe), pid);
-    if (!p) return;
-    if (cw_agg_add_correction(s->agg, p->id, ts, committed, decommitted) != 0)
-        CW_LOGE("out of memory recording a correction of pid %" PRIu32, pid);
-}
-
-/* What the source calls: an error here is this side's (a reload that
- * cannot restart the writer, a bucket the store refuses, an input that
- * goes back in time), which stops the service, unlike the source's own. */
-static int sink_event(void *ctx, const cw_event_t *ev)
-{
-    svc_t *s = ctx;
-    int rc = on_event(ctx, ev);
-    if (rc) s->sink_failed = true;
-    return rc;
-}
-
-static int sink_tick(void *ctx, int64_t now)
-{
-    svc_t *s = ctx;
-    int rc = on_tick(ctx, now);
-    if (rc) s->sink_failed = true;
-    return rc;
-}
-
-static int emit_batch(void *ctx, cw_batch_t *b)
-{
-    svc_t *s = ctx;
-    /* A batch is emitted while the pipeline advances to the event (or
-     * tick) at advance_to, not applied yet, past the end of the last
-     * closed bucket: the tracker holds every event before that bucket
-     * boundary and none after, whichever bucket b is (the aggregator may
-     * have held it back). At the end of the run the snapshots were taken
-     * before the instances ended (advance_to INT64_MIN). */
-    int rc = 0;
-    if (s->advance_to != INT64_MIN)
-        rc = take_snapshots(s, cw_floor_to(s->advance_to, b->width_ns), false);
-    if (rc == 0 && s->map_pending) { /* the snapshots move into b */
-        cw_batch_t *p = s->map_pending;
-        for (uint32_t i = 0; i < p->maps.n && rc == 0; i++)
-            if ((rc = cw_batch_add_map(b, &p->maps.v[i])) == 0) p->maps.v[i].blob = NULL;
-        for (uint32_t i = 0; i < p->maps.n; i++) free(p->maps.v[i].blob); /* not moved: error */
-        p->maps.n = 0;
-    }
-    if (rc != 0) {
-        cw_batch_free(b);
-        return rc;
-    }
-    rc = cw_writer_submit(s->writer, b);
+    int rc = cw_writer_submit(s->writer, b);
     if (rc == CW_ESTOPPED)
         return cw_diag_set(s->d, rc,
                            "stopped while the database's disk was full: the buckets not yet "
@@ -794,7 +661,7 @@ static bool serve_without_source(svc_t *s, int64_t until, bool reloads)
                 CW_LOGE("reload failed: %s", s->d->msg);
             }
         }
-        if (s->maps && !atomic_load(&s->status.ingest_done)) serve_maps(s);
+        if (s->pipe && !atomic_load(&s->status.ingest_done)) cw_pipeline_serve_maps(s->pipe);
         int64_t left = until == INT64_MAX ? INT64_MAX : until - cw_plat_mono_ns();
         if (left <= 0) return false;
         cw_plat_sleep_ns(left < 100000000 ? left : 100000000);
@@ -874,11 +741,7 @@ static void source_opened(svc_t *s, const char *name)
  * evaluates the instants after it meanwhile, and must find it stored. */
 static int end_tracking(svc_t *s)
 {
-    int64_t last = cw_pipeline_last_ts(s->pipe);
-    s->advance_to = last;
-    int rc = last == INT64_MIN ? 0 : take_snapshots(s, last + 1, true);
-    if (rc == 0) rc = cw_pipeline_end_all(s->pipe);
-    s->advance_to = INT64_MIN; /* the snapshots are taken */
+    int rc = cw_pipeline_end_tracking(s->pipe);
     if (rc == 0) rc = cw_agg_flush(s->agg);
     return rc;
 }
@@ -910,234 +773,253 @@ out:
     return rc;
 }
 
-int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
+/* ---- the run, step by step (cw_service_run) --------------------------------- */
+
+static int oom(cw_diag_t *d, int rc)
 {
-    cw_config_t cfg;
-    const char **files = NULL;
-    size_t nfiles = 0;
-    const cw_source_ops_t *ops = NULL;
-    void *src = NULL;
-    cw_http_t *http = NULL;
-    char *stored_platform = NULL;
-    cw_diag_t wd = {{0}};
-    int rc;
-    svc_t *s = calloc(1, sizeof *s);
+    return cw_diag_set(d, rc, "out of memory starting the service");
+}
 
-    if (!s) return cw_diag_set(d, CW_ENOMEM, "out of memory");
-    s->args = a;
-    s->d = d;
-    s->stored_end = INT64_MIN;
-    s->advance_to = INT64_MIN;
-    cw_backoff_init(&s->backoff);
-    atomic_store(&stop_flag, false);
-    atomic_store(&reload_flag, false);
-    cw_plat_heap_mmap_threshold(HEAP_MMAP_THRESHOLD);
-    if ((rc = load_config(a, &cfg, d)) != 0) goto out;
-    if ((rc = rules_from(a, &cfg, &files, &nfiles)) != 0) goto out;
-    apply_log_level(&cfg);
-
-    const char *db_path = a->db ? a->db : cfg.db;
-    if (a->serve) {
-        cw_status_init(&s->status, "none", true, cw_plat_wall_ns(), cw_plat_mono_ns());
-        rc = serve_stored(s, &cfg, db_path, files, nfiles, d);
-        goto out;
-    }
-    const char *spec = a->source ? a->source : cfg.source ? cfg.source : cw_source_live();
-    const char *arg = "";
-    if (!spec) {
-        rc = cw_diag_set(d, CW_EUSAGE,
-                         "this build has no live source for %s (perf is Linux's, etw "
-                         "Windows'); give --source replay:PATH or --source etl:FILE",
-                         cw_plat_name());
-        goto out;
-    }
-    if (!(ops = cw_source_lookup(spec, &arg, d))) {
-        rc = CW_EUSAGE;
-        goto out;
-    }
-    bool replay = strcmp(ops->name, "replay") == 0;
-    if ((a->rebase_now || a->speed > 0) && !replay) {
-        rc = cw_diag_set(d, CW_EUSAGE, "--rebase-now and --speed are for replay sources only");
-        goto out;
-    }
+/* --source (or the configuration's, or the live default) to its ops, with
+ * the checks of the options that depend on it; the status record starts
+ * here. */
+static int resolve_source(svc_t *s, const cw_source_ops_t **ops, const char **arg)
+{
+    const cw_service_args_t *a = s->args;
+    s->spec = a->source ? a->source : s->cfg.source ? s->cfg.source : cw_source_live();
+    if (!s->spec)
+        return cw_diag_set(s->d, CW_EUSAGE,
+                           "this build has no live source for %s (perf is Linux's, etw "
+                           "Windows'); give --source replay:PATH or --source etl:FILE",
+                           cw_plat_name());
+    if (!(*ops = cw_source_lookup(s->spec, arg, s->d))) return CW_EUSAGE;
+    bool replay = strcmp((*ops)->name, "replay") == 0;
+    if ((a->rebase_now || a->speed > 0) && !replay)
+        return cw_diag_set(s->d, CW_EUSAGE, "--rebase-now and --speed are for replay sources only");
     /* A file (a JSONL trace or an .etl) is data of the past: the API's
      * clock is its end, as for a replay. The platform's live source (perf,
      * etw) runs until stopped: its errors, and its end, degrade the
      * service, which tries it again; the others' (a file, a rundown
      * snapshot) end the run, and their end is the end of input. */
-    bool file = replay || strcmp(ops->name, "etl") == 0;
-    bool live = cw_source_live() && strcmp(ops->name, cw_source_live()) == 0;
+    bool file = replay || strcmp((*ops)->name, "etl") == 0;
+    bool live = cw_source_live() && strcmp((*ops)->name, cw_source_live()) == 0;
     /* Degraded mode shows itself through the HTTP server (health, metrics,
      * banner, the source_down alert); without one nothing would, so with
      * --no-http a live source's failure ends the run like any other's. */
-    bool degrade = live && !a->no_http;
-    cw_status_init(&s->status, spec, file, cw_plat_wall_ns(), cw_plat_mono_ns());
+    s->degrade = live && !a->no_http;
+    cw_status_init(&s->status, s->spec, file, cw_plat_wall_ns(), cw_plat_mono_ns());
     /* The wall clock's offset from now on: a step before the first tick
      * is noted at that tick. */
     s->clock_off = INT64_MIN;
     cw_clock_step(&s->clock_off, cw_plat_wall_ns(), cw_plat_mono_ns(), CLOCK_STEP_NOTE_NS);
+    return 0;
+}
 
-    /* Open the store and continue its numbering. */
-    uint32_t next_proc = 1;
-    if ((rc = cw_stacks_create(&s->stacks)) != 0) goto oom;
-    if ((rc = cw_store_open(db_path, &cfg.store, &s->store, d)) != 0) goto out;
-    if ((rc = recover_journal(s, d)) != 0) goto out;
-    if ((rc = cw_store_load_state(s->store, s->stacks, &next_proc, &s->stored_end, d)) != 0)
-        goto out;
-    if ((rc = end_open(s, d)) != 0) goto out;
-    uint32_t stored_frames = cw_stacks_frame_count(s->stacks);
-    uint32_t stored_stacks = cw_stacks_count(s->stacks);
-    if (stored_stacks <= 1) stored_stacks = 0; /* nothing stored yet: send stack 0 too */
+/* Opens the store, stores what a killed run left, and continues its
+ * numbering (stacks, instances, the stored end). */
+static int open_store(svc_t *s)
+{
+    int rc;
+    s->next_proc = 1;
+    if ((rc = cw_stacks_create(&s->stacks)) != 0) return oom(s->d, rc);
+    if ((rc = cw_store_open(s->db_path, &s->cfg.store, &s->store, s->d)) != 0 ||
+        (rc = recover_journal(s, s->d)) != 0 ||
+        (rc = cw_store_load_state(s->store, s->stacks, &s->next_proc, &s->stored_end, s->d)) != 0 ||
+        (rc = end_open(s, s->d)) != 0)
+        return rc;
+    s->stored_frames = cw_stacks_frame_count(s->stacks);
+    s->stored_stacks = cw_stacks_count(s->stacks);
+    if (s->stored_stacks <= 1) s->stored_stacks = 0; /* nothing stored yet: send stack 0 too */
+    return 0;
+}
 
+/* Opens the source (a live one that fails degrades the service instead),
+ * and settles the data's platform with the database. */
+static int open_source(svc_t *s, const cw_source_ops_t *ops, const char *arg)
+{
+    const cw_config_t *cfg = &s->cfg;
     cw_source_opts_t so = {
-        .arg = arg, .stacks = s->stacks, .rebase_now = a->rebase_now, .speed = a->speed,
-        .images = a->images ? a->images : cfg.images, .symbol_path = cfg.symbol_path,
-        .perf_ring_bytes = cfg.perf_ring_bytes, .perf_queue_bytes = cfg.perf_queue_bytes,
-        .perf_unwind_procs = cfg.perf_unwind_procs > UINT32_MAX ? UINT32_MAX
-                                                                 : (uint32_t)cfg.perf_unwind_procs};
-    if ((rc = cw_source_check_images(ops, so.images, d)) != 0) goto out;
+        .arg = arg, .stacks = s->stacks, .rebase_now = s->args->rebase_now,
+        .speed = s->args->speed, .images = s->args->images ? s->args->images : cfg->images,
+        .symbol_path = cfg->symbol_path, .perf_ring_bytes = cfg->perf_ring_bytes,
+        .perf_queue_bytes = cfg->perf_queue_bytes,
+        .perf_unwind_procs = cfg->perf_unwind_procs > UINT32_MAX
+                                 ? UINT32_MAX
+                                 : (uint32_t)cfg->perf_unwind_procs};
     cw_diag_t sd = {{0}};
-    if ((rc = ops->open(&src, &so, &sd)) != 0) {
+    int rc = cw_source_session_open(&s->src, ops, &so, &sd);
+    if (rc != 0) {
         /* A file that cannot be read, or a usage error, ends the run. */
-        src = NULL;
-        if (!degrade || rc == CW_EUSAGE || rc == CW_ENOMEM) {
-            *d = sd;
-            goto out;
+        if (!s->degrade || rc == CW_EUSAGE || rc == CW_ENOMEM) {
+            *s->d = sd;
+            return rc;
         }
-        s->db_path = db_path;
         source_failed(s, ops->name, sd.msg[0] ? sd.msg : cw_strerror(rc), cw_plat_wall_ns());
     } else {
         source_opened(s, ops->name);
     }
-    if ((rc = cw_store_meta_get(s->store, "platform", &stored_platform, d)) != 0) goto out;
+    if ((rc = cw_store_meta_get(s->store, "platform", &s->stored_platform, s->d)) != 0) return rc;
     /* One database holds the data of one platform: its stacks are tagged
      * with that platform's rules. A live source that did not open gives
      * this machine's data when it does. */
-    s->platform = src ? ops->platform(src) : stored_platform ? stored_platform : cw_plat_name();
-    if (stored_platform && strcmp(stored_platform, s->platform) != 0) {
-        rc = cw_diag_set(d, CW_EINVAL,
-                         "%s holds %s data and this source gives %s data; use another --db "
-                         "(`commitwatch serve --db %s` serves it read-only)",
-                         db_path, stored_platform, s->platform, db_path);
-        goto out;
-    }
-    if (!stored_platform && (rc = cw_store_meta_set(s->store, "platform", s->platform, d)) != 0)
-        goto out;
-    if ((rc = record_commit_limit(s, ops, src, d)) != 0) goto out;
-    rc = cw_stacktags_tagger_for(cw_stacktags_platform(s->platform), files, nfiles, &s->tagger, d);
-    if (rc != 0) goto out;
-    if ((rc = retag(s, d)) != 0) goto out;
-    if ((rc = record_rules(s, files, nfiles, d)) != 0) goto out;
-    if ((rc = writer_start(s)) != 0) {
-        cw_diag_set(d, rc, "cannot start the store writer: %s", cw_strerror(rc));
-        goto out;
-    }
-    s->db_path = db_path;
-    {
-        /* A bad alert rule at the start is warned about and the rest load;
-         * /api/health names it ("config"). */
-        cw_alert_rules_t arules;
-        cw_status_config_t c = {.ok = true, .at_ns = cw_plat_wall_ns()};
-        if ((rc = alert_rules_load(&cfg, &arules, false, &c)) != 0) goto oom;
-        cw_status_config_set(&s->status, &c);
-        rc = alerts_apply(s, &cfg, &arules, d);
-        cw_alert_rules_free(&arules);
-        if (rc != 0) goto out;
-    }
-    if ((rc = cw_agg_create(CW_NS_PER_S, s->stacks, s->tagger, stored_frames, stored_stacks,
-                            emit_batch, s, &s->agg)) != 0)
-        goto oom;
-    cw_agg_set_fold(s->agg, cfg.fold_lifetime_ns, cfg.fold_size_bytes);
+    s->platform = s->src.impl           ? cw_source_session_platform(&s->src)
+                  : s->stored_platform ? s->stored_platform
+                                       : cw_plat_name();
+    if (s->stored_platform && strcmp(s->stored_platform, s->platform) != 0)
+        return cw_diag_set(s->d, CW_EINVAL,
+                           "%s holds %s data and this source gives %s data; use another --db "
+                           "(`commitwatch serve --db %s` serves it read-only)",
+                           s->db_path, s->stored_platform, s->platform, s->db_path);
+    if (!s->stored_platform &&
+        (rc = cw_store_meta_set(s->store, "platform", s->platform, s->d)) != 0)
+        return rc;
+    return record_commit_limit(s, ops, s->src.impl, s->d);
+}
+
+/* The tagger of the data's platform; the stored stacks re-tagged when the
+ * rules changed, and the rules recorded. */
+static int prepare_tagging(svc_t *s)
+{
+    int rc = cw_stacktags_tagger_for(cw_stacktags_platform(s->platform), s->files, s->nfiles,
+                                     &s->tagger, s->d);
+    if (rc == 0) rc = retag(s, s->d);
+    if (rc == 0) rc = record_rules(s, s->files, s->nfiles, s->d);
+    return rc;
+}
+
+/* The writer thread, then the alert engine that reads what it stores. */
+static int start_writer_and_alerts(svc_t *s)
+{
+    int rc = writer_start(s);
+    if (rc != 0) return cw_diag_set(s->d, rc, "cannot start the store writer: %s", cw_strerror(rc));
+    /* A bad alert rule at the start is warned about and the rest load;
+     * /api/health names it ("config"). */
+    cw_alert_rules_t arules;
+    cw_status_config_t c = {.ok = true, .at_ns = cw_plat_wall_ns()};
+    if ((rc = alert_rules_load(&s->cfg, &arules, false, &c)) != 0) return oom(s->d, rc);
+    cw_status_config_set(&s->status, &c);
+    rc = alerts_apply(s, &s->cfg, &arules, s->d);
+    cw_alert_rules_free(&arules);
+    return rc;
+}
+
+/* The event path: source -> pipeline (tracker) -> aggregator -> pipeline
+ * (map snapshots) -> writer. The service only wires it; the pipeline does
+ * the per-event work and calls back between events (between_events). */
+static int build_pipeline(svc_t *s)
+{
+    int rc = cw_agg_create(CW_NS_PER_S, s->stacks, s->tagger, s->stored_frames,
+                           s->stored_stacks, to_writer, s, &s->agg);
+    if (rc != 0) return oom(s->d, rc);
+    cw_agg_set_fold(s->agg, s->cfg.fold_lifetime_ns, s->cfg.fold_size_bytes);
     cw_tracker_sink_t sink = cw_agg_sink(s->agg);
-    if ((rc = cw_pipeline_create(&sink, s->agg, next_proc, &s->pipe)) != 0) goto oom;
-    if ((rc = cw_mapreq_create(&s->maps)) != 0) goto oom;
+    if ((rc = cw_pipeline_create(&sink, s->agg, s->next_proc, &s->pipe)) != 0 ||
+        (rc = cw_mapreq_create(&s->maps)) != 0)
+        return oom(s->d, rc);
+    cw_pipeline_serve_opts_t po = {&s->status,  s->maps,        &map_policy, s->stored_end,
+                                   &reload_flag, between_events, s,           to_writer, s};
+    cw_pipeline_serve(s->pipe, &po);
+    return 0;
+}
 
-    /* HTTP workers read the database through their own connections. A
-     * replay's API clock is its data's end, so "the last hour" shows it. */
-    if ((rc = http_start(s, &cfg, db_path, files, nfiles, false, &http, d)) != 0) goto out;
+/* One run of the open source into the pipeline. 0 with *again when a
+ * live source died (closed, tracking ended: tried again later), else the
+ * run's end (0 or the error, d filled). */
+static int run_source_once(svc_t *s, bool *again)
+{
+    cw_diag_t sd = {{0}}, *d = s->d;
+    const char *name = s->src.ops->name;
+    int rc = 0;
+    *again = false;
+    CW_LOGI("ingesting from %s into %s (stack tags: %s)", s->spec, s->db_path,
+            cw_tagger_rules_hash(s->tagger));
+    cw_source_sink_t feed = cw_pipeline_source_sink(s->pipe, d);
+    if (!atomic_load(&stop_flag)) rc = cw_source_session_run(&s->src, &feed, s->degrade ? &sd : d);
+    if (!s->degrade || cw_pipeline_failed(s->pipe)) {
+        if (s->degrade && rc != 0 && !d->msg[0]) *d = sd;
+        return rc;
+    }
+    /* A stop: what the live source said as it ended is no error of the
+     * service's (a stop may land while it fails at a retry). */
+    if (atomic_load(&stop_flag)) return 0;
+    /* The live source died, or its input ended (a session stopped by
+     * someone else). */
+    char why[sizeof sd.msg + 64];
+    if (rc != 0)
+        snprintf(why, sizeof why, "%s", sd.msg[0] ? sd.msg : cw_strerror(rc));
+    else
+        snprintf(why, sizeof why, "its input ended (the session was stopped from outside)");
+    rc = end_tracking(s);
+    cw_source_session_close(&s->src);
+    if (rc != 0) return cw_diag_set(d, rc, "storing the last bucket failed: %s", cw_strerror(rc));
+    /* The data ends where tracking ended: the gap starts there. */
+    int64_t end = cw_pipeline_last_ts(s->pipe);
+    source_failed(s, name, why, end == INT64_MIN ? cw_plat_wall_ns() : end);
+    *again = true;
+    return 0;
+}
 
-    if (a->on_running) a->on_running(a->ctx);
-    cw_source_sink_t ss = {s, sink_event, sink_tick, on_counters, on_drops, on_correction};
-    /* Run the source; a live one that fails or ends is tried again on
-     * the backoff schedule while the stored data is served (degraded). */
-    while (!atomic_load(&stop_flag)) {
-        if (!src) {
+/* Runs the source until its end or a stop; a live one that fails or ends
+ * is tried again on the backoff schedule while the stored data is served
+ * (degraded). */
+static int run_source_loop(svc_t *s)
+{
+    const char *name = s->src.ops->name;
+    int rc = 0;
+    bool again = true;
+    while (again && !atomic_load(&stop_flag)) {
+        if (!s->src.impl) {
+            cw_diag_t sd = {{0}};
             if (serve_without_source(s, s->backoff.next_ns, true)) break;
-            if ((rc = ops->open(&src, &so, &sd)) != 0) {
-                src = NULL;
-                source_failed(s, ops->name, sd.msg[0] ? sd.msg : cw_strerror(rc),
-                              cw_plat_wall_ns());
+            if ((rc = cw_source_session_reopen(&s->src, &sd)) != 0) {
+                source_failed(s, name, sd.msg[0] ? sd.msg : cw_strerror(rc), cw_plat_wall_ns());
                 rc = 0;
                 continue;
             }
-            if (strcmp(ops->platform(src), s->platform) != 0) {
-                rc = cw_diag_set(d, CW_EINVAL, "the %s source gives %s data and %s holds %s data",
-                                 ops->name, ops->platform(src), db_path, s->platform);
-                break;
-            }
-            source_opened(s, ops->name);
+            const char *got = cw_source_session_platform(&s->src);
+            if (strcmp(got, s->platform) != 0)
+                return cw_diag_set(s->d, CW_EINVAL,
+                                   "the %s source gives %s data and %s holds %s data", name, got,
+                                   s->db_path, s->platform);
+            source_opened(s, name);
         }
-        atomic_store(&active_src, src);
-        atomic_store(&active_ops, ops);
-        CW_LOGI("ingesting from %s into %s (stack tags: %s)", spec, db_path,
-                cw_tagger_rules_hash(s->tagger));
-        memset(&sd, 0, sizeof sd);
-        s->sink_failed = false;
-        if (!atomic_load(&stop_flag)) rc = ops->run(src, &ss, degrade ? &sd : d);
-        atomic_store(&active_ops, NULL);
-        atomic_store(&active_src, NULL);
-        if (!degrade || s->sink_failed) {
-            if (degrade && rc != 0 && !d->msg[0]) *d = sd;
-            break;
-        }
-        /* A stop: what the live source said as it ended is no error of
-         * the service's (a stop may land while it fails at a retry). */
-        if (atomic_load(&stop_flag)) {
-            rc = 0;
-            break;
-        }
-        /* The live source died, or its input ended (a session stopped by
-         * someone else). */
-        char why[sizeof sd.msg + 64];
-        if (rc != 0)
-            snprintf(why, sizeof why, "%s", sd.msg[0] ? sd.msg : cw_strerror(rc));
-        else
-            snprintf(why, sizeof why, "its input ended (the session was stopped from outside)");
-        rc = end_tracking(s);
-        ops->close(src);
-        src = NULL;
-        if (rc != 0) {
-            cw_diag_set(d, rc, "storing the last bucket failed: %s", cw_strerror(rc));
-            break;
-        }
-        /* The data ends where tracking ended: the gap starts there. */
-        int64_t end = cw_pipeline_last_ts(s->pipe);
-        source_failed(s, ops->name, why, end == INT64_MIN ? cw_plat_wall_ns() : end);
+        rc = run_source_once(s, &again);
     }
+    return rc;
+}
+
+/* The end of ingestion: the down time closed, the last figures, every
+ * instance still alive ended (tracking ends with this run; their last
+ * maps stored; live maps are no more, the stored ones answer), the last
+ * bucket stored. rc: the run's result so far; returns the new one. */
+static int finish_ingest(svc_t *s, int rc)
+{
     /* Stopped while the source was down: the down time ends with the
      * service. */
     if (s->backoff.failures) record_downtime(s, false, cw_plat_wall_ns());
     atomic_store(&s->status.events_ingested, cw_pipeline_events(s->pipe));
     publish_memory(s, true);
-    /* Instances still alive end here: tracking ends with this run. Their
-     * last maps are stored; live maps are no more (the stored ones answer). */
-    s->advance_to = INT64_MIN;
-    int64_t last = cw_pipeline_last_ts(s->pipe);
-    int flush_rc = last == INT64_MIN ? 0 : take_snapshots(s, last + 1, true);
-    if (flush_rc == 0) flush_rc = cw_pipeline_end_all(s->pipe);
+    int flush_rc = cw_pipeline_end_tracking(s->pipe);
     cw_mapreq_close(s->maps);
     if (flush_rc == 0) flush_rc = cw_agg_flush(s->agg);
     if (rc == 0 && flush_rc != 0)
-        rc = cw_diag_set(d, flush_rc, "storing the last bucket failed: %s", cw_strerror(flush_rc));
-    goto out;
-oom:
-    rc = cw_diag_set(d, rc, "out of memory starting the service");
-out:
+        rc = cw_diag_set(s->d, flush_rc, "storing the last bucket failed: %s",
+                         cw_strerror(flush_rc));
+    return rc;
+}
+
+/* Everything stored: the writer stopped, the alert engine drained; a
+ * replay's data served on until stopped; then every stage stopped and
+ * freed. rc: the run's result; returns the final one. */
+static int finish(svc_t *s, int rc)
+{
+    const cw_service_args_t *a = s->args;
+    cw_diag_t wd = {{0}};
     if (s->writer) {
         int wrc = writer_stop(s, &wd);
         if (wrc != 0 && rc == 0) {
             rc = wrc;
-            *d = wd;
+            *s->d = wd;
         } else if (wrc != 0) {
             CW_LOGE("%s", wd.msg);
         }
@@ -1145,7 +1027,7 @@ out:
     /* Everything is stored: the engine evaluates up to the end of the
      * data (a replay's last instants) before the service leaves or idles. */
     cw_alert_engine_drain(s->alerts);
-    if (http && rc == 0 && !a->exit_at_end && !atomic_load(&stop_flag)) {
+    if (s->http && rc == 0 && !a->exit_at_end && !atomic_load(&stop_flag)) {
         /* The input has ended (a replay) and every bucket is stored: keep
          * serving it until stopped. SIGHUP still reloads: the rules re-tag
          * the stored stacks. */
@@ -1155,29 +1037,68 @@ out:
                 s->pipe ? cw_pipeline_events(s->pipe) : 0);
         serve_without_source(s, INT64_MAX, true);
     }
-    cw_http_stop(http);
+    cw_http_stop(s->http);
     if (s->maps) cw_mapreq_close(s->maps); /* an error path may not have closed it */
     alerts_stop(s);
     uint64_t events = s->pipe ? cw_pipeline_events(s->pipe) : 0;
     if (rc == 0 && !a->serve)
         CW_LOGI("%s: %" PRIu64 " events stored in %s",
-                atomic_load(&stop_flag) ? "stopped" : "end of input", events,
-                a->db ? a->db : cfg.db);
+                atomic_load(&stop_flag) ? "stopped" : "end of input", events, s->db_path);
     else if (rc != 0 && events > 0)
-        CW_LOGE("the %" PRIu64 " events before the error are stored in %s", events,
-                a->db ? a->db : cfg.db);
+        CW_LOGE("the %" PRIu64 " events before the error are stored in %s", events, s->db_path);
     cw_pipeline_destroy(s->pipe);
     cw_mapreq_destroy(s->maps);
-    cw_batch_free(s->map_pending);
     cw_agg_destroy(s->agg);
-    if (ops && src) ops->close(src);
+    atomic_store(&active_session, NULL);
+    cw_source_session_close(&s->src);
     cw_tagger_destroy(s->tagger);
     cw_store_close(s->side);
     cw_store_close(s->store);
     cw_stacks_destroy(s->stacks);
-    free(stored_platform);
-    free(files);
-    cw_config_free(&cfg);
+    free(s->stored_platform);
+    free(s->files);
+    cw_config_free(&s->cfg);
     free(s);
     return rc;
+}
+
+/* The composition root: configuration -> store -> source -> stacks and
+ * tagger -> writer and alerts -> pipeline -> HTTP, then the source's run
+ * (with the degraded mode's retries), then the end in reverse order. */
+int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
+{
+    const cw_source_ops_t *ops = NULL;
+    const char *arg = "";
+    int rc;
+    svc_t *s = calloc(1, sizeof *s);
+
+    if (!s) return cw_diag_set(d, CW_ENOMEM, "out of memory");
+    s->args = a;
+    s->d = d;
+    s->stored_end = INT64_MIN;
+    atomic_store(&active_session, &s->src);
+    cw_backoff_init(&s->backoff);
+    atomic_store(&stop_flag, false);
+    atomic_store(&reload_flag, false);
+    cw_plat_heap_mmap_threshold(HEAP_MMAP_THRESHOLD);
+    if ((rc = load_config(a, &s->cfg, d)) != 0 ||
+        (rc = rules_from(a, &s->cfg, &s->files, &s->nfiles)) != 0)
+        return finish(s, rc);
+    apply_log_level(&s->cfg);
+    s->db_path = a->db ? a->db : s->cfg.db;
+    if (a->serve) {
+        cw_status_init(&s->status, "none", true, cw_plat_wall_ns(), cw_plat_mono_ns());
+        return finish(s, serve_stored(s, &s->cfg, s->db_path, s->files, s->nfiles, d));
+    }
+    if ((rc = resolve_source(s, &ops, &arg)) != 0 || (rc = open_store(s)) != 0 ||
+        (rc = open_source(s, ops, arg)) != 0 || (rc = prepare_tagging(s)) != 0 ||
+        (rc = start_writer_and_alerts(s)) != 0 || (rc = build_pipeline(s)) != 0)
+        return finish(s, rc);
+    /* HTTP workers read the database through their own connections. A
+     * replay's API clock is its data's end, so "the last hour" shows it. */
+    rc = http_start(s, &s->cfg, s->db_path, s->files, s->nfiles, false, &s->http, d);
+    if (rc != 0) return finish(s, rc);
+    if (a->on_running) a->on_running(a->ctx);
+    rc = run_source_loop(s);
+    return finish(s, finish_ingest(s, rc));
 }

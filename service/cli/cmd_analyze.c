@@ -47,17 +47,6 @@ static const char usage_text[] =
 #define WHOLE_FROM (INT64_MIN + 1)
 #define WHOLE_TO INT64_MAX
 
-typedef struct analyze_ctx {
-    cw_pipeline_t *pipe;
-    cw_diag_t *d;
-} analyze_ctx_t;
-
-static int feed(void *ctx, const cw_event_t *ev)
-{
-    analyze_ctx_t *a = ctx;
-    return cw_pipeline_feed(a->pipe, ev, a->d);
-}
-
 /* The command line. */
 typedef struct analyze_args {
     const char *source, *db, *images;
@@ -68,6 +57,7 @@ typedef struct analyze_args {
     size_t nrules;
 } analyze_args_t;
 
+/* Shaped like run's: each command's options are its own table (data). */
 #define F(f) offsetof(analyze_args_t, f)
 static const cw_cli_opt_t opts[] = {
     {"--source", CW_CLI_STR, F(source), 0, NULL},
@@ -94,21 +84,19 @@ static int analyze_trace(const cw_source_ops_t *ops, const char *path, int64_t f
     cw_tagger_t *tagger = NULL;
     cw_analysis_t *an = NULL;
     cw_pipeline_t *pipe = NULL;
-    void *src = NULL;
+    cw_source_session_t ss = {0};
     int rc;
 
     if ((rc = cw_stacks_create(&stacks)) != 0) goto done;
     cw_source_opts_t so = {.arg = path, .stacks = stacks, .images = args->images};
-    if ((rc = cw_source_check_images(ops, args->images, d)) != 0 || (rc = ops->open(&src, &so, d)) != 0)
-        goto done;
-    rc = cw_cli_make_tagger(ops->platform(src), args->rules, args->nrules, &tagger, d);
+    if ((rc = cw_source_session_open(&ss, ops, &so, d)) != 0) goto done;
+    rc = cw_cli_make_tagger(cw_source_session_platform(&ss), args->rules, args->nrules, &tagger, d);
     if (rc != 0) goto done;
     if ((rc = cw_analysis_create(from, to, &an)) != 0) goto done;
     cw_tracker_sink_t sink = cw_analysis_sink(an);
     if ((rc = cw_pipeline_create(&sink, NULL, 1, &pipe)) != 0) goto done;
-    analyze_ctx_t ctx = {pipe, d};
-    cw_source_sink_t ss = {&ctx, feed, NULL, NULL, NULL, NULL};
-    if ((rc = ops->run(src, &ss, d)) != 0) goto done;
+    cw_source_sink_t sink_feed = cw_pipeline_source_sink(pipe, d);
+    if ((rc = cw_source_session_run(&ss, &sink_feed, d)) != 0) goto done;
     cw_pipeline_finish(pipe);
     if ((rc = cw_analysis_report(an, stacks, tagger, stacks_wanted, out)) != 0) goto done;
 
@@ -126,7 +114,7 @@ done:
     cw_pipeline_destroy(pipe);
     cw_analysis_destroy(an);
     cw_tagger_destroy(tagger);
-    if (src) ops->close(src);
+    cw_source_session_close(&ss);
     cw_stacks_destroy(stacks);
     if (rc == CW_ENOMEM) cw_diag_set(d, rc, "out of memory");
     return rc;

@@ -27,15 +27,12 @@ static const char usage_text[] =
     "                   name the frames in them\n"
     "  --verbose, -v    log the source's statistics\n";
 
-/* The running source, for the stop hook (a signal handler). */
-static const cw_source_ops_t *_Atomic active_ops;
-static void *_Atomic active_src;
+/* The source's session, for the stop hook (a signal handler). */
+static cw_source_session_t *_Atomic active;
 
 static void on_stop(void)
 {
-    const cw_source_ops_t *ops = atomic_load(&active_ops);
-    void *src = atomic_load(&active_src);
-    if (ops && src) ops->stop(src);
+    cw_source_session_stop(atomic_load(&active));
 }
 
 typedef struct record_args {
@@ -44,6 +41,7 @@ typedef struct record_args {
     bool verbose;
 } record_args_t;
 
+/* Shaped like analyze's and run's: each command's options are its own table (data). */
 #define F(f) offsetof(record_args_t, f)
 static const cw_cli_opt_t opts[] = {
     {"--source", CW_CLI_STR, F(source), 0, NULL},
@@ -117,7 +115,7 @@ int cw_cmd_record(int argc, char **argv)
 
     cw_diag_t d = {{0}};
     cw_stacks_t *stacks = NULL;
-    void *src = NULL;
+    cw_source_session_t ss = {0};
     rec_ctx_t r = {0};
     int rc = cw_stacks_create(&stacks);
     if (rc) {
@@ -125,31 +123,29 @@ int cw_cmd_record(int argc, char **argv)
         goto done;
     }
     cw_source_opts_t so = {.arg = source_rest, .stacks = stacks, .images = a.images};
-    if ((rc = cw_source_check_images(ops, a.images, &d)) || (rc = ops->open(&src, &so, &d))) goto done;
+    if ((rc = cw_source_session_open(&ss, ops, &so, &d)) != 0) goto done;
     cw_trace_header_t h = {{0}, 8, 0};
-    cw_strlcpy(h.platform, ops->platform(src), sizeof h.platform);
+    cw_strlcpy(h.platform, cw_source_session_platform(&ss), sizeof h.platform);
     /* The machine's commit limit goes into the header: a replay forecasts
      * against it (docs/ALERTS.md, "Time to limit"). A recorded input
      * passes its own on, when it has one. */
     uint64_t used;
     bool enforced;
     const char *why;
-    if (ops->commit_limit ? ops->commit_limit(src, &h.commit_limit, &why) != 0
+    if (ops->commit_limit ? ops->commit_limit(ss.impl, &h.commit_limit, &why) != 0
                           : cw_plat_commit_limit(&h.commit_limit, &used, &enforced) != 0)
         h.commit_limit = 0;
     if ((rc = cw_trace_writer_open(out, &h, stacks, &r.w, &d))) goto done;
     if (duration) r.deadline = cw_plat_mono_ns() + duration * CW_NS_PER_S;
 
-    atomic_store(&active_src, src);
-    atomic_store(&active_ops, ops);
+    atomic_store(&active, &ss);
     cw_plat_catch_stop(on_stop, NULL);
     CW_LOGI("recording from %s into %s%s", source_arg, out,
             duration ? "" : " (SIGINT or SIGTERM stops)");
     cw_source_sink_t sink = {&r, rec_emit, rec_tick, rec_counters, NULL, NULL};
-    rc = ops->run(src, &sink, &d);
-    atomic_store(&active_ops, NULL);
-    atomic_store(&active_src, NULL);
+    rc = cw_source_session_run(&ss, &sink, &d);
     cw_plat_catch_stop(NULL, NULL);
+    atomic_store(&active, NULL);
 done:;
     cw_diag_t wd = {{0}};
     int wrc = cw_trace_writer_close(r.w, &wd);
@@ -157,7 +153,7 @@ done:;
         rc = wrc;
         d = wd;
     }
-    if (ops && src) ops->close(src);
+    cw_source_session_close(&ss);
     cw_stacks_destroy(stacks);
     if (rc) {
         fprintf(stderr, "commitwatch record: %s\n", d.msg[0] ? d.msg : cw_strerror(rc));

@@ -20,6 +20,7 @@ static const char usage_text[] =
     "  --listen ADDR:PORT serve there (default 127.0.0.1:8470)\n\n"
     "Only GET requests are served (no silences, no reload). SIGINT/SIGTERM stop it.\n";
 
+/* run's first entries again: each command's options are its own table (data). */
 #define F(f) offsetof(cw_service_args_t, f)
 static const cw_cli_opt_t opts[] = {
     {"--db", CW_CLI_STR, F(db), 0, NULL},

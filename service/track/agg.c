@@ -540,6 +540,12 @@ int cw_agg_create(int64_t width_ns, cw_stacks_t *stacks, cw_tagger_t *tagger,
     return 0;
 }
 
+void cw_agg_set_emit(cw_agg_t *a, cw_agg_emit_fn emit, void *emit_ctx)
+{
+    a->emit = emit;
+    a->emit_ctx = emit_ctx;
+}
+
 void cw_agg_destroy(cw_agg_t *a)
 {
     if (!a) return;
