@@ -439,6 +439,14 @@ static void test_openapi_routes(int port)
     free(body);
 }
 
+/* Progress on stderr, so that a run that hangs (a timeout in ctest) says
+ * in its output which step it was in. */
+static void step(const char *what)
+{
+    fprintf(stderr, "test_http: %s\n", what);
+    fflush(stderr);
+}
+
 static void test_server(void)
 {
     cw_status_t st;
@@ -469,6 +477,7 @@ static void test_server(void)
     ASSERT_EQ(http(port, "GET", "/api/processes/12x", body, sizeof body), 400);
     ASSERT_EQ(http(port, "GET", "/api/openapi.json", body, sizeof body), 200);
     ASSERT_TRUE(strstr(body, "\"openapi\":\"3.") != NULL);
+    step("the route table against /api/openapi.json");
     test_openapi_routes(port);
     ASSERT_EQ(http(port, "GET", "/", body, sizeof body), 200);
     ASSERT_TRUE(strstr(body, "commitwatch") != NULL);
@@ -476,6 +485,7 @@ static void test_server(void)
     ASSERT_EQ(http(port, "GET", "/%2e%2e/CMakeLists.txt", body, sizeof body), 404);
     ASSERT_EQ(http(port, "GET", "/.gitignore", body, sizeof body), 404);
     ASSERT_EQ(http(port, "GET", "/node_modules/uplot/package.json", body, sizeof body), 404);
+    step("stopping the server");
     cw_http_stop(h);
 
     /* A token allows other methods through to the (absent) operation. */
@@ -484,7 +494,9 @@ static void test_server(void)
     ASSERT_EQ(http(cw_http_port(h), "POST", "/api/health", body, sizeof body), 401);
     cw_http_stop(h);
     o.token = NULL;
+    step("the state-changing routes");
     test_changes(o);
+    step("slow clients");
     test_slow_clients(o);
 
     o.listen = "127.0.0.1:notaport";
@@ -554,7 +566,9 @@ int main(void)
     test_query();
     test_security();
     sock_init();
+    step("the server");
     test_server();
+    step("the vendored packages");
     test_vendor();
     TEST_DONE();
 }
