@@ -91,6 +91,44 @@ if [[ ! -f $WINEPREFIX/system.reg ]]; then
   flock -u 9
   exec 9>&-
 fi
+# A watchdog beside the program: Wine 8's wineserver aborts now and then
+# (server/sock.c, complete_async_poll: "Assertion `output->count ==
+# signaled_count' failed"; tests/unit/test_http.c and
+# tests/e2e/cwservice.py say what sets it off), and its programs then
+# hang until their test's timeout. When the prefix's wineserver (the
+# process whose working folder is the prefix's server-DEV-INODE folder) is gone
+# while the program still runs, the watchdog says so on the program's
+# standard error, with the end of the server's log, and ends the program
+# (exit status 137): a failure named at once, not after ctest's timeout.
+# It holds none of the program's outputs, so it never delays their end.
+watchdog() {
+  local prog=$1 st server seen=0
+  st=$(stat -c '%d %i' "$WINEPREFIX") || return 0
+  server=server-$(printf '%x-%x' $st)
+  while [[ -e /proc/$prog ]] && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$prog/stat" 2>/dev/null; do
+    if server_alive "$server"; then
+      seen=1
+    elif ((seen)); then
+      sleep 1
+      [[ -e /proc/$prog ]] && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$prog/stat" 2>/dev/null || return 0
+      {
+        echo "wine_run: the prefix's wineserver ended while the program ran (it crashed); stopping the program"
+        [[ -f $WINEPREFIX.wineserver.log ]] && tail -n 3 "$WINEPREFIX.wineserver.log"
+      } >"/proc/$prog/fd/2" 2>/dev/null
+      kill -KILL "$prog" 2>/dev/null
+      return 0
+    fi
+    sleep 1
+  done
+}
+server_alive() {
+  local p
+  for p in $(pgrep -x 'wineserver|wineserver64'); do
+    [[ $(readlink "/proc/$p/cwd" 2>/dev/null) == */"$1" ]] && return 0
+  done
+  return 1
+}
+watchdog $$ </dev/null >/dev/null 2>&1 &
 if [[ ${CW_WINE_STDIN:-} == keep ]]; then
   exec wine "$@"
 fi
