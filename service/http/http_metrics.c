@@ -23,7 +23,8 @@
  * by instance, so two instances of one program stay two series), with
  * the leak score and time to limit of those series, the notification
  * attempts by channel and result (alertdb.h) and the evaluations run.
- * Their cardinality is that of the active series, which the rules bound. */
+ * Their cardinality is that of the active series, which the rules bound.
+ * The profile push's counters (push.h) exist when it is on. */
 #include "http/http_resources.h"
 
 #include <inttypes.h>
@@ -299,6 +300,29 @@ static int alerts(cw__http_req_t *r, cw_buf_t *b)
     return 0;
 }
 
+/* The profile push's counters (push.h), when it is on. */
+static void profile_push(const cw_status_t *st, cw_buf_t *b)
+{
+    if (!st || !st->push_on) return;
+    metric_u64(b, "commitwatch_profile_push_sent_total", "counter",
+               "Profiles the profiling store accepted.", atomic_load(&st->push_sent));
+    metric_u64(b, "commitwatch_profile_push_sent_bytes_total", "counter",
+               "Bytes of the profiles the profiling store accepted (request bodies).",
+               atomic_load(&st->push_sent_bytes));
+    metric_u64(b, "commitwatch_profile_push_retries_total", "counter",
+               "Pushes that failed and are tried again (no response, HTTP 408, 429, 5xx).",
+               atomic_load(&st->push_retries));
+    cw_buf_printf(b,
+                  "# HELP commitwatch_profile_push_dropped_total Profiles dropped: the oldest "
+                  "past profile_push_buffer while the store is down (buffer_full), or refused "
+                  "by it (rejected).\n# TYPE commitwatch_profile_push_dropped_total counter\n"
+                  "commitwatch_profile_push_dropped_total{reason=\"buffer_full\"} %" PRIu64 "\n"
+                  "commitwatch_profile_push_dropped_total{reason=\"rejected\"} %" PRIu64 "\n",
+                  atomic_load(&st->push_dropped_full), atomic_load(&st->push_dropped_rejected));
+    metric_u64(b, "commitwatch_profile_push_queued_bytes", "gauge",
+               "Bytes of the profiles waiting to be pushed.", atomic_load(&st->push_queued_bytes));
+}
+
 int cw__http_metrics(cw__http_req_t *r)
 {
     const cw_status_t *st = r->ctx->status;
@@ -348,6 +372,7 @@ int cw__http_metrics(cw__http_req_t *r)
                       c.ok ? 1 : 0);
     }
     source_losses(st, &b);
+    profile_push(st, &b);
     cw_store_metrics_t *m = NULL;
     cw_diag_t d = {{0}};
     if ((rc = cw_store_metrics(r->store, &m, &d))) {
