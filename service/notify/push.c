@@ -362,8 +362,9 @@ static void thread_main(void *arg)
         }
         int64_t now = cw_plat_mono_ns();
         cw_mutex_lock(p->mu);
+        /* A stop that came meanwhile: poll once more, for the last period. */
+        if (p->stopping != stopping) continue;
         if (p->stopping && (!p->q.n || now >= p->deadline)) break;
-        if (p->stopping != stopping) continue; /* a stop came: poll once more for the end */
         int64_t until = now + POLL_NS, next = cw__pushq_next(&p->q);
         if (p->q.n && next != INT64_MIN && next < until) until = next;
         if (p->stopping && p->deadline < until) until = p->deadline;
