@@ -1,10 +1,13 @@
 /* status.h - what the running service says about itself (/api/health,
  * /metrics). One owner per figure: the service entry point (service.h)
- * writes every field; HTTP workers only read.
+ * writes every field but the store writer's (store_error*) and the
+ * profile push's (push_*, push.h), which those threads write; HTTP
+ * workers only read.
  *
  * Fields without _Atomic are set before the HTTP server starts and never
- * change afterwards; the atomics are written by the core thread and read
- * by any thread (relaxed: each is a figure of its own). */
+ * change afterwards; the atomics are written by their owner thread (the
+ * core thread unless said) and read by any thread (relaxed: each is a
+ * figure of its own). */
 #ifndef COMMITWATCH_STATUS_H
 #define COMMITWATCH_STATUS_H
 
