@@ -23,7 +23,8 @@ PKGS=(
 )
 # Extra packages for the full test suite (browser, metrics, fuzzing, benchmarks).
 if [[ "${1:-}" == "--test" ]]; then
-  # golang-go: `go tool pprof` opens the pprof exports (tests/e2e/test_export.py).
+  # golang-go: `go tool pprof` opens the pprof exports and the pushed profiles
+  # (tests/e2e/test_export.py, test_profile_push.py).
   PKGS+=(golang-go)
   PKGS+=(clang chromium prometheus prometheus-alertmanager wrk heaptrack linux-perf util-linux procps gcc-mingw-w64-x86-64 dpkg-dev)
   PKGS+=(lintian) # test_deb_root.py: Debian's checks on the .deb

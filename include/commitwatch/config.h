@@ -56,6 +56,11 @@ typedef struct cw_config {
     int64_t alert_exec_timeout_ns;
     char *alert_log;              /* "auto" (journald, else syslog; Windows: Event Log), "no" */
     char *external_url;           /* base of generatorURL links; NULL = http://LISTEN */
+    /* The profile push (push.h; docs/FLEET.md). Read at start only. */
+    char *profile_push_url;             /* NULL or "" = off */
+    int64_t profile_push_period_ns;     /* whole seconds */
+    char *profile_push_labels;          /* "k=v,k=v"; NULL = none */
+    uint64_t profile_push_buffer_bytes; /* the queue's bound */
 } cw_config_t;
 
 /* Defaults (strings owned by c). 0 or CW_ENOMEM. */

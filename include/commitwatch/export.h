@@ -6,9 +6,10 @@
  *   folded      flamegraph.pl's input: one line per stack, its frames
  *               outermost first joined by ';', a space and one value;
  *   pprof       a gzipped profile.proto message (pprof, Go's tooling,
- *               Pyroscope, ...) with three sample types, impacting_bytes,
- *               transient_bytes and commit_count, and labels tag, process
- *               and pid on every sample;
+ *               Pyroscope, ...) with four sample types, impacting_bytes,
+ *               transient_bytes, commit_count and commit_bytes (the
+ *               bytes newly committed), and labels tag, process, pid and
+ *               instance on every sample;
  *   speedscope  a speedscope JSON file
  *               (https://www.speedscope.app/file-format-schema.json), one
  *               sampled profile per value (impacting bytes, transient

@@ -25,6 +25,9 @@
 /* "linux" or "windows": the platform this binary runs on, which is also the
  * platform whose default stack tags apply to data of no known platform. */
 const char *cw_plat_name(void);
+/* This machine's name (POSIX gethostname; Windows GetComputerNameA),
+ * truncated to len - 1 bytes; "localhost" when it cannot be read. */
+void cw_plat_hostname(char *buf, size_t len);
 
 /* ---- clocks -------------------------------------------------------------- */
 

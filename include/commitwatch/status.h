@@ -1,10 +1,13 @@
 /* status.h - what the running service says about itself (/api/health,
  * /metrics). One owner per figure: the service entry point (service.h)
- * writes every field; HTTP workers only read.
+ * writes every field but the store writer's (store_error*) and the
+ * profile push's (push_*, push.h), which those threads write; HTTP
+ * workers only read.
  *
  * Fields without _Atomic are set before the HTTP server starts and never
- * change afterwards; the atomics are written by the core thread and read
- * by any thread (relaxed: each is a figure of its own). */
+ * change afterwards; the atomics are written by their owner thread (the
+ * core thread unless said) and read by any thread (relaxed: each is a
+ * figure of its own). */
 #ifndef COMMITWATCH_STATUS_H
 #define COMMITWATCH_STATUS_H
 
@@ -72,6 +75,17 @@ typedef struct cw_status {
     _Atomic int64_t source_next_try_ns; /* wall: the next try; INT64_MIN: none planned */
     _Atomic uint32_t source_error_seq;  /* odd while source_error is being written */
     _Atomic char source_error[512];     /* why it is down ("" when up) */
+    /* ---- the profile push (push.h; docs/FLEET.md). push_on is set
+     * before the HTTP server starts; the push thread writes the rest. */
+    bool push_on;
+    _Atomic uint64_t push_sent, push_sent_bytes; /* profiles the store accepted (2xx), bytes */
+    _Atomic uint64_t push_retries;               /* failed tries that are retried */
+    _Atomic uint64_t push_dropped_full;   /* oldest profiles dropped past profile_push_buffer */
+    _Atomic uint64_t push_dropped_rejected; /* profiles the store refused (4xx but 408, 429) */
+    _Atomic uint64_t push_queued, push_queued_bytes; /* waiting now */
+    _Atomic int64_t push_last_ok_ns;       /* wall: the last accepted push; INT64_MIN: none */
+    _Atomic int64_t push_until_ns;         /* profiles are built up to here; INT64_MIN: none */
+    _Atomic int push_last_status;          /* the last try's HTTP status; -1 no response; 0 none */
 } cw_status_t;
 
 /* A copy of the source's state, taken consistently (cw_status_source_get). */

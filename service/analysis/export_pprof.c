@@ -3,8 +3,11 @@
  * generated at build time from the profile.proto Debian ships with pprof,
  * CMakeLists.txt), gzipped with zlib as pprof writes it.
  *
- * The profile: sample types impacting_bytes/bytes, transient_bytes/bytes
- * and commit_count/count (impacting_bytes the default); one sample per
+ * The profile: sample types impacting_bytes/bytes, transient_bytes/bytes,
+ * commit_count/count (the three values of cw_export_value_t) and
+ * commit_bytes/bytes (the bytes newly committed in the window, size_bytes:
+ * what a profiling store shows as the commit rate, like alloc_space);
+ * impacting_bytes the default; one sample per
  * process and stack, its locations leaf first; every distinct frame text
  * one Function (its name) and one Location (one Line of that function);
  * labels tag, process (its name) and pid, and the number instance (the
@@ -28,6 +31,10 @@ typedef Perftools__Profiles__Function function_t;
 typedef Perftools__Profiles__ValueType value_type_t;
 
 #define NLABELS 4
+/* The export's values, then commit_bytes (pprof only: the flame graph
+ * formats keep their three). */
+#define NTYPES (CW_EXPORT__NVALUES + 1)
+#define COMMIT_BYTES CW_EXPORT__NVALUES
 
 /* Everything the message points into; freed at once. */
 typedef struct pprof_build {
@@ -76,7 +83,7 @@ static int64_t str(pprof_build_t *b, const char *s)
 /* The message of procs, pointing into b. 0 or CW_ENOMEM. */
 static int build(pprof_build_t *b, const cw_proc_report_t *procs, uint32_t nprocs,
                  int64_t from_ns, int64_t to_ns, const char *name, profile_t *prof,
-                 value_type_t vt[CW_EXPORT__NVALUES], value_type_t *vtp[CW_EXPORT__NVALUES],
+                 value_type_t vt[NTYPES], value_type_t *vtp[NTYPES],
                  char *comment, size_t comment_len)
 {
     size_t nsamples = 0, nlocs = 0;
@@ -89,7 +96,7 @@ static int build(pprof_build_t *b, const cw_proc_report_t *procs, uint32_t nproc
     if (cw__interner_init(&b->strings) != 0 || cw__interner_init(&b->frames) != 0 ||
         !(b->smp = calloc(ns, sizeof *b->smp)) || !(b->smpp = calloc(ns, sizeof *b->smpp)) ||
         !(b->locids = calloc(nlocs ? nlocs : 1, sizeof *b->locids)) ||
-        !(b->values = calloc(ns * CW_EXPORT__NVALUES, sizeof *b->values)) ||
+        !(b->values = calloc(ns * NTYPES, sizeof *b->values)) ||
         !(b->lab = calloc(ns * NLABELS, sizeof *b->lab)) ||
         !(b->labp = calloc(ns * NLABELS, sizeof *b->labp)))
         return CW_ENOMEM;
@@ -100,9 +107,10 @@ static int build(pprof_build_t *b, const cw_proc_report_t *procs, uint32_t nproc
     if (s_empty != 0 || s_bytes < 0 || s_count < 0 || k_tag < 0 || k_proc < 0 || k_pid < 0 ||
         k_inst < 0)
         return CW_ENOMEM;
-    for (int v = 0; v < CW_EXPORT__NVALUES; v++) {
+    for (int v = 0; v < NTYPES; v++) {
         perftools__profiles__value_type__init(&vt[v]);
-        vt[v].type = str(b, cw_export_value_name((cw_export_value_t)v));
+        vt[v].type = str(b, v == COMMIT_BYTES ? "commit_bytes"
+                                              : cw_export_value_name((cw_export_value_t)v));
         vt[v].unit = v == CW_EXPORT_COUNT ? s_count : s_bytes;
         if (vt[v].type < 0) return CW_ENOMEM;
         vtp[v] = &vt[v];
@@ -131,10 +139,12 @@ static int build(pprof_build_t *b, const cw_proc_report_t *procs, uint32_t nproc
                 b->locids[li++] = (uint64_t)fi + 1;
             }
             sm->n_location_id = (size_t)(&b->locids[li] - sm->location_id);
-            sm->value = &b->values[k * CW_EXPORT__NVALUES];
-            sm->n_value = CW_EXPORT__NVALUES;
+            sm->value = &b->values[k * NTYPES];
+            sm->n_value = NTYPES;
             for (int v = 0; v < CW_EXPORT__NVALUES; v++)
                 sm->value[v] = cw_export_stack_value(&s->figs, (cw_export_value_t)v);
+            sm->value[COMMIT_BYTES] =
+                s->figs.size_bytes > INT64_MAX ? INT64_MAX : (int64_t)s->figs.size_bytes;
             label_t *l = &b->lab[k * NLABELS];
             for (int x = 0; x < NLABELS; x++) {
                 perftools__profiles__label__init(&l[x]);
@@ -185,7 +195,7 @@ static int build(pprof_build_t *b, const cw_proc_report_t *procs, uint32_t nproc
     b->comment[0] = s_comment;
 
     perftools__profiles__profile__init(prof);
-    prof->n_sample_type = CW_EXPORT__NVALUES;
+    prof->n_sample_type = NTYPES;
     prof->sample_type = vtp;
     prof->n_sample = nsamples;
     prof->sample = b->smpp;
@@ -242,8 +252,8 @@ int cw__export_pprof(const cw_proc_report_t *procs, uint32_t nprocs, int64_t fro
 {
     pprof_build_t b;
     profile_t prof;
-    value_type_t vt[CW_EXPORT__NVALUES];
-    value_type_t *vtp[CW_EXPORT__NVALUES];
+    value_type_t vt[NTYPES];
+    value_type_t *vtp[NTYPES];
     char comment[512];
     memset(&b, 0, sizeof b);
     int rc = build(&b, procs, nprocs, from_ns, to_ns, name, &prof, vt, vtp, comment,

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "commitwatch/platform.h"
+#include "commitwatch/push.h"
 
 typedef enum { T_STRING, T_LIST, T_DURATION, T_SIZE, T_BOOL, T_UINT } key_type_t;
 
@@ -22,6 +23,34 @@ typedef struct key_def {
 } key_def_t;
 
 #define OFF(f) offsetof(cw_config_t, f)
+
+static int check_push_url(const cw_config_t *c, const char *v, cw_diag_t *d)
+{
+    (void)c;
+    return *v ? cw_push_check_url(v, d) : 0; /* empty: off */
+}
+
+static int check_push_period(const cw_config_t *c, const char *v, cw_diag_t *d)
+{
+    (void)v;
+    if (c->profile_push_period_ns < CW_NS_PER_S || c->profile_push_period_ns % CW_NS_PER_S)
+        return cw_diag_set(d, CW_EINVAL, "a whole number of seconds, at least 1s");
+    return 0;
+}
+
+static int check_push_labels(const cw_config_t *c, const char *v, cw_diag_t *d)
+{
+    (void)c;
+    return cw_push_check_labels(v, d);
+}
+
+static int check_push_buffer(const cw_config_t *c, const char *v, cw_diag_t *d)
+{
+    (void)v;
+    if (c->profile_push_buffer_bytes < 4 * 1024)
+        return cw_diag_set(d, CW_EINVAL, "at least 4KiB (a profile is one or a few KiB)");
+    return 0;
+}
 
 static const key_def_t keys[] = {
     {"db", T_STRING, OFF(db), 0, "commitwatch.db", "the SQLite database file"},
@@ -94,7 +123,36 @@ static const key_def_t keys[] = {
      "alerts to the system log: auto (journald, else syslog; Windows: Event Log) or no"},
     {"external_url", T_STRING, OFF(external_url), 0, NULL,
      "the dashboard's address in alert links (default http://LISTEN)"},
+    {"profile_push_url", T_STRING, OFF(profile_push_url), 0, NULL,
+     "profiling store to push each period's commit profiles to (Pyroscope's /ingest), e.g. "
+     "http://127.0.0.1:4040 (empty = off)"},
+    {"profile_push_period", T_DURATION, OFF(profile_push_period_ns), 0, "60s",
+     "one profile per active process per period (whole seconds)"},
+    {"profile_push_labels", T_STRING, OFF(profile_push_labels), 0, NULL,
+     "extra labels of the pushed profiles, e.g. env=prod,team=x"},
+    {"profile_push_buffer", T_SIZE, OFF(profile_push_buffer_bytes), 0, "8MiB",
+     "profiles kept while the profiling store is down; past it the oldest are dropped "
+     "(at least 4KiB)"},
 };
+
+/* The checks of values their type accepts but the key does not: 0, or
+ * CW_EINVAL with d saying what is wrong (the error names file:line). */
+static const struct {
+    const char *key;
+    int (*check)(const cw_config_t *c, const char *v, cw_diag_t *d);
+} checks[] = {
+    {"profile_push_url", check_push_url},
+    {"profile_push_period", check_push_period},
+    {"profile_push_labels", check_push_labels},
+    {"profile_push_buffer", check_push_buffer},
+};
+
+static int check_value(const cw_config_t *c, const key_def_t *k, const char *v, cw_diag_t *d)
+{
+    for (size_t i = 0; i < CW_ARRAY_LEN(checks); i++)
+        if (strcmp(checks[i].key, k->key) == 0) return checks[i].check(c, v, d);
+    return 0;
+}
 
 /* Sets one key from text; 0, CW_ENOMEM or CW_EINVAL (bad value). */
 static int set_value(cw_config_t *c, const key_def_t *k, const char *v)
@@ -176,6 +234,8 @@ void cw_config_free(cw_config_t *c)
     free(c->alert_exec);
     free(c->alert_log);
     free(c->external_url);
+    free(c->profile_push_url);
+    free(c->profile_push_labels);
     memset(c, 0, sizeof *c);
 }
 
@@ -247,6 +307,10 @@ int cw_config_load_stream(cw_config_t *c, FILE *f, const char *path, FILE *warn,
         if (rc == CW_EINVAL)
             rc = cw_diag_set(d, CW_EPARSE, "%s:%u: bad value '%s' for %s (%s)", path, lineno, val,
                              key, k->help);
+        cw_diag_t why = {{0}};
+        if (rc == 0 && check_value(c, k, val, &why) != 0)
+            rc = cw_diag_set(d, CW_EPARSE, "%s:%u: bad value '%s' for %s: %s", path, lineno, val,
+                             key, why.msg);
     }
     if (rc == 0 && ferror(f)) rc = cw_diag_set(d, CW_EIO, "%s: read error", path);
     return rc;

@@ -27,6 +27,7 @@
 #include "commitwatch/log.h"
 #include "commitwatch/map.h"
 #include "commitwatch/memstat.h"
+#include "commitwatch/push.h"
 #include "commitwatch/notify.h"
 #include "commitwatch/pipeline.h"
 #include "commitwatch/platform.h"
@@ -100,6 +101,7 @@ typedef struct svc {
     int64_t clock_off;  /* wall - monotonic clock at the last tick (cw_clock_step) */
     cw_alert_engine_t *alerts; /* evaluates the alert rules on its own thread; NULL: none */
     cw_notifier_t *notifier;   /* delivers the engine's notices; NULL: none */
+    cw_pusher_t *pusher;       /* pushes each period's profiles (push.h); NULL: off */
     const char *db_path;       /* the database (the config's or the command line's) */
     cw_config_t cfg;           /* the configuration file, read at the start */
     const char **files;        /* the stack-tag files in force (rules_from) */
@@ -903,6 +905,29 @@ static int start_writer_and_alerts(svc_t *s)
     return rc;
 }
 
+/* The profile push (push.h), when profile_push_url is set: its own thread
+ * reads what the writer stores. A push that cannot start (https without
+ * TLS, out of memory, no thread) stops the start: the operator asked for
+ * it. */
+static int start_push(svc_t *s)
+{
+    const cw_config_t *c = &s->cfg;
+    if (!c->profile_push_url || !c->profile_push_url[0]) return 0;
+    cw_push_opts_t po = {0};
+    po.db_path = s->db_path;
+    po.url = c->profile_push_url;
+    po.period_ns = c->profile_push_period_ns;
+    po.labels = c->profile_push_labels;
+    po.buffer_bytes = c->profile_push_buffer_bytes;
+    po.status = &s->status;
+    cw_diag_t d = {{0}};
+    int rc = cw_push_start(&po, &s->pusher, &d);
+    if (rc != 0) return cw_diag_set(s->d, rc, "profile push: %s", d.msg);
+    CW_LOGI("profile push: each %" PRId64 " s period's profiles to %s/ingest",
+            po.period_ns / CW_NS_PER_S, c->profile_push_url);
+    return 0;
+}
+
 /* The event path: source -> pipeline (tracker) -> aggregator -> pipeline
  * (map snapshots) -> writer. The service only wires it; the pipeline does
  * the per-event work and calls back between events (between_events). */
@@ -1040,6 +1065,10 @@ static int finish(svc_t *s, int rc)
     cw_http_stop(s->http);
     if (s->maps) cw_mapreq_close(s->maps); /* an error path may not have closed it */
     alerts_stop(s);
+    /* Everything is stored: the last, partial period is pushed; what the
+     * store does not take within 5 s is lost (logged). */
+    cw_push_stop(s->pusher, 5000000000LL);
+    s->pusher = NULL;
     uint64_t events = s->pipe ? cw_pipeline_events(s->pipe) : 0;
     if (rc == 0 && !a->serve)
         CW_LOGI("%s: %" PRIu64 " events stored in %s",
@@ -1063,7 +1092,7 @@ static int finish(svc_t *s, int rc)
 }
 
 /* The composition root: configuration -> store -> source -> stacks and
- * tagger -> writer and alerts -> pipeline -> HTTP, then the source's run
+ * tagger -> writer and alerts -> profile push -> pipeline -> HTTP, then the source's run
  * (with the degraded mode's retries), then the end in reverse order. */
 int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
 {
@@ -1092,7 +1121,8 @@ int cw_service_run(const cw_service_args_t *a, cw_diag_t *d)
     }
     if ((rc = resolve_source(s, &ops, &arg)) != 0 || (rc = open_store(s)) != 0 ||
         (rc = open_source(s, ops, arg)) != 0 || (rc = prepare_tagging(s)) != 0 ||
-        (rc = start_writer_and_alerts(s)) != 0 || (rc = build_pipeline(s)) != 0)
+        (rc = start_writer_and_alerts(s)) != 0 || (rc = start_push(s)) != 0 ||
+        (rc = build_pipeline(s)) != 0)
         return finish(s, rc);
     /* HTTP workers read the database through their own connections. A
      * replay's API clock is its data's end, so "the last hour" shows it. */

@@ -20,6 +20,8 @@ void cw_status_init(cw_status_t *st, const char *source, bool data_clock, int64_
     atomic_init(&st->ingest_done, false);
     atomic_init(&st->store_error, 0);
     atomic_init(&st->store_error_since_ns, 0);
+    atomic_init(&st->push_last_ok_ns, INT64_MIN);
+    atomic_init(&st->push_until_ns, INT64_MIN);
     /* losses and corrections */
     atomic_init(&st->records_foreign, 0);
     atomic_init(&st->records_unpaired, 0);

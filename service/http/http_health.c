@@ -1,7 +1,7 @@
 /* http_health.c - GET /api/health: is the service well (ok, starting,
  * degraded and why), what it has read and lost, what its database holds,
- * the source's state, the memory each component holds and the last
- * configuration load.
+ * the source's state, the memory each component holds, the profile push
+ * and the last configuration load.
  *
  * Reads the status record's atomics (status.h) and, when the database
  * exists, its data span; a missing database is "starting", not an error. */
@@ -79,6 +79,33 @@ static bool source_state(cJSON *o, const cw_status_t *st, const cw_source_state_
     return ok;
 }
 
+/* "profile_push" (push.h; docs/FLEET.md): null when off; else "ok" or
+ * "retrying" (the last try had no response or one to try again, and
+ * profiles wait), what was sent, retried and dropped, what waits, the
+ * last accepted push and how far the profiles are built. */
+static bool profile_push(cJSON *o, const cw_status_t *st)
+{
+    if (!st || !st->push_on) return cJSON_AddNullToObject(o, "profile_push") != NULL;
+    cJSON *p = cJSON_AddObjectToObject(o, "profile_push");
+    int last = atomic_load(&st->push_last_status);
+    uint64_t queued = atomic_load(&st->push_queued);
+    bool failing = last == -1 || last == 408 || last == 429 || last >= 500;
+    bool ok = p && cJSON_AddStringToObject(p, "state", failing && queued ? "retrying" : "ok");
+    ok = ok && cw__json_u64(p, "sent", atomic_load(&st->push_sent));
+    ok = ok && cw__json_u64(p, "sent_bytes", atomic_load(&st->push_sent_bytes));
+    ok = ok && cw__json_u64(p, "retries", atomic_load(&st->push_retries));
+    ok = ok && cw__json_u64(p, "dropped_buffer_full", atomic_load(&st->push_dropped_full));
+    ok = ok && cw__json_u64(p, "dropped_rejected", atomic_load(&st->push_dropped_rejected));
+    ok = ok && cw__json_u64(p, "queued", queued);
+    ok = ok && cw__json_u64(p, "queued_bytes", atomic_load(&st->push_queued_bytes));
+    ok = ok && cw__json_i64_or_null(p, "last_status", last, 0);
+    ok = ok && cw__json_i64_or_null(p, "last_success_ns", atomic_load(&st->push_last_ok_ns),
+                                    INT64_MIN);
+    ok = ok && cw__json_i64_or_null(p, "built_until_ns", atomic_load(&st->push_until_ns),
+                                    INT64_MIN);
+    return ok;
+}
+
 int cw__http_health(cw__http_req_t *r)
 {
     const cw_status_t *st = r->ctx->status;
@@ -138,6 +165,7 @@ int cw__http_health(cw__http_req_t *r)
                          : cJSON_AddNullToObject(o, "platform") != NULL);
     free(platform);
     ok = ok && memory(o);
+    ok = ok && profile_push(o, st);
     ok = ok && cw__http_config_json(o, r->ctx->status);
     int rc = ok ? cw__http_send_json(r, o) : cw__http_oom(r);
     cJSON_Delete(o);

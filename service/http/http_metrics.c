@@ -1,7 +1,8 @@
 /* http_metrics.c - /metrics in the Prometheus text exposition format 0.0.4.
  *
  * Cardinality is bounded: per-process series exist for the top N
- * processes by outstanding commit (--metrics-top, default 20), the rest
+ * processes by outstanding commit (cw_http_opts_t.metrics_top: 20, no
+ * option or key changes it), the rest
  * summed into one process="other" series; tags are bounded by the rule
  * set. Label values are made scrape-safe: backslash, quote and newline
  * escaped, other control characters replaced, at most 128 bytes.
@@ -23,7 +24,15 @@
  * by instance, so two instances of one program stay two series), with
  * the leak score and time to limit of those series, the notification
  * attempts by channel and result (alertdb.h) and the evaluations run.
- * Their cardinality is that of the active series, which the rules bound. */
+ * Their cardinality is that of the active series, which the rules bound.
+ *
+ * The machine's commit and its limit (node_exporter's Committed_AS and
+ * CommitLimit) follow the data's machine (alerts.h,
+ * CW_COMMIT_LIMIT_META_KEY): a live source's is read from the OS at each
+ * scrape; a replay's limit is its trace header's, and its commit the sum
+ * of the outstanding bytes stored (the trace's processes); an input that
+ * does not tell the limit, and a database served with no source, have
+ * neither. The profile push's counters (push.h) exist when it is on. */
 #include "http/http_resources.h"
 
 #include <inttypes.h>
@@ -35,6 +44,7 @@
 #include <string.h>
 
 #include "commitwatch/alertdb.h"
+#include "commitwatch/alerts.h"
 #include "commitwatch/platform.h"
 #include "commitwatch/query.h"
 
@@ -299,6 +309,68 @@ static int alerts(cw__http_req_t *r, cw_buf_t *b)
     return 0;
 }
 
+/* commitwatch_machine_commit_bytes and _limit_bytes, when the data's
+ * machine is known (above). */
+static void machine_commit(cw__http_req_t *r, const cw_store_metrics_t *m, cw_buf_t *b)
+{
+    const cw_status_t *st = r->ctx->status;
+    char *v = NULL;
+    cw_diag_t d = {{0}};
+    if (cw_store_meta_get(r->store, CW_COMMIT_LIMIT_META_KEY, &v, &d) != 0) return;
+    uint64_t limit = 0, used = 0;
+    bool known = false;
+    if (!v || strcmp(v, "live") == 0) {
+        cw_limit_info_t li;
+        if (st && !st->no_source && cw_alert_machine_limit(&li) == 0 && li.known) {
+            limit = li.limit;
+            used = li.used;
+            known = true;
+        }
+    } else if (strcmp(v, "none") != 0) {
+        char *end;
+        unsigned long long n = strtoull(v, &end, 10);
+        if (end > v && !*end && n > 0) {
+            limit = n;
+            for (size_t i = 0; i < m->nout; i++)
+                if (m->out[i].bytes > 0) used += (uint64_t)m->out[i].bytes;
+            known = true;
+        }
+    }
+    free(v);
+    if (!known) return;
+    metric_u64(b, "commitwatch_machine_commit_bytes", "gauge",
+               "Commit charged against the machine's commit limit (Linux Committed_AS, Windows "
+               "CommitTotal; a replay: its processes' outstanding bytes).",
+               used);
+    metric_u64(b, "commitwatch_machine_commit_limit_bytes", "gauge",
+               "The machine's commit limit (Linux CommitLimit, Windows CommitLimit; a replay: "
+               "its trace's).",
+               limit);
+}
+
+/* The profile push's counters (push.h), when it is on. */
+static void profile_push(const cw_status_t *st, cw_buf_t *b)
+{
+    if (!st || !st->push_on) return;
+    metric_u64(b, "commitwatch_profile_push_sent_total", "counter",
+               "Profiles the profiling store accepted.", atomic_load(&st->push_sent));
+    metric_u64(b, "commitwatch_profile_push_sent_bytes_total", "counter",
+               "Bytes of the profiles the profiling store accepted (request bodies).",
+               atomic_load(&st->push_sent_bytes));
+    metric_u64(b, "commitwatch_profile_push_retries_total", "counter",
+               "Pushes that failed and are tried again (no response, HTTP 408, 429, 5xx).",
+               atomic_load(&st->push_retries));
+    cw_buf_printf(b,
+                  "# HELP commitwatch_profile_push_dropped_total Profiles dropped: the oldest "
+                  "past profile_push_buffer while the store is down (buffer_full), or refused "
+                  "by it (rejected).\n# TYPE commitwatch_profile_push_dropped_total counter\n"
+                  "commitwatch_profile_push_dropped_total{reason=\"buffer_full\"} %" PRIu64 "\n"
+                  "commitwatch_profile_push_dropped_total{reason=\"rejected\"} %" PRIu64 "\n",
+                  atomic_load(&st->push_dropped_full), atomic_load(&st->push_dropped_rejected));
+    metric_u64(b, "commitwatch_profile_push_queued_bytes", "gauge",
+               "Bytes of the profiles waiting to be pushed.", atomic_load(&st->push_queued_bytes));
+}
+
 int cw__http_metrics(cw__http_req_t *r)
 {
     const cw_status_t *st = r->ctx->status;
@@ -348,6 +420,7 @@ int cw__http_metrics(cw__http_req_t *r)
                       c.ok ? 1 : 0);
     }
     source_losses(st, &b);
+    profile_push(st, &b);
     cw_store_metrics_t *m = NULL;
     cw_diag_t d = {{0}};
     if ((rc = cw_store_metrics(r->store, &m, &d))) {
@@ -365,6 +438,7 @@ int cw__http_metrics(cw__http_req_t *r)
                   "# HELP commitwatch_db_size_bytes Size of the database file and its WAL.\n"
                   "# TYPE commitwatch_db_size_bytes gauge\ncommitwatch_db_size_bytes %" PRIu64 "\n",
                   cw_store_disk_bytes(r->ctx->db_path));
+    machine_commit(r, m, &b);
     rc = outstanding(r, m, &b);
     if (!rc) counters(m, &b);
     if (!rc) rc = alerts(r, &b);

@@ -1,9 +1,11 @@
 /* notify_http.c - the receivers' URLs and one POST with civetweb's client
  * API (mg_connect_client, mg_write, mg_get_response): the HTTP library the
- * project already has. civetweb connects with its own timeout (10 s in
+ * project already has, for the notifier's JSON and the profile push's
+ * multipart bodies (push.c). civetweb connects with its own timeout (10 s in
  * 1.15); the wait for the response is ours. One connection per request
  * ("Connection: close"): a few requests a minute need no pooling. */
 #include <civetweb.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +64,14 @@ int cw__url_parse(const char *s, cw__url_t *u, cw_diag_t *d)
 int cw__http_post(const cw__url_t *u, const char *suffix, const char *body, int64_t timeout_ns,
                   int *status, char *detail, size_t dlen)
 {
+    return cw__http_post_raw(u, suffix, "application/json", body, strlen(body), timeout_ns, status,
+                             detail, dlen);
+}
+
+int cw__http_post_raw(const cw__url_t *u, const char *suffix, const char *content_type,
+                      const void *body, size_t len, int64_t timeout_ns, int *status, char *detail,
+                      size_t dlen)
+{
     char ebuf[256] = "";
     *status = 0;
     detail[0] = '\0';
@@ -71,15 +81,14 @@ int cw__http_post(const cw__url_t *u, const char *suffix, const char *body, int6
                  ebuf[0] ? ebuf : "error");
         return -1;
     }
-    size_t len = strlen(body);
     const char *path = u->path[0] || suffix[0] ? u->path : "/";
     int rc = -1;
     if (mg_printf(c,
                   "POST %s%s HTTP/1.1\r\nHost: %s:%d\r\nUser-Agent: commitwatch/" CW_VERSION
-                  "\r\nContent-Type: application/json\r\nContent-Length: %llu\r\n"
+                  "\r\nContent-Type: %s\r\nContent-Length: %llu\r\n"
                   "Connection: close\r\n\r\n",
-                  path, suffix, u->host, u->port, (unsigned long long)len) <= 0 ||
-        mg_write(c, body, len) != (int)len) {
+                  path, suffix, u->host, u->port, content_type, (unsigned long long)len) <= 0 ||
+        len > INT_MAX || mg_write(c, body, len) != (int)len) {
         snprintf(detail, dlen, "sending to %s:%d failed", u->host, u->port);
         goto done;
     }

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "commitwatch/backoff.h"
 #include "commitwatch/notify.h"
 #include "commitwatch/platform.h"
 
@@ -55,6 +56,53 @@ int cw__url_parse(const char *s, cw__url_t *u, cw_diag_t *d);
  * timed out): detail says why. */
 int cw__http_post(const cw__url_t *u, const char *suffix, const char *body, int64_t timeout_ns,
                   int *status, char *detail, size_t dlen);
+/* The same for any body: len bytes of content_type (a binary or
+ * multipart body; the profile push's, push.c). */
+int cw__http_post_raw(const cw__url_t *u, const char *suffix, const char *content_type,
+                      const void *body, size_t len, int64_t timeout_ns, int *status, char *detail,
+                      size_t dlen);
+
+/* ---- the profile push's queue (push_queue.c) ----------------------------
+ * Profiles waiting to be sent, oldest first, bounded in bytes, with the
+ * retry schedule of the oldest. Pure (the caller passes the times); the
+ * push thread alone uses it (push.c). */
+
+typedef struct cw__push_item {
+    char *query; /* "/ingest?name=...": the URL's suffix */
+    char *body;  /* the multipart body */
+    size_t len;  /* body bytes */
+} cw__push_item_t;
+
+typedef struct cw__pushq {
+    cw__push_item_t *v; /* a ring: head .. head + n - 1 (mod cap) */
+    size_t cap, head, n;
+    uint64_t bytes, max_bytes; /* body bytes queued; the bound */
+    /* what happened to the profiles, for /metrics */
+    uint64_t sent, sent_bytes, retries, dropped_full, rejected;
+    cw_backoff_t bo; /* the oldest's retries */
+} cw__pushq_t;
+
+/* What a try came to: accepted (2xx), to be tried again (no response,
+ * 408, 429, 5xx) or refused for good (any other status). */
+typedef enum { CW__PUSH_OK, CW__PUSH_RETRY, CW__PUSH_REJECTED } cw__push_outcome_t;
+
+void cw__pushq_init(cw__pushq_t *q, uint64_t max_bytes);
+void cw__pushq_free(cw__pushq_t *q); /* frees what is queued */
+/* Queues *it (its strings owned by the queue from now, also on error:
+ * then freed), dropping the oldest while the bytes would pass the bound;
+ * a profile larger than the bound alone is dropped itself. Each drop
+ * counts in dropped_full. 0 or CW_ENOMEM. */
+int cw__pushq_add(cw__pushq_t *q, cw__push_item_t *it);
+/* The oldest profile when its try is due at now (monotonic), else NULL. */
+const cw__push_item_t *cw__pushq_due(const cw__pushq_t *q, int64_t now);
+/* When the next try is due: INT64_MIN now (or nothing queued: then n
+ * is 0), else the backoff's time. */
+int64_t cw__pushq_next(const cw__pushq_t *q);
+/* Records the oldest's try: OK and REJECTED take it off (counted), RETRY
+ * keeps it and schedules the next try (backoff). */
+void cw__pushq_result(cw__pushq_t *q, cw__push_outcome_t r, int64_t now);
+/* The outcome of cw__http_post_raw's rc and status. */
+cw__push_outcome_t cw__push_outcome(int rc, int status);
 
 /* ---- limits (notify_limit.c) --------------------------------------------- */
 

@@ -47,13 +47,13 @@ def pprof_raw(path):
     lines = p.stdout.splitlines()
     head = lines.index("Samples:") + 1
     types = lines[head].replace("[dflt]", "").split()
-    tot = [0, 0, 0]
+    tot = [0] * len(types)
     tags, last = {}, None
     for line in lines[head + 1:]:
-        m = re.match(r"^\s*(-?\d+)\s+(-?\d+)\s+(-?\d+):", line)
+        m = re.match(r"^\s*(-?\d+(?:\s+-?\d+)*):", line)
         if m:
-            last = [int(x) for x in m.groups()]
-            for i in range(3):
+            last = [int(x) for x in m.group(1).split()]
+            for i in range(len(tot)):
                 tot[i] += last[i]
             continue
         m = re.search(r"tag:\[(.*?)\]", line)
@@ -66,14 +66,18 @@ def pprof_raw(path):
     return types, tot, tags
 
 
+PPROF_TYPES = ["impacting_bytes/bytes", "transient_bytes/bytes", "commit_count/count",
+               "commit_bytes/bytes"]
+
+
 def check_pprof(t, name, path, procs):
     types, tot, tags = pprof_raw(path)
-    t.eq(f"{name}: pprof sample types", types,
-         ["impacting_bytes/bytes", "transient_bytes/bytes", "commit_count/count"])
+    t.eq(f"{name}: pprof sample types", types, PPROF_TYPES)
     want = totals(procs)
     t.check(f"{name}: the reference has figures", want["commit_count"][0] > 0, str(want))
     for i, v in enumerate(VALUES):
         t.eq(f"{name}: pprof total {v}", tot[i], want[v][0])
+    t.eq(f"{name}: pprof total commit_bytes", tot[3], sum(p["size_bytes"] for p in procs))
     t.eq(f"{name}: pprof impacting bytes per tag label", tags, tag_impacting(procs))
 
 

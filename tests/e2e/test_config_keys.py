@@ -106,6 +106,11 @@ INVENTORY = {
     "alert_exec_timeout": (HERE, "1s: the sleeping hook is killed, error timeout"),
     "alert_log": (HERE, "no: no log attempts; syslog and auto: one per alert"),
     "external_url": (HERE, "generatorURL and externalURL; http://LISTEN without it"),
+    "profile_push_url": ("test_profile_push.py", "a local receiver gets each period's profiles"),
+    "profile_push_period": ("test_profile_push.py", "10s: windows of 10 s on the trace's clock"),
+    "profile_push_labels": ("test_profile_push.py", "env and team in the pushed name's labels"),
+    "profile_push_buffer": ("test_profile_push.py", "4KiB: the oldest dropped while the store is "
+                            "down, counted"),
 }
 
 t = Checks()

@@ -4,14 +4,16 @@ numeric id, a Prometheus datasource variable every panel uses) with the
 `host` and `process` variables; every PromQL expression of its panels and
 variables parses (promtool, Grafana's $variables replaced by sample
 values) and reads only metrics commitwatch's real /metrics serves (the
-service run on the fixture); the per-process panels link each series to
+service run on the fixture, its header given a commit_limit so that the
+machine's commit and limit are served); the per-process panels link each series to
 the process's page on its commitwatch. The checker is checked too: a
 misspelt metric and a broken expression must be caught."""
 
 import json
+import os
 import re
 
-from cwservice import Checks
+from cwservice import BUILD, MTA, Checks, require_fixture
 from promcheck import (DASHBOARD, check_exprs_parse, expr_metric_names, require_promtool,
                        served_metric_names)
 
@@ -61,8 +63,17 @@ c.check("the panels have expressions", len(exprs) >= 8, sorted(exprs))
 out = check_exprs_parse(promtool, {k: substitute(e) for k, e in exprs.items()})
 c.check("every expression parses (promtool check rules)", out == "", out)
 
-# Every metric is served by /metrics.
-served = served_metric_names(name="grafana_dashboard")
+# Every metric is served by /metrics: the fixture with a commit limit in
+# its header (a replay's machine commit and limit are the trace's).
+require_fixture()
+with open(MTA) as f:
+    lines = f.read().splitlines(True)
+header = json.loads(lines[0])
+header["commit_limit"] = 64 << 30
+limited = os.path.join(BUILD, "e2e-grafana-limited.jsonl")
+with open(limited, "w") as f:
+    f.write(json.dumps(header) + "\n" + "".join(lines[1:]))
+served = served_metric_names(trace=limited, name="grafana_dashboard")
 used_all = set()
 for name, e in exprs.items():
     used = expr_metric_names(e)
@@ -72,7 +83,8 @@ for name, e in exprs.items():
             f"not served: {sorted(used - served)}")
 for want in ("commitwatch_outstanding_bytes", "commitwatch_process_outstanding_bytes",
              "commitwatch_events_lost_total", "commitwatch_source_up",
-             "commitwatch_alert_time_to_limit_seconds"):
+             "commitwatch_alert_time_to_limit_seconds", "commitwatch_machine_commit_bytes",
+             "commitwatch_machine_commit_limit_bytes"):
     c.check(f"the dashboard shows {want}", want in used_all, sorted(used_all))
 
 # The host and process variables filter; each per-process panel links to

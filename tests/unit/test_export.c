@@ -233,21 +233,23 @@ static void test_pprof(const cw_report_t *r)
     ASSERT_TRUE(p != NULL);
     char *const *st = p->string_table;
     ASSERT_STR_EQ(st[0], "");
-    ASSERT_EQ(p->n_sample_type, 3);
+    ASSERT_EQ(p->n_sample_type, 4);
     ASSERT_STR_EQ(st[p->sample_type[0]->type], "impacting_bytes");
     ASSERT_STR_EQ(st[p->sample_type[0]->unit], "bytes");
     ASSERT_STR_EQ(st[p->sample_type[1]->type], "transient_bytes");
     ASSERT_STR_EQ(st[p->sample_type[2]->type], "commit_count");
     ASSERT_STR_EQ(st[p->sample_type[2]->unit], "count");
+    ASSERT_STR_EQ(st[p->sample_type[3]->type], "commit_bytes");
+    ASSERT_STR_EQ(st[p->sample_type[3]->unit], "bytes");
     ASSERT_STR_EQ(st[p->default_sample_type], "impacting_bytes");
     ASSERT_EQ(p->time_nanos, 1000);
     ASSERT_EQ(p->duration_nanos, 4000);
     /* Every stack is a sample, the shrinking one included: the totals are
      * the processes'. */
     ASSERT_EQ(p->n_sample, 4);
-    int64_t tot[3] = {0, 0, 0};
+    int64_t tot[4] = {0, 0, 0, 0};
     for (size_t i = 0; i < p->n_sample; i++)
-        for (int v = 0; v < 3; v++)
+        for (int v = 0; v < 4; v++)
             tot[v] += p->sample[i]->value[v];
     cw_figs_t all = r->procs[0].figs;
     cw_figs_add(&all, &r->procs[1].figs);
@@ -255,6 +257,7 @@ static void test_pprof(const cw_report_t *r)
     ASSERT_EQ(tot[0], 4096 - 12288 + 200);
     ASSERT_EQ(tot[1], (int64_t)all.types[CW_AIFI].bytes);
     ASSERT_EQ(tot[2], (int64_t)all.commit_count);
+    ASSERT_EQ(tot[3], (int64_t)all.size_bytes);
     /* Distinct frames: main, grow, VirtualAlloc, tmp;buf\nx, shrink, (no frames). */
     ASSERT_EQ(p->n_function, 6);
     ASSERT_EQ(p->n_location, 6);

@@ -1,13 +1,23 @@
-/* clock.c - POSIX clocks and sleep, and the platform's name. */
+/* clock.c - POSIX clocks and sleep, the platform's name and the host's. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "commitwatch/platform.h"
 
 const char *cw_plat_name(void)
 {
     return CW_HOST_PLATFORM;
+}
+
+void cw_plat_hostname(char *buf, size_t len)
+{
+    if (!len) return;
+    if (gethostname(buf, len) != 0) buf[0] = '\0';
+    buf[len - 1] = '\0'; /* POSIX leaves a cut name unterminated */
+    if (!buf[0]) snprintf(buf, len, "localhost");
 }
 
 /* The fake wall clock of cw_plat_fake_wall (tests); NULL: the real one. */

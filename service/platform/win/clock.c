@@ -1,10 +1,12 @@
-/* clock.c - Windows clocks and sleep, and the platform's name. The wall
+/* clock.c - Windows clocks and sleep, the platform's name and the host's
+ * (the NetBIOS computer name). The wall
  * clock is GetSystemTimePreciseAsFileTime (100 ns since 1601); the
  * monotonic clock is QueryPerformanceCounter, the clock ETW's raw
  * timestamps use. */
 #include "platform/win/win_internal.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 
 #include "commitwatch/platform.h"
 
@@ -14,6 +16,15 @@
 const char *cw_plat_name(void)
 {
     return "windows";
+}
+
+void cw_plat_hostname(char *buf, size_t len)
+{
+    if (!len) return;
+    DWORD n = len > 0xffff ? 0xffff : (DWORD)len;
+    if (!GetComputerNameA(buf, &n)) buf[0] = '\0';
+    buf[len - 1] = '\0';
+    if (!buf[0]) snprintf(buf, len, "localhost");
 }
 
 /* The fake wall clock of cw_plat_fake_wall (tests); NULL: the real one. */
