@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "commitwatch/error.h"
-#include "sources/perf/perf_internal.h"
+#include "sources/perf/perf_types.h"
 
 /* Linux UAPI values (asm-generic/mman-common.h, x86 and arm64 alike);
  * spelled out so this file stays free of OS headers and unit-testable. */
