@@ -1,12 +1,15 @@
 /* service.c - the service entry point (service.h): configuration, source,
  * pipeline, writer, HTTP and status, from start to a clean stop.
  *
- * The flow of one event: the source (on this, the core thread) calls
- * on_event(); the pipeline checks its order and applies it to the tracker,
- * whose sink is the aggregator; when a bucket closes the aggregator hands
- * the batch to emit_batch(), which queues it for the writer thread. A tick
- * (live sources, or a paced replay) closes idle buckets the same way.
- * Reload requests are served between two events or ticks, on this thread.
+ * The flow of one event does not pass through here: the source (on this,
+ * the core thread) runs into the pipeline's sink, which checks its order
+ * and applies it to the tracker, whose sink is the aggregator; when a
+ * bucket closes the aggregator hands the batch to the pipeline, which adds
+ * the map snapshots and hands it to the writer's sink (cw_writer_emit),
+ * which queues it for the writer thread. A tick (live sources, or a paced
+ * replay) closes idle buckets the same way. This file wires those stages
+ * and does the work between events: reload requests (served between two
+ * events or ticks, on this thread), the clock and the memory figures.
  *
  * One service per process: the stop and reload flags are process-wide so
  * that signal handlers and the Windows service control handler can set
@@ -530,19 +533,13 @@ static int between_events(void *ctx, bool tick)
     return 0;
 }
 
-/* A batch the pipeline closed (with its map snapshots) to the writer. */
-static int to_writer(void *ctx, cw_batch_t *b)
+/* After each batch queued for the writer (cw_writer_on_submit): the alert
+ * engine, which reads what is stored, is woken. The engine in force
+ * (a reload may replace it) is read at each call. */
+static void kick_alerts(void *ctx)
 {
     svc_t *s = ctx;
-    int rc = cw_writer_submit(s->writer, b);
-    if (rc == CW_ESTOPPED)
-        return cw_diag_set(s->d, rc,
-                           "stopped while the database's disk was full: the buckets not yet "
-                           "stored were dropped");
-    /* The engine reads what is stored: a kick per batch costs a signal;
-     * it evaluates once the writer has committed (or at its next wake). */
-    if (rc == 0) cw_alert_engine_kick(s->alerts);
-    return rc;
+    cw_alert_engine_kick(s->alerts);
 }
 
 /* The writer thread's state (cw_writer_on_state): a full disk that it
@@ -573,6 +570,10 @@ static int writer_start(svc_t *s)
             CW_LOGW("%s: running without it, so a kill while the writer is behind loses the "
                     "buckets queued for it", jd.msg);
         cw_writer_on_state(s->writer, on_writer_state, s, 0);
+        cw_writer_on_submit(s->writer, kick_alerts, s, s->d);
+        /* The pipeline's batches go to the writer straight (restarted by
+         * a reload: the new one). */
+        if (s->pipe) cw_pipeline_set_emit(s->pipe, cw_writer_emit, s->writer);
         atomic_store(&active_writer, s->writer);
         if (atomic_load(&stop_flag)) cw_writer_abandon(s->writer);
     }
@@ -582,6 +583,7 @@ static int writer_start(svc_t *s)
 static int writer_stop(svc_t *s, cw_diag_t *d)
 {
     atomic_store(&active_writer, NULL);
+    if (s->pipe) cw_pipeline_set_emit(s->pipe, cw_writer_emit, NULL);
     int rc = cw_writer_stop(s->writer, d);
     s->writer = NULL;
     if (rc == CW_ENOSPC) {
@@ -909,15 +911,15 @@ static int start_writer_and_alerts(svc_t *s)
 static int build_pipeline(svc_t *s)
 {
     int rc = cw_agg_create(CW_NS_PER_S, s->stacks, s->tagger, s->stored_frames,
-                           s->stored_stacks, to_writer, s, &s->agg);
+                           s->stored_stacks, cw_writer_emit, s->writer, &s->agg);
     if (rc != 0) return oom(s->d, rc);
     cw_agg_set_fold(s->agg, s->cfg.fold_lifetime_ns, s->cfg.fold_size_bytes);
     cw_tracker_sink_t sink = cw_agg_sink(s->agg);
     if ((rc = cw_pipeline_create(&sink, s->agg, s->next_proc, &s->pipe)) != 0 ||
         (rc = cw_mapreq_create(&s->maps)) != 0)
         return oom(s->d, rc);
-    cw_pipeline_serve_opts_t po = {&s->status,  s->maps,        &map_policy, s->stored_end,
-                                   &reload_flag, between_events, s,           to_writer, s};
+    cw_pipeline_serve_opts_t po = {&s->status,     s->maps, &map_policy,    s->stored_end,
+                                   &reload_flag,   between_events, s, cw_writer_emit, s->writer};
     cw_pipeline_serve(s->pipe, &po);
     return 0;
 }

@@ -285,6 +285,12 @@ void cw_pipeline_serve(cw_pipeline_t *p, const cw_pipeline_serve_opts_t *o)
     cw_agg_set_emit(p->agg, emit_batch, p);
 }
 
+void cw_pipeline_set_emit(cw_pipeline_t *p, cw_agg_emit_fn emit, void *emit_ctx)
+{
+    p->serve.emit = emit;
+    p->serve.emit_ctx = emit_ctx;
+}
+
 int cw_pipeline_end_tracking(cw_pipeline_t *p)
 {
     p->advance_to = INT64_MIN; /* the snapshots are taken here */
