@@ -1,7 +1,7 @@
 /* perf.c - the Linux live source (`--source perf`): reads the per-CPU perf
  * rings, merges their records in timestamp order, hands each to the
  * process table (procs.c), which keeps each process's VMA shadow
- * (shadow.c), and delivers the resulting events to the sink in ts order;
+ * (shadow.c) and delivers the resulting events to the sink in ts order;
  * the rundown, resynchronisation after losses, the source ops.
  *
  * DESIGN (threads and ordering). Everything runs on the thread that calls
