@@ -23,6 +23,8 @@ typedef struct key_def {
 
 #define OFF(f) offsetof(cw_config_t, f)
 
+/* One row per key, alike by design: the table is the configuration's one
+ * description (parsing, defaults, `commitwatch config --help`). */
 static const key_def_t keys[] = {
     {"db", T_STRING, OFF(db), 0, "commitwatch.db", "the SQLite database file"},
     {"source", T_STRING, OFF(source), 0, NULL, "perf (Linux), etw (Windows) or replay:PATH"},

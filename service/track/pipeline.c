@@ -98,6 +98,7 @@ void cw_pipeline_finish(cw_pipeline_t *p)
     cw_tracker_finish(p->tracker);
 }
 
+/* Accessors of the private struct: one line each, alike by design. */
 uint64_t cw_pipeline_events(const cw_pipeline_t *p)
 {
     return p->events;

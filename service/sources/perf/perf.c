@@ -744,6 +744,8 @@ static void perf_close(void *impl)
         cw_mem_set((cw_mem_comp_t)c, 0);
 }
 
+/* The source's ops (source.h): every source fills the same struct, so
+ * this reads like theirs by design. */
 const cw_source_ops_t cw_source_perf = {
     .name = "perf",
     .open = perf_open_src,
