@@ -75,6 +75,10 @@ typedef struct cw_pipeline_serve_opts {
 /* Makes p the service's pipeline (needs an aggregator: its batches pass
  * through p on their way to o->emit). Call before the first event. */
 void cw_pipeline_serve(cw_pipeline_t *p, const cw_pipeline_serve_opts_t *o);
+/* Points a served pipeline's batches at another emit (the writer's sink,
+ * when the writer restarts after a reload, or none while it is stopped).
+ * Core thread, between events. */
+void cw_pipeline_set_emit(cw_pipeline_t *p, cw_agg_emit_fn emit, void *emit_ctx);
 /* The sink a source runs into; its errors are written to d (borrowed).
  * A plain pipeline takes events only; a served one also ticks, counters,
  * drops and corrections. Clears cw_pipeline_failed(). */

@@ -233,6 +233,19 @@ void cw_writer_set_journal(cw_writer_t *w, cw_journal_t *j);
 /* Transfers ownership of b. Returns the first write error seen so far
  * (the writer stops writing after an error; b is freed). */
 int cw_writer_submit(cw_writer_t *w, cw_batch_t *b);
+/* The writer as a batch sink, of the aggregator's and the pipeline's
+ * emit type (cw_agg_emit_fn, agg.h), so batches go to it straight: w is
+ * the writer (NULL: none runs; b is freed, CW_ESTOPPED). Submits b
+ * (cw_writer_submit); once b is queued, calls the submit hook; a batch
+ * refused because the writer was abandoned while the disk was full
+ * (CW_ESTOPPED) says so in the hook's diagnostic. Core thread. */
+int cw_writer_emit(void *w, cw_batch_t *b);
+/* What cw_writer_emit does besides queuing: fn(ctx) after each batch
+ * queued (the alert engine's wake-up: it evaluates what is stored), and d
+ * (borrowed, for w's life) gets the message of a batch refused with
+ * CW_ESTOPPED. fn and d may be NULL. Call before the first batch. */
+typedef void (*cw_writer_submit_fn)(void *ctx);
+void cw_writer_on_submit(cw_writer_t *w, cw_writer_submit_fn fn, void *ctx, cw_diag_t *d);
 /* Drains the queue, joins the thread, frees w. Returns the first write
  * error (d filled), or 0; a full disk still refusing the data when stop
  * comes is CW_ENOSPC (those batches are lost). */

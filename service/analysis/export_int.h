@@ -1,7 +1,7 @@
 /* export_int.h - what export.c (folded, speedscope, the entry point) and
- * export_pprof.c (the protobuf profile) share: a string interner and the
- * name of a process's root frame. Not thread-safe; one export at a time
- * per interner. */
+ * export_pprof.c (the protobuf profile) share, defined in export_common.c:
+ * a string interner and the name of a process's root frame. Not
+ * thread-safe; one export at a time per interner. */
 #ifndef CW_EXPORT_INT_H
 #define CW_EXPORT_INT_H
 
@@ -30,10 +30,5 @@ char *cw__export_proc_frame(const cw_proc_report_t *p);
 
 /* The frame shown for a stack without frames. */
 #define CW__EXPORT_NO_FRAMES "(no frames)"
-
-/* The pprof profile (export_pprof.c): the gzipped message. 0, CW_ENOMEM,
- * CW_ENOSYS (a build without protobuf-c) or CW_EIO (zlib), with d filled. */
-int cw__export_pprof(const cw_proc_report_t *procs, uint32_t nprocs, int64_t from_ns,
-                     int64_t to_ns, const char *name, char **out, size_t *len, cw_diag_t *d);
 
 #endif

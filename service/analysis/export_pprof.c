@@ -20,6 +20,7 @@
 #include <zlib.h>
 
 #include "analysis/export_int.h"
+#include "analysis/export_pprof.h"
 #include "analysis/profile.pb-c.h"
 
 typedef Perftools__Profiles__Profile profile_t;

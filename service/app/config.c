@@ -52,6 +52,8 @@ static int check_push_buffer(const cw_config_t *c, const char *v, cw_diag_t *d)
     return 0;
 }
 
+/* One row per key, alike by design: the table is the configuration's one
+ * description (parsing, defaults, `commitwatch config --help`). */
 static const key_def_t keys[] = {
     {"db", T_STRING, OFF(db), 0, "commitwatch.db", "the SQLite database file"},
     {"source", T_STRING, OFF(source), 0, NULL, "perf (Linux), etw (Windows) or replay:PATH"},

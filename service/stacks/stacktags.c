@@ -1,6 +1,9 @@
-/* stacktags.c - the stack-tag rule set (see stacktags.h): the tag tree as
- * loaded, merging each file into it, compiling it for matching, its
- * content hash, access to the tree, and finding the default files.
+/* stacktags.c - the stack-tag rule set (see stacktags.h): loading files
+ * into the tag tree (the tree itself is stacktags_set.c's), compiling it
+ * for matching, its content hash, access to the tree, finding the default
+ * files, and the cw_tagger engine. The top of the stack-tag files: it
+ * calls stacktags_load.c, stacktags_match.c and stacktags_set.c; none of
+ * them calls it.
  *
  * Loading is all or nothing: a file is parsed into a fresh set, merged
  * into a copy of the current set, and the copy compiled; only when all of
@@ -13,148 +16,6 @@
 
 #include "commitwatch/log.h"
 #include "commitwatch/platform.h"
-
-/* ---- the set ---------------------------------------------------------- */
-
-static void entry_free(st_entry_t *e)
-{
-    free(e->module);
-    free(e->method);
-}
-
-void cw__st_set_free(st_set_t *set)
-{
-    for (uint32_t i = 0; i < set->ntags; i++) {
-        st_tag_t *t = &set->tags[i];
-        for (uint32_t j = 0; j < t->nentries; j++)
-            entry_free(&t->entries[j]);
-        free(t->entries);
-        free(t->path);
-    }
-    free(set->tags);
-    memset(set, 0, sizeof *set);
-}
-
-/* Tag index with exactly this path, or ST_NONE. Sets are small (tens of
- * tags); a linear scan keeps this simple. */
-static uint32_t find_tag(const st_set_t *set, const char *path, size_t len)
-{
-    for (uint32_t i = 0; i < set->ntags; i++)
-        if (strncmp(set->tags[i].path, path, len) == 0 && set->tags[i].path[len] == '\0') return i;
-    return ST_NONE;
-}
-
-int cw__st_set_tag(st_set_t *set, const char *path, size_t len, uint32_t *out)
-{
-    uint32_t parent = ST_NONE, depth = 0;
-    size_t start = 0;
-    if (len == 0) return CW_EINVAL;
-    /* Walk the components, finding or creating each prefix. */
-    for (size_t i = 0; i <= len; i++) {
-        if (i < len && path[i] != '\\') continue;
-        if (i == start) return CW_EINVAL; /* empty component */
-        if (++depth > ST_MAX_DEPTH) return CW_EINVAL;
-        uint32_t idx = find_tag(set, path, i);
-        if (idx == ST_NONE) {
-            if (CW_RESERVE(set->tags, set->cap, set->ntags + 1u)) return CW_ENOMEM;
-            st_tag_t *t = &set->tags[set->ntags];
-            memset(t, 0, sizeof *t);
-            if (!(t->path = cw_strndup(path, i))) return CW_ENOMEM;
-            t->name_off = (uint32_t)start;
-            t->parent = parent;
-            t->depth = depth;
-            idx = set->ntags++;
-        }
-        parent = idx;
-        start = i + 1;
-    }
-    *out = parent;
-    return 0;
-}
-
-int cw__st_add_entry(st_set_t *set, uint32_t tag, const char *module, const char *method,
-                     uint32_t file, uint32_t line)
-{
-    st_tag_t *t = &set->tags[tag];
-    if (CW_RESERVE(t->entries, t->cap, t->nentries + 1u)) return CW_ENOMEM;
-    st_entry_t *e = &t->entries[t->nentries];
-    memset(e, 0, sizeof *e);
-    e->module = cw_strdup(module);
-    e->method = method ? cw_strdup(method) : NULL;
-    if (!e->module || (method && !e->method)) {
-        entry_free(e);
-        return CW_ENOMEM;
-    }
-    e->file = file;
-    e->line = line;
-    t->nentries++;
-    return 0;
-}
-
-/* Deep copy of src into *dst (empty on entry). */
-static int set_clone(st_set_t *dst, const st_set_t *src)
-{
-    memset(dst, 0, sizeof *dst);
-    if (src->ntags == 0) return 0;
-    dst->tags = calloc(src->ntags, sizeof *dst->tags);
-    if (!dst->tags) return CW_ENOMEM;
-    dst->cap = src->ntags;
-    for (uint32_t i = 0; i < src->ntags; i++) {
-        const st_tag_t *s = &src->tags[i];
-        st_tag_t *d = &dst->tags[i];
-        *d = *s;
-        d->entries = NULL;
-        d->nentries = d->cap = 0;
-        dst->ntags = i + 1;
-        if (!(d->path = cw_strdup(s->path))) goto fail;
-        d->entries = s->nentries ? malloc(s->nentries * sizeof *d->entries) : NULL;
-        if (s->nentries && !d->entries) goto fail;
-        d->cap = s->nentries;
-        for (uint32_t j = 0; j < s->nentries; j++) {
-            d->entries[j] = s->entries[j];
-            d->entries[j].module = cw_strdup(s->entries[j].module);
-            d->entries[j].method = s->entries[j].method ? cw_strdup(s->entries[j].method) : NULL;
-            d->nentries = j + 1;
-            if (!d->entries[j].module || (s->entries[j].method && !d->entries[j].method)) goto fail;
-        }
-    }
-    return 0;
-fail:
-    cw__st_set_free(dst);
-    return CW_ENOMEM;
-}
-
-/* Merges the tags of one file (stage) into set; entries are moved out of
- * stage. A tag stage defines again takes stage's priority if stage set one
- * and stage's entrypoints if stage has any. Entries get seq base + their
- * order in the file. */
-static int set_merge(st_set_t *set, st_set_t *stage, uint64_t base)
-{
-    for (uint32_t i = 0; i < stage->ntags; i++) {
-        st_tag_t *s = &stage->tags[i];
-        uint32_t idx;
-        int rc = cw__st_set_tag(set, s->path, strlen(s->path), &idx);
-        if (rc) return rc;
-        st_tag_t *d = &set->tags[idx];
-        if (s->priority_set) {
-            d->priority = s->priority;
-            d->priority_set = true;
-        }
-        if (s->nentries) {
-            for (uint32_t j = 0; j < d->nentries; j++)
-                entry_free(&d->entries[j]);
-            free(d->entries);
-            d->entries = s->entries;
-            d->nentries = s->nentries;
-            d->cap = s->cap;
-            s->entries = NULL;
-            s->nentries = s->cap = 0;
-            for (uint32_t j = 0; j < d->nentries; j++)
-                d->entries[j].seq += base;
-        }
-    }
-    return 0;
-}
 
 /* ---- compiling -------------------------------------------------------- */
 
@@ -408,8 +269,8 @@ int cw_stacktags_load_buffer(cw_stacktags_t *r, const char *name, const char *bu
     if (rc) goto fail;
     for (uint32_t i = 0; i < stage.ntags; i++)
         nentries += stage.tags[i].nentries;
-    rc = set_clone(&merged, &r->set);
-    if (!rc) rc = set_merge(&merged, &stage, r->next_seq);
+    rc = cw__st_set_clone(&merged, &r->set);
+    if (!rc) rc = cw__st_set_merge(&merged, &stage, r->next_seq);
     if (!rc) rc = compile(&merged, &c);
     if (rc) {
         cw_diag_set(d, rc, "%s: %s while merging its rules", name, cw_strerror(rc));
@@ -487,17 +348,6 @@ int cw_stacktags_tag_at(const cw_stacktags_t *r, size_t i, cw_stacktags_tag_t *o
     out->inherited = !tg->priority_set && tg->parent != ST_NONE;
     out->nrules = tg->nentries;
     return 0;
-}
-
-void cw__st_rule_view(const cw_stacktags_t *r, uint32_t t, const st_entry_t *e,
-                      cw_stacktags_rule_t *out)
-{
-    out->tag = r->set.tags[t].path;
-    out->priority = r->c.eprio[t];
-    out->module = e->module;
-    out->method = e->method;
-    out->file = e->file < r->nfiles ? r->files[e->file] : "";
-    out->line = e->line;
 }
 
 int cw_stacktags_tag_rule(const cw_stacktags_t *r, size_t i, size_t j, cw_stacktags_rule_t *out)
@@ -583,4 +433,28 @@ int cw_stacktags_tagger_for(const char *platform, const char *const *files, size
     rc = cw_stacktags_tagger(r, out);
     if (rc) return cw_diag_set(d, rc, "stack tags: out of memory");
     return 0;
+}
+
+/* ---- the tagger engine ------------------------------------------------ */
+
+static const char *engine_tag(void *impl, const cw_stacks_t *s, uint32_t stack_id)
+{
+    return cw_stacktags_tag_stack(impl, s, stack_id);
+}
+
+static const char *engine_hash(void *impl)
+{
+    return cw_stacktags_hash(impl);
+}
+
+static void engine_destroy(void *impl)
+{
+    cw_stacktags_destroy(impl);
+}
+
+static const cw_tagger_ops_t engine_ops = {"stacktags", engine_tag, engine_hash, engine_destroy};
+
+int cw_stacktags_tagger(cw_stacktags_t *r, cw_tagger_t **out)
+{
+    return cw_tagger_create(&engine_ops, r, out);
 }

@@ -2,11 +2,13 @@
  * (st_set: tags with their entrypoints), the compiled form used to match
  * frames (st_rule, indexes), and the functions that cross files.
  *
- * stacktags.c        owns the model: sets, merging a file, compiling, hash,
- *                    tree access, default files.
+ * stacktags.c        the top: loading files, compiling, hash, tree access,
+ *                    default files, the tagger engine.
  * stacktags_load.c   reads one .stacktags XML file into a fresh st_set.
  * stacktags_match.c  patterns, frame and stack matching, explain, the
- *                    tagger engine. */
+ *                    public view of a rule.
+ * stacktags_set.c    the tag tree: tags, entries, copy, merge, free.
+ * Calls run one way: stacktags.c -> load, match -> set. */
 #ifndef CW_CORE_STACKTAGS_INT_H
 #define CW_CORE_STACKTAGS_INT_H
 
@@ -107,7 +109,7 @@ struct cw_stacktags {
     size_t fcache_n;
 };
 
-/* stacktags.c */
+/* stacktags_set.c */
 void cw__st_set_free(st_set_t *set);
 /* Index of the tag with this path, created (with its missing ancestors)
  * when absent. path[0..len) uses '\' between components, none empty. 0 or
@@ -116,6 +118,14 @@ int cw__st_set_tag(st_set_t *set, const char *path, size_t len, uint32_t *out);
 /* Appends an entrypoint to tag; module and method are copied. */
 int cw__st_add_entry(st_set_t *set, uint32_t tag, const char *module, const char *method,
                      uint32_t file, uint32_t line);
+/* Deep copy of src into *dst (empty on entry); 0 or CW_ENOMEM (*dst then
+ * freed). */
+int cw__st_set_clone(st_set_t *dst, const st_set_t *src);
+/* Merges the tags of one file (stage) into set; entries are moved out of
+ * stage. A tag stage defines again takes stage's priority if stage set one
+ * and stage's entrypoints if stage has any. Entries get seq base + their
+ * order in the file. */
+int cw__st_set_merge(st_set_t *set, st_set_t *stage, uint64_t base);
 
 /* stacktags_load.c: parses buf into *set (empty on entry). name is used in
  * messages, file is the index entries get. Warnings through r's sink. */
@@ -130,7 +140,7 @@ void cw__st_pat_free(st_pat_t *p);
 size_t cw__st_strip_ext(const char *name, size_t len);
 /* Best rule for a frame text: its index, or ST_NONE. */
 uint32_t cw__st_match_text(const cw_stacktags_t *r, const char *text);
-/* stacktags.c: public view of entry e of tag t. */
+/* Public view of entry e of tag t. */
 void cw__st_rule_view(const cw_stacktags_t *r, uint32_t t, const st_entry_t *e,
                       cw_stacktags_rule_t *out);
 

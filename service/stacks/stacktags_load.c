@@ -145,7 +145,9 @@ static uint32_t on_tag(parse_t *ps, uint32_t ctx, const XML_Char **atts)
     return idx;
 }
 
-/* <Entrypoint Module="..." Method="..."/> */
+/* <Entrypoint Module="..." Method="..."/>. Its attribute loop reads like
+ * on_tag's: each element names its own two attributes and warns about
+ * the rest. */
 static void on_entry(parse_t *ps, uint32_t ctx, const XML_Char **atts)
 {
     const char *mod = NULL, *meth = NULL;

@@ -1,6 +1,7 @@
 /* stacktags_match.c - matching frames and stacks against compiled stack-tag
  * rules: pattern shapes, the frame -> rule decision (with its cache per
- * interned frame id), a stack's tag, explain, and the cw_tagger engine.
+ * interned frame id), a stack's tag, explain, and the public view of a
+ * rule.
  *
  * Cost model: a frame is matched once per cw_stacks table (frames are
  * interned, and the decision is cached by frame id); tagging a stack is
@@ -213,6 +214,19 @@ uint32_t cw__st_match_text(const cw_stacktags_t *r, const char *text)
     return best;
 }
 
+/* ---- the public view of a rule ---------------------------------------- */
+
+void cw__st_rule_view(const cw_stacktags_t *r, uint32_t t, const st_entry_t *e,
+                      cw_stacktags_rule_t *out)
+{
+    out->tag = r->set.tags[t].path;
+    out->priority = r->c.eprio[t];
+    out->module = e->module;
+    out->method = e->method;
+    out->file = e->file < r->nfiles ? r->files[e->file] : "";
+    out->line = e->line;
+}
+
 bool cw_stacktags_match_frame(const cw_stacktags_t *r, const char *frame, cw_stacktags_rule_t *rule)
 {
     uint32_t k = cw__st_match_text(r, frame);
@@ -278,28 +292,4 @@ const char *cw_stacktags_tag_stack(cw_stacktags_t *r, const cw_stacks_t *s, uint
         if (k != ST_NONE && (best == ST_NONE || rules[k].prio >= rules[best].prio)) best = k;
     }
     return best == ST_NONE ? CW_TAG_OTHER_NAME : r->set.tags[rules[best].tag].path;
-}
-
-/* ---- the tagger engine ------------------------------------------------ */
-
-static const char *engine_tag(void *impl, const cw_stacks_t *s, uint32_t stack_id)
-{
-    return cw_stacktags_tag_stack(impl, s, stack_id);
-}
-
-static const char *engine_hash(void *impl)
-{
-    return cw_stacktags_hash(impl);
-}
-
-static void engine_destroy(void *impl)
-{
-    cw_stacktags_destroy(impl);
-}
-
-static const cw_tagger_ops_t engine_ops = {"stacktags", engine_tag, engine_hash, engine_destroy};
-
-int cw_stacktags_tagger(cw_stacktags_t *r, cw_tagger_t **out)
-{
-    return cw_tagger_create(&engine_ops, r, out);
 }

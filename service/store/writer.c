@@ -67,6 +67,10 @@ struct cw_writer {
     void *state_ctx;
     cw_journal_t *journal; /* NULL: none; every call under lock */
     uint64_t stored;       /* batches stored (for the journal) */
+    /* cw_writer_on_submit: the core thread's, read by cw_writer_emit only */
+    cw_writer_submit_fn on_submit;
+    void *submit_ctx;
+    cw_diag_t *submit_d;
 };
 
 /* Waits up to retry_ns or until stop; true to try again. Called locked. */
@@ -206,6 +210,32 @@ int cw_writer_submit(cw_writer_t *w, cw_batch_t *b)
     cw_mutex_unlock(w->lock);
     cw_batch_free(b); /* not queued: the writer has failed */
     return err;
+}
+
+void cw_writer_on_submit(cw_writer_t *w, cw_writer_submit_fn fn, void *ctx, cw_diag_t *d)
+{
+    w->on_submit = fn;
+    w->submit_ctx = ctx;
+    w->submit_d = d;
+}
+
+int cw_writer_emit(void *ctx, cw_batch_t *b)
+{
+    cw_writer_t *w = ctx;
+    if (!w) {
+        cw_batch_free(b);
+        return CW_ESTOPPED;
+    }
+    int rc = cw_writer_submit(w, b);
+    if (rc == CW_ESTOPPED)
+        return cw_diag_set(w->submit_d, rc,
+                           "stopped while the database's disk was full: the buckets not yet "
+                           "stored were dropped");
+    /* The hook (the alert engine's kick) costs a signal per batch; the
+     * engine evaluates once the writer has committed (or at its next
+     * wake). */
+    if (rc == 0 && w->on_submit) w->on_submit(w->submit_ctx);
+    return rc;
 }
 
 int cw_writer_stop(cw_writer_t *w, cw_diag_t *d)

@@ -392,14 +392,21 @@ static void fail(cw_agg_t *a, int err)
     if (!a->err) a->err = err;
 }
 
+/* The instance's row in the bucket of ts (exit_ns CW_TS_NEVER while it
+ * lives); false, with the aggregator failed, when out of memory. */
+static bool proc_row(cw_agg_t *a, const cw_proc_t *p, int64_t ts, int64_t exit_ns)
+{
+    if (open_bucket(a, ts) == 0 &&
+        cw_batch_add_proc(a->batch, p->id, p->pid, p->start_ns, exit_ns, p->name, p->cmdline) == 0)
+        return true;
+    fail(a, CW_ENOMEM);
+    return false;
+}
+
 static void on_start(void *ctx, const cw_proc_t *p, int64_t ts)
 {
     cw_agg_t *a = ctx;
-    if (open_bucket(a, ts) != 0 ||
-        cw_batch_add_proc(a->batch, p->id, p->pid, p->start_ns, CW_TS_NEVER, p->name, p->cmdline)) {
-        fail(a, CW_ENOMEM);
-        return;
-    }
+    if (!proc_row(a, p, ts, CW_TS_NEVER)) return;
     /* An announced start may fold; a "pid N" instance has no name to
      * group by. */
     if (a->fold_lifetime <= 0 || p->implicit) return;
@@ -417,11 +424,7 @@ static void on_start(void *ctx, const cw_proc_t *p, int64_t ts)
 static void on_exit_(void *ctx, const cw_proc_t *p, int64_t ts)
 {
     cw_agg_t *a = ctx;
-    if (open_bucket(a, ts) != 0 ||
-        cw_batch_add_proc(a->batch, p->id, p->pid, p->start_ns, ts, p->name, p->cmdline)) {
-        fail(a, CW_ENOMEM);
-        return;
-    }
+    if (!proc_row(a, p, ts, ts)) return;
     /* A real exit, or the end of tracking (the row says which). */
     a->batch->procs.v[a->batch->procs.n - 1].tracking_ended = p->tracking_ended;
     fold_inst_t *f = inst_of(a, p->id);

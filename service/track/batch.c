@@ -47,6 +47,9 @@ void cw_batch_free(cw_batch_t *b)
     free(b);
 }
 
+/* The row kinds without strings or arrays are copied in as they are: one
+ * typed function each, alike on purpose (a generic push would lose the
+ * compiler's check of the row's type). */
 int cw_batch_add_commit(cw_batch_t *b, const cw_row_commit_t *r)
 {
     return VEC_PUSH(b->commits, *r);
@@ -177,6 +180,23 @@ void cw_batch_sort_activity(cw_row_activity_t *v, uint32_t n)
 
 /* The encoding's exact size, so it is written with one reservation and
  * plain stores (the core thread encodes every batch it queues). */
+/* The fixed fields of each row kind in the order they are encoded,
+ * X(type, field) with type u32, u64 or i64: cw_batch_encode and
+ * cw_batch_decode are written from the same lists, so they cannot
+ * disagree. Strings, frame lists and blobs follow a row's fixed fields
+ * (procs, stacks, maps), written out in both. */
+#define ROW_COMMIT(X) X(u32, proc) X(u32, stack) X(i64, a) X(u64, bytes) X(u64, events)
+#define ROW_RELEASE(X)                                                                             \
+    X(u32, proc) X(u32, stack) X(i64, a) X(u64, bytes) X(u64, pieces) X(u64, closed)
+#define ROW_ACTIVITY(X)                                                                            \
+    X(u32, proc) X(u64, events) X(i64, delta) X(i64, relpeak) X(i64, relpeak_ns)
+#define ROW_PROC(X) X(u32, id) X(u32, pid) X(i64, start_ns) X(i64, exit_ns)
+#define ROW_FOLDED(X) X(u32, group) X(u32, pid) X(i64, start_ns) X(i64, exit_ns) X(u64, bytes)
+#define ROW_MAP(X) X(u32, proc) X(u32, nranges) X(i64, ts_ns) X(u64, bytes)
+#define ROW_CORRECTION(X) X(u32, proc) X(i64, ts_ns) X(u64, committed) X(u64, decommitted)
+#define PUT_FIELD(type, field) p = put_##type(p, r->field);
+#define GET_FIELD(type, field) c.field = get_##type(&r);
+
 static size_t str_size(const char *s)
 {
     return 4 + (s ? strlen(s) : 0);
@@ -249,35 +269,19 @@ int cw_batch_encode(const cw_batch_t *b, cw_buf_t *o)
     p = put_u32(p, b->maps.n);
     for (uint32_t i = 0; i < b->commits.n; i++) {
         const cw_row_commit_t *r = &b->commits.v[i];
-        p = put_u32(p, r->proc);
-        p = put_u32(p, r->stack);
-        p = put_i64(p, r->a);
-        p = put_u64(p, r->bytes);
-        p = put_u64(p, r->events);
+        ROW_COMMIT(PUT_FIELD)
     }
     for (uint32_t i = 0; i < b->releases.n; i++) {
         const cw_row_release_t *r = &b->releases.v[i];
-        p = put_u32(p, r->proc);
-        p = put_u32(p, r->stack);
-        p = put_i64(p, r->a);
-        p = put_u64(p, r->bytes);
-        p = put_u64(p, r->pieces);
-        p = put_u64(p, r->closed);
+        ROW_RELEASE(PUT_FIELD)
     }
     for (uint32_t i = 0; i < b->activity.n; i++) {
         const cw_row_activity_t *r = &b->activity.v[i];
-        p = put_u32(p, r->proc);
-        p = put_u64(p, r->events);
-        p = put_i64(p, r->delta);
-        p = put_i64(p, r->relpeak);
-        p = put_i64(p, r->relpeak_ns);
+        ROW_ACTIVITY(PUT_FIELD)
     }
     for (uint32_t i = 0; i < b->procs.n; i++) {
         const cw_row_proc_t *r = &b->procs.v[i];
-        p = put_u32(p, r->id);
-        p = put_u32(p, r->pid);
-        p = put_i64(p, r->start_ns);
-        p = put_i64(p, r->exit_ns);
+        ROW_PROC(PUT_FIELD)
         p = put_u32(p, r->tracking_ended ? 1 : 0);
         p = put_str(p, r->name);
         p = put_str(p, r->cmdline);
@@ -295,18 +299,11 @@ int cw_batch_encode(const cw_batch_t *b, cw_buf_t *o)
     }
     for (uint32_t i = 0; i < b->folded.n; i++) {
         const cw_row_folded_t *r = &b->folded.v[i];
-        p = put_u32(p, r->group);
-        p = put_u32(p, r->pid);
-        p = put_i64(p, r->start_ns);
-        p = put_i64(p, r->exit_ns);
-        p = put_u64(p, r->bytes);
+        ROW_FOLDED(PUT_FIELD)
     }
     for (uint32_t i = 0; i < b->maps.n; i++) {
         const cw_row_map_t *r = &b->maps.v[i];
-        p = put_u32(p, r->proc);
-        p = put_u32(p, r->nranges);
-        p = put_i64(p, r->ts_ns);
-        p = put_u64(p, r->bytes);
+        ROW_MAP(PUT_FIELD)
         p = put_u32(p, (uint32_t)r->len);
         if (r->len) memcpy(p, r->blob, r->len);
         p += r->len;
@@ -317,10 +314,7 @@ int cw_batch_encode(const cw_batch_t *b, cw_buf_t *o)
         p = put_u32(p, b->corrections.n);
         for (uint32_t i = 0; i < b->corrections.n; i++) {
             const cw_row_correction_t *r = &b->corrections.v[i];
-            p = put_u32(p, r->proc);
-            p = put_i64(p, r->ts_ns);
-            p = put_u64(p, r->committed);
-            p = put_u64(p, r->decommitted);
+            ROW_CORRECTION(PUT_FIELD)
         }
     }
     o->n += (size_t)(p - start);
@@ -407,38 +401,22 @@ int cw_batch_decode(const void *p, size_t n, cw_batch_t **out)
     if (need > r.n) goto bad;
     for (uint32_t i = 0; i < cnt[0] && !err; i++) {
         cw_row_commit_t c;
-        c.proc = get_u32(&r);
-        c.stack = get_u32(&r);
-        c.a = get_i64(&r);
-        c.bytes = get_u64(&r);
-        c.events = get_u64(&r);
+        ROW_COMMIT(GET_FIELD)
         err = cw_batch_add_commit(b, &c);
     }
     for (uint32_t i = 0; i < cnt[1] && !err; i++) {
         cw_row_release_t c;
-        c.proc = get_u32(&r);
-        c.stack = get_u32(&r);
-        c.a = get_i64(&r);
-        c.bytes = get_u64(&r);
-        c.pieces = get_u64(&r);
-        c.closed = get_u64(&r);
+        ROW_RELEASE(GET_FIELD)
         err = cw_batch_add_release(b, &c);
     }
     for (uint32_t i = 0; i < cnt[2] && !err; i++) {
         cw_row_activity_t c;
-        c.proc = get_u32(&r);
-        c.events = get_u64(&r);
-        c.delta = get_i64(&r);
-        c.relpeak = get_i64(&r);
-        c.relpeak_ns = get_i64(&r);
+        ROW_ACTIVITY(GET_FIELD)
         err = cw_batch_add_activity(b, &c);
     }
     for (uint32_t i = 0; i < cnt[3] && !err; i++) {
         cw_row_proc_t c = {0};
-        c.id = get_u32(&r);
-        c.pid = get_u32(&r);
-        c.start_ns = get_i64(&r);
-        c.exit_ns = get_i64(&r);
+        ROW_PROC(GET_FIELD)
         uint32_t ended = get_u32(&r);
         if (ended > 1) goto bad;
         c.tracking_ended = ended == 1;
@@ -473,19 +451,12 @@ int cw_batch_decode(const void *p, size_t n, cw_batch_t **out)
     }
     for (uint32_t i = 0; i < cnt[6] && !err; i++) {
         cw_row_folded_t c;
-        c.group = get_u32(&r);
-        c.pid = get_u32(&r);
-        c.start_ns = get_i64(&r);
-        c.exit_ns = get_i64(&r);
-        c.bytes = get_u64(&r);
+        ROW_FOLDED(GET_FIELD)
         err = cw_batch_add_folded(b, &c);
     }
     for (uint32_t i = 0; i < cnt[7] && !err; i++) {
         cw_row_map_t c = {0};
-        c.proc = get_u32(&r);
-        c.nranges = get_u32(&r);
-        c.ts_ns = get_i64(&r);
-        c.bytes = get_u64(&r);
+        ROW_MAP(GET_FIELD)
         c.len = get_u32(&r);
         const unsigned char *blob = take(&r, c.len);
         if (!blob) goto bad;
@@ -501,10 +472,7 @@ int cw_batch_decode(const void *p, size_t n, cw_batch_t **out)
         if (nc == 0 || !count_fits(&r, nc, 28)) goto bad;
         for (uint32_t i = 0; i < nc && !err; i++) {
             cw_row_correction_t c;
-            c.proc = get_u32(&r);
-            c.ts_ns = get_i64(&r);
-            c.committed = get_u64(&r);
-            c.decommitted = get_u64(&r);
+            ROW_CORRECTION(GET_FIELD)
             err = cw_batch_add_correction(b, &c);
         }
     }

@@ -98,6 +98,7 @@ void cw_pipeline_finish(cw_pipeline_t *p)
     cw_tracker_finish(p->tracker);
 }
 
+/* Accessors of the private struct: one line each, alike by design. */
 uint64_t cw_pipeline_events(const cw_pipeline_t *p)
 {
     return p->events;
@@ -283,6 +284,12 @@ void cw_pipeline_serve(cw_pipeline_t *p, const cw_pipeline_serve_opts_t *o)
     p->served = true;
     p->serve = *o;
     cw_agg_set_emit(p->agg, emit_batch, p);
+}
+
+void cw_pipeline_set_emit(cw_pipeline_t *p, cw_agg_emit_fn emit, void *emit_ctx)
+{
+    p->serve.emit = emit;
+    p->serve.emit_ctx = emit_ctx;
 }
 
 int cw_pipeline_end_tracking(cw_pipeline_t *p)

@@ -21,7 +21,7 @@ start-up, most while ingesting). Then:
   replay lags its pace on a loaded machine) minus the stored end, in
   seconds and in raw buckets (1 s) begun since the stored end (1: only the
   open bucket). What a kill loses is the open bucket, the closed ones the
-  writer has not committed (at most QUEUE, service.c WRITER_QUEUE) and the
+  writer has not committed (at most QUEUE, app/writing.c WRITER_QUEUE) and the
   replay's lag; at real-time pace (--speed 1) the writer commits each
   bucket within milliseconds of its close, so a campaign given bound_s
   fails on any kill that lost more (test_crash_kill.py's real-time part:
@@ -61,7 +61,7 @@ HEADER = {"format": "commitwatch-trace", "version": 1, "platform": "windows", "p
 T0 = 1_699_999_200 * SEC  # a whole hour
 FIGS = ("size_bytes", "commit_count", "impacting_bytes", "transient_bytes", "transient_count",
         "peak_outstanding_bytes", "outstanding_end_bytes", "events")
-QUEUE = 64  # buckets the writer's queue holds (service.c, WRITER_QUEUE)
+QUEUE = 64  # buckets the writer's queue holds (app/writing.c, WRITER_QUEUE)
 CONFIG = ("fold_lifetime = 0\nretention_raw = 3m\nretention_minute = 1h\nretention_hour = 3h\n"
           "log_level = info\n")
 

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "commitwatch/platform.h"
-#include "sources/perf/perf_internal.h"
+#include "sources/perf/perf_types.h"
 #include "test.h"
 
 #if defined(__linux__)

@@ -1,7 +1,7 @@
 /* test_perf_shadow.c - the Linux VMA shadow's commit rules, fed synthetic
  * syscall results (no root, no perf): which calls charge, uncharge,
  * reserve or release, with which ranges and attributions. */
-#include "sources/perf/perf_internal.h"
+#include "sources/perf/perf_types.h"
 #include "test.h"
 
 #if defined(__linux__)

@@ -2,7 +2,8 @@
  * thread are all stored, in order, through a queue much smaller than
  * their number (submit blocks); what is queued goes in one transaction
  * (group commit); the first write error is sticky and comes back from
- * submit and stop; stop drains before joining. */
+ * submit and stop; stop drains before joining; the writer as a batch
+ * sink (cw_writer_emit) calls its submit hook per batch queued. */
 #include <sqlite3.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -64,6 +65,12 @@ static void on_state(void *ctx, int err, const char *msg)
         atomic_fetch_add(&f->cleared, 1);
     }
     atomic_store(&f->err, err);
+}
+
+/* cw_writer_on_submit's hook: counts the batches queued. */
+static void count_kick(void *ctx)
+{
+    (*(int *)ctx)++;
 }
 
 int main(void)
@@ -187,6 +194,19 @@ int main(void)
     ASSERT_EQ(cw_writer_stop(w, &d), CW_EINVAL);
     ASSERT_TRUE(strstr(d.msg, "time order") != NULL);
     ASSERT_EQ(cw_writer_stop(NULL, &d), 0);
+
+    /* The writer as a batch sink (cw_writer_emit): each batch queued
+     * calls the submit hook; with no writer a batch is freed and
+     * refused. */
+    int kicks = 0;
+    cw_diag_t ed = {{0}};
+    ASSERT_OK(cw_writer_start(s, 2, &w));
+    cw_writer_on_submit(w, count_kick, &kicks, &ed);
+    for (int64_t i = 2000; i < 2010; i++)
+        ASSERT_OK(cw_writer_emit(w, batch_at(i, 1)));
+    ASSERT_EQ(kicks, 10);
+    ASSERT_OK(cw_writer_stop(w, &d));
+    ASSERT_EQ(cw_writer_emit(NULL, batch_at(3000, 1)), CW_ESTOPPED);
 
     cw_store_close(s);
     ASSERT_OK(cw_test_rmtree(dir));

@@ -1,7 +1,7 @@
 /* perf.c - the Linux live source (`--source perf`): reads the per-CPU perf
  * rings, merges their records in timestamp order, hands each to the
  * process table (procs.c), which keeps each process's VMA shadow
- * (shadow.c), and delivers the resulting events to the sink in ts order;
+ * (shadow.c) and delivers the resulting events to the sink in ts order;
  * the rundown, resynchronisation after losses, the source ops.
  *
  * DESIGN (threads and ordering). Everything runs on the thread that calls
@@ -56,113 +56,7 @@
 #include "commitwatch/memstat.h"
 #include "commitwatch/platform.h"
 #include "commitwatch/source.h"
-#include "sources/perf/perf_internal.h"
-
-/* ---- small maps ------------------------------------------------------- */
-
-static size_t h32(uint32_t k, size_t cap)
-{
-    return (size_t)((k * 2654435761u) & (cap - 1));
-}
-
-void *cw_perf__pmap_get(const cw_perf__pmap_t *m, uint32_t k)
-{
-    if (!m->cap) return NULL;
-    for (size_t i = h32(k, m->cap); m->vals[i]; i = (i + 1) & (m->cap - 1))
-        if (m->keys[i] == k) return m->vals[i];
-    return NULL;
-}
-
-int cw_perf__pmap_put(cw_perf__pmap_t *m, uint32_t k, void *v)
-{
-    if ((m->n + 1) * 2 > m->cap) {
-        cw_perf__pmap_t g = {0};
-        g.cap = m->cap ? m->cap * 2 : 256;
-        g.keys = calloc(g.cap, sizeof *g.keys);
-        g.vals = calloc(g.cap, sizeof *g.vals);
-        if (!g.keys || !g.vals) {
-            free(g.keys);
-            free(g.vals);
-            return CW_ENOMEM;
-        }
-        for (size_t i = 0; i < m->cap; i++)
-            if (m->vals[i]) cw_perf__pmap_put(&g, m->keys[i], m->vals[i]);
-        free(m->keys);
-        free(m->vals);
-        *m = g;
-    }
-    size_t i = h32(k, m->cap);
-    while (m->vals[i] && m->keys[i] != k)
-        i = (i + 1) & (m->cap - 1);
-    if (!m->vals[i]) m->n++;
-    m->keys[i] = k;
-    m->vals[i] = v;
-    return 0;
-}
-
-void cw_perf__pmap_del(cw_perf__pmap_t *m, uint32_t k)
-{
-    if (!m->cap) return;
-    size_t i = h32(k, m->cap);
-    while (m->vals[i] && m->keys[i] != k)
-        i = (i + 1) & (m->cap - 1);
-    if (!m->vals[i]) return;
-    m->vals[i] = NULL;
-    m->n--;
-    /* Shift back the entries of the cluster that follows. */
-    for (size_t j = (i + 1) & (m->cap - 1); m->vals[j]; j = (j + 1) & (m->cap - 1)) {
-        size_t home = h32(m->keys[j], m->cap);
-        bool between = i <= j ? (i < home && home <= j) : (i < home || home <= j);
-        if (between) continue;
-        m->keys[i] = m->keys[j];
-        m->vals[i] = m->vals[j];
-        m->vals[j] = NULL;
-        i = j;
-    }
-}
-
-void cw_perf__pmap_free(cw_perf__pmap_t *m)
-{
-    free(m->keys);
-    free(m->vals);
-    memset(m, 0, sizeof *m);
-}
-
-/* ---- time and emission ------------------------------------------------ */
-
-/* Every event goes out through here: monotonic -> epoch, never backwards. */
-static int emit_raw(cw_perf__t *s, cw_event_t *ev)
-{
-    int64_t ts = ev->ts + s->mono_to_epoch;
-    if (ts < s->last_ts) ts = s->last_ts;
-    s->last_ts = ts;
-    ev->ts = ts;
-    return s->sink->emit(s->sink->ctx, ev);
-}
-
-static int shadow_emit(void *ctx, const cw_event_t *in)
-{
-    cw_event_t ev = *in;
-    return emit_raw(ctx, &ev);
-}
-
-static int shadow_query(void *ctx, uint32_t pid, int64_t call_ts, uint64_t addr, uint64_t len)
-{
-    cw_perf__t *s = ctx;
-    return cw_perf__smaps_query_acct(&s->acct, pid, call_ts, addr, len);
-}
-
-int cw_perf__emit_proc(cw_perf__t *s, cw_op_t op, uint32_t pid, int64_t ts, const char *name,
-                       const char *cmdline)
-{
-    cw_event_t ev = {0};
-    ev.ts = ts;
-    ev.op = op;
-    ev.pid = pid;
-    ev.name = name;
-    ev.cmdline = cmdline && *cmdline ? cmdline : NULL;
-    return emit_raw(s, &ev);
-}
+#include "sources/perf/perf_types.h"
 
 /* ---- rings and the merge ---------------------------------------------- */
 
@@ -682,7 +576,7 @@ static int perf_open_src(void **impl, const cw_source_opts_t *o, cw_diag_t *d)
         if (fscanf(f, "%d", &oc) != 1) oc = 0;
         fclose(f);
     }
-    s->env = (cw_perf__shadow_env_t){s, shadow_emit, shadow_query, oc == 2};
+    cw_perf__procs_env(s, oc == 2);
     s->self = (uint32_t)getpid();
     s->last_resync_ns = INT64_MIN;
     *impl = s;
@@ -850,6 +744,8 @@ static void perf_close(void *impl)
         cw_mem_set((cw_mem_comp_t)c, 0);
 }
 
+/* The source's ops (source.h): every source fills the same struct, so
+ * this reads like theirs by design. */
 const cw_source_ops_t cw_source_perf = {
     .name = "perf",
     .open = perf_open_src,

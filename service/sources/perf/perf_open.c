@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sources/perf/perf_internal.h"
+#include "sources/perf/perf_types.h"
 
 static const char *const sc_names[CW__SC_N] = {"mmap", "munmap",   "mremap",
                                                "brk",  "mprotect", "pkey_mprotect"};

@@ -3,7 +3,9 @@
  * instance and its image, from a snapshot applied when processing reaches
  * the moment it was read), exit, names, executable mappings; and the
  * syscall samples, each enter paired with its thread's exit and applied
- * to the shadow of the process whose memory it changes. See perf.c for
+ * to the shadow of the process whose memory it changes; the events all
+ * this emits go out through emit_raw (monotonic -> epoch, never
+ * backwards), the shadow's too (cw_perf__procs_env). See perf.c for
  * threads and ordering. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -13,7 +15,48 @@
 #include <string.h>
 
 #include "commitwatch/log.h"
-#include "sources/perf/perf_internal.h"
+#include "sources/perf/perf_types.h"
+
+/* ---- time and emission ------------------------------------------------ */
+
+/* Every event goes out through here: monotonic -> epoch, never backwards. */
+static int emit_raw(cw_perf__t *s, cw_event_t *ev)
+{
+    int64_t ts = ev->ts + s->mono_to_epoch;
+    if (ts < s->last_ts) ts = s->last_ts;
+    s->last_ts = ts;
+    ev->ts = ts;
+    return s->sink->emit(s->sink->ctx, ev);
+}
+
+static int shadow_emit(void *ctx, const cw_event_t *in)
+{
+    cw_event_t ev = *in;
+    return emit_raw(ctx, &ev);
+}
+
+static int shadow_query(void *ctx, uint32_t pid, int64_t call_ts, uint64_t addr, uint64_t len)
+{
+    cw_perf__t *s = ctx;
+    return cw_perf__smaps_query_acct(&s->acct, pid, call_ts, addr, len);
+}
+
+int cw_perf__emit_proc(cw_perf__t *s, cw_op_t op, uint32_t pid, int64_t ts, const char *name,
+                       const char *cmdline)
+{
+    cw_event_t ev = {0};
+    ev.ts = ts;
+    ev.op = op;
+    ev.pid = pid;
+    ev.name = name;
+    ev.cmdline = cmdline && *cmdline ? cmdline : NULL;
+    return emit_raw(s, &ev);
+}
+
+void cw_perf__procs_env(cw_perf__t *s, bool overcommit_never)
+{
+    s->env = (cw_perf__shadow_env_t){s, shadow_emit, shadow_query, overcommit_never};
+}
 
 /* ---- the process table ------------------------------------------------ */
 

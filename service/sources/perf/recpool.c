@@ -23,7 +23,7 @@
 #include <stdint.h>
 #include <sys/mman.h>
 
-#include "sources/perf/perf_internal.h"
+#include "sources/perf/perf_types.h"
 
 /* Under AddressSanitizer a chunk's bytes are poisoned but for the records
  * cut from it and not freed, so an overrun of a record or a use after its

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "commitwatch/error.h"
-#include "sources/perf/perf_internal.h"
+#include "sources/perf/perf_types.h"
 
 /* Linux UAPI values (asm-generic/mman-common.h, x86 and arm64 alike);
  * spelled out so this file stays free of OS headers and unit-testable. */
@@ -87,7 +87,8 @@ int cw_perf__shadow_copy(cw_perf__shadow_t *dst, const cw_perf__shadow_t *src)
     return 0;
 }
 
-/* Index of the first segment whose end is above addr (n if none). */
+/* Index of the first segment whose end is above addr (n if none). The
+ * same lower bound as unwind.c's find_map, over another array type. */
 static size_t lower(const cw_perf__shadow_t *s, uint64_t addr)
 {
     size_t lo = 0, hi = s->n;

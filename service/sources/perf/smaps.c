@@ -18,7 +18,7 @@
 
 #include "commitwatch/error.h"
 #include "commitwatch/platform.h"
-#include "sources/perf/perf_internal.h"
+#include "sources/perf/perf_types.h"
 
 void cw_perf__snapshot_free(cw_perf__snapshot_t *snap)
 {

@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "commitwatch/error.h"
-#include "sources/perf/perf_internal.h"
+#include "sources/perf/perf_types.h"
 
 #define MAX_FRAMES 96
 

@@ -1,5 +1,9 @@
-/* perf_internal.h - the parts of the Linux perf source, shared between its
- * files (service/sources/perf/).
+/* perf_types.h - the parts of the Linux perf source, shared between its
+ * files (service/sources/perf/): the types, the constants and each
+ * file's functions that others call. The ground floor: it includes no
+ * file of the folder. Calls run one way: perf.c (the source: rings, merge,
+ * rundown, resync) -> procs.c (the process table, emission) -> shadow.c,
+ * smaps.c, unwind.c, pmap.c; perf_open.c and recpool.c below perf.c.
  *
  *   shadow.c   the VMA shadow of one process: which pages the kernel
  *              charges to commit (VM_ACCOUNT), kept up by syscall results;
@@ -13,12 +17,15 @@
  *   perf.c     draining the rings, the timestamp merge, resync after
  *              losses, the rundown, the source ops.
  *   procs.c    the process table (fork, exec, exit) and the records:
- *              enter/exit pairing, applying calls to the shadow.
+ *              enter/exit pairing, applying calls to the shadow; the
+ *              events emitted (time base, the shadow's callbacks).
+ *   pmap.c     small u32 -> pointer maps (the process and thread tables).
+ *   recpool.c  the chunks the queued records live in.
  *
  * Thread: everything here runs on the thread that called the source's
  * run() (the core thread); only perf.c's stop() is called from elsewhere. */
-#ifndef CW_PERF_INTERNAL_H
-#define CW_PERF_INTERNAL_H
+#ifndef CW_PERF_TYPES_H
+#define CW_PERF_TYPES_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -391,14 +398,11 @@ typedef struct cw_perf__perf {
     int (*process)(struct cw_perf__perf *s, const cw_perf__rec_t *r);
 } cw_perf__t;
 
-/* perf.c: small u32 -> pointer maps (open addressing). */
+/* pmap.c: small u32 -> pointer maps (open addressing). */
 void *cw_perf__pmap_get(const cw_perf__pmap_t *m, uint32_t k);
 int cw_perf__pmap_put(cw_perf__pmap_t *m, uint32_t k, void *v); /* 0 or CW_ENOMEM */
 void cw_perf__pmap_del(cw_perf__pmap_t *m, uint32_t k);
 void cw_perf__pmap_free(cw_perf__pmap_t *m);
-/* perf.c: emits process_start / process_exit (ts monotonic). */
-int cw_perf__emit_proc(cw_perf__t *s, cw_op_t op, uint32_t pid, int64_t ts, const char *name,
-                       const char *cmdline);
 
 /* perf.c: one pass of the merge (the core thread's loop; tests call it on
  * rings they fill). Moves the rings' records to the queue (at most qmax
@@ -410,6 +414,12 @@ int cw_perf__emit_proc(cw_perf__t *s, cw_op_t op, uint32_t pid, int64_t ts, cons
  * it). 0 or an error. */
 int cw_perf__merge_pass(cw_perf__t *s, int64_t horizon, int64_t *upto);
 
+/* procs.c: emits process_start / process_exit (ts monotonic). */
+int cw_perf__emit_proc(cw_perf__t *s, cw_op_t op, uint32_t pid, int64_t ts, const char *name,
+                       const char *cmdline);
+/* procs.c: s->env, the shadow's callbacks: its events go out as
+ * cw_perf__emit_proc's do, its charge queries to s->acct (smaps.c). */
+void cw_perf__procs_env(cw_perf__t *s, bool overcommit_never);
 /* procs.c: the process table and the records that change it. */
 int cw_perf__process_rec(cw_perf__t *s, const cw_perf__rec_t *r);
 /* A process first seen: announced and loaded from smaps; NULL when gone
