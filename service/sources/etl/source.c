@@ -37,12 +37,6 @@ static int etl_open(void **impl, const cw_source_opts_t *o, cw_diag_t *d)
     return 0;
 }
 
-static const char *etl_platform(void *impl)
-{
-    (void)impl;
-    return "windows";
-}
-
 static int etl_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
 {
     cw_etl__reader_t *r = impl;
@@ -117,8 +111,8 @@ static int etl_commit_limit(void *impl, uint64_t *bytes, const char **why)
 
 const cw_source_ops_t cw_source_etl = {
     .name = "etl",
+    .fixed_platform = "windows",
     .open = etl_open,
-    .platform = etl_platform,
     .run = etl_run,
     .stop = etl_stop,
     .close = etl_close,

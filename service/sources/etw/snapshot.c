@@ -28,12 +28,6 @@ static int snap_open(void **impl, const cw_source_opts_t *o, cw_diag_t *d)
     return 0;
 }
 
-static const char *snap_platform(void *impl)
-{
-    (void)impl;
-    return "windows";
-}
-
 static int snap_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
 {
     snapshot_t *s = impl;
@@ -62,8 +56,8 @@ static void snap_close(void *impl)
 
 const cw_source_ops_t cw_source_rundown = {
     .name = "rundown",
+    .fixed_platform = "windows",
     .open = snap_open,
-    .platform = snap_platform,
     .run = snap_run,
     .stop = snap_stop,
     .close = snap_close,
