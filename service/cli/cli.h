@@ -6,6 +6,7 @@
 #define CW_CLI_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "commitwatch/error.h"
 #include "commitwatch/source.h"
@@ -64,5 +65,15 @@ int cw_cli_make_tagger(const char *platform, const char *const *files, size_t nf
 
 /* True when argv has -h or --help. */
 int cw_cli_wants_help(int argc, char **argv);
+
+/* The subcommand word of a command that takes one (main's COMMAND, tags'
+ * check/explain): argv[1]. NULL when there is none (usage printed to
+ * stderr, *rc 2) or it asks for help ("--help", "-h", "help": usage to
+ * stdout, *rc 0). */
+const char *cw_cli_subcommand(int argc, char **argv, void (*usage)(FILE *out), int *rc);
+
+/* Prints json, a document cw_*_json() made, as one line and frees it: 0.
+ * NULL (it ran out of memory) prints `commitwatch CMD: out of memory`: 1. */
+int cw_cli_put_json(const char *cmd, char *json);
 
 #endif

@@ -18,6 +18,33 @@ int cw_cli_wants_help(int argc, char **argv)
     return 0;
 }
 
+const char *cw_cli_subcommand(int argc, char **argv, void (*usage)(FILE *out), int *rc)
+{
+    if (argc < 2) {
+        usage(stderr);
+        *rc = 2;
+        return NULL;
+    }
+    const char *w = argv[1];
+    if (strcmp(w, "--help") == 0 || strcmp(w, "-h") == 0 || strcmp(w, "help") == 0) {
+        usage(stdout);
+        *rc = 0;
+        return NULL;
+    }
+    return w;
+}
+
+int cw_cli_put_json(const char *cmd, char *json)
+{
+    if (!json) {
+        fprintf(stderr, "commitwatch %s: out of memory\n", cmd);
+        return 1;
+    }
+    puts(json);
+    free(json);
+    return 0;
+}
+
 /* Stores one value; 0, or 2 after printing why it is bad. argc bounds how
  * many values a list can get, so its array is sized once. */
 static int set_opt(const char *cmd, const cw_cli_opt_t *o, const char *v, char *base, int argc)

@@ -267,20 +267,12 @@ int cw_cmd_analyze(int argc, char **argv)
         cw_report_free(r);
         return rc;
     }
-    if (a.json) {
-        char *s = cw_report_json(r, a.stacks);
-        if (!s) {
-            fprintf(stderr, "commitwatch analyze: out of memory\n");
-            cw_report_free(r);
-            return 1;
-        }
-        puts(s);
-        free(s);
-    } else {
+    if (a.json)
+        rc = cw_cli_put_json("analyze", cw_report_json(r, a.stacks));
+    else
         cw_report_print_table(r, a.stacks, stdout);
-    }
     cw_report_free(r);
-    return fflush(stdout) == 0 ? 0 : 1;
+    return rc == 0 && fflush(stdout) == 0 ? 0 : 1;
 usage:
     free(a.rules);
     return 2;
