@@ -257,10 +257,7 @@ int cw_cmd_analyze(int argc, char **argv)
     }
     free(a.rules);
     a.rules = NULL;
-    if (rc != 0) {
-        fprintf(stderr, "commitwatch analyze: %s\n", d.msg[0] ? d.msg : cw_strerror(rc));
-        return rc == CW_EUSAGE ? 2 : 1;
-    }
+    if (rc != 0) return cw_cli_exit("analyze", rc, &d);
     if (a.format) {
         cw_report_sort(r);
         rc = write_export(r, &eo, a.source ? a.source : a.db, a.output);
