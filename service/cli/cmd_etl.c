@@ -181,6 +181,7 @@ static void time_field(cJSON *o, const char *k, int64_t ns)
         num(o, k, ns);
 }
 
+/* One key a line, the document's schema as it reads: its blocks are alike in form only. */
 static char *to_json(const char *path, const cw_etl_info_t *in)
 {
     const cw_etl_header_t *h = &in->header;

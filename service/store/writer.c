@@ -208,6 +208,7 @@ int cw_writer_submit(cw_writer_t *w, cw_batch_t *b)
     return err;
 }
 
+/* Ends in a teardown list alike to store_pool.c's and engine.c's in form only. */
 int cw_writer_stop(cw_writer_t *w, cw_diag_t *d)
 {
     int err;

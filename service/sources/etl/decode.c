@@ -212,6 +212,7 @@ int cw_etl_decode_thread(const uint8_t *p, size_t n, unsigned version, unsigned 
     return done(&c);
 }
 
+/* Every decoder starts alike (start(), the version check); the fields after are its own. */
 int cw_etl_decode_valloc(const uint8_t *p, size_t n, unsigned version, unsigned ptr,
                          cw_etl_valloc_t *out)
 {

@@ -83,6 +83,7 @@ static int etl_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
     return rc;
 }
 
+/* stop and close are alike to each source's (etw/live.c, etw/snapshot.c) in form only. */
 static void etl_stop(void *impl)
 {
     atomic_store(&((cw_etl__reader_t *)impl)->stop, true);
@@ -109,6 +110,7 @@ static int etl_commit_limit(void *impl, uint64_t *bytes, const char **why)
     return CW_ENOENT;
 }
 
+/* Every source fills in this table (source.h): the tables are alike by design. */
 const cw_source_ops_t cw_source_etl = {
     .name = "etl",
     .fixed_platform = "windows",

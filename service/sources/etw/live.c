@@ -389,6 +389,7 @@ static void live_close(void *impl)
     free(l);
 }
 
+/* Every source fills in this table (source.h): the tables are alike by design. */
 const cw_source_ops_t cw_source_etw = {
     .name = "etw",
     .fixed_platform = "windows",

@@ -54,6 +54,7 @@ static void snap_close(void *impl)
     free(impl);
 }
 
+/* Every source fills in this table (source.h): the tables are alike by design. */
 const cw_source_ops_t cw_source_rundown = {
     .name = "rundown",
     .fixed_platform = "windows",
