@@ -46,9 +46,14 @@ typedef struct cw_source_opts {
 
 typedef struct cw_source_ops {
     const char *name; /* "replay", "perf", "etw" */
+    /* "windows" / "linux": the platform whose stacks the data holds, for a
+     * source that reads one platform only (etl, etw, rundown); NULL when
+     * the input says which (replay): then platform() tells. */
+    const char *fixed_platform;
     /* 0 and *impl set, or a CW_E* code with d saying what to do. */
     int (*open)(void **impl, const cw_source_opts_t *o, cw_diag_t *d);
-    /* "windows" / "linux": the platform whose stacks the data holds. */
+    /* The platform of the open source's data, where fixed_platform is
+     * NULL (unused otherwise). */
     const char *(*platform)(void *impl);
     /* Blocks delivering events; 0 at the end of input or after stop(),
      * else a CW_E* code (d filled) or the emit callback's return. */

@@ -109,6 +109,8 @@ int cw_alert_backtest(cw_store_t *s, const cw_alert_rule_t *rule, int64_t from, 
     return 0;
 }
 
+/* Alike to the other frees of a result's rows (cw_series_free, cw_etl_info_free,
+ * cw_store_metrics_free) in form only: each frees its own rows' strings. */
 void cw_backtest_free(cw_backtest_t *b)
 {
     if (!b) return;

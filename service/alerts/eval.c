@@ -176,6 +176,7 @@ static void state_free(cw__astate_t *st)
     free(st->tag);
 }
 
+/* A teardown list (alike to other destroy functions in form only). */
 void cw__aeval_free(cw__aeval_t *e)
 {
     for (size_t i = 0; e->r && i < e->rules.n; i++) {

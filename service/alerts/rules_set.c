@@ -26,6 +26,7 @@ static void free_list(char **v, size_t n)
     free(v);
 }
 
+/* Alike to store_alerts.c's row clears in form only: each frees its own strings. */
 void cw__alert_rule_free(cw_alert_rule_t *r)
 {
     free(r->name);

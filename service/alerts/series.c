@@ -65,6 +65,7 @@ void cw__strtab_free(cw__strtab_t *t)
 
 /* ---- the set ------------------------------------------------------------- */
 
+/* Sets its fields one a line (alike to agg.c's creation in form only). */
 int cw__aset_init(cw__aset_t *a, int64_t step, uint32_t len)
 {
     memset(a, 0, sizeof *a);
@@ -92,6 +93,7 @@ static void drop_series(cw__aset_t *a)
     cw_keymap_clear(&a->basemap);
 }
 
+/* A teardown list (alike to the tracker's in form only). */
 void cw__aset_free(cw__aset_t *a)
 {
     drop_series(a);

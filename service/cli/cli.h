@@ -6,10 +6,13 @@
 #define CW_CLI_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "commitwatch/error.h"
 #include "commitwatch/source.h"
 #include "commitwatch/tagger.h"
+
+struct cw_service_args; /* commitwatch/service.h */
 
 int cw_cmd_run(int argc, char **argv);
 int cw_cmd_analyze(int argc, char **argv);
@@ -64,5 +67,25 @@ int cw_cli_make_tagger(const char *platform, const char *const *files, size_t nf
 
 /* True when argv has -h or --help. */
 int cw_cli_wants_help(int argc, char **argv);
+
+/* The subcommand word of a command that takes one (main's COMMAND, tags'
+ * check/explain): argv[1]. NULL when there is none (usage printed to
+ * stderr, *rc 2) or it asks for help ("--help", "-h", "help": usage to
+ * stdout, *rc 0). */
+const char *cw_cli_subcommand(int argc, char **argv, void (*usage)(FILE *out), int *rc);
+
+/* A command's exit code for rc: 0 for 0; else, having printed
+ * `commitwatch CMD: why` (d's message, else rc's text), 2 for CW_EUSAGE
+ * and 1 for any other failure. */
+int cw_cli_exit(const char *cmd, int rc, const cw_diag_t *d);
+
+/* `run` and `serve` in the foreground: cw_service_run(a, d) with the
+ * platform's stop and reload requests (SIGINT/SIGTERM/SIGHUP, Ctrl+C on
+ * a Windows console) routed to the service while it runs; its result. */
+int cw_cli_service_foreground(struct cw_service_args *a, cw_diag_t *d);
+
+/* Prints json, a document cw_*_json() made, as one line and frees it: 0.
+ * NULL (it ran out of memory) prints `commitwatch CMD: out of memory`: 1. */
+int cw_cli_put_json(const char *cmd, char *json);
 
 #endif

@@ -1,5 +1,6 @@
 /* cli_util.c - what the commands share: the option-table parser, source
- * lookup and the tagger for a data platform. */
+ * lookup, the tagger for a data platform, the subcommand word, the exit
+ * code of a failure and the service run in the foreground. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -8,6 +9,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "commitwatch/platform.h"
+#include "commitwatch/service.h"
 #include "commitwatch/source.h"
 #include "commitwatch/stacktags.h"
 
@@ -15,6 +18,48 @@ int cw_cli_wants_help(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
+    return 0;
+}
+
+const char *cw_cli_subcommand(int argc, char **argv, void (*usage)(FILE *out), int *rc)
+{
+    if (argc < 2) {
+        usage(stderr);
+        *rc = 2;
+        return NULL;
+    }
+    const char *w = argv[1];
+    if (strcmp(w, "--help") == 0 || strcmp(w, "-h") == 0 || strcmp(w, "help") == 0) {
+        usage(stdout);
+        *rc = 0;
+        return NULL;
+    }
+    return w;
+}
+
+int cw_cli_exit(const char *cmd, int rc, const cw_diag_t *d)
+{
+    if (rc == 0) return 0;
+    fprintf(stderr, "commitwatch %s: %s\n", cmd, d->msg[0] ? d->msg : cw_strerror(rc));
+    return rc == CW_EUSAGE ? 2 : 1;
+}
+
+int cw_cli_service_foreground(cw_service_args_t *a, cw_diag_t *d)
+{
+    cw_plat_catch_stop(cw_service_stop, cw_service_reload);
+    int rc = cw_service_run(a, d);
+    cw_plat_catch_stop(NULL, NULL);
+    return rc;
+}
+
+int cw_cli_put_json(const char *cmd, char *json)
+{
+    if (!json) {
+        fprintf(stderr, "commitwatch %s: out of memory\n", cmd);
+        return 1;
+    }
+    puts(json);
+    free(json);
     return 0;
 }
 

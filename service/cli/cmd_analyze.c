@@ -257,30 +257,19 @@ int cw_cmd_analyze(int argc, char **argv)
     }
     free(a.rules);
     a.rules = NULL;
-    if (rc != 0) {
-        fprintf(stderr, "commitwatch analyze: %s\n", d.msg[0] ? d.msg : cw_strerror(rc));
-        return rc == CW_EUSAGE ? 2 : 1;
-    }
+    if (rc != 0) return cw_cli_exit("analyze", rc, &d);
     if (a.format) {
         cw_report_sort(r);
         rc = write_export(r, &eo, a.source ? a.source : a.db, a.output);
         cw_report_free(r);
         return rc;
     }
-    if (a.json) {
-        char *s = cw_report_json(r, a.stacks);
-        if (!s) {
-            fprintf(stderr, "commitwatch analyze: out of memory\n");
-            cw_report_free(r);
-            return 1;
-        }
-        puts(s);
-        free(s);
-    } else {
+    if (a.json)
+        rc = cw_cli_put_json("analyze", cw_report_json(r, a.stacks));
+    else
         cw_report_print_table(r, a.stacks, stdout);
-    }
     cw_report_free(r);
-    return fflush(stdout) == 0 ? 0 : 1;
+    return rc == 0 && fflush(stdout) == 0 ? 0 : 1;
 usage:
     free(a.rules);
     return 2;

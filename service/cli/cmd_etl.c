@@ -181,6 +181,7 @@ static void time_field(cJSON *o, const char *k, int64_t ns)
         num(o, k, ns);
 }
 
+/* One key a line, the document's schema as it reads: its blocks are alike in form only. */
 static char *to_json(const char *path, const cw_etl_info_t *in)
 {
     const cw_etl_header_t *h = &in->header;
@@ -359,18 +360,10 @@ int cw_cmd_etl(int argc, char **argv)
         fprintf(stderr, "commitwatch etl info: %s\n", d.msg[0] ? d.msg : cw_strerror(rc));
         return 1;
     }
-    if (a.json) {
-        char *s = to_json(path, in);
-        if (!s) {
-            fprintf(stderr, "commitwatch etl info: out of memory\n");
-            cw_etl_info_free(in);
-            return 1;
-        }
-        puts(s);
-        free(s);
-    } else {
+    if (a.json)
+        rc = cw_cli_put_json("etl info", to_json(path, in));
+    else
         print_text(path, in);
-    }
     cw_etl_info_free(in);
-    return fflush(stdout) == 0 ? 0 : 1;
+    return rc == 0 && fflush(stdout) == 0 ? 0 : 1;
 }

@@ -40,6 +40,8 @@ static const char usage_text[] =
     "SIGHUP reloads the configuration file and the stack-tag rules; stored stacks\n"
     "are re-tagged when the rules changed.\n";
 
+/* Each command's options are its own table (data): serve, analyze and record have
+ * rows alike to these. */
 #define F(f) offsetof(cw_service_args_t, f)
 static const cw_cli_opt_t opts[] = {
     {"--source", CW_CLI_STR, F(source), 0, NULL},
@@ -87,15 +89,10 @@ int cw_cmd_run(int argc, char **argv)
     if (rc == 0) {
         int src = 0;
         cw_plat_service_hooks_t hooks = {run_service, cw_service_stop, cw_service_reload, &r};
-        if (cw_plat_service_dispatch(&hooks, &src) == CW_ENOSYS) {
-            /* Not a service: in the foreground, stopped by signals or Ctrl+C. */
-            cw_plat_catch_stop(cw_service_stop, cw_service_reload);
-            src = cw_service_run(&a, &r.d);
-            cw_plat_catch_stop(NULL, NULL);
-        }
-        if (src != 0)
-            fprintf(stderr, "commitwatch run: %s\n", r.d.msg[0] ? r.d.msg : cw_strerror(src));
-        rc = src == 0 ? 0 : src == CW_EUSAGE ? 2 : 1;
+        /* Not a service: in the foreground, stopped by signals or Ctrl+C. */
+        if (cw_plat_service_dispatch(&hooks, &src) == CW_ENOSYS)
+            src = cw_cli_service_foreground(&a, &r.d);
+        rc = cw_cli_exit("run", src, &r.d);
     }
     free((void *)a.stacktags);
     return rc;

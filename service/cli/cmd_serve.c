@@ -6,7 +6,6 @@
 #include <stdio.h>
 
 #include "cli/cli.h"
-#include "commitwatch/platform.h"
 #include "commitwatch/service.h"
 
 static const char usage_text[] =
@@ -45,9 +44,5 @@ int cw_cmd_serve(int argc, char **argv)
         return 2;
     }
     a.serve = true;
-    cw_plat_catch_stop(cw_service_stop, cw_service_reload);
-    rc = cw_service_run(&a, &d);
-    cw_plat_catch_stop(NULL, NULL);
-    if (rc != 0) fprintf(stderr, "commitwatch serve: %s\n", d.msg[0] ? d.msg : cw_strerror(rc));
-    return rc == 0 ? 0 : rc == CW_EUSAGE ? 2 : 1;
+    return cw_cli_exit("serve", cw_cli_service_foreground(&a, &d), &d);
 }

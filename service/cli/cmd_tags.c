@@ -299,15 +299,9 @@ out:
 
 int cw_cmd_tags(int argc, char **argv)
 {
-    if (argc < 2) {
-        usage(stderr);
-        return 2;
-    }
-    const char *sub = argv[1];
-    if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0 || strcmp(sub, "help") == 0) {
-        usage(stdout);
-        return 0;
-    }
+    int rc;
+    const char *sub = cw_cli_subcommand(argc, argv, usage, &rc);
+    if (!sub) return rc;
     if (strcmp(sub, "check") == 0) {
         if (cw_cli_wants_help(argc - 1, argv + 1)) {
             usage_check(stdout);

@@ -44,15 +44,9 @@ int main(int argc, char **argv)
      * file or a pipe): a line would then show up only at exit, or never if
      * the process is killed. */
     setvbuf(stderr, NULL, _IONBF, 0);
-    if (argc < 2) {
-        usage(stderr);
-        return 2;
-    }
-    const char *cmd = argv[1];
-    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
-        usage(stdout);
-        return 0;
-    }
+    int rc;
+    const char *cmd = cw_cli_subcommand(argc, argv, usage, &rc);
+    if (!cmd) return rc;
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("commitwatch %s\nsources: replay%s%s%s\n", CW_VERSION,
                cw_source_find("etl") ? ", etl" : "", cw_source_find("perf") ? ", perf" : "",
@@ -62,10 +56,8 @@ int main(int argc, char **argv)
     /* The service runs for months with dozens of threads: without glibc's
      * per-thread caches, which only an exec can turn off (platform.h).
      * Only a service that starts: not `run --help`. */
-    bool help = false;
-    for (int i = 2; i < argc; i++)
-        help = help || strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
-    if (strcmp(cmd, "run") == 0 && !help && cw_plat_heap_thread_caches_off(argv))
+    if (strcmp(cmd, "run") == 0 && !cw_cli_wants_help(argc - 1, argv + 1) &&
+        cw_plat_heap_thread_caches_off(argv))
         CW_LOGI("heap: glibc's per-thread caches are off (GLIBC_TUNABLES=glibc.malloc.tcache_count=0 "
                 "at the exec; set another glibc.malloc.tcache tunable to keep them)");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

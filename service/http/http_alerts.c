@@ -176,8 +176,7 @@ int cw__http_alerts(cw__http_req_t *r)
         cJSON *a = alert_json(&v[i], false);
         ok = a && cJSON_AddItemToArray(arr, a);
     }
-    rc = ok ? cw__http_send_json(r, root) : cw__http_oom(r);
-    cJSON_Delete(root);
+    rc = cw__http_send_tree(r, ok, root);
     cw_alert_rows_free(v, n);
     return rc;
 }
@@ -205,8 +204,7 @@ int cw__http_alert(cw__http_req_t *r, uint32_t id)
         cJSON *t = tr_json(&tv[i]);
         ok = t && cJSON_AddItemToArray(arr, t);
     }
-    rc = ok ? cw__http_send_json(r, root) : cw__http_oom(r);
-    cJSON_Delete(root);
+    rc = cw__http_send_tree(r, ok, root);
     cw_alert_tr_rows_free(tv, n);
     cw_alert_row_clear(&a);
     return rc;
@@ -359,8 +357,7 @@ int cw__http_alert_rules(cw__http_req_t *r)
         cJSON *fields = ok ? rule_fields(text) : NULL;
         ok = ok && fields && cJSON_AddItemToObject(o, "fields", fields);
     }
-    rc = ok ? cw__http_send_json(r, root) : cw__http_oom(r);
-    cJSON_Delete(root);
+    rc = cw__http_send_tree(r, ok, root);
     cJSON_Delete(rules);
     cw_alert_rows_free(v, n);
     return rc;

@@ -112,8 +112,7 @@ int cw__http_processes(cw__http_req_t *r)
         cJSON *p = cw_report_proc_json(&rep->procs[ix[k].i], false);
         ok = p && cJSON_AddItemToArray(arr, p);
     }
-    rc = ok ? cw__http_send_json(r, root) : cw__http_oom(r);
-    cJSON_Delete(root);
+    rc = cw__http_send_tree(r, ok, root);
     free(ix);
     cw_report_free(rep);
     return rc;
@@ -170,9 +169,8 @@ int cw__http_process(cw__http_req_t *r, uint32_t id)
         cJSON_AddItemToObject(root, "process", pj);
         pj = NULL;
     }
-    rc = ok ? cw__http_send_json(r, root) : cw__http_oom(r);
     cJSON_Delete(pj);
-    cJSON_Delete(root);
+    rc = cw__http_send_tree(r, ok, root);
 out:
     cw_proc_info_clear(&tmp.info);
     cw_report_free(rep);
@@ -226,8 +224,7 @@ int cw__http_instances(cw__http_req_t *r, uint32_t id)
              cw__json_i64_or_null(o, "exit_ns", l.v[i].exit_ns, CW_TS_NEVER) &&
              (!info.folded || cw__json_u64(o, "bytes", l.v[i].bytes));
     }
-    rc = ok ? cw__http_send_json(r, root) : cw__http_oom(r);
-    cJSON_Delete(root);
+    rc = cw__http_send_tree(r, ok, root);
     if (info.folded) cw_folded_list_clear(&l);
     cw_proc_info_clear(&info);
     return rc;

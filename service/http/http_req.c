@@ -120,6 +120,13 @@ int cw__http_oom(cw__http_req_t *r)
     return cw__http_fail(r, 500, "out of memory while building the response");
 }
 
+int cw__http_send_tree(cw__http_req_t *r, bool ok, cJSON *root)
+{
+    int rc = ok ? cw__http_send_json(r, root) : cw__http_oom(r);
+    cJSON_Delete(root);
+    return rc;
+}
+
 int cw__http_db_fail(cw__http_req_t *r, int rc, const cw_diag_t *d)
 {
     if (rc == CW_ENOMEM) return cw__http_oom(r);

@@ -98,6 +98,10 @@ int cw__http_send_attachment(cw__http_req_t *r, const char *ctype, const char *f
                              const char *body, size_t len);
 /* Prints and sends a cJSON tree (not freed). 0, or 500 on ENOMEM. */
 int cw__http_send_json(cw__http_req_t *r, const struct cJSON *root);
+/* A handler's last step with the tree it built: sends root when ok
+ * (cw__http_send_json), else cw__http_oom() (building it ran out of
+ * memory); frees root either way (NULL accepted). */
+int cw__http_send_tree(cw__http_req_t *r, bool ok, struct cJSON *root);
 /* Sends {"error": r->err} (UTF-8-cleaned) with status: the answer to a
  * handler's nonzero return. */
 void cw__http_send_error(cw__http_req_t *r, int status);

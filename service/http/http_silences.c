@@ -74,9 +74,7 @@ int cw__http_silences(cw__http_req_t *r)
         cJSON *o = silence_json(&v[i], now);
         ok = o && cJSON_AddItemToArray(arr, o);
     }
-    /* The same shape as http_alerts.c's list: each list frees its own row type. */
-    rc = ok ? cw__http_send_json(r, root) : cw__http_oom(r);
-    cJSON_Delete(root);
+    rc = cw__http_send_tree(r, ok, root);
     cw_silence_rows_free(v, n);
     return rc;
 }

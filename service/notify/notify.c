@@ -347,6 +347,8 @@ static void channel_main(void *arg)
 
 /* ---- the API -------------------------------------------------------------------- */
 
+/* A teardown list, alike to engine.c's and writer.c's in form only: each frees its own
+ * members. */
 static void free_notifier(struct cw_notifier *nf)
 {
     for (int k = 0; k < CH__N; k++) {

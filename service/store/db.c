@@ -78,6 +78,17 @@ int cw__store_step_done(cw_store_t *s, sqlite3_stmt *st, const char *what, cw_di
     return err;
 }
 
+int cw__store_put_ints(cw_store_t *s, int id, const char *sql, const int64_t *v, size_t n,
+                       const char *what, cw_diag_t *d)
+{
+    sqlite3_stmt *st = NULL;
+    int err = cw__store_stmt(s, id, sql, &st, d);
+    if (err) return err;
+    for (size_t i = 0; i < n; i++)
+        sqlite3_bind_int64(st, (int)i + 1, v[i]);
+    return cw__store_step_done(s, st, what, d);
+}
+
 /* A single integer from a PRAGMA or SELECT. */
 int cw__store_query_int(cw_store_t *s, const char *sql, int64_t *out, cw_diag_t *d)
 {

@@ -212,6 +212,12 @@ void cw__db_on_release(cw_store_t *s, enum cw__release slot, cw__release_fn *fn)
 int cw__store_exec(cw_store_t *s, const char *sql, const char *what, cw_diag_t *d);
 int cw__store_step_done(cw_store_t *s, sqlite3_stmt *st, const char *what, cw_diag_t *d);
 int cw__store_query_int(cw_store_t *s, const char *sql, int64_t *out, cw_diag_t *d);
+/* Runs the cached statement of slot id (cw__store_stmt) once with ?1..?n
+ * bound to v[0..n), all integers: the writes whose parameters are all
+ * numbers, their values listed in column order at the call. 0 or as
+ * cw__store_step_done. */
+int cw__store_put_ints(cw_store_t *s, int id, const char *sql, const int64_t *v, size_t n,
+                       const char *what, cw_diag_t *d);
 /* Resets st and clears its bindings, after every use of a cached one. */
 void cw__store_stmt_done(sqlite3_stmt *st);
 

@@ -67,15 +67,9 @@ static const char SQL_LAST_LOSS[] =
 
 static int put_tier(cw_store_t *s, int k, const cw__tier_t *t, cw_diag_t *d)
 {
-    sqlite3_stmt *st = NULL;
-    int err = cw__store_stmt(s, CW__ST_TIER_PUT, SQL_TIER_PUT, &st, d);
-    if (err) return err;
-    sqlite3_bind_int(st, 1, k);
-    sqlite3_bind_int64(st, 2, t->start);
-    sqlite3_bind_int64(st, 3, t->horizon);
-    sqlite3_bind_int64(st, 4, t->end);
-    sqlite3_bind_int64(st, 5, t->retention);
-    return cw__store_step_done(s, st, "saving a tier's state", d);
+    const int64_t v[] = {k, t->start, t->horizon, t->end, t->retention};
+    return cw__store_put_ints(s, CW__ST_TIER_PUT, SQL_TIER_PUT, v, CW_ARRAY_LEN(v),
+                              "saving a tier's state", d);
 }
 
 /* Takes the retention settings and the last source counters. */
@@ -218,11 +212,6 @@ int cw_store_load_state(cw_store_t *s, cw_stacks_t *stacks, uint32_t *next_proc_
 
 /* ---- writing a batch -------------------------------------------------------- */
 
-static void bind_u64(sqlite3_stmt *st, int i, uint64_t v)
-{
-    sqlite3_bind_int64(st, i, (int64_t)v);
-}
-
 static int put_dictionary(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;
@@ -266,21 +255,12 @@ static int put_dictionary(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
     return err;
 }
 
-/* Binds like put_tier and cw__store_put_activity by shape only (other
- * statements, other columns). */
 static int put_commit(cw_store_t *s, int tier, int64_t bucket, const cw_row_commit_t *r,
                       cw_diag_t *d)
 {
-    sqlite3_stmt *st = NULL;
-    int err = cw__store_stmt(s, CW__ST_COMMIT_ADD, SQL_COMMIT_ADD, &st, d);
-    if (err) return err;
-    sqlite3_bind_int(st, 1, tier);
-    sqlite3_bind_int64(st, 2, bucket);
-    sqlite3_bind_int64(st, 3, r->proc);
-    sqlite3_bind_int64(st, 4, r->stack);
-    bind_u64(st, 5, r->bytes);
-    bind_u64(st, 6, r->events);
-    return cw__store_step_done(s, st, "storing commits", d);
+    const int64_t v[] = {tier, bucket, r->proc, r->stack, (int64_t)r->bytes, (int64_t)r->events};
+    return cw__store_put_ints(s, CW__ST_COMMIT_ADD, SQL_COMMIT_ADD, v, CW_ARRAY_LEN(v),
+                              "storing commits", d);
 }
 
 /* Rundown commits add to every tier's BEFORE row (several batches may
@@ -299,20 +279,14 @@ static int put_rundown(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
  * 007_corrections). Each instance's row is stored by then: a correction
  * rides in the batch of its bucket, which is that of the instance's start
  * or later (agg.h), and put_dictionary stored this batch's. */
-/* The same row loop as store_fold.c and store_map.c by shape only: each
- * binds its own table's columns. */
 static int put_corrections(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
 {
-    sqlite3_stmt *st = NULL;
     int err = 0;
     for (uint32_t i = 0; i < b->corrections.n && !err; i++) {
         const cw_row_correction_t *r = &b->corrections.v[i];
-        if ((err = cw__store_stmt(s, CW__ST_CORRECTION_PUT, SQL_CORRECTION_PUT, &st, d))) break;
-        sqlite3_bind_int64(st, 1, r->proc);
-        bind_u64(st, 2, r->committed);
-        bind_u64(st, 3, r->decommitted);
-        sqlite3_bind_int64(st, 4, r->ts_ns);
-        err = cw__store_step_done(s, st, "storing a correction", d);
+        const int64_t v[] = {r->proc, (int64_t)r->committed, (int64_t)r->decommitted, r->ts_ns};
+        err = cw__store_put_ints(s, CW__ST_CORRECTION_PUT, SQL_CORRECTION_PUT, v, CW_ARRAY_LEN(v),
+                                 "storing a correction", d);
     }
     return err;
 }
@@ -321,15 +295,11 @@ static int put_corrections(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
 static int put_losses(cw_store_t *s, const cw_batch_t *b, uint64_t last_lost, int64_t last_drift,
                       cw_diag_t *d)
 {
-    sqlite3_stmt *st = NULL;
-    int err;
     if (b->events_lost == last_lost && b->drift_bytes == last_drift) return 0;
-    if ((err = cw__store_stmt(s, CW__ST_LOSS_PUT, SQL_LOSS_PUT, &st, d))) return err;
-    sqlite3_bind_int64(st, 1, b->bucket_ns + b->width_ns);
-    bind_u64(st, 2, b->events_total);
-    bind_u64(st, 3, b->events_lost);
-    sqlite3_bind_int64(st, 4, b->drift_bytes);
-    return cw__store_step_done(s, st, "storing source counters", d);
+    const int64_t v[] = {b->bucket_ns + b->width_ns, (int64_t)b->events_total,
+                         (int64_t)b->events_lost, b->drift_bytes};
+    return cw__store_put_ints(s, CW__ST_LOSS_PUT, SQL_LOSS_PUT, v, CW_ARRAY_LEN(v),
+                              "storing source counters", d);
 }
 
 static int check_batch(cw_store_t *s, const cw__tier_t *t, const cw_batch_t *b, cw_diag_t *d)

@@ -266,6 +266,8 @@ static void cl_silence(void *r)
 
 /* ---- rows --------------------------------------------------------------- */
 
+/* The row clears below free their own strings: alike to each other (and to store_notify.c's)
+ * in form only. */
 void cw_alert_row_clear(cw_alert_row_t *r)
 {
     if (!r) return;

@@ -24,20 +24,15 @@ static const char SQL_FOLDED_LIST[] =
 
 int cw__store_put_folded(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
 {
-    sqlite3_stmt *st = NULL;
     int err = 0;
     for (uint32_t i = 0; i < b->folded.n && !err; i++) {
         const cw_row_folded_t *r = &b->folded.v[i];
-        if ((err = cw__store_stmt(s, CW__ST_FOLDED_PUT, SQL_FOLDED_PUT, &st, d))) break;
-        sqlite3_bind_int64(st, 1, r->group);
-        sqlite3_bind_int64(st, 2, r->start_ns);
-        sqlite3_bind_int64(st, 3, r->pid);
-        sqlite3_bind_int64(st, 4, r->exit_ns);
-        sqlite3_bind_int64(st, 5, (int64_t)r->bytes);
-        if ((err = cw__store_step_done(s, st, "storing a folded instance", d))) break;
-        if ((err = cw__store_stmt(s, CW__ST_FOLDED_COUNT, SQL_FOLDED_COUNT, &st, d))) break;
-        sqlite3_bind_int64(st, 1, r->group);
-        err = cw__store_step_done(s, st, "counting a folded instance", d);
+        const int64_t v[] = {r->group, r->start_ns, r->pid, r->exit_ns, (int64_t)r->bytes};
+        err = cw__store_put_ints(s, CW__ST_FOLDED_PUT, SQL_FOLDED_PUT, v, CW_ARRAY_LEN(v),
+                                 "storing a folded instance", d);
+        if (!err)
+            err = cw__store_put_ints(s, CW__ST_FOLDED_COUNT, SQL_FOLDED_COUNT, v, 1,
+                                     "counting a folded instance", d);
     }
     return err;
 }

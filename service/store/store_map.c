@@ -16,7 +16,8 @@ static const char SQL_MAP_AT[] = "SELECT ts_ns, ranges FROM map_snapshots WHERE 
 static const char SQL_MAP_TIMES[] =
     "SELECT ts_ns FROM map_snapshots WHERE proc = ?1 ORDER BY ts_ns DESC LIMIT ?2";
 
-/* Shaped like cw__store_put_folded's loop; another table's columns. */
+/* Binds each row itself, like put_dictionary's loops in store.c: the ranges go as a blob,
+ * which cw__store_put_ints does not take. */
 int cw__store_put_maps(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;

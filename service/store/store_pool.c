@@ -162,7 +162,8 @@ uint32_t cw_store_pool_open_count(cw_store_pool_t *p)
     return n;
 }
 
-/* Teardown shaped like writer.c's of its own struct, nothing shared. */
+/* A teardown list, alike to writer.c's, engine.c's and notify.c's in form only: each frees
+ * its own members. */
 void cw_store_pool_destroy(cw_store_pool_t *p)
 {
     if (!p) return;

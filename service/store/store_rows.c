@@ -16,17 +16,10 @@ static const char SQL_ACTIVITY_PUT[] =
 int cw__store_put_activity(cw_store_t *s, int tier, int64_t bucket, const cw_row_activity_t *r,
                            cw_diag_t *d)
 {
-    sqlite3_stmt *st = NULL;
-    int err = cw__store_stmt(s, CW__ST_ACTIVITY_PUT, SQL_ACTIVITY_PUT, &st, d);
-    if (err) return err;
-    sqlite3_bind_int(st, 1, tier);
-    sqlite3_bind_int64(st, 2, bucket);
-    sqlite3_bind_int64(st, 3, r->proc);
-    sqlite3_bind_int64(st, 4, (int64_t)r->events);
-    sqlite3_bind_int64(st, 5, r->delta);
-    sqlite3_bind_int64(st, 6, r->relpeak);
-    sqlite3_bind_int64(st, 7, r->relpeak_ns);
-    return cw__store_step_done(s, st, "storing activity", d);
+    const int64_t v[] = {tier, bucket, r->proc, (int64_t)r->events, r->delta, r->relpeak,
+                         r->relpeak_ns};
+    return cw__store_put_ints(s, CW__ST_ACTIVITY_PUT, SQL_ACTIVITY_PUT, v, CW_ARRAY_LEN(v),
+                              "storing activity", d);
 }
 
 /* Plain inserts of many rows, CW__STORE_MULTI a statement: "INSERT INTO

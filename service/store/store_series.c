@@ -768,6 +768,8 @@ int cw_store_series(cw_store_t *s, const cw_series_query_t *q, cw_series_t **out
     return 0;
 }
 
+/* Alike to the other frees of a result's rows (cw_store_metrics_free, cw_etl_info_free) in
+ * form only: each frees its own rows' strings. */
 void cw_series_free(cw_series_t *s)
 {
     if (!s) return;

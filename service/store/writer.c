@@ -139,6 +139,20 @@ static void writer_main(void *arg)
     cw_mutex_unlock(w->lock);
 }
 
+/* Frees w and what it holds, also half made by cw_writer_start (what it
+ * did not make is NULL, and the destroy functions take NULL). The thread
+ * has ended or never started. A teardown list alike to store_pool.c's and
+ * engine.c's in form only. */
+static void writer_free(cw_writer_t *w)
+{
+    cw_cond_destroy(w->not_full);
+    cw_cond_destroy(w->not_empty);
+    cw_mutex_destroy(w->lock);
+    free(w->taken);
+    free(w->ring);
+    free(w);
+}
+
 int cw_writer_start(cw_store_t *s, uint32_t max_queued, cw_writer_t **out)
 {
     cw_writer_t *w = calloc(1, sizeof *w);
@@ -148,25 +162,14 @@ int cw_writer_start(cw_store_t *s, uint32_t max_queued, cw_writer_t **out)
     w->cap = max_queued ? max_queued : 1;
     w->retry_ns = CW_NS_PER_S;
     if (!(w->ring = calloc(w->cap, sizeof *w->ring)) ||
-        !(w->taken = calloc(w->cap, sizeof *w->taken)))
-        goto fail_ring;
-    if ((err = cw_mutex_create(&w->lock))) goto fail_ring;
-    if ((err = cw_cond_create(&w->not_empty))) goto fail_mutex;
-    if ((err = cw_cond_create(&w->not_full))) goto fail_cond1;
-    if ((err = cw_thread_start(&w->thread, writer_main, w))) goto fail_cond2;
+        !(w->taken = calloc(w->cap, sizeof *w->taken)) || (err = cw_mutex_create(&w->lock)) ||
+        (err = cw_cond_create(&w->not_empty)) || (err = cw_cond_create(&w->not_full)) ||
+        (err = cw_thread_start(&w->thread, writer_main, w))) {
+        writer_free(w);
+        return err;
+    }
     *out = w;
     return 0;
-fail_cond2:
-    cw_cond_destroy(w->not_full);
-fail_cond1:
-    cw_cond_destroy(w->not_empty);
-fail_mutex:
-    cw_mutex_destroy(w->lock);
-fail_ring:
-    free(w->taken);
-    free(w->ring);
-    free(w);
-    return err;
 }
 
 void cw_writer_on_state(cw_writer_t *w, cw_writer_state_fn fn, void *ctx, int64_t retry_ns)
@@ -252,11 +255,6 @@ int cw_writer_stop(cw_writer_t *w, cw_diag_t *d)
     /* Everything stored: the files are done with; else they keep what a
      * later run can still store (a full disk's batches). */
     cw_journal_close(w->journal, err != 0);
-    cw_cond_destroy(w->not_full);
-    cw_cond_destroy(w->not_empty);
-    cw_mutex_destroy(w->lock);
-    free(w->taken);
-    free(w->ring);
-    free(w);
+    writer_free(w);
     return err;
 }

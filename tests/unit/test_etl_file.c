@@ -157,7 +157,7 @@ static void run_etl(const char *file, got_t *g, void (*counters)(void *, uint64_
     void *src = NULL;
     cw_diag_t d = {{0}};
     ASSERT_OK(cw_source_etl.open(&src, &so, &d));
-    ASSERT_STR_EQ(cw_source_etl.platform(src), "windows");
+    ASSERT_STR_EQ(cw_source_etl.fixed_platform, "windows");
     cw_source_sink_t sink = {g, collect, NULL, counters, drops, NULL};
     ASSERT_OK(cw_source_etl.run(src, &sink, &d));
     cw_source_etl.close(src);

@@ -27,6 +27,8 @@ static void *trampoline(void *p)
     return NULL;
 }
 
+/* Each object below is created and destroyed alike (and as win/thread.c does): thin
+ * wrappers, one per type, the same in form only. */
 int cw_thread_start(cw_thread_t **out, void (*fn)(void *), void *arg)
 {
     cw_thread_t *t = malloc(sizeof *t);

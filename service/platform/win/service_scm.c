@@ -255,6 +255,22 @@ static void configure(SC_HANDLE svc)
     ChangeServiceConfig2W(svc, SERVICE_CONFIG_PRESHUTDOWN_INFO, &pre);
 }
 
+/* The end of both installs: configures svc, the service just opened or
+ * created (NULL: that failed, GetLastError() says why), and closes it and
+ * scm. 0, or fail()'s 1 naming cmd and what failed. */
+static int configure_and_close(SC_HANDLE scm, SC_HANDLE svc, const char *cmd, const char *what)
+{
+    if (!svc) {
+        DWORD err = GetLastError();
+        CloseServiceHandle(scm);
+        return fail(cmd, what, err);
+    }
+    configure(svc);
+    CloseServiceHandle(svc);
+    CloseServiceHandle(scm);
+    return 0;
+}
+
 /* `install --msi`: the MSI has registered the service (ServiceInstall) and
  * the event source; this finishes what it cannot do. */
 static int finish_msi(const cw_plat_service_opts_t *o)
@@ -262,14 +278,7 @@ static int finish_msi(const cw_plat_service_opts_t *o)
     SC_HANDLE scm = open_scm("install --msi", SC_MANAGER_CONNECT);
     if (!scm) return 1;
     SC_HANDLE svc = OpenServiceW(scm, SVC_NAME, SERVICE_CHANGE_CONFIG);
-    if (!svc) {
-        DWORD err = GetLastError();
-        CloseServiceHandle(scm);
-        return fail("install --msi", "opening the service", err);
-    }
-    configure(svc);
-    CloseServiceHandle(svc);
-    CloseServiceHandle(scm);
+    if (configure_and_close(scm, svc, "install --msi", "opening the service") != 0) return 1;
     return write_default_config(o);
 }
 
@@ -303,14 +312,7 @@ static int install(const cw_plat_service_opts_t *o)
         CreateServiceW(scm, SVC_NAME, SVC_DISPLAY, SERVICE_ALL_ACCESS, SERVICE_WIN32_OWN_PROCESS,
                        SERVICE_AUTO_START, SERVICE_ERROR_NORMAL, cmdline, NULL, NULL, NULL,
                        NULL /* LocalSystem */, NULL);
-    if (!svc) {
-        DWORD err = GetLastError();
-        CloseServiceHandle(scm);
-        return fail("install", "creating the service", err);
-    }
-    configure(svc);
-    CloseServiceHandle(svc);
-    CloseServiceHandle(scm);
+    if (configure_and_close(scm, svc, "install", "creating the service") != 0) return 1;
     printf("installed the service commitwatch (automatic start, LocalSystem)\n");
     cw_diag_t d = {{0}};
     if (cw_win__eventlog_register(&d) != 0)

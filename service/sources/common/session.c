@@ -28,7 +28,7 @@ int cw_source_session_reopen(cw_source_session_t *s, cw_diag_t *d)
 
 const char *cw_source_session_platform(const cw_source_session_t *s)
 {
-    return s->ops->platform(s->impl);
+    return s->ops->fixed_platform ? s->ops->fixed_platform : s->ops->platform(s->impl);
 }
 
 int cw_source_session_run(cw_source_session_t *s, const cw_source_sink_t *sink, cw_diag_t *d)

@@ -125,11 +125,39 @@ static bool ptr_ok(unsigned ptr)
     return ptr == 4 || ptr == 8;
 }
 
+/* Every decoder's start: *out cleared (size bytes) and a cursor at p[0]. */
+static cur_t start(const uint8_t *p, size_t n, void *out, size_t size)
+{
+    memset(out, 0, size);
+    return (cur_t){p, n, 0, false};
+}
+
+/* The first fields of StackWalk and of a key reference: the raw time
+ * stamp of the event the stack belongs to, its process and thread. */
+static void stack_head(cur_t *c, uint64_t *event_ts, uint32_t *pid, uint32_t *tid)
+{
+    *event_ts = get(c, 8);
+    *pid = get32(c);
+    *tid = get32(c);
+}
+
+/* The payload's rest as whole frames of ptr bytes (StackWalk, the key
+ * events): 0, or CW_EPARSE when a field before them ran short or the rest
+ * is not whole frames. */
+static int rest_frames(const cur_t *c, unsigned ptr, const uint8_t **frames, uint32_t *nframes,
+                       unsigned *ptr_size)
+{
+    if (c->bad || (c->n - c->at) % ptr != 0) return CW_EPARSE;
+    *frames = c->p + c->at;
+    *nframes = (uint32_t)((c->n - c->at) / ptr);
+    *ptr_size = ptr;
+    return 0;
+}
+
 int cw_etl_decode_process(const uint8_t *p, size_t n, unsigned version, unsigned ptr,
                           cw_etl_process_t *out)
 {
-    cur_t c = {p, n, 0, false};
-    memset(out, 0, sizeof *out);
+    cur_t c = start(p, n, out, sizeof *out);
     if (!ptr_ok(ptr) || version > 5) return CW_ENOSYS;
     if (version == 0) {
         /* Windows 2000: ProcessId and ParentId are pointer-sized. */
@@ -155,8 +183,7 @@ int cw_etl_decode_process(const uint8_t *p, size_t n, unsigned version, unsigned
 int cw_etl_decode_image(const uint8_t *p, size_t n, unsigned version, unsigned ptr,
                         cw_etl_image_t *out)
 {
-    cur_t c = {p, n, 0, false};
-    memset(out, 0, sizeof *out);
+    cur_t c = start(p, n, out, sizeof *out);
     if (!ptr_ok(ptr) || version < 2 || version > 3) return CW_ENOSYS;
     out->base = get(&c, ptr);
     out->size = get(&c, ptr);
@@ -173,8 +200,7 @@ int cw_etl_decode_image(const uint8_t *p, size_t n, unsigned version, unsigned p
 int cw_etl_decode_thread(const uint8_t *p, size_t n, unsigned version, unsigned ptr,
                          cw_etl_thread_t *out)
 {
-    cur_t c = {p, n, 0, false};
-    memset(out, 0, sizeof *out);
+    cur_t c = start(p, n, out, sizeof *out);
     if (!ptr_ok(ptr) || version > 4) return CW_ENOSYS;
     if (version == 0) {
         out->tid = get32(&c);
@@ -186,11 +212,11 @@ int cw_etl_decode_thread(const uint8_t *p, size_t n, unsigned version, unsigned 
     return done(&c);
 }
 
+/* Every decoder starts alike (start(), the version check); the fields after are its own. */
 int cw_etl_decode_valloc(const uint8_t *p, size_t n, unsigned version, unsigned ptr,
                          cw_etl_valloc_t *out)
 {
-    cur_t c = {p, n, 0, false};
-    memset(out, 0, sizeof *out);
+    cur_t c = start(p, n, out, sizeof *out);
     if (!ptr_ok(ptr) || version != 2) return CW_ENOSYS;
     out->base = get(&c, ptr);
     out->size = get(&c, ptr);
@@ -214,28 +240,18 @@ int cw_etl_valloc_ops(uint32_t flags, cw_op_t ops[2])
 int cw_etl_decode_stackwalk(const uint8_t *p, size_t n, unsigned version, unsigned ptr,
                             cw_etl_stackwalk_t *out)
 {
-    cur_t c = {p, n, 0, false};
-    memset(out, 0, sizeof *out);
+    cur_t c = start(p, n, out, sizeof *out);
     if (!ptr_ok(ptr) || version != 2) return CW_ENOSYS;
-    out->event_ts = get(&c, 8);
-    out->pid = get32(&c);
-    out->tid = get32(&c);
-    if (c.bad || (n - c.at) % ptr != 0) return CW_EPARSE;
-    out->frames = p + c.at;
-    out->nframes = (uint32_t)((n - c.at) / ptr);
-    out->ptr_size = ptr;
-    return 0;
+    stack_head(&c, &out->event_ts, &out->pid, &out->tid);
+    return rest_frames(&c, ptr, &out->frames, &out->nframes, &out->ptr_size);
 }
 
 int cw_etl_decode_stackref(const uint8_t *p, size_t n, unsigned version, unsigned ptr,
                            cw_etl_stackref_t *out)
 {
-    cur_t c = {p, n, 0, false};
-    memset(out, 0, sizeof *out);
+    cur_t c = start(p, n, out, sizeof *out);
     if (!ptr_ok(ptr) || version != 2) return CW_ENOSYS;
-    out->event_ts = get(&c, 8);
-    out->pid = get32(&c);
-    out->tid = get32(&c);
+    stack_head(&c, &out->event_ts, &out->pid, &out->tid);
     out->key = get(&c, ptr);
     return done(&c);
 }
@@ -243,15 +259,10 @@ int cw_etl_decode_stackref(const uint8_t *p, size_t n, unsigned version, unsigne
 int cw_etl_decode_stackdef(const uint8_t *p, size_t n, unsigned version, unsigned ptr,
                            cw_etl_stackdef_t *out)
 {
-    cur_t c = {p, n, 0, false};
-    memset(out, 0, sizeof *out);
+    cur_t c = start(p, n, out, sizeof *out);
     if (!ptr_ok(ptr) || version != 2) return CW_ENOSYS;
     out->key = get(&c, ptr);
-    if (c.bad || (n - c.at) % ptr != 0) return CW_EPARSE;
-    out->frames = p + c.at;
-    out->nframes = (uint32_t)((n - c.at) / ptr);
-    out->ptr_size = ptr;
-    return 0;
+    return rest_frames(&c, ptr, &out->frames, &out->nframes, &out->ptr_size);
 }
 
 uint64_t cw_etl_frame(const uint8_t *frames, uint32_t i, unsigned ptr)

@@ -264,6 +264,7 @@ int cw_etl_file_open(const char *path, cw_etl_file_t **out, cw_diag_t *d)
     return cw_etl_file_open_stream(fp, path, out, d);
 }
 
+/* A teardown list (alike to other destroy functions in form only). */
 void cw_etl_file_close(cw_etl_file_t *f)
 {
     if (!f) return;
@@ -391,6 +392,7 @@ int cw_etl_file_scan(cw_etl_file_t *f, int (*cb)(void *ctx, const cw_etl_event_t
 
 /* ---- pass 2: the merge -------------------------------------------------------- */
 
+/* A qsort comparator of three keys, alike to join.c's by_key_ts in form only. */
 static int by_cpu_seq(const void *a, const void *b)
 {
     const bufidx_t *x = a, *y = b;

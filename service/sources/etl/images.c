@@ -96,6 +96,8 @@ int cw_etl__images_open(const char *dir, cw_etl__images_t **out, cw_diag_t *d)
     return 0;
 }
 
+/* Alike to the other frees of a result's rows (cw_etl_info_free, cw_series_free) in form
+ * only: each frees its own rows' strings. */
 void cw_etl__images_close(cw_etl__images_t *im)
 {
     if (!im) return;

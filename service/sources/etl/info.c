@@ -22,6 +22,8 @@ int cw_etl_info(const char *path, bool want_images, cw_etl_info_t **out, cw_diag
     return 0;
 }
 
+/* Alike to the other frees of a result's rows (cw_series_free, cw_backtest_free) in form
+ * only: each frees its own rows' strings. */
 void cw_etl_info_free(cw_etl_info_t *in)
 {
     if (!in) return;

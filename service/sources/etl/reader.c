@@ -503,6 +503,8 @@ static int on_image(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
     return in->images[in->nimages - 1].name ? 0 : CW_ENOMEM;
 }
 
+/* Starts like on_process (the types it takes, the decode, a skip when it fails): one
+ * handler per class, the payload's own fields after. */
 static int on_thread(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
 {
     cw_etl_thread_t t;
@@ -745,6 +747,7 @@ fail:
     return rc; /* the sink's own code */
 }
 
+/* A teardown list (alike to other destroy functions in form only). */
 void cw_etl__reader_close(cw_etl__reader_t *r)
 {
     cw_etl_file_close(r->file);

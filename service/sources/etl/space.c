@@ -57,6 +57,7 @@ cw_etl__proc_t *cw_etl__proc(cw_etl__space_t *s, uint32_t pid)
     return &s->procs[i];
 }
 
+/* As cw_etl__proc for another table: the slot of a key, added zeroed when new. */
 cw_etl__thread_t *cw_etl__thread(cw_etl__space_t *s, uint32_t tid)
 {
     int added = 0;

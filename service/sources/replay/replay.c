@@ -113,6 +113,7 @@ static int replay_commit_limit(void *impl, uint64_t *bytes, const char **why)
     return *bytes ? 0 : CW_ENOENT;
 }
 
+/* Every source fills in this table (source.h): the tables are alike by design. */
 const cw_source_ops_t cw_source_replay = {
     .name = "replay",
     .open = replay_open,
