@@ -99,6 +99,11 @@ typedef struct cursor {
 /* One interval map: a B+-tree of pieces. */
 typedef struct tree {
     void *root;      /* a leaf_t (height 0) or an inner_t, NULL when empty */
+    /* The last leaf (NULL when empty). Its range has no upper bound, so
+     * an address at or past its first start is in it without a descent:
+     * where a process's new pieces go (addresses handed out upwards) and
+     * most of its short-lived ones are released. */
+    struct leaf *last;
     uint32_t height; /* inner levels above the leaves */
     uint64_t npieces;
 } tree_t;
@@ -196,11 +201,18 @@ static leaf_t *descend(const tree_t *p, uint64_t x, inner_t **path, uint32_t *at
     return n;
 }
 
+/* The leaf whose range holds x, as descend() would find it (the tree
+ * not empty). */
+static inline leaf_t *leaf_for(const tree_t *p, uint64_t x)
+{
+    return x >= p->last->start[0] ? p->last : descend(p, x, NULL, NULL);
+}
+
 /* The first piece whose end is > x (the piece holding x, or the next). */
 static cursor_t first_ending_after(const tree_t *p, uint64_t x)
 {
     cursor_t c = {NULL, 0};
-    leaf_t *l = p->root ? descend(p, x, NULL, NULL) : NULL;
+    leaf_t *l = p->root ? leaf_for(p, x) : NULL;
     if (!l) return c;
     uint32_t j = count_le(l->start, l->n, x); /* pieces [0, j) start at or before x */
     if (j > 0) {
@@ -294,9 +306,13 @@ static int bt_insert(cw_tracker_t *t, tree_t *p, uint64_t start, piece_t v)
         l->prev = l->next = NULL;
         p->root = l;
         p->height = 0;
+        p->last = l;
     }
     if (p->height >= BT_DEPTH) return CW_ENOMEM; /* cannot happen: 16^48 pieces */
-    leaf_t *l = descend(p, start, path, at);
+    leaf_t *l = p->last;
+    /* In the last leaf with room: no descent (the path is only needed by
+     * a split). An empty new root takes any start. */
+    if (l->n == BT_MAX || (l->n && start < l->start[0])) l = descend(p, start, path, at);
     if (l->n == BT_MAX) {
         leaf_t *r2 = cw_pool_get(&t->leaves);
         if (!r2) return CW_ENOMEM;
@@ -310,6 +326,7 @@ static int bt_insert(cw_tracker_t *t, tree_t *p, uint64_t start, piece_t v)
         r2->prev = l;
         r2->next = l->next;
         if (l->next) l->next->prev = r2;
+        else p->last = r2;
         l->next = r2;
         uint64_t sep = append ? start : r2->start[0];
         int rc = link_split(t, p, path, at, p->height, l, sep, r2);
@@ -342,12 +359,14 @@ static void bt_remove(cw_tracker_t *t, tree_t *p, uint64_t start)
     /* The leaf is empty: out of the list, and out of its parents. */
     if (l->prev) l->prev->next = l->next;
     if (l->next) l->next->prev = l->prev;
+    else p->last = l->prev;
     cw_pool_put(&t->leaves, l);
     uint32_t d = p->height;
     for (;;) {
         if (d == 0) {
             p->root = NULL;
             p->height = 0;
+            p->last = NULL;
             return;
         }
         inner_t *n = path[--d];
@@ -398,6 +417,7 @@ static void free_tree(cw_tracker_t *t, tree_t *p)
     if (p->root) free_subtree(t, p->root, p->height);
     p->root = NULL;
     p->height = 0;
+    p->last = NULL;
 }
 
 /* ---- process instances ------------------------------------------------- */
