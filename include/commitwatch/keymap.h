@@ -2,7 +2,8 @@
  *
  * Values live in the caller's own array, indexed by what the map returns;
  * the map only finds them. Clearing keeps the capacity (the aggregator
- * reuses one map per bucket). Not thread-safe. */
+ * reuses one map per bucket) and costs the keys held, not the capacity.
+ * Not thread-safe. */
 #ifndef COMMITWATCH_KEYMAP_H
 #define COMMITWATCH_KEYMAP_H
 
@@ -11,6 +12,7 @@
 typedef struct cw_keymap {
     uint64_t *k1, *k2;
     uint32_t *idx; /* index + 1; 0 = empty slot */
+    uint32_t *slot; /* index -> its slot, so a clear empties only the used slots */
     uint32_t mask;
     uint32_t count;
 } cw_keymap_t;

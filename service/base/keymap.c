@@ -7,7 +7,7 @@
 
 #include "commitwatch/hash.h"
 
-static uint32_t slot_of(const cw_keymap_t *m, uint64_t k1, uint64_t k2)
+static inline uint32_t slot_of(const cw_keymap_t *m, uint64_t k1, uint64_t k2)
 {
     return (uint32_t)cw_hash_combine(cw_hash_u64(k1), k2) & m->mask;
 }
@@ -19,7 +19,8 @@ int cw_keymap_init(cw_keymap_t *m, uint32_t initial_pow2)
     m->k1 = malloc(cap * sizeof *m->k1);
     m->k2 = malloc(cap * sizeof *m->k2);
     m->idx = calloc(cap, sizeof *m->idx);
-    if (!m->k1 || !m->k2 || !m->idx) {
+    m->slot = malloc(cap / 2 * sizeof *m->slot); /* count <= cap / 2 */
+    if (!m->k1 || !m->k2 || !m->idx || !m->slot) {
         cw_keymap_free(m);
         return -1;
     }
@@ -32,12 +33,19 @@ void cw_keymap_free(cw_keymap_t *m)
     free(m->k1);
     free(m->k2);
     free(m->idx);
+    free(m->slot);
     memset(m, 0, sizeof *m);
 }
 
 void cw_keymap_clear(cw_keymap_t *m)
 {
-    if (m->count) memset(m->idx, 0, ((size_t)m->mask + 1) * sizeof *m->idx);
+    /* A table grown by one busy bucket stays large: the next ones empty
+     * the few slots they used instead of all of it. */
+    if (m->count < (m->mask + 1) / 16)
+        for (uint32_t i = 0; i < m->count; i++)
+            m->idx[m->slot[i]] = 0;
+    else if (m->count)
+        memset(m->idx, 0, ((size_t)m->mask + 1) * sizeof *m->idx);
     m->count = 0;
 }
 
@@ -53,6 +61,7 @@ static int grow(cw_keymap_t *m)
         n.k1[j] = m->k1[i];
         n.k2[j] = m->k2[i];
         n.idx[j] = m->idx[i];
+        n.slot[m->idx[i] - 1] = j;
     }
     n.count = m->count;
     cw_keymap_free(m);
@@ -74,6 +83,7 @@ uint32_t cw_keymap_get(cw_keymap_t *m, uint64_t k1, uint64_t k2, int *added)
     }
     m->k1[i] = k1;
     m->k2[i] = k2;
+    m->slot[m->count] = i;
     m->idx[i] = ++m->count;
     *added = 1;
     return m->count - 1;

@@ -96,6 +96,10 @@ struct cw_agg {
     ACC_TABLE(commit_acc_t) commits;
     ACC_TABLE(release_acc_t) releases;
     ACC_TABLE(act_acc_t) acts;
+    /* The instance whose activity was looked up last and its index in
+     * acts (proc 0: none; ids start at 1): an event's commit or release
+     * and the event itself find it once. Forgotten when acts is cleared. */
+    uint32_t last_act_proc, last_act;
     uint64_t events_total, events_lost;
     int64_t drift;
     int err; /* first failure inside a callback, returned by advance/flush */
@@ -352,7 +356,7 @@ static int hold(cw_agg_t *a, cw_batch_t *b)
 
 /* Index of the accumulator for (k1, k2), zeroed when new; UINT32_MAX on
  * out of memory. */
-static uint32_t acc_get(cw_keymap_t *map, void *v, size_t *cap, size_t elem, uint64_t k1,
+static inline uint32_t acc_get(cw_keymap_t *map, void *v, size_t *cap, size_t elem, uint64_t k1,
                         uint64_t k2)
 {
     int added;
@@ -377,8 +381,11 @@ static int open_bucket(cw_agg_t *a, int64_t ts)
 
 static act_acc_t *act_of(cw_agg_t *a, const cw_proc_t *p)
 {
+    if (p->id == a->last_act_proc && p->id != 0) return &a->acts.v[a->last_act];
     uint32_t i = ACC(a, acts, p->id, 0);
     if (i == UINT32_MAX) return NULL;
+    a->last_act_proc = p->id;
+    a->last_act = i;
     act_acc_t *x = &a->acts.v[i];
     if (x->proc == 0) {
         x->proc = p->id;
@@ -644,6 +651,7 @@ static int close_bucket(cw_agg_t *a)
     cw_keymap_clear(&a->commits.map);
     cw_keymap_clear(&a->releases.map);
     cw_keymap_clear(&a->acts.map);
+    a->last_act_proc = 0;
     if (rc != 0) {
         cw_batch_free(b);
         return rc;

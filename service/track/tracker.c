@@ -99,6 +99,11 @@ typedef struct cursor {
 /* One interval map: a B+-tree of pieces. */
 typedef struct tree {
     void *root;      /* a leaf_t (height 0) or an inner_t, NULL when empty */
+    /* The last leaf (NULL when empty). Its range has no upper bound, so
+     * an address at or past its first start is in it without a descent:
+     * where a process's new pieces go (addresses handed out upwards) and
+     * most of its short-lived ones are released. */
+    struct leaf *last;
     uint32_t height; /* inner levels above the leaves */
     uint64_t npieces;
 } tree_t;
@@ -152,7 +157,23 @@ struct cw_tracker {
 
 /* ---- B+-tree of pieces ---------------------------------------------- */
 
-/* The child of inner node n whose range holds x. */
+/* How many of a[0 .. n) (ascending, n >= 1) are <= x: a binary search
+ * whose step is a conditional move, not a branch (a leaf's 16 starts take
+ * 4 steps where a scan took up to 16 compares and branches). */
+static inline uint32_t count_le(const uint64_t *a, uint32_t n, uint64_t x)
+{
+    uint32_t pos = 0; /* a[0 .. pos) <= x, a[pos + n ..) > x */
+    while (n > 1) {
+        uint32_t half = n / 2;
+        pos += a[pos + half - 1] <= x ? half : 0;
+        n -= half;
+    }
+    return pos + (a[pos] <= x);
+}
+
+/* The child of inner node n whose range holds x. A scan: inner nodes
+ * are mostly small (a thousand processes' trees: two to five children),
+ * where it costs less than count_le. */
 static uint32_t child_for(const inner_t *n, uint64_t x)
 {
     uint32_t i = 1;
@@ -180,14 +201,20 @@ static leaf_t *descend(const tree_t *p, uint64_t x, inner_t **path, uint32_t *at
     return n;
 }
 
+/* The leaf whose range holds x, as descend() would find it (the tree
+ * not empty). */
+static inline leaf_t *leaf_for(const tree_t *p, uint64_t x)
+{
+    return x >= p->last->start[0] ? p->last : descend(p, x, NULL, NULL);
+}
+
 /* The first piece whose end is > x (the piece holding x, or the next). */
 static cursor_t first_ending_after(const tree_t *p, uint64_t x)
 {
     cursor_t c = {NULL, 0};
-    leaf_t *l = p->root ? descend(p, x, NULL, NULL) : NULL;
+    leaf_t *l = p->root ? leaf_for(p, x) : NULL;
     if (!l) return c;
-    uint32_t j = 0;
-    while (j < l->n && l->start[j] <= x) j++; /* pieces [0, j) start at or before x */
+    uint32_t j = count_le(l->start, l->n, x); /* pieces [0, j) start at or before x */
     if (j > 0) {
         if (l->v[j - 1].end > x) return (cursor_t){l, j - 1};
     } else if (l->prev && l->prev->v[l->prev->n - 1].end > x) {
@@ -279,9 +306,13 @@ static int bt_insert(cw_tracker_t *t, tree_t *p, uint64_t start, piece_t v)
         l->prev = l->next = NULL;
         p->root = l;
         p->height = 0;
+        p->last = l;
     }
     if (p->height >= BT_DEPTH) return CW_ENOMEM; /* cannot happen: 16^48 pieces */
-    leaf_t *l = descend(p, start, path, at);
+    leaf_t *l = p->last;
+    /* In the last leaf with room: no descent (the path is only needed by
+     * a split). An empty new root takes any start. */
+    if (l->n == BT_MAX || (l->n && start < l->start[0])) l = descend(p, start, path, at);
     if (l->n == BT_MAX) {
         leaf_t *r2 = cw_pool_get(&t->leaves);
         if (!r2) return CW_ENOMEM;
@@ -295,6 +326,7 @@ static int bt_insert(cw_tracker_t *t, tree_t *p, uint64_t start, piece_t v)
         r2->prev = l;
         r2->next = l->next;
         if (l->next) l->next->prev = r2;
+        else p->last = r2;
         l->next = r2;
         uint64_t sep = append ? start : r2->start[0];
         int rc = link_split(t, p, path, at, p->height, l, sep, r2);
@@ -318,8 +350,7 @@ static void bt_remove(cw_tracker_t *t, tree_t *p, uint64_t start)
     inner_t *path[BT_DEPTH];
     uint32_t at[BT_DEPTH];
     leaf_t *l = descend(p, start, path, at);
-    uint32_t j = 0;
-    while (l->start[j] != start) j++;
+    uint32_t j = count_le(l->start, l->n, start) - 1; /* l->start[j] == start */
     memmove(l->start + j, l->start + j + 1, (l->n - j - 1) * sizeof *l->start);
     memmove(l->v + j, l->v + j + 1, (l->n - j - 1) * sizeof *l->v);
     l->n--;
@@ -328,12 +359,14 @@ static void bt_remove(cw_tracker_t *t, tree_t *p, uint64_t start)
     /* The leaf is empty: out of the list, and out of its parents. */
     if (l->prev) l->prev->next = l->next;
     if (l->next) l->next->prev = l->prev;
+    else p->last = l->prev;
     cw_pool_put(&t->leaves, l);
     uint32_t d = p->height;
     for (;;) {
         if (d == 0) {
             p->root = NULL;
             p->height = 0;
+            p->last = NULL;
             return;
         }
         inner_t *n = path[--d];
@@ -352,6 +385,22 @@ static void bt_remove(cw_tracker_t *t, tree_t *p, uint64_t start)
     }
 }
 
+/* Removes the piece at cursor c: in its leaf when others stay there
+ * (no descent: the common case), else as bt_remove. */
+static inline void bt_remove_at(cw_tracker_t *t, tree_t *p, cursor_t c)
+{
+    leaf_t *l = c.l;
+    if (l->n == 1) {
+        bt_remove(t, p, l->start[c.i]);
+        return;
+    }
+    uint32_t j = c.i;
+    memmove(l->start + j, l->start + j + 1, (l->n - j - 1) * sizeof *l->start);
+    memmove(l->v + j, l->v + j + 1, (l->n - j - 1) * sizeof *l->v);
+    l->n--;
+    p->npieces--;
+}
+
 static void free_subtree(cw_tracker_t *t, void *n, uint32_t height)
 {
     if (height == 0) {
@@ -368,6 +417,7 @@ static void free_tree(cw_tracker_t *t, tree_t *p)
     if (p->root) free_subtree(t, p->root, p->height);
     p->root = NULL;
     p->height = 0;
+    p->last = NULL;
 }
 
 /* ---- process instances ------------------------------------------------- */
@@ -560,7 +610,7 @@ static inline int cut_piece(cw_tracker_t *t, tree_t *tr, cursor_t c, uint64_t ns
     piece_t right = c.l->v[c.i];
     right.end = ne;
     if (ns >= s && ne <= e) { /* whole piece goes */
-        bt_remove(t, tr, ns);
+        bt_remove_at(t, tr, c);
         return 0;
     }
     if (ns < s && ne > e) { /* middle: split in two */
@@ -571,7 +621,7 @@ static inline int cut_piece(cw_tracker_t *t, tree_t *tr, cursor_t c, uint64_t ns
         c.l->v[c.i].end = s;
         return 0;
     }
-    bt_remove(t, tr, ns); /* right part stays: it moves to its new start */
+    bt_remove_at(t, tr, c); /* right part stays: it moves to its new start */
     return bt_insert(t, tr, e, right);
 }
 
@@ -690,7 +740,7 @@ static int unreserve_range(cw_tracker_t *t, proc_t *p, uint64_t s, uint64_t e)
         resv_t *r = c.l->v[c.i].resv;
         cur = hi;
         if (ns >= s && ne <= e) { /* the whole piece goes */
-            bt_remove(t, &p->res, ns);
+            bt_remove_at(t, &p->res, c);
             if (--r->npieces == 0) cw_pool_put(&t->resvs, r);
         } else if (ns < s && ne > e && r->npieces == UINT32_MAX) {
             rc = CW_ENOMEM; /* no count for a second piece: 2^32 - 1 of them */
