@@ -7,6 +7,7 @@
 #ifndef COMMITWATCH_KEYMAP_H
 #define COMMITWATCH_KEYMAP_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct cw_keymap {
@@ -25,5 +26,7 @@ void cw_keymap_clear(cw_keymap_t *m);
 uint32_t cw_keymap_get(cw_keymap_t *m, uint64_t k1, uint64_t k2, int *added);
 /* The key's index, or UINT32_MAX when absent (nothing inserted). */
 uint32_t cw_keymap_find(const cw_keymap_t *m, uint64_t k1, uint64_t k2);
+/* The bytes the map holds (its tables; 0 before init or after free). */
+size_t cw_keymap_bytes(const cw_keymap_t *m);
 
 #endif

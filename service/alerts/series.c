@@ -119,7 +119,7 @@ size_t cw__aset_bytes(const cw__aset_t *a)
     size_t b = a->basecap * sizeof *a->bases + a->proccap * sizeof *a->procs;
     for (size_t i = 0; i < a->nbases; i++)
         b += (size_t)a->bases[i].cap * sizeof(cw__slot_t);
-    b += ((size_t)a->procmap.mask + 1 + (size_t)a->basemap.mask + 1) * 20;
+    b += cw_keymap_bytes(&a->procmap) + cw_keymap_bytes(&a->basemap);
     return b;
 }
 

@@ -99,3 +99,10 @@ uint32_t cw_keymap_find(const cw_keymap_t *m, uint64_t k1, uint64_t k2)
     }
     return UINT32_MAX;
 }
+
+size_t cw_keymap_bytes(const cw_keymap_t *m)
+{
+    if (!m->idx) return 0;
+    size_t cap = (size_t)m->mask + 1;
+    return cap * (sizeof *m->k1 + sizeof *m->k2 + sizeof *m->idx) + cap / 2 * sizeof *m->slot;
+}

@@ -183,14 +183,9 @@ static void roll_clear(cw__roll_t *r)
     }
 }
 
-static size_t keymap_bytes(const cw_keymap_t *m)
-{
-    return m->idx ? ((size_t)m->mask + 1) * (sizeof *m->k1 + sizeof *m->k2 + sizeof *m->idx) : 0;
-}
-
 static size_t roll_bytes(const cw__roll_t *r)
 {
-    return keymap_bytes(&r->cmap) + keymap_bytes(&r->rmap) + keymap_bytes(&r->amap) +
+    return cw_keymap_bytes(&r->cmap) + cw_keymap_bytes(&r->rmap) + cw_keymap_bytes(&r->amap) +
            r->commits.cap * sizeof *r->commits.v + r->releases.cap * sizeof *r->releases.v +
            r->activity.cap * sizeof *r->activity.v;
 }

@@ -2,13 +2,16 @@
  * their contents and grow geometrically, zeroed arrays hand out zeroed
  * slots, the growing buffer keeps text and binary bytes terminated and
  * formats past its capacity, bounded copies truncate and terminate, floor
- * division rounds toward -inf, little-endian bytes keep their order. */
+ * division rounds toward -inf, little-endian bytes keep their order; the
+ * key map finds what it holds, grows, and forgets all of it at a clear,
+ * sparse or full, and counts its bytes. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "commitwatch/common.h"
 #include "commitwatch/error.h"
+#include "commitwatch/keymap.h"
 #include "commitwatch/memstat.h"
 #include "commitwatch/pool.h"
 #include "commitwatch/status.h"
@@ -292,6 +295,38 @@ static void test_status_config(void)
     ASSERT_STR_EQ(c.error, "a.conf:9: expected `key = value`");
 }
 
+/* The key map: dense indexes in insertion order, found after growth; a
+ * clear with few keys (only their slots emptied) and one with many (the
+ * whole table wiped) both forget every key; its bytes follow its tables. */
+static void test_keymap(void)
+{
+    cw_keymap_t m;
+    ASSERT_EQ(cw_keymap_init(&m, 16), 0);
+    ASSERT_EQ(cw_keymap_bytes(&m), 16 * (8 + 8 + 4) + 8 * 4);
+    int added = 0;
+    for (uint32_t round = 0; round < 3; round++) {
+        uint32_t n = round == 1 ? 3 : 5000; /* round 1: a sparse clear follows */
+        for (uint32_t i = 0; i < n; i++) {
+            ASSERT_EQ(cw_keymap_get(&m, i * 7919u, round, &added), i);
+            ASSERT_TRUE(added);
+        }
+        ASSERT_EQ(cw_keymap_get(&m, 0, round, &added), 0);
+        ASSERT_TRUE(!added);
+        for (uint32_t i = 0; i < n; i++)
+            ASSERT_EQ(cw_keymap_find(&m, i * 7919u, round), i);
+        ASSERT_EQ(cw_keymap_find(&m, 1, round), UINT32_MAX);
+        ASSERT_EQ(m.count, n);
+        size_t cap = (size_t)m.mask + 1;
+        ASSERT_EQ(cw_keymap_bytes(&m), cap * 20 + cap / 2 * 4);
+        cw_keymap_clear(&m);
+        ASSERT_EQ(m.count, 0);
+        for (uint32_t i = 0; i < n; i++)
+            ASSERT_EQ(cw_keymap_find(&m, i * 7919u, round), UINT32_MAX);
+    }
+    cw_keymap_free(&m);
+    ASSERT_EQ(cw_keymap_bytes(&m), 0);
+}
+
 int main(void)
 {
     test_status_config();
@@ -306,5 +341,6 @@ int main(void)
     test_reserve_fit();
     test_strings();
     test_floor();
+    test_keymap();
     TEST_DONE();
 }
