@@ -105,12 +105,12 @@ watchdog() {
   local prog=$1 st server seen=0
   st=$(stat -c '%d %i' "$WINEPREFIX") || return 0
   server=server-$(printf '%x-%x' $st)
-  while [[ -e /proc/$prog ]] && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$prog/stat" 2>/dev/null; do
+  while running "$prog"; do
     if server_alive "$server"; then
       seen=1
     elif ((seen)); then
       sleep 1
-      [[ -e /proc/$prog ]] && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$prog/stat" 2>/dev/null || return 0
+      running "$prog" || return 0
       {
         echo "wine_run: the prefix's wineserver ended while the program ran (it crashed); stopping the program"
         [[ -f $WINEPREFIX.wineserver.log ]] && tail -n 3 "$WINEPREFIX.wineserver.log"
@@ -120,6 +120,10 @@ watchdog() {
     fi
     sleep 1
   done
+}
+# The program is there and not a zombie (its exit not yet reaped).
+running() {
+  [[ -e /proc/$1 ]] && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat" 2>/dev/null
 }
 server_alive() {
   local p

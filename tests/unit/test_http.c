@@ -289,10 +289,9 @@ static sock_t stalled(int port)
 static void drain(sock_t fd, char *buf, size_t len)
 {
     size_t got = 0;
-    int k;
-    while (got < len - 1 && (k = (int)recv(fd, buf + got, (int)(len - 1 - got), 0)) > 0)
-        got += (size_t)k;
-    buf[got] = 0;
+    buf[0] = 0;
+    while (got < len - 1 && read_more(fd, buf, len, &got))
+        ;
 }
 
 /* Slow clients: a request's head has a deadline; one client address may
