@@ -342,4 +342,15 @@ void cw_plat_alert_log_close(cw_plat_alert_log_t *l); /* accepts NULL */
 int cw_plat_run(const char *path, const void *in, size_t in_len, int64_t timeout_ns, int *exit_code,
                 bool *timed_out, cw_diag_t *d);
 
+/* Loads the shared library at lib (an absolute path) into the running
+ * process pid without restarting it: one of its threads is stopped,
+ * made to call dlopen(lib, RTLD_NOW) and put back where it was (the heap
+ * drill-down's attach; docs/DESIGN.md, "Heap drill-down"). The call is
+ * bounded by timeout_ns (<= 0: 5 s). Linux x86-64 with the process
+ * using this system's glibc; needs root (CAP_SYS_PTRACE) or the same user
+ * where Yama allows it. 0, or CW_ENOENT (no such process, or it ended),
+ * CW_EPERM, CW_ENOSYS (a static binary, another C library, another OS),
+ * CW_EINVAL or CW_EIO, d saying why. */
+int cw_plat_inject_library(uint32_t pid, const char *lib, int64_t timeout_ns, cw_diag_t *d);
+
 #endif

@@ -1,0 +1,176 @@
+/* test_inject.c - cw_plat_inject_library (platform.h): a library is
+ * loaded into running children of this program, which go on as they
+ * were: one blocked in read() (the call restarts), one computing in user
+ * code with floating point (its registers are put back exactly); the
+ * library's constructor ran once, in the child; a library that cannot be
+ * loaded is an error that leaves the child running; a process that is
+ * gone, a relative path and this process itself are refused. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "commitwatch/platform.h"
+#include "test.h"
+
+#define SEC 1000000000LL
+
+static char probe[4096], out_path[4096];
+
+/* Echo child: reads a byte, writes it + 1, until end of file. A read()
+ * that fails (EINTR included: the interrupted call must restart, not
+ * fail) ends it with status 3. */
+static void echo_child(int in, int out)
+{
+    unsigned char c;
+    for (;;) {
+        ssize_t n = read(in, &c, 1);
+        if (n <= 0) _exit(n == 0 ? 0 : 3);
+        c++;
+        if (write(out, &c, 1) != 1) _exit(4);
+    }
+}
+
+static unsigned char roundtrip(int to, int from, unsigned char c)
+{
+    ASSERT_EQ(write(to, &c, 1), 1);
+    unsigned char r = 0;
+    ASSERT_EQ(read(from, &r, 1), 1);
+    return r;
+}
+
+static int count_lines(const char *want)
+{
+    FILE *f = fopen(out_path, "r");
+    if (!f) return 0;
+    char line[128];
+    int n = 0, other = 0;
+    while (fgets(line, sizeof line, f))
+        if (strcmp(line, want) == 0)
+            n++;
+        else
+            other++, fprintf(stderr, "unexpected line: %s", line);
+    fclose(f);
+    ASSERT_EQ(other, 0);
+    return n;
+}
+
+static void test_blocked_in_read(void)
+{
+    unlink(out_path);
+    int a[2], b[2];
+    ASSERT_OK(pipe(a));
+    ASSERT_OK(pipe(b));
+    pid_t pid = fork();
+    ASSERT_TRUE(pid >= 0);
+    if (pid == 0) {
+        close(a[1]), close(b[0]);
+        echo_child(a[0], b[1]);
+    }
+    close(a[0]), close(b[1]);
+    ASSERT_EQ(roundtrip(a[1], b[0], 'a'), 'b');
+    usleep(50000); /* the child is back in read() */
+    cw_diag_t d = {0};
+    int rc = cw_plat_inject_library((uint32_t)pid, probe, 10 * SEC, &d);
+    if (rc) CW_FAIL("inject: %d %s", rc, d.msg);
+    char want[64];
+    snprintf(want, sizeof want, "loaded %ld\n", (long)pid);
+    ASSERT_EQ(count_lines(want), 1);
+    /* The interrupted read() restarted: the child still echoes. */
+    ASSERT_EQ(roundtrip(a[1], b[0], 'c'), 'd');
+
+    /* A library that does not load: an error naming dlopen, the child
+     * untouched. */
+    memset(&d, 0, sizeof d);
+    rc = cw_plat_inject_library((uint32_t)pid, "/nonexistent/libnothing.so", 10 * SEC, &d);
+    ASSERT_EQ(rc, CW_EIO);
+    ASSERT_TRUE(strstr(d.msg, "dlopen") != NULL);
+    ASSERT_EQ(roundtrip(a[1], b[0], 'x'), 'y');
+    ASSERT_EQ(count_lines(want), 1);
+
+    close(a[1]);
+    int st = 0;
+    ASSERT_EQ(waitpid(pid, &st, 0), pid);
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+
+    /* The child is gone (and reaped): no such process. */
+    memset(&d, 0, sizeof d);
+    ASSERT_EQ(cw_plat_inject_library((uint32_t)pid, probe, SEC, &d), CW_ENOENT);
+    close(b[0]);
+}
+
+/* The computing child: a floating-point recurrence over many steps, its
+ * result written when done; the parent computes the same and compares. */
+static double recurrence(long steps)
+{
+    volatile double x = 0.5;
+    double acc = 0;
+    for (long i = 0; i < steps; i++) {
+        x = 3.9 * x * (1.0 - x);
+        acc += x * (double)(i & 7);
+    }
+    return acc;
+}
+
+static void test_computing(void)
+{
+    const long steps = 60000000;
+    unlink(out_path);
+    int b[2];
+    ASSERT_OK(pipe(b));
+    pid_t pid = fork();
+    ASSERT_TRUE(pid >= 0);
+    if (pid == 0) {
+        close(b[0]);
+        double r = recurrence(steps);
+        _exit(write(b[1], &r, sizeof r) == sizeof r ? 0 : 5);
+    }
+    close(b[1]);
+    usleep(20000); /* it is in the loop */
+    cw_diag_t d = {0};
+    int rc = cw_plat_inject_library((uint32_t)pid, probe, 10 * SEC, &d);
+    if (rc) CW_FAIL("inject: %d %s", rc, d.msg);
+    double got = 0, want = recurrence(steps);
+    ASSERT_EQ(read(b[0], &got, sizeof got), (long)sizeof got);
+    ASSERT_TRUE(memcmp(&got, &want, sizeof got) == 0);
+    int st = 0;
+    ASSERT_EQ(waitpid(pid, &st, 0), pid);
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    char line[64];
+    snprintf(line, sizeof line, "loaded %ld\n", (long)pid);
+    ASSERT_EQ(count_lines(line), 1);
+    close(b[0]);
+}
+
+static void test_refused(void)
+{
+    cw_diag_t d = {0};
+    ASSERT_EQ(cw_plat_inject_library((uint32_t)getpid(), probe, SEC, &d), CW_EINVAL);
+    ASSERT_EQ(cw_plat_inject_library(1, "relative/lib.so", SEC, &d), CW_EINVAL);
+    ASSERT_EQ(cw_plat_inject_library(0, probe, SEC, &d), CW_EINVAL);
+}
+
+int main(void)
+{
+    const char *build = getenv("CW_BUILD");
+    if (!build) CW_FAIL("CW_BUILD is not set (run through ctest)");
+    snprintf(probe, sizeof probe, "%s/tests/workloads/inject_probe.so", build);
+    struct stat sb;
+    if (stat(probe, &sb) != 0) CW_FAIL("%s is missing: build the inject_probe target", probe);
+    char tmpl[] = "/tmp/cw_inject_XXXXXX";
+    if (!mkdtemp(tmpl)) CW_FAIL("mkdtemp: %s", strerror(errno));
+    snprintf(out_path, sizeof out_path, "%s/probe.out", tmpl);
+    /* The children inherit it: the probe's constructor writes there. */
+    setenv("CW_INJECT_PROBE_OUT", out_path, 1);
+    test_refused();
+    test_blocked_in_read();
+    test_computing();
+    unlink(out_path);
+    rmdir(tmpl);
+    TEST_DONE();
+}
