@@ -345,12 +345,16 @@ int cw_plat_run(const char *path, const void *in, size_t in_len, int64_t timeout
 /* Loads the shared library at lib (an absolute path) into the running
  * process pid without restarting it: one of its threads is stopped,
  * made to call dlopen(lib, RTLD_NOW) and put back where it was (the heap
- * drill-down's attach; docs/DESIGN.md, "Heap drill-down"). The call is
- * bounded by timeout_ns (<= 0: 5 s). Linux x86-64 with the process
+ * drill-down's attach; docs/DESIGN.md, "Heap drill-down"). give_fd >= 0:
+ * a descriptor handed to the library's constructor while it runs
+ * (platform/posix/inject_peer.h is its side), whose answer is stored in
+ * *reply; the attach fails when the library does not take it. The whole
+ * is bounded by timeout_ns (<= 0: 5 s). Linux x86-64 with the process
  * using this system's glibc; needs root (CAP_SYS_PTRACE) or the same user
  * where Yama allows it. 0, or CW_ENOENT (no such process, or it ended),
  * CW_EPERM, CW_ENOSYS (a static binary, another C library, another OS),
  * CW_EINVAL or CW_EIO, d saying why. */
-int cw_plat_inject_library(uint32_t pid, const char *lib, int64_t timeout_ns, cw_diag_t *d);
+int cw_plat_inject_library(uint32_t pid, const char *lib, int give_fd, int64_t timeout_ns,
+                           int64_t *reply, cw_diag_t *d);
 
 #endif

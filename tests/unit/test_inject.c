@@ -2,12 +2,15 @@
  * loaded into running children of this program, which go on as they
  * were: one blocked in read() (the call restarts), one computing in user
  * code with floating point (its registers are put back exactly); the
- * library's constructor ran once, in the child; a library that cannot be
- * loaded is an error that leaves the child running; a process that is
- * gone, a relative path and this process itself are refused. */
+ * library's constructor ran once, in the child; a descriptor handed over
+ * reaches it and its answer comes back (and a library that does not take
+ * it fails the attach); a library that cannot be loaded is an error that
+ * leaves the child running; a process that is gone, a relative path and
+ * this process itself are refused. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,7 +79,7 @@ static void test_blocked_in_read(void)
     ASSERT_EQ(roundtrip(a[1], b[0], 'a'), 'b');
     usleep(50000); /* the child is back in read() */
     cw_diag_t d = {0};
-    int rc = cw_plat_inject_library((uint32_t)pid, probe, 10 * SEC, &d);
+    int rc = cw_plat_inject_library((uint32_t)pid, probe, -1, 10 * SEC, NULL, &d);
     if (rc) CW_FAIL("inject: %d %s", rc, d.msg);
     char want[64];
     snprintf(want, sizeof want, "loaded %ld\n", (long)pid);
@@ -87,7 +90,8 @@ static void test_blocked_in_read(void)
     /* A library that does not load: an error naming dlopen, the child
      * untouched. */
     memset(&d, 0, sizeof d);
-    rc = cw_plat_inject_library((uint32_t)pid, "/nonexistent/libnothing.so", 10 * SEC, &d);
+    rc = cw_plat_inject_library((uint32_t)pid, "/nonexistent/libnothing.so", -1, 10 * SEC, NULL,
+                                &d);
     ASSERT_EQ(rc, CW_EIO);
     ASSERT_TRUE(strstr(d.msg, "dlopen") != NULL);
     ASSERT_EQ(roundtrip(a[1], b[0], 'x'), 'y');
@@ -100,7 +104,7 @@ static void test_blocked_in_read(void)
 
     /* The child is gone (and reaped): no such process. */
     memset(&d, 0, sizeof d);
-    ASSERT_EQ(cw_plat_inject_library((uint32_t)pid, probe, SEC, &d), CW_ENOENT);
+    ASSERT_EQ(cw_plat_inject_library((uint32_t)pid, probe, -1, SEC, NULL, &d), CW_ENOENT);
     close(b[0]);
 }
 
@@ -133,7 +137,7 @@ static void test_computing(void)
     close(b[1]);
     usleep(20000); /* it is in the loop */
     cw_diag_t d = {0};
-    int rc = cw_plat_inject_library((uint32_t)pid, probe, 10 * SEC, &d);
+    int rc = cw_plat_inject_library((uint32_t)pid, probe, -1, 10 * SEC, NULL, &d);
     if (rc) CW_FAIL("inject: %d %s", rc, d.msg);
     double got = 0, want = recurrence(steps);
     ASSERT_EQ(read(b[0], &got, sizeof got), (long)sizeof got);
@@ -147,12 +151,62 @@ static void test_computing(void)
     close(b[0]);
 }
 
+/* A descriptor handed over: the library writes to it and answers; a
+ * library that does not take it makes the attach fail. */
+static void handover(bool peer)
+{
+    unlink(out_path);
+    setenv("CW_INJECT_PROBE_PEER", peer ? "1" : "0", 1);
+    int a[2], b[2], g[2];
+    ASSERT_OK(pipe(a));
+    ASSERT_OK(pipe(b));
+    ASSERT_OK(pipe(g));
+    pid_t pid = fork();
+    ASSERT_TRUE(pid >= 0);
+    if (pid == 0) {
+        close(a[1]), close(b[0]), close(g[0]), close(g[1]);
+        echo_child(a[0], b[1]);
+    }
+    close(a[0]), close(b[1]);
+    ASSERT_EQ(roundtrip(a[1], b[0], 'a'), 'b');
+    cw_diag_t d = {0};
+    int64_t reply = -7;
+    int rc = cw_plat_inject_library((uint32_t)pid, probe, g[1], 10 * SEC, &reply, &d);
+    close(g[1]);
+    if (peer) {
+        if (rc) CW_FAIL("inject with a descriptor: %d %s", rc, d.msg);
+        ASSERT_EQ(reply, 42);
+        char buf[64] = {0}, want[64];
+        ASSERT_TRUE(read(g[0], buf, sizeof buf - 1) > 0);
+        snprintf(want, sizeof want, "hello %ld", (long)pid);
+        ASSERT_STR_EQ(buf, want);
+    } else {
+        ASSERT_EQ(rc, CW_EIO);
+        ASSERT_TRUE(strstr(d.msg, "did not ask for its descriptor") != NULL);
+        ASSERT_EQ(reply, -7);
+    }
+    close(g[0]);
+    ASSERT_EQ(roundtrip(a[1], b[0], 'c'), 'd');
+    close(a[1]);
+    int st = 0;
+    ASSERT_EQ(waitpid(pid, &st, 0), pid);
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    close(b[0]);
+    unsetenv("CW_INJECT_PROBE_PEER");
+}
+
+static void test_handover(void)
+{
+    handover(true);
+    handover(false);
+}
+
 static void test_refused(void)
 {
     cw_diag_t d = {0};
-    ASSERT_EQ(cw_plat_inject_library((uint32_t)getpid(), probe, SEC, &d), CW_EINVAL);
-    ASSERT_EQ(cw_plat_inject_library(1, "relative/lib.so", SEC, &d), CW_EINVAL);
-    ASSERT_EQ(cw_plat_inject_library(0, probe, SEC, &d), CW_EINVAL);
+    ASSERT_EQ(cw_plat_inject_library((uint32_t)getpid(), probe, -1, SEC, NULL, &d), CW_EINVAL);
+    ASSERT_EQ(cw_plat_inject_library(1, "relative/lib.so", -1, SEC, NULL, &d), CW_EINVAL);
+    ASSERT_EQ(cw_plat_inject_library(0, probe, -1, SEC, NULL, &d), CW_EINVAL);
 }
 
 int main(void)
@@ -170,6 +224,7 @@ int main(void)
     test_refused();
     test_blocked_in_read();
     test_computing();
+    test_handover();
     unlink(out_path);
     rmdir(tmpl);
     TEST_DONE();

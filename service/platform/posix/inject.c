@@ -18,6 +18,15 @@
  * file commitwatch uses (same device and inode); anything else (a static
  * binary, musl, another container's glibc) is refused with the reason.
  *
+ * A descriptor for the library (give_fd: the heap trace's ring) is handed
+ * over while dlopen runs its constructor: before the call commitwatch
+ * listens on the abstract socket "commitwatch-inject.PID" (inject_peer.h,
+ * the library's side), and a thread of its own accepts the one peer whose
+ * credentials name that PID, sends the descriptor with SCM_RIGHTS and
+ * reads the library's answer, while this thread waits for dlopen to
+ * return. The socket lives in the network namespace: a process in
+ * another one cannot reach it, and the attach fails saying so.
+ *
  * The one hazard is the one gdb's `call` has: a thread stopped while it
  * holds the allocator's or the loader's lock deadlocks in dlopen. The call
  * is bounded by timeout_ns; past it the thread is stopped again, put back
@@ -36,8 +45,10 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/ptrace.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/types.h>
@@ -45,6 +56,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "platform/posix/inject_peer.h"
 
 #ifndef PTRACE_EVENT_STOP
 #define PTRACE_EVENT_STOP 128
@@ -128,7 +141,122 @@ static int gone(cw_diag_t *d, uint32_t pid, const char *what)
     return cw_diag_set(d, CW_ENOENT, "process %" PRIu32 " ended while %s", pid, what);
 }
 
-int cw_plat_inject_library(uint32_t pid, const char *lib, int64_t timeout_ns, cw_diag_t *d)
+/* The hand-over: the listening socket, the descriptor, and what the
+ * library answered. The accepting thread writes got/reply/status; the
+ * caller reads them after joining it. */
+typedef struct handover {
+    int listen_fd, give_fd;
+    pid_t pid;
+    int64_t deadline;
+    _Atomic bool stop;
+    bool got;      /* the library connected and took the descriptor */
+    bool answered; /* and answered */
+    int64_t reply;
+} handover_t;
+
+static void handover_main(void *arg)
+{
+    handover_t *h = arg;
+    while (!h->stop && cw_plat_mono_ns() < h->deadline) {
+        struct pollfd p = {.fd = h->listen_fd, .events = POLLIN};
+        if (poll(&p, 1, 50) <= 0) continue;
+        int c = accept4(h->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (c < 0) continue;
+        struct ucred cred;
+        socklen_t cl = sizeof cred;
+        if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.pid != h->pid) {
+            close(c); /* not the process we load into */
+            continue;
+        }
+        union {
+            struct cmsghdr hdr;
+            char space[CMSG_SPACE(sizeof(int))];
+        } ctl;
+        memset(&ctl, 0, sizeof ctl);
+        struct iovec io = {(void *)CW_INJECT_HELLO, strlen(CW_INJECT_HELLO)};
+        struct msghdr m = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = ctl.space,
+                           .msg_controllen = sizeof ctl.space};
+        struct cmsghdr *ch = CMSG_FIRSTHDR(&m);
+        ch->cmsg_level = SOL_SOCKET;
+        ch->cmsg_type = SCM_RIGHTS;
+        ch->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(ch), &h->give_fd, sizeof(int));
+        if (sendmsg(c, &m, MSG_NOSIGNAL) == (ssize_t)strlen(CW_INJECT_HELLO)) {
+            h->got = true;
+            int64_t v;
+            for (;;) {
+                struct pollfd q = {.fd = c, .events = POLLIN};
+                int left = (int)((h->deadline - cw_plat_mono_ns()) / 1000000);
+                if (left <= 0 || poll(&q, 1, left) <= 0) break;
+                if (recv(c, &v, sizeof v, 0) == (ssize_t)sizeof v) {
+                    h->reply = v;
+                    h->answered = true;
+                }
+                break;
+            }
+        }
+        close(c);
+        return;
+    }
+}
+
+static int handover_listen(handover_t *h, uint32_t pid, cw_diag_t *d)
+{
+    h->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (h->listen_fd < 0) return cw_diag_set(d, CW_EIO, "socket: %s", strerror(errno));
+    socklen_t len;
+    struct sockaddr_un a = cw_inject_addr((long)pid, &len);
+    if (bind(h->listen_fd, (struct sockaddr *)&a, len) != 0 || listen(h->listen_fd, 4) != 0) {
+        int e = errno;
+        close(h->listen_fd);
+        h->listen_fd = -1;
+        if (e == EADDRINUSE)
+            return cw_diag_set(d, CW_EIO, "another attach to process %" PRIu32 " is under way",
+                               pid);
+        return cw_diag_set(d, CW_EIO, "cannot listen for process %" PRIu32 ": %s", pid,
+                           strerror(e));
+    }
+    return 0;
+}
+
+static int load(uint32_t pid, const char *lib, int64_t timeout_ns, cw_diag_t *d);
+
+int cw_plat_inject_library(uint32_t pid, const char *lib, int give_fd, int64_t timeout_ns,
+                           int64_t *reply, cw_diag_t *d)
+{
+    if (timeout_ns <= 0) timeout_ns = 5000000000LL;
+    if (give_fd < 0) return load(pid, lib, timeout_ns, d);
+    handover_t h = {.listen_fd = -1, .give_fd = give_fd, .pid = (pid_t)pid,
+                    .deadline = cw_plat_mono_ns() + timeout_ns};
+    int rc = handover_listen(&h, pid, d);
+    if (rc) return rc;
+    cw_thread_t *t = NULL;
+    if ((rc = cw_thread_start(&t, handover_main, &h)) != 0) {
+        close(h.listen_fd);
+        return cw_diag_set(d, rc, "cannot start the hand-over thread");
+    }
+    rc = load(pid, lib, timeout_ns, d);
+    /* dlopen has returned, and with it the constructor: its answer is in
+     * (or never comes). */
+    h.stop = true;
+    cw_thread_join(t);
+    close(h.listen_fd);
+    if (rc) return rc;
+    if (!h.got)
+        return cw_diag_set(d, CW_EIO,
+                           "%s was loaded into process %" PRIu32 " but did not ask for its "
+                           "descriptor (a process in another network namespace cannot reach "
+                           "commitwatch's socket)",
+                           lib, pid);
+    if (!h.answered)
+        return cw_diag_set(d, CW_EIO,
+                           "%s took its descriptor in process %" PRIu32 " but did not answer",
+                           lib, pid);
+    if (reply) *reply = h.reply;
+    return 0;
+}
+
+static int load(uint32_t pid, const char *lib, int64_t timeout_ns, cw_diag_t *d)
 {
     if (!pid || (pid_t)pid == getpid())
         return cw_diag_set(d, CW_EINVAL, "cannot attach to process %" PRIu32, pid);
@@ -178,7 +306,7 @@ int cw_plat_inject_library(uint32_t pid, const char *lib, int64_t timeout_ns, cw
         return cw_diag_set(d, CW_EIO, "ptrace(PTRACE_SEIZE, %" PRIu32 "): %s", pid,
                            strerror(errno));
     }
-    int64_t deadline = cw_plat_mono_ns() + (timeout_ns > 0 ? timeout_ns : 5000000000LL);
+    int64_t deadline = cw_plat_mono_ns() + timeout_ns;
     int status = 0, mem = -1;
     bool regs_saved = false, stack_saved = false;
     struct user_regs_struct saved, regs;
@@ -272,7 +400,7 @@ int cw_plat_inject_library(uint32_t pid, const char *lib, int64_t timeout_ns, cw
                                  "(the thread was stopped holding a lock dlopen needs, or the "
                                  "library's constructor hangs); it was put back as it was, but "
                                  "a lock taken by the abandoned call stays taken",
-                                 pid, (double)(timeout_ns > 0 ? timeout_ns : 5000000000LL) / 1e9);
+                                 pid, (double)timeout_ns / 1e9);
             else
                 rc = cw_diag_set(d, CW_EIO, "process %" PRIu32 " does not stop again", pid);
             goto out;
@@ -323,9 +451,10 @@ out:
 
 #else
 
-int cw_plat_inject_library(uint32_t pid, const char *lib, int64_t timeout_ns, cw_diag_t *d)
+int cw_plat_inject_library(uint32_t pid, const char *lib, int give_fd, int64_t timeout_ns,
+                           int64_t *reply, cw_diag_t *d)
 {
-    (void)pid, (void)lib, (void)timeout_ns;
+    (void)pid, (void)lib, (void)give_fd, (void)timeout_ns, (void)reply;
     return cw_diag_set(d, CW_ENOSYS,
                        "attaching to a running process is implemented on Linux x86-64 only");
 }

@@ -4,9 +4,10 @@
  * (docs/DESIGN.md, "Heap drill-down"). */
 #include "commitwatch/platform.h"
 
-int cw_plat_inject_library(uint32_t pid, const char *lib, int64_t timeout_ns, cw_diag_t *d)
+int cw_plat_inject_library(uint32_t pid, const char *lib, int give_fd, int64_t timeout_ns,
+                           int64_t *reply, cw_diag_t *d)
 {
-    (void)pid, (void)lib, (void)timeout_ns;
+    (void)pid, (void)lib, (void)give_fd, (void)timeout_ns, (void)reply;
     return cw_diag_set(d, CW_ENOSYS,
                        "loading a library into a running process is not done on Windows: the "
                        "heap drill-down uses the ETW heap provider there");
