@@ -347,7 +347,7 @@ int cw_plat_run(const char *path, const void *in, size_t in_len, int64_t timeout
  * made to call dlopen(lib, RTLD_NOW) and put back where it was (the heap
  * drill-down's attach; docs/DESIGN.md, "Heap drill-down"). give_fd >= 0:
  * a descriptor handed to the library's constructor while it runs
- * (platform/posix/inject_peer.h is its side), whose answer is stored in
+ * (platform/posix/intarget/inject_peer.h is its side), whose answer is stored in
  * *reply; the attach fails when the library does not take it. The whole
  * is bounded by timeout_ns (<= 0: 5 s). Linux x86-64 with the process
  * using this system's glibc; needs root (CAP_SYS_PTRACE) or the same user

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "platform/posix/inject_peer.h"
+#include "platform/posix/intarget/inject_peer.h"
 
 __attribute__((constructor)) static void probe_loaded(void)
 {

@@ -57,7 +57,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "platform/posix/inject_peer.h"
+#include "platform/posix/intarget/inject_peer.h"
 
 #ifndef PTRACE_EVENT_STOP
 #define PTRACE_EVENT_STOP 128
