@@ -118,21 +118,48 @@ static int cmp_sums(const void *x, const void *y)
     return a->stack < b->stack ? -1 : a->stack > b->stack;
 }
 
-/* A zeroed row of (proc, stack) appended to *v; NULL on ENOMEM. */
-static sums_t *push_sums(sums_t **v, uint32_t *n, size_t *cap, uint32_t proc, uint32_t stack)
+/* The sums being added up, one row per (proc, stack): a row is found by
+ * the map and added to in place, so the rows are as many as the pairs,
+ * not as the stored rows they come from (a busy hour of the raw tier has
+ * a hundred times more rows than pairs). */
+typedef struct sums_acc {
+    sums_t *v;
+    uint32_t n;
+    size_t cap;
+    cw_keymap_t map;
+} sums_acc_t;
+
+static int acc_init(sums_acc_t *a)
 {
-    if (CW_RESERVE(*v, *cap, *n + 1u)) return NULL;
-    sums_t *y = &(*v)[(*n)++];
+    memset(a, 0, sizeof *a);
+    return cw_keymap_init(&a->map, 10);
+}
+
+static void acc_free(sums_acc_t *a)
+{
+    free(a->v);
+    cw_keymap_free(&a->map);
+}
+
+/* The row of (proc, stack), zeroed when new; NULL on ENOMEM. */
+static sums_t *acc_row(sums_acc_t *a, uint32_t proc, uint32_t stack)
+{
+    int added = 0;
+    uint32_t i = cw_keymap_get(&a->map, proc, stack, &added);
+    if (i == UINT32_MAX) return NULL;
+    if (!added) return &a->v[i];
+    if (CW_RESERVE(a->v, a->cap, a->n + 1u)) return NULL;
+    sums_t *y = &a->v[a->n++];
     memset(y, 0, sizeof *y);
     y->proc = proc;
     y->stack = stack;
     return y;
 }
 
-/* Appends the rows of one segment, [lo, hi) of tier, as sums for the
- * window [t0, t1), to *v. */
+/* Adds the rows of one segment, [lo, hi) of tier, as sums for the
+ * window [t0, t1), to a. */
 static int run_segment(cw_store_t *s, sqlite3_stmt *st, int tier, int64_t t0, int64_t t1,
-                       int64_t lo, int64_t hi, sums_t **v, uint32_t *n, size_t *cap, cw_diag_t *d)
+                       int64_t lo, int64_t hi, sums_acc_t *a, cw_diag_t *d)
 {
     int err = 0, rc;
     sqlite3_bind_int(st, 1, tier);
@@ -142,35 +169,29 @@ static int run_segment(cw_store_t *s, sqlite3_stmt *st, int tier, int64_t t0, in
     sqlite3_bind_int64(st, 5, hi < t1 ? hi : t1);
     sqlite3_bind_int64(st, 6, hi);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        sums_t *x = push_sums(v, n, cap, (uint32_t)sqlite3_column_int64(st, 0),
-                              (uint32_t)sqlite3_column_int64(st, 1));
+        sums_t *x = acc_row(a, (uint32_t)sqlite3_column_int64(st, 0),
+                            (uint32_t)sqlite3_column_int64(st, 1));
         if (!x) {
             err = CW_ENOMEM;
             break;
         }
         for (int c = 0; c < 13; c++)
-            x->v[c] = sqlite3_column_int64(st, 2 + c);
+            x->v[c] += sqlite3_column_int64(st, 2 + c);
     }
     if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window figures", d);
     sqlite3_reset(st);
     return err;
 }
 
-/* Sorts v by (proc, stack) and adds up the rows of each pair; *n becomes
- * the number of pairs. */
-static void merge_sums(sums_t *v, uint32_t *n)
+/* The added-up rows, one per pair, sorted by (proc, stack): the array
+ * passes to the caller (*v, *n), the map is freed. */
+static void acc_finish(sums_acc_t *a, sums_t **v, uint32_t *n)
 {
-    if (*n > 1) qsort(v, *n, sizeof *v, cmp_sums);
-    uint32_t m = 0;
-    for (uint32_t i = 0; i < *n; i++) {
-        if (m && cmp_sums(&v[m - 1], &v[i]) == 0) {
-            for (int c = 0; c < 13; c++)
-                v[m - 1].v[c] += v[i].v[c];
-            continue;
-        }
-        v[m++] = v[i];
-    }
-    *n = m;
+    if (a->n > 1) qsort(a->v, a->n, sizeof *a->v, cmp_sums);
+    *v = a->v;
+    *n = a->n;
+    a->v = NULL;
+    acc_free(a);
 }
 
 /* ---- the handle's cache of the sums before t0 -----------------------------------
@@ -272,17 +293,17 @@ static bool sums_closed(const sums_t *x)
     return x->v[0] == x->v[4] && x->v[1] == x->v[12];
 }
 
-/* Appends the cached sums of e to *v as rows of SQL_Q_SEGMENT's columns. */
-static int push_before(const rentry_t *e, sums_t **v, uint32_t *n, size_t *cap)
+/* Adds the cached sums of e to a, as SQL_Q_SEGMENT's columns. */
+static int push_before(const rentry_t *e, sums_acc_t *a)
 {
     for (uint32_t i = 0; i < e->n; i++) {
         const before_sums_t *b = &e->v[i];
-        sums_t *x = push_sums(v, n, cap, b->proc, b->stack);
+        sums_t *x = acc_row(a, b->proc, b->stack);
         if (!x) return CW_ENOMEM;
-        x->v[0] = b->cb;
-        x->v[1] = b->ce;
-        x->v[4] = b->rb;
-        x->v[12] = b->rc;
+        x->v[0] += b->cb;
+        x->v[1] += b->ce;
+        x->v[4] += b->rb;
+        x->v[12] += b->rc;
     }
     return 0;
 }
@@ -365,20 +386,20 @@ static int cached_before(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t,
         *out = e;
         return 0;
     }
-    /* The new rows, as sums before t0; then merged with the cached. */
+    /* The new rows, as sums before t0, added to the cached. */
+    sums_acc_t a;
     sums_t *v = NULL;
     uint32_t n = 0;
-    size_t cap = 0;
-    int err = 0;
+    int err = acc_init(&a) ? CW_ENOMEM : 0;
     for (int i = 0; i < nseg && !err; i++)
-        err = run_segment(s, st, seg[i].tier, t0, t0, seg[i].lo, seg[i].hi, &v, &n, &cap, d);
-    if (!err && e->valid) err = push_before(e, &v, &n, &cap);
+        err = run_segment(s, st, seg[i].tier, t0, t0, seg[i].lo, seg[i].hi, &a, d);
+    if (!err && e->valid) err = push_before(e, &a);
     if (err) {
-        free(v);
+        acc_free(&a);
         e->valid = false;
         return err;
     }
-    merge_sums(v, &n);
+    acc_finish(&a, &v, &n);
     /* The open sums kept, closed ones left out (above). */
     uint32_t m = 0;
     for (uint32_t i = 0; i < n; i++)
@@ -580,36 +601,36 @@ static int raw_tail(cw_store_t *s, const cw__tier_t *t, int64_t lo, struct cw__r
 }
 
 /* SQL_Q_SEGMENT's sums for window [t0, t1) of the tail's rows in [lo, hi)
- * (commits: bucket < t1 as well; releases: a < t1), appended to *v. */
+ * (commits: bucket < t1 as well; releases: a < t1), added to a. */
 static int tail_sums(const struct cw__raw_tail *c, int64_t t0, int64_t t1, int64_t lo, int64_t hi,
-                     sums_t **v, uint32_t *n, size_t *cap)
+                     sums_acc_t *a)
 {
     for (size_t i = 0; i < c->nc; i++) {
         const t_commit_t *x = &c->c[i];
         if (x->bucket < lo || x->bucket >= hi || x->bucket >= t1) continue;
-        sums_t *y = push_sums(v, n, cap, x->proc, x->stack);
+        sums_t *y = acc_row(a, x->proc, x->stack);
         if (!y) return CW_ENOMEM;
         bool before = x->bucket < t0;
-        y->v[before ? 0 : 2] = x->bytes;
-        y->v[before ? 1 : 3] = x->events;
+        y->v[before ? 0 : 2] += x->bytes;
+        y->v[before ? 1 : 3] += x->events;
     }
     for (size_t i = 0; i < c->nr; i++) {
         const t_release_t *x = &c->r[i];
         if (x->f < lo || x->f >= hi || x->a >= t1) continue;
-        sums_t *y = push_sums(v, n, cap, x->proc, x->stack);
+        sums_t *y = acc_row(a, x->proc, x->stack);
         if (!y) return CW_ENOMEM;
-        if (x->f < t0) y->v[4] = x->bytes;
+        if (x->f < t0) y->v[4] += x->bytes;
         bool in = x->f >= t0 && x->f < t1, after = x->f >= t1;
         if (x->a >= t0) {
-            y->v[5] = in ? x->bytes : 0;
-            y->v[6] = in ? x->pieces : 0;
-            y->v[7] = after ? x->pieces : 0;
-            y->v[8] = x->closed;
+            y->v[5] += in ? x->bytes : 0;
+            y->v[6] += in ? x->pieces : 0;
+            y->v[7] += after ? x->pieces : 0;
+            y->v[8] += x->closed;
         } else {
-            y->v[9] = in ? x->bytes : 0;
-            y->v[10] = in ? x->pieces : 0;
-            y->v[11] = after ? x->pieces : 0;
-            y->v[12] = x->closed;
+            y->v[9] += in ? x->bytes : 0;
+            y->v[10] += in ? x->pieces : 0;
+            y->v[11] += after ? x->pieces : 0;
+            y->v[12] += x->closed;
         }
     }
     return 0;
@@ -623,11 +644,10 @@ int cw__report_load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *se
                          int nback, const pick_t *p, sums_t **out, uint32_t *nout, cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;
-    sums_t *v = NULL;
-    uint32_t n = 0;
-    size_t cap = 0;
+    sums_acc_t a;
     int err = 0, first = 0;
     if ((err = cw__store_stmt(s, CW__ST_Q_FIGS, SQL_Q_SEGMENT, &st, d))) return err;
+    if (acc_init(&a)) return cw_diag_set(d, CW_ENOMEM, "querying window figures: out of memory");
     bool final = true; /* every backward row is in a closed bucket */
     for (int i = 0; i < nback; i++)
         final &= seg[i].hi <= t[seg[i].tier].end;
@@ -635,10 +655,9 @@ int cw__report_load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *se
         seg[nback - 1].hi == p->t0) {
         /* Before t0: its tier's BEFORE rows, and the cached sums. */
         rentry_t *c = NULL;
-        err = run_segment(s, st, seg[0].tier, p->t0, p->t1, INT64_MIN, INT64_MIN + 1, &v, &n, &cap,
-                          d);
+        err = run_segment(s, st, seg[0].tier, p->t0, p->t1, INT64_MIN, INT64_MIN + 1, &a, d);
         if (!err) err = cached_before(s, st, t, seg, nback, p->t0, &c, d);
-        if (!err) err = push_before(c, &v, &n, &cap);
+        if (!err) err = push_before(c, &a);
         if (c && c->n > report_cache_max(s)) entry_drop(c); /* too big to keep */
         first = nback;
     }
@@ -653,22 +672,20 @@ int cw__report_load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *se
             if ((err = raw_tail(s, t, lo, &c, d))) break;
             if (c) {
                 int64_t mid = c->hi < hi ? c->hi : hi;
-                if ((err = tail_sums(c, p->t0, p->t1, lo, mid, &v, &n, &cap))) break;
+                if ((err = tail_sums(c, p->t0, p->t1, lo, mid, &a))) break;
                 lo = mid;
             }
-            if (lo < hi) err = run_segment(s, st, k, p->t0, p->t1, lo, hi, &v, &n, &cap, d);
+            if (lo < hi) err = run_segment(s, st, k, p->t0, p->t1, lo, hi, &a, d);
             continue;
         }
-        err = run_segment(s, st, k, p->t0, p->t1, seg[i].lo, hi, &v, &n, &cap, d);
+        err = run_segment(s, st, k, p->t0, p->t1, seg[i].lo, hi, &a, d);
     }
     if (err) {
         if (err == CW_ENOMEM) cw_diag_set(d, err, "querying window figures: out of memory");
-        free(v);
+        acc_free(&a);
         return err;
     }
-    merge_sums(v, &n);
-    *out = v;
-    *nout = n;
+    acc_finish(&a, out, nout);
     return 0;
 }
 
