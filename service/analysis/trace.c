@@ -257,6 +257,14 @@ static int read_header(cw_trace_reader_t *r, cw_diag_t *d)
     return rc;
 }
 
+/* The file at path opened with mode, or std when path is "-"; *own says
+ * whether the stream is ours to close. NULL (errno set) when fopen fails. */
+static FILE *open_stream(const char *path, const char *mode, FILE *std, bool *own)
+{
+    *own = strcmp(path, "-") != 0;
+    return *own ? fopen(path, mode) : std;
+}
+
 int cw_trace_reader_open(const char *path, cw_stacks_t *stacks, cw_trace_reader_t **out,
                          cw_diag_t *d)
 {
@@ -271,16 +279,10 @@ int cw_trace_reader_open(const char *path, cw_stacks_t *stacks, cw_trace_reader_
         cw_trace_reader_close(r);
         return CW_ENOMEM;
     }
-    if (strcmp(path, "-") == 0) {
-        r->f = stdin;
-    } else {
-        r->f = fopen(path, "rb");
-        r->own = true;
-        if (!r->f) {
-            rc = cw_diag_set(d, CW_EIO, "%s: cannot open the trace: %s", path, strerror(errno));
-            cw_trace_reader_close(r);
-            return rc;
-        }
+    if (!(r->f = open_stream(path, "rb", stdin, &r->own))) {
+        rc = cw_diag_set(d, CW_EIO, "%s: cannot open the trace: %s", path, strerror(errno));
+        cw_trace_reader_close(r);
+        return rc;
     }
     rc = read_header(r, d);
     if (rc != 0) {
@@ -463,18 +465,11 @@ int cw_trace_writer_open(const char *path, const cw_trace_header_t *h, const cw_
         free(w);
         return CW_ENOMEM;
     }
-    if (strcmp(path, "-") == 0) {
-        w->f = stdout;
-    } else {
-        w->f = fopen(path, "wb");
-        w->own = true;
-        if (!w->f) {
-            int rc =
-                cw_diag_set(d, CW_EIO, "%s: cannot create the trace: %s", path, strerror(errno));
-            free(w->path);
-            free(w);
-            return rc;
-        }
+    if (!(w->f = open_stream(path, "wb", stdout, &w->own))) {
+        int rc = cw_diag_set(d, CW_EIO, "%s: cannot create the trace: %s", path, strerror(errno));
+        free(w->path);
+        free(w);
+        return rc;
     }
     char *plat = escape(h->platform[0] ? h->platform : "unknown");
     if (!plat) {
