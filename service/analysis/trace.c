@@ -269,28 +269,23 @@ int cw_trace_reader_open(const char *path, cw_stacks_t *stacks, cw_trace_reader_
                          cw_diag_t *d)
 {
     cw_trace_reader_t *r = calloc(1, sizeof *r);
-    int rc;
+    int rc = CW_ENOMEM;
     if (!r) return CW_ENOMEM;
     r->stacks = stacks;
     r->path = strdup(path);
     r->cap = CW_TRACE_READ_CAP;
     r->buf = malloc(r->cap);
-    if (!r->path || !r->buf) {
-        cw_trace_reader_close(r);
-        return CW_ENOMEM;
-    }
+    if (!r->path || !r->buf) goto fail;
     if (!(r->f = open_stream(path, "rb", stdin, &r->own))) {
         rc = cw_diag_set(d, CW_EIO, "%s: cannot open the trace: %s", path, strerror(errno));
-        cw_trace_reader_close(r);
-        return rc;
+        goto fail;
     }
-    rc = read_header(r, d);
-    if (rc != 0) {
-        cw_trace_reader_close(r);
-        return rc;
-    }
+    if ((rc = read_header(r, d)) != 0) goto fail;
     *out = r;
     return 0;
+fail:
+    cw_trace_reader_close(r); /* takes the half-opened reader */
+    return rc;
 }
 
 void cw_trace_reader_close(cw_trace_reader_t *r)
