@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "commitwatch/common.h"
+
 struct cw_trace_reader {
     FILE *f;
     bool own;
@@ -533,9 +535,7 @@ int cw_trace_writer_close(cw_trace_writer_t *w, cw_diag_t *d)
         rc = cw_diag_set(d, CW_EIO, "%s: cannot write the trace: %s", w->path, strerror(errno));
     if (w->own && fclose(w->f) != 0 && rc == 0)
         rc = cw_diag_set(d, CW_EIO, "%s: cannot close the trace: %s", w->path, strerror(errno));
-    for (size_t i = 0; i < w->nesc; i++)
-        free(w->esc[i]);
-    free(w->esc);
+    cw_free_strv(w->esc, w->nesc);
     free(w->path);
     free(w);
     return rc;

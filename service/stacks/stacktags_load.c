@@ -17,6 +17,7 @@
 
 #include <expat.h>
 
+#include "commitwatch/common.h"
 #include "stacks/stacktags_int.h"
 
 typedef struct parse {
@@ -243,8 +244,6 @@ int cw__st_parse(cw_stacktags_t *r, st_set_t *set, const char *name, uint32_t fi
 
     XML_ParserFree(ps.p);
     free(ps.stack);
-    for (size_t i = 0; i < ps.nwarned; i++)
-        free(ps.warned[i]);
-    free(ps.warned);
+    cw_free_strv(ps.warned, ps.nwarned);
     return ps.rc;
 }

@@ -156,9 +156,7 @@ int cw_store_tags(cw_store_t *s, cw_tag_list_t *out, cw_diag_t *d)
 
 void cw_tag_list_clear(cw_tag_list_t *l)
 {
-    for (size_t i = 0; i < l->n; i++)
-        free(l->v[i]);
-    free(l->v);
+    cw_free_strv(l->v, l->n);
     memset(l, 0, sizeof *l);
 }
 
