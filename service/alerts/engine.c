@@ -577,8 +577,8 @@ static int first_instant(cw_alert_engine_t *e, cw_diag_t *d)
     return 0;
 }
 
-/* A teardown list, alike to writer.c's, store_pool.c's and notify.c's in form only:
- * each frees its own members. */
+/* A teardown list, alike to writer.c's (and other ones) in form only: each
+ * frees its own members. */
 static void engine_free(cw_alert_engine_t *e)
 {
     cw__aeval_free(&e->ev);

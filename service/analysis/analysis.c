@@ -151,6 +151,8 @@ static void on_start(void *ctx, const cw_proc_t *p, int64_t ts)
     inst_of(ctx, p);
 }
 
+/* Counts the event and keeps the instance's peak balance and its time:
+ * alike to the aggregator's on_event in form only (each its own figures). */
 static void on_event(void *ctx, const cw_proc_t *p, int64_t ts)
 {
     cw_analysis_t *a = ctx;

@@ -290,6 +290,7 @@ fail:
     return rc;
 }
 
+/* A teardown list, alike to other readers' close in form only. */
 void cw_trace_reader_close(cw_trace_reader_t *r)
 {
     if (!r) return;

@@ -222,6 +222,8 @@ static void log_warn(void *ctx, const char *msg)
     CW_LOGW("%s", msg);
 }
 
+/* An empty rule set, compiled (alike to other create functions in form
+ * only). */
 int cw_stacktags_create(cw_stacktags_t **out)
 {
     cw_stacktags_t *r = calloc(1, sizeof *r);

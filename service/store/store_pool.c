@@ -161,6 +161,7 @@ uint32_t cw_store_pool_open_count(cw_store_pool_t *p)
     return n;
 }
 
+/* A teardown list, alike to other destroy functions in form only. */
 void cw_store_pool_destroy(cw_store_pool_t *p)
 {
     if (!p) return;
