@@ -1,8 +1,8 @@
 /* common.h - small helpers every stage shares (service/base/common.c):
  * the printf-format attribute, floor division for bucket arithmetic, a
- * growable-array reserve, a growing byte buffer, bounded string copies and
- * little-endian integers in bytes. One copy of each, so
- * no file writes its own.
+ * growable-array reserve, a growing byte buffer, bounded string copies,
+ * little-endian integers in bytes and the freeing of owned members by a
+ * table of offsets. One copy of each, so no file writes its own.
  *
  * Thread: all of these are reentrant. */
 #ifndef COMMITWATCH_COMMON_H
@@ -130,5 +130,23 @@ char *cw_strtrim(char *s);
 /* malloc'd copy of s, or of its first n bytes; NULL on ENOMEM (or s NULL). */
 char *cw_strdup(const char *s);
 char *cw_strndup(const char *s, size_t n);
+
+/* Freeing what a struct owns, by a table of the offsets of its owned
+ * pointer members (malloc'd strings or arrays, each owned by the struct, or
+ * NULL), so a type's free function lists its members once, as data:
+ *
+ *     static const size_t row_owned[] = {offsetof(row_t, name), offsetof(row_t, tag)};
+ *     cw_free_members(r, row_owned, CW_ARRAY_LEN(row_owned));
+ *
+ * Each offset must be that of a pointer member (any object pointer type).
+ * The members are freed, not cleared. */
+void cw_free_members(void *obj, const size_t *offs, size_t noffs);
+/* The members at offs of each of the n rows of `size` bytes at rows, then
+ * rows itself: an owned array of rows that own their members. rows may be
+ * NULL (then n is not read). */
+void cw_free_rows(void *rows, size_t n, size_t size, const size_t *offs, size_t noffs);
+/* Frees the n strings of v (NULL ones included) and then v; v may be NULL
+ * (then n is not read). */
+void cw_free_strv(char **v, size_t n);
 
 #endif

@@ -3,6 +3,7 @@
  * series of series.c) at every instant of [from, to], from a clean state
  * whose history is rebuilt from the store at the first instant, on the
  * caller's handle; nothing is written. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,17 +110,15 @@ int cw_alert_backtest(cw_store_t *s, const cw_alert_rule_t *rule, int64_t from, 
     return 0;
 }
 
-/* Alike to the other frees of a result's rows (cw_series_free, cw_etl_info_free,
- * cw_store_metrics_free) in form only: each frees its own rows' strings. */
+/* What a series of the result owns. */
+static const size_t series_owned[] = {
+    offsetof(cw_backtest_series_t, key), offsetof(cw_backtest_series_t, process),
+    offsetof(cw_backtest_series_t, tag), offsetof(cw_backtest_series_t, tr)};
+
 void cw_backtest_free(cw_backtest_t *b)
 {
     if (!b) return;
-    for (size_t i = 0; i < b->nseries; i++) {
-        free(b->series[i].key);
-        free(b->series[i].process);
-        free(b->series[i].tag);
-        free(b->series[i].tr);
-    }
-    free(b->series);
+    cw_free_rows(b->series, b->nseries, sizeof *b->series, series_owned,
+                 CW_ARRAY_LEN(series_owned));
     free(b);
 }

@@ -577,8 +577,8 @@ static int first_instant(cw_alert_engine_t *e, cw_diag_t *d)
     return 0;
 }
 
-/* A teardown list, alike to writer.c's, store_pool.c's and notify.c's in form only:
- * each frees its own members. */
+/* A teardown list, alike to writer.c's (and other ones) in form only: each
+ * frees its own members. */
 static void engine_free(cw_alert_engine_t *e)
 {
     cw__aeval_free(&e->ev);
@@ -630,9 +630,7 @@ int cw_alert_engine_start(const cw_alert_engine_opts_t *o, const cw_alert_rules_
     }
     if ((err = cw_store_alert_active(e->s, &rows, &n, d))) goto fail;
     err = adopt(e, rows, n, is_never(last) ? 0 : last, d);
-    for (size_t i = 0; i < n; i++)
-        cw_alert_row_clear(&rows[i]);
-    free(rows);
+    cw_alert_rows_free(rows, n);
     if (err || (err = rules_record(e, d))) goto fail;
     if ((err = cw_thread_start(&e->th, thread_main, e))) {
         cw_diag_set(d, err, "alerts: cannot start the engine thread");

@@ -12,6 +12,7 @@
  * machine (cw__sm_step, pure) turns the condition into transitions. */
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,21 +170,24 @@ int cw__aeval_init(cw__aeval_t *e, const cw_alert_rules_t *rules, int64_t step)
     return err;
 }
 
+/* What a state owns: its strings. */
+static const size_t state_owned[] = {offsetof(cw__astate_t, key), offsetof(cw__astate_t, process),
+                                     offsetof(cw__astate_t, tag)};
+/* The evaluator's own arrays: its transitions and its scratch. */
+static const size_t arrays_owned[] = {offsetof(cw__aeval_t, tr), offsetof(cw__aeval_t, points),
+                                      offsetof(cw__aeval_t, pts_t), offsetof(cw__aeval_t, next),
+                                      offsetof(cw__aeval_t, ghead)};
+
 static void state_free(cw__astate_t *st)
 {
-    free(st->key);
-    free(st->process);
-    free(st->tag);
+    cw_free_members(st, state_owned, CW_ARRAY_LEN(state_owned));
 }
 
-/* A teardown list (alike to other destroy functions in form only). */
 void cw__aeval_free(cw__aeval_t *e)
 {
     for (size_t i = 0; e->r && i < e->rules.n; i++) {
         cw__arule_t *r = &e->r[i];
-        for (size_t k = 0; k < r->n; k++)
-            state_free(&r->st[k]);
-        free(r->st);
+        cw_free_rows(r->st, r->n, sizeof *r->st, state_owned, CW_ARRAY_LEN(state_owned));
         free(r->name_match);
         free(r->tag_match);
         cw_keymap_free(&r->map);
@@ -191,11 +195,7 @@ void cw__aeval_free(cw__aeval_t *e)
     free(e->r);
     cw_alert_rules_free(&e->rules);
     cw__aset_free(&e->set);
-    free(e->tr);
-    free(e->points);
-    free(e->pts_t);
-    free(e->next);
-    free(e->ghead);
+    cw_free_members(e, arrays_owned, CW_ARRAY_LEN(arrays_owned));
     for (size_t i = 0; i < CW_ARRAY_LEN(e->wsum); i++)
         free(e->wsum[i].v);
     cw_keymap_free(&e->gmap);

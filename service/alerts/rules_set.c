@@ -1,12 +1,14 @@
 /* rules_set.c - rule sets as values (alerts.h): freeing, deep copies,
  * look-up by name, and the hashes that tell the engine whether a rule or a
  * set changed on a reload. The file format is rules.c's. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "alerts/rules_int.h"
 #include "commitwatch/alerts.h"
+#include "commitwatch/common.h"
 #include "commitwatch/hash.h"
 
 /* FNV-1a 64 with its standard offset basis (hash.h's cw_hash_bytes uses
@@ -19,25 +21,17 @@ uint64_t cw__alert_fnv1a64(const char *p, size_t n)
 
 /* ---- freeing and copying ---------------------------------------------------- */
 
-static void free_list(char **v, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        free(v[i]);
-    free(v);
-}
+/* What a label owns. */
+static const size_t label_owned[] = {offsetof(cw_alert_label_t, name),
+                                     offsetof(cw_alert_label_t, value)};
 
-/* Alike to store_alerts.c's row clears in form only: each frees its own strings. */
 void cw__alert_rule_free(cw_alert_rule_t *r)
 {
     free(r->name);
     free(r->file);
-    free_list(r->process, r->nprocess);
-    free_list(r->tag, r->ntag);
-    for (size_t i = 0; i < r->nlabels; i++) {
-        free(r->labels[i].name);
-        free(r->labels[i].value);
-    }
-    free(r->labels);
+    cw_free_strv(r->process, r->nprocess);
+    cw_free_strv(r->tag, r->ntag);
+    cw_free_rows(r->labels, r->nlabels, sizeof *r->labels, label_owned, CW_ARRAY_LEN(label_owned));
     free(r->summary);
     free(r->text);
     memset(r, 0, sizeof *r);

@@ -56,9 +56,7 @@ uint32_t cw__strtab_get(cw__strtab_t *t, const char *s)
 
 void cw__strtab_free(cw__strtab_t *t)
 {
-    for (size_t i = 0; i < t->n; i++)
-        free(t->v[i]);
-    free(t->v);
+    cw_free_strv(t->v, t->n);
     cw_keymap_free(&t->map);
     memset(t, 0, sizeof *t);
 }

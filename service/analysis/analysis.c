@@ -13,9 +13,11 @@
  * overflow: fuzz_trace). */
 #include "commitwatch/analysis.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "commitwatch/common.h"
 #include "commitwatch/error.h"
 #include "commitwatch/event.h"
 #include "commitwatch/keymap.h"
@@ -69,14 +71,13 @@ int cw_analysis_create(int64_t from_ns, int64_t to_ns, cw_analysis_t **out)
     return 0;
 }
 
+/* What an instance's slot owns (unused slots hold NULLs). */
+static const size_t inst_owned[] = {offsetof(inst_t, name), offsetof(inst_t, cmdline)};
+
 void cw_analysis_destroy(cw_analysis_t *a)
 {
     if (!a) return;
-    for (uint32_t i = 0; i < a->ninsts; i++) {
-        free(a->insts[i].name);
-        free(a->insts[i].cmdline);
-    }
-    free(a->insts);
+    cw_free_rows(a->insts, a->ninsts, sizeof *a->insts, inst_owned, CW_ARRAY_LEN(inst_owned));
     free(a->entries);
     cw_keymap_free(&a->map);
     free(a);
@@ -150,6 +151,8 @@ static void on_start(void *ctx, const cw_proc_t *p, int64_t ts)
     inst_of(ctx, p);
 }
 
+/* Counts the event and keeps the instance's peak balance and its time:
+ * alike to the aggregator's on_event in form only (each its own figures). */
 static void on_event(void *ctx, const cw_proc_t *p, int64_t ts)
 {
     cw_analysis_t *a = ctx;

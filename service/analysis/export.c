@@ -178,9 +178,7 @@ static int export_speedscope(const cw_proc_report_t *procs, uint32_t nprocs, int
     for (size_t i = 0; i < nstacks; i++)
         free(st[i].text.p);
     free(st);
-    for (uint32_t i = 0; i < nprocs; i++)
-        free(roots[i]);
-    free(roots);
+    cw_free_strv(roots, nprocs);
     cw__interner_free(&in);
     if (!s) return CW_ENOMEM;
     *out = s;

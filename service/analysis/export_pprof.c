@@ -14,6 +14,7 @@
  * process instance id); time_nanos and duration_nanos the window. No
  * mappings: the frames are already symbolized text. */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include "analysis/export_int.h"
 #include "analysis/export_pprof.h"
 #include "analysis/profile.pb-c.h"
+#include "commitwatch/common.h"
 
 typedef Perftools__Profiles__Profile profile_t;
 typedef Perftools__Profiles__Sample sample_t;
@@ -56,22 +58,17 @@ typedef struct pprof_build {
     int64_t comment[2];
 } pprof_build_t;
 
+#define B(f) offsetof(pprof_build_t, f)
+/* The arrays the build owns besides its two interners. */
+static const size_t build_arrays[] = {B(smp), B(smpp), B(locids), B(values), B(lab),  B(labp),
+                                      B(fn),  B(fnp),  B(loc),    B(locp),   B(line), B(linep)};
+#undef B
+
 static void build_free(pprof_build_t *b)
 {
     cw__interner_free(&b->strings);
     cw__interner_free(&b->frames);
-    free(b->smp);
-    free(b->smpp);
-    free(b->locids);
-    free(b->values);
-    free(b->lab);
-    free(b->labp);
-    free(b->fn);
-    free(b->fnp);
-    free(b->loc);
-    free(b->locp);
-    free(b->line);
-    free(b->linep);
+    cw_free_members(b, build_arrays, CW_ARRAY_LEN(build_arrays));
 }
 
 /* The string's index in the table, or -1 on ENOMEM. */

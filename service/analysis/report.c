@@ -5,9 +5,11 @@
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "commitwatch/common.h"
 #include "commitwatch/error.h"
 #include "commitwatch/event.h"
 
@@ -30,23 +32,23 @@ void cw_figs_add(cw_figs_t *acc, const cw_figs_t *f)
     }
 }
 
+/* What a process of the report owns; its stacks' frames and tags are freed
+ * before it. */
+static const size_t proc_owned[] = {offsetof(cw_proc_report_t, stacks),
+                                    offsetof(cw_proc_report_t, name),
+                                    offsetof(cw_proc_report_t, cmdline)};
+
 void cw_report_free(cw_report_t *r)
 {
     if (!r) return;
     for (uint32_t i = 0; i < r->nprocs; i++) {
         cw_proc_report_t *p = &r->procs[i];
         for (uint32_t j = 0; j < p->nstacks; j++) {
-            cw_stack_report_t *s = &p->stacks[j];
-            for (uint32_t k = 0; k < s->nframes; k++)
-                free(s->frames[k]);
-            free(s->frames);
-            free(s->tag);
+            cw_free_strv(p->stacks[j].frames, p->stacks[j].nframes);
+            free(p->stacks[j].tag);
         }
-        free(p->stacks);
-        free(p->name);
-        free(p->cmdline);
     }
-    free(r->procs);
+    cw_free_rows(r->procs, r->nprocs, sizeof *r->procs, proc_owned, CW_ARRAY_LEN(proc_owned));
     free(r->note);
     free(r);
 }

@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "commitwatch/common.h"
+
 struct cw_trace_reader {
     FILE *f;
     bool own;
@@ -257,40 +259,38 @@ static int read_header(cw_trace_reader_t *r, cw_diag_t *d)
     return rc;
 }
 
+/* The file at path opened with mode, or std when path is "-"; *own says
+ * whether the stream is ours to close. NULL (errno set) when fopen fails. */
+static FILE *open_stream(const char *path, const char *mode, FILE *std, bool *own)
+{
+    *own = strcmp(path, "-") != 0;
+    return *own ? fopen(path, mode) : std;
+}
+
 int cw_trace_reader_open(const char *path, cw_stacks_t *stacks, cw_trace_reader_t **out,
                          cw_diag_t *d)
 {
     cw_trace_reader_t *r = calloc(1, sizeof *r);
-    int rc;
+    int rc = CW_ENOMEM;
     if (!r) return CW_ENOMEM;
     r->stacks = stacks;
     r->path = strdup(path);
     r->cap = CW_TRACE_READ_CAP;
     r->buf = malloc(r->cap);
-    if (!r->path || !r->buf) {
-        cw_trace_reader_close(r);
-        return CW_ENOMEM;
+    if (!r->path || !r->buf) goto fail;
+    if (!(r->f = open_stream(path, "rb", stdin, &r->own))) {
+        rc = cw_diag_set(d, CW_EIO, "%s: cannot open the trace: %s", path, strerror(errno));
+        goto fail;
     }
-    if (strcmp(path, "-") == 0) {
-        r->f = stdin;
-    } else {
-        r->f = fopen(path, "rb");
-        r->own = true;
-        if (!r->f) {
-            rc = cw_diag_set(d, CW_EIO, "%s: cannot open the trace: %s", path, strerror(errno));
-            cw_trace_reader_close(r);
-            return rc;
-        }
-    }
-    rc = read_header(r, d);
-    if (rc != 0) {
-        cw_trace_reader_close(r);
-        return rc;
-    }
+    if ((rc = read_header(r, d)) != 0) goto fail;
     *out = r;
     return 0;
+fail:
+    cw_trace_reader_close(r); /* takes the half-opened reader */
+    return rc;
 }
 
+/* A teardown list, alike to other readers' close in form only. */
 void cw_trace_reader_close(cw_trace_reader_t *r)
 {
     if (!r) return;
@@ -463,18 +463,11 @@ int cw_trace_writer_open(const char *path, const cw_trace_header_t *h, const cw_
         free(w);
         return CW_ENOMEM;
     }
-    if (strcmp(path, "-") == 0) {
-        w->f = stdout;
-    } else {
-        w->f = fopen(path, "wb");
-        w->own = true;
-        if (!w->f) {
-            int rc =
-                cw_diag_set(d, CW_EIO, "%s: cannot create the trace: %s", path, strerror(errno));
-            free(w->path);
-            free(w);
-            return rc;
-        }
+    if (!(w->f = open_stream(path, "wb", stdout, &w->own))) {
+        int rc = cw_diag_set(d, CW_EIO, "%s: cannot create the trace: %s", path, strerror(errno));
+        free(w->path);
+        free(w);
+        return rc;
     }
     char *plat = escape(h->platform[0] ? h->platform : "unknown");
     if (!plat) {
@@ -543,9 +536,7 @@ int cw_trace_writer_close(cw_trace_writer_t *w, cw_diag_t *d)
         rc = cw_diag_set(d, CW_EIO, "%s: cannot write the trace: %s", w->path, strerror(errno));
     if (w->own && fclose(w->f) != 0 && rc == 0)
         rc = cw_diag_set(d, CW_EIO, "%s: cannot close the trace: %s", w->path, strerror(errno));
-    for (size_t i = 0; i < w->nesc; i++)
-        free(w->esc[i]);
-    free(w->esc);
+    cw_free_strv(w->esc, w->nesc);
     free(w->path);
     free(w);
     return rc;

@@ -57,7 +57,9 @@ static void external_url(const cw_config_t *cfg, const cw_service_args_t *a, cha
  * alert_exec, alert_log: the notifier refuses them, naming the key) stop
  * the start: CW_EINVAL with d set (docs/ALERTS.md, "Delivery"). Any other
  * failure, and any on a reload (d NULL), is logged and the service runs
- * without alerts (or without their delivery). */
+ * without alerts (or without their delivery). The stages' options are
+ * configuration keys copied one a line, alike to start_push's (service.c)
+ * in form only. */
 static int alerts_start(svc_t *s, const cw_config_t *cfg, const cw_alert_rules_t *rules,
                         cw_diag_t *startd)
 {

@@ -214,30 +214,18 @@ int cw_config_init(cw_config_t *c)
     return 0;
 }
 
+/* The key table names every string the configuration owns: its string keys
+ * and its lists' strings are freed from it, so a new key cannot leak. */
 void cw_config_free(cw_config_t *c)
 {
-    free(c->db);
-    free(c->source);
-    free(c->listen);
-    free(c->token);
-    free(c->access_log);
-    free(c->web_root);
-    free(c->log_level);
-    free(c->images);
-    free(c->symbol_path);
-    for (size_t i = 0; i < c->nstacktags; i++)
-        free(c->stacktags[i]);
-    free(c->stacktags);
-    for (size_t i = 0; i < c->nalert_rules; i++)
-        free(c->alert_rules[i]);
-    free(c->alert_rules);
-    free(c->alertmanager_url);
-    free(c->webhook_url);
-    free(c->alert_exec);
-    free(c->alert_log);
-    free(c->external_url);
-    free(c->profile_push_url);
-    free(c->profile_push_labels);
+    char *base = (char *)c;
+    for (size_t i = 0; i < CW_ARRAY_LEN(keys); i++) {
+        const key_def_t *k = &keys[i];
+        if (k->type == T_STRING)
+            free(*(char **)(base + k->offset));
+        else if (k->type == T_LIST)
+            cw_free_strv(*(char ***)(base + k->offset), *(size_t *)(base + k->count_offset));
+    }
     memset(c, 0, sizeof *c);
 }
 

@@ -368,6 +368,8 @@ static int finish(svc_t *s, int rc)
                 atomic_load(&cw__svc_stop_flag) ? "stopped" : "end of input", events, s->db_path);
     else if (rc != 0 && events > 0)
         CW_LOGE("the %" PRIu64 " events before the error are stored in %s", events, s->db_path);
+    /* What the start made, released in reverse order: a teardown list, alike
+     * to other ones in form only. */
     cw_pipeline_destroy(s->pipe);
     cw_mapreq_destroy(s->maps);
     cw_agg_destroy(s->agg);

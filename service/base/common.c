@@ -1,5 +1,5 @@
-/* common.c - the shared helpers of common.h: growable arrays and bounded
- * string copies. */
+/* common.c - the shared helpers of common.h: growable arrays, bounded
+ * string copies and the freeing of owned members by offsets. */
 #include "commitwatch/common.h"
 
 #include <ctype.h>
@@ -134,6 +134,33 @@ char *cw_strndup(const char *s, size_t n)
 char *cw_strdup(const char *s)
 {
     return s ? cw_strndup(s, strlen(s)) : NULL;
+}
+
+/* Each member is read with memcpy, as cw_reserve reads *items: a pointer of
+ * any object type has void *'s representation on the targets we build. */
+void cw_free_members(void *obj, const size_t *offs, size_t noffs)
+{
+    for (size_t i = 0; i < noffs; i++) {
+        void *p;
+        memcpy(&p, (char *)obj + offs[i], sizeof p);
+        free(p);
+    }
+}
+
+void cw_free_rows(void *rows, size_t n, size_t size, const size_t *offs, size_t noffs)
+{
+    if (!rows) return;
+    for (size_t i = 0; i < n; i++)
+        cw_free_members((char *)rows + i * size, offs, noffs);
+    free(rows);
+}
+
+void cw_free_strv(char **v, size_t n)
+{
+    if (!v) return;
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
 }
 
 void cw_utc_from_ns(int64_t ns, cw_utc_t *out)

@@ -21,6 +21,7 @@
  * "error" (detail: "HTTP 500: ...", "timeout", "exit status 3", ...) or
  * "dropped" (detail: "rate limit", "queue full", "stopped"). */
 #include <civetweb.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -311,6 +312,16 @@ static void batch_free(batch_t *b)
     free(b);
 }
 
+/* Frees a chain of batches linked by next (NULL: none). */
+static void batches_free(batch_t *b)
+{
+    while (b) {
+        batch_t *next = b->next;
+        batch_free(b);
+        b = next;
+    }
+}
+
 static void channel_main(void *arg)
 {
     channel_t *c = arg;
@@ -347,22 +358,19 @@ static void channel_main(void *arg)
 
 /* ---- the API -------------------------------------------------------------------- */
 
-/* A teardown list, alike to engine.c's and writer.c's in form only: each frees its own
- * members. */
+/* The strings the notifier owns (copies of the options'). */
+static const size_t notifier_strings[] = {
+    offsetof(struct cw_notifier, db_path),     offsetof(struct cw_notifier, am_url),
+    offsetof(struct cw_notifier, webhook_url), offsetof(struct cw_notifier, exec_path),
+    offsetof(struct cw_notifier, log),         offsetof(struct cw_notifier, external_url),
+    offsetof(struct cw_notifier, log_root)};
+
 static void free_notifier(struct cw_notifier *nf)
 {
     for (int k = 0; k < CH__N; k++) {
         channel_t *c = &nf->ch[k];
-        while (c->head) {
-            batch_t *n = c->head->next;
-            batch_free(c->head);
-            c->head = n;
-        }
-        while (c->dropped) {
-            batch_t *n = c->dropped->next;
-            batch_free(c->dropped);
-            c->dropped = n;
-        }
+        batches_free(c->head);
+        batches_free(c->dropped);
         cw__repeat_free(&c->repeat);
         cw_plat_alert_log_close(c->log);
         for (size_t i = 0; i < c->nrows; i++)
@@ -374,13 +382,7 @@ static void free_notifier(struct cw_notifier *nf)
     cw_cond_destroy(nf->cv);
     cw_mutex_destroy(nf->mu);
     cw_mutex_destroy(nf->db_mu);
-    free(nf->db_path);
-    free(nf->am_url);
-    free(nf->webhook_url);
-    free(nf->exec_path);
-    free(nf->log);
-    free(nf->external_url);
-    free(nf->log_root);
+    cw_free_members(nf, notifier_strings, CW_ARRAY_LEN(notifier_strings));
     free(nf);
 }
 

@@ -8,9 +8,11 @@
 #include "commitwatch/stacks.h"
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "commitwatch/common.h"
 #include "commitwatch/error.h"
 #include "commitwatch/hash.h"
 
@@ -81,19 +83,16 @@ int cw_stacks_create(cw_stacks_t **out)
     return 0;
 }
 
+/* The arrays the set owns besides the frames' texts. */
+static const size_t arrays_owned[] = {offsetof(cw_stacks_t, flen), offsetof(cw_stacks_t, fhash),
+                                      offsetof(cw_stacks_t, ftab), offsetof(cw_stacks_t, stacks),
+                                      offsetof(cw_stacks_t, stab), offsetof(cw_stacks_t, ids)};
+
 void cw_stacks_destroy(cw_stacks_t *s)
 {
     if (!s) return;
-    if (s->ftext)
-        for (uint32_t i = 1; i < s->nframes; i++)
-            free(s->ftext[i]);
-    free(s->ftext);
-    free(s->flen);
-    free(s->fhash);
-    free(s->ftab);
-    free(s->stacks);
-    free(s->stab);
-    free(s->ids);
+    cw_free_strv(s->ftext, s->nframes); /* [0] is NULL: frame ids start at 1 */
+    cw_free_members(s, arrays_owned, CW_ARRAY_LEN(arrays_owned));
     free(s);
 }
 

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "commitwatch/common.h"
 #include "commitwatch/log.h"
 #include "commitwatch/platform.h"
 
@@ -221,6 +222,8 @@ static void log_warn(void *ctx, const char *msg)
     CW_LOGW("%s", msg);
 }
 
+/* An empty rule set, compiled (alike to other create functions in form
+ * only). */
 int cw_stacktags_create(cw_stacktags_t **out)
 {
     cw_stacktags_t *r = calloc(1, sizeof *r);
@@ -239,9 +242,7 @@ void cw_stacktags_destroy(cw_stacktags_t *r)
     if (!r) return;
     compiled_free(&r->c);
     cw__st_set_free(&r->set);
-    for (uint32_t i = 0; i < r->nfiles; i++)
-        free(r->files[i]);
-    free(r->files);
+    cw_free_strv(r->files, r->nfiles);
     free(r->fcache);
     free(r);
 }

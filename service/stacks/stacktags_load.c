@@ -17,6 +17,7 @@
 
 #include <expat.h>
 
+#include "commitwatch/common.h"
 #include "stacks/stacktags_int.h"
 
 typedef struct parse {
@@ -75,6 +76,22 @@ static void warn_attr(parse_t *ps, const char *el, const char *attr)
     warn_once(ps, key, text);
 }
 
+/* Reads the element el's two attributes name1 and name2 into *v1 and *v2
+ * (NULL when absent) and warns once about any other. */
+static void read_attrs(parse_t *ps, const char *el, const XML_Char **atts, const char *name1,
+                       const char **v1, const char *name2, const char **v2)
+{
+    *v1 = *v2 = NULL;
+    for (size_t i = 0; atts[i]; i += 2) {
+        if (strcmp(atts[i], name1) == 0)
+            *v1 = atts[i + 1];
+        else if (strcmp(atts[i], name2) == 0)
+            *v2 = atts[i + 1];
+        else
+            warn_attr(ps, el, atts[i]);
+    }
+}
+
 /* Whole-string signed 32-bit integer, spaces around allowed. */
 static int parse_priority(const char *s, int32_t *out)
 {
@@ -92,15 +109,8 @@ static int parse_priority(const char *s, int32_t *out)
 /* <Tag Name="..." Priority="...">: returns the tag children belong to. */
 static uint32_t on_tag(parse_t *ps, uint32_t ctx, const XML_Char **atts)
 {
-    const char *name = NULL, *prio = NULL;
-    for (size_t i = 0; atts[i]; i += 2) {
-        if (strcmp(atts[i], "Name") == 0)
-            name = atts[i + 1];
-        else if (strcmp(atts[i], "Priority") == 0)
-            prio = atts[i + 1];
-        else
-            warn_attr(ps, "Tag", atts[i]);
-    }
+    const char *name, *prio;
+    read_attrs(ps, "Tag", atts, "Name", &name, "Priority", &prio);
     if (!name) {
         fail(ps, CW_EPARSE, "<Tag> without a Name attribute");
         return ctx;
@@ -145,20 +155,11 @@ static uint32_t on_tag(parse_t *ps, uint32_t ctx, const XML_Char **atts)
     return idx;
 }
 
-/* <Entrypoint Module="..." Method="..."/>. Its attribute loop reads like
- * on_tag's: each element names its own two attributes and warns about
- * the rest. */
+/* <Entrypoint Module="..." Method="..."/>. */
 static void on_entry(parse_t *ps, uint32_t ctx, const XML_Char **atts)
 {
-    const char *mod = NULL, *meth = NULL;
-    for (size_t i = 0; atts[i]; i += 2) {
-        if (strcmp(atts[i], "Module") == 0)
-            mod = atts[i + 1];
-        else if (strcmp(atts[i], "Method") == 0)
-            meth = atts[i + 1];
-        else
-            warn_attr(ps, "Entrypoint", atts[i]);
-    }
+    const char *mod, *meth;
+    read_attrs(ps, "Entrypoint", atts, "Module", &mod, "Method", &meth);
     if (ctx == ST_NONE) {
         fail(ps, CW_EPARSE, "<Entrypoint> outside a named <Tag>");
         return;
@@ -243,8 +244,6 @@ int cw__st_parse(cw_stacktags_t *r, st_set_t *set, const char *name, uint32_t fi
 
     XML_ParserFree(ps.p);
     free(ps.stack);
-    for (size_t i = 0; i < ps.nwarned; i++)
-        free(ps.warned[i]);
-    free(ps.warned);
+    cw_free_strv(ps.warned, ps.nwarned);
     return ps.rc;
 }

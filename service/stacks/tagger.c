@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "commitwatch/common.h"
 #include "commitwatch/error.h"
 
 struct cw_tagger {
@@ -54,9 +55,7 @@ void cw_tagger_destroy(cw_tagger_t *t)
 {
     if (!t) return;
     if (t->ops->destroy) t->ops->destroy(t->impl);
-    for (uint32_t i = 0; i < t->nnames; i++)
-        free(t->names[i]);
-    free(t->names);
+    cw_free_strv(t->names, t->nnames);
     free(t);
 }
 

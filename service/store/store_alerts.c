@@ -15,10 +15,12 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "commitwatch/common.h"
 #include "commitwatch/event.h"
 #include "store/store_internal.h"
 
@@ -266,56 +268,54 @@ static void cl_silence(void *r)
 
 /* ---- rows --------------------------------------------------------------- */
 
-/* The row clears below free their own strings: alike to each other (and to store_notify.c's)
- * in form only. */
-void cw_alert_row_clear(cw_alert_row_t *r)
+/* What each kind of row owns: its strings (NULL or malloc'd). A clear frees
+ * them and zeroes the row; a rows free does so for each row, then frees the
+ * array. */
+#define AR(f) offsetof(cw_alert_row_t, f)
+static const size_t alert_owned[] = {AR(rule),    AR(rule_hash), AR(key),
+                                     AR(process), AR(tag),       AR(detail)};
+#undef AR
+static const size_t tr_owned[] = {offsetof(cw_alert_tr_row_t, reason),
+                                  offsetof(cw_alert_tr_row_t, detail)};
+static const size_t silence_owned[] = {offsetof(cw_silence_row_t, matchers),
+                                       offsetof(cw_silence_row_t, created_by),
+                                       offsetof(cw_silence_row_t, comment)};
+
+static void row_clear(void *r, size_t size, const size_t *owned, size_t nowned)
 {
     if (!r) return;
-    free(r->rule);
-    free(r->rule_hash);
-    free(r->key);
-    free(r->process);
-    free(r->tag);
-    free(r->detail);
-    memset(r, 0, sizeof *r);
+    cw_free_members(r, owned, nowned);
+    memset(r, 0, size);
+}
+
+void cw_alert_row_clear(cw_alert_row_t *r)
+{
+    row_clear(r, sizeof *r, alert_owned, CW_ARRAY_LEN(alert_owned));
 }
 
 void cw_alert_tr_row_clear(cw_alert_tr_row_t *r)
 {
-    if (!r) return;
-    free(r->reason);
-    free(r->detail);
-    memset(r, 0, sizeof *r);
+    row_clear(r, sizeof *r, tr_owned, CW_ARRAY_LEN(tr_owned));
 }
 
 void cw_silence_row_clear(cw_silence_row_t *r)
 {
-    if (!r) return;
-    free(r->matchers);
-    free(r->created_by);
-    free(r->comment);
-    memset(r, 0, sizeof *r);
+    row_clear(r, sizeof *r, silence_owned, CW_ARRAY_LEN(silence_owned));
 }
 
 void cw_alert_rows_free(cw_alert_row_t *v, size_t n)
 {
-    for (size_t i = 0; v && i < n; i++)
-        cw_alert_row_clear(&v[i]);
-    free(v);
+    cw_free_rows(v, n, sizeof *v, alert_owned, CW_ARRAY_LEN(alert_owned));
 }
 
 void cw_alert_tr_rows_free(cw_alert_tr_row_t *v, size_t n)
 {
-    for (size_t i = 0; v && i < n; i++)
-        cw_alert_tr_row_clear(&v[i]);
-    free(v);
+    cw_free_rows(v, n, sizeof *v, tr_owned, CW_ARRAY_LEN(tr_owned));
 }
 
 void cw_silence_rows_free(cw_silence_row_t *v, size_t n)
 {
-    for (size_t i = 0; v && i < n; i++)
-        cw_silence_row_clear(&v[i]);
-    free(v);
+    cw_free_rows(v, n, sizeof *v, silence_owned, CW_ARRAY_LEN(silence_owned));
 }
 
 /* ---- the engine's side -------------------------------------------------- */

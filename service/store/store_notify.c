@@ -6,6 +6,7 @@
  *
  * The statements are prepared per call, not cached: a batch is a handful
  * of rows a few times a minute. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,13 +21,15 @@ static const char SQL_NOTIFY_COUNTS[] =
     "SELECT channel, result, count(*) FROM notifications GROUP BY channel, result "
     "ORDER BY channel, result";
 
-/* Frees its own row; shaped like cw_silence_row_clear and nothing more. */
+/* The row's strings, freed as store_alerts.c frees its rows'. */
+static const size_t notify_owned[] = {offsetof(cw_notify_row_t, channel),
+                                      offsetof(cw_notify_row_t, result),
+                                      offsetof(cw_notify_row_t, detail)};
+
 void cw_notify_row_clear(cw_notify_row_t *r)
 {
     if (!r) return;
-    free(r->channel);
-    free(r->result);
-    free(r->detail);
+    cw_free_members(r, notify_owned, CW_ARRAY_LEN(notify_owned));
     memset(r, 0, sizeof *r);
 }
 

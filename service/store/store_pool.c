@@ -35,13 +35,18 @@
 #include "commitwatch/platform.h"
 #include "commitwatch/store.h"
 
+/* An idle handle and when it was put back (monotonic ns). */
+typedef struct idle_handle {
+    cw_store_t *s;
+    int64_t since;
+} idle_handle_t;
+
 struct cw_store_pool {
     char *path;
-    uint32_t max;   /* connections at most */
-    uint32_t open;  /* connections that exist (idle or in use) */
-    uint32_t nidle; /* idle[0..nidle): the last one returned on top */
-    cw_store_t **idle;
-    int64_t *since; /* since[i]: when idle[i] was put back (monotonic ns) */
+    uint32_t max;        /* connections at most */
+    uint32_t open;       /* connections that exist (idle or in use) */
+    uint32_t nidle;      /* idle[0..nidle): the last one returned on top */
+    idle_handle_t *idle; /* room for max */
     cw_mutex_t *mu;
     cw_cond_t *freed;
 };
@@ -55,9 +60,8 @@ int cw_store_pool_create(const char *path, uint32_t max, cw_store_pool_t **out, 
         p->max = max;
         p->path = cw_strdup(path);
         p->idle = calloc(max, sizeof *p->idle);
-        p->since = calloc(max, sizeof *p->since);
     }
-    if (!p || !p->path || !p->idle || !p->since || cw_mutex_create(&p->mu) || cw_cond_create(&p->freed)) {
+    if (!p || !p->path || !p->idle || cw_mutex_create(&p->mu) || cw_cond_create(&p->freed)) {
         cw_store_pool_destroy(p);
         return cw_diag_set(d, CW_ENOMEM, "out of memory creating the read handle pool");
     }
@@ -72,7 +76,7 @@ int cw_store_pool_get(cw_store_pool_t *p, cw_store_t **out, cw_diag_t *d)
     while (p->nidle == 0 && p->open >= p->max)
         cw_cond_wait(p->freed, p->mu);
     if (p->nidle) {
-        *out = p->idle[--p->nidle];
+        *out = p->idle[--p->nidle].s;
         cw_mutex_unlock(p->mu);
         return 0;
     }
@@ -97,8 +101,7 @@ void cw_store_pool_put(cw_store_pool_t *p, cw_store_t *s)
     int64_t now = cw_plat_mono_ns();
     if (s) {
         cw_mutex_lock(p->mu);
-        p->since[p->nidle] = now;
-        p->idle[p->nidle++] = s; /* nidle < max: s was counted in open */
+        p->idle[p->nidle++] = (idle_handle_t){s, now}; /* nidle < max: s was counted in open */
         cw_cond_signal(p->freed);
         cw_mutex_unlock(p->mu);
     }
@@ -110,21 +113,20 @@ uint32_t cw_store_pool_tidy(cw_store_pool_t *p, int64_t now_mono, int64_t idle_n
     cw_store_t *drop = NULL, **gone = NULL;
     uint32_t ngone = 0, keep = 0;
     cw_mutex_lock(p->mu);
-    if (p->nidle && now_mono - p->since[p->nidle - 1] >= idle_ns) {
+    if (p->nidle && now_mono - p->idle[p->nidle - 1].since >= idle_ns) {
         /* Taken out while its caches are freed, so no getter meets it
          * half done (still counted in open: nidle never passes max). */
-        drop = p->idle[--p->nidle];
+        drop = p->idle[--p->nidle].s;
     }
     for (uint32_t i = 0; i < p->nidle; i++)
-        if (now_mono - p->since[i] >= idle_ns) ngone++;
+        if (now_mono - p->idle[i].since >= idle_ns) ngone++;
     if (ngone && (gone = malloc(ngone * sizeof *gone)) != NULL) {
         ngone = 0;
         for (uint32_t i = 0; i < p->nidle; i++) {
-            if (now_mono - p->since[i] >= idle_ns) {
-                gone[ngone++] = p->idle[i];
+            if (now_mono - p->idle[i].since >= idle_ns) {
+                gone[ngone++] = p->idle[i].s;
                 continue;
             }
-            p->since[keep] = p->since[i];
             p->idle[keep++] = p->idle[i];
         }
         p->nidle = keep;
@@ -141,12 +143,9 @@ uint32_t cw_store_pool_tidy(cw_store_pool_t *p, int64_t now_mono, int64_t idle_n
         cw_mutex_lock(p->mu);
         /* Back under the ones returned meanwhile, still marked idle
          * since its last use (no second drop: it holds nothing). */
-        for (uint32_t i = p->nidle; i > 0; i--) {
+        for (uint32_t i = p->nidle; i > 0; i--)
             p->idle[i] = p->idle[i - 1];
-            p->since[i] = p->since[i - 1];
-        }
-        p->idle[0] = drop;
-        p->since[0] = now_mono;
+        p->idle[0] = (idle_handle_t){drop, now_mono};
         p->nidle++;
         cw_cond_signal(p->freed);
         cw_mutex_unlock(p->mu);
@@ -162,17 +161,15 @@ uint32_t cw_store_pool_open_count(cw_store_pool_t *p)
     return n;
 }
 
-/* A teardown list, alike to writer.c's, engine.c's and notify.c's in form only: each frees
- * its own members. */
+/* A teardown list, alike to other destroy functions in form only. */
 void cw_store_pool_destroy(cw_store_pool_t *p)
 {
     if (!p) return;
     for (uint32_t i = 0; i < p->nidle; i++)
-        cw_store_close(p->idle[i]);
+        cw_store_close(p->idle[i].s);
     cw_cond_destroy(p->freed);
     cw_mutex_destroy(p->mu);
     free(p->idle);
-    free(p->since);
     free(p->path);
     free(p);
 }

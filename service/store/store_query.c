@@ -6,9 +6,11 @@
  *
  * Every statement is prepared once per handle (cw__store_stmt) and reset
  * after use, so an HTTP worker's requests parse no SQL. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "commitwatch/common.h"
 #include "commitwatch/event.h"
 #include "commitwatch/platform.h"
 #include "commitwatch/query.h"
@@ -154,9 +156,7 @@ int cw_store_tags(cw_store_t *s, cw_tag_list_t *out, cw_diag_t *d)
 
 void cw_tag_list_clear(cw_tag_list_t *l)
 {
-    for (size_t i = 0; i < l->n; i++)
-        free(l->v[i]);
-    free(l->v);
+    cw_free_strv(l->v, l->n);
     memset(l, 0, sizeof *l);
 }
 
@@ -574,17 +574,15 @@ int cw_store_metrics(cw_store_t *s, cw_store_metrics_t **out, cw_diag_t *d)
     return 0;
 }
 
-/* Frees its own struct; shaped like cw_series_free and nothing more. */
+/* What the figures' rows own: their strings. */
+static const size_t out_owned[] = {offsetof(cw_outstanding_row_t, name),
+                                   offsetof(cw_outstanding_row_t, tag)};
+static const size_t tag_owned[] = {offsetof(cw_tag_counters_t, tag)};
+
 void cw_store_metrics_free(cw_store_metrics_t *m)
 {
     if (!m) return;
-    for (size_t i = 0; i < m->nout; i++) {
-        free(m->out[i].name);
-        free(m->out[i].tag);
-    }
-    for (size_t i = 0; i < m->ntags; i++)
-        free(m->tags[i].tag);
-    free(m->out);
-    free(m->tags);
+    cw_free_rows(m->out, m->nout, sizeof *m->out, out_owned, CW_ARRAY_LEN(out_owned));
+    cw_free_rows(m->tags, m->ntags, sizeof *m->tags, tag_owned, CW_ARRAY_LEN(tag_owned));
     free(m);
 }

@@ -24,9 +24,11 @@
  * Every query has one text for the machine and one for a process (an
  * "?n = 0 OR proc = ?n" form would keep SQLite from using the proc
  * column), each a slot of the statement cache. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "commitwatch/common.h"
 #include "commitwatch/query.h"
 #include "store/store_internal.h"
 
@@ -768,16 +770,14 @@ int cw_store_series(cw_store_t *s, const cw_series_query_t *q, cw_series_t **out
     return 0;
 }
 
-/* Alike to the other frees of a result's rows (cw_store_metrics_free, cw_etl_info_free) in
- * form only: each frees its own rows' strings. */
+/* What a tag's row owns. */
+static const size_t tag_owned[] = {offsetof(cw_series_tag_t, name),
+                                   offsetof(cw_series_tag_t, outstanding)};
+
 void cw_series_free(cw_series_t *s)
 {
     if (!s) return;
-    for (uint32_t i = 0; i < s->ntags; i++) {
-        free(s->tags[i].name);
-        free(s->tags[i].outstanding);
-    }
-    free(s->tags);
+    cw_free_rows(s->tags, s->ntags, sizeof *s->tags, tag_owned, CW_ARRAY_LEN(tag_owned));
     free(s->t); /* the block of every per-step array */
     free(s);
 }

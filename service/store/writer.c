@@ -141,8 +141,8 @@ static void writer_main(void *arg)
 
 /* Frees w and what it holds, also half made by cw_writer_start (what it
  * did not make is NULL, and the destroy functions take NULL). The thread
- * has ended or never started. A teardown list alike to store_pool.c's and
- * engine.c's in form only. */
+ * has ended or never started. A teardown list alike to engine.c's (and
+ * other ones) in form only. */
 static void writer_free(cw_writer_t *w)
 {
     cw_cond_destroy(w->not_full);

@@ -293,6 +293,7 @@ int cw_mapreq_create(cw_mapreq_t **out)
     return 0;
 }
 
+/* A teardown list, alike to the pipeline's in form only. */
 void cw_mapreq_destroy(cw_mapreq_t *q)
 {
     if (!q) return;

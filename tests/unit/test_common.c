@@ -2,9 +2,12 @@
  * their contents and grow geometrically, zeroed arrays hand out zeroed
  * slots, the growing buffer keeps text and binary bytes terminated and
  * formats past its capacity, bounded copies truncate and terminate, floor
- * division rounds toward -inf, little-endian bytes keep their order; the
+ * division rounds toward -inf, little-endian bytes keep their order, the
+ * frees by offsets free the owned members (and only those) of a struct, of
+ * each row of an array and of a string vector, NULL ones included; the
  * key map finds what it holds, grows, and forgets all of it at a clear,
  * sparse or full, and counts its bytes. */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +117,48 @@ static void test_strings(void)
     ASSERT_STR_EQ(d, "module");
     free(d);
     ASSERT_TRUE(cw_strdup(NULL) == NULL);
+}
+
+/* A row as the results have them: owned string and array members, one
+ * borrowed (freeing it would be an invalid free under ASan), and a value;
+ * what is not freed shows as a leak under LeakSanitizer. */
+typedef struct owned_row {
+    char *name;
+    const char *borrowed;
+    uint32_t *ids;
+    int64_t value;
+    char *tag;
+} owned_row_t;
+
+static const size_t row_owned[] = {offsetof(owned_row_t, name), offsetof(owned_row_t, ids),
+                                   offsetof(owned_row_t, tag)};
+
+static void test_free_owned(void)
+{
+    owned_row_t one = {cw_strdup("a"), "static", calloc(4, sizeof(uint32_t)), 7, NULL};
+    ASSERT_TRUE(one.name && one.ids);
+    cw_free_members(&one, row_owned, CW_ARRAY_LEN(row_owned));
+    ASSERT_EQ(one.value, 7); /* only the owned members are touched */
+    ASSERT_STR_EQ(one.borrowed, "static");
+
+    owned_row_t *rows = calloc(3, sizeof *rows);
+    ASSERT_TRUE(rows != NULL);
+    for (int i = 0; i < 3; i++) {
+        rows[i].name = cw_strdup("process");
+        rows[i].borrowed = "static";
+        rows[i].tag = i == 1 ? NULL : cw_strdup("tag"); /* a NULL member is skipped */
+        rows[i].ids = i == 2 ? malloc(sizeof(uint32_t)) : NULL;
+    }
+    cw_free_rows(rows, 3, sizeof *rows, row_owned, CW_ARRAY_LEN(row_owned));
+    cw_free_rows(NULL, 5, sizeof *rows, row_owned, CW_ARRAY_LEN(row_owned)); /* nothing */
+    cw_free_rows(malloc(1), 0, sizeof *rows, row_owned, CW_ARRAY_LEN(row_owned));
+
+    char **v = calloc(3, sizeof *v);
+    ASSERT_TRUE(v != NULL);
+    v[0] = cw_strdup("x");
+    v[2] = cw_strdup("z"); /* v[1] stays NULL */
+    cw_free_strv(v, 3);
+    cw_free_strv(NULL, 9);
 }
 
 static void test_floor(void)
@@ -340,6 +385,7 @@ int main(void)
     test_reserve_zeroed();
     test_reserve_fit();
     test_strings();
+    test_free_owned();
     test_floor();
     test_keymap();
     TEST_DONE();
