@@ -25,8 +25,8 @@
 #include "commitwatch/stacks.h"
 
 typedef enum cw_heap_kind {
-    CW_HEAP_ALLOC = 1, /* malloc, calloc, memalign, ..., operator new: addr, size */
-    CW_HEAP_FREE = 2,  /* free, operator delete: addr */
+    CW_HEAP_ALLOC = 1,   /* malloc, calloc, memalign, ..., operator new: addr, size */
+    CW_HEAP_FREE = 2,    /* free, operator delete: addr */
     CW_HEAP_REALLOC = 3, /* realloc, reallocarray: old_addr freed (0: none), addr, size */
 } cw_heap_kind_t;
 
@@ -88,7 +88,7 @@ typedef struct cw_heap_proc_report {
 } cw_heap_proc_report_t;
 
 typedef struct cw_heap_report {
-    int64_t from_ns, to_ns; /* to: the last event + 1 */
+    int64_t from_ns, to_ns;       /* to: the last event + 1 */
     cw_heap_proc_report_t *procs; /* largest outstanding first */
     uint32_t nprocs;
     uint64_t events;        /* applied */

@@ -143,15 +143,20 @@ static int64_t ordered(cw_heap_model_t *m, int64_t ts)
 static int apply_op(cw_heap_model_t *m, cw_op_t op, int64_t ts, uint32_t pid, uint32_t tid,
                     uint64_t addr, uint64_t size, uint32_t stack_id)
 {
-    cw_event_t e = {.ts = ts, .op = op, .pid = pid, .tid = tid, .addr = addr, .size = size,
+    cw_event_t e = {.ts = ts,
+                    .op = op,
+                    .pid = pid,
+                    .tid = tid,
+                    .addr = addr,
+                    .size = size,
                     .stack_id = stack_id};
     int rc = cw_tracker_apply(m->tracker, &e);
     return rc ? rc : m->oom ? CW_ENOMEM : 0;
 }
 
 /* Releases the live block at addr; false when there is none. */
-static int release_block(cw_heap_model_t *m, int64_t ts, uint32_t pid, uint32_t tid,
-                         uint64_t addr, bool *found)
+static int release_block(cw_heap_model_t *m, int64_t ts, uint32_t pid, uint32_t tid, uint64_t addr,
+                         bool *found)
 {
     uint64_t size;
     *found = cw_tracker_block_at(m->tracker, pid, addr, &size) == 0;
@@ -174,7 +179,10 @@ static int alloc_block(cw_heap_model_t *m, int64_t ts, const cw_heap_ev_t *ev)
 int cw_heap_model_start(cw_heap_model_t *m, uint32_t pid, int64_t ts, const char *name,
                         const char *cmdline)
 {
-    cw_event_t e = {.ts = ordered(m, ts), .op = CW_OP_PROCESS_START, .pid = pid, .name = name,
+    cw_event_t e = {.ts = ordered(m, ts),
+                    .op = CW_OP_PROCESS_START,
+                    .pid = pid,
+                    .name = name,
                     .cmdline = cmdline};
     return cw_tracker_apply(m->tracker, &e);
 }
@@ -313,8 +321,7 @@ int cw_heap_model_report(cw_heap_model_t *m, cw_stacks_t *stacks, const cw_heap_
     if (cr->nprocs && !(r->procs = calloc(cr->nprocs, sizeof *r->procs))) goto out;
     for (uint32_t i = 0; i < cr->nprocs; i++) {
         cw_heap_proc_report_t *p = &r->procs[r->nprocs];
-        if (cr->procs[i].nstacks &&
-            !(p->stacks = calloc(cr->procs[i].nstacks, sizeof *p->stacks)))
+        if (cr->procs[i].nstacks && !(p->stacks = calloc(cr->procs[i].nstacks, sizeof *p->stacks)))
             goto out;
         r->nprocs++;
         take_proc(m, &cr->procs[i], p);
@@ -424,7 +431,8 @@ int cw_heap_report_print(const cw_heap_report_t *r, uint32_t max_stacks, FILE *o
             for (uint32_t k = st->nframes; k-- > 0;)
                 fprintf(out, "      %s\n", st->frames[k]);
         }
-        if (n < p->nstacks) fprintf(out, "\n  (%u more stacks; --json lists all)\n", p->nstacks - n);
+        if (n < p->nstacks)
+            fprintf(out, "\n  (%u more stacks; --json lists all)\n", p->nstacks - n);
     }
     return ferror(out) ? CW_EIO : 0;
 }

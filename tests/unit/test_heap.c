@@ -23,8 +23,14 @@ static int64_t now = 1000;
 static void ev(cw_heap_model_t *m, cw_heap_kind_t k, uint64_t addr, uint64_t size, uint64_t old,
                uint32_t stack)
 {
-    cw_heap_ev_t e = {.ts = now++, .kind = k, .pid = PID, .tid = PID, .addr = addr, .size = size,
-                      .old_addr = old, .stack_id = stack};
+    cw_heap_ev_t e = {.ts = now++,
+                      .kind = k,
+                      .pid = PID,
+                      .tid = PID,
+                      .addr = addr,
+                      .size = size,
+                      .old_addr = old,
+                      .stack_id = stack};
     ASSERT_OK(cw_heap_model_apply(m, &e));
 }
 
