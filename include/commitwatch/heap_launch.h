@@ -1,5 +1,6 @@
-/* heap_launch.h - launch mode of the heap drill-down: run a program with
- * the heap interposer and feed its allocations to a heap model (heap.h).
+/* heap_launch.h - launch and attach modes of the heap drill-down: run a
+ * program with the heap interposer, or load it into a running process,
+ * and feed the allocations to a heap model (heap.h).
  *
  * Linux only for now (service/sources/heap/launch.c); the Windows build
  * answers CW_ENOSYS (its heap events will come from ETW).
@@ -19,6 +20,7 @@
 typedef struct cw_heap_launch_args {
     char *const *argv;   /* PROGRAM ARGS, NULL-terminated; borrowed. argv[0] is
                           * looked up on PATH when it has no '/' */
+    uint32_t pid;        /* != 0: attach to this running process instead (argv unused) */
     int64_t duration_ns; /* 0: until the program exits */
     /* The interposer; NULL: $CW_HEAP_PRELOAD, else libcwheap.so beside the
      * commitwatch binary, else the installed one. */
@@ -35,7 +37,10 @@ typedef struct cw_heap_launch_result {
     cw_heap_losses_t losses;
 } cw_heap_launch_result_t;
 
-/* Starts the program with the interposer, applies its events to m (stacks
+/* Starts the program with the interposer (a->pid: loads the interposer
+ * into that running process, platform.h cw_plat_inject_library; its
+ * blocks allocated before are unknown, their frees counted as such),
+ * applies its events to m (stacks
  * interned into stacks; both borrowed) and returns when it has exited (its
  * events all read) or the duration ended or cw_heap_launch_stop() was
  * called (tracing ends; the program runs on untraced). 0 with *res set;

@@ -294,7 +294,7 @@ static void take_proc(cw_heap_model_t *m, cw_proc_report_t *src, cw_heap_proc_re
         if (k != UINT32_MAX) o->figs.peak_bytes = m->peaks[k].peak;
         figs_add(&p->totals, &o->figs);
     }
-    qsort(p->stacks, p->nstacks, sizeof *p->stacks, cmp_stack);
+    if (p->nstacks > 1) qsort(p->stacks, p->nstacks, sizeof *p->stacks, cmp_stack);
 }
 
 int cw_heap_model_report(cw_heap_model_t *m, cw_stacks_t *stacks, const cw_heap_losses_t *losses,
@@ -326,7 +326,7 @@ int cw_heap_model_report(cw_heap_model_t *m, cw_stacks_t *stacks, const cw_heap_
         r->nprocs++;
         take_proc(m, &cr->procs[i], p);
     }
-    qsort(r->procs, r->nprocs, sizeof *r->procs, cmp_proc);
+    if (r->nprocs > 1) qsort(r->procs, r->nprocs, sizeof *r->procs, cmp_proc);
     *out = r;
     r = NULL;
     rc = 0;

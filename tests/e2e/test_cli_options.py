@@ -76,6 +76,7 @@ INVENTORY = {
     ("heap", "--duration"): ("test_heap.py", "tracing ends; the program runs on"),
     ("heap", "--json"): ("test_heap.py", "the report as one line of JSON"),
     ("heap", "--top"): ("test_heap.py", "stacks printed per process, the rest counted"),
+    ("heap", "--pid"): ("test_heap_attach.py", "attach to a running process, the truth exactly"),
     ("tags", None): ("test_tags_cli.py", "check and explain"),
     ("tags check", "--platform"): ("test_tags_cli.py", "the platform's default rules"),
     ("tags explain", "--rules"): ("test_tags_cli.py", "the rule files used"),

@@ -2,6 +2,7 @@
  * truth the heap drill-down is tested against (tests/e2e/test_heap.py).
  *
  *   heap_truth EXPECT.json
+ *   heap_truth --attach EXPECT.json
  *
  * - truth_leak: leaks LEAK_MALLOCS blocks from malloc of known sizes and
  *   one each from calloc, posix_memalign, aligned_alloc, memalign and
@@ -11,6 +12,12 @@
  * - truth_realloc: a realloc chain from NULL through REALLOC_STEPS sizes,
  *   then reallocarray to its final size, which stays allocated.
  *
+ * --attach: for a trace that attaches to it running. First truth_before
+ * allocates BEFORE_N blocks; then it prints "ready" and waits for a line
+ * on stdin (sent once the trace has attached); then the three above, and
+ * it frees the BEFORE_N blocks, which the trace never saw allocated: they
+ * are to be counted as frees of unknown blocks, nothing else.
+ *
  * It writes the figures it expects, derived from the constants below and
  * nowhere else, to EXPECT.json, and prints nothing. The functions are
  * noinline, and the program is built without frame pointers
@@ -19,9 +26,11 @@
 #define _GNU_SOURCE
 #include <malloc.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define LEAK_MALLOCS 7
 #define LEAK_BASE 24 /* malloc i leaks LEAK_BASE + i * LEAK_STEP bytes */
@@ -39,10 +48,13 @@
 #define REALLOC_BASE 16
 #define REALLOC_FINAL_N 3 /* reallocarray(p, REALLOC_FINAL_N, REALLOC_FINAL_ELEM) */
 #define REALLOC_FINAL_ELEM 333
+#define BEFORE_N 9 /* --attach: blocks allocated before the attach, freed after */
+#define BEFORE_SIZE 200
 
 void truth_leak(void);
 void truth_churn(void);
 void *truth_realloc(void);
+void truth_before(void);
 
 static void *leaked[LEAK_MALLOCS + 5];
 
@@ -96,12 +108,27 @@ __attribute__((noinline)) void *truth_realloc(void)
 }
 
 static void *kept;
+static void *before[BEFORE_N];
+
+__attribute__((noinline)) void truth_before(void)
+{
+    for (int i = 0; i < BEFORE_N; i++)
+        touch(before[i] = malloc(BEFORE_SIZE));
+}
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: heap_truth EXPECT.json\n");
+    bool attach = argc == 3 && !strcmp(argv[1], "--attach");
+    if (argc != 2 && !attach) {
+        fprintf(stderr, "usage: heap_truth [--attach] EXPECT.json\n");
         return 2;
+    }
+    if (attach) {
+        truth_before();
+        char line[64];
+        printf("ready\n");
+        fflush(stdout);
+        if (!fgets(line, sizeof line, stdin)) return 3;
     }
     truth_leak();
     truth_churn();
@@ -111,6 +138,9 @@ int main(int argc, char **argv)
     for (int i = 0; i < CHURN_THREADS; i++)
         pthread_join(t[i], NULL);
     kept = truth_realloc();
+    if (attach)
+        for (int i = 0; i < BEFORE_N; i++)
+            free(before[i]);
 
     /* The expected figures, from the constants alone. */
     uint64_t leak_bytes = 0;
@@ -126,17 +156,17 @@ int main(int argc, char **argv)
         realloc_bytes += (uint64_t)REALLOC_BASE << i;
     uint64_t final = (uint64_t)REALLOC_FINAL_N * REALLOC_FINAL_ELEM;
     realloc_bytes += final;
-    FILE *f = fopen(argv[1], "w");
+    FILE *f = fopen(argv[argc - 1], "w");
     if (!f) return 1;
     fprintf(f,
             "{\"leak\":{\"function\":\"truth_leak\",\"outstanding_bytes\":%llu,"
             "\"outstanding_count\":%d},"
             "\"churn\":{\"function\":\"truth_churn\",\"alloc_bytes\":%llu,\"alloc_count\":%d},"
             "\"realloc\":{\"function\":\"truth_realloc\",\"outstanding_bytes\":%llu,"
-            "\"alloc_bytes\":%llu,\"alloc_count\":%d}}\n",
+            "\"alloc_bytes\":%llu,\"alloc_count\":%d},\"unknown_frees\":%d}\n",
             (unsigned long long)leak_bytes, LEAK_MALLOCS + 5,
             (unsigned long long)churn_bytes * (1 + CHURN_THREADS),
             CHURN_ROUNDS * (1 + CHURN_THREADS), (unsigned long long) final,
-            (unsigned long long)realloc_bytes, REALLOC_STEPS + 1);
+            (unsigned long long)realloc_bytes, REALLOC_STEPS + 1, attach ? BEFORE_N : 0);
     return fclose(f) == 0 ? 0 : 1;
 }

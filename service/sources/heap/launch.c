@@ -31,12 +31,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "commitwatch/common.h"
+#include "commitwatch/log.h"
 #include "commitwatch/platform.h"
 #include "sources/heap/heapring.h"
 #include "sources/perf/perf_types.h"
@@ -327,24 +330,81 @@ static void reader_free(reader_t *r)
     cw_perf__unwinder_destroy(r->unw);
 }
 
-/* Reads until the child exits, the deadline passes or a stop is asked. */
-static int read_loop(reader_t *r, pid_t child, int64_t deadline, cw_heap_launch_result_t *res)
+/* Whether the process watched by pidfd (not our child: attach mode) has
+ * ended; without a pidfd (a kernel before 5.3), whether pid is gone. */
+static bool ended(int pidfd, uint32_t pid)
+{
+    if (pidfd < 0) return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+    struct pollfd p = {.fd = pidfd, .events = POLLIN};
+    return poll(&p, 1, 0) > 0;
+}
+
+/* Reads until the process ends (child: ours, reaped; else pid, watched
+ * through pidfd), the deadline passes or a stop is asked. */
+static int read_loop(reader_t *r, pid_t child, uint32_t pid, int pidfd, int64_t deadline,
+                     cw_heap_launch_result_t *res)
 {
     for (;;) {
         uint64_t got = 0;
         int rc = drain(r, &got);
         if (rc) return rc;
         int st;
-        pid_t w = waitpid(child, &st, WNOHANG);
-        if (w == child) {
+        if (child > 0 && waitpid(child, &st, WNOHANG) == child) {
             res->exited = 1;
             res->exit_status = WIFEXITED(st) ? WEXITSTATUS(st) : 0;
             res->signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
             return 0;
         }
+        if (child <= 0 && ended(pidfd, pid)) {
+            res->exited = 1; /* not ours: its status is its parent's to read */
+            return drain(r, &got);
+        }
         if (atomic_load(&stop_asked) || (deadline && cw_plat_mono_ns() >= deadline)) return 0;
         if (!got) cw_plat_sleep_ns(POLL_NS);
     }
+}
+
+/* The bound on loading the interposer into a running process (stopping a
+ * thread, dlopen, the constructor's hand-over and GOT rewrite). */
+#define ATTACH_TIMEOUT_NS 10000000000LL
+
+/* Attach mode: the interposer is loaded into the running process pid
+ * (cw_plat_inject_library), takes the ring's descriptor from us while its
+ * constructor runs, and rewrites the GOT slots of the allocation functions
+ * in every object the process has loaded (platform/posix/intarget/got.h);
+ * its answer is how many it rewrote. Tracing ends with the process or at
+ * the deadline: the ring is closed, and the interposer, seeing it closed,
+ * puts the slots back. Blocks allocated before the attach are unknown to
+ * the model: their frees are counted as such (heap.h, unknown_frees). */
+static int attach_pid(const cw_heap_launch_args_t *a, reader_t *r, int fd, const char *lib,
+                      cw_heap_launch_result_t *res, bool *traced, cw_diag_t *d)
+{
+    *traced = false;
+    int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)a->pid, 0);
+    if (pidfd < 0 && errno == ESRCH) return cw_diag_set(d, CW_ENOENT, "no process %u", a->pid);
+    res->start_ns = cw_plat_wall_ns();
+    int64_t hooked = -1;
+    int rc = cw_plat_inject_library(a->pid, lib, fd, ATTACH_TIMEOUT_NS, &hooked, d);
+    if (!rc && hooked < 0)
+        rc = cw_diag_set(d, CW_EIO,
+                         "the heap interposer was loaded into process %u but could not map the "
+                         "ring commitwatch gave it",
+                         a->pid);
+    if (!rc && hooked == 0)
+        rc = cw_diag_set(d, CW_ENOSYS,
+                         "process %u calls none of the C library's allocation functions through "
+                         "its symbol tables (a statically linked allocator?): nothing to trace",
+                         a->pid);
+    if (!rc) {
+        CW_LOGI("heap: attached to process %u (%lld call sites of the allocation functions "
+                "rewritten)",
+                a->pid, (long long)hooked);
+        *traced = true;
+        int64_t deadline = a->duration_ns ? cw_plat_mono_ns() + a->duration_ns : 0;
+        rc = read_loop(r, 0, a->pid, pidfd, deadline, res);
+    }
+    if (pidfd >= 0) close(pidfd);
+    return rc;
 }
 
 int cw_heap_launch(const cw_heap_launch_args_t *a, cw_stacks_t *stacks, cw_heap_model_t *m,
@@ -352,10 +412,13 @@ int cw_heap_launch(const cw_heap_launch_args_t *a, cw_stacks_t *stacks, cw_heap_
 {
     memset(res, 0, sizeof *res);
     atomic_store(&stop_asked, false);
-    if (!a->argv || !a->argv[0]) return cw_diag_set(d, CW_EUSAGE, "no program to run");
-    char prog[PATH_MAX], lib[PATH_MAX];
-    int rc = find_program(a->argv[0], prog, sizeof prog, d);
-    if (!rc) rc = check_loadable(prog, d);
+    char prog[PATH_MAX] = "", lib[PATH_MAX];
+    int rc = 0;
+    if (!a->pid) {
+        if (!a->argv || !a->argv[0]) return cw_diag_set(d, CW_EUSAGE, "no program to run");
+        rc = find_program(a->argv[0], prog, sizeof prog, d);
+        if (!rc) rc = check_loadable(prog, d);
+    }
     if (!rc) rc = find_preload(a->preload, lib, sizeof lib, d);
     if (rc) return rc;
 
@@ -365,8 +428,9 @@ int cw_heap_launch(const cw_heap_launch_args_t *a, cw_stacks_t *stacks, cw_heap_
     char **env = NULL;
     char *extra[2] = {NULL, NULL};
     void *mem = MAP_FAILED;
-    /* Inherited by the program (no close-on-exec): its interposer maps it. */
-    int fd = memfd_create("commitwatch-heap", 0);
+    /* Launch: inherited by the program (no close-on-exec), whose
+     * interposer maps it; attach: handed over while it loads. */
+    int fd = memfd_create("commitwatch-heap", a->pid ? MFD_CLOEXEC : 0);
     if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0) {
         rc = cw_diag_set(d, CW_EIO, "cannot create the heap ring: %s", strerror(errno));
         goto out;
@@ -381,27 +445,36 @@ int cw_heap_launch(const cw_heap_launch_args_t *a, cw_stacks_t *stacks, cw_heap_
         goto out;
     }
     rc = CW_ENOMEM;
-    if (cw_perf__unwinder_create(stacks, 16, &r.unw) != 0 || !(env = child_env(lib, fd, extra)))
+    if (cw_perf__unwinder_create(stacks, 16, &r.unw) != 0 ||
+        (!a->pid && !(env = child_env(lib, fd, extra))))
         goto out;
     static const char *const early[] = {"(heap: allocated before the interposer's set-up)"};
     if (cw_stacks_intern_strings(stacks, early, 1, &r.early) != 0) goto out;
 
-    res->start_ns = cw_plat_wall_ns();
-    pid_t child;
-    int e = posix_spawn(&child, prog, NULL, NULL, a->argv, env);
-    if (e) {
-        rc = cw_diag_set(d, CW_EIO, "%s: cannot start it: %s", prog, strerror(e));
-        goto out;
+    bool traced = true; /* false: attaching failed, d says why */
+    if (a->pid) {
+        rc = attach_pid(a, &r, fd, lib, res, &traced, d);
+    } else {
+        res->start_ns = cw_plat_wall_ns();
+        pid_t child;
+        int e = posix_spawn(&child, prog, NULL, NULL, a->argv, env);
+        if (e) {
+            rc = cw_diag_set(d, CW_EIO, "%s: cannot start it: %s", prog, strerror(e));
+            goto out;
+        }
+        int64_t deadline = a->duration_ns ? cw_plat_mono_ns() + a->duration_ns : 0;
+        rc = read_loop(&r, child, 0, -1, deadline, res);
     }
-    int64_t deadline = a->duration_ns ? cw_plat_mono_ns() + a->duration_ns : 0;
-    rc = read_loop(&r, child, deadline, res);
-    cw_heapring_close(&r.ring); /* a program still running runs on untraced */
+    /* A program still running runs on untraced (attach: its interposer
+     * puts the GOT slots back when it sees the ring closed). */
+    cw_heapring_close(&r.ring);
+    if (!traced) goto out;
     if (!rc) rc = finish_ring(&r);
     if (rc) cw_diag_set(d, rc, "reading the heap events: %s", cw_strerror(rc));
     res->attached = atomic_load(&r.ring.h->attached);
     res->losses.dropped = cw_heapring_dropped(&r.ring);
     res->losses.torn = r.ring.torn;
-    if (!rc && res->attached == 0)
+    if (!rc && !a->pid && res->attached == 0)
         rc = cw_diag_set(d, CW_ENOSYS,
                          "%s ran but the heap interposer was not loaded into it (a set-user-ID "
                          "program ignores LD_PRELOAD; a script's interpreter may be static): "

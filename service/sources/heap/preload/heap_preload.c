@@ -1,5 +1,7 @@
 /* heap_preload.c - the heap interposer (libcwheap.so), loaded into a
- * program by LD_PRELOAD in launch mode (`commitwatch heap -- PROGRAM`).
+ * program by LD_PRELOAD in launch mode (`commitwatch heap -- PROGRAM`), or
+ * into a running process by commitwatch in attach mode (`commitwatch heap
+ * --pid PID`: join_running below).
  *
  * It defines malloc, calloc, realloc, reallocarray, free, posix_memalign,
  * aligned_alloc, memalign, valloc and pvalloc; each calls the C library's
@@ -52,6 +54,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "platform/posix/intarget/got.h"
+#include "platform/posix/intarget/inject_peer.h"
 #include "sources/heap/heapring.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -72,6 +76,11 @@ static uintptr_t self_lo, self_hi; /* this library's text */
 static uint32_t self_pid;
 
 static _Atomic int ready; /* the constructor has run: stacks can be unwound */
+/* Loaded into a running process (attach mode, not LD_PRELOAD): the calls
+ * reach the hooks through GOT slots the constructor rewrote, which the
+ * first hook to see the ring closed puts back (unhooked). */
+static bool by_attach;
+static _Atomic int unhooked;
 static _Atomic int attaching;
 static bool attach_done; /* the ring mapped, or known to be absent */
 
@@ -142,6 +151,17 @@ static int64_t now_ns(void)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
+/* Whether events are recorded: a ring mapped and not closed. The first
+ * call to see it closed in attach mode puts the GOT slots back, so the
+ * process stops paying for the hooks at all. */
+static bool live(void)
+{
+    if (!ring) return false;
+    if (!atomic_load_explicit(&ring->closed, memory_order_relaxed)) return true;
+    if (by_attach && !atomic_exchange(&unhooked, 1)) cwh_got_unhook();
+    return false;
+}
+
 /* Claims a slot (the event's place in the order) and fills its header;
  * NULL when nothing is to be recorded. */
 static cw_heapring_rec_t *begin(uint64_t *pos, int kind, int fn)
@@ -162,7 +182,7 @@ static cw_heapring_rec_t *begin(uint64_t *pos, int kind, int fn)
 /* An allocation that returned p (NULL: failed, nothing recorded). */
 static void record_alloc(int fn, void *p, size_t size)
 {
-    if (!p || !ring) return;
+    if (!p || !live()) return;
     uint64_t pc[CW_HEAPRING_FRAMES];
     uint32_t truncated;
     /* Unwound before the claim: a claimed slot holds up the reader. Not
@@ -199,11 +219,31 @@ static void announce(void)
  * loader allocate before the constructors run, and a block allocated
  * unseen would make its free unknown. Until the environment is readable it
  * tries again at each call. */
+/* Maps the ring in fd, checks its layout and joins it (a START record for
+ * this image); false when fd holds no ring of this layout. */
+static bool map_ring(int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_size < CW_HEAPRING_HDR) return false;
+    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) return false;
+    cw_heapring_hdr_t *h = m;
+    if (h->magic != CW_HEAPRING_MAGIC || h->version != CW_HEAPRING_VERSION ||
+        h->rec_size != sizeof(cw_heapring_rec_t) ||
+        cw_heapring_bytes(h->nslots) > (size_t)st.st_size) {
+        munmap(m, (size_t)st.st_size);
+        return false;
+    }
+    atomic_fetch_add(&h->attached, 1);
+    ring = h;
+    announce();
+    return true;
+}
+
 static void attach(void)
 {
     if (attach_done || atomic_exchange(&attaching, 1)) return;
     const char *v = getenv(CW_HEAPRING_ENV);
-    struct stat st;
     if (!v) {
         attach_done = atomic_load(&ready) || environ != NULL; /* unset, not unreadable yet */
         atomic_store(&attaching, 0);
@@ -211,22 +251,7 @@ static void attach(void)
     }
     attach_done = true;
     self_pid = (uint32_t)getpid();
-    int fd = atoi(v);
-    if (fstat(fd, &st) == 0 && st.st_size >= CW_HEAPRING_HDR) {
-        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (m != MAP_FAILED) {
-            cw_heapring_hdr_t *h = m;
-            if (h->magic == CW_HEAPRING_MAGIC && h->version == CW_HEAPRING_VERSION &&
-                h->rec_size == sizeof(cw_heapring_rec_t) &&
-                cw_heapring_bytes(h->nslots) <= (size_t)st.st_size) {
-                atomic_fetch_add(&h->attached, 1);
-                ring = h;
-                announce();
-            } else {
-                munmap(m, (size_t)st.st_size);
-            }
-        }
-    }
+    map_ring(atoi(v));
     atomic_store(&attaching, 0);
 }
 
@@ -272,7 +297,7 @@ EXPORT void free(void *p)
     if (!p || in_boot(p)) return;
     ENTER();
     if (!real_free) return; /* only while dlsym answers: kept, never reused */
-    if (busy || !ring) {
+    if (busy || !live()) {
         real_free(p);
         return;
     }
@@ -300,7 +325,7 @@ static void *do_realloc(void *old, size_t n, int fn)
         return p;
     }
     if (!real_realloc) return boot_alloc(n);
-    if (busy || !ring) return real_realloc(old, n);
+    if (busy || !live()) return real_realloc(old, n);
     busy = 1;
     uint64_t pc[CW_HEAPRING_FRAMES];
     uint32_t truncated;
@@ -376,6 +401,61 @@ ALIGNED_HOOK(pvalloc, CW_HEAPFN_PVALLOC, (size_t n), (n), n)
 
 /* ---- set-up ---- */
 
+/* The hooks' own addresses, for the GOT slots: taking `malloc`'s address
+ * here would give whatever the process's symbol lookup finds first (the C
+ * library's, in attach mode, where this library is loaded RTLD_LOCAL). */
+#define HIDDEN_ALIAS(name)                                                                         \
+    extern __typeof(name) cwh_##name __attribute__((alias(#name), copy(name), visibility("hidden")))
+HIDDEN_ALIAS(malloc);
+HIDDEN_ALIAS(calloc);
+HIDDEN_ALIAS(realloc);
+HIDDEN_ALIAS(reallocarray);
+HIDDEN_ALIAS(free);
+HIDDEN_ALIAS(posix_memalign);
+HIDDEN_ALIAS(aligned_alloc);
+HIDDEN_ALIAS(memalign);
+HIDDEN_ALIAS(valloc);
+HIDDEN_ALIAS(pvalloc);
+#undef HIDDEN_ALIAS
+
+/* Attach mode: commitwatch loaded this library into the running process
+ * (platform.h, cw_plat_inject_library) and hands it the ring while this
+ * constructor runs (inject_peer.h). The ring mapped, every loaded
+ * object's calls of the allocation functions are pointed at the hooks
+ * (got.h: symbol order cannot interpose in a process already running;
+ * libstdc++'s operator new and delete reach them through its own GOT);
+ * the answer is how many slots were rewritten, or -1. Objects loaded
+ * later keep calling the C library directly. */
+static void join_running(void)
+{
+    int fd = -1, s = cw_inject_peer_fetch(&fd);
+    if (s < 0) return; /* not loaded by commitwatch's attach */
+    self_pid = (uint32_t)getpid();
+    bool ok = map_ring(fd);
+    close(fd);
+    if (!ok) {
+        cw_inject_peer_reply(s, -1);
+        return;
+    }
+    by_attach = true;
+    atomic_store(&ready, 1); /* before the first hooked call */
+    const cwh_hook_t hooks[] = {
+        {"malloc", (void *)cwh_malloc},
+        {"calloc", (void *)cwh_calloc},
+        {"realloc", (void *)cwh_realloc},
+        {"reallocarray", (void *)cwh_reallocarray},
+        {"free", (void *)cwh_free},
+        {"posix_memalign", (void *)cwh_posix_memalign},
+        {"aligned_alloc", (void *)cwh_aligned_alloc},
+        {"memalign", (void *)cwh_memalign},
+        {"valloc", (void *)cwh_valloc},
+        {"pvalloc", (void *)cwh_pvalloc},
+    };
+    size_t skipped = 0;
+    int n = cwh_got_hook(hooks, sizeof hooks / sizeof *hooks, (const void *)join_running, &skipped);
+    cw_inject_peer_reply(s, n);
+}
+
 static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
@@ -409,6 +489,7 @@ __attribute__((constructor)) static void heap_preload_init(void)
     backtrace(warm, 2); /* loads the unwinder now, under the flag */
     pthread_atfork(NULL, NULL, after_fork_child);
     attach();
+    if (!ring && !getenv(CW_HEAPRING_ENV)) join_running();
     atomic_store(&ready, 1);
     busy = 0;
 }
