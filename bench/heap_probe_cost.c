@@ -2,7 +2,7 @@
  * process, by what the probe records: the measurement behind the heap
  * drill-down's choice of mechanism (docs/BENCHMARKS.md, "Heap probes").
  *
- *   heap_probe_cost [--allocs N] [--runs R] [--stack BYTES]
+ *   heap_probe_cost [--allocs N] [--runs R] [--stack BYTES] [--commitwatch PATH]
  *
  * A child process calls malloc(64) and free() N times; its time is taken
  * with the probes in each mode below, attached to the running child (no
@@ -23,6 +23,19 @@
  *                in a program started under `heaptrack` (LD_PRELOAD, no
  *                trap: its malloc and free are wrapped in the process),
  *                at least 2 M pairs a run (its start would dominate less)
+ *   commitwatch  the same loop started under `commitwatch heap` (launch
+ *                mode: its interposer, stacks unwound in the process, the
+ *                shared-memory ring, commitwatch naming the frames and
+ *                applying the events at the same time), as many pairs;
+ *                with --commitwatch PATH (default: the build's, beside
+ *                bench/)
+ *
+ * And the channel alone, in this process, one 512-byte record per event
+ * written by this thread and read by another, as the interposer's are:
+ *
+ *   ring-ch      claimed, filled and published in the heap ring
+ *                (service/sources/heap/heapring.h)
+ *   pipe-ch      written to a pipe (one write(2) each)
  *
  * Prints each mode's median time per call pair and its ratio to `none`.
  * Needs root (or CAP_PERFMON; without it exits 77, skipped) and the
@@ -47,6 +60,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "sources/heap/heapring.h"
 
 enum { M_NONE, M_COUNT, M_RET, M_SAMPLE, M_MODES };
 static const char *mode_name[M_MODES] = {"none", "count", "ret", "sample"};
@@ -120,6 +135,102 @@ static int64_t under_heaptrack(long n)
         if (line[0] >= '0' && line[0] <= '9') t = atoll(line);
     pclose(f);
     return t;
+}
+
+/* The loop's time under `commitwatch heap` (-1: it failed). The loop's
+ * line comes first on stdout, the report's JSON after it. */
+static long long cw_dropped; /* the last run's dropped events (its report's) */
+
+static int64_t under_commitwatch(const char *cw, long n)
+{
+    char self[4096], cmd[8400];
+    ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (k < 0) return -1;
+    self[k] = 0;
+    snprintf(cmd, sizeof cmd, "'%s' heap --json -- '%s' --child %ld 2>/dev/null", cw, self, n);
+    FILE *f = popen(cmd, "r");
+    if (!f) return -1;
+    static char line[1 << 20]; /* the report's JSON is one long line */
+    long long t = -1;
+    while (fgets(line, sizeof line, f)) {
+        const char *d = strstr(line, "\"dropped_events\":");
+        if (line[0] >= '0' && line[0] <= '9') t = atoll(line);
+        if (d) cw_dropped = atoll(d + 17);
+    }
+    return pclose(f) == 0 ? t : -1;
+}
+
+/* ---- the channel alone ---- */
+
+typedef struct chan {
+    cw_heapring_t ring;
+    int fd; /* pipe-ch: the read end; -1: ring-ch */
+    long n;
+    atomic_int done;
+    uint64_t got;
+} chan_t;
+
+static void *chan_read(void *arg)
+{
+    chan_t *c = arg;
+    static char buf[512 * 64];
+    cw_heapring_rec_t rec;
+    if (c->fd >= 0) {
+        ssize_t k;
+        while ((k = read(c->fd, buf, sizeof buf)) > 0)
+            c->got += (uint64_t)k / 512;
+        return NULL;
+    }
+    while (!atomic_load(&c->done) || cw_heapring_pending(&c->ring)) {
+        if (cw_heapring_next(&c->ring, &rec)) c->got++;
+    }
+    return NULL;
+}
+
+/* ns per event of writing n records to the ring (pipe: to a pipe). */
+static double channel_cost(long n, bool pipe_ch)
+{
+    chan_t c = {.fd = -1, .n = n};
+    void *mem = NULL;
+    int fds[2] = {-1, -1};
+    const uint64_t slots = 32768;
+    if (pipe_ch) {
+        if (pipe(fds)) die("pipe");
+        c.fd = fds[0];
+    } else {
+        mem = mmap(NULL, cw_heapring_bytes(slots), PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (mem == MAP_FAILED || cw_heapring_init(&c.ring, mem, slots)) die("the ring");
+    }
+    pthread_t th;
+    if (pthread_create(&th, NULL, chan_read, &c)) die("pthread_create");
+    static cw_heapring_rec_t rec;
+    int64_t t0 = now_ns();
+    for (long i = 0; i < n; i++) {
+        rec.addr = (uint64_t)i;
+        rec.nframes = 8;
+        if (pipe_ch) {
+            if (write(fds[1], &rec, sizeof rec) != (ssize_t)sizeof rec) die("write");
+            continue;
+        }
+        uint64_t pos;
+        cw_heapring_rec_t *r = cw_heapring_claim(c.ring.h, &pos);
+        if (!r) continue; /* dropped: counted by the ring */
+        memcpy((char *)r + 8, (char *)&rec + 8, 56 + 8 * 8);
+        cw_heapring_publish(r, pos);
+    }
+    int64_t dt = now_ns() - t0;
+    atomic_store(&c.done, 1);
+    if (pipe_ch) close(fds[1]);
+    pthread_join(th, NULL);
+    if (pipe_ch) close(fds[0]);
+    uint64_t dropped = pipe_ch ? 0 : cw_heapring_dropped(&c.ring);
+    if (c.got + dropped != (uint64_t)n) {
+        fprintf(stderr, "heap_probe_cost: the channel lost events uncounted\n");
+        exit(1);
+    }
+    if (mem) munmap(mem, cw_heapring_bytes(slots));
+    return (double)dt / (double)n;
 }
 
 /* The path of the libc the process maps. */
@@ -262,24 +373,43 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 int main(int argc, char **argv)
 {
     long n = 2000000;
     int runs = 5;
     unsigned stack = 8192;
+    const char *cw = NULL;
+    char cw_default[4096];
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--allocs") && i + 1 < argc) n = atol(argv[++i]);
         else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--stack") && i + 1 < argc) stack = (unsigned)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--child") && i + 1 < argc) return child_alone(atol(argv[++i]));
+        else if (!strcmp(argv[i], "--commitwatch") && i + 1 < argc) cw = argv[++i];
         else {
-            fprintf(stderr, "usage: heap_probe_cost [--allocs N] [--runs R] [--stack BYTES]\n");
+            fprintf(stderr, "usage: heap_probe_cost [--allocs N] [--runs R] [--stack BYTES] "
+                            "[--commitwatch PATH]\n");
             return 2;
         }
     }
     if (n <= 0 || runs <= 0 || runs > 99 || stack % 8 || stack > 65528) {
         fprintf(stderr, "heap_probe_cost: bad --allocs, --runs or --stack (a multiple of 8)\n");
         return 2;
+    }
+    if (!cw) { /* the build's: build/bench/heap_probe_cost -> build/commitwatch */
+        ssize_t k = readlink("/proc/self/exe", cw_default, sizeof cw_default - 16);
+        if (k > 0) {
+            cw_default[k] = 0;
+            char *slash = strrchr(cw_default, '/');
+            if (slash) strcpy(slash, "/../commitwatch");
+        }
+        cw = cw_default;
     }
     int to[2], from[2];
     if (pipe(to) || pipe(from)) die("pipe");
@@ -299,8 +429,9 @@ int main(int argc, char **argv)
     }
     uint64_t off_malloc = sym_offset(path, "malloc"), off_free = sym_offset(path, "free");
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    int64_t t[M_MODES][100], ht[100];
-    bool have_ht = true;
+    int64_t t[M_MODES][100], ht[100], cwt[100];
+    double ch[2][100];
+    bool have_ht = true, have_cw = access(cw, X_OK) == 0;
     /* heaptrack's start (its interpreter process, the first calls) would
      * dominate a short loop: it runs at least 2 M pairs. */
     long ht_n = n < 2000000 ? 2000000 : n;
@@ -338,6 +469,9 @@ int main(int argc, char **argv)
             last[m] = p;
         }
         if (have_ht) have_ht = (ht[r] = under_heaptrack(ht_n)) > 0;
+        if (have_cw) have_cw = (cwt[r] = under_commitwatch(cw, ht_n)) > 0;
+        ch[0][r] = channel_cost(ht_n, false);
+        ch[1][r] = channel_cost(ht_n, true);
     }
     if (write(to[1], "q", 1) != 1) die("the child");
     waitpid(pid, NULL, 0);
@@ -368,6 +502,19 @@ int main(int argc, char **argv)
                per / ((double)med[M_NONE] / (double)n), ht_n);
     } else {
         printf("heaptrack: not installed (apt-get install heaptrack), not compared\n");
+    }
+    if (have_cw) {
+        qsort(cwt, (size_t)runs, sizeof cwt[0], cmp_i64);
+        double per = (double)cwt[runs / 2] / (double)ht_n;
+        printf("%-8s %12.1f %7.2fx (%ld pairs a run, %lld events dropped in the last; %s)\n",
+               "commitwatch", per, per / ((double)med[M_NONE] / (double)n), ht_n, cw_dropped, cw);
+    } else {
+        printf("commitwatch: %s did not run the loop (--commitwatch PATH)\n", cw);
+    }
+    for (int k = 0; k < 2; k++) {
+        qsort(ch[k], (size_t)runs, sizeof ch[k][0], cmp_dbl);
+        printf("%-8s %12.1f ns/event (the channel alone, 512-byte records)\n",
+               k ? "pipe-ch" : "ring-ch", ch[k][runs / 2]);
     }
     return 0;
 }

@@ -9,7 +9,7 @@ deps...") and fails (exit 1, one line per violation) when:
   1. a file outside service/store/ calls sqlite3_* or includes sqlite3.h
      (the store owns every SQL statement);
   2. a file outside service/platform/ and the OS event sources
-     (service/sources/perf, service/sources/etw) includes a header that is
+     (service/sources/perf, service/sources/heap, service/sources/etw) includes a header that is
      neither standard C nor the library its stage is allowed (expat in
      stacks, cJSON in analysis/http/app/cli, SQLite in store, civetweb in
      http), or tests _WIN32 / __linux__ / __APPLE__ / __unix__;
@@ -50,7 +50,9 @@ LIB_HEADERS = {
     "civetweb.h": {"http", "notify"},
     "zlib.h": {"analysis"},  # the pprof export's gzip
 }
-OS_FOLDERS = ("platform/", "sources/perf/", "sources/etw/")
+OS_FOLDERS = ("platform/", "sources/perf/", "sources/heap/", "sources/etw/")
+INTARGET = "platform/posix/intarget/"
+INTARGET_USERS = ("sources/heap/preload/",)
 PLATFORM_MACROS = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif)\b.*\b(_WIN32|_WIN64|__linux__|__APPLE__|__unix__)\b")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 
@@ -193,8 +195,12 @@ def main():
                             errors.append("%s: includes %s of %s, a stage above %s" % (where, inc, hs, lib))
                     else:
                         top = inc.split("/")[0]
+                        # platform/posix/intarget/ is no stage's: code built into a
+                        # library that runs inside a traced process (the heap
+                        # interposer, under sources/heap/preload/) includes it.
+                        in_target = inc.startswith(INTARGET) and sub.startswith(INTARGET_USERS)
                         if top != folder and not (folder == "platform" and top == "platform") and \
-                                not inc.startswith(sub.rsplit("/", 1)[0] + "/"):
+                                not in_target and not inc.startswith(sub.rsplit("/", 1)[0] + "/"):
                             errors.append("%s: includes %s, another stage's internal header" % (where, inc))
             if not os_code and PLATFORM_MACROS.match(line):
                 errors.append("%s: tests a platform macro: platform code belongs in service/platform/" % where)

@@ -108,6 +108,12 @@ void cw_tracker_finish(cw_tracker_t *t);
 uint32_t cw_tracker_live_processes(const cw_tracker_t *t);
 /* The live instance for pid, or NULL. Borrowed. */
 const cw_proc_t *cw_tracker_find(const cw_tracker_t *t, uint32_t pid);
+/* The committed block that starts at addr in the live instance of pid:
+ * its piece there and the pieces of the same commit record that follow it
+ * without a gap. 0 and *size set, or CW_ENOENT (no such instance, or no
+ * piece starts at addr). The heap layer releases a freed block with it
+ * (analysis/heap.c): a free names the address only. */
+int cw_tracker_block_at(const cw_tracker_t *t, uint32_t pid, uint64_t addr, uint64_t *size);
 /* Number of pieces in the interval map of the live instance of pid. */
 uint64_t cw_tracker_piece_count(const cw_tracker_t *t, uint32_t pid);
 /* Number of pieces of its reserved space kept apart from the committed

@@ -19,6 +19,8 @@ int cw_cmd_analyze(int argc, char **argv);
 /* `serve --db FILE`: a database served read-only with no source (cmd_serve.c). */
 int cw_cmd_serve(int argc, char **argv);
 int cw_cmd_record(int argc, char **argv);
+/* `heap -- PROGRAM ARGS`: the heap drill-down in launch mode (cmd_heap.c). */
+int cw_cmd_heap(int argc, char **argv);
 int cw_cmd_tags(int argc, char **argv);
 /* `etl info FILE`: what a Windows event trace holds (cmd_etl.c). */
 int cw_cmd_etl(int argc, char **argv);

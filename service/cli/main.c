@@ -19,6 +19,7 @@ static const command_t commands[] = {
     {"serve", cw_cmd_serve, "serve a database read-only with no source (any platform's)"},
     {"analyze", cw_cmd_analyze, "print the figures of a window, from a trace or a database"},
     {"record", cw_cmd_record, "write a trace (JSONL v1) from a live source"},
+    {"heap", cw_cmd_heap, "run a program and report its heap allocations by stack (Linux)"},
     {"tags", cw_cmd_tags, "check stack-tag rule files, explain a stack's tag"},
     {"etl", cw_cmd_etl, "what a Windows event trace (.etl) holds: etl info FILE"},
     {"install", cw_cmd_service, "install and enable the system service"},

@@ -869,6 +869,29 @@ void cw_tracker_finish(cw_tracker_t *t)
         }
 }
 
+int cw_tracker_block_at(const cw_tracker_t *t, uint32_t pid, uint64_t addr, uint64_t *size)
+{
+    proc_t *p = find_live(t, pid);
+    if (!p) return CW_ENOENT;
+    cursor_t c = first_ending_after(&p->com, addr);
+    if (!c.l || c.l->start[c.i] != addr) return CW_ENOENT;
+    /* The pieces of the same record that follow without a gap: a block
+     * another commit cut into parts (only after lost events) is still
+     * released whole. */
+    const rec_t *r = c.l->v[c.i].rec;
+    uint64_t end = c.l->v[c.i].end;
+    for (;;) {
+        if (++c.i == c.l->n) {
+            c.l = c.l->next;
+            c.i = 0;
+        }
+        if (!c.l || c.l->start[c.i] != end || c.l->v[c.i].rec != r) break;
+        end = c.l->v[c.i].end;
+    }
+    *size = end - addr;
+    return 0;
+}
+
 uint32_t cw_tracker_live_processes(const cw_tracker_t *t)
 {
     return t->nlive;

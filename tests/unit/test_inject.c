@@ -1,7 +1,8 @@
 /* test_inject.c - cw_plat_inject_library (platform.h): a library is
  * loaded into running children of this program, which go on as they
  * were: one blocked in read() (the call restarts), one computing in user
- * code with floating point (its registers are put back exactly); the
+ * code with floating point (its registers are put back exactly), another
+ * program (sleep, exec'd: its own layout) in nanosleep; the
  * library's constructor ran once, in the child; a descriptor handed over
  * reaches it and its answer comes back (and a library that does not take
  * it fails the attach); a library that cannot be loaded is an error that
@@ -63,6 +64,18 @@ static int count_lines(const char *want)
     return n;
 }
 
+/* Loads the probe into pid (no hand-over) and checks its constructor ran
+ * there, once. */
+static void load_probe(pid_t pid)
+{
+    cw_diag_t d = {0};
+    int rc = cw_plat_inject_library((uint32_t)pid, probe, -1, 10 * SEC, NULL, &d);
+    if (rc) CW_FAIL("inject into %ld: %d %s", (long)pid, rc, d.msg);
+    char want[64];
+    snprintf(want, sizeof want, "loaded %ld\n", (long)pid);
+    ASSERT_EQ(count_lines(want), 1);
+}
+
 static void test_blocked_in_read(void)
 {
     unlink(out_path);
@@ -78,20 +91,17 @@ static void test_blocked_in_read(void)
     close(a[0]), close(b[1]);
     ASSERT_EQ(roundtrip(a[1], b[0], 'a'), 'b');
     usleep(50000); /* the child is back in read() */
-    cw_diag_t d = {0};
-    int rc = cw_plat_inject_library((uint32_t)pid, probe, -1, 10 * SEC, NULL, &d);
-    if (rc) CW_FAIL("inject: %d %s", rc, d.msg);
+    load_probe(pid);
     char want[64];
     snprintf(want, sizeof want, "loaded %ld\n", (long)pid);
-    ASSERT_EQ(count_lines(want), 1);
     /* The interrupted read() restarted: the child still echoes. */
     ASSERT_EQ(roundtrip(a[1], b[0], 'c'), 'd');
 
     /* A library that does not load: an error naming dlopen, the child
      * untouched. */
-    memset(&d, 0, sizeof d);
-    rc = cw_plat_inject_library((uint32_t)pid, "/nonexistent/libnothing.so", -1, 10 * SEC, NULL,
-                                &d);
+    cw_diag_t d = {0};
+    int rc =
+        cw_plat_inject_library((uint32_t)pid, "/nonexistent/libnothing.so", -1, 10 * SEC, NULL, &d);
     ASSERT_EQ(rc, CW_EIO);
     ASSERT_TRUE(strstr(d.msg, "dlopen") != NULL);
     ASSERT_EQ(roundtrip(a[1], b[0], 'x'), 'y');
@@ -201,6 +211,35 @@ static void test_handover(void)
     handover(false);
 }
 
+/* Another program (exec'd: its own layout, the same C library), stopped
+ * in nanosleep: the library loads in it, and it sleeps on. */
+static void test_other_program(void)
+{
+    unlink(out_path);
+    pid_t pid = fork();
+    ASSERT_TRUE(pid >= 0);
+    if (pid == 0) {
+        execl("/bin/sleep", "sleep", "30", (char *)NULL);
+        _exit(127);
+    }
+    /* Until the exec has happened: the image is sleep's. */
+    char exe[64], path[256];
+    snprintf(exe, sizeof exe, "/proc/%ld/exe", (long)pid);
+    for (int i = 0; i < 200; i++) {
+        ssize_t n = readlink(exe, path, sizeof path - 1);
+        if (n > 0 && (path[n] = 0, strstr(path, "sleep"))) break;
+        usleep(10000);
+    }
+    usleep(100000);
+    load_probe(pid);
+    /* Still asleep, not killed by the call. */
+    int st = 0;
+    ASSERT_EQ(waitpid(pid, &st, WNOHANG), 0);
+    kill(pid, SIGTERM);
+    ASSERT_EQ(waitpid(pid, &st, 0), pid);
+    ASSERT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+}
+
 static void test_refused(void)
 {
     cw_diag_t d = {0};
@@ -225,6 +264,7 @@ int main(void)
     test_blocked_in_read();
     test_computing();
     test_handover();
+    test_other_program();
     unlink(out_path);
     rmdir(tmpl);
     TEST_DONE();

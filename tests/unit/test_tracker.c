@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "commitwatch/analysis.h"
+#include "commitwatch/error.h"
 #include "commitwatch/report.h"
 #include "commitwatch/stacks.h"
 #include "commitwatch/tagger.h"
@@ -749,6 +750,39 @@ static void test_memory(void)
     cw_tracker_destroy(t);
 }
 
+/* cw_tracker_block_at: byte ranges, not pages (a heap block is one
+ * commit of its exact size); a block cut by a later commit's pieces of
+ * another record ends where its own pieces stop; only a piece's start
+ * names a block. */
+static void test_block_at(void)
+{
+    cw_tracker_t *t = new_recorder();
+    uint64_t sz = 0;
+    ASSERT_EQ(cw_tracker_block_at(t, 7, BASE, &sz), CW_ENOENT); /* no instance */
+    apply(t, START(1, 7, "app"));
+    apply(t, E(2, CW_OP_COMMIT, 7, BASE + 16, 24, S1)); /* [16, 40) */
+    apply(t, E(3, CW_OP_COMMIT, 7, BASE + 40, 8, S2));  /* adjacent, another record */
+    ASSERT_OK(cw_tracker_block_at(t, 7, BASE + 16, &sz));
+    ASSERT_U64_EQ(sz, 24);
+    ASSERT_OK(cw_tracker_block_at(t, 7, BASE + 40, &sz));
+    ASSERT_U64_EQ(sz, 8);
+    ASSERT_EQ(cw_tracker_block_at(t, 7, BASE + 17, &sz), CW_ENOENT); /* inside a block */
+    ASSERT_EQ(cw_tracker_block_at(t, 7, BASE + 48, &sz), CW_ENOENT); /* past them */
+    ASSERT_U64_EQ(cw_tracker_find(t, 7)->outstanding, 32);
+    /* A commit over [0, 100) fills the gaps around them with one record:
+     * its block at 0 is [0, 16), the next piece being another record's. */
+    apply(t, E(4, CW_OP_COMMIT, 7, BASE, 100, S3));
+    ASSERT_OK(cw_tracker_block_at(t, 7, BASE, &sz));
+    ASSERT_U64_EQ(sz, 16);
+    /* Releasing [16, 40) exactly leaves the byte counts exact. */
+    ncalls = 0;
+    apply(t, E(5, CW_OP_RELEASE, 7, BASE + 16, 24, 0));
+    ASSERT_EQ(count_calls('r'), 1);
+    ASSERT_U64_EQ(cw_tracker_find(t, 7)->outstanding, 76);
+    ASSERT_EQ(cw_tracker_block_at(t, 7, BASE + 16, &sz), CW_ENOENT);
+    cw_tracker_destroy(t);
+}
+
 int main(void)
 {
     ASSERT_OK(cw_stacks_create(&stacks));
@@ -776,6 +810,7 @@ int main(void)
     test_end_all();
     test_many_pieces();
     test_memory();
+    test_block_at();
 
     cw_tagger_destroy(tagger);
     cw_stacks_destroy(stacks);

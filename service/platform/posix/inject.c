@@ -13,10 +13,11 @@
  * those of the interrupted call (the kernel's restart rules apply when it
  * resumes).
  *
- * dlopen's address in the target is ours moved by the difference of the
- * two load addresses of the same C library: the target must map the very
- * file commitwatch uses (same device and inode); anything else (a static
- * binary, musl, another container's glibc) is refused with the reason.
+ * dlopen's address in the target is the C library's own (looked up in it,
+ * not in the global scope, where a sanitizer's interceptor comes first)
+ * moved by the difference of the two load addresses of the same library: the target must map the
+ * very file commitwatch uses (same device and inode); anything else (a static binary, musl, another
+ * container's glibc) is refused with the reason.
  *
  * A descriptor for the library (give_fd: the heap trace's ring) is handed
  * over while dlopen runs its constructor: before the call commitwatch
@@ -32,7 +33,7 @@
  * is bounded by timeout_ns; past it the thread is stopped again, put back
  * as it was and the attach reported as failed (the lock it may then hold
  * is the target's loss, said in the message). */
-#define _GNU_SOURCE /* dlfcn.h: RTLD_DEFAULT */
+#define _GNU_SOURCE /* dlfcn.h: RTLD_NOLOAD, dladdr */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -65,7 +66,8 @@
 
 /* The C library mapped by pid (0 = this process): its load address and
  * the file's device and inode, from /proc/PID/maps. 0, or CW_ENOENT (no
- * libc.so mapping) / CW_EIO. */
+ * libc.so mapping), CW_ESTOPPED (no mapping at all: it has exited, its
+ * parent has not reaped it yet), CW_EPERM / CW_EIO. */
 typedef struct libc_map {
     uintptr_t base;
     unsigned long dev_major, dev_minor;
@@ -90,8 +92,9 @@ static int find_libc(uint32_t pid, libc_map_t *out)
     FILE *f = fopen(name, "re");
     if (!f) return errno == ENOENT ? CW_ENOENT : errno == EACCES ? CW_EPERM : CW_EIO;
     char line[512];
-    int rc = CW_ENOENT;
+    int rc = CW_ESTOPPED; /* no mapping at all: the process has ended (a zombie) */
     while (fgets(line, sizeof line, f)) {
+        rc = CW_ENOENT;
         uintptr_t lo, hi;
         unsigned long long off, ino;
         unsigned int maj, mnr;
@@ -174,7 +177,9 @@ static void handover_main(void *arg)
         } ctl;
         memset(&ctl, 0, sizeof ctl);
         struct iovec io = {(void *)CW_INJECT_HELLO, strlen(CW_INJECT_HELLO)};
-        struct msghdr m = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = ctl.space,
+        struct msghdr m = {.msg_iov = &io,
+                           .msg_iovlen = 1,
+                           .msg_control = ctl.space,
                            .msg_controllen = sizeof ctl.space};
         struct cmsghdr *ch = CMSG_FIRSTHDR(&m);
         ch->cmsg_level = SOL_SOCKET;
@@ -226,7 +231,9 @@ int cw_plat_inject_library(uint32_t pid, const char *lib, int give_fd, int64_t t
 {
     if (timeout_ns <= 0) timeout_ns = 5000000000LL;
     if (give_fd < 0) return load(pid, lib, timeout_ns, d);
-    handover_t h = {.listen_fd = -1, .give_fd = give_fd, .pid = (pid_t)pid,
+    handover_t h = {.listen_fd = -1,
+                    .give_fd = give_fd,
+                    .pid = (pid_t)pid,
                     .deadline = cw_plat_mono_ns() + timeout_ns};
     int rc = handover_listen(&h, pid, d);
     if (rc) return rc;
@@ -250,8 +257,8 @@ int cw_plat_inject_library(uint32_t pid, const char *lib, int give_fd, int64_t t
                            lib, pid);
     if (!h.answered)
         return cw_diag_set(d, CW_EIO,
-                           "%s took its descriptor in process %" PRIu32 " but did not answer",
-                           lib, pid);
+                           "%s took its descriptor in process %" PRIu32 " but did not answer", lib,
+                           pid);
     if (reply) *reply = h.reply;
     return 0;
 }
@@ -276,6 +283,7 @@ static int load(uint32_t pid, const char *lib, int64_t timeout_ns, cw_diag_t *d)
                            "glibc): its allocations cannot be traced by attaching",
                            pid);
     }
+    if (rc == CW_ESTOPPED) return cw_diag_set(d, CW_ENOENT, "process %" PRIu32 " has exited", pid);
     if (rc == CW_EPERM)
         return cw_diag_set(d, CW_EPERM, "cannot read /proc/%" PRIu32 "/maps: permission denied",
                            pid);
@@ -289,8 +297,15 @@ static int load(uint32_t pid, const char *lib, int64_t timeout_ns, cw_diag_t *d)
                            "(%s): attaching is only supported to programs of this system's "
                            "glibc",
                            pid, theirs.path, mine.path);
-    void *our_dlopen = dlsym(RTLD_DEFAULT, "dlopen");
-    if (!our_dlopen) return cw_diag_set(d, CW_ENOSYS, "dlopen not found in the C library");
+    /* The C library's own dlopen, not whatever the lookup finds first (a
+     * sanitizer's interceptor, in a sanitized build). */
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    void *our_dlopen = libc ? dlsym(libc, "dlopen") : NULL;
+    Dl_info di;
+    if (libc) dlclose(libc);
+    if (!our_dlopen || !dladdr(our_dlopen, &di) || (uintptr_t)di.dli_fbase != mine.base)
+        return cw_diag_set(d, CW_ENOSYS, "dlopen not found in commitwatch's C library (%s)",
+                           mine.path);
     uintptr_t target_dlopen = (uintptr_t)our_dlopen - mine.base + theirs.base;
 
     pid_t p = (pid_t)pid;
@@ -419,10 +434,16 @@ static int load(uint32_t pid, const char *lib, int64_t timeout_ns, cw_diag_t *d)
         int deliver = (status >> 16) == PTRACE_EVENT_STOP ? 0 : sig;
         if (sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) deliver = 0;
         if (sig == SIGSEGV && !returned) {
+            struct user_regs_struct at;
+            siginfo_t si;
+            memset(&si, 0, sizeof si);
+            if (ptrace(PTRACE_GETREGS, p, 0, &at) != 0) at.rip = 0;
+            ptrace(PTRACE_GETSIGINFO, p, 0, &si);
             rc = cw_diag_set(d, CW_EIO,
-                             "process %" PRIu32 " faulted inside dlopen of %s; it was put back "
-                             "as it was before the call",
-                             pid, lib);
+                             "process %" PRIu32 " faulted inside dlopen of %s (at 0x%llx, "
+                             "address 0x%llx); it was put back as it was before the call",
+                             pid, lib, (unsigned long long)at.rip,
+                             (unsigned long long)(uintptr_t)si.si_addr);
             goto out;
         }
         if (ptrace(PTRACE_CONT, p, 0, (void *)(intptr_t)deliver) != 0) {

@@ -221,6 +221,14 @@ int cw_perf__unwind(cw_perf__unwinder_t *u, cw_perf__aspace_t *as, uint32_t tid,
                     const uint64_t *regs, uint32_t nregs, const uint8_t *stack, uint64_t stack_size,
                     uint32_t *stack_id);
 
+/* Names return addresses pc[0..n) of as (innermost first, as a heap
+ * interposer's backtrace gives them; at most 96 kept) and interns them as
+ * a stack, outermost first, into *stack_id. *unmapped counts the
+ * addresses in no mapping of as (its mappings may need reading again).
+ * CW_ENOMEM only. */
+int cw_perf__symbolize(cw_perf__unwinder_t *u, cw_perf__aspace_t *as, const uint64_t *pc,
+                       uint32_t n, uint32_t *stack_id, uint32_t *unmapped);
+
 /* ---- perf_open.c: events and rings -------------------------------------- */
 
 /* The syscalls followed; enter and exit tracepoints of each. */

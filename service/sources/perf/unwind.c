@@ -670,6 +670,23 @@ int cw_perf__unwind(cw_perf__unwinder_t *u, cw_perf__aspace_t *as, uint32_t tid,
     return cw_stacks_intern(u->stacks, frames, (uint32_t)w.n, stack_id);
 }
 
+int cw_perf__symbolize(cw_perf__unwinder_t *u, cw_perf__aspace_t *as, const uint64_t *pc,
+                       uint32_t n, uint32_t *stack_id, uint32_t *unmapped)
+{
+    uint32_t frames[MAX_FRAMES];
+    if (n > MAX_FRAMES) n = MAX_FRAMES;
+    *unmapped = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        /* A return address: its call is the instruction before it (a call
+         * that ends a function would otherwise name the next one). */
+        uint64_t at = pc[i] ? pc[i] - 1 : 0;
+        if (!find_map(as, at)) ++*unmapped;
+        int rc = symbolize(u, as, at, &frames[n - 1 - i]);
+        if (rc) return rc;
+    }
+    return cw_stacks_intern(u->stacks, frames, n, stack_id);
+}
+
 size_t cw_perf__aspace_bytes(const cw_perf__aspace_t *as)
 {
     return as ? sizeof *as + as->cap * sizeof *as->m : 0;

@@ -131,25 +131,46 @@ static int each_object(struct dl_phdr_info *info, size_t size, void *arg)
     long pltrel = DT_RELA;
     for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++) {
         switch (d->d_tag) {
-        case DT_SYMTAB: symtab = fix(d->d_un.d_ptr, base); break;
-        case DT_STRTAB: strtab = fix(d->d_un.d_ptr, base); break;
-        case DT_STRSZ: strsz = d->d_un.d_val; break;
-        case DT_JMPREL: jmprel = fix(d->d_un.d_ptr, base); break;
-        case DT_PLTRELSZ: pltrelsz = d->d_un.d_val; break;
-        case DT_PLTREL: pltrel = (long)d->d_un.d_val; break;
-        case DT_RELA: rela = fix(d->d_un.d_ptr, base); break;
-        case DT_RELASZ: relasz = d->d_un.d_val; break;
-        case DT_REL: rel = fix(d->d_un.d_ptr, base); break;
-        case DT_RELSZ: relsz = d->d_un.d_val; break;
-        default: break;
+        case DT_SYMTAB:
+            symtab = fix(d->d_un.d_ptr, base);
+            break;
+        case DT_STRTAB:
+            strtab = fix(d->d_un.d_ptr, base);
+            break;
+        case DT_STRSZ:
+            strsz = d->d_un.d_val;
+            break;
+        case DT_JMPREL:
+            jmprel = fix(d->d_un.d_ptr, base);
+            break;
+        case DT_PLTRELSZ:
+            pltrelsz = d->d_un.d_val;
+            break;
+        case DT_PLTREL:
+            pltrel = (long)d->d_un.d_val;
+            break;
+        case DT_RELA:
+            rela = fix(d->d_un.d_ptr, base);
+            break;
+        case DT_RELASZ:
+            relasz = d->d_un.d_val;
+            break;
+        case DT_REL:
+            rel = fix(d->d_un.d_ptr, base);
+            break;
+        case DT_RELSZ:
+            relsz = d->d_un.d_val;
+            break;
+        default:
+            break;
         }
     }
     if (!symtab || !strtab) return 0;
     const ElfW(Sym) *syms = (const ElfW(Sym) *)symtab;
     const char *strs = (const char *)strtab;
 #define SCAN(TYPE, table, bytes)                                                                   \
-    for (const TYPE *r = (const TYPE *)(table); (table) && (uintptr_t)(r + 1) <= (table) + (bytes); \
-         r++) {                                                                                    \
+    for (const TYPE *r = (const TYPE *)(table);                                                    \
+         (table) && (uintptr_t)(r + 1) <= (table) + (bytes); r++) {                                \
         unsigned long t = ELF64_R_TYPE(r->r_info);                                                 \
         if (t == R_JUMP_SLOT || t == R_GLOB_DAT)                                                   \
             consider(w, base, syms, strs, strsz, r->r_offset, ELF64_R_SYM(r->r_info), relro_lo,    \

@@ -57,7 +57,9 @@ static inline int cw_inject_peer_fetch(int *fd)
         char space[CMSG_SPACE(sizeof(int))];
     } ctl;
     struct iovec io = {buf, sizeof buf};
-    struct msghdr m = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = ctl.space,
+    struct msghdr m = {.msg_iov = &io,
+                       .msg_iovlen = 1,
+                       .msg_control = ctl.space,
                        .msg_controllen = sizeof ctl.space};
     ssize_t n;
     do

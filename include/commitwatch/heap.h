@@ -1,0 +1,115 @@
+/* heap.h - the heap layer: heap allocations as commits of the same model.
+ *
+ * A heap allocation is a commit of exactly `size` bytes at its address
+ * with the allocating stack, a free the release of that block, a realloc
+ * both (the old block released, the new one committed). The heap model
+ * feeds them to a tracker (tracker.h, byte ranges: it rounds nothing) whose
+ * sink is the window analyzer (analysis.h), so the figures per stack are
+ * the commit layer's; it adds what a heap report needs besides: the peak
+ * outstanding bytes per stack, and the counts of what it could not apply
+ * (frees of blocks it never saw, events the channel dropped).
+ *
+ * The source of the events (service/sources/heap/: the interposer's ring
+ * in launch mode) decodes them into cw_heap_ev_t with interned stacks.
+ * Nothing here is stored (the store's layer column is separate work); the
+ * report lives in memory.
+ *
+ * Thread: one thread (the caller's) for a model and its report. */
+#ifndef COMMITWATCH_HEAP_H
+#define COMMITWATCH_HEAP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "commitwatch/stacks.h"
+
+typedef enum cw_heap_kind {
+    CW_HEAP_ALLOC = 1,   /* malloc, calloc, memalign, ..., operator new: addr, size */
+    CW_HEAP_FREE = 2,    /* free, operator delete: addr */
+    CW_HEAP_REALLOC = 3, /* realloc, reallocarray: old_addr freed (0: none), addr, size */
+} cw_heap_kind_t;
+
+typedef struct cw_heap_ev {
+    int64_t ts; /* Unix ns; the model keeps them non-decreasing */
+    cw_heap_kind_t kind;
+    uint32_t pid, tid;
+    uint64_t addr, size, old_addr;
+    uint32_t stack_id; /* interned in the stacks given to the report */
+} cw_heap_ev_t;
+
+typedef struct cw_heap_model cw_heap_model_t;
+
+/* A model whose window starts at from_ns (events before it are counted
+ * from it). 0 or CW_ENOMEM. */
+int cw_heap_model_create(int64_t from_ns, cw_heap_model_t **out);
+void cw_heap_model_destroy(cw_heap_model_t *m); /* accepts NULL */
+
+/* Announces a process (its first event, or before it): name and cmdline
+ * copied by the tracker (cmdline may be NULL). 0 or CW_ENOMEM. */
+int cw_heap_model_start(cw_heap_model_t *m, uint32_t pid, int64_t ts, const char *name,
+                        const char *cmdline);
+/* Applies one event. A free of an address no live block starts at is
+ * counted (unknown_frees), not applied; an allocation at an address
+ * whose block is still live (a free the channel lost) releases that block
+ * first and is counted (reused). 0 or CW_ENOMEM (the model is then
+ * unusable). */
+int cw_heap_model_apply(cw_heap_model_t *m, const cw_heap_ev_t *ev);
+
+/* What the source could not deliver, for the report. */
+typedef struct cw_heap_losses {
+    uint64_t dropped; /* events the channel had no room for */
+    uint64_t torn;    /* events begun by a process that died before finishing them */
+} cw_heap_losses_t;
+
+/* ---- the report ---- */
+
+/* Figures of one stack (or, summed, of one process). */
+typedef struct cw_heap_figs {
+    uint64_t outstanding_bytes, outstanding_count; /* live at the end */
+    uint64_t alloc_bytes, alloc_count;
+    uint64_t freed_bytes, freed_count;
+    uint64_t peak_bytes; /* most outstanding at once (a process: its own peak) */
+} cw_heap_figs_t;
+
+typedef struct cw_heap_stack_report {
+    char **frames; /* outermost first, as the commit reports */
+    uint32_t nframes;
+    cw_heap_figs_t figs;
+} cw_heap_stack_report_t;
+
+typedef struct cw_heap_proc_report {
+    uint32_t pid;
+    char *name;
+    char *cmdline; /* may be NULL */
+    cw_heap_figs_t totals;
+    cw_heap_stack_report_t *stacks; /* largest outstanding first, then allocated */
+    uint32_t nstacks;
+} cw_heap_proc_report_t;
+
+typedef struct cw_heap_report {
+    int64_t from_ns, to_ns;       /* to: the last event + 1 */
+    cw_heap_proc_report_t *procs; /* largest outstanding first */
+    uint32_t nprocs;
+    uint64_t events;        /* applied */
+    uint64_t unknown_frees; /* frees of blocks not seen allocated */
+    uint64_t zero_allocs;   /* allocations of 0 bytes (no bytes; their frees unknown) */
+    uint64_t reused;        /* allocations at a live block's address */
+    cw_heap_losses_t losses;
+} cw_heap_report_t;
+
+/* Ends the trace and builds the report (frames named through stacks,
+ * borrowed). The model is then spent: only destroy it. On success *out is
+ * owned by the caller. 0 or CW_ENOMEM. */
+int cw_heap_model_report(cw_heap_model_t *m, cw_stacks_t *stacks, const cw_heap_losses_t *losses,
+                         cw_heap_report_t **out);
+void cw_heap_report_free(cw_heap_report_t *r); /* accepts NULL */
+
+/* The report as one JSON document, every stack (docs/DESIGN.md, "Heap
+ * drill-down"): a malloc'd string, or NULL on CW_ENOMEM. */
+char *cw_heap_report_json(const cw_heap_report_t *r);
+/* The same as text, innermost frame first; max_stacks > 0 prints that
+ * many stacks per process and says how many it left out. 0 or CW_EIO. */
+int cw_heap_report_print(const cw_heap_report_t *r, uint32_t max_stacks, FILE *out);
+
+#endif

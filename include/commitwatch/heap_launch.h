@@ -1,0 +1,55 @@
+/* heap_launch.h - launch and attach modes of the heap drill-down: run a
+ * program with the heap interposer, or load it into a running process,
+ * and feed the allocations to a heap model (heap.h).
+ *
+ * Linux only for now (service/sources/heap/launch.c); the Windows build
+ * answers CW_ENOSYS (its heap events will come from ETW).
+ *
+ * Thread: the caller's, which reads the ring until the program exits or
+ * the duration ends; cw_heap_launch_stop() may be called from any thread
+ * or a signal handler. */
+#ifndef COMMITWATCH_HEAP_LAUNCH_H
+#define COMMITWATCH_HEAP_LAUNCH_H
+
+#include <stdint.h>
+
+#include "commitwatch/error.h"
+#include "commitwatch/heap.h"
+#include "commitwatch/stacks.h"
+
+typedef struct cw_heap_launch_args {
+    char *const *argv;   /* PROGRAM ARGS, NULL-terminated; borrowed. argv[0] is
+                          * looked up on PATH when it has no '/' */
+    uint32_t pid;        /* != 0: attach to this running process instead (argv unused) */
+    int64_t duration_ns; /* 0: until the program exits */
+    /* The interposer; NULL: $CW_HEAP_PRELOAD, else libcwheap.so beside the
+     * commitwatch binary, else the installed one. */
+    const char *preload;
+    uint32_t ring_slots; /* a power of two; 0: the default (32768, 16 MiB) */
+} cw_heap_launch_args_t;
+
+typedef struct cw_heap_launch_result {
+    int64_t start_ns;  /* when the program was started (the report's window) */
+    int exited;        /* 1: the program ended while traced */
+    int exit_status;   /* its exit code, when exited and not signalled */
+    int signal;        /* the signal that ended it, or 0 */
+    uint32_t attached; /* processes whose interposer joined the ring */
+    cw_heap_losses_t losses;
+} cw_heap_launch_result_t;
+
+/* Starts the program with the interposer (a->pid: loads the interposer
+ * into that running process, platform.h cw_plat_inject_library; its
+ * blocks allocated before are unknown, their frees counted as such),
+ * applies its events to m (stacks
+ * interned into stacks; both borrowed) and returns when it has exited (its
+ * events all read) or the duration ended or cw_heap_launch_stop() was
+ * called (tracing ends; the program runs on untraced). 0 with *res set;
+ * CW_ENOENT (the program or the interposer not found), CW_EPERM (not
+ * executable), CW_ENOSYS (a static or 32-bit program: the interposer
+ * cannot be loaded into it; or no launch mode on this OS), CW_EIO (the
+ * program could not be started), CW_ENOMEM; d says which and what to do. */
+int cw_heap_launch(const cw_heap_launch_args_t *a, cw_stacks_t *stacks, cw_heap_model_t *m,
+                   cw_heap_launch_result_t *res, cw_diag_t *d);
+void cw_heap_launch_stop(void);
+
+#endif

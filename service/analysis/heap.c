@@ -1,0 +1,438 @@
+/* heap.c - the heap layer's model and report (see heap.h).
+ *
+ * Events go to a tracker whose sink is a small wrapper around the window
+ * analyzer: the wrapper forwards every callback and keeps, per (instance,
+ * stack), the bytes outstanding now and their peak, which the analyzer
+ * has per instance only. The window is [from, CW_TS_NEVER): every block
+ * is allocated in it, a block freed by the end is AIFI, one still live
+ * AIFO, so outstanding = AIFO, freed = AIFI (+ AOFI, 0 here), allocated =
+ * size and count. A free names its address only: the block's size is the
+ * tracker's (cw_tracker_block_at), so no second table of live blocks.
+ *
+ * Memory: the tracker's pools (one piece and one record per live block),
+ * the analyzer's figures per (instance, stack) and the peaks beside them.
+ * Thread: the caller's only. */
+#include "commitwatch/heap.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "commitwatch/analysis.h"
+#include "commitwatch/common.h"
+#include "commitwatch/error.h"
+#include "commitwatch/keymap.h"
+#include "commitwatch/report.h"
+#include "commitwatch/tagger.h"
+#include "commitwatch/tracker.h"
+
+typedef struct peak {
+    uint32_t pid, stack_id;
+    uint64_t cur, peak;
+} peak_t;
+
+struct cw_heap_model {
+    cw_tracker_t *tracker;
+    cw_analysis_t *analysis;
+    cw_tracker_sink_t inner; /* the analyzer's sink, which ours forwards to */
+    cw_keymap_t peak_map;    /* (instance id, stack) -> peaks[] */
+    peak_t *peaks;
+    size_t npeaks, peaks_cap;
+    int64_t from_ns, last_ts;
+    uint64_t events, unknown_frees, zero_allocs, reused;
+    bool oom;
+};
+
+static peak_t *peak_of(cw_heap_model_t *m, const cw_proc_t *p, uint32_t stack_id)
+{
+    int added;
+    uint32_t i = cw_keymap_get(&m->peak_map, p->id, stack_id, &added);
+    if (i == UINT32_MAX) goto oom;
+    if (added) {
+        if (CW_RESERVE(m->peaks, m->peaks_cap, m->npeaks + 1)) goto oom;
+        m->peaks[m->npeaks++] = (peak_t){p->pid, stack_id, 0, 0};
+    }
+    return &m->peaks[i];
+oom:
+    m->oom = true;
+    return NULL;
+}
+
+/* ---- the sink: the analyzer's, plus the peaks ---- */
+
+static void s_start(void *ctx, const cw_proc_t *p, int64_t ts)
+{
+    cw_heap_model_t *m = ctx;
+    m->inner.on_start(m->inner.ctx, p, ts);
+}
+static void s_event(void *ctx, const cw_proc_t *p, int64_t ts)
+{
+    cw_heap_model_t *m = ctx;
+    m->inner.on_event(m->inner.ctx, p, ts);
+}
+static void s_commit(void *ctx, const cw_proc_t *p, const cw_commit_t *c, int64_t ts)
+{
+    cw_heap_model_t *m = ctx;
+    m->inner.on_commit(m->inner.ctx, p, c, ts);
+    peak_t *k = peak_of(m, p, c->stack_id);
+    if (!k) return;
+    k->cur += c->bytes;
+    if (k->cur > k->peak) k->peak = k->cur;
+}
+static void s_release(void *ctx, const cw_proc_t *p, const cw_commit_t *c, uint64_t bytes,
+                      int64_t ts)
+{
+    cw_heap_model_t *m = ctx;
+    m->inner.on_release(m->inner.ctx, p, c, bytes, ts);
+    peak_t *k = peak_of(m, p, c->stack_id);
+    if (k) k->cur -= bytes < k->cur ? bytes : k->cur;
+}
+static void s_exit(void *ctx, const cw_proc_t *p, int64_t ts)
+{
+    cw_heap_model_t *m = ctx;
+    m->inner.on_exit(m->inner.ctx, p, ts);
+}
+static void s_live(void *ctx, const cw_proc_t *p, const cw_commit_t *c)
+{
+    cw_heap_model_t *m = ctx;
+    m->inner.on_live(m->inner.ctx, p, c);
+}
+
+int cw_heap_model_create(int64_t from_ns, cw_heap_model_t **out)
+{
+    cw_heap_model_t *m = calloc(1, sizeof *m);
+    if (!m) return CW_ENOMEM;
+    m->from_ns = m->last_ts = from_ns;
+    int rc = cw_analysis_create(from_ns, CW_TS_NEVER, &m->analysis);
+    if (rc) goto fail;
+    m->inner = cw_analysis_sink(m->analysis);
+    rc = CW_ENOMEM;
+    if (cw_keymap_init(&m->peak_map, 10) != 0) goto fail;
+    cw_tracker_sink_t sink = {m, s_start, s_event, s_commit, s_release, s_exit, s_live};
+    rc = cw_tracker_create(&sink, 1, &m->tracker);
+    if (rc) goto fail;
+    *out = m;
+    return 0;
+fail:
+    cw_heap_model_destroy(m);
+    return rc;
+}
+
+void cw_heap_model_destroy(cw_heap_model_t *m)
+{
+    if (!m) return;
+    cw_tracker_destroy(m->tracker);
+    cw_analysis_destroy(m->analysis);
+    cw_keymap_free(&m->peak_map);
+    free(m->peaks);
+    free(m);
+}
+
+/* The tracker wants time order; the channel's order is the truth (a free
+ * is written before the block can be handed out again), and a clock read
+ * just before another thread's may land after it: clamp. */
+static int64_t ordered(cw_heap_model_t *m, int64_t ts)
+{
+    if (ts < m->last_ts) ts = m->last_ts;
+    m->last_ts = ts;
+    return ts;
+}
+
+static int apply_op(cw_heap_model_t *m, cw_op_t op, int64_t ts, uint32_t pid, uint32_t tid,
+                    uint64_t addr, uint64_t size, uint32_t stack_id)
+{
+    cw_event_t e = {.ts = ts,
+                    .op = op,
+                    .pid = pid,
+                    .tid = tid,
+                    .addr = addr,
+                    .size = size,
+                    .stack_id = stack_id};
+    int rc = cw_tracker_apply(m->tracker, &e);
+    return rc ? rc : m->oom ? CW_ENOMEM : 0;
+}
+
+/* Releases the live block at addr; false when there is none. */
+static int release_block(cw_heap_model_t *m, int64_t ts, uint32_t pid, uint32_t tid, uint64_t addr,
+                         bool *found)
+{
+    uint64_t size;
+    *found = cw_tracker_block_at(m->tracker, pid, addr, &size) == 0;
+    return *found ? apply_op(m, CW_OP_RELEASE, ts, pid, tid, addr, size, 0) : 0;
+}
+
+static int alloc_block(cw_heap_model_t *m, int64_t ts, const cw_heap_ev_t *ev)
+{
+    if (ev->size == 0) { /* a unique address but no bytes: nothing to track */
+        m->zero_allocs++;
+        return 0;
+    }
+    bool live;
+    int rc = release_block(m, ts, ev->pid, ev->tid, ev->addr, &live);
+    if (rc) return rc;
+    if (live) m->reused++;
+    return apply_op(m, CW_OP_COMMIT, ts, ev->pid, ev->tid, ev->addr, ev->size, ev->stack_id);
+}
+
+int cw_heap_model_start(cw_heap_model_t *m, uint32_t pid, int64_t ts, const char *name,
+                        const char *cmdline)
+{
+    cw_event_t e = {.ts = ordered(m, ts),
+                    .op = CW_OP_PROCESS_START,
+                    .pid = pid,
+                    .name = name,
+                    .cmdline = cmdline};
+    return cw_tracker_apply(m->tracker, &e);
+}
+
+int cw_heap_model_apply(cw_heap_model_t *m, const cw_heap_ev_t *ev)
+{
+    int64_t ts = ordered(m, ev->ts);
+    bool found;
+    int rc = 0;
+    m->events++;
+    switch (ev->kind) {
+    case CW_HEAP_ALLOC:
+        return alloc_block(m, ts, ev);
+    case CW_HEAP_FREE:
+        rc = release_block(m, ts, ev->pid, ev->tid, ev->addr, &found);
+        if (!rc && !found) m->unknown_frees++;
+        return rc;
+    case CW_HEAP_REALLOC:
+        if (ev->old_addr) {
+            rc = release_block(m, ts, ev->pid, ev->tid, ev->old_addr, &found);
+            if (!rc && !found) m->unknown_frees++;
+        }
+        return rc ? rc : ev->addr ? alloc_block(m, ts, ev) : 0;
+    }
+    return CW_EINVAL;
+}
+
+/* ---- the report ---- */
+
+static void figs_add(cw_heap_figs_t *acc, const cw_heap_figs_t *f)
+{
+    acc->outstanding_bytes += f->outstanding_bytes;
+    acc->outstanding_count += f->outstanding_count;
+    acc->alloc_bytes += f->alloc_bytes;
+    acc->alloc_count += f->alloc_count;
+    acc->freed_bytes += f->freed_bytes;
+    acc->freed_count += f->freed_count;
+}
+
+/* The commit figures of a stack as heap figures. */
+static cw_heap_figs_t from_commit(const cw_figs_t *f)
+{
+    cw_heap_figs_t h = {0};
+    h.outstanding_bytes = f->types[CW_AIFO].bytes + f->types[CW_AOFO].bytes;
+    h.outstanding_count = f->types[CW_AIFO].count + f->types[CW_AOFO].count;
+    h.alloc_bytes = f->size_bytes;
+    h.alloc_count = f->commit_count;
+    h.freed_bytes = f->types[CW_AIFI].bytes + f->types[CW_AOFI].bytes;
+    h.freed_count = f->types[CW_AIFI].count + f->types[CW_AOFI].count;
+    return h;
+}
+
+static int cmp_figs(const cw_heap_figs_t *a, const cw_heap_figs_t *b)
+{
+    if (a->outstanding_bytes != b->outstanding_bytes)
+        return a->outstanding_bytes > b->outstanding_bytes ? -1 : 1;
+    if (a->alloc_bytes != b->alloc_bytes) return a->alloc_bytes > b->alloc_bytes ? -1 : 1;
+    return 0;
+}
+static int cmp_stack(const void *a, const void *b)
+{
+    return cmp_figs(&((const cw_heap_stack_report_t *)a)->figs,
+                    &((const cw_heap_stack_report_t *)b)->figs);
+}
+static int cmp_proc(const void *a, const void *b)
+{
+    const cw_heap_proc_report_t *x = a, *y = b;
+    int c = cmp_figs(&x->totals, &y->totals);
+    return c ? c : (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+void cw_heap_report_free(cw_heap_report_t *r)
+{
+    if (!r) return;
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        cw_heap_proc_report_t *p = &r->procs[i];
+        for (uint32_t s = 0; s < p->nstacks; s++) {
+            for (uint32_t k = 0; k < p->stacks[s].nframes; k++)
+                free(p->stacks[s].frames[k]);
+            free(p->stacks[s].frames);
+        }
+        free(p->stacks);
+        free(p->name);
+        free(p->cmdline);
+    }
+    free(r->procs);
+    free(r);
+}
+
+/* Moves the analyzer's report of one instance into p (frames and names
+ * are taken over, the source's pointers cleared). */
+static void take_proc(cw_heap_model_t *m, cw_proc_report_t *src, cw_heap_proc_report_t *p)
+{
+    p->pid = src->pid;
+    p->name = src->name;
+    p->cmdline = src->cmdline;
+    src->name = src->cmdline = NULL;
+    p->nstacks = src->nstacks;
+    p->totals.peak_bytes = src->peak_bytes;
+    for (uint32_t s = 0; s < src->nstacks; s++) {
+        cw_stack_report_t *in = &src->stacks[s];
+        cw_heap_stack_report_t *o = &p->stacks[s];
+        o->frames = in->frames;
+        o->nframes = in->nframes;
+        in->frames = NULL;
+        in->nframes = 0;
+        o->figs = from_commit(&in->figs);
+        uint32_t k = cw_keymap_find(&m->peak_map, src->id, in->stack_id);
+        if (k != UINT32_MAX) o->figs.peak_bytes = m->peaks[k].peak;
+        figs_add(&p->totals, &o->figs);
+    }
+    if (p->nstacks > 1) qsort(p->stacks, p->nstacks, sizeof *p->stacks, cmp_stack);
+}
+
+int cw_heap_model_report(cw_heap_model_t *m, cw_stacks_t *stacks, const cw_heap_losses_t *losses,
+                         cw_heap_report_t **out)
+{
+    cw_tracker_finish(m->tracker);
+    if (m->oom) return CW_ENOMEM;
+    cw_report_t *cr = NULL;
+    cw_tagger_t *tagger = NULL; /* the analyzer names tags; the heap report shows none yet */
+    int rc = cw_tagger_create_builtin(&tagger);
+    if (!rc) rc = cw_analysis_report(m->analysis, stacks, tagger, true, &cr);
+    cw_tagger_destroy(tagger);
+    if (rc) return rc;
+    rc = CW_ENOMEM;
+    cw_heap_report_t *r = calloc(1, sizeof *r);
+    if (!r) goto out;
+    r->from_ns = m->from_ns;
+    r->to_ns = m->last_ts + 1;
+    r->events = m->events;
+    r->unknown_frees = m->unknown_frees;
+    r->zero_allocs = m->zero_allocs;
+    r->reused = m->reused;
+    if (losses) r->losses = *losses;
+    if (cr->nprocs && !(r->procs = calloc(cr->nprocs, sizeof *r->procs))) goto out;
+    for (uint32_t i = 0; i < cr->nprocs; i++) {
+        cw_heap_proc_report_t *p = &r->procs[r->nprocs];
+        if (cr->procs[i].nstacks && !(p->stacks = calloc(cr->procs[i].nstacks, sizeof *p->stacks)))
+            goto out;
+        r->nprocs++;
+        take_proc(m, &cr->procs[i], p);
+    }
+    if (r->nprocs > 1) qsort(r->procs, r->nprocs, sizeof *r->procs, cmp_proc);
+    *out = r;
+    r = NULL;
+    rc = 0;
+out:
+    cw_heap_report_free(r);
+    cw_report_free(cr);
+    return rc;
+}
+
+/* ---- printing ---- */
+
+static cJSON *figs_json(cJSON *o, const cw_heap_figs_t *f)
+{
+    if (!o) return NULL;
+    cJSON_AddNumberToObject(o, "outstanding_bytes", (double)f->outstanding_bytes);
+    cJSON_AddNumberToObject(o, "outstanding_count", (double)f->outstanding_count);
+    cJSON_AddNumberToObject(o, "alloc_bytes", (double)f->alloc_bytes);
+    cJSON_AddNumberToObject(o, "alloc_count", (double)f->alloc_count);
+    cJSON_AddNumberToObject(o, "freed_bytes", (double)f->freed_bytes);
+    cJSON_AddNumberToObject(o, "freed_count", (double)f->freed_count);
+    cJSON_AddNumberToObject(o, "peak_bytes", (double)f->peak_bytes);
+    return o;
+}
+
+static cJSON *proc_json(const cw_heap_proc_report_t *p)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddNumberToObject(o, "pid", p->pid);
+    cJSON_AddStringToObject(o, "name", p->name ? p->name : "");
+    if (p->cmdline) cJSON_AddStringToObject(o, "cmdline", p->cmdline);
+    cJSON_AddItemToObject(o, "totals", figs_json(cJSON_CreateObject(), &p->totals));
+    cJSON *arr = cJSON_AddArrayToObject(o, "stacks");
+    for (uint32_t s = 0; arr && s < p->nstacks; s++) {
+        const cw_heap_stack_report_t *st = &p->stacks[s];
+        cJSON *so = figs_json(cJSON_CreateObject(), &st->figs);
+        if (!so) break;
+        cJSON *fr = cJSON_AddArrayToObject(so, "frames");
+        for (uint32_t k = 0; fr && k < st->nframes; k++)
+            cJSON_AddItemToArray(fr, cJSON_CreateString(st->frames[k]));
+        cJSON_AddItemToArray(arr, so);
+    }
+    return o;
+}
+
+char *cw_heap_report_json(const cw_heap_report_t *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddStringToObject(o, "layer", "heap");
+    cJSON_AddNumberToObject(o, "from_ns", (double)r->from_ns);
+    cJSON_AddNumberToObject(o, "to_ns", (double)r->to_ns);
+    cJSON_AddNumberToObject(o, "events", (double)r->events);
+    cJSON_AddNumberToObject(o, "dropped_events", (double)r->losses.dropped);
+    cJSON_AddNumberToObject(o, "torn_events", (double)r->losses.torn);
+    cJSON_AddNumberToObject(o, "unknown_frees", (double)r->unknown_frees);
+    cJSON_AddNumberToObject(o, "zero_size_allocs", (double)r->zero_allocs);
+    cJSON_AddNumberToObject(o, "reused_addresses", (double)r->reused);
+    cw_heap_figs_t all = {0};
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        figs_add(&all, &r->procs[i].totals);
+        all.peak_bytes += r->procs[i].totals.peak_bytes;
+    }
+    cJSON_AddItemToObject(o, "totals", figs_json(cJSON_CreateObject(), &all));
+    cJSON *arr = cJSON_AddArrayToObject(o, "processes");
+    for (uint32_t i = 0; arr && i < r->nprocs; i++)
+        cJSON_AddItemToArray(arr, proc_json(&r->procs[i]));
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+static void put_figs(FILE *out, const char *indent, const cw_heap_figs_t *f)
+{
+    char ob[32], ab[32], fb[32], pb[32];
+    cw_format_ubytes(f->outstanding_bytes, ob, sizeof ob);
+    cw_format_ubytes(f->alloc_bytes, ab, sizeof ab);
+    cw_format_ubytes(f->freed_bytes, fb, sizeof fb);
+    cw_format_ubytes(f->peak_bytes, pb, sizeof pb);
+    fprintf(out,
+            "%soutstanding %s in %" PRIu64 " (%" PRIu64 " B); allocated %s in %" PRIu64
+            "; freed %s in %" PRIu64 "; peak %s\n",
+            indent, ob, f->outstanding_count, f->outstanding_bytes, ab, f->alloc_count, fb,
+            f->freed_count, pb);
+}
+
+int cw_heap_report_print(const cw_heap_report_t *r, uint32_t max_stacks, FILE *out)
+{
+    fprintf(out, "heap report: %" PRIu64 " events", r->events);
+    fprintf(out, ", %" PRIu64 " dropped, %" PRIu64 " torn, %" PRIu64 " frees of unknown blocks\n",
+            r->losses.dropped, r->losses.torn, r->unknown_frees);
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        const cw_heap_proc_report_t *p = &r->procs[i];
+        fprintf(out, "\nprocess %u %s\n", p->pid, p->name ? p->name : "");
+        put_figs(out, "  total: ", &p->totals);
+        uint32_t n = max_stacks && max_stacks < p->nstacks ? max_stacks : p->nstacks;
+        for (uint32_t s = 0; s < n; s++) {
+            const cw_heap_stack_report_t *st = &p->stacks[s];
+            fprintf(out, "\n  stack %u:\n", s + 1);
+            put_figs(out, "    ", &st->figs);
+            /* Innermost first, as a debugger shows a stack. */
+            for (uint32_t k = st->nframes; k-- > 0;)
+                fprintf(out, "      %s\n", st->frames[k]);
+        }
+        if (n < p->nstacks)
+            fprintf(out, "\n  (%u more stacks; --json lists all)\n", p->nstacks - n);
+    }
+    return ferror(out) ? CW_EIO : 0;
+}

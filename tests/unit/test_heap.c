@@ -1,0 +1,158 @@
+/* test_heap.c - the heap layer's model (analysis/heap.c): heap events
+ * through the tracker and the window analyzer give exact bytes (no page
+ * rounding, adjacent blocks kept apart), frees find their block's size,
+ * reallocs move blocks, peaks per stack, what cannot be applied is
+ * counted; and the report's JSON carries the figures. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commitwatch/error.h"
+#include "commitwatch/heap.h"
+#include "commitwatch/stacks.h"
+#include "test.h"
+
+#define BASE 0x55550000a000ull
+#define PID 42
+
+static cw_stacks_t *stacks;
+static uint32_t S_LEAK, S_CHURN, S_REALLOC;
+static int64_t now = 1000;
+
+static void ev(cw_heap_model_t *m, cw_heap_kind_t k, uint64_t addr, uint64_t size, uint64_t old,
+               uint32_t stack)
+{
+    cw_heap_ev_t e = {.ts = now++,
+                      .kind = k,
+                      .pid = PID,
+                      .tid = PID,
+                      .addr = addr,
+                      .size = size,
+                      .old_addr = old,
+                      .stack_id = stack};
+    ASSERT_OK(cw_heap_model_apply(m, &e));
+}
+
+/* The stack of p whose innermost frame is fn. */
+static const cw_heap_stack_report_t *stack_of(const cw_heap_proc_report_t *p, const char *fn)
+{
+    for (uint32_t s = 0; s < p->nstacks; s++)
+        if (p->stacks[s].nframes && strcmp(p->stacks[s].frames[p->stacks[s].nframes - 1], fn) == 0)
+            return &p->stacks[s];
+    CW_FAIL("no stack ends in %s", fn);
+    return NULL;
+}
+
+static void test_exact_bytes(void)
+{
+    cw_heap_model_t *m;
+    ASSERT_OK(cw_heap_model_create(now, &m));
+    ASSERT_OK(cw_heap_model_start(m, PID, now++, "truth", "truth --x"));
+    /* Leaks: 3 adjacent blocks of odd sizes, byte after byte. */
+    ev(m, CW_HEAP_ALLOC, BASE, 17, 0, S_LEAK);
+    ev(m, CW_HEAP_ALLOC, BASE + 17, 1, 0, S_LEAK);
+    ev(m, CW_HEAP_ALLOC, BASE + 18, 4093, 0, S_LEAK);
+    /* Churn: 5 blocks at one address, each freed; the peak is one block,
+     * the largest of them. */
+    for (int i = 0; i < 5; i++) {
+        ev(m, CW_HEAP_ALLOC, BASE + 0x10000, 100 + (uint64_t)i, 0, S_CHURN);
+        ev(m, CW_HEAP_FREE, BASE + 0x10000, 0, 0, 0);
+    }
+    /* A realloc chain: NULL -> 10 at A, 10 -> 300 at B, 300 -> 299 in place. */
+    ev(m, CW_HEAP_REALLOC, BASE + 0x20000, 10, 0, S_REALLOC);
+    ev(m, CW_HEAP_REALLOC, BASE + 0x30000, 300, BASE + 0x20000, S_REALLOC);
+    ev(m, CW_HEAP_REALLOC, BASE + 0x30000, 299, BASE + 0x30000, S_REALLOC);
+    /* Cannot be applied: a free of a block never seen, a zero-size block,
+     * and an allocation at a live block's address (its free lost). */
+    ev(m, CW_HEAP_FREE, BASE + 0x90000, 0, 0, 0);
+    ev(m, CW_HEAP_ALLOC, BASE + 0x40000, 0, 0, S_CHURN);
+    ev(m, CW_HEAP_ALLOC, BASE + 0x50000, 8, 0, S_CHURN);
+    ev(m, CW_HEAP_ALLOC, BASE + 0x50000, 8, 0, S_CHURN);
+    ev(m, CW_HEAP_FREE, BASE + 0x50000, 0, 0, 0);
+
+    cw_heap_losses_t loss = {3, 1};
+    cw_heap_report_t *r;
+    ASSERT_OK(cw_heap_model_report(m, stacks, &loss, &r));
+    cw_heap_model_destroy(m);
+    ASSERT_EQ(r->nprocs, 1);
+    const cw_heap_proc_report_t *p = &r->procs[0];
+    ASSERT_EQ(p->pid, PID);
+    ASSERT_STR_EQ(p->name, "truth");
+
+    const cw_heap_stack_report_t *s = stack_of(p, "truth!truth_leak");
+    ASSERT_U64_EQ(s->figs.outstanding_bytes, 17 + 1 + 4093);
+    ASSERT_U64_EQ(s->figs.outstanding_count, 3);
+    ASSERT_U64_EQ(s->figs.alloc_bytes, 17 + 1 + 4093);
+    ASSERT_U64_EQ(s->figs.alloc_count, 3);
+    ASSERT_U64_EQ(s->figs.freed_count, 0);
+    ASSERT_U64_EQ(s->figs.peak_bytes, 17 + 1 + 4093);
+    ASSERT_TRUE(s == &p->stacks[0]); /* the most outstanding first */
+
+    s = stack_of(p, "truth!truth_churn");
+    ASSERT_U64_EQ(s->figs.outstanding_bytes, 0);
+    ASSERT_U64_EQ(s->figs.outstanding_count, 0);
+    ASSERT_U64_EQ(s->figs.alloc_bytes, 100 + 101 + 102 + 103 + 104 + 8 + 8);
+    ASSERT_U64_EQ(s->figs.alloc_count, 7);
+    ASSERT_U64_EQ(s->figs.freed_bytes, s->figs.alloc_bytes);
+    ASSERT_U64_EQ(s->figs.freed_count, 7);
+    ASSERT_U64_EQ(s->figs.peak_bytes, 104);
+
+    s = stack_of(p, "truth!truth_realloc");
+    ASSERT_U64_EQ(s->figs.outstanding_bytes, 299);
+    ASSERT_U64_EQ(s->figs.outstanding_count, 1);
+    ASSERT_U64_EQ(s->figs.alloc_count, 3);
+    ASSERT_U64_EQ(s->figs.alloc_bytes, 10 + 300 + 299);
+    ASSERT_U64_EQ(s->figs.freed_bytes, 10 + 300);
+    ASSERT_U64_EQ(s->figs.peak_bytes, 300);
+
+    ASSERT_U64_EQ(p->totals.outstanding_bytes, 17 + 1 + 4093 + 299);
+    ASSERT_U64_EQ(p->totals.outstanding_count, 4);
+    ASSERT_U64_EQ(r->unknown_frees, 1);
+    ASSERT_U64_EQ(r->zero_allocs, 1);
+    ASSERT_U64_EQ(r->reused, 1);
+    ASSERT_U64_EQ(r->losses.dropped, 3);
+    ASSERT_U64_EQ(r->losses.torn, 1);
+    ASSERT_TRUE(r->to_ns == now);
+
+    char *j = cw_heap_report_json(r);
+    ASSERT_TRUE(j != NULL);
+    ASSERT_TRUE(strstr(j, "\"outstanding_bytes\":4111,\"outstanding_count\":3") != NULL);
+    ASSERT_TRUE(strstr(j, "\"dropped_events\":3") != NULL);
+    ASSERT_TRUE(strstr(j, "\"frames\":[\"truth!main\",\"truth!truth_leak\"]") != NULL);
+    free(j);
+    cw_heap_report_free(r);
+}
+
+/* Clock readings out of order (two threads) are applied in channel order. */
+static void test_time_clamped(void)
+{
+    cw_heap_model_t *m;
+    ASSERT_OK(cw_heap_model_create(now, &m));
+    ev(m, CW_HEAP_ALLOC, BASE, 64, 0, S_LEAK);
+    now -= 10;
+    ev(m, CW_HEAP_FREE, BASE, 0, 0, 0);
+    cw_heap_report_t *r;
+    ASSERT_OK(cw_heap_model_report(m, stacks, NULL, &r));
+    cw_heap_model_destroy(m);
+    ASSERT_EQ(r->nprocs, 1); /* an unannounced pid gets an instance */
+    ASSERT_U64_EQ(r->procs[0].totals.outstanding_bytes, 0);
+    ASSERT_U64_EQ(r->procs[0].totals.freed_bytes, 64);
+    cw_heap_report_free(r);
+    now += 20;
+}
+
+int main(void)
+{
+    ASSERT_OK(cw_stacks_create(&stacks));
+    const char *leak[] = {"truth!main", "truth!truth_leak"};
+    const char *churn[] = {"truth!main", "truth!truth_churn"};
+    const char *re[] = {"truth!main", "truth!truth_realloc"};
+    ASSERT_OK(cw_stacks_intern_strings(stacks, leak, 2, &S_LEAK));
+    ASSERT_OK(cw_stacks_intern_strings(stacks, churn, 2, &S_CHURN));
+    ASSERT_OK(cw_stacks_intern_strings(stacks, re, 2, &S_REALLOC));
+    test_exact_bytes();
+    test_time_clamped();
+    cw_stacks_destroy(stacks);
+    TEST_DONE();
+}

@@ -1,0 +1,160 @@
+/* test_heap_ring.c - the heap interposer's ring (sources/heap/heapring.h,
+ * heapring.c): records come out in claim order with their fields and
+ * frames; a full ring drops and counts, never blocks; an unpublished slot
+ * holds the reader until skipped (torn); a closed ring takes nothing;
+ * the layout check refuses another layout; and writers on several
+ * threads lose nothing that is not counted. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commitwatch/error.h"
+#include "sources/heap/heapring.h"
+#include "test.h"
+
+static void *ring_mem(uint64_t nslots)
+{
+    void *m = aligned_alloc(4096, (cw_heapring_bytes(nslots) + 4095) / 4096 * 4096);
+    ASSERT_TRUE(m != NULL);
+    memset(m, 0, cw_heapring_bytes(nslots));
+    return m;
+}
+
+/* One event as the interposer writes it; 0 when it was dropped. */
+static int put(cw_heapring_hdr_t *h, uint8_t kind, uint32_t tid, uint64_t addr, uint16_t nframes)
+{
+    uint64_t pos;
+    cw_heapring_rec_t *r = cw_heapring_claim(h, &pos);
+    if (!r) return 0;
+    r->kind = kind;
+    r->tid = tid;
+    r->pid = 7;
+    r->addr = addr;
+    r->size = addr * 2;
+    r->nframes = nframes;
+    for (uint16_t i = 0; i < nframes; i++)
+        r->pc[i] = addr + i;
+    cw_heapring_publish(r, pos);
+    return 1;
+}
+
+static void test_order_full_torn(void)
+{
+    void *m = ring_mem(4);
+    cw_heapring_t r;
+    ASSERT_EQ(cw_heapring_init(&r, m, 3), CW_EINVAL);
+    ASSERT_OK(cw_heapring_init(&r, m, 4));
+    ASSERT_OK(cw_heapring_check(m, cw_heapring_bytes(4)));
+    ASSERT_EQ(cw_heapring_check(m, cw_heapring_bytes(4) - 512), CW_EINVAL); /* too short */
+    cw_heapring_rec_t out;
+    ASSERT_EQ(cw_heapring_next(&r, &out), 0); /* empty */
+
+    /* Fills, wraps around twice; a fifth event while four wait is dropped. */
+    for (int lap = 0; lap < 3; lap++) {
+        for (int i = 0; i < 4; i++)
+            ASSERT_EQ(put(r.h, CW_HEAPREC_ALLOC, 1, 100 * (uint64_t)lap + (uint64_t)i, (uint16_t)i),
+                      1);
+        ASSERT_EQ(put(r.h, CW_HEAPREC_FREE, 1, 999, 0), 0);
+        for (int i = 0; i < 4; i++) {
+            ASSERT_EQ(cw_heapring_next(&r, &out), 1);
+            ASSERT_U64_EQ(out.addr, 100 * (uint64_t)lap + (uint64_t)i);
+            ASSERT_U64_EQ(out.size, 2 * out.addr);
+            ASSERT_EQ(out.nframes, i);
+            for (int k = 0; k < i; k++)
+                ASSERT_U64_EQ(out.pc[k], out.addr + (uint64_t)k);
+        }
+        ASSERT_EQ(cw_heapring_next(&r, &out), 0);
+    }
+    ASSERT_U64_EQ(cw_heapring_dropped(&r), 3);
+
+    /* A claimed slot never published holds up the ones after it. */
+    uint64_t pos;
+    ASSERT_TRUE(cw_heapring_claim(r.h, &pos) != NULL);
+    ASSERT_EQ(put(r.h, CW_HEAPREC_ALLOC, 2, 5, 1), 1);
+    ASSERT_EQ(cw_heapring_next(&r, &out), 0);
+    ASSERT_U64_EQ(cw_heapring_pending(&r), 2);
+    ASSERT_EQ(cw_heapring_skip(&r), 1);
+    ASSERT_U64_EQ(r.torn, 1);
+    ASSERT_EQ(cw_heapring_next(&r, &out), 1);
+    ASSERT_U64_EQ(out.addr, 5);
+    ASSERT_EQ(cw_heapring_skip(&r), 0); /* nothing left */
+
+    /* Closed: nothing claimed, nothing counted. */
+    cw_heapring_close(&r);
+    ASSERT_EQ(put(r.h, CW_HEAPREC_ALLOC, 1, 1, 0), 0);
+    ASSERT_U64_EQ(cw_heapring_dropped(&r), 3);
+
+    /* Another layout is refused. */
+    r.h->rec_size = 256;
+    ASSERT_EQ(cw_heapring_check(m, cw_heapring_bytes(4)), CW_EINVAL);
+    free(m);
+}
+
+/* Writers on threads, the reader here: each writer's events come out in
+ * its own order, and read + dropped = written. */
+#define WRITERS 3
+#define PER_WRITER 20000
+
+typedef struct writer {
+    cw_heapring_hdr_t *h;
+    uint32_t id;
+    uint64_t written;
+} writer_t;
+
+static void *write_events(void *arg)
+{
+    writer_t *w = arg;
+    for (uint64_t i = 1; i <= PER_WRITER; i++)
+        w->written += (uint64_t)put(w->h, CW_HEAPREC_ALLOC, w->id, i, (uint16_t)(i % 5));
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    void *m = ring_mem(64);
+    cw_heapring_t r;
+    ASSERT_OK(cw_heapring_init(&r, m, 64));
+    pthread_t t[WRITERS];
+    writer_t w[WRITERS];
+    for (uint32_t i = 0; i < WRITERS; i++) {
+        w[i] = (writer_t){r.h, i, 0};
+        ASSERT_EQ(pthread_create(&t[i], NULL, write_events, &w[i]), 0);
+    }
+    uint64_t last[WRITERS] = {0}, read = 0;
+    bool ordered = true;
+    int done = 0;
+    cw_heapring_rec_t out;
+    while (done < 2) { /* one more pass after the writers are joined */
+        while (cw_heapring_next(&r, &out)) {
+            ASSERT_TRUE(out.tid < WRITERS);
+            ordered &= out.addr > last[out.tid] && out.nframes == out.addr % 5;
+            last[out.tid] = out.addr;
+            read++;
+        }
+        if (done == 0 && read + cw_heapring_dropped(&r) >= (uint64_t)WRITERS * PER_WRITER) {
+            for (int i = 0; i < WRITERS; i++)
+                pthread_join(t[i], NULL);
+            done = 1;
+        } else if (done == 1) {
+            done = 2;
+        }
+    }
+    ASSERT_TRUE(ordered);
+    uint64_t written = 0;
+    for (int i = 0; i < WRITERS; i++)
+        written += w[i].written;
+    ASSERT_U64_EQ(read, written);
+    ASSERT_U64_EQ(read + cw_heapring_dropped(&r), (uint64_t)WRITERS * PER_WRITER);
+    ASSERT_U64_EQ(cw_heapring_pending(&r), 0);
+    free(m);
+}
+
+int main(void)
+{
+    test_order_full_torn();
+    test_threads();
+    TEST_DONE();
+}
