@@ -292,7 +292,7 @@ typedef struct cw_etl__sslot {
 
 typedef struct cw_etl__dcproc {
     uint32_t pid, ppid;
-    char *name, *cmdline;
+    char *name, *cmdline; /* one block, which name owns; cmdline NULL or inside it */
 } cw_etl__dcproc_t;
 
 typedef struct cw_etl__reader {

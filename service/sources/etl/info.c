@@ -22,15 +22,10 @@ int cw_etl_info(const char *path, bool want_images, cw_etl_info_t **out, cw_diag
     return 0;
 }
 
-/* Alike to the other frees of a result's rows (cw_series_free, cw_backtest_free) in form
- * only: each frees its own rows' strings. */
 void cw_etl_info_free(cw_etl_info_t *in)
 {
     if (!in) return;
-    for (size_t i = 0; i < in->nprocs; i++) {
-        free(in->procs[i].name);
-        free(in->procs[i].cmdline);
-    }
+    for (size_t i = 0; i < in->nprocs; i++) free(in->procs[i].name); /* and its cmdline */
     for (size_t i = 0; i < in->nimages; i++) free(in->images[i].name);
     free(in->procs);
     free(in->images);

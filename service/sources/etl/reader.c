@@ -36,22 +36,28 @@ static int oom(cw_diag_t *d)
 
 /* ---- strings ------------------------------------------------------------------ */
 
-/* ANSI bytes (the code page is not recorded) to UTF-8, reading bytes
- * above 0x7F as Latin-1 so the result is always valid UTF-8. */
-static int ansi_dup(const char *s, size_t n, char **out, size_t *cap)
+/* ANSI bytes (the code page is not recorded) to UTF-8 in out (2n + 1
+ * bytes), reading bytes above 0x7F as Latin-1 so the result is always
+ * valid UTF-8. */
+static void ansi_to_utf8(const char *s, size_t n, char *out)
 {
-    if (CW_RESERVE(*out, *cap, 2 * n + 1) != 0) return CW_ENOMEM;
     size_t j = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c < 0x80) {
-            (*out)[j++] = (char)c;
+            out[j++] = (char)c;
         } else {
-            (*out)[j++] = (char)(0xC0 | c >> 6);
-            (*out)[j++] = (char)(0x80 | (c & 0x3F));
+            out[j++] = (char)(0xC0 | c >> 6);
+            out[j++] = (char)(0x80 | (c & 0x3F));
         }
     }
-    (*out)[j] = '\0';
+    out[j] = '\0';
+}
+
+static int ansi_dup(const char *s, size_t n, char **out, size_t *cap)
+{
+    if (CW_RESERVE(*out, *cap, 2 * n + 1) != 0) return CW_ENOMEM;
+    ansi_to_utf8(s, n, *out);
     return 0;
 }
 
@@ -62,19 +68,27 @@ static int utf16_dup(const uint8_t *s, size_t units, char **out, size_t *cap)
     return 0;
 }
 
-/* malloc'd copies for the info's lists; NULL on ENOMEM. */
-static char *ansi_new(const char *s, size_t n)
-{
-    char *out = NULL;
-    size_t cap = 0;
-    return ansi_dup(s, n, &out, &cap) == 0 ? out : NULL;
-}
-
+/* A malloc'd copy for the info's image list; NULL on ENOMEM. */
 static char *utf16_new(const uint8_t *s, size_t units)
 {
     char *out = NULL;
     size_t cap = 0;
     return utf16_dup(s, units, &out, &cap) == 0 ? out : NULL;
+}
+
+/* A process's name and command line (NULL when the event has none) in one
+ * malloc'd block, which *name owns: 0, or CW_ENOMEM with both NULL. */
+static int proc_strings(const cw_etl_process_t *p, char **name, char **cmdline)
+{
+    size_t nlen = 2 * p->image_len + 1, clen = p->cmdline ? 3 * p->cmdline_units + 1 : 0;
+    *cmdline = NULL;
+    if (!(*name = malloc(nlen + clen))) return CW_ENOMEM;
+    ansi_to_utf8(p->image, p->image_len, *name);
+    if (p->cmdline) {
+        *cmdline = *name + nlen;
+        cw_etl_utf16_to_utf8(p->cmdline, p->cmdline_units, *cmdline, clen);
+    }
+    return 0;
 }
 
 /* ---- counters ----------------------------------------------------------------- */
@@ -158,9 +172,8 @@ static int scan_cb(void *ctx, const cw_etl_event_t *ev)
             if (r->dc[i].pid == p.pid) return 0; /* a second rundown (a merged trace) */
         if (CW_RESERVE(r->dc, r->dccap, r->ndc + 1) != 0) return CW_ENOMEM;
         cw_etl__dcproc_t *x = &r->dc[r->ndc++];
-        *x = (cw_etl__dcproc_t){p.pid, p.ppid, ansi_new(p.image, p.image_len),
-                                p.cmdline ? utf16_new(p.cmdline, p.cmdline_units) : NULL};
-        if (!x->name || (p.cmdline && !x->cmdline)) return CW_ENOMEM;
+        *x = (cw_etl__dcproc_t){p.pid, p.ppid, NULL, NULL};
+        return proc_strings(&p, &x->name, &x->cmdline);
     }
     return 0;
 }
@@ -422,11 +435,9 @@ static int info_proc(cw_etl__reader_t *r, cw_etl__proc_t *slot, const cw_etl_pro
     cw_etl_info_t *in = r->info;
     if (CW_RESERVE(in->procs, r->info_pcap, in->nprocs + 1) != 0) return CW_ENOMEM;
     cw_etl_proc_info_t *x = &in->procs[in->nprocs++];
-    *x = (cw_etl_proc_info_t){p->pid, p->ppid, ansi_new(p->image, p->image_len),
-                              p->cmdline ? utf16_new(p->cmdline, p->cmdline_units) : NULL, start,
-                              CW_TS_NEVER, rundown};
+    *x = (cw_etl_proc_info_t){p->pid, p->ppid, NULL, NULL, start, CW_TS_NEVER, rundown};
     slot->info = in->nprocs;
-    return x->name && (x->cmdline || !p->cmdline) ? 0 : CW_ENOMEM;
+    return proc_strings(p, &x->name, &x->cmdline);
 }
 
 static int on_process(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
@@ -760,10 +771,7 @@ void cw_etl__reader_close(cw_etl__reader_t *r)
     free(r->scache);
     cw_etl__keys_free(&r->keys);
     cw_etl__ring_free(&r->ring);
-    for (size_t i = 0; i < r->ndc; i++) {
-        free(r->dc[i].name);
-        free(r->dc[i].cmdline);
-    }
+    for (size_t i = 0; i < r->ndc; i++) free(r->dc[i].name); /* and its cmdline */
     free(r->dc);
     free(r->counters);
     cw_keymap_free(&r->counter_map);
