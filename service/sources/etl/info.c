@@ -25,7 +25,8 @@ int cw_etl_info(const char *path, bool want_images, cw_etl_info_t **out, cw_diag
 void cw_etl_info_free(cw_etl_info_t *in)
 {
     if (!in) return;
-    for (size_t i = 0; i < in->nprocs; i++) free(in->procs[i].name); /* and its cmdline */
+    /* A process's cmdline is in its name's block. */
+    for (size_t i = 0; i < in->nprocs; i++) free(in->procs[i].name);
     for (size_t i = 0; i < in->nimages; i++) free(in->images[i].name);
     free(in->procs);
     free(in->images);

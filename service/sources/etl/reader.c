@@ -771,7 +771,8 @@ void cw_etl__reader_close(cw_etl__reader_t *r)
     free(r->scache);
     cw_etl__keys_free(&r->keys);
     cw_etl__ring_free(&r->ring);
-    for (size_t i = 0; i < r->ndc; i++) free(r->dc[i].name); /* and its cmdline */
+    /* A process's cmdline is in its name's block. */
+    for (size_t i = 0; i < r->ndc; i++) free(r->dc[i].name);
     free(r->dc);
     free(r->counters);
     cw_keymap_free(&r->counter_map);
