@@ -278,6 +278,7 @@ static void merge_free(cw_etl_file_t *f)
     f->nstreams = 0;
 }
 
+/* A teardown list, alike to trace.c's reader close in form only. */
 void cw_etl_file_close(cw_etl_file_t *f)
 {
     if (!f) return;

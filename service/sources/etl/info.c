@@ -14,12 +14,11 @@ int cw_etl_info(const char *path, bool want_images, cw_etl_info_t **out, cw_diag
     r.want_images = want_images;
     if (rc == 0) rc = cw_etl__reader_run(&r, d);
     cw_etl__reader_close(&r);
-    if (rc) {
+    if (rc)
         cw_etl_info_free(in);
-        return rc;
-    }
-    *out = in;
-    return 0;
+    else
+        *out = in;
+    return rc;
 }
 
 void cw_etl_info_free(cw_etl_info_t *in)
