@@ -28,7 +28,8 @@ static void *trampoline(void *p)
 }
 
 /* Each object below is created and destroyed alike (and as win/thread.c does): thin
- * wrappers, one per type, the same in form only. */
+ * wrappers, one per type, the same in form only, and shaped like every constructor
+ * that allocates, sets up and frees again on failure (stacktags.c's, trace.c's). */
 int cw_thread_start(cw_thread_t **out, void (*fn)(void *), void *arg)
 {
     cw_thread_t *t = malloc(sizeof *t);

@@ -206,6 +206,7 @@ static void dwfl_drop(cw_perf__aspace_t *as)
     as->dirty = true;
 }
 
+/* A teardown list, alike to store_pool.c's in form only. */
 void cw_perf__unwinder_destroy(cw_perf__unwinder_t *u)
 {
     if (!u) return;
