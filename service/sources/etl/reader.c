@@ -54,35 +54,22 @@ static void ansi_to_utf8(const char *s, size_t n, char *out)
     out[j] = '\0';
 }
 
-static int ansi_dup(const char *s, size_t n, char **out, size_t *cap)
-{
-    if (CW_RESERVE(*out, *cap, 2 * n + 1) != 0) return CW_ENOMEM;
-    ansi_to_utf8(s, n, *out);
-    return 0;
-}
-
-static int utf16_dup(const uint8_t *s, size_t units, char **out, size_t *cap)
-{
-    if (CW_RESERVE(*out, *cap, 3 * units + 1) != 0) return CW_ENOMEM;
-    cw_etl_utf16_to_utf8(s, units, *out, 3 * units + 1);
-    return 0;
-}
-
-/* A malloc'd copy for the info's image list; NULL on ENOMEM. */
+/* A malloc'd UTF-8 copy for the info's image list; NULL on ENOMEM. */
 static char *utf16_new(const uint8_t *s, size_t units)
 {
-    char *out = NULL;
-    size_t cap = 0;
-    return utf16_dup(s, units, &out, &cap) == 0 ? out : NULL;
+    char *out = malloc(3 * units + 1);
+    if (out) cw_etl_utf16_to_utf8(s, units, out, 3 * units + 1);
+    return out;
 }
 
 /* A process's name and command line (NULL when the event has none) in one
- * malloc'd block, which *name owns: 0, or CW_ENOMEM with both NULL. */
-static int proc_strings(const cw_etl_process_t *p, char **name, char **cmdline)
+ * buffer, *name, of *cap bytes (NULL and 0: a new one), grown as needed:
+ * 0 or CW_ENOMEM. */
+static int proc_strings(const cw_etl_process_t *p, char **name, size_t *cap, char **cmdline)
 {
     size_t nlen = 2 * p->image_len + 1, clen = p->cmdline ? 3 * p->cmdline_units + 1 : 0;
     *cmdline = NULL;
-    if (!(*name = malloc(nlen + clen))) return CW_ENOMEM;
+    if (CW_RESERVE(*name, *cap, nlen + clen) != 0) return CW_ENOMEM;
     ansi_to_utf8(p->image, p->image_len, *name);
     if (p->cmdline) {
         *cmdline = *name + nlen;
@@ -172,8 +159,9 @@ static int scan_cb(void *ctx, const cw_etl_event_t *ev)
             if (r->dc[i].pid == p.pid) return 0; /* a second rundown (a merged trace) */
         if (CW_RESERVE(r->dc, r->dccap, r->ndc + 1) != 0) return CW_ENOMEM;
         cw_etl__dcproc_t *x = &r->dc[r->ndc++];
+        size_t cap = 0;
         *x = (cw_etl__dcproc_t){p.pid, p.ppid, NULL, NULL};
-        return proc_strings(&p, &x->name, &x->cmdline);
+        return proc_strings(&p, &x->name, &cap, &x->cmdline);
     }
     return 0;
 }
@@ -435,9 +423,10 @@ static int info_proc(cw_etl__reader_t *r, cw_etl__proc_t *slot, const cw_etl_pro
     cw_etl_info_t *in = r->info;
     if (CW_RESERVE(in->procs, r->info_pcap, in->nprocs + 1) != 0) return CW_ENOMEM;
     cw_etl_proc_info_t *x = &in->procs[in->nprocs++];
+    size_t cap = 0;
     *x = (cw_etl_proc_info_t){p->pid, p->ppid, NULL, NULL, start, CW_TS_NEVER, rundown};
     slot->info = in->nprocs;
-    return proc_strings(p, &x->name, &x->cmdline);
+    return proc_strings(p, &x->name, &cap, &x->cmdline);
 }
 
 static int on_process(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
@@ -458,9 +447,7 @@ static int on_process(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
         cw_etl__rec_t *x = push(r, ev, 0);
         if (!x) return CW_ENOMEM;
         cw_etl__side_t *sd = cw_etl__ring_side(&r->ring, x);
-        if (ansi_dup(p.image, p.image_len, &sd->name, &sd->name_cap) != 0 ||
-            (p.cmdline && utf16_dup(p.cmdline, p.cmdline_units, &sd->cmdline, &sd->cmd_cap) != 0))
-            return CW_ENOMEM;
+        if (proc_strings(&p, &sd->name, &sd->name_cap, &sd->cmdline) != 0) return CW_ENOMEM;
         x->ops = rec_ops(0, CW_OP_PROCESS_START, 0);
         x->pid = p.pid;
         if (p.cmdline) x->flags |= CW_ETL__REC_CMDLINE;
