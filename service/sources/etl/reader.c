@@ -103,10 +103,14 @@ static uint32_t counter(cw_etl__reader_t *r, const cw_etl_event_t *ev)
     return i;
 }
 
-static void skip(cw_etl__reader_t *r, uint32_t c, int why)
+/* Counts an event of counter c its decoder refused (why: its code). 0: a
+ * refused event is left out, the trace goes on, so a handler returns
+ * skip(...). */
+static int skip(cw_etl__reader_t *r, uint32_t c, int why)
 {
     r->counters[c].skipped++;
     r->counters[c].skip_reason = why;
+    return 0;
 }
 
 static const char *skip_text(int why)
@@ -381,10 +385,8 @@ static int on_stack(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
     if (ev->type == CW_ETL_T_STACKWALK) {
         cw_etl_stackwalk_t sw;
         r->ss.walks++;
-        if ((rc = cw_etl_decode_stackwalk(ev->data, ev->len, ev->version, ev->ptr_size, &sw))) {
-            skip(r, c, rc);
-            return 0;
-        }
+        if ((rc = cw_etl_decode_stackwalk(ev->data, ev->len, ev->version, ev->ptr_size, &sw)))
+            return skip(r, c, rc);
         const uint64_t *fr = addrs(r, sw.frames, sw.nframes, sw.ptr_size);
         if (!fr) return CW_ENOMEM;
         return attach(r, fr, sw.nframes, sw.ptr_size, sw.event_ts, sw.pid, sw.tid, ev->cpu,
@@ -393,10 +395,8 @@ static int on_stack(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
     if (ev->type == CW_ETL_T_KEY_KERNEL || ev->type == CW_ETL_T_KEY_USER) {
         cw_etl_stackref_t ref;
         r->ss.key_refs++;
-        if ((rc = cw_etl_decode_stackref(ev->data, ev->len, ev->version, ev->ptr_size, &ref))) {
-            skip(r, c, rc);
-            return 0;
-        }
+        if ((rc = cw_etl_decode_stackref(ev->data, ev->len, ev->version, ev->ptr_size, &ref)))
+            return skip(r, c, rc);
         const cw_etl__keydef_t *def = cw_etl__keys_find(&r->keys, ref.key, ev->ts);
         if (!def) {
             r->ss.unresolved++;
@@ -434,10 +434,7 @@ static int on_process(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
     cw_etl_process_t p;
     if (ev->type < CW_ETL_T_START || ev->type > CW_ETL_T_DCEND) return 0;
     int rc = cw_etl_decode_process(ev->data, ev->len, ev->version, ev->ptr_size, &p);
-    if (rc) {
-        skip(r, c, rc);
-        return 0;
-    }
+    if (rc) return skip(r, c, rc);
     cw_etl__proc_t *slot = cw_etl__proc(&r->space, p.pid);
     if (!slot) return CW_ENOMEM;
     int64_t ns = ns_of(r, ev->ts);
@@ -473,10 +470,7 @@ static int on_image(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
     bool load = ev->type == CW_ETL_T_IMAGE_LOAD || ev->type == CW_ETL_T_DCSTART;
     if (!load && ev->type != CW_ETL_T_END && ev->type != CW_ETL_T_DCEND) return 0;
     int rc = cw_etl_decode_image(ev->data, ev->len, ev->version, ev->ptr_size, &im);
-    if (rc) {
-        skip(r, c, rc);
-        return 0;
-    }
+    if (rc) return skip(r, c, rc);
     cw_etl__proc_t *p = cw_etl__proc(&r->space, im.pid);
     if (!p) return CW_ENOMEM;
     if (ev->type == CW_ETL_T_END) {
@@ -508,10 +502,7 @@ static int on_thread(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
     cw_etl_thread_t t;
     if (ev->type < CW_ETL_T_START || ev->type > CW_ETL_T_DCEND) return 0;
     int rc = cw_etl_decode_thread(ev->data, ev->len, ev->version, ev->ptr_size, &t);
-    if (rc) {
-        skip(r, c, rc);
-        return 0;
-    }
+    if (rc) return skip(r, c, rc);
     if (ev->type != CW_ETL_T_START && ev->type != CW_ETL_T_DCSTART) return 0;
     cw_etl__thread_t *th = cw_etl__thread(&r->space, t.tid);
     if (!th) return CW_ENOMEM;
@@ -524,10 +515,7 @@ static int on_valloc(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
 {
     cw_etl_valloc_t va;
     int rc = cw_etl_decode_valloc(ev->data, ev->len, ev->version, ev->ptr_size, &va);
-    if (rc) {
-        skip(r, c, rc);
-        return 0;
-    }
+    if (rc) return skip(r, c, rc);
     if (r->info) {
         if (ev->type == CW_ETL_T_VIRTUAL_ALLOC) r->info->valloc_events++;
         else r->info->vfree_events++;
