@@ -295,7 +295,7 @@ typedef struct cw_etl_count {
 
 typedef struct cw_etl_proc_info {
     uint32_t pid, ppid;
-    char *name, *cmdline; /* owned, UTF-8 */
+    char *name, *cmdline; /* UTF-8, one block, which name owns; cmdline NULL or inside it */
     int64_t start_ns;     /* the trace's start for a process alive then */
     int64_t end_ns;       /* CW_TS_NEVER when it did not end in the trace */
     bool rundown;         /* alive when the trace started (DCStart) */

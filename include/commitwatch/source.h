@@ -24,14 +24,15 @@
 typedef struct cw_source_opts {
     const char *arg;     /* what follows "name:" in --source (path for replay), or "" */
     cw_stacks_t *stacks; /* stacks are interned here; borrowed for the source's life */
-    /* Replay only (other sources refuse them): shift every time so the
-     * input starts now, and pace events at `speed` times real time,
-     * ticking while it waits so buckets close as they would live (0 = as
-     * fast as possible). */
+    /* Replay only (cw_source_check_opts refuses them for another
+     * source): shift every time so the input starts now, and pace events
+     * at `speed` times real time, ticking while it waits so buckets close
+     * as they would live (0 = as fast as possible). */
     bool rebase_now;
     double speed;
-    /* etl only (others refuse it): a folder of copies of the trace's
-     * DLLs/EXEs whose exports name the frames in them (NULL: none). */
+    /* etl only (cw_source_check_opts refuses it for another source): a
+     * folder of copies of the trace's DLLs/EXEs whose exports name the
+     * frames in them (NULL: none). */
     const char *images;
     /* etw only (others ignore it): DbgHelp's symbol path for PDBs (NULL:
      * _NT_SYMBOL_PATH, else exports only). */
@@ -80,9 +81,10 @@ const char *cw_source_live(void);
  * *arg, what follows the colon ("" when none). NULL with CW_EUSAGE in d
  * (naming the sources this build has) when unknown or spec is NULL. */
 const cw_source_ops_t *cw_source_lookup(const char *spec, const char **arg, cw_diag_t *d);
-/* CW_EUSAGE with d filled when images (--images DIR; NULL: none) is given
- * for a source that does not take it (every one but etl), else 0. */
-int cw_source_check_images(const cw_source_ops_t *ops, const char *images, cw_diag_t *d);
+/* CW_EUSAGE with d filled when o has an option that only another source
+ * takes: images (--images DIR, etl's) or rebase_now and speed (replay's);
+ * else 0. */
+int cw_source_check_opts(const cw_source_ops_t *ops, const cw_source_opts_t *o, cw_diag_t *d);
 
 /* Sessions: one source from open to close, the same for `run`, `analyze`
  * and `record` (sources/common/session.c). Thread: the core thread, but
@@ -95,8 +97,8 @@ typedef struct cw_source_session {
     void *_Atomic stoppable; /* impl while open, for cw_source_session_stop() */
 } cw_source_session_t;
 
-/* Fills s (ops and o copied) and opens it: the --images check
- * (cw_source_check_images), then ops->open. 0, or the error with d
+/* Fills s (ops and o copied) and opens it: the check of the options only
+ * one source takes (cw_source_check_opts), then ops->open. 0, or the error with d
  * filled by the check or the source, and s->impl NULL. */
 int cw_source_session_open(cw_source_session_t *s, const cw_source_ops_t *ops,
                            const cw_source_opts_t *o, cw_diag_t *d);

@@ -343,8 +343,29 @@ static void test_sync_fork(void)
     cw_perf__shadow_free(&s);
 }
 
+/* The lower bound the shadow's segments and the unwinder's maps share,
+ * over an element type of another size with its end elsewhere. */
+static void test_lower_end(void)
+{
+    struct range {
+        uint32_t tag;
+        uint64_t start, end;
+    } r[] = {{1, 0x1000, 0x2000}, {2, 0x3000, 0x4000}, {3, 0x4000, 0x8000}};
+    size_t off = offsetof(struct range, end), st = sizeof r[0];
+    ASSERT_EQ(cw_perf__lower_end(r, 0, st, off, 0x1500), 0);
+    ASSERT_EQ(cw_perf__lower_end(r, 3, st, off, 0), 0);
+    ASSERT_EQ(cw_perf__lower_end(r, 3, st, off, 0x1fff), 0);
+    ASSERT_EQ(cw_perf__lower_end(r, 3, st, off, 0x2000), 1); /* an end is not inside */
+    ASSERT_EQ(cw_perf__lower_end(r, 3, st, off, 0x2800), 1); /* in a gap: the next */
+    ASSERT_EQ(cw_perf__lower_end(r, 3, st, off, 0x4000), 2);
+    ASSERT_EQ(cw_perf__lower_end(r, 3, st, off, 0x7fff), 2);
+    ASSERT_EQ(cw_perf__lower_end(r, 3, st, off, 0x8000), 3);
+    ASSERT_EQ(cw_perf__lower_end(r, 3, st, off, UINT64_MAX), 3);
+}
+
 int main(void)
 {
+    test_lower_end();
     test_mmap_munmap();
     test_not_charged();
     test_mprotect();

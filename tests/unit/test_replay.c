@@ -208,6 +208,24 @@ static void test_errors(void)
         ASSERT_STR_EQ(cw_source_live(), "perf");
     else
         ASSERT_TRUE(!cw_source_live() || strcmp(cw_source_live(), "etw") == 0);
+
+    /* The options only one source takes, refused by the session for the others. */
+    const cw_source_ops_t *etl = cw_source_find("etl");
+    ASSERT_TRUE(etl != NULL);
+    cw_source_opts_t po = {.arg = "", .speed = 2};
+    ASSERT_OK(cw_source_check_opts(&cw_source_replay, &po, &d));
+    ASSERT_EQ(cw_source_check_opts(etl, &po, &d), CW_EUSAGE);
+    ASSERT_TRUE(strstr(d.msg, "--rebase-now and --speed are for replay sources only") != NULL);
+    po = (cw_source_opts_t){.arg = "", .rebase_now = true};
+    ASSERT_EQ(cw_source_check_opts(etl, &po, &d), CW_EUSAGE);
+    po = (cw_source_opts_t){.arg = "", .images = "/x"};
+    ASSERT_OK(cw_source_check_opts(etl, &po, &d));
+    ASSERT_EQ(cw_source_check_opts(&cw_source_replay, &po, &d), CW_EUSAGE);
+    ASSERT_TRUE(strstr(d.msg, "--images is for --source etl:FILE") != NULL);
+    cw_source_session_t ss = {0};
+    po = (cw_source_opts_t){.arg = "x.etl", .speed = 1};
+    ASSERT_EQ(cw_source_session_open(&ss, etl, &po, &d), CW_EUSAGE);
+    ASSERT_TRUE(ss.impl == NULL);
 }
 
 int main(void)

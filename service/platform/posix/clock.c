@@ -1,11 +1,12 @@
-/* clock.c - POSIX clocks and sleep, the platform's name and the host's. */
+/* clock.c - POSIX clocks and sleep, the platform's name and the host's
+ * (the fake wall clock of the tests is ../clock.c's). */
 #include <errno.h>
 #include <stdio.h>
-#include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "commitwatch/platform.h"
+#include "platform/platform_internal.h"
 
 const char *cw_plat_name(void)
 {
@@ -20,16 +21,6 @@ void cw_plat_hostname(char *buf, size_t len)
     if (!buf[0]) snprintf(buf, len, "localhost");
 }
 
-/* The fake wall clock of cw_plat_fake_wall (tests); NULL: the real one. */
-static _Atomic(int64_t (*)(void *)) fake_fn;
-static void *_Atomic fake_ctx;
-
-void cw_plat_fake_wall(int64_t (*fn)(void *ctx), void *ctx)
-{
-    atomic_store(&fake_ctx, ctx);
-    atomic_store(&fake_fn, fn);
-}
-
 static int64_t read_clock(clockid_t id)
 {
     struct timespec t;
@@ -37,10 +28,8 @@ static int64_t read_clock(clockid_t id)
     return (int64_t)t.tv_sec * CW_NS_PER_S + t.tv_nsec;
 }
 
-int64_t cw_plat_wall_ns(void)
+int64_t cw__plat_os_wall_ns(void)
 {
-    int64_t (*fake)(void *) = atomic_load(&fake_fn);
-    if (fake) return fake(atomic_load(&fake_ctx));
     return read_clock(CLOCK_REALTIME);
 }
 

@@ -27,8 +27,7 @@ static void *trampoline(void *p)
     return NULL;
 }
 
-/* Each object below is created and destroyed alike (and as win/thread.c does): thin
- * wrappers, one per type, the same in form only. */
+/* Started and joined as win/thread.c does, in form only. */
 int cw_thread_start(cw_thread_t **out, void (*fn)(void *), void *arg)
 {
     cw_thread_t *t = malloc(sizeof *t);
@@ -50,16 +49,39 @@ void cw_thread_join(cw_thread_t *t)
     free(t);
 }
 
+/* Allocates size bytes and sets them up with init (pthread's 0 or an
+ * error number): the object, or NULL when either fails. */
+static void *create(size_t size, int (*init)(void *obj))
+{
+    void *o = malloc(size);
+    if (o && init(o) != 0) {
+        free(o);
+        return NULL;
+    }
+    return o;
+}
+
+static int mutex_init(void *m)
+{
+    return pthread_mutex_init(&((cw_mutex_t *)m)->m, NULL);
+}
+
+/* Timed waits measure CLOCK_MONOTONIC (see the file's comment). */
+static int cond_init(void *c)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    int rc = pthread_cond_init(&((cw_cond_t *)c)->c, &a);
+    pthread_condattr_destroy(&a);
+    return rc;
+}
+
+/* The mutex and the condition variable are created and destroyed alike (and as
+ * win/thread.c's are): thin wrappers, one per type, the same in form only. */
 int cw_mutex_create(cw_mutex_t **out)
 {
-    cw_mutex_t *m = malloc(sizeof *m);
-    if (!m) return CW_ENOMEM;
-    if (pthread_mutex_init(&m->m, NULL) != 0) {
-        free(m);
-        return CW_ENOMEM;
-    }
-    *out = m;
-    return 0;
+    return (*out = create(sizeof **out, mutex_init)) ? 0 : CW_ENOMEM;
 }
 
 void cw_mutex_destroy(cw_mutex_t *m)
@@ -81,19 +103,7 @@ void cw_mutex_unlock(cw_mutex_t *m)
 
 int cw_cond_create(cw_cond_t **out)
 {
-    pthread_condattr_t a;
-    cw_cond_t *c = malloc(sizeof *c);
-    if (!c) return CW_ENOMEM;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    int rc = pthread_cond_init(&c->c, &a);
-    pthread_condattr_destroy(&a);
-    if (rc != 0) {
-        free(c);
-        return CW_ENOMEM;
-    }
-    *out = c;
-    return 0;
+    return (*out = create(sizeof **out, cond_init)) ? 0 : CW_ENOMEM;
 }
 
 void cw_cond_destroy(cw_cond_t *c)

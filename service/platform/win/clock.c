@@ -2,13 +2,13 @@
  * (the NetBIOS computer name). The wall
  * clock is GetSystemTimePreciseAsFileTime (100 ns since 1601); the
  * monotonic clock is QueryPerformanceCounter, the clock ETW's raw
- * timestamps use. */
+ * timestamps use. The fake wall clock of the tests is ../clock.c's. */
 #include "platform/win/win_internal.h"
 
-#include <stdatomic.h>
 #include <stdio.h>
 
 #include "commitwatch/platform.h"
+#include "platform/platform_internal.h"
 
 /* 100 ns intervals between 1601-01-01 and 1970-01-01. */
 #define EPOCH_DIFF_100NS 116444736000000000LL
@@ -27,20 +27,8 @@ void cw_plat_hostname(char *buf, size_t len)
     if (!buf[0]) snprintf(buf, len, "localhost");
 }
 
-/* The fake wall clock of cw_plat_fake_wall (tests); NULL: the real one. */
-static _Atomic(int64_t (*)(void *)) fake_fn;
-static void *_Atomic fake_ctx;
-
-void cw_plat_fake_wall(int64_t (*fn)(void *ctx), void *ctx)
+int64_t cw__plat_os_wall_ns(void)
 {
-    atomic_store(&fake_ctx, ctx);
-    atomic_store(&fake_fn, fn);
-}
-
-int64_t cw_plat_wall_ns(void)
-{
-    int64_t (*fake)(void *) = atomic_load(&fake_fn);
-    if (fake) return fake(atomic_load(&fake_ctx));
     FILETIME ft;
     GetSystemTimePreciseAsFileTime(&ft);
     int64_t t = (int64_t)(((uint64_t)ft.dwHighDateTime << 32) | ft.dwLowDateTime);

@@ -1,5 +1,6 @@
 /* lookup.c - --source SPEC ("perf", "etw", "replay:PATH") to a source of
- * this build (the registry CMake generates). */
+ * this build (the registry CMake generates), and the check of the options
+ * that only one source takes. */
 #include <string.h>
 
 #include "commitwatch/source.h"
@@ -26,11 +27,14 @@ const cw_source_ops_t *cw_source_lookup(const char *spec, const char **arg, cw_d
     return ops;
 }
 
-int cw_source_check_images(const cw_source_ops_t *ops, const char *images, cw_diag_t *d)
+int cw_source_check_opts(const cw_source_ops_t *ops, const cw_source_opts_t *o, cw_diag_t *d)
 {
-    if (!images || strcmp(ops->name, "etl") == 0) return 0;
-    return cw_diag_set(d, CW_EUSAGE,
-                       "--images is for --source etl:FILE (frames of the %s source are not "
-                       "named from a folder of images)",
-                       ops->name);
+    if (o->images && strcmp(ops->name, "etl") != 0)
+        return cw_diag_set(d, CW_EUSAGE,
+                           "--images is for --source etl:FILE (frames of the %s source are not "
+                           "named from a folder of images)",
+                           ops->name);
+    if ((o->rebase_now || o->speed > 0) && strcmp(ops->name, "replay") != 0)
+        return cw_diag_set(d, CW_EUSAGE, "--rebase-now and --speed are for replay sources only");
+    return 0;
 }

@@ -1,7 +1,8 @@
 /* session.c - one source from open to close, for every command that runs
- * one (`run`, `analyze`, `record`): the --images check, open, the stop
- * hook's view of the open source, run into a sink, close (source.h,
- * "Sessions"). The diagnostics are the source's own. */
+ * one (`run`, `analyze`, `record`): the check of the options only one
+ * source takes, open, the stop hook's view of the open source, run into
+ * a sink, close (source.h, "Sessions"). The diagnostics are the source's
+ * own, but for that check's. */
 #include <string.h>
 
 #include "commitwatch/source.h"
@@ -17,7 +18,7 @@ int cw_source_session_open(cw_source_session_t *s, const cw_source_ops_t *ops,
 
 int cw_source_session_reopen(cw_source_session_t *s, cw_diag_t *d)
 {
-    int rc = cw_source_check_images(s->ops, s->opts.images, d);
+    int rc = cw_source_check_opts(s->ops, &s->opts, d);
     if (rc == 0 && (rc = s->ops->open(&s->impl, &s->opts, d)) != 0) s->impl = NULL;
     /* Stoppable from here on, not only while it runs: a stop between the
      * caller's last look at its flag and run() still reaches the source,

@@ -237,8 +237,8 @@ typedef struct cw_etl__rec {
 
 /* The buffers of a ring slot, kept when it is reused. */
 typedef struct cw_etl__side {
-    char *name, *cmdline; /* a process start's */
-    size_t name_cap, cmd_cap;
+    char *name, *cmdline; /* a process start's: one buffer, name's; cmdline NULL or in it */
+    size_t name_cap;
     uint32_t *kf, *uf; /* frame ids (source) of each part, innermost first */
     size_t kcap, ucap;
     uint32_t counter; /* info: its counter (every record of `etl info` sets it) */
@@ -292,7 +292,7 @@ typedef struct cw_etl__sslot {
 
 typedef struct cw_etl__dcproc {
     uint32_t pid, ppid;
-    char *name, *cmdline;
+    char *name, *cmdline; /* one block, which name owns; cmdline NULL or inside it */
 } cw_etl__dcproc_t;
 
 typedef struct cw_etl__reader {

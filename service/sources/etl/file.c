@@ -264,15 +264,26 @@ int cw_etl_file_open(const char *path, cw_etl_file_t **out, cw_diag_t *d)
     return cw_etl_file_open_stream(fp, path, out, d);
 }
 
-/* A teardown list (alike to other destroy functions in form only). */
-void cw_etl_file_close(cw_etl_file_t *f)
+/* Frees pass 2's state (the streams with their buffers, the loser tree,
+ * the sorted index) and leaves none: a rewind starts it again. */
+static void merge_free(cw_etl_file_t *f)
 {
-    if (!f) return;
-    if (f->f) fclose(f->f);
     for (size_t i = 0; i < f->nstreams; i++) free(f->streams[i].buf);
     free(f->streams);
     free(f->lt);
     free(f->sorted);
+    f->streams = NULL;
+    f->lt = NULL;
+    f->sorted = NULL;
+    f->nstreams = 0;
+}
+
+/* A teardown list, alike to trace.c's reader close in form only. */
+void cw_etl_file_close(cw_etl_file_t *f)
+{
+    if (!f) return;
+    if (f->f) fclose(f->f);
+    merge_free(f);
     free(f->idx);
     free(f->raw);
     free(f->work);
@@ -486,13 +497,7 @@ static void build(cw_etl_file_t *f, size_t *win)
 int cw_etl_file_rewind(cw_etl_file_t *f, cw_diag_t *d)
 {
     if (!f->scanned) return cw_diag_set(d, CW_EINVAL, "%s: the file was not scanned", f->name);
-    for (size_t i = 0; i < f->nstreams; i++) free(f->streams[i].buf);
-    free(f->streams);
-    free(f->lt);
-    free(f->sorted);
-    f->streams = NULL;
-    f->lt = NULL;
-    f->nstreams = 0;
+    merge_free(f);
     f->popped = -1;
     f->merged = false;
     f->st.reordered = 0;

@@ -21,8 +21,8 @@
 #include "sources/etl/pe.h"
 
 typedef struct entry {
-    char *key;  /* the file name, ASCII letters lowercased */
-    char *path; /* DIR/name */
+    char *key;  /* the file name, ASCII letters lowercased: in path's block, after it */
+    char *path; /* DIR/name; owns the block */
     int state;  /* 0 not read yet, 1 read, -1 unusable */
     bool size_warned;
     cw_etl__pe_t pe;
@@ -36,15 +36,6 @@ struct cw_etl__images {
     uint64_t named;
 };
 
-static char *lower_dup(const char *s)
-{
-    size_t n = strlen(s);
-    char *d = malloc(n + 1);
-    if (!d) return NULL;
-    for (size_t i = 0; i <= n; i++) d[i] = s[i] >= 'A' && s[i] <= 'Z' ? (char)(s[i] - 'A' + 'a') : s[i];
-    return d;
-}
-
 static int add_entry(void *ctx, const char *name)
 {
     cw_etl__images_t *im = ctx;
@@ -52,17 +43,15 @@ static int add_entry(void *ctx, const char *name)
     if (CW_RESERVE(im->e, im->cap, im->n + 1) != 0) return CW_ENOMEM;
     entry_t *e = &im->e[im->n];
     memset(e, 0, sizeof *e);
-    e->key = lower_dup(name);
-    e->path = malloc(dl + nl + 2);
-    if (!e->key || !e->path) {
-        free(e->key);
-        free(e->path);
-        return CW_ENOMEM;
-    }
+    /* One block: "DIR/name\0" then the key, "name\0" lowercased. */
+    if (!(e->path = malloc(dl + 1 + nl + 1 + nl + 1))) return CW_ENOMEM;
     memcpy(e->path, im->dir, dl);
     size_t at = dl;
     if (dl && !cw_plat_is_sep(im->dir[dl - 1])) e->path[at++] = '/';
     memcpy(e->path + at, name, nl + 1);
+    e->key = e->path + at + nl + 1;
+    for (size_t i = 0; i <= nl; i++)
+        e->key[i] = name[i] >= 'A' && name[i] <= 'Z' ? (char)(name[i] - 'A' + 'a') : name[i];
     im->n++;
     return 0;
 }
@@ -96,14 +85,11 @@ int cw_etl__images_open(const char *dir, cw_etl__images_t **out, cw_diag_t *d)
     return 0;
 }
 
-/* Alike to the other frees of a result's rows (cw_etl_info_free, cw_series_free) in form
- * only: each frees its own rows' strings. */
 void cw_etl__images_close(cw_etl__images_t *im)
 {
     if (!im) return;
     for (size_t i = 0; i < im->n; i++) {
-        free(im->e[i].key);
-        free(im->e[i].path);
+        free(im->e[i].path); /* and the key with it */
         cw_etl__pe_free(&im->e[i].pe);
     }
     free(im->e);

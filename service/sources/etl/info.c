@@ -14,23 +14,18 @@ int cw_etl_info(const char *path, bool want_images, cw_etl_info_t **out, cw_diag
     r.want_images = want_images;
     if (rc == 0) rc = cw_etl__reader_run(&r, d);
     cw_etl__reader_close(&r);
-    if (rc) {
+    if (rc)
         cw_etl_info_free(in);
-        return rc;
-    }
-    *out = in;
-    return 0;
+    else
+        *out = in;
+    return rc;
 }
 
-/* Alike to the other frees of a result's rows (cw_series_free, cw_backtest_free) in form
- * only: each frees its own rows' strings. */
 void cw_etl_info_free(cw_etl_info_t *in)
 {
     if (!in) return;
-    for (size_t i = 0; i < in->nprocs; i++) {
-        free(in->procs[i].name);
-        free(in->procs[i].cmdline);
-    }
+    /* A process's cmdline is in its name's block. */
+    for (size_t i = 0; i < in->nprocs; i++) free(in->procs[i].name);
     for (size_t i = 0; i < in->nimages; i++) free(in->images[i].name);
     free(in->procs);
     free(in->images);

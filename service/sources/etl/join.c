@@ -187,12 +187,10 @@ cw_etl__rec_t *cw_etl__ring_find(cw_etl__ring_t *g, uint64_t ts, uint32_t tid, u
     return best;
 }
 
-/* Alike to the other frees of rows with strings in form only. */
 void cw_etl__ring_free(cw_etl__ring_t *g)
 {
     for (size_t i = 0; i < g->cap; i++) {
-        free(g->side[i].name);
-        free(g->side[i].cmdline);
+        free(g->side[i].name); /* and the cmdline in it */
         free(g->side[i].kf);
         free(g->side[i].uf);
     }

@@ -36,45 +36,46 @@ static int oom(cw_diag_t *d)
 
 /* ---- strings ------------------------------------------------------------------ */
 
-/* ANSI bytes (the code page is not recorded) to UTF-8, reading bytes
- * above 0x7F as Latin-1 so the result is always valid UTF-8. */
-static int ansi_dup(const char *s, size_t n, char **out, size_t *cap)
+/* ANSI bytes (the code page is not recorded) to UTF-8 in out (2n + 1
+ * bytes), reading bytes above 0x7F as Latin-1 so the result is always
+ * valid UTF-8. */
+static void ansi_to_utf8(const char *s, size_t n, char *out)
 {
-    if (CW_RESERVE(*out, *cap, 2 * n + 1) != 0) return CW_ENOMEM;
     size_t j = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c < 0x80) {
-            (*out)[j++] = (char)c;
+            out[j++] = (char)c;
         } else {
-            (*out)[j++] = (char)(0xC0 | c >> 6);
-            (*out)[j++] = (char)(0x80 | (c & 0x3F));
+            out[j++] = (char)(0xC0 | c >> 6);
+            out[j++] = (char)(0x80 | (c & 0x3F));
         }
     }
-    (*out)[j] = '\0';
-    return 0;
+    out[j] = '\0';
 }
 
-static int utf16_dup(const uint8_t *s, size_t units, char **out, size_t *cap)
-{
-    if (CW_RESERVE(*out, *cap, 3 * units + 1) != 0) return CW_ENOMEM;
-    cw_etl_utf16_to_utf8(s, units, *out, 3 * units + 1);
-    return 0;
-}
-
-/* malloc'd copies for the info's lists; NULL on ENOMEM. */
-static char *ansi_new(const char *s, size_t n)
-{
-    char *out = NULL;
-    size_t cap = 0;
-    return ansi_dup(s, n, &out, &cap) == 0 ? out : NULL;
-}
-
+/* A malloc'd UTF-8 copy for the info's image list; NULL on ENOMEM. */
 static char *utf16_new(const uint8_t *s, size_t units)
 {
-    char *out = NULL;
-    size_t cap = 0;
-    return utf16_dup(s, units, &out, &cap) == 0 ? out : NULL;
+    char *out = malloc(3 * units + 1);
+    if (out) cw_etl_utf16_to_utf8(s, units, out, 3 * units + 1);
+    return out;
+}
+
+/* A process's name and command line (NULL when the event has none) in one
+ * buffer, *name, of *cap bytes (NULL and 0: a new one), grown as needed:
+ * 0 or CW_ENOMEM. */
+static int proc_strings(const cw_etl_process_t *p, char **name, size_t *cap, char **cmdline)
+{
+    size_t nlen = 2 * p->image_len + 1, clen = p->cmdline ? 3 * p->cmdline_units + 1 : 0;
+    *cmdline = NULL;
+    if (CW_RESERVE(*name, *cap, nlen + clen) != 0) return CW_ENOMEM;
+    ansi_to_utf8(p->image, p->image_len, *name);
+    if (p->cmdline) {
+        *cmdline = *name + nlen;
+        cw_etl_utf16_to_utf8(p->cmdline, p->cmdline_units, *cmdline, clen);
+    }
+    return 0;
 }
 
 /* ---- counters ----------------------------------------------------------------- */
@@ -102,10 +103,14 @@ static uint32_t counter(cw_etl__reader_t *r, const cw_etl_event_t *ev)
     return i;
 }
 
-static void skip(cw_etl__reader_t *r, uint32_t c, int why)
+/* Counts an event of counter c its decoder refused (why: its code). 0: a
+ * refused event is left out, the trace goes on, so a handler returns
+ * skip(...). */
+static int skip(cw_etl__reader_t *r, uint32_t c, int why)
 {
     r->counters[c].skipped++;
     r->counters[c].skip_reason = why;
+    return 0;
 }
 
 static const char *skip_text(int why)
@@ -158,9 +163,9 @@ static int scan_cb(void *ctx, const cw_etl_event_t *ev)
             if (r->dc[i].pid == p.pid) return 0; /* a second rundown (a merged trace) */
         if (CW_RESERVE(r->dc, r->dccap, r->ndc + 1) != 0) return CW_ENOMEM;
         cw_etl__dcproc_t *x = &r->dc[r->ndc++];
-        *x = (cw_etl__dcproc_t){p.pid, p.ppid, ansi_new(p.image, p.image_len),
-                                p.cmdline ? utf16_new(p.cmdline, p.cmdline_units) : NULL};
-        if (!x->name || (p.cmdline && !x->cmdline)) return CW_ENOMEM;
+        size_t cap = 0;
+        *x = (cw_etl__dcproc_t){p.pid, p.ppid, NULL, NULL};
+        return proc_strings(&p, &x->name, &cap, &x->cmdline);
     }
     return 0;
 }
@@ -380,10 +385,8 @@ static int on_stack(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
     if (ev->type == CW_ETL_T_STACKWALK) {
         cw_etl_stackwalk_t sw;
         r->ss.walks++;
-        if ((rc = cw_etl_decode_stackwalk(ev->data, ev->len, ev->version, ev->ptr_size, &sw))) {
-            skip(r, c, rc);
-            return 0;
-        }
+        if ((rc = cw_etl_decode_stackwalk(ev->data, ev->len, ev->version, ev->ptr_size, &sw)))
+            return skip(r, c, rc);
         const uint64_t *fr = addrs(r, sw.frames, sw.nframes, sw.ptr_size);
         if (!fr) return CW_ENOMEM;
         return attach(r, fr, sw.nframes, sw.ptr_size, sw.event_ts, sw.pid, sw.tid, ev->cpu,
@@ -392,10 +395,8 @@ static int on_stack(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
     if (ev->type == CW_ETL_T_KEY_KERNEL || ev->type == CW_ETL_T_KEY_USER) {
         cw_etl_stackref_t ref;
         r->ss.key_refs++;
-        if ((rc = cw_etl_decode_stackref(ev->data, ev->len, ev->version, ev->ptr_size, &ref))) {
-            skip(r, c, rc);
-            return 0;
-        }
+        if ((rc = cw_etl_decode_stackref(ev->data, ev->len, ev->version, ev->ptr_size, &ref)))
+            return skip(r, c, rc);
         const cw_etl__keydef_t *def = cw_etl__keys_find(&r->keys, ref.key, ev->ts);
         if (!def) {
             r->ss.unresolved++;
@@ -422,11 +423,10 @@ static int info_proc(cw_etl__reader_t *r, cw_etl__proc_t *slot, const cw_etl_pro
     cw_etl_info_t *in = r->info;
     if (CW_RESERVE(in->procs, r->info_pcap, in->nprocs + 1) != 0) return CW_ENOMEM;
     cw_etl_proc_info_t *x = &in->procs[in->nprocs++];
-    *x = (cw_etl_proc_info_t){p->pid, p->ppid, ansi_new(p->image, p->image_len),
-                              p->cmdline ? utf16_new(p->cmdline, p->cmdline_units) : NULL, start,
-                              CW_TS_NEVER, rundown};
+    size_t cap = 0;
+    *x = (cw_etl_proc_info_t){p->pid, p->ppid, NULL, NULL, start, CW_TS_NEVER, rundown};
     slot->info = in->nprocs;
-    return x->name && (x->cmdline || !p->cmdline) ? 0 : CW_ENOMEM;
+    return proc_strings(p, &x->name, &cap, &x->cmdline);
 }
 
 static int on_process(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
@@ -434,10 +434,7 @@ static int on_process(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
     cw_etl_process_t p;
     if (ev->type < CW_ETL_T_START || ev->type > CW_ETL_T_DCEND) return 0;
     int rc = cw_etl_decode_process(ev->data, ev->len, ev->version, ev->ptr_size, &p);
-    if (rc) {
-        skip(r, c, rc);
-        return 0;
-    }
+    if (rc) return skip(r, c, rc);
     cw_etl__proc_t *slot = cw_etl__proc(&r->space, p.pid);
     if (!slot) return CW_ENOMEM;
     int64_t ns = ns_of(r, ev->ts);
@@ -447,9 +444,7 @@ static int on_process(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
         cw_etl__rec_t *x = push(r, ev, 0);
         if (!x) return CW_ENOMEM;
         cw_etl__side_t *sd = cw_etl__ring_side(&r->ring, x);
-        if (ansi_dup(p.image, p.image_len, &sd->name, &sd->name_cap) != 0 ||
-            (p.cmdline && utf16_dup(p.cmdline, p.cmdline_units, &sd->cmdline, &sd->cmd_cap) != 0))
-            return CW_ENOMEM;
+        if (proc_strings(&p, &sd->name, &sd->name_cap, &sd->cmdline) != 0) return CW_ENOMEM;
         x->ops = rec_ops(0, CW_OP_PROCESS_START, 0);
         x->pid = p.pid;
         if (p.cmdline) x->flags |= CW_ETL__REC_CMDLINE;
@@ -475,10 +470,7 @@ static int on_image(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
     bool load = ev->type == CW_ETL_T_IMAGE_LOAD || ev->type == CW_ETL_T_DCSTART;
     if (!load && ev->type != CW_ETL_T_END && ev->type != CW_ETL_T_DCEND) return 0;
     int rc = cw_etl_decode_image(ev->data, ev->len, ev->version, ev->ptr_size, &im);
-    if (rc) {
-        skip(r, c, rc);
-        return 0;
-    }
+    if (rc) return skip(r, c, rc);
     cw_etl__proc_t *p = cw_etl__proc(&r->space, im.pid);
     if (!p) return CW_ENOMEM;
     if (ev->type == CW_ETL_T_END) {
@@ -510,10 +502,7 @@ static int on_thread(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
     cw_etl_thread_t t;
     if (ev->type < CW_ETL_T_START || ev->type > CW_ETL_T_DCEND) return 0;
     int rc = cw_etl_decode_thread(ev->data, ev->len, ev->version, ev->ptr_size, &t);
-    if (rc) {
-        skip(r, c, rc);
-        return 0;
-    }
+    if (rc) return skip(r, c, rc);
     if (ev->type != CW_ETL_T_START && ev->type != CW_ETL_T_DCSTART) return 0;
     cw_etl__thread_t *th = cw_etl__thread(&r->space, t.tid);
     if (!th) return CW_ENOMEM;
@@ -526,10 +515,7 @@ static int on_valloc(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
 {
     cw_etl_valloc_t va;
     int rc = cw_etl_decode_valloc(ev->data, ev->len, ev->version, ev->ptr_size, &va);
-    if (rc) {
-        skip(r, c, rc);
-        return 0;
-    }
+    if (rc) return skip(r, c, rc);
     if (r->info) {
         if (ev->type == CW_ETL_T_VIRTUAL_ALLOC) r->info->valloc_events++;
         else r->info->vfree_events++;
@@ -760,10 +746,8 @@ void cw_etl__reader_close(cw_etl__reader_t *r)
     free(r->scache);
     cw_etl__keys_free(&r->keys);
     cw_etl__ring_free(&r->ring);
-    for (size_t i = 0; i < r->ndc; i++) {
-        free(r->dc[i].name);
-        free(r->dc[i].cmdline);
-    }
+    /* A process's cmdline is in its name's block. */
+    for (size_t i = 0; i < r->ndc; i++) free(r->dc[i].name);
     free(r->dc);
     free(r->counters);
     cw_keymap_free(&r->counter_map);

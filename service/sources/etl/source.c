@@ -22,8 +22,6 @@ static int etl_open(void **impl, const cw_source_opts_t *o, cw_diag_t *d)
 {
     if (!o->arg || !*o->arg)
         return cw_diag_set(d, CW_EUSAGE, "--source etl needs a file: --source etl:FILE.etl");
-    if (o->rebase_now || o->speed > 0)
-        return cw_diag_set(d, CW_EUSAGE, "--rebase-now and --speed are for replay sources only");
     etl_src_t *s = calloc(1, sizeof *s);
     if (!s) return cw_diag_set(d, CW_ENOMEM, "out of memory");
     int rc = cw_etl__reader_open(&s->r, o->arg, o->stacks, NULL, d);

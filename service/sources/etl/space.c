@@ -43,32 +43,35 @@ void cw_etl__space_free(cw_etl__space_t *s)
     memset(s, 0, sizeof *s);
 }
 
-cw_etl__proc_t *cw_etl__proc(cw_etl__space_t *s, uint32_t pid)
+/* The index of key's slot in a table the key map numbers densely (items:
+ * the table, of *n elements of elem bytes): a new key's slot is added,
+ * zeroed. UINT32_MAX on ENOMEM. */
+static uint32_t slot(cw_keymap_t *map, uint32_t key, void *items, size_t *cap, size_t *n,
+                     size_t elem)
 {
     int added = 0;
-    uint32_t i = cw_keymap_get(&s->pids, pid, 0, &added);
+    uint32_t i = cw_keymap_get(map, key, 0, &added);
+    if (i == UINT32_MAX || !added) return i;
+    char *table;
+    if (cw_reserve(items, cap, (size_t)i + 1, elem) != 0) return UINT32_MAX;
+    memcpy(&table, items, sizeof table);
+    memset(table + (size_t)i * elem, 0, elem);
+    *n = (size_t)i + 1;
+    return i;
+}
+
+cw_etl__proc_t *cw_etl__proc(cw_etl__space_t *s, uint32_t pid)
+{
+    uint32_t i = slot(&s->pids, pid, &s->procs, &s->pcap, &s->nprocs, sizeof *s->procs);
     if (i == UINT32_MAX) return NULL;
-    if (added) {
-        if (CW_RESERVE(s->procs, s->pcap, (size_t)i + 1) != 0) return NULL;
-        memset(&s->procs[i], 0, sizeof s->procs[i]);
-        s->procs[i].pid = pid;
-        s->nprocs = (size_t)i + 1;
-    }
+    s->procs[i].pid = pid;
     return &s->procs[i];
 }
 
-/* As cw_etl__proc for another table: the slot of a key, added zeroed when new. */
 cw_etl__thread_t *cw_etl__thread(cw_etl__space_t *s, uint32_t tid)
 {
-    int added = 0;
-    uint32_t i = cw_keymap_get(&s->tids, tid, 0, &added);
-    if (i == UINT32_MAX) return NULL;
-    if (added) {
-        if (CW_RESERVE(s->threads, s->tcap, (size_t)i + 1) != 0) return NULL;
-        memset(&s->threads[i], 0, sizeof s->threads[i]);
-        s->nthreads = (size_t)i + 1;
-    }
-    return &s->threads[i];
+    uint32_t i = slot(&s->tids, tid, &s->threads, &s->tcap, &s->nthreads, sizeof *s->threads);
+    return i == UINT32_MAX ? NULL : &s->threads[i];
 }
 
 /* A module's name is the space's (name_id != 0) or its own. */

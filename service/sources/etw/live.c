@@ -136,8 +136,6 @@ static int live_open(void **impl, const cw_source_opts_t *o, cw_diag_t *d)
     if (o->arg && o->arg[0])
         return cw_diag_set(d, CW_EUSAGE, "--source etw takes no argument (the session is "
                                          "named \"" CW_ETW_SESSION_NAME "\")");
-    if (o->rebase_now || o->speed > 0)
-        return cw_diag_set(d, CW_EUSAGE, "--rebase-now and --speed are for replay sources only");
     live_t *l = calloc(1, sizeof *l);
     if (!l || cw_mutex_create(&l->lock) != 0) {
         free(l);

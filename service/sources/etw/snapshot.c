@@ -18,8 +18,6 @@ typedef struct snapshot {
 static int snap_open(void **impl, const cw_source_opts_t *o, cw_diag_t *d)
 {
     if (o->arg && o->arg[0]) return cw_diag_set(d, CW_EUSAGE, "--source rundown takes no argument");
-    if (o->rebase_now || o->speed > 0)
-        return cw_diag_set(d, CW_EUSAGE, "--rebase-now and --speed are for replay sources only");
     snapshot_t *s = calloc(1, sizeof *s);
     if (!s) return cw_diag_set(d, CW_ENOMEM, "out of memory");
     s->stacks = o->stacks;

@@ -31,6 +31,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <linux/perf_event.h>
 
 #include "commitwatch/error.h"
@@ -42,6 +43,27 @@
 #define CW__PAGE 4096u
 #define CW__PAGE_UP(x) (((x) + (CW__PAGE - 1)) & ~(uint64_t)(CW__PAGE - 1))
 #define CW__PAGE_DOWN(x) ((x) & ~(uint64_t)(CW__PAGE - 1))
+
+/* Index of the first of n address ranges whose end is above addr (n if
+ * none). The ranges are sorted and do not overlap; each is an element of
+ * stride bytes with its uint64_t end at end_off (shadow.c's segments,
+ * unwind.c's maps). */
+static inline size_t cw_perf__lower_end(const void *ranges, size_t n, size_t stride, size_t end_off,
+                                        uint64_t addr)
+{
+    const unsigned char *b = ranges;
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        uint64_t end;
+        memcpy(&end, b + mid * stride + end_off, sizeof end);
+        if (end <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
 
 /* ---- shadow.c ---------------------------------------------------------- */
 

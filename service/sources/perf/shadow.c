@@ -87,19 +87,10 @@ int cw_perf__shadow_copy(cw_perf__shadow_t *dst, const cw_perf__shadow_t *src)
     return 0;
 }
 
-/* Index of the first segment whose end is above addr (n if none). The
- * same lower bound as unwind.c's find_map, over another array type. */
+/* Index of the first segment whose end is above addr (n if none). */
 static size_t lower(const cw_perf__shadow_t *s, uint64_t addr)
 {
-    size_t lo = 0, hi = s->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->seg[mid].end <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return cw_perf__lower_end(s->seg, s->n, sizeof *s->seg, offsetof(cw_perf__seg_t, end), addr);
 }
 
 /* Makes addr a segment boundary (splits the segment straddling it). */

@@ -206,6 +206,7 @@ static void dwfl_drop(cw_perf__aspace_t *as)
     as->dirty = true;
 }
 
+/* A teardown list, alike to store_pool.c's in form only. */
 void cw_perf__unwinder_destroy(cw_perf__unwinder_t *u)
 {
     if (!u) return;
@@ -351,15 +352,8 @@ int cw_perf__aspace_copy(cw_perf__aspace_t *dst, const cw_perf__aspace_t *src)
 
 static const amap_t *find_map(const cw_perf__aspace_t *as, uint64_t pc)
 {
-    size_t lo = 0, hi = as->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (as->m[mid].end <= pc)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < as->n && as->m[lo].start <= pc ? &as->m[lo] : NULL;
+    size_t i = cw_perf__lower_end(as->m, as->n, sizeof *as->m, offsetof(amap_t, end), pc);
+    return i < as->n && as->m[i].start <= pc ? &as->m[i] : NULL;
 }
 
 /* ---- libdw thread callbacks: one frozen thread, the sample ---------------- */
