@@ -3,10 +3,11 @@
 
 Runs the real binary (CW_BIN) on tests/programs/heap_truth, which writes
 the figures it expects (derived from its own constants) to a file, and
-checks the report gives exactly: the leaked bytes and blocks at
-truth_leak, nothing outstanding at truth_churn (its allocated bytes and
-count exact, across three threads), the realloc chain's final size
-outstanding at truth_realloc; nothing dropped, torn or unknown. The
+checks the report gives exactly (with either of the interposer's
+unwinders): the leaked bytes and blocks at truth_leak, nothing
+outstanding at truth_churn (its allocated bytes and count exact, across
+three threads), the realloc chain's final size outstanding at
+truth_realloc; nothing dropped, torn or unknown. The
 comparison is shown to fail on numbers that are off by one. Then the
 text report, --duration (tracing ends, the program runs on), and the
 errors: a static program, a missing one, one not executable, a bad
@@ -71,6 +72,16 @@ for part, field in (("leak", "outstanding_bytes"), ("leak", "outstanding_count")
     off = json.loads(json.dumps(want))
     off[part][field] += 1
     c.check(f"a truth with {part} {field} one off does not match", mismatches(r, off) != [])
+
+# Both unwinders the interposer has give the truth: libunwind's (its
+# default where libunwind 8 is installed) and glibc's backtrace().
+env = dict(os.environ, CW_HEAP_UNWIND="libgcc")
+p = subprocess.run([BIN, "heap", "--json", "--", TRUTH, expect], capture_output=True, text=True,
+                   timeout=120, env=env)
+c.eq("heap --json (glibc's backtrace) exits 0", p.returncode, 0)
+r2 = report_json(p)
+bad = mismatches(r2, json.load(open(expect))) if r2 else ["no report"]
+c.check("glibc's backtrace() gives the truth program's figures too", not bad, f"{bad}")
 
 # ---- the text report ----
 p = heap("--top", "2", "--", TRUTH, os.path.join(TMP, "expect2.json"))

@@ -16,7 +16,8 @@
  *
  * Memory: the ring (16 MiB by default, mapped by both sides), one address
  * space per traced process (its mapping list), the unwinder's modules and
- * frame cache. Released before return; the model's are the model's. */
+ * frame cache, the stack cache (about 2 MiB). Released before return; the model's are the model's.
+ */
 #define _GNU_SOURCE
 #include "commitwatch/heap_launch.h"
 
@@ -198,9 +199,22 @@ static char **child_env(const char *preload, int fd, char *extra[2])
 
 typedef struct tproc {
     uint32_t pid;
+    uint32_t gen; /* bumped when its mappings are read: the stack cache's key */
     cw_perf__aspace_t *as;
     int64_t mapped_ns; /* monotonic, when its mappings were last read */
 } tproc_t;
+
+/* Stacks already named, by their return addresses: most events repeat a
+ * few stacks, and naming each frame again (a map search and a hash lookup
+ * a frame, then interning) made the reader fall behind an interposer
+ * unwinding with libunwind. Direct-mapped; an entry belongs to one
+ * process's mappings (pid and gen), so an exec or a library loaded later
+ * names its stacks afresh. */
+#define SCACHE_SLOTS 4096
+typedef struct scache_ent {
+    uint32_t pid, gen, n, stack_id; /* n 0: empty */
+    uint64_t pc[CW_HEAPRING_FRAMES];
+} scache_ent_t;
 
 typedef struct reader {
     cw_heapring_t ring;
@@ -209,7 +223,8 @@ typedef struct reader {
     cw_perf__unwinder_t *unw;
     tproc_t *procs;
     size_t nprocs, cap;
-    uint32_t early; /* the stack of the blocks allocated before the interposer's set-up */
+    uint32_t early;       /* the stack of the blocks allocated before the interposer's set-up */
+    scache_ent_t *scache; /* SCACHE_SLOTS entries */
 } reader_t;
 
 /* (Re)reads pid's executable mappings into its address space. */
@@ -217,6 +232,7 @@ static int read_maps(reader_t *r, tproc_t *p)
 {
     cw_perf__snapshot_t snap = {0};
     p->mapped_ns = cw_plat_mono_ns();
+    p->gen++;
     int rc = cw_perf__smaps_read(p->pid, &snap);
     if (rc) return rc == CW_ENOMEM ? rc : 0; /* gone: keep what was read */
     cw_perf__aspace_clear(p->as);
@@ -227,6 +243,38 @@ static int read_maps(reader_t *r, tproc_t *p)
     }
     cw_perf__snapshot_free(&snap);
     return rc;
+}
+
+static scache_ent_t *scache_slot(reader_t *r, const tproc_t *p, const cw_heapring_rec_t *rec)
+{
+    uint64_t h = 1469598103934665603ull ^ ((uint64_t)p->pid << 32 | p->gen);
+    for (uint16_t i = 0; i < rec->nframes; i++)
+        h = (h ^ rec->pc[i]) * 1099511628211ull;
+    return &r->scache[(h ^ h >> 29) & (SCACHE_SLOTS - 1)];
+}
+
+/* The interned stack of rec's frames in p. */
+static int name_stack(reader_t *r, tproc_t *p, const cw_heapring_rec_t *rec, uint32_t *stack_id)
+{
+    scache_ent_t *e = scache_slot(r, p, rec);
+    if (e->n == rec->nframes && e->pid == p->pid && e->gen == p->gen &&
+        memcmp(e->pc, rec->pc, rec->nframes * sizeof *rec->pc) == 0) {
+        *stack_id = e->stack_id;
+        return 0;
+    }
+    uint32_t unmapped;
+    int rc = cw_perf__symbolize(r->unw, p->as, rec->pc, rec->nframes, stack_id, &unmapped);
+    if (!rc && unmapped && cw_plat_mono_ns() - p->mapped_ns >= REMAP_GAP_NS) {
+        rc = read_maps(r, p); /* a library loaded since: name the frames again */
+        if (!rc) rc = cw_perf__symbolize(r->unw, p->as, rec->pc, rec->nframes, stack_id, &unmapped);
+    }
+    if (rc || unmapped) return rc; /* not kept: its mappings may be read again */
+    e->pid = p->pid;
+    e->gen = p->gen;
+    e->n = rec->nframes;
+    e->stack_id = *stack_id;
+    memcpy(e->pc, rec->pc, rec->nframes * sizeof *rec->pc);
+    return 0;
 }
 
 /* Announces a process image to the model (a pid seen again begins a new
@@ -276,14 +324,7 @@ static int apply_rec(reader_t *r, const cw_heapring_rec_t *rec)
                        .size = rec->size,
                        .old_addr = rec->old_addr};
     if (rec->nframes) {
-        uint32_t unmapped;
-        rc = cw_perf__symbolize(r->unw, p->as, rec->pc, rec->nframes, &ev.stack_id, &unmapped);
-        if (!rc && unmapped && cw_plat_mono_ns() - p->mapped_ns >= REMAP_GAP_NS) {
-            rc = read_maps(r, p); /* a library loaded since: name the frames again */
-            if (!rc)
-                rc = cw_perf__symbolize(r->unw, p->as, rec->pc, rec->nframes, &ev.stack_id,
-                                        &unmapped);
-        }
+        rc = name_stack(r, p, rec, &ev.stack_id);
         if (rc) return rc;
     } else if (rec->kind != CW_HEAPREC_FREE) {
         ev.stack_id = r->early; /* allocated before the interposer could unwind */
@@ -327,6 +368,7 @@ static void reader_free(reader_t *r)
     for (size_t i = 0; i < r->nprocs; i++)
         cw_perf__aspace_free(r->procs[i].as);
     free(r->procs);
+    free(r->scache);
     cw_perf__unwinder_destroy(r->unw);
 }
 
@@ -446,7 +488,8 @@ int cw_heap_launch(const cw_heap_launch_args_t *a, cw_stacks_t *stacks, cw_heap_
     }
     rc = CW_ENOMEM;
     if (cw_perf__unwinder_create(stacks, 16, &r.unw) != 0 ||
-        (!a->pid && !(env = child_env(lib, fd, extra))))
+        (!a->pid && !(env = child_env(lib, fd, extra))) ||
+        !(r.scache = calloc(SCACHE_SLOTS, sizeof *r.scache)))
         goto out;
     static const char *const early[] = {"(heap: allocated before the interposer's set-up)"};
     if (cw_stacks_intern_strings(stacks, early, 1, &r.early) != 0) goto out;

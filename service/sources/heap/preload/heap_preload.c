@@ -129,11 +129,35 @@ static uint32_t tid_now(void)
     return self_tid;
 }
 
+/* The unwinder: libunwind's unw_backtrace when the machine has libunwind
+ * 8 (heaptrack's too), with its per-thread cache of unwind tables, else
+ * glibc's backtrace() (libgcc's unwinder, which finds and interprets each
+ * frame's CFI afresh: about 3 times slower per call in bench/
+ * heap_probe_cost). Both read .eh_frame; neither needs frame pointers.
+ * CW_HEAP_UNWIND=libgcc picks glibc's. Set in the constructor. */
+static int (*unwinder)(void **, int) = backtrace;
+
+static void pick_unwinder(void)
+{
+    const char *want = getenv("CW_HEAP_UNWIND");
+    if (want && strcmp(want, "libgcc") == 0) return;
+    /* RTLD_LOCAL: its own backtrace and _Unwind_Backtrace stay its own. */
+    void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+    if (!h) return;
+    /* The x86-64 names (libunwind prefixes them by architecture). */
+    int (*policy)(void *, int) = (int (*)(void *, int))dlsym(h, "_ULx86_64_set_caching_policy");
+    void **space = (void **)dlsym(h, "_ULx86_64_local_addr_space");
+    int (*bt)(void **, int) = (int (*)(void **, int))dlsym(h, "unw_backtrace");
+    if (!policy || !space || !bt) return;
+    policy(*space, 2 /* UNW_CACHE_PER_THREAD */);
+    unwinder = bt;
+}
+
 /* Unwinds into pc (innermost first), leaving out this library's frames. */
 static uint16_t unwind(uint64_t *pc, uint32_t *truncated)
 {
     void *raw[CW_HEAPRING_FRAMES + 8];
-    int n = backtrace(raw, (int)(sizeof raw / sizeof *raw));
+    int n = unwinder(raw, (int)(sizeof raw / sizeof *raw));
     int i = 0;
     while (i < n && (uintptr_t)raw[i] >= self_lo && (uintptr_t)raw[i] < self_hi)
         i++;
@@ -485,8 +509,9 @@ __attribute__((constructor)) static void heap_preload_init(void)
     Dl_info di;
     if (dladdr((void *)heap_preload_init, &di) && di.dli_fbase)
         dl_iterate_phdr(find_self, di.dli_fbase);
+    pick_unwinder();
     void *warm[2];
-    backtrace(warm, 2); /* loads the unwinder now, under the flag */
+    unwinder(warm, 2); /* loads the unwinder now, under the flag */
     pthread_atfork(NULL, NULL, after_fork_child);
     attach();
     if (!ring && !getenv(CW_HEAPRING_ENV)) join_running();
