@@ -259,11 +259,8 @@ void cw_heap_report_free(cw_heap_report_t *r)
     if (!r) return;
     for (uint32_t i = 0; i < r->nprocs; i++) {
         cw_heap_proc_report_t *p = &r->procs[i];
-        for (uint32_t s = 0; s < p->nstacks; s++) {
-            for (uint32_t k = 0; k < p->stacks[s].nframes; k++)
-                free(p->stacks[s].frames[k]);
-            free(p->stacks[s].frames);
-        }
+        for (uint32_t s = 0; s < p->nstacks; s++)
+            cw_free_strv(p->stacks[s].frames, p->stacks[s].nframes);
         free(p->stacks);
         free(p->name);
         free(p->cmdline);

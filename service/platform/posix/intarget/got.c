@@ -126,45 +126,33 @@ static int each_object(struct dl_phdr_info *info, size_t size, void *arg)
             relro_lo = base + ph->p_vaddr, relro_hi = relro_lo + ph->p_memsz;
     }
     if (!dyn) return 0;
-    uintptr_t symtab = 0, strtab = 0, jmprel = 0, rela = 0, rel = 0;
-    size_t strsz = 0, pltrelsz = 0, relasz = 0, relsz = 0;
-    long pltrel = DT_RELA;
-    for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++) {
-        switch (d->d_tag) {
-        case DT_SYMTAB:
-            symtab = fix(d->d_un.d_ptr, base);
-            break;
-        case DT_STRTAB:
-            strtab = fix(d->d_un.d_ptr, base);
-            break;
-        case DT_STRSZ:
-            strsz = d->d_un.d_val;
-            break;
-        case DT_JMPREL:
-            jmprel = fix(d->d_un.d_ptr, base);
-            break;
-        case DT_PLTRELSZ:
-            pltrelsz = d->d_un.d_val;
-            break;
-        case DT_PLTREL:
-            pltrel = (long)d->d_un.d_val;
-            break;
-        case DT_RELA:
-            rela = fix(d->d_un.d_ptr, base);
-            break;
-        case DT_RELASZ:
-            relasz = d->d_un.d_val;
-            break;
-        case DT_REL:
-            rel = fix(d->d_un.d_ptr, base);
-            break;
-        case DT_RELSZ:
-            relsz = d->d_un.d_val;
-            break;
-        default:
-            break;
-        }
-    }
+    /* The dynamic entries this needs, by a table: an address is relocated
+     * (fix), a size or kind read as it is. */
+    enum { SYMTAB, STRTAB, STRSZ, JMPREL, PLTRELSZ, PLTREL, RELA, RELASZ, REL, RELSZ, NDYN };
+    static const struct {
+        ElfW(Sxword) tag;
+        bool addr;
+    } want[NDYN] = {
+        [SYMTAB] = {DT_SYMTAB, true},
+        [STRTAB] = {DT_STRTAB, true},
+        [STRSZ] = {DT_STRSZ, false},
+        [JMPREL] = {DT_JMPREL, true},
+        [PLTRELSZ] = {DT_PLTRELSZ, false},
+        [PLTREL] = {DT_PLTREL, false},
+        [RELA] = {DT_RELA, true},
+        [RELASZ] = {DT_RELASZ, false},
+        [REL] = {DT_REL, true},
+        [RELSZ] = {DT_RELSZ, false},
+    };
+    uintptr_t v[NDYN] = {[PLTREL] = DT_RELA};
+    for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++)
+        for (int k = 0; k < NDYN; k++)
+            if (d->d_tag == want[k].tag)
+                v[k] = want[k].addr ? fix(d->d_un.d_ptr, base) : (uintptr_t)d->d_un.d_val;
+    uintptr_t symtab = v[SYMTAB], strtab = v[STRTAB], jmprel = v[JMPREL], rela = v[RELA],
+              rel = v[REL];
+    size_t strsz = v[STRSZ], pltrelsz = v[PLTRELSZ], relasz = v[RELASZ], relsz = v[RELSZ];
+    long pltrel = (long)v[PLTREL];
     if (!symtab || !strtab) return 0;
     const ElfW(Sym) *syms = (const ElfW(Sym) *)symtab;
     const char *strs = (const char *)strtab;
