@@ -406,6 +406,27 @@ static int read_loop(reader_t *r, pid_t child, uint32_t pid, int pidfd, int64_t 
     }
 }
 
+/* Copies the interposer at lib to a new file named from tmpl (mkstemps,
+ * readable by every user: the traced process may run as another). 0, or
+ * CW_EIO with d set (nothing left behind). */
+static int copy_lib(const char *lib, char *tmpl, cw_diag_t *d)
+{
+    int out = mkstemps(tmpl, 3), in = open(lib, O_RDONLY | O_CLOEXEC);
+    bool ok = out >= 0 && in >= 0 && fchmod(out, 0644) == 0;
+    char buf[65536];
+    ssize_t n = 0;
+    while (ok && (n = read(in, buf, sizeof buf)) > 0)
+        ok = write(out, buf, (size_t)n) == n;
+    ok = ok && n == 0;
+    int e = errno;
+    if (in >= 0) close(in);
+    if (out >= 0 && close(out) != 0) ok = false;
+    if (ok) return 0;
+    if (out >= 0) unlink(tmpl);
+    return cw_diag_set(d, CW_EIO, "cannot copy the heap interposer %s to %s: %s", lib, tmpl,
+                       strerror(e));
+}
+
 /* The bound on loading the interposer into a running process (stopping a
  * thread, dlopen, the constructor's hand-over and GOT rewrite). */
 #define ATTACH_TIMEOUT_NS 10000000000LL
@@ -425,8 +446,19 @@ static int attach_pid(const cw_heap_launch_args_t *a, reader_t *r, int fd, const
     int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)a->pid, 0);
     if (pidfd < 0 && errno == ESRCH) return cw_diag_set(d, CW_ENOENT, "no process %u", a->pid);
     res->start_ns = cw_plat_wall_ns();
+    /* A copy of the interposer under a name of its own: a process keeps a
+     * library it loaded (no dlclose under running threads), and a second
+     * dlopen of the same file would run no constructor, so each attach
+     * loads its own copy (unlinked once loaded; the mapping stays). */
+    char copy[] = "/tmp/commitwatch-heap-XXXXXX.so";
+    int rc = copy_lib(lib, copy, d);
+    if (rc) {
+        if (pidfd >= 0) close(pidfd);
+        return rc;
+    }
     int64_t hooked = -1;
-    int rc = cw_plat_inject_library(a->pid, lib, fd, ATTACH_TIMEOUT_NS, &hooked, d);
+    rc = cw_plat_inject_library(a->pid, copy, fd, ATTACH_TIMEOUT_NS, &hooked, d);
+    unlink(copy);
     if (!rc && hooked < 0)
         rc = cw_diag_set(d, CW_EIO,
                          "the heap interposer was loaded into process %u but could not map the "
