@@ -55,7 +55,6 @@
 #include <sys/types.h>
 #include <sys/user.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "platform/posix/intarget/inject_peer.h"
@@ -64,10 +63,7 @@
 #define PTRACE_EVENT_STOP 128
 #endif
 
-/* The C library mapped by pid (0 = this process): its load address and
- * the file's device and inode, from /proc/PID/maps. 0, or CW_ENOENT (no
- * libc.so mapping), CW_ESTOPPED (no mapping at all: it has exited, its
- * parent has not reaped it yet), CW_EPERM / CW_EIO. */
+/* Where a process maps its C library (find_libc). */
 typedef struct libc_map {
     uintptr_t base;
     unsigned long dev_major, dev_minor;
@@ -82,6 +78,10 @@ static bool is_libc(const char *path)
     return !strncmp(b, "libc.so", 7) || (!strncmp(b, "libc-", 5) && strstr(b, ".so"));
 }
 
+/* The C library mapped by pid (0 = this process): its load address and
+ * the file's device and inode, from /proc/PID/maps. 0, or CW_ENOENT (no
+ * libc.so mapping), CW_ESTOPPED (no mapping at all: it has exited, its
+ * parent has not reaped it yet), CW_EPERM / CW_EIO. */
 static int find_libc(uint32_t pid, libc_map_t *out)
 {
     char name[64];
@@ -134,8 +134,7 @@ static int wait_stop(pid_t pid, int64_t deadline, int *status)
         if (r == pid) return 0;
         if (r < 0 && errno != EINTR) return -1;
         if (cw_plat_mono_ns() >= deadline) return 1;
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
+        cw_plat_sleep_ns(1000000);
     }
 }
 
