@@ -6,11 +6,13 @@
  * answers CW_ENOSYS (its heap events will come from ETW).
  *
  * Thread: the caller's, which reads the ring until the program exits or
- * the duration ends; cw_heap_launch_stop() may be called from any thread
- * or a signal handler. */
+ * the duration ends; cw_heap_launch_stop() (every trace) and the args'
+ * `stop` flag (one trace) may be set from any thread or a signal handler. */
 #ifndef COMMITWATCH_HEAP_LAUNCH_H
 #define COMMITWATCH_HEAP_LAUNCH_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "commitwatch/error.h"
@@ -26,6 +28,13 @@ typedef struct cw_heap_launch_args {
      * commitwatch binary, else the installed one. */
     const char *preload;
     uint32_t ring_slots; /* a power of two; 0: the default (32768, 16 MiB) */
+    /* Non-NULL: tracing also ends when *stop becomes true (a service that
+     * runs several traces stops each on its own; cw_heap_launch_stop()
+     * stops them all). Borrowed; any thread may set it. */
+    const atomic_bool *stop;
+    /* Non-NULL: the events applied so far, stored as they are read (for a
+     * progress report from another thread). Borrowed. */
+    atomic_uint_least64_t *progress;
 } cw_heap_launch_args_t;
 
 typedef struct cw_heap_launch_result {

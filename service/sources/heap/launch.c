@@ -223,8 +223,11 @@ typedef struct reader {
     cw_perf__unwinder_t *unw;
     tproc_t *procs;
     size_t nprocs, cap;
-    uint32_t early;       /* the stack of the blocks allocated before the interposer's set-up */
-    scache_ent_t *scache; /* SCACHE_SLOTS entries */
+    uint32_t early;          /* the stack of the blocks allocated before the interposer's set-up */
+    scache_ent_t *scache;    /* SCACHE_SLOTS entries */
+    const atomic_bool *stop; /* the caller's own stop flag, or NULL */
+    atomic_uint_least64_t *progress; /* events applied, for the caller; or NULL */
+    uint64_t applied;
 } reader_t;
 
 /* (Re)reads pid's executable mappings into its address space. */
@@ -336,12 +339,16 @@ static int apply_rec(reader_t *r, const cw_heapring_rec_t *rec)
 static int drain(reader_t *r, uint64_t *got)
 {
     cw_heapring_rec_t rec;
-    while (cw_heapring_next(&r->ring, &rec)) {
-        int rc = apply_rec(r, &rec);
-        if (rc) return rc;
-        ++*got;
+    uint64_t n = 0;
+    int rc = 0;
+    while (!rc && cw_heapring_next(&r->ring, &rec)) {
+        rc = apply_rec(r, &rec);
+        if (!rc) n++;
     }
-    return 0;
+    *got += n;
+    r->applied += n;
+    if (r->progress && n) atomic_store(r->progress, r->applied);
+    return rc;
 }
 
 /* After the writers stop: what they published, then the slots they
@@ -401,7 +408,9 @@ static int read_loop(reader_t *r, pid_t child, uint32_t pid, int pidfd, int64_t 
             res->exited = 1; /* not ours: its status is its parent's to read */
             return drain(r, &got);
         }
-        if (atomic_load(&stop_asked) || (deadline && cw_plat_mono_ns() >= deadline)) return 0;
+        if (atomic_load(&stop_asked) || (r->stop && atomic_load(r->stop)) ||
+            (deadline && cw_plat_mono_ns() >= deadline))
+            return 0;
         if (!got) cw_plat_sleep_ns(POLL_NS);
     }
 }
@@ -498,7 +507,7 @@ int cw_heap_launch(const cw_heap_launch_args_t *a, cw_stacks_t *stacks, cw_heap_
 
     uint32_t slots = a->ring_slots ? a->ring_slots : DEFAULT_SLOTS;
     size_t bytes = cw_heapring_bytes(slots);
-    reader_t r = {.stacks = stacks, .m = m};
+    reader_t r = {.stacks = stacks, .m = m, .stop = a->stop, .progress = a->progress};
     char **env = NULL;
     char *extra[2] = {NULL, NULL};
     void *mem = MAP_FAILED;
