@@ -106,9 +106,12 @@ static int find_libc(uint32_t pid, libc_map_t *out)
             continue;
         char *path = line + pos;
         path[strcspn(path, "\n")] = '\0';
-        if (path[0] != '/' || !is_libc(path)) continue;
-        /* The first mapping of the file: the load address is its start
-         * less its file offset. */
+        if (path[0] != '/' || !is_libc(path) || !strchr(perms, 'x')) continue;
+        /* Its executable mapping, the one the loader made (a process may
+         * map the file for reading too: the perf source's libdw maps the
+         * ELF files it reads, at offset 0, writable and private). The load
+         * address is its start less its file offset: glibc's segments sit
+         * at their file offsets. */
         out->base = lo - (uintptr_t)off;
         out->dev_major = maj, out->dev_minor = mnr, out->ino = ino;
         snprintf(out->path, sizeof out->path, "%s", path);
