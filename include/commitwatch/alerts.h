@@ -90,6 +90,9 @@ typedef struct cw_alert_rule {
     double min_leak_score;   /* an extra condition on any metric; 0 = none */
     double min_impacting_rate; /* bytes/h: an extra condition on any metric (the
                                   "impacting floor"); 0 = none */
+    int64_t heap_trace_ns;   /* `heap_trace = 5m`: when a series starts firing, a heap
+                                trace of its process this long (the incident capsule,
+                                heaptraces.h); 0 = none */
     cw_alert_label_t *labels;
     size_t nlabels;
     char *summary; /* may hold {process} {pid} {tag} {value} {threshold}; NULL = generated */
@@ -320,6 +323,17 @@ typedef struct cw_alert_transition {
 
 typedef struct cw_alert_engine cw_alert_engine_t;
 
+/* A series that started firing under a rule with heap_trace: what the
+ * service needs to trace its process (valid during the call only). */
+typedef struct cw_alert_fire {
+    int64_t series_id;   /* alert_series.id: the alert's id in the API */
+    const char *rule;
+    int64_t heap_trace_ns;
+    uint32_t pid, proc;  /* 0 unless the rule groups by instance */
+    const char *process; /* NULL for the machine */
+    int64_t ts_ns;       /* the evaluation instant */
+} cw_alert_fire_t;
+
 typedef struct cw_alert_engine_opts {
     const char *db_path;        /* the database the service writes */
     int64_t interval_ns;        /* evaluation interval; 0 = 10 s */
@@ -330,6 +344,13 @@ typedef struct cw_alert_engine_opts {
     void *ctx;
     const char *generator_url;  /* base of the dashboard link; NULL = none */
     int64_t resend_ns;          /* firing alerts are notified again this often; 0 = 1 min */
+    /* Called on the engine thread for each series that starts firing
+     * under a rule with heap_trace, when the instant is recent (within
+     * two evaluation intervals and a step of the wall clock: not a
+     * catch-up over past data, whose process may be gone or its pid
+     * reused). May be NULL. */
+    void (*on_fire)(void *ctx, const cw_alert_fire_t *f);
+    void *fire_ctx;
 } cw_alert_engine_opts_t;
 
 /* Starts the engine thread over rules (copied). 0, or CW_E* with d. */

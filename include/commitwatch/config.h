@@ -49,6 +49,8 @@ typedef struct cw_config {
     int64_t alert_resend_ns;      /* re-send firing alerts to Alertmanager this often */
     int64_t alert_repeat_ns;      /* other channels: repeat a firing alert this often */
     uint64_t alert_rate_limit;    /* notifications per minute per channel */
+    uint64_t heap_trace_max_running;    /* heap traces at once (heaptraces.h) */
+    int64_t heap_trace_max_duration_ns; /* the longest heap trace one may ask for */
     uint64_t alert_retries;       /* webhook / Alertmanager attempts per notification */
     char *alertmanager_url;       /* "http://127.0.0.1:9093"; NULL = none */
     char *webhook_url;            /* NULL = none */

@@ -35,6 +35,9 @@ typedef struct cw_heap_launch_args {
     /* Non-NULL: the events applied so far, stored as they are read (for a
      * progress report from another thread). Borrowed. */
     atomic_uint_least64_t *progress;
+    /* Non-NULL: set once the interposer is in place (the program started
+     * with it, or loaded into the running process). Borrowed. */
+    atomic_bool *attached;
 } cw_heap_launch_args_t;
 
 typedef struct cw_heap_launch_result {

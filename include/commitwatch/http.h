@@ -12,7 +12,8 @@
  * core thread updates with atomics. Workers never touch ingest structures.
  *
  * Security: only GET and HEAD are served unless a token is configured;
- * the state-changing endpoints (POST and DELETE: silences, reload) also
+ * the state-changing endpoints (POST and DELETE: silences, reload, heap
+ * traces) also
  * require it (Authorization: Bearer) and take a JSON body of at most
  * CW_HTTP_MAX_BODY bytes.
  * The default listen address is loopback; binding elsewhere without a
@@ -78,7 +79,26 @@ typedef struct cw_http_opts {
      * tracker itself. Borrowed for the server's life; NULL: stored
      * snapshots only. */
     struct cw_mapreq *maps;
+    /* The heap drill-down (heaptraces.h), which the service runs: POST
+     * /api/processes/{id}/heap-trace and POST /api/heap-traces/{id}/stop
+     * (with the token) go through it, and the list shows a running
+     * trace's progress from it. Called on HTTP worker threads. NULL: those
+     * POSTs answer 501 (a server with no source, `serve`); the stored
+     * traces are still listed. heap_ctx is passed back as is. */
+    const struct cw_http_heap_ops *heap;
+    void *heap_ctx;
 } cw_http_opts_t;
+
+/* What the HTTP server asks of the service's heap traces. */
+typedef struct cw_http_heap_ops {
+    /* Starts a trace of pid (instance proc, name process; duration 0: the
+     * default): heaptraces.h, cw_heaptraces_ask: 0 or its error, *id. */
+    int (*ask)(void *ctx, uint32_t pid, uint32_t proc, const char *process, int64_t duration_ns,
+               int64_t *id, cw_diag_t *d);
+    int (*stop)(void *ctx, int64_t id);                       /* 0 or CW_ENOENT */
+    /* Running? With the events so far and whether it is attached yet. */
+    bool (*progress)(void *ctx, int64_t id, uint64_t *events, bool *attached);
+} cw_http_heap_ops_t;
 
 typedef struct cw_http cw_http_t;
 

@@ -38,6 +38,8 @@ struct cw_alert_engine {
     char *gen_url;
     void (*on_notices)(void *ctx, const cw_alert_notice_t *v, size_t n);
     void *ctx;
+    void (*on_fire)(void *ctx, const cw_alert_fire_t *f);
+    void *fire_ctx;
     cw_store_t *s;
     cw_thread_t *th;
     cw_mutex_t *mu;
@@ -302,6 +304,27 @@ static void notify(cw_alert_engine_t *e, int64_t T)
     cw__notices_clear(&e->notices);
 }
 
+/* The incident capsule: each series that started firing at T under a
+ * rule with heap_trace is handed to on_fire, once its row is saved (the
+ * trace records the alert's id), when T is recent enough that the
+ * process it names may still run. */
+static void capsules(cw_alert_engine_t *e, int64_t T)
+{
+    if (!e->on_fire) return;
+    int64_t now = cw_plat_wall_ns();
+    if (T < now - 2 * e->interval - e->step) return;
+    cw__aeval_t *ev = &e->ev;
+    for (size_t i = 0; i < ev->ntr; i++) {
+        const cw__atr_t *a = &ev->tr[i];
+        const cw_alert_rule_t *r = ev->r[a->rule].r;
+        const cw__astate_t *st = &ev->r[a->rule].st[a->state];
+        if (!r->heap_trace_ns || a->tr.to != CW_AS_FIRING || a->tr.from == CW_AS_FIRING) continue;
+        cw_alert_fire_t f = {st->row_id,  r->name, r->heap_trace_ns, st->pid, st->proc,
+                             st->process, T};
+        e->on_fire(e->fire_ctx, &f);
+    }
+}
+
 static int evaluate_at(cw_alert_engine_t *e, int64_t T, cw_diag_t *d)
 {
     bool any = false;
@@ -319,6 +342,7 @@ static int evaluate_at(cw_alert_engine_t *e, int64_t T, cw_diag_t *d)
     err = save(e, T, d);
     e->evaluations++;
     e->last_T = T;
+    if (!err) capsules(e, T);
     if (!err && any) notify(e, T);
     cw__aeval_compact(&e->ev);
     return err;
@@ -607,6 +631,8 @@ int cw_alert_engine_start(const cw_alert_engine_opts_t *o, const cw_alert_rules_
     e->resend = o->resend_ns > 0 ? o->resend_ns : 60 * CW_NS_PER_S;
     e->on_notices = o->on_notices;
     e->ctx = o->ctx;
+    e->on_fire = o->on_fire;
+    e->fire_ctx = o->fire_ctx;
     e->next_T = e->last_T = e->gap_check_T = INT64_MIN;
     if (e->step % CW_NS_PER_S) {
         free(e);

@@ -188,7 +188,7 @@ int cw__notices_add(cw__notices_t *ns, const cw_alert_rule_t *r, const cw__astat
     size_t nl = cw__alert_labels(r, st, sev, lab, pidbuf);
     if (nl > CW_ARRAY_LEN(lab)) nl = CW_ARRAY_LEN(lab);
     cw_alert_label_t *labels = calloc(nl, sizeof *labels);
-    cw_alert_label_t *ann = calloc(6, sizeof *ann);
+    cw_alert_label_t *ann = calloc(7, sizeof *ann);
     n->labels = labels;
     n->annotations = ann;
     int err = labels && ann ? 0 : CW_ENOMEM;
@@ -210,11 +210,22 @@ int cw__notices_add(cw__notices_t *ns, const cw_alert_rule_t *r, const cw__astat
              r->name, r->file ? r->file : "?", st->key ? st->key : "", metric_name(r->metric), val,
              r->below ? "< " : "", th, lk, tl, resolved ? "; resolved: " : "",
              resolved && tr->reason ? tr->reason : "");
-    const char *names[6] = {"description", "leak_score",    "summary",
+    /* The incident capsule's link (heap_trace): the traces this alert
+     * started, with their reports; sorted among the others by name. */
+    char *heap = NULL;
+    if (r->heap_trace_ns && generator_url && *generator_url) {
+        size_t len = strlen(generator_url) + 64;
+        if ((heap = malloc(len)))
+            snprintf(heap, len, "%s/api/heap-traces?alert=%" PRId64, generator_url, st->row_id);
+        else
+            err = CW_ENOMEM;
+    }
+    const char *names[7] = {"description", "heap_report",   "leak_score", "summary",
                             "threshold",   "time_to_limit", "value"};
-    char *vals[6] = {cw_strdup(desc), cw_strdup(lk), summary(r, st, val, th),
+    char *vals[7] = {cw_strdup(desc), heap,          cw_strdup(lk), summary(r, st, val, th),
                      cw_strdup(th),   cw_strdup(tl), cw_strdup(val)};
-    for (size_t i = 0; i < 6; i++) {
+    for (size_t i = 0; i < 7; i++) {
+        if (i == 1 && !heap) continue;
         if (!err && ann) {
             ann[n->nannotations++] = (cw_alert_label_t){(char *)names[i], vals[i]};
             if (!vals[i]) err = CW_ENOMEM;

@@ -289,6 +289,17 @@ static int set_keep(build_t *b, char *v, const char **why)
     return parse_span(v, &r->keep_firing_for_ns);
 }
 
+static int set_heap_trace(build_t *b, char *v, const char **why)
+{
+    cw_alert_rule_t *r = &b->r;
+    *why = "heap_trace is a duration above 0 and at most 1h (e.g. 5m): a heap trace of the "
+           "process when the rule fires";
+    return parse_span(v, &r->heap_trace_ns) == 0 && r->heap_trace_ns > 0 &&
+                   r->heap_trace_ns <= 3600 * CW_NS_PER_S
+               ? 0
+               : -1;
+}
+
 static int set_warmup(build_t *b, char *v, const char **why)
 {
     cw_alert_rule_t *r = &b->r;
@@ -406,6 +417,7 @@ static const struct key {
     {"min_impacting_rate", set_min_impacting_rate},
     {"labels", set_labels},
     {"summary", set_summary},
+    {"heap_trace", set_heap_trace},
 };
 
 static const struct key *find_key(const char *name)

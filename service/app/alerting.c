@@ -94,6 +94,8 @@ static int alerts_start(svc_t *s, const cw_config_t *cfg, const cw_alert_rules_t
     eo.ctx = s->notifier;
     eo.generator_url = url;
     eo.resend_ns = cfg->alert_resend_ns;
+    eo.on_fire = s->heaps ? cw__svc_heap_on_fire : NULL;
+    eo.fire_ctx = s->heaps;
     if (cw_alert_engine_start(&eo, rules, &s->alerts, &d) != 0) {
         CW_LOGE("alerts: cannot start the alert engine: %s; alerts are off", d.msg);
         s->alerts = NULL;

@@ -58,6 +58,8 @@ int cw__svc_http_start(svc_t *s, const cw_config_t *cfg, const char *db_path, co
     ho.status = &s->status;
     ho.on_reload = read_only ? NULL : http_reload;
     ho.maps = read_only ? NULL : s->maps;
+    ho.heap = s->heaps ? &cw__svc_heap_http_ops : NULL;
+    ho.heap_ctx = s->heaps;
     return cw_http_start(&ho, http, d);
 }
 

@@ -98,6 +98,7 @@ static int resolve_source(svc_t *s, const cw_source_ops_t **ops, const char **ar
      * banner, the source_down alert); without one nothing would, so with
      * --no-http a live source's failure ends the run like any other's. */
     s->degrade = live && !a->no_http;
+    s->live = live;
     cw_status_init(&s->status, s->spec, file, cw_plat_wall_ns(), cw_plat_mono_ns());
     /* The wall clock's offset from now on: a step before the first tick
      * is noted at that tick. */
@@ -184,6 +185,7 @@ static int start_writer_and_alerts(svc_t *s)
 {
     int rc = cw__svc_writer_start(s);
     if (rc != 0) return cw_diag_set(s->d, rc, "cannot start the store writer: %s", cw_strerror(rc));
+    if ((rc = cw__svc_heaps_start(s)) != 0) return rc;
     /* A bad alert rule at the start is warned about and the rest load;
      * /api/health names it ("config"). */
     cw_alert_rules_t arules;
@@ -358,6 +360,8 @@ static int finish(svc_t *s, int rc)
     cw_http_stop(s->http);
     if (s->maps) cw_mapreq_close(s->maps); /* an error path may not have closed it */
     cw__svc_alerts_stop(s);
+    cw_heaptraces_stop(s->heaps); /* after HTTP and alerts, which ask it for traces */
+    s->heaps = NULL;
     /* Everything is stored: the last, partial period is pushed; what the
      * store does not take within 5 s is lost (logged). */
     cw_push_stop(s->pusher, 5000000000LL);

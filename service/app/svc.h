@@ -27,6 +27,7 @@
 #include "commitwatch/backoff.h"
 #include "commitwatch/config.h"
 #include "commitwatch/downtime.h"
+#include "commitwatch/heaptraces.h"
 #include "commitwatch/http.h"
 #include "commitwatch/map.h"
 #include "commitwatch/memstat.h"
@@ -60,6 +61,8 @@ typedef struct svc {
     cw_alert_engine_t *alerts; /* evaluates the alert rules on its own thread; NULL: none */
     cw_notifier_t *notifier;   /* delivers the engine's notices; NULL: none */
     cw_pusher_t *pusher;       /* pushes each period's profiles (push.h); NULL: off */
+    cw_heaptraces_t *heaps;    /* heap traces (heaptraces.h); NULL: not a live source */
+    bool live;                 /* the platform's live source traces this machine */
     const char *db_path;       /* the database (the config's or the command line's) */
     cw_config_t cfg;           /* the configuration file, read at the start */
     const char **files;        /* the stack-tag files in force (rules_from) */
@@ -120,6 +123,16 @@ int cw__svc_alert_rules_load(const cw_config_t *cfg, cw_alert_rules_t *rs, bool 
 /* A reload asked for (cw__svc_reload_flag): 0, or an error that stops the
  * service (the writer could not be restarted), with s->d set. */
 int cw__svc_reload(svc_t *s);
+
+/* ---- heaptracing.c ------------------------------------------------------ */
+
+/* Starts s->heaps when the source is the live one (else leaves it NULL).
+ * 0, or CW_ENOMEM with s->d set. */
+int cw__svc_heaps_start(svc_t *s);
+/* The HTTP server's hooks into s->heaps (ctx: s->heaps). */
+extern const cw_http_heap_ops_t cw__svc_heap_http_ops;
+/* The alert engine's on_fire (ctx: s->heaps): the incident capsule. */
+void cw__svc_heap_on_fire(void *ctx, const cw_alert_fire_t *f);
 
 /* ---- alerting.c --------------------------------------------------------- */
 

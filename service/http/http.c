@@ -254,6 +254,8 @@ int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d)
     h->ctx.status = o->status;
     h->ctx.on_reload = o->on_reload;
     h->ctx.reload_ctx = o->reload_ctx;
+    h->ctx.heap = o->heap;
+    h->ctx.heap_ctx = o->heap_ctx;
     h->ctx.maps = o->maps;
     if (!h->ctx.db_path || (o->token && o->token[0] && !h->ctx.token) ||
         cw_store_share_create(&h->ctx.share)) {

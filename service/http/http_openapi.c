@@ -295,6 +295,60 @@ static const char openapi_map[] =
     "instant (none taken yet, or older than the raw tier's retention).\",\"content\":{\"application/"
     "json\":{\"schema\":{\"$ref\":\"#/components/schemas/Error\"}}}}}}}}}";
 
+/* The heap traces (http_heap.c), merged into the paths. */
+static const char openapi_heap[] =
+    "{\"paths\":{\"/api/processes/{id}/heap-trace\":{\"post\":{\"summary\":\"Starts a heap trace (the heap dr"
+    "ill-down) of a live process instance (needs the token): its heap allocations by stack from now "
+    "until the duration ends, the process exits or the trace is stopped. Body (optional): {\\\"duratio"
+    "n\\\": \\\"5m\\\"}. At most one trace per process at a time and a limit of traces at once; a trace th"
+    "at cannot start is recorded with the reason.\",\"security\":[{\"bearerAuth\":[]}],\"parameters\":[{\"na"
+    "me\":\"id\",\"in\":\"path\",\"required\":true,\"schema\":{\"type\":\"integer\",\"minimum\":1}}],\"responses\":{\"20"
+    "2\":{\"description\":\"Started: {\\\"id\\\", \\\"state\\\": \\\"running\\\", \\\"url\\\"}\",\"content\":{\"application/"
+    "json\":{\"schema\":{\"type\":\"object\"}}}},\"400\":{\"description\":\"A bad body or duration (longer than "
+    "the maximum).\",\"content\":{\"application/json\":{\"schema\":{\"$ref\":\"#/components/schemas/Error\"}}}}"
+    ",\"404\":{\"description\":\"No such process instance.\",\"content\":{\"application/json\":{\"schema\":{\"$re"
+    "f\":\"#/components/schemas/Error\"}}}},\"409\":{\"description\":\"The instance has exited or is a folde"
+    "d group, or that process is traced already (the message names the trace).\",\"content\":{\"applicat"
+    "ion/json\":{\"schema\":{\"$ref\":\"#/components/schemas/Error\"}}}},\"429\":{\"description\":\"The limit of"
+    " heap traces at once is reached.\",\"content\":{\"application/json\":{\"schema\":{\"$ref\":\"#/components"
+    "/schemas/Error\"}}}},\"501\":{\"description\":\"This server runs no source (serve): it cannot trace.\""
+    ",\"content\":{\"application/json\":{\"schema\":{\"$ref\":\"#/components/schemas/Error\"}}}},\"503\":{\"descr"
+    "iption\":\"The trace could not be recorded.\",\"content\":{\"application/json\":{\"schema\":{\"$ref\":\"#/c"
+    "omponents/schemas/Error\"}}}}}}},\"/api/heap-traces\":{\"get\":{\"summary\":\"Heap traces, newest first"
+    ": who asked (api, alert with its rule and alert id), state (running, done, stopped, failed with"
+    " the error), times, and, once ended, the events read, the frees of blocks allocated before the "
+    "attach (unknown_frees), dropped events and the totals. A running trace shows events_so_far.\",\"p"
+    "arameters\":[{\"name\":\"alert\",\"in\":\"query\",\"required\":false,\"description\":\"Only the traces an ale"
+    "rt (alert id, as /api/alerts gives it) started.\",\"schema\":{\"type\":\"string\"}},{\"name\":\"pid\",\"in\""
+    ":\"query\",\"required\":false,\"description\":\"Only traces of this pid.\",\"schema\":{\"type\":\"string\"}},"
+    "{\"name\":\"process\",\"in\":\"query\",\"required\":false,\"description\":\"Only traces of this process inst"
+    "ance id.\",\"schema\":{\"type\":\"string\"}},{\"name\":\"limit\",\"in\":\"query\",\"required\":false,\"descriptio"
+    "n\":\"At most this many (1-1000, default 100).\",\"schema\":{\"type\":\"string\"}}],\"responses\":{\"200\":{"
+    "\"description\":\"{\\\"traces\\\": [...]}\",\"content\":{\"application/json\":{\"schema\":{\"type\":\"object\"}}}"
+    "},\"400\":{\"description\":\"A bad parameter.\",\"content\":{\"application/json\":{\"schema\":{\"$ref\":\"#/co"
+    "mponents/schemas/Error\"}}}}}}},\"/api/heap-traces/{id}\":{\"get\":{\"summary\":\"One heap trace with i"
+    "ts report: per stack (frames outermost first), outstanding bytes and count at the end, allocate"
+    "d and freed bytes and counts, peak outstanding; largest outstanding first. format=folded gives "
+    "the stacks as folded lines for flame-graph tools, weighted by value (outstanding_bytes by defau"
+    "lt).\",\"parameters\":[{\"name\":\"id\",\"in\":\"path\",\"required\":true,\"schema\":{\"type\":\"integer\",\"minimu"
+    "m\":1}},{\"name\":\"format\",\"in\":\"query\",\"required\":false,\"description\":\"json (default) or folded.\""
+    ",\"schema\":{\"type\":\"string\"}},{\"name\":\"value\",\"in\":\"query\",\"required\":false,\"description\":\"With "
+    "format=folded: outstanding_bytes, outstanding_count, alloc_bytes, alloc_count or peak_bytes.\",\""
+    "schema\":{\"type\":\"string\"}}],\"responses\":{\"200\":{\"description\":\"The trace\",\"content\":{\"applicati"
+    "on/json\":{\"schema\":{\"type\":\"object\"}},\"text/plain\":{\"schema\":{\"type\":\"string\"}}}},\"400\":{\"descr"
+    "iption\":\"A bad parameter.\",\"content\":{\"application/json\":{\"schema\":{\"$ref\":\"#/components/schema"
+    "s/Error\"}}}},\"404\":{\"description\":\"No such trace.\",\"content\":{\"application/json\":{\"schema\":{\"$r"
+    "ef\":\"#/components/schemas/Error\"}}}},\"409\":{\"description\":\"format=folded of a trace with no rep"
+    "ort (failed before it began).\",\"content\":{\"application/json\":{\"schema\":{\"$ref\":\"#/components/sc"
+    "hemas/Error\"}}}}}}},\"/api/heap-traces/{id}/stop\":{\"post\":{\"summary\":\"Ends a running heap trace "
+    "now (needs the token); it stores what it read, state stopped.\",\"security\":[{\"bearerAuth\":[]}],\""
+    "parameters\":[{\"name\":\"id\",\"in\":\"path\",\"required\":true,\"schema\":{\"type\":\"integer\",\"minimum\":1}}]"
+    ",\"responses\":{\"200\":{\"description\":\"{\\\"id\\\", \\\"state\\\": \\\"stopping\\\"}\",\"content\":{\"application/"
+    "json\":{\"schema\":{\"type\":\"object\"}}}},\"409\":{\"description\":\"The trace is not running.\",\"content\""
+    ":{\"application/json\":{\"schema\":{\"$ref\":\"#/components/schemas/Error\"}}}},\"501\":{\"description\":\"T"
+    "his server runs no source.\",\"content\":{\"application/json\":{\"schema\":{\"$ref\":\"#/components/schem"
+    "as/Error\"}}}}}}}}}";
+
 /* The alert endpoints (http_alerts.c): paths and components merged into
  * the document above. */
 static const char openapi_alerts[] =
@@ -539,12 +593,12 @@ int cw__http_openapi(cw__http_req_t *r)
 {
     cJSON *o = cJSON_Parse(openapi), *a = cJSON_Parse(openapi_alerts), *f = cJSON_Parse(openapi_fold);
     cJSON *st = cJSON_Parse(openapi_stacks);
-    cJSON *m = cJSON_Parse(openapi_map);
+    cJSON *m = cJSON_Parse(openapi_map), *hp = cJSON_Parse(openapi_heap);
     cJSON *oc = cJSON_GetObjectItemCaseSensitive(o, "components");
     cJSON *ac = cJSON_GetObjectItemCaseSensitive(a, "components");
     int rc;
     if (!o || !a || !f || !st || !m || !oc || !merge(o, a, "paths") || !merge(o, f, "paths") ||
-        !merge(o, st, "paths") || !merge(o, m, "paths") ||
+        !merge(o, st, "paths") || !merge(o, m, "paths") || !hp || !merge(o, hp, "paths") ||
         !merge(oc, ac, "schemas") ||
         !merge(oc, ac, "securitySchemes") || !add_losses(o) ||
         !add_export(o, "/api/processes/{id}/stacks") ||
@@ -554,6 +608,7 @@ int cw__http_openapi(cw__http_req_t *r)
         rc = cw__http_send_json(r, o);
     cJSON_Delete(st);
     cJSON_Delete(m);
+    cJSON_Delete(hp);
     cJSON_Delete(f);
     cJSON_Delete(a);
     cJSON_Delete(o);

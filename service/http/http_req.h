@@ -66,6 +66,8 @@ typedef struct cw__http_ctx {
     struct cw__http_clients *clients; /* the per-client cap (http_clients.h; own locks) */
 
     struct cw_mapreq *maps; /* the core thread's live-map channel (map.h); NULL: none */
+    const struct cw_http_heap_ops *heap; /* the service's heap traces (http.h); NULL: none */
+    void *heap_ctx;
 } cw__http_ctx_t;
 
 typedef struct cw__http_req {

@@ -63,6 +63,10 @@ static const route_t routes[] = {
     {"POST", "/api/silences", "", NEEDS_DB, .plain = cw__http_silence_add},
     {"DELETE", "/api/silences/{id}", "", NEEDS_DB, .with_id = cw__http_silence_delete},
     {"POST", "/api/reload", "", 0, .plain = cw__http_reload},
+    {"POST", "/api/processes/{id}/heap-trace", "", NEEDS_DB, .with_id = cw__http_heap_trace_start},
+    {"GET", "/api/heap-traces", "alert,pid,process,limit", NEEDS_DB, .plain = cw__http_heap_traces},
+    {"GET", "/api/heap-traces/{id}", "format,value", NEEDS_DB, .with_id = cw__http_heap_trace},
+    {"POST", "/api/heap-traces/{id}/stop", "", 0, .with_id = cw__http_heap_trace_stop},
 };
 
 bool cw__http_route_at(size_t i, const char **method, const char **pattern)

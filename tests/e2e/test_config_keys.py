@@ -92,6 +92,9 @@ INVENTORY = {
     "perf_queue_size": ("test_perf_root.py", "--queue 64KiB: the merge past the cap"),
     "perf_unwind_processes": (None, "not shown: kept unwinder states are internal (no figure "
                               "or log line tells their number)"),
+    "heap_trace_max_running": ("test_heap_api_root.py", "1: a second process's trace is refused "
+                               "(429) and recorded"),
+    "heap_trace_max_duration": ("test_heap_api_root.py", "1m: a trace of 2m is refused (400)"),
     "alert_rules": ("test_alerts_reload.py", "the file's rules in force and their series appear"),
     "alert_default_rules": ("test_alerts_api.py", "no: only the file's rules are in force"),
     "alert_interval": ("test_alerts_engine.py", "transitions at multiples of 10 s"),

@@ -483,6 +483,7 @@ static int attach_pid(const cw_heap_launch_args_t *a, reader_t *r, int fd, const
                 "rewritten)",
                 a->pid, (long long)hooked);
         *traced = true;
+        if (a->attached) atomic_store(a->attached, true);
         int64_t deadline = a->duration_ns ? cw_plat_mono_ns() + a->duration_ns : 0;
         rc = read_loop(r, 0, a->pid, pidfd, deadline, res);
     }
@@ -546,6 +547,7 @@ int cw_heap_launch(const cw_heap_launch_args_t *a, cw_stacks_t *stacks, cw_heap_
             rc = cw_diag_set(d, CW_EIO, "%s: cannot start it: %s", prog, strerror(e));
             goto out;
         }
+        if (a->attached) atomic_store(a->attached, true);
         int64_t deadline = a->duration_ns ? cw_plat_mono_ns() + a->duration_ns : 0;
         rc = read_loop(&r, child, 0, -1, deadline, res);
     }
