@@ -54,6 +54,12 @@ typedef struct cw_cond cw_cond_t;
 int cw_thread_start(cw_thread_t **out, void (*fn)(void *arg), void *arg);
 /* Waits for the thread to end and frees t. Accepts NULL. */
 void cw_thread_join(cw_thread_t *t);
+/* Lowers the calling thread's CPU priority below the service's other
+ * threads (Linux: its nice value +10, this thread only; Windows: below
+ * normal): work that may fall behind (a heap trace's reader, which then
+ * drops and counts) must not take the CPU from the commit level's. Best
+ * effort: a refusal is ignored. */
+void cw_thread_background(void);
 
 /* 0 and *out set, or CW_ENOMEM. destroy accepts NULL. */
 int cw_mutex_create(cw_mutex_t **out);

@@ -85,6 +85,10 @@ static void run(void *arg)
 {
     trace_t *t = arg;
     cw_heap_trace_row_t *row = &t->row;
+    /* Behind the commit level: on a busy machine the heap trace falls
+     * behind (its ring fills, events are dropped and counted), not the
+     * perf source. */
+    cw_thread_background();
     cw_diag_t d = {{0}};
     cw_stacks_t *stacks = NULL;
     cw_heap_model_t *m = NULL;

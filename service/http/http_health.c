@@ -145,6 +145,7 @@ int cw__http_health(cw__http_req_t *r)
     ok = ok && cw__json_u64(o, "events_lost", st ? atomic_load(&st->events_lost) : 0);
     ok = ok && cw__json_i64(o, "drift_corrected_bytes", st ? atomic_load(&st->drift_bytes) : 0);
     ok = ok && cJSON_AddBoolToObject(o, "ingest_done", st ? atomic_load(&st->ingest_done) : false);
+    ok = ok && cJSON_AddBoolToObject(o, "heap_tracing", r->ctx->heap != NULL);
     ok = ok && cJSON_AddStringToObject(o, "db_path", r->ctx->db_path);
     ok = ok && cw__json_u64(o, "db_size_bytes", cw_store_disk_bytes(r->ctx->db_path));
     ok = ok && cw__json_i64_or_null(o, "last_bucket_end_ns", end, INT64_MIN);

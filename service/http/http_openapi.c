@@ -589,6 +589,22 @@ static bool add_losses(cJSON *o)
     return ok;
 }
 
+/* Health's heap_tracing: whether this server can start heap traces. */
+static bool add_heap_tracing(cJSON *o)
+{
+    cJSON *h = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "components"),
+                                         "schemas"),
+        "Health");
+    cJSON *props = cJSON_GetObjectItemCaseSensitive(h, "properties");
+    cJSON *p = props ? cJSON_AddObjectToObject(props, "heap_tracing") : NULL;
+    return p && cJSON_AddStringToObject(p, "type", "boolean") &&
+           cJSON_AddStringToObject(p, "description",
+                                   "This server can start heap traces (POST "
+                                   "/api/processes/{id}/heap-trace): a service with the live "
+                                   "source. Stored traces are listed either way.");
+}
+
 int cw__http_openapi(cw__http_req_t *r)
 {
     cJSON *o = cJSON_Parse(openapi), *a = cJSON_Parse(openapi_alerts), *f = cJSON_Parse(openapi_fold);
@@ -602,7 +618,8 @@ int cw__http_openapi(cw__http_req_t *r)
         !merge(oc, ac, "schemas") ||
         !merge(oc, ac, "securitySchemes") || !add_losses(o) ||
         !add_export(o, "/api/processes/{id}/stacks") ||
-        !add_export(o, "/api/stacks"))
+        !add_export(o, "/api/stacks") ||
+        !add_heap_tracing(o))
         rc = cw__http_fail(r, 500, "the built-in OpenAPI document is not valid JSON");
     else
         rc = cw__http_send_json(r, o);

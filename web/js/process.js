@@ -6,6 +6,7 @@
 // The process's alert periods (pending, firing by severity) are shaded on
 // the chart, and the thresholds of its `outstanding` rules drawn as lines.
 // The window's flame graph (flame.js) opens below on demand (?flame=1).
+// Below it, the process's heap traces and a button that starts one (heap.js).
 
 import { get } from './api.js';
 import { health, setParams } from './nav.js';
@@ -14,6 +15,7 @@ import { bytes, delta, perHour, count, time, span, esc, toLocalInput, fromLocalI
 import { bandsOf, ofProcess, periods, rulesByName } from './alerts.js';
 import { flamePanel, processStacks } from './flame.js';
 import { mapSection } from './map.js';
+import { heapSection } from './heap.js';
 
 const S = 1e9;
 const NICE_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 180, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
@@ -73,6 +75,7 @@ export async function processPage(main, id, params) {
       <a id="difflink" href="#/diff">Diff…</a>
       <button id="flamebtn" type="button">Flame graph</button>
       <a id="maplink" href="#memory-map">Memory map</a>
+      <a id="heaplink" href="#heap">Heap traces</a>
       <span class="muted">Profile of the window:</span>
       <a id="dl-pprof" download>pprof</a> <a id="dl-folded" download>folded</a> <a id="dl-speedscope" download>speedscope</a>
     </section>
@@ -98,6 +101,7 @@ export async function processPage(main, id, params) {
       </div>
     </section>
     <details id="flamebox" class="fbox"><summary>Flame graph of the window</summary><div id="flame"></div></details>
+    <section id="heapsec" class="heapsec"></section>
     <section id="mapsec" class="mapsec"></section>`;
   const $ = (x) => main.querySelector('#' + x);
   let chart = null, gen = 0, cgen = 0, flame = null, fm = params.get('fm') || '', mapShown = false;
@@ -197,11 +201,13 @@ export async function processPage(main, id, params) {
     $('mapsec').scrollIntoView();
   };
   $('maplink').onclick = (ev) => { ev.preventDefault(); showMap(); };
+  const heap = heapSection($('heapsec'), info, h);
+  $('heaplink').onclick = (ev) => { ev.preventDefault(); $('heapsec').scrollIntoView(); };
   persist();
   await drawChart(s0);
   await windowFigures();
   if (params.get('map')) await showMap();
-  return { destroy() { if (chart) chart.destroy(); if (flame) flame.destroy(); } };
+  return { destroy() { if (chart) chart.destroy(); if (flame) flame.destroy(); heap.destroy(); } };
 }
 
 /** The process's alert series (every state) with their transitions: the

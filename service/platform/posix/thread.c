@@ -2,9 +2,13 @@
  * opaque types of platform.h are allocated here; the condition variable
  * waits on CLOCK_MONOTONIC so a wall-clock step does not stretch a
  * timed wait. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "commitwatch/platform.h"
 
@@ -133,4 +137,14 @@ void cw_cond_signal(cw_cond_t *c)
 void cw_cond_broadcast(cw_cond_t *c)
 {
     pthread_cond_broadcast(&c->c);
+}
+
+void cw_thread_background(void)
+{
+    /* On Linux a thread id given to setpriority changes that thread alone. */
+    id_t tid = (id_t)syscall(SYS_gettid);
+    errno = 0;
+    int now = getpriority(PRIO_PROCESS, tid);
+    if (now == -1 && errno) return;
+    (void)setpriority(PRIO_PROCESS, tid, now + 10 > 19 ? 19 : now + 10);
 }

@@ -111,3 +111,8 @@ void cw_cond_broadcast(cw_cond_t *c)
 {
     WakeAllConditionVariable(&c->c);
 }
+
+void cw_thread_background(void)
+{
+    (void)SetThreadPriority(GetCurrentThread(), THREAD_PRIORITY_BELOW_NORMAL);
+}
