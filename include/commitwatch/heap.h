@@ -10,9 +10,9 @@
  * (frees of blocks it never saw, events the channel dropped).
  *
  * The source of the events (service/sources/heap/: the interposer's ring
- * in launch mode) decodes them into cw_heap_ev_t with interned stacks.
- * Nothing here is stored (the store's layer column is separate work); the
- * report lives in memory.
+ * in launch and attach mode) decodes them into cw_heap_ev_t with interned
+ * stacks. The report lives in memory; the service's heap traces store it
+ * (heaptraces.h, heapdb.h).
  *
  * Thread: one thread (the caller's) for a model and its report. */
 #ifndef COMMITWATCH_HEAP_H
