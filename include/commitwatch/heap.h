@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "commitwatch/error.h"
 #include "commitwatch/stacks.h"
 
 typedef enum cw_heap_kind {
@@ -56,6 +57,13 @@ int cw_heap_model_start(cw_heap_model_t *m, uint32_t pid, int64_t ts, const char
  * unusable). */
 int cw_heap_model_apply(cw_heap_model_t *m, const cw_heap_ev_t *ev);
 
+/* Marks a snapshot at ts (UMDH's, TraceHeap's): what every stack has
+ * outstanding now, bytes and blocks, for a diff between two points
+ * (cw_heap_diff_json). At most CW_HEAP_MAX_SNAPSHOTS; one past them is
+ * counted (snapshots_skipped), not taken. 0 or CW_ENOMEM. */
+#define CW_HEAP_MAX_SNAPSHOTS 64
+int cw_heap_model_snapshot(cw_heap_model_t *m, int64_t ts);
+
 /* What the source could not deliver, for the report. */
 typedef struct cw_heap_losses {
     uint64_t dropped; /* events the channel had no room for */
@@ -87,6 +95,20 @@ typedef struct cw_heap_proc_report {
     uint32_t nstacks;
 } cw_heap_proc_report_t;
 
+/* One stack's outstanding at a snapshot. */
+typedef struct cw_heap_snap_stack {
+    uint32_t pid;
+    char **frames; /* outermost first */
+    uint32_t nframes;
+    uint64_t bytes, count;
+} cw_heap_snap_stack_t;
+
+typedef struct cw_heap_snapshot {
+    int64_t ts_ns;
+    cw_heap_snap_stack_t *stacks; /* those with blocks outstanding, largest first */
+    uint32_t nstacks;
+} cw_heap_snapshot_t;
+
 typedef struct cw_heap_report {
     int64_t from_ns, to_ns;       /* to: the last event + 1 */
     cw_heap_proc_report_t *procs; /* largest outstanding first */
@@ -96,6 +118,9 @@ typedef struct cw_heap_report {
     uint64_t zero_allocs;   /* allocations of 0 bytes (no bytes; their frees unknown) */
     uint64_t reused;        /* allocations at a live block's address */
     cw_heap_losses_t losses;
+    cw_heap_snapshot_t *snapshots; /* in time order */
+    uint32_t nsnapshots;
+    uint64_t snapshots_skipped; /* past CW_HEAP_MAX_SNAPSHOTS */
 } cw_heap_report_t;
 
 /* Ends the trace and builds the report (frames named through stacks,
@@ -111,5 +136,22 @@ char *cw_heap_report_json(const cw_heap_report_t *r);
 /* The same as text, innermost frame first; max_stacks > 0 prints that
  * many stacks per process and says how many it left out. 0 or CW_EIO. */
 int cw_heap_report_print(const cw_heap_report_t *r, uint32_t max_stacks, FILE *out);
+
+/* ---- the diff (UMDH's) ---- */
+
+/* The diff of a report (its JSON, as cw_heap_report_json writes it, e.g.
+ * stored or saved with --json) between two points, each "start" (nothing
+ * outstanding: the trace's beginning), "end" (what was outstanding at the
+ * end) or a snapshot's number, 1 for the first: per stack, the growth of
+ * outstanding bytes and blocks from a to b, largest growth first, as JSON
+ * {"a": {"point", "ts_ns"}, "b": {...}, "bytes_delta", "count_delta",
+ * "stacks": [{"pid", "frames", "bytes_delta", "count_delta", "bytes_a",
+ * "bytes_b", "count_a", "count_b"}]} (stacks that did not change left out).
+ * 0 with *out a malloc'd string, or CW_EPARSE (not a heap report),
+ * CW_EINVAL (no such point) or CW_ENOMEM with d set. */
+int cw_heap_diff_json(const char *report, const char *a, const char *b, char **out, cw_diag_t *d);
+/* That diff as text, innermost frame first; max_stacks > 0 prints that
+ * many. 0, CW_EPARSE or CW_EIO. */
+int cw_heap_diff_print(const char *diff, uint32_t max_stacks, FILE *out);
 
 #endif

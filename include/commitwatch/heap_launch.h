@@ -38,6 +38,12 @@ typedef struct cw_heap_launch_args {
     /* Non-NULL: set once the interposer is in place (the program started
      * with it, or loaded into the running process). Borrowed. */
     atomic_bool *attached;
+    /* Snapshots (heap.h, cw_heap_model_snapshot): one every
+     * snapshot_every_ns (0: none), and one whenever *snapshot_now
+     * (non-NULL; any thread or a signal handler sets it, the reader clears
+     * it) is set, each after the events read by then. */
+    int64_t snapshot_every_ns;
+    atomic_bool *snapshot_now;
 } cw_heap_launch_args_t;
 
 typedef struct cw_heap_launch_result {

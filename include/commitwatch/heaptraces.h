@@ -38,12 +38,13 @@ void cw_heaptraces_stop(cw_heaptraces_t *h);
 
 typedef struct cw_heaptrace_ask {
     uint32_t pid;
-    uint32_t proc;        /* the instance id, if known; 0: none */
-    const char *process;  /* its name, or NULL */
-    const char *trigger;  /* "api" or "alert" */
-    int64_t alert_series; /* trigger "alert": alert_series.id */
-    const char *rule;     /* trigger "alert": the rule */
-    int64_t duration_ns;  /* 0: the default */
+    uint32_t proc;             /* the instance id, if known; 0: none */
+    const char *process;       /* its name, or NULL */
+    const char *trigger;       /* "api" or "alert" */
+    int64_t alert_series;      /* trigger "alert": alert_series.id */
+    const char *rule;          /* trigger "alert": the rule */
+    int64_t duration_ns;       /* 0: the default */
+    int64_t snapshot_every_ns; /* a snapshot this often (heap.h); 0: none */
 } cw_heaptrace_ask_t;
 
 /* Records a trace of a->pid and starts it. A trace that cannot start is

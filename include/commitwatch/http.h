@@ -92,9 +92,10 @@ typedef struct cw_http_opts {
 /* What the HTTP server asks of the service's heap traces. */
 typedef struct cw_http_heap_ops {
     /* Starts a trace of pid (instance proc, name process; duration 0: the
-     * default): heaptraces.h, cw_heaptraces_ask: 0 or its error, *id. */
+     * default; a snapshot every snapshot_every_ns, 0: none): heaptraces.h,
+     * cw_heaptraces_ask: 0 or its error, *id. */
     int (*ask)(void *ctx, uint32_t pid, uint32_t proc, const char *process, int64_t duration_ns,
-               int64_t *id, cw_diag_t *d);
+               int64_t snapshot_every_ns, int64_t *id, cw_diag_t *d);
     int (*stop)(void *ctx, int64_t id);                       /* 0 or CW_ENOENT */
     /* Running? With the events so far and whether it is attached yet. */
     bool (*progress)(void *ctx, int64_t id, uint64_t *events, bool *attached);

@@ -31,7 +31,19 @@
 typedef struct peak {
     uint32_t pid, stack_id;
     uint64_t cur, peak;
+    uint64_t cur_count; /* blocks outstanding now */
 } peak_t;
+
+/* A snapshot as taken: (pid, stack) -> outstanding now, named at the report. */
+typedef struct snap_ent {
+    uint32_t pid, stack_id;
+    uint64_t bytes, count;
+} snap_ent_t;
+typedef struct snap {
+    int64_t ts;
+    snap_ent_t *v;
+    uint32_t n;
+} snap_t;
 
 struct cw_heap_model {
     cw_tracker_t *tracker;
@@ -42,6 +54,9 @@ struct cw_heap_model {
     size_t npeaks, peaks_cap;
     int64_t from_ns, last_ts;
     uint64_t events, unknown_frees, zero_allocs, reused;
+    snap_t snaps[CW_HEAP_MAX_SNAPSHOTS];
+    uint32_t nsnaps;
+    uint64_t snaps_skipped;
     bool oom;
 };
 
@@ -52,7 +67,7 @@ static peak_t *peak_of(cw_heap_model_t *m, const cw_proc_t *p, uint32_t stack_id
     if (i == UINT32_MAX) goto oom;
     if (added) {
         if (CW_RESERVE(m->peaks, m->peaks_cap, m->npeaks + 1)) goto oom;
-        m->peaks[m->npeaks++] = (peak_t){p->pid, stack_id, 0, 0};
+        m->peaks[m->npeaks++] = (peak_t){p->pid, stack_id, 0, 0, 0};
     }
     return &m->peaks[i];
 oom:
@@ -79,6 +94,7 @@ static void s_commit(void *ctx, const cw_proc_t *p, const cw_commit_t *c, int64_
     peak_t *k = peak_of(m, p, c->stack_id);
     if (!k) return;
     k->cur += c->bytes;
+    k->cur_count++;
     if (k->cur > k->peak) k->peak = k->cur;
 }
 static void s_release(void *ctx, const cw_proc_t *p, const cw_commit_t *c, uint64_t bytes,
@@ -87,7 +103,9 @@ static void s_release(void *ctx, const cw_proc_t *p, const cw_commit_t *c, uint6
     cw_heap_model_t *m = ctx;
     m->inner.on_release(m->inner.ctx, p, c, bytes, ts);
     peak_t *k = peak_of(m, p, c->stack_id);
-    if (k) k->cur -= bytes < k->cur ? bytes : k->cur;
+    if (!k) return;
+    k->cur -= bytes < k->cur ? bytes : k->cur;
+    if (k->cur_count) k->cur_count--;
 }
 static void s_exit(void *ctx, const cw_proc_t *p, int64_t ts)
 {
@@ -127,6 +145,8 @@ void cw_heap_model_destroy(cw_heap_model_t *m)
     cw_analysis_destroy(m->analysis);
     cw_keymap_free(&m->peak_map);
     free(m->peaks);
+    for (uint32_t i = 0; i < m->nsnaps; i++)
+        free(m->snaps[i].v);
     free(m);
 }
 
@@ -210,6 +230,28 @@ int cw_heap_model_apply(cw_heap_model_t *m, const cw_heap_ev_t *ev)
     return CW_EINVAL;
 }
 
+int cw_heap_model_snapshot(cw_heap_model_t *m, int64_t ts)
+{
+    if (m->nsnaps == CW_HEAP_MAX_SNAPSHOTS) {
+        m->snaps_skipped++;
+        return 0;
+    }
+    snap_t *sn = &m->snaps[m->nsnaps];
+    uint32_t n = 0;
+    for (size_t i = 0; i < m->npeaks; i++)
+        n += m->peaks[i].cur_count > 0;
+    sn->ts = ordered(m, ts);
+    sn->n = 0;
+    sn->v = n ? malloc(n * sizeof *sn->v) : NULL;
+    if (n && !sn->v) return CW_ENOMEM;
+    for (size_t i = 0; i < m->npeaks; i++) {
+        const peak_t *k = &m->peaks[i];
+        if (k->cur_count) sn->v[sn->n++] = (snap_ent_t){k->pid, k->stack_id, k->cur, k->cur_count};
+    }
+    m->nsnaps++;
+    return 0;
+}
+
 /* ---- the report ---- */
 
 static void figs_add(cw_heap_figs_t *acc, const cw_heap_figs_t *f)
@@ -266,7 +308,49 @@ void cw_heap_report_free(cw_heap_report_t *r)
         free(p->cmdline);
     }
     free(r->procs);
+    for (uint32_t i = 0; i < r->nsnapshots; i++) {
+        cw_heap_snapshot_t *sn = &r->snapshots[i];
+        for (uint32_t k = 0; k < sn->nstacks; k++)
+            cw_free_strv(sn->stacks[k].frames, sn->stacks[k].nframes);
+        free(sn->stacks);
+    }
+    free(r->snapshots);
     free(r);
+}
+
+static int cmp_snap(const void *a, const void *b)
+{
+    const cw_heap_snap_stack_t *x = a, *y = b;
+    return x->bytes != y->bytes ? (x->bytes > y->bytes ? -1 : 1)
+                                : (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+/* The model's snapshots into r, their stacks named through stacks. */
+static int name_snapshots(const cw_heap_model_t *m, cw_stacks_t *stacks, cw_heap_report_t *r)
+{
+    r->snapshots_skipped = m->snaps_skipped;
+    if (!m->nsnaps) return 0;
+    if (!(r->snapshots = calloc(m->nsnaps, sizeof *r->snapshots))) return CW_ENOMEM;
+    for (uint32_t i = 0; i < m->nsnaps; i++, r->nsnapshots++) {
+        const snap_t *in = &m->snaps[i];
+        cw_heap_snapshot_t *o = &r->snapshots[i];
+        o->ts_ns = in->ts;
+        if (in->n && !(o->stacks = calloc(in->n, sizeof *o->stacks))) return CW_ENOMEM;
+        for (uint32_t k = 0; k < in->n; k++, o->nstacks++) {
+            cw_heap_snap_stack_t *st = &o->stacks[k];
+            uint32_t n = 0;
+            const uint32_t *f = cw_stacks_frames(stacks, in->v[k].stack_id, &n);
+            st->pid = in->v[k].pid;
+            st->bytes = in->v[k].bytes;
+            st->count = in->v[k].count;
+            if (!(st->frames = calloc(n ? n : 1, sizeof *st->frames))) return CW_ENOMEM;
+            for (uint32_t j = 0; j < n; j++, st->nframes++)
+                if (!(st->frames[j] = cw_strdup(cw_stacks_frame_text(stacks, f[j]))))
+                    return CW_ENOMEM;
+        }
+        if (o->nstacks > 1) qsort(o->stacks, o->nstacks, sizeof *o->stacks, cmp_snap);
+    }
+    return 0;
 }
 
 /* Moves the analyzer's report of one instance into p (frames and names
@@ -324,6 +408,7 @@ int cw_heap_model_report(cw_heap_model_t *m, cw_stacks_t *stacks, const cw_heap_
         take_proc(m, &cr->procs[i], p);
     }
     if (r->nprocs > 1) qsort(r->procs, r->nprocs, sizeof *r->procs, cmp_proc);
+    if (name_snapshots(m, stacks, r)) goto out;
     *out = r;
     r = NULL;
     rc = 0;
@@ -391,6 +476,25 @@ char *cw_heap_report_json(const cw_heap_report_t *r)
     cJSON *arr = cJSON_AddArrayToObject(o, "processes");
     for (uint32_t i = 0; arr && i < r->nprocs; i++)
         cJSON_AddItemToArray(arr, proc_json(&r->procs[i]));
+    cJSON_AddNumberToObject(o, "snapshots_skipped", (double)r->snapshots_skipped);
+    cJSON *snaps = cJSON_AddArrayToObject(o, "snapshots");
+    for (uint32_t i = 0; snaps && i < r->nsnapshots; i++) {
+        const cw_heap_snapshot_t *sn = &r->snapshots[i];
+        cJSON *so = cJSON_CreateObject(), *sts = so ? cJSON_AddArrayToObject(so, "stacks") : NULL;
+        cJSON_AddNumberToObject(so, "ts_ns", (double)sn->ts_ns);
+        for (uint32_t k = 0; sts && k < sn->nstacks; k++) {
+            const cw_heap_snap_stack_t *st = &sn->stacks[k];
+            cJSON *x = cJSON_CreateObject();
+            cJSON_AddNumberToObject(x, "pid", st->pid);
+            cJSON_AddNumberToObject(x, "outstanding_bytes", (double)st->bytes);
+            cJSON_AddNumberToObject(x, "outstanding_count", (double)st->count);
+            cJSON *fr = cJSON_AddArrayToObject(x, "frames");
+            for (uint32_t j = 0; fr && j < st->nframes; j++)
+                cJSON_AddItemToArray(fr, cJSON_CreateString(st->frames[j]));
+            cJSON_AddItemToArray(sts, x);
+        }
+        cJSON_AddItemToArray(snaps, so);
+    }
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return s;

@@ -27,10 +27,14 @@ int cw__svc_heaps_start(svc_t *s)
 }
 
 static int http_ask(void *ctx, uint32_t pid, uint32_t proc, const char *process,
-                    int64_t duration_ns, int64_t *id, cw_diag_t *d)
+                    int64_t duration_ns, int64_t snapshot_every_ns, int64_t *id, cw_diag_t *d)
 {
-    cw_heaptrace_ask_t a = {
-        .pid = pid, .proc = proc, .process = process, .trigger = "api", .duration_ns = duration_ns};
+    cw_heaptrace_ask_t a = {.pid = pid,
+                            .proc = proc,
+                            .process = process,
+                            .trigger = "api",
+                            .duration_ns = duration_ns,
+                            .snapshot_every_ns = snapshot_every_ns};
     return cw_heaptraces_ask(ctx, &a, id, d);
 }
 

@@ -4,10 +4,15 @@
  * (heap.h): per stack, what is outstanding at the end, what was allocated
  * and freed, and the peak.
  *
+ * `heap diff` prints the growth per stack between two points of a report
+ * (UMDH's diff of two snapshots): a report saved with --json, or one stored
+ * in a database (--db, --trace).
+ *
  * DESIGN (threads): this thread starts the program and reads its events
  * until it exits or the duration ends; a signal handler (SIGINT, SIGTERM)
- * only asks the reader to stop. The report covers everything read up to
- * then. */
+ * only asks the reader to stop, and SIGHUP to take a snapshot. The report
+ * covers everything read up to then. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,12 +21,17 @@
 #include "commitwatch/common.h"
 #include "commitwatch/heap.h"
 #include "commitwatch/heap_launch.h"
+#include "commitwatch/heapdb.h"
 #include "commitwatch/log.h"
 #include "commitwatch/platform.h"
 
 static const char usage_text[] =
-    "usage: commitwatch heap [--duration D] [--json] [--top N] -- PROGRAM [ARGS...]\n"
-    "       commitwatch heap --pid PID [--duration D] [--json] [--top N]\n\n"
+    "usage: commitwatch heap [--duration D] [--snapshot D] [--json] [--top N] [--db FILE]\n"
+    "                        -- PROGRAM [ARGS...]\n"
+    "       commitwatch heap --pid PID [--duration D] [--snapshot D] [--json] [--top N]\n"
+    "                        [--db FILE]\n"
+    "       commitwatch heap diff (REPORT.json | --db FILE --trace ID) [--a P] [--b P]\n"
+    "                        [--json] [--top N]\n\n"
     "Runs PROGRAM (Linux, dynamically linked) with the heap interposer, or loads the\n"
     "interposer into the running process PID without restarting it (as root), and\n"
     "prints, when it exits or the duration ends, its heap allocations by stack: bytes\n"
@@ -31,20 +41,40 @@ static const char usage_text[] =
     "apart. PROGRAM's own output comes first (it shares the terminal).\n\n"
     "  --pid PID     trace this running process (no PROGRAM); Ctrl-C ends the trace\n"
     "  --duration D  stop tracing after D (\"90s\", \"5m\"); the process runs on untraced\n"
+    "  --snapshot D  a snapshot every D (and one on SIGHUP): what each stack has\n"
+    "                outstanding then, for `heap diff`\n"
     "  --json        the report as one line of JSON, every stack\n"
-    "  --top N       stacks printed per process (default 20; --json prints all)\n";
+    "  --top N       stacks printed per process (default 20; --json prints all)\n"
+    "  --db FILE     also store the trace in this commitwatch database (as the\n"
+    "                service's heap traces are: GET /api/heap-traces)\n\n"
+    "heap diff: per stack, the growth of outstanding bytes and blocks from point A to\n"
+    "point B of a report (UMDH's diff), largest first. A point is start (nothing\n"
+    "outstanding), end, or a snapshot's number (1 is the first). Defaults: the first\n"
+    "snapshot (start without one) to end.\n"
+    "  --a P, --b P  the points\n"
+    "  --trace ID    the heap trace stored in --db FILE\n";
 
 typedef struct heap_args {
-    const char *duration, *top, *pid;
+    const char *duration, *top, *pid, *snapshot, *db;
+    const char *a, *b, *trace; /* heap diff */
     bool json;
 } heap_args_t;
 
 #define F(f) offsetof(heap_args_t, f)
 static const cw_cli_opt_t opts[] = {
+    {"--db", CW_CLI_STR, F(db), 0, NULL},
     {"--duration", CW_CLI_STR, F(duration), 0, NULL},
     {"--json", CW_CLI_FLAG, F(json), 0, NULL},
     {"--pid", CW_CLI_STR, F(pid), 0, NULL},
+    {"--snapshot", CW_CLI_STR, F(snapshot), 0, NULL},
     {"--top", CW_CLI_STR, F(top), 0, NULL},
+    {NULL, CW_CLI_FLAG, 0, 0, NULL},
+};
+/* heap diff's own options (the same struct). */
+static const cw_cli_opt_t diff_opts[] = {
+    {"--a", CW_CLI_STR, F(a), 0, NULL},     {"--b", CW_CLI_STR, F(b), 0, NULL},
+    {"--db", CW_CLI_STR, F(db), 0, NULL},   {"--json", CW_CLI_FLAG, F(json), 0, NULL},
+    {"--top", CW_CLI_STR, F(top), 0, NULL}, {"--trace", CW_CLI_STR, F(trace), 0, NULL},
     {NULL, CW_CLI_FLAG, 0, 0, NULL},
 };
 #undef F
@@ -81,8 +111,141 @@ static bool whole(const char *s, unsigned long max, uint32_t *out)
     return true;
 }
 
+/* SIGHUP: a snapshot after what is read by then. */
+static atomic_bool snap_asked;
+static void ask_snapshot(void)
+{
+    atomic_store(&snap_asked, true);
+}
+
+/* Stores the trace in the database at path (heapdb.h), as the service
+ * stores its own, trigger "cli". 0, or 1 after saying why. */
+static int store_trace(const char *path, const cw_heap_report_t *r,
+                       const cw_heap_launch_result_t *res, int64_t duration)
+{
+    cw_diag_t d = {{0}};
+    cw_store_t *s = NULL;
+    char *json = cw_heap_report_json(r);
+    const cw_heap_proc_report_t *p = r->nprocs ? &r->procs[0] : NULL;
+    cw_heap_trace_row_t row = {.pid = p ? p->pid : 0,
+                               .process = p ? p->name : NULL,
+                               .trigger = "cli",
+                               .requested_ns = res->start_ns,
+                               .duration_ns = duration,
+                               .started_ns = res->start_ns,
+                               .ended_ns = cw_plat_wall_ns(),
+                               .state = "running"};
+    int rc = json ? cw_store_open_side(path, &s, &d) : cw_diag_set(&d, CW_ENOMEM, "out of memory");
+    if (rc == CW_ENOENT) rc = cw_store_open(path, NULL, &s, &d); /* a new database */
+    if (!rc) rc = cw_store_heap_add(s, &row, &d);
+    if (!rc) {
+        row.state = "done";
+        row.end_reason = res->exited ? "exited" : duration ? "duration" : "stopped";
+        row.events = r->events;
+        row.unknown_frees = r->unknown_frees;
+        row.zero_allocs = r->zero_allocs;
+        row.reused = r->reused;
+        row.dropped = r->losses.dropped;
+        row.torn = r->losses.torn;
+        if (p) row.totals = p->totals;
+        rc = cw_store_heap_finish(s, &row, r, json, &d);
+    }
+    cw_store_close(s);
+    free(json);
+    if (rc) {
+        fprintf(stderr, "commitwatch heap: the report was not stored in %s: %s\n", path, d.msg);
+        return 1;
+    }
+    fprintf(stderr, "commitwatch heap: stored as heap trace %lld in %s\n", (long long)row.id, path);
+    return 0;
+}
+
+/* The whole of the file at path, NUL-terminated, into *out. */
+static int read_all(const char *path, char **out, cw_diag_t *d)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    if (!f) return cw_diag_set(d, CW_ENOENT, "cannot open %s", path);
+    for (;;) {
+        if (CW_RESERVE(buf, cap, len + 65537)) {
+            fclose(f);
+            free(buf);
+            return cw_diag_set(d, CW_ENOMEM, "out of memory reading %s", path);
+        }
+        size_t n = fread(buf + len, 1, 65536, f);
+        len += n;
+        if (n < 65536) break;
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return cw_diag_set(d, CW_EIO, "cannot read %s", path);
+    }
+    buf[len] = '\0';
+    *out = buf;
+    return 0;
+}
+
+/* `heap diff`: the report from a file or a database, diffed. */
+static int cmd_diff(int argc, char **argv)
+{
+    heap_args_t a = {0};
+    const char *file = argc > 1 && argv[1][0] != '-' ? argv[1] : NULL;
+    if (cw_cli_parse("heap diff", file ? argc - 1 : argc, file ? argv + 1 : argv, diff_opts, &a,
+                     usage_text) != 0)
+        return 2;
+    uint32_t top = 20, trace = 0;
+    if (a.top && !whole(a.top, UINT32_MAX, &top)) {
+        fprintf(stderr, "commitwatch heap diff: --top takes a whole number > 0, not '%s'\n", a.top);
+        return 2;
+    }
+    if (!file == !(a.db && a.trace) || (a.trace && !whole(a.trace, INT32_MAX, &trace))) {
+        fprintf(stderr, "commitwatch heap diff: give a report saved with `heap --json`, or "
+                        "--db FILE --trace ID\n");
+        return 2;
+    }
+    cw_diag_t d = {{0}};
+    char *text = NULL;
+    int rc = 0;
+    if (file) {
+        rc = read_all(file, &text, &d);
+    } else {
+        cw_store_t *s = NULL;
+        cw_heap_trace_row_t row = {0};
+        rc = cw_store_open_readonly(a.db, &s, &d);
+        if (!rc) rc = cw_store_heap_get(s, trace, &row, &d);
+        if (!rc && !row.report)
+            rc = cw_diag_set(&d, CW_ENOENT, "heap trace %u has no report (%s: %s)", trace,
+                             row.state ? row.state : "?", row.error ? row.error : "");
+        text = rc ? NULL : row.report;
+        row.report = NULL;
+        cw_heap_trace_row_clear(&row);
+        cw_store_close(s);
+    }
+    if (rc) return cw_cli_exit("heap diff", rc, &d);
+    /* By default, from the first snapshot (or the start) to the end. */
+    const char *pa = a.a ? a.a : strstr(text, "\"snapshots\":[{") ? "1" : "start";
+    char *diff = NULL;
+    rc = cw_heap_diff_json(text, pa, a.b ? a.b : "end", &diff, &d);
+    free(text);
+    if (rc) return cw_cli_exit("heap diff", rc, &d);
+    if (a.json) return cw_cli_put_json("heap diff", diff);
+    rc = cw_heap_diff_print(diff, top, stdout);
+    free(diff);
+    return rc ? 1 : 0;
+}
+
 int cw_cmd_heap(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "diff") == 0) {
+        if (cw_cli_wants_help(argc - 1, argv + 1)) {
+            fputs(usage_text, stdout);
+            return 0;
+        }
+        return cmd_diff(argc - 1, argv + 1);
+    }
     /* Options end at "--"; the program and its arguments follow. */
     int sep = 1;
     while (sep < argc && strcmp(argv[sep], "--") != 0)
@@ -112,7 +275,13 @@ int cw_cmd_heap(int argc, char **argv)
                 usage_text);
         return 2;
     }
-    int64_t duration = 0;
+    int64_t duration = 0, every = 0;
+    if (a.snapshot && (cw_parse_duration(a.snapshot, &every) != 0 || every <= 0)) {
+        fprintf(stderr,
+                "commitwatch heap: --snapshot takes a positive duration such as 30s, not '%s'\n",
+                a.snapshot);
+        return 2;
+    }
     if (a.duration && (cw_parse_duration(a.duration, &duration) != 0 || duration <= 0)) {
         fprintf(stderr,
                 "commitwatch heap: --duration takes a positive duration such as 90s, 5m or "
@@ -129,9 +298,12 @@ int cw_cmd_heap(int argc, char **argv)
     int rc = cw_stacks_create(&stacks);
     if (!rc) rc = cw_heap_model_create(cw_plat_wall_ns(), &m);
     if (rc) goto out;
-    cw_heap_launch_args_t la = {
-        .argv = pid ? NULL : argv + sep + 1, .pid = pid, .duration_ns = duration};
-    cw_plat_catch_stop(cw_heap_launch_stop, NULL);
+    cw_heap_launch_args_t la = {.argv = pid ? NULL : argv + sep + 1,
+                                .pid = pid,
+                                .duration_ns = duration,
+                                .snapshot_every_ns = every,
+                                .snapshot_now = &snap_asked};
+    cw_plat_catch_stop(cw_heap_launch_stop, ask_snapshot);
     rc = cw_heap_launch(&la, stacks, m, &res, &d);
     cw_plat_catch_stop(NULL, NULL);
     if (rc) goto out;
@@ -141,6 +313,7 @@ int cw_cmd_heap(int argc, char **argv)
     rc = cw_heap_model_report(m, stacks, &res.losses, &r);
     if (rc) goto out;
     rc = print_report(&a, r, top);
+    if (a.db && store_trace(a.db, r, &res, duration) != 0 && rc == 0) rc = 1;
     cw_heap_report_free(r);
     cw_heap_model_destroy(m);
     cw_stacks_destroy(stacks);

@@ -30,6 +30,7 @@ typedef struct trace {
     cw_thread_t *thread;
     int64_t id;
     uint32_t pid;
+    int64_t snapshot_every;
     atomic_bool stop, done, attached;
     atomic_uint_least64_t progress;
     cw_heap_trace_row_t row; /* the thread's */
@@ -103,7 +104,8 @@ static void run(void *arg)
                                    .preload = t->h->preload,
                                    .stop = &t->stop,
                                    .progress = &t->progress,
-                                   .attached = &t->attached};
+                                   .attached = &t->attached,
+                                   .snapshot_every_ns = t->snapshot_every};
         rc = cw_heap_launch(&a, stacks, m, &res, &d);
     }
     row->started_ns = res.start_ns;
@@ -238,9 +240,9 @@ int cw_heaptraces_ask(cw_heaptraces_t *h, const cw_heaptrace_ask_t *a, int64_t *
     *id = 0;
     char msg[256];
     /* Not asked: the default, within the maximum. */
-    int64_t dur = a->duration_ns > 0                        ? a->duration_ns
+    int64_t dur = a->duration_ns > 0                      ? a->duration_ns
                   : h->default_duration < h->max_duration ? h->default_duration
-                                                            : h->max_duration;
+                                                          : h->max_duration;
     /* The row as asked; its strings are borrowed until the trace owns a copy. */
     cw_heap_trace_row_t row = {.pid = a->pid,
                                .proc = a->proc,
@@ -296,6 +298,7 @@ int cw_heaptraces_ask(cw_heaptraces_t *h, const cw_heaptrace_ask_t *a, int64_t *
     t->h = h;
     t->id = *id = row.id;
     t->pid = a->pid;
+    t->snapshot_every = a->snapshot_every_ns;
     t->row = row;
     t->row.process = a->process ? cw_strdup(a->process) : NULL;
     t->row.trigger = cw_strdup(row.trigger);

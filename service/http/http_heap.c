@@ -2,7 +2,9 @@
  * /api/processes/{id}/heap-trace starts one of a live instance, GET
  * /api/heap-traces lists them (newest first, a running one with its
  * progress), GET /api/heap-traces/{id} gives one with its report (JSON,
- * or the folded stacks for flame-graph tools), POST
+ * or the folded stacks for flame-graph tools), GET
+ * /api/heap-traces/{id}/diff the growth per stack between two of its
+ * points (UMDH's diff: heap.h, cw_heap_diff_json), POST
  * /api/heap-traces/{id}/stop ends one early. Starting and stopping go
  * through the service's hooks (http.h, cw_http_heap_ops_t); reading is
  * the store's. */
@@ -196,18 +198,22 @@ int cw__http_heap_trace_start(cw__http_req_t *r, uint32_t id)
         return cw__http_fail(r, 400,
                              "request body: a JSON object, {\"duration\": \"5m\"}, or none");
     }
+    int64_t every = 0;
     cJSON_ArrayForEach(it, j)
     {
-        if (strcmp(it->string, "duration") != 0) {
-            rc = cw__http_fail(r, 400, "%s: unknown field (a heap trace takes \"duration\")",
+        bool dur = strcmp(it->string, "duration") == 0;
+        if (!dur && strcmp(it->string, "snapshot_every") != 0) {
+            rc = cw__http_fail(r, 400,
+                               "%s: unknown field (a heap trace takes \"duration\" and "
+                               "\"snapshot_every\")",
                                it->string);
             break;
         }
         if (!cJSON_IsString(it)) {
-            rc = cw__http_fail(r, 400, "duration: a string such as \"30s\" or \"5m\"");
+            rc = cw__http_fail(r, 400, "%s: a string such as \"30s\" or \"5m\"", it->string);
             break;
         }
-        rc = cw__http_parse_duration(r, "duration", it->valuestring, &duration);
+        rc = cw__http_parse_duration(r, it->string, it->valuestring, dur ? &duration : &every);
         if (rc) break;
     }
     cJSON_Delete(j);
@@ -230,7 +236,7 @@ int cw__http_heap_trace_start(cw__http_req_t *r, uint32_t id)
                              id);
     }
     int64_t tid = 0;
-    rc = r->ctx->heap->ask(r->ctx->heap_ctx, p.pid, id, p.name, duration, &tid, &d);
+    rc = r->ctx->heap->ask(r->ctx->heap_ctx, p.pid, id, p.name, duration, every, &tid, &d);
     cw_proc_info_clear(&p);
     if (rc == CW_ESTOPPED && tid)
         return cw__http_fail(r, 409, "%s (GET /api/heap-traces/%" PRId64 ")", d.msg, tid);
@@ -261,4 +267,29 @@ int cw__http_heap_trace_stop(cw__http_req_t *r, uint32_t id)
     bool ok =
         root && cw__json_u64(root, "id", id) && cJSON_AddStringToObject(root, "state", "stopping");
     return cw__http_send_tree(r, ok, root);
+}
+
+/* GET /api/heap-traces/{id}/diff?a=P&b=P: points "start", "end" or a
+ * snapshot's number; by default the first snapshot (or the start) to the
+ * end. */
+int cw__http_heap_trace_diff(cw__http_req_t *r, uint32_t id)
+{
+    cw_heap_trace_row_t t;
+    cw_diag_t d = {{0}};
+    int rc = cw_store_heap_get(r->store, id, &t, &d);
+    if (rc == CW_ENOENT) return cw__http_fail(r, 404, "id: no heap trace %" PRIu32, id);
+    if (rc) return cw__http_db_fail(r, rc, &d);
+    const char *a = cw__http_param(r, "a"), *b = cw__http_param(r, "b");
+    if (!a) a = t.report && strstr(t.report, "\"snapshots\":[{") ? "1" : "start";
+    char *diff = NULL;
+    if (!t.report)
+        rc = cw__http_fail(r, 409, "heap trace %" PRIu32 " has no report (%s)", id,
+                           t.state ? t.state : "?");
+    else if ((rc = cw_heap_diff_json(t.report, a, b ? b : "end", &diff, &d)) != 0)
+        rc = rc == CW_ENOMEM ? cw__http_oom(r) : cw__http_fail(r, 400, "a, b: %s", d.msg);
+    else
+        rc = cw__http_send(r, 200, "application/json", diff, strlen(diff));
+    free(diff);
+    cw_heap_trace_row_clear(&t);
+    return rc;
 }

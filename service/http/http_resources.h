@@ -90,6 +90,7 @@ int cw__http_heap_traces(cw__http_req_t *r);
 int cw__http_heap_trace(cw__http_req_t *r, uint32_t id);
 int cw__http_heap_trace_start(cw__http_req_t *r, uint32_t id); /* id: a process instance */
 int cw__http_heap_trace_stop(cw__http_req_t *r, uint32_t id);
+int cw__http_heap_trace_diff(cw__http_req_t *r, uint32_t id);
 
 /* ---- http_static.c: the dashboard's files; 0 after sending (404 included) ---- */
 int cw__http_static(cw__http_req_t *r);

@@ -66,6 +66,7 @@ static const route_t routes[] = {
     {"POST", "/api/processes/{id}/heap-trace", "", NEEDS_DB, .with_id = cw__http_heap_trace_start},
     {"GET", "/api/heap-traces", "alert,pid,process,limit", NEEDS_DB, .plain = cw__http_heap_traces},
     {"GET", "/api/heap-traces/{id}", "format,value", NEEDS_DB, .with_id = cw__http_heap_trace},
+    {"GET", "/api/heap-traces/{id}/diff", "a,b", NEEDS_DB, .with_id = cw__http_heap_trace_diff},
     {"POST", "/api/heap-traces/{id}/stop", "", 0, .with_id = cw__http_heap_trace_stop},
 };
 

@@ -20,7 +20,9 @@ heap_trace_max_duration = 1m.
   (409);
 - POST /api/heap-traces/{id}/stop ends a running trace: "stopped", and
   the process runs on to a clean exit;
-- the filters of the list (pid, process) and its newest-first order.
+- the filters of the list (pid, process) and its newest-first order;
+- snapshots every 100 ms (snapshot_every) and GET .../diff: from the start
+  to the end, the leak's growth is the truth's.
 
 Never skips: without root or perf it fails, saying why (CI runs as root).
 """
@@ -130,7 +132,8 @@ def main():
         st, body = api.call("/api/processes/99999999/heap-trace", "POST", {})
         c.eq("no such instance: 404", st, 404)
 
-        st, body = api.call(f"/api/processes/{inst}/heap-trace", "POST", {"duration": "50s"})
+        st, body = api.call(f"/api/processes/{inst}/heap-trace", "POST",
+                            {"duration": "50s", "snapshot_every": "100ms"})
         c.eq("POST /api/processes/{id}/heap-trace: 202", st, 202)
         tid = body.get("id") if isinstance(body, dict) else None
         c.check("... with the trace's id and url", tid and body.get("url") ==
@@ -181,6 +184,16 @@ def main():
         c.check("format=folded: the leaking function's stack, weighted by its outstanding bytes",
                 leak and sum(int(ln.rsplit(" ", 1)[1]) for ln in leak) ==
                 want["leak"]["outstanding_bytes"], f"{lines[:5]}")
+        c.check("snapshots were taken every 100 ms while it ran", rep and len(rep["snapshots"]) >= 1,
+                f"{rep and len(rep['snapshots'])}")
+        st, d = api.call(f"/api/heap-traces/{tid}/diff?a=start&b=end")
+        leak = [x for x in d.get("stacks", []) if
+                "heap_truth!" + want["leak"]["function"] in x["frames"]] if st == 200 else []
+        c.eq("GET .../diff start..end: the leak's growth is the truth's",
+             (sum(x["bytes_delta"] for x in leak), sum(x["count_delta"] for x in leak)),
+             (want["leak"]["outstanding_bytes"], want["leak"]["outstanding_count"]))
+        st, _ = api.call(f"/api/heap-traces/{tid}/diff?a=999")
+        c.eq("GET .../diff of a point that does not exist: 400", st, 400)
         st, _ = api.call(f"/api/heap-traces/{tid}?format=pprof")
         c.eq("an unknown format: 400", st, 400)
         # Once its exit is stored; before, the trace starts and fails on

@@ -2,9 +2,13 @@
  * through the tracker and the window analyzer give exact bytes (no page
  * rounding, adjacent blocks kept apart), frees find their block's size,
  * reallocs move blocks, peaks per stack, what cannot be applied is
- * counted; and the report's JSON carries the figures. */
+ * counted; and the report's JSON carries the figures. Snapshots hold each
+ * stack's outstanding at their time, and the diff (heap_diff.c) between
+ * any two points of a report's JSON gives the growth per stack. */
+#include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -142,6 +146,102 @@ static void test_time_clamped(void)
     now += 20;
 }
 
+/* The stack of a diff's JSON whose innermost frame is fn: {bytes, count}. */
+static void diff_of(const char *diff, const char *fn, double *bytes, double *count)
+{
+    cJSON *j = cJSON_Parse(diff), *s;
+    ASSERT_TRUE(j != NULL);
+    *bytes = *count = 0;
+    cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(j, "stacks"))
+    {
+        cJSON *fr = cJSON_GetObjectItemCaseSensitive(s, "frames");
+        cJSON *last = cJSON_GetArrayItem(fr, cJSON_GetArraySize(fr) - 1);
+        if (last && strcmp(last->valuestring, fn) == 0) {
+            *bytes = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(s, "bytes_delta"));
+            *count = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(s, "count_delta"));
+        }
+    }
+    cJSON_Delete(j);
+}
+
+static void test_snapshots_and_diff(void)
+{
+    cw_heap_model_t *m;
+    ASSERT_OK(cw_heap_model_create(now, &m));
+    for (int i = 0; i < 3; i++)
+        ev(m, CW_HEAP_ALLOC, BASE + 0x100 * (uint64_t)i, 40, 0, S_LEAK);
+    ASSERT_OK(cw_heap_model_snapshot(m, now++)); /* 1: leak 3 x 40 */
+    ev(m, CW_HEAP_ALLOC, BASE + 0x300, 40, 0, S_LEAK);
+    ev(m, CW_HEAP_ALLOC, BASE + 0x400, 40, 0, S_LEAK);
+    ev(m, CW_HEAP_ALLOC, BASE + 0x1000, 500, 0, S_CHURN);
+    ev(m, CW_HEAP_FREE, BASE, 0, 0, 0);
+    ASSERT_OK(cw_heap_model_snapshot(m, now++)); /* 2: leak 4 x 40, churn 500 */
+    ev(m, CW_HEAP_FREE, BASE + 0x1000, 0, 0, 0);
+    for (int i = 0; i < CW_HEAP_MAX_SNAPSHOTS; i++) /* 62 more, then 2 skipped */
+        ASSERT_OK(cw_heap_model_snapshot(m, now++));
+    cw_heap_report_t *r;
+    ASSERT_OK(cw_heap_model_report(m, stacks, NULL, &r));
+    cw_heap_model_destroy(m);
+    ASSERT_EQ(r->nsnapshots, CW_HEAP_MAX_SNAPSHOTS);
+    ASSERT_U64_EQ(r->snapshots_skipped, 2);
+    const cw_heap_snapshot_t *s1 = &r->snapshots[0], *s2 = &r->snapshots[1];
+    ASSERT_EQ(s1->nstacks, 1);
+    ASSERT_U64_EQ(s1->stacks[0].bytes, 120);
+    ASSERT_U64_EQ(s1->stacks[0].count, 3);
+    ASSERT_STR_EQ(s1->stacks[0].frames[1], "truth!truth_leak");
+    ASSERT_EQ(s2->nstacks, 2);
+    ASSERT_U64_EQ(s2->stacks[0].bytes, 500); /* largest first */
+    ASSERT_U64_EQ(s2->stacks[1].bytes, 160);
+    ASSERT_U64_EQ(s2->stacks[1].count, 4);
+    ASSERT_TRUE(s2->ts_ns > s1->ts_ns);
+    char *json = cw_heap_report_json(r);
+    ASSERT_TRUE(json != NULL);
+    cw_heap_report_free(r);
+
+    cw_diag_t d = {{0}};
+    char *diff = NULL;
+    double b, c;
+    ASSERT_OK(cw_heap_diff_json(json, "1", "2", &diff, &d));
+    diff_of(diff, "truth!truth_leak", &b, &c);
+    ASSERT_EQ(b, 40);
+    ASSERT_EQ(c, 1);
+    diff_of(diff, "truth!truth_churn", &b, &c);
+    ASSERT_EQ(b, 500);
+    ASSERT_EQ(c, 1);
+    ASSERT_TRUE(strstr(diff, "\"bytes_delta\":540") != NULL);
+    free(diff);
+    ASSERT_OK(cw_heap_diff_json(json, "2", "end", &diff, &d));
+    diff_of(diff, "truth!truth_churn", &b, &c);
+    ASSERT_EQ(b, -500); /* freed after snapshot 2 */
+    diff_of(diff, "truth!truth_leak", &b, &c);
+    ASSERT_EQ(b, 0); /* unchanged: left out */
+    free(diff);
+    ASSERT_OK(cw_heap_diff_json(json, "start", "end", &diff, &d));
+    diff_of(diff, "truth!truth_leak", &b, &c);
+    ASSERT_EQ(b, 160);
+    ASSERT_EQ(c, 4);
+    free(diff);
+    ASSERT_EQ(cw_heap_diff_json(json, "0", "end", &diff, &d), CW_EINVAL);
+    ASSERT_TRUE(strstr(d.msg, "from 1 to 64") != NULL);
+    ASSERT_EQ(cw_heap_diff_json(json, "65", "end", &diff, &d), CW_EINVAL);
+    ASSERT_EQ(cw_heap_diff_json("{\"layer\":\"commit\"}", "start", "end", &diff, &d), CW_EPARSE);
+    ASSERT_EQ(cw_heap_diff_json("not json", "start", "end", &diff, &d), CW_EPARSE);
+    ASSERT_TRUE(diff == NULL);
+    /* The text form: largest growth first, innermost frame first. */
+    ASSERT_OK(cw_heap_diff_json(json, "1", "2", &diff, &d));
+    FILE *f = tmpfile();
+    ASSERT_OK(cw_heap_diff_print(diff, 1, f));
+    rewind(f);
+    char text[2048] = "";
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    ASSERT_TRUE(strstr(text, "truth!truth_churn\n    truth!main") != NULL);
+    ASSERT_TRUE(strstr(text, "(1 more stacks") != NULL);
+    free(diff);
+    free(json);
+}
+
 int main(void)
 {
     ASSERT_OK(cw_stacks_create(&stacks));
@@ -153,6 +253,7 @@ int main(void)
     ASSERT_OK(cw_stacks_intern_strings(stacks, re, 2, &S_REALLOC));
     test_exact_bytes();
     test_time_clamped();
+    test_snapshots_and_diff();
     cw_stacks_destroy(stacks);
     TEST_DONE();
 }

@@ -228,6 +228,8 @@ typedef struct reader {
     const atomic_bool *stop; /* the caller's own stop flag, or NULL */
     atomic_uint_least64_t *progress; /* events applied, for the caller; or NULL */
     uint64_t applied;
+    int64_t snap_every, snap_next; /* periodic snapshots (monotonic ns); 0: none */
+    atomic_bool *snap_now;         /* a snapshot asked for now, or NULL */
 } reader_t;
 
 /* (Re)reads pid's executable mappings into its address space. */
@@ -388,6 +390,21 @@ static bool ended(int pidfd, uint32_t pid)
     return poll(&p, 1, 0) > 0;
 }
 
+/* The snapshots due after what was read: one asked for now, or the
+ * periodic one (the next is a period later, skipping periods the reader
+ * was behind for). */
+static int snapshots(reader_t *r)
+{
+    bool now = r->snap_now && atomic_exchange(r->snap_now, false);
+    int64_t t = cw_plat_mono_ns();
+    if (r->snap_every && t >= r->snap_next) {
+        now = true;
+        while (r->snap_next <= t)
+            r->snap_next += r->snap_every;
+    }
+    return now ? cw_heap_model_snapshot(r->m, cw_plat_wall_ns()) : 0;
+}
+
 /* Reads until the process ends (child: ours, reaped; else pid, watched
  * through pidfd), the deadline passes or a stop is asked. */
 static int read_loop(reader_t *r, pid_t child, uint32_t pid, int pidfd, int64_t deadline,
@@ -408,6 +425,7 @@ static int read_loop(reader_t *r, pid_t child, uint32_t pid, int pidfd, int64_t 
             res->exited = 1; /* not ours: its status is its parent's to read */
             return drain(r, &got);
         }
+        if ((rc = snapshots(r))) return rc;
         if (atomic_load(&stop_asked) || (r->stop && atomic_load(r->stop)) ||
             (deadline && cw_plat_mono_ns() >= deadline))
             return 0;
@@ -508,7 +526,14 @@ int cw_heap_launch(const cw_heap_launch_args_t *a, cw_stacks_t *stacks, cw_heap_
 
     uint32_t slots = a->ring_slots ? a->ring_slots : DEFAULT_SLOTS;
     size_t bytes = cw_heapring_bytes(slots);
-    reader_t r = {.stacks = stacks, .m = m, .stop = a->stop, .progress = a->progress};
+    reader_t r = {.stacks = stacks,
+                  .m = m,
+                  .stop = a->stop,
+                  .progress = a->progress,
+                  .snap_every = a->snapshot_every_ns > 0 ? a->snapshot_every_ns : 0,
+                  .snap_next =
+                      cw_plat_mono_ns() + (a->snapshot_every_ns > 0 ? a->snapshot_every_ns : 0),
+                  .snap_now = a->snapshot_now};
     char **env = NULL;
     char *extra[2] = {NULL, NULL};
     void *mem = MAP_FAILED;
