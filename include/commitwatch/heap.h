@@ -150,6 +150,12 @@ int cw_heap_report_print(const cw_heap_report_t *r, uint32_t max_stacks, FILE *o
  * 0 with *out a malloc'd string, or CW_EPARSE (not a heap report),
  * CW_EINVAL (no such point) or CW_ENOMEM with d set. */
 int cw_heap_diff_json(const char *report, const char *a, const char *b, char **out, cw_diag_t *d);
+/* A report's JSON as a pprof heap profile (gzipped protobuf, as `go tool
+ * pprof` reads it): sample types inuse_space and inuse_objects (outstanding
+ * at the end; the default), alloc_space and alloc_objects; one sample per
+ * process and stack, labels process and pid. 0 with *out (malloc'd, *len
+ * bytes), or CW_EPARSE (not a heap report), CW_ENOMEM or CW_EIO with d. */
+int cw_heap_pprof(const char *report, char **out, size_t *len, cw_diag_t *d);
 /* That diff as text, innermost frame first; max_stacks > 0 prints that
  * many. 0, CW_EPARSE or CW_EIO. */
 int cw_heap_diff_print(const char *diff, uint32_t max_stacks, FILE *out);

@@ -3,7 +3,10 @@
  * generated at build time from the profile.proto Debian ships with pprof,
  * CMakeLists.txt), gzipped with zlib as pprof writes it.
  *
- * The profile: sample types impacting_bytes/bytes, transient_bytes/bytes,
+ * The builder takes any samples (cw__pprof_write: a stack, its values,
+ * its labels); the commit export makes one per process and stack.
+ *
+ * The commit profile: sample types impacting_bytes/bytes, transient_bytes/bytes,
  * commit_count/count (the three values of cw_export_value_t) and
  * commit_bytes/bytes (the bytes newly committed in the window, size_bytes:
  * what a profiling store shows as the commit rate, like alloc_space);
@@ -78,88 +81,75 @@ static int64_t str(pprof_build_t *b, const char *s)
     return i == UINT32_MAX ? -1 : (int64_t)i;
 }
 
-/* The message of procs, pointing into b. 0 or CW_ENOMEM. */
-static int build(pprof_build_t *b, const cw_proc_report_t *procs, uint32_t nprocs,
-                 int64_t from_ns, int64_t to_ns, const char *name, profile_t *prof,
-                 value_type_t vt[NTYPES], value_type_t *vtp[NTYPES],
-                 char *comment, size_t comment_len)
+/* The message of samples v[0..n), pointing into b. 0 or CW_ENOMEM. */
+static int build(pprof_build_t *b, const cw__pprof_sample_t *v, size_t nsamples,
+                 const cw__pprof_types_t *t, int64_t from_ns, int64_t to_ns, const char *name,
+                 profile_t *prof, value_type_t vt[CW__PPROF_MAX_TYPES],
+                 value_type_t *vtp[CW__PPROF_MAX_TYPES], char *comment, size_t comment_len)
 {
-    size_t nsamples = 0, nlocs = 0;
-    for (uint32_t i = 0; i < nprocs; i++)
-        for (uint32_t j = 0; j < procs[i].nstacks; j++) {
-            nsamples++;
-            nlocs += procs[i].stacks[j].nframes ? procs[i].stacks[j].nframes : 1;
-        }
-    size_t ns = nsamples ? nsamples : 1;
+    size_t nlocs = 0;
+    for (size_t i = 0; i < nsamples; i++)
+        nlocs += v[i].nframes ? v[i].nframes : 1;
+    size_t ns = nsamples ? nsamples : 1, nt = (size_t)t->n;
     if (cw__interner_init(&b->strings) != 0 || cw__interner_init(&b->frames) != 0 ||
         !(b->smp = calloc(ns, sizeof *b->smp)) || !(b->smpp = calloc(ns, sizeof *b->smpp)) ||
         !(b->locids = calloc(nlocs ? nlocs : 1, sizeof *b->locids)) ||
-        !(b->values = calloc(ns * NTYPES, sizeof *b->values)) ||
+        !(b->values = calloc(ns * nt, sizeof *b->values)) ||
         !(b->lab = calloc(ns * NLABELS, sizeof *b->lab)) ||
         !(b->labp = calloc(ns * NLABELS, sizeof *b->labp)))
         return CW_ENOMEM;
     /* The string table starts with "" (profile.proto requires it). */
-    int64_t s_empty = str(b, ""), s_bytes = str(b, "bytes"), s_count = str(b, "count");
+    int64_t s_empty = str(b, "");
     int64_t k_tag = str(b, "tag"), k_proc = str(b, "process"), k_pid = str(b, "pid"),
             k_inst = str(b, "instance");
-    if (s_empty != 0 || s_bytes < 0 || s_count < 0 || k_tag < 0 || k_proc < 0 || k_pid < 0 ||
-        k_inst < 0)
-        return CW_ENOMEM;
-    for (int v = 0; v < NTYPES; v++) {
-        perftools__profiles__value_type__init(&vt[v]);
-        vt[v].type = str(b, v == COMMIT_BYTES ? "commit_bytes"
-                                              : cw_export_value_name((cw_export_value_t)v));
-        vt[v].unit = v == CW_EXPORT_COUNT ? s_count : s_bytes;
-        if (vt[v].type < 0) return CW_ENOMEM;
-        vtp[v] = &vt[v];
+    if (s_empty != 0 || k_tag < 0 || k_proc < 0 || k_pid < 0 || k_inst < 0) return CW_ENOMEM;
+    for (int x = 0; x < t->n; x++) {
+        perftools__profiles__value_type__init(&vt[x]);
+        vt[x].type = str(b, t->name[x]);
+        vt[x].unit = str(b, t->unit[x]);
+        if (vt[x].type < 0 || vt[x].unit < 0) return CW_ENOMEM;
+        vtp[x] = &vt[x];
     }
 
-    size_t k = 0, li = 0;
-    for (uint32_t i = 0; i < nprocs; i++) {
-        const cw_proc_report_t *p = &procs[i];
-        int64_t s_name = str(b, p->name ? p->name : "");
-        if (s_name < 0) return CW_ENOMEM;
-        for (uint32_t j = 0; j < p->nstacks; j++, k++) {
-            const cw_stack_report_t *s = &p->stacks[j];
-            sample_t *sm = &b->smp[k];
-            perftools__profiles__sample__init(sm);
-            b->smpp[k] = sm;
-            /* Leaf first: the report's frames are outermost first. */
-            sm->location_id = &b->locids[li];
-            for (uint32_t f = s->nframes; f-- > 0;) {
-                uint32_t fi = cw__intern(&b->frames, s->frames[f]);
-                if (fi == UINT32_MAX) return CW_ENOMEM;
-                b->locids[li++] = (uint64_t)fi + 1;
-            }
-            if (s->nframes == 0) {
-                uint32_t fi = cw__intern(&b->frames, CW__EXPORT_NO_FRAMES);
-                if (fi == UINT32_MAX) return CW_ENOMEM;
-                b->locids[li++] = (uint64_t)fi + 1;
-            }
-            sm->n_location_id = (size_t)(&b->locids[li] - sm->location_id);
-            sm->value = &b->values[k * NTYPES];
-            sm->n_value = NTYPES;
-            for (int v = 0; v < CW_EXPORT__NVALUES; v++)
-                sm->value[v] = cw_export_stack_value(&s->figs, (cw_export_value_t)v);
-            sm->value[COMMIT_BYTES] =
-                s->figs.size_bytes > INT64_MAX ? INT64_MAX : (int64_t)s->figs.size_bytes;
-            label_t *l = &b->lab[k * NLABELS];
-            for (int x = 0; x < NLABELS; x++) {
-                perftools__profiles__label__init(&l[x]);
-                b->labp[k * NLABELS + (size_t)x] = &l[x];
-            }
-            l[0].key = k_tag;
-            l[0].str = str(b, s->tag ? s->tag : "");
-            l[1].key = k_proc;
-            l[1].str = s_name;
-            l[2].key = k_pid;
-            l[2].num = p->pid;
-            l[3].key = k_inst;
-            l[3].num = p->id;
-            if (l[0].str < 0) return CW_ENOMEM;
-            sm->label = &b->labp[k * NLABELS];
-            sm->n_label = NLABELS;
+    size_t li = 0;
+    for (size_t k = 0; k < nsamples; k++) {
+        const cw__pprof_sample_t *s = &v[k];
+        sample_t *sm = &b->smp[k];
+        perftools__profiles__sample__init(sm);
+        b->smpp[k] = sm;
+        /* Leaf first: the samples' frames are outermost first. */
+        sm->location_id = &b->locids[li];
+        for (uint32_t f = s->nframes; f-- > 0;) {
+            uint32_t fi = cw__intern(&b->frames, s->frames[f]);
+            if (fi == UINT32_MAX) return CW_ENOMEM;
+            b->locids[li++] = (uint64_t)fi + 1;
         }
+        if (s->nframes == 0) {
+            uint32_t fi = cw__intern(&b->frames, CW__EXPORT_NO_FRAMES);
+            if (fi == UINT32_MAX) return CW_ENOMEM;
+            b->locids[li++] = (uint64_t)fi + 1;
+        }
+        sm->n_location_id = (size_t)(&b->locids[li] - sm->location_id);
+        sm->value = &b->values[k * nt];
+        sm->n_value = nt;
+        memcpy(sm->value, s->value, nt * sizeof *sm->value);
+        label_t *l = &b->lab[k * NLABELS];
+        for (int x = 0; x < NLABELS; x++) {
+            perftools__profiles__label__init(&l[x]);
+            b->labp[k * NLABELS + (size_t)x] = &l[x];
+        }
+        l[0].key = k_tag;
+        l[0].str = str(b, s->tag ? s->tag : "");
+        l[1].key = k_proc;
+        l[1].str = str(b, s->process ? s->process : "");
+        l[2].key = k_pid;
+        l[2].num = s->pid;
+        l[3].key = k_inst;
+        l[3].num = s->instance;
+        if (l[0].str < 0 || l[1].str < 0) return CW_ENOMEM;
+        /* No tag: the other three. */
+        sm->label = &b->labp[k * NLABELS + (s->tag ? 0 : 1)];
+        sm->n_label = s->tag ? NLABELS : NLABELS - 1;
     }
 
     /* One function and one location per distinct frame. */
@@ -188,12 +178,12 @@ static int build(pprof_build_t *b, const cw_proc_report_t *procs, uint32_t nproc
 
     snprintf(comment, comment_len, "commitwatch %s: window [%" PRId64 ", %" PRId64 ") ns",
              name ? name : "", from_ns, to_ns);
-    int64_t s_comment = str(b, comment), s_default = str(b, cw_export_value_name(CW_EXPORT_IMPACTING));
+    int64_t s_comment = str(b, comment), s_default = str(b, t->name[t->default_type]);
     if (s_comment < 0 || s_default < 0) return CW_ENOMEM;
     b->comment[0] = s_comment;
 
     perftools__profiles__profile__init(prof);
-    prof->n_sample_type = NTYPES;
+    prof->n_sample_type = (size_t)t->n;
     prof->sample_type = vtp;
     prof->n_sample = nsamples;
     prof->sample = b->smpp;
@@ -245,30 +235,66 @@ static int gzip(const uint8_t *in, size_t n, char **out, size_t *len, cw_diag_t 
     return 0;
 }
 
-int cw__export_pprof(const cw_proc_report_t *procs, uint32_t nprocs, int64_t from_ns,
-                     int64_t to_ns, const char *name, char **out, size_t *len, cw_diag_t *d)
+int cw__pprof_write(const cw__pprof_sample_t *v, size_t n, const cw__pprof_types_t *t,
+                    int64_t from_ns, int64_t to_ns, const char *name, char **out, size_t *len,
+                    cw_diag_t *d)
 {
     pprof_build_t b;
     profile_t prof;
-    value_type_t vt[NTYPES];
-    value_type_t *vtp[NTYPES];
+    value_type_t vt[CW__PPROF_MAX_TYPES];
+    value_type_t *vtp[CW__PPROF_MAX_TYPES];
     char comment[512];
     memset(&b, 0, sizeof b);
-    int rc = build(&b, procs, nprocs, from_ns, to_ns, name, &prof, vt, vtp, comment,
-                   sizeof comment);
+    int rc = build(&b, v, n, t, from_ns, to_ns, name, &prof, vt, vtp, comment, sizeof comment);
     uint8_t *packed = NULL;
     if (rc == 0) {
-        size_t n = perftools__profiles__profile__get_packed_size(&prof);
-        packed = malloc(n ? n : 1);
+        size_t sz = perftools__profiles__profile__get_packed_size(&prof);
+        packed = malloc(sz ? sz : 1);
         if (!packed)
             rc = CW_ENOMEM;
-        else if (perftools__profiles__profile__pack(&prof, packed) != n)
+        else if (perftools__profiles__profile__pack(&prof, packed) != sz)
             rc = cw_diag_set(d, CW_EIO, "protobuf-c packed a pprof profile of another size");
         else
-            rc = gzip(packed, n, out, len, d);
+            rc = gzip(packed, sz, out, len, d);
     }
     if (rc == CW_ENOMEM) cw_diag_set(d, rc, "out of memory while writing the pprof profile");
     free(packed);
     build_free(&b);
+    return rc;
+}
+
+int cw__export_pprof(const cw_proc_report_t *procs, uint32_t nprocs, int64_t from_ns,
+                     int64_t to_ns, const char *name, char **out, size_t *len, cw_diag_t *d)
+{
+    /* The three export values, then commit_bytes (pprof only). */
+    cw__pprof_types_t t = {.n = NTYPES, .default_type = CW_EXPORT_IMPACTING};
+    for (int x = 0; x < CW_EXPORT__NVALUES; x++) {
+        t.name[x] = cw_export_value_name((cw_export_value_t)x);
+        t.unit[x] = x == CW_EXPORT_COUNT ? "count" : "bytes";
+    }
+    t.name[COMMIT_BYTES] = "commit_bytes";
+    t.unit[COMMIT_BYTES] = "bytes";
+    size_t n = 0;
+    for (uint32_t i = 0; i < nprocs; i++)
+        n += procs[i].nstacks;
+    cw__pprof_sample_t *v = calloc(n ? n : 1, sizeof *v);
+    if (!v) return cw_diag_set(d, CW_ENOMEM, "out of memory while writing the pprof profile");
+    size_t k = 0;
+    for (uint32_t i = 0; i < nprocs; i++)
+        for (uint32_t j = 0; j < procs[i].nstacks; j++, k++) {
+            const cw_stack_report_t *s = &procs[i].stacks[j];
+            v[k].frames = s->frames;
+            v[k].nframes = s->nframes;
+            for (int x = 0; x < CW_EXPORT__NVALUES; x++)
+                v[k].value[x] = cw_export_stack_value(&s->figs, (cw_export_value_t)x);
+            v[k].value[COMMIT_BYTES] =
+                s->figs.size_bytes > INT64_MAX ? INT64_MAX : (int64_t)s->figs.size_bytes;
+            v[k].tag = s->tag ? s->tag : "";
+            v[k].process = procs[i].name;
+            v[k].pid = procs[i].pid;
+            v[k].instance = procs[i].id;
+        }
+    int rc = cw__pprof_write(v, n, &t, from_ns, to_ns, name, out, len, d);
+    free(v);
     return rc;
 }

@@ -1,7 +1,8 @@
-/* heap_diff.c - the heap report's diff between two points (heap.h,
- * cw_heap_diff_json): UMDH's "what grew between two snapshots", from a
- * report's JSON (as stored with a heap trace, or saved by `heap --json`),
- * so a report read back diffs as one just made.
+/* heap_diff.c - a heap report read back from its JSON (as stored with a
+ * heap trace, or saved by `heap --json`), so a stored report serves as one
+ * just made: its diff between two points (heap.h, cw_heap_diff_json:
+ * UMDH's "what grew between two snapshots") and its pprof profile
+ * (cw_heap_pprof).
  *
  * A point is "start" (nothing outstanding), "end" (the stacks'
  * outstanding at the report's end) or a snapshot's number (1-based). Each
@@ -14,6 +15,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "analysis/export_pprof.h"
 #include "commitwatch/common.h"
 #include "commitwatch/heap.h"
 #include "commitwatch/report.h"
@@ -125,6 +127,14 @@ static int load_point(const cJSON *rep, const char *point, int side, rows_t *rs,
     return 0;
 }
 
+/* The report's "layer" is "heap": else CW_EPARSE with d set. */
+static int check_heap(const cJSON *rep, cw_diag_t *d)
+{
+    const cJSON *l = cJSON_GetObjectItemCaseSensitive(rep, "layer");
+    if (cJSON_IsString(l) && strcmp(l->valuestring, "heap") == 0) return 0;
+    return cw_diag_set(d, CW_EPARSE, "not a heap report (the JSON of `commitwatch heap --json`)");
+}
+
 static int cmp_growth(const void *a, const void *b)
 {
     const row_t *x = a, *y = b;
@@ -148,11 +158,7 @@ int cw_heap_diff_json(const char *report, const char *a, const char *b, char **t
     double ta = 0, tb = 0;
     int rc;
     *text = NULL;
-    if (!rep || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(rep, "layer")) ||
-        strcmp(cJSON_GetObjectItemCaseSensitive(rep, "layer")->valuestring, "heap") != 0) {
-        rc = cw_diag_set(d, CW_EPARSE, "not a heap report (the JSON of `commitwatch heap --json`)");
-        goto done;
-    }
+    if ((rc = check_heap(rep, d))) goto done;
     if ((rc = load_point(rep, a, 0, &rs, &ta, d)) || (rc = load_point(rep, b, 1, &rs, &tb, d)))
         goto done;
     qsort(rs.v, rs.n, sizeof *rs.v, cmp_growth);
@@ -226,4 +232,64 @@ int cw_heap_diff_print(const char *diff, uint32_t max_stacks, FILE *out)
     if (left > 0) fprintf(out, "\n(%d more stacks; --json lists all)\n", left);
     cJSON_Delete(j);
     return ferror(out) ? CW_EIO : 0;
+}
+
+int cw_heap_pprof(const char *report, char **out, size_t *len, cw_diag_t *d)
+{
+    cJSON *rep = cJSON_Parse(report);
+    cw__pprof_sample_t *v = NULL;
+    char **frames = NULL;
+    size_t n = 0, nf = 0, k = 0, fi = 0;
+    const cJSON *p, *st, *f;
+    int rc = rep ? check_heap(rep, d) : check_heap(NULL, d);
+    if (rc) goto done;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(rep, "processes"))
+    {
+        cJSON_ArrayForEach(st, cJSON_GetObjectItemCaseSensitive(p, "stacks"))
+        {
+            n++;
+            nf += (size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(st, "frames"));
+        }
+    }
+    v = calloc(n ? n : 1, sizeof *v);
+    frames = calloc(nf ? nf : 1, sizeof *frames); /* borrowed from rep */
+    if (!v || !frames) {
+        rc = cw_diag_set(d, CW_ENOMEM, "out of memory writing a heap profile");
+        goto done;
+    }
+    static const char *const names[] = {"inuse_space", "inuse_objects", "alloc_space",
+                                        "alloc_objects"};
+    static const char *const fields[] = {"outstanding_bytes", "outstanding_count", "alloc_bytes",
+                                         "alloc_count"};
+    cw__pprof_types_t t = {.n = 4, .default_type = 0};
+    for (int x = 0; x < 4; x++) {
+        t.name[x] = names[x];
+        t.unit[x] = x % 2 ? "count" : "bytes";
+    }
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(rep, "processes"))
+    {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(p, "name");
+        cJSON_ArrayForEach(st, cJSON_GetObjectItemCaseSensitive(p, "stacks"))
+        {
+            cw__pprof_sample_t *s = &v[k++];
+            s->frames = &frames[fi];
+            cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(st, "frames"))
+            {
+                static char unknown[] = "?";
+                frames[fi++] = cJSON_IsString(f) ? f->valuestring : unknown;
+                s->nframes++;
+            }
+            for (int x = 0; x < 4; x++)
+                s->value[x] = (int64_t)num(st, fields[x]);
+            s->process = cJSON_IsString(name) ? name->valuestring : "";
+            s->pid = (uint32_t)num(p, "pid");
+        }
+    }
+    rc = cw__pprof_write(v, n, &t, (int64_t)num(rep, "from_ns"), (int64_t)num(rep, "to_ns"), "heap",
+                         out, len, d);
+done:
+    free(frames);
+    free(v);
+    cJSON_Delete(rep);
+    return rc;
 }

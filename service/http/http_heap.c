@@ -2,7 +2,7 @@
  * /api/processes/{id}/heap-trace starts one of a live instance, GET
  * /api/heap-traces lists them (newest first, a running one with its
  * progress), GET /api/heap-traces/{id} gives one with its report (JSON,
- * or the folded stacks for flame-graph tools), GET
+ * the folded stacks for flame-graph tools, or a pprof heap profile), GET
  * /api/heap-traces/{id}/diff the growth per stack between two of its
  * points (UMDH's diff: heap.h, cw_heap_diff_json), POST
  * /api/heap-traces/{id}/stop ends one early. Starting and stopping go
@@ -162,8 +162,9 @@ static int send_folded(cw__http_req_t *r, const cw_heap_trace_row_t *t)
 int cw__http_heap_trace(cw__http_req_t *r, uint32_t id)
 {
     const char *format = cw__http_param(r, "format");
-    if (format && strcmp(format, "json") != 0 && strcmp(format, "folded") != 0)
-        return cw__http_fail(r, 400, "format: json (the default) or folded");
+    if (format && strcmp(format, "json") != 0 && strcmp(format, "folded") != 0 &&
+        strcmp(format, "pprof") != 0)
+        return cw__http_fail(r, 400, "format: json (the default), folded or pprof");
     if (cw__http_param(r, "value") && (!format || strcmp(format, "folded") != 0))
         return cw__http_fail(r, 400, "value: only with format=folded");
     cw_heap_trace_row_t t;
@@ -171,10 +172,20 @@ int cw__http_heap_trace(cw__http_req_t *r, uint32_t id)
     int rc = cw_store_heap_get(r->store, id, &t, &d);
     if (rc == CW_ENOENT) return cw__http_fail(r, 404, "id: no heap trace %" PRIu32, id);
     if (rc) return cw__http_db_fail(r, rc, &d);
-    if (format && strcmp(format, "folded") == 0) {
-        rc = t.report ? send_folded(r, &t)
-                      : cw__http_fail(r, 409, "heap trace %" PRIu32 " has no report (%s)", id,
-                                      t.state ? t.state : "?");
+    if (format && strcmp(format, "json") != 0 && !t.report) {
+        rc = cw__http_fail(r, 409, "heap trace %" PRIu32 " has no report (%s)", id,
+                           t.state ? t.state : "?");
+    } else if (format && strcmp(format, "folded") == 0) {
+        rc = send_folded(r, &t);
+    } else if (format && strcmp(format, "pprof") == 0) {
+        char *pb = NULL, name[64];
+        size_t len = 0;
+        snprintf(name, sizeof name, "heap-%" PRIu32 ".pb.gz", id);
+        rc = cw_heap_pprof(t.report, &pb, &len, &d);
+        rc = rc == CW_ENOMEM ? cw__http_oom(r)
+             : rc          ? cw__http_fail(r, 500, "%s", d.msg)
+                           : cw__http_send_attachment(r, "application/octet-stream", name, pb, len);
+        free(pb);
     } else {
         cJSON *o = trace_json(r, &t);
         rc = cw__http_send_tree(r, o != NULL, o);

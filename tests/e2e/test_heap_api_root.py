@@ -10,7 +10,9 @@ heap_trace_max_duration = 1m.
   "done"/"exited", and its stored report is exactly the truth (the same
   comparison as `heap --pid`), the 9 blocks allocated before the attach
   counted as unknown frees; format=folded gives the leaking function's
-  stack weighted by its outstanding bytes;
+  stack weighted by its outstanding bytes, format=pprof a heap profile
+  (`go tool pprof -raw`: inuse_space, inuse_objects, alloc_space,
+  alloc_objects, totalling the report's);
 - refusals, each with its status and message: no token (401), no such
   instance (404), an exited instance (409), a second trace of a process
   already traced (409, naming the running trace), a second process while
@@ -38,6 +40,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(__file__))
 from cwservice import Checks, free_port  # noqa: E402
 from cwtest import file_text, wait_until  # noqa: E402
+from exportcheck import GO, pprof_raw  # noqa: E402
 from heaptruth import BIN, TRUTH, mismatches  # noqa: E402
 
 TOKEN = "heap-test-token"
@@ -85,6 +88,9 @@ def main():
     c = Checks()
     if os.geteuid() != 0:
         print("FAIL: the perf source needs root (CI runs this as root)")
+        return 1
+    if not GO:
+        print("FAIL: go (apt-get install golang-go): `go tool pprof` reads the heap profile")
         return 1
     tmp = tempfile.mkdtemp(prefix="cw_heap_api_")
     db, conf = os.path.join(tmp, "h.db"), os.path.join(tmp, "h.conf")
@@ -194,7 +200,19 @@ def main():
              (want["leak"]["outstanding_bytes"], want["leak"]["outstanding_count"]))
         st, _ = api.call(f"/api/heap-traces/{tid}/diff?a=999")
         c.eq("GET .../diff of a point that does not exist: 400", st, 400)
-        st, _ = api.call(f"/api/heap-traces/{tid}?format=pprof")
+        req = urllib.request.Request(f"{api.base}/api/heap-traces/{tid}?format=pprof")
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            pb = os.path.join(tmp, "heap.pb.gz")
+            open(pb, "wb").write(resp.read())
+        types, tot, _ = pprof_raw(pb)
+        c.eq("format=pprof: a heap profile go tool pprof reads, inuse_space the default",
+             types, ["inuse_space/bytes", "inuse_objects/count", "alloc_space/bytes",
+                     "alloc_objects/count"])
+        tt = rep["totals"] if rep else {}
+        c.eq("... its totals are the report's", tot,
+             [tt.get("outstanding_bytes"), tt.get("outstanding_count"), tt.get("alloc_bytes"),
+              tt.get("alloc_count")])
+        st, _ = api.call(f"/api/heap-traces/{tid}?format=svg")
         c.eq("an unknown format: 400", st, 400)
         # Once its exit is stored; before, the trace starts and fails on
         # its thread ("no process"), recorded as such.
