@@ -162,6 +162,49 @@ def systemctl(*args):
     return subprocess.run(["systemctl", *args], capture_output=True, text=True, timeout=120)
 
 
+def heap_trace_under_unit(listen, token):
+    """The heap drill-down works inside the unit's sandbox (ptrace through
+    its seccomp filter, the interposer's copy in /run/commitwatch that the
+    traced process sees, not the unit's private /tmp): a process that
+    allocates is traced for 2 s through the API, and its trace ends done,
+    with events, no error."""
+    work = subprocess.Popen([sys.executable, "-c",
+                             "import sys, time\n"
+                             "print('ready', flush=True)\n"
+                             "keep = []\n"
+                             "for i in range(400):\n"
+                             "    keep.append(bytearray(4000))\n"
+                             "    time.sleep(0.02)\n"], stdout=subprocess.PIPE, text=True)
+    work.stdout.readline()
+
+    def api(path, body=None):
+        req = urllib.request.Request(f"http://{listen}{path}", method="POST" if body else "GET",
+                                     data=json.dumps(body).encode() if body else None,
+                                     headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(req, timeout=10) as h:
+            return json.loads(h.read())
+
+    def instance():
+        try:
+            procs = api(f"/api/processes?pid={work.pid}&from=-2m").get("processes", [])
+        except (OSError, ValueError):
+            return None
+        return procs[0]["id"] if procs else None
+
+    try:
+        inst = wait_until(instance, 30, f"the service stores pid {work.pid}")
+        tid = api(f"/api/processes/{inst}/heap-trace", {"duration": "2s"})["id"]
+        tr = wait_until(lambda: (lambda t: t if t["state"] != "running" else None)(
+            api(f"/api/heap-traces/{tid}")), 30, "the heap trace under the unit ends")
+        check(tr["state"] == "done" and not tr.get("error") and tr.get("events", 0) > 0,
+              "a heap trace works under the unit (ptrace, the interposer's copy in "
+              f"/run/commitwatch): {tr['state']}, {tr.get('events')} events, "
+              f"{tr.get('error')}")
+    finally:
+        work.kill()
+        work.wait()
+
+
 def with_systemd():
     """The real thing, as root: install, start, stop, uninstall."""
     require(os.geteuid() == 0, "root, to install a system service")
@@ -178,11 +221,11 @@ def with_systemd():
               "systemctl says it is enabled")
         # Where the service will listen: a free port when this test wrote
         # the configuration, else what the machine's configuration says.
-        listen = "127.0.0.1:8470"
+        listen, token = "127.0.0.1:8470", None
         if CONF in created:
-            listen = f"127.0.0.1:{free_port()}"
+            listen, token = f"127.0.0.1:{free_port()}", "unit-heap-token"
             with open(CONF, "a") as f:
-                f.write(f"\nlisten = {listen}\n")
+                f.write(f"\nlisten = {listen}\ntoken = {token}\n")
         else:
             for line in open(CONF):
                 k, _, v = line.split("#")[0].partition("=")
@@ -229,6 +272,8 @@ def with_systemd():
         sizes = wait_until(stored, 30, f"the service stores pid {work.pid}'s 48 MiB commit")
         check(bool(sizes), f"a process's commits are traced under the unit: {sizes}")
         work.wait(timeout=30)
+        if token:
+            heap_trace_under_unit(listen, token)
         r = run("stop")
         check(r.returncode == 0, "stop exits 0: " + r.stderr.strip())
         wait_until(lambda: systemctl("is-active", "commitwatch.service").stdout.strip() in

@@ -151,13 +151,17 @@ static int find_preload(const char *given, char *out, size_t len, cw_diag_t *d)
             *slash = 0;
             int w = snprintf(out, len, "%s/%s", exe, LIB_NAME);
             if (w > 0 && (size_t)w < len && access(out, R_OK) == 0) return 0;
+            /* An installed tree moved elsewhere: PREFIX/bin/commitwatch
+             * and PREFIX/lib/commitwatch/libcwheap.so. */
+            w = snprintf(out, len, "%s/../lib/commitwatch/%s", exe, LIB_NAME);
+            if (w > 0 && (size_t)w < len && access(out, R_OK) == 0) return 0;
         }
     }
     int w = snprintf(out, len, "%s/%s", CW_HEAP_LIBDIR, LIB_NAME);
     if (w > 0 && (size_t)w < len && access(out, R_OK) == 0) return 0;
     return cw_diag_set(d, CW_ENOENT,
-                       "the heap interposer (%s) is not beside commitwatch nor in %s: reinstall, "
-                       "or name it in CW_HEAP_PRELOAD",
+                       "the heap interposer (%s) is not beside commitwatch, in its "
+                       "../lib/commitwatch, nor in %s: reinstall, or name it in CW_HEAP_PRELOAD",
                        LIB_NAME, CW_HEAP_LIBDIR);
 }
 
@@ -454,6 +458,20 @@ static int copy_lib(const char *lib, char *tmpl, cw_diag_t *d)
                        strerror(e));
 }
 
+/* Where the copy of the interposer goes: a folder the traced process sees
+ * too. The service's unit gives it /run/commitwatch (RUNTIME_DIRECTORY;
+ * its /tmp is private), else /tmp. */
+static void copy_path(char *out, size_t n)
+{
+    const char *dir = getenv("RUNTIME_DIRECTORY");
+    size_t len = dir && dir[0] == '/' ? strcspn(dir, ":") : 0; /* the first of a list */
+    if (!len || len > n - 32) {
+        dir = "/tmp";
+        len = 4;
+    }
+    snprintf(out, n, "%.*s/commitwatch-heap-XXXXXX.so", (int)len, dir);
+}
+
 /* The bound on loading the interposer into a running process (stopping a
  * thread, dlopen, the constructor's hand-over and GOT rewrite). */
 #define ATTACH_TIMEOUT_NS 10000000000LL
@@ -477,7 +495,8 @@ static int attach_pid(const cw_heap_launch_args_t *a, reader_t *r, int fd, const
      * library it loaded (no dlclose under running threads), and a second
      * dlopen of the same file would run no constructor, so each attach
      * loads its own copy (unlinked once loaded; the mapping stays). */
-    char copy[] = "/tmp/commitwatch-heap-XXXXXX.so";
+    char copy[PATH_MAX];
+    copy_path(copy, sizeof copy);
     int rc = copy_lib(lib, copy, d);
     if (rc) {
         if (pidfd >= 0) close(pidfd);
