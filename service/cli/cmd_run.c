@@ -40,8 +40,8 @@ static const char usage_text[] =
     "SIGHUP reloads the configuration file and the stack-tag rules; stored stacks\n"
     "are re-tagged when the rules changed.\n";
 
-/* Each command's options are its own table (data): serve, analyze and record have
- * rows alike to these. */
+/* Each command's options are its own table (data): serve, analyze, record and
+ * heap have rows alike to these. */
 #define F(f) offsetof(cw_service_args_t, f)
 static const cw_cli_opt_t opts[] = {
     {"--source", CW_CLI_STR, F(source), 0, NULL},

@@ -170,7 +170,7 @@ static int read_series(sqlite3_stmt *st, cw_alert_row_t *r)
     return CW_ENOMEM;
 }
 
-/* Like read_series by shape only: each reads its own table's columns. */
+/* Like read_series and read_silence by shape only: each reads its own table's columns. */
 static int read_tr(sqlite3_stmt *st, cw_alert_tr_row_t *r)
 {
     memset(r, 0, sizeof *r);
