@@ -438,7 +438,7 @@ static int copy_lib(const char *lib, char *tmpl, cw_diag_t *d)
 
 /* The bound on loading the interposer into a running process (stopping a
  * thread, dlopen, the constructor's hand-over and GOT rewrite). */
-#define ATTACH_TIMEOUT_NS 10000000000LL
+#define ATTACH_TIMEOUT_NS (10 * CW_NS_PER_S)
 
 /* Attach mode: the interposer is loaded into the running process pid
  * (cw_plat_inject_library), takes the ring's descriptor from us while its
