@@ -385,7 +385,8 @@ static int save_series(cw_store_t *s, cw_alert_row_t *r, cw_diag_t *d)
     return err;
 }
 
-/* Binding a row's columns, alike to other statements by shape only. */
+/* Binding a row's columns, alike to other statements (store_series.c's load_steps) by
+ * shape only. */
 static int save_transition(cw_store_t *s, cw_alert_tr_row_t *t, cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;
