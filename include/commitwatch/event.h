@@ -49,6 +49,25 @@ static inline bool cw_commit_ok(uint64_t addr, uint64_t size)
     return size > 0 && addr < CW_COMMIT_END_MAX && size <= CW_COMMIT_END_MAX - addr;
 }
 
+/* A process's committed bytes counted from a start (a bucket's, a
+ * window's): delta, what it committed minus what it released since, and
+ * peak, delta's highest value after any event (0, the start's, at the
+ * least) with peak_ns, when it was first reached. The aggregator keeps
+ * one per process and bucket, `analyze` one per process and window.
+ * Within +-INT64_MAX: the tracker's commits end by CW_COMMIT_END_MAX. */
+typedef struct cw_balance {
+    int64_t delta, peak, peak_ns;
+} cw_balance_t;
+
+/* After an event at ts that changed b->delta: keeps its peak. */
+static inline void cw_balance_note(cw_balance_t *b, int64_t ts)
+{
+    if (b->delta > b->peak) {
+        b->peak = b->delta;
+        b->peak_ns = ts;
+    }
+}
+
 typedef struct cw_event {
     int64_t ts;
     cw_op_t op;

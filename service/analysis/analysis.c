@@ -6,7 +6,7 @@
  *   AOFI: a < t0, t0 <= f < t1      AOFO: a < t0, f >= t1
  * Peak: per instance, the net change of outstanding since t0 (commits of
  * new, non-rundown bytes minus releases inside the window) is followed
- * after every event in the window; the best value (0 at t0 included) plus
+ * after every event in the window (cw_balance_t); its peak (0 at t0 included) plus
  * outstanding(t0) = AOFI + AOFO bytes is the peak. The tracker takes
  * commits ending by CW_COMMIT_END_MAX only, so outstanding bytes, and the
  * change, lie within +-INT64_MAX (a trace's ranges up to 2^64 made it
@@ -42,8 +42,7 @@ typedef struct inst {
     char *name, *cmdline;
     int64_t start_ns, exit_ns;
     uint64_t events;
-    int64_t delta, best;
-    int64_t best_ns;
+    cw_balance_t bal; /* the window's */
 } inst_t;
 
 struct cw_analysis {
@@ -103,7 +102,7 @@ static inst_t *inst_of(cw_analysis_t *a, const cw_proc_t *p)
         if (!in->name || (p->cmdline && !in->cmdline)) a->oom = 1;
         in->start_ns = p->start_ns;
         in->exit_ns = CW_TS_NEVER;
-        in->best_ns = a->t0;
+        in->bal.peak_ns = a->t0;
     }
     return in;
 }
@@ -151,8 +150,8 @@ static void on_start(void *ctx, const cw_proc_t *p, int64_t ts)
     inst_of(ctx, p);
 }
 
-/* Counts the event and keeps the instance's peak balance and its time:
- * alike to the aggregator's on_event in form only (each its own figures). */
+/* Counts the event and keeps the instance's peak balance and its time (as
+ * the aggregator does per bucket, with the same cw_balance_note). */
 static void on_event(void *ctx, const cw_proc_t *p, int64_t ts)
 {
     cw_analysis_t *a = ctx;
@@ -160,10 +159,7 @@ static void on_event(void *ctx, const cw_proc_t *p, int64_t ts)
     inst_t *in = inst_of(a, p);
     if (!in) return;
     in->events++;
-    if (in->delta > in->best) {
-        in->best = in->delta;
-        in->best_ns = ts;
-    }
+    cw_balance_note(&in->bal, ts);
 }
 
 static void on_commit(void *ctx, const cw_proc_t *p, const cw_commit_t *c, int64_t ts)
@@ -175,7 +171,7 @@ static void on_commit(void *ctx, const cw_proc_t *p, const cw_commit_t *c, int64
     if (!fg || !in) return;
     fg->size_bytes += c->bytes;
     fg->commit_count++;
-    in->delta += (int64_t)c->bytes;
+    in->bal.delta += (int64_t)c->bytes;
 }
 
 static void on_release(void *ctx, const cw_proc_t *p, const cw_commit_t *c, uint64_t bytes,
@@ -185,7 +181,7 @@ static void on_release(void *ctx, const cw_proc_t *p, const cw_commit_t *c, uint
     classify(a, p, c, bytes, ts);
     if (in_window(a, ts)) {
         inst_t *in = inst_of(a, p);
-        if (in) in->delta -= (int64_t)bytes;
+        if (in) in->bal.delta -= (int64_t)bytes;
     }
 }
 
@@ -256,9 +252,9 @@ int cw_analysis_report(cw_analysis_t *a, cw_stacks_t *stacks, cw_tagger_t *tagge
         p->tracking_ended_ns = CW_TS_NEVER; /* a trace ends; its processes do not */
         p->last_correction_ns = CW_TS_NEVER; /* a trace has no corrections */
         p->events = in->events;
-        p->peak_bytes = out_t0[id] + (uint64_t)in->best;
+        p->peak_bytes = out_t0[id] + (uint64_t)in->bal.peak;
         /* The state at `from` is reached no earlier than the instance. */
-        p->peak_ns = in->best_ns < in->start_ns ? in->start_ns : in->best_ns;
+        p->peak_ns = in->bal.peak_ns < in->start_ns ? in->start_ns : in->bal.peak_ns;
         p->stacks = calloc(nst[id] ? nst[id] : 1, sizeof *p->stacks);
         if (!p->name || (in->cmdline && !p->cmdline) || !p->stacks) {
             free(out_t0);

@@ -86,6 +86,14 @@ int cw_cli_exit(const char *cmd, int rc, const cw_diag_t *d);
  * a Windows console) routed to the service while it runs; its result. */
 int cw_cli_service_foreground(struct cw_service_args *a, cw_diag_t *d);
 
+/* The options `run` and `serve` share, rows of a cw_cli_opt_t table into
+ * a cw_service_args_t (written once, so the two commands cannot differ on
+ * them). Expands where commitwatch/service.h is included. */
+#define CW_CLI_SERVE_OPTS                                                                          \
+    {"--db", CW_CLI_STR, offsetof(struct cw_service_args, db), 0, NULL},                           \
+    {"--config", CW_CLI_STR, offsetof(struct cw_service_args, config_path), 0, NULL},              \
+    {"--listen", CW_CLI_STR, offsetof(struct cw_service_args, listen), 0, NULL}
+
 /* Prints json, a document cw_*_json() made, as one line and frees it: 0.
  * NULL (it ran out of memory) prints `commitwatch CMD: out of memory`: 1. */
 int cw_cli_put_json(const char *cmd, char *json);

@@ -57,7 +57,8 @@ typedef struct analyze_args {
     size_t nrules;
 } analyze_args_t;
 
-/* Shaped like run's: each command's options are its own table (data). */
+/* Shaped like run's, record's and heap's: each command's options are its own table
+ * (data). */
 #define F(f) offsetof(analyze_args_t, f)
 static const cw_cli_opt_t opts[] = {
     {"--source", CW_CLI_STR, F(source), 0, NULL},

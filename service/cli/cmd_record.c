@@ -41,7 +41,8 @@ typedef struct record_args {
     bool verbose;
 } record_args_t;
 
-/* Shaped like analyze's and run's: each command's options are its own table (data). */
+/* Shaped like analyze's, heap's and run's: each command's options are its own table
+ * (data). */
 #define F(f) offsetof(record_args_t, f)
 static const cw_cli_opt_t opts[] = {
     {"--source", CW_CLI_STR, F(source), 0, NULL},

@@ -40,14 +40,12 @@ static const char usage_text[] =
     "SIGHUP reloads the configuration file and the stack-tag rules; stored stacks\n"
     "are re-tagged when the rules changed.\n";
 
-/* Each command's options are its own table (data): serve, analyze and record have
- * rows alike to these. */
+/* Each command's options are its own table (data): analyze, record and heap
+ * have rows alike to these; serve's are the ones it shares with run (cli.h). */
 #define F(f) offsetof(cw_service_args_t, f)
 static const cw_cli_opt_t opts[] = {
     {"--source", CW_CLI_STR, F(source), 0, NULL},
-    {"--db", CW_CLI_STR, F(db), 0, NULL},
-    {"--config", CW_CLI_STR, F(config_path), 0, NULL},
-    {"--listen", CW_CLI_STR, F(listen), 0, NULL},
+    CW_CLI_SERVE_OPTS,
     {"--token", CW_CLI_STR, F(token), 0, NULL},
     {"--stacktags", CW_CLI_LIST, F(stacktags), F(nstacktags), NULL},
     {"--speed", CW_CLI_POSITIVE, F(speed), 0, NULL},

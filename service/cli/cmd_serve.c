@@ -19,15 +19,11 @@ static const char usage_text[] =
     "  --listen ADDR:PORT serve there (default 127.0.0.1:8470)\n\n"
     "Only GET requests are served (no silences, no reload). SIGINT/SIGTERM stop it.\n";
 
-/* run's first entries again: each command's options are its own table (data). */
-#define F(f) offsetof(cw_service_args_t, f)
+/* Only the options run shares with serve (cli.h). */
 static const cw_cli_opt_t opts[] = {
-    {"--db", CW_CLI_STR, F(db), 0, NULL},
-    {"--config", CW_CLI_STR, F(config_path), 0, NULL},
-    {"--listen", CW_CLI_STR, F(listen), 0, NULL},
+    CW_CLI_SERVE_OPTS,
     {NULL, CW_CLI_FLAG, 0, 0, NULL},
 };
-#undef F
 
 int cw_cmd_serve(int argc, char **argv)
 {

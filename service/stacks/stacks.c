@@ -205,6 +205,8 @@ int cw_stacks_intern_strings(cw_stacks_t *s, const char *const *frames, uint32_t
     return rc;
 }
 
+/* Accessors of the private struct: one line each, alike to other modules'
+ * (pipeline.c's) by design. */
 uint64_t cw_stacks_uid(const cw_stacks_t *s)
 {
     return s->uid;

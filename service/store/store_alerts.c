@@ -170,7 +170,7 @@ static int read_series(sqlite3_stmt *st, cw_alert_row_t *r)
     return CW_ENOMEM;
 }
 
-/* Like read_series by shape only: each reads its own table's columns. */
+/* Like read_series and read_silence by shape only: each reads its own table's columns. */
 static int read_tr(sqlite3_stmt *st, cw_alert_tr_row_t *r)
 {
     memset(r, 0, sizeof *r);
@@ -385,7 +385,8 @@ static int save_series(cw_store_t *s, cw_alert_row_t *r, cw_diag_t *d)
     return err;
 }
 
-/* Binding a row's columns, alike to other statements by shape only. */
+/* Binding a row's columns, alike to other statements (store_series.c's load_steps) by
+ * shape only. */
 static int save_transition(cw_store_t *s, cw_alert_tr_row_t *t, cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;

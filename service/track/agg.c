@@ -42,8 +42,7 @@ typedef struct release_acc {
 typedef struct act_acc {
     uint32_t proc;
     uint64_t events;
-    /* Within +-INT64_MAX: the tracker's commits end by CW_COMMIT_END_MAX. */
-    int64_t delta, relpeak, relpeak_ns;
+    cw_balance_t bal; /* the bucket's: its relpeak and relpeak_ns */
 } act_acc_t;
 
 /* A dense array of accumulators found through a keymap. */
@@ -389,7 +388,7 @@ static act_acc_t *act_of(cw_agg_t *a, const cw_proc_t *p)
     act_acc_t *x = &a->acts.v[i];
     if (x->proc == 0) {
         x->proc = p->id;
-        x->relpeak_ns = a->bucket;
+        x->bal.peak_ns = a->bucket;
     }
     return x;
 }
@@ -463,10 +462,7 @@ static void on_event(void *ctx, const cw_proc_t *p, int64_t ts)
         return;
     }
     x->events++;
-    if (x->delta > x->relpeak) {
-        x->relpeak = x->delta;
-        x->relpeak_ns = ts;
-    }
+    cw_balance_note(&x->bal, ts);
 }
 
 static void on_commit(void *ctx, const cw_proc_t *p, const cw_commit_t *c, int64_t ts)
@@ -493,7 +489,7 @@ static void on_commit(void *ctx, const cw_proc_t *p, const cw_commit_t *c, int64
         if (rundown || f->bytes >= a->fold_bytes) inst_keep(a, f);
     }
     /* Rundown bytes were outstanding all along: no change at this time. */
-    if (!rundown) x->delta += (int64_t)c->bytes;
+    if (!rundown) x->bal.delta += (int64_t)c->bytes;
 }
 
 static void on_release(void *ctx, const cw_proc_t *p, const cw_commit_t *c, uint64_t bytes,
@@ -515,7 +511,7 @@ static void on_release(void *ctx, const cw_proc_t *p, const cw_commit_t *c, uint
     ra->bytes += bytes;
     ra->pieces++;
     if (c->remaining == 0) ra->closed++;
-    x->delta -= (int64_t)bytes;
+    x->bal.delta -= (int64_t)bytes;
 }
 
 cw_tracker_sink_t cw_agg_sink(cw_agg_t *a)
@@ -635,7 +631,7 @@ static int close_bucket(cw_agg_t *a)
     }
     for (uint32_t i = 0; i < a->acts.map.count && rc == 0; i++) {
         const act_acc_t *x = &a->acts.v[i];
-        cw_row_activity_t r = {x->proc, x->events, x->delta, x->relpeak, x->relpeak_ns};
+        cw_row_activity_t r = {x->proc, x->events, x->bal.delta, x->bal.peak, x->bal.peak_ns};
         rc = cw_batch_add_activity(b, &r);
     }
     uint32_t nf = cw_stacks_frame_count(a->stacks);

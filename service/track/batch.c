@@ -47,23 +47,22 @@ void cw_batch_free(cw_batch_t *b)
     free(b);
 }
 
-/* The row kinds without strings or arrays are copied in as they are: one
- * typed function each, alike on purpose (a generic push would lose the
- * compiler's check of the row's type). */
-int cw_batch_add_commit(cw_batch_t *b, const cw_row_commit_t *r)
-{
-    return VEC_PUSH(b->commits, *r);
-}
-
-int cw_batch_add_release(cw_batch_t *b, const cw_row_release_t *r)
-{
-    return VEC_PUSH(b->releases, *r);
-}
-
-int cw_batch_add_activity(cw_batch_t *b, const cw_row_activity_t *r)
-{
-    return VEC_PUSH(b->activity, *r);
-}
+/* The row kinds without strings or arrays are copied in as they are. One
+ * definition writes each kind's typed function (cw_batch_add_commit, _release,
+ * _activity, _map, _correction, _folded), so every call still has the
+ * compiler's check of the row's type. */
+#define ADD_PLAIN_ROW(kind, vec)                                                                   \
+    int cw_batch_add_##kind(cw_batch_t *b, const cw_row_##kind##_t *r)                             \
+    {                                                                                              \
+        return VEC_PUSH(b->vec, *r);                                                               \
+    }
+ADD_PLAIN_ROW(commit, commits)
+ADD_PLAIN_ROW(release, releases)
+ADD_PLAIN_ROW(activity, activity)
+ADD_PLAIN_ROW(map, maps)
+ADD_PLAIN_ROW(correction, corrections)
+ADD_PLAIN_ROW(folded, folded)
+#undef ADD_PLAIN_ROW
 
 int cw_batch_add_proc(cw_batch_t *b, uint32_t id, uint32_t pid, int64_t start_ns, int64_t exit_ns,
                       const char *name, const char *cmdline)
@@ -75,21 +74,6 @@ int cw_batch_add_proc(cw_batch_t *b, uint32_t id, uint32_t pid, int64_t start_ns
         return CW_ENOMEM;
     }
     return 0;
-}
-
-int cw_batch_add_map(cw_batch_t *b, const cw_row_map_t *r)
-{
-    return VEC_PUSH(b->maps, *r);
-}
-
-int cw_batch_add_correction(cw_batch_t *b, const cw_row_correction_t *r)
-{
-    return VEC_PUSH(b->corrections, *r);
-}
-
-int cw_batch_add_folded(cw_batch_t *b, const cw_row_folded_t *r)
-{
-    return VEC_PUSH(b->folded, *r);
 }
 
 int cw_batch_add_frame(cw_batch_t *b, uint32_t id, const char *text)
@@ -117,20 +101,25 @@ int cw_batch_add_stack(cw_batch_t *b, uint32_t id, const uint32_t *frames, uint3
 
 /* ---- key order ------------------------------------------------------------ */
 
+/* Commit and release rows share their key (proc, stack, a). */
+static int cmp_key(uint32_t proc1, uint32_t stack1, int64_t a1, uint32_t proc2, uint32_t stack2,
+                   int64_t a2)
+{
+    if (proc1 != proc2) return proc1 < proc2 ? -1 : 1;
+    if (stack1 != stack2) return stack1 < stack2 ? -1 : 1;
+    return (a1 > a2) - (a1 < a2);
+}
+
 static int cmp_commit(const void *x, const void *y)
 {
     const cw_row_commit_t *p = x, *q = y;
-    if (p->proc != q->proc) return p->proc < q->proc ? -1 : 1;
-    if (p->stack != q->stack) return p->stack < q->stack ? -1 : 1;
-    return (p->a > q->a) - (p->a < q->a);
+    return cmp_key(p->proc, p->stack, p->a, q->proc, q->stack, q->a);
 }
 
 static int cmp_release(const void *x, const void *y)
 {
     const cw_row_release_t *p = x, *q = y;
-    if (p->proc != q->proc) return p->proc < q->proc ? -1 : 1;
-    if (p->stack != q->stack) return p->stack < q->stack ? -1 : 1;
-    return (p->a > q->a) - (p->a < q->a);
+    return cmp_key(p->proc, p->stack, p->a, q->proc, q->stack, q->a);
 }
 
 static int cmp_activity(const void *x, const void *y)
@@ -139,31 +128,51 @@ static int cmp_activity(const void *x, const void *y)
     return (p->proc > q->proc) - (p->proc < q->proc);
 }
 
+/* Sorts v (n rows of size bytes each; NULL when n is 0) by cmp and sums
+ * each run of rows of one key into its first with add(into, from): the
+ * merge of the commit and the release rows, which differ only in what
+ * they sum. Returns the rows left. */
+static uint32_t sort_sum(void *v, uint32_t n, size_t size, int (*cmp)(const void *, const void *),
+                         void (*add)(void *into, const void *from))
+{
+    unsigned char *rows = v;
+    uint32_t o = 0;
+    if (n > 1) qsort(v, n, size, cmp);
+    for (uint32_t i = 0; i < n; i++) {
+        unsigned char *row = rows + (size_t)i * size;
+        if (o && cmp(rows + (size_t)(o - 1) * size, row) == 0)
+            add(rows + (size_t)(o - 1) * size, row);
+        else if (o++ != i)
+            memcpy(rows + (size_t)(o - 1) * size, row, size);
+    }
+    return o;
+}
+
+static void add_commit(void *into, const void *from)
+{
+    cw_row_commit_t *t = into;
+    const cw_row_commit_t *f = from;
+    t->bytes += f->bytes;
+    t->events += f->events;
+}
+
+static void add_release(void *into, const void *from)
+{
+    cw_row_release_t *t = into;
+    const cw_row_release_t *f = from;
+    t->bytes += f->bytes;
+    t->pieces += f->pieces;
+    t->closed += f->closed;
+}
+
 uint32_t cw_batch_merge_commits(cw_row_commit_t *v, uint32_t n)
 {
-    uint32_t o = 0;
-    if (n > 1) qsort(v, n, sizeof *v, cmp_commit); /* (an empty one may be NULL) */
-    for (uint32_t i = 0; i < n; i++)
-        if (o && cmp_commit(&v[o - 1], &v[i]) == 0) {
-            v[o - 1].bytes += v[i].bytes;
-            v[o - 1].events += v[i].events;
-        } else
-            v[o++] = v[i];
-    return o;
+    return sort_sum(v, n, sizeof *v, cmp_commit, add_commit);
 }
 
 uint32_t cw_batch_merge_releases(cw_row_release_t *v, uint32_t n)
 {
-    uint32_t o = 0;
-    if (n > 1) qsort(v, n, sizeof *v, cmp_release);
-    for (uint32_t i = 0; i < n; i++)
-        if (o && cmp_release(&v[o - 1], &v[i]) == 0) {
-            v[o - 1].bytes += v[i].bytes;
-            v[o - 1].pieces += v[i].pieces;
-            v[o - 1].closed += v[i].closed;
-        } else
-            v[o++] = v[i];
-    return o;
+    return sort_sum(v, n, sizeof *v, cmp_release, add_release);
 }
 
 void cw_batch_sort_activity(cw_row_activity_t *v, uint32_t n)
@@ -196,6 +205,20 @@ void cw_batch_sort_activity(cw_row_activity_t *v, uint32_t n)
 #define ROW_CORRECTION(X) X(u32, proc) X(i64, ts_ns) X(u64, committed) X(u64, decommitted)
 #define PUT_FIELD(type, field) p = put_##type(p, r->field);
 #define GET_FIELD(type, field) c.field = get_##type(&r);
+/* The row kinds of fixed fields only, written and read whole: each row of
+ * b's vector vec (cw_batch_encode, p the write position), and count rows
+ * read and added (cw_batch_decode, r the cursor, err its result). */
+#define PUT_ROWS(kind, vec, ROW)                                                                   \
+    for (uint32_t i = 0; i < b->vec.n; i++) {                                                      \
+        const cw_row_##kind##_t *r = &b->vec.v[i];                                                 \
+        ROW(PUT_FIELD)                                                                             \
+    }
+#define GET_ROWS(kind, count, ROW)                                                                 \
+    for (uint32_t i = 0; i < (count) && !err; i++) {                                               \
+        cw_row_##kind##_t c;                                                                       \
+        ROW(GET_FIELD)                                                                             \
+        err = cw_batch_add_##kind(b, &c);                                                          \
+    }
 
 static size_t str_size(const char *s)
 {
@@ -267,18 +290,9 @@ int cw_batch_encode(const cw_batch_t *b, cw_buf_t *o)
     p = put_u32(p, b->stacks.n);
     p = put_u32(p, b->folded.n);
     p = put_u32(p, b->maps.n);
-    for (uint32_t i = 0; i < b->commits.n; i++) {
-        const cw_row_commit_t *r = &b->commits.v[i];
-        ROW_COMMIT(PUT_FIELD)
-    }
-    for (uint32_t i = 0; i < b->releases.n; i++) {
-        const cw_row_release_t *r = &b->releases.v[i];
-        ROW_RELEASE(PUT_FIELD)
-    }
-    for (uint32_t i = 0; i < b->activity.n; i++) {
-        const cw_row_activity_t *r = &b->activity.v[i];
-        ROW_ACTIVITY(PUT_FIELD)
-    }
+    PUT_ROWS(commit, commits, ROW_COMMIT)
+    PUT_ROWS(release, releases, ROW_RELEASE)
+    PUT_ROWS(activity, activity, ROW_ACTIVITY)
     for (uint32_t i = 0; i < b->procs.n; i++) {
         const cw_row_proc_t *r = &b->procs.v[i];
         ROW_PROC(PUT_FIELD)
@@ -297,10 +311,7 @@ int cw_batch_encode(const cw_batch_t *b, cw_buf_t *o)
         for (uint32_t k = 0; k < r->nframes; k++) p = put_u32(p, r->frames[k]);
         p = put_str(p, r->tag);
     }
-    for (uint32_t i = 0; i < b->folded.n; i++) {
-        const cw_row_folded_t *r = &b->folded.v[i];
-        ROW_FOLDED(PUT_FIELD)
-    }
+    PUT_ROWS(folded, folded, ROW_FOLDED)
     for (uint32_t i = 0; i < b->maps.n; i++) {
         const cw_row_map_t *r = &b->maps.v[i];
         ROW_MAP(PUT_FIELD)
@@ -312,10 +323,7 @@ int cw_batch_encode(const cw_batch_t *b, cw_buf_t *o)
      * before they existed decodes as a batch without any. */
     if (b->corrections.n) {
         p = put_u32(p, b->corrections.n);
-        for (uint32_t i = 0; i < b->corrections.n; i++) {
-            const cw_row_correction_t *r = &b->corrections.v[i];
-            ROW_CORRECTION(PUT_FIELD)
-        }
+        PUT_ROWS(correction, corrections, ROW_CORRECTION)
     }
     o->n += (size_t)(p - start);
     o->p[o->n] = '\0';
@@ -399,21 +407,9 @@ int cw_batch_decode(const void *p, size_t n, cw_batch_t **out)
         need += (size_t)cnt[i] * least[i];
     }
     if (need > r.n) goto bad;
-    for (uint32_t i = 0; i < cnt[0] && !err; i++) {
-        cw_row_commit_t c;
-        ROW_COMMIT(GET_FIELD)
-        err = cw_batch_add_commit(b, &c);
-    }
-    for (uint32_t i = 0; i < cnt[1] && !err; i++) {
-        cw_row_release_t c;
-        ROW_RELEASE(GET_FIELD)
-        err = cw_batch_add_release(b, &c);
-    }
-    for (uint32_t i = 0; i < cnt[2] && !err; i++) {
-        cw_row_activity_t c;
-        ROW_ACTIVITY(GET_FIELD)
-        err = cw_batch_add_activity(b, &c);
-    }
+    GET_ROWS(commit, cnt[0], ROW_COMMIT)
+    GET_ROWS(release, cnt[1], ROW_RELEASE)
+    GET_ROWS(activity, cnt[2], ROW_ACTIVITY)
     for (uint32_t i = 0; i < cnt[3] && !err; i++) {
         cw_row_proc_t c = {0};
         ROW_PROC(GET_FIELD)
@@ -449,11 +445,7 @@ int cw_batch_decode(const void *p, size_t n, cw_batch_t **out)
             free(c.tag);
         }
     }
-    for (uint32_t i = 0; i < cnt[6] && !err; i++) {
-        cw_row_folded_t c;
-        ROW_FOLDED(GET_FIELD)
-        err = cw_batch_add_folded(b, &c);
-    }
+    GET_ROWS(folded, cnt[6], ROW_FOLDED)
     for (uint32_t i = 0; i < cnt[7] && !err; i++) {
         cw_row_map_t c = {0};
         ROW_MAP(GET_FIELD)
@@ -470,11 +462,7 @@ int cw_batch_decode(const void *p, size_t n, cw_batch_t **out)
     if (!err && !r.bad && r.n) { /* corrections (see cw_batch_encode) */
         uint32_t nc = get_u32(&r);
         if (nc == 0 || !count_fits(&r, nc, 28)) goto bad;
-        for (uint32_t i = 0; i < nc && !err; i++) {
-            cw_row_correction_t c;
-            ROW_CORRECTION(GET_FIELD)
-            err = cw_batch_add_correction(b, &c);
-        }
+        GET_ROWS(correction, nc, ROW_CORRECTION)
     }
     if (err == CW_EPARSE) goto bad;
     if (!err && (r.bad || r.n)) goto bad;

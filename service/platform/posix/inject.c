@@ -411,7 +411,7 @@ static int load(uint32_t pid, const char *lib, int64_t timeout_ns, cw_diag_t *d)
         if (w > 0) {
             /* Deadline: stop it and put it back as it was. */
             if (ptrace(PTRACE_INTERRUPT, p, 0, 0) == 0 &&
-                wait_stop(p, cw_plat_mono_ns() + 1000000000LL, &status) == 0)
+                wait_stop(p, cw_plat_mono_ns() + CW_NS_PER_S, &status) == 0)
                 rc = cw_diag_set(d, CW_EIO,
                                  "dlopen in process %" PRIu32 " did not return within %.1f s "
                                  "(the thread was stopped holding a lock dlopen needs, or the "

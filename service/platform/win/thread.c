@@ -27,8 +27,8 @@ static unsigned __stdcall trampoline(void *p)
     return 0;
 }
 
-/* Each object below is created and destroyed alike (and as posix/thread.c does): thin
- * wrappers, one per type, the same in form only. */
+/* Started and joined as posix/thread.c does, in form only: each OS's own
+ * thread call and handle. */
 int cw_thread_start(cw_thread_t **out, void (*fn)(void *), void *arg)
 {
     cw_thread_t *t = malloc(sizeof *t);
@@ -52,13 +52,29 @@ void cw_thread_join(cw_thread_t *t)
     free(t);
 }
 
+/* Allocates size bytes and sets them up with init (Win32's initializers
+ * cannot fail): the object, or NULL. posix/thread.c's create() has the
+ * same contract, its init able to fail. */
+static void *create(size_t size, void (*init)(void *obj))
+{
+    void *o = malloc(size);
+    if (o) init(o);
+    return o;
+}
+
+static void mutex_init(void *m)
+{
+    InitializeSRWLock(&((cw_mutex_t *)m)->l);
+}
+
+static void cond_init(void *c)
+{
+    InitializeConditionVariable(&((cw_cond_t *)c)->c);
+}
+
 int cw_mutex_create(cw_mutex_t **out)
 {
-    cw_mutex_t *m = malloc(sizeof *m);
-    if (!m) return CW_ENOMEM;
-    InitializeSRWLock(&m->l);
-    *out = m;
-    return 0;
+    return (*out = create(sizeof **out, mutex_init)) ? 0 : CW_ENOMEM;
 }
 
 void cw_mutex_destroy(cw_mutex_t *m)
@@ -78,11 +94,7 @@ void cw_mutex_unlock(cw_mutex_t *m)
 
 int cw_cond_create(cw_cond_t **out)
 {
-    cw_cond_t *c = malloc(sizeof *c);
-    if (!c) return CW_ENOMEM;
-    InitializeConditionVariable(&c->c);
-    *out = c;
-    return 0;
+    return (*out = create(sizeof **out, cond_init)) ? 0 : CW_ENOMEM;
 }
 
 void cw_cond_destroy(cw_cond_t *c)

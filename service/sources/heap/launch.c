@@ -474,7 +474,7 @@ static void copy_path(char *out, size_t n)
 
 /* The bound on loading the interposer into a running process (stopping a
  * thread, dlopen, the constructor's hand-over and GOT rewrite). */
-#define ATTACH_TIMEOUT_NS 10000000000LL
+#define ATTACH_TIMEOUT_NS (10 * CW_NS_PER_S)
 
 /* Attach mode: the interposer is loaded into the running process pid
  * (cw_plat_inject_library), takes the ring's descriptor from us while its

@@ -20,6 +20,7 @@
 #include "commitwatch/platform.h"
 #include "sources/perf/perf_types.h"
 
+/* A teardown list, alike to other destroy functions (store_pool.c's) in form only. */
 void cw_perf__snapshot_free(cw_perf__snapshot_t *snap)
 {
     if (!snap) return;
