@@ -49,6 +49,12 @@ extern char **environ;
 
 #define DEFAULT_SLOTS 32768u
 #define POLL_NS 1000000        /* the reader's nap when the ring is empty */
+/* A drain that took fewer records than this is followed by a nap (POLL_NS)
+ * before the next, so a trickle of events is read in batches, at most a
+ * thousand times a second, instead of a wake-up per event with the reader
+ * never resting (its CPU is another program's on a small machine). The
+ * ring (32,768 records) holds a nap's events up to 30 M a second. */
+#define BUSY_BATCH 4096
 #define REMAP_GAP_NS 50000000  /* at most one smaps read per process per 50 ms */
 #define TORN_WAIT_NS 200000000 /* how long an unpublished slot is waited for at the end */
 #define LIB_NAME "libcwheap.so"
@@ -335,13 +341,15 @@ static int apply_rec(reader_t *r, const cw_heapring_rec_t *rec)
     return cw_heap_model_apply(r->m, &ev);
 }
 
-/* Applies what is published now; *got counts it. */
+/* Applies what is published now, at most a ring's worth (a program that
+ * writes as fast as it is read must not keep the caller from its checks:
+ * the program's end, the duration, a stop); *got counts it. */
 static int drain(reader_t *r, uint64_t *got)
 {
     cw_heapring_rec_t rec;
-    uint64_t n = 0;
+    uint64_t n = 0, most = r->ring.h->nslots;
     int rc = 0;
-    while (!rc && cw_heapring_next(&r->ring, &rec)) {
+    while (!rc && n < most && cw_heapring_next(&r->ring, &rec)) {
         rc = apply_rec(r, &rec);
         if (!rc) n++;
     }
@@ -356,12 +364,13 @@ static int drain(reader_t *r, uint64_t *got)
  * a short wait. */
 static int finish_ring(reader_t *r)
 {
-    uint64_t got = 0;
     int64_t since = cw_plat_mono_ns();
     for (;;) {
+        uint64_t got = 0;
         int rc = drain(r, &got);
         if (rc) return rc;
         if (cw_heapring_pending(&r->ring) == 0) return 0;
+        if (got == r->ring.h->nslots) continue; /* a full drain: more to read */
         if (cw_plat_mono_ns() - since < TORN_WAIT_NS) {
             cw_plat_sleep_ns(POLL_NS);
             continue;
@@ -411,7 +420,7 @@ static int read_loop(reader_t *r, pid_t child, uint32_t pid, int pidfd, int64_t 
         if (atomic_load(&stop_asked) || (r->stop && atomic_load(r->stop)) ||
             (deadline && cw_plat_mono_ns() >= deadline))
             return 0;
-        if (!got) cw_plat_sleep_ns(POLL_NS);
+        if (got < BUSY_BATCH) cw_plat_sleep_ns(POLL_NS);
     }
 }
 
