@@ -60,6 +60,11 @@ int cw_heap_model_apply(cw_heap_model_t *m, const cw_heap_ev_t *ev);
 typedef struct cw_heap_losses {
     uint64_t dropped; /* events the channel had no room for */
     uint64_t torn;    /* events begun by a process that died before finishing them */
+    /* allocations whose stack was deeper than the source keeps (the
+     * interposer: 57 frames, the innermost kept; heapring.h): counted at
+     * the stack of their innermost frames, which may merge stacks that
+     * differ only further out */
+    uint64_t truncated;
 } cw_heap_losses_t;
 
 /* ---- the report ---- */

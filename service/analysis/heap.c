@@ -379,6 +379,7 @@ char *cw_heap_report_json(const cw_heap_report_t *r)
     cJSON_AddNumberToObject(o, "events", (double)r->events);
     cJSON_AddNumberToObject(o, "dropped_events", (double)r->losses.dropped);
     cJSON_AddNumberToObject(o, "torn_events", (double)r->losses.torn);
+    cJSON_AddNumberToObject(o, "truncated_stacks", (double)r->losses.truncated);
     cJSON_AddNumberToObject(o, "unknown_frees", (double)r->unknown_frees);
     cJSON_AddNumberToObject(o, "zero_size_allocs", (double)r->zero_allocs);
     cJSON_AddNumberToObject(o, "reused_addresses", (double)r->reused);
@@ -413,8 +414,10 @@ static void put_figs(FILE *out, const char *indent, const cw_heap_figs_t *f)
 int cw_heap_report_print(const cw_heap_report_t *r, uint32_t max_stacks, FILE *out)
 {
     fprintf(out, "heap report: %" PRIu64 " events", r->events);
-    fprintf(out, ", %" PRIu64 " dropped, %" PRIu64 " torn, %" PRIu64 " frees of unknown blocks\n",
-            r->losses.dropped, r->losses.torn, r->unknown_frees);
+    fprintf(out,
+            ", %" PRIu64 " dropped, %" PRIu64 " torn, %" PRIu64 " frees of unknown blocks, %" PRIu64
+            " stacks truncated\n",
+            r->losses.dropped, r->losses.torn, r->unknown_frees, r->losses.truncated);
     for (uint32_t i = 0; i < r->nprocs; i++) {
         const cw_heap_proc_report_t *p = &r->procs[i];
         fprintf(out, "\nprocess %u %s\n", p->pid, p->name ? p->name : "");

@@ -69,6 +69,11 @@ static void say_end(const cw_heap_launch_result_t *res, const char *prog)
                 "commitwatch heap: %llu events dropped (the ring was full: the report's "
                 "figures miss them)\n",
                 (unsigned long long)res->losses.dropped);
+    if (res->losses.truncated)
+        fprintf(stderr,
+                "commitwatch heap: %llu allocations had stacks deeper than the 57 frames kept "
+                "(each counted at its innermost 57: the report's truncated_stacks)\n",
+                (unsigned long long)res->losses.truncated);
 }
 
 /* A whole number in [1, max] into *out. */

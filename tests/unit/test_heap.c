@@ -71,7 +71,7 @@ static void test_exact_bytes(void)
     ev(m, CW_HEAP_ALLOC, BASE + 0x50000, 8, 0, S_CHURN);
     ev(m, CW_HEAP_FREE, BASE + 0x50000, 0, 0, 0);
 
-    cw_heap_losses_t loss = {3, 1};
+    cw_heap_losses_t loss = {.dropped = 3, .torn = 1, .truncated = 2};
     cw_heap_report_t *r;
     ASSERT_OK(cw_heap_model_report(m, stacks, &loss, &r));
     cw_heap_model_destroy(m);
@@ -113,12 +113,14 @@ static void test_exact_bytes(void)
     ASSERT_U64_EQ(r->reused, 1);
     ASSERT_U64_EQ(r->losses.dropped, 3);
     ASSERT_U64_EQ(r->losses.torn, 1);
+    ASSERT_U64_EQ(r->losses.truncated, 2);
     ASSERT_TRUE(r->to_ns == now);
 
     char *j = cw_heap_report_json(r);
     ASSERT_TRUE(j != NULL);
     ASSERT_TRUE(strstr(j, "\"outstanding_bytes\":4111,\"outstanding_count\":3") != NULL);
     ASSERT_TRUE(strstr(j, "\"dropped_events\":3") != NULL);
+    ASSERT_TRUE(strstr(j, "\"truncated_stacks\":2") != NULL);
     ASSERT_TRUE(strstr(j, "\"frames\":[\"truth!main\",\"truth!truth_leak\"]") != NULL);
     free(j);
     cw_heap_report_free(r);

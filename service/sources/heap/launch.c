@@ -234,6 +234,7 @@ typedef struct reader {
     const atomic_bool *stop; /* the caller's own stop flag, or NULL */
     atomic_uint_least64_t *progress; /* events applied, for the caller; or NULL */
     uint64_t applied;
+    uint64_t truncated; /* allocations whose stack had more frames than a record holds */
 } reader_t;
 
 /* (Re)reads pid's executable mappings into its address space. */
@@ -332,6 +333,7 @@ static int apply_rec(reader_t *r, const cw_heapring_rec_t *rec)
                        .addr = rec->addr,
                        .size = rec->size,
                        .old_addr = rec->old_addr};
+    if (rec->truncated) r->truncated++;
     if (rec->nframes) {
         rc = name_stack(r, p, rec, &ev.stack_id);
         if (rc) return rc;
@@ -567,6 +569,7 @@ int cw_heap_launch(const cw_heap_launch_args_t *a, cw_stacks_t *stacks, cw_heap_
     res->attached = atomic_load(&r.ring.h->attached);
     res->losses.dropped = cw_heapring_dropped(&r.ring);
     res->losses.torn = r.ring.torn;
+    res->losses.truncated = r.truncated;
     if (!rc && !a->pid && res->attached == 0)
         rc = cw_diag_set(d, CW_ENOSYS,
                          "%s ran but the heap interposer was not loaded into it (a set-user-ID "
