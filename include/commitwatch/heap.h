@@ -45,6 +45,17 @@ typedef struct cw_heap_model cw_heap_model_t;
 int cw_heap_model_create(int64_t from_ns, cw_heap_model_t **out);
 void cw_heap_model_destroy(cw_heap_model_t *m); /* accepts NULL */
 
+/* The most live blocks a model holds (the bound on its memory: about
+ * 240 bytes a block in bench/heap_rss.py, so 300,000 keep a trace's
+ * commitwatch under 128 MiB with its 16 MiB ring). An allocation past it
+ * is counted (the report's capped) and not held: its free is then a free
+ * of an unknown block. */
+#define CW_HEAP_DEFAULT_MAX_BLOCKS 300000u
+
+/* Sets the bound on live blocks (0: none); CW_HEAP_DEFAULT_MAX_BLOCKS
+ * until called. */
+void cw_heap_model_limit(cw_heap_model_t *m, uint64_t max_blocks);
+
 /* Announces a process (its first event, or before it): name and cmdline
  * copied by the tracker (cmdline may be NULL). 0 or CW_ENOMEM. */
 int cw_heap_model_start(cw_heap_model_t *m, uint32_t pid, int64_t ts, const char *name,
@@ -100,6 +111,7 @@ typedef struct cw_heap_report {
     uint64_t unknown_frees; /* frees of blocks not seen allocated */
     uint64_t zero_allocs;   /* allocations of 0 bytes (no bytes; their frees unknown) */
     uint64_t reused;        /* allocations at a live block's address */
+    uint64_t capped;        /* allocations not held: the bound on live blocks was reached */
     cw_heap_losses_t losses;
 } cw_heap_report_t;
 

@@ -145,6 +145,11 @@ int cw_cmd_heap(int argc, char **argv)
     say_end(&res, pid ? what : argv[sep + 1]);
     rc = cw_heap_model_report(m, stacks, &res.losses, &r);
     if (rc) goto out;
+    if (r->capped)
+        fprintf(stderr,
+                "commitwatch heap: %llu allocations were counted but not held: the report holds "
+                "at most %u live blocks (its figures miss them; their frees count as unknown)\n",
+                (unsigned long long)r->capped, CW_HEAP_DEFAULT_MAX_BLOCKS);
     rc = print_report(&a, r, top);
     cw_heap_report_free(r);
     cw_heap_model_destroy(m);
