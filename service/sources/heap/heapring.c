@@ -54,12 +54,6 @@ int cw_heapring_next(cw_heapring_t *r, cw_heapring_rec_t *out)
         release_read(r);
         return 0;
     }
-    /* The slots a few ahead are on their way while this one is copied: a
-     * slot comes from the writer's CPU, a cache miss a line. */
-    const char *ahead = (const char *)&cw_heapring_slots(h)[(pos + 4) & (h->nslots - 1)];
-    __builtin_prefetch(ahead);
-    __builtin_prefetch(ahead + 64);
-    __builtin_prefetch(ahead + 128);
     /* Only the fields, then the frames in use: most stacks are short. */
     memcpy((char *)out + sizeof out->seq, (const char *)s + sizeof s->seq,
            offsetof(cw_heapring_rec_t, pc) - sizeof s->seq);
