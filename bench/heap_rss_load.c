@@ -72,31 +72,25 @@ static __attribute__((noinline)) void leaf(uint64_t i)
     }
 }
 
+static void walk_a(uint64_t i, unsigned depth, unsigned bits);
 static void walk_b(uint64_t i, unsigned depth, unsigned bits);
 
 /* Two functions calling each other, one per bit of `bits`: 2^depth
- * stacks. The empty asm after each call keeps it from being a tail call. */
-static __attribute__((noinline)) void walk_a(uint64_t i, unsigned depth, unsigned bits)
-{
-    if (!depth)
-        leaf(i);
-    else if (bits & 1)
-        walk_a(i, depth - 1, bits >> 1);
-    else
-        walk_b(i, depth - 1, bits >> 1);
-    __asm__ volatile("" ::: "memory");
-}
-
-static __attribute__((noinline)) void walk_b(uint64_t i, unsigned depth, unsigned bits)
-{
-    if (!depth)
-        leaf(i);
-    else if (bits & 1)
-        walk_a(i, depth - 1, bits >> 1);
-    else
-        walk_b(i, depth - 1, bits >> 1);
-    __asm__ volatile("" ::: "memory");
-}
+ * stacks. The same body twice (two functions make two frames); the empty
+ * asm after each call keeps it from being a tail call. */
+#define WALK(name)                                                                                 \
+    static __attribute__((noinline)) void name(uint64_t i, unsigned depth, unsigned bits)          \
+    {                                                                                              \
+        if (!depth)                                                                                \
+            leaf(i);                                                                               \
+        else if (bits & 1)                                                                         \
+            walk_a(i, depth - 1, bits >> 1);                                                       \
+        else                                                                                       \
+            walk_b(i, depth - 1, bits >> 1);                                                       \
+        __asm__ volatile("" ::: "memory");                                                         \
+    }
+WALK(walk_a)
+WALK(walk_b)
 
 static long arg_num(int argc, char **argv, const char *name, long def)
 {
