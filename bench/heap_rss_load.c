@@ -76,11 +76,15 @@ static void walk_a(uint64_t i, unsigned depth, unsigned bits);
 static void walk_b(uint64_t i, unsigned depth, unsigned bits);
 
 /* Two functions calling each other, one per bit of `bits`: 2^depth
- * stacks. The same body twice (two functions make two frames); the empty
- * asm after each call keeps it from being a tail call. */
+ * stacks. The same body twice (two functions make two frames), each
+ * counting its calls in a counter of its own so that the compiler cannot
+ * fold them into one (-fipa-icf); the empty asm after each call keeps it
+ * from being a tail call. */
 #define WALK(name)                                                                                 \
+    static volatile unsigned name##_calls;                                                         \
     static __attribute__((noinline)) void name(uint64_t i, unsigned depth, unsigned bits)          \
     {                                                                                              \
+        name##_calls = name##_calls + 1;                                                           \
         if (!depth)                                                                                \
             leaf(i);                                                                               \
         else if (bits & 1)                                                                         \
