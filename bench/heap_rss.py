@@ -3,12 +3,12 @@
 allocation-heavy program (docs/BENCHMARKS.md, "Heap drill-down overhead":
 issue 31's bound, under 128 MiB for 5 minutes at 1 M allocations/s).
 
-    bench/heap_rss.py [--build DIR] [--seconds S] [--rate N] [--max-mib M]
+    bench/heap_rss.py [--build DIR] [--seconds S] [--rate N] [--leak-every K] [--max-mib M]
 
 Runs `commitwatch heap --json -- heap_rss_load --seconds S --rate N`
 (bench/heap_rss_load.c: N allocations a second from 256 distinct stacks,
-a working set of 4,096 live blocks, every 1,024th block leaked from its
-own function, leak_one) and samples commitwatch's peak resident memory
+a working set of 4,096 live blocks, every K-th block (default 1,024)
+leaked from its own function, leak_one) and samples commitwatch's peak resident memory
 (VmHWM in /proc/PID/status) and CPU time every 100 ms. Prints the peak,
 its CPU time per event, the rate the
 program reached, the events commitwatch applied and what it counted as
@@ -74,6 +74,9 @@ def main():
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--rate", type=int, default=1000000)
     ap.add_argument("--max-mib", type=float, default=0)
+    ap.add_argument("--leak-every", type=int, default=1024,
+                    help="every Nth allocation is leaked (1: all, to reach the bound on live "
+                    "blocks)")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     cw = os.path.join(build, "commitwatch")
@@ -87,7 +90,8 @@ def main():
     t0 = time.monotonic()
     with open(out_path, "w") as out:
         p = subprocess.Popen([cw, "heap", "--json", "--", load, "--seconds", str(a.seconds),
-                              "--rate", str(a.rate)], stdout=out, stderr=subprocess.PIPE,
+                              "--rate", str(a.rate), "--leak-every", str(a.leak_every)],
+                             stdout=out, stderr=subprocess.PIPE,
                              text=True)
         peak = cpu = 0
         while p.poll() is None:

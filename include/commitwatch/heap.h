@@ -45,9 +45,9 @@ typedef struct cw_heap_model cw_heap_model_t;
 int cw_heap_model_create(int64_t from_ns, cw_heap_model_t **out);
 void cw_heap_model_destroy(cw_heap_model_t *m); /* accepts NULL */
 
-/* The most live blocks a model holds (the bound on its memory: about
- * 240 bytes a block in bench/heap_rss.py, so 300,000 keep a trace's
- * commitwatch under 128 MiB with its 16 MiB ring). An allocation past it
+/* The most live blocks a model holds (the bound on its memory: with
+ * 300,000 held, `bench/heap_rss.py --leak-every 1` peaked at 49 MiB,
+ * its 16 MiB ring included; the goal is 128 MiB). An allocation past it
  * is counted (the report's capped) and not held: its free is then a free
  * of an unknown block. */
 #define CW_HEAP_DEFAULT_MAX_BLOCKS 300000u
