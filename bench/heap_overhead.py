@@ -2,7 +2,7 @@
 """heap_overhead.py - what tracing one process's heap costs it, and others
 (docs/BENCHMARKS.md, "Heap drill-down overhead").
 
-    bench/heap_overhead.py [--build DIR] [--rounds N] [--work N]
+    bench/heap_overhead.py [--build DIR] [--rounds N] [--work N] [--before DIR]
 
 The traced program is python3 with PYTHONMALLOC=malloc (every object from
 malloc, as an allocation-heavy C program would): it builds and drops
@@ -18,10 +18,13 @@ Modes, each --rounds times, interleaved, medians printed:
   heaptrack launch     heaptrack python3 ...
   heaptrack attach     heaptrack -p PID (gdb injects its library)
   memleak attach       memleak-bpfcc -p PID (bcc's eBPF uprobes), where it runs
+  ... (before)         with --before DIR: commitwatch's two modes again with
+                       the commitwatch and libcwheap.so in DIR (another
+                       build), in the same rounds, for a change's effect
 Others: a second, untraced copy runs beside the traced one in the
 `commitwatch attach` mode and in an untraced pair; its time ratio is the
 cost to processes that are not traced (goal <= 1.02).
-Also the peak RSS of the commitwatch process of each commitwatch mode.
+commitwatch's own memory and CPU during a long trace: bench/heap_rss.py.
 
 Ratios are to `none` measured in the same rounds (the machine is shared);
 the `other, beside attach` row's is to `other, beside untraced`.
@@ -118,6 +121,8 @@ def main():
     ap.add_argument("--build", default=os.path.join(os.path.dirname(__file__), "..", "build"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--work", type=int, default=200000)
+    ap.add_argument("--before", help="a folder with another build's commitwatch and "
+                    "libcwheap.so, measured beside --build's")
     a = ap.parse_args()
     cw = os.path.join(os.path.abspath(a.build), "commitwatch")
     tmp = tempfile.mkdtemp(prefix="cw_heap_overhead_")
@@ -130,6 +135,14 @@ def main():
     modes["commitwatch attach"] = lambda: run_attached(cmd, lambda pid: subprocess.Popen(
         [cw, "heap", "--pid", str(pid), "--json"], stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL))[0]
+    if a.before:
+        old = os.path.join(os.path.abspath(a.before), "commitwatch")
+        modes["commitwatch launch (before)"] = lambda: run_plain(cmd, [old, "heap", "--json",
+                                                                     "--"])
+        modes["commitwatch attach (before)"] = lambda: run_attached(
+            cmd, lambda pid: subprocess.Popen([old, "heap", "--pid", str(pid), "--json"],
+                                              stdout=subprocess.DEVNULL,
+                                              stderr=subprocess.DEVNULL))[0]
     # Another process, not traced, beside the traced one: its own time with
     # the trace running, against beside an untraced copy.
     modes["other, beside untraced"] = lambda: run_attached(

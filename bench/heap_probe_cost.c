@@ -205,6 +205,7 @@ static double channel_cost(long n, bool pipe_ch)
     pthread_t th;
     if (pthread_create(&th, NULL, chan_read, &c)) die("pthread_create");
     static cw_heapring_rec_t rec;
+    uint64_t seen_tail = 0; /* the writer's copy of the tail, as the interposer keeps it */
     int64_t t0 = now_ns();
     for (long i = 0; i < n; i++) {
         rec.addr = (uint64_t)i;
@@ -214,7 +215,7 @@ static double channel_cost(long n, bool pipe_ch)
             continue;
         }
         uint64_t pos;
-        cw_heapring_rec_t *r = cw_heapring_claim(c.ring.h, &pos);
+        cw_heapring_rec_t *r = cw_heapring_claim(c.ring.h, &seen_tail, &pos);
         if (!r) continue; /* dropped: counted by the ring */
         memcpy((char *)r + 8, (char *)&rec + 8, 56 + 8 * 8);
         cw_heapring_publish(r, pos);

@@ -27,6 +27,8 @@ if [[ "${1:-}" == "--test" ]]; then
   # (tests/e2e/test_export.py, test_profile_push.py).
   PKGS+=(golang-go)
   PKGS+=(clang chromium prometheus prometheus-alertmanager wrk heaptrack linux-perf util-linux procps gcc-mingw-w64-x86-64 dpkg-dev)
+  # heaptrack: test_heap_heaptrack.py compares the heap report with its own,
+  # and the heap benchmarks run it beside commitwatch.
   PKGS+=(lintian) # test_deb_root.py: Debian's checks on the .deb
   PKGS+=(libfaketime) # test_wall_steps.py: wall-clock steps under a running service
   PKGS+=(systemd-container) # test_service_systemd_root.py: the unit under a real systemd (nspawn)

@@ -9,8 +9,10 @@
  * size and count. A free names its address only: the block's size is the
  * tracker's (cw_tracker_block_at), so no second table of live blocks.
  *
- * Memory: the tracker's pools (one piece and one record per live block),
- * the analyzer's figures per (instance, stack) and the peaks beside them.
+ * Memory: the tracker's pools (one piece and one record per live block,
+ * at most max_live blocks: CW_HEAP_DEFAULT_MAX_BLOCKS unless
+ * cw_heap_model_limit says otherwise), the analyzer's figures per
+ * (instance, stack) and the peaks beside them.
  * Thread: the caller's only. */
 #include "commitwatch/heap.h"
 
@@ -57,6 +59,8 @@ struct cw_heap_model {
     snap_t snaps[CW_HEAP_MAX_SNAPSHOTS];
     uint32_t nsnaps;
     uint64_t snaps_skipped;
+    uint64_t live, max_live; /* blocks held (pieces: one a block) and the bound */
+    uint64_t capped;         /* allocations not held: max_live reached */
     bool oom;
 };
 
@@ -123,6 +127,7 @@ int cw_heap_model_create(int64_t from_ns, cw_heap_model_t **out)
     cw_heap_model_t *m = calloc(1, sizeof *m);
     if (!m) return CW_ENOMEM;
     m->from_ns = m->last_ts = from_ns;
+    m->max_live = CW_HEAP_DEFAULT_MAX_BLOCKS;
     int rc = cw_analysis_create(from_ns, CW_TS_NEVER, &m->analysis);
     if (rc) goto fail;
     m->inner = cw_analysis_sink(m->analysis);
@@ -180,7 +185,9 @@ static int release_block(cw_heap_model_t *m, int64_t ts, uint32_t pid, uint32_t 
 {
     uint64_t size;
     *found = cw_tracker_block_at(m->tracker, pid, addr, &size) == 0;
-    return *found ? apply_op(m, CW_OP_RELEASE, ts, pid, tid, addr, size, 0) : 0;
+    if (!*found) return 0;
+    m->live--;
+    return apply_op(m, CW_OP_RELEASE, ts, pid, tid, addr, size, 0);
 }
 
 static int alloc_block(cw_heap_model_t *m, int64_t ts, const cw_heap_ev_t *ev)
@@ -193,12 +200,27 @@ static int alloc_block(cw_heap_model_t *m, int64_t ts, const cw_heap_ev_t *ev)
     int rc = release_block(m, ts, ev->pid, ev->tid, ev->addr, &live);
     if (rc) return rc;
     if (live) m->reused++;
-    return apply_op(m, CW_OP_COMMIT, ts, ev->pid, ev->tid, ev->addr, ev->size, ev->stack_id);
+    /* The bound on the model's memory: past it an allocation is counted,
+     * not held (its free will be a free of an unknown block). */
+    if (m->max_live && m->live >= m->max_live) {
+        m->capped++;
+        return 0;
+    }
+    rc = apply_op(m, CW_OP_COMMIT, ts, ev->pid, ev->tid, ev->addr, ev->size, ev->stack_id);
+    if (!rc) m->live++;
+    return rc;
+}
+
+void cw_heap_model_limit(cw_heap_model_t *m, uint64_t max_blocks)
+{
+    m->max_live = max_blocks;
 }
 
 int cw_heap_model_start(cw_heap_model_t *m, uint32_t pid, int64_t ts, const char *name,
                         const char *cmdline)
 {
+    /* A pid seen again (an exec): its old image's blocks go with it. */
+    m->live -= cw_tracker_piece_count(m->tracker, pid);
     cw_event_t e = {.ts = ordered(m, ts),
                     .op = CW_OP_PROCESS_START,
                     .pid = pid,
@@ -398,6 +420,7 @@ int cw_heap_model_report(cw_heap_model_t *m, cw_stacks_t *stacks, const cw_heap_
     r->unknown_frees = m->unknown_frees;
     r->zero_allocs = m->zero_allocs;
     r->reused = m->reused;
+    r->capped = m->capped;
     if (losses) r->losses = *losses;
     if (cr->nprocs && !(r->procs = calloc(cr->nprocs, sizeof *r->procs))) goto out;
     for (uint32_t i = 0; i < cr->nprocs; i++) {
@@ -464,9 +487,11 @@ char *cw_heap_report_json(const cw_heap_report_t *r)
     cJSON_AddNumberToObject(o, "events", (double)r->events);
     cJSON_AddNumberToObject(o, "dropped_events", (double)r->losses.dropped);
     cJSON_AddNumberToObject(o, "torn_events", (double)r->losses.torn);
+    cJSON_AddNumberToObject(o, "truncated_stacks", (double)r->losses.truncated);
     cJSON_AddNumberToObject(o, "unknown_frees", (double)r->unknown_frees);
     cJSON_AddNumberToObject(o, "zero_size_allocs", (double)r->zero_allocs);
     cJSON_AddNumberToObject(o, "reused_addresses", (double)r->reused);
+    cJSON_AddNumberToObject(o, "capped_allocs", (double)r->capped);
     cw_heap_figs_t all = {0};
     for (uint32_t i = 0; i < r->nprocs; i++) {
         figs_add(&all, &r->procs[i].totals);
@@ -517,8 +542,10 @@ static void put_figs(FILE *out, const char *indent, const cw_heap_figs_t *f)
 int cw_heap_report_print(const cw_heap_report_t *r, uint32_t max_stacks, FILE *out)
 {
     fprintf(out, "heap report: %" PRIu64 " events", r->events);
-    fprintf(out, ", %" PRIu64 " dropped, %" PRIu64 " torn, %" PRIu64 " frees of unknown blocks\n",
-            r->losses.dropped, r->losses.torn, r->unknown_frees);
+    fprintf(out,
+            ", %" PRIu64 " dropped, %" PRIu64 " torn, %" PRIu64 " frees of unknown blocks, %" PRIu64
+            " stacks truncated, %" PRIu64 " allocations past the bound on live blocks\n",
+            r->losses.dropped, r->losses.torn, r->unknown_frees, r->losses.truncated, r->capped);
     for (uint32_t i = 0; i < r->nprocs; i++) {
         const cw_heap_proc_report_t *p = &r->procs[i];
         fprintf(out, "\nprocess %u %s\n", p->pid, p->name ? p->name : "");

@@ -99,6 +99,11 @@ static void say_end(const cw_heap_launch_result_t *res, const char *prog)
                 "commitwatch heap: %llu events dropped (the ring was full: the report's "
                 "figures miss them)\n",
                 (unsigned long long)res->losses.dropped);
+    if (res->losses.truncated)
+        fprintf(stderr,
+                "commitwatch heap: %llu allocations had stacks deeper than the 57 frames kept "
+                "(each counted at its innermost 57: the report's truncated_stacks)\n",
+                (unsigned long long)res->losses.truncated);
 }
 
 /* A whole number in [1, max] into *out. */
@@ -312,6 +317,11 @@ int cw_cmd_heap(int argc, char **argv)
     say_end(&res, pid ? what : argv[sep + 1]);
     rc = cw_heap_model_report(m, stacks, &res.losses, &r);
     if (rc) goto out;
+    if (r->capped)
+        fprintf(stderr,
+                "commitwatch heap: %llu allocations were counted but not held: the report holds "
+                "at most %u live blocks (its figures miss them; their frees count as unknown)\n",
+                (unsigned long long)r->capped, CW_HEAP_DEFAULT_MAX_BLOCKS);
     rc = print_report(&a, r, top);
     if (a.db && store_trace(a.db, r, &res, duration) != 0 && rc == 0) rc = 1;
     cw_heap_report_free(r);

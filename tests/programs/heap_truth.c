@@ -19,7 +19,9 @@
  * are to be counted as frees of unknown blocks, nothing else.
  *
  * It writes the figures it expects, derived from the constants below and
- * nowhere else, to EXPECT.json, and prints nothing. The functions are
+ * nowhere else, to EXPECT.json (truth_leak's bytes also by the allocation
+ * function that made them, for a tracer that interposes only some of them:
+ * test_heap_heaptrack.py), and prints nothing. The functions are
  * noinline, and the program is built without frame pointers
  * (tests/programs/CMakeLists.txt), as Debian builds: the interposer must
  * unwind it from CFI. */
@@ -148,6 +150,8 @@ int main(int argc, char **argv)
         leak_bytes += LEAK_BASE + (uint64_t)i * LEAK_STEP;
     leak_bytes += LEAK_CALLOC_N * LEAK_CALLOC_SIZE + LEAK_PM_SIZE + LEAK_AA_SIZE + LEAK_MA_SIZE +
                   LEAK_VA_SIZE;
+    uint64_t leak_malloc_bytes = leak_bytes - (LEAK_CALLOC_N * LEAK_CALLOC_SIZE + LEAK_PM_SIZE +
+                                               LEAK_AA_SIZE + LEAK_MA_SIZE + LEAK_VA_SIZE);
     uint64_t churn_bytes = 0;
     for (int i = 0; i < CHURN_ROUNDS; i++)
         churn_bytes += CHURN_SIZE + (uint64_t)(i % 13);
@@ -160,11 +164,14 @@ int main(int argc, char **argv)
     if (!f) return 1;
     fprintf(f,
             "{\"leak\":{\"function\":\"truth_leak\",\"outstanding_bytes\":%llu,"
-            "\"outstanding_count\":%d},"
+            "\"outstanding_count\":%d,\"by_allocator\":{\"malloc\":%llu,\"calloc\":%d,"
+            "\"posix_memalign\":%d,\"aligned_alloc\":%d,\"memalign\":%d,\"valloc\":%d}},"
             "\"churn\":{\"function\":\"truth_churn\",\"alloc_bytes\":%llu,\"alloc_count\":%d},"
             "\"realloc\":{\"function\":\"truth_realloc\",\"outstanding_bytes\":%llu,"
             "\"alloc_bytes\":%llu,\"alloc_count\":%d},\"unknown_frees\":%d}\n",
-            (unsigned long long)leak_bytes, LEAK_MALLOCS + 5,
+            (unsigned long long)leak_bytes, LEAK_MALLOCS + 5, (unsigned long long)leak_malloc_bytes,
+            LEAK_CALLOC_N * LEAK_CALLOC_SIZE, LEAK_PM_SIZE, LEAK_AA_SIZE, LEAK_MA_SIZE,
+            LEAK_VA_SIZE,
             (unsigned long long)churn_bytes * (1 + CHURN_THREADS),
             CHURN_ROUNDS * (1 + CHURN_THREADS), (unsigned long long) final,
             (unsigned long long)realloc_bytes, REALLOC_STEPS + 1, attach ? BEFORE_N : 0);

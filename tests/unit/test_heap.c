@@ -75,7 +75,7 @@ static void test_exact_bytes(void)
     ev(m, CW_HEAP_ALLOC, BASE + 0x50000, 8, 0, S_CHURN);
     ev(m, CW_HEAP_FREE, BASE + 0x50000, 0, 0, 0);
 
-    cw_heap_losses_t loss = {3, 1};
+    cw_heap_losses_t loss = {.dropped = 3, .torn = 1, .truncated = 2};
     cw_heap_report_t *r;
     ASSERT_OK(cw_heap_model_report(m, stacks, &loss, &r));
     cw_heap_model_destroy(m);
@@ -117,12 +117,14 @@ static void test_exact_bytes(void)
     ASSERT_U64_EQ(r->reused, 1);
     ASSERT_U64_EQ(r->losses.dropped, 3);
     ASSERT_U64_EQ(r->losses.torn, 1);
+    ASSERT_U64_EQ(r->losses.truncated, 2);
     ASSERT_TRUE(r->to_ns == now);
 
     char *j = cw_heap_report_json(r);
     ASSERT_TRUE(j != NULL);
     ASSERT_TRUE(strstr(j, "\"outstanding_bytes\":4111,\"outstanding_count\":3") != NULL);
     ASSERT_TRUE(strstr(j, "\"dropped_events\":3") != NULL);
+    ASSERT_TRUE(strstr(j, "\"truncated_stacks\":2") != NULL);
     ASSERT_TRUE(strstr(j, "\"frames\":[\"truth!main\",\"truth!truth_leak\"]") != NULL);
     free(j);
     cw_heap_report_free(r);
@@ -242,6 +244,41 @@ static void test_snapshots_and_diff(void)
     free(json);
 }
 
+/* The bound on live blocks: past it allocations are counted, not held,
+ * and their frees are frees of unknown blocks; a free makes room again,
+ * and an exec's image takes its blocks with it. */
+static void test_bound(void)
+{
+    cw_heap_model_t *m;
+    ASSERT_OK(cw_heap_model_create(now, &m));
+    cw_heap_model_limit(m, 2);
+    ASSERT_OK(cw_heap_model_start(m, PID, now++, "truth", NULL));
+    ev(m, CW_HEAP_ALLOC, BASE, 10, 0, S_LEAK);
+    ev(m, CW_HEAP_ALLOC, BASE + 0x100, 20, 0, S_LEAK);
+    ev(m, CW_HEAP_ALLOC, BASE + 0x200, 40, 0, S_LEAK); /* past the bound */
+    ev(m, CW_HEAP_FREE, BASE + 0x200, 0, 0, 0);        /* unknown */
+    ev(m, CW_HEAP_FREE, BASE, 0, 0, 0);                /* room for one */
+    ev(m, CW_HEAP_ALLOC, BASE + 0x300, 80, 0, S_LEAK);
+    ev(m, CW_HEAP_ALLOC, BASE + 0x400, 160, 0, S_LEAK); /* past it again */
+    /* An exec: the old image's two blocks are gone, so two fit again. */
+    ASSERT_OK(cw_heap_model_start(m, PID, now++, "truth", NULL));
+    ev(m, CW_HEAP_ALLOC, BASE + 0x500, 1, 0, S_LEAK);
+    ev(m, CW_HEAP_ALLOC, BASE + 0x600, 2, 0, S_LEAK);
+    cw_heap_report_t *r;
+    ASSERT_OK(cw_heap_model_report(m, stacks, NULL, &r));
+    cw_heap_model_destroy(m);
+    ASSERT_U64_EQ(r->capped, 2);
+    ASSERT_U64_EQ(r->unknown_frees, 1);
+    uint64_t held = 0;
+    for (uint32_t i = 0; i < r->nprocs; i++)
+        held += r->procs[i].totals.outstanding_bytes;
+    ASSERT_U64_EQ(held, 1 + 2); /* the old image's blocks ended with it */
+    char *j = cw_heap_report_json(r);
+    ASSERT_TRUE(j != NULL && strstr(j, "\"capped_allocs\":2") != NULL);
+    free(j);
+    cw_heap_report_free(r);
+}
+
 int main(void)
 {
     ASSERT_OK(cw_stacks_create(&stacks));
@@ -254,6 +291,7 @@ int main(void)
     test_exact_bytes();
     test_time_clamped();
     test_snapshots_and_diff();
+    test_bound();
     cw_stacks_destroy(stacks);
     TEST_DONE();
 }

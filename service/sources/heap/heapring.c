@@ -22,6 +22,7 @@ int cw_heapring_init(cw_heapring_t *r, void *mem, uint64_t nslots)
     atomic_store(&h->dropped, 0);
     r->h = h;
     r->torn = 0;
+    r->pos = 0;
     return 0;
 }
 
@@ -36,35 +37,45 @@ int cw_heapring_check(const void *mem, size_t len)
     return 0;
 }
 
+/* Gives the slots read so far back to the writers. */
+static void release_read(cw_heapring_t *r)
+{
+    if (atomic_load_explicit(&r->h->tail, memory_order_relaxed) != r->pos)
+        atomic_store_explicit(&r->h->tail, r->pos, memory_order_release);
+}
+
 int cw_heapring_next(cw_heapring_t *r, cw_heapring_rec_t *out)
 {
     cw_heapring_hdr_t *h = r->h;
-    uint64_t tail = atomic_load_explicit(&h->tail, memory_order_relaxed);
-    cw_heapring_rec_t *s = &cw_heapring_slots(h)[tail & (h->nslots - 1)];
+    uint64_t pos = r->pos;
+    cw_heapring_rec_t *s = &cw_heapring_slots(h)[pos & (h->nslots - 1)];
     /* A slot of the previous lap (or never written) has another number. */
-    if (atomic_load_explicit(&s->seq, memory_order_acquire) != tail + 1) return 0;
+    if (atomic_load_explicit(&s->seq, memory_order_acquire) != pos + 1) {
+        release_read(r);
+        return 0;
+    }
     /* Only the fields, then the frames in use: most stacks are short. */
     memcpy((char *)out + sizeof out->seq, (const char *)s + sizeof s->seq,
            offsetof(cw_heapring_rec_t, pc) - sizeof s->seq);
     uint16_t n = out->nframes <= CW_HEAPRING_FRAMES ? out->nframes : CW_HEAPRING_FRAMES;
     out->nframes = n;
     memcpy(out->pc, s->pc, n * sizeof *s->pc);
-    atomic_store_explicit(&out->seq, tail + 1, memory_order_relaxed);
-    atomic_store_explicit(&h->tail, tail + 1, memory_order_release);
+    atomic_store_explicit(&out->seq, pos + 1, memory_order_relaxed);
+    r->pos = pos + 1;
+    if ((r->pos & (CW_HEAPRING_BATCH - 1)) == 0) release_read(r);
     return 1;
 }
 
 uint64_t cw_heapring_pending(const cw_heapring_t *r)
 {
-    return atomic_load_explicit(&r->h->head, memory_order_acquire) -
-           atomic_load_explicit(&r->h->tail, memory_order_relaxed);
+    return atomic_load_explicit(&r->h->head, memory_order_acquire) - r->pos;
 }
 
 int cw_heapring_skip(cw_heapring_t *r)
 {
     if (cw_heapring_pending(r) == 0) return 0;
-    uint64_t tail = atomic_load_explicit(&r->h->tail, memory_order_relaxed);
-    atomic_store_explicit(&r->h->tail, tail + 1, memory_order_release);
+    r->pos++;
+    release_read(r);
     r->torn++;
     return 1;
 }

@@ -11,10 +11,19 @@
  * in `dropped` and returns at once, so a slow reader never blocks the
  * program and nothing is lost silently), fills it, and publishes it by
  * storing the slot's sequence number (its position + 1) with release
- * order. Reading: the reader takes the slot at `tail` once its sequence
- * says it is published, copies it, and advances `tail` with release order
- * (so a writer's acquire load of `tail` sees the slot free only after the
- * copy). The order of the claims is the order of the events: a free
+ * order. Reading: the reader takes the slot at its position once its
+ * sequence says it is published, copies it, and stores its position in
+ * `tail` with release order (so a writer's acquire load of `tail` sees
+ * the slot free only after the copy) every CW_HEAPRING_BATCH records and
+ * whenever it finds nothing to read.
+ *
+ * Why `tail` moves in batches, and a writer keeps the last `tail` it
+ * read (seen_tail) and reads it again only when that one says the ring is
+ * full: a store to `tail` per record and a load per claim moved its cache
+ * line between the two CPUs at every event, which was most of the
+ * reader's time in cw_heapring_next (perf annotate). `tail` only grows,
+ * so an old value only ever underestimates the room. The order of the
+ * claims is the order of the events: a free
  * claims its slot before the block is given back, a realloc before it
  * calls the allocator, so a later allocation of the same address always
  * comes after it.
@@ -41,6 +50,7 @@
 #define CW_HEAPRING_FRAMES 57 /* return addresses a record holds */
 #define CW_HEAPRING_HDR 4096  /* the header's bytes; the slots follow */
 #define CW_HEAPRING_ENV "CW_HEAP_RING_FD"
+#define CW_HEAPRING_BATCH 64 /* records the reader takes between its stores to tail */
 
 /* What a record is: ALLOC, FREE and REALLOC are cw_heap_kind_t's values;
  * NONE a claimed slot whose call failed (nothing to apply); START a
@@ -104,17 +114,26 @@ static inline cw_heapring_rec_t *cw_heapring_slots(cw_heapring_hdr_t *h)
 }
 
 /* Writer: claims a slot; NULL when the ring is full (the event counted
- * in `dropped`) or closed (not counted: tracing ended). *pos gets the slot's position for
- * cw_heapring_publish. */
-static inline cw_heapring_rec_t *cw_heapring_claim(cw_heapring_hdr_t *h, uint64_t *pos)
+ * in `dropped`) or closed (not counted: tracing ended). *pos gets the
+ * slot's position for cw_heapring_publish. seen_tail (NULL: none) is the
+ * writer thread's own copy of `tail`, kept between calls for this ring
+ * only; it is read again when it says the ring is full, or is ahead of
+ * `head` (a copy from an earlier ring at the same address). */
+static inline cw_heapring_rec_t *cw_heapring_claim(cw_heapring_hdr_t *h, uint64_t *seen_tail,
+                                                   uint64_t *pos)
 {
     if (atomic_load_explicit(&h->closed, memory_order_relaxed)) return NULL;
     uint64_t head = atomic_load_explicit(&h->head, memory_order_relaxed);
+    uint64_t local = 0, *seen = seen_tail ? seen_tail : &local;
+    if (!seen_tail) local = head + 1; /* forces the load */
     for (;;) {
-        uint64_t tail = atomic_load_explicit(&h->tail, memory_order_acquire);
-        if (head - tail >= h->nslots) {
-            atomic_fetch_add_explicit(&h->dropped, 1, memory_order_relaxed);
-            return NULL;
+        /* Unsigned: a copy ahead of head wraps to a huge difference. */
+        if (head - *seen >= h->nslots) {
+            *seen = atomic_load_explicit(&h->tail, memory_order_acquire);
+            if (head - *seen >= h->nslots) {
+                atomic_fetch_add_explicit(&h->dropped, 1, memory_order_relaxed);
+                return NULL;
+            }
         }
         if (atomic_compare_exchange_weak_explicit(&h->head, &head, head + 1, memory_order_relaxed,
                                                   memory_order_relaxed))
@@ -140,6 +159,7 @@ static inline size_t cw_heapring_bytes(uint64_t nslots)
 typedef struct cw_heapring {
     cw_heapring_hdr_t *h; /* borrowed: the caller maps and unmaps it */
     uint64_t torn;        /* slots skipped unpublished */
+    uint64_t pos;         /* the next position to read; h->tail lags it by < CW_HEAPRING_BATCH */
 } cw_heapring_t;
 
 /* Lays out a ring of nslots (a power of two >= 2) in mem, which holds
@@ -147,8 +167,9 @@ typedef struct cw_heapring {
 int cw_heapring_init(cw_heapring_t *r, void *mem, uint64_t nslots);
 /* Whether mem (len bytes) holds a ring of this layout: 0 or CW_EINVAL. */
 int cw_heapring_check(const void *mem, size_t len);
-/* Copies the next published record into *out and frees its slot: 1; 0
- * when the next slot is empty or not published yet. */
+/* Copies the next published record into *out and frees its slot (for the
+ * writers at the batch's end): 1; 0 when the next slot is empty or not
+ * published yet (every slot read is then free for the writers). */
 int cw_heapring_next(cw_heapring_t *r, cw_heapring_rec_t *out);
 /* Claimed slots not read yet (published or not). */
 uint64_t cw_heapring_pending(const cw_heapring_t *r);

@@ -49,6 +49,12 @@ extern char **environ;
 
 #define DEFAULT_SLOTS 32768u
 #define POLL_NS 1000000        /* the reader's nap when the ring is empty */
+/* A drain that took fewer records than this is followed by a nap (POLL_NS)
+ * before the next, so a trickle of events is read in batches, at most a
+ * thousand times a second, instead of a wake-up per event with the reader
+ * never resting (its CPU is another program's on a small machine). The
+ * ring (32,768 records) holds a nap's events up to 30 M a second. */
+#define BUSY_BATCH 4096
 #define REMAP_GAP_NS 50000000  /* at most one smaps read per process per 50 ms */
 #define TORN_WAIT_NS 200000000 /* how long an unpublished slot is waited for at the end */
 #define LIB_NAME "libcwheap.so"
@@ -234,6 +240,7 @@ typedef struct reader {
     uint64_t applied;
     int64_t snap_every, snap_next; /* periodic snapshots (monotonic ns); 0: none */
     atomic_bool *snap_now;         /* a snapshot asked for now, or NULL */
+    uint64_t truncated; /* allocations whose stack had more frames than a record holds */
 } reader_t;
 
 /* (Re)reads pid's executable mappings into its address space. */
@@ -332,6 +339,7 @@ static int apply_rec(reader_t *r, const cw_heapring_rec_t *rec)
                        .addr = rec->addr,
                        .size = rec->size,
                        .old_addr = rec->old_addr};
+    if (rec->truncated) r->truncated++;
     if (rec->nframes) {
         rc = name_stack(r, p, rec, &ev.stack_id);
         if (rc) return rc;
@@ -341,13 +349,15 @@ static int apply_rec(reader_t *r, const cw_heapring_rec_t *rec)
     return cw_heap_model_apply(r->m, &ev);
 }
 
-/* Applies what is published now; *got counts it. */
+/* Applies what is published now, at most a ring's worth (a program that
+ * writes as fast as it is read must not keep the caller from its checks:
+ * the program's end, the duration, a stop); *got counts it. */
 static int drain(reader_t *r, uint64_t *got)
 {
     cw_heapring_rec_t rec;
-    uint64_t n = 0;
+    uint64_t n = 0, most = r->ring.h->nslots;
     int rc = 0;
-    while (!rc && cw_heapring_next(&r->ring, &rec)) {
+    while (!rc && n < most && cw_heapring_next(&r->ring, &rec)) {
         rc = apply_rec(r, &rec);
         if (!rc) n++;
     }
@@ -362,12 +372,13 @@ static int drain(reader_t *r, uint64_t *got)
  * a short wait. */
 static int finish_ring(reader_t *r)
 {
-    uint64_t got = 0;
     int64_t since = cw_plat_mono_ns();
     for (;;) {
+        uint64_t got = 0;
         int rc = drain(r, &got);
         if (rc) return rc;
         if (cw_heapring_pending(&r->ring) == 0) return 0;
+        if (got == r->ring.h->nslots) continue; /* a full drain: more to read */
         if (cw_plat_mono_ns() - since < TORN_WAIT_NS) {
             cw_plat_sleep_ns(POLL_NS);
             continue;
@@ -433,7 +444,7 @@ static int read_loop(reader_t *r, pid_t child, uint32_t pid, int pidfd, int64_t 
         if (atomic_load(&stop_asked) || (r->stop && atomic_load(r->stop)) ||
             (deadline && cw_plat_mono_ns() >= deadline))
             return 0;
-        if (!got) cw_plat_sleep_ns(POLL_NS);
+        if (got < BUSY_BATCH) cw_plat_sleep_ns(POLL_NS);
     }
 }
 
@@ -604,6 +615,7 @@ int cw_heap_launch(const cw_heap_launch_args_t *a, cw_stacks_t *stacks, cw_heap_
     res->attached = atomic_load(&r.ring.h->attached);
     res->losses.dropped = cw_heapring_dropped(&r.ring);
     res->losses.torn = r.ring.torn;
+    res->losses.truncated = r.truncated;
     if (!rc && !a->pid && res->attached == 0)
         rc = cw_diag_set(d, CW_ENOSYS,
                          "%s ran but the heap interposer was not loaded into it (a set-user-ID "

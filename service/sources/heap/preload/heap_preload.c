@@ -86,6 +86,9 @@ static bool attach_done; /* the ring mapped, or known to be absent */
 
 static TLS int busy; /* inside a hook: calls go straight through */
 static TLS uint32_t self_tid;
+/* This thread's copy of the ring's tail (heapring.h, cw_heapring_claim):
+ * one ring per process image, so one copy per thread serves. */
+static TLS uint64_t seen_tail;
 
 /* ---- before dlsym has answered ---- */
 
@@ -191,7 +194,7 @@ static bool live(void)
 static cw_heapring_rec_t *begin(uint64_t *pos, int kind, int fn)
 {
     if (!ring) return NULL;
-    cw_heapring_rec_t *r = cw_heapring_claim(ring, pos);
+    cw_heapring_rec_t *r = cw_heapring_claim(ring, &seen_tail, pos);
     if (!r) return NULL;
     r->kind = (uint8_t)kind;
     r->fn = (uint8_t)fn;
