@@ -19,6 +19,11 @@
 #include "commitwatch/heap.h"
 #include "commitwatch/store.h"
 
+/* What a trace read and could not apply (heap.h's report, counted). */
+typedef struct cw_heap_trace_counts {
+    uint64_t events, unknown_frees, zero_allocs, reused, dropped, torn;
+} cw_heap_trace_counts_t;
+
 typedef struct cw_heap_trace_row {
     int64_t id;           /* 0 = not stored yet */
     uint32_t pid;         /* the traced process */
@@ -31,12 +36,15 @@ typedef struct cw_heap_trace_row {
     char *state;      /* "running", "done", "stopped", "failed" */
     char *end_reason; /* "duration", "exited", "stopped", "shutdown", or NULL */
     char *error;      /* why it failed, or NULL */
-    uint64_t events, unknown_frees, zero_allocs, reused, dropped, torn;
-    cw_heap_figs_t totals;
-    char *report; /* the report's JSON: only from cw_store_heap_get, else NULL */
+    cw_heap_trace_counts_t counts;
+    cw_heap_figs_t totals; /* the traced process's (or the report's first) */
+    char *report;          /* the report's JSON: only from cw_store_heap_get, else NULL */
 } cw_heap_trace_row_t;
 
 void cw_heap_trace_row_clear(cw_heap_trace_row_t *r); /* frees the strings; zeroes r */
+/* r's counts and totals from a report (the process pid's totals, or the
+ * only process's). The one way a trace's figures reach its row. */
+void cw_heap_trace_row_figures(cw_heap_trace_row_t *r, const cw_heap_report_t *rep, uint32_t pid);
 void cw_heap_trace_rows_free(cw_heap_trace_row_t *v, size_t n);
 
 /* Inserts r as asked (state and the other fields as given; totals not

@@ -29,8 +29,8 @@ typedef struct cw_heaptraces_opts {
     const char *preload;         /* the interposer, NULL: found as heap_launch.h says */
 } cw_heaptraces_opts_t;
 
-/* 0 with *out set, or CW_ENOMEM. Rows a killed service left "running"
- * are marked failed (logged). */
+/* 0 with *out set, or CW_ENOMEM or CW_EINVAL (a path too long). Rows a killed service left
+ * "running" are marked failed (logged). */
 int cw_heaptraces_start(const cw_heaptraces_opts_t *o, cw_heaptraces_t **out, cw_diag_t *d);
 /* Stops every running trace (each stores what it read, state "stopped",
  * end_reason "shutdown") and waits for them. Accepts NULL. */

@@ -318,24 +318,26 @@ static int cmp_proc(const void *a, const void *b)
     return c ? c : (x->pid > y->pid) - (x->pid < y->pid);
 }
 
+/* Frees the frames of stacks v[0..n) and the array: the report's stacks
+ * and a snapshot's, two types that both hold frames and nframes. */
+#define FREE_STACKS(v, n)                                                                          \
+    do {                                                                                           \
+        for (uint32_t k_ = 0; k_ < (n); k_++)                                                      \
+            cw_free_strv((v)[k_].frames, (v)[k_].nframes);                                         \
+        free(v);                                                                                   \
+    } while (0)
+
 void cw_heap_report_free(cw_heap_report_t *r)
 {
     if (!r) return;
     for (uint32_t i = 0; i < r->nprocs; i++) {
-        cw_heap_proc_report_t *p = &r->procs[i];
-        for (uint32_t s = 0; s < p->nstacks; s++)
-            cw_free_strv(p->stacks[s].frames, p->stacks[s].nframes);
-        free(p->stacks);
-        free(p->name);
-        free(p->cmdline);
+        FREE_STACKS(r->procs[i].stacks, r->procs[i].nstacks);
+        free(r->procs[i].name);
+        free(r->procs[i].cmdline);
     }
     free(r->procs);
-    for (uint32_t i = 0; i < r->nsnapshots; i++) {
-        cw_heap_snapshot_t *sn = &r->snapshots[i];
-        for (uint32_t k = 0; k < sn->nstacks; k++)
-            cw_free_strv(sn->stacks[k].frames, sn->stacks[k].nframes);
-        free(sn->stacks);
-    }
+    for (uint32_t i = 0; i < r->nsnapshots; i++)
+        FREE_STACKS(r->snapshots[i].stacks, r->snapshots[i].nstacks);
     free(r->snapshots);
     free(r);
 }

@@ -60,6 +60,9 @@ typedef struct heap_args {
     bool json;
 } heap_args_t;
 
+/* The options of `heap` and of `heap diff`: data, one table per command, of
+ * the same shape as every command's (cmd_run.c, cmd_record.c,
+ * cmd_analyze.c). */
 #define F(f) offsetof(heap_args_t, f)
 static const cw_cli_opt_t opts[] = {
     {"--db", CW_CLI_STR, F(db), 0, NULL},
@@ -146,13 +149,7 @@ static int store_trace(const char *path, const cw_heap_report_t *r,
     if (!rc) {
         row.state = "done";
         row.end_reason = res->exited ? "exited" : duration ? "duration" : "stopped";
-        row.events = r->events;
-        row.unknown_frees = r->unknown_frees;
-        row.zero_allocs = r->zero_allocs;
-        row.reused = r->reused;
-        row.dropped = r->losses.dropped;
-        row.torn = r->losses.torn;
-        if (p) row.totals = p->totals;
+        cw_heap_trace_row_figures(&row, r, row.pid);
         rc = cw_store_heap_finish(s, &row, r, json, &d);
     }
     cw_store_close(s);

@@ -37,7 +37,8 @@ typedef struct trace {
 } trace_t;
 
 struct cw_heaptraces {
-    char *db_path, *preload;
+    char db_path[CW_PATH_MAX];
+    char preload[CW_PATH_MAX]; /* "": found as heap_launch.h says */
     uint32_t max_running;
     int64_t max_duration, default_duration;
     atomic_bool shutting;
@@ -62,16 +63,6 @@ static int store_finish(const cw_heaptraces_t *h, const cw_heap_trace_row_t *row
     if (!rc) rc = cw_store_heap_finish(s, row, rep, json, d);
     cw_store_close(s);
     return rc;
-}
-
-/* The process's totals in rep (its only process, or the one of pid). */
-static void totals_of(const cw_heap_report_t *rep, uint32_t pid, cw_heap_figs_t *out)
-{
-    for (uint32_t i = 0; i < rep->nprocs; i++)
-        if (rep->procs[i].pid == pid || rep->nprocs == 1) {
-            *out = rep->procs[i].totals;
-            return;
-        }
 }
 
 static const char *end_reason(const trace_t *t, const cw_heap_launch_result_t *res)
@@ -101,7 +92,7 @@ static void run(void *arg)
     if (!rc) {
         cw_heap_launch_args_t a = {.pid = t->pid,
                                    .duration_ns = row->duration_ns,
-                                   .preload = t->h->preload,
+                                   .preload = t->h->preload[0] ? t->h->preload : NULL,
                                    .stop = &t->stop,
                                    .progress = &t->progress,
                                    .attached = &t->attached,
@@ -120,13 +111,7 @@ static void run(void *arg)
     if (rc) row->error = cw_strdup(d.msg[0] ? d.msg : cw_strerror(rc));
     /* What was read is reported even when the trace failed part-way. */
     if (m && (res.start_ns || !rc) && cw_heap_model_report(m, stacks, &res.losses, &rep) == 0) {
-        row->events = rep->events;
-        row->unknown_frees = rep->unknown_frees;
-        row->zero_allocs = rep->zero_allocs;
-        row->reused = rep->reused;
-        row->dropped = rep->losses.dropped;
-        row->torn = rep->losses.torn;
-        totals_of(rep, t->pid, &row->totals);
+        cw_heap_trace_row_figures(row, rep, t->pid);
         json = cw_heap_report_json(rep);
     }
     cw_diag_t sd = {{0}};
@@ -137,7 +122,7 @@ static void run(void *arg)
         CW_LOGW("heap trace %lld of process %u failed: %s", (long long)t->id, t->pid, row->error);
     else
         CW_LOGI("heap trace %lld of process %u ended (%s): %llu events, %llu bytes outstanding",
-                (long long)t->id, t->pid, reason, (unsigned long long)row->events,
+                (long long)t->id, t->pid, reason, (unsigned long long)row->counts.events,
                 (unsigned long long)row->totals.outstanding_bytes);
     free(json);
     cw_heap_report_free(rep);
@@ -149,14 +134,17 @@ static void run(void *arg)
 int cw_heaptraces_start(const cw_heaptraces_opts_t *o, cw_heaptraces_t **out, cw_diag_t *d)
 {
     *out = NULL;
+    if (strlen(o->db_path) >= CW_PATH_MAX || (o->preload && strlen(o->preload) >= CW_PATH_MAX))
+        return cw_diag_set(d, CW_EINVAL, "heap traces: a path is longer than %d bytes",
+                           CW_PATH_MAX - 1);
     cw_heaptraces_t *h = calloc(1, sizeof *h);
     if (!h) return cw_diag_set(d, CW_ENOMEM, "out of memory starting the heap traces");
-    h->db_path = cw_strdup(o->db_path);
-    h->preload = o->preload ? cw_strdup(o->preload) : NULL;
+    cw_strlcpy(h->db_path, o->db_path, sizeof h->db_path);
+    if (o->preload) cw_strlcpy(h->preload, o->preload, sizeof h->preload);
     h->max_running = o->max_running ? o->max_running : DEFAULT_MAX_RUNNING;
     h->max_duration = o->max_duration_ns > 0 ? o->max_duration_ns : DEFAULT_MAX_DURATION;
     h->default_duration = o->default_duration_ns > 0 ? o->default_duration_ns : DEFAULT_DURATION;
-    if (!h->db_path || (o->preload && !h->preload) || cw_mutex_create(&h->mu) != 0) {
+    if (cw_mutex_create(&h->mu) != 0) {
         cw_heaptraces_stop(h);
         return cw_diag_set(d, CW_ENOMEM, "out of memory starting the heap traces");
     }
@@ -179,12 +167,13 @@ int cw_heaptraces_start(const cw_heaptraces_opts_t *o, cw_heaptraces_t **out, cw
     return 0;
 }
 
-/* Joins and frees the traces whose thread has ended. Under h->mu. */
-static void reap(cw_heaptraces_t *h)
+/* Joins and frees the traces whose thread has ended, or all of them
+ * (they were asked to stop). Under h->mu. */
+static void reap(cw_heaptraces_t *h, bool all)
 {
     size_t k = 0;
     for (size_t i = 0; i < h->n; i++) {
-        if (atomic_load(&h->v[i]->done)) {
+        if (all || atomic_load(&h->v[i]->done)) {
             cw_thread_join(h->v[i]->thread);
             trace_free(h->v[i]);
         } else {
@@ -202,17 +191,11 @@ void cw_heaptraces_stop(cw_heaptraces_t *h)
         cw_mutex_lock(h->mu);
         for (size_t i = 0; i < h->n; i++)
             atomic_store(&h->v[i]->stop, true);
-        for (size_t i = 0; i < h->n; i++) {
-            cw_thread_join(h->v[i]->thread);
-            trace_free(h->v[i]);
-        }
-        h->n = 0;
+        reap(h, true);
         cw_mutex_unlock(h->mu);
         cw_mutex_destroy(h->mu);
     }
     free(h->v);
-    free(h->db_path);
-    free(h->preload);
     free(h);
 }
 
@@ -264,7 +247,7 @@ int cw_heaptraces_ask(cw_heaptraces_t *h, const cw_heaptrace_ask_t *a, int64_t *
     }
     if (atomic_load(&h->shutting)) return cw_diag_set(d, CW_ESTOPPED, "the service is stopping");
     cw_mutex_lock(h->mu);
-    reap(h);
+    reap(h, false);
     int rc = 0;
     for (size_t i = 0; i < h->n && !rc; i++)
         if (h->v[i]->pid == a->pid) {

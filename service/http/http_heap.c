@@ -48,9 +48,9 @@ static cJSON *trace_json(const cw__http_req_t *r, const cw_heap_trace_row_t *t)
              cJSON_AddBoolToObject(o, "attached", attached);
     if (ok && t->state && strcmp(t->state, "running") != 0) {
         const cw_heap_figs_t *f = &t->totals;
-        ok = cw__json_u64(o, "events", t->events) &&
-             cw__json_u64(o, "unknown_frees", t->unknown_frees) &&
-             cw__json_u64(o, "dropped", t->dropped) &&
+        ok = cw__json_u64(o, "events", t->counts.events) &&
+             cw__json_u64(o, "unknown_frees", t->counts.unknown_frees) &&
+             cw__json_u64(o, "dropped", t->counts.dropped) &&
              cw__json_u64(o, "outstanding_bytes", f->outstanding_bytes) &&
              cw__json_u64(o, "outstanding_count", f->outstanding_count) &&
              cw__json_u64(o, "alloc_bytes", f->alloc_bytes) &&
@@ -183,8 +183,8 @@ int cw__http_heap_trace(cw__http_req_t *r, uint32_t id)
         snprintf(name, sizeof name, "heap-%" PRIu32 ".pb.gz", id);
         rc = cw_heap_pprof(t.report, &pb, &len, &d);
         rc = rc == CW_ENOMEM ? cw__http_oom(r)
-             : rc          ? cw__http_fail(r, 500, "%s", d.msg)
-                           : cw__http_send_attachment(r, "application/octet-stream", name, pb, len);
+             : rc            ? cw__http_fail(r, 500, "%s", d.msg)
+                  : cw__http_send_attachment(r, "application/octet-stream", name, pb, len);
         free(pb);
     } else {
         cJSON *o = trace_json(r, &t);

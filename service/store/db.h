@@ -126,6 +126,12 @@ enum cw__stmt {
     CW__ST_MAP_PRUNE,
     CW__ST_MAP_AT,
     CW__ST_MAP_TIMES,
+    CW__ST_HEAP_ADD,
+    CW__ST_HEAP_FINISH,
+    CW__ST_HEAP_STACK,
+    CW__ST_HEAP_LIST,
+    CW__ST_HEAP_GET,
+    CW__ST_HEAP_ORPHANS,
     CW__ST__COUNT
 };
 

@@ -2,9 +2,9 @@
  * a row per trace asked for, updated when it ends with its counts, totals
  * and report, and the heap layer's figures per stack beside it.
  *
- * Written by the heap-trace threads on their own handles, a few rows per
- * trace, so the statements are prepared per call, not cached (as
- * store_notify.c's). */
+ * Written by the heap-trace threads on their own handles, read by any:
+ * cached statements, their parameters bound from one table each
+ * (bind_params). */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,16 +13,19 @@
 #include "commitwatch/heapdb.h"
 #include "store/store_internal.h"
 
+/* Zero ids and times are stored as NULL (NULLIF): every parameter binds
+ * from one table of values (bind_params). */
 static const char SQL_ADD[] =
     "INSERT INTO heap_traces(pid, proc, process, trigger, alert_series, rule, requested_ns, "
     "duration_ns, started_ns, ended_ns, state, end_reason, error) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
+    "VALUES (?1, NULLIF(?2, 0), ?3, ?4, NULLIF(?5, 0), ?6, ?7, ?8, NULLIF(?9, 0), NULLIF(?10, 0), "
+    "?11, ?12, ?13)";
 static const char SQL_FINISH[] =
-    "UPDATE heap_traces SET started_ns = ?2, ended_ns = ?3, state = ?4, end_reason = ?5, "
-    "error = ?6, events = ?7, unknown_frees = ?8, zero_allocs = ?9, reused = ?10, dropped = ?11, "
-    "torn = ?12, outstanding_bytes = ?13, outstanding_count = ?14, alloc_bytes = ?15, "
-    "alloc_count = ?16, freed_bytes = ?17, freed_count = ?18, peak_bytes = ?19, report = ?20 "
-    "WHERE id = ?1";
+    "UPDATE heap_traces SET started_ns = NULLIF(?2, 0), ended_ns = NULLIF(?3, 0), state = ?4, "
+    "end_reason = ?5, error = ?6, events = ?7, unknown_frees = ?8, zero_allocs = ?9, "
+    "reused = ?10, dropped = ?11, torn = ?12, outstanding_bytes = ?13, outstanding_count = ?14, "
+    "alloc_bytes = ?15, alloc_count = ?16, freed_bytes = ?17, freed_count = ?18, "
+    "peak_bytes = ?19, report = ?20 WHERE id = ?1";
 static const char SQL_STACK[] =
     "INSERT INTO heap_stacks(trace, rank, layer, frames, outstanding_bytes, outstanding_count, "
     "alloc_bytes, alloc_count, freed_bytes, freed_count, peak_bytes) "
@@ -38,6 +41,33 @@ static const char SQL_LIST[] = "SELECT " COLS " FROM heap_traces "
                                "WHERE (?1 = 0 OR alert_series = ?1) AND (?2 = 0 OR pid = ?2) "
                                "AND (?3 = 0 OR proc = ?3) ORDER BY id DESC LIMIT ?4";
 static const char SQL_GET[] = "SELECT " COLS ", report FROM heap_traces WHERE id = ?1";
+
+/* A statement's parameter: a number, or a text (NULL binds NULL). */
+typedef struct param {
+    bool text;
+    int64_t num;
+    const char *str;
+} param_t;
+#define NUM(v)                                                                                     \
+    {                                                                                              \
+        false, (int64_t)(v), NULL                                                                  \
+    }
+#define TEXT(v)                                                                                    \
+    {                                                                                              \
+        true, 0, (v)                                                                               \
+    }
+
+static void bind_params(sqlite3_stmt *st, const param_t *p, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (!p[i].text)
+            sqlite3_bind_int64(st, i + 1, p[i].num);
+        else if (p[i].str)
+            sqlite3_bind_text(st, i + 1, p[i].str, -1, SQLITE_STATIC);
+        else
+            sqlite3_bind_null(st, i + 1);
+    }
+}
 
 static const size_t row_owned[] = {
     offsetof(cw_heap_trace_row_t, process),    offsetof(cw_heap_trace_row_t, trigger),
@@ -59,48 +89,39 @@ void cw_heap_trace_rows_free(cw_heap_trace_row_t *v, size_t n)
     free(v);
 }
 
-/* 0 binds NULL: ids and times that are not known. */
-static void bind_opt(sqlite3_stmt *st, int i, int64_t v)
-{
-    if (v)
-        sqlite3_bind_int64(st, i, v);
-    else
-        sqlite3_bind_null(st, i);
-}
-
-static void bind_str(sqlite3_stmt *st, int i, const char *v)
-{
-    if (v)
-        sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC);
-    else
-        sqlite3_bind_null(st, i);
-}
-
 int cw_store_heap_add(cw_store_t *s, cw_heap_trace_row_t *r, cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(s->db, SQL_ADD, -1, &st, NULL) != SQLITE_OK)
-        return cw__store_dberr(s, "recording a heap trace", d);
-    sqlite3_bind_int64(st, 1, r->pid);
-    bind_opt(st, 2, r->proc);
-    bind_str(st, 3, r->process);
-    bind_str(st, 4, r->trigger ? r->trigger : "api");
-    bind_opt(st, 5, r->alert_series);
-    bind_str(st, 6, r->rule);
-    sqlite3_bind_int64(st, 7, r->requested_ns);
-    sqlite3_bind_int64(st, 8, r->duration_ns);
-    bind_opt(st, 9, r->started_ns);
-    bind_opt(st, 10, r->ended_ns);
-    bind_str(st, 11, r->state ? r->state : "running");
-    bind_str(st, 12, r->end_reason);
-    bind_str(st, 13, r->error);
-    int err = 0;
-    if (sqlite3_step(st) != SQLITE_DONE)
-        err = cw__store_dberr(s, "recording a heap trace", d);
-    else
-        r->id = sqlite3_last_insert_rowid(s->db);
-    sqlite3_finalize(st);
+    int err = cw__store_stmt(s, CW__ST_HEAP_ADD, SQL_ADD, &st, d);
+    if (err) return err;
+    const param_t p[] = {NUM(r->pid),
+                         NUM(r->proc),
+                         TEXT(r->process),
+                         TEXT(r->trigger ? r->trigger : "api"),
+                         NUM(r->alert_series),
+                         TEXT(r->rule),
+                         NUM(r->requested_ns),
+                         NUM(r->duration_ns),
+                         NUM(r->started_ns),
+                         NUM(r->ended_ns),
+                         TEXT(r->state ? r->state : "running"),
+                         TEXT(r->end_reason),
+                         TEXT(r->error)};
+    bind_params(st, p, (int)CW_ARRAY_LEN(p));
+    err = cw__store_step_done(s, st, "recording a heap trace", d);
+    if (!err) r->id = sqlite3_last_insert_rowid(s->db);
     return err;
+}
+
+void cw_heap_trace_row_figures(cw_heap_trace_row_t *r, const cw_heap_report_t *rep, uint32_t pid)
+{
+    r->counts = (cw_heap_trace_counts_t){rep->events, rep->unknown_frees,  rep->zero_allocs,
+                                         rep->reused, rep->losses.dropped, rep->losses.torn};
+    for (uint32_t i = 0; i < rep->nprocs; i++)
+        if (rep->procs[i].pid == pid || rep->nprocs == 1) {
+            r->totals = rep->procs[i].totals;
+            return;
+        }
 }
 
 /* The frames of a stack joined by ';', outermost first; malloc'd. */
@@ -123,13 +144,14 @@ static char *folded(const cw_heap_stack_report_t *k)
     return out;
 }
 
-static void bind_figs(sqlite3_stmt *st, int first, const cw_heap_figs_t *f)
+/* The figures of a stack (or the totals) as the parameters from first on. */
+static void figs_params(param_t *p, const cw_heap_figs_t *f)
 {
     const uint64_t v[] = {f->outstanding_bytes, f->outstanding_count, f->alloc_bytes,
                           f->alloc_count,       f->freed_bytes,       f->freed_count,
                           f->peak_bytes};
-    for (int i = 0; i < (int)CW_ARRAY_LEN(v); i++)
-        sqlite3_bind_int64(st, first + i, (int64_t)v[i]);
+    for (size_t i = 0; i < CW_ARRAY_LEN(v); i++)
+        p[i] = (param_t)NUM(v[i]);
 }
 
 /* The rows of heap_stacks for the process pid of rep. */
@@ -139,24 +161,17 @@ static int put_stacks(cw_store_t *s, int64_t id, uint32_t pid, const cw_heap_rep
     const cw_heap_proc_report_t *p = NULL;
     for (uint32_t i = 0; i < rep->nprocs && !p; i++)
         if (rep->procs[i].pid == pid || rep->nprocs == 1) p = &rep->procs[i];
-    if (!p) return 0;
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(s->db, SQL_STACK, -1, &st, NULL) != SQLITE_OK)
-        return cw__store_dberr(s, "storing a heap trace's stacks", d);
-    int err = 0;
-    for (uint32_t i = 0; i < p->nstacks && !err; i++) {
+    int err = p ? cw__store_stmt(s, CW__ST_HEAP_STACK, SQL_STACK, &st, d) : 0;
+    for (uint32_t i = 0; p && i < p->nstacks && !err; i++) {
         char *f = folded(&p->stacks[i]);
-        if (!f) {
-            err = cw_diag_set(d, CW_ENOMEM, "out of memory storing a heap trace");
-            break;
-        }
-        sqlite3_bind_int64(st, 1, id);
-        sqlite3_bind_int64(st, 2, i);
-        sqlite3_bind_text(st, 3, f, -1, free);
-        bind_figs(st, 4, &p->stacks[i].figs);
+        if (!f) return cw_diag_set(d, CW_ENOMEM, "out of memory storing a heap trace");
+        param_t v[10] = {NUM(id), NUM(i), TEXT(f)};
+        figs_params(&v[3], &p->stacks[i].figs);
+        bind_params(st, v, 10);
         err = cw__store_step_done(s, st, "storing a heap trace's stacks", d);
+        free(f);
     }
-    sqlite3_finalize(st);
     return err;
 }
 
@@ -164,30 +179,22 @@ int cw_store_heap_finish(cw_store_t *s, const cw_heap_trace_row_t *r, const cw_h
                          const char *json, cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;
+    const cw_heap_trace_counts_t *c = &r->counts;
+    param_t p[20] = {NUM(r->id),          NUM(r->started_ns),
+                     NUM(r->ended_ns),    TEXT(r->state ? r->state : "done"),
+                     TEXT(r->end_reason), TEXT(r->error),
+                     NUM(c->events),      NUM(c->unknown_frees),
+                     NUM(c->zero_allocs), NUM(c->reused),
+                     NUM(c->dropped),     NUM(c->torn)};
+    figs_params(&p[12], &r->totals);
+    p[19] = (param_t)TEXT(json);
     int err = cw__store_exec(s, "BEGIN IMMEDIATE", "storing a heap trace", d);
-    if (err) return err;
-    if (sqlite3_prepare_v2(s->db, SQL_FINISH, -1, &st, NULL) != SQLITE_OK) {
-        err = cw__store_dberr(s, "storing a heap trace", d);
-        goto fail;
+    if (!err && !(err = cw__store_stmt(s, CW__ST_HEAP_FINISH, SQL_FINISH, &st, d))) {
+        bind_params(st, p, 20);
+        err = cw__store_step_done(s, st, "storing a heap trace", d);
     }
-    sqlite3_bind_int64(st, 1, r->id);
-    bind_opt(st, 2, r->started_ns);
-    bind_opt(st, 3, r->ended_ns);
-    bind_str(st, 4, r->state ? r->state : "done");
-    bind_str(st, 5, r->end_reason);
-    bind_str(st, 6, r->error);
-    const uint64_t counts[] = {r->events, r->unknown_frees, r->zero_allocs,
-                               r->reused, r->dropped,       r->torn};
-    for (int i = 0; i < (int)CW_ARRAY_LEN(counts); i++)
-        sqlite3_bind_int64(st, 7 + i, (int64_t)counts[i]);
-    bind_figs(st, 13, &r->totals);
-    bind_str(st, 20, json);
-    err = cw__store_step_done(s, st, "storing a heap trace", d);
-    sqlite3_finalize(st);
     if (!err && rep) err = put_stacks(s, r->id, r->pid, rep, d);
-    if (err) goto fail;
-    return cw__store_exec(s, "COMMIT", "storing a heap trace", d);
-fail:
+    if (!err) return cw__store_exec(s, "COMMIT", "storing a heap trace", d);
     sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
     return err;
 }
@@ -195,14 +202,13 @@ fail:
 int cw_store_heap_orphans(cw_store_t *s, int64_t now_ns, const char *why, uint64_t *n, cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;
+    const param_t p[] = {NUM(now_ns), TEXT(why)};
     *n = 0;
-    if (sqlite3_prepare_v2(s->db, SQL_ORPHANS, -1, &st, NULL) != SQLITE_OK)
-        return cw__store_dberr(s, "ending the heap traces of an earlier run", d);
-    sqlite3_bind_int64(st, 1, now_ns);
-    sqlite3_bind_text(st, 2, why, -1, SQLITE_STATIC);
-    int err = cw__store_step_done(s, st, "ending the heap traces of an earlier run", d);
+    int err = cw__store_stmt(s, CW__ST_HEAP_ORPHANS, SQL_ORPHANS, &st, d);
+    if (err) return err;
+    bind_params(st, p, 2);
+    err = cw__store_step_done(s, st, "ending the heap traces of an earlier run", d);
     if (!err) *n = (uint64_t)sqlite3_changes(s->db);
-    sqlite3_finalize(st);
     return err;
 }
 
@@ -234,8 +240,9 @@ static bool read_row(sqlite3_stmt *st, cw_heap_trace_row_t *r, bool with_report)
     r->state = col_str(st, 11, &oom);
     r->end_reason = col_str(st, 12, &oom);
     r->error = col_str(st, 13, &oom);
-    uint64_t *counts[] = {&r->events, &r->unknown_frees, &r->zero_allocs,
-                          &r->reused, &r->dropped,       &r->torn};
+    cw_heap_trace_counts_t *c = &r->counts;
+    uint64_t *counts[] = {&c->events, &c->unknown_frees, &c->zero_allocs,
+                          &c->reused, &c->dropped,       &c->torn};
     for (int i = 0; i < (int)CW_ARRAY_LEN(counts); i++)
         *counts[i] = (uint64_t)sqlite3_column_int64(st, 14 + i);
     cw_heap_figs_t *f = &r->totals;
@@ -248,29 +255,24 @@ static bool read_row(sqlite3_stmt *st, cw_heap_trace_row_t *r, bool with_report)
     return !oom;
 }
 
-int cw_store_heap_list(cw_store_t *s, const cw_heap_trace_filter_t *f, cw_heap_trace_row_t **out,
-                       size_t *n, cw_diag_t *d)
+/* The rows a cached SELECT of COLS (with the report when with_report)
+ * gives for its parameters p[0..np). 0 or CW_ENOMEM / the store's error. */
+static int select_rows(cw_store_t *s, int slot, const char *sql, const param_t *p, int np,
+                       bool with_report, cw_heap_trace_row_t **out, size_t *n, cw_diag_t *d)
 {
     *out = NULL;
     *n = 0;
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(s->db, SQL_LIST, -1, &st, NULL) != SQLITE_OK)
-        return cw__store_dberr(s, "listing heap traces", d);
-    sqlite3_bind_int64(st, 1, f->alert_series);
-    sqlite3_bind_int64(st, 2, f->pid);
-    sqlite3_bind_int64(st, 3, f->proc);
-    sqlite3_bind_int64(st, 4, f->limit ? f->limit : 100);
+    int err = cw__store_stmt(s, slot, sql, &st, d), rc = SQLITE_DONE;
+    if (err) return err;
+    bind_params(st, p, np);
     cw_heap_trace_row_t *v = NULL;
     size_t cnt = 0, cap = 0;
-    int rc, err = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (CW_RESERVE(v, cap, cnt + 1) || !read_row(st, &v[cnt++], false)) {
-            err = cw_diag_set(d, CW_ENOMEM, "out of memory listing heap traces");
-            break;
-        }
-    }
-    if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "listing heap traces", d);
-    sqlite3_finalize(st);
+    while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW)
+        if (CW_RESERVE(v, cap, cnt + 1) || !read_row(st, &v[cnt++], with_report))
+            err = cw_diag_set(d, CW_ENOMEM, "out of memory reading heap traces");
+    if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "reading heap traces", d);
+    cw__store_stmt_done(st);
     if (err) {
         cw_heap_trace_rows_free(v, cnt);
         return err;
@@ -280,23 +282,23 @@ int cw_store_heap_list(cw_store_t *s, const cw_heap_trace_filter_t *f, cw_heap_t
     return 0;
 }
 
+int cw_store_heap_list(cw_store_t *s, const cw_heap_trace_filter_t *f, cw_heap_trace_row_t **out,
+                       size_t *n, cw_diag_t *d)
+{
+    const param_t p[] = {NUM(f->alert_series), NUM(f->pid), NUM(f->proc),
+                         NUM(f->limit ? f->limit : 100)};
+    return select_rows(s, CW__ST_HEAP_LIST, SQL_LIST, p, 4, false, out, n, d);
+}
+
 int cw_store_heap_get(cw_store_t *s, int64_t id, cw_heap_trace_row_t *out, cw_diag_t *d)
 {
     memset(out, 0, sizeof *out);
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(s->db, SQL_GET, -1, &st, NULL) != SQLITE_OK)
-        return cw__store_dberr(s, "reading a heap trace", d);
-    sqlite3_bind_int64(st, 1, id);
-    int rc = sqlite3_step(st), err = 0;
-    if (rc == SQLITE_ROW) {
-        if (!read_row(st, out, true))
-            err = cw_diag_set(d, CW_ENOMEM, "out of memory reading a heap trace");
-    } else if (rc == SQLITE_DONE) {
-        err = cw_diag_set(d, CW_ENOENT, "no heap trace %lld", (long long)id);
-    } else {
-        err = cw__store_dberr(s, "reading a heap trace", d);
-    }
-    sqlite3_finalize(st);
-    if (err) cw_heap_trace_row_clear(out);
+    const param_t p[] = {NUM(id)};
+    cw_heap_trace_row_t *v = NULL;
+    size_t n = 0;
+    int err = select_rows(s, CW__ST_HEAP_GET, SQL_GET, p, 1, true, &v, &n, d);
+    if (!err && !n) err = cw_diag_set(d, CW_ENOENT, "no heap trace %lld", (long long)id);
+    if (!err) *out = v[0];
+    free(v);
     return err;
 }
