@@ -99,7 +99,8 @@ static void run(void *arg)
                                    .snapshot_every_ns = t->snapshot_every};
         rc = cw_heap_launch(&a, stacks, m, &res, &d);
     }
-    row->started_ns = res.start_ns;
+    bool began = atomic_load(&t->attached); /* else started_ns stays NULL */
+    row->started_ns = began ? res.start_ns : 0;
     row->ended_ns = cw_plat_wall_ns();
     const char *reason = rc ? NULL : end_reason(t, &res);
     free(row->state);
@@ -110,7 +111,7 @@ static void run(void *arg)
     row->end_reason = reason ? cw_strdup(reason) : NULL;
     if (rc) row->error = cw_strdup(d.msg[0] ? d.msg : cw_strerror(rc));
     /* What was read is reported even when the trace failed part-way. */
-    if (m && (res.start_ns || !rc) && cw_heap_model_report(m, stacks, &res.losses, &rep) == 0) {
+    if (m && began && cw_heap_model_report(m, stacks, &res.losses, &rep) == 0) {
         cw_heap_trace_row_figures(row, rep, t->pid);
         json = cw_heap_report_json(rep);
     }

@@ -4,7 +4,8 @@
  * shows its progress and attach, is stopped, stored with its report; one
  * per process (the second ask is refused and recorded, naming the first);
  * the limit of traces at once and the longest duration are refused and
- * recorded; a process that ends ends its trace ("exited"); stopping the
+ * recorded; a process that ends ends its trace ("exited"); an attach that
+ * fails is recorded with its reason; stopping the
  * set stores the running ones ("shutdown"); rows an earlier run left
  * "running" are marked failed at the start; the list filters by pid. */
 #include <errno.h>
@@ -146,6 +147,18 @@ static void test_refusals_and_stop(void)
     r = get_row(id2);
     ASSERT_STR_EQ(r.state, "done");
     ASSERT_STR_EQ(r.end_reason, "exited");
+    cw_heap_trace_row_clear(&r);
+
+    /* The attach fails on the trace's thread (no such process): recorded
+     * failed, saying why, never started, no report. */
+    cw_heaptrace_ask_t gone = {.pid = 0x3ffffff0, .duration_ns = SEC};
+    ASSERT_OK(cw_heaptraces_ask(h, &gone, &id2, &d));
+    wait_until_ended(h);
+    r = get_row(id2);
+    ASSERT_STR_EQ(r.state, "failed");
+    ASSERT_TRUE(r.error && strstr(r.error, "no process") != NULL);
+    ASSERT_EQ(r.started_ns, 0);
+    ASSERT_TRUE(r.report == NULL);
     cw_heap_trace_row_clear(&r);
 
     /* A trace that runs when the set stops: stored, "shutdown". */
