@@ -77,6 +77,8 @@ INVENTORY = {
     ("heap", "--json"): ("test_heap.py", "the report as one line of JSON"),
     ("heap", "--top"): ("test_heap.py", "stacks printed per process, the rest counted"),
     ("heap", "--pid"): ("test_heap_attach.py", "attach to a running process, the truth exactly"),
+    ("heap", "--etl"): ("test_heap_etl.py", "a Windows trace's heap events, the truth exactly"),
+    ("heap", "--images"): ("test_heap_etl.py", "frames named from the trace's images"),
     ("tags", None): ("test_tags_cli.py", "check and explain"),
     ("tags check", "--platform"): ("test_tags_cli.py", "the platform's default rules"),
     ("tags explain", "--rules"): ("test_tags_cli.py", "the rule files used"),
