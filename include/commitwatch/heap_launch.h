@@ -2,8 +2,9 @@
  * program with the heap interposer, or load it into a running process,
  * and feed the allocations to a heap model (heap.h).
  *
- * Linux only for now (service/sources/heap/launch.c); the Windows build
- * answers CW_ENOSYS (its heap events will come from ETW).
+ * Linux: service/sources/heap/launch.c. Windows (service/sources/etw/
+ * heap_launch.c): attach mode is an ETW heap session for the process;
+ * launch mode answers CW_ENOSYS.
  *
  * Thread: the caller's, which reads the ring until the program exits or
  * the duration ends; cw_heap_launch_stop() (every trace) and the args'
