@@ -29,8 +29,10 @@ static int on_heap(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
         return 0; /* HeapCreate, HeapDestroy, the rundowns: no block of a stack */
     int rc = cw_etl_decode_heap(ev->data, ev->len, ev->type, ev->version, ev->ptr_size, &h);
     if (rc) return cw_etl__reader_skip(r, c, rc);
+    /* The header names the process; a live header without one (-1) still
+     * names the thread, whose process the Thread events gave. */
     uint32_t pid = ev->has_ids ? ev->pid : 0;
-    if (!pid && ev->has_ids) {
+    if (!pid && ev->tid) {
         const cw_etl__thread_t *th = cw_etl__thread(&r->space, ev->tid);
         if (!th) return CW_ENOMEM;
         pid = th->pid;
@@ -46,7 +48,7 @@ static int on_heap(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
         cw_etl__reader_push(r, ev, (uint8_t)(CW_ETL__REC_HEAP | (want ? CW_ETL__REC_WANT : 0)));
     if (!x) return CW_ENOMEM;
     x->pid = pid;
-    x->tid = ev->has_ids ? ev->tid : 0;
+    x->tid = ev->tid;
     x->addr = h.addr;
     x->size = h.size;
     x->ops = (uint8_t)(h.type == CW_ETL_T_HEAP_ALLOC     ? CW_HEAP_ALLOC
