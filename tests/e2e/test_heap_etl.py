@@ -5,7 +5,8 @@ truth written as a Windows trace (tests/etlgen/heap_gen.h, `cw_etl_gen
 images the frames are in written beside (--images).
 
 - 64- and 32-bit traces, stacks as walks and as stack keys, compressed or
-  not: the JSON report holds exactly the truth: leak_here's 7 blocks of
+  not, heap events with SYSTEM headers or FULL ones (the class GUID): the
+  JSON report holds exactly the truth: leak_here's 7 blocks of
   2800 bytes outstanding and first, churn's 50 blocks of 3200 bytes
   allocated and freed (0 outstanding), grow's ReAlloc chain (4 allocations
   of 240 bytes, 3 frees of 112, 128 outstanding), 3 frees of blocks from
@@ -151,7 +152,8 @@ def bad_input(tmp):
 def main():
     with tempfile.TemporaryDirectory(prefix="cw-heap-etl-") as tmp:
         for opts in (["--ptr", "8"], ["--ptr", "8", "--stacks", "keys", "--compress"],
-                     ["--ptr", "4", "--compress"], ["--ptr", "4", "--stacks", "keys"]):
+                     ["--ptr", "4", "--compress"], ["--ptr", "4", "--stacks", "keys"],
+                     ["--ptr", "8", "--full-header"]):
             truth(tmp, opts)
         bad_input(tmp)
     if fails:

@@ -7,7 +7,7 @@
  *                   [--images DIR [--hide PREFIX]...] [--rva MODULE!FUNCTION=0xRVA]...
  *                   [--size MODULE=0xSIZE]...
  *        cw_etl_gen --heap-truth OUT.etl [--ptr 4|8] [--stacks walk|keys] [--compress]
- *                   [--variant whole|short|no-heap] [--images DIR]
+ *                   [--full-header] [--variant whole|short|no-heap] [--images DIR]
  *
  * --images writes the images the frames' offsets name (etl_gen.h), PE
  * files with the functions as exports, into DIR (which must exist), for
@@ -24,7 +24,8 @@
  * commit, decommit and release touches the same pages as before.
  *
  * --heap-truth writes the heap truth instead (heap_gen.h: Heap events of
- * known figures), and with --images its images. */
+ * known figures; --full-header: with the Heap class GUID in FULL headers),
+ * and with --images its images. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,7 +142,8 @@ static int usage(void)
                     "                  [--images DIR [--hide PREFIX]...] [--rva MODULE!FUNCTION=0xRVA]...\n"
                     "                  [--size MODULE=0xSIZE]...\n"
                     "       cw_etl_gen --heap-truth OUT.etl [--ptr 4|8] [--stacks walk|keys]\n"
-                    "                  [--compress] [--variant whole|short|no-heap] [--images DIR]\n");
+                    "                  [--compress] [--full-header]\n"
+                    "                  [--variant whole|short|no-heap] [--images DIR]\n");
     return 2;
 }
 
@@ -153,6 +155,10 @@ static int heap_truth(int argc, char **argv)
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(k, "--compress")) {
             o.compress = true;
+            continue;
+        }
+        if (!strcmp(k, "--full-header")) {
+            o.full_header = true;
             continue;
         }
         i++;

@@ -354,7 +354,7 @@ int cw_etlgen_heap(cw_etlgen_t *g, const cw_heap_ev_t *ev, size_t cut)
     }
     cw_etlw_u32(&b, 2); /* Source: MEMORY_FROM_LOWFRAG */
     if (cut && cut < b.n) b.n -= cut;
-    if (emit(g, CW_ETLW_SYSTEM, G_HEAP, type, 2, ev->pid, tid, tick, &b) != 0) return -1;
+    if (emit(g, g->o.heap_header, G_HEAP, type, 2, ev->pid, tid, tick, &b) != 0) return -1;
     return s && ev->kind != CW_HEAP_FREE ? write_stack(g, ev->pid, tid, tick, s, true) : 0;
 }
 

@@ -73,7 +73,8 @@ int cw_heapgen_write(const char *path, const cw_heapgen_opts_t *o)
                            .process_version = 4,
                            .image_version = 3,
                            .frames = frames,
-                           .preload = true};
+                           .preload = true,
+                           .heap_header = o->full_header ? CW_ETLW_FULL : CW_ETLW_SYSTEM};
     gen_t s = {.ts = T0, .variant = o->variant};
     if (cw_etlgen_open(path, &go, &s.g) != 0) return -1;
     for (uint32_t id = 1; id < NSTACKS; id++)

@@ -43,6 +43,7 @@ typedef struct cw_heapgen_opts {
     unsigned ptr_size; /* 4 or 8 */
     int stacks;        /* CW_ETLGEN_WALK, _SPLIT (as WALK: user frames only), _KEYS */
     bool compress;
+    bool full_header;   /* heap events with FULL headers (the class GUID), not SYSTEM */
     int variant;        /* CW_HEAPGEN_* */
     const char *images; /* non-NULL: the images are written into this folder (it exists) */
 } cw_heapgen_opts_t;

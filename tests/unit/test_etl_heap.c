@@ -1,7 +1,8 @@
 /* test_etl_heap.c - the Heap class of an .etl (etl.h: cw_etl_decode_heap,
  * cw_etl_heap_read): the decoder on payloads laid out as documented
  * (docs/ETW.md, "Heap events"), then the heap truth (tests/etlgen/heap_gen.h)
- * written as 64- and 32-bit traces with stacks as walks and as keys, read
+ * written as 64- and 32-bit traces with stacks as walks and as keys, the
+ * heap events with SYSTEM headers (hook id) and FULL ones (class GUID), read
  * into a heap model: exactly the leaked bytes and count at leak_here, 0
  * outstanding at churn, the ReAlloc chain at grow, the frees of blocks from
  * before the trace counted as unknown, the frames named from the images;
@@ -124,20 +125,22 @@ static const cw_heap_figs_t *stack_of(const cw_heap_proc_report_t *p, const char
     return NULL;
 }
 
-static void write_truth(const char *file, unsigned ptr, int stacks, bool compress, int variant)
+static void write_truth(const char *file, unsigned ptr, int stacks, bool compress, bool full,
+                        int variant)
 {
     cw_heapgen_opts_t o = {.ptr_size = ptr,
                            .stacks = stacks,
                            .compress = compress,
+                           .full_header = full,
                            .variant = variant,
                            .images = images};
     ASSERT_OK(cw_heapgen_write(file, &o));
 }
 
-static void truth(unsigned ptr, int stacks, bool compress)
+static void truth(unsigned ptr, int stacks, bool compress, bool full)
 {
     const char *file = path_of("truth.etl");
-    write_truth(file, ptr, stacks, compress, CW_HEAPGEN_WHOLE);
+    write_truth(file, ptr, stacks, compress, full, CW_HEAPGEN_WHOLE);
     read_t x;
     ASSERT_OK(read_file(file, 0, &x));
     ASSERT_U64_EQ(x.res.heap_events, 7 + 100 + 4 + 3 + 1);
@@ -202,7 +205,7 @@ static void truth(unsigned ptr, int stacks, bool compress)
 static void read_variant(const char *name, int variant, read_t *x)
 {
     const char *file = path_of(name);
-    write_truth(file, 8, CW_ETLGEN_WALK, false, variant);
+    write_truth(file, 8, CW_ETLGEN_WALK, false, false, variant);
     ASSERT_OK(read_file(file, 0, x));
 }
 
@@ -231,7 +234,7 @@ static void no_heap(void)
 static void truncated(void)
 {
     const char *file = path_of("truth.etl"), *cut = path_of("cut.etl");
-    write_truth(file, 8, CW_ETLGEN_WALK, false, CW_HEAPGEN_WHOLE);
+    write_truth(file, 8, CW_ETLGEN_WALK, false, false, CW_HEAPGEN_WHOLE);
     FILE *in = fopen(file, "rb");
     ASSERT_TRUE(in != NULL);
     static uint8_t buf[1 << 20];
@@ -257,10 +260,13 @@ int main(void)
     snprintf(dir, sizeof dir, "%s/test_etl_heap.XXXXXX", build ? build : ".");
     ASSERT_TRUE(cw_test_mkdtemp(dir) != NULL);
     snprintf(images, sizeof images, "%s", dir);
-    truth(8, CW_ETLGEN_WALK, false);
-    truth(8, CW_ETLGEN_KEYS, true);
-    truth(4, CW_ETLGEN_WALK, true);
-    truth(4, CW_ETLGEN_KEYS, false);
+    truth(8, CW_ETLGEN_WALK, false, false);
+    truth(8, CW_ETLGEN_KEYS, true, false);
+    truth(4, CW_ETLGEN_WALK, true, false);
+    truth(4, CW_ETLGEN_KEYS, false, false);
+    /* As a user-mode classic provider writes them: FULL headers, the class GUID. */
+    truth(8, CW_ETLGEN_KEYS, false, true);
+    truth(4, CW_ETLGEN_WALK, true, true);
     short_event();
     no_heap();
     truncated();
