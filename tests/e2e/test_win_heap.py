@@ -11,8 +11,11 @@
   memorytestapp.exe it says that ETW heap tracing is unavailable and which
   call failed, exits 1 without a crash, and the process runs on; a second
   attempt says the same (the session the first started was stopped). A
-  process that does not exist and launch mode (`heap -- PROGRAM`) get their
-  own messages, exit 1.
+  process that does not exist gets its own message, exit 1.
+- Launch mode, `heap -- PROGRAM`: the program is started suspended; as the
+  session cannot be read, it is ended before it ran (no output, no process
+  left), exit 1 with the same message; a missing program is CreateProcess's
+  error.
 
 Run by the Windows build's ctest (label wine); see cwwine.py.
 """
@@ -96,9 +99,23 @@ def live(tmp):
     rc, out, err = cw("heap", "--pid", "999999", timeout=120)
     t.check("heap --pid of no process: exit 1, says so",
             rc == 1 and "no such process" in err and "999999" in err, (rc, err[-400:]))
-    rc, out, err = cw("heap", "--", "notepad.exe", timeout=120)
-    t.check("heap -- PROGRAM: exit 1, says launch mode is Linux's and what to do instead",
-            rc == 1 and "runs on Linux only" in err and "heap --pid PID" in err, (rc, err[-400:]))
+    # Launch mode: the program starts suspended, the session cannot be
+    # read, so it is ended before it ran (it prints nothing, nothing is left).
+    rc, out, err = cw("heap", "--", win_path(MEMORYTESTAPP), "--seconds", "1", "--delay", "0",
+                      timeout=180)
+    t.eq("heap -- PROGRAM (live): exit 1", rc, 1)
+    t.check("heap -- PROGRAM (live): ETW heap tracing unavailable, which call failed, and the "
+            "program ended before it ran",
+            re.search(r"ETW heap tracing of process \d+ is unavailable", err)
+            and "(OpenTrace) failed (error 5)" in err and "was ended before it ran" in err,
+            err[-600:])
+    t.check("heap -- PROGRAM (live): the program did not run (no output)",
+            "committed_private" not in out + err, out[-300:])
+    left = [n for n in cwwine.wmic_processes().values() if n.lower() == "memorytestapp.exe"]
+    t.eq("heap -- PROGRAM (live): no memorytestapp.exe left", left, [])
+    rc, out, err = cw("heap", "--", "C:\\no\\such-program.exe", timeout=120)
+    t.check("heap -- a missing program: exit 1, says CreateProcess could not start it",
+            rc == 1 and "cannot start" in err and "(CreateProcess, error" in err, (rc, err[-400:]))
 
 
 def main():

@@ -124,6 +124,7 @@ typedef struct cw_etw_heap_args {
     int (*emit)(void *ctx, const cw_event_t *ev);
     int (*emit_heap)(void *ctx, const cw_heap_ev_t *ev);
     bool (*done)(void *ctx);
+    void (*started)(void *ctx); /* NULL, or called once the session is being read */
     void *ctx;
     const char *symbol_path; /* NULL: _NT_SYMBOL_PATH, or exports only */
 } cw_etw_heap_args_t;

@@ -453,6 +453,7 @@ int cw_etw__heap_run(cw_stacks_t *stacks, const cw_etw_heap_args_t *a, uint64_t 
     } else if (rc == 0) {
         CW_LOGI("ETW: reading the heap session \"%s\" of process %u (heap allocations%s)",
                 l->sname, a->pid, l->session.stacks ? " with stacks" : "");
+        if (a->started) a->started(a->ctx);
         rc = read_loop(l, NULL, &clock, d);
     }
     if (l->session.props) *lost = lost_now(l);
