@@ -270,5 +270,6 @@ int main(void)
     short_event();
     no_heap();
     truncated();
+    ASSERT_OK(cw_test_rmtree(dir)); /* the traces and images this run wrote */
     TEST_DONE();
 }
