@@ -27,6 +27,7 @@
 
 #include "commitwatch/error.h"
 #include "commitwatch/event.h"
+#include "commitwatch/heap.h"
 #include "commitwatch/source.h"
 
 /* ---- XPRESS (MS-XCA "plain LZ77") ------------------------------------------- */
@@ -50,6 +51,7 @@ enum {
     CW_ETL_G_FILEIO = 0x04,
     CW_ETL_G_THREAD = 0x05,
     CW_ETL_G_PERFINFO = 0x0F,
+    CW_ETL_G_HEAP = 0x10, /* the Heap class, GUID 222962ab-6180-4b88-a825-346b75f2a24a */
     CW_ETL_G_IMAGE = 0x14,
     CW_ETL_G_STACKWALK = 0x18,
 };
@@ -62,6 +64,9 @@ enum {
     CW_ETL_T_DCEND = 4,
     CW_ETL_T_IMAGE_LOAD = 10, /* written as group Process (0x030A), class Image */
     CW_ETL_T_STACKWALK = 32,
+    CW_ETL_T_HEAP_ALLOC = 0x21,   /* Heap: 33 Alloc, 34 ReAlloc, 36 Free */
+    CW_ETL_T_HEAP_REALLOC = 0x22,
+    CW_ETL_T_HEAP_FREE = 0x24,
     CW_ETL_T_KEY_CREATE = 34, /* 34, 35, 36: a stack key's definition */
     CW_ETL_T_KEY_DELETE = 35,
     CW_ETL_T_KEY_RUNDOWN = 36,
@@ -132,6 +137,23 @@ int cw_etl_decode_valloc(const uint8_t *p, size_t n, unsigned version, unsigned 
  * Other bits (MEM_RESET, MEM_TOP_DOWN, ...) change no figure. Returns the
  * number written to ops (0 to 2). */
 int cw_etl_valloc_ops(uint32_t flags, cw_op_t ops[2]);
+
+/* Heap Alloc (0x21), ReAlloc (0x22), Free (0x24), version 2 (docs/ETW.md
+ * cites the layouts): HeapHandle, then Alloc: Size, Address; ReAlloc:
+ * NewAddress, OldAddress, NewSize, OldSize; Free: Address; then a u32
+ * Source. Every field but Source is pointer-sized. Which one type is:
+ * kind. A type that is none of the three is CW_ENOSYS. */
+typedef struct cw_etl_heap {
+    uint8_t type;       /* CW_ETL_T_HEAP_* */
+    uint64_t heap;      /* the heap's handle */
+    uint64_t addr;      /* the block allocated (Alloc, ReAlloc) or freed (Free) */
+    uint64_t size;      /* its size (Alloc, ReAlloc); 0 for Free */
+    uint64_t old_addr;  /* ReAlloc: the block it replaced */
+    uint64_t old_size;  /* ReAlloc: its size */
+    uint32_t source;    /* MEMORY_FROM_*: lookaside, low-fragmentation heap, ... */
+} cw_etl_heap_t;
+int cw_etl_decode_heap(const uint8_t *p, size_t n, unsigned type, unsigned version,
+                       unsigned ptr_size, cw_etl_heap_t *out);
 
 /* StackWalk Stack (32), version 2: the stack of the event whose raw
  * timestamp is event_ts, frames innermost first. */
@@ -351,5 +373,38 @@ void cw_etl_info_free(cw_etl_info_t *info); /* accepts NULL */
  * commit/decommit/reserve/release from VirtualAlloc/VirtualFree with
  * their stacks, in time order. */
 extern const cw_source_ops_t cw_source_etl;
+
+/* ---- heap events: `commitwatch heap --etl FILE` ------------------------------------ */
+
+typedef struct cw_etl_heap_opts {
+    const char *path;   /* borrowed */
+    uint32_t pid;       /* 0: every process with heap events */
+    const char *images; /* NULL, or a folder of the trace's images (`--images DIR`) */
+} cw_etl_heap_opts_t;
+
+typedef struct cw_etl_heap_result {
+    int64_t start_ns;         /* the trace's start (the report's window) */
+    uint64_t events;          /* events in the file */
+    uint64_t heap_events;     /* Heap Alloc/ReAlloc/Free events of the chosen processes */
+    uint64_t heap_applied;    /* of those, given to the model */
+    uint64_t heap_other;      /* of other processes, left out (--pid) */
+    uint64_t heap_skipped;    /* Heap events the decoder refused (short, unknown version) */
+    uint64_t buffers_corrupt; /* buffers that could not be read */
+    bool truncated;           /* the file ended inside a buffer */
+    cw_etl_stack_stats_t stacks;
+    char skips[512];          /* every class's refusals, as one line ("" none) */
+    cw_heap_losses_t losses;  /* dropped: what the recording session lost */
+} cw_etl_heap_result_t;
+
+/* Reads the Heap class's Alloc, ReAlloc and Free events of o->path (of
+ * o->pid, or all) with their stacks into m; frames interned in stacks and
+ * named as the etl source names them (both borrowed). Processes are
+ * announced to m from the trace's process events (a process without one
+ * is "pid N"). A Free of a block the trace never allocated is counted by
+ * m (unknown_frees). 0 with *res set, also when the file is truncated or
+ * held events too short for their layout (res says so: what was read is
+ * in m); CW_EIO / CW_EPARSE / CW_ENOMEM with d filled. */
+int cw_etl_heap_read(const cw_etl_heap_opts_t *o, cw_stacks_t *stacks, cw_heap_model_t *m,
+                     cw_etl_heap_result_t *res, cw_diag_t *d);
 
 #endif

@@ -2,8 +2,9 @@
  * program with the heap interposer, or load it into a running process,
  * and feed the allocations to a heap model (heap.h).
  *
- * Linux only for now (service/sources/heap/launch.c); the Windows build
- * answers CW_ENOSYS (its heap events will come from ETW).
+ * Linux: service/sources/heap/launch.c. Windows (service/sources/etw/
+ * heap_launch.c): an ETW heap session for the process (launch mode: the
+ * program started suspended, resumed once its session is read).
  *
  * Thread: the caller's, which reads the ring until the program exits or
  * the duration ends; cw_heap_launch_stop() (every trace) and the args'
@@ -64,8 +65,9 @@ typedef struct cw_heap_launch_result {
  * called (tracing ends; the program runs on untraced). 0 with *res set;
  * CW_ENOENT (the program or the interposer not found), CW_EPERM (not
  * executable), CW_ENOSYS (a static or 32-bit program: the interposer
- * cannot be loaded into it; or no launch mode on this OS), CW_EIO (the
- * program could not be started), CW_ENOMEM; d says which and what to do. */
+ * cannot be loaded into it), CW_EIO (the program could not be started; on
+ * Windows, the ETW heap session could not, a launched program then ended
+ * before it ran), CW_ENOMEM; d says which and what to do. */
 int cw_heap_launch(const cw_heap_launch_args_t *a, cw_stacks_t *stacks, cw_heap_model_t *m,
                    cw_heap_launch_result_t *res, cw_diag_t *d);
 void cw_heap_launch_stop(void);

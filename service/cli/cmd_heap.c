@@ -1,8 +1,9 @@
 /* cmd_heap.c - `commitwatch heap`: the heap drill-down, in launch mode
  * (runs a program with the heap interposer) or attach mode (--pid: loads
- * it into a running process; heap_launch.h), and prints the heap report
- * (heap.h): per stack, what is outstanding at the end, what was allocated
- * and freed, and the peak.
+ * it into a running process; on Windows an ETW heap session for it;
+ * heap_launch.h), or from an .etl file's heap events (--etl; etl.h), and
+ * prints the heap report (heap.h): per stack, what is outstanding at the
+ * end, what was allocated and freed, and the peak.
  *
  * `heap diff` prints the growth per stack between two points of a report
  * (UMDH's diff of two snapshots): a report saved with --json, or one stored
@@ -19,6 +20,7 @@
 
 #include "cli/cli.h"
 #include "commitwatch/common.h"
+#include "commitwatch/etl.h"
 #include "commitwatch/heap.h"
 #include "commitwatch/heap_launch.h"
 #include "commitwatch/heapdb.h"
@@ -30,6 +32,7 @@ static const char usage_text[] =
     "                        -- PROGRAM [ARGS...]\n"
     "       commitwatch heap --pid PID [--duration D] [--snapshot D] [--json] [--top N]\n"
     "                        [--db FILE]\n"
+    "       commitwatch heap --etl FILE [--pid PID] [--images DIR] [--json] [--top N]\n"
     "       commitwatch heap diff (REPORT.json | --db FILE --trace ID) [--a P] [--b P]\n"
     "                        [--json] [--top N]\n\n"
     "Runs PROGRAM (Linux, dynamically linked) with the heap interposer, or loads the\n"
@@ -38,9 +41,15 @@ static const char usage_text[] =
     "and blocks outstanding at the end, allocated and freed, and the peak\n"
     "outstanding, the most outstanding first; the totals; the events dropped. With\n"
     "--pid, blocks allocated before the attach are unknown: their frees are counted\n"
-    "apart. PROGRAM's own output comes first (it shares the terminal).\n\n"
+    "apart. PROGRAM's own output comes first (it shares the terminal). On Windows\n"
+    "(as administrator), ETW's heap provider traces PROGRAM, started suspended until\n"
+    "its session runs, or the process PID.\n"
+    "With --etl, the same report from the heap events of a Windows trace (recorded\n"
+    "with `xperf -heap -pids` or wpr's heap profile), on any OS.\n\n"
     "  --pid PID     trace this running process (no PROGRAM); Ctrl-C ends the trace\n"
     "  --duration D  stop tracing after D (\"90s\", \"5m\"); the process runs on untraced\n"
+    "  --etl FILE    read the heap events of this .etl instead (--pid: of that process)\n"
+    "  --images DIR  with --etl: name frames from the export tables of the images in DIR\n"
     "  --snapshot D  a snapshot every D (and one on SIGHUP): what each stack has\n"
     "                outstanding then, for `heap diff`\n"
     "  --json        the report as one line of JSON, every stack\n"
@@ -55,7 +64,7 @@ static const char usage_text[] =
     "  --trace ID    the heap trace stored in --db FILE\n";
 
 typedef struct heap_args {
-    const char *duration, *top, *pid, *snapshot, *db;
+    const char *duration, *top, *pid, *snapshot, *db, *etl, *images;
     const char *a, *b, *trace; /* heap diff */
     bool json;
 } heap_args_t;
@@ -67,6 +76,8 @@ typedef struct heap_args {
 static const cw_cli_opt_t opts[] = {
     {"--db", CW_CLI_STR, F(db), 0, NULL},
     {"--duration", CW_CLI_STR, F(duration), 0, NULL},
+    {"--etl", CW_CLI_STR, F(etl), 0, NULL},
+    {"--images", CW_CLI_STR, F(images), 0, NULL},
     {"--json", CW_CLI_FLAG, F(json), 0, NULL},
     {"--pid", CW_CLI_STR, F(pid), 0, NULL},
     {"--snapshot", CW_CLI_STR, F(snapshot), 0, NULL},
@@ -117,6 +128,75 @@ static bool whole(const char *s, unsigned long max, uint32_t *out)
     if (end == s || *end || v == 0 || v > max) return false;
     *out = (uint32_t)v;
     return true;
+}
+
+/* What an .etl held that the report cannot show, to stderr: 0, or 1 when
+ * the file was damaged, an event was refused or there was no heap event
+ * (the report of what was read is printed all the same). */
+static int say_etl(const char *path, uint32_t pid, const cw_etl_heap_result_t *res)
+{
+    int bad = 0;
+    if (res->truncated || res->buffers_corrupt) {
+        fprintf(stderr,
+                "commitwatch heap: %s is damaged (%s, %llu buffers unreadable): the report holds "
+                "only the events of the buffers read\n",
+                path, res->truncated ? "it ends inside a buffer" : "its buffers",
+                (unsigned long long)res->buffers_corrupt);
+        bad = 1;
+    }
+    if (res->heap_skipped) {
+        fprintf(stderr,
+                "commitwatch heap: %s: %llu heap events could not be decoded and were left out "
+                "(%s)\n",
+                path, (unsigned long long)res->heap_skipped, res->skips);
+        bad = 1;
+    }
+    if (!res->heap_events) {
+        char who[48] = "";
+        if (pid) snprintf(who, sizeof who, " of process %u", pid);
+        fprintf(stderr, "commitwatch heap: %s holds no heap events%s (%llu events read%s)%s\n",
+                path, who, (unsigned long long)res->events,
+                res->heap_other ? ", heap events of other processes among them" : "",
+                bad ? "" : ": record the trace with `xperf -heap -pids PID` or wpr's heap profile");
+        bad = 1;
+    }
+    if (res->losses.dropped)
+        fprintf(stderr,
+                "commitwatch heap: the recording lost %llu events or buffers (the trace's "
+                "header): the report misses them\n",
+                (unsigned long long)res->losses.dropped);
+    return bad;
+}
+
+/* `heap --etl FILE`: the report of a trace's heap events. */
+static int heap_etl(const heap_args_t *a, uint32_t pid, uint32_t top)
+{
+    cw_diag_t d = {{0}};
+    cw_stacks_t *stacks = NULL;
+    cw_heap_model_t *m = NULL;
+    cw_heap_report_t *r = NULL;
+    cw_etl_file_t *f = NULL;
+    cw_etl_heap_result_t res;
+    /* The header first: the report's window starts at the trace's start. */
+    int rc = cw_etl_file_open(a->etl, &f, &d);
+    if (rc) goto out;
+    int64_t start = cw_etl_file_header(f)->start_ns;
+    cw_etl_file_close(f);
+    if ((rc = cw_stacks_create(&stacks)) != 0 || (rc = cw_heap_model_create(start, &m)) != 0)
+        goto out;
+    cw_etl_heap_opts_t o = {.path = a->etl, .pid = pid, .images = a->images};
+    if ((rc = cw_etl_heap_read(&o, stacks, m, &res, &d)) != 0) goto out;
+    int bad = say_etl(a->etl, pid, &res);
+    if ((rc = cw_heap_model_report(m, stacks, &res.losses, &r)) != 0) goto out;
+    rc = print_report(a, r, top);
+    cw_heap_report_free(r);
+    cw_heap_model_destroy(m);
+    cw_stacks_destroy(stacks);
+    return rc ? rc : bad;
+out:
+    cw_heap_model_destroy(m);
+    cw_stacks_destroy(stacks);
+    return cw_cli_exit("heap", rc, &d);
 }
 
 /* SIGHUP: a snapshot after what is read by then. */
@@ -266,6 +346,19 @@ int cw_cmd_heap(int argc, char **argv)
     if (a.top && !whole(a.top, UINT32_MAX, &top)) {
         fprintf(stderr, "commitwatch heap: --top takes a whole number > 0, not '%s'\n", a.top);
         return 2;
+    }
+    if (a.images && !a.etl) {
+        fprintf(stderr,
+                "commitwatch heap: --images names the frames of an .etl: give --etl FILE\n");
+        return 2;
+    }
+    if (a.etl) {
+        if (sep < argc || a.duration || a.snapshot || a.db) {
+            fprintf(stderr, "commitwatch heap: --etl reads a recorded trace: give no PROGRAM and "
+                            "no --duration, --snapshot or --db\n");
+            return 2;
+        }
+        return heap_etl(&a, pid, top);
     }
     if (pid) {
         if (sep < argc) {

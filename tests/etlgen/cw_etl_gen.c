@@ -6,6 +6,8 @@
  *                   [--image-version 2|3] [--map FILE.json] [--buffer-size N]
  *                   [--images DIR [--hide PREFIX]...] [--rva MODULE!FUNCTION=0xRVA]...
  *                   [--size MODULE=0xSIZE]...
+ *        cw_etl_gen --heap-truth OUT.etl [--ptr 4|8] [--stacks walk|keys] [--compress]
+ *                   [--full-header] [--variant whole|short|no-heap] [--images DIR]
  *
  * --images writes the images the frames' offsets name (etl_gen.h), PE
  * files with the functions as exports, into DIR (which must exist), for
@@ -19,13 +21,18 @@
  * The clock runs at 1 GHz so every nanosecond of the trace survives. With
  * --ptr 4 the addresses are moved below 2 GB: each run of overlapping or
  * adjacent ranges of a process keeps its layout and moves as one, so every
- * commit, decommit and release touches the same pages as before. */
+ * commit, decommit and release touches the same pages as before.
+ *
+ * --heap-truth writes the heap truth instead (heap_gen.h: Heap events of
+ * known figures; --full-header: with the Heap class GUID in FULL headers),
+ * and with --images its images. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "commitwatch/trace.h"
 #include "etl_gen.h"
+#include "heap_gen.h"
 
 typedef struct ev_copy {
     cw_event_t ev;
@@ -133,13 +140,49 @@ static int usage(void)
                     "                  [--stacks walk|split|keys] [--process-version 3|4]\n"
                     "                  [--image-version 2|3] [--map FILE.json] [--buffer-size N]\n"
                     "                  [--images DIR [--hide PREFIX]...] [--rva MODULE!FUNCTION=0xRVA]...\n"
-                    "                  [--size MODULE=0xSIZE]...\n");
+                    "                  [--size MODULE=0xSIZE]...\n"
+                    "       cw_etl_gen --heap-truth OUT.etl [--ptr 4|8] [--stacks walk|keys]\n"
+                    "                  [--compress] [--full-header]\n"
+                    "                  [--variant whole|short|no-heap] [--images DIR]\n");
     return 2;
+}
+
+/* cw_etl_gen --heap-truth OUT.etl [options] */
+static int heap_truth(int argc, char **argv)
+{
+    cw_heapgen_opts_t o = {.ptr_size = 8, .stacks = CW_ETLGEN_WALK};
+    for (int i = 3; i < argc; i++) {
+        const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
+        if (!strcmp(k, "--compress")) {
+            o.compress = true;
+            continue;
+        }
+        if (!strcmp(k, "--full-header")) {
+            o.full_header = true;
+            continue;
+        }
+        i++;
+        if (!strcmp(k, "--ptr")) o.ptr_size = (unsigned)atoi(v);
+        else if (!strcmp(k, "--stacks")) o.stacks = !strcmp(v, "keys") ? CW_ETLGEN_KEYS : CW_ETLGEN_WALK;
+        else if (!strcmp(k, "--images")) o.images = v;
+        else if (!strcmp(k, "--variant"))
+            o.variant = !strcmp(v, "short")     ? CW_HEAPGEN_SHORT
+                        : !strcmp(v, "no-heap") ? CW_HEAPGEN_NO_HEAP
+                                                : CW_HEAPGEN_WHOLE;
+        else return usage();
+    }
+    if (o.ptr_size != 4 && o.ptr_size != 8) return usage();
+    if (cw_heapgen_write(argv[2], &o) != 0) {
+        fprintf(stderr, "cw_etl_gen: writing %s failed\n", argv[2]);
+        return 1;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
     if (argc < 3) return usage();
+    if (!strcmp(argv[1], "--heap-truth")) return heap_truth(argc, argv);
     const char *in = argv[1], *out = argv[2], *map = NULL, *images = NULL;
     const char **hide = calloc((size_t)argc, sizeof *hide);
     struct cw_etlgen_rva *rvas = calloc((size_t)argc, sizeof *rvas);

@@ -10,7 +10,14 @@
 #define NS 1000000000LL
 #define MAX_FRAMES 256
 
-enum { G_PAGEFAULT = 0x02, G_PROCESS = 0x03, G_THREAD = 0x05, G_IMAGE = 0x14, G_STACK = 0x18 };
+enum {
+    G_PAGEFAULT = 0x02,
+    G_PROCESS = 0x03,
+    G_THREAD = 0x05,
+    G_HEAP = 0x10,
+    G_IMAGE = 0x14,
+    G_STACK = 0x18
+};
 
 typedef struct func {
     char *text; /* "module!function" as given */
@@ -233,20 +240,33 @@ static int load_modules(cw_etlgen_t *g, uint32_t pid, uint32_t tid, uint64_t tic
     return 0;
 }
 
-/* The stack of an event at tick, in the chosen form. */
+/* The stack of an event at tick, in the chosen form; user: its user
+ * frames only (a heap event: the heap is user mode), in one walk or one
+ * user key. */
 static int write_stack(cw_etlgen_t *g, uint32_t pid, uint32_t tid, uint64_t tick,
-                       stackinfo_t *s)
+                       stackinfo_t *s, bool user)
 {
     uint64_t kb = kernel_base(g);
     uint64_t *fr = g->fr;
     size_t n = 0;
-    fr[n++] = kb + 0x3000; /* MiAllocateVirtualMemory, innermost */
-    fr[n++] = kb + 0x2000; /* NtAllocateVirtualMemory */
+    if (!user) {
+        fr[n++] = kb + 0x3000; /* MiAllocateVirtualMemory, innermost */
+        fr[n++] = kb + 0x2000; /* NtAllocateVirtualMemory */
+    }
     for (uint32_t i = s->n; i-- > 0;) {
         const func_t *f = &g->funcs[s->funcs[i]];
         fr[n++] = module_base(g, f->module) + f->offset;
     }
     cw_etlw_buf_t b = buf(g);
+    if (user && g->o.stacks != CW_ETLGEN_KEYS) {
+        cw_etlw_stackwalk(&b, g->ptr, tick, pid, tid, fr, n);
+        return emit(g, CW_ETLW_PERFINFO, G_STACK, 32, 2, 0, 0, tick, &b);
+    }
+    if (user) {
+        if (!s->key) s->key = g->next_key += 0x10;
+        cw_etlw_stackref(&b, g->ptr, tick, pid, tid, s->key);
+        return emit(g, CW_ETLW_PERFINFO, G_STACK, 38, 2, 0, 0, tick, &b);
+    }
     switch (g->o.stacks) {
     case CW_ETLGEN_WALK:
         cw_etlw_stackwalk(&b, g->ptr, tick, pid, tid, fr, n);
@@ -269,18 +289,27 @@ static int write_stack(cw_etlgen_t *g, uint32_t pid, uint32_t tid, uint64_t tick
 
 /* ---- events ------------------------------------------------------------------- */
 
+/* The stack stack_id of an event of pid's thread tid at tick (*out NULL:
+ * none), the images its frames are in loaded first. 0 or -1. */
+static int event_stack(cw_etlgen_t *g, uint32_t pid, uint32_t tid, uint64_t tick,
+                       uint32_t stack_id, stackinfo_t **out)
+{
+    stackinfo_t *s = stack_id ? stack_info(g, stack_id) : NULL;
+    *out = s && s->n ? s : NULL;
+    return *out ? load_modules(g, pid, tid, tick, s) : 0;
+}
+
 static int write_valloc(cw_etlgen_t *g, const cw_event_t *ev, uint32_t flags)
 {
     uint64_t tick = tick_of(g, ev->ts);
     uint32_t tid = ev->tid ? ev->tid : ev->pid + 4;
-    stackinfo_t *s = ev->stack_id ? stack_info(g, ev->stack_id) : NULL;
-    if (s && !s->n) s = NULL;
-    if (s && load_modules(g, ev->pid, tid, tick, s) != 0) return -1;
+    stackinfo_t *s;
+    if (event_stack(g, ev->pid, tid, tick, ev->stack_id, &s) != 0) return -1;
     cw_etlw_buf_t b = buf(g);
     cw_etlw_valloc(&b, g->ptr, addr_of(g, ev->pid, ev->addr), ev->size, ev->pid, flags);
     unsigned type = (flags & 0x3000) ? 98 : 99;
     if (emit(g, CW_ETLW_PERFINFO, G_PAGEFAULT, type, 2, 0, 0, tick, &b) != 0) return -1;
-    return s ? write_stack(g, ev->pid, tid, tick, s) : 0;
+    return s ? write_stack(g, ev->pid, tid, tick, s, false) : 0;
 }
 
 static int flush_pending(cw_etlgen_t *g)
@@ -288,6 +317,45 @@ static int flush_pending(cw_etlgen_t *g)
     if (!g->has_pending) return 0;
     g->has_pending = false;
     return write_valloc(g, &g->pending, 0x2000);
+}
+
+/* The CPU of an event at ts: the next one for each distinct timestamp. */
+static void next_cpu(cw_etlgen_t *g, int64_t ts)
+{
+    if (!g->any || ts != g->last_ts) {
+        if (g->any) g->cpu = (g->cpu + 1) % g->o.w.ncpu;
+        g->last_ts = ts;
+        g->any = true;
+    }
+}
+
+int cw_etlgen_heap(cw_etlgen_t *g, const cw_heap_ev_t *ev, size_t cut)
+{
+    if (flush_pending(g) != 0) return -1;
+    next_cpu(g, ev->ts);
+    uint64_t tick = tick_of(g, ev->ts);
+    uint32_t tid = ev->tid ? ev->tid : ev->pid + 4;
+    stackinfo_t *s;
+    if (event_stack(g, ev->pid, tid, tick, ev->stack_id, &s) != 0) return -1;
+    cw_etlw_buf_t b = buf(g);
+    uint64_t heap = addr_of(g, ev->pid, 0x10000); /* one heap handle: the process heap */
+    unsigned type = ev->kind == CW_HEAP_ALLOC ? 0x21 : ev->kind == CW_HEAP_REALLOC ? 0x22 : 0x24;
+    cw_etlw_ptr(&b, g->ptr, heap);
+    if (ev->kind == CW_HEAP_ALLOC) {
+        cw_etlw_ptr(&b, g->ptr, ev->size);
+        cw_etlw_ptr(&b, g->ptr, ev->addr);
+    } else if (ev->kind == CW_HEAP_REALLOC) {
+        cw_etlw_ptr(&b, g->ptr, ev->addr);
+        cw_etlw_ptr(&b, g->ptr, ev->old_addr);
+        cw_etlw_ptr(&b, g->ptr, ev->size);
+        cw_etlw_ptr(&b, g->ptr, 0); /* OldSize: the reader takes the block's own */
+    } else {
+        cw_etlw_ptr(&b, g->ptr, ev->addr);
+    }
+    cw_etlw_u32(&b, 2); /* Source: MEMORY_FROM_LOWFRAG */
+    if (cut && cut < b.n) b.n -= cut;
+    if (emit(g, g->o.heap_header, G_HEAP, type, 2, ev->pid, tid, tick, &b) != 0) return -1;
+    return s && ev->kind != CW_HEAP_FREE ? write_stack(g, ev->pid, tid, tick, s, true) : 0;
 }
 
 static int process(cw_etlgen_t *g, const cw_event_t *ev)
@@ -327,11 +395,7 @@ int cw_etlgen_event(cw_etlgen_t *g, const cw_event_t *ev)
         }
         if (flush_pending(g) != 0) return -1;
     }
-    if (!g->any || ev->ts != g->last_ts) {
-        if (g->any) g->cpu = (g->cpu + 1) % g->o.w.ncpu;
-        g->last_ts = ev->ts;
-        g->any = true;
-    }
+    next_cpu(g, ev->ts);
     switch (ev->op) {
     case CW_OP_COMMIT: return write_valloc(g, ev, 0x1000);
     case CW_OP_DECOMMIT: return write_valloc(g, ev, 0x4000);

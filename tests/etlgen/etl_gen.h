@@ -29,6 +29,7 @@
 #include <stdio.h>
 
 #include "commitwatch/event.h"
+#include "commitwatch/heap.h"
 #include "etl_writer.h"
 
 enum { CW_ETLGEN_WALK, CW_ETLGEN_SPLIT, CW_ETLGEN_KEYS };
@@ -62,6 +63,9 @@ typedef struct cw_etlgen_opts {
         uint64_t size;
     } *sizes;
     size_t nsizes;
+    /* The header of heap events: CW_ETLW_SYSTEM (hook id 0x10xx) or
+     * CW_ETLW_FULL (the Heap class GUID). */
+    int heap_header;
 } cw_etlgen_opts_t;
 
 typedef struct cw_etlgen cw_etlgen_t;
@@ -71,6 +75,14 @@ int cw_etlgen_open(const char *path, const cw_etlgen_opts_t *o, cw_etlgen_t **ou
 void cw_etlgen_know_stack(cw_etlgen_t *g, uint32_t stack_id);
 /* One event, in time order. 0 or -1. */
 int cw_etlgen_event(cw_etlgen_t *g, const cw_event_t *ev);
+/* One heap event, in time order with the others: Heap Alloc (0x21),
+ * ReAlloc (0x22) or Free (0x24), version 2, SYSTEM or FULL header
+ * (opts.heap_header; pid and tid),
+ * the process heap's handle, Source 2; then, for an allocation with a
+ * stack, its user frames only (one StackWalk, or a user key in the keys
+ * form). cut > 0 leaves that many bytes off the payload's end (a payload
+ * too short for its layout). 0 or -1. */
+int cw_etlgen_heap(cw_etlgen_t *g, const cw_heap_ev_t *ev, size_t cut);
 /* Writes what is pending (stack-key definitions, DCEnd rundown) and closes. 0 or -1. */
 int cw_etlgen_close(cw_etlgen_t *g);
 /* Writes, into the folder dir, an image (pe_writer.h; PE32+ for 64-bit

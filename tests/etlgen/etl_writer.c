@@ -420,19 +420,57 @@ fail:
     return -1;
 }
 
+/* The Heap class's GUID, 222962ab-6180-4b88-a825-346b75f2a24a, as stored. */
+static const uint8_t heap_guid[16] = {0xab, 0x62, 0x29, 0x22, 0x80, 0x61, 0x88, 0x4b,
+                                      0xa8, 0x25, 0x34, 0x6b, 0x75, 0xf2, 0xa2, 0x4a};
+
+/* Room for an event of size bytes (header and payload) at tick on cpu's
+ * buffer, flushed first when full: the event's first byte, its 8-aligned
+ * room zeroed, or NULL when it cannot fit a buffer. */
+static uint8_t *event_room(cw_etlw_t *w, unsigned cpu, size_t size, uint64_t tick)
+{
+    size_t need = (size + 7) & ~(size_t)7;
+    if (size > 0xFFFF || BUF_HDR + need > w->o.buffer_size) return NULL;
+    cpu_buf_t *c = &w->cpus[cpu];
+    if (c->n + need > w->o.buffer_size && flush_cpu(w, cpu) != 0) return NULL;
+    uint8_t *e = c->p + c->n;
+    memset(e, 0, need);
+    c->n += need;
+    if (tick > w->last_tick) w->last_tick = tick;
+    return e;
+}
+
+/* A FULL header (0x30 bytes): size, header type, flags, type, level,
+ * version, thread, process, time, class GUID, kernel and user time. */
+static int full_event(cw_etlw_t *w, unsigned cpu, unsigned group, unsigned type, unsigned version,
+                      uint32_t pid, uint32_t tid, uint64_t tick, const uint8_t *data, size_t len)
+{
+    uint8_t *e = group == 0x10 ? event_room(w, cpu, 0x30 + len, tick) : NULL;
+    if (!e) return -1;
+    wr16(e, (uint16_t)(0x30 + len));
+    e[2] = w->o.ptr_size == 8 ? 0x14 : 0x0A;
+    e[3] = 0xC0;
+    e[4] = (uint8_t)type;
+    wr16(e + 6, (uint16_t)version);
+    wr32(e + 8, tid);
+    wr32(e + 12, pid);
+    wr64(e + 16, tick);
+    memcpy(e + 24, heap_guid, 16);
+    memcpy(e + 0x30, data, len);
+    return 0;
+}
+
 int cw_etlw_event(cw_etlw_t *w, unsigned cpu, int kind, unsigned group, unsigned type,
                   unsigned version, uint32_t pid, uint32_t tid, uint64_t tick, const uint8_t *data,
                   size_t len)
 {
     if (cpu >= w->o.ncpu) return -1;
     bool p64 = w->o.ptr_size == 8;
+    if (kind == CW_ETLW_FULL)
+        return full_event(w, cpu, group, type, version, pid, tid, tick, data, len);
     size_t hs = kind == CW_ETLW_SYSTEM ? 0x20 : 0x10, size = hs + len;
-    size_t need = (size + 7) & ~(size_t)7;
-    if (size > 0xFFFF || BUF_HDR + need > w->o.buffer_size) return -1;
-    cpu_buf_t *c = &w->cpus[cpu];
-    if (c->n + need > w->o.buffer_size && flush_cpu(w, cpu) != 0) return -1;
-    uint8_t *e = c->p + c->n;
-    memset(e, 0, need);
+    uint8_t *e = event_room(w, cpu, size, tick);
+    if (!e) return -1;
     wr16(e, (uint16_t)version);
     e[2] = kind == CW_ETLW_SYSTEM ? (p64 ? 0x02 : 0x01) : (p64 ? 0x11 : 0x10);
     e[3] = 0xC0;
@@ -447,8 +485,6 @@ int cw_etlw_event(cw_etlw_t *w, unsigned cpu, int kind, unsigned group, unsigned
         wr64(e + 8, tick);
     }
     memcpy(e + hs, data, len);
-    c->n += need;
-    if (tick > w->last_tick) w->last_tick = tick;
     return 0;
 }
 

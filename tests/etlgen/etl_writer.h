@@ -38,10 +38,12 @@ int cw_etlw_open(const char *path, const cw_etlw_opts_t *o, cw_etlw_t **out);
 /* Flushes every buffer and completes the header. 0 or -1; frees w. */
 int cw_etlw_close(cw_etlw_t *w);
 
-enum { CW_ETLW_SYSTEM, CW_ETLW_PERFINFO };
+enum { CW_ETLW_SYSTEM, CW_ETLW_PERFINFO, CW_ETLW_FULL };
 
 /* One classic kernel event on cpu: hook id group << 8 | type, the given
- * header kind (SYSTEM carries pid and tid; PERFINFO does not), payload
+ * header kind (SYSTEM carries pid and tid; PERFINFO does not; FULL, as a
+ * user-mode classic provider writes it, carries them and the class GUID
+ * of the group instead of the hook id: group 0x10, Heap, only), payload
  * data[0..len). Events of one CPU must come in time order. 0 or -1. */
 int cw_etlw_event(cw_etlw_t *w, unsigned cpu, int kind, unsigned group, unsigned type,
                   unsigned version, uint32_t pid, uint32_t tid, uint64_t tick, const uint8_t *data,

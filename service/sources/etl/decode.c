@@ -237,6 +237,34 @@ int cw_etl_valloc_ops(uint32_t flags, cw_op_t ops[2])
     return n;
 }
 
+int cw_etl_decode_heap(const uint8_t *p, size_t n, unsigned type, unsigned version, unsigned ptr,
+                       cw_etl_heap_t *out)
+{
+    cur_t c = start(p, n, out, sizeof *out);
+    if (!ptr_ok(ptr) || version != 2) return CW_ENOSYS;
+    out->type = (uint8_t)type;
+    out->heap = get(&c, ptr);
+    switch (type) {
+    case CW_ETL_T_HEAP_ALLOC:
+        out->size = get(&c, ptr);
+        out->addr = get(&c, ptr);
+        break;
+    case CW_ETL_T_HEAP_REALLOC:
+        out->addr = get(&c, ptr);
+        out->old_addr = get(&c, ptr);
+        out->size = get(&c, ptr);
+        out->old_size = get(&c, ptr);
+        break;
+    case CW_ETL_T_HEAP_FREE:
+        out->addr = get(&c, ptr);
+        break;
+    default:
+        return CW_ENOSYS;
+    }
+    out->source = get32(&c);
+    return done(&c);
+}
+
 int cw_etl_decode_stackwalk(const uint8_t *p, size_t n, unsigned version, unsigned ptr,
                             cw_etl_stackwalk_t *out)
 {
@@ -376,7 +404,8 @@ static const type_name_t type_names[] = {
     {0x05, 36, "CSwitch"},       {0x05, 50, "ReadyThread"},   {0x06, 26, "RecvIPV4"},
     {0x06, 27, "SendIPV4"},      {0x0B, 10, "CPU"},           {0x0B, 15, "Services"},
     {0x0B, 22, "PnP"},           {0x0F, 46, "SampledProfile"}, {0x0F, 51, "SysCallEnter"},
-    {0x0F, 52, "SysCallExit"},   {0x14, 2, "Unload"},         {0x14, 3, "DCStart"},
+    {0x0F, 52, "SysCallExit"},   {0x10, 0x21, "Alloc"},       {0x10, 0x22, "ReAlloc"},
+    {0x10, 0x24, "Free"},   {0x14, 2, "Unload"},         {0x14, 3, "DCStart"},
     {0x14, 4, "DCEnd"},          {0x14, 10, "Load"},          {0x14, 33, "KernelBase"},
     {0x18, 32, "Stack"},         {0x18, 34, "KeyCreate"},     {0x18, 35, "KeyDelete"},
     {0x18, 36, "KeyRundown"},    {0x18, 37, "StackKeyKernel"}, {0x18, 38, "StackKeyUser"},

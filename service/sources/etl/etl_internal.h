@@ -6,6 +6,7 @@
  * join.c     stack-key definitions and the ring of events waiting for
  *            their StackWalk events
  * reader.c   the interpretation both the source and `etl info` run
+ * heap.c     the Heap class's events, for a heap model (cw_etl_heap_read)
  * source.c   cw_source_etl; info.c: cw_etl_info()
  * pe.c       export tables of PE images (pe.h); images.c: `--images DIR`
  *
@@ -19,6 +20,7 @@
 
 #include "commitwatch/common.h"
 #include "commitwatch/etl.h"
+#include "commitwatch/heap.h"
 #include "commitwatch/keymap.h"
 #include "commitwatch/stacks.h"
 
@@ -212,6 +214,7 @@ enum {
     CW_ETL__REC_USER = 4,   /* has its user part (or a whole stack): complete */
     CW_ETL__REC_WAITING = 8, /* in its thread's list of events waiting for a user part */
     CW_ETL__REC_CMDLINE = 16, /* a process start with a command line (the side's) */
+    CW_ETL__REC_HEAP = 32,    /* a heap event: ops is its cw_heap_kind_t (heap.c) */
 };
 
 /* An event held until its stack has come (or cannot any more): one cache
@@ -242,6 +245,7 @@ typedef struct cw_etl__side {
     uint32_t *kf, *uf; /* frame ids (source) of each part, innermost first */
     size_t kcap, ucap;
     uint32_t counter; /* info: its counter (every record of `etl info` sets it) */
+    uint64_t old_addr; /* a heap ReAlloc's old block */
 } cw_etl__side_t;
 
 /* A FIFO of records in time order; slots keep their buffers when reused. */
@@ -306,6 +310,14 @@ typedef struct cw_etl__reader {
     atomic_bool stop;
     int (*emit)(void *ctx, const cw_event_t *ev);
     void *ctx;
+    /* Non-NULL: the Heap class's events are read too, by the heap layer
+     * (heap.c, cw_etl__heap_attach), and go to emit_heap with the same
+     * ctx; VirtualAlloc and VirtualFree are then left out. heap_pid != 0:
+     * only that process's. */
+    const struct cw_etl__layer *heap;
+    int (*emit_heap)(void *ctx, const cw_heap_ev_t *ev);
+    uint32_t heap_pid;
+    uint64_t heap_events, heap_other; /* heap events held; of other processes, left out */
 
     cw_etl__space_t space;
     cw_etl__sslot_t *scache; /* source only: 1 << CW_ETL__SCACHE_BITS slots */
@@ -349,6 +361,33 @@ void cw_etl__reader_close(cw_etl__reader_t *r);
 /* The decoder refusals so far, as one line ("Process/1 v9: 2 (unknown
  * version), ..."), "" when none. */
 void cw_etl__reader_skips(const cw_etl__reader_t *r, char *buf, size_t cap);
+
+/* A fresh record of ev at the ring's tail (its cpu, flags, time set);
+ * NULL on ENOMEM. */
+cw_etl__rec_t *cw_etl__reader_push(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint8_t flags);
+/* Counts an event of counter c its decoder refused with why; returns 0
+ * (a refused event is left out, the trace goes on). */
+int cw_etl__reader_skip(cw_etl__reader_t *r, uint32_t c, int why);
+
+/* A layer of events the reader holds and joins to their stacks but does
+ * not interpret itself: the heap's (heap.c), reached through r->heap so
+ * the reader names none of its functions. */
+typedef struct cw_etl__layer {
+    /* An event of the layer's class (counter c): decoded and held for its
+     * stack (a record flagged CW_ETL__REC_HEAP), or left out. 0 or
+     * CW_ENOMEM. */
+    int (*on_event)(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c);
+    /* A held record of the layer, complete, with its interned stack: 0, or
+     * emit_heap's return. */
+    int (*emit)(cw_etl__reader_t *r, const cw_etl__rec_t *x, uint32_t stack_id);
+} cw_etl__layer_t;
+
+/* ---- heap.c ---- */
+
+/* Makes r read the Heap class's events (of pid, or all when 0) into
+ * emit_heap (ctx: r->ctx). Before run() or the first feed(). */
+void cw_etl__heap_attach(cw_etl__reader_t *r, int (*emit_heap)(void *ctx, const cw_heap_ev_t *ev),
+                         uint32_t pid);
 
 /* Live (sources/etw/live.c): no file; events come one at a time, in time
  * order (feed), from a session whose raw timestamps `clock` converts.

@@ -106,7 +106,7 @@ static uint32_t counter(cw_etl__reader_t *r, const cw_etl_event_t *ev)
 /* Counts an event of counter c its decoder refused (why: its code). 0: a
  * refused event is left out, the trace goes on, so a handler returns
  * skip(...). */
-static int skip(cw_etl__reader_t *r, uint32_t c, int why)
+int cw_etl__reader_skip(cw_etl__reader_t *r, uint32_t c, int why)
 {
     r->counters[c].skipped++;
     r->counters[c].skip_reason = why;
@@ -177,7 +177,7 @@ static int64_t ns_of(cw_etl__reader_t *r, uint64_t ts)
     return cw_etl__clock_ns(&r->clock, ts);
 }
 
-static cw_etl__rec_t *push(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint8_t flags)
+cw_etl__rec_t *cw_etl__reader_push(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint8_t flags)
 {
     cw_etl__rec_t *x = cw_etl__ring_push(&r->ring, ev->ts);
     if (!x) return NULL;
@@ -386,7 +386,7 @@ static int on_stack(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
         cw_etl_stackwalk_t sw;
         r->ss.walks++;
         if ((rc = cw_etl_decode_stackwalk(ev->data, ev->len, ev->version, ev->ptr_size, &sw)))
-            return skip(r, c, rc);
+            return cw_etl__reader_skip(r, c, rc);
         const uint64_t *fr = addrs(r, sw.frames, sw.nframes, sw.ptr_size);
         if (!fr) return CW_ENOMEM;
         return attach(r, fr, sw.nframes, sw.ptr_size, sw.event_ts, sw.pid, sw.tid, ev->cpu,
@@ -396,7 +396,7 @@ static int on_stack(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
         cw_etl_stackref_t ref;
         r->ss.key_refs++;
         if ((rc = cw_etl_decode_stackref(ev->data, ev->len, ev->version, ev->ptr_size, &ref)))
-            return skip(r, c, rc);
+            return cw_etl__reader_skip(r, c, rc);
         const cw_etl__keydef_t *def = cw_etl__keys_find(&r->keys, ref.key, ev->ts);
         if (!def) {
             r->ss.unresolved++;
@@ -410,7 +410,7 @@ static int on_stack(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
         cw_etl_stackdef_t def;
         r->ss.key_defs++;
         if ((rc = cw_etl_decode_stackdef(ev->data, ev->len, ev->version, ev->ptr_size, &def)))
-            skip(r, c, rc);
+            cw_etl__reader_skip(r, c, rc);
     }
     return 0;
 }
@@ -434,14 +434,14 @@ static int on_process(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
     cw_etl_process_t p;
     if (ev->type < CW_ETL_T_START || ev->type > CW_ETL_T_DCEND) return 0;
     int rc = cw_etl_decode_process(ev->data, ev->len, ev->version, ev->ptr_size, &p);
-    if (rc) return skip(r, c, rc);
+    if (rc) return cw_etl__reader_skip(r, c, rc);
     cw_etl__proc_t *slot = cw_etl__proc(&r->space, p.pid);
     if (!slot) return CW_ENOMEM;
     int64_t ns = ns_of(r, ev->ts);
     if (ev->type == CW_ETL_T_START) {
         cw_etl__proc_reset(slot); /* a new instance: the old one's images are gone */
         if (r->info) return info_proc(r, slot, &p, ns, false);
-        cw_etl__rec_t *x = push(r, ev, 0);
+        cw_etl__rec_t *x = cw_etl__reader_push(r, ev, 0);
         if (!x) return CW_ENOMEM;
         cw_etl__side_t *sd = cw_etl__ring_side(&r->ring, x);
         if (proc_strings(&p, &sd->name, &sd->name_cap, &sd->cmdline) != 0) return CW_ENOMEM;
@@ -454,7 +454,7 @@ static int on_process(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
             r->info->procs[slot->info - 1].end_ns = ns;
             return 0;
         }
-        cw_etl__rec_t *x = push(r, ev, 0);
+        cw_etl__rec_t *x = cw_etl__reader_push(r, ev, 0);
         if (!x) return CW_ENOMEM;
         x->ops = rec_ops(0, CW_OP_PROCESS_EXIT, 0);
         x->pid = p.pid;
@@ -470,7 +470,7 @@ static int on_image(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
     bool load = ev->type == CW_ETL_T_IMAGE_LOAD || ev->type == CW_ETL_T_DCSTART;
     if (!load && ev->type != CW_ETL_T_END && ev->type != CW_ETL_T_DCEND) return 0;
     int rc = cw_etl_decode_image(ev->data, ev->len, ev->version, ev->ptr_size, &im);
-    if (rc) return skip(r, c, rc);
+    if (rc) return cw_etl__reader_skip(r, c, rc);
     cw_etl__proc_t *p = cw_etl__proc(&r->space, im.pid);
     if (!p) return CW_ENOMEM;
     if (ev->type == CW_ETL_T_END) {
@@ -502,7 +502,7 @@ static int on_thread(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
     cw_etl_thread_t t;
     if (ev->type < CW_ETL_T_START || ev->type > CW_ETL_T_DCEND) return 0;
     int rc = cw_etl_decode_thread(ev->data, ev->len, ev->version, ev->ptr_size, &t);
-    if (rc) return skip(r, c, rc);
+    if (rc) return cw_etl__reader_skip(r, c, rc);
     if (ev->type != CW_ETL_T_START && ev->type != CW_ETL_T_DCSTART) return 0;
     cw_etl__thread_t *th = cw_etl__thread(&r->space, t.tid);
     if (!th) return CW_ENOMEM;
@@ -515,7 +515,7 @@ static int on_valloc(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
 {
     cw_etl_valloc_t va;
     int rc = cw_etl_decode_valloc(ev->data, ev->len, ev->version, ev->ptr_size, &va);
-    if (rc) return skip(r, c, rc);
+    if (rc) return cw_etl__reader_skip(r, c, rc);
     if (r->info) {
         if (ev->type == CW_ETL_T_VIRTUAL_ALLOC) r->info->valloc_events++;
         else r->info->vfree_events++;
@@ -525,13 +525,13 @@ static int on_valloc(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
     int n = cw_etl_valloc_ops(va.flags, ops);
     if (n == 0) return 0;
     if (!cw_range_ok(va.base, va.size) || va.size > INT64_MAX) {
-        skip(r, c, CW_ERANGE); /* the trace format has no room for it */
+        cw_etl__reader_skip(r, c, CW_ERANGE); /* the trace format has no room for it */
         return 0;
     }
     /* A file may hold stacks for VirtualFree too; the live session asks
      * for none, so a free waits for nothing there. */
     bool want = ev->type == CW_ETL_T_VIRTUAL_ALLOC || !r->live;
-    cw_etl__rec_t *x = push(r, ev, want ? CW_ETL__REC_WANT : 0);
+    cw_etl__rec_t *x = cw_etl__reader_push(r, ev, want ? CW_ETL__REC_WANT : 0);
     if (!x) return CW_ENOMEM;
     x->ops = rec_ops(n, ops[0], n > 1 ? ops[1] : 0);
     x->pid = va.pid;
@@ -550,7 +550,7 @@ static int handle(cw_etl__reader_t *r, const cw_etl_event_t *ev)
             UINT32_MAX)
             return CW_ENOMEM;
         r->info->providers += added != 0;
-        cw_etl__rec_t *x = push(r, ev, CW_ETL__REC_WANT);
+        cw_etl__rec_t *x = cw_etl__reader_push(r, ev, CW_ETL__REC_WANT);
         if (!x) return CW_ENOMEM;
         x->tid = ev->has_ids ? ev->tid : 0;
         cw_etl__ring_side(&r->ring, x)->counter = PROVIDER_COUNTER;
@@ -561,7 +561,7 @@ static int handle(cw_etl__reader_t *r, const cw_etl_event_t *ev)
     if (ev->group == CW_ETL_G_STACKWALK) return on_stack(r, ev, c);
     if (r->info) {
         /* Every event can be a stack's target: `etl info` counts joins. */
-        cw_etl__rec_t *x = push(r, ev, CW_ETL__REC_WANT);
+        cw_etl__rec_t *x = cw_etl__reader_push(r, ev, CW_ETL__REC_WANT);
         if (!x) return CW_ENOMEM;
         x->tid = ev->has_ids ? ev->tid : 0;
         cw_etl__ring_side(&r->ring, x)->counter = c;
@@ -574,9 +574,12 @@ static int handle(cw_etl__reader_t *r, const cw_etl_event_t *ev)
     case CW_ETL_G_THREAD:
         return on_thread(r, ev, c);
     case CW_ETL_G_PAGEFAULT:
-        if (ev->type == CW_ETL_T_VIRTUAL_ALLOC || ev->type == CW_ETL_T_VIRTUAL_FREE)
+        if ((ev->type == CW_ETL_T_VIRTUAL_ALLOC || ev->type == CW_ETL_T_VIRTUAL_FREE) &&
+            !r->heap)
             return on_valloc(r, ev, c);
         return 0;
+    case CW_ETL_G_HEAP:
+        return r->heap ? r->heap->on_event(r, ev, c) : 0;
     default:
         return 0;
     }
@@ -594,8 +597,27 @@ static int emit_event(cw_etl__reader_t *r, cw_event_t *ev)
     return r->emit(r->ctx, ev);
 }
 
+/* A held record's stack, interned: outermost first, the user part
+ * reversed, then the kernel part. 0 or CW_ENOMEM. */
+static int rec_stack(cw_etl__reader_t *r, const cw_etl__rec_t *x, uint32_t *id)
+{
+    const cw_etl__side_t *sd = cw_etl__ring_side(&r->ring, x);
+    size_t n = (size_t)x->nu + x->nk, j = 0;
+    if (CW_RESERVE(r->frames, r->frames_cap, n ? n : 1) != 0) return CW_ENOMEM;
+    for (size_t i = x->nu; i-- > 0;) r->frames[j++] = sd->uf[i];
+    for (size_t i = x->nk; i-- > 0;) r->frames[j++] = sd->kf[i];
+    return cw_stacks_intern(r->stacks, r->frames, (uint32_t)n, id) != 0 ? CW_ENOMEM : 0;
+}
+
 static int emit_rec(cw_etl__reader_t *r, cw_etl__rec_t *x)
 {
+    if (x->flags & CW_ETL__REC_HEAP) {
+        uint32_t id = x->stack_id;
+        if (!id && rec_stack(r, x, &id) != 0) return CW_ENOMEM;
+        if (x->ns < r->last_ns) x->ns = r->last_ns; /* time order, as emit_event keeps it */
+        r->last_ns = x->ns;
+        return r->heap->emit(r, x, id);
+    }
     cw_event_t ev = {.ts = x->ns, .op = (cw_op_t)(x->ops & 7), .pid = x->pid, .addr = x->addr,
                      .size = x->size, .stack_id = x->stack_id};
     int nops = x->ops >> 6;
@@ -607,16 +629,7 @@ static int emit_rec(cw_etl__reader_t *r, cw_etl__rec_t *x)
         }
         return emit_event(r, &ev);
     }
-    if (!ev.stack_id) {
-        /* Outermost first: the user part reversed, then the kernel part. */
-        const cw_etl__side_t *sd = cw_etl__ring_side(&r->ring, x);
-        size_t n = (size_t)x->nu + x->nk, j = 0;
-        if (CW_RESERVE(r->frames, r->frames_cap, n ? n : 1) != 0) return CW_ENOMEM;
-        for (size_t i = x->nu; i-- > 0;) r->frames[j++] = sd->uf[i];
-        for (size_t i = x->nk; i-- > 0;) r->frames[j++] = sd->kf[i];
-        if (cw_stacks_intern(r->stacks, r->frames, (uint32_t)n, &ev.stack_id) != 0)
-            return CW_ENOMEM;
-    }
+    if (!ev.stack_id && rec_stack(r, x, &ev.stack_id) != 0) return CW_ENOMEM;
     ev.tid = x->tid;
     for (int k = 0; k < nops; k++) {
         ev.op = (cw_op_t)(x->ops >> (3 * k) & 7);

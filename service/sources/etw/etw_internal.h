@@ -1,7 +1,8 @@
 /* etw_internal.h - what the files of the Windows sources share
  * (service/sources/etw/): the rundown walk (rundown.c), the snapshot
- * source built on it (snapshot.c), the kernel session (session.c) and the
- * live source that reads it (live.c). Windows only. */
+ * source built on it (snapshot.c), the kernel session (session.c), the
+ * live source that reads it (live.c) and the heap session read the same
+ * way (heap_launch.c). Windows only. */
 #ifndef CW_ETW_INTERNAL_H
 #define CW_ETW_INTERNAL_H
 
@@ -15,6 +16,7 @@
 
 #include "commitwatch/error.h"
 #include "commitwatch/etl.h"
+#include "commitwatch/heap.h"
 #include "commitwatch/source.h"
 #include "commitwatch/stacks.h"
 
@@ -69,7 +71,7 @@ typedef struct cw_etw_session {
     TRACEHANDLE handle;
     EVENT_TRACE_PROPERTIES *props; /* owned; NULL when not started */
     bool replaced;                 /* a session left over by an earlier run was stopped */
-    bool stacks;                   /* VirtualAlloc stacks were enabled */
+    bool stacks;                   /* VirtualAlloc (heap session: Alloc, ReAlloc) stacks are on */
     unsigned long stacks_error;    /* TraceSetInformation's error when not */
 } cw_etw_session_t;
 
@@ -78,6 +80,13 @@ typedef struct cw_etw_session {
  * privilege), CW_EIO (quota, unsupported Windows, ...) with d saying
  * what to do. A failure to enable stacks is not one (s->stacks false). */
 int cw_etw__session_start(cw_etw_session_t *s, const char *name, cw_diag_t *d);
+/* The heap drill-down's session (heap_launch.c): the same, with Process
+ * and Image events, heap tracing turned on for process pid (the Heap
+ * class's events), and stacks on Alloc and ReAlloc (s->stacks). 0, or
+ * CW_EPERM / CW_EIO with d naming the call that failed (under Wine: heap
+ * tracing is unavailable), the session then stopped. */
+int cw_etw__heap_session_start(cw_etw_session_t *s, const char *name, uint32_t pid,
+                               cw_diag_t *d);
 /* Events and buffers the session lost so far. 0 or CW_EIO. */
 int cw_etw__session_query(cw_etw_session_t *s, uint64_t *events_lost, uint64_t *buffers_lost);
 /* Stops the session (its consumer's ProcessTrace then returns). */
@@ -103,6 +112,24 @@ typedef struct cw_etw_queue {
  * (its events now in held, its array still got's). 0, or CW_ENOMEM with
  * both unchanged. */
 int cw_etw__queue_merge(cw_etw_queue_t *held, cw_etw_queue_t *got);
+
+/* A heap session (heap_launch.c): the live source's consumer, queue and
+ * reader, reading the Heap class's events of process pid (the reader's
+ * heap layer) into emit_heap and its process events into emit (ctx for
+ * both). It ends when done(ctx) returns true (polled every 100 ms) or
+ * the session fails. 0 (*lost: events and buffers the session lost), or
+ * CW_E* with d naming the call that failed. Caller's thread. */
+typedef struct cw_etw_heap_args {
+    uint32_t pid;
+    int (*emit)(void *ctx, const cw_event_t *ev);
+    int (*emit_heap)(void *ctx, const cw_heap_ev_t *ev);
+    bool (*done)(void *ctx);
+    void (*started)(void *ctx); /* NULL, or called once the session is being read */
+    void *ctx;
+    const char *symbol_path; /* NULL: _NT_SYMBOL_PATH, or exports only */
+} cw_etw_heap_args_t;
+int cw_etw__heap_run(cw_stacks_t *stacks, const cw_etw_heap_args_t *a, uint64_t *lost,
+                     cw_diag_t *d);
 
 /* The .etl reader's view of an EVENT_RECORD of a real-time session: the
  * kernel class from the provider GUID, opcode, version, pointer size (the

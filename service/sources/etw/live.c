@@ -64,6 +64,8 @@ typedef struct live {
     cw_etw_syms_t *syms; /* NULL when DbgHelp could not start */
     int64_t freq;
     uint64_t events;
+    char sname[CW_ETW_SESSION_NAME_MAX + 1]; /* the session's name, for messages */
+    const cw_etw_heap_args_t *heap;          /* a heap session (cw_etw__heap_run), or NULL */
 } live_t;
 
 static void queue_free_events(queue_t *q)
@@ -150,9 +152,12 @@ static int live_open(void **impl, const cw_source_opts_t *o, cw_diag_t *d)
     l->trace = INVALID_PROCESSTRACE_HANDLE;
     atomic_init(&l->stop, false);
     atomic_init(&l->consumer_done, false);
+    snprintf(l->sname, sizeof l->sname, "%s", CW_ETW_SESSION_NAME);
     *impl = l;
     return 0;
 }
+
+static void live_close(void *impl);
 
 static int by_time(const void *a, const void *b)
 {
@@ -259,97 +264,102 @@ static int open_consumer(live_t *l, cw_diag_t *d)
         DWORD err = GetLastError();
         return cw_diag_set(
             d, err == ERROR_ACCESS_DENIED ? CW_EPERM : CW_EIO,
-            "ETW: opening the session \"" CW_ETW_SESSION_NAME "\" for real-time reading "
+            "ETW: opening the session \"%s\" for real-time reading "
             "(OpenTrace) failed (error %lu)%s",
-            (unsigned long)err,
+            l->sname, (unsigned long)err,
             err == ERROR_ACCESS_DENIED
                 ? ": access denied. Reading the kernel's events needs an elevated administrator "
                   "or LocalSystem (the service); Wine does not implement real-time ETW at all: "
                   "there, use --source etl:FILE (a trace recorded on Windows) or --source rundown"
+                  " (heap traces: heap --etl FILE)"
                 : "");
     }
     return 0;
 }
 
-static int live_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
+/* Starts the session and the reader (the etw source's, or a heap
+ * session's: l->heap), then the consumer thread. 0 or CW_E* with d. */
+static int start(live_t *l, const cw_source_sink_t *sink, cw_etl__clock_t *clock, cw_diag_t *d)
 {
-    live_t *l = impl;
     LARGE_INTEGER f;
     QueryPerformanceFrequency(&f);
     l->freq = f.QuadPart;
-    int rc = cw_etw__session_start(&l->session, CW_ETW_SESSION_NAME, d);
+    int rc = l->heap ? cw_etw__heap_session_start(&l->session, l->sname, l->heap->pid, d)
+                     : cw_etw__session_start(&l->session, l->sname, d);
     if (rc) return rc;
     if (l->session.replaced)
-        CW_LOGW("ETW: stopped the session \"" CW_ETW_SESSION_NAME "\" an earlier run left "
-                "behind");
+        CW_LOGW("ETW: stopped the session \"%s\" an earlier run left behind", l->sname);
     if (!l->session.stacks)
-        CW_LOGW("ETW: VirtualAlloc stacks are off (TraceSetInformation failed, error %lu): "
-                "commits are counted under the tag of an empty stack",
-                l->session.stacks_error);
+        CW_LOGW("ETW: %s stacks are off (TraceSetInformation failed, error %lu): they are "
+                "counted under the tag of an empty stack",
+                l->heap ? "heap allocation" : "VirtualAlloc", l->session.stacks_error);
     /* The clock: this performance-counter tick is now. */
-    uint64_t ts0 = qpc_now();
-    int64_t ns0 = cw_plat_wall_ns();
-    cw_etl__clock_t clock = {.system_time = false, .freq = l->freq, .base_ts = ts0, .base_ns = ns0};
-    if ((rc = cw_etl__reader_open_live(&l->reader, l->stacks, &clock, d)) != 0) goto out;
+    *clock = (cw_etl__clock_t){
+        .system_time = false, .freq = l->freq, .base_ts = qpc_now(), .base_ns = cw_plat_wall_ns()};
+    if ((rc = cw_etl__reader_open_live(&l->reader, l->stacks, clock, d)) != 0) return rc;
     l->reader_open = true;
     cw_diag_t sd = {{0}};
     if (cw_etw__syms_open(l->symbol_path, &l->syms, &sd) == 0)
         l->reader.space.sym = (cw_etl__symbolizer_t){cw_etw__syms_name, l->syms};
     else
         CW_LOGW("%s", sd.msg);
-    l->reader.emit = sink->emit;
-    l->reader.ctx = sink->ctx;
-    if ((rc = open_consumer(l, d)) != 0) goto out;
-    if ((rc = cw_thread_start(&l->consumer, consume, l)) != 0) {
-        rc = cw_diag_set(d, rc, "out of memory");
-        goto out;
+    if (l->heap) {
+        l->reader.emit = l->heap->emit;
+        l->reader.ctx = l->heap->ctx;
+        cw_etl__heap_attach(&l->reader, l->heap->emit_heap, l->heap->pid);
+    } else {
+        l->reader.emit = sink->emit;
+        l->reader.ctx = sink->ctx;
     }
-    CW_LOGI("ETW: reading the kernel session \"" CW_ETW_SESSION_NAME "\" (VirtualAlloc, "
-            "VirtualFree%s, processes, threads, images)",
-            l->session.stacks ? " with stacks" : "");
+    if ((rc = open_consumer(l, d)) != 0) return rc;
+    if ((rc = cw_thread_start(&l->consumer, consume, l)) != 0)
+        return cw_diag_set(d, rc, "out of memory");
+    return 0;
+}
 
-    /* Every process's committed memory at the session's start. */
-    cw_etw_rundown_stats_t st;
-    if ((rc = cw_etw__rundown(l->stacks, sink, ns0, &l->stop, &st, d)) != 0) goto out;
-    CW_LOGI("ETW rundown: %u processes, %u walked (%llu bytes committed), %u could not be "
-            "opened%s%s",
-            st.processes, st.opened, (unsigned long long)st.bytes, st.unopened,
-            st.unopened ? ": " : "", st.unopened_names);
-    l->reader.last_ns = ns0;
+/* The events lost so far: the session's and the consumer's own. */
+static uint64_t lost_now(live_t *l)
+{
+    uint64_t lost_ev = 0, lost_buf = 0, dropped;
+    cw_etw__session_query(&l->session, &lost_ev, &lost_buf);
+    cw_mutex_lock(l->lock);
+    dropped = l->dropped;
+    cw_mutex_unlock(l->lock);
+    /* A lost buffer holds many events: counted as one each, the lower bound. */
+    return lost_ev + lost_buf + dropped;
+}
 
+/* Every 100 ms: what came, up to the watermark, to the reader, until a
+ * stop (or, for a heap session, done()). sink NULL: a heap session. */
+static int read_loop(live_t *l, const cw_source_sink_t *sink, const cw_etl__clock_t *clock,
+                     cw_diag_t *d)
+{
     int64_t next_query = cw_plat_mono_ns();
-    while (!atomic_load(&l->stop)) {
+    while (!atomic_load(&l->stop) && !(l->heap && l->heap->done(l->heap->ctx))) {
         cw_plat_sleep_ns(POLL_NS);
-        if (atomic_load(&l->consumer_done) && !atomic_load(&l->stop)) {
-            rc = cw_diag_set(d, CW_EIO,
-                             "ETW: the session ended while being read (ProcessTrace returned "
-                             "%lu): another program may have stopped it (`logman stop "
-                             CW_ETW_SESSION_NAME " -ets`)",
-                             l->process_rc);
-            goto out;
-        }
+        if (atomic_load(&l->consumer_done) && !atomic_load(&l->stop))
+            return cw_diag_set(d, CW_EIO,
+                               "ETW: the session ended while being read (ProcessTrace returned "
+                               "%lu): another program may have stopped it (`logman stop %s -ets`)",
+                               l->process_rc, l->sname);
         uint64_t now = qpc_now(), window = (uint64_t)WINDOW_S * (uint64_t)l->freq;
         uint64_t upto = now > window ? now - window : 0;
-        if ((rc = pump(l, upto, false)) != 0) goto out;
-        if (sink->tick && (rc = sink->tick(sink->ctx, cw_etl__clock_ns(&clock, upto))) != 0)
-            goto out;
-        if (cw_plat_mono_ns() >= next_query) {
-            uint64_t lost_ev = 0, lost_buf = 0;
-            if (cw_etw__session_query(&l->session, &lost_ev, &lost_buf) == 0 && sink->counters) {
-                uint64_t dropped;
-                cw_mutex_lock(l->lock);
-                dropped = l->dropped;
-                cw_mutex_unlock(l->lock);
-                /* A lost buffer holds many events: counted as one each, the
-                 * lower bound (the log says how many buffers). */
-                sink->counters(sink->ctx, l->events, lost_ev + lost_buf + dropped, 0);
-            }
+        int rc = pump(l, upto, false);
+        if (rc == 0 && sink && sink->tick)
+            rc = sink->tick(sink->ctx, cw_etl__clock_ns(clock, upto));
+        if (rc) return rc;
+        if (sink && sink->counters && cw_plat_mono_ns() >= next_query) {
+            sink->counters(sink->ctx, l->events, lost_now(l), 0);
             next_query = cw_plat_mono_ns() + CW_NS_PER_S;
         }
     }
-out:
-    /* Stop the session (ProcessTrace returns once the last buffers are
-     * delivered), then hand on what came. */
+    return 0;
+}
+
+/* Stops the session (ProcessTrace returns once the last buffers are
+ * delivered), then hands on what came (when rc is 0). */
+static int finish(live_t *l, int rc)
+{
     cw_etw__session_stop(&l->session);
     if (l->consumer) {
         cw_thread_join(l->consumer);
@@ -364,6 +374,29 @@ out:
         CW_LOGI("DbgHelp: %llu frame addresses named",
                 (unsigned long long)cw_etw__syms_named(l->syms));
     return rc;
+}
+
+static int live_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
+{
+    live_t *l = impl;
+    cw_etl__clock_t clock;
+    int rc = start(l, sink, &clock, d);
+    if (rc) goto out;
+    CW_LOGI("ETW: reading the kernel session \"" CW_ETW_SESSION_NAME "\" (VirtualAlloc, "
+            "VirtualFree%s, processes, threads, images)",
+            l->session.stacks ? " with stacks" : "");
+
+    /* Every process's committed memory at the session's start. */
+    cw_etw_rundown_stats_t st;
+    if ((rc = cw_etw__rundown(l->stacks, sink, clock.base_ns, &l->stop, &st, d)) != 0) goto out;
+    CW_LOGI("ETW rundown: %u processes, %u walked (%llu bytes committed), %u could not be "
+            "opened%s%s",
+            st.processes, st.opened, (unsigned long long)st.bytes, st.unopened,
+            st.unopened ? ": " : "", st.unopened_names);
+    l->reader.last_ns = clock.base_ns;
+    rc = read_loop(l, sink, &clock, d);
+out:
+    return finish(l, rc);
 }
 
 static void live_stop(void *impl)
@@ -396,3 +429,35 @@ const cw_source_ops_t cw_source_etw = {
     .stop = live_stop,
     .close = live_close,
 };
+
+/* ---- a heap session (heap_launch.c) ---------------------------------------------- */
+
+int cw_etw__heap_run(cw_stacks_t *stacks, const cw_etw_heap_args_t *a, uint64_t *lost,
+                     cw_diag_t *d)
+{
+    cw_source_opts_t o = {.stacks = stacks, .symbol_path = a->symbol_path};
+    void *impl;
+    *lost = 0;
+    int rc = live_open(&impl, &o, d);
+    if (rc) return rc;
+    live_t *l = impl;
+    l->heap = a;
+    /* One session per traced process: traces of several run side by side. */
+    snprintf(l->sname, sizeof l->sname, "%s-heap-%u", CW_ETW_SESSION_NAME, a->pid);
+    cw_etl__clock_t clock;
+    if ((rc = start(l, NULL, &clock, d)) != 0 && d) {
+        /* Which call failed, after what it means for the trace. */
+        char why[sizeof d->msg];
+        snprintf(why, sizeof why, "%s", d->msg);
+        cw_diag_set(d, rc, "ETW heap tracing of process %u is unavailable: %s", a->pid, why);
+    } else if (rc == 0) {
+        CW_LOGI("ETW: reading the heap session \"%s\" of process %u (heap allocations%s)",
+                l->sname, a->pid, l->session.stacks ? " with stacks" : "");
+        if (a->started) a->started(a->ctx);
+        rc = read_loop(l, NULL, &clock, d);
+    }
+    if (l->session.props) *lost = lost_now(l);
+    rc = finish(l, rc);
+    live_close(l);
+    return rc;
+}

@@ -3,9 +3,12 @@
  * later) of our own name and GUID, so it neither takes nor disturbs the
  * one "NT Kernel Logger" that xperf and WPR use. EnableFlags PROCESS |
  * THREAD | IMAGE_LOAD | VIRTUAL_ALLOC; stacks on VirtualAlloc only (a free
- * needs none: it is attributed to the commit it frees). A session left
- * over from a run that crashed keeps running in the kernel: it is stopped
- * and replaced. Errors are sentences with the fix. Windows only. */
+ * needs none: it is attributed to the commit it frees). The heap drill-down's
+ * session (cw_etw__heap_session_start) is the same kind: process and
+ * image events, heap tracing turned on for one process, stacks on its
+ * heap allocations. A session left over from a run that crashed keeps
+ * running in the kernel: it is stopped and replaced. Errors are sentences
+ * with the fix. Windows only. */
 #include <windows.h>
 
 #include <evntcons.h>
@@ -20,6 +23,9 @@
 /* {5c3a0e5d-7e2b-4d1a-9c39-6f2b8a1e4c77}: this program's sessions. */
 static const GUID session_guid = {
     0x5c3a0e5d, 0x7e2b, 0x4d1a, {0x9c, 0x39, 0x6f, 0x2b, 0x8a, 0x1e, 0x4c, 0x77}};
+/* The Heap class (Alloc 0x21, ReAlloc 0x22, Free 0x24). */
+static const GUID heap_guid = {
+    0x222962ab, 0x6180, 0x4b88, {0xa8, 0x25, 0x34, 0x6b, 0x75, 0xf2, 0xa2, 0x4a}};
 /* The kernel's PageFault class (VirtualAlloc 98, VirtualFree 99). */
 static const GUID pagefault_guid = {
     0x3d6fa8d3, 0xfe05, 0x11d0, {0x9d, 0xda, 0x00, 0xc0, 0x4f, 0xd7, 0xba, 0x7c}};
@@ -112,7 +118,10 @@ static int fail(cw_diag_t *d, const char *what, ULONG err)
                        "ETW: %s failed (error %lu)%s", what, (unsigned long)err, fix);
 }
 
-int cw_etw__session_start(cw_etw_session_t *s, const char *name, cw_diag_t *d)
+/* Starts the system-logger session `name` with enable_flags (replacing
+ * a leftover one), SeSystemProfilePrivilege enabled first. 0 or CW_E*
+ * with d filled. */
+static int start_logger(cw_etw_session_t *s, const char *name, ULONG enable_flags, cw_diag_t *d)
 {
     memset(s, 0, sizeof *s);
     size_t n = strlen(name);
@@ -131,8 +140,7 @@ int cw_etw__session_start(cw_etw_session_t *s, const char *name, cw_diag_t *d)
         EVENT_TRACE_PROPERTIES *p = props_new(s->name);
         if (!p) return cw_diag_set(d, CW_ENOMEM, "out of memory");
         p->LogFileMode = EVENT_TRACE_REAL_TIME_MODE | EVENT_TRACE_SYSTEM_LOGGER_MODE;
-        p->EnableFlags = EVENT_TRACE_FLAG_PROCESS | EVENT_TRACE_FLAG_THREAD |
-                         EVENT_TRACE_FLAG_IMAGE_LOAD | EVENT_TRACE_FLAG_VIRTUAL_ALLOC;
+        p->EnableFlags = enable_flags;
         /* Bursts: a program committing a heap segment per millisecond on
          * every CPU writes ~100 bytes + a stack (~300 bytes) per event:
          * 1 MiB buffers, four per CPU at least and up to 64 MiB + 16 per
@@ -160,13 +168,64 @@ int cw_etw__session_start(cw_etw_session_t *s, const char *name, cw_diag_t *d)
         s->props = p;
         break;
     }
+    return 0;
+}
 
+int cw_etw__session_start(cw_etw_session_t *s, const char *name, cw_diag_t *d)
+{
+    int rc = start_logger(s, name,
+                          EVENT_TRACE_FLAG_PROCESS | EVENT_TRACE_FLAG_THREAD |
+                              EVENT_TRACE_FLAG_IMAGE_LOAD | EVENT_TRACE_FLAG_VIRTUAL_ALLOC,
+                          d);
+    if (rc) return rc;
     /* Stacks for VirtualAlloc; VirtualFree needs none. Without them the
      * events still count, under the tag of an empty stack. */
     CLASSIC_EVENT_ID ids[1] = {{pagefault_guid, 98, {0}}};
-    ULONG rc = TraceSetInformation(s->handle, TraceStackTracingInfo, ids, sizeof ids);
-    s->stacks = rc == ERROR_SUCCESS;
-    s->stacks_error = rc;
+    ULONG src = TraceSetInformation(s->handle, TraceStackTracingInfo, ids, sizeof ids);
+    s->stacks = src == ERROR_SUCCESS;
+    s->stacks_error = src;
+    return 0;
+}
+
+/* NtSetSystemInformation's class SystemPerformanceTraceInformation and its
+ * EventTraceHeapTracingInformation request (a process-ID list): not in the
+ * SDK's headers; the values and layout are the ones public NT headers
+ * give (docs/WINDOWS.md, "Heap tracing"). */
+#define SYSTEM_PERFORMANCE_TRACE_INFORMATION 31
+#define EVENT_TRACE_HEAP_TRACING_INFORMATION 8
+typedef LONG(NTAPI *set_sysinfo_fn)(ULONG cls, PVOID info, ULONG len);
+
+int cw_etw__heap_session_start(cw_etw_session_t *s, const char *name, uint32_t pid,
+                               cw_diag_t *d)
+{
+    /* Image loads: the frames of the traced process's DLLs get their names. */
+    int rc = start_logger(s, name, EVENT_TRACE_FLAG_PROCESS | EVENT_TRACE_FLAG_IMAGE_LOAD, d);
+    if (rc) return rc;
+    HMODULE ntdll = GetModuleHandleW(L"ntdll.dll");
+    set_sysinfo_fn set = ntdll ? (set_sysinfo_fn)(void (*)(void))GetProcAddress(
+                                     ntdll, "NtSetSystemInformation")
+                               : NULL;
+    ULONG req[2] = {EVENT_TRACE_HEAP_TRACING_INFORMATION, pid};
+    LONG st = set ? set(SYSTEM_PERFORMANCE_TRACE_INFORMATION, req, sizeof req) : -1;
+    if (st != 0) {
+        cw_etw__session_stop(s);
+        return cw_diag_set(d, CW_EIO,
+                           "turning heap tracing on for process %u (NtSetSystemInformation, "
+                           "heap tracing process IDs) failed (NTSTATUS 0x%08lx)%s",
+                           pid, (unsigned long)st,
+                           st == (LONG)0xC0000002 || st == (LONG)0xC0000003 || st == -1
+                               ? ": this system does not implement it (Wine does not: record "
+                                 "the trace on Windows and read it with heap --etl FILE)"
+                               : st == (LONG)0xC0000022
+                                   ? ": access denied. Run elevated (Run as administrator) "
+                                     "or as the service (LocalSystem)"
+                                   : "");
+    }
+    /* Stacks on Alloc and ReAlloc (a Free names its block by address). */
+    CLASSIC_EVENT_ID ids[2] = {{heap_guid, 0x21, {0}}, {heap_guid, 0x22, {0}}};
+    ULONG src = TraceSetInformation(s->handle, TraceStackTracingInfo, ids, sizeof ids);
+    s->stacks = src == ERROR_SUCCESS;
+    s->stacks_error = src;
     return 0;
 }
 
