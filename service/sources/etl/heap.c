@@ -62,13 +62,8 @@ static int on_heap(cw_etl__reader_t *r, const cw_etl_event_t *ev, uint32_t c)
 /* The layer's emit. */
 static int emit_heap(cw_etl__reader_t *r, const cw_etl__rec_t *x, uint32_t stack_id)
 {
-    cw_heap_ev_t ev = {.ts = x->ns,
-                       .kind = (cw_heap_kind_t)x->ops,
-                       .pid = x->pid,
-                       .tid = x->tid,
-                       .addr = x->addr,
-                       .size = x->size,
-                       .stack_id = stack_id};
+    /* ts, kind, pid, tid, addr, size, old_addr (a ReAlloc's: below), stack */
+    cw_heap_ev_t ev = {x->ns, (cw_heap_kind_t)x->ops, x->pid, x->tid, x->addr, x->size, 0, stack_id};
     if (ev.kind == CW_HEAP_REALLOC) ev.old_addr = cw_etl__ring_side(&r->ring, x)->old_addr;
     if (ev.kind == CW_HEAP_FREE) ev.stack_id = 0; /* a free's stack names no block */
     r->emitted++;
