@@ -94,6 +94,10 @@ typedef struct cw_heapring_rec {
     uint64_t pc[CW_HEAPRING_FRAMES];
 } cw_heapring_rec_t;
 _Static_assert(sizeof(cw_heapring_rec_t) == 512, "a record is 512 bytes");
+/* A START record carries its image's name (its comm, at most this many
+ * bytes, not NUL-terminated) in pc's bytes, the length in size, and in
+ * nframes the words of pc it fills (what the reader copies). */
+#define CW_HEAPRING_NAME_MAX 64
 
 typedef struct cw_heapring_hdr {
     uint64_t magic;

@@ -296,10 +296,17 @@ static int name_stack(reader_t *r, tproc_t *p, const cw_heapring_rec_t *rec, uin
 /* Announces a process image to the model (a pid seen again begins a new
  * instance: the tracker ends the old one, whose heap the exec dropped)
  * and reads its mappings. */
-static int announce(reader_t *r, tproc_t *p, int64_t ts)
+static int announce(reader_t *r, tproc_t *p, const cw_heapring_rec_t *rec)
 {
     char name[256], cmdline[4096];
+    int64_t ts = rec->ts;
     cw_perf__proc_names(p->pid, name, sizeof name, cmdline, sizeof cmdline);
+    /* A START record names its image itself (the process may be gone by
+     * now, its /proc entry with it). */
+    if (rec->kind == CW_HEAPREC_START && rec->size && rec->size <= CW_HEAPRING_NAME_MAX) {
+        memcpy(name, rec->pc, (size_t)rec->size);
+        name[rec->size] = '\0';
+    }
     int rc =
         cw_heap_model_start(r->m, p->pid, ts, name[0] ? name : "?", cmdline[0] ? cmdline : NULL);
     return rc ? rc : read_maps(r, p);
@@ -330,7 +337,7 @@ static int apply_rec(reader_t *r, const cw_heapring_rec_t *rec)
     tproc_t *p;
     bool fresh;
     int rc = proc_of(r, rec->pid, &p, &fresh);
-    if (!rc && (fresh || rec->kind == CW_HEAPREC_START)) rc = announce(r, p, rec->ts);
+    if (!rc && (fresh || rec->kind == CW_HEAPREC_START)) rc = announce(r, p, rec);
     if (rc || rec->kind == CW_HEAPREC_START) return rc;
     cw_heap_ev_t ev = {.ts = rec->ts,
                        .kind = (cw_heap_kind_t)rec->kind,

@@ -41,6 +41,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <execinfo.h>
+#include <fcntl.h>
 #include <link.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -235,6 +236,20 @@ static void announce(void)
     cw_heapring_rec_t *r = begin(&pos, CW_HEAPREC_START, CW_HEAPFN_MALLOC);
     if (!r) return;
     r->ts = now_ns();
+    /* The image's name (its comm) travels with the record: a short-lived
+     * process may be gone when the reader gets to it. Plain system calls:
+     * no allocation here. */
+    char *name = (char *)r->pc;
+    r->size = 0;
+    int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, name, CW_HEAPRING_NAME_MAX);
+        close(fd);
+        while (n > 0 && (name[n - 1] == '\n' || name[n - 1] == '\0'))
+            n--;
+        r->size = n > 0 ? (uint64_t)n : 0;
+        r->nframes = (uint16_t)((r->size + 7) / 8); /* the words the reader copies */
+    }
     cw_heapring_publish(r, pos);
 }
 
@@ -503,6 +518,25 @@ static void after_fork_child(void)
     self_pid = (uint32_t)getpid();
     self_tid = 0;
     announce(); /* a new process: its heap is its parent's copy, unknown here */
+}
+
+/* At exit: the reader names a record's frames from the process's maps,
+ * which go with the process, so the exit waits until the reader has read
+ * everything written so far (its tail past the ring's head now), at most
+ * EXIT_WAIT_MS: a short-lived process's stacks are then named even when
+ * the reader lags. A process ended by _exit or a signal does not wait. */
+#define EXIT_WAIT_MS 1000
+__attribute__((destructor)) static void heap_preload_fini(void)
+{
+    if (!ring) return;
+    uint64_t want = atomic_load_explicit(&ring->head, memory_order_acquire);
+    struct timespec ms = {0, 1000000};
+    for (int i = 0; i < EXIT_WAIT_MS; i++) {
+        if (atomic_load_explicit(&ring->closed, memory_order_acquire) ||
+            atomic_load_explicit(&ring->tail, memory_order_acquire) >= want)
+            return;
+        nanosleep(&ms, NULL);
+    }
 }
 
 __attribute__((constructor)) static void heap_preload_init(void)
