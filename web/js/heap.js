@@ -11,6 +11,7 @@
 import { get, send } from './api.js';
 import { bytes, count, esc, span, time } from './fmt.js';
 import { loadFlameLib } from './flame.js';
+import { callerTree } from './tree.js';
 
 const S = 1e9;
 const HEAP_METRICS = {
@@ -183,39 +184,14 @@ export function heapSection(el, info, h) {
   return { destroy() { gone = true; clearTimeout(timer); if (chart) chart.destroy(); } };
 }
 
-/** The caller tree of a heap report, outermost caller first. */
+/** The caller tree of a heap report (tree.js), of the chosen measure. */
 function renderHeapTree(el, root, metric) {
-  el.innerHTML = '';
-  if (!root.children.length) { el.innerHTML = '<p class="muted">No stacks for this measure.</p>'; return; }
-  el.innerHTML = '<div class="trow thead"><span class="tframe">Allocating stack (outermost caller first)</span><span class="n">Outstanding</span><span class="n">Allocated</span><span class="n">Allocs</span><span class="n">Freed</span></div>';
-  const ul = document.createElement('ul');
-  el.appendChild(ul);
-  const add = (parent, node, depth, first) => {
-    const li = document.createElement('li');
-    const row = document.createElement('div');
-    row.className = 'trow';
-    row.style.setProperty('--depth', depth);
-    const kids = node.children;
-    row.innerHTML = `<span class="tframe" title="${esc(node.name)}"><button type="button" class="tog" ${kids.length ? '' : 'disabled'}>${kids.length ? '▸' : '·'}</button>${esc(node.name)}</span>` +
-      `<span class="n">${bytes(node.figs.outstanding_bytes)}</span><span class="n">${bytes(node.figs.alloc_bytes)}</span>` +
-      `<span class="n">${count(node.figs.alloc_count)}</span><span class="n">${bytes(node.figs.freed_bytes)}</span>`;
-    li.appendChild(row);
-    parent.appendChild(li);
-    let open = false, sub = null;
-    const toggle = () => {
-      if (!kids.length) return;
-      open = !open;
-      row.querySelector('.tog').textContent = open ? '▾' : '▸';
-      if (open && !sub) {
-        sub = document.createElement('ul');
-        kids.forEach((k, i) => add(sub, k, depth + 1, first && i === 0));
-        li.appendChild(sub);
-      }
-      if (sub) sub.hidden = !open;
-    };
-    row.querySelector('.tog').onclick = toggle;
-    if (kids.length && first) toggle();
-  };
-  root.children.forEach((c, i) => add(ul, c, 0, i === 0));
+  callerTree(el, root, {
+    title: 'Allocating stack (outermost caller first)',
+    name: (n) => n.name,
+    empty: 'No stacks for this measure.',
+    columns: [['Outstanding', (n) => bytes(n.figs.outstanding_bytes)], ['Allocated', (n) => bytes(n.figs.alloc_bytes)],
+      ['Allocs', (n) => count(n.figs.alloc_count)], ['Freed', (n) => bytes(n.figs.freed_bytes)]],
+  });
   el.dataset.metric = metric;
 }

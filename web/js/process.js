@@ -16,6 +16,7 @@ import { bandsOf, ofProcess, periods, rulesByName } from './alerts.js';
 import { flamePanel, processStacks } from './flame.js';
 import { mapSection } from './map.js';
 import { heapSection } from './heap.js';
+import { callerTree } from './tree.js';
 
 const S = 1e9;
 const NICE_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 180, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
@@ -228,47 +229,15 @@ async function alertMarks(info, end) {
   return { bands, lines };
 }
 
-/** The caller tree: a row per frame, children rendered when expanded. */
+/** The window's caller tree (tree.js), sorted by sortKey. */
 function renderTree(el, root, sortKey) {
-  el.innerHTML = '';
-  if (!root || !root.children || !root.children.length) {
-    el.innerHTML = '<p class="muted">No stacks in this window.</p>';
-    return;
-  }
-  const head = document.createElement('div');
-  head.className = 'trow thead';
-  head.innerHTML = '<span class="tframe">Commit stack (outermost caller first)</span><span class="n">Impacting</span><span class="n">Size</span><span class="n">Count</span><span class="n">Trans. #</span><span class="n">Trans. size</span>';
-  el.appendChild(head);
-  const ul = document.createElement('ul');
-  el.appendChild(ul);
-  const add = (parent, node, depth, first) => {
-    const li = document.createElement('li');
-    const row = document.createElement('div');
-    const kids = node.children || [];
-    row.className = 'trow';
-    row.style.setProperty('--depth', depth);
-    row.innerHTML = `<span class="tframe" title="${esc(node.frame)}"><button type="button" class="tog" aria-label="expand" ${kids.length ? '' : 'disabled'}>${kids.length ? '▸' : '·'}</button>${esc(node.frame)}</span>` +
-      `<span class="n">${delta(node.impacting_bytes)}</span><span class="n">${bytes(node.size_bytes)}</span><span class="n">${count(node.commit_count)}</span>` +
-      `<span class="n">${count(node.transient_count)}</span><span class="n">${bytes(node.transient_bytes)}</span>`;
-    li.appendChild(row);
-    parent.appendChild(li);
-    let open = false, sub = null;
-    const toggle = () => {
-      if (!kids.length) return;
-      open = !open;
-      row.querySelector('.tog').textContent = open ? '▾' : '▸';
-      if (open && !sub) {
-        sub = document.createElement('ul');
-        kids.forEach((k, i) => add(sub, k, depth + 1, first && i === 0));
-        li.appendChild(sub);
-      }
-      if (sub) sub.hidden = !open;
-    };
-    row.querySelector('.tog').onclick = toggle;
-    // Open the heaviest path (children come sorted by the chosen figure)
-    // down to its allocating call, like WPA's expanded stacks.
-    if (kids.length && first) toggle();
-  };
-  root.children.forEach((c, i) => add(ul, c, 0, i === 0));
+  callerTree(el, root, {
+    title: 'Commit stack (outermost caller first)',
+    name: (n) => n.frame,
+    empty: 'No stacks in this window.',
+    columns: [['Impacting', (n) => delta(n.impacting_bytes)], ['Size', (n) => bytes(n.size_bytes)],
+      ['Count', (n) => count(n.commit_count)], ['Trans. #', (n) => count(n.transient_count)],
+      ['Trans. size', (n) => bytes(n.transient_bytes)]],
+  });
   el.dataset.sort = sortKey;
 }
