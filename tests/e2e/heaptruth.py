@@ -1,8 +1,14 @@
 """heaptruth.py - the comparison of a heap report (`commitwatch heap
 --json`) with the figures tests/programs/heap_truth derives from its own
 constants, and where the binaries are, shared by test_heap.py (launch
-mode) and test_heap_attach.py (attach mode). Standard library only."""
+mode) and test_heap_attach.py (attach mode); and the live service the
+heap-trace tests run (start_live). Standard library only."""
+import json
 import os
+import subprocess
+import urllib.request
+
+from cwtest import file_text, wait_until
 
 BIN = os.environ.get("CW_BIN", "commitwatch")
 BUILD = os.environ.get("CW_BUILD", "build")
@@ -55,3 +61,31 @@ def mismatches(report, want):
     if got["outstanding_count"] != 1:
         bad.append(("realloc outstanding_count", got["outstanding_count"], 1))
     return bad
+
+
+def start_live(tmp, port, token, *extra):
+    """`run --source perf` (root) with HTTP on port and the token, its
+    stderr in tmp/run.log, once it serves /api/health with heap tracing and
+    has loaded its rundown: (the process, the log file). SystemExit (FAIL)
+    if it exits first."""
+    log = open(os.path.join(tmp, "run.log"), "w+", buffering=1)
+    run = subprocess.Popen(["nice", "-n", "-10", BIN, "run", "--source", "perf", "--db",
+                            os.path.join(tmp, "h.db"), "--listen", f"127.0.0.1:{port}", "--token",
+                            token, *extra], stderr=log)
+
+    def up():
+        if run.poll() is not None:
+            raise SystemExit(f"FAIL: the daemon exited:\n{file_text(log.name)}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=5) as h:
+                ok = json.loads(h.read()).get("heap_tracing")
+        except OSError:
+            return False
+        return ok and "rundown loaded" in file_text(log.name)
+    try:
+        wait_until(up, 60, "the daemon serves HTTP with heap tracing and loaded its rundown")
+    except BaseException:
+        if run.poll() is None:
+            run.kill()
+        raise
+    return run, log

@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from cwservice import Checks, free_port  # noqa: E402
 from cwtest import file_text, wait_until  # noqa: E402
 from exportcheck import GO, pprof_raw  # noqa: E402
-from heaptruth import BIN, TRUTH, mismatches  # noqa: E402
+from heaptruth import TRUTH, mismatches, start_live  # noqa: E402
 
 TOKEN = "heap-test-token"
 BEFORE_N = 9
@@ -93,26 +93,15 @@ def main():
         print("FAIL: go (apt-get install golang-go): `go tool pprof` reads the heap profile")
         return 1
     tmp = tempfile.mkdtemp(prefix="cw_heap_api_")
-    db, conf = os.path.join(tmp, "h.db"), os.path.join(tmp, "h.conf")
+    conf = os.path.join(tmp, "h.conf")
     with open(conf, "w") as f:
         f.write("heap_trace_max_running = 1\nheap_trace_max_duration = 1m\nalert_log = no\n"
                 "alert_default_rules = no\n")
     port = free_port()
-    log = open(os.path.join(tmp, "run.log"), "w+", buffering=1)
-    run = subprocess.Popen(["nice", "-n", "-10", BIN, "run", "--source", "perf", "--db", db,
-                            "--config", conf, "--listen", f"127.0.0.1:{port}", "--token", TOKEN],
-                           stderr=log)
+    run, log = start_live(tmp, port, TOKEN, "--config", conf)
     api = Api(port)
     kids = []
     try:
-        def up():
-            if run.poll() is not None:
-                raise SystemExit(f"FAIL: the daemon exited:\n{file_text(log.name)}")
-            try:
-                return api.call("/api/health")[0] == 200 and "rundown loaded" in file_text(log.name)
-            except OSError:
-                return False
-        wait_until(up, 60, "the daemon serves HTTP and loaded its rundown")
 
         # ---- a trace of heap_truth, by the API ----
         expect = os.path.join(tmp, "expect.json")

@@ -18,8 +18,8 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 from cwservice import SOURCE, free_port  # noqa: E402
-from cwtest import file_text, wait_until  # noqa: E402
-from heaptruth import BIN, TRUTH  # noqa: E402
+from cwtest import wait_until  # noqa: E402
+from heaptruth import BIN, TRUTH, start_live  # noqa: E402
 import cwbrowser  # noqa: E402
 
 TOKEN = "heap-browser-token"
@@ -38,21 +38,9 @@ def main():
     tmp = tempfile.mkdtemp(prefix="cw_heap_browser_")
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    log = open(os.path.join(tmp, "run.log"), "w+", buffering=1)
-    run = subprocess.Popen(["nice", "-n", "-10", BIN, "run", "--source", "perf", "--db",
-                            os.path.join(tmp, "h.db"), "--listen", f"127.0.0.1:{port}", "--token",
-                            TOKEN], stderr=log)
+    run, log = start_live(tmp, port, TOKEN)
     kids = []
     try:
-        def up():
-            if run.poll() is not None:
-                raise SystemExit(f"FAIL: the daemon exited:\n{file_text(log.name)}")
-            try:
-                return get(base, "/api/health").get("heap_tracing") and \
-                    "rundown loaded" in file_text(log.name)
-            except OSError:
-                return False
-        wait_until(up, 60, "the daemon serves HTTP with heap tracing")
 
         def instance(pid):
             procs = get(base, f"/api/processes?pid={pid}&from=-1h")["processes"]
