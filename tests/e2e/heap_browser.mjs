@@ -8,7 +8,8 @@
 //   CW_LEAK    heap_truth's leaking function and its outstanding bytes, "fn:bytes"
 //   CW_SHOTS   folder for screenshots; CW_SOURCE the source tree
 // The test script sends heap_truth its "go" once the trace is attached.
-// Checks: the "Trace heap" button starts a trace (the token from the
+// Checks: a process page opened while the overview still loads is shown
+// (the overview's late failures do not replace it); the "Trace heap" button starts a trace (the token from the
 // tab's session), the list shows it running with its progress, and once
 // the process ends the report is shown: totals, the caller tree holding
 // the leaking function with its outstanding bytes, and the flame graph;
@@ -30,9 +31,12 @@ try {
   page.setDefaultTimeout(30000);
   page.on('pageerror', (e) => errors.push(String(e)));
   const wait = waiter(page, process.env.CW_SOURCE);
-  await page.goto(URL + '/');
-  await page.evaluate((t) => sessionStorage.setItem('cwToken', t), process.env.CW_TOKEN);
+  // The token in the tab's session before any page asks for it.
+  await browser.addInitScript((t) => sessionStorage.setItem('cwToken', t), process.env.CW_TOKEN);
 
+  // Straight from the overview, before it has loaded (app.js: the page
+  // left is stale, its failures are not the next page's).
+  await page.goto(`${URL}/`);
   await page.goto(`${URL}/#/process/${process.env.CW_EXITED}`);
   await page.locator('#htrace').waitFor();
   check('an exited process: the button is disabled', await page.locator('#htrace').isDisabled());
@@ -80,6 +84,12 @@ try {
 } catch (e) {
   failed++;
   console.log(`FAIL ${e.stack || e}`);
+  if (errors.length) console.log(`page errors:\n${errors.join('\n')}`);
+  const page = browser.pages()[0];
+  if (page) {
+    console.log(`at ${page.url()}: ${(await page.locator('main').innerText().catch(() => '?')).slice(0, 600)}`);
+    await page.screenshot({ path: path.join(SHOTS, 'heap-failure.png'), fullPage: true }).catch(() => {});
+  }
 } finally {
   await close();
 }

@@ -16,8 +16,10 @@ import { get } from './api.js';
 import { span, esc, time } from './fmt.js';
 
 let current = null;
+let routed = 0; // the latest route(): an earlier page still loading is stale
 
 async function route() {
+  const my = ++routed;
   if (current && current.destroy) current.destroy();
   current = null;
   const main = document.getElementById('main');
@@ -27,12 +29,18 @@ async function route() {
     a.classList.toggle('active', a.dataset.nav === page || (page === 'process' && a.dataset.nav === 'overview'));
   main.innerHTML = '';
   try {
-    if (page === 'process' && parts[1]) current = await processPage(main, Number(parts[1]), params);
-    else if (page === 'diff') current = await diffPage(main, params);
-    else if (page === 'alerts') current = await alertsPage(main, params);
-    else current = await overviewPage(main, params);
+    let shown;
+    if (page === 'process' && parts[1]) shown = await processPage(main, Number(parts[1]), params);
+    else if (page === 'diff') shown = await diffPage(main, params);
+    else if (page === 'alerts') shown = await alertsPage(main, params);
+    else shown = await overviewPage(main, params);
+    // Left while it loaded: the page now shown is another's.
+    if (my !== routed) { if (shown && shown.destroy) shown.destroy(); return; }
+    current = shown;
   } catch (e) {
-    main.innerHTML = `<p class="error">${esc(e.message)}</p>`;
+    // A page left while it loaded fails on elements the next page
+    // replaced: its error is not the new page's.
+    if (my === routed) main.innerHTML = `<p class="error">${esc(e.message)}</p>`;
   }
 }
 
