@@ -6,7 +6,7 @@
 //   #/alerts?alert=ID              with that series' detail open
 //   #/alerts?rule=&bfrom=&bto=&bproc=   a backtest to run
 
-import { get, send } from './api.js';
+import { get, sendAuth } from './api.js';
 import { health, setParams } from './nav.js';
 import { stackChart } from './chart.js';
 import { bytes, delta, count, time, span, esc, toLocalInput, fromLocalInput } from './fmt.js';
@@ -68,26 +68,6 @@ export function bandsOf(ps, label = '') {
  * series by id, series grouped by name by the name. */
 export function ofProcess(a, p) {
   return a.proc != null ? a.proc === p.id : a.process != null && a.process === p.name;
-}
-
-/** The token for state-changing requests: asked once per tab. */
-function token() {
-  let t = sessionStorage.getItem('cwToken');
-  if (!t) {
-    t = window.prompt('Token of the commitwatch service (needed to change silences):') || '';
-    if (t) sessionStorage.setItem('cwToken', t);
-  }
-  return t;
-}
-
-/** send() with the token; a 401 forgets it so the next try asks again. */
-async function sendAuth(method, path, body) {
-  try {
-    return await send(method, path, body, token());
-  } catch (e) {
-    if (e.status === 401) sessionStorage.removeItem('cwToken');
-    throw e;
-  }
 }
 
 /** "alertname=leak, process=~Memory.*, tag!=Heap" -> Alertmanager matchers. */
@@ -206,7 +186,7 @@ export async function alertsPage(main, params) {
       '<tr><td colspan="8" class="muted">No silence.</td></tr>';
     for (const b of $('silences').querySelectorAll('button.expire')) {
       const id = b.closest('tr').dataset.id;
-      b.onclick = () => sendAuth('DELETE', `/api/silences/${id}`)
+      b.onclick = () => sendAuth('DELETE', `/api/silences/${id}`, undefined, 'to change silences')
         .then(() => { $('silmsg').textContent = `Silence ${id} expired.`; return silences(); })
         .catch((e) => { $('silmsg').innerHTML = `<span class="error">${esc(e.message)}</span>`; });
     }
@@ -216,7 +196,7 @@ export async function alertsPage(main, params) {
     e.preventDefault();
     let matchers;
     try { matchers = parseMatchers($('smatch').value); } catch (err) { $('silmsg').innerHTML = `<span class="error">${esc(err.message)}</span>`; return; }
-    sendAuth('POST', '/api/silences', { matchers, endsAt: `+${$('sfor').value}`, createdBy: $('sby').value, comment: $('scomment').value })
+    sendAuth('POST', '/api/silences', { matchers, endsAt: `+${$('sfor').value}`, createdBy: $('sby').value, comment: $('scomment').value }, 'to change silences')
       .then((r) => { $('silmsg').textContent = `Silence ${r.id} created.`; $('smatch').value = ''; $('scomment').value = ''; return silences(); })
       .catch((err) => { $('silmsg').innerHTML = `<span class="error">${esc(err.message)}</span>`; });
   };

@@ -38,3 +38,19 @@ export async function send(method, path, body, token) {
   }
   return out;
 }
+
+/** send() with the service's token, asked once per tab (the prompt says
+ * what for: `why`); a 401 forgets it so the next try asks again. */
+export async function sendAuth(method, path, body, why) {
+  let t = sessionStorage.getItem('cwToken');
+  if (!t) {
+    t = window.prompt(`Token of the commitwatch service (needed ${why}):`) || '';
+    if (t) sessionStorage.setItem('cwToken', t);
+  }
+  try {
+    return await send(method, path, body, t);
+  } catch (e) {
+    if (e.status === 401) sessionStorage.removeItem('cwToken');
+    throw e;
+  }
+}

@@ -8,7 +8,7 @@
 // Data: /api/heap-traces?process=ID, /api/heap-traces/{id} (the report as
 // heap.h's JSON), POST /api/processes/{id}/heap-trace.
 
-import { get, send } from './api.js';
+import { get, sendAuth } from './api.js';
 import { bytes, count, esc, span, time } from './fmt.js';
 import { loadFlameLib } from './flame.js';
 import { callerTree } from './tree.js';
@@ -19,16 +19,6 @@ const HEAP_METRICS = {
   alloc_bytes: { label: 'Allocated bytes', fmt: bytes },
   alloc_count: { label: 'Allocations (churn)', fmt: count },
 };
-
-/** The token for state-changing requests, as the alerts page asks it. */
-function token() {
-  let t = sessionStorage.getItem('cwToken');
-  if (!t) {
-    t = window.prompt('Token of the commitwatch service (needed to start a heap trace):') || '';
-    if (t) sessionStorage.setItem('cwToken', t);
-  }
-  return t;
-}
 
 /** The tree of a report's stacks: {name, value, children, figs}. */
 export function heapTree(stacks, metric) {
@@ -169,13 +159,12 @@ export function heapSection(el, info, h) {
   $('htrace').onclick = async () => {
     $('htrace').disabled = true;
     try {
-      const r = await send('POST', `/api/processes/${info.id}/heap-trace`, { duration: $('hdur').value }, token());
+      const r = await sendAuth('POST', `/api/processes/${info.id}/heap-trace`, { duration: $('hdur').value }, 'to start a heap trace');
       $('hstatus').textContent = `trace #${r.id} started`;
       shown = r.id;
       $('hreport').dataset.trace = '';
       await refresh();
     } catch (e) {
-      if (e.status === 401) sessionStorage.removeItem('cwToken');
       $('htrace').disabled = !canTrace;
       fail(e);
     }
