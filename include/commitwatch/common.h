@@ -94,6 +94,26 @@ void cw_buf_put(cw_buf_t *b, const void *s, size_t n);
 void cw_buf_puts(cw_buf_t *b, const char *s);
 void cw_buf_printf(cw_buf_t *b, const char *fmt, ...) CW_PRINTF(2, 3);
 
+/* Unsigned LEB128 varints (7 bits a byte, low first; at most 10 bytes):
+ * cw_varint_write writes v at out (room for CW_VARINT_MAX bytes) and
+ * returns the bytes written; cw_buf_varint appends it to b; cw_varint_read
+ * reads one at *pos of buf[len] and moves *pos past it: 0, or -1 when it
+ * is cut short or holds more than 64 bits. cw_zigzag maps a signed value
+ * to an unsigned one that is small when |v| is (0, -1, 1, -2 ... ->
+ * 0, 1, 2, 3 ...); cw_unzigzag undoes it. */
+#define CW_VARINT_MAX 10
+size_t cw_varint_write(unsigned char *out, uint64_t v);
+void cw_buf_varint(cw_buf_t *b, uint64_t v);
+int cw_varint_read(const unsigned char *buf, size_t len, size_t *pos, uint64_t *out);
+static inline uint64_t cw_zigzag(int64_t v)
+{
+    return ((uint64_t)v << 1) ^ (uint64_t)(v < 0 ? -1 : 0);
+}
+static inline int64_t cw_unzigzag(uint64_t u)
+{
+    return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+}
+
 /* The same for an array indexed by id, whose slots must start zeroed:
  * slots from the old capacity up to the new one are zero-filled. */
 int cw_reserve_zeroed(void *items, size_t *cap, size_t need, size_t elem);

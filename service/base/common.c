@@ -82,6 +82,39 @@ void cw_buf_put(cw_buf_t *b, const void *s, size_t n)
     b->p[b->n] = '\0';
 }
 
+size_t cw_varint_write(unsigned char *out, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        out[n++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    out[n++] = (unsigned char)v;
+    return n;
+}
+
+void cw_buf_varint(cw_buf_t *b, uint64_t v)
+{
+    unsigned char tmp[CW_VARINT_MAX];
+    cw_buf_put(b, tmp, cw_varint_write(tmp, v));
+}
+
+int cw_varint_read(const unsigned char *buf, size_t len, size_t *pos, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+        if (*pos >= len) return -1;
+        unsigned char c = buf[(*pos)++];
+        if (shift == 63 && (c & 0x7e)) return -1; /* more than 64 bits */
+        v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80)) {
+            *out = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
 void cw_buf_puts(cw_buf_t *b, const char *s)
 {
     cw_buf_put(b, s, strlen(s));

@@ -19,6 +19,7 @@
 
 #include "commitwatch/downtime.h"
 #include "commitwatch/platform.h"
+#include "store/cells.h"
 
 #define HOUR_NS (3600 * CW_NS_PER_S)
 #define DAY_NS (24 * HOUR_NS)
@@ -245,6 +246,10 @@ out:
     return err;
 }
 
+/* Schema 8's tables not converted to cells yet (store_upgrade.c). */
+static const char SQL_CONVERTING[] =
+    "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'v8_commits'";
+
 /* Applies migrations up to `target`, one transaction each. */
 static int migrate(cw_store_t *s, int target, cw_diag_t *d)
 {
@@ -389,6 +394,10 @@ int cw__db_open(const char *path, const cw_store_opts_t *opts, bool readonly, bo
         goto fail;
     }
     sqlite3_busy_timeout(s->db, CW__STORE_BUSY_MS);
+    if (cw__cells_register(s->db) != SQLITE_OK) {
+        err = cw__store_dberr(s, "registering the cell functions", d);
+        goto fail;
+    }
     /* SQLite opens a file it may not write read-only without a word; the
      * service's writes would then fail later, one by one. */
     if (!readonly && sqlite3_db_readonly(s->db, "main") == 1) {
@@ -451,9 +460,23 @@ int cw__db_open(const char *path, const cw_store_opts_t *opts, bool readonly, bo
                               path, v);
             goto fail;
         }
+        int64_t converting = 0;
+        if ((err = cw__store_query_int(s, SQL_CONVERTING, &converting, d))) goto fail;
+        if (converting) {
+            err = cw_diag_set(d, CW_EDB,
+                              "%s is being converted to schema version %d by the commitwatch "
+                              "service (its log says how far); open it when that has ended",
+                              path, (int)cw__schema_count);
+            goto fail;
+        }
     } else {
         if ((err = migrate(s, target, d))) goto fail;
     }
+    /* The readers' rows over the cells (cells.h), on a database at the
+     * current schema only: they would hide an older schema's tables. */
+    if ((readonly || side || target == (int)cw__schema_count) &&
+        (err = cw__store_exec(s, cw__cells_views_sql, "creating the cell views", d)))
+        goto fail;
     *out = s;
     return 0;
 fail:

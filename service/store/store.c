@@ -8,11 +8,11 @@
  * The storage model is docs/DESIGN.md, "Storage model". In short: every
  * tier holds the same history at its own granularity; tier k is exact for
  * aligned windows inside [horizon, end). A batch is one transaction: its
- * rows go into tier 0 (rundown rows into every tier's BEFORE bucket), then
- * every minute (hour) that closed is rolled up with INSERT ... SELECT ...
- * GROUP BY, so a gap of many empty buckets costs one statement. Retention
- * folds the rows before a tier's horizon into per-(proc, stack) BEFORE
- * baselines. The tier state lives in the `tiers` table and, for the
+ * rows go into tier 0 as cells, one per (bucket, process) (cells.h;
+ * rundown rows into every tier's BEFORE cells), then every minute (hour)
+ * that closed is rolled up, from the sums kept in memory or from the
+ * cells of tier 0 (store_tiers.c). Retention folds the rows before a
+ * tier's horizon into per-(proc, stack) BEFORE baselines. The tier state lives in the `tiers` table and, for the
  * writing handle, in s->w->tiers, which changes only when a commit succeeded.
  *
  * A file that is not a commitwatch database is refused before SQLite
@@ -43,11 +43,6 @@ static const char SQL_PROC_PUT[] =
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(id) DO UPDATE SET pid = excluded.pid, "
     "start_ns = excluded.start_ns, exit_ns = excluded.exit_ns, name = excluded.name, "
     "cmdline = excluded.cmdline, tracking_ended_ns = excluded.tracking_ended_ns";
-/* Adds: a BEFORE row receives rundown from several batches. */
-static const char SQL_COMMIT_ADD[] =
-    "INSERT INTO commits(tier, bucket, proc, stack, bytes, events) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(tier, bucket, proc, stack) "
-    "DO UPDATE SET bytes = bytes + excluded.bytes, events = events + excluded.events";
 static const char SQL_TIER_PUT[] = "UPDATE tiers SET start_ns = ?2, horizon_ns = ?3, end_ns = ?4, "
                                    "retention_ns = ?5 WHERE tier = ?1";
 static const char SQL_CORRECTION_PUT[] =
@@ -105,6 +100,7 @@ static void writer_release(cw_store_t *s)
     if (!s->w) return;
     cw__store_roll_reset(s, true);
     cw_mem_set(CW_MEM_STORE_ROLLUPS, 0);
+    free(s->w->cellbuf.p);
     free(s->w);
     s->w = NULL;
 }
@@ -123,7 +119,8 @@ static int open_writer(const char *path, const cw_store_opts_t *opts, int target
     }
     s->w->pruned_to = INT64_MIN;
     cw__db_on_release(s, CW__REL_WRITER, writer_release);
-    if (target == (int)cw__schema_count && (err = load_writer_state(s, d))) {
+    if (target == (int)cw__schema_count &&
+        ((err = load_writer_state(s, d)) || (err = cw__store_upgrade_cells(s, d)))) {
         cw_store_close(s);
         return err;
     }
@@ -255,15 +252,7 @@ static int put_dictionary(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
     return err;
 }
 
-static int put_commit(cw_store_t *s, int tier, int64_t bucket, const cw_row_commit_t *r,
-                      cw_diag_t *d)
-{
-    const int64_t v[] = {tier, bucket, r->proc, r->stack, (int64_t)r->bytes, (int64_t)r->events};
-    return cw__store_put_ints(s, CW__ST_COMMIT_ADD, SQL_COMMIT_ADD, v, CW_ARRAY_LEN(v),
-                              "storing commits", d);
-}
-
-/* Rundown commits add to every tier's BEFORE row (several batches may
+/* Rundown commits add to every tier's BEFORE cell (several batches may
  * carry rundown of one (proc, stack)). */
 static int put_rundown(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
 {
@@ -271,7 +260,8 @@ static int put_rundown(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d)
     for (uint32_t i = 0; i < b->commits.n && !err; i++)
         if (b->commits.v[i].a == CW_TS_BEFORE)
             for (int k = 0; k < CW_TIERS && !err; k++)
-                err = put_commit(s, k, CW_TS_BEFORE, &b->commits.v[i], d);
+                err = cw__store_add_rows(s, k, CW_TS_BEFORE, b->commits.v[i].proc,
+                                         &b->commits.v[i], 1, NULL, 0, d);
     return err;
 }
 

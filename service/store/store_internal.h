@@ -38,6 +38,7 @@ typedef struct cw__writer {
     uint32_t roll_max;             /* rows a roll may hold (CW__ROLL_MAX_ROWS) */
     int64_t pruned_to;             /* instances ended before it were pruned (INT64_MIN: none yet) */
     cw__roll_t sorted;             /* a batch's rows, sorted (vectors only) */
+    cw_buf_t cellbuf;              /* the encoded cells of one insert (store_rows.c) */
 } cw__writer_t;
 
 /* store_read.c (the readers' ground): where to split "everything before x" between tier k
@@ -70,18 +71,31 @@ int cw__store_proc_row(cw_store_t *s, uint32_t id, cw_proc_info_t *out, bool *fo
 /* store_read.c: the stack-tag rules' hash into *out (NULL when none
  * stored; re-tagging sets it with the new tags). 0, CW_ENOMEM or CW_EDB. */
 int cw__store_rules_hash(cw_store_t *s, char **out, cw_diag_t *d);
-/* store_rows.c: inserts an activity row (d filled on error). */
-int cw__store_put_activity(cw_store_t *s, int tier, int64_t bucket, const cw_row_activity_t *r,
-                           cw_diag_t *d);
-/* store_rows.c: plain inserts of rows whose key is new by construction (a
- * batch's own rows, a rollup's rows of a bucket not rolled before) into
- * tier `tier`, bucket (f) `bucket`, CW__STORE_MULTI rows a statement: a
- * duplicate is an error, not a sum. Commit rows' a is ignored (the
+/* store_rows.c: plain inserts of the cells (cells.h) of rows whose key is
+ * new by construction (a batch's own rows, a rollup's rows of a bucket
+ * not rolled before, a conversion's) into tier `tier`, bucket (f)
+ * `bucket`, CW__STORE_MULTI cells a statement: a duplicate is an error,
+ * not a sum. c sorted by (proc, stack), r by (proc, stack, a), a by proc,
+ * one row a key (cw_batch_merge_*); commit rows' a is ignored (the
  * caller leaves rundown rows out). */
 #define CW__STORE_MULTI 32
 int cw__store_ins_rows(cw_store_t *s, int tier, int64_t bucket, const cw_row_commit_t *c,
                        uint32_t nc, const cw_row_release_t *r, uint32_t nr,
                        const cw_row_activity_t *a, uint32_t na, cw_diag_t *d);
+/* store_rows.c: adds the rows of one process (sorted and merged as above)
+ * to its cell of (tier, bucket), or stores them as a new cell: rundown
+ * and retention into the BEFORE baselines. */
+int cw__store_add_rows(cw_store_t *s, int tier, int64_t bucket, uint32_t proc,
+                       const cw_row_commit_t *c, uint32_t nc, const cw_row_release_t *r,
+                       uint32_t nr, cw_diag_t *d);
+/* store_rows.c: the time unit of tier `tier`'s cells: its width (1 on a
+ * handle that is not the writer's). */
+int64_t cw__store_tier_unit(const cw_store_t *s, int tier);
+/* store_upgrade.c: converts the rows of schema 8's tables (renamed v8_*
+ * by migration 009) into cells, a range of buckets a transaction, and
+ * drops the tables when they are empty; logs how long it took. Nothing to
+ * do (0) when they are gone. Writer only, after its state is loaded. */
+int cw__store_upgrade_cells(cw_store_t *s, cw_diag_t *d);
 
 /* store_tiers.c, on the caller's copy t of the tier state, inside its
  * transaction. 0 or CW_EDB / CW_EIO.

@@ -1,61 +1,44 @@
-/* store_rows.c - the writer's row inserts into the tier tables: an
- * activity row, and the plain multi-row inserts of rows whose key is new
- * by construction (a batch's own rows, a rollup's rows of a bucket not
- * rolled before). Used by store.c (a batch) and store_tiers.c (rollups);
- * writer thread only. */
+/* store_rows.c - the writer's inserts into the tier table, cells (cells.h):
+ * the plain multi-row inserts of cells whose key is new by construction
+ * (a batch's own rows, a rollup's rows of a bucket not rolled before, a
+ * conversion's), and the sums into a cell that may exist (rundown and
+ * retention into the BEFORE baselines). Used by store.c (a batch),
+ * store_tiers.c (rollups, retention) and store_upgrade.c; writer thread
+ * only. */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "commitwatch/platform.h"
+#include "store/cells.h"
 #include "store/store_internal.h"
 
-static const char SQL_ACTIVITY_PUT[] =
-    "INSERT INTO activity(tier, bucket, proc, events, delta, relpeak, relpeak_ns) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
-
-int cw__store_put_activity(cw_store_t *s, int tier, int64_t bucket, const cw_row_activity_t *r,
-                           cw_diag_t *d)
-{
-    const int64_t v[] = {tier, bucket, r->proc, (int64_t)r->events, r->delta, r->relpeak,
-                         r->relpeak_ns};
-    return cw__store_put_ints(s, CW__ST_ACTIVITY_PUT, SQL_ACTIVITY_PUT, v, CW_ARRAY_LEN(v),
-                              "storing activity", d);
-}
-
-/* Plain inserts of many rows, CW__STORE_MULTI a statement: "INSERT INTO
- * t(cols) VALUES (?1, ?2, ?3, ...), (?1, ?2, ...), ..." with the tier and
- * the bucket bound once (?1, ?2) and each row's own columns after them.
- * One statement of many rows costs one step, one reset and one parse of
- * the VDBE program's prologue instead of one each a row. */
+/* Plain inserts of many cells (cells.h), CW__STORE_MULTI a statement:
+ * "INSERT INTO cells(...) VALUES (?1, ?2, ?3, 0, ...), (?1, ?2, ...)"
+ * with the tier and the bucket bound once (?1, ?2) and each cell's own
+ * columns after them. One statement of many rows costs one step, one
+ * reset and one parse of the VDBE program's prologue instead of one each
+ * a row. */
 #define MULTI CW__STORE_MULTI
+#define OWN 8 /* proc, events, delta, relpeak, peak_off, bytes, released, data */
 
-enum { TB_COMMITS, TB_RELEASES, TB_ACTIVITY };
-static const struct {
-    const char *head; /* up to VALUES */
-    int own;          /* the row's own columns, after tier and bucket */
-    int one, many;    /* statement slots */
-} ins_tables[] = {
-    {"INSERT INTO commits(tier, bucket, proc, stack, bytes, events) VALUES ", 4, CW__ST_COMMIT_INS,
-     CW__ST_COMMIT_INS_N},
-    {"INSERT INTO releases(tier, f, proc, stack, a, bytes, pieces, closed) VALUES ", 6,
-     CW__ST_RELEASE_INS, CW__ST_RELEASE_INS_N},
-    {"INSERT INTO activity(tier, bucket, proc, events, delta, relpeak, relpeak_ns) VALUES ", 5,
-     CW__ST_ACTIVITY_INS, CW__ST_ACTIVITY_INS_N},
-};
+static const char SQL_CELL_INS_HEAD[] = "INSERT INTO cells(tier, bucket, proc, layer, events, "
+                                        "delta, relpeak, peak_off, bytes, released, data) VALUES ";
 
-static int ins_stmt(cw_store_t *s, int tb, int rows, sqlite3_stmt **out, cw_diag_t *d)
+static int ins_stmt(cw_store_t *s, int rows, sqlite3_stmt **out, cw_diag_t *d)
 {
-    int id = rows == 1 ? ins_tables[tb].one : ins_tables[tb].many, own = ins_tables[tb].own;
+    int id = rows == 1 ? CW__ST_CELL_INS : CW__ST_CELL_INS_N;
     if (s->stmts[id]) {
         *out = s->stmts[id];
         return 0;
     }
     cw_buf_t sql = {0};
-    cw_buf_puts(&sql, ins_tables[tb].head);
+    cw_buf_puts(&sql, SQL_CELL_INS_HEAD);
     for (int r = 0; r < rows; r++) {
-        cw_buf_puts(&sql, r ? ", (?1, ?2" : "(?1, ?2");
-        for (int c = 0; c < own; c++)
-            cw_buf_printf(&sql, ", ?%d", 3 + r * own + c);
+        int p = 3 + r * OWN;
+        cw_buf_printf(&sql, "%s(?1, ?2, ?%d, 0", r ? ", " : "", p);
+        for (int c = 1; c < OWN; c++)
+            cw_buf_printf(&sql, ", ?%d", p + c);
         cw_buf_puts(&sql, ")");
     }
     int err = sql.failed ? CW_ENOMEM : cw__store_stmt(s, id, sql.p, out, d);
@@ -63,54 +46,131 @@ static int ins_stmt(cw_store_t *s, int tb, int rows, sqlite3_stmt **out, cw_diag
     return err;
 }
 
-/* The own columns of row r of table tb, in the statement's order. */
-static void ins_cols(int tb, const void *rows, uint32_t r, int64_t v[6])
-{
-    if (tb == TB_COMMITS) {
-        const cw_row_commit_t *c = (const cw_row_commit_t *)rows + r;
-        v[0] = c->proc, v[1] = c->stack, v[2] = (int64_t)c->bytes, v[3] = (int64_t)c->events;
-    } else if (tb == TB_RELEASES) {
-        const cw_row_release_t *c = (const cw_row_release_t *)rows + r;
-        v[0] = c->proc, v[1] = c->stack, v[2] = c->a, v[3] = (int64_t)c->bytes;
-        v[4] = (int64_t)c->pieces, v[5] = (int64_t)c->closed;
-    } else {
-        const cw_row_activity_t *c = (const cw_row_activity_t *)rows + r;
-        v[0] = c->proc, v[1] = (int64_t)c->events, v[2] = c->delta, v[3] = c->relpeak;
-        v[4] = c->relpeak_ns;
-    }
-}
+/* One cell being stored: its process, activity row (or NULL) and sums, and
+ * where its data lies in the writer's cell buffer. */
+typedef struct cell {
+    uint32_t proc;
+    const cw_row_activity_t *act;
+    int64_t bytes, released;
+    size_t off, len;
+} cell_t;
 
-static int ins_table(cw_store_t *s, int tb, int tier, int64_t bucket, const void *rows, uint32_t n,
-                     cw_diag_t *d)
+/* Stores cells[0..n) of (tier, bucket): their data is in buf. */
+static int ins_cells(cw_store_t *s, int tier, int64_t bucket, const cell_t *cells, uint32_t n,
+                     const cw_buf_t *buf, cw_diag_t *d)
 {
-    static const char *const what[] = {"storing commits", "storing releases", "storing activity"};
-    int own = ins_tables[tb].own, err = 0;
+    int err = 0;
     for (uint32_t i = 0; i < n && !err;) {
         int k = n - i >= MULTI ? MULTI : 1;
         sqlite3_stmt *st = NULL;
-        if ((err = ins_stmt(s, tb, k, &st, d))) break;
+        if ((err = ins_stmt(s, k, &st, d))) break;
         sqlite3_bind_int(st, 1, tier);
         sqlite3_bind_int64(st, 2, bucket);
         for (int r = 0; r < k; r++) {
-            int64_t v[6];
-            ins_cols(tb, rows, i + (uint32_t)r, v);
-            for (int c = 0; c < own; c++)
-                sqlite3_bind_int64(st, 3 + r * own + c, v[c]);
+            const cell_t *c = &cells[i + (uint32_t)r];
+            int p = 3 + r * OWN;
+            sqlite3_bind_int64(st, p, c->proc);
+            if (c->act) {
+                sqlite3_bind_int64(st, p + 1, (int64_t)c->act->events);
+                sqlite3_bind_int64(st, p + 2, c->act->delta);
+                sqlite3_bind_int64(st, p + 3, c->act->relpeak);
+                sqlite3_bind_int64(st, p + 4, c->act->relpeak_ns - bucket);
+            } else {
+                for (int q = 1; q <= 4; q++)
+                    sqlite3_bind_null(st, p + q);
+            }
+            sqlite3_bind_int64(st, p + 5, c->bytes);
+            sqlite3_bind_int64(st, p + 6, c->released);
+            sqlite3_bind_blob(st, p + 7, buf->p + c->off, (int)c->len, SQLITE_STATIC);
         }
         /* Every parameter is bound again next time: no clear_bindings. */
-        if (sqlite3_step(st) != SQLITE_DONE) err = cw__store_dberr(s, what[tb], d);
+        if (sqlite3_step(st) != SQLITE_DONE) err = cw__store_dberr(s, "storing cells", d);
         sqlite3_reset(st);
         i += (uint32_t)k;
     }
     return err;
 }
 
+int64_t cw__store_tier_unit(const cw_store_t *s, int tier)
+{
+    return s->w && tier >= 0 && tier < CW_TIERS ? s->w->tiers[tier].width : 1;
+}
+
 int cw__store_ins_rows(cw_store_t *s, int tier, int64_t bucket, const cw_row_commit_t *c,
                        uint32_t nc, const cw_row_release_t *r, uint32_t nr,
                        const cw_row_activity_t *a, uint32_t na, cw_diag_t *d)
 {
-    int err = ins_table(s, TB_COMMITS, tier, bucket, c, nc, d);
-    if (!err) err = ins_table(s, TB_RELEASES, tier, bucket, r, nr, d);
-    if (!err) err = ins_table(s, TB_ACTIVITY, tier, bucket, a, na, d);
+    cell_t cells[MULTI];
+    cw_buf_t *buf = &s->w->cellbuf;
+    int64_t unit = cw__store_tier_unit(s, tier);
+    uint32_t ic = 0, ir = 0, ia = 0, n = 0;
+    int err = 0;
+    buf->n = 0;
+    while (!err && (ic < nc || ir < nr || ia < na)) {
+        uint32_t proc = UINT32_MAX;
+        if (ic < nc && c[ic].proc < proc) proc = c[ic].proc;
+        if (ir < nr && r[ir].proc < proc) proc = r[ir].proc;
+        if (ia < na && a[ia].proc < proc) proc = a[ia].proc;
+        uint32_t ec = ic, er = ir;
+        while (ec < nc && c[ec].proc == proc)
+            ec++;
+        while (er < nr && r[er].proc == proc)
+            er++;
+        cell_t *cl = &cells[n++];
+        cl->proc = proc;
+        cl->act = ia < na && a[ia].proc == proc ? &a[ia++] : NULL;
+        cl->off = buf->n;
+        err = cw__cell_encode(buf, bucket, unit, c + ic, ec - ic, r + ir, er - ir, &cl->bytes,
+                              &cl->released);
+        if (err == CW_EINVAL)
+            err = cw_diag_set(d, CW_EINVAL, "release rows in the BEFORE bucket (proc %" PRIu32 ")",
+                              proc);
+        cl->len = buf->n - cl->off;
+        ic = ec, ir = er;
+        if (!err && n == MULTI) {
+            err = ins_cells(s, tier, bucket, cells, n, buf, d);
+            n = 0;
+            buf->n = 0;
+        }
+    }
+    if (!err && n) err = ins_cells(s, tier, bucket, cells, n, buf, d);
+    /* A burst's room is not kept. */
+    if (buf->cap > (size_t)1 << 20) {
+        free(buf->p);
+        memset(buf, 0, sizeof *buf);
+    }
+    return err;
+}
+
+/* The cell of (tier, bucket, proc) plus the rows given, summed per key
+ * (cells.c, cw_cell_merge): a new cell when there is none. */
+static const char SQL_CELL_ADD[] =
+    "INSERT INTO cells(tier, bucket, proc, layer, bytes, released, data) "
+    "VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6) ON CONFLICT(tier, bucket, proc, layer) DO UPDATE SET "
+    "bytes = bytes + excluded.bytes, released = released + excluded.released, "
+    "data = cw_cell_merge(data, excluded.data)";
+
+int cw__store_add_rows(cw_store_t *s, int tier, int64_t bucket, uint32_t proc,
+                       const cw_row_commit_t *c, uint32_t nc, const cw_row_release_t *r,
+                       uint32_t nr, cw_diag_t *d)
+{
+    cw_buf_t buf = {0};
+    int64_t bytes, released;
+    sqlite3_stmt *st = NULL;
+    int err = cw__cell_encode(&buf, bucket, cw__store_tier_unit(s, tier), c, nc, r, nr, &bytes,
+                              &released);
+    if (err == CW_EINVAL)
+        err = cw_diag_set(d, CW_EINVAL, "release rows in the BEFORE bucket (proc %" PRIu32 ")",
+                          proc);
+    if (!err && !(err = cw__store_stmt(s, CW__ST_CELL_ADD, SQL_CELL_ADD, &st, d))) {
+        sqlite3_bind_int(st, 1, tier);
+        sqlite3_bind_int64(st, 2, bucket);
+        sqlite3_bind_int64(st, 3, proc);
+        sqlite3_bind_int64(st, 4, bytes);
+        sqlite3_bind_int64(st, 5, released);
+        sqlite3_bind_blob(st, 6, buf.p, (int)buf.n, SQLITE_STATIC);
+        err = cw__store_step_done(s, st, "adding to a cell", d);
+    }
+    free(buf.p);
     return err;
 }

@@ -44,4 +44,9 @@ void cw__store_set_sql_rollups(cw_store_t *s, bool on);
  * 0: the default) of the writer s. */
 void cw__store_set_roll_max(cw_store_t *s, uint32_t rows);
 
+/* Test hook: the cell conversion of a schema-8 database (store_upgrade.c)
+ * stops with CW_EIO after this many transactions (0: never), as a kill or
+ * a full disk would stop it. Set before opening; any thread. */
+extern int cw__store_upgrade_stop_after;
+
 #endif

@@ -18,6 +18,7 @@
 
 #include "commitwatch/event.h"
 #include "commitwatch/log.h"
+#include "store/cells.h"
 #include "store/store_internal.h"
 
 #define HOUR_NS (INT64_C(3600) * CW_NS_PER_S)
@@ -26,104 +27,35 @@
 /* The size cap never shortens a tier's retention below these. */
 static const int64_t min_retention[CW_TIERS] = {HOUR_NS, DAY_NS, 7 * DAY_NS};
 
-/* Rollup of tier ?1 rows in [?2, ?3) into tier ?1 + 1 of width ?4. The
- * floor is written so that it also holds for negative times. */
-static const char SQL_ROLL_COMMITS[] =
-    "INSERT INTO commits(tier, bucket, proc, stack, bytes, events) "
-    "SELECT ?1 + 1, bucket - ((bucket % ?4) + ?4) % ?4 AS fb, proc, stack, SUM(bytes), "
-    "SUM(events) FROM commits WHERE tier = ?1 AND bucket >= ?2 AND bucket < ?3 "
-    "GROUP BY fb, proc, stack";
-/* ?5 = BEFORE, kept as it is (flooring it would overflow). */
-static const char SQL_ROLL_RELEASES[] =
-    "INSERT INTO releases(tier, f, proc, stack, a, bytes, pieces, closed) "
-    "SELECT ?1 + 1, f - ((f % ?4) + ?4) % ?4 AS ff, proc, stack, "
-    "CASE WHEN a = ?5 THEN a ELSE a - ((a % ?4) + ?4) % ?4 END AS fa, "
-    "SUM(bytes), SUM(pieces), SUM(closed) FROM releases "
-    "WHERE tier = ?1 AND f >= ?2 AND f < ?3 GROUP BY ff, proc, stack, fa";
-static const char SQL_ROLL_ACTIVITY_GET[] =
-    "SELECT proc, bucket, events, delta, relpeak, relpeak_ns FROM activity "
-    "WHERE tier = ?1 AND bucket >= ?2 AND bucket < ?3 ORDER BY proc, bucket";
-/* Retention: folds tier ?1's rows in [?2, ?3) into its BEFORE (?4)
- * baselines: bytes - released bytes, events - closed events. */
-static const char SQL_FOLD[] =
-    "INSERT INTO commits(tier, bucket, proc, stack, bytes, events) "
-    "SELECT ?1, ?4, proc, stack, SUM(b), SUM(e) FROM ("
-    "  SELECT proc, stack, bytes AS b, events AS e FROM commits "
-    "   WHERE tier = ?1 AND bucket >= ?2 AND bucket < ?3 "
-    "  UNION ALL "
-    "  SELECT proc, stack, -bytes, -closed FROM releases "
-    "   WHERE tier = ?1 AND f >= ?2 AND f < ?3) "
-    "WHERE true GROUP BY proc, stack "
-    "ON CONFLICT(tier, bucket, proc, stack) "
-    "DO UPDATE SET bytes = bytes + excluded.bytes, events = events + excluded.events";
-static const char SQL_DEL_COMMITS[] =
-    "DELETE FROM commits WHERE tier = ?1 AND bucket >= ?2 AND bucket < ?3";
-static const char SQL_DEL_RELEASES[] =
-    "DELETE FROM releases WHERE tier = ?1 AND f >= ?2 AND f < ?3";
-static const char SQL_DEL_ACTIVITY[] =
-    "DELETE FROM activity WHERE tier = ?1 AND bucket >= ?2 AND bucket < ?3";
+/* The cells of tier ?1 in [?2, ?3) in the order a rollup into buckets of
+ * width ?4 adds them up: by coarse bucket, process, then bucket (the
+ * activity's relative peak is ordered). The floor is written so that it
+ * also holds for negative times. */
+static const char SQL_ROLL_CELLS[] =
+    "SELECT bucket - ((bucket % ?4) + ?4) % ?4 AS fb, proc, bucket, events, delta, relpeak, "
+    "peak_off, data FROM cells WHERE tier = ?1 AND layer = 0 AND bucket >= ?2 AND bucket < ?3 "
+    "ORDER BY fb, proc, bucket";
+/* Retention: tier ?1's cells in [?2, ?3), a process's together. */
+static const char SQL_FOLD_CELLS[] =
+    "SELECT proc, bucket, data FROM cells WHERE tier = ?1 AND layer = 0 AND bucket >= ?2 "
+    "AND bucket < ?3 ORDER BY proc";
+static const char SQL_DEL_CELLS[] =
+    "DELETE FROM cells WHERE tier = ?1 AND layer = 0 AND bucket >= ?2 AND bucket < ?3";
 /* A baseline with nothing outstanding and no live commit adds nothing. */
 static const char SQL_DEL_EMPTY_BASE[] =
-    "DELETE FROM commits WHERE tier = ?1 AND bucket = ?2 AND bytes = 0 AND events = 0";
+    "DELETE FROM cells WHERE tier = ?1 AND bucket = ?2 AND layer = 0 AND cw_cell_empty(data)";
 
-/* Binds (tier, lo, hi) and runs one of the range statements (alike to
- * store_alerts.c's list queries by shape only). */
-static int run_range(cw_store_t *s, int id, const char *sql, int tier, int64_t lo, int64_t hi,
-                     int64_t w, const char *what, cw_diag_t *d)
+/* Prepares one of the range statements on (tier, lo, hi[, w]). */
+static int range_stmt(cw_store_t *s, int id, const char *sql, int tier, int64_t lo, int64_t hi,
+                      int64_t w, sqlite3_stmt **out, cw_diag_t *d)
 {
-    sqlite3_stmt *st = NULL;
-    int err = cw__store_stmt(s, id, sql, &st, d);
+    int err = cw__store_stmt(s, id, sql, out, d);
     if (err) return err;
-    sqlite3_bind_int(st, 1, tier);
-    sqlite3_bind_int64(st, 2, lo);
-    sqlite3_bind_int64(st, 3, hi);
-    if (sqlite3_bind_parameter_count(st) >= 4)
-        sqlite3_bind_int64(st, 4, id == CW__ST_FOLD ? CW_TS_BEFORE : w);
-    if (sqlite3_bind_parameter_count(st) >= 5) sqlite3_bind_int64(st, 5, CW_TS_BEFORE);
-    return cw__store_step_done(s, st, what, d);
-}
-
-/* Activity rows of tier k in [lo, hi) combined, per process, into buckets
- * of width w of tier k + 1: events and deltas add up; the relative peak of
- * the coarse bucket is the best of (delta accumulated before a row + that
- * row's relpeak), first reached wins, the coarse bucket start counting as
- * 0 reached at its start. */
-static int roll_activity(cw_store_t *s, int k, int64_t lo, int64_t hi, int64_t w, cw_diag_t *d)
-{
-    sqlite3_stmt *st = NULL;
-    cw_row_activity_t acc = {0};
-    int64_t acc_bucket = 0;
-    bool have = false;
-    int err = cw__store_stmt(s, CW__ST_ROLL_ACTIVITY_GET, SQL_ROLL_ACTIVITY_GET, &st, d), rc;
-    if (err) return err;
-    sqlite3_bind_int(st, 1, k);
-    sqlite3_bind_int64(st, 2, lo);
-    sqlite3_bind_int64(st, 3, hi);
-    /* New rows go to tier k + 1, outside the range being read. */
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        uint32_t proc = (uint32_t)sqlite3_column_int64(st, 0);
-        int64_t fb = cw_floor_to(sqlite3_column_int64(st, 1), w);
-        if (have && (proc != acc.proc || fb != acc_bucket)) {
-            if ((err = cw__store_put_activity(s, k + 1, acc_bucket, &acc, d))) break;
-            have = false;
-        }
-        if (!have) {
-            acc = (cw_row_activity_t){.proc = proc, .relpeak_ns = fb};
-            acc_bucket = fb;
-            have = true;
-        }
-        int64_t cand = acc.delta + sqlite3_column_int64(st, 4);
-        if (cand > acc.relpeak) {
-            acc.relpeak = cand;
-            acc.relpeak_ns = sqlite3_column_int64(st, 5);
-        }
-        acc.events += (uint64_t)sqlite3_column_int64(st, 2);
-        acc.delta += sqlite3_column_int64(st, 3);
-    }
-    if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "reading activity to roll up", d);
-    sqlite3_reset(st);
-    if (!err && have) err = cw__store_put_activity(s, k + 1, acc_bucket, &acc, d);
-    return err;
+    sqlite3_bind_int(*out, 1, tier);
+    sqlite3_bind_int64(*out, 2, lo);
+    sqlite3_bind_int64(*out, 3, hi);
+    if (sqlite3_bind_parameter_count(*out) >= 4) sqlite3_bind_int64(*out, 4, w);
+    return 0;
 }
 
 /* ---- in-memory rollups ------------------------------------------------------
@@ -256,14 +188,12 @@ static void *roll_slot(cw_keymap_t *map, void **v, size_t *cap, uint32_t *n, siz
 }
 
 /* Adds tier-k rows of bucket x to roll[k] (opened by roll_open). */
-static int roll_add(cw_store_t *s, const cw__tier_t *t, int k, const cw_row_commit_t *c,
-                    uint32_t nc, const cw_row_release_t *rl, uint32_t nr,
-                    const cw_row_activity_t *ac, uint32_t na)
+/* Adds rows to r's sums for its bucket of width w. */
+static int roll_into(cw__roll_t *r, int64_t w, const cw_row_commit_t *c, uint32_t nc,
+                     const cw_row_release_t *rl, uint32_t nr, const cw_row_activity_t *ac,
+                     uint32_t na)
 {
-    cw__roll_t *r = &s->w->roll[k];
-    int64_t w = t[k + 1].width;
     int added;
-    if (!r->valid) return 0;
     if (keymaps_ready(r)) return CW_ENOMEM;
     for (uint32_t i = 0; i < nc; i++) {
         cw_row_commit_t *o =
@@ -285,7 +215,7 @@ static int roll_add(cw_store_t *s, const cw__tier_t *t, int k, const cw_row_comm
         o->pieces += rl[i].pieces;
         o->closed += rl[i].closed;
     }
-    /* As roll_activity: rows come in bucket order, so per process the
+    /* Rows come in bucket order, so per process the
      * relative peak is the best of (delta before the row + its relpeak),
      * the coarse bucket's start counting as 0 reached at its start. */
     for (uint32_t i = 0; i < na; i++) {
@@ -301,6 +231,17 @@ static int roll_add(cw_store_t *s, const cw__tier_t *t, int k, const cw_row_comm
         o->events += ac[i].events;
         o->delta += ac[i].delta;
     }
+    return 0;
+}
+
+static int roll_add(cw_store_t *s, const cw__tier_t *t, int k, const cw_row_commit_t *c,
+                    uint32_t nc, const cw_row_release_t *rl, uint32_t nr,
+                    const cw_row_activity_t *ac, uint32_t na)
+{
+    cw__roll_t *r = &s->w->roll[k];
+    if (!r->valid) return 0;
+    int err = roll_into(r, t[k + 1].width, c, nc, rl, nr, ac, na);
+    if (err) return err;
     /* Past its bound (a burst of processes in one hour), the bucket is
      * left to the SQL rollup: tier k keeps its rows until then
      * (cw__store_retain never passes tier k + 1's end). */
@@ -364,16 +305,76 @@ int cw__store_put_raw(cw_store_t *s, cw__tier_t *t, const cw_batch_t *b, cw_diag
     return err;
 }
 
-/* Rolls tier k's rows of [up->end, target) into tier k + 1 by SQL. */
+/* Stores the sums of one (coarse bucket, process) of a rollup from the
+ * database (rollup_sql) in tier k + 1 and empties them. */
+static int flush_group(cw_store_t *s, int k, cw__roll_t *g, cw_diag_t *d)
+{
+    if (!g->has) return 0;
+    uint32_t nc = cw_batch_merge_commits(g->commits.v, g->commits.n);
+    uint32_t nr = cw_batch_merge_releases(g->releases.v, g->releases.n);
+    int err = cw__store_ins_rows(s, k + 1, g->bucket, g->commits.v, nc, g->releases.v, nr,
+                                 g->activity.v, g->activity.n, d);
+    g->commits.n = g->releases.n = g->activity.n = 0;
+    g->has = false;
+    if (g->cmap.idx) {
+        cw_keymap_clear(&g->cmap);
+        cw_keymap_clear(&g->rmap);
+        cw_keymap_clear(&g->amap);
+    }
+    return err;
+}
+
+/* Rolls tier k's rows of [up->end, target) into tier k + 1 from the
+ * database: its cells in order of (coarse bucket, process, bucket),
+ * decoded and summed one (coarse bucket, process) at a time with the
+ * in-memory rollup's arithmetic (roll_into), so that memory holds one
+ * process's stacks whatever the gap. */
 static int rollup_sql(cw_store_t *s, cw__tier_t *t, int k, int64_t target, cw_diag_t *d)
 {
     cw__tier_t *up = &t[k + 1];
-    int err = run_range(s, CW__ST_ROLL_COMMITS, SQL_ROLL_COMMITS, k, up->end, target, up->width,
-                        "rolling up commits", d);
-    if (!err)
-        err = run_range(s, CW__ST_ROLL_RELEASES, SQL_ROLL_RELEASES, k, up->end, target, up->width,
-                        "rolling up releases", d);
-    if (!err) err = roll_activity(s, k, up->end, target, up->width, d);
+    cw__roll_t g = {0};
+    cw__cell_rows_t rows = {0};
+    sqlite3_stmt *st = NULL;
+    uint32_t proc = 0;
+    int rc, err = range_stmt(s, CW__ST_ROLL_CELLS, SQL_ROLL_CELLS, k, up->end, target, up->width,
+                             &st, d);
+    if (err) return err;
+    /* New rows go to tier k + 1, outside the range being read. */
+    while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t fb = sqlite3_column_int64(st, 0), bucket = sqlite3_column_int64(st, 2);
+        uint32_t p = (uint32_t)sqlite3_column_int64(st, 1);
+        if (g.has && (fb != g.bucket || p != proc) && (err = flush_group(s, k, &g, d))) break;
+        if (!g.has) {
+            g.has = true;
+            g.bucket = fb;
+            proc = p;
+        }
+        rows.c.n = rows.r.n = 0;
+        if ((err = cw__cell_decode(sqlite3_column_blob(st, 7), (size_t)sqlite3_column_bytes(st, 7),
+                                   bucket, p, &rows, NULL))) {
+            if (err == CW_EDB)
+                err = cw_diag_set(d, CW_EDB, "%s: a cell of tier %d that is not one (bucket %" PRId64
+                                  ", process %" PRIu32 ")", s->path, k, bucket, p);
+            break;
+        }
+        cw_row_activity_t act, *ap = NULL;
+        if (sqlite3_column_type(st, 3) != SQLITE_NULL) {
+            act = (cw_row_activity_t){
+                .proc = p,
+                .events = (uint64_t)sqlite3_column_int64(st, 3),
+                .delta = sqlite3_column_int64(st, 4),
+                .relpeak = sqlite3_column_int64(st, 5),
+                .relpeak_ns = bucket + sqlite3_column_int64(st, 6),
+            };
+            ap = &act;
+        }
+        err = roll_into(&g, up->width, rows.c.v, rows.c.n, rows.r.v, rows.r.n, ap, ap ? 1 : 0);
+    }
+    if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "reading cells to roll up", d);
+    sqlite3_reset(st);
+    if (!err) err = flush_group(s, k, &g, d);
+    roll_free(&g);
+    cw__cell_rows_free(&rows);
     return err;
 }
 
@@ -415,6 +416,68 @@ int cw__store_rollup(cw_store_t *s, cw__tier_t *t, int k, int64_t target, cw_dia
     return err;
 }
 
+/* Adds one process's folded rows (commits, and releases as negative
+ * commits, all of bucket BEFORE) to its BEFORE cell of tier k. */
+static int fold_proc(cw_store_t *s, int k, uint32_t proc, cw__cell_rows_t *acc, cw_diag_t *d)
+{
+    uint32_t n = cw_batch_merge_commits(acc->c.v, acc->c.n), o = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (acc->c.v[i].bytes || acc->c.v[i].events) acc->c.v[o++] = acc->c.v[i];
+    acc->c.n = 0;
+    return o ? cw__store_add_rows(s, k, CW_TS_BEFORE, proc, acc->c.v, o, NULL, 0, d) : 0;
+}
+
+/* Folds tier k's cells in [lo, hi) into its BEFORE baselines, per
+ * (process, stack): the commits' bytes less the released bytes, the
+ * commit events less the closed ones. */
+static int fold_range(cw_store_t *s, int k, int64_t lo, int64_t hi, cw_diag_t *d)
+{
+    cw__cell_rows_t rows = {0}, acc = {0};
+    sqlite3_stmt *st = NULL;
+    uint32_t proc = 0;
+    bool have = false;
+    int rc, err = range_stmt(s, CW__ST_FOLD_CELLS, SQL_FOLD_CELLS, k, lo, hi, 0, &st, d);
+    if (err) return err;
+    while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        uint32_t p = (uint32_t)sqlite3_column_int64(st, 0);
+        if (have && p != proc && (err = fold_proc(s, k, proc, &acc, d))) break;
+        have = true;
+        proc = p;
+        rows.c.n = rows.r.n = 0;
+        if ((err = cw__cell_decode(sqlite3_column_blob(st, 2), (size_t)sqlite3_column_bytes(st, 2),
+                                   sqlite3_column_int64(st, 1), p, &rows, NULL))) {
+            if (err == CW_EDB)
+                err = cw_diag_set(d, CW_EDB, "%s: a cell of tier %d that is not one (process %"
+                                  PRIu32 ")", s->path, k, p);
+            break;
+        }
+        size_t need = (size_t)acc.c.n + rows.c.n + rows.r.n;
+        if (CW_RESERVE(acc.c.v, acc.c.cap, need ? need : 1)) {
+            err = CW_ENOMEM;
+            break;
+        }
+        for (uint32_t i = 0; i < rows.c.n; i++) {
+            cw_row_commit_t c = rows.c.v[i];
+            c.a = CW_TS_BEFORE;
+            acc.c.v[acc.c.n++] = c;
+        }
+        for (uint32_t i = 0; i < rows.r.n; i++)
+            acc.c.v[acc.c.n++] = (cw_row_commit_t){
+                .proc = p,
+                .stack = rows.r.v[i].stack,
+                .a = CW_TS_BEFORE,
+                .bytes = 0 - rows.r.v[i].bytes,
+                .events = 0 - rows.r.v[i].closed,
+            };
+    }
+    if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "reading cells to fold", d);
+    sqlite3_reset(st);
+    if (!err && have) err = fold_proc(s, k, proc, &acc, d);
+    cw__cell_rows_free(&rows);
+    cw__cell_rows_free(&acc);
+    return err;
+}
+
 /* Folds tier k's rows before its new horizon into the BEFORE baselines. */
 int cw__store_retain(cw_store_t *s, cw__tier_t *t, int k, cw_diag_t *d)
 {
@@ -430,22 +493,14 @@ int cw__store_retain(cw_store_t *s, cw__tier_t *t, int k, cw_diag_t *d)
     if (h > limit) h = limit;
     if (h <= tk->start || h <= tk->horizon) return 0;
     int64_t lo = tk->horizon == INT64_MIN ? INT64_MIN + 1 : tk->horizon;
-    int err = run_range(s, CW__ST_FOLD, SQL_FOLD, k, lo, h, 0, "folding old rows", d);
-    if (!err)
-        err = run_range(s, CW__ST_DEL_COMMITS, SQL_DEL_COMMITS, k, lo, h, 0, "deleting commits", d);
-    if (!err)
-        err = run_range(s, CW__ST_DEL_RELEASES, SQL_DEL_RELEASES, k, lo, h, 0, "deleting releases",
-                        d);
-    if (!err)
-        err = run_range(s, CW__ST_DEL_ACTIVITY, SQL_DEL_ACTIVITY, k, lo, h, 0, "deleting activity",
-                        d);
-    if (!err) {
-        sqlite3_stmt *st = NULL;
-        if (!(err = cw__store_stmt(s, CW__ST_DEL_EMPTY_BASE, SQL_DEL_EMPTY_BASE, &st, d))) {
-            sqlite3_bind_int(st, 1, k);
-            sqlite3_bind_int64(st, 2, CW_TS_BEFORE);
-            err = cw__store_step_done(s, st, "deleting empty baselines", d);
-        }
+    int err = fold_range(s, k, lo, h, d);
+    sqlite3_stmt *st = NULL;
+    if (!err && !(err = range_stmt(s, CW__ST_DEL_CELLS, SQL_DEL_CELLS, k, lo, h, 0, &st, d)))
+        err = cw__store_step_done(s, st, "deleting folded cells", d);
+    if (!err && !(err = cw__store_stmt(s, CW__ST_DEL_EMPTY_BASE, SQL_DEL_EMPTY_BASE, &st, d))) {
+        sqlite3_bind_int(st, 1, k);
+        sqlite3_bind_int64(st, 2, CW_TS_BEFORE);
+        err = cw__store_step_done(s, st, "deleting empty baselines", d);
     }
     if (!err) tk->horizon = h;
     return err;
@@ -464,7 +519,7 @@ int cw__store_retain(cw_store_t *s, cw__tier_t *t, int k, cw_diag_t *d)
  * events lost) is kept with it. A tier kept forever (retention 0) has no
  * horizon: nothing is pruned. ?1 = the lowest horizon, ?2 = BEFORE. */
 #define NO_BASELINE                                                                                \
-    " AND NOT EXISTS (SELECT 1 FROM commits c WHERE c.tier IN (0, 1, 2) AND c.bucket = ?2"         \
+    " AND NOT EXISTS (SELECT 1 FROM cells c WHERE c.tier IN (0, 1, 2) AND c.bucket = ?2"           \
     " AND c.proc = processes.id)"
 static const char SQL_PRUNE_FOLDED[] =
     "DELETE FROM folded WHERE grp IN (SELECT id FROM processes WHERE exit_ns < ?1 "

@@ -53,35 +53,6 @@ uint64_t cw_map_reserved_bytes(const cw_map_t *m)
 
 /* ---- encoding ------------------------------------------------------------- */
 
-static void put_varint(cw_buf_t *b, uint64_t v)
-{
-    unsigned char tmp[10];
-    size_t n = 0;
-    do {
-        tmp[n] = (unsigned char)(v & 0x7f);
-        v >>= 7;
-        if (v) tmp[n] |= 0x80;
-        n++;
-    } while (v);
-    cw_buf_put(b, tmp, n);
-}
-
-static int get_varint(const unsigned char *buf, size_t len, size_t *pos, uint64_t *out)
-{
-    uint64_t v = 0;
-    for (unsigned shift = 0; shift < 64; shift += 7) {
-        if (*pos >= len) return -1;
-        unsigned char c = buf[(*pos)++];
-        if (shift == 63 && (c & 0x7e)) return -1; /* more than 64 bits */
-        v |= (uint64_t)(c & 0x7f) << shift;
-        if (!(c & 0x80)) {
-            *out = v;
-            return 0;
-        }
-    }
-    return -1;
-}
-
 /* commit_ns relative to at_ns: 0 for before tracing, else zigzag + 1. */
 static uint64_t age_code(int64_t commit_ns, int64_t at_ns)
 {
@@ -104,10 +75,10 @@ static void put_ranges(cw_buf_t *b, const cw_map_range_t *v, uint32_t n, int64_t
     uint64_t prev_end = 0;
     for (uint32_t i = 0; i < n; i++) {
         const cw_map_range_t *r = &v[i];
-        put_varint(b, r->addr - prev_end); /* sorted, not overlapping: >= 0 */
-        put_varint(b, r->size);
-        put_varint(b, r->stack_id);
-        put_varint(b, age_code(r->commit_ns, at_ns));
+        cw_buf_varint(b, r->addr - prev_end); /* sorted, not overlapping: >= 0 */
+        cw_buf_varint(b, r->size);
+        cw_buf_varint(b, r->stack_id);
+        cw_buf_varint(b, age_code(r->commit_ns, at_ns));
         prev_end = r->addr + r->size;
     }
 }
@@ -117,7 +88,7 @@ int cw_map_encode(const cw_map_t *m, unsigned char **out, size_t *len)
     cw_buf_t b = {0};
     unsigned char fmt = MAP_FORMAT;
     cw_buf_put(&b, &fmt, 1);
-    put_varint(&b, m->n);
+    cw_buf_varint(&b, m->n);
     put_ranges(&b, m->v, m->n, m->at_ns);
     put_ranges(&b, m->res, m->nres, m->at_ns);
     if (b.failed) {
@@ -140,7 +111,7 @@ int cw_map_decode(const unsigned char *buf, size_t len, uint32_t proc_id, int64_
     if (len < 1 || (buf[0] != MAP_FORMAT && buf[0] != MAP_FORMAT_V1))
         return cw_diag_set(d, CW_EPARSE, "stored map of process %u at %lld ns: unknown format %d",
                            proc_id, (long long)at_ns, len ? buf[0] : -1);
-    if (buf[0] == MAP_FORMAT && get_varint(buf, len, &pos, &ncommitted) != 0)
+    if (buf[0] == MAP_FORMAT && cw_varint_read(buf, len, &pos, &ncommitted) != 0)
         return cw_diag_set(d, CW_EPARSE,
                            "stored map of process %u at %lld ns: no count of committed ranges",
                            proc_id, (long long)at_ns);
@@ -151,8 +122,8 @@ int cw_map_decode(const unsigned char *buf, size_t len, uint32_t proc_id, int64_
         bool reserved = m->n == ncommitted;
         if (reserved && m->nres == 0) prev_end = 0; /* the reserved list starts */
         uint64_t gap, size, stack, age;
-        if (get_varint(buf, len, &pos, &gap) || get_varint(buf, len, &pos, &size) ||
-            get_varint(buf, len, &pos, &stack) || get_varint(buf, len, &pos, &age) ||
+        if (cw_varint_read(buf, len, &pos, &gap) || cw_varint_read(buf, len, &pos, &size) ||
+            cw_varint_read(buf, len, &pos, &stack) || cw_varint_read(buf, len, &pos, &age) ||
             stack > UINT32_MAX || size == 0 || prev_end + gap < prev_end ||
             prev_end + gap + size < prev_end + gap) {
             uint32_t bad = m->n;

@@ -1630,6 +1630,108 @@ static void test_prune(void)
     cw_store_close(s);
 }
 
+/* A database of schema 8 (before the cells) is converted in place when
+ * the writer opens it, resumably: the generated history with retention
+ * (BEFORE baselines, three tiers) stored by today's writer, its rows read
+ * back through the views and written into the tables of a schema-8 file
+ * as schema 8 held them; a conversion stopped after two transactions
+ * leaves the file to readers refused and goes on at the next open, and
+ * then every row and every report equals the original's. */
+static void test_upgrade(void)
+{
+    cw_store_t *a = NULL, *b = NULL, *r = NULL;
+    cw_diag_t d = {{0}};
+    cw_store_opts_t o = {{HOUR, 2 * HOUR, 0}, 0};
+    const char *pa = tpath("up_cells.db"), *pb = tpath("up_v8.db");
+    rm_db(pa);
+    rm_db(pb);
+    ASSERT_OK(cw_store_open(pa, &o, &a, &d));
+    write_generated(a);
+    ASSERT_OK(cw__store_create_at_version(pb, 8, &d));
+
+    /* The schema-8 file: the dictionary and instance tables as they are,
+     * the tier rows through the views. */
+    sqlite3 *raw = NULL;
+    char sql[1200];
+    ASSERT_EQ(sqlite3_open(pb, &raw), SQLITE_OK);
+    snprintf(sql, sizeof sql,
+             "ATTACH '%s' AS a; BEGIN; DELETE FROM main.tiers; DELETE FROM main.meta;"
+             "INSERT INTO main.tiers SELECT * FROM a.tiers;"
+             "INSERT INTO main.meta SELECT * FROM a.meta;"
+             "INSERT INTO main.frames SELECT * FROM a.frames;"
+             "INSERT INTO main.stacks SELECT * FROM a.stacks;"
+             "INSERT INTO main.processes SELECT * FROM a.processes;"
+             "INSERT INTO main.folded SELECT * FROM a.folded; COMMIT; DETACH a",
+             pa);
+    ASSERT_EQ(sqlite3_exec(raw, sql, NULL, NULL, NULL), SQLITE_OK);
+    static const char *const from[] = {
+        "SELECT tier, bucket, proc, stack, bytes, events FROM commits",
+        "SELECT tier, f, proc, stack, a, bytes, pieces, closed FROM releases",
+        "SELECT tier, bucket, proc, events, delta, relpeak, relpeak_ns FROM activity"};
+    static const char *const into[] = {
+        "INSERT INTO commits VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO releases VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        "INSERT INTO activity VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"};
+    int64_t rows = 0;
+    ASSERT_EQ(sqlite3_exec(raw, "BEGIN", NULL, NULL, NULL), SQLITE_OK);
+    for (int t = 0; t < 3; t++) {
+        sqlite3_stmt *q = NULL, *ins = NULL;
+        ASSERT_EQ(sqlite3_prepare_v2(a->db, from[t], -1, &q, NULL), SQLITE_OK);
+        ASSERT_EQ(sqlite3_prepare_v2(raw, into[t], -1, &ins, NULL), SQLITE_OK);
+        while (sqlite3_step(q) == SQLITE_ROW) {
+            for (int c = 0; c < sqlite3_column_count(q); c++)
+                sqlite3_bind_int64(ins, c + 1, sqlite3_column_int64(q, c));
+            ASSERT_EQ(sqlite3_step(ins), SQLITE_DONE);
+            sqlite3_reset(ins);
+            rows++;
+        }
+        sqlite3_finalize(q);
+        sqlite3_finalize(ins);
+    }
+    ASSERT_EQ(sqlite3_exec(raw, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(raw);
+    ASSERT_TRUE(rows > 500);
+
+    /* Stopped after two transactions: what they converted stays, the rest
+     * waits, and readers are refused meanwhile. */
+    cw__store_upgrade_stop_after = 2;
+    ASSERT_EQ(cw_store_open(pb, &o, &b, &d), CW_EIO);
+    ASSERT_TRUE(strstr(d.msg, "goes on at the next start") != NULL);
+    cw__store_upgrade_stop_after = 0;
+    ASSERT_EQ(sqlite3_open(pb, &raw), SQLITE_OK);
+    int64_t left = 0, cells = 0;
+    sqlite3_stmt *st = NULL;
+    ASSERT_EQ(sqlite3_prepare_v2(raw,
+                                 "SELECT (SELECT count(*) FROM v8_commits) + (SELECT count(*) "
+                                 "FROM v8_releases) + (SELECT count(*) FROM v8_activity), "
+                                 "(SELECT count(*) FROM cells)",
+                                 -1, &st, NULL),
+              SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    left = sqlite3_column_int64(st, 0);
+    cells = sqlite3_column_int64(st, 1);
+    sqlite3_finalize(st);
+    sqlite3_close(raw);
+    ASSERT_TRUE(left > 0 && left < rows);
+    ASSERT_TRUE(cells > 0);
+    ASSERT_EQ(cw_store_open_readonly(pb, &r, &d), CW_EDB);
+    ASSERT_TRUE(strstr(d.msg, "being converted") != NULL);
+
+    ASSERT_OK(cw_store_open(pb, &o, &b, &d));
+    ASSERT_EQ(sql_int(b, "SELECT count(*) FROM sqlite_schema WHERE name LIKE 'v8_%'"), 0);
+    same_tiers(a, b);
+    for (int i = 0; i < 20; i++) {
+        int64_t t0 = gen_t0 + (int64_t)rnd(5 * HOUR / S) * S;
+        same_reports(a, b, t0, t0 + (1 + (int64_t)rnd(3600)) * S);
+    }
+    same_reports(a, b, INT64_MIN, INT64_MAX);
+    integrity_ok(b);
+    printf("upgrade: %lld rows of schema 8, %lld left after two transactions, then converted\n",
+           (long long)rows, (long long)left);
+    cw_store_close(a);
+    cw_store_close(b);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "%s/cw_test_store_XXXXXX", cw_test_tmpdir());
@@ -1644,6 +1746,7 @@ int main(void)
     test_roll_memory();
     test_roll_bounded();
     test_prune();
+    test_upgrade();
     if (getenv("CW_BENCH")) bench();
     ASSERT_OK(cw_test_rmtree(dir));
     TEST_DONE();

@@ -1,0 +1,63 @@
+/* cells.h - the encoding of a cell (cells.c): one (tier, bucket, proc,
+ * layer)'s commits and releases, per stack, in one BLOB of the `cells`
+ * table (schema/009_cells.sql; docs/DESIGN.md, "Cells"), and what lets
+ * SQL read them as rows.
+ *
+ * Ground floor, beside db.c: any thread, no state of its own. Not a
+ * public header: only service/store/ and tests include it. */
+#ifndef COMMITWATCH_STORE_CELLS_H
+#define COMMITWATCH_STORE_CELLS_H
+
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "commitwatch/batch.h"
+#include "commitwatch/common.h"
+
+/* The layers a cell belongs to (cells.layer): commit figures never mix
+ * with heap figures. */
+enum cw__layer { CW__LAYER_COMMIT = 0, CW__LAYER_HEAP = 1 };
+
+/* Encodes into out (appended) the rows of one cell of bucket `bucket`:
+ * c (nc rows) and r (nr rows) of one process, sorted by stack (c) and by
+ * (stack, a) (r), one row a key (cw_batch_merge_commits/_releases order),
+ * r's a at or before bucket in steps of unit (the tier's width; any other
+ * a is stored too, at 1 ns steps). A cell of bucket CW_TS_BEFORE holds
+ * commits only. *bytes and *released get the sums of the commits' and the
+ * releases' bytes. 0, CW_ENOMEM or CW_EINVAL (releases in BEFORE). */
+int cw__cell_encode(cw_buf_t *out, int64_t bucket, int64_t unit, const cw_row_commit_t *c,
+                    uint32_t nc, const cw_row_release_t *r, uint32_t nr, int64_t *bytes,
+                    int64_t *released);
+
+/* A cell's rows, decoded (appended to the vectors; commits' a is the
+ * bucket, both rows' proc is `proc`), in the order they were encoded. The
+ * caller owns and frees the vectors. */
+typedef struct cw__cell_rows {
+    CW__VEC(cw_row_commit_t) c;
+    CW__VEC(cw_row_release_t) r;
+} cw__cell_rows_t;
+
+/* 0, CW_ENOMEM, or CW_EDB when data is not a cell (unit: where given, the
+ * cell's time unit). */
+int cw__cell_decode(const void *data, size_t n, int64_t bucket, uint32_t proc, cw__cell_rows_t *out,
+                    int64_t *unit);
+void cw__cell_rows_free(cw__cell_rows_t *rows);
+
+/* Registers, on a connection, the SQL functions over cells:
+ *   cw_commit_rows(data)            table: stack, bytes, events
+ *   cw_release_rows(data, bucket)   table: stack, a, bytes, pieces, closed
+ *   cw_cell_merge(x, y)             the cell of x's and y's rows summed
+ *                                   per key (rows that come to 0 left out)
+ *   cw_cell_empty(x)                1 when x holds no row
+ * SQLITE_OK or an SQLite error code. */
+int cw__cells_register(sqlite3 *db);
+
+/* Creates the connection's temp views commits, releases and activity
+ * over the commit layer's cells, with the columns of schema 001's tables,
+ * so that the readers' SQL reads them as rows. Only on a database at the
+ * current schema (they would hide an older schema's tables). */
+extern const char cw__cells_views_sql[];
+
+#endif
