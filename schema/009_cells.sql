@@ -30,7 +30,7 @@ CREATE TABLE cells(
     bytes    INTEGER NOT NULL,  -- the commit rows' bytes, all stacks
     released INTEGER NOT NULL,  -- the release rows' bytes, all stacks and commit buckets
     data     BLOB NOT NULL,     -- the rows per stack (cells.c)
-    PRIMARY KEY (tier, bucket, proc, layer)
+    PRIMARY KEY (tier DESC, bucket, proc, layer)
 ) WITHOUT ROWID;
 
 CREATE VIEW commit_cells AS

@@ -8,13 +8,15 @@
  * ascending stack order, every number a varint (cw_varint_write):
  *
  *   header  h: bit 0 set: byte figures are in 4 KiB pages; bit 1 set: the
- *           time unit u is h >> 2 seconds, else h >> 2 nanoseconds
+ *           time unit u is h >> 3 seconds, else h >> 3 nanoseconds; bit 2
+ *           set: every figure below is itself, else zigzag(figure) (set
+ *           when no figure is negative and no a after the bucket: always,
+ *           but for baselines folded below 0 and hand-made rows)
  *   entry   the stack id less the previous entry's (the first: less 0);
  *           k = (number of release rows << 1) | (1 if a commit row);
- *           commit row: zigzag(bytes), zigzag(events);
+ *           commit row: bytes, events;
  *           each release row, in ascending a: code of a (0: BEFORE, else
- *           1 + zigzag((bucket - a) / u)), zigzag(bytes), zigzag(pieces),
- *           zigzag(closed)
+ *           1 + (bucket - a) / u), bytes, pieces, closed
  *
  * A raw bucket's typical entry takes 4 - 8 bytes where its commits and
  * releases rows took some 40 - 60 each. The sums of a cell's commit and
@@ -34,6 +36,17 @@
 static inline void put(unsigned char **w, uint64_t v)
 {
     *w += cw_varint_write(*w, v);
+}
+
+/* A figure as stored: itself in a plain cell, else zigzag-coded; and back. */
+static inline uint64_t fig(bool plain, int64_t v)
+{
+    return plain ? (uint64_t)v : cw_zigzag(v);
+}
+
+static inline int64_t unfig(bool plain, uint64_t v)
+{
+    return plain ? (int64_t)v : cw_unzigzag(v);
 }
 
 /* bucket - a, in two's complement (a may be anything but BEFORE). */
@@ -56,6 +69,12 @@ int cw__cell_encode(cw_buf_t *out, int64_t bucket, int64_t unit, const cw_row_co
         if (r[j].a != CW_TS_BEFORE && back(bucket, r[j].a) % u) u = 1;
     }
     uint64_t pu = pages ? PAGE : 1;
+    bool plain = true;
+    for (uint32_t i = 0; i < nc; i++)
+        plain = plain && (int64_t)c[i].bytes >= 0 && (int64_t)c[i].events >= 0;
+    for (uint32_t j = 0; j < nr; j++)
+        plain = plain && (int64_t)r[j].bytes >= 0 && (int64_t)r[j].pieces >= 0 &&
+                (int64_t)r[j].closed >= 0 && (r[j].a == CW_TS_BEFORE || back(bucket, r[j].a) >= 0);
     /* At most: the header, and per row its key (two varints) and four figures. */
     size_t need = out->n + CW_VARINT_MAX * (1 + 6 * ((size_t)nc + nr)) + 1;
     if (CW_RESERVE(out->p, out->cap, need)) {
@@ -63,8 +82,8 @@ int cw__cell_encode(cw_buf_t *out, int64_t bucket, int64_t unit, const cw_row_co
         return CW_ENOMEM;
     }
     unsigned char *w = (unsigned char *)out->p + out->n;
-    uint64_t h = u % CW_NS_PER_S == 0 ? (uint64_t)(u / CW_NS_PER_S) << 2 | 2 : (uint64_t)u << 2;
-    put(&w, h | (pages ? 1 : 0));
+    uint64_t h = u % CW_NS_PER_S == 0 ? (uint64_t)(u / CW_NS_PER_S) << 3 | 2 : (uint64_t)u << 3;
+    put(&w, h | (plain ? 4 : 0) | (pages ? 1 : 0));
     int64_t sb = 0, sr = 0;
     uint32_t i = 0, j = 0, prev = 0;
     while (i < nc || j < nr) {
@@ -77,16 +96,16 @@ int cw__cell_encode(cw_buf_t *out, int64_t bucket, int64_t unit, const cw_row_co
         put(&w, (uint64_t)(e - j) << 1 | (has_c ? 1 : 0));
         prev = stack;
         if (has_c) {
-            put(&w, cw_zigzag((int64_t)(c[i].bytes / pu)));
-            put(&w, cw_zigzag((int64_t)c[i].events));
+            put(&w, fig(plain, (int64_t)(c[i].bytes / pu)));
+            put(&w, fig(plain, (int64_t)c[i].events));
             sb += (int64_t)c[i].bytes;
             i++;
         }
         for (; j < e; j++) {
-            put(&w, r[j].a == CW_TS_BEFORE ? 0 : 1 + cw_zigzag(back(bucket, r[j].a) / u));
-            put(&w, cw_zigzag((int64_t)(r[j].bytes / pu)));
-            put(&w, cw_zigzag((int64_t)r[j].pieces));
-            put(&w, cw_zigzag((int64_t)r[j].closed));
+            put(&w, r[j].a == CW_TS_BEFORE ? 0 : 1 + fig(plain, back(bucket, r[j].a) / u));
+            put(&w, fig(plain, (int64_t)(r[j].bytes / pu)));
+            put(&w, fig(plain, (int64_t)r[j].pieces));
+            put(&w, fig(plain, (int64_t)r[j].closed));
             sr += (int64_t)r[j].bytes;
         }
     }
@@ -99,12 +118,14 @@ int cw__cell_encode(cw_buf_t *out, int64_t bucket, int64_t unit, const cw_row_co
 
 /* Reads the header: the byte unit and the time unit. -1 when it is not
  * one. */
-static int get_header(const unsigned char *p, size_t n, size_t *pos, uint64_t *pu, int64_t *u)
+static int get_header(const unsigned char *p, size_t n, size_t *pos, uint64_t *pu, int64_t *u,
+                      bool *plain)
 {
     uint64_t h;
     if (cw_varint_read(p, n, pos, &h)) return -1;
     *pu = h & 1 ? PAGE : 1;
-    uint64_t v = h >> 2;
+    *plain = h & 4;
+    uint64_t v = h >> 3;
     if (!v || v > (uint64_t)INT64_MAX / (uint64_t)CW_NS_PER_S) return -1;
     *u = h & 2 ? (int64_t)v * CW_NS_PER_S : (int64_t)v;
     return 0;
@@ -118,7 +139,8 @@ int cw__cell_decode(const void *data, size_t n, int64_t bucket, uint32_t proc, c
     uint64_t pu;
     int64_t u;
     uint32_t stack = 0;
-    if (get_header(p, n, &pos, &pu, &u)) return CW_EDB;
+    bool plain;
+    if (get_header(p, n, &pos, &pu, &u, &plain)) return CW_EDB;
     if (unit) *unit = u;
     while (pos < n) {
         uint64_t d, k, v[4];
@@ -135,8 +157,8 @@ int cw__cell_decode(const void *data, size_t n, int64_t bucket, uint32_t proc, c
                 .proc = proc,
                 .stack = stack,
                 .a = bucket,
-                .bytes = (uint64_t)cw_unzigzag(v[0]) * pu,
-                .events = (uint64_t)cw_unzigzag(v[1]),
+                .bytes = (uint64_t)unfig(plain, v[0]) * pu,
+                .events = (uint64_t)unfig(plain, v[1]),
             };
         }
         if (nrel && CW_RESERVE(out->r.v, out->r.cap, (size_t)out->r.n + nrel)) return CW_ENOMEM;
@@ -148,14 +170,14 @@ int cw__cell_decode(const void *data, size_t n, int64_t bucket, uint32_t proc, c
             int64_t a =
                 code == 0
                     ? CW_TS_BEFORE
-                    : (int64_t)((uint64_t)bucket - (uint64_t)cw_unzigzag(code - 1) * (uint64_t)u);
+                    : (int64_t)((uint64_t)bucket - (uint64_t)unfig(plain, code - 1) * (uint64_t)u);
             out->r.v[out->r.n++] = (cw_row_release_t){
                 .proc = proc,
                 .stack = stack,
                 .a = a,
-                .bytes = (uint64_t)cw_unzigzag(v[0]) * pu,
-                .pieces = (uint64_t)cw_unzigzag(v[1]),
-                .closed = (uint64_t)cw_unzigzag(v[2]),
+                .bytes = (uint64_t)unfig(plain, v[0]) * pu,
+                .pieces = (uint64_t)unfig(plain, v[1]),
+                .closed = (uint64_t)unfig(plain, v[2]),
             };
         }
     }
@@ -218,7 +240,8 @@ static void fn_empty(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     size_t n = (size_t)sqlite3_value_bytes(argv[0]), pos = 0;
     uint64_t pu;
     int64_t u;
-    if (get_header(p, n, &pos, &pu, &u)) {
+    bool plain;
+    if (get_header(p, n, &pos, &pu, &u, &plain)) {
         sqlite3_result_error(ctx, "cw_cell_empty: not a cell", -1);
         return;
     }

@@ -141,6 +141,9 @@ int cw__store_prune_maps(cw_store_t *s, const cw__tier_t *t, cw_diag_t *d);
  * CW__ROLL_KEEP_ROWS rows (docs/DESIGN.md, "Memory": store_rollups). */
 #define CW__ROLL_MAX_ROWS 16384u
 #define CW__ROLL_KEEP_ROWS 1024u
+/* The room a batch's sorted copy keeps from one second to the next (rows
+ * of its three vectors together; at most about 0.7 MiB). */
+#define CW__SCRATCH_KEEP_ROWS 16384u
 
 /* Bytes the writer's rollup sums and sorting scratch hold (published as
  * the store_rollups component of memstat.h after each write). */

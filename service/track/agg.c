@@ -328,6 +328,9 @@ static int drain(cw_agg_t *a, bool force)
             cw_batch_free(b);
             break;
         }
+        /* In key order: the store's writer, the busier thread, then only
+         * checks it (cw_batch_merge_*). */
+        merge_rows(b);
         rc = a->emit(a->emit_ctx, b);
     }
     /* Batches not sent on an error are dropped with the error. */

