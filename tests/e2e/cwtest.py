@@ -1,5 +1,6 @@
 """cwtest.py - what every end-to-end test shares: waiting on a condition
-with a deadline, and prerequisites that fail in CI instead of skipping.
+with a deadline, prerequisites that fail in CI instead of skipping, and
+explicit checks.
 
     from cwtest import require, wait_until
 
@@ -32,6 +33,24 @@ SKIP = 77  # tests/CMakeLists.txt: SKIP_RETURN_CODE
 
 class WaitTimeout(AssertionError):
     pass
+
+
+class Checks:
+    """check = Checks(); check(cond, what, *context): an explicit check (it
+    holds under python -O, unlike assert); a failed one prints FAIL, what,
+    and each context (cut to 4,000 characters), and exits 1. check.count
+    says how many passed."""
+
+    def __init__(self):
+        self.count = 0
+
+    def __call__(self, cond, what, *context):
+        self.count += 1
+        if not cond:
+            print("FAIL:", what, file=sys.stderr)
+            for c in context:
+                print("  ", str(c)[:4000], file=sys.stderr)
+            sys.exit(1)
 
 
 def in_ci():

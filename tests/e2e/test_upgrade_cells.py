@@ -18,22 +18,13 @@ import re
 import shutil
 import sqlite3
 import subprocess
-import sys
 import tempfile
+
+from cwtest import Checks
 
 BIN = os.environ.get("CW_BIN", "build/commitwatch")
 FIX = os.path.join(os.environ.get("CW_FIXTURES", "tests/fixtures"), "v8")
-checks = 0
-
-
-def check(cond, what, *context):
-    global checks
-    checks += 1
-    if not cond:
-        print("FAIL:", what, file=sys.stderr)
-        for c in context:
-            print("  ", str(c)[:4000], file=sys.stderr)
-        sys.exit(1)
+check = Checks()
 
 
 def run(*args):
@@ -97,7 +88,7 @@ def main():
     check(con.execute("SELECT count(*) FROM heap_cells").fetchone()[0] == 0, "no heap cells")
     con.close()
     shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{checks} checks passed ({old_rows} rows became {n} cells)")
+    print(f"{check.count} checks passed ({old_rows} rows became {n} cells)")
 
 
 if __name__ == "__main__":
