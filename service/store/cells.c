@@ -84,7 +84,7 @@ int cw__cell_encode(cw_buf_t *out, int64_t bucket, int64_t unit, const cw_row_co
     unsigned char *w = (unsigned char *)out->p + out->n;
     uint64_t h = u % CW_NS_PER_S == 0 ? (uint64_t)(u / CW_NS_PER_S) << 3 | 2 : (uint64_t)u << 3;
     put(&w, h | (plain ? 4 : 0) | (pages ? 1 : 0));
-    int64_t sb = 0, sr = 0;
+    uint64_t sb = 0, sr = 0; /* unsigned: hand-made figures may wrap, never overflow */
     uint32_t i = 0, j = 0, prev = 0;
     while (i < nc || j < nr) {
         uint32_t stack = i < nc && (j >= nr || c[i].stack <= r[j].stack) ? c[i].stack : r[j].stack;
@@ -98,7 +98,7 @@ int cw__cell_encode(cw_buf_t *out, int64_t bucket, int64_t unit, const cw_row_co
         if (has_c) {
             put(&w, fig(plain, (int64_t)(c[i].bytes / pu)));
             put(&w, fig(plain, (int64_t)c[i].events));
-            sb += (int64_t)c[i].bytes;
+            sb += c[i].bytes;
             i++;
         }
         for (; j < e; j++) {
@@ -106,13 +106,13 @@ int cw__cell_encode(cw_buf_t *out, int64_t bucket, int64_t unit, const cw_row_co
             put(&w, fig(plain, (int64_t)(r[j].bytes / pu)));
             put(&w, fig(plain, (int64_t)r[j].pieces));
             put(&w, fig(plain, (int64_t)r[j].closed));
-            sr += (int64_t)r[j].bytes;
+            sr += r[j].bytes;
         }
     }
     out->n = (size_t)(w - (unsigned char *)out->p);
     out->p[out->n] = '\0';
-    if (bytes) *bytes = sb;
-    if (released) *released = sr;
+    if (bytes) *bytes = (int64_t)sb;
+    if (released) *released = (int64_t)sr;
     return 0;
 }
 

@@ -90,13 +90,13 @@ static void test_round_trip(void)
         cw_buf_t b = {0};
         int64_t sb = -1, sr = -1;
         ASSERT_OK(cw__cell_encode(&b, bucket, unit, c, nc, r, nr, &sb, &sr));
-        int64_t eb = 0, er = 0;
+        uint64_t eb = 0, er = 0;
         for (uint32_t i = 0; i < nc; i++)
-            eb += (int64_t)c[i].bytes;
+            eb += c[i].bytes;
         for (uint32_t i = 0; i < nr; i++)
-            er += (int64_t)r[i].bytes;
-        ASSERT_EQ(sb, eb);
-        ASSERT_EQ(sr, er);
+            er += r[i].bytes;
+        ASSERT_EQ(sb, (int64_t)eb);
+        ASSERT_EQ(sr, (int64_t)er);
         cw__cell_rows_t out = {0};
         int64_t u = 0;
         ASSERT_OK(cw__cell_decode(b.p, b.n, bucket, 7, &out, &u));
