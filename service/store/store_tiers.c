@@ -124,7 +124,7 @@ static size_t roll_bytes(const cw__roll_t *r)
 
 size_t cw__store_roll_bytes(const cw_store_t *s)
 {
-    size_t b = roll_bytes(&s->w->sorted);
+    size_t b = roll_bytes(&s->w->sorted) + s->w->cellbuf.cap;
     for (int k = 0; k + 1 < CW_TIERS; k++)
         b += roll_bytes(&s->w->roll[k]);
     return b;
