@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* printf-style argument checking. MinGW reads plain `printf` as the
  * Microsoft format (no %zu, %lld), so it checks against gnu_printf there
@@ -45,13 +46,21 @@ static inline int64_t cw_floor_to(int64_t t, int64_t w)
  * bytes and the journald protocol's lengths are written this way. */
 static inline void cw_put_le(unsigned char *p, uint64_t v, int bytes)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(p, &v, (size_t)bytes); /* one store where bytes is a constant */
+#else
     for (int i = 0; i < bytes; i++) p[i] = (unsigned char)(v >> (8 * i));
+#endif
 }
 
 static inline uint64_t cw_get_le(const unsigned char *p, int bytes)
 {
     uint64_t v = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(&v, p, (size_t)bytes);
+#else
     for (int i = 0; i < bytes; i++) v |= (uint64_t)p[i] << (8 * i);
+#endif
     return v;
 }
 

@@ -21,9 +21,10 @@
  * two takes (at most the writer's capacity, 64 batches). A clean stop,
  * everything stored, removes both.
  *
- * A record: a 40-byte header (magic "CWJ1", payload length, sequence
- * number, the batch's bucket and width, FNV-1a of the rest of the header
- * and the payload) and the batch as cw_batch_encode writes it. Recovery
+ * A record: a 40-byte header (magic "CWJ2", payload length, sequence
+ * number, the batch's bucket and width, the CRC-32 of the rest of the
+ * header and the payload; "CWJ1" records, an older build's, carry FNV-1a
+ * instead and are read too) and the batch as cw_batch_encode writes it. Recovery
  * reads both files up to their first record that is not whole (a kill in
  * the middle of an append), takes the records in sequence order up to the
  * first gap, and stores, in one transaction, those whose bucket is at or
@@ -46,8 +47,11 @@
 #include "commitwatch/log.h"
 #include "store/store_internal.h"
 
+#include <zlib.h>
+
 #define HDR 40
-#define MAGIC 0x314a5743u /* "CWJ1", little-endian */
+#define MAGIC 0x324a5743u  /* "CWJ2", little-endian: CRC-32 sums */
+#define MAGIC1 0x314a5743u /* "CWJ1": FNV-1a sums (read, never written) */
 /* A record longer than this is not one of ours (a batch of a second of
  * a whole machine is a few MiB at most). */
 #define MAX_RECORD ((uint64_t)1 << 30)
@@ -71,10 +75,15 @@ static char *pending_path(const char *db, int k)
     return p;
 }
 
-/* FNV-1a over the header's first 32 bytes and the payload. */
-static uint64_t record_sum(const unsigned char *hdr, const void *payload, size_t n)
+/* The sum of the header's first 32 bytes and the payload: zlib's CRC-32
+ * ("CWJ2"; a tenth of FNV-1a's byte loop, which took 13 % of the core
+ * thread's instructions under a full-speed replay), or FNV-1a for the
+ * records of a journal an older build left ("CWJ1"). */
+static uint64_t record_sum(uint32_t magic, const unsigned char *hdr, const void *payload,
+                           size_t n)
 {
-    return cw_hash_bytes_more(cw_hash_bytes(hdr, 32), payload, n);
+    if (magic == MAGIC1) return cw_hash_bytes_more(cw_hash_bytes(hdr, 32), payload, n);
+    return crc32(crc32(0L, hdr, 32), payload, (uInt)n);
 }
 
 /* ---- writing (the writer's) ------------------------------------------------ */
@@ -143,7 +152,7 @@ void cw_journal_append(cw_journal_t *j, const cw_batch_t *b)
     cw_put_le(hdr + 8, seq, 8);
     cw_put_le(hdr + 16, (uint64_t)b->bucket_ns, 8);
     cw_put_le(hdr + 24, (uint64_t)b->width_ns, 8);
-    cw_put_le(hdr + 32, record_sum(hdr, j->buf.p, j->buf.n), 8);
+    cw_put_le(hdr + 32, record_sum(MAGIC, hdr, j->buf.p, j->buf.n), 8);
     FILE *f = j->f[j->active];
     /* fflush: the record reaches the kernel now, not when stdio's buffer
      * fills (a kill loses what a process holds). */
@@ -249,8 +258,9 @@ static int scan(const unsigned char *p, size_t n, int file, rec_t **v, size_t *n
     while (n - off >= HDR) {
         const unsigned char *h = p + off;
         uint64_t len = cw_get_le(h + 4, 4);
-        if (cw_get_le(h, 4) != MAGIC || len > n - off - HDR ||
-            cw_get_le(h + 32, 8) != record_sum(h, h + HDR, (size_t)len))
+        uint32_t magic = (uint32_t)cw_get_le(h, 4);
+        if ((magic != MAGIC && magic != MAGIC1) || len > n - off - HDR ||
+            cw_get_le(h + 32, 8) != record_sum(magic, h, h + HDR, (size_t)len))
             break;
         if (CW_RESERVE(*v, *cap, *nv + 1)) return CW_ENOMEM;
         (*v)[(*nv)++] = (rec_t){

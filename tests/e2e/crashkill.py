@@ -51,6 +51,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 
 import refmodel
 import stacktags_ref
@@ -192,9 +193,11 @@ def fnv1a(data, h=1469598103934665603):
 def journal_end(db):
     """The end of the buckets the pending-batch journal beside db holds
     (service/store/journal.c: DB-pending.0 and .1, records of a 40-byte
-    header, magic "CWJ1", payload length, sequence, bucket, width and
-    FNV-1a, then the batch), read as the next run will: whole records, in
-    sequence up to the first gap. None when it holds none."""
+    header, magic "CWJ2", payload length, sequence, bucket, width and the
+    CRC-32 of the header's first 32 bytes and the payload, then the batch;
+    an older build's "CWJ1" records carry FNV-1a instead), read as the next
+    run will: whole records, in sequence up to the first gap. None when it
+    holds none."""
     recs = []
     for k in range(2):
         try:
@@ -205,9 +208,13 @@ def journal_end(db):
         off = 0
         while len(data) - off >= 40:
             magic, n, seq, bucket, width, csum = struct.unpack_from("<IIQqqQ", data, off)
-            if magic != 0x314A5743 or n > len(data) - off - 40:
+            if magic not in (0x324A5743, 0x314A5743) or n > len(data) - off - 40:
                 break
-            if fnv1a(data[off + 40:off + 40 + n], fnv1a(data[off:off + 32])) != csum:
+            if magic == 0x324A5743:
+                sum_ = zlib.crc32(data[off + 40:off + 40 + n], zlib.crc32(data[off:off + 32]))
+            else:
+                sum_ = fnv1a(data[off + 40:off + 40 + n], fnv1a(data[off:off + 32]))
+            if sum_ != csum:
                 break
             recs.append((seq, bucket + width))
             off += 40 + n

@@ -6,7 +6,7 @@
 #   fuzz_target_args NAME      sets FUZZ_ARGS: -max_len, -dict and the
 #                              read-only seed folders (after the corpus)
 FUZZ_TARGETS=(fuzz_stacktags fuzz_etl_reader fuzz_etl_decode fuzz_pe fuzz_alert_rules
-              fuzz_leak_score fuzz_trace fuzz_config fuzz_http fuzz_batch)
+              fuzz_leak_score fuzz_trace fuzz_config fuzz_http fuzz_batch fuzz_cells)
 
 fuzz_target_args() {
   case "$1" in
@@ -20,6 +20,7 @@ fuzz_target_args() {
     fuzz_alert_rules) FUZZ_ARGS=(-max_len=8192 tests/fuzz/seeds-alerts) ;;
     fuzz_leak_score) FUZZ_ARGS=(-max_len=8216 tests/fuzz/seeds-leak-score) ;;
     fuzz_batch) FUZZ_ARGS=(-max_len=4096 tests/fuzz/seeds-batch) ;;
+    fuzz_cells) FUZZ_ARGS=(-max_len=4096 tests/fuzz/seeds-cells) ;;
     fuzz_trace) FUZZ_ARGS=(-max_len=16384 -dict=tests/fuzz/trace.dict tests/fuzz/seeds-trace) ;;
     fuzz_config) FUZZ_ARGS=(-max_len=8192 -dict=tests/fuzz/config.dict tests/fuzz/seeds-config) ;;
     # Leaks: the harness runs LeakSanitizer every 1,024 requests (and at

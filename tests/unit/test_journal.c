@@ -26,6 +26,8 @@
 #include "commitwatch/store.h"
 #include "store/store_internal.h"
 #include "test.h"
+
+#include <zlib.h>
 #include "test_port.h"
 
 #define S INT64_C(1000000000)
@@ -448,8 +450,8 @@ static void test_damage(void)
     memcpy(bad, v, n);
     size_t p = off[2] + 40 + 3; /* inside record 2's payload */
     bad[p] ^= 0x5a;
-    uint64_t h = cw_hash_bytes_more(cw_hash_bytes(bad + off[2], 32), bad + off[2] + 40,
-                                    off[3] - off[2] - 40);
+    uint64_t h = crc32(crc32(0L, bad + off[2], 32), bad + off[2] + 40,
+                       (uInt)(off[3] - off[2] - 40));
     for (int i = 0; i < 8; i++) bad[off[2] + 32 + i] = (unsigned char)(h >> (8 * i));
     spit(j0, bad, n);
     int rc = cw_journal_recover(c, &r, &d);
@@ -465,6 +467,23 @@ static void test_damage(void)
     ASSERT_OK(cw_journal_recover(c, &r, &d));
     ASSERT_EQ(r.batches, 2);
     ASSERT_U64_EQ(r.torn_bytes, n - off[2]);
+    cw_store_close(c);
+
+    /* An older build's records ("CWJ1", FNV-1a sums) are read as well. */
+    remove(cut);
+    remove(wal);
+    c = open_at(cut);
+    memcpy(bad, v, n);
+    for (int q = 0; q < k; q++) {
+        unsigned char *rec = bad + off[q];
+        size_t len = (q + 1 < k ? off[q + 1] : n) - off[q] - 40;
+        memcpy(rec, "CWJ1", 4);
+        uint64_t f = cw_hash_bytes_more(cw_hash_bytes(rec, 32), rec + 40, len);
+        for (int i = 0; i < 8; i++) rec[32 + i] = (unsigned char)(f >> (8 * i));
+    }
+    spit(j0, bad, n);
+    ASSERT_OK(cw_journal_recover(c, &r, &d));
+    ASSERT_EQ(r.batches, (uint64_t)k);
     cw_store_close(c);
     free(bad);
     free(v);
