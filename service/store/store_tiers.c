@@ -4,12 +4,14 @@
  * Called by cw_store_write() inside the batch's transaction, on a copy of
  * the tier state (cw__tier_t) that the caller keeps only if the commit
  * succeeds. Every tier holds the same history at its own granularity:
- * tier k + 1 gets tier k's rows of every bucket that closed with INSERT ...
- * SELECT ... GROUP BY over [rolled-to, closed), one statement whatever the
- * gap; activity rows are combined in C because their relative peak is
- * ordered. Retention folds a tier's rows before its horizon into one BEFORE
- * row per (proc, stack), which keeps every window starting at or after the
- * horizon exact (docs/DESIGN.md, "Storage model"). */
+ * tier k + 1 gets tier k's rows of every bucket that closed, from the sums
+ * kept in memory as tier k's rows were stored, or else read back from tier
+ * k's cells over [rolled-to, closed) whatever the gap (activity rows are
+ * combined in bucket order because their relative peak is ordered).
+ * Retention folds a tier's cells before its horizon into one BEFORE row
+ * per (proc, stack) in the process's BEFORE cell, which keeps every window
+ * starting at or after the horizon exact (docs/DESIGN.md, "Storage model",
+ * "Cells"). */
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
