@@ -490,6 +490,7 @@ char *cw_heap_report_json(const cw_heap_report_t *r)
     cJSON_AddNumberToObject(o, "dropped_events", (double)r->losses.dropped);
     cJSON_AddNumberToObject(o, "torn_events", (double)r->losses.torn);
     cJSON_AddNumberToObject(o, "truncated_stacks", (double)r->losses.truncated);
+    cJSON_AddNumberToObject(o, "unknown_stacks", (double)r->losses.unknown_stacks);
     cJSON_AddNumberToObject(o, "unknown_frees", (double)r->unknown_frees);
     cJSON_AddNumberToObject(o, "zero_size_allocs", (double)r->zero_allocs);
     cJSON_AddNumberToObject(o, "reused_addresses", (double)r->reused);
@@ -546,8 +547,12 @@ int cw_heap_report_print(const cw_heap_report_t *r, uint32_t max_stacks, FILE *o
     fprintf(out, "heap report: %" PRIu64 " events", r->events);
     fprintf(out,
             ", %" PRIu64 " dropped, %" PRIu64 " torn, %" PRIu64 " frees of unknown blocks, %" PRIu64
-            " stacks truncated, %" PRIu64 " allocations past the bound on live blocks\n",
+            " stacks truncated, %" PRIu64 " allocations past the bound on live blocks",
             r->losses.dropped, r->losses.torn, r->unknown_frees, r->losses.truncated, r->capped);
+    if (r->losses.unknown_stacks)
+        fprintf(out, ", %" PRIu64 " events with a stack index never defined",
+                r->losses.unknown_stacks);
+    fputc('\n', out);
     for (uint32_t i = 0; i < r->nprocs; i++) {
         const cw_heap_proc_report_t *p = &r->procs[i];
         fprintf(out, "\nprocess %u %s\n", p->pid, p->name ? p->name : "");
