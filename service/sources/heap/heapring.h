@@ -120,7 +120,7 @@ typedef struct cw_heapring_slot {
     uint32_t tid;
     uint32_t pid;
     uint32_t stack;  /* index in the thread's stack table, or CW_HEAPRING_NOSTACK */
-    int64_t ts;      /* CLOCK_REALTIME ns */
+    int64_t ts;      /* CLOCK_REALTIME_COARSE ns: a tick's resolution (docs/DESIGN.md) */
     uint64_t addr, size, old_addr;
     uint16_t nwords; /* words in the continuation slots */
     uint16_t pad[3];
