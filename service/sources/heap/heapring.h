@@ -58,6 +58,7 @@
 #define CW_HEAPRING_HDR 4096  /* the header's bytes; the slots follow */
 #define CW_HEAPRING_ENV "CW_HEAP_RING_FD"
 #define CW_HEAPRING_BATCH 64 /* slots the reader takes between its stores to tail */
+#define CW_HEAPRING_AHEAD 8  /* slots ahead of its claim a writer prefetches */
 #define CW_HEAPRING_WORDS 7  /* words a continuation slot carries */
 /* The continuation slots a record of n words (frames, a name) needs. */
 #define CW_HEAPRING_CONTS(n) (((n) + CW_HEAPRING_WORDS - 1) / CW_HEAPRING_WORDS)
@@ -185,7 +186,12 @@ static inline cw_heapring_slot_t *cw_heapring_claim(cw_heapring_hdr_t *h, uint64
             break;
     }
     *pos = head;
-    cw_heapring_slot_t *s = &cw_heapring_slots(h)[head & (h->nslots - 1)];
+    cw_heapring_slot_t *slots = cw_heapring_slots(h), *s = &slots[head & (h->nslots - 1)];
+    /* The line a few records on, asked for now to be written: the ring is
+     * larger than the caches, so a slot's line is not in this CPU's when
+     * it is claimed, and the wait for it stalled the next locked claim
+     * (perf annotate). */
+    __builtin_prefetch(&slots[(head + need + CW_HEAPRING_AHEAD) & (h->nslots - 1)], 1);
     s->conts = (uint8_t)conts;
     s->nwords = 0;
     return s;
