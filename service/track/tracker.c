@@ -659,7 +659,9 @@ static int decommit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
             touched = r;
         }
         r->pending += hi - lo;
-        if (rc) break;
+        /* A piece reaching e was the last: no descent to find none (a heap
+         * block's free is one piece). */
+        if (rc || ne >= e) break;
     }
     if (rc == 0 && ev->op == CW_OP_DECOMMIT) rc = reserve_fill(t, p, s, e, res_ts, res_stack);
     if (touched) p->map_seq = ++t->map_seq;
