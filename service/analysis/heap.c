@@ -7,7 +7,8 @@
  * is allocated in it, a block freed by the end is AIFI, one still live
  * AIFO, so outstanding = AIFO, freed = AIFI (+ AOFI, 0 here), allocated =
  * size and count. A free names its address only: the block's size is the
- * tracker's (cw_tracker_block_at), so no second table of live blocks.
+ * tracker's (cw_tracker_release_block finds and releases it in one
+ * lookup), so no second table of live blocks.
  *
  * Memory: the tracker's pools (one piece and one record per live block,
  * at most max_live blocks: CW_HEAP_DEFAULT_MAX_BLOCKS unless
@@ -184,10 +185,12 @@ static int release_block(cw_heap_model_t *m, int64_t ts, uint32_t pid, uint32_t 
                          bool *found)
 {
     uint64_t size;
-    *found = cw_tracker_block_at(m->tracker, pid, addr, &size) == 0;
+    cw_event_t e = {.ts = ts, .op = CW_OP_RELEASE, .pid = pid, .tid = tid, .addr = addr};
+    int rc = cw_tracker_release_block(m->tracker, &e, &size);
+    *found = rc != CW_ENOENT;
     if (!*found) return 0;
     m->live--;
-    return apply_op(m, CW_OP_RELEASE, ts, pid, tid, addr, size, 0);
+    return rc ? rc : m->oom ? CW_ENOMEM : 0;
 }
 
 static int alloc_block(cw_heap_model_t *m, int64_t ts, const cw_heap_ev_t *ev)

@@ -629,8 +629,10 @@ static int reserve_fill(cw_tracker_t *t, proc_t *p, uint64_t s, uint64_t e, int6
                         uint32_t stack_id);
 
 /* Decommit or release of [addr, addr + size): the committed pieces in it
- * go. A decommit leaves the whole range reserved ("Reserved space"). */
-static int decommit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
+ * go. A decommit leaves the whole range reserved ("Reserved space"). at:
+ * the piece that starts at addr when the caller has found it (l NULL:
+ * looked up here). */
+static int decommit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev, cursor_t at)
 {
     uint64_t s = ev->addr, e = ev->addr + ev->size, cur = s;
     rec_t *touched = NULL;
@@ -642,7 +644,15 @@ static int decommit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
 
     for (;;) {
         uint64_t ns, ne, lo, hi;
-        cursor_t c = next_overlap(&p->com, cur, s, e, &ns, &ne, &lo, &hi);
+        cursor_t c = at;
+        if (c.l) { /* [s, ...): the overlap starts at s */
+            at.l = NULL;
+            ns = lo = s;
+            ne = c.l->v[c.i].end;
+            hi = ne < e ? ne : e;
+        } else {
+            c = next_overlap(&p->com, cur, s, e, &ns, &ne, &lo, &hi);
+        }
         if (!c.l) break;
         /* The record is likely out of cache: it is fetched while the tree
          * changes, which does not read it. */
@@ -841,7 +851,7 @@ int cw_tracker_apply(cw_tracker_t *t, const cw_event_t *ev)
             rc = reserve_fill(t, p, ev->addr, ev->addr + ev->size,
                               ev->rundown ? CW_TS_BEFORE : ev->ts, ev->stack_id);
         } else {
-            rc = decommit_range(t, p, ev);
+            rc = decommit_range(t, p, ev, (cursor_t){NULL, 0});
             if (rc == 0 && ev->op == CW_OP_RELEASE)
                 rc = unreserve_range(t, p, ev->addr, ev->addr + ev->size);
         }
@@ -871,15 +881,11 @@ void cw_tracker_finish(cw_tracker_t *t)
         }
 }
 
-int cw_tracker_block_at(const cw_tracker_t *t, uint32_t pid, uint64_t addr, uint64_t *size)
+/* The end of the block whose first piece is at c: that piece and the
+ * pieces of the same record that follow without a gap (a block another
+ * commit cut into parts, only after lost events, is still one block). */
+static uint64_t block_end(cursor_t c)
 {
-    proc_t *p = find_live(t, pid);
-    if (!p) return CW_ENOENT;
-    cursor_t c = first_ending_after(&p->com, addr);
-    if (!c.l || c.l->start[c.i] != addr) return CW_ENOENT;
-    /* The pieces of the same record that follow without a gap: a block
-     * another commit cut into parts (only after lost events) is still
-     * released whole. */
     const rec_t *r = c.l->v[c.i].rec;
     uint64_t end = c.l->v[c.i].end;
     for (;;) {
@@ -890,8 +896,34 @@ int cw_tracker_block_at(const cw_tracker_t *t, uint32_t pid, uint64_t addr, uint
         if (!c.l || c.l->start[c.i] != end || c.l->v[c.i].rec != r) break;
         end = c.l->v[c.i].end;
     }
-    *size = end - addr;
+    return end;
+}
+
+int cw_tracker_block_at(const cw_tracker_t *t, uint32_t pid, uint64_t addr, uint64_t *size)
+{
+    proc_t *p = find_live(t, pid);
+    if (!p) return CW_ENOENT;
+    cursor_t c = first_ending_after(&p->com, addr);
+    if (!c.l || c.l->start[c.i] != addr) return CW_ENOENT;
+    *size = block_end(c) - addr;
     return 0;
+}
+
+int cw_tracker_release_block(cw_tracker_t *t, const cw_event_t *ev, uint64_t *size)
+{
+    proc_t *p = find_live(t, ev->pid);
+    if (!p) return CW_ENOENT;
+    cursor_t c = first_ending_after(&p->com, ev->addr);
+    if (!c.l || c.l->start[c.i] != ev->addr) return CW_ENOENT;
+    cw_event_t rel = *ev;
+    rel.op = CW_OP_RELEASE;
+    rel.size = block_end(c) - ev->addr;
+    *size = rel.size;
+    /* What cw_tracker_apply does for a release, from the piece found. */
+    int rc = decommit_range(t, p, &rel, c);
+    if (rc == 0) rc = unreserve_range(t, p, rel.addr, rel.addr + rel.size);
+    if (t->sink.on_event) t->sink.on_event(t->sink.ctx, &p->pub, ev->ts);
+    return rc;
 }
 
 uint32_t cw_tracker_live_processes(const cw_tracker_t *t)
