@@ -166,20 +166,6 @@ static int64_t ordered(cw_heap_model_t *m, int64_t ts)
     return ts;
 }
 
-static int apply_op(cw_heap_model_t *m, cw_op_t op, int64_t ts, uint32_t pid, uint32_t tid,
-                    uint64_t addr, uint64_t size, uint32_t stack_id)
-{
-    cw_event_t e = {.ts = ts,
-                    .op = op,
-                    .pid = pid,
-                    .tid = tid,
-                    .addr = addr,
-                    .size = size,
-                    .stack_id = stack_id};
-    int rc = cw_tracker_apply(m->tracker, &e);
-    return rc ? rc : m->oom ? CW_ENOMEM : 0;
-}
-
 /* Releases the live block at addr; false when there is none. */
 static int release_block(cw_heap_model_t *m, int64_t ts, uint32_t pid, uint32_t tid, uint64_t addr,
                          bool *found)
@@ -200,18 +186,39 @@ static int alloc_block(cw_heap_model_t *m, int64_t ts, const cw_heap_ev_t *ev)
         return 0;
     }
     bool live;
-    int rc = release_block(m, ts, ev->pid, ev->tid, ev->addr, &live);
-    if (rc) return rc;
-    if (live) m->reused++;
     /* The bound on the model's memory: past it an allocation is counted,
-     * not held (its free will be a free of an unknown block). */
+     * not held (its free will be a free of an unknown block); a live
+     * block at its address goes all the same. */
     if (m->max_live && m->live >= m->max_live) {
-        m->capped++;
-        return 0;
+        int rc = release_block(m, ts, ev->pid, ev->tid, ev->addr, &live);
+        if (rc) return rc;
+        if (live) m->reused++;
+        if (m->live >= m->max_live) {
+            m->capped++;
+            return 0;
+        }
     }
-    rc = apply_op(m, CW_OP_COMMIT, ts, ev->pid, ev->tid, ev->addr, ev->size, ev->stack_id);
-    if (!rc) m->live++;
-    return rc;
+    /* Committed from the lookup that finds whether a block is live at the
+     * address (its free was lost): then it is released first. */
+    cw_event_t e = {.ts = ts,
+                    .op = CW_OP_COMMIT,
+                    .pid = ev->pid,
+                    .tid = ev->tid,
+                    .addr = ev->addr,
+                    .size = ev->size,
+                    .stack_id = ev->stack_id};
+    bool occupied;
+    int rc = cw_tracker_commit_block(m->tracker, &e, &occupied);
+    if (!rc && occupied) {
+        rc = release_block(m, ts, ev->pid, ev->tid, ev->addr, &live);
+        if (rc) return rc;
+        m->reused++;
+        rc = cw_tracker_commit_block(m->tracker, &e, &occupied);
+    }
+    if (rc) return rc;
+    if (m->oom) return CW_ENOMEM;
+    m->live++;
+    return 0;
 }
 
 void cw_heap_model_limit(cw_heap_model_t *m, uint64_t max_blocks)

@@ -548,7 +548,10 @@ static void end_instance(cw_tracker_t *t, proc_t *p, int64_t ts)
 
 /* ---- commit / decommit ------------------------------------------------- */
 
-static int commit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
+/* Commits the parts of [addr, addr + size) not committed yet, as one
+ * record. at: first_ending_after(&p->com, addr) when the caller has it
+ * (l NULL: looked up here). */
+static int commit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev, cursor_t at)
 {
     uint64_t cur = ev->addr, end = ev->addr + ev->size;
     rec_t *r = NULL;
@@ -556,8 +559,10 @@ static int commit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
      * there). */
     if (CW_RESERVE(t->gather, t->gather_cap, p->nrecs + 1) != 0) return CW_ENOMEM;
 
+    bool hint = at.l != NULL;
     while (cur < end) {
-        cursor_t c = first_ending_after(&p->com, cur);
+        cursor_t c = hint ? at : first_ending_after(&p->com, cur);
+        hint = false;
         uint64_t cs = c.l ? c.l->start[c.i] : 0;
         if (c.l && cs <= cur) { /* already committed: keeps its attribution */
             cur = c.l->v[c.i].end;
@@ -846,7 +851,7 @@ int cw_tracker_apply(cw_tracker_t *t, const cw_event_t *ev)
              * .etl files may not). So every committed piece lies below
              * CW_COMMIT_END_MAX. */
         } else if (ev->op == CW_OP_COMMIT) {
-            rc = commit_range(t, p, ev);
+            rc = commit_range(t, p, ev, (cursor_t){NULL, 0});
         } else if (ev->op == CW_OP_RESERVE) {
             rc = reserve_fill(t, p, ev->addr, ev->addr + ev->size,
                               ev->rundown ? CW_TS_BEFORE : ev->ts, ev->stack_id);
@@ -907,6 +912,24 @@ int cw_tracker_block_at(const cw_tracker_t *t, uint32_t pid, uint64_t addr, uint
     if (!c.l || c.l->start[c.i] != addr) return CW_ENOENT;
     *size = block_end(c) - addr;
     return 0;
+}
+
+int cw_tracker_commit_block(cw_tracker_t *t, const cw_event_t *ev, bool *occupied)
+{
+    *occupied = false;
+    proc_t *p = find_live(t, ev->pid);
+    if (!p && !(p = new_instance(t, ev->pid, ev->ts, NULL, NULL, true))) return CW_ENOMEM;
+    int rc = 0;
+    if (cw_commit_ok(ev->addr, ev->size)) { /* else it changes nothing, as in cw_tracker_apply */
+        cursor_t c = first_ending_after(&p->com, ev->addr);
+        if (c.l && c.l->start[c.i] == ev->addr) {
+            *occupied = true;
+            return 0;
+        }
+        rc = commit_range(t, p, ev, c);
+    }
+    if (t->sink.on_event) t->sink.on_event(t->sink.ctx, &p->pub, ev->ts);
+    return rc;
 }
 
 int cw_tracker_release_block(cw_tracker_t *t, const cw_event_t *ev, uint64_t *size)

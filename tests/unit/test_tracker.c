@@ -824,6 +824,40 @@ static void test_release_block(void)
     cw_tracker_destroy(t);
 }
 
+/* cw_tracker_commit_block: a commit as cw_tracker_apply makes it, unless
+ * a piece starts at its address (then nothing changes, and it says so);
+ * a range that only overlaps a block commits its gaps, as a commit does. */
+static void test_commit_block(void)
+{
+    cw_tracker_t *t = new_recorder();
+    bool occupied = true;
+    cw_event_t ev = E(2, CW_OP_COMMIT, 7, BASE + 16, 24, S1);
+    ASSERT_OK(cw_tracker_commit_block(t, &ev, &occupied)); /* a new instance */
+    ASSERT_TRUE(!occupied);
+    ASSERT_U64_EQ(cw_tracker_find(t, 7)->outstanding, 24);
+    ncalls = 0;
+    ev = E(3, CW_OP_COMMIT, 7, BASE + 16, 8, S2); /* at the block's start */
+    ASSERT_OK(cw_tracker_commit_block(t, &ev, &occupied));
+    ASSERT_TRUE(occupied);
+    ASSERT_EQ(ncalls, 0);
+    ASSERT_U64_EQ(cw_tracker_find(t, 7)->outstanding, 24);
+    ev = E(4, CW_OP_COMMIT, 7, BASE + 8, 16, S2); /* [8, 24): only [8, 16) is new */
+    ASSERT_OK(cw_tracker_commit_block(t, &ev, &occupied));
+    ASSERT_TRUE(!occupied);
+    ASSERT_EQ(count_calls('c'), 1);
+    ASSERT_U64_EQ(cw_tracker_find(t, 7)->outstanding, 32);
+    uint64_t sz;
+    ASSERT_OK(cw_tracker_block_at(t, 7, BASE + 8, &sz));
+    ASSERT_U64_EQ(sz, 8);
+    ASSERT_OK(cw_tracker_block_at(t, 7, BASE + 16, &sz));
+    ASSERT_U64_EQ(sz, 24);
+    ev = E(5, CW_OP_COMMIT, 7, BASE + 64, 0, S2); /* empty: nothing */
+    ASSERT_OK(cw_tracker_commit_block(t, &ev, &occupied));
+    ASSERT_TRUE(!occupied);
+    ASSERT_U64_EQ(cw_tracker_piece_count(t, 7), 2);
+    cw_tracker_destroy(t);
+}
+
 int main(void)
 {
     ASSERT_OK(cw_stacks_create(&stacks));
@@ -853,6 +887,7 @@ int main(void)
     test_memory();
     test_block_at();
     test_release_block();
+    test_commit_block();
 
     cw_tagger_destroy(tagger);
     cw_stacks_destroy(stacks);
