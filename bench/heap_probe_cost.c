@@ -30,7 +30,8 @@
  *                with --commitwatch PATH (default: the build's, beside
  *                bench/)
  *
- * And the channel alone, in this process, one 512-byte record per event
+ * And the channel alone, in this process, one 64-byte record per event
+ * (an event whose stack was sent before: its index)
  * written by this thread and read by another, as the interposer's are:
  *
  *   ring-ch      claimed, filled and published in the heap ring
@@ -173,12 +174,12 @@ typedef struct chan {
 static void *chan_read(void *arg)
 {
     chan_t *c = arg;
-    static char buf[512 * 64];
+    static char buf[64 * 512];
     cw_heapring_rec_t rec;
     if (c->fd >= 0) {
         ssize_t k;
         while ((k = read(c->fd, buf, sizeof buf)) > 0)
-            c->got += (uint64_t)k / 512;
+            c->got += (uint64_t)k / 64;
         return NULL;
     }
     while (!atomic_load(&c->done) || cw_heapring_pending(&c->ring)) {
@@ -193,7 +194,7 @@ static double channel_cost(long n, bool pipe_ch)
     chan_t c = {.fd = -1, .n = n};
     void *mem = NULL;
     int fds[2] = {-1, -1};
-    const uint64_t slots = 32768;
+    const uint64_t slots = 262144;
     if (pipe_ch) {
         if (pipe(fds)) die("pipe");
         c.fd = fds[0];
@@ -204,20 +205,20 @@ static double channel_cost(long n, bool pipe_ch)
     }
     pthread_t th;
     if (pthread_create(&th, NULL, chan_read, &c)) die("pthread_create");
-    static cw_heapring_rec_t rec;
+    static cw_heapring_slot_t rec;
     uint64_t seen_tail = 0; /* the writer's copy of the tail, as the interposer keeps it */
     int64_t t0 = now_ns();
     for (long i = 0; i < n; i++) {
         rec.addr = (uint64_t)i;
-        rec.nframes = 8;
+        rec.stack = 8; /* a stack sent before: its index */
         if (pipe_ch) {
             if (write(fds[1], &rec, sizeof rec) != (ssize_t)sizeof rec) die("write");
             continue;
         }
         uint64_t pos;
-        cw_heapring_rec_t *r = cw_heapring_claim(c.ring.h, &seen_tail, &pos);
+        cw_heapring_slot_t *r = cw_heapring_claim(c.ring.h, &seen_tail, 0, &pos);
         if (!r) continue; /* dropped: counted by the ring */
-        memcpy((char *)r + 8, (char *)&rec + 8, 56 + 8 * 8);
+        memcpy((char *)r + 8, (char *)&rec + 8, sizeof rec - 8);
         cw_heapring_publish(r, pos);
     }
     int64_t dt = now_ns() - t0;
@@ -514,7 +515,7 @@ int main(int argc, char **argv)
     }
     for (int k = 0; k < 2; k++) {
         qsort(ch[k], (size_t)runs, sizeof ch[k][0], cmp_dbl);
-        printf("%-8s %12.1f ns/event (the channel alone, 512-byte records)\n",
+        printf("%-8s %12.1f ns/event (the channel alone, 64-byte records)\n",
                k ? "pipe-ch" : "ring-ch", ch[k][runs / 2]);
     }
     return 0;

@@ -84,6 +84,11 @@ typedef struct cw_heap_losses {
      * the stack of their innermost frames, which may merge stacks that
      * differ only further out */
     uint64_t truncated;
+    /* events whose stack the source named by an index it had not been
+     * sent (the interposer's per-thread stack tables, heapstacks.h): kept
+     * under the frame "(heap: a stack index the reader was not sent)";
+     * 0 unless the protocol is broken */
+    uint64_t unknown_stacks;
 } cw_heap_losses_t;
 
 /* ---- the report ---- */

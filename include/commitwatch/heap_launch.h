@@ -28,7 +28,7 @@ typedef struct cw_heap_launch_args {
     /* The interposer; NULL: $CW_HEAP_PRELOAD, else libcwheap.so beside the
      * commitwatch binary, else the installed one. */
     const char *preload;
-    uint32_t ring_slots; /* a power of two; 0: the default (32768, 16 MiB) */
+    uint32_t ring_slots; /* 64-byte slots, a power of two; 0: the default (262144, 16 MiB) */
     /* Non-NULL: tracing also ends when *stop becomes true (a service that
      * runs several traces stops each on its own; cw_heap_launch_stop()
      * stops them all). Borrowed; any thread may set it. */

@@ -114,6 +114,17 @@ const cw_proc_t *cw_tracker_find(const cw_tracker_t *t, uint32_t pid);
  * piece starts at addr). The heap layer releases a freed block with it
  * (analysis/heap.c): a free names the address only. */
 int cw_tracker_block_at(const cw_tracker_t *t, uint32_t pid, uint64_t addr, uint64_t *size);
+/* Releases that block (as cw_tracker_apply would a CW_OP_RELEASE of it
+ * at ev->ts; ev's pid, tid, addr and ts are read, its op and size not):
+ * one lookup where cw_tracker_block_at and the release took two. 0 and
+ * *size set, CW_ENOENT (nothing changed), or CW_ENOMEM. */
+int cw_tracker_release_block(cw_tracker_t *t, const cw_event_t *ev, uint64_t *size);
+/* Commits ev's range as cw_tracker_apply would a CW_OP_COMMIT (ev's op
+ * not read), unless a committed piece starts at ev->addr: then nothing
+ * changes and *occupied is set (the heap layer releases that block first,
+ * cw_tracker_release_block, and commits again). One lookup fewer than
+ * cw_tracker_block_at and the commit. 0 or CW_ENOMEM. */
+int cw_tracker_commit_block(cw_tracker_t *t, const cw_event_t *ev, bool *occupied);
 /* Number of pieces in the interval map of the live instance of pid. */
 uint64_t cw_tracker_piece_count(const cw_tracker_t *t, uint32_t pid);
 /* Number of pieces of its reserved space kept apart from the committed

@@ -7,7 +7,8 @@
  * is allocated in it, a block freed by the end is AIFI, one still live
  * AIFO, so outstanding = AIFO, freed = AIFI (+ AOFI, 0 here), allocated =
  * size and count. A free names its address only: the block's size is the
- * tracker's (cw_tracker_block_at), so no second table of live blocks.
+ * tracker's (cw_tracker_release_block finds and releases it in one
+ * lookup), so no second table of live blocks.
  *
  * Memory: the tracker's pools (one piece and one record per live block,
  * at most max_live blocks: CW_HEAP_DEFAULT_MAX_BLOCKS unless
@@ -165,29 +166,17 @@ static int64_t ordered(cw_heap_model_t *m, int64_t ts)
     return ts;
 }
 
-static int apply_op(cw_heap_model_t *m, cw_op_t op, int64_t ts, uint32_t pid, uint32_t tid,
-                    uint64_t addr, uint64_t size, uint32_t stack_id)
-{
-    cw_event_t e = {.ts = ts,
-                    .op = op,
-                    .pid = pid,
-                    .tid = tid,
-                    .addr = addr,
-                    .size = size,
-                    .stack_id = stack_id};
-    int rc = cw_tracker_apply(m->tracker, &e);
-    return rc ? rc : m->oom ? CW_ENOMEM : 0;
-}
-
 /* Releases the live block at addr; false when there is none. */
 static int release_block(cw_heap_model_t *m, int64_t ts, uint32_t pid, uint32_t tid, uint64_t addr,
                          bool *found)
 {
     uint64_t size;
-    *found = cw_tracker_block_at(m->tracker, pid, addr, &size) == 0;
+    cw_event_t e = {.ts = ts, .op = CW_OP_RELEASE, .pid = pid, .tid = tid, .addr = addr};
+    int rc = cw_tracker_release_block(m->tracker, &e, &size);
+    *found = rc != CW_ENOENT;
     if (!*found) return 0;
     m->live--;
-    return apply_op(m, CW_OP_RELEASE, ts, pid, tid, addr, size, 0);
+    return rc ? rc : m->oom ? CW_ENOMEM : 0;
 }
 
 static int alloc_block(cw_heap_model_t *m, int64_t ts, const cw_heap_ev_t *ev)
@@ -197,18 +186,39 @@ static int alloc_block(cw_heap_model_t *m, int64_t ts, const cw_heap_ev_t *ev)
         return 0;
     }
     bool live;
-    int rc = release_block(m, ts, ev->pid, ev->tid, ev->addr, &live);
-    if (rc) return rc;
-    if (live) m->reused++;
     /* The bound on the model's memory: past it an allocation is counted,
-     * not held (its free will be a free of an unknown block). */
+     * not held (its free will be a free of an unknown block); a live
+     * block at its address goes all the same. */
     if (m->max_live && m->live >= m->max_live) {
-        m->capped++;
-        return 0;
+        int rc = release_block(m, ts, ev->pid, ev->tid, ev->addr, &live);
+        if (rc) return rc;
+        if (live) m->reused++;
+        if (m->live >= m->max_live) {
+            m->capped++;
+            return 0;
+        }
     }
-    rc = apply_op(m, CW_OP_COMMIT, ts, ev->pid, ev->tid, ev->addr, ev->size, ev->stack_id);
-    if (!rc) m->live++;
-    return rc;
+    /* Committed from the lookup that finds whether a block is live at the
+     * address (its free was lost): then it is released first. */
+    cw_event_t e = {.ts = ts,
+                    .op = CW_OP_COMMIT,
+                    .pid = ev->pid,
+                    .tid = ev->tid,
+                    .addr = ev->addr,
+                    .size = ev->size,
+                    .stack_id = ev->stack_id};
+    bool occupied;
+    int rc = cw_tracker_commit_block(m->tracker, &e, &occupied);
+    if (!rc && occupied) {
+        rc = release_block(m, ts, ev->pid, ev->tid, ev->addr, &live);
+        if (rc) return rc;
+        m->reused++;
+        rc = cw_tracker_commit_block(m->tracker, &e, &occupied);
+    }
+    if (rc) return rc;
+    if (m->oom) return CW_ENOMEM;
+    m->live++;
+    return 0;
 }
 
 void cw_heap_model_limit(cw_heap_model_t *m, uint64_t max_blocks)
@@ -490,6 +500,7 @@ char *cw_heap_report_json(const cw_heap_report_t *r)
     cJSON_AddNumberToObject(o, "dropped_events", (double)r->losses.dropped);
     cJSON_AddNumberToObject(o, "torn_events", (double)r->losses.torn);
     cJSON_AddNumberToObject(o, "truncated_stacks", (double)r->losses.truncated);
+    cJSON_AddNumberToObject(o, "unknown_stacks", (double)r->losses.unknown_stacks);
     cJSON_AddNumberToObject(o, "unknown_frees", (double)r->unknown_frees);
     cJSON_AddNumberToObject(o, "zero_size_allocs", (double)r->zero_allocs);
     cJSON_AddNumberToObject(o, "reused_addresses", (double)r->reused);
@@ -546,8 +557,12 @@ int cw_heap_report_print(const cw_heap_report_t *r, uint32_t max_stacks, FILE *o
     fprintf(out, "heap report: %" PRIu64 " events", r->events);
     fprintf(out,
             ", %" PRIu64 " dropped, %" PRIu64 " torn, %" PRIu64 " frees of unknown blocks, %" PRIu64
-            " stacks truncated, %" PRIu64 " allocations past the bound on live blocks\n",
+            " stacks truncated, %" PRIu64 " allocations past the bound on live blocks",
             r->losses.dropped, r->losses.torn, r->unknown_frees, r->losses.truncated, r->capped);
+    if (r->losses.unknown_stacks)
+        fprintf(out, ", %" PRIu64 " events with a stack index never defined",
+                r->losses.unknown_stacks);
+    fputc('\n', out);
     for (uint32_t i = 0; i < r->nprocs; i++) {
         const cw_heap_proc_report_t *p = &r->procs[i];
         fprintf(out, "\nprocess %u %s\n", p->pid, p->name ? p->name : "");

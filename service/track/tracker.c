@@ -548,7 +548,10 @@ static void end_instance(cw_tracker_t *t, proc_t *p, int64_t ts)
 
 /* ---- commit / decommit ------------------------------------------------- */
 
-static int commit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
+/* Commits the parts of [addr, addr + size) not committed yet, as one
+ * record. at: first_ending_after(&p->com, addr) when the caller has it
+ * (l NULL: looked up here). */
+static int commit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev, cursor_t at)
 {
     uint64_t cur = ev->addr, end = ev->addr + ev->size;
     rec_t *r = NULL;
@@ -556,8 +559,10 @@ static int commit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
      * there). */
     if (CW_RESERVE(t->gather, t->gather_cap, p->nrecs + 1) != 0) return CW_ENOMEM;
 
+    bool hint = at.l != NULL;
     while (cur < end) {
-        cursor_t c = first_ending_after(&p->com, cur);
+        cursor_t c = hint ? at : first_ending_after(&p->com, cur);
+        hint = false;
         uint64_t cs = c.l ? c.l->start[c.i] : 0;
         if (c.l && cs <= cur) { /* already committed: keeps its attribution */
             cur = c.l->v[c.i].end;
@@ -629,8 +634,10 @@ static int reserve_fill(cw_tracker_t *t, proc_t *p, uint64_t s, uint64_t e, int6
                         uint32_t stack_id);
 
 /* Decommit or release of [addr, addr + size): the committed pieces in it
- * go. A decommit leaves the whole range reserved ("Reserved space"). */
-static int decommit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
+ * go. A decommit leaves the whole range reserved ("Reserved space"). at:
+ * the piece that starts at addr when the caller has found it (l NULL:
+ * looked up here). */
+static int decommit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev, cursor_t at)
 {
     uint64_t s = ev->addr, e = ev->addr + ev->size, cur = s;
     rec_t *touched = NULL;
@@ -642,7 +649,15 @@ static int decommit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
 
     for (;;) {
         uint64_t ns, ne, lo, hi;
-        cursor_t c = next_overlap(&p->com, cur, s, e, &ns, &ne, &lo, &hi);
+        cursor_t c = at;
+        if (c.l) { /* [s, ...): the overlap starts at s */
+            at.l = NULL;
+            ns = lo = s;
+            ne = c.l->v[c.i].end;
+            hi = ne < e ? ne : e;
+        } else {
+            c = next_overlap(&p->com, cur, s, e, &ns, &ne, &lo, &hi);
+        }
         if (!c.l) break;
         /* The record is likely out of cache: it is fetched while the tree
          * changes, which does not read it. */
@@ -659,7 +674,9 @@ static int decommit_range(cw_tracker_t *t, proc_t *p, const cw_event_t *ev)
             touched = r;
         }
         r->pending += hi - lo;
-        if (rc) break;
+        /* A piece reaching e was the last: no descent to find none (a heap
+         * block's free is one piece). */
+        if (rc || ne >= e) break;
     }
     if (rc == 0 && ev->op == CW_OP_DECOMMIT) rc = reserve_fill(t, p, s, e, res_ts, res_stack);
     if (touched) p->map_seq = ++t->map_seq;
@@ -834,12 +851,12 @@ int cw_tracker_apply(cw_tracker_t *t, const cw_event_t *ev)
              * .etl files may not). So every committed piece lies below
              * CW_COMMIT_END_MAX. */
         } else if (ev->op == CW_OP_COMMIT) {
-            rc = commit_range(t, p, ev);
+            rc = commit_range(t, p, ev, (cursor_t){NULL, 0});
         } else if (ev->op == CW_OP_RESERVE) {
             rc = reserve_fill(t, p, ev->addr, ev->addr + ev->size,
                               ev->rundown ? CW_TS_BEFORE : ev->ts, ev->stack_id);
         } else {
-            rc = decommit_range(t, p, ev);
+            rc = decommit_range(t, p, ev, (cursor_t){NULL, 0});
             if (rc == 0 && ev->op == CW_OP_RELEASE)
                 rc = unreserve_range(t, p, ev->addr, ev->addr + ev->size);
         }
@@ -869,15 +886,11 @@ void cw_tracker_finish(cw_tracker_t *t)
         }
 }
 
-int cw_tracker_block_at(const cw_tracker_t *t, uint32_t pid, uint64_t addr, uint64_t *size)
+/* The end of the block whose first piece is at c: that piece and the
+ * pieces of the same record that follow without a gap (a block another
+ * commit cut into parts, only after lost events, is still one block). */
+static uint64_t block_end(cursor_t c)
 {
-    proc_t *p = find_live(t, pid);
-    if (!p) return CW_ENOENT;
-    cursor_t c = first_ending_after(&p->com, addr);
-    if (!c.l || c.l->start[c.i] != addr) return CW_ENOENT;
-    /* The pieces of the same record that follow without a gap: a block
-     * another commit cut into parts (only after lost events) is still
-     * released whole. */
     const rec_t *r = c.l->v[c.i].rec;
     uint64_t end = c.l->v[c.i].end;
     for (;;) {
@@ -888,8 +901,52 @@ int cw_tracker_block_at(const cw_tracker_t *t, uint32_t pid, uint64_t addr, uint
         if (!c.l || c.l->start[c.i] != end || c.l->v[c.i].rec != r) break;
         end = c.l->v[c.i].end;
     }
-    *size = end - addr;
+    return end;
+}
+
+int cw_tracker_block_at(const cw_tracker_t *t, uint32_t pid, uint64_t addr, uint64_t *size)
+{
+    proc_t *p = find_live(t, pid);
+    if (!p) return CW_ENOENT;
+    cursor_t c = first_ending_after(&p->com, addr);
+    if (!c.l || c.l->start[c.i] != addr) return CW_ENOENT;
+    *size = block_end(c) - addr;
     return 0;
+}
+
+int cw_tracker_commit_block(cw_tracker_t *t, const cw_event_t *ev, bool *occupied)
+{
+    *occupied = false;
+    proc_t *p = find_live(t, ev->pid);
+    if (!p && !(p = new_instance(t, ev->pid, ev->ts, NULL, NULL, true))) return CW_ENOMEM;
+    int rc = 0;
+    if (cw_commit_ok(ev->addr, ev->size)) { /* else it changes nothing, as in cw_tracker_apply */
+        cursor_t c = first_ending_after(&p->com, ev->addr);
+        if (c.l && c.l->start[c.i] == ev->addr) {
+            *occupied = true;
+            return 0;
+        }
+        rc = commit_range(t, p, ev, c);
+    }
+    if (t->sink.on_event) t->sink.on_event(t->sink.ctx, &p->pub, ev->ts);
+    return rc;
+}
+
+int cw_tracker_release_block(cw_tracker_t *t, const cw_event_t *ev, uint64_t *size)
+{
+    proc_t *p = find_live(t, ev->pid);
+    if (!p) return CW_ENOENT;
+    cursor_t c = first_ending_after(&p->com, ev->addr);
+    if (!c.l || c.l->start[c.i] != ev->addr) return CW_ENOENT;
+    cw_event_t rel = *ev;
+    rel.op = CW_OP_RELEASE;
+    rel.size = block_end(c) - ev->addr;
+    *size = rel.size;
+    /* What cw_tracker_apply does for a release, from the piece found. */
+    int rc = decommit_range(t, p, &rel, c);
+    if (rc == 0) rc = unreserve_range(t, p, rel.addr, rel.addr + rel.size);
+    if (t->sink.on_event) t->sink.on_event(t->sink.ctx, &p->pub, ev->ts);
+    return rc;
 }
 
 uint32_t cw_tracker_live_processes(const cw_tracker_t *t)

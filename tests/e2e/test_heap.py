@@ -55,7 +55,7 @@ want = json.load(open(expect))
 c.check("the report is JSON with processes", r is not None and "processes" in r, p.stdout[-500:])
 bad = mismatches(r, want)
 c.check("the report gives the truth program's figures exactly", not bad, f"{bad}")
-for k in ("dropped_events", "torn_events", "unknown_frees"):
+for k in ("dropped_events", "torn_events", "unknown_frees", "unknown_stacks"):
     c.eq(f"nothing {k}", r[k], 0)
 truth = [x for x in r["processes"] if x["name"] == "heap_truth"][0]
 top = truth["stacks"][0]

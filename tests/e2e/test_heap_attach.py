@@ -90,7 +90,7 @@ c.check("the report gives the truth program's figures exactly", not bad, f"{bad}
 c.eq("the frees of the blocks allocated before the attach are counted as unknown",
      r and r["unknown_frees"], want["unknown_frees"])
 c.eq("... and they are the 9 it allocated before", want["unknown_frees"], BEFORE_N)
-for k in ("dropped_events", "torn_events"):
+for k in ("dropped_events", "torn_events", "unknown_stacks"):
     c.eq(f"nothing {k}", r and r[k], 0)
 if r:
     proc = [x for x in r["processes"] if x["name"] == "heap_truth"]

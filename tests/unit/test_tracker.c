@@ -783,6 +783,81 @@ static void test_block_at(void)
     cw_tracker_destroy(t);
 }
 
+/* cw_tracker_release_block: what cw_tracker_block_at and a release of
+ * its size do, in one lookup: the same block, the same release calls,
+ * the same outstanding; nothing changed where no block starts. */
+static void test_release_block(void)
+{
+    cw_tracker_t *t = new_recorder();
+    uint64_t sz = 0;
+    cw_event_t rel = E(5, CW_OP_RELEASE, 7, BASE + 16, 0, 0);
+    ASSERT_EQ(cw_tracker_release_block(t, &rel, &sz), CW_ENOENT); /* no instance */
+    apply(t, START(1, 7, "app"));
+    apply(t, E(2, CW_OP_COMMIT, 7, BASE + 16, 24, S1)); /* [16, 40) */
+    apply(t, E(3, CW_OP_COMMIT, 7, BASE + 40, 8, S2));  /* adjacent, another record */
+    apply(t, E(4, CW_OP_COMMIT, 7, BASE, 100, S3));     /* [0, 16) and [48, 100) */
+    ncalls = 0;
+    rel.addr = BASE + 17; /* inside a block */
+    ASSERT_EQ(cw_tracker_release_block(t, &rel, &sz), CW_ENOENT);
+    ASSERT_EQ(ncalls, 0);
+    ASSERT_U64_EQ(cw_tracker_find(t, 7)->outstanding, 100);
+    rel.addr = BASE + 16;
+    ASSERT_OK(cw_tracker_release_block(t, &rel, &sz));
+    ASSERT_U64_EQ(sz, 24);
+    ASSERT_EQ(count_calls('r'), 1);
+    ASSERT_U64_EQ(cw_tracker_find(t, 7)->outstanding, 76);
+    ASSERT_EQ(cw_tracker_block_at(t, 7, BASE + 16, &sz), CW_ENOENT);
+    /* The block at 0 is [0, 16) (the piece after it, [40, 48), another
+     * record's): released alone; then [40, 48) and the rest of S3's. */
+    rel.addr = BASE;
+    ASSERT_OK(cw_tracker_release_block(t, &rel, &sz));
+    ASSERT_U64_EQ(sz, 16);
+    rel.addr = BASE + 40;
+    ASSERT_OK(cw_tracker_release_block(t, &rel, &sz));
+    ASSERT_U64_EQ(sz, 8);
+    rel.addr = BASE + 48;
+    ASSERT_OK(cw_tracker_release_block(t, &rel, &sz));
+    ASSERT_U64_EQ(sz, 52);
+    ASSERT_EQ(count_calls('r'), 4);
+    ASSERT_U64_EQ(cw_tracker_find(t, 7)->outstanding, 0);
+    ASSERT_U64_EQ(cw_tracker_piece_count(t, 7), 0);
+    cw_tracker_destroy(t);
+}
+
+/* cw_tracker_commit_block: a commit as cw_tracker_apply makes it, unless
+ * a piece starts at its address (then nothing changes, and it says so);
+ * a range that only overlaps a block commits its gaps, as a commit does. */
+static void test_commit_block(void)
+{
+    cw_tracker_t *t = new_recorder();
+    bool occupied = true;
+    cw_event_t ev = E(2, CW_OP_COMMIT, 7, BASE + 16, 24, S1);
+    ASSERT_OK(cw_tracker_commit_block(t, &ev, &occupied)); /* a new instance */
+    ASSERT_TRUE(!occupied);
+    ASSERT_U64_EQ(cw_tracker_find(t, 7)->outstanding, 24);
+    ncalls = 0;
+    ev = E(3, CW_OP_COMMIT, 7, BASE + 16, 8, S2); /* at the block's start */
+    ASSERT_OK(cw_tracker_commit_block(t, &ev, &occupied));
+    ASSERT_TRUE(occupied);
+    ASSERT_EQ(ncalls, 0);
+    ASSERT_U64_EQ(cw_tracker_find(t, 7)->outstanding, 24);
+    ev = E(4, CW_OP_COMMIT, 7, BASE + 8, 16, S2); /* [8, 24): only [8, 16) is new */
+    ASSERT_OK(cw_tracker_commit_block(t, &ev, &occupied));
+    ASSERT_TRUE(!occupied);
+    ASSERT_EQ(count_calls('c'), 1);
+    ASSERT_U64_EQ(cw_tracker_find(t, 7)->outstanding, 32);
+    uint64_t sz;
+    ASSERT_OK(cw_tracker_block_at(t, 7, BASE + 8, &sz));
+    ASSERT_U64_EQ(sz, 8);
+    ASSERT_OK(cw_tracker_block_at(t, 7, BASE + 16, &sz));
+    ASSERT_U64_EQ(sz, 24);
+    ev = E(5, CW_OP_COMMIT, 7, BASE + 64, 0, S2); /* empty: nothing */
+    ASSERT_OK(cw_tracker_commit_block(t, &ev, &occupied));
+    ASSERT_TRUE(!occupied);
+    ASSERT_U64_EQ(cw_tracker_piece_count(t, 7), 2);
+    cw_tracker_destroy(t);
+}
+
 int main(void)
 {
     ASSERT_OK(cw_stacks_create(&stacks));
@@ -811,6 +886,8 @@ int main(void)
     test_many_pieces();
     test_memory();
     test_block_at();
+    test_release_block();
+    test_commit_block();
 
     cw_tagger_destroy(tagger);
     cw_stacks_destroy(stacks);

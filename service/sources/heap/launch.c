@@ -3,12 +3,15 @@
  * inherits, starts it with the interposer (LD_PRELOAD, libcwheap.so) and
  * turns the ring's records into heap events for the model (heap.h).
  *
- * Stacks arrive as return addresses; they are named here, while the
- * process lives, by the perf source's symboliser (sources/perf/unwind.c:
- * its address spaces, module symbol tables and frame cache), from the
- * executable mappings of /proc/PID/smaps, read at a process's first event
- * and again when an address falls outside them (a library loaded later).
- * So a heap stack reads like a commit stack: "module!function".
+ * Stacks arrive as return addresses, once per thread and stack (a
+ * definition; later records name it by index: heapcache.h, kept here per
+ * thread by heapstacks.h); they are named here once per definition, while
+ * the process lives, by the perf source's symboliser (sources/perf/
+ * unwind.c: its address spaces, module symbol tables and frame cache),
+ * from the executable mappings of /proc/PID/smaps, read at a process's
+ * first event and again when an address falls outside them (a library
+ * loaded later). So a heap stack reads like a commit stack:
+ * "module!function".
  *
  * DESIGN (threads): the caller's thread does everything (spawn, read,
  * name, apply, reap); a signal handler only sets `stop_asked`. The traced
@@ -16,7 +19,8 @@
  *
  * Memory: the ring (16 MiB by default, mapped by both sides), one address
  * space per traced process (its mapping list), the unwinder's modules and
- * frame cache, the stack cache (about 2 MiB). Released before return; the model's are the model's.
+ * frame cache, the threads' stack tables (heapstacks.h). Released before
+ * return; the model's are the model's.
  */
 #define _GNU_SOURCE
 #include "commitwatch/heap_launch.h"
@@ -43,17 +47,18 @@
 #include "commitwatch/log.h"
 #include "commitwatch/platform.h"
 #include "sources/heap/heapring.h"
+#include "sources/heap/heapstacks.h"
 #include "sources/perf/perf_types.h"
 
 extern char **environ;
 
-#define DEFAULT_SLOTS 32768u
+#define DEFAULT_SLOTS 262144u /* 16 MiB of 64-byte slots */
 #define POLL_NS 1000000        /* the reader's nap when the ring is empty */
 /* A drain that took fewer records than this is followed by a nap (POLL_NS)
  * before the next, so a trickle of events is read in batches, at most a
  * thousand times a second, instead of a wake-up per event with the reader
  * never resting (its CPU is another program's on a small machine). The
- * ring (32,768 records) holds a nap's events up to 30 M a second. */
+ * ring (262,144 slots) holds a nap's events up to 200 M a second. */
 #define BUSY_BATCH 4096
 #define REMAP_GAP_NS 50000000  /* at most one smaps read per process per 50 ms */
 #define TORN_WAIT_NS 200000000 /* how long an unpublished slot is waited for at the end */
@@ -214,18 +219,6 @@ typedef struct tproc {
     int64_t mapped_ns; /* monotonic, when its mappings were last read */
 } tproc_t;
 
-/* Stacks already named, by their return addresses: most events repeat a
- * few stacks, and naming each frame again (a map search and a hash lookup
- * a frame, then interning) made the reader fall behind an interposer
- * unwinding with libunwind. Direct-mapped; an entry belongs to one
- * process's mappings (pid and gen), so an exec or a library loaded later
- * names its stacks afresh. */
-#define SCACHE_SLOTS 4096
-typedef struct scache_ent {
-    uint32_t pid, gen, n, stack_id; /* n 0: empty */
-    uint64_t pc[CW_HEAPRING_FRAMES];
-} scache_ent_t;
-
 typedef struct reader {
     cw_heapring_t ring;
     cw_stacks_t *stacks;
@@ -234,7 +227,8 @@ typedef struct reader {
     tproc_t *procs;
     size_t nprocs, cap;
     uint32_t early;          /* the stack of the blocks allocated before the interposer's set-up */
-    scache_ent_t *scache;    /* SCACHE_SLOTS entries */
+    uint32_t unknown_stack;  /* the stack of an event whose stack index the reader does not hold */
+    cw_heapstacks_t *tstacks; /* the threads' stack tables */
     const atomic_bool *stop; /* the caller's own stop flag, or NULL */
     atomic_uint_least64_t *progress; /* events applied, for the caller; or NULL */
     uint64_t applied;
@@ -261,36 +255,23 @@ static int read_maps(reader_t *r, tproc_t *p)
     return rc;
 }
 
-static scache_ent_t *scache_slot(reader_t *r, const tproc_t *p, const cw_heapring_rec_t *rec)
+/* Names the stack e of p (its interned stack in e->stack_id), unless it
+ * was named under p's current mappings; frames outside them have the
+ * mappings read again (at most every REMAP_GAP_NS) and are kept as
+ * [unknown] until then. */
+static int name_stack(reader_t *r, tproc_t *p, cw_heapstk_t *e)
 {
-    uint64_t h = 1469598103934665603ull ^ ((uint64_t)p->pid << 32 | p->gen);
-    for (uint16_t i = 0; i < rec->nframes; i++)
-        h = (h ^ rec->pc[i]) * 1099511628211ull;
-    return &r->scache[(h ^ h >> 29) & (SCACHE_SLOTS - 1)];
-}
-
-/* The interned stack of rec's frames in p. */
-static int name_stack(reader_t *r, tproc_t *p, const cw_heapring_rec_t *rec, uint32_t *stack_id)
-{
-    scache_ent_t *e = scache_slot(r, p, rec);
-    if (e->n == rec->nframes && e->pid == p->pid && e->gen == p->gen &&
-        memcmp(e->pc, rec->pc, rec->nframes * sizeof *rec->pc) == 0) {
-        *stack_id = e->stack_id;
+    if (e->gen == p->gen && (e->named || cw_plat_mono_ns() - p->mapped_ns < REMAP_GAP_NS))
         return 0;
-    }
     uint32_t unmapped;
-    int rc = cw_perf__symbolize(r->unw, p->as, rec->pc, rec->nframes, stack_id, &unmapped);
+    int rc = cw_perf__symbolize(r->unw, p->as, e->pc, e->n, &e->stack_id, &unmapped);
     if (!rc && unmapped && cw_plat_mono_ns() - p->mapped_ns >= REMAP_GAP_NS) {
         rc = read_maps(r, p); /* a library loaded since: name the frames again */
-        if (!rc) rc = cw_perf__symbolize(r->unw, p->as, rec->pc, rec->nframes, stack_id, &unmapped);
+        if (!rc) rc = cw_perf__symbolize(r->unw, p->as, e->pc, e->n, &e->stack_id, &unmapped);
     }
-    if (rc || unmapped) return rc; /* not kept: its mappings may be read again */
-    e->pid = p->pid;
     e->gen = p->gen;
-    e->n = rec->nframes;
-    e->stack_id = *stack_id;
-    memcpy(e->pc, rec->pc, rec->nframes * sizeof *rec->pc);
-    return 0;
+    e->named = !rc && !unmapped;
+    return rc;
 }
 
 /* Announces a process image to the model (a pid seen again begins a new
@@ -303,8 +284,9 @@ static int announce(reader_t *r, tproc_t *p, const cw_heapring_rec_t *rec)
     cw_perf__proc_names(p->pid, name, sizeof name, cmdline, sizeof cmdline);
     /* A START record names its image itself (the process may be gone by
      * now, its /proc entry with it). */
-    if (rec->kind == CW_HEAPREC_START && rec->size && rec->size <= CW_HEAPRING_NAME_MAX) {
-        memcpy(name, rec->pc, (size_t)rec->size);
+    if (rec->kind == CW_HEAPREC_START && rec->size && rec->size <= CW_HEAPRING_NAME_MAX &&
+        rec->size <= rec->nwords * sizeof *rec->w) {
+        memcpy(name, rec->w, (size_t)rec->size);
         name[rec->size] = '\0';
     }
     int rc =
@@ -333,10 +315,13 @@ static int proc_of(reader_t *r, uint32_t pid, tproc_t **out, bool *fresh)
 
 static int apply_rec(reader_t *r, const cw_heapring_rec_t *rec)
 {
-    if (rec->kind == CW_HEAPREC_NONE || rec->kind > CW_HEAPREC_START) return 0;
+    cw_heapstk_t *e;
+    bool unknown;
+    int rc = cw_heapstacks_take(r->tstacks, rec, &e, &unknown);
+    if (rc || rec->kind == CW_HEAPREC_NONE || rec->kind > CW_HEAPREC_START) return rc;
     tproc_t *p;
     bool fresh;
-    int rc = proc_of(r, rec->pid, &p, &fresh);
+    rc = proc_of(r, rec->pid, &p, &fresh);
     if (!rc && (fresh || rec->kind == CW_HEAPREC_START)) rc = announce(r, p, rec);
     if (rc || rec->kind == CW_HEAPREC_START) return rc;
     cw_heap_ev_t ev = {.ts = rec->ts,
@@ -346,10 +331,13 @@ static int apply_rec(reader_t *r, const cw_heapring_rec_t *rec)
                        .addr = rec->addr,
                        .size = rec->size,
                        .old_addr = rec->old_addr};
-    if (rec->truncated) r->truncated++;
-    if (rec->nframes) {
-        rc = name_stack(r, p, rec, &ev.stack_id);
+    if (e) {
+        if (e->truncated) r->truncated++;
+        rc = name_stack(r, p, e);
         if (rc) return rc;
+        ev.stack_id = e->stack_id;
+    } else if (unknown) {
+        ev.stack_id = r->unknown_stack; /* counted: cw_heapstacks_unknown */
     } else if (rec->kind != CW_HEAPREC_FREE) {
         ev.stack_id = r->early; /* allocated before the interposer could unwind */
     }
@@ -399,7 +387,7 @@ static void reader_free(reader_t *r)
     for (size_t i = 0; i < r->nprocs; i++)
         cw_perf__aspace_free(r->procs[i].as);
     free(r->procs);
-    free(r->scache);
+    cw_heapstacks_destroy(r->tstacks);
     cw_perf__unwinder_destroy(r->unw);
 }
 
@@ -593,10 +581,13 @@ int cw_heap_launch(const cw_heap_launch_args_t *a, cw_stacks_t *stacks, cw_heap_
     rc = CW_ENOMEM;
     if (cw_perf__unwinder_create(stacks, 16, &r.unw) != 0 ||
         (!a->pid && !(env = child_env(lib, fd, extra))) ||
-        !(r.scache = calloc(SCACHE_SLOTS, sizeof *r.scache)))
+        cw_heapstacks_create(&r.tstacks) != 0)
         goto out;
     static const char *const early[] = {"(heap: allocated before the interposer's set-up)"};
-    if (cw_stacks_intern_strings(stacks, early, 1, &r.early) != 0) goto out;
+    static const char *const unknown[] = {"(heap: a stack index the reader was not sent)"};
+    if (cw_stacks_intern_strings(stacks, early, 1, &r.early) != 0 ||
+        cw_stacks_intern_strings(stacks, unknown, 1, &r.unknown_stack) != 0)
+        goto out;
 
     bool traced = true; /* false: attaching failed, d says why */
     if (a->pid) {
@@ -623,6 +614,7 @@ int cw_heap_launch(const cw_heap_launch_args_t *a, cw_stacks_t *stacks, cw_heap_
     res->losses.dropped = cw_heapring_dropped(&r.ring);
     res->losses.torn = r.ring.torn;
     res->losses.truncated = r.truncated;
+    res->losses.unknown_stacks = cw_heapstacks_unknown(r.tstacks);
     if (!rc && !a->pid && res->attached == 0)
         rc = cw_diag_set(d, CW_ENOSYS,
                          "%s ran but the heap interposer was not loaded into it (a set-user-ID "

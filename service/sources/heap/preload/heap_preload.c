@@ -8,13 +8,17 @@
  * own (found with dlsym(RTLD_NEXT)) and writes one record to the ring
  * commitwatch shares (heapring.h, the descriptor in CW_HEAP_RING_FD):
  * kind, address, size, old address for a realloc, time, thread and, for
- * an allocation, the user stack as return addresses. libstdc++'s operator
- * new and delete call malloc and free, so they are caught here too.
+ * an allocation, the user stack. libstdc++'s operator new and delete call
+ * malloc and free, so they are caught here too.
  *
- * Stacks are unwound in the process by glibc's backtrace(), which reads
- * the CFI of .eh_frame through libgcc's unwinder: no frame pointers
- * needed. The frames of this library are left out (its text range, read
- * once at load).
+ * Stacks are unwound in the process (unwind() below), from the CFI of
+ * .eh_frame: no frame pointers needed. The frames of this library are
+ * left out (its text range, read once at load). Each thread keeps a table
+ * of the stacks it has sent (heapcache.h): a stack's first record carries
+ * its return addresses and a new index, later ones the index alone, one
+ * 64-byte slot. The table is mapped at the thread's first stack and
+ * unmapped when the thread ends (a pthread key's destructor, which also
+ * tells the reader: THREAD_END).
  *
  * Guards:
  * - recursion: the unwinder allocates on its first use (it loads
@@ -57,6 +61,7 @@
 
 #include "platform/posix/intarget/got.h"
 #include "platform/posix/intarget/inject_peer.h"
+#include "sources/heap/heapcache.h"
 #include "sources/heap/heapring.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -90,6 +95,10 @@ static TLS uint32_t self_tid;
 /* This thread's copy of the ring's tail (heapring.h, cw_heapring_claim):
  * one ring per process image, so one copy per thread serves. */
 static TLS uint64_t seen_tail;
+/* This thread's stack table (heapcache.h), mapped at its first stack. */
+static TLS cw_heapcache_t *stacks;
+static pthread_key_t stacks_key; /* its destructor unmaps the table at the thread's end */
+static bool have_stacks_key;
 
 /* ---- before dlsym has answered ---- */
 
@@ -172,10 +181,17 @@ static uint16_t unwind(uint64_t *pc, uint32_t *truncated)
     return k;
 }
 
+/* The event's time: CLOCK_REALTIME_COARSE, the time of the kernel's last
+ * tick (clock_getres: 4 ms on the build machine), read from the vDSO
+ * without reading the clock source: 2.8 ns a call against CLOCK_REALTIME's
+ * 22 ns (kvm-clock, 2026-12-05), which was 9 % of the traced program's
+ * time (perf record). What the model uses the time for (windows of
+ * seconds, snapshots, a stack's peak time) needs no finer; the order of
+ * events is the ring's, not the clock's (docs/DESIGN.md). */
 static int64_t now_ns(void)
 {
     struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
+    clock_gettime(CLOCK_REALTIME_COARSE, &t);
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
@@ -190,21 +206,53 @@ static bool live(void)
     return false;
 }
 
-/* Claims a slot (the event's place in the order) and fills its header;
- * NULL when nothing is to be recorded. */
-static cw_heapring_rec_t *begin(uint64_t *pos, int kind, int fn)
+/* Fills a claimed record's header (the fields every event has). */
+static cw_heapring_slot_t *fill(cw_heapring_slot_t *r, int kind, int fn)
 {
-    if (!ring) return NULL;
-    cw_heapring_rec_t *r = cw_heapring_claim(ring, &seen_tail, pos);
-    if (!r) return NULL;
     r->kind = (uint8_t)kind;
     r->fn = (uint8_t)fn;
-    r->nframes = 0;
-    r->truncated = 0;
     r->pid = self_pid;
     r->tid = tid_now();
     r->addr = r->size = r->old_addr = 0;
     return r;
+}
+
+/* Claims a record's slots (the event's place in the order) and fills its
+ * first slot's header; NULL when nothing is to be recorded. */
+static cw_heapring_slot_t *begin(uint64_t *pos, int kind, int fn, unsigned conts)
+{
+    if (!ring) return NULL;
+    cw_heapring_slot_t *r = cw_heapring_claim(ring, &seen_tail, conts, pos);
+    if (!r) return NULL;
+    r->flags = 0;
+    r->stack = CW_HEAPRING_NOSTACK;
+    return fill(r, kind, fn);
+}
+
+/* This thread's stack table; NULL when it cannot be mapped (then every
+ * record defines its stack, under index 0). */
+static cw_heapcache_t *thread_stacks(void)
+{
+    if (stacks) return stacks;
+    void *m = mmap(NULL, sizeof *stacks, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                   0);
+    if (m == MAP_FAILED) return NULL;
+    stacks = m;
+    if (have_stacks_key) pthread_setspecific(stacks_key, m);
+    return stacks;
+}
+
+/* begin() for an event with the stack pc[0 .. n): its index when this
+ * thread has sent the stack before, else its definition
+ * (cw_heapcache_claim). */
+static cw_heapring_slot_t *begin_stack(uint64_t *pos, int kind, int fn, const uint64_t *pc,
+                                       uint16_t n, uint32_t truncated)
+{
+    if (!n) return begin(pos, kind, fn, 0); /* no stack: CW_HEAPRING_NOSTACK */
+    if (!ring) return NULL;
+    cw_heapring_slot_t *r = cw_heapcache_claim(ring, &seen_tail, thread_stacks(), self_pid,
+                                               tid_now(), pc, n, truncated != 0, pos);
+    return r ? fill(r, kind, fn) : NULL;
 }
 
 /* An allocation that returned p (NULL: failed, nothing recorded). */
@@ -218,13 +266,10 @@ static void record_alloc(int fn, void *p, size_t size)
      * loader, its dlopen could deadlock): those few blocks have no stack. */
     uint16_t n = atomic_load(&ready) ? unwind(pc, &truncated) : (truncated = 0);
     uint64_t pos;
-    cw_heapring_rec_t *r = begin(&pos, CW_HEAPREC_ALLOC, fn);
+    cw_heapring_slot_t *r = begin_stack(&pos, CW_HEAPREC_ALLOC, fn, pc, n, truncated);
     if (!r) return;
     r->addr = (uint64_t)(uintptr_t)p;
     r->size = size;
-    r->nframes = n;
-    r->truncated = truncated;
-    memcpy(r->pc, pc, n * sizeof *pc);
     r->ts = now_ns();
     cw_heapring_publish(r, pos);
 }
@@ -232,24 +277,27 @@ static void record_alloc(int fn, void *p, size_t size)
 /* A START record: this process image begins (its first event). */
 static void announce(void)
 {
-    uint64_t pos;
-    cw_heapring_rec_t *r = begin(&pos, CW_HEAPREC_START, CW_HEAPFN_MALLOC);
-    if (!r) return;
-    r->ts = now_ns();
     /* The image's name (its comm) travels with the record: a short-lived
      * process may be gone when the reader gets to it. Plain system calls:
      * no allocation here. */
-    char *name = (char *)r->pc;
-    r->size = 0;
+    uint64_t words[CW_HEAPRING_NAME_MAX / 8] = {0};
+    ssize_t n = 0;
     int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
-        ssize_t n = read(fd, name, CW_HEAPRING_NAME_MAX);
+        char *name = (char *)words;
+        n = read(fd, name, CW_HEAPRING_NAME_MAX);
         close(fd);
         while (n > 0 && (name[n - 1] == '\n' || name[n - 1] == '\0'))
             n--;
-        r->size = n > 0 ? (uint64_t)n : 0;
-        r->nframes = (uint16_t)((r->size + 7) / 8); /* the words the reader copies */
+        if (n < 0) n = 0;
     }
+    uint16_t nw = (uint16_t)((n + 7) / 8);
+    uint64_t pos;
+    cw_heapring_slot_t *r = begin(&pos, CW_HEAPREC_START, CW_HEAPFN_MALLOC, CW_HEAPRING_CONTS(nw));
+    if (!r) return;
+    r->ts = now_ns();
+    r->size = (uint64_t)n;
+    cw_heapring_put_words(ring, pos, words, nw);
     cw_heapring_publish(r, pos);
 }
 
@@ -271,7 +319,7 @@ static bool map_ring(int fd)
     if (m == MAP_FAILED) return false;
     cw_heapring_hdr_t *h = m;
     if (h->magic != CW_HEAPRING_MAGIC || h->version != CW_HEAPRING_VERSION ||
-        h->rec_size != sizeof(cw_heapring_rec_t) ||
+        h->rec_size != sizeof(cw_heapring_slot_t) ||
         cw_heapring_bytes(h->nslots) > (size_t)st.st_size) {
         munmap(m, (size_t)st.st_size);
         return false;
@@ -347,7 +395,7 @@ EXPORT void free(void *p)
     /* Claimed before the block is given back: an allocation of the same
      * address by another thread comes after it in the ring. */
     uint64_t pos;
-    cw_heapring_rec_t *r = begin(&pos, CW_HEAPREC_FREE, CW_HEAPFN_FREE);
+    cw_heapring_slot_t *r = begin(&pos, CW_HEAPREC_FREE, CW_HEAPFN_FREE, 0);
     if (r) {
         r->addr = (uint64_t)(uintptr_t)p;
         r->ts = now_ns();
@@ -374,18 +422,17 @@ static void *do_realloc(void *old, size_t n, int fn)
     uint16_t nf = atomic_load(&ready) ? unwind(pc, &truncated) : (truncated = 0);
     /* Claimed before the call, which may give the old block back. */
     uint64_t pos;
-    cw_heapring_rec_t *r = begin(&pos, CW_HEAPREC_REALLOC, fn);
+    cw_heapring_slot_t *r = begin_stack(&pos, CW_HEAPREC_REALLOC, fn, pc, nf, truncated);
     void *p = real_realloc(old, n);
     if (r) {
         if (!p && n) {
-            r->kind = CW_HEAPREC_NONE; /* failed: the old block stays */
+            /* Failed: the old block stays. A definition the record
+             * carries still counts (the reader enters it all the same). */
+            r->kind = CW_HEAPREC_NONE;
         } else {
             r->old_addr = (uint64_t)(uintptr_t)old;
             r->addr = (uint64_t)(uintptr_t)p; /* realloc(p, 0): freed, NULL */
             r->size = p ? n : 0;
-            r->nframes = nf;
-            r->truncated = truncated;
-            memcpy(r->pc, pc, nf * sizeof *pc);
         }
         r->ts = now_ns();
         cw_heapring_publish(r, pos);
@@ -517,7 +564,28 @@ static void after_fork_child(void)
 {
     self_pid = (uint32_t)getpid();
     self_tid = 0;
+    if (stacks) cw_heapcache_reset(stacks); /* the reader knows no stack of the new pid */
     announce(); /* a new process: its heap is its parent's copy, unknown here */
+}
+
+/* A thread ends (its stack table's key destructor): the reader forgets
+ * its stacks (THREAD_END; if the record finds no room, the reader keeps
+ * them until a thread of the same id defines its own), and the table is
+ * unmapped. */
+static void thread_ends(void *table)
+{
+    if (!busy && live()) {
+        busy = 1;
+        uint64_t pos;
+        cw_heapring_slot_t *r = begin(&pos, CW_HEAPREC_THREAD_END, CW_HEAPFN_MALLOC, 0);
+        if (r) {
+            r->ts = now_ns();
+            cw_heapring_publish(r, pos);
+        }
+        busy = 0;
+    }
+    if (stacks == table) stacks = NULL;
+    munmap(table, sizeof *stacks);
 }
 
 /* At exit: the reader names a record's frames from the process's maps,
@@ -547,6 +615,7 @@ __attribute__((constructor)) static void heap_preload_init(void)
     if (dladdr((void *)heap_preload_init, &di) && di.dli_fbase)
         dl_iterate_phdr(find_self, di.dli_fbase);
     pick_unwinder();
+    have_stacks_key = pthread_key_create(&stacks_key, thread_ends) == 0;
     void *warm[2];
     unwinder(warm, 2); /* loads the unwinder now, under the flag */
     pthread_atfork(NULL, NULL, after_fork_child);
