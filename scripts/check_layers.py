@@ -48,7 +48,7 @@ LIB_HEADERS = {
     "cjson/cJSON.h": {"analysis", "alerts", "notify", "http", "app", "cli"},
     "sqlite3.h": {"store"},
     "civetweb.h": {"http", "notify"},
-    "zlib.h": {"analysis"},  # the pprof export's gzip
+    "zlib.h": {"analysis", "store"},  # the pprof export's gzip; the journal's CRC-32
 }
 OS_FOLDERS = ("platform/", "sources/perf/", "sources/heap/", "sources/etw/")
 INTARGET = "platform/posix/intarget/"
