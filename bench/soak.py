@@ -449,10 +449,10 @@ class Soak:
             h = con.execute("SELECT min(horizon_ns) FROM tiers").fetchone()[0]
             return con.execute(
                 "SELECT count(*) FROM processes p WHERE coalesce(exit_ns, tracking_ended_ns) < ? "
-                "AND NOT EXISTS (SELECT 1 FROM commits c WHERE c.bucket = ? AND c.proc = p.id)",
+                "AND NOT EXISTS (SELECT 1 FROM commit_cells c WHERE c.bucket = ? AND c.proc = p.id)",
                 (h, -(2**63))).fetchone()[0], con.execute(
                 "SELECT count(*) FROM processes p WHERE coalesce(exit_ns, tracking_ended_ns) < ? "
-                "AND EXISTS (SELECT 1 FROM commits c WHERE c.bucket = ? AND c.proc = p.id)",
+                "AND EXISTS (SELECT 1 FROM commit_cells c WHERE c.bucket = ? AND c.proc = p.id)",
                 (h, -(2**63))).fetchone()[0]
         finally:
             con.close()
