@@ -610,28 +610,14 @@ static int tail_sums(const struct cw__raw_tail *c, int64_t t0, int64_t t1, int64
         if (x->bucket < lo || x->bucket >= hi || x->bucket >= t1) continue;
         sums_t *y = acc_row(a, x->proc, x->stack);
         if (!y) return CW_ENOMEM;
-        bool before = x->bucket < t0;
-        y->v[before ? 0 : 2] += x->bytes;
-        y->v[before ? 1 : 3] += x->events;
+        cw__sums_add_commit(y, x->bucket, x->bytes, x->events, t0);
     }
     for (size_t i = 0; i < c->nr; i++) {
         const t_release_t *x = &c->r[i];
         if (x->f < lo || x->f >= hi || x->a >= t1) continue;
         sums_t *y = acc_row(a, x->proc, x->stack);
         if (!y) return CW_ENOMEM;
-        if (x->f < t0) y->v[4] += x->bytes;
-        bool in = x->f >= t0 && x->f < t1, after = x->f >= t1;
-        if (x->a >= t0) {
-            y->v[5] += in ? x->bytes : 0;
-            y->v[6] += in ? x->pieces : 0;
-            y->v[7] += after ? x->pieces : 0;
-            y->v[8] += x->closed;
-        } else {
-            y->v[9] += in ? x->bytes : 0;
-            y->v[10] += in ? x->pieces : 0;
-            y->v[11] += after ? x->pieces : 0;
-            y->v[12] += x->closed;
-        }
+        cw__sums_add_release(y, x->f, x->a, x->bytes, x->pieces, x->closed, t0, t1);
     }
     return 0;
 }

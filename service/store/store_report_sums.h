@@ -58,11 +58,71 @@ typedef struct cw__tail_act {
 pick_t cw__report_start_floor(const cw__tier_t *t, const pick_t *p);
 int cw__report_plan(const cw__tier_t *t, const pick_t *p, segment_t *seg, int *nback);
 
+/* What one stored row adds to its sums for window [t0, t1), as
+ * SQL_Q_SEGMENT computes it (store_report_sums.c), for the readers that
+ * add rows up in C: a commit row of bucket `bucket` (< t1), a release row
+ * released at f, committed at a (< t1). */
+static inline void cw__sums_add_commit(sums_t *y, int64_t bucket, int64_t bytes, int64_t events,
+                                       int64_t t0)
+{
+    bool before = bucket < t0;
+    y->v[before ? 0 : 2] += bytes;
+    y->v[before ? 1 : 3] += events;
+}
+
+static inline void cw__sums_add_release(sums_t *y, int64_t f, int64_t a, int64_t bytes,
+                                        int64_t pieces, int64_t closed, int64_t t0, int64_t t1)
+{
+    bool in = f >= t0 && f < t1, after = f >= t1;
+    if (f < t0) y->v[4] += bytes;
+    if (a >= t0) {
+        y->v[5] += in ? bytes : 0;
+        y->v[6] += in ? pieces : 0;
+        y->v[7] += after ? pieces : 0;
+        y->v[8] += closed;
+    } else {
+        y->v[9] += in ? bytes : 0;
+        y->v[10] += in ? pieces : 0;
+        y->v[11] += after ? pieces : 0;
+        y->v[12] += closed;
+    }
+}
+
 /* Runs every segment and sums its rows per (proc, stack), sorted, into
  * *out (*nout rows; the caller frees it), from the report cache and the
  * raw tail where they hold the rows. 0, CW_ENOMEM or CW_EDB. */
 int cw__report_load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *seg, int nseg,
                          int nback, const pick_t *p, sums_t **out, uint32_t *nout, cw_diag_t *d);
+
+/* Process ids in ascending order, and the same as a JSON array (for SQL's
+ * json_each). Borrowed from the caller. */
+typedef struct cw__proc_set {
+    const uint32_t *id;
+    uint32_t n;
+    const char *json;
+} cw__proc_set_t;
+
+/* The same sums as cw__report_load_sums() for the processes of only
+ * alone, from their cells decoded in C (store_report_keys.c): no other
+ * process's cell is decoded, and neither read cache is used (filling
+ * them decodes every process's rows). 0, CW_ENOMEM or CW_EDB. */
+int cw__report_load_sums_of(cw_store_t *s, const segment_t *seg, int nseg, const pick_t *p,
+                            const cw__proc_set_t *only, sums_t **out, uint32_t *nout, cw_diag_t *d);
+
+/* Per process, the sums of the cells' columns bytes and released (no
+ * stack decoded) that rank a window's processes (cw_store_report_top). */
+typedef struct cw__proc_keys {
+    uint32_t proc;
+    int64_t cb0, rb0; /* before t0: commit bytes, released bytes */
+    int64_t cbw, rbw; /* in the window */
+} cw__proc_keys_t;
+
+/* The sums of cw__proc_keys_t over the segments (commits before t1,
+ * releases with f before t1: what bytes figures need), by process in
+ * ascending order, into *out (*nout; the caller frees it). 0, CW_ENOMEM
+ * or CW_EDB (store_report_keys.c). */
+int cw__report_load_keys(cw_store_t *s, const segment_t *seg, int nseg, const pick_t *p,
+                         cw__proc_keys_t **out, uint32_t *nout, cw_diag_t *d);
 
 /* The raw tail's activity rows of [lo, *mid), per process in bucket
  * order, as pointers into the tail into *out (the caller frees the
