@@ -438,8 +438,8 @@ static char *ids_json(const uint32_t *v, uint32_t n)
 }
 
 /* A ranked report (cw_store_report_top): every process's outstanding at
- * t0 and bytes figures from its cells' columns (store_report_keys.c,
- * nothing decoded) and its events and peak from the activity rows, as
+ * t0, bytes figures, events and peak from its cells' columns
+ * (store_report_keys.c, nothing decoded, one pass in key order), as
  * stages 1 and 2 give them; the processes finish() would keep are ranked
  * by top->key, and only the first top->limit get their stacks (stage 1
  * for them alone: their cells only are decoded) and their names. Each
@@ -455,12 +455,15 @@ static int report_top(cw_store_t *s, const cw__tier_t *t, build_t *b, const segm
     bool *sel = NULL;
     char *json = NULL;
     cw_report_t *r = b->r;
-    int err = cw__report_load_keys(s, seg, nseg, q, &k, &nk, d);
+    int err = cw__report_load_keys(s, seg, nseg, nback, q, at, &k, &nk, d);
     for (uint32_t i = 0; i < nk && !err; i++) {
         cw_proc_report_t *p;
-        if (!(err = push_proc(b, k[i].proc, &p))) b->ps[i].out0 = k[i].cb0 - k[i].rb0;
+        if ((err = push_proc(b, k[i].proc, &p))) break;
+        b->ps[i] = (proc_state_t){k[i].cb0 - k[i].rb0, k[i].level, k[i].active};
+        p->events = (uint64_t)k[i].events;
+        p->peak_bytes = (uint64_t)k[i].peak;
+        p->peak_ns = k[i].peak_ns;
     }
-    if (!err) err = load_activity(s, t, b, seg + nback, nseg - nback, q, at, d);
     if (!err && (!(rk = malloc((r->nprocs ? r->nprocs : 1) * sizeof *rk)) ||
                  !(sel = calloc(r->nprocs ? r->nprocs : 1, sizeof *sel))))
         err = CW_ENOMEM;

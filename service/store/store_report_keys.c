@@ -24,13 +24,12 @@
 #include "store/cells.h"
 #include "store/store_report_sums.h"
 
-/* Per proc, for window [?2, t1) over cells of tier ?1 with bucket in
- * [?3, ?4) (?4 <= t1; ?3 INT64_MIN includes BEFORE): commit bytes and
- * released bytes before t0, and from t0 on. */
+/* The cells of tier ?1 with bucket in [?2, ?3), in the order of the
+ * primary key (tier, bucket, proc, layer): each process's rows come in
+ * bucket order with no sort, as its peak needs them. */
 static const char SQL_Q_KEYS[] =
-    "SELECT proc, SUM(iif(bucket < ?2, bytes, 0)), SUM(iif(bucket < ?2, released, 0)),"
-    " SUM(iif(bucket >= ?2, bytes, 0)), SUM(iif(bucket >= ?2, released, 0))"
-    " FROM cells WHERE tier = ?1 AND layer = 0 AND bucket >= ?3 AND bucket < ?4 GROUP BY proc";
+    "SELECT bucket, proc, bytes, released, events, delta, relpeak, peak_off FROM cells"
+    " WHERE tier = ?1 AND layer = 0 AND bucket >= ?2 AND bucket < ?3 ORDER BY bucket";
 
 static int cmp_keys(const void *x, const void *y)
 {
@@ -38,8 +37,29 @@ static int cmp_keys(const void *x, const void *y)
     return a->proc < b->proc ? -1 : a->proc > b->proc;
 }
 
-int cw__report_load_keys(cw_store_t *s, const segment_t *seg, int nseg, const pick_t *p,
-                         cw__proc_keys_t **out, uint32_t *nout, cw_diag_t *d)
+/* From the window's first forward segment on: outstanding at t0 is known,
+ * the peak starts there (at `at`), as load_activity() starts it. */
+static void start_window(cw__proc_keys_t *k, int64_t at)
+{
+    k->level = k->cb0 - k->rb0;
+    k->peak = k->level > 0 ? k->level : 0;
+    k->peak_ns = at;
+}
+
+/* The entry of proc in v (map m), zeroed when new; NULL on ENOMEM. */
+static cw__proc_keys_t *keys_row(cw_keymap_t *m, cw__proc_keys_t **v, uint32_t *n, size_t *cap,
+                                 uint32_t proc, bool *added)
+{
+    int a = 0;
+    uint32_t k = cw_keymap_get(m, proc, 0, &a);
+    *added = a;
+    if (k == UINT32_MAX || (a && CW_RESERVE(*v, *cap, *n + 1u))) return NULL;
+    if (a) (*v)[(*n)++] = (cw__proc_keys_t){.proc = proc};
+    return &(*v)[k];
+}
+
+int cw__report_load_keys(cw_store_t *s, const segment_t *seg, int nseg, int nback, const pick_t *p,
+                         int64_t at, cw__proc_keys_t **out, uint32_t *nout, cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;
     cw__proc_keys_t *v = NULL;
@@ -52,28 +72,46 @@ int cw__report_load_keys(cw_store_t *s, const segment_t *seg, int nseg, const pi
     if (err) return err;
     if (cw_keymap_init(&map, 10))
         return cw_diag_set(d, CW_ENOMEM, "querying window figures: out of memory");
-    for (int i = 0; i < nseg && !err; i++) {
-        /* Rows from t1 on add nothing to these sums (their commits and
-         * releases are after the window). */
+    for (int i = 0; i <= nseg && !err; i++) {
+        bool fwd = i >= nback;
+        if (i == nback)
+            for (uint32_t j = 0; j < n; j++)
+                start_window(&v[j], at);
+        if (i == nseg) break;
+        /* Rows from t1 on add nothing (their commits and releases are
+         * after the window). */
         int64_t hi = seg[i].hi < p->t1 ? seg[i].hi : p->t1;
         if (seg[i].lo >= hi) continue;
         sqlite3_bind_int(st, 1, seg[i].tier);
-        sqlite3_bind_int64(st, 2, p->t0);
-        sqlite3_bind_int64(st, 3, seg[i].lo);
-        sqlite3_bind_int64(st, 4, hi);
+        sqlite3_bind_int64(st, 2, seg[i].lo);
+        sqlite3_bind_int64(st, 3, hi);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-            uint32_t proc = (uint32_t)sqlite3_column_int64(st, 0);
-            int added = 0;
-            uint32_t k = cw_keymap_get(&map, proc, 0, &added);
-            if (k == UINT32_MAX || (added && CW_RESERVE(v, cap, n + 1u))) {
+#define I(col) sqlite3_column_int64(st, (col))
+            int64_t bucket = I(0);
+            uint32_t proc = (uint32_t)I(1);
+            bool added;
+            cw__proc_keys_t *x = keys_row(&map, &v, &n, &cap, proc, &added);
+            if (!x) {
                 err = CW_ENOMEM;
                 break;
             }
-            if (added) v[n++] = (cw__proc_keys_t){.proc = proc};
-            v[k].cb0 += sqlite3_column_int64(st, 1);
-            v[k].rb0 += sqlite3_column_int64(st, 2);
-            v[k].cbw += sqlite3_column_int64(st, 3);
-            v[k].rbw += sqlite3_column_int64(st, 4);
+            if (added && fwd) start_window(x, at);
+            bool before = bucket < p->t0;
+            x->cb0 += before ? I(2) : 0;
+            x->rb0 += before ? I(3) : 0;
+            x->cbw += before ? 0 : I(2);
+            x->rbw += before ? 0 : I(3);
+            if (!fwd || sqlite3_column_type(st, 4) == SQLITE_NULL) continue;
+            /* An activity row, as load_activity() applies it. */
+            int64_t cand = x->level + I(6);
+            if (cand > x->peak) {
+                x->peak = cand;
+                x->peak_ns = bucket + I(7);
+            }
+            x->events += I(4);
+            x->level += I(5);
+            x->active = true;
+#undef I
         }
         if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window figures", d);
         sqlite3_reset(st);

@@ -109,20 +109,26 @@ typedef struct cw__proc_set {
 int cw__report_load_sums_of(cw_store_t *s, const segment_t *seg, int nseg, const pick_t *p,
                             const cw__proc_set_t *only, sums_t **out, uint32_t *nout, cw_diag_t *d);
 
-/* Per process, the sums of the cells' columns bytes and released (no
- * stack decoded) that rank a window's processes (cw_store_report_top). */
+/* Per process, what ranks it in a window (cw_store_report_top), from the
+ * cells' columns alone (no stack decoded): the sums of bytes and
+ * released, and its activity as store_report.c's stage 2 applies it. */
 typedef struct cw__proc_keys {
     uint32_t proc;
+    bool active;      /* an activity row in the window */
     int64_t cb0, rb0; /* before t0: commit bytes, released bytes */
-    int64_t cbw, rbw; /* in the window */
+    int64_t cbw, rbw; /* from t0 to t1 */
+    int64_t level;    /* outstanding as the activity rows are applied */
+    int64_t events, peak, peak_ns;
 } cw__proc_keys_t;
 
-/* The sums of cw__proc_keys_t over the segments (commits before t1,
- * releases with f before t1: what bytes figures need), by process in
- * ascending order, into *out (*nout; the caller frees it). 0, CW_ENOMEM
- * or CW_EDB (store_report_keys.c). */
-int cw__report_load_keys(cw_store_t *s, const segment_t *seg, int nseg, const pick_t *p,
-                         cw__proc_keys_t **out, uint32_t *nout, cw_diag_t *d);
+/* cw__proc_keys_t over the segments (seg[0, nback) before t0; commits
+ * before t1, releases with f before t1: what the bytes figures need;
+ * activity of the forward segments, the peak starting at `at` from
+ * outstanding at t0), by process in ascending order, into *out (*nout;
+ * the caller frees it). One pass over the cells in key order: no sort.
+ * 0, CW_ENOMEM or CW_EDB (store_report_keys.c). */
+int cw__report_load_keys(cw_store_t *s, const segment_t *seg, int nseg, int nback, const pick_t *p,
+                         int64_t at, cw__proc_keys_t **out, uint32_t *nout, cw_diag_t *d);
 
 /* The raw tail's activity rows of [lo, *mid), per process in bucket
  * order, as pointers into the tail into *out (the caller frees the
