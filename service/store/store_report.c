@@ -139,8 +139,8 @@ static int load_figs(cw_store_t *s, const cw__tier_t *t, build_t *b, const segme
             for (uint32_t x = n0; k < 0 && x < b->r->nprocs; x++)
                 if (b->r->procs[x].id == v[i].proc) k = (int32_t)x;
             if (k < 0) { /* cannot be: only's processes come from b */
-                err = cw_diag_set(d, CW_EDB, "querying window figures: instance %u unlisted",
-                                  v[i].proc);
+                err = cw_diag_set(
+                    d, CW_EDB, "querying window figures: instance %" PRIu32 " unlisted", v[i].proc);
                 break;
             }
             cur = &b->r->procs[k];
@@ -455,7 +455,20 @@ static int report_top(cw_store_t *s, const cw__tier_t *t, build_t *b, const segm
     bool *sel = NULL;
     char *json = NULL;
     cw_report_t *r = b->r;
-    int err = cw__report_load_keys(s, seg, nseg, nback, q, at, &k, &nk, d);
+    const cw__before_sums_t *bv = NULL;
+    uint32_t bn = 0;
+    segment_t rs[MAX_SEGMENTS];
+    int rn = 0, rback = nback;
+    /* Before t0: the report cache's sums and the BEFORE rows, when it
+     * serves the window; else every backward segment's rows. */
+    int err = cw__report_before(s, t, seg, nback, q, &bv, &bn, d);
+    if (!err && bv) {
+        rs[rn++] = (segment_t){seg[0].tier, INT64_MIN, INT64_MIN + 1};
+        rback = 1;
+    }
+    for (int i = bv ? nback : 0; i < nseg; i++)
+        rs[rn++] = seg[i];
+    if (!err) err = cw__report_load_keys(s, rs, rn, rback, q, at, bv, bn, &k, &nk, d);
     for (uint32_t i = 0; i < nk && !err; i++) {
         cw_proc_report_t *p;
         if ((err = push_proc(b, k[i].proc, &p))) break;
@@ -492,8 +505,8 @@ static int report_top(cw_store_t *s, const cw__tier_t *t, build_t *b, const segm
         }
         if (!err) qsort(ids, m, sizeof *ids, cmp_u32);
         if (!err && !(json = ids_json(ids, m))) err = CW_ENOMEM;
-        cw__proc_set_t only = {ids, m, json};
-        if (!err) err = load_figs(s, t, b, seg, nseg, nback, q, &only, d);
+        cw__proc_set_t only = {ids, m, json, bv, bn};
+        if (!err) err = load_figs(s, t, b, rs, rn, rback, q, &only, d);
     }
     /* finish() for the chosen ones; the others own nothing yet. */
     uint32_t kept = 0;
@@ -509,6 +522,7 @@ static int report_top(cw_store_t *s, const cw__tier_t *t, build_t *b, const segm
     }
     r->nprocs = kept;
     if (err == CW_ENOMEM) cw_diag_set(d, err, "querying window figures: out of memory");
+    cw__report_before_done(s);
     free(json);
     free(ids);
     free(sel);

@@ -59,7 +59,8 @@ static cw__proc_keys_t *keys_row(cw_keymap_t *m, cw__proc_keys_t **v, uint32_t *
 }
 
 int cw__report_load_keys(cw_store_t *s, const segment_t *seg, int nseg, int nback, const pick_t *p,
-                         int64_t at, cw__proc_keys_t **out, uint32_t *nout, cw_diag_t *d)
+                         int64_t at, const cw__before_sums_t *bv, uint32_t bn,
+                         cw__proc_keys_t **out, uint32_t *nout, cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;
     cw__proc_keys_t *v = NULL;
@@ -72,6 +73,16 @@ int cw__report_load_keys(cw_store_t *s, const segment_t *seg, int nseg, int nbac
     if (err) return err;
     if (cw_keymap_init(&map, 10))
         return cw_diag_set(d, CW_ENOMEM, "querying window figures: out of memory");
+    for (uint32_t j = 0; j < bn && !err; j++) {
+        bool added;
+        cw__proc_keys_t *x = keys_row(&map, &v, &n, &cap, bv[j].proc, &added);
+        if (!x) {
+            err = CW_ENOMEM;
+            break;
+        }
+        x->cb0 += bv[j].cb;
+        x->rb0 += bv[j].rb;
+    }
     for (int i = 0; i <= nseg && !err; i++) {
         bool fwd = i >= nback;
         if (i == nback)
@@ -158,6 +169,20 @@ static sums_t *sums_row(cw_keymap_t *m, sums_t **v, uint32_t *n, size_t *cap, ui
     return y;
 }
 
+/* Whether id is in only (ascending). */
+static bool has(const cw__proc_set_t *only, uint32_t id)
+{
+    uint32_t lo = 0, hi = only->n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (only->id[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < only->n && only->id[lo] == id;
+}
+
 int cw__report_load_sums_of(cw_store_t *s, const segment_t *seg, int nseg, const pick_t *p,
                             const cw__proc_set_t *only, sums_t **out, uint32_t *nout, cw_diag_t *d)
 {
@@ -175,6 +200,19 @@ int cw__report_load_sums_of(cw_store_t *s, const segment_t *seg, int nseg, const
         sqlite3_bind_text(st, 4, only->json, -1, SQLITE_TRANSIENT) != SQLITE_OK) {
         cw_keymap_free(&map);
         return cw_diag_set(d, CW_ENOMEM, "querying window figures: out of memory");
+    }
+    for (uint32_t j = 0; j < only->bn && !err; j++) {
+        const cw__before_sums_t *x = &only->bv[j];
+        if (!has(only, x->proc)) continue;
+        sums_t *y = sums_row(&map, &v, &n, &cap, x->proc, x->stack);
+        if (!y) {
+            err = CW_ENOMEM;
+            break;
+        }
+        y->v[0] += x->cb; /* as push_before() (store_report_sums.c) */
+        y->v[1] += x->ce;
+        y->v[4] += x->rb;
+        y->v[12] += x->rc;
     }
     for (int i = 0; i < nseg && !err; i++) {
         /* As SQL_Q_SEGMENT: commits with bucket in [lo, min(hi, t1)),
