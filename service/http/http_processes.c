@@ -5,7 +5,9 @@
  * and the diff share: the window's report and one instance in it.
  *
  * Every figure comes from cw_store_report() (the same code as `analyze
- * --db`), so the API and the CLI cannot disagree; process objects are
+ * --db`), so the API and the CLI cannot disagree; the list, unless it is
+ * filtered or sorted by transient bytes, from cw_store_report_top(): the
+ * same figures of the processes shown only. Process objects are
  * cw_report_proc_json()'s, byte for byte those of `analyze --json`.
  * 64-bit integers are raw number text (DESIGN.md, "Integers in JSON"). */
 #include "http/http_resources.h"
@@ -92,7 +94,24 @@ int cw__http_processes(cw__http_req_t *r)
     if (pids && (rc = cw__http_parse_uint(r, "pid", pids, 0, UINT32_MAX, &pid))) return rc;
 
     cw_report_t *rep = NULL;
-    if ((rc = cw__http_window_report(r, from, to, false, &rep))) return rc;
+    uint32_t total = 0;
+    bool top = !name && !pids && sort != S_TRANSIENT;
+    if (top) {
+        /* Only the processes shown are decoded and named (the store ranks
+         * them from its cells' columns); the same answer as below. */
+        static const cw_rank_t keys[] = {[S_IMPACTING] = CW_RANK_IMPACTING,
+                                         [S_SIZE] = CW_RANK_SIZE,
+                                         [S_PEAK] = CW_RANK_PEAK,
+                                         [S_OUTSTANDING] = CW_RANK_OUTSTANDING};
+        cw_diag_t d = {{0}};
+        rc = cw_store_report_top(r->store, from, to, keys[sort], (uint32_t)limit, false, &rep,
+                                 &total, &d);
+        if (rc)
+            return cw__http_fail(r, 500, "query failed: %s", d.msg[0] ? d.msg : cw_strerror(rc));
+        cw_report_sort(rep);
+    } else if ((rc = cw__http_window_report(r, from, to, false, &rep))) {
+        return rc;
+    }
     /* An index array sorted by key desc, then id. */
     cw__http_rank_t *ix = calloc(rep->nprocs ? rep->nprocs : 1, sizeof *ix);
     cJSON *root = cJSON_CreateObject(), *arr = NULL;
@@ -107,7 +126,7 @@ int cw__http_processes(cw__http_req_t *r)
         ix[n++] = (cw__http_rank_t){proc_key(p, sort), p->id, i};
     }
     if (ok && n > 1) qsort(ix, n, sizeof *ix, cw__http_rank_cmp);
-    ok = ok && cw__json_u64(root, "total", n);
+    ok = ok && cw__json_u64(root, "total", top ? total : n);
     for (uint32_t k = 0; ok && k < n && k < limit; k++) {
         cJSON *p = cw_report_proc_json(&rep->procs[ix[k].i], false);
         ok = p && cJSON_AddItemToArray(arr, p);

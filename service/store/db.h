@@ -49,6 +49,8 @@ enum cw__stmt {
     /* store_report.c */
     CW__ST_TIERS_GET,
     CW__ST_Q_FIGS,
+    CW__ST_Q_KEYS,
+    CW__ST_Q_CELLS_OF,
     CW__ST_Q_ACTIVITY,
     CW__ST_Q_TAIL_COMMITS,
     CW__ST_Q_TAIL_RELEASES,

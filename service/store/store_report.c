@@ -107,14 +107,19 @@ static int push_stack(cw_proc_report_t *p, uint32_t stack, const cw_figs_t *f)
     return 0;
 }
 
-/* Stage 1: per (proc, stack) figures; processes in id order. */
+static int32_t find_proc(const cw_report_t *r, uint32_t n, uint32_t id);
+
+/* Stage 1: per (proc, stack) figures; processes in id order. With only
+ * (a ranked report, report_top), the processes are already listed, with
+ * their outstanding at t0: the stacks of only's are added to them. */
 static int load_figs(cw_store_t *s, const cw__tier_t *t, build_t *b, const segment_t *seg, int nseg,
-                     int nback, const pick_t *p, cw_diag_t *d)
+                     int nback, const pick_t *p, const cw__proc_set_t *only, cw_diag_t *d)
 {
     sums_t *v = NULL;
-    uint32_t n = 0;
+    uint32_t n = 0, n0 = b->r->nprocs;
     cw_proc_report_t *cur = NULL;
-    int err = cw__report_load_sums(s, t, seg, nseg, nback, p, &v, &n, d);
+    int err = only ? cw__report_load_sums_of(s, seg, nseg, p, only, &v, &n, d)
+                   : cw__report_load_sums(s, t, seg, nseg, nback, p, &v, &n, d);
     for (uint32_t i = 0; i < n && !err; i++) {
 #define q(c) v[i].v[(c)-2] /* column c of SQL_Q_SEGMENT */
         cw_figs_t f = {0};
@@ -129,10 +134,20 @@ static int load_figs(cw_store_t *s, const cw__tier_t *t, build_t *b, const segme
         f.types[CW_AOFI].count = (uint64_t)q(12);
         f.types[CW_AOFO].bytes = (uint64_t)(out0 - q(11));
         f.types[CW_AOFO].count = (uint64_t)(q(13) + q(3) - q(14));
-        if (!cur || cur->id != v[i].proc) {
+        if (only && (!cur || cur->id != v[i].proc)) {
+            int32_t k = find_proc(b->r, n0, v[i].proc);
+            for (uint32_t x = n0; k < 0 && x < b->r->nprocs; x++)
+                if (b->r->procs[x].id == v[i].proc) k = (int32_t)x;
+            if (k < 0) { /* cannot be: only's processes come from b */
+                err = cw_diag_set(
+                    d, CW_EDB, "querying window figures: instance %" PRIu32 " unlisted", v[i].proc);
+                break;
+            }
+            cur = &b->r->procs[k];
+        } else if (!cur || cur->id != v[i].proc) {
             if ((err = push_proc(b, v[i].proc, &cur))) break;
         }
-        b->ps[b->r->nprocs - 1].out0 += out0;
+        if (!only) b->ps[b->r->nprocs - 1].out0 += out0;
         bool any = f.size_bytes || f.commit_count;
         for (int k = 0; k < CW_TYPE__COUNT; k++)
             any |= f.types[k].bytes || f.types[k].count;
@@ -367,6 +382,155 @@ static int finish(cw_store_t *s, build_t *b, bool with_frames, cw_diag_t *d)
     return err;
 }
 
+/* A ranked report's request (cw_store_report_top) and its total. */
+typedef struct top_req {
+    cw_rank_t key;
+    uint32_t limit;
+    uint32_t total; /* out: the processes the full report lists */
+} top_req_t;
+
+typedef struct rank {
+    int64_t key;
+    uint32_t id, i; /* instance id; index in the build */
+} rank_t;
+
+/* Largest key first, then the lower id (as the HTTP list ranks). */
+static int cmp_rank(const void *x, const void *y)
+{
+    const rank_t *a = x, *b = y;
+    if (a->key != b->key) return a->key > b->key ? -1 : 1;
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+static int cmp_u32(const void *x, const void *y)
+{
+    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* The key of process i (its cells' sums k, NULL when it has none). */
+static int64_t rank_key(const build_t *b, uint32_t i, const cw__proc_keys_t *k, cw_rank_t key)
+{
+    int64_t out0 = b->ps[i].out0, impacting = k ? k->cbw - k->rbw : 0;
+    switch (key) {
+    case CW_RANK_IMPACTING:
+        return impacting;
+    case CW_RANK_SIZE:
+        return k ? k->cbw : 0;
+    case CW_RANK_PEAK:
+        return (int64_t)b->r->procs[i].peak_bytes;
+    case CW_RANK_OUTSTANDING:
+        return out0 + impacting;
+    }
+    return 0;
+}
+
+/* "[id,id,...]" of v[0, n), malloc'd; NULL on ENOMEM. */
+static char *ids_json(const uint32_t *v, uint32_t n)
+{
+    char *j = malloc(12 * (size_t)n + 3), *w = j;
+    if (!j) return NULL;
+    *w++ = '[';
+    for (uint32_t i = 0; i < n; i++)
+        w += sprintf(w, i ? ",%" PRIu32 : "%" PRIu32, v[i]);
+    memcpy(w, "]", 2);
+    return j;
+}
+
+/* A ranked report (cw_store_report_top): every process's outstanding at
+ * t0, bytes figures, events and peak from its cells' columns
+ * (store_report_keys.c, nothing decoded, one pass in key order), as
+ * stages 1 and 2 give them; the processes finish() would keep are ranked
+ * by top->key, and only the first top->limit get their stacks (stage 1
+ * for them alone: their cells only are decoded) and their names. Each
+ * figure of those is what report() gives, as a process's figures come
+ * from its own rows only. */
+static int report_top(cw_store_t *s, const cw__tier_t *t, build_t *b, const segment_t *seg,
+                      int nseg, int nback, const pick_t *q, int64_t at, bool with_frames,
+                      top_req_t *top, cw_diag_t *d)
+{
+    cw__proc_keys_t *k = NULL;
+    rank_t *rk = NULL;
+    uint32_t *ids = NULL, nk = 0, nr = 0, m = 0;
+    bool *sel = NULL;
+    char *json = NULL;
+    cw_report_t *r = b->r;
+    const cw__before_sums_t *bv = NULL;
+    uint32_t bn = 0;
+    segment_t rs[MAX_SEGMENTS];
+    int rn = 0, rback = nback;
+    /* Before t0: the report cache's sums and the BEFORE rows, when it
+     * serves the window; else every backward segment's rows. */
+    int err = cw__report_before(s, t, seg, nback, q, &bv, &bn, d);
+    if (!err && bv) {
+        rs[rn++] = (segment_t){seg[0].tier, INT64_MIN, INT64_MIN + 1};
+        rback = 1;
+    }
+    for (int i = bv ? nback : 0; i < nseg; i++)
+        rs[rn++] = seg[i];
+    if (!err) err = cw__report_load_keys(s, rs, rn, rback, q, at, bv, bn, &k, &nk, d);
+    for (uint32_t i = 0; i < nk && !err; i++) {
+        cw_proc_report_t *p;
+        if ((err = push_proc(b, k[i].proc, &p))) break;
+        b->ps[i] = (proc_state_t){k[i].cb0 - k[i].rb0, k[i].level, k[i].active};
+        p->events = (uint64_t)k[i].events;
+        p->peak_bytes = (uint64_t)k[i].peak;
+        p->peak_ns = k[i].peak_ns;
+    }
+    if (!err && (!(rk = malloc((r->nprocs ? r->nprocs : 1) * sizeof *rk)) ||
+                 !(sel = calloc(r->nprocs ? r->nprocs : 1, sizeof *sel))))
+        err = CW_ENOMEM;
+    for (uint32_t i = 0; i < r->nprocs && !err; i++) {
+        /* finish()'s choice: activity in the window, or alive in it with
+         * something outstanding at t0. */
+        bool keep = b->ps[i].active || b->ps[i].out0 > 0;
+        if (keep && !b->ps[i].active) {
+            cw_proc_info_t info;
+            bool found;
+            if ((err = cw__store_proc_row(s, r->procs[i].id, &info, &found, d))) break;
+            keep = info.start_ns < r->to_ns;
+            cw_proc_info_clear(&info);
+        }
+        if (keep)
+            rk[nr++] = (rank_t){rank_key(b, i, i < nk ? &k[i] : NULL, top->key), r->procs[i].id, i};
+    }
+    top->total = nr;
+    if (!err && nr > 1) qsort(rk, nr, sizeof *rk, cmp_rank);
+    m = nr < top->limit ? nr : top->limit;
+    if (!err && m) {
+        if (!(ids = malloc(m * sizeof *ids))) err = CW_ENOMEM;
+        for (uint32_t j = 0; j < m && !err; j++) {
+            ids[j] = rk[j].id;
+            sel[rk[j].i] = true;
+        }
+        if (!err) qsort(ids, m, sizeof *ids, cmp_u32);
+        if (!err && !(json = ids_json(ids, m))) err = CW_ENOMEM;
+        cw__proc_set_t only = {ids, m, json, bv, bn};
+        if (!err) err = load_figs(s, t, b, rs, rn, rback, q, &only, d);
+    }
+    /* finish() for the chosen ones; the others own nothing yet. */
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        bool keep = sel && sel[i] && !err;
+        if (keep && (err = fill_proc(s, &r->procs[i], with_frames, d))) keep = false;
+        if (keep && r->procs[i].peak_ns < r->procs[i].start_ns)
+            r->procs[i].peak_ns = r->procs[i].start_ns;
+        if (keep)
+            r->procs[kept++] = r->procs[i];
+        else
+            free_proc(&r->procs[i]);
+    }
+    r->nprocs = kept;
+    if (err == CW_ENOMEM) cw_diag_set(d, err, "querying window figures: out of memory");
+    cw__report_before_done(s);
+    free(json);
+    free(ids);
+    free(sel);
+    free(rk);
+    free(k);
+    return err;
+}
+
 static int set_note(cw_report_t *r, const char *fmt, int64_t a, int64_t b, const char *tier)
 {
     char buf[256];
@@ -389,7 +553,7 @@ static int add_note(cw_report_t *r, const char *text)
     return 0;
 }
 
-static int report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_frames,
+static int report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_frames, top_req_t *top,
                   cw_report_t **out, cw_diag_t *d)
 {
     cw__tier_t t[CW_TIERS];
@@ -482,9 +646,13 @@ static int report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_frame
     segment_t seg[MAX_SEGMENTS];
     pick_t q = cw__report_start_floor(t, &p);
     int nback, nseg = cw__report_plan(t, &q, seg, &nback);
-    if (!err) err = load_figs(s, t, &b, seg, nseg, nback, &q, d);
-    if (!err) err = load_activity(s, t, &b, seg + nback, nseg - nback, &q, p.t0, d);
-    if (!err) err = finish(s, &b, with_frames, d);
+    if (top) {
+        if (!err) err = report_top(s, t, &b, seg, nseg, nback, &q, p.t0, with_frames, top, d);
+    } else {
+        if (!err) err = load_figs(s, t, &b, seg, nseg, nback, &q, NULL, d);
+        if (!err) err = load_activity(s, t, &b, seg + nback, nseg - nback, &q, p.t0, d);
+        if (!err) err = finish(s, &b, with_frames, d);
+    }
     if (!err) cw_report_sort(b.r);
 end:
     cw__store_read_end(s, began);
@@ -501,7 +669,18 @@ fail:
 int cw_store_report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_frames,
                     cw_report_t **out, cw_diag_t *d)
 {
-    int err = report(s, from_ns, to_ns, with_frames, out, d);
+    int err = report(s, from_ns, to_ns, with_frames, NULL, out, d);
     cw__report_caches_publish(s, false);
+    return err;
+}
+
+int cw_store_report_top(cw_store_t *s, int64_t from_ns, int64_t to_ns, cw_rank_t key,
+                        uint32_t limit, bool with_frames, cw_report_t **out, uint32_t *total,
+                        cw_diag_t *d)
+{
+    top_req_t top = {key, limit, 0};
+    int err = report(s, from_ns, to_ns, with_frames, &top, out, d);
+    cw__report_caches_publish(s, false);
+    *total = err ? 0 : top.total;
     return err;
 }

@@ -239,10 +239,7 @@ static void acc_finish(sums_acc_t *a, sums_t **v, uint32_t *n)
 #define REPORT_CACHE_MAX_GAP (2 * INT64_C(3600000000000))
 #define REPORT_CACHE_MAX_ROWS 32768u
 
-typedef struct before_sums {
-    uint32_t proc, stack;
-    int64_t cb, ce, rb, rc;
-} before_sums_t;
+typedef cw__before_sums_t before_sums_t;
 
 typedef struct rentry {
     bool valid;
@@ -258,6 +255,7 @@ struct cw__report_cache {
     rentry_t e[REPORT_CACHE_ENTRIES];
     uint64_t clock;
     uint64_t closed_left_out; /* closed sums not kept (a test's count) */
+    uint32_t top_skip;        /* ranked reports left to answer without it */
 };
 
 static void report_release(cw_store_t *s);
@@ -610,28 +608,14 @@ static int tail_sums(const struct cw__raw_tail *c, int64_t t0, int64_t t1, int64
         if (x->bucket < lo || x->bucket >= hi || x->bucket >= t1) continue;
         sums_t *y = acc_row(a, x->proc, x->stack);
         if (!y) return CW_ENOMEM;
-        bool before = x->bucket < t0;
-        y->v[before ? 0 : 2] += x->bytes;
-        y->v[before ? 1 : 3] += x->events;
+        cw__sums_add_commit(y, x->bucket, x->bytes, x->events, t0);
     }
     for (size_t i = 0; i < c->nr; i++) {
         const t_release_t *x = &c->r[i];
         if (x->f < lo || x->f >= hi || x->a >= t1) continue;
         sums_t *y = acc_row(a, x->proc, x->stack);
         if (!y) return CW_ENOMEM;
-        if (x->f < t0) y->v[4] += x->bytes;
-        bool in = x->f >= t0 && x->f < t1, after = x->f >= t1;
-        if (x->a >= t0) {
-            y->v[5] += in ? x->bytes : 0;
-            y->v[6] += in ? x->pieces : 0;
-            y->v[7] += after ? x->pieces : 0;
-            y->v[8] += x->closed;
-        } else {
-            y->v[9] += in ? x->bytes : 0;
-            y->v[10] += in ? x->pieces : 0;
-            y->v[11] += after ? x->pieces : 0;
-            y->v[12] += x->closed;
-        }
+        cw__sums_add_release(y, x->f, x->a, x->bytes, x->pieces, x->closed, t0, t1);
     }
     return 0;
 }
@@ -687,6 +671,50 @@ int cw__report_load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *se
     }
     acc_finish(&a, out, nout);
     return 0;
+}
+
+/* A ranked report whose sums before t0 were too many to keep refilled
+ * the entry each time (10,000 live processes: 80,000 sums); the next
+ * 1,024 read the cells instead (a dashboard polling every 5 s: 85 min),
+ * then try the cache again. */
+#define TOP_SKIP_AFTER_OVERSIZE 1024
+
+int cw__report_before(cw_store_t *s, const cw__tier_t *t, const segment_t *seg, int nback,
+                      const pick_t *p, const cw__before_sums_t **v, uint32_t *n, cw_diag_t *d)
+{
+    sqlite3_stmt *st = NULL;
+    rentry_t *e = NULL;
+    bool final = true;
+    *v = NULL;
+    *n = 0;
+    for (int i = 0; i < nback; i++)
+        final &= seg[i].hi <= t[seg[i].tier].end;
+    /* As cw__report_load_sums() decides. */
+    if (s->test.read_cache_off || nback == 0 || seg[0].lo != INT64_MIN || !final ||
+        seg[nback - 1].hi != p->t0)
+        return 0;
+    if (s->r.report_cache && s->r.report_cache->top_skip) {
+        s->r.report_cache->top_skip--;
+        return 0;
+    }
+    int err = cw__store_stmt(s, CW__ST_Q_FIGS, SQL_Q_SEGMENT, &st, d);
+    if (!err) err = cached_before(s, st, t, seg, nback, p->t0, &e, d);
+    if (err == CW_ENOMEM) cw_diag_set(d, err, "querying window figures: out of memory");
+    if (err) return err;
+    static const cw__before_sums_t none;
+    *v = e->n ? e->v : &none; /* not NULL: the cache serves */
+    *n = e->n;
+    return 0;
+}
+
+void cw__report_before_done(cw_store_t *s)
+{
+    struct cw__report_cache *c = s->r.report_cache;
+    for (int i = 0; c && i < REPORT_CACHE_ENTRIES; i++)
+        if (c->e[i].valid && c->e[i].n > report_cache_max(s)) {
+            entry_drop(&c->e[i]);
+            c->top_skip = TOP_SKIP_AFTER_OVERSIZE;
+        }
 }
 
 static int cmp_tail_activity(const void *x, const void *y)

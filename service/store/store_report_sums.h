@@ -58,11 +58,105 @@ typedef struct cw__tail_act {
 pick_t cw__report_start_floor(const cw__tier_t *t, const pick_t *p);
 int cw__report_plan(const cw__tier_t *t, const pick_t *p, segment_t *seg, int *nback);
 
+/* What one stored row adds to its sums for window [t0, t1), as
+ * SQL_Q_SEGMENT computes it (store_report_sums.c), for the readers that
+ * add rows up in C: a commit row of bucket `bucket` (< t1), a release row
+ * released at f, committed at a (< t1). */
+static inline void cw__sums_add_commit(sums_t *y, int64_t bucket, int64_t bytes, int64_t events,
+                                       int64_t t0)
+{
+    bool before = bucket < t0;
+    y->v[before ? 0 : 2] += bytes;
+    y->v[before ? 1 : 3] += events;
+}
+
+static inline void cw__sums_add_release(sums_t *y, int64_t f, int64_t a, int64_t bytes,
+                                        int64_t pieces, int64_t closed, int64_t t0, int64_t t1)
+{
+    bool in = f >= t0 && f < t1, after = f >= t1;
+    if (f < t0) y->v[4] += bytes;
+    if (a >= t0) {
+        y->v[5] += in ? bytes : 0;
+        y->v[6] += in ? pieces : 0;
+        y->v[7] += after ? pieces : 0;
+        y->v[8] += closed;
+    } else {
+        y->v[9] += in ? bytes : 0;
+        y->v[10] += in ? pieces : 0;
+        y->v[11] += after ? pieces : 0;
+        y->v[12] += closed;
+    }
+}
+
 /* Runs every segment and sums its rows per (proc, stack), sorted, into
  * *out (*nout rows; the caller frees it), from the report cache and the
  * raw tail where they hold the rows. 0, CW_ENOMEM or CW_EDB. */
 int cw__report_load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *seg, int nseg,
                          int nback, const pick_t *p, sums_t **out, uint32_t *nout, cw_diag_t *d);
+
+/* The sums of one (proc, stack) over every row before a window's t0 but
+ * the BEFORE rows of its first tier: commit bytes and events, released
+ * bytes, closed pieces (SQL_Q_SEGMENT's columns 2, 3, 6, 14), as the
+ * handle's report cache keeps them (the open ones only). */
+typedef struct cw__before_sums {
+    uint32_t proc, stack;
+    int64_t cb, ce, rb, rc;
+} cw__before_sums_t;
+
+/* The report cache's sums before p->t0 for the backward segments
+ * seg[0, nback) (filled or brought up to date, as cw__report_load_sums()
+ * uses them), into *v, *n (borrowed: valid until the next query on s); *v
+ * NULL when the cache does not serve this window, or did not hold the
+ * sums of a recent ranked report (then every backward segment is to be
+ * read). A caller that has *v reads seg[0]'s BEFORE rows and no other
+ * backward row, and calls cw__report_before_done() when it no longer uses
+ * *v. 0, CW_ENOMEM or CW_EDB. */
+int cw__report_before(cw_store_t *s, const cw__tier_t *t, const segment_t *seg, int nback,
+                      const pick_t *p, const cw__before_sums_t **v, uint32_t *n, cw_diag_t *d);
+/* Frees an entry too big to keep (REPORT_CACHE_MAX_ROWS); the next 1,024
+ * cw__report_before() calls then serve nothing. */
+void cw__report_before_done(cw_store_t *s);
+
+/* Process ids in ascending order, and the same as a JSON array (for SQL's
+ * json_each). Borrowed from the caller. */
+typedef struct cw__proc_set {
+    const uint32_t *id;
+    uint32_t n;
+    const char *json;
+    const cw__before_sums_t *bv; /* cached sums before t0 (cw__report_before), or NULL */
+    uint32_t bn;
+} cw__proc_set_t;
+
+/* The same sums as cw__report_load_sums() for the processes of only
+ * alone, from their cells decoded in C (store_report_keys.c): no other
+ * process's cell is decoded; of only's cached sums before t0 (bv, from
+ * cw__report_before), its processes' are added. The raw tail is not
+ * used. 0, CW_ENOMEM or CW_EDB. */
+int cw__report_load_sums_of(cw_store_t *s, const segment_t *seg, int nseg, const pick_t *p,
+                            const cw__proc_set_t *only, sums_t **out, uint32_t *nout, cw_diag_t *d);
+
+/* Per process, what ranks it in a window (cw_store_report_top), from the
+ * cells' columns alone (no stack decoded): the sums of bytes and
+ * released, and its activity as store_report.c's stage 2 applies it. */
+typedef struct cw__proc_keys {
+    uint32_t proc;
+    bool active;      /* an activity row in the window */
+    int64_t cb0, rb0; /* before t0: commit bytes, released bytes */
+    int64_t cbw, rbw; /* from t0 to t1 */
+    int64_t level;    /* outstanding as the activity rows are applied */
+    int64_t events, peak, peak_ns;
+} cw__proc_keys_t;
+
+/* cw__proc_keys_t over the cached sums bv (bn of them, cw__report_before;
+ * NULL: none) and the segments (seg[0, nback) before t0; commits
+ * before t1, releases with f before t1: what the bytes figures need;
+ * activity of the forward segments, the peak starting at `at` from
+ * outstanding at t0), by process in ascending order, into *out (*nout;
+ * the caller frees it). One pass over the cells in key order: no sort.
+ * 0, CW_ENOMEM or CW_EDB (store_report_keys.c). */
+int cw__report_load_keys(cw_store_t *s, const segment_t *seg, int nseg, int nback, const pick_t *p,
+                         int64_t at, const cw__before_sums_t *bv, uint32_t bn,
+                         cw__proc_keys_t **out, uint32_t *nout, cw_diag_t *d);
 
 /* The raw tail's activity rows of [lo, *mid), per process in bucket
  * order, as pointers into the tail into *out (the caller frees the

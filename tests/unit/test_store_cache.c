@@ -12,7 +12,9 @@
  * the raw, minute and hour tiers while the caches hold sums; a size cap
  * that halves retentions. Midway the stack tags are rewritten (as
  * re-tagging does, with a new meta rules_hash). The caches must have been
- * used, and refreshed after each fold. */
+ * used, and refreshed after each fold. Every report is also asked ranked
+ * (cw_store_report_top, by each key, cut to 1, 3 and all processes): the
+ * processes it chooses and their figures must be the full report's. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -59,7 +61,7 @@ static uint32_t npc, nproc, nended;
 static int64_t proc_start[MAXPROC + 1];
 static bool proc_ended[MAXPROC + 1];
 static int64_t t0, end0;
-static uint32_t checks_report, checks_series;
+static uint32_t checks_report, checks_series, checks_top;
 
 /* ---- comparing answers ------------------------------------------------------ */
 
@@ -82,6 +84,77 @@ static void reports_same(const cw_report_t *x, const cw_report_t *y, int64_t fro
         test_proc_eq(&x->procs[i], &y->procs[i]);
 }
 
+/* The key cw_store_report_top() ranks p by, from p's figures. */
+static int64_t rank_key(const cw_proc_report_t *p, cw_rank_t k)
+{
+    switch (k) {
+    case CW_RANK_IMPACTING:
+        return cw_figs_impacting(&p->figs);
+    case CW_RANK_SIZE:
+        return (int64_t)p->figs.size_bytes;
+    case CW_RANK_PEAK:
+        return (int64_t)p->peak_bytes;
+    case CW_RANK_OUTSTANDING:
+        return (int64_t)p->outstanding_end;
+    }
+    return 0;
+}
+
+/* x's process i comes before j in the ranking by k. */
+static bool ranks_before(const cw_report_t *x, uint32_t i, uint32_t j, cw_rank_t k)
+{
+    int64_t a = rank_key(&x->procs[i], k), b = rank_key(&x->procs[j], k);
+    return a != b ? a > b : x->procs[i].id < x->procs[j].id;
+}
+
+/* The ranked report (cw_store_report_top: processes ranked from the
+ * cells' columns, only the chosen ones decoded) is the full report x cut
+ * to its first processes by each key: the same processes, each with every
+ * figure, stack and name x gives it. */
+static void top_eq(cw_store_t *h, const cw_report_t *x, int64_t from, int64_t to)
+{
+    static const uint32_t limits[] = {1, 3, 1000};
+    cw_diag_t d = {{0}};
+    for (int k = CW_RANK_IMPACTING; k <= CW_RANK_OUTSTANDING; k++) {
+        for (size_t l = 0; l < CW_ARRAY_LEN(limits); l++) {
+            cw_report_t *z;
+            uint32_t total;
+            ASSERT_OK(cw_store_report_top(h, from, to, (cw_rank_t)k, limits[l], false, &z, &total,
+                                          &d));
+            ASSERT_EQ(total, x->nprocs);
+            ASSERT_EQ(z->from_ns, x->from_ns);
+            ASSERT_EQ(z->to_ns, x->to_ns);
+            ASSERT_TRUE(same_note(z->note, x->note));
+            ASSERT_EQ(z->nprocs, x->nprocs < limits[l] ? x->nprocs : limits[l]);
+            for (uint32_t i = 0; i < x->nprocs; i++) {
+                /* x's process i is chosen when fewer than limit rank before it. */
+                uint32_t before = 0;
+                for (uint32_t j = 0; j < x->nprocs; j++)
+                    before += ranks_before(x, j, i, (cw_rank_t)k);
+                const cw_proc_report_t *got = NULL, *want = &x->procs[i];
+                for (uint32_t m = 0; m < z->nprocs; m++)
+                    if (z->procs[m].id == want->id) got = &z->procs[m];
+                ASSERT_EQ(got != NULL, before < limits[l]);
+                if (!got) continue;
+                test_proc_eq(got, want);
+                ASSERT_STR_EQ(got->name, want->name);
+                ASSERT_EQ(got->pid, want->pid);
+                ASSERT_EQ(got->start_ns, want->start_ns);
+                ASSERT_EQ(got->exit_ns, want->exit_ns);
+                ASSERT_EQ(got->folded, want->folded);
+            }
+            /* in cw_report_sort() order, as cw_store_report() lists them */
+            for (uint32_t m = 0, i = 0; m < z->nprocs; m++, i++) {
+                while (i < x->nprocs && x->procs[i].id != z->procs[m].id)
+                    i++;
+                ASSERT_TRUE(i < x->nprocs);
+            }
+            cw_report_free(z);
+            checks_top++;
+        }
+    }
+}
+
 static void report_eq(cw_store_t *c, cw_store_t *n, int64_t from, int64_t to)
 {
     cw_report_t *x, *y;
@@ -91,6 +164,7 @@ static void report_eq(cw_store_t *c, cw_store_t *n, int64_t from, int64_t to)
     ASSERT_EQ(rx, ry);
     if (rx) return;
     reports_same(x, y, from, to);
+    top_eq(c, y, from, to);
     cw_report_free(x);
     cw_report_free(y);
     checks_report++;
@@ -680,8 +754,9 @@ int main(void)
     closed_proc();
     burst_tail();
     pooled();
-    printf("%u reports and %u series compared\n", checks_report, checks_series);
-    ASSERT_TRUE(checks_report > 100 && checks_series > 100);
+    printf("%u reports, %u ranked reports and %u series compared\n", checks_report, checks_top,
+           checks_series);
+    ASSERT_TRUE(checks_report > 100 && checks_series > 100 && checks_top > 1000);
     ASSERT_EQ(cw_test_rmtree(dir), 0);
     TEST_DONE();
 }
