@@ -131,6 +131,14 @@ static int get_header(const unsigned char *p, size_t n, size_t *pos, uint64_t *p
     return 0;
 }
 
+/* Reads k varints at *pos into v: 0, or -1 when the cell ends first. */
+static int get_figs(const unsigned char *p, size_t n, size_t *pos, uint64_t *v, int k)
+{
+    for (int i = 0; i < k; i++)
+        if (cw_varint_read(p, n, pos, &v[i])) return -1;
+    return 0;
+}
+
 int cw__cell_decode(const void *data, size_t n, int64_t bucket, uint32_t proc, cw__cell_rows_t *out,
                     int64_t *unit)
 {
@@ -143,15 +151,14 @@ int cw__cell_decode(const void *data, size_t n, int64_t bucket, uint32_t proc, c
     if (get_header(p, n, &pos, &pu, &u, &plain)) return CW_EDB;
     if (unit) *unit = u;
     while (pos < n) {
-        uint64_t d, k, v[4];
+        uint64_t d, k, v[2];
         if (cw_varint_read(p, n, &pos, &d) || cw_varint_read(p, n, &pos, &k) || d > UINT32_MAX)
             return CW_EDB;
         stack += (uint32_t)d;
         uint64_t nrel = k >> 1;
         if (nrel > (n - pos) / 4) return CW_EDB; /* a release row takes 4 bytes at least */
         if (k & 1) {
-            if (cw_varint_read(p, n, &pos, &v[0]) || cw_varint_read(p, n, &pos, &v[1]))
-                return CW_EDB;
+            if (get_figs(p, n, &pos, v, 2)) return CW_EDB;
             if (CW_RESERVE(out->c.v, out->c.cap, (size_t)out->c.n + 1)) return CW_ENOMEM;
             out->c.v[out->c.n++] = (cw_row_commit_t){
                 .proc = proc,
@@ -163,22 +170,18 @@ int cw__cell_decode(const void *data, size_t n, int64_t bucket, uint32_t proc, c
         }
         if (nrel && CW_RESERVE(out->r.v, out->r.cap, (size_t)out->r.n + nrel)) return CW_ENOMEM;
         for (uint64_t e = 0; e < nrel; e++) {
-            uint64_t code;
-            if (cw_varint_read(p, n, &pos, &code) || cw_varint_read(p, n, &pos, &v[0]) ||
-                cw_varint_read(p, n, &pos, &v[1]) || cw_varint_read(p, n, &pos, &v[2]))
-                return CW_EDB;
-            int64_t a =
-                code == 0
+            uint64_t w[4]; /* the code of a, bytes, pieces, closed */
+            if (get_figs(p, n, &pos, w, 4)) return CW_EDB;
+            cw_row_release_t *rr = &out->r.v[out->r.n++];
+            rr->proc = proc;
+            rr->stack = stack;
+            rr->a =
+                w[0] == 0
                     ? CW_TS_BEFORE
-                    : (int64_t)((uint64_t)bucket - (uint64_t)unfig(plain, code - 1) * (uint64_t)u);
-            out->r.v[out->r.n++] = (cw_row_release_t){
-                .proc = proc,
-                .stack = stack,
-                .a = a,
-                .bytes = (uint64_t)unfig(plain, v[0]) * pu,
-                .pieces = (uint64_t)unfig(plain, v[1]),
-                .closed = (uint64_t)unfig(plain, v[2]),
-            };
+                    : (int64_t)((uint64_t)bucket - (uint64_t)unfig(plain, w[0] - 1) * (uint64_t)u);
+            rr->bytes = (uint64_t)unfig(plain, w[1]) * pu;
+            rr->pieces = (uint64_t)unfig(plain, w[2]);
+            rr->closed = (uint64_t)unfig(plain, w[3]);
         }
     }
     return 0;
@@ -405,6 +408,8 @@ static int tv_rowid(sqlite3_vtab_cursor *cur, sqlite_int64 *out)
     return SQLITE_OK;
 }
 
+/* A table of callbacks (alike to the sources' cw_source_ops_t tables in
+ * form only). */
 static const sqlite3_module tv_module = {
     .iVersion = 0,
     .xCreate = NULL, /* eponymous-only */

@@ -31,6 +31,21 @@ static const char SQL_Q_KEYS[] =
     "SELECT bucket, proc, bytes, released, events, delta, relpeak, peak_off FROM cells"
     " WHERE tier = ?1 AND layer = 0 AND bucket >= ?2 AND bucket < ?3 ORDER BY bucket";
 
+/* The end of reading a list of n rows (size bytes each) into v: after an
+ * error v is freed (and ENOMEM named), else it is sorted by cmp for the
+ * caller. Returns err. */
+static int list_done(int err, void *v, uint32_t n, size_t size,
+                     int (*cmp)(const void *, const void *), cw_diag_t *d)
+{
+    if (err) {
+        free(v);
+        if (err == CW_ENOMEM) cw_diag_set(d, err, "querying window figures: out of memory");
+        return err;
+    }
+    if (n > 1) qsort(v, n, size, cmp);
+    return 0;
+}
+
 static int cmp_keys(const void *x, const void *y)
 {
     const cw__proc_keys_t *a = x, *b = y;
@@ -128,12 +143,7 @@ int cw__report_load_keys(cw_store_t *s, const segment_t *seg, int nseg, int nbac
         sqlite3_reset(st);
     }
     cw_keymap_free(&map);
-    if (err) {
-        free(v);
-        if (err == CW_ENOMEM) cw_diag_set(d, err, "querying window figures: out of memory");
-        return err;
-    }
-    if (n > 1) qsort(v, n, sizeof *v, cmp_keys);
+    if ((err = list_done(err, v, n, sizeof *v, cmp_keys, d))) return err;
     *out = v;
     *nout = n;
     return 0;
@@ -258,12 +268,7 @@ int cw__report_load_sums_of(cw_store_t *s, const segment_t *seg, int nseg, const
     }
     cw__cell_rows_free(&rows);
     cw_keymap_free(&map);
-    if (err) {
-        free(v);
-        if (err == CW_ENOMEM) cw_diag_set(d, err, "querying window figures: out of memory");
-        return err;
-    }
-    if (n > 1) qsort(v, n, sizeof *v, cmp_sums);
+    if ((err = list_done(err, v, n, sizeof *v, cmp_sums, d))) return err;
     *out = v;
     *nout = n;
     return 0;

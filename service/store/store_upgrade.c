@@ -85,31 +85,30 @@ static int read_range(cw_store_t *s, int tier, int64_t lo, int64_t hi, range_row
             int64_t v[7];
             for (int i = 0; i < sqlite3_column_count(st); i++)
                 v[i] = sqlite3_column_int64(st, i);
-            if (t == 0) {
-                if (CW_RESERVE(rr->c.v, rr->c.cap, (size_t)rr->c.n + 1))
-                    err = CW_ENOMEM;
-                else
-                    rr->c.v[rr->c.n++] = (cw_row_commit_t){(uint32_t)v[1], (uint32_t)v[2], v[0],
-                                                           (uint64_t)v[3], (uint64_t)v[4]};
-            } else if (t == 1) {
-                if (CW_RESERVE(rr->r.v, rr->r.cap, (size_t)rr->r.n + 1) ||
-                    CW_RESERVE(rr->rf, rr->rfcap, (size_t)rr->r.n + 1))
-                    err = CW_ENOMEM;
-                else {
-                    rr->rf[rr->r.n] = v[0];
-                    rr->r.v[rr->r.n++] =
-                        (cw_row_release_t){(uint32_t)v[1], (uint32_t)v[2], v[3],
-                                           (uint64_t)v[4], (uint64_t)v[5], (uint64_t)v[6]};
-                }
-            } else {
-                if (CW_RESERVE(rr->a.v, rr->a.cap, (size_t)rr->a.n + 1) ||
-                    CW_RESERVE(rr->ab, rr->abcap, (size_t)rr->a.n + 1))
-                    err = CW_ENOMEM;
-                else {
-                    rr->ab[rr->a.n] = v[0];
-                    rr->a.v[rr->a.n++] =
-                        (cw_row_activity_t){(uint32_t)v[1], (uint64_t)v[2], v[3], v[4], v[5]};
-                }
+            /* Room for one more row in each vector and side array. */
+            if (CW_RESERVE(rr->c.v, rr->c.cap, (size_t)rr->c.n + 1) ||
+                CW_RESERVE(rr->r.v, rr->r.cap, (size_t)rr->r.n + 1) ||
+                CW_RESERVE(rr->rf, rr->rfcap, (size_t)rr->r.n + 1) ||
+                CW_RESERVE(rr->a.v, rr->a.cap, (size_t)rr->a.n + 1) ||
+                CW_RESERVE(rr->ab, rr->abcap, (size_t)rr->a.n + 1)) {
+                err = CW_ENOMEM;
+                break;
+            }
+            switch (t) {
+            case 0: /* bucket, proc, stack, bytes, events */
+                rr->c.v[rr->c.n++] = (cw_row_commit_t){(uint32_t)v[1], (uint32_t)v[2], v[0],
+                                                       (uint64_t)v[3], (uint64_t)v[4]};
+                break;
+            case 1: /* f, proc, stack, a, bytes, pieces, closed */
+                rr->rf[rr->r.n] = v[0];
+                rr->r.v[rr->r.n++] =
+                    (cw_row_release_t){(uint32_t)v[1], (uint32_t)v[2], v[3],
+                                       (uint64_t)v[4], (uint64_t)v[5], (uint64_t)v[6]};
+                break;
+            default: /* bucket, proc, events, delta, relpeak, relpeak_ns */
+                rr->ab[rr->a.n] = v[0];
+                rr->a.v[rr->a.n++] =
+                    (cw_row_activity_t){(uint32_t)v[1], (uint64_t)v[2], v[3], v[4], v[5]};
             }
         }
         if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "reading the rows to convert", d);

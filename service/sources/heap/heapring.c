@@ -67,6 +67,8 @@ int cw_heapring_next(cw_heapring_t *r, cw_heapring_rec_t *out)
             release_read(r);
             return 0;
         }
+        /* The slot's fields, one a line (alike to alerts/eval.c's copy of
+         * a stored alert row in form only). */
         out->kind = s->kind;
         out->fn = s->fn;
         out->flags = s->flags;
