@@ -598,16 +598,19 @@ with Service(MTA, name="api-token", args=["--token", "s3cret", "--speed", "5", "
 
     def snapshot():
         """One consistent look: /api/processes (outstanding first) while no
-        bucket was stored (the stored end is the same before and after)."""
+        bucket was stored (the stored end is the same before and after)
+        and tracking had not ended (the end of the run stores the bucket
+        that ends the live instances before it sets ingest_done)."""
         st1, h1 = svc.get("/api/health")
         if h1["ingest_done"]:
             return True
         e = h1["last_bucket_end_ns"]
-        if e is None or e <= T0 + S:
+        if e is None or e <= T0 + S or h1["tracking_ended_ns"] is not None:
             return False
         st2, r = svc.get(q("/api/processes", **{"from": T0, "to": e, "sort": "outstanding"}))
         st3, h3 = svc.get("/api/health")
-        if h3["last_bucket_end_ns"] == e and not h3["ingest_done"]:
+        if (h3["last_bucket_end_ns"] == e and not h3["ingest_done"]
+                and h3["tracking_ended_ns"] is None):
             snapshots[e] = r  # one look per stored state
         return False
 
