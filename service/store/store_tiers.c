@@ -317,13 +317,7 @@ static int flush_group(cw_store_t *s, int k, cw__roll_t *g, cw_diag_t *d)
     uint32_t nr = cw_batch_merge_releases(g->releases.v, g->releases.n);
     int err = cw__store_ins_rows(s, k + 1, g->bucket, g->commits.v, nc, g->releases.v, nr,
                                  g->activity.v, g->activity.n, d);
-    g->commits.n = g->releases.n = g->activity.n = 0;
-    g->has = false;
-    if (g->cmap.idx) {
-        cw_keymap_clear(&g->cmap);
-        cw_keymap_clear(&g->rmap);
-        cw_keymap_clear(&g->amap);
-    }
+    roll_clear(g);
     return err;
 }
 
