@@ -35,7 +35,9 @@ typedef struct cw_agg cw_agg_t;
  * cw_agg_advance/flush return to their caller. */
 typedef int (*cw_agg_emit_fn)(void *ctx, cw_batch_t *b);
 
-/* stacks and tagger are borrowed for the aggregator's life. first_frame /
+/* stacks and tagger are borrowed for the aggregator's life (tagger NULL:
+ * stacks go out untagged, for an aggregator whose batches are re-keyed
+ * before they are stored: a heap trace's, layerfeed.h). first_frame /
  * first_stack: the ids already stored (a database being continued), so
  * only newer ones are sent. 0 or CW_ENOMEM. */
 int cw_agg_create(int64_t width_ns, cw_stacks_t *stacks, cw_tagger_t *tagger,
@@ -71,6 +73,12 @@ void cw_agg_set_tagger(cw_agg_t *a, cw_tagger_t *tagger);
  * folded after it. 0 or CW_ENOMEM. */
 int cw_agg_add_correction(cw_agg_t *a, uint32_t proc, int64_t ts, uint64_t committed,
                           uint64_t decommitted);
+/* A batch of the heap layer (batch.h's riders; layerfeed.h) to ride
+ * with the open bucket's batch, or with the next bucket's when none is
+ * open (never with one already emitted). r moves in on success. 0,
+ * CW_EINVAL (no time has been advanced to yet, or r is not a rider) or
+ * CW_ENOMEM. */
+int cw_agg_add_rider(cw_agg_t *a, cw_batch_t *r);
 /* Source counters carried in the next batch. */
 void cw_agg_set_counters(cw_agg_t *a, uint64_t events_total, uint64_t events_lost,
                          int64_t drift_bytes);

@@ -99,7 +99,7 @@ typedef struct cw_row_stack {
     uint32_t id;
     uint32_t nframes;
     uint32_t *frames; /* frame ids, outermost first */
-    char *tag;
+    char *tag; /* NULL: untagged (an aggregator without a tagger, agg.h) */
 } cw_row_stack_t;
 
 #define CW__VEC(T)                                                                                 \
@@ -121,6 +121,17 @@ typedef struct cw_batch {
     CW__VEC(cw_row_folded_t) folded;
     CW__VEC(cw_row_map_t) maps;
     CW__VEC(cw_row_correction_t) corrections;
+    /* 0: the commit layer (VirtualAlloc, mmap); 1: the heap layer (a heap
+     * trace's allocations, heaptraces.h). A batch of layer 1 holds rows
+     * only: commits, releases and activity. */
+    uint8_t layer;
+    /* Batches of the heap layer riding this one to the store (layerfeed.h):
+     * each of its own bucket of the raw width, which may be earlier than
+     * this batch's; their stacks are carried by this batch or an earlier
+     * one. Owned. Not in the journal's encoding (cw_batch_encode): a run
+     * killed with riders queued loses them, as it loses the heap traces'
+     * reports. */
+    CW__VEC(struct cw_batch *) riders;
     /* Source counters, cumulative since the service started. */
     uint64_t events_total;
     uint64_t events_lost;
@@ -141,6 +152,9 @@ int cw_batch_add_folded(cw_batch_t *b, const cw_row_folded_t *r);
 /* r->blob moves into the batch on success (the caller frees it on error). */
 int cw_batch_add_map(cw_batch_t *b, const cw_row_map_t *r);
 int cw_batch_add_correction(cw_batch_t *b, const cw_row_correction_t *r);
+/* r (a batch of layer 1) moves into b on success (the caller frees it on
+ * error). 0, CW_EINVAL (r is not of layer 1 or is b) or CW_ENOMEM. */
+int cw_batch_add_rider(cw_batch_t *b, cw_batch_t *r);
 int cw_batch_add_frame(cw_batch_t *b, uint32_t id, const char *text);
 int cw_batch_add_stack(cw_batch_t *b, uint32_t id, const uint32_t *frames, uint32_t n,
                        const char *tag);

@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "commitwatch/agg.h"
 #include "commitwatch/error.h"
 #include "commitwatch/stacks.h"
 
@@ -67,6 +68,18 @@ int cw_heap_model_start(cw_heap_model_t *m, uint32_t pid, int64_t ts, const char
  * first and is counted (reused). 0 or CW_ENOMEM (the model is then
  * unusable). */
 int cw_heap_model_apply(cw_heap_model_t *m, const cw_heap_ev_t *ev);
+
+/* The heap layer for the store: the model's tracker output goes to agg
+ * too (agg.h, borrowed for the model's life), whose buckets close as the
+ * events pass them; its batches are the heap trace's seconds
+ * (layerfeed.h). Call before the first event. */
+void cw_heap_model_also(cw_heap_model_t *m, cw_agg_t *agg);
+/* The end of the trace for agg, as the end of tracking for the commit
+ * layer: every live block released at the start of the bucket after the
+ * last event, and agg flushed, so every window up to the last event keeps
+ * its figures. After the report (the model's figures change). 0 or agg's
+ * error; nothing to do without cw_heap_model_also. */
+int cw_heap_model_end(cw_heap_model_t *m);
 
 /* Marks a snapshot at ts (UMDH's, TraceHeap's): what every stack has
  * outstanding now, bytes and blocks, for a diff between two points

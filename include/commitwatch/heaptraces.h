@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "commitwatch/error.h"
+#include "commitwatch/layerfeed.h"
 
 typedef struct cw_heaptraces cw_heaptraces_t;
 
@@ -27,13 +28,21 @@ typedef struct cw_heaptraces_opts {
     int64_t default_duration_ns; /* a trace asked without a duration; 0: 5 min (at
                                   * most max_duration_ns) */
     const char *preload;         /* the interposer, NULL: found as heap_launch.h says */
+    /* Where each trace's seconds go for the store's heap layer (borrowed,
+     * outliving the set); NULL: the traces' reports only. */
+    cw_layerfeed_t *feed;
 } cw_heaptraces_opts_t;
 
 /* 0 with *out set, or CW_ENOMEM or CW_EINVAL (a path too long). Rows a killed service left
  * "running" are marked failed (logged). */
 int cw_heaptraces_start(const cw_heaptraces_opts_t *o, cw_heaptraces_t **out, cw_diag_t *d);
 /* Stops every running trace (each stores what it read, state "stopped",
- * end_reason "shutdown") and waits for them. Accepts NULL. */
+ * end_reason "shutdown") and waits for them; asks are refused from then
+ * on ("the service is stopping"). The set stays until cw_heaptraces_stop.
+ * The thread that started the set; accepts NULL. */
+void cw_heaptraces_end(cw_heaptraces_t *h);
+/* Ends the traces as cw_heaptraces_end (if not done) and frees the set.
+ * Accepts NULL. */
 void cw_heaptraces_stop(cw_heaptraces_t *h);
 
 typedef struct cw_heaptrace_ask {

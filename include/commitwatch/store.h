@@ -189,6 +189,19 @@ int cw_store_write(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d);
  * (nothing of any of them is stored). */
 int cw_store_write_many(cw_store_t *s, const cw_batch_t *const *b, size_t n, cw_diag_t *d);
 
+/* The layers the store keeps apart (docs/DESIGN.md, "Cells"): commits
+ * (VirtualAlloc, mmap) and heap allocations (heap traces' cells, written
+ * as riders: batch.h, layerfeed.h). */
+typedef enum cw_layer { CW_LAYER_COMMIT = 0, CW_LAYER_HEAP = 1 } cw_layer_t;
+
+/* The layer a read-only handle's reads read from now on (the commit layer
+ * until set): every report, list and series below then gives that
+ * layer's figures. The heap layer is kept in the raw tier only, so its
+ * windows are the raw tier's. The read caches are dropped when the layer
+ * changes. 0, or CW_EINVAL (not a layer, or a writer's handle). Give a
+ * handle set to the heap layer no share (cw_store_set_share). */
+int cw_store_set_layer(cw_store_t *s, cw_layer_t layer);
+
 /* Figures of [from, to) from the finest tier that covers the window and
  * is aligned to it; a window aligned to no available tier is widened to
  * the nearest buckets and r->note says so. from == INT64_MIN / to ==

@@ -23,6 +23,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "commitwatch/agg.h"
 #include "commitwatch/analysis.h"
 #include "commitwatch/common.h"
 #include "commitwatch/error.h"
@@ -52,6 +53,8 @@ struct cw_heap_model {
     cw_tracker_t *tracker;
     cw_analysis_t *analysis;
     cw_tracker_sink_t inner; /* the analyzer's sink, which ours forwards to */
+    cw_agg_t *also;          /* the heap layer's aggregator (cw_heap_model_also), or NULL */
+    cw_tracker_sink_t also_sink;
     cw_keymap_t peak_map;    /* (instance id, stack) -> peaks[] */
     peak_t *peaks;
     size_t npeaks, peaks_cap;
@@ -86,16 +89,19 @@ static void s_start(void *ctx, const cw_proc_t *p, int64_t ts)
 {
     cw_heap_model_t *m = ctx;
     m->inner.on_start(m->inner.ctx, p, ts);
+    if (m->also) m->also_sink.on_start(m->also_sink.ctx, p, ts);
 }
 static void s_event(void *ctx, const cw_proc_t *p, int64_t ts)
 {
     cw_heap_model_t *m = ctx;
     m->inner.on_event(m->inner.ctx, p, ts);
+    if (m->also) m->also_sink.on_event(m->also_sink.ctx, p, ts);
 }
 static void s_commit(void *ctx, const cw_proc_t *p, const cw_commit_t *c, int64_t ts)
 {
     cw_heap_model_t *m = ctx;
     m->inner.on_commit(m->inner.ctx, p, c, ts);
+    if (m->also) m->also_sink.on_commit(m->also_sink.ctx, p, c, ts);
     peak_t *k = peak_of(m, p, c->stack_id);
     if (!k) return;
     k->cur += c->bytes;
@@ -107,6 +113,7 @@ static void s_release(void *ctx, const cw_proc_t *p, const cw_commit_t *c, uint6
 {
     cw_heap_model_t *m = ctx;
     m->inner.on_release(m->inner.ctx, p, c, bytes, ts);
+    if (m->also) m->also_sink.on_release(m->also_sink.ctx, p, c, bytes, ts);
     peak_t *k = peak_of(m, p, c->stack_id);
     if (!k) return;
     k->cur -= bytes < k->cur ? bytes : k->cur;
@@ -116,11 +123,13 @@ static void s_exit(void *ctx, const cw_proc_t *p, int64_t ts)
 {
     cw_heap_model_t *m = ctx;
     m->inner.on_exit(m->inner.ctx, p, ts);
+    if (m->also) m->also_sink.on_exit(m->also_sink.ctx, p, ts);
 }
 static void s_live(void *ctx, const cw_proc_t *p, const cw_commit_t *c)
 {
     cw_heap_model_t *m = ctx;
     m->inner.on_live(m->inner.ctx, p, c);
+    if (m->also && m->also_sink.on_live) m->also_sink.on_live(m->also_sink.ctx, p, c);
 }
 
 int cw_heap_model_create(int64_t from_ns, cw_heap_model_t **out)
@@ -226,12 +235,39 @@ void cw_heap_model_limit(cw_heap_model_t *m, uint64_t max_blocks)
     m->max_live = max_blocks;
 }
 
+void cw_heap_model_also(cw_heap_model_t *m, cw_agg_t *agg)
+{
+    m->also = agg;
+    if (agg) m->also_sink = cw_agg_sink(agg);
+}
+
+/* The heap layer's bucket closes when an event is past it. */
+static int advance(cw_heap_model_t *m, int64_t ts)
+{
+    return m->also ? cw_agg_advance(m->also, ts) : 0;
+}
+
+int cw_heap_model_end(cw_heap_model_t *m)
+{
+    if (!m->also || m->last_ts == INT64_MIN) return 0;
+    int64_t at = cw_agg_next_bucket(m->also, m->last_ts);
+    int rc = cw_agg_advance(m->also, at);
+    if (rc) return rc;
+    cw_tracker_end_all(m->tracker, at);
+    m->last_ts = at;
+    m->live = 0;
+    return cw_agg_flush(m->also);
+}
+
 int cw_heap_model_start(cw_heap_model_t *m, uint32_t pid, int64_t ts, const char *name,
                         const char *cmdline)
 {
     /* A pid seen again (an exec): its old image's blocks go with it. */
     m->live -= cw_tracker_piece_count(m->tracker, pid);
-    cw_event_t e = {.ts = ordered(m, ts),
+    ts = ordered(m, ts);
+    int rc = advance(m, ts);
+    if (rc) return rc;
+    cw_event_t e = {.ts = ts,
                     .op = CW_OP_PROCESS_START,
                     .pid = pid,
                     .name = name,
@@ -243,7 +279,8 @@ int cw_heap_model_apply(cw_heap_model_t *m, const cw_heap_ev_t *ev)
 {
     int64_t ts = ordered(m, ev->ts);
     bool found;
-    int rc = 0;
+    int rc = advance(m, ts);
+    if (rc) return rc;
     m->events++;
     switch (ev->kind) {
     case CW_HEAP_ALLOC:

@@ -11,6 +11,20 @@
 #include "commitwatch/heaptraces.h"
 #include "commitwatch/log.h"
 
+void cw__svc_heaps_end(svc_t *s)
+{
+    if (!s->heaps) return;
+    cw_heaptraces_end(s->heaps);
+    cw__svc_heaps_drain(s);
+    cw_layerfeed_counts_t c;
+    cw_layerfeed_counts(s->feed, &c);
+    if (c.attached || c.dropped || c.rows_left_out)
+        CW_LOGI("heap traces: %llu seconds of the heap layer stored, %llu dropped, %llu rows of "
+                "other processes (a traced program's children) left out",
+                (unsigned long long)c.attached, (unsigned long long)c.dropped,
+                (unsigned long long)c.rows_left_out);
+}
+
 int cw__svc_heaps_start(svc_t *s)
 {
     if (!s->live) return 0;
@@ -20,10 +34,25 @@ int cw__svc_heaps_start(svc_t *s)
                         ? UINT32_MAX
                         : (uint32_t)s->cfg.heap_trace_max_running;
     o.max_duration_ns = s->cfg.heap_trace_max_duration_ns;
+    if (cw_layerfeed_create(&s->feed) != 0)
+        return cw_diag_set(s->d, CW_ENOMEM, "heap traces: out of memory");
+    o.feed = s->feed;
     cw_diag_t d = {{0}};
     if (cw_heaptraces_start(&o, &s->heaps, &d) != 0)
         return cw_diag_set(s->d, CW_ENOMEM, "heap traces: %s", d.msg);
     return 0;
+}
+
+void cw__svc_heaps_drain(svc_t *s)
+{
+    if (!s->feed) return;
+    int rc = cw_layerfeed_drain(s->feed, s->stacks, s->agg);
+    if (rc != 0 && !s->feed_warned) {
+        s->feed_warned = true;
+        CW_LOGW("heap traces: a second of the heap layer could not be stored (%s); the seconds "
+                "dropped are counted in the log line at the service's stop",
+                cw_strerror(rc));
+    }
 }
 
 static int http_ask(void *ctx, uint32_t pid, uint32_t proc, const char *process,

@@ -46,6 +46,7 @@ static int between_events(void *ctx, bool tick)
     svc_t *s = ctx;
     int rc;
     if (tick) cw__svc_note_clock_step(s);
+    if (tick) cw__svc_heaps_drain(s);
     if (atomic_load(&cw__svc_reload_flag) && (rc = cw__svc_reload(s)) != 0) return rc;
     if (tick) cw__svc_publish_memory(s, false);
     return 0;
@@ -319,6 +320,9 @@ static int finish_ingest(svc_t *s, int rc)
     if (s->backoff.failures) cw__svc_record_downtime(s, false, cw_plat_wall_ns());
     atomic_store(&s->status.events_ingested, cw_pipeline_events(s->pipe));
     cw__svc_publish_memory(s, true);
+    /* The heap traces end with the ingestion: their last seconds ride the
+     * last bucket. */
+    cw__svc_heaps_end(s);
     int flush_rc = cw_pipeline_end_tracking(s->pipe);
     cw_mapreq_close(s->maps);
     if (flush_rc == 0) flush_rc = cw_agg_flush(s->agg);
@@ -362,6 +366,8 @@ static int finish(svc_t *s, int rc)
     cw__svc_alerts_stop(s);
     cw_heaptraces_stop(s->heaps); /* after HTTP and alerts, which ask it for traces */
     s->heaps = NULL;
+    cw_layerfeed_destroy(s->feed);
+    s->feed = NULL;
     /* Everything is stored: the last, partial period is pushed; what the
      * store does not take within 5 s is lost (logged). */
     cw_push_stop(s->pusher, 5000000000LL);

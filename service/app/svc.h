@@ -62,6 +62,8 @@ typedef struct svc {
     cw_notifier_t *notifier;   /* delivers the engine's notices; NULL: none */
     cw_pusher_t *pusher;       /* pushes each period's profiles (push.h); NULL: off */
     cw_heaptraces_t *heaps;    /* heap traces (heaptraces.h); NULL: not a live source */
+    cw_layerfeed_t *feed;      /* their seconds on the way to the store (with heaps) */
+    bool feed_warned;          /* a drop of the heap layer was logged */
     bool live;                 /* the platform's live source traces this machine */
     const char *db_path;       /* the database (the config's or the command line's) */
     cw_config_t cfg;           /* the configuration file, read at the start */
@@ -129,6 +131,12 @@ int cw__svc_reload(svc_t *s);
 /* Starts s->heaps when the source is the live one (else leaves it NULL).
  * 0, or CW_ENOMEM with s->d set. */
 int cw__svc_heaps_start(svc_t *s);
+/* The heap layer's batches the traces pushed, into the aggregator's open
+ * bucket (layerfeed.h). Core thread, between events. */
+void cw__svc_heaps_drain(svc_t *s);
+/* Ends every trace and drains their last seconds (before the last bucket
+ * is flushed); asks are refused from then on. Core thread. */
+void cw__svc_heaps_end(svc_t *s);
 /* The HTTP server's hooks into s->heaps (ctx: s->heaps). */
 extern const cw_http_heap_ops_t cw__svc_heap_http_ops;
 /* The alert engine's on_fire (ctx: s->heaps): the incident capsule. */

@@ -18,6 +18,7 @@
 #include "commitwatch/heap.h"
 #include "commitwatch/heap_launch.h"
 #include "commitwatch/heapdb.h"
+#include "commitwatch/layerfeed.h"
 #include "commitwatch/log.h"
 #include "commitwatch/platform.h"
 
@@ -41,6 +42,7 @@ struct cw_heaptraces {
     char preload[CW_PATH_MAX]; /* "": found as heap_launch.h says */
     uint32_t max_running;
     int64_t max_duration, default_duration;
+    cw_layerfeed_t *feed; /* where the heap layer's batches go, or NULL (borrowed) */
     atomic_bool shutting;
     cw_mutex_t *mu;
     trace_t **v; /* running, or ended and not joined */
@@ -72,6 +74,15 @@ static const char *end_reason(const trace_t *t, const cw_heap_launch_result_t *r
     return "duration";
 }
 
+/* The heap layer's batches of trace t (agg.h's emit): to the feed, which
+ * counts what it cannot take; the trace goes on either way. */
+static int emit_layer(void *ctx, cw_batch_t *b)
+{
+    trace_t *t = ctx;
+    cw_layerfeed_push(t->h->feed, t->id, t->pid, t->row.proc, b, false);
+    return 0;
+}
+
 /* The trace's thread: attach, read until the end, report, store. */
 static void run(void *arg)
 {
@@ -87,8 +98,13 @@ static void run(void *arg)
     cw_heap_report_t *rep = NULL;
     char *json = NULL;
     cw_heap_launch_result_t res = {0};
+    cw_agg_t *agg = NULL;
     int rc = cw_stacks_create(&stacks);
     if (!rc) rc = cw_heap_model_create(cw_plat_wall_ns(), &m);
+    /* The heap layer's seconds for the store (layerfeed.h). */
+    if (!rc && t->h->feed &&
+        !(rc = cw_agg_create(CW_NS_PER_S, stacks, NULL, 0, 0, emit_layer, t, &agg)))
+        cw_heap_model_also(m, agg);
     if (!rc) {
         cw_heap_launch_args_t a = {.pid = t->pid,
                                    .duration_ns = row->duration_ns,
@@ -115,6 +131,12 @@ static void run(void *arg)
         cw_heap_trace_row_figures(row, rep, t->pid);
         json = cw_heap_report_json(rep);
     }
+    /* The heap layer's last second, and the end of the trace there. */
+    if (agg && m && began && cw_heap_model_end(m) != 0)
+        CW_LOGW("heap trace %lld of process %u: its last seconds are not in the store's heap "
+                "layer (out of memory)",
+                (long long)t->id, t->pid);
+    if (t->h->feed) cw_layerfeed_push(t->h->feed, t->id, t->pid, t->row.proc, NULL, true);
     cw_diag_t sd = {{0}};
     if (store_finish(t->h, row, rep, json, &sd) != 0)
         CW_LOGE("heap trace %lld of process %u: cannot store its report: %s", (long long)t->id,
@@ -128,6 +150,7 @@ static void run(void *arg)
     free(json);
     cw_heap_report_free(rep);
     cw_heap_model_destroy(m);
+    cw_agg_destroy(agg);
     cw_stacks_destroy(stacks);
     atomic_store(&t->done, true);
 }
@@ -145,6 +168,7 @@ int cw_heaptraces_start(const cw_heaptraces_opts_t *o, cw_heaptraces_t **out, cw
     h->max_running = o->max_running ? o->max_running : DEFAULT_MAX_RUNNING;
     h->max_duration = o->max_duration_ns > 0 ? o->max_duration_ns : DEFAULT_MAX_DURATION;
     h->default_duration = o->default_duration_ns > 0 ? o->default_duration_ns : DEFAULT_DURATION;
+    h->feed = o->feed;
     if (cw_mutex_create(&h->mu) != 0) {
         cw_heaptraces_stop(h);
         return cw_diag_set(d, CW_ENOMEM, "out of memory starting the heap traces");
@@ -182,6 +206,17 @@ static void reap(cw_heaptraces_t *h, bool all)
         }
     }
     h->n = k;
+}
+
+void cw_heaptraces_end(cw_heaptraces_t *h)
+{
+    if (!h) return;
+    atomic_store(&h->shutting, true);
+    cw_mutex_lock(h->mu);
+    for (size_t i = 0; i < h->n; i++)
+        atomic_store(&h->v[i]->stop, true);
+    reap(h, true);
+    cw_mutex_unlock(h->mu);
 }
 
 void cw_heaptraces_stop(cw_heaptraces_t *h)

@@ -546,6 +546,17 @@ static const char openapi_losses[] =
     "{\"type\":\"integer\"},\"last_correction_ns\":{\"type\":\"integer\",\"nullable\":"
     "true}}}";
 
+/* The layer parameter of the window routes (http_processes.c's
+ * cw__http_window_report), added to each one's parameters (add_layer). */
+static const char openapi_layer[] =
+    "{\"name\":\"layer\",\"in\":\"query\",\"required\":false,\"description\":\"commit (the "
+    "default): the commit layer (VirtualAlloc, mmap); heap: the heap layer, the heap traces' "
+    "allocations (one commit per allocation, one release per free; stored in the raw tier only, "
+    "so its windows are the raw tier's). A window that reaches past a trace's end sees the blocks "
+    "still live then released at the second after its last event, as an instance whose tracking "
+    "ended.\",\"schema\":{\"type\":\"string\",\"enum\":[\"commit\",\"heap\"],"
+    "\"default\":\"commit\"}}";
+
 /* Moves every member of from's object `name` into to's (created when
  * absent). false on ENOMEM or a malformed document. */
 static bool merge(cJSON *to, cJSON *from, const char *name)
@@ -581,6 +592,23 @@ static bool add_export(cJSON *o, const char *path)
     ok = ok && merge(ok200, e, "content");
     cJSON_Delete(e);
     return ok;
+}
+
+/* Adds openapi_layer to the parameters of o's GET route at path. false on
+ * ENOMEM or a malformed document. */
+static bool add_layer(cJSON *o, const char *path)
+{
+    cJSON *get = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "paths"), path),
+        "get");
+    cJSON *params = cJSON_GetObjectItemCaseSensitive(get, "parameters");
+    cJSON *l = cJSON_Parse(openapi_layer);
+    if (!params || !l) {
+        cJSON_Delete(l);
+        return false;
+    }
+    cJSON_AddItemToArray(params, l);
+    return true;
 }
 
 /* Adds openapi_losses' members to the Health and Process schemas. false
@@ -635,7 +663,9 @@ int cw__http_openapi(cw__http_req_t *r)
         !merge(oc, ac, "schemas") ||
         !merge(oc, ac, "securitySchemes") || !add_losses(o) ||
         !add_export(o, "/api/processes/{id}/stacks") ||
-        !add_export(o, "/api/stacks") ||
+        !add_export(o, "/api/stacks") || !add_layer(o, "/api/processes") ||
+        !add_layer(o, "/api/processes/{id}/stacks") || !add_layer(o, "/api/stacks") ||
+        !add_layer(o, "/api/diff") ||
         !add_heap_tracing(o))
         rc = cw__http_fail(r, 500, "the built-in OpenAPI document is not valid JSON");
     else

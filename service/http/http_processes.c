@@ -27,7 +27,21 @@ int cw__http_window_report(cw__http_req_t *r, int64_t from, int64_t to, bool fra
                          cw_report_t **out)
 {
     cw_diag_t d = {{0}};
-    int rc = cw_store_report(r->store, from, to, frames, out, &d);
+    const char *layer = cw__http_param(r, "layer");
+    int rc;
+    if (layer && strcmp(layer, "heap") == 0) {
+        /* The heap layer on a handle of its own: the pool's handles keep
+         * the commit layer's caches and share. */
+        cw_store_t *hs = NULL;
+        rc = cw_store_open_readonly(r->ctx->db_path, &hs, &d);
+        if (!rc) rc = cw_store_set_layer(hs, CW_LAYER_HEAP);
+        if (!rc) rc = cw_store_report(hs, from, to, frames, out, &d);
+        cw_store_close(hs);
+    } else if (layer && strcmp(layer, "commit") != 0) {
+        return cw__http_fail(r, 400, "layer: '%s' is not one of commit, heap", layer);
+    } else {
+        rc = cw_store_report(r->store, from, to, frames, out, &d);
+    }
     if (rc) return cw__http_fail(r, 500, "query failed: %s", d.msg[0] ? d.msg : cw_strerror(rc));
     cw_report_sort(*out);
     return 0;
@@ -95,7 +109,7 @@ int cw__http_processes(cw__http_req_t *r)
 
     cw_report_t *rep = NULL;
     uint32_t total = 0;
-    bool top = !name && !pids && sort != S_TRANSIENT;
+    bool top = !name && !pids && sort != S_TRANSIENT && !cw__http_param(r, "layer");
     if (top) {
         /* Only the processes shown are decoded and named (the store ranks
          * them from its cells' columns); the same answer as below. */

@@ -36,7 +36,9 @@ int cw__http_process(cw__http_req_t *r, uint32_t id);
 int cw__http_instances(cw__http_req_t *r, uint32_t id);
 /* Figures of [from, to) from r->store (with the stacks' frames when
  * frames), sorted (cw_report_sort); *out freed with cw_report_free().
- * 0, or 500 with the store's message. */
+ * ?layer=heap: the heap layer's (heap traces' allocations, on a read
+ * handle of the request's own), ?layer=commit (the default) the commit
+ * layer's. 0, 400 for another layer, or 500 with the store's message. */
 int cw__http_window_report(cw__http_req_t *r, int64_t from, int64_t to, bool frames,
                            cw_report_t **out);
 /* A process instance not active in a window: zero figures, its row. */

@@ -425,7 +425,16 @@ static const sqlite3_module tv_module = {
     .xRowid = tv_rowid,
 };
 
-int cw__cells_register(sqlite3 *db)
+/* cw_layer(): the layer the connection's reads read (its handle's
+ * cw_store_set_layer). */
+static void fn_layer(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    (void)argc;
+    (void)argv;
+    sqlite3_result_int(ctx, *(const int *)sqlite3_user_data(ctx));
+}
+
+int cw__cells_register(sqlite3 *db, const int *layer)
 {
     int flags = SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS;
     int rc = sqlite3_create_module(db, "cw_commit_rows", &tv_module, (void *)(intptr_t)TV_COMMITS);
@@ -436,16 +445,20 @@ int cw__cells_register(sqlite3 *db)
         rc = sqlite3_create_function(db, "cw_cell_merge", 2, flags, NULL, fn_merge, NULL, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_create_function(db, "cw_cell_empty", 1, flags, NULL, fn_empty, NULL, NULL);
+    /* Not deterministic: its value changes between statements. */
+    if (rc == SQLITE_OK)
+        rc = sqlite3_create_function(db, "cw_layer", 0, SQLITE_UTF8 | SQLITE_INNOCUOUS,
+                                     (void *)layer, fn_layer, NULL, NULL);
     return rc;
 }
 
 const char cw__cells_views_sql[] =
     "CREATE TEMP VIEW IF NOT EXISTS commits(tier, bucket, proc, stack, bytes, events) AS "
     "SELECT c.tier, c.bucket, c.proc, e.stack, e.bytes, e.events "
-    "FROM cells AS c, cw_commit_rows(c.data) AS e WHERE c.layer = 0;"
+    "FROM cells AS c, cw_commit_rows(c.data) AS e WHERE c.layer = cw_layer();"
     "CREATE TEMP VIEW IF NOT EXISTS releases(tier, f, proc, stack, a, bytes, pieces, closed) AS "
     "SELECT c.tier, c.bucket, c.proc, e.stack, e.a, e.bytes, e.pieces, e.closed "
-    "FROM cells AS c, cw_release_rows(c.data, c.bucket) AS e WHERE c.layer = 0;"
+    "FROM cells AS c, cw_release_rows(c.data, c.bucket) AS e WHERE c.layer = cw_layer();"
     "CREATE TEMP VIEW IF NOT EXISTS activity(tier, bucket, proc, events, delta, relpeak, "
     "relpeak_ns) AS SELECT tier, bucket, proc, events, delta, relpeak, bucket + peak_off "
-    "FROM cells WHERE layer = 0 AND events IS NOT NULL;";
+    "FROM cells WHERE layer = cw_layer() AND events IS NOT NULL;";

@@ -15,10 +15,11 @@
 
 #include "commitwatch/batch.h"
 #include "commitwatch/common.h"
+#include "commitwatch/store.h"
 
 /* The layers a cell belongs to (cells.layer): commit figures never mix
  * with heap figures. */
-enum cw__layer { CW__LAYER_COMMIT = 0, CW__LAYER_HEAP = 1 };
+enum cw__layer { CW__LAYER_COMMIT = CW_LAYER_COMMIT, CW__LAYER_HEAP = CW_LAYER_HEAP };
 
 /* Encodes into out (appended) the rows of one cell of bucket `bucket`:
  * c (nc rows) and r (nr rows) of one process, sorted by stack (c) and by
@@ -51,11 +52,15 @@ void cw__cell_rows_free(cw__cell_rows_t *rows);
  *   cw_cell_merge(x, y)             the cell of x's and y's rows summed
  *                                   per key (rows that come to 0 left out)
  *   cw_cell_empty(x)                1 when x holds no row
+ *   cw_layer()                      *layer: the layer the handle reads
+ *                                   (cw_store_set_layer), which the views
+ *                                   below and the readers' own SQL select
  * SQLITE_OK or an SQLite error code. */
-int cw__cells_register(sqlite3 *db);
+int cw__cells_register(sqlite3 *db, const int *layer);
 
 /* Creates the connection's temp views commits, releases and activity
- * over the commit layer's cells, with the columns of schema 001's tables,
+ * over the cells of the layer cw_layer() names (the commit layer unless
+ * the handle was set to another), with the columns of schema 001's tables,
  * so that the readers' SQL reads them as rows. Only on a database at the
  * current schema (they would hide an older schema's tables). */
 extern const char cw__cells_views_sql[];

@@ -296,6 +296,11 @@ int cw__store_read_tiers(cw_store_t *s, cw__tier_t t[CW_TIERS], cw_diag_t *d)
     if (!err && seen != (1 << CW_TIERS) - 1)
         err = cw_diag_set(d, CW_EDB, "%s lacks rows of its tiers table; the database is damaged",
                           s->path);
+    /* The heap layer has the raw tier only: to its readers the coarser
+     * tiers hold nothing. */
+    if (!err && s->layer != 0)
+        for (int k = 1; k < CW_TIERS; k++)
+            t[k].end = t[k].start;
     return err;
 }
 
@@ -394,7 +399,7 @@ int cw__db_open(const char *path, const cw_store_opts_t *opts, bool readonly, bo
         goto fail;
     }
     sqlite3_busy_timeout(s->db, CW__STORE_BUSY_MS);
-    if (cw__cells_register(s->db) != SQLITE_OK) {
+    if (cw__cells_register(s->db, &s->layer) != SQLITE_OK) {
         err = cw__store_dberr(s, "registering the cell functions", d);
         goto fail;
     }

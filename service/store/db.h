@@ -36,6 +36,7 @@ enum cw__stmt {
     CW__ST_STACK_PUT,
     CW__ST_PROC_PUT,
     CW__ST_CELL_ADD,
+    CW__ST_CELL_LAYER_ADD,
     CW__ST_CELL_INS,
     CW__ST_CELL_INS_N,
     CW__ST_TIER_PUT,
@@ -112,6 +113,7 @@ enum cw__stmt {
     CW__ST_PRUNE_FOLDED,
     CW__ST_PRUNE_EXITED,
     CW__ST_PRUNE_ENDED,
+    CW__ST_PRUNE_HEAP,
 
     /* store_map.c */
     CW__ST_MAP_PUT,
@@ -169,6 +171,9 @@ struct cw_store {
     sqlite3 *db;
     char *path;
     bool readonly;
+    /* The layer the reads read (cw_store_set_layer; cells.h's cw_layer()):
+     * 0 commits, 1 heap. The writer's own SQL names its layer. */
+    int layer;
     cw_store_opts_t opts;
     int64_t page_size;
     /* What the WAL may hold at most between checkpoints (bytes), set with

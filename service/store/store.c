@@ -118,6 +118,7 @@ static int open_writer(const char *path, const cw_store_opts_t *opts, int target
         return cw_diag_set(d, CW_ENOMEM, "out of memory opening %s", path);
     }
     s->w->pruned_to = INT64_MIN;
+    s->w->heap_pruned_to = INT64_MIN;
     cw__db_on_release(s, CW__REL_WRITER, writer_release);
     if (target == (int)cw__schema_count &&
         ((err = load_writer_state(s, d)) || (err = cw__store_upgrade_cells(s, d)))) {
@@ -337,6 +338,9 @@ static int write_one(cw_store_t *s, cw__tier_t *t, const cw_batch_t *b, uint64_t
             if (k) t[k].end = t[k].start;
         }
     if ((err = cw__store_put_raw(s, t, b, d))) return err;
+    for (uint32_t i = 0; i < b->riders.n && !err; i++)
+        err = cw__store_put_layer(s, b->riders.v[i], d);
+    if (err) return err;
     t[0].end = b->bucket_ns + b->width_ns;
     if ((err = cw__store_rollup(s, t, 0, cw_floor_to(t[0].end, t[1].width), d))) return err;
     for (int k = 0; k < CW_TIERS && !err; k++)
@@ -379,6 +383,7 @@ int cw_store_write_many(cw_store_t *s, const cw_batch_t *const *b, size_t n, cw_
 fail:
     sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
     s->w->pruned_to = INT64_MIN; /* the prune's deletes were rolled back too */
+    s->w->heap_pruned_to = INT64_MIN;
     /* The sums hold rows that were rolled back: the buckets they were
      * for go by SQL from what the database holds. */
     cw__store_roll_reset(s, false);

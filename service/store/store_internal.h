@@ -37,6 +37,7 @@ typedef struct cw__writer {
     cw__roll_t roll[CW_TIERS - 1]; /* roll[k] builds tier k + 1 */
     uint32_t roll_max;             /* rows a roll may hold (CW__ROLL_MAX_ROWS) */
     int64_t pruned_to;             /* instances ended before it were pruned (INT64_MIN: none yet) */
+    int64_t heap_pruned_to;        /* the heap layer's cells were pruned at this raw horizon */
     cw__roll_t sorted;             /* a batch's rows, sorted (vectors only) */
     cw_buf_t cellbuf;              /* the encoded cells of one insert (store_rows.c) */
 } cw__writer_t;
@@ -85,6 +86,11 @@ int cw__store_ins_rows(cw_store_t *s, int tier, int64_t bucket, const cw_row_com
 /* store_rows.c: adds the rows of one process (sorted and merged as above)
  * to its cell of (tier, bucket), or stores them as a new cell: rundown
  * and retention into the BEFORE baselines. */
+/* Stores a rider (batch.h: a batch of the heap layer) as cells of layer 1
+ * in the raw tier at its own bucket, summed into the cells there may be
+ * (two traces of a process in one second). 0, CW_EINVAL (not a rider of
+ * this store's raw width) or the database's error. */
+int cw__store_put_layer(cw_store_t *s, const cw_batch_t *r, cw_diag_t *d);
 int cw__store_add_rows(cw_store_t *s, int tier, int64_t bucket, uint32_t proc,
                        const cw_row_commit_t *c, uint32_t nc, const cw_row_release_t *r,
                        uint32_t nr, cw_diag_t *d);

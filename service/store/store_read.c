@@ -131,3 +131,13 @@ int cw__store_rules_hash(cw_store_t *s, char **out, cw_diag_t *d)
     cw__store_stmt_done(st);
     return err;
 }
+
+int cw_store_set_layer(cw_store_t *s, cw_layer_t layer)
+{
+    if ((layer != CW_LAYER_COMMIT && layer != CW_LAYER_HEAP) || s->w) return CW_EINVAL;
+    if ((int)layer != s->layer) {
+        cw_store_drop_read_caches(s);
+        s->layer = (int)layer;
+    }
+    return 0;
+}

@@ -29,7 +29,7 @@
  * bucket order with no sort, as its peak needs them. */
 static const char SQL_Q_KEYS[] =
     "SELECT bucket, proc, bytes, released, events, delta, relpeak, peak_off FROM cells"
-    " WHERE tier = ?1 AND layer = 0 AND bucket >= ?2 AND bucket < ?3 ORDER BY bucket";
+    " WHERE tier = ?1 AND layer = cw_layer() AND bucket >= ?2 AND bucket < ?3 ORDER BY bucket";
 
 /* The end of reading a list of n rows (size bytes each) into v: after an
  * error v is freed (and ENOMEM named), else it is sorted by cmp for the
@@ -153,7 +153,7 @@ int cw__report_load_keys(cw_store_t *s, const segment_t *seg, int nseg, int nbac
  * primary key (tier DESC, bucket, proc, layer) ranges over the buckets; the
  * other processes' rows are passed over without reading their data. */
 static const char SQL_Q_CELLS_OF[] =
-    "SELECT bucket, proc, data FROM cells WHERE tier = ?1 AND layer = 0 AND bucket >= ?2"
+    "SELECT bucket, proc, data FROM cells WHERE tier = ?1 AND layer = cw_layer() AND bucket >= ?2"
     " AND bucket < ?3 AND proc IN (SELECT value FROM json_each(?4))";
 
 static int cmp_sums(const void *x, const void *y)

@@ -96,6 +96,27 @@ int64_t cw__store_tier_unit(const cw_store_t *s, int tier)
     return s->w && tier >= 0 && tier < CW_TIERS ? s->w->tiers[tier].width : 1;
 }
 
+/* The next process of rows sorted by process (commits c from ic, releases
+ * r from ir, activity a from *ia): its id, the ends of its commit and
+ * release rows (*ec, *er), and its activity row in *act (NULL: none; *ia
+ * moves past it). */
+static uint32_t next_proc(const cw_row_commit_t *c, uint32_t nc, uint32_t ic, uint32_t *ec,
+                          const cw_row_release_t *r, uint32_t nr, uint32_t ir, uint32_t *er,
+                          const cw_row_activity_t *a, uint32_t na, uint32_t *ia,
+                          const cw_row_activity_t **act)
+{
+    uint32_t proc = UINT32_MAX;
+    if (ic < nc && c[ic].proc < proc) proc = c[ic].proc;
+    if (ir < nr && r[ir].proc < proc) proc = r[ir].proc;
+    if (*ia < na && a[*ia].proc < proc) proc = a[*ia].proc;
+    for (*ec = ic; *ec < nc && c[*ec].proc == proc;)
+        ++*ec;
+    for (*er = ir; *er < nr && r[*er].proc == proc;)
+        ++*er;
+    *act = *ia < na && a[*ia].proc == proc ? &a[(*ia)++] : NULL;
+    return proc;
+}
+
 int cw__store_ins_rows(cw_store_t *s, int tier, int64_t bucket, const cw_row_commit_t *c,
                        uint32_t nc, const cw_row_release_t *r, uint32_t nr,
                        const cw_row_activity_t *a, uint32_t na, cw_diag_t *d)
@@ -107,24 +128,15 @@ int cw__store_ins_rows(cw_store_t *s, int tier, int64_t bucket, const cw_row_com
     int err = 0;
     buf->n = 0;
     while (!err && (ic < nc || ir < nr || ia < na)) {
-        uint32_t proc = UINT32_MAX;
-        if (ic < nc && c[ic].proc < proc) proc = c[ic].proc;
-        if (ir < nr && r[ir].proc < proc) proc = r[ir].proc;
-        if (ia < na && a[ia].proc < proc) proc = a[ia].proc;
-        uint32_t ec = ic, er = ir;
-        while (ec < nc && c[ec].proc == proc)
-            ec++;
-        while (er < nr && r[er].proc == proc)
-            er++;
+        uint32_t ec, er;
         cell_t *cl = &cells[n++];
-        cl->proc = proc;
-        cl->act = ia < na && a[ia].proc == proc ? &a[ia++] : NULL;
+        cl->proc = next_proc(c, nc, ic, &ec, r, nr, ir, &er, a, na, &ia, &cl->act);
         cl->off = buf->n;
         err = cw__cell_encode(buf, bucket, unit, c + ic, ec - ic, r + ir, er - ir, &cl->bytes,
                               &cl->released);
         if (err == CW_EINVAL)
             err = cw_diag_set(d, CW_EINVAL, "release rows in the BEFORE bucket (proc %" PRIu32 ")",
-                              proc);
+                              cl->proc);
         cl->len = buf->n - cl->off;
         ic = ec, ir = er;
         if (!err && n == MULTI) {
@@ -170,6 +182,82 @@ int cw__store_add_rows(cw_store_t *s, int tier, int64_t bucket, uint32_t proc,
         sqlite3_bind_int64(st, 5, released);
         sqlite3_bind_blob(st, 6, buf.p, (int)buf.n, SQLITE_STATIC);
         err = cw__store_step_done(s, st, "adding to a cell", d);
+    }
+    free(buf.p);
+    return err;
+}
+
+/* A cell of the heap layer (layer ?3) at raw bucket ?1, summed into the
+ * one there may be: rows per key (cw_cell_merge), activity in the order
+ * the two happened (the stored one first: a later trace's second). */
+static const char SQL_CELL_LAYER_ADD[] =
+    "INSERT INTO cells(tier, bucket, proc, layer, events, delta, relpeak, peak_off, bytes, "
+    "released, data) VALUES (0, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) "
+    "ON CONFLICT(tier, bucket, proc, layer) DO UPDATE SET "
+    "events = CASE WHEN excluded.events IS NULL THEN events "
+    "ELSE coalesce(events, 0) + excluded.events END, "
+    "delta = CASE WHEN excluded.events IS NULL THEN delta "
+    "ELSE coalesce(delta, 0) + excluded.delta END, "
+    "relpeak = CASE WHEN excluded.events IS NULL THEN relpeak WHEN events IS NULL THEN "
+    "excluded.relpeak WHEN delta + excluded.relpeak > relpeak THEN delta + excluded.relpeak "
+    "ELSE relpeak END, "
+    "peak_off = CASE WHEN excluded.events IS NULL THEN peak_off WHEN events IS NULL THEN "
+    "excluded.peak_off WHEN delta + excluded.relpeak > relpeak THEN excluded.peak_off "
+    "ELSE peak_off END, "
+    "bytes = bytes + excluded.bytes, released = released + excluded.released, "
+    "data = cw_cell_merge(data, excluded.data)";
+
+int cw__store_put_layer(cw_store_t *s, const cw_batch_t *r, cw_diag_t *d)
+{
+    int64_t w = cw__store_tier_unit(s, 0);
+    if (r->layer != 1 || r->width_ns != w || cw_floor_to(r->bucket_ns, w) != r->bucket_ns ||
+        r->frames.n || r->stacks.n || r->procs.n || r->riders.n)
+        return cw_diag_set(d, CW_EINVAL,
+                           "a heap-layer batch for bucket %" PRId64 " is not a rider of this "
+                           "store (layer 1, raw buckets of %" PRId64 " ns, rows only)",
+                           r->bucket_ns, w);
+    for (uint32_t i = 0; i < r->commits.n; i++)
+        if (r->commits.v[i].a != r->bucket_ns)
+            return cw_diag_set(d, CW_EINVAL,
+                               "a heap-layer batch for bucket %" PRId64 " holds a commit row "
+                               "of another bucket (%" PRId64 ")",
+                               r->bucket_ns, r->commits.v[i].a);
+    /* Rows sorted by process (layerfeed.c sorts them), a cell each. */
+    const cw_row_commit_t *c = r->commits.v;
+    const cw_row_release_t *x = r->releases.v;
+    const cw_row_activity_t *a = r->activity.v;
+    uint32_t nc = r->commits.n, nr = r->releases.n, na = r->activity.n, ic = 0, ir = 0, ia = 0;
+    cw_buf_t buf = {0};
+    int err = 0;
+    while (!err && (ic < nc || ir < nr || ia < na)) {
+        uint32_t ec, er;
+        const cw_row_activity_t *act;
+        uint32_t proc = next_proc(c, nc, ic, &ec, x, nr, ir, &er, a, na, &ia, &act);
+        int64_t bytes, released;
+        sqlite3_stmt *st = NULL;
+        buf.n = 0;
+        err = cw__cell_encode(&buf, r->bucket_ns, w, c + ic, ec - ic, x + ir, er - ir, &bytes,
+                              &released);
+        if (err == CW_EINVAL)
+            err = cw_diag_set(d, CW_EINVAL, "heap-layer release rows in the BEFORE bucket");
+        if (!err && !(err = cw__store_stmt(s, CW__ST_CELL_LAYER_ADD, SQL_CELL_LAYER_ADD, &st, d))) {
+            sqlite3_bind_int64(st, 1, r->bucket_ns);
+            sqlite3_bind_int64(st, 2, proc);
+            sqlite3_bind_int(st, 3, CW__LAYER_HEAP);
+            for (int q = 4; q <= 7; q++)
+                sqlite3_bind_null(st, q);
+            if (act) {
+                sqlite3_bind_int64(st, 4, (int64_t)act->events);
+                sqlite3_bind_int64(st, 5, act->delta);
+                sqlite3_bind_int64(st, 6, act->relpeak);
+                sqlite3_bind_int64(st, 7, act->relpeak_ns - r->bucket_ns);
+            }
+            sqlite3_bind_int64(st, 8, bytes);
+            sqlite3_bind_int64(st, 9, released);
+            sqlite3_bind_blob(st, 10, buf.p, (int)buf.n, SQLITE_STATIC);
+            err = cw__store_step_done(s, st, "storing a heap-layer cell", d);
+        }
+        ic = ec, ir = er;
     }
     free(buf.p);
     return err;

@@ -525,8 +525,31 @@ static const char SQL_PRUNE_EXITED[] = "DELETE FROM processes WHERE exit_ns < ?1
 static const char SQL_PRUNE_ENDED[] =
     "DELETE FROM processes WHERE tracking_ended_ns < ?1 AND exit_ns IS NULL" NO_BASELINE;
 
+/* The heap layer (layer 1: heap traces' cells, raw tier only) is not
+ * folded: an instance's heap cells go all at once when the newest of them
+ * is older than the raw tier's horizon ?1, so the windows the raw tier
+ * answers stay exact for every instance whose cells are kept. */
+static const char SQL_PRUNE_HEAP[] =
+    "DELETE FROM cells WHERE tier = 0 AND layer = 1 AND proc IN (SELECT proc FROM cells "
+    "WHERE tier = 0 AND layer = 1 GROUP BY proc HAVING max(bucket) < ?1)";
+
+/* Runs SQL_PRUNE_HEAP when the raw horizon has moved an hour since. */
+static int prune_heap(cw_store_t *s, const cw__tier_t *t, cw_diag_t *d)
+{
+    int64_t h = t[0].horizon;
+    if (h == INT64_MIN || (s->w->heap_pruned_to != INT64_MIN && h < s->w->heap_pruned_to + HOUR_NS))
+        return 0;
+    const int64_t v[] = {h};
+    int err = cw__store_put_ints(s, CW__ST_PRUNE_HEAP, SQL_PRUNE_HEAP, v, 1,
+                                 "pruning the heap layer", d);
+    if (!err) s->w->heap_pruned_to = h;
+    return err;
+}
+
 int cw__store_prune(cw_store_t *s, const cw__tier_t *t, cw_diag_t *d)
 {
+    int perr = prune_heap(s, t, d);
+    if (perr) return perr;
     static const struct {
         int id;
         const char *sql, *what;

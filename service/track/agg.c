@@ -92,6 +92,9 @@ struct cw_agg {
 
     int64_t bucket; /* start of the open bucket; INT64_MIN when none */
     cw_batch_t *batch;
+    /* The latest time advanced to, and the end of the last bucket closed
+     * (INT64_MIN: none): where a rider's bucket may open (cw_agg_add_rider). */
+    int64_t last_ts, closed_end;
     ACC_TABLE(commit_acc_t) commits;
     ACC_TABLE(release_acc_t) releases;
     ACC_TABLE(act_acc_t) acts;
@@ -540,6 +543,7 @@ int cw_agg_create(int64_t width_ns, cw_stacks_t *stacks, cw_tagger_t *tagger,
     a->emit = emit;
     a->emit_ctx = emit_ctx;
     a->bucket = INT64_MIN;
+    a->last_ts = a->closed_end = INT64_MIN;
     if (cw_keymap_init(&a->commits.map, 1024) || cw_keymap_init(&a->releases.map, 1024) ||
         cw_keymap_init(&a->acts.map, 256) || cw_keymap_init(&a->inst_map, 64)) {
         cw_agg_destroy(a);
@@ -606,6 +610,16 @@ int cw_agg_add_correction(cw_agg_t *a, uint32_t proc, int64_t ts, uint64_t commi
     return rc ? rc : cw_batch_add_correction(a->batch, &r);
 }
 
+int cw_agg_add_rider(cw_agg_t *a, cw_batch_t *r)
+{
+    if (a->err) return a->err;
+    int64_t ts = a->last_ts;
+    if (!a->batch && a->closed_end != INT64_MIN && ts < a->closed_end) ts = a->closed_end;
+    if (ts == INT64_MIN) return CW_EINVAL; /* no time yet: nothing to ride with */
+    int rc = open_bucket(a, ts);
+    return rc ? rc : cw_batch_add_rider(a->batch, r);
+}
+
 void cw_agg_set_counters(cw_agg_t *a, uint64_t events_total, uint64_t events_lost,
                          int64_t drift_bytes)
 {
@@ -621,6 +635,7 @@ static int close_bucket(cw_agg_t *a)
     int rc = 0;
     if (!b) return 0;
     a->batch = NULL;
+    a->closed_end = b->bucket_ns + b->width_ns;
 
     for (uint32_t i = 0; i < a->commits.map.count && rc == 0; i++) {
         const commit_acc_t *c = &a->commits.v[i];
@@ -644,8 +659,9 @@ static int close_bucket(cw_agg_t *a)
     for (uint32_t id = a->sent_stacks; id < ns && rc == 0; id++) {
         uint32_t n;
         const uint32_t *f = cw_stacks_frames(a->stacks, id, &n);
-        uint32_t tag = cw_tagger_tag(a->tagger, a->stacks, id);
-        rc = cw_batch_add_stack(b, id, f, n, cw_tagger_tag_name(a->tagger, tag));
+        const char *tag = NULL; /* no tagger: the stack is tagged where it is stored */
+        if (a->tagger) tag = cw_tagger_tag_name(a->tagger, cw_tagger_tag(a->tagger, a->stacks, id));
+        rc = cw_batch_add_stack(b, id, f, n, tag);
     }
     cw_keymap_clear(&a->commits.map);
     cw_keymap_clear(&a->releases.map);
@@ -667,6 +683,7 @@ int cw_agg_advance(cw_agg_t *a, int64_t ts)
 {
     int rc = 0;
     if (a->err) return a->err;
+    if (ts > a->last_ts) a->last_ts = ts;
     if (a->batch && ts >= a->bucket + a->width) rc = close_bucket(a);
     if (rc == 0 && a->fold_lifetime > 0) decide_by_age(a, ts);
     if (rc == 0 && a->nheld) rc = drain(a, false);

@@ -45,7 +45,15 @@ void cw_batch_free(cw_batch_t *b)
     free(b->folded.v);
     free(b->maps.v);
     free(b->corrections.v);
+    for (uint32_t i = 0; i < b->riders.n; i++) cw_batch_free(b->riders.v[i]);
+    free(b->riders.v);
     free(b);
+}
+
+int cw_batch_add_rider(cw_batch_t *b, cw_batch_t *r)
+{
+    if (!r || r == b || r->layer != 1 || r->riders.n) return CW_EINVAL;
+    return VEC_PUSH(b->riders, r);
 }
 
 /* The row kinds without strings or arrays are copied in as they are. One
@@ -90,8 +98,8 @@ int cw_batch_add_frame(cw_batch_t *b, uint32_t id, const char *text)
 int cw_batch_add_stack(cw_batch_t *b, uint32_t id, const uint32_t *frames, uint32_t n,
                        const char *tag)
 {
-    cw_row_stack_t r = {id, n, malloc((n ? n : 1) * sizeof(uint32_t)), strdup(tag)};
-    if (!r.frames || !r.tag || VEC_PUSH(b->stacks, r) != 0) {
+    cw_row_stack_t r = {id, n, malloc((n ? n : 1) * sizeof(uint32_t)), tag ? strdup(tag) : NULL};
+    if (!r.frames || (tag && !r.tag) || VEC_PUSH(b->stacks, r) != 0) {
         free(r.frames);
         free(r.tag);
         return CW_ENOMEM;

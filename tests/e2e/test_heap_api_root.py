@@ -74,6 +74,12 @@ class Api:
         return self.call(f"/api/heap-traces/{tid}")[1]
 
 
+def through_commits(body, fn):
+    """Commit events (commit_count) of the stacks through heap_truth's fn."""
+    frame = "heap_truth!" + fn
+    return sum(x["commit_count"] for x in body.get("stacks", []) if frame in x["frames"])
+
+
 def start_truth(expect):
     t = subprocess.Popen([TRUTH, "--attach", expect], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True)
@@ -187,6 +193,60 @@ def main():
         c.eq("GET .../diff start..end: the leak's growth is the truth's",
              (sum(x["bytes_delta"] for x in leak), sum(x["count_delta"] for x in leak)),
              (want["leak"]["outstanding_bytes"], want["leak"]["outstanding_count"]))
+        # ---- the same trace in the store's heap layer (layer 1 cells) ----
+        # Its window, in the raw tier's whole seconds: the trace's end
+        # releases what it held at the next second, outside it.
+        sec = 10**9
+        w0 = int(rep["from_ns"]) // sec * sec if rep else 0
+        w1 = -(-int(rep["to_ns"]) // sec) * sec if rep else 0
+        q = f"/api/processes/{inst}/stacks?layer=heap&from={w0}&to={w1}&limit=100000&tree=0"
+
+        last = {}
+
+        def layer_stored():
+            st, b = api.call(q)
+            last["answer"] = (st, b)
+            return st == 200 and b.get("total", 0) > 0 and b
+        got = wait_until(layer_stored, 30, lambda: f"the trace's seconds are in the heap layer "
+                         f"({q}: {str(last.get('answer'))[:600]})")
+
+        def through(fn):
+            frame = "heap_truth!" + fn
+            xs = [x for x in got["stacks"] if frame in x["frames"]]
+            return (sum(x["size_bytes"] for x in xs), sum(x["commit_count"] for x in xs),
+                    sum(x["types"]["AIFO"]["bytes"] for x in xs),
+                    sum(x["types"]["AIFO"]["count"] for x in xs))
+        lk, ch = want["leak"], want["churn"]
+        c.eq("heap layer, the trace's window: the leak's bytes and blocks still live at its end",
+             through(lk["function"])[2:], (lk["outstanding_bytes"], lk["outstanding_count"]))
+        c.eq("... the churn's allocations, all freed in the window (AIFI, none live)",
+             (through(ch["function"])[:2], through(ch["function"])[2]),
+             ((ch["alloc_bytes"], ch["alloc_count"]), 0))
+        st, fo = api.call(q + "&format=folded")
+        lines = fo.splitlines() if st == 200 and isinstance(fo, str) else []
+        c.check("heap layer as a flame graph's input (format=folded): the leak's stack",
+                any("heap_truth!" + lk["function"] in ln for ln in lines), f"{st} {lines[:3]}")
+
+        def past_end():
+            """The leak's (AIFI, AIFO) bytes in a window a second past the end."""
+            st, past = api.call(q.replace(f"to={w1}", f"to={w1 + sec}"))
+            xs = [x for x in past.get("stacks", []) if "heap_truth!" + lk["function"] in
+                  x["frames"]] if st == 200 else []
+            return (sum(x["types"]["AIFI"]["bytes"] for x in xs),
+                    sum(x["types"]["AIFO"]["bytes"] for x in xs))
+        try:
+            wait_until(lambda: past_end()[0] > 0, 30, "the trace's end is in the heap layer")
+        except Exception as e:  # the check below says what was found
+            print(f"  ({e})")
+        c.eq("a window past the trace's end: its live blocks were released there, as at the end "
+             "of tracking (AIFI, none live)", past_end(), (lk["outstanding_bytes"], 0))
+        st, body = api.call(f"/api/processes/{inst}/stacks?layer=stack")
+        c.eq("a layer that does not exist: 400", st, 400)
+        st, com = api.call(f"/api/processes/{inst}/stacks?from={w0}&to={w1}&limit=100000&tree=0")
+        c.check("the commit layer's figures of that window hold no heap block (the churn's "
+                "%d allocations are not commits)" % ch["alloc_count"],
+                st == 200 and through_commits(com, ch["function"]) < ch["alloc_count"],
+                f"{st} {com.get('total') if isinstance(com, dict) else com}")
         st, _ = api.call(f"/api/heap-traces/{tid}/diff?a=999")
         c.eq("GET .../diff of a point that does not exist: 400", st, 400)
         req = urllib.request.Request(f"{api.base}/api/heap-traces/{tid}?format=pprof")

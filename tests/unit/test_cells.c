@@ -160,8 +160,9 @@ static sqlite3_stmt *prep(sqlite3 *db, const char *sql)
 static void test_sql(void)
 {
     sqlite3 *db = NULL;
+    static int layer = CW__LAYER_HEAP;
     ASSERT_EQ(sqlite3_open(":memory:", &db), SQLITE_OK);
-    ASSERT_EQ(cw__cells_register(db), SQLITE_OK);
+    ASSERT_EQ(cw__cells_register(db, &layer), SQLITE_OK);
     int64_t bucket = INT64_C(1750000000) * S;
     cw_row_commit_t c[2] = {{1, 5, bucket, 4096, 1}, {1, 9, bucket, 8192, 2}};
     cw_row_release_t r[3] = {{1, 5, CW_TS_BEFORE, 4096, 1, 1},
@@ -233,6 +234,15 @@ static void test_sql(void)
     free(y.p);
     free(e.p);
     free(xc.p);
+    /* cw_layer() reads the handle's layer at each step, not once. */
+    st = prep(db, "SELECT cw_layer()");
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    ASSERT_EQ(sqlite3_column_int(st, 0), CW__LAYER_HEAP);
+    sqlite3_reset(st);
+    layer = CW__LAYER_COMMIT;
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    ASSERT_EQ(sqlite3_column_int(st, 0), CW__LAYER_COMMIT);
+    sqlite3_finalize(st);
     sqlite3_close(db);
 }
 

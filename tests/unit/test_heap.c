@@ -279,6 +279,57 @@ static void test_bound(void)
     cw_heap_report_free(r);
 }
 
+
+/* The heap layer for the store (cw_heap_model_also): the tracker's
+ * output summed into 1 s batches, and the end of the trace releasing
+ * what is live at the next second. */
+static cw_batch_t *layer_got[8];
+static int nlayer_got;
+
+static int layer_capture(void *ctx, cw_batch_t *b)
+{
+    (void)ctx;
+    if (nlayer_got == 8) CW_FAIL("too many batches");
+    layer_got[nlayer_got++] = b;
+    return 0;
+}
+
+static void test_also_layer(void)
+{
+    const int64_t sec = 1000000000;
+    cw_heap_model_t *m;
+    cw_agg_t *agg;
+    now = 5 * sec;
+    ASSERT_OK(cw_heap_model_create(now, &m));
+    ASSERT_OK(cw_agg_create(sec, stacks, NULL, 0, 0, layer_capture, NULL, &agg));
+    cw_heap_model_also(m, agg);
+    ASSERT_OK(cw_heap_model_start(m, PID, now++, "truth", NULL));
+    ev(m, CW_HEAP_ALLOC, BASE, 17, 0, S_LEAK);
+    ev(m, CW_HEAP_ALLOC, BASE + 32, 40, 0, S_CHURN);
+    now = 6 * sec + 10;
+    ev(m, CW_HEAP_FREE, BASE + 32, 0, 0, 0);
+    ev(m, CW_HEAP_ALLOC, BASE + 32, 8, 0, S_CHURN);
+    ASSERT_EQ(nlayer_got, 1); /* second 5 closed by the event at 6 s */
+    ASSERT_OK(cw_heap_model_end(m));
+    ASSERT_EQ(nlayer_got, 3); /* second 6, and the end at 7 s */
+    uint64_t committed = 0, released = 0;
+    for (int i = 0; i < nlayer_got; i++) {
+        for (uint32_t k = 0; k < layer_got[i]->commits.n; k++)
+            committed += layer_got[i]->commits.v[k].bytes;
+        for (uint32_t k = 0; k < layer_got[i]->releases.n; k++)
+            released += layer_got[i]->releases.v[k].bytes;
+    }
+    ASSERT_EQ(layer_got[0]->bucket_ns, 5 * sec);
+    ASSERT_EQ(layer_got[2]->bucket_ns, 7 * sec);
+    ASSERT_U64_EQ(committed, 17 + 40 + 8);
+    ASSERT_U64_EQ(released, committed); /* 40 freed, 25 released at the end */
+    ASSERT_EQ(layer_got[2]->releases.n, 2);
+    for (int i = 0; i < nlayer_got; i++) cw_batch_free(layer_got[i]);
+    cw_heap_model_destroy(m);
+    cw_agg_destroy(agg);
+    now = 1000;
+}
+
 int main(void)
 {
     ASSERT_OK(cw_stacks_create(&stacks));
@@ -292,6 +343,7 @@ int main(void)
     test_time_clamped();
     test_snapshots_and_diff();
     test_bound();
+    test_also_layer();
     cw_stacks_destroy(stacks);
     TEST_DONE();
 }

@@ -1732,6 +1732,110 @@ static void test_upgrade(void)
     cw_store_close(b);
 }
 
+
+/* ---- the heap layer: riders (batch.h) stored as cells of layer 1 ---------- */
+
+static cw_batch_t *rider(int64_t bucket)
+{
+    cw_batch_t *r;
+    ASSERT_OK(cw_batch_create(bucket, S, &r));
+    r->layer = 1;
+    return r;
+}
+
+static void test_layer(void)
+{
+    cw_store_t *s = NULL, *ro = NULL;
+    cw_report_t *r;
+    cw_diag_t d = {{0}};
+    const char *p = tpath("layer.db");
+    rm_db(p);
+    ASSERT_OK(cw_store_open(p, NULL, &s, &d));
+    cw_batch_t *b, *h;
+    ASSERT_OK(cw_batch_create(8 * S, S, &b));
+    dictionary(b);
+    ASSERT_OK(cw_batch_add_proc(b, 1, 100, 5 * S, CW_TS_NEVER, "app.exe", NULL));
+    ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){1, 1, 8 * S, 8192, 1}));
+    ASSERT_OK(cw_batch_add_activity(b, &(cw_row_activity_t){1, 1, 8192, 8192, 8 * S}));
+    ASSERT_OK(cw_store_write(s, b, &d));
+    cw_batch_free(b);
+    /* A rider of an earlier second than its batch's (a heap trace lags). */
+    ASSERT_OK(cw_batch_create(10 * S, S, &b));
+    h = rider(9 * S);
+    ASSERT_OK(cw_batch_add_commit(h, &(cw_row_commit_t){1, 2, 9 * S, 100, 2}));
+    ASSERT_OK(cw_batch_add_activity(h, &(cw_row_activity_t){1, 2, 100, 100, 9 * S + 7}));
+    ASSERT_OK(cw_batch_add_rider(b, h));
+    ASSERT_OK(cw_store_write(s, b, &d));
+    cw_batch_free(b);
+
+    /* Two riders of one (second, process): summed into one cell. */
+    ASSERT_OK(cw_batch_create(11 * S, S, &b));
+    h = rider(10 * S);
+    ASSERT_OK(cw_batch_add_release(h, &(cw_row_release_t){1, 2, 9 * S, 60, 1, 1}));
+    ASSERT_OK(cw_batch_add_activity(h, &(cw_row_activity_t){1, 1, -60, 0, 10 * S}));
+    ASSERT_OK(cw_batch_add_rider(b, h));
+    h = rider(10 * S);
+    ASSERT_OK(cw_batch_add_commit(h, &(cw_row_commit_t){1, 2, 10 * S, 10, 1}));
+    ASSERT_OK(cw_batch_add_activity(h, &(cw_row_activity_t){1, 1, 10, 10, 10 * S + 3}));
+    ASSERT_OK(cw_batch_add_rider(b, h));
+    ASSERT_OK(cw_store_write(s, b, &d));
+    cw_batch_free(b);
+    ASSERT_EQ(sql_int(s, "SELECT count(*) FROM cells WHERE layer = 1"), 2);
+    ASSERT_EQ(sql_int(s, "SELECT events FROM cells WHERE layer = 1 AND bucket = 10000000000"), 2);
+    ASSERT_EQ(sql_int(s, "SELECT delta FROM cells WHERE layer = 1 AND bucket = 10000000000"), -50);
+
+    /* A rider the store cannot take: refused, nothing of the batch stored. */
+    ASSERT_OK(cw_batch_create(12 * S, S, &b));
+    ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){1, 1, 12 * S, 4096, 1}));
+    h = rider(11 * S);
+    h->width_ns = 2 * S;
+    ASSERT_OK(cw_batch_add_rider(b, h));
+    ASSERT_EQ(cw_store_write(s, b, &d), CW_EINVAL);
+    ASSERT_TRUE(strstr(d.msg, "heap-layer") != NULL);
+    cw_batch_free(b);
+    ASSERT_EQ(sql_int(s, "SELECT count(*) FROM cells WHERE bucket = 12000000000"), 0);
+    ASSERT_EQ(cw_store_set_layer(s, CW_LAYER_HEAP), CW_EINVAL); /* a writer's handle */
+
+    ASSERT_OK(cw_store_open_readonly(p, &ro, &d));
+    /* The commit layer: stack 1 only. */
+    ASSERT_OK(cw_store_report(ro, 8 * S, 11 * S, false, &r, &d));
+    cw_proc_report_t *p1 = find_proc(r, 1);
+    ASSERT_TRUE(p1 != NULL);
+    ASSERT_U64_EQ(p1->figs.size_bytes, 8192);
+    ASSERT_TRUE(find_stack(p1, 2) == NULL);
+    cw_report_free(r);
+    /* The heap layer: stack 2 only, exact over the windows of its seconds. */
+    ASSERT_OK(cw_store_set_layer(ro, CW_LAYER_HEAP));
+    ASSERT_OK(cw_store_report(ro, 9 * S, 11 * S, false, &r, &d));
+    p1 = find_proc(r, 1);
+    ASSERT_TRUE(p1 != NULL);
+    ASSERT_TRUE(find_stack(p1, 1) == NULL);
+    cw_stack_report_t *st = find_stack(p1, 2);
+    ASSERT_TRUE(st != NULL);
+    ASSERT_U64_EQ(st->figs.size_bytes, 110);
+    ASSERT_U64_EQ(st->figs.commit_count, 3);
+    ASSERT_U64_EQ(p1->outstanding_end, 50);
+    ASSERT_U64_EQ(p1->peak_bytes, 100);
+    cw_report_free(r);
+    /* [10, 11): the commit of 9 s is outstanding from before. */
+    ASSERT_OK(cw_store_report(ro, 10 * S, 11 * S, false, &r, &d));
+    p1 = find_proc(r, 1);
+    ASSERT_TRUE(p1 != NULL && (st = find_stack(p1, 2)) != NULL);
+    ASSERT_U64_EQ(st->figs.size_bytes, 10);
+    ASSERT_U64_EQ(st->figs.types[CW_AOFI].bytes, 60);
+    ASSERT_U64_EQ(st->figs.types[CW_AOFO].bytes, 40);
+    ASSERT_U64_EQ(st->figs.types[CW_AIFO].bytes, 10);
+    cw_report_free(r);
+    ASSERT_EQ(cw_store_set_layer(ro, (cw_layer_t)7), CW_EINVAL);
+    ASSERT_OK(cw_store_set_layer(ro, CW_LAYER_COMMIT));
+    ASSERT_OK(cw_store_report(ro, 10 * S, 11 * S, false, &r, &d));
+    ASSERT_TRUE((p1 = find_proc(r, 1)) != NULL && find_stack(p1, 2) == NULL);
+    cw_report_free(r);
+    integrity_ok(s);
+    cw_store_close(ro);
+    cw_store_close(s);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "%s/cw_test_store_XXXXXX", cw_test_tmpdir());
@@ -1747,6 +1851,7 @@ int main(void)
     test_roll_bounded();
     test_prune();
     test_upgrade();
+    test_layer();
     if (getenv("CW_BENCH")) bench();
     ASSERT_OK(cw_test_rmtree(dir));
     TEST_DONE();
