@@ -15,7 +15,8 @@
 #include "commitwatch/trace.h"
 
 static const char usage_text[] =
-    "usage: commitwatch analyze (--source replay:PATH | --source etl:FILE | --db FILE)\n"
+    "usage: commitwatch analyze (--source replay:PATH | --source etl:FILE |\n"
+    "                            --db FILE [--layer commit|heap])\n"
     "                           [--from NS] [--to NS]\n"
     "                           [--json] [--stacks] [--stacktags FILE]... [--images DIR]\n"
     "                           [--format folded|pprof|speedscope [--value V] [-o FILE]]\n\n"
@@ -28,6 +29,8 @@ static const char usage_text[] =
     "                        VirtualAlloc events (`commitwatch etl info FILE` checks)\n"
     "  --db FILE             figures from a commitwatch database; a window that is\n"
     "                        not aligned to its buckets is widened (a note says so)\n"
+    "  --layer L             --db: commit (default) or heap, the heap traces' allocations\n"
+    "                        (the database's heap layer: its raw tier's whole seconds)\n"
     "  --from NS, --to NS    the window, in nanoseconds since the Unix epoch\n"
     "  --json                print JSON instead of a table\n"
     "  --stacks              include every stack with its frames\n"
@@ -51,6 +54,7 @@ static const char usage_text[] =
 typedef struct analyze_args {
     const char *source, *db, *images;
     const char *format, *value, *output; /* --format, --value, -o */
+    const char *layer;                   /* --layer, with --db */
     int64_t from, to;
     bool have_from, have_to, json, stacks;
     const char **rules; /* --stacktags */
@@ -63,6 +67,7 @@ typedef struct analyze_args {
 static const cw_cli_opt_t opts[] = {
     {"--source", CW_CLI_STR, F(source), 0, NULL},
     {"--db", CW_CLI_STR, F(db), 0, NULL},
+    {"--layer", CW_CLI_STR, F(layer), 0, NULL},
     {"--from", CW_CLI_NS, F(from), F(have_from), NULL},
     {"--to", CW_CLI_NS, F(to), F(have_to), NULL},
     {"--json", CW_CLI_FLAG, F(json), 0, NULL},
@@ -227,6 +232,11 @@ int cw_cmd_analyze(int argc, char **argv)
         goto usage;
     }
     if (a.format) a.stacks = true; /* an export is of the stacks */
+    bool heap = a.layer && strcmp(a.layer, "heap") == 0;
+    if (a.layer && (!a.db || (!heap && strcmp(a.layer, "commit") != 0))) {
+        fprintf(stderr, "commitwatch analyze: --layer is commit or heap, with --db\n");
+        goto usage;
+    }
     if (a.images && !a.source) {
         fprintf(stderr, "commitwatch analyze: --images goes with --source etl:FILE\n");
         goto usage;
@@ -250,6 +260,7 @@ int cw_cmd_analyze(int argc, char **argv)
     } else {
         cw_store_t *st = NULL;
         rc = cw_store_open_readonly(a.db, &st, &d);
+        if (rc == 0 && heap) rc = cw_store_set_layer(st, CW_LAYER_HEAP);
         if (rc == 0)
             rc = cw_store_report(st, a.have_from ? a.from : INT64_MIN, a.have_to ? a.to : INT64_MAX,
                                  a.stacks || a.nrules > 0, &r, &d);

@@ -80,6 +80,40 @@ try {
   const listed = await page.locator('#hlist').innerText();
   check('the list shows the trace ended with the process', /done \(exited\)/.test(listed), listed);
   await page.screenshot({ path: path.join(SHOTS, 'heap-report.png'), fullPage: true });
+
+  // The same trace in the store's heap layer: the process page's stacks
+  // with ?layer=heap (the leak was never freed: its size is its bytes).
+  // Its last seconds reach the store a tick or two after the trace ends.
+  const layerApi = `${URL}/api/processes/${process.env.CW_INST}/stacks?layer=heap&from=-1h&limit=1&tree=0`;
+  let stored = 0;
+  for (let i = 0; i < 300 && !stored; i++) {
+    stored = (await (await fetch(layerApi)).json()).total || 0;
+    if (!stored) await new Promise((r) => setTimeout(r, 100));
+  }
+  check('the trace is in the heap layer (the API)', stored > 0);
+  // The trace's whole seconds: the process page's window.
+  const tid = await page.evaluate(() => document.querySelector('#hreport').dataset.trace);
+  const tr = await (await fetch(`${URL}/api/heap-traces/${tid}`)).json();
+  const sec = 1000000000n, f0 = BigInt(Math.floor(tr.report.from_ns / 1e9)) * sec;
+  const f1 = BigInt(Math.ceil(tr.report.to_ns / 1e9)) * sec;
+  await page.goto(`${URL}/#/process/${process.env.CW_INST}?layer=heap&flame=1&from=${f0}&to=${f1}`);
+  check('?layer=heap: the stacks are the heap layer\'s', await wait(() => {
+    const t = document.querySelector('#tree');
+    return t && t.dataset.layer === 'heap' && document.querySelector('#tree .trow:not(.thead)');
+  }, null, 30000), await page.locator('main').innerText().catch(() => '?'));
+  check('... under their heading', (await page.locator('#stackshead').innerText()) === 'Heap allocation stacks');
+  const layerRow = await page.evaluate((fn) => {
+    const open = (r) => { const b = r.querySelector('.tog'); if (b && !b.disabled && b.textContent === '▸') b.click(); };
+    for (let i = 0; i < 40; i++) [...document.querySelectorAll('#tree .trow')].forEach(open);
+    const hit = [...document.querySelectorAll('#tree .trow')].find((r) => r.querySelector('.tframe').textContent.endsWith('!' + fn));
+    return hit ? hit.innerText : '';
+  }, leakFn);
+  check('... the leaking function with its bytes', layerRow.includes(fmtLeak), `${layerRow} / ${fmtLeak}`);
+  check('... the downloads ask for the heap layer', (await page.locator('#dl-folded').getAttribute('href')).includes('layer=heap'));
+  check('... and its flame graph is drawn', await wait(() => document.querySelector('#flame svg'), null, 20000));
+  await page.locator('#layer').selectOption('');
+  check('back to commits: the commit layer\'s stacks', await wait(() => document.querySelector('#tree').dataset.layer === 'commit'));
+  await page.screenshot({ path: path.join(SHOTS, 'heap-layer.png'), fullPage: true });
   check('no page error', errors.length === 0, errors.join('\n'));
 } catch (e) {
   failed++;

@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from cwservice import Checks, free_port  # noqa: E402
 from cwtest import file_text, wait_until  # noqa: E402
 from exportcheck import GO, pprof_raw  # noqa: E402
-from heaptruth import TRUTH, mismatches, start_live  # noqa: E402
+from heaptruth import BIN, TRUTH, mismatches, start_live  # noqa: E402
 
 TOKEN = "heap-test-token"
 BEFORE_N = 9
@@ -320,6 +320,19 @@ def main():
     text = file_text(log.name)
     c.check("the log says each trace started and ended",
             f"heap trace {tid} of process" in text and "ended (exited)" in text, text[-2000:])
+    c.check("... and, at the stop, what the heap layer stored and dropped",
+            "seconds of the heap layer stored, 0 dropped" in text, text[-2000:])
+    # The same window from the stored file, by the CLI.
+    out = subprocess.run([BIN, "analyze", "--db", os.path.join(tmp, "h.db"), "--layer", "heap",
+                          "--from", str(w0), "--to", str(w1), "--json", "--stacks"],
+                         capture_output=True, text=True)
+    procs = [p for p in json.loads(out.stdout)["processes"] if p["id"] == inst] \
+        if out.returncode == 0 else []
+    # From the trace's start nothing is outstanding before: impacting = AIFO.
+    live = sum(s["impacting_bytes"] for p in procs for s in p["stacks"]
+               if "heap_truth!" + lk["function"] in s["frames"])
+    c.eq("analyze --db --layer heap: the leak's bytes live at the trace's end (impacting)",
+         (out.returncode, live), (0, lk["outstanding_bytes"]))
     return c.done()
 
 

@@ -92,8 +92,9 @@ export async function processPage(main, id, params) {
         <div class="tablewrap"><table id="tags" class="data compact"><thead><tr><th>Tag</th><th class="n">Impacting</th><th class="n">Size</th><th class="n">Count</th><th class="n">Transient #</th><th class="n">Transient size</th></tr></thead><tbody></tbody></table></div>
       </div>
       <div>
-        <h2>Commit stacks</h2>
+        <h2 id="stackshead">Commit stacks</h2>
         <section class="controls">
+          <label title="The heap layer: the heap traces' allocations of this process, one commit each (whole seconds of a trace)">Layer <select id="layer"><option value="">commits</option><option value="heap">heap allocations</option></select></label>
           <label>Sort <select id="sort"><option value="impacting">impacting</option><option value="size">size</option></select></label>
           <label>Type <select id="type"><option value="">all</option><option value="impacting">impacting</option><option value="transient">transient</option>
             <option>AIFI</option><option>AIFO</option><option>AOFI</option><option>AOFO</option></select></label>
@@ -111,15 +112,18 @@ export async function processPage(main, id, params) {
     main.querySelector('.hint').insertAdjacentHTML('beforeend', ` Shaded: its <a href="#/alerts">alerts</a>' periods
       (<span class="badge pending">pending</span> <span class="badge warning">warning</span> <span class="badge critical">critical</span>)${marks.lines.length ? '; dashed lines: their thresholds' : ''}.`);
 
+  // The stacks' layer (?layer=heap: the heap traces' allocations).
+  $('layer').value = params.get('layer') === 'heap' ? 'heap' : '';
+  const layer = () => ($('layer').value ? { layer: $('layer').value } : {});
   function persist() {
-    setParams({ from: view[0], to: view[1], sf: sel ? sel[0] : '', st: sel ? sel[1] : '', flame: $('flamebox').open ? 1 : '', fm, map: mapShown ? 1 : '' });
+    setParams({ from: view[0], to: view[1], sf: sel ? sel[0] : '', st: sel ? sel[1] : '', flame: $('flamebox').open ? 1 : '', fm, map: mapShown ? 1 : '', layer: $('layer').value });
     $('vfrom').value = toLocalInput(view[0]);
     $('vto').value = toLocalInput(view[1]);
     $('zoom').disabled = !sel;
     // The window's stacks as files other tools open (docs/EXPORTS.md).
     const [pf, pt] = sel || view;
     for (const f of ['pprof', 'folded', 'speedscope'])
-      $('dl-' + f).href = `/api/processes/${id}/stacks?format=${f}&from=${pf}&to=${pt}`;
+      $('dl-' + f).href = `/api/processes/${id}/stacks?format=${f}&from=${pf}&to=${pt}${$('layer').value ? '&layer=heap' : ''}`;
     const [a, b] = sel || view;
     $('difflink').href = `#/diff?process=${id}&t1=${a}&t2=${b}`;
   }
@@ -140,8 +144,9 @@ export async function processPage(main, id, params) {
     const [from, to] = sel || view;
     const [r, st] = await Promise.all([
       get(`/api/processes/${id}`, { from, to }),
-      get(`/api/processes/${id}/stacks`, { from, to, sort: $('sort').value, type: $('type').value, limit: 1 }),
+      get(`/api/processes/${id}/stacks`, { from, to, sort: $('sort').value, type: $('type').value, limit: 1, ...layer() }),
     ]);
+    $('stackshead').textContent = $('layer').value ? 'Heap allocation stacks' : 'Commit stacks';
     if (my !== gen) return;
     const p = r.process, w = r.window.to_ns - r.window.from_ns;
     $('selwin').innerHTML = `${esc(time(r.window.from_ns))} – ${esc(time(r.window.to_ns))} (${esc(span(w))})` +
@@ -163,7 +168,7 @@ export async function processPage(main, id, params) {
       `<tr><td><span class="swatch" style="background:${tagColor(t.tag)}"></span>${esc(t.tag)}</td><td class="n">${delta(t.impacting_bytes)}</td><td class="n">${bytes(t.size_bytes)}</td>
        <td class="n">${count(t.commit_count)}</td><td class="n">${count(t.transient_count)}</td><td class="n">${bytes(t.transient_bytes)}</td></tr>`).join('') ||
       '<tr><td colspan="6" class="muted">Nothing in this window.</td></tr>';
-    renderTree($('tree'), st.tree, $('sort').value);
+    renderTree($('tree'), st.tree, $('sort').value, $('layer').value === 'heap');
     if (flame) flame.show(from, to);
     window.cwFiguresDoneAt = performance.now();
   }
@@ -177,11 +182,12 @@ export async function processPage(main, id, params) {
   $('zoom').onclick = () => { if (!sel) return; view = sel; sel = null; persist(); drawChart().then(windowFigures).catch(fail); };
   $('life').onclick = () => { view = [lifeFrom, lifeTo]; sel = null; persist(); drawChart().then(windowFigures).catch(fail); };
   $('sort').onchange = $('type').onchange = () => windowFigures().catch(fail);
+  $('layer').onchange = () => { persist(); windowFigures().catch(fail); };
   // The flame graph: made when first opened; A from ?fa1=&fa2= (differential).
   $('flamebox').ontoggle = () => {
     persist();
     if (!$('flamebox').open || flame) return;
-    flame = flamePanel($('flame'), { stacks: processStacks(id), metric: fm, onMetric: (m) => { fm = m; persist(); } });
+    flame = flamePanel($('flame'), { stacks: (p) => processStacks(id)({ ...p, ...layer() }), metric: fm, onMetric: (m) => { fm = m; persist(); } });
     const [a, b] = sel || view, fa = [Number(params.get('fa1')), Number(params.get('fa2'))];
     flame.show(a, b, fa[0] < fa[1] ? fa : null);
   };
@@ -229,10 +235,11 @@ async function alertMarks(info, end) {
   return { bands, lines };
 }
 
-/** The window's caller tree (tree.js), sorted by sortKey. */
-function renderTree(el, root, sortKey) {
+/** The window's caller tree (tree.js), sorted by sortKey; of the heap
+ * layer's stacks when heap. */
+function renderTree(el, root, sortKey, heap) {
   callerTree(el, root, {
-    title: 'Commit stack (outermost caller first)',
+    title: `${heap ? 'Heap allocation' : 'Commit'} stack (outermost caller first)`,
     name: (n) => n.frame,
     empty: 'No stacks in this window.',
     columns: [['Impacting', (n) => delta(n.impacting_bytes)], ['Size', (n) => bytes(n.size_bytes)],
@@ -240,4 +247,5 @@ function renderTree(el, root, sortKey) {
       ['Trans. size', (n) => bytes(n.transient_bytes)]],
   });
   el.dataset.sort = sortKey;
+  el.dataset.layer = heap ? 'heap' : 'commit';
 }
