@@ -10,7 +10,10 @@
  * report of the window [S, T) (cw_store_report, the code of `analyze
  * --db`): committed bytes and commit events (size, commit count), the
  * window's commits still outstanding at T (AIFO: the "remaining" whose
- * sum is the impacting figure of the alerts) and outstanding at T. */
+ * sum is the impacting figure of the alerts) and outstanding at T.
+ * The rings themselves (series.c, "The rings"): random stores, narrow
+ * and wide, read back as a plain array of steps does, and a ring costs
+ * at most 10 bytes a step it held. */
 #include <stdbool.h>
 #include <stdint.h>
 
