@@ -76,18 +76,20 @@ static void fill_set(cw__aset_t *a, int procs, int tags, int64_t head)
             cw_keymap_get(&a->basemap, (uint64_t)p + 1, t, &added);
             CW_RESERVE(a->bases, a->basecap, a->nbases + 1);
             cw__abase_t *b = &a->bases[a->nbases++];
-            *b = (cw__abase_t){(uint32_t)p, t, 0, head - a->len + 1, head, a->len,
-                               calloc(a->len, sizeof(cw__slot_t))};
+            /* Every step of the window explicit, stored as the feed does
+             * (narrow rings where the figures fit, wide where not). */
+            *b = (cw__abase_t){(uint32_t)p, t, 0, head - a->len + 1, head - a->len, 0, false, NULL};
             int64_t out = (int64_t)(64 + rnd(512)) << 20;
             for (int64_t s = head - a->len + 1; s <= head; s++) {
-                cw__slot_t *sl = &b->ring[(uint64_t)s % a->len];
+                cw__slot_t sl;
                 uint32_t c = (uint32_t)(16 + rnd(64)), stay = leak ? c : (uint32_t)rnd(2);
-                sl->committed = c;
-                sl->commits = c / 4 + 1;
-                sl->rem = stay;
-                sl->rem_commits = stay ? 1 : 0;
+                sl.committed = c;
+                sl.commits = c / 4 + 1;
+                sl.rem = stay;
+                sl.rem_commits = stay ? 1 : 0;
                 out += ((int64_t)stay << 12) - (leak ? 0 : (int64_t)rnd(2) << 12);
-                sl->out = (uint32_t)(out >> 12);
+                sl.out = (uint32_t)(out >> 12);
+                if (cw__abase_set(a, b, s, &sl)) abort();
             }
             b->cur = out;
         }

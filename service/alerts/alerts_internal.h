@@ -21,10 +21,12 @@
 
 /* Byte figures of a step are kept in 4 KiB units (commits are whole pages
  * on both platforms; a figure that is not is rounded to the nearest unit),
- * so a step is 20 bytes and a uint32 holds 16 TiB. */
+ * so a uint32 holds 16 TiB. */
 #define CW__UNIT_SHIFT 12
 #define CW__UNIT ((int64_t)1 << CW__UNIT_SHIFT)
 
+/* A step's figures as the rules read them (and a wide ring's step: 20
+ * bytes). */
 typedef struct cw__slot {
     uint32_t committed;   /* units committed in the step */
     uint32_t commits;     /* commit events of the step */
@@ -32,6 +34,15 @@ typedef struct cw__slot {
     uint32_t rem;         /* units of the step's commits still outstanding */
     uint32_t rem_commits; /* commit events of the step not fully released */
 } cw__slot_t;
+
+/* A narrow ring's step: the same figures in 8 bytes, for a series whose
+ * every step in the ring fits (at most 256 MiB outstanding and committed
+ * in a step, 255 commits in a step): nearly every series. A step that
+ * does not fit makes its ring wide first (series.c, "The rings"). */
+typedef struct cw__nslot {
+    uint16_t committed, out, rem;
+    uint8_t commits, rem_commits;
+} cw__nslot_t;
 
 typedef struct cw__aproc {
     uint32_t id, pid;
@@ -54,10 +65,12 @@ typedef struct cw__abase {
      * outstanding `cur` (what the step's rows would have left). Steps up
      * to it are in ring[step % cap]; cap grows (up to the set's len) as
      * the explicit steps in the window need, so an instance active for a
-     * few steps costs a few slots, not len (series.c). */
+     * few steps costs a few slots, not len (series.c). The ring holds
+     * cw__nslot_t, or cw__slot_t once `wide`; owned. */
     int64_t last;
     uint32_t cap;
-    cw__slot_t *ring;
+    bool wide;
+    void *ring;
 } cw__abase_t;
 
 /* Interned strings: dense indexes, stable for the set's life. */
@@ -109,6 +122,17 @@ int cw__aset_feed(cw__aset_t *a, cw_store_t *s, int64_t T, cw_diag_t *d);
 void cw__aset_reset(cw__aset_t *a);
 /* Bytes of the set's rings and tables. */
 size_t cw__aset_bytes(const cw__aset_t *a);
+/* Bytes of b's ring (its capacity in steps times a step's size). */
+size_t cw__abase_ring_bytes(const cw__abase_t *b);
+/* Step `step` of b (in the ring's window, from its birth on) as the rules
+ * read it: an implicit one (after b->last) has nothing committed and
+ * the outstanding of now. */
+cw__slot_t cw__abase_step(const cw__abase_t *b, int64_t step);
+/* Sets step `step` of b (in the window, from its birth on, not after
+ * a->head) to *s; the implicit steps before it become explicit as they
+ * read. The ring grows, or widens when *s does not fit narrow. 0 or
+ * CW_ENOMEM (b's steps unchanged). a is borrowed (the window). */
+int cw__abase_set(const cw__aset_t *a, cw__abase_t *b, int64_t step, const cw__slot_t *s);
 
 /* Figures of one base over steps [first, last] added into f; points[]
  * (last - first + 1 entries, may be NULL) get its outstanding per step

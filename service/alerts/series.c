@@ -10,6 +10,9 @@
  * says the step of its commit). So the impacting bytes of a window are
  * the sum of its steps' `rem`, its transient bytes `committed - rem`.
  *
+ * A ring is narrow (8 bytes a step) while its steps fit, else wide (20
+ * bytes): see "The rings" below.
+ *
  * Feeding: the first feed rebuilds the ring from the store (the state at
  * the ring's first step, then the steps from the minute tier where it is
  * rolled up and exact, raw rows after it); later feeds read the raw rows
@@ -116,7 +119,7 @@ size_t cw__aset_bytes(const cw__aset_t *a)
 {
     size_t b = a->basecap * sizeof *a->bases + a->proccap * sizeof *a->procs;
     for (size_t i = 0; i < a->nbases; i++)
-        b += (size_t)a->bases[i].cap * sizeof(cw__slot_t);
+        b += cw__abase_ring_bytes(&a->bases[i]);
     b += cw_keymap_bytes(&a->procmap) + cw_keymap_bytes(&a->basemap);
     return b;
 }
@@ -136,39 +139,116 @@ static int64_t window_lo(const cw__aset_t *a, const cw__abase_t *b)
     return lo > b->birth ? lo : b->birth;
 }
 
-/* Step `step` of b (in the window), implicit or not. */
-static cw__slot_t slot_get(const cw__abase_t *b, int64_t step)
+/* ---- The rings ------------------------------------------------------------
+ *
+ * A series' steps are held narrow (cw__nslot_t, 8 bytes) while every one
+ * of them fits: at most 65,535 units (256 MiB) committed, outstanding and
+ * remaining and 255 commits in a step, which holds for nearly every
+ * series (the 10,000-process replay of docs/BENCHMARKS.md: all of them).
+ * The first step that does not fit makes the ring wide (cw__slot_t, 20
+ * bytes) before it is stored, for as long as the series has explicit
+ * steps in the window. Either way a step reads back as the same five
+ * integers (cw__slot_t), so no sum, point or rule's decision depends on
+ * the width; test_alert_series compares both with a plain array of
+ * steps, through widening and wrap-around.
+ *
+ * A ring grows to the explicit steps the window needs plus a quarter (at
+ * most len), not by doubling: a series active at every step of the 6 h
+ * window reallocates about 25 times over its first 6 h, and holds at most
+ * a quarter more than it uses instead of up to twice. */
+
+static size_t slot_size(const cw__abase_t *b)
 {
-    if (step > b->last) return (cw__slot_t){0, 0, units(b->cur), 0, 0};
-    return b->ring[(uint64_t)step % b->cap];
+    return b->wide ? sizeof(cw__slot_t) : sizeof(cw__nslot_t);
 }
 
-/* Step `step` of b (in the window) made explicit, the ring grown as
- * needed; NULL on ENOMEM. */
-static cw__slot_t *slot(const cw__aset_t *a, cw__abase_t *b, int64_t step)
+size_t cw__abase_ring_bytes(const cw__abase_t *b)
+{
+    return (size_t)b->cap * slot_size(b);
+}
+
+static bool narrow_fits(const cw__slot_t *s)
+{
+    return s->committed <= UINT16_MAX && s->out <= UINT16_MAX && s->rem <= UINT16_MAX &&
+           s->commits <= UINT8_MAX && s->rem_commits <= UINT8_MAX;
+}
+
+/* The step at index i of b's ring. */
+static cw__slot_t ring_at(const cw__abase_t *b, uint64_t i)
+{
+    if (b->wide) return ((const cw__slot_t *)b->ring)[i];
+    const cw__nslot_t *n = (const cw__nslot_t *)b->ring + i;
+    return (cw__slot_t){n->committed, n->commits, n->out, n->rem, n->rem_commits};
+}
+
+/* Stores s at index i of b's ring: wide, or s fits narrow. */
+static void ring_put(cw__abase_t *b, uint64_t i, const cw__slot_t *s)
+{
+    if (b->wide) {
+        ((cw__slot_t *)b->ring)[i] = *s;
+        return;
+    }
+    ((cw__nslot_t *)b->ring)[i] =
+        (cw__nslot_t){(uint16_t)s->committed, (uint16_t)s->out, (uint16_t)s->rem,
+                      (uint8_t)s->commits, (uint8_t)s->rem_commits};
+}
+
+/* Moves b's explicit steps in the window (from lo) to a new ring of cap
+ * steps, wide or not (wide when any of them does not fit narrow). 0 or
+ * CW_ENOMEM (b unchanged). */
+static int ring_move(cw__abase_t *b, int64_t lo, uint32_t cap, bool wide)
+{
+    cw__abase_t n = *b;
+    n.cap = cap;
+    n.wide = wide;
+    n.ring = malloc((size_t)cap * slot_size(&n));
+    if (!n.ring) return CW_ENOMEM;
+    for (int64_t k = lo; k <= b->last; k++) {
+        cw__slot_t x = ring_at(b, (uint64_t)k % b->cap);
+        ring_put(&n, (uint64_t)k % cap, &x);
+    }
+    free(b->ring);
+    *b = n;
+    return 0;
+}
+
+cw__slot_t cw__abase_step(const cw__abase_t *b, int64_t step)
+{
+    if (step > b->last) return (cw__slot_t){0, 0, units(b->cur), 0, 0};
+    return ring_at(b, (uint64_t)step % b->cap);
+}
+
+/* Makes step `step` of b (in the window) explicit, the ring grown as
+ * needed (the steps made explicit on the way: nothing committed, the
+ * outstanding of now). 0 or CW_ENOMEM (b's steps unchanged). */
+static int slot_make(const cw__aset_t *a, cw__abase_t *b, int64_t step)
 {
     int64_t lo = window_lo(a, b);
     if (b->last < lo - 1) b->last = lo - 1; /* what was explicit left the window */
-    if (step > b->last) {
-        uint64_t need = (uint64_t)(step - lo + 1);
-        if (need > b->cap) {
-            uint32_t cap = 1;
-            while (cap < need && cap < a->len)
-                cap = cap > a->len / 2 ? a->len : cap * 2;
-            cw__slot_t *r = malloc((size_t)cap * sizeof *r);
-            if (!r) return NULL;
-            for (int64_t k = lo; k <= b->last; k++)
-                r[(uint64_t)k % cap] = b->ring[(uint64_t)k % b->cap];
-            free(b->ring);
-            b->ring = r;
-            b->cap = cap;
-        }
-        cw__slot_t fill = {0, 0, units(b->cur), 0, 0};
-        for (int64_t k = b->last + 1; k <= step; k++)
-            b->ring[(uint64_t)k % b->cap] = fill;
-        b->last = step;
+    if (step <= b->last) return 0;
+    uint64_t need = (uint64_t)(step - lo + 1);
+    cw__slot_t fill = {0, 0, units(b->cur), 0, 0};
+    bool wide = b->wide || !narrow_fits(&fill);
+    if (need > b->cap || wide != b->wide) {
+        uint64_t cap = b->cap;
+        if (need > cap) cap = need + need / 4;
+        if (cap > a->len) cap = a->len;
+        int err = ring_move(b, lo, (uint32_t)cap, wide);
+        if (err) return err;
     }
-    return &b->ring[(uint64_t)step % b->cap];
+    for (int64_t k = b->last + 1; k <= step; k++)
+        ring_put(b, (uint64_t)k % b->cap, &fill);
+    b->last = step;
+    return 0;
+}
+
+int cw__abase_set(const cw__aset_t *a, cw__abase_t *b, int64_t step, const cw__slot_t *s)
+{
+    int err = slot_make(a, b, step);
+    if (!err && !b->wide && !narrow_fits(s)) err = ring_move(b, window_lo(a, b), b->cap, true);
+    if (err) return err;
+    ring_put(b, (uint64_t)step % b->cap, s);
+    return 0;
 }
 
 /* The base of (proc id, tag), created with an empty ring; NULL on ENOMEM
@@ -196,7 +276,7 @@ static cw__abase_t *base_get(cw__aset_t *a, uint32_t proc, const char *tagname)
     if (bi == UINT32_MAX) return NULL;
     if (added) {
         if (CW_RESERVE(a->bases, a->basecap, a->nbases + 1)) return NULL;
-        a->bases[a->nbases++] = (cw__abase_t){pi, tag, 0, a->head, a->head - 1, 0, NULL};
+        a->bases[a->nbases++] = (cw__abase_t){pi, tag, 0, a->head, a->head - 1, 0, false, NULL};
     }
     return &a->bases[bi];
 }
@@ -210,13 +290,20 @@ static void advance(cw__aset_t *a, int64_t to)
     a->head = to;
 }
 
+/* What a release of `units` units and `count` commit events takes from
+ * the step of their commits. */
+static void release_from(cw__slot_t *c, uint32_t u, uint32_t count)
+{
+    c->rem = c->rem > u ? c->rem - u : 0;
+    c->rem_commits = c->rem_commits > count ? c->rem_commits - count : 0;
+}
+
 static int on_row(void *ctx, const cw_feed_row_t *r)
 {
     cw__aset_t *a = ctx;
     cw__abase_t *b = base_get(a, r->proc, r->tag);
-    if (!b) return CW_ENOMEM;
-    cw__slot_t *s = b ? slot(a, b, a->head) : NULL;
-    if (!s) return CW_ENOMEM;
+    if (!b || slot_make(a, b, a->head)) return CW_ENOMEM;
+    cw__slot_t s = cw__abase_step(b, a->head);
     a->rows_read++;
     switch (r->kind) {
     case CW_FEED_START:
@@ -225,10 +312,10 @@ static int on_row(void *ctx, const cw_feed_row_t *r)
         break;
     case CW_FEED_COMMIT:
         b->cur += r->bytes;
-        s->committed += units(r->bytes);
-        s->commits += (uint32_t)r->count;
-        s->rem += units(r->bytes);
-        s->rem_commits += (uint32_t)r->count;
+        s.committed += units(r->bytes);
+        s.commits += (uint32_t)r->count;
+        s.rem += units(r->bytes);
+        s.rem_commits += (uint32_t)r->count;
         break;
     case CW_FEED_RELEASE:
         b->cur -= r->bytes;
@@ -236,16 +323,18 @@ static int on_row(void *ctx, const cw_feed_row_t *r)
         /* (A step after `last` has nothing remaining to release.) */
         if (r->astep >= 0 && r->astep <= b->last && r->astep > a->head - a->len &&
             r->astep >= b->birth) {
-            cw__slot_t *c = slot(a, b, r->astep);
-            uint32_t u = units(r->bytes);
-            c->rem = c->rem > u ? c->rem - u : 0;
-            c->rem_commits =
-                c->rem_commits > (uint32_t)r->count ? c->rem_commits - (uint32_t)r->count : 0;
+            if (r->astep == a->head) { /* the step being fed: s, stored below */
+                release_from(&s, units(r->bytes), (uint32_t)r->count);
+                break;
+            }
+            cw__slot_t c = cw__abase_step(b, r->astep);
+            release_from(&c, units(r->bytes), (uint32_t)r->count);
+            if (cw__abase_set(a, b, r->astep, &c)) return CW_ENOMEM;
         }
         break;
     }
-    s->out = units(b->cur);
-    return 0;
+    s.out = units(b->cur);
+    return cw__abase_set(a, b, a->head, &s) ? CW_ENOMEM : 0;
 }
 
 static int on_proc(void *ctx, const cw_feed_proc_t *p)
@@ -403,7 +492,7 @@ static int compact(cw__aset_t *a, bool *keep_proc)
             if (m == UINT32_MAX) continue;
             const cw__abase_t *g = &a->bases[aggs[m]];
             for (int64_t k = window_lo(a, b); k <= b->last && fits; k++) {
-                cw__slot_t x = slot_get(g, k), y = b->ring[(uint64_t)k % b->cap];
+                cw__slot_t x = cw__abase_step(g, k), y = ring_at(b, (uint64_t)k % b->cap);
                 fits = slot_fits(&x, &y);
             }
         }
@@ -422,8 +511,8 @@ static int compact(cw__aset_t *a, bool *keep_proc)
                 keep_proc[pi] = true;
                 int64_t birth = a->bases[bi].birth;
                 aggs[m] = (uint32_t)a->nbases;
-                a->bases[a->nbases++] =
-                    (cw__abase_t){(uint32_t)pi, a->bases[bi].tag, 0, birth, birth - 1, 0, NULL};
+                a->bases[a->nbases++] = (cw__abase_t){
+                    (uint32_t)pi, a->bases[bi].tag, 0, birth, birth - 1, 0, false, NULL};
             }
             cw__abase_t *g = &a->bases[aggs[m]];
             cw__aproc_t *q = &a->procs[g->proc];
@@ -436,13 +525,15 @@ static int compact(cw__aset_t *a, bool *keep_proc)
             }
             const cw__abase_t *b = &a->bases[bi];
             for (int64_t k = window_lo(a, b); k <= b->last; k++) {
-                cw__slot_t y = b->ring[(uint64_t)k % b->cap], *x = slot(a, g, k);
-                if (!x) goto out;
-                x->committed += y.committed;
-                x->commits += y.commits;
-                x->out += y.out;
-                x->rem += y.rem;
-                x->rem_commits += y.rem_commits;
+                cw__slot_t y = ring_at(b, (uint64_t)k % b->cap);
+                if (slot_make(a, g, k)) goto out;
+                cw__slot_t x = cw__abase_step(g, k);
+                x.committed += y.committed;
+                x.commits += y.commits;
+                x.out += y.out;
+                x.rem += y.rem;
+                x.rem_commits += y.rem_commits;
+                if (cw__abase_set(a, g, k, &x)) goto out;
             }
         }
         keep_proc[i] = false;
@@ -515,6 +606,7 @@ static int prune(cw__aset_t *a)
             free(b.ring);
             b.ring = NULL;
             b.cap = 0;
+            b.wide = false; /* the next steps may fit narrow again */
         }
         cw_keymap_get(&a->basemap, proc_key(&a->procs[b.proc]), b.tag, &added);
         a->bases[nb++] = b;
@@ -614,18 +706,27 @@ void cw__abase_add(const cw__aset_t *a, const cw__abase_t *b, int64_t first, int
     /* One division for the first slot, not one per step (this loop is the
      * engine's hottest: every step of every window of every series). */
     uint64_t i = k <= explicit_end ? (uint64_t)k % b->cap : 0;
-    for (; k <= explicit_end; k++) {
-        const cw__slot_t *s = &b->ring[i];
-        if (++i == b->cap) i = 0;
-        c += s->committed;
-        n += s->commits;
-        r += s->rem;
-        rn += s->rem_commits;
-        if (points) points[k - first] += (int64_t)s->out << CW__UNIT_SHIFT;
+    /* The same loop over either width of ring (the fields' names are
+     * the same). */
+#define ADD_STEPS(type)                                                                            \
+    for (const type *ring = b->ring; k <= explicit_end; k++) {                                     \
+        const type *s = &ring[i];                                                                  \
+        if (++i == b->cap) i = 0;                                                                  \
+        c += s->committed;                                                                         \
+        n += s->commits;                                                                           \
+        r += s->rem;                                                                               \
+        rn += s->rem_commits;                                                                      \
+        if (points) points[k - first] += (int64_t)s->out << CW__UNIT_SHIFT;                        \
     }
-    /* The implicit steps: nothing committed, the outstanding of now. */
-    if (points)
-        for (int64_t out = (int64_t)slot_get(b, last).out << CW__UNIT_SHIFT; k <= last; k++)
+    if (b->wide)
+        ADD_STEPS(cw__slot_t)
+    else
+        ADD_STEPS(cw__nslot_t)
+#undef ADD_STEPS
+    /* The implicit steps: nothing committed, the outstanding of now (none
+     * when the span ends before the window: no step of it to read). */
+    if (points && k <= last)
+        for (int64_t out = (int64_t)cw__abase_step(b, last).out << CW__UNIT_SHIFT; k <= last; k++)
             points[k - first] += out;
     f->committed += (int64_t)(c << CW__UNIT_SHIFT);
     f->commits += (int64_t)n;

@@ -189,10 +189,10 @@ static cw__abase_t *add_base(cw__aset_t *a, uint32_t pi, const char *tag, int64_
     ASSERT_OK(CW_RESERVE(a->bases, a->basecap, a->nbases + 1));
     cw__abase_t *b = &a->bases[bi];
     a->nbases++;
-    /* Every step to the head explicit, the ring whole (cap = len). */
-    *b = (cw__abase_t){pi, t, 0, from, a->head, a->len, calloc(a->len, sizeof(cw__slot_t))};
+    /* Every step to the head explicit, the ring whole (cap = len), wide. */
+    *b = (cw__abase_t){pi, t, 0, from, a->head, a->len, true, calloc(a->len, sizeof(cw__slot_t))};
     for (int64_t k = from; k <= a->head; k++) {
-        cw__slot_t *s = &b->ring[(uint64_t)k % a->len];
+        cw__slot_t *s = (cw__slot_t *)b->ring + (uint64_t)k % a->len;
         b->cur += per_step;
         s->committed = s->rem = (uint32_t)(per_step >> CW__UNIT_SHIFT);
         s->commits = s->rem_commits = 1;

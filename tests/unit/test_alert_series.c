@@ -10,7 +10,10 @@
  * report of the window [S, T) (cw_store_report, the code of `analyze
  * --db`): committed bytes and commit events (size, commit count), the
  * window's commits still outstanding at T (AIFO: the "remaining" whose
- * sum is the impacting figure of the alerts) and outstanding at T. */
+ * sum is the impacting figure of the alerts) and outstanding at T.
+ * The rings themselves (series.c, "The rings"): random stores, narrow
+ * and wide, read back as a plain array of steps does, and a ring costs
+ * at most 10 bytes a step it held. */
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -293,6 +296,209 @@ static void check(cw_store_t *s, const cw__aset_t *inc, int64_t T)
     cw__aset_free(&fresh);
 }
 
+/* ---- the rings hold what was stored ---------------------------------------- */
+
+/* Bytes of a's rings, from its total (cw__aset_bytes) less its tables. */
+static size_t ring_bytes(const cw__aset_t *a)
+{
+    return cw__aset_bytes(a) - a->basecap * sizeof *a->bases - a->proccap * sizeof *a->procs -
+           cw_keymap_bytes(&a->procmap) - cw_keymap_bytes(&a->basemap);
+}
+
+/* The rings' memory: 8 bytes a step where every figure of the series fits
+ * (all of this workload's), at most a quarter more steps than a series
+ * has had in the window, never more than its len. 20 bytes a step, or a
+ * ring grown by doubling, break it. */
+static void rings_small(const cw__aset_t *a)
+{
+    size_t steps = 0;
+    for (size_t i = 0; i < a->nbases; i++) {
+        const cw__abase_t *b = &a->bases[i];
+        int64_t had = b->last - b->birth + 1;
+        if (had > a->len) had = a->len;
+        if (had > 0) steps += (size_t)had;
+    }
+    ASSERT_TRUE(ring_bytes(a) <= 10 * steps);
+}
+
+/* units() of series.c, written plainly. */
+static uint32_t ref_units(int64_t bytes)
+{
+    if (bytes <= 0) return 0;
+    int64_t u = (bytes + CW__UNIT / 2) / CW__UNIT;
+    return u > UINT32_MAX ? UINT32_MAX : (uint32_t)u;
+}
+
+static uint32_t rnd_fig(void)
+{
+    static const uint32_t edge[] = {
+        0, 1, 254, 255, 256, 65534, 65535, 65536, 65537, 1u << 24, UINT32_MAX - 1, UINT32_MAX};
+    switch (rnd(8)) {
+    case 0:
+        return edge[rnd(CW_ARRAY_LEN(edge))];
+    case 1:
+        return (uint32_t)rnd(UINT64_C(1) << 32);
+    case 2:
+        return (uint32_t)rnd(70000);
+    default:
+        return (uint32_t)rnd(40); /* most steps: small figures */
+    }
+}
+
+static int64_t rnd_cur(void)
+{
+    switch (rnd(10)) {
+    case 0:
+        return -(int64_t)rnd(UINT64_C(1) << 40); /* more released than seen */
+    case 1:
+        return (int64_t)rnd(UINT64_C(1) << 50); /* past 16 TiB: saturates */
+    case 2:
+        return (int64_t)rnd(UINT64_C(70000)) << CW__UNIT_SHIFT; /* about 256 MiB */
+    default:
+        return (int64_t)rnd(UINT64_C(1) << 24);
+    }
+}
+
+static bool slot_same(const cw__slot_t *x, const cw__slot_t *y)
+{
+    return x->committed == y->committed && x->commits == y->commits && x->out == y->out &&
+           x->rem == y->rem && x->rem_commits == y->rem_commits;
+}
+
+#define REF_STEPS 40000
+
+/* A series stored through cw__abase_set (narrow, widened, grown, wrapped
+ * around, its explicit steps leaving the window) reads back, step by step
+ * and as a window's sums and points (cw__abase_add), as a plain array of
+ * every step does. */
+static void ring_vs_reference(void)
+{
+    enum { LEN = 37 };
+    static cw__slot_t ref[REF_STEPS]; /* by step - h0 */
+    int64_t points[LEN + 8], want_points[LEN + 8];
+    cw__aset_t a;
+    ASSERT_OK(cw__aset_init(&a, STEP, LEN));
+    const int64_t h0 = 29000000; /* a minute step of 2025 */
+    a.head = h0;
+    ASSERT_OK(CW_RESERVE(a.bases, a.basecap, 1));
+    a.nbases = 1;
+    cw__abase_t *b = &a.bases[0];
+    *b = (cw__abase_t){0, 0, 0, h0, h0 - 1, 0, false, NULL};
+    size_t tables = cw__aset_bytes(&a);
+    int64_t ref_last = h0 - 1;
+    uint64_t sets = 0, widened = 0, narrow_sets = 0, compared = 0;
+    bool was_wide = false;
+    for (int round = 0; round < 60000; round++) {
+        /* The head moves on (sometimes past the whole window). */
+        if (rnd(4) == 0) {
+            int64_t to = a.head + 1 + (rnd(50) == 0 ? LEN + (int64_t)rnd(LEN) : (int64_t)rnd(3));
+            if (to - h0 >= REF_STEPS) break;
+            a.head = to;
+        }
+        int64_t lo = a.head - LEN + 1 > b->birth ? a.head - LEN + 1 : b->birth;
+        if (ref_last < lo - 1) ref_last = lo - 1;
+        if (rnd(20) == 0) b->cur = rnd_cur();
+        /* Set a step of the window: mostly the head, as the feed does. */
+        int64_t step = rnd(3) ? a.head : lo + (int64_t)rnd((uint64_t)(a.head - lo + 1));
+        /* Mostly figures that fit narrow (some at its edges), 1 in 30 any. */
+        cw__slot_t v = {(uint32_t)rnd(300), (uint32_t)rnd(9), (uint32_t)rnd(65600),
+                        (uint32_t)rnd(300), (uint32_t)rnd(9)};
+        if (rnd(30) == 0) v = (cw__slot_t){rnd_fig(), rnd_fig(), rnd_fig(), rnd_fig(), rnd_fig()};
+        for (int64_t k = ref_last + 1; k < step; k++)
+            ref[k - h0] = (cw__slot_t){0, 0, ref_units(b->cur), 0, 0};
+        ref[step - h0] = v;
+        if (step > ref_last) ref_last = step;
+        ASSERT_OK(cw__abase_set(&a, b, step, &v));
+        sets++;
+        narrow_sets += !b->wide;
+        widened += b->wide && !was_wide;
+        was_wide = b->wide;
+        if (rnd(100) == 0 && b->wide) {
+            /* What prune() does once nothing explicit is left: a new,
+             * narrow ring (here: the next window starts empty). */
+            free(b->ring);
+            b->ring = NULL;
+            b->cap = 0;
+            b->wide = false;
+            was_wide = false;
+            a.head += LEN;
+            if (a.head - h0 >= REF_STEPS) break;
+            b->last = ref_last = a.head - LEN;
+            lo = a.head - LEN + 1;
+        }
+        ASSERT_TRUE(b->cap <= LEN);
+        /* Every step of the window, and the sums of a random span. */
+        for (int64_t k = lo; k <= a.head; k++) {
+            cw__slot_t got = cw__abase_step(b, k),
+                       want = k <= ref_last ? ref[k - h0]
+                                            : (cw__slot_t){0, 0, ref_units(b->cur), 0, 0};
+            if (!slot_same(&got, &want))
+                CW_FAIL("round %d step %lld: out %u want %u, committed %u want %u", round,
+                        (long long)(k - h0), got.out, want.out, got.committed, want.committed);
+            compared++;
+        }
+        int64_t first = a.head - (int64_t)rnd(LEN + 4), last = first + (int64_t)rnd(8);
+        if (last > a.head) last = a.head;
+        if (first > last) first = last;
+        cw__afig_t f = {0}, want = {0};
+        memset(points, 0, sizeof points);
+        memset(want_points, 0, sizeof want_points);
+        cw__abase_add(&a, b, first, last, &f, points);
+        uint64_t c = 0, n = 0, r = 0, rn = 0;
+        for (int64_t k = first; k <= last; k++) {
+            if (k < lo) continue; /* before its birth or out of the window */
+            cw__slot_t x =
+                k <= ref_last ? ref[k - h0] : (cw__slot_t){0, 0, ref_units(b->cur), 0, 0};
+            c += x.committed;
+            n += x.commits;
+            r += x.rem;
+            rn += x.rem_commits;
+            want_points[k - first] = (int64_t)x.out * CW__UNIT;
+        }
+        want = (cw__afig_t){(int64_t)(c * CW__UNIT), (int64_t)n, (int64_t)(r * CW__UNIT),
+                            (int64_t)rn, b->cur};
+        ASSERT_EQ(f.committed, want.committed);
+        ASSERT_EQ(f.commits, want.commits);
+        ASSERT_EQ(f.remaining, want.remaining);
+        ASSERT_EQ(f.rem_commits, want.rem_commits);
+        ASSERT_EQ(f.outstanding, want.outstanding);
+        for (int64_t k = 0; k <= last - first; k++)
+            ASSERT_EQ(points[k], want_points[k]);
+        /* A narrow ring costs 8 bytes a step of its capacity. */
+        ASSERT_EQ(cw__aset_bytes(&a) - tables,
+                  (size_t)b->cap * (b->wide ? sizeof(cw__slot_t) : sizeof(cw__nslot_t)));
+    }
+    printf("rings: %llu steps set (%llu on a narrow ring), widened %llu times, %llu steps "
+           "compared with the reference\n",
+           (unsigned long long)sets, (unsigned long long)narrow_sets, (unsigned long long)widened,
+           (unsigned long long)compared);
+    ASSERT_TRUE(sets >= 30000 && narrow_sets >= 1000 && widened >= 20);
+    cw__aset_free(&a);
+}
+
+/* One series of 100 explicit steps whose figures fit: 8 bytes a step and
+ * at most a quarter more (the 20-byte steps grown by doubling were 2,560
+ * bytes). */
+static void ring_bytes_per_step(void)
+{
+    cw__aset_t a;
+    ASSERT_OK(cw__aset_init(&a, STEP, 360)); /* the 6 h window of likely_leak */
+    a.head = 29000000;
+    ASSERT_OK(CW_RESERVE(a.bases, a.basecap, 1));
+    a.nbases = 1;
+    a.bases[0] = (cw__abase_t){0, 0, 0, a.head, a.head - 1, 0, false, NULL};
+    size_t tables = cw__aset_bytes(&a);
+    a.bases[0].cur = 200 << 20;
+    for (int k = 0; k < 100; k++, a.head++) {
+        cw__slot_t v = {(uint32_t)k, 1, 51200, (uint32_t)k / 2, 1};
+        ASSERT_OK(cw__abase_set(&a, &a.bases[0], a.head, &v));
+    }
+    size_t per100 = cw__aset_bytes(&a) - tables;
+    printf("rings: 100 steps of one series: %zu bytes\n", per100);
+    ASSERT_TRUE(per100 <= 1000);
+    cw__aset_free(&a);
+}
+
 /* ---- compaction changes no rule's result ---------------------------------- */
 
 static cw_alert_rule_t crule(const char *name, cw_alert_metric_t m, cw_alert_group_t g, bool summed,
@@ -459,6 +665,7 @@ int main(void)
             check(s, &inc, T);
             checks++;
         }
+        rings_small(&inc);
         if (inc.nprocs > peak_procs) peak_procs = inc.nprocs;
         for (size_t i = 0; i < inc.nprocs; i++)
             seen_exit |= inc.procs[i].pid == 300 && inc.procs[i].exit != CW_TS_NEVER;
@@ -513,6 +720,8 @@ int main(void)
     printf("%d instants, %d (instance, tag) pairs compared, %llu feed rows\n", checks,
            checked_pairs, (unsigned long long)inc.rows_read);
     cw__aset_free(&inc);
+    ring_vs_reference();
+    ring_bytes_per_step();
     compaction_same(s);
     cw_store_close(s);
     cw_test_rmtree(dir);
