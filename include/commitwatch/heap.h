@@ -81,6 +81,11 @@ void cw_heap_model_also(cw_heap_model_t *m, cw_agg_t *agg);
  * error; nothing to do without cw_heap_model_also. */
 int cw_heap_model_end(cw_heap_model_t *m);
 
+/* Bytes the model holds: its tracker's blocks and instances, the peaks
+ * per stack and the snapshots (not the window analyzer's per-stack sums,
+ * nor the heap layer's aggregator). O(snapshots). */
+size_t cw_heap_model_memory(const cw_heap_model_t *m);
+
 /* Marks a snapshot at ts (UMDH's, TraceHeap's): what every stack has
  * outstanding now, bytes and blocks, for a diff between two points
  * (cw_heap_diff_json). At most CW_HEAP_MAX_SNAPSHOTS; one past them is

@@ -26,6 +26,7 @@ typedef enum cw_mem_comp {
     CW_MEM_ALERT_SERIES, /* alert engine: the per-series history (alert thread) */
     CW_MEM_STORE_ROLLUPS, /* store: the open buckets' in-memory rollup sums (writer thread) */
     CW_MEM_STORE_CACHES, /* store: read handles' report caches and raw tails (each adds its own) */
+    CW_MEM_HEAP_TRACES,  /* heap traces: each reader's model and stacks table (each adds its own) */
     CW_MEM_N
 } cw_mem_comp_t;
 

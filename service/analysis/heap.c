@@ -235,6 +235,15 @@ void cw_heap_model_limit(cw_heap_model_t *m, uint64_t max_blocks)
     m->max_live = max_blocks;
 }
 
+size_t cw_heap_model_memory(const cw_heap_model_t *m)
+{
+    size_t b = sizeof *m + cw_tracker_memory(m->tracker) + m->peaks_cap * sizeof *m->peaks +
+               cw_keymap_bytes(&m->peak_map);
+    for (uint32_t i = 0; i < m->nsnaps; i++)
+        b += (size_t)m->snaps[i].n * sizeof *m->snaps[i].v;
+    return b;
+}
+
 void cw_heap_model_also(cw_heap_model_t *m, cw_agg_t *agg)
 {
     m->also = agg;

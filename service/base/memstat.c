@@ -11,7 +11,7 @@ static const char *const names[CW_MEM_N] = {
     [CW_MEM_PERF_PROCS] = "perf_processes", [CW_MEM_UNWINDER] = "unwinder",
     [CW_MEM_TRACKER] = "tracker",           [CW_MEM_STACKS] = "stacks",
     [CW_MEM_ALERT_SERIES] = "alert_series", [CW_MEM_STORE_ROLLUPS] = "store_rollups",
-    [CW_MEM_STORE_CACHES] = "store_caches",
+    [CW_MEM_STORE_CACHES] = "store_caches", [CW_MEM_HEAP_TRACES] = "heap_traces",
 };
 
 const char *cw_mem_name(cw_mem_comp_t c)

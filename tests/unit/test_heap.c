@@ -304,8 +304,11 @@ static void test_also_layer(void)
     ASSERT_OK(cw_agg_create(sec, stacks, NULL, 0, 0, layer_capture, NULL, &agg));
     cw_heap_model_also(m, agg);
     ASSERT_OK(cw_heap_model_start(m, PID, now++, "truth", NULL));
+    size_t empty = cw_heap_model_memory(m);
+    ASSERT_TRUE(empty > 0);
     ev(m, CW_HEAP_ALLOC, BASE, 17, 0, S_LEAK);
     ev(m, CW_HEAP_ALLOC, BASE + 32, 40, 0, S_CHURN);
+    ASSERT_TRUE(cw_heap_model_memory(m) > empty); /* the blocks and their peaks */
     now = 6 * sec + 10;
     ev(m, CW_HEAP_FREE, BASE + 32, 0, 0, 0);
     ev(m, CW_HEAP_ALLOC, BASE + 32, 8, 0, S_CHURN);
