@@ -1,5 +1,6 @@
 -- 010_folded_runs.sql - folded instances stored as runs (issue 34;
--- docs/DESIGN.md, "Short-lived processes").
+-- docs/DESIGN.md, "Short-lived processes") and memory-map snapshots in a
+-- rowid table.
 --
 -- folded: one row per run of up to 64 instances of a group, where 005 had
 -- a row per instance (about 34 bytes; a run takes about 10 an instance).
@@ -25,3 +26,21 @@ CREATE TABLE folded(
     PRIMARY KEY (grp, first_ns)
 ) WITHOUT ROWID;
 
+-- map_snapshots: the same columns in a rowid table. A snapshot of more
+-- than about 1,000 bytes (a map of 80 ranges or more) spilled from a
+-- WITHOUT ROWID table's page into overflow pages, mostly empty; a rowid
+-- table keeps rows of up to about 4,000 bytes in its pages. The key
+-- (proc, ts_ns) becomes a unique index.
+CREATE TABLE map_snapshots_new(
+    proc    INTEGER NOT NULL,
+    ts_ns   INTEGER NOT NULL,  -- the instant the map shows (a bucket's end)
+    nranges INTEGER NOT NULL,
+    bytes   INTEGER NOT NULL,  -- committed bytes of the ranges
+    ranges  BLOB NOT NULL,
+    UNIQUE (proc, ts_ns)
+);
+INSERT INTO map_snapshots_new(proc, ts_ns, nranges, bytes, ranges)
+    SELECT proc, ts_ns, nranges, bytes, ranges FROM map_snapshots ORDER BY ts_ns, proc;
+DROP TABLE map_snapshots;
+ALTER TABLE map_snapshots_new RENAME TO map_snapshots;
+CREATE INDEX map_snapshots_ts ON map_snapshots(ts_ns);

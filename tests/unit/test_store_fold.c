@@ -27,6 +27,7 @@
 #include "commitwatch/agg.h"
 #include "commitwatch/analysis.h"
 #include "commitwatch/event.h"
+#include "commitwatch/map.h"
 #include "commitwatch/pipeline.h"
 #include "commitwatch/query.h"
 #include "commitwatch/stacks.h"
@@ -554,13 +555,15 @@ static void test_runs(const char *dir, int64_t t0)
 
     /* Schema 9's rows of the same instances, converted when the writer
      * opens the file: stopped after one group, readers refused, then
-     * whole. */
+     * whole; maps snapshots kept as they were. */
     snprintf(path9, sizeof path9, "%s/runs9.db", dir);
     ASSERT_OK(cw__store_create_at_version(path9, 9, &d));
     sqlite3 *raw = NULL;
     ASSERT_EQ(sqlite3_open(path9, &raw), SQLITE_OK);
     snprintf(sql, sizeof sql,
-             "ATTACH '%s' AS a; INSERT INTO main.processes SELECT * FROM a.processes; DETACH a;",
+             "ATTACH '%s' AS a; INSERT INTO main.processes SELECT * FROM a.processes; DETACH a;"
+             "INSERT INTO map_snapshots VALUES (1, 5, 1, 4096, x'02010a01020a'),"
+             "(1, 9, 0, 0, x'0200'), (2, 7, 1, 8192, x'02010002030a')",
              path);
     ASSERT_EQ(sqlite3_exec(raw, sql, NULL, NULL, NULL), SQLITE_OK);
     sqlite3_stmt *ins = NULL;
@@ -596,6 +599,19 @@ static void test_runs(const char *dir, int64_t t0)
               sql_one(s, "SELECT sum(folded) FROM processes"));
     /* the one put again across batches lists its later exit, as the old rows did */
     same_lists(u, t0 - 4 * S, t0 + 64 * S, 400);
+    ASSERT_EQ(sql_one(u, "SELECT count(*) FROM map_snapshots"), 3);
+    ASSERT_EQ(sql_one(u, "SELECT sum(bytes) FROM map_snapshots WHERE ranges IS NOT NULL"), 12288);
+    cw_map_t m = {0};
+    ASSERT_OK(cw_store_map_at(u, 1, 8, &m, &d));
+    ASSERT_EQ((int64_t)m.n, 1);
+    ASSERT_EQ((int64_t)m.v[0].addr, 10);
+    ASSERT_EQ((int64_t)m.v[0].size, 1);
+    ASSERT_EQ(m.at_ns, 5);
+    ASSERT_OK(cw_store_map_at(u, 1, 9, &m, &d));
+    ASSERT_EQ((int64_t)m.n, 0);
+    ASSERT_EQ(m.at_ns, 9);
+    ASSERT_EQ(cw_store_map_at(u, 2, 6, &m, &d), CW_ENOENT);
+    cw_map_clear(&m);
     /* a damaged run is an error that says so */
     ASSERT_OK(cw__store_exec(u, "UPDATE folded SET data = substr(data, 1, 5) WHERE grp = 2",
                              "damaging", &d));
