@@ -2,7 +2,7 @@
 -- docs/DESIGN.md, "Short-lived processes") and memory-map snapshots in a
 -- rowid table.
 --
--- folded: one row per run of up to 64 instances of a group, where 005 had
+-- folded: one row per run of up to 32 instances of a group, where 005 had
 -- a row per instance (about 34 bytes; a run takes about 10 an instance).
 -- data is the instances sorted by (start, pid), each as varints: start
 -- less the previous one's (the first's: first_ns), pid less the previous

@@ -7,7 +7,7 @@
  * instances' rows their group's id; the store keeps the record of each
  * instance and the count in its group's processes row.
  *
- * A run is one row of `folded`: up to RUN_MAX instances of one group,
+ * A run is one row of `folded`: up to RUN_MAX (32) instances of one group,
  * sorted by (start, pid), in a BLOB of varints (cw__fold_encode), about
  * 10 bytes an instance where a row of its own took 34. A batch's
  * instances of a group go into the group's latest run while it has room
@@ -22,10 +22,11 @@
 #include "store/store_internal.h"
 
 #define RUN_FORMAT 1 /* the first byte of a run's data */
-/* Instances a run takes: about 650 bytes of data, under the 1,000 or so
- * a WITHOUT ROWID row keeps in its page before spilling to overflow
- * pages. */
-#define RUN_MAX 64
+/* Instances a run takes: about 330 bytes of data. Measured on the
+ * short-lived replay (docs/BENCHMARKS.md): 32 left the fewest pages (455
+ * KB; 16: 487, 64: 492); from 96 (about 1,000 bytes) rows spill from
+ * their WITHOUT ROWID page into overflow pages (1.3 - 1.7 MB). */
+#define RUN_MAX 32
 
 static const char SQL_FOLDED_OPEN[] =
     "SELECT first_ns, n, data FROM folded WHERE grp = ?1 ORDER BY first_ns DESC LIMIT 1";

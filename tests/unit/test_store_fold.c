@@ -548,8 +548,8 @@ static void test_runs(const char *dir, int64_t t0)
         snprintf(sql, sizeof sql, "SELECT folded FROM processes WHERE id = %u", g);
         ASSERT_EQ(sql_one(s, sql), puts);
     }
-    /* runs of at most 64, all instances in them once */
-    ASSERT_TRUE(sql_one(s, "SELECT max(n) FROM folded") <= 64);
+    /* runs of at most 32, all instances in them once */
+    ASSERT_TRUE(sql_one(s, "SELECT max(n) FROM folded") <= 32);
     ASSERT_EQ(sql_one(s, "SELECT sum(n) FROM folded"), (int64_t)nref - 2);
     int64_t runs = sql_one(s, "SELECT count(*) FROM folded");
 
