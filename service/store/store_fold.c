@@ -68,6 +68,24 @@ int cw__fold_encode(cw_buf_t *out, const cw_folded_inst_t *v, size_t n)
     return out->failed ? CW_ENOMEM : 0;
 }
 
+/* cw_varint_read, its loop inlined for varints of up to 9 bytes (all of a
+ * run's but the extremes): a list decodes every instance of its window. */
+static inline int get_varint(const unsigned char *p, size_t len, size_t *pos, uint64_t *out)
+{
+    uint64_t v = 0;
+    size_t i = *pos;
+    for (int shift = 0; shift < 63 && i < len; shift += 7) {
+        unsigned char c = p[i++];
+        v |= (uint64_t)(c & 0x7f) << shift;
+        if (c < 0x80) {
+            *pos = i;
+            *out = v;
+            return 0;
+        }
+    }
+    return cw_varint_read(p, len, pos, out); /* 10 bytes, too long, or cut short */
+}
+
 int cw__fold_decode(const unsigned char *p, size_t len, int64_t first_ns, uint64_t n,
                     cw_folded_inst_t **v, size_t *nv, size_t *cap)
 {
@@ -79,9 +97,9 @@ int cw__fold_decode(const unsigned char *p, size_t len, int64_t first_ns, uint64
     if (CW_RESERVE(*v, *cap, base + (size_t)n)) return CW_ENOMEM;
     for (uint64_t i = 0; i < n; i++) {
         uint64_t dstart, zpid, zlife, pages, rem = 0;
-        if (cw_varint_read(p, len, &pos, &dstart) || cw_varint_read(p, len, &pos, &zpid) ||
-            cw_varint_read(p, len, &pos, &zlife) || cw_varint_read(p, len, &pos, &pages) ||
-            ((pages & 1) && cw_varint_read(p, len, &pos, &rem)))
+        if (get_varint(p, len, &pos, &dstart) || get_varint(p, len, &pos, &zpid) ||
+            get_varint(p, len, &pos, &zlife) || get_varint(p, len, &pos, &pages) ||
+            ((pages & 1) && get_varint(p, len, &pos, &rem)))
             goto bad;
         /* INT64_MAX - prev_start, exact modulo 2^64 since it lies in [0, 2^64). */
         if (dstart > (uint64_t)INT64_MAX - (uint64_t)prev_start) goto bad;
@@ -332,6 +350,7 @@ int cw_store_folded_list(cw_store_t *s, uint32_t group, int64_t from_ns, int64_t
     sqlite3_stmt *st = NULL;
     cw_folded_inst_t *v = NULL;
     size_t n = 0, cap = 0;
+    bool sorted = true; /* runs come by first start, and seldom overlap */
     int rc, err = cw__store_stmt(s, CW__ST_FOLDED_LIST, SQL_FOLDED_LIST, &st, d);
     memset(out, 0, sizeof *out);
     if (err) return err;
@@ -358,6 +377,7 @@ int cw_store_folded_list(cw_store_t *s, uint32_t group, int64_t from_ns, int64_t
         size_t k = before;
         for (size_t i = before; i < n; i++)
             if (v[i].start_ns < to_ns && v[i].exit_ns >= from_ns) v[k++] = v[i];
+        if (before && k > before && cmp_inst(&v[before - 1], &v[before]) >= 0) sorted = false;
         n = k;
     }
     if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "listing folded instances", d);
@@ -367,7 +387,7 @@ int cw_store_folded_list(cw_store_t *s, uint32_t group, int64_t from_ns, int64_t
         return err;
     }
     /* By (start, pid); an instance in two runs once, with its later exit. */
-    if (n > 1) qsort(v, n, sizeof *v, cmp_folded);
+    if (!sorted) qsort(v, n, sizeof *v, cmp_folded);
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         if (k && cmp_inst(&v[k - 1], &v[i]) == 0)
