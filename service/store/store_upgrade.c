@@ -155,6 +155,18 @@ static int delete_range(cw_store_t *s, int tier, int64_t lo, int64_t hi, cw_diag
     return 0;
 }
 
+/* A conversion's error err, d's message (if any) followed by how far the
+ * conversion `what` got and that it goes on at the next start. */
+static int stopped(cw_diag_t *d, int err, const char *what, uint64_t rows)
+{
+    char why[sizeof d->msg];
+    snprintf(why, sizeof why, "%s", d && d->msg[0] ? d->msg : "the conversion failed");
+    return cw_diag_set(d, err,
+                       "%s; the conversion %s stopped after %" PRIu64
+                       " rows and goes on at the next start",
+                       why, what, rows);
+}
+
 int cw__store_upgrade_cells(cw_store_t *s, cw_diag_t *d)
 {
     int64_t has = 0, t0 = cw_plat_mono_ns(), last = t0;
@@ -216,14 +228,7 @@ int cw__store_upgrade_cells(cw_store_t *s, cw_diag_t *d)
     free(rr.rf);
     free(rr.ab);
     if (!err) err = cw__store_exec(s, SQL_DROP, "dropping the converted tables", d);
-    if (err) {
-        char why[sizeof d->msg];
-        snprintf(why, sizeof why, "%s", d && d->msg[0] ? d->msg : "converting to cells failed");
-        return cw_diag_set(d, err,
-                           "%s; the conversion to cells stopped after %" PRIu64
-                           " rows and goes on at the next start",
-                           why, rows);
-    }
+    if (err) return stopped(d, err, "to cells", rows);
     if (rows)
         CW_LOGI("%s: converted %" PRIu64 " rows into %" PRIu64 " buckets of cells in %.2f s",
                 s->path, rows, buckets, (double)(cw_plat_mono_ns() - t0) / 1e9);
@@ -326,14 +331,7 @@ int cw__store_upgrade_folded(cw_store_t *s, cw_diag_t *d)
         }
     }
     if (!err) err = cw__store_exec(s, "DROP TABLE v9_folded", "dropping the converted table", d);
-    if (err) {
-        char why[sizeof d->msg];
-        snprintf(why, sizeof why, "%s", d && d->msg[0] ? d->msg : "converting folded rows failed");
-        return cw_diag_set(d, err,
-                           "%s; the conversion of folded rows stopped after %" PRIu64
-                           " rows and goes on at the next start",
-                           why, rows);
-    }
+    if (err) return stopped(d, err, "of folded rows", rows);
     if (rows)
         CW_LOGI("%s: converted %" PRIu64 " folded rows into the runs of %" PRIu64
                 " groups in %.2f s",
