@@ -522,6 +522,30 @@ static void fill_runs(cw_store_t *s, int64_t t0)
     }
 }
 
+/* A map of n page-aligned ranges at at_ns, and its encoding (owned by the caller). */
+static void big_map(cw_map_t *m, uint32_t n, int64_t at_ns, unsigned char **blob, size_t *len)
+{
+    uint64_t addr = UINT64_C(0x7f0000000000);
+    memset(m, 0, sizeof *m);
+    m->at_ns = at_ns;
+    for (uint32_t i = 0; i < n; i++) {
+        addr += 4096 * rnd(64);
+        uint64_t size = 4096 * (1 + rnd(256));
+        ASSERT_OK(cw_map_push(m, addr, size, at_ns - (int64_t)rnd(600 * S), (uint32_t)rnd(40)));
+        addr += size;
+    }
+    ASSERT_OK(cw_map_encode(m, blob, len));
+}
+
+static void same_map(const cw_map_t *a, const cw_map_t *b)
+{
+    ASSERT_EQ(a->n, b->n);
+    ASSERT_EQ(a->nres, b->nres);
+    for (uint32_t i = 0; i < a->n && i < b->n; i++)
+        ASSERT_TRUE(a->v[i].addr == b->v[i].addr && a->v[i].size == b->v[i].size &&
+                    a->v[i].commit_ns == b->v[i].commit_ns && a->v[i].stack_id == b->v[i].stack_id);
+}
+
 static int64_t sql_one(cw_store_t *s, const char *sql)
 {
     int64_t v;
@@ -566,7 +590,20 @@ static void test_runs(const char *dir, int64_t t0)
              "(1, 9, 0, 0, x'0200'), (2, 7, 1, 8192, x'02010002030a')",
              path);
     ASSERT_EQ(sqlite3_exec(raw, sql, NULL, NULL, NULL), SQLITE_OK);
+    /* one snapshot of 3 - 4 KB (format 3): overflow pages in schema 9 */
+    cw_map_t big, got = {0};
+    unsigned char *blob;
+    size_t blen;
+    big_map(&big, 300, 11, &blob, &blen);
+    ASSERT_TRUE(blen > 3 * 900 && blen < 4 * 900);
     sqlite3_stmt *ins = NULL;
+    ASSERT_EQ(sqlite3_prepare_v2(raw, "INSERT INTO map_snapshots VALUES (3, 11, 300, 0, ?1)", -1,
+                                 &ins, NULL),
+              SQLITE_OK);
+    sqlite3_bind_blob(ins, 1, blob, (int)blen, SQLITE_STATIC);
+    ASSERT_EQ(sqlite3_step(ins), SQLITE_DONE);
+    sqlite3_finalize(ins);
+    free(blob);
     ASSERT_EQ(sqlite3_exec(raw, "BEGIN", NULL, NULL, NULL), SQLITE_OK);
     ASSERT_EQ(sqlite3_prepare_v2(raw,
                                  "INSERT INTO folded(grp, start_ns, pid, exit_ns, bytes) "
@@ -599,8 +636,8 @@ static void test_runs(const char *dir, int64_t t0)
               sql_one(s, "SELECT sum(folded) FROM processes"));
     /* the one put again across batches lists its later exit, as the old rows did */
     same_lists(u, t0 - 4 * S, t0 + 64 * S, 400);
-    ASSERT_EQ(sql_one(u, "SELECT count(*) FROM map_snapshots"), 3);
-    ASSERT_EQ(sql_one(u, "SELECT sum(bytes) FROM map_snapshots WHERE ranges IS NOT NULL"), 12288);
+    ASSERT_EQ(sql_one(u, "SELECT count(*) FROM map_snapshots"), 4);
+    ASSERT_EQ(sql_one(u, "SELECT sum(bytes) FROM map_snapshots"), 12288);
     cw_map_t m = {0};
     ASSERT_OK(cw_store_map_at(u, 1, 8, &m, &d));
     ASSERT_EQ((int64_t)m.n, 1);
@@ -612,6 +649,34 @@ static void test_runs(const char *dir, int64_t t0)
     ASSERT_EQ(m.at_ns, 9);
     ASSERT_EQ(cw_store_map_at(u, 2, 6, &m, &d), CW_ENOENT);
     cw_map_clear(&m);
+    /* the big one read back whole, from its table page */
+    ASSERT_EQ(sql_one(u, "SELECT count(*) FROM map_snapshots WHERE proc = 3"), 1);
+    ASSERT_OK(cw_store_map_at(u, 3, 12, &got, &d));
+    ASSERT_EQ(got.at_ns, 11);
+    same_map(&got, &big);
+    cw_map_clear(&big);
+    /* the writer's, then replaced at the same instant by a smaller one */
+    for (int k = 0; k < 2; k++) {
+        cw_batch_t *bt;
+        cw_row_map_t mr = {4, 0, 20 * S, 0, NULL, 0};
+        big_map(&big, k ? 10 : 150, 20 * S, &mr.blob, &mr.len);
+        mr.nranges = big.n;
+        ASSERT_TRUE(k ? mr.len < 900 : mr.len > 900 && mr.len < 1800);
+        ASSERT_OK(cw_batch_create((20 + k) * S, S, &bt));
+        ASSERT_OK(cw_batch_add_map(bt, &mr));
+        ASSERT_OK(cw_store_write(u, bt, &d));
+        cw_batch_free(bt);
+        ASSERT_EQ(sql_one(u, "SELECT count(*) FROM map_snapshots WHERE proc = 4"), 1);
+        ASSERT_OK(cw_store_map_at(u, 4, INT64_MAX, &got, &d));
+        same_map(&got, &big);
+        cw_map_clear(&big);
+    }
+    /* one cut short is an error that says so */
+    ASSERT_OK(cw__store_exec(u, "UPDATE map_snapshots SET ranges = substr(ranges, 1, 2000) "
+                             "WHERE proc = 3", "damaging", &d));
+    ASSERT_EQ(cw_store_map_at(u, 3, 12, &got, &d), CW_EPARSE);
+    ASSERT_TRUE(strstr(d.msg, "cut short") != NULL);
+    cw_map_clear(&got);
     /* a damaged run is an error that says so */
     ASSERT_OK(cw__store_exec(u, "UPDATE folded SET data = substr(data, 1, 5) WHERE grp = 2",
                              "damaging", &d));
