@@ -246,8 +246,9 @@ static int put_run(cw_store_t *s, fold_work_t *w, uint32_t grp, const cw_folded_
     return cw__store_step_done(s, st, "storing a run of folded instances", d);
 }
 
-/* Writes w->p (one group's instances) as runs of RUN_MAX; a run whose
- * first start is some stored run's key takes that run's instances in. */
+/* Writes w->p (one group's instances) as runs of RUN_MAX (more when
+ * instances share the last one's start); a run whose first start is some
+ * stored run's key takes that run's instances in. */
 static int put_group(cw_store_t *s, fold_work_t *w, uint32_t grp, cw_diag_t *d)
 {
     int err = take_run(s, w, grp, NULL, true, d);
@@ -255,6 +256,10 @@ static int put_group(cw_store_t *s, fold_work_t *w, uint32_t grp, cw_diag_t *d)
     sort_unique(w->p, &w->np);
     while (!err && i < w->np) {
         size_t k = w->np - i < RUN_MAX ? w->np - i : RUN_MAX;
+        /* Instances of one start stay in one run, so the next run's key
+         * (its first start) is not this one's. */
+        while (i + k < w->np && w->p[i + k].f.start_ns == w->p[i + k - 1].f.start_ns)
+            k++;
         int64_t first = w->p[i].f.start_ns;
         sqlite3_stmt *st = NULL;
         bool taken = false;

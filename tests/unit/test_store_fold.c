@@ -348,7 +348,7 @@ static int64_t count_procs(cw_store_t *s)
 
 /* ---- runs of folded instances (store_fold.c, schema/010_folded_runs) ---- */
 
-#define NREF 3000
+#define NREF 4000
 #define NGROUP 3
 
 /* What was put, in order: the reference the lists are checked against. */
@@ -486,7 +486,8 @@ static void same_lists(cw_store_t *s, int64_t lo, int64_t hi, int rounds)
 
 /* Batches of folded instances of three groups, each batch's starting up
  * to 3 s before its bucket (instances fold at their exits, not in the
- * order they started), some at equal starts, one instance put again
+ * order they started), some at equal starts (40 at one, more than a
+ * run takes), one instance put again
  * within a batch (the later wins) and one in a later batch with a later
  * exit: every list equals the one-row-per-instance answer. */
 static void fill_runs(cw_store_t *s, int64_t t0)
@@ -501,12 +502,18 @@ static void fill_runs(cw_store_t *s, int64_t t0)
             for (uint32_t g = 1; g <= NGROUP; g++)
                 ASSERT_OK(cw_batch_add_proc(b, g, 0, t0, t0 + 70 * S, kid_names[g], NULL));
         uint32_t m = (uint32_t)rnd(k % 7 == 0 ? 140 : 40);
-        for (uint32_t i = 0; i < m && nref < NREF - 2; i++) {
+        for (uint32_t i = 0; i < m && nref < NREF - 44; i++) {
             int64_t start = bucket - (int64_t)rnd(3 * S);
             if (nref && rnd(10) == 0) start = ref[nref - 1].start_ns;
             cw_row_folded_t r = {1 + (uint32_t)rnd(NGROUP), 20000 + (uint32_t)rnd(5000), start,
                                  start + 1 + (int64_t)rnd(2 * S),
                                  rnd(2) ? rnd(400) * 4096 : rnd(1 << 22)};
+            ref[nref++] = r;
+            ASSERT_OK(cw_batch_add_folded(b, &r));
+        }
+        for (uint32_t i = 0; k == 30 && i < 40; i++) { /* 40 starts at one instant */
+            cw_row_folded_t r = {1, 30000 + i, bucket - S, bucket - S + 1 + (int64_t)rnd(S),
+                                 rnd(400) * 4096};
             ref[nref++] = r;
             ASSERT_OK(cw_batch_add_folded(b, &r));
         }
@@ -572,9 +579,24 @@ static void test_runs(const char *dir, int64_t t0)
         snprintf(sql, sizeof sql, "SELECT folded FROM processes WHERE id = %u", g);
         ASSERT_EQ(sql_one(s, sql), puts);
     }
-    /* runs of at most 32, all instances in them once */
-    ASSERT_TRUE(sql_one(s, "SELECT max(n) FROM folded") <= 32);
+    /* runs of 32, more where instances share the last one's start (the
+     * 40 of one start in one run), all instances in them once */
+    ASSERT_TRUE(sql_one(s, "SELECT max(n) FROM folded") >= 40);
+    ASSERT_TRUE(sql_one(s, "SELECT max(n) FROM folded") <= 40 + 32);
     ASSERT_EQ(sql_one(s, "SELECT sum(n) FROM folded"), (int64_t)nref - 2);
+    /* 70 of one start, after every other of group 2: one run, not runs
+     * that share their key (which would take each other in forever) */
+    cw_batch_t *b70;
+    ASSERT_OK(cw_batch_create(t0 + 61 * S, S, &b70));
+    for (uint32_t i = 0; i < 70; i++) {
+        cw_row_folded_t f = {2, 40000 + i, t0 + 61 * S, t0 + 61 * S + 1 + (int64_t)rnd(S), 4096};
+        ref[nref++] = f;
+        ASSERT_OK(cw_batch_add_folded(b70, &f));
+    }
+    ASSERT_OK(cw_store_write(s, b70, &d));
+    cw_batch_free(b70);
+    ASSERT_TRUE(sql_one(s, "SELECT max(n) FROM folded WHERE grp = 2") >= 70);
+    same_lists(s, t0 - 4 * S, t0 + 64 * S, 100);
     int64_t runs = sql_one(s, "SELECT count(*) FROM folded");
 
     /* Schema 9's rows of the same instances, converted when the writer
