@@ -2,8 +2,10 @@
 -- docs/DESIGN.md, "Short-lived processes") and memory-map snapshots in a
 -- rowid table.
 --
--- folded: one row per run of up to 32 instances of a group, where 005 had
--- a row per instance (about 34 bytes; a run takes about 10 an instance).
+-- folded: one row per run of at most 32 instances of a group (more only
+-- when they share the last one's start, so that no two runs share a
+-- key), where 005 had a row per instance (about 34 bytes; a run takes
+-- about 10 an instance).
 -- data is the instances sorted by (start, pid), each as varints: start
 -- less the previous one's (the first's: first_ns), pid less the previous
 -- pid (zigzag), exit less start (zigzag), and bytes as its 4 KiB pages
