@@ -153,7 +153,8 @@ for b in "$@"; do
     bytes=$(stat -c %s "$db")
     [ -f "$db-wal" ] && bytes=$((bytes + $(stat -c %s "$db-wal")))
     inst=$(sqlite3 "$db" "SELECT count(*) FROM processes")
-    folded=$(sqlite3 "$db" "SELECT count(*) FROM folded" 2>/dev/null || echo 0)
+    folded=$(sqlite3 "$db" "SELECT coalesce(sum(n), 0) FROM folded" 2>/dev/null ||
+             sqlite3 "$db" "SELECT count(*) FROM folded" 2>/dev/null || echo 0)
     groups=$(sqlite3 "$db" "SELECT count(*) FROM processes WHERE folded IS NOT NULL" 2>/dev/null || echo 0)
     times=()
     for _ in 1 2 3; do

@@ -123,9 +123,9 @@ def main():
         con = sqlite3.connect(db)
         rows = con.execute("SELECT count(*) FROM processes").fetchone()[0]
         try:
+            folded = con.execute("SELECT sum(n) FROM folded").fetchone()[0] or 0
+        except sqlite3.OperationalError:  # schema 9 and older: a row per instance
             folded = con.execute("SELECT count(*) FROM folded").fetchone()[0]
-        except sqlite3.OperationalError:
-            folded = 0
         con.close()
         times = []
         for _ in range(3):

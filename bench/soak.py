@@ -97,6 +97,39 @@ def shipped_rules(window):
                   flags=re.M)
 
 
+def folded_instances(con, sql):
+    """(group, pid, start_ns) of every instance in the runs of folded
+    that sql selects as (grp, first_ns, n, data): the encoding of
+    schema/010_folded_runs.sql (service/store/store_fold.c)."""
+    def varint(b, i):
+        v = shift = 0
+        while True:
+            c = b[i]
+            i += 1
+            v |= (c & 0x7F) << shift
+            shift += 7
+            if c < 0x80:
+                return v, i
+
+    def unzigzag(u):
+        return (u >> 1) ^ -(u & 1)
+
+    out = []
+    for grp, start, n, data in con.execute(sql):
+        i, pid = 1, 0  # data[0] is the format, 1
+        for _ in range(n):
+            d, i = varint(data, i)
+            z, i = varint(data, i)
+            _, i = varint(data, i)  # exit - start
+            pages, i = varint(data, i)
+            if pages & 1:
+                _, i = varint(data, i)  # bytes' remainder
+            start += d
+            pid += unzigzag(z)
+            out.append((grp, pid, start))
+    return out
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -232,9 +265,9 @@ class Soak:
         after it), so the rows at the end are not all that were stored."""
         self.spawner_seen.update(r[0] for r in con.execute(
             "SELECT id FROM processes WHERE name = 'spawner' AND pid != 0"))
-        self.spawner_seen.update(con.execute(
-            "SELECT f.grp, f.start_ns, f.pid FROM folded f JOIN processes g ON g.id = f.grp "
-            "WHERE g.name = 'spawner'"))
+        self.spawner_seen.update((g, start, pid) for g, pid, start in folded_instances(
+            con, "SELECT f.grp, f.first_ns, f.n, f.data FROM folded f JOIN processes g "
+            "ON g.id = f.grp WHERE g.name = 'spawner'"))
         return {"spawner_instances_seen": len(self.spawner_seen)}
 
     def rows(self):
@@ -243,17 +276,18 @@ class Soak:
         con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=30)
         try:
             q = lambda sql: con.execute(sql).fetchone()[0]  # noqa: E731
+            pids = [r[0] for r in con.execute("SELECT pid FROM processes WHERE pid != 0")]
+            pids += [pid for _, pid, _ in folded_instances(
+                con, "SELECT grp, first_ns, n, data FROM folded")]
             return {
                 "processes": q("SELECT count(*) FROM processes"),
                 "groups": q("SELECT count(*) FROM processes WHERE pid = 0"),
-                "folded": q("SELECT count(*) FROM folded"),
+                "folded": q("SELECT coalesce(sum(n), 0) FROM folded"),
                 "spawner_instances":
                     q("SELECT count(*) FROM processes WHERE name = 'spawner' AND pid != 0") +
-                    q("SELECT count(*) FROM folded f JOIN processes g ON g.id = f.grp "
-                      "WHERE g.name = 'spawner'"),
-                "pids_reused_stored":
-                    q("SELECT count(*) - count(DISTINCT pid) FROM (SELECT pid FROM processes "
-                      "WHERE pid != 0 UNION ALL SELECT pid FROM folded)"),
+                    q("SELECT coalesce(sum(f.n), 0) FROM folded f JOIN processes g "
+                      "ON g.id = f.grp WHERE g.name = 'spawner'"),
+                "pids_reused_stored": len(pids) - len(set(pids)),
             } | self.spawner_seen_now(con)
         except sqlite3.OperationalError:
             return {}

@@ -59,13 +59,15 @@ uint64_t cw_map_bytes(const cw_map_t *m);
 uint64_t cw_map_reserved_bytes(const cw_map_t *m);
 
 /* The encoding stored by the database (map_snapshots.ranges): a format
- * byte (2; format 1, still read, had no reserved ranges and no count),
- * the number of committed ranges as a varint, the committed ranges, then
- * the reserved ones to the end. Per range unsigned LEB128 varints of the
- * gap from the previous range's end in its list, the size, the stack id,
- * and the zigzag of commit_ns - at_ns in ns (before-tracing ranges: code
- * 0 is reserved for them, others are shifted by one). About 8-15 bytes a
- * range. *out is malloc'd (owner: the caller). 0 or CW_ENOMEM. */
+ * byte (3 when every range starts and ends on a 4 KiB page, else 2;
+ * format 1, still read, had no reserved ranges and no count), the number
+ * of committed ranges as a varint, the committed ranges, then the
+ * reserved ones to the end. Per range unsigned LEB128 varints of the gap
+ * from the previous range's end in its list, the size (both in 4 KiB
+ * pages in format 3, in bytes in 2), the stack id, and the zigzag of
+ * commit_ns - at_ns in ns (before-tracing ranges: code 0 is reserved for
+ * them, others are shifted by one). About 7-15 bytes a range. *out is
+ * malloc'd (owner: the caller). 0 or CW_ENOMEM. */
 int cw_map_encode(const cw_map_t *m, unsigned char **out, size_t *len);
 /* Decodes into m (cleared first; proc_id and at_ns set from the
  * arguments). 0, CW_ENOMEM, or CW_EPARSE with d saying what is wrong. */

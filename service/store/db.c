@@ -246,9 +246,10 @@ out:
     return err;
 }
 
-/* Schema 8's tables not converted to cells yet (store_upgrade.c). */
-static const char SQL_CONVERTING[] =
-    "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'v8_commits'";
+/* Schema 8's tables not converted to cells yet, or schema 9's folded rows
+ * not converted to runs (store_upgrade.c). */
+static const char SQL_CONVERTING[] = "SELECT count(*) FROM sqlite_schema WHERE type = 'table' "
+                                     "AND name IN ('v8_commits', 'v9_folded')";
 
 /* Applies migrations up to `target`, one transaction each. */
 static int migrate(cw_store_t *s, int target, cw_diag_t *d)

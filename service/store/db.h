@@ -109,6 +109,9 @@ enum cw__stmt {
     CW__ST_FOLDED_PUT,
     CW__ST_FOLDED_COUNT,
     CW__ST_FOLDED_LIST,
+    CW__ST_FOLDED_OPEN,
+    CW__ST_FOLDED_AT,
+    CW__ST_FOLDED_DEL,
     /* store_tiers.c: instances pruned by retention */
     CW__ST_PRUNE_FOLDED,
     CW__ST_PRUNE_EXITED,

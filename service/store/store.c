@@ -121,7 +121,8 @@ static int open_writer(const char *path, const cw_store_opts_t *opts, int target
     s->w->heap_pruned_to = INT64_MIN;
     cw__db_on_release(s, CW__REL_WRITER, writer_release);
     if (target == (int)cw__schema_count &&
-        ((err = load_writer_state(s, d)) || (err = cw__store_upgrade_cells(s, d)))) {
+        ((err = load_writer_state(s, d)) || (err = cw__store_upgrade_cells(s, d)) ||
+         (err = cw__store_upgrade_folded(s, d)))) {
         cw_store_close(s);
         return err;
     }

@@ -133,6 +133,19 @@ int cw__store_prune(cw_store_t *s, const cw__tier_t *t, cw_diag_t *d);
  * and counts them in their group's processes row, inside the batch's
  * transaction, after its process rows. 0 or CW_EDB / CW_EIO. */
 int cw__store_put_folded(cw_store_t *s, const cw_batch_t *b, cw_diag_t *d);
+/* A run of folded instances' data (schema/010_folded_runs): v[0..n),
+ * sorted by (start, pid), appended to out. 0 or CW_ENOMEM.
+ * cw__fold_decode appends the n instances of data p[0..len) of the run
+ * starting at first_ns to (*v)[*nv..], growing *v (owned by the caller;
+ * *cap its room), and advances *nv. 0, CW_ENOMEM, or CW_EPARSE when the
+ * data is not n whole instances of the format (then *nv is unchanged). */
+int cw__fold_encode(cw_buf_t *out, const cw_folded_inst_t *v, size_t n);
+int cw__fold_decode(const unsigned char *p, size_t len, int64_t first_ns, uint64_t n,
+                    cw_folded_inst_t **v, size_t *nv, size_t *cap);
+/* store_upgrade.c: converts the folded rows of schema 9 (v9_folded) into
+ * runs, a group a transaction, then drops v9_folded; resumable like the
+ * cells' conversion. Writer's opening only. 0 or CW_E* with d filled. */
+int cw__store_upgrade_folded(cw_store_t *s, cw_diag_t *d);
 
 /* store_map.c: stores the batch's map snapshots (schema/008_map); prunes
  * those before the raw tier's horizon t[0].horizon. Inside the caller's

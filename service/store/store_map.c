@@ -1,6 +1,7 @@
-/* store_map.c - map snapshots of live instances (schema/008_map, map.h):
- * storing a batch's snapshots, pruning them with the raw tier, and
- * reading the one in force at an instant. */
+/* store_map.c - map snapshots of live instances (schema/006_map, a rowid
+ * table since 010_folded_runs; map.h): storing a batch's snapshots,
+ * pruning them with the raw tier, and reading the one in force at an
+ * instant. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,6 +1,7 @@
 /* store_upgrade.c - converting a database written before the cells
  * (schema 8) into cells, in place (migration 009_cells renamed its
- * tables commits, releases and activity to v8_*).
+ * tables commits, releases and activity to v8_*), and schema 9's folded
+ * rows into runs (010_folded_runs renamed its table folded to v9_folded).
  *
  * The writer converts the old rows a range of buckets at a time (60
  * buckets of the tier's width), each range in a transaction of its own
@@ -154,6 +155,18 @@ static int delete_range(cw_store_t *s, int tier, int64_t lo, int64_t hi, cw_diag
     return 0;
 }
 
+/* A conversion's error err, d's message (if any) followed by how far the
+ * conversion `what` got and that it goes on at the next start. */
+static int stopped(cw_diag_t *d, int err, const char *what, uint64_t rows)
+{
+    char why[sizeof d->msg];
+    snprintf(why, sizeof why, "%s", d && d->msg[0] ? d->msg : "the conversion failed");
+    return cw_diag_set(d, err,
+                       "%s; the conversion %s stopped after %" PRIu64
+                       " rows and goes on at the next start",
+                       why, what, rows);
+}
+
 int cw__store_upgrade_cells(cw_store_t *s, cw_diag_t *d)
 {
     int64_t has = 0, t0 = cw_plat_mono_ns(), last = t0;
@@ -215,16 +228,113 @@ int cw__store_upgrade_cells(cw_store_t *s, cw_diag_t *d)
     free(rr.rf);
     free(rr.ab);
     if (!err) err = cw__store_exec(s, SQL_DROP, "dropping the converted tables", d);
-    if (err) {
-        char why[sizeof d->msg];
-        snprintf(why, sizeof why, "%s", d && d->msg[0] ? d->msg : "converting to cells failed");
-        return cw_diag_set(d, err,
-                           "%s; the conversion to cells stopped after %" PRIu64
-                           " rows and goes on at the next start",
-                           why, rows);
-    }
+    if (err) return stopped(d, err, "to cells", rows);
     if (rows)
         CW_LOGI("%s: converted %" PRIu64 " rows into %" PRIu64 " buckets of cells in %.2f s",
                 s->path, rows, buckets, (double)(cw_plat_mono_ns() - t0) / 1e9);
+    return 0;
+}
+
+/* ---- folded rows into runs (010_folded_runs) ------------------------------ */
+
+static const char SQL_HAS_V9_FOLDED[] =
+    "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'v9_folded'";
+static const char SQL_V9_GROUP[] = "SELECT min(grp) FROM v9_folded";
+static const char SQL_V9_ROWS[] =
+    "SELECT grp, pid, start_ns, exit_ns, bytes FROM v9_folded WHERE grp = ?1";
+
+/* Converts one group's rows: they go through the writer's own path
+ * (store_fold.c) as a batch of folded rows would, and the group's count,
+ * which that path adds to, is put back as it was. */
+static int convert_group(cw_store_t *s, int64_t grp, uint64_t *rows, cw_diag_t *d)
+{
+    cw_batch_t *b = NULL;
+    sqlite3_stmt *st = NULL;
+    int rc, err = cw_batch_create(0, 1, &b);
+    if (err) return cw_diag_set(d, err, "converting folded rows: out of memory");
+    if (sqlite3_prepare_v2(s->db, SQL_V9_ROWS, -1, &st, NULL) != SQLITE_OK) {
+        err = cw__store_dberr(s, "reading the folded rows to convert", d);
+        goto out;
+    }
+    sqlite3_bind_int64(st, 1, grp);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        cw_row_folded_t r = {(uint32_t)sqlite3_column_int64(st, 0),
+                             (uint32_t)sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2),
+                             sqlite3_column_int64(st, 3), (uint64_t)sqlite3_column_int64(st, 4)};
+        if ((err = cw_batch_add_folded(b, &r))) {
+            err = cw_diag_set(d, err, "converting folded rows: out of memory");
+            goto out;
+        }
+    }
+    if (rc != SQLITE_DONE) {
+        err = cw__store_dberr(s, "reading the folded rows to convert", d);
+        goto out;
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    if ((err = cw__store_put_folded(s, b, d))) goto out;
+    char sql[160];
+    snprintf(sql, sizeof sql,
+             "UPDATE processes SET folded = folded - %" PRIu32 " WHERE id = %" PRId64
+             "; DELETE FROM v9_folded WHERE grp = %" PRId64,
+             b->folded.n, grp, grp);
+    err = cw__store_exec(s, sql, "deleting converted folded rows", d);
+    *rows += b->folded.n;
+out:
+    sqlite3_finalize(st);
+    cw_batch_free(b);
+    return err;
+}
+
+int cw__store_upgrade_folded(cw_store_t *s, cw_diag_t *d)
+{
+    int64_t has = 0, t0 = cw_plat_mono_ns(), last = t0;
+    uint64_t rows = 0, groups = 0;
+    int steps = 0;
+    int err = cw__store_query_int(s, SQL_HAS_V9_FOLDED, &has, d);
+    if (err || !has) return err;
+    for (;;) {
+        int64_t grp = 0;
+        sqlite3_stmt *st = NULL;
+        int rc = sqlite3_prepare_v2(s->db, SQL_V9_GROUP, -1, &st, NULL) == SQLITE_OK
+                     ? sqlite3_step(st)
+                     : SQLITE_ERROR;
+        bool none = rc == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_NULL;
+        if (rc == SQLITE_ROW) grp = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        if (rc != SQLITE_ROW) {
+            err = cw__store_dberr(s, "finding the folded rows to convert", d);
+            break;
+        }
+        if (none) break;
+        if (cw__store_upgrade_stop_after && steps++ == cw__store_upgrade_stop_after) {
+            err = cw_diag_set(d, CW_EIO, "the conversion's test hook stopped it");
+            break;
+        }
+        if (!groups)
+            CW_LOGI("%s: converting its folded instances to the runs of schema version %d; "
+                    "readers wait until it has ended",
+                    s->path, (int)cw__schema_count);
+        if ((err = cw__store_exec(s, "BEGIN IMMEDIATE", "starting a conversion step", d))) break;
+        if (!(err = convert_group(s, grp, &rows, d)))
+            err = cw__store_exec(s, "COMMIT", "committing a conversion step", d);
+        if (err) {
+            sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+            break;
+        }
+        groups++;
+        int64_t now = cw_plat_mono_ns();
+        if (now - last >= PROGRESS_NS) {
+            CW_LOGI("%s: converted %" PRIu64 " folded rows so far, %.0f s", s->path, rows,
+                    (double)(now - t0) / 1e9);
+            last = now;
+        }
+    }
+    if (!err) err = cw__store_exec(s, "DROP TABLE v9_folded", "dropping the converted table", d);
+    if (err) return stopped(d, err, "of folded rows", rows);
+    if (rows)
+        CW_LOGI("%s: converted %" PRIu64 " folded rows into the runs of %" PRIu64
+                " groups in %.2f s",
+                s->path, rows, groups, (double)(cw_plat_mono_ns() - t0) / 1e9);
     return 0;
 }

@@ -9,8 +9,10 @@
 #include "commitwatch/event.h"
 #include "commitwatch/platform.h"
 
-#define MAP_FORMAT 2    /* the first byte of an encoded map */
-#define MAP_FORMAT_V1 1 /* committed ranges only, no count */
+#define MAP_FORMAT 2       /* the first byte of an encoded map */
+#define MAP_FORMAT_V1 1    /* committed ranges only, no count */
+#define MAP_FORMAT_PAGES 3 /* format 2, gaps and sizes counted in pages of 1 << PAGE_SHIFT */
+#define PAGE_SHIFT 12
 
 void cw_map_clear(cw_map_t *m)
 {
@@ -70,13 +72,23 @@ static int64_t age_decode(uint64_t code, int64_t at_ns)
     return (int64_t)((uint64_t)at_ns + d);
 }
 
-static void put_ranges(cw_buf_t *b, const cw_map_range_t *v, uint32_t n, int64_t at_ns)
+/* Whether every range starts and ends on a 4 KiB page (what VirtualAlloc
+ * and mmap commit): then gaps and sizes go as pages, a byte or two fewer
+ * a range. */
+static bool in_pages(const cw_map_range_t *v, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if ((v[i].addr | v[i].size) & ((UINT64_C(1) << PAGE_SHIFT) - 1)) return false;
+    return true;
+}
+
+static void put_ranges(cw_buf_t *b, const cw_map_range_t *v, uint32_t n, int64_t at_ns, int shift)
 {
     uint64_t prev_end = 0;
     for (uint32_t i = 0; i < n; i++) {
         const cw_map_range_t *r = &v[i];
-        cw_buf_varint(b, r->addr - prev_end); /* sorted, not overlapping: >= 0 */
-        cw_buf_varint(b, r->size);
+        cw_buf_varint(b, (r->addr - prev_end) >> shift); /* sorted, not overlapping: >= 0 */
+        cw_buf_varint(b, r->size >> shift);
         cw_buf_varint(b, r->stack_id);
         cw_buf_varint(b, age_code(r->commit_ns, at_ns));
         prev_end = r->addr + r->size;
@@ -86,11 +98,13 @@ static void put_ranges(cw_buf_t *b, const cw_map_range_t *v, uint32_t n, int64_t
 int cw_map_encode(const cw_map_t *m, unsigned char **out, size_t *len)
 {
     cw_buf_t b = {0};
-    unsigned char fmt = MAP_FORMAT;
+    bool pages = in_pages(m->v, m->n) && in_pages(m->res, m->nres);
+    unsigned char fmt = pages ? MAP_FORMAT_PAGES : MAP_FORMAT;
+    int shift = pages ? PAGE_SHIFT : 0;
     cw_buf_put(&b, &fmt, 1);
     cw_buf_varint(&b, m->n);
-    put_ranges(&b, m->v, m->n, m->at_ns);
-    put_ranges(&b, m->res, m->nres, m->at_ns);
+    put_ranges(&b, m->v, m->n, m->at_ns, shift);
+    put_ranges(&b, m->res, m->nres, m->at_ns, shift);
     if (b.failed) {
         free(b.p);
         return CW_ENOMEM;
@@ -108,10 +122,11 @@ int cw_map_decode(const unsigned char *buf, size_t len, uint32_t proc_id, int64_
     cw_map_clear(m);
     m->proc_id = proc_id;
     m->at_ns = at_ns;
-    if (len < 1 || (buf[0] != MAP_FORMAT && buf[0] != MAP_FORMAT_V1))
+    if (len < 1 || (buf[0] != MAP_FORMAT && buf[0] != MAP_FORMAT_V1 && buf[0] != MAP_FORMAT_PAGES))
         return cw_diag_set(d, CW_EPARSE, "stored map of process %u at %lld ns: unknown format %d",
                            proc_id, (long long)at_ns, len ? buf[0] : -1);
-    if (buf[0] == MAP_FORMAT && cw_varint_read(buf, len, &pos, &ncommitted) != 0)
+    int shift = buf[0] == MAP_FORMAT_PAGES ? PAGE_SHIFT : 0;
+    if (buf[0] != MAP_FORMAT_V1 && cw_varint_read(buf, len, &pos, &ncommitted) != 0)
         return cw_diag_set(d, CW_EPARSE,
                            "stored map of process %u at %lld ns: no count of committed ranges",
                            proc_id, (long long)at_ns);
@@ -122,9 +137,16 @@ int cw_map_decode(const unsigned char *buf, size_t len, uint32_t proc_id, int64_
         bool reserved = m->n == ncommitted;
         if (reserved && m->nres == 0) prev_end = 0; /* the reserved list starts */
         uint64_t gap, size, stack, age;
-        if (cw_varint_read(buf, len, &pos, &gap) || cw_varint_read(buf, len, &pos, &size) ||
-            cw_varint_read(buf, len, &pos, &stack) || cw_varint_read(buf, len, &pos, &age) ||
-            stack > UINT32_MAX || size == 0 || prev_end + gap < prev_end ||
+        bool read = !cw_varint_read(buf, len, &pos, &gap) &&
+                    !cw_varint_read(buf, len, &pos, &size) &&
+                    !cw_varint_read(buf, len, &pos, &stack) &&
+                    !cw_varint_read(buf, len, &pos, &age) && gap <= UINT64_MAX >> shift &&
+                    size <= UINT64_MAX >> shift;
+        if (read) { /* format 3: pages */
+            gap <<= shift;
+            size <<= shift;
+        }
+        if (!read || stack > UINT32_MAX || size == 0 || prev_end + gap < prev_end ||
             prev_end + gap + size < prev_end + gap) {
             uint32_t bad = m->n;
             cw_map_clear(m);

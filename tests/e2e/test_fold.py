@@ -149,12 +149,12 @@ def main():
 
     con = sqlite3.connect(db)
     rows = con.execute("SELECT count(*) FROM processes").fetchone()[0]
-    folded = con.execute("SELECT count(*) FROM folded").fetchone()[0]
+    folded = con.execute("SELECT sum(n) FROM folded").fetchone()[0]
     con.close()
     # server, sh; the true and date groups; cc1, convert, lonely (a group
     # of one), sleep
     t.eq("processes rows: one per group and per unfolded instance", rows, 2 + 2 + 4)
-    t.eq("folded rows: one per folded instance", folded, 300 + 40 + 1)
+    t.eq("folded instances: each in one run", folded, 300 + 40 + 1)
 
     # ---- the API lists groups, and their instances on demand
     with Service(tr, name="fold") as svc:

@@ -291,14 +291,19 @@ static void test_encoding(void)
 {
     test_rng_seed(14, 1);
     cw_diag_t d = {{0}};
+    int pages_format = 0;
     for (int round = 0; round < 200; round++) {
         cw_map_t m = {0}, back = {0};
         m.proc_id = 3;
         m.at_ns = T0 + (int64_t)test_rng_below(1000) * S;
         uint64_t addr = test_rng_below(2) ? 0 : UINT64_C(0x7ff000000000);
         uint32_t n = (uint32_t)test_rng_below(300);
+        /* odd rounds: every range on pages (format 3), but for one in some */
+        uint32_t page = round % 2 ? 4096 : 1, odd = test_rng_below(2) ? test_rng_below(n + 1) : n;
         for (uint32_t i = 0; i < n; i++) {
-            addr += test_rng_below(3) ? test_rng_below(1u << 30) : 0; /* adjacent too */
+            /* adjacent too */
+            addr += test_rng_below(3) ? test_rng_below(1u << 30) / page * page : 0;
+            if (i == odd && page > 1) addr += 1 + test_rng_below(4095);
             uint64_t size = 4096 * (1 + test_rng_below(4096));
             int64_t ts = test_rng_below(5) == 0 ? CW_TS_BEFORE
                                                    : m.at_ns - (int64_t)test_rng_below(1u << 31) * 977;
@@ -315,6 +320,8 @@ static void test_encoding(void)
         unsigned char *blob;
         size_t len;
         ASSERT_OK(cw_map_encode(&m, &blob, &len));
+        ASSERT_EQ(blob[0], page > 1 && odd == n && raddr % 4096 == 0 ? 3 : 2);
+        pages_format += blob[0] == 3;
         ASSERT_OK(cw_map_decode(blob, len, 3, m.at_ns, &back, &d));
         ASSERT_EQ(back.n, m.n);
         for (uint32_t i = 0; i < m.n && i < back.n; i++)
@@ -334,6 +341,7 @@ static void test_encoding(void)
         cw_map_clear(&m);
         cw_map_clear(&back);
     }
+    ASSERT_TRUE(pages_format > 20);
     unsigned char bad[] = {9};
     cw_map_t m = {0};
     ASSERT_EQ(cw_map_decode(bad, 1, 1, T0, &m, &d), CW_EPARSE);
@@ -352,6 +360,18 @@ static void test_encoding(void)
     ASSERT_EQ(cw_map_decode(v2, sizeof v2, 1, T0, &m, &d), CW_EPARSE);
     ASSERT_TRUE(strstr(d.msg, "1 committed ranges of 3") != NULL);
     ASSERT_EQ(m.n, 0);
+    /* Format 3: one committed range, gap 2 pages, size 3 pages, stack 4,
+     * at at_ns - 1; one reserved range of 1 page at 0x10000. A gap or a
+     * size past 64 bits once counted in bytes is an error. */
+    unsigned char v3[] = {3, 1, 2, 3, 4, 2, 16, 1, 5, 2};
+    ASSERT_OK(cw_map_decode(v3, sizeof v3, 1, T0, &m, &d));
+    ASSERT_EQ(m.n, 1);
+    ASSERT_EQ(m.nres, 1);
+    expect_range(&m, 0, 0x2000, 0x3000, T0 - 1, 4);
+    expect_res(&m, 0, 0x10000, 0x1000, T0 - 1, 5);
+    unsigned char big[] = {3, 1, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x10, 1, 0, 0};
+    ASSERT_EQ(cw_map_decode(big, sizeof big, 1, T0, &m, &d), CW_EPARSE);
+    ASSERT_TRUE(strstr(d.msg, "out of range") != NULL);
     /* Bytes per range of a realistic map: addresses close together. */
     cw_map_t r = {0};
     r.at_ns = T0 + 3600 * S;
@@ -362,7 +382,9 @@ static void test_encoding(void)
     size_t len;
     ASSERT_OK(cw_map_encode(&r, &blob, &len));
     printf("encoded map: %zu bytes for %u ranges (%.1f a range)\n", len, r.n, (double)len / r.n);
-    ASSERT_TRUE(len <= 15 * (size_t)r.n); /* gap 3, size 3, stack 1, age (ns) 6 */
+    /* format 3: gap 1, size 1, stack 1, age (ns) 6 - 7 */
+    ASSERT_EQ(blob[0], 3);
+    ASSERT_TRUE(len <= 10 * (size_t)r.n + 16);
     free(blob);
     cw_map_clear(&r);
 }

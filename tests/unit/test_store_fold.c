@@ -22,9 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sqlite3.h>
+
 #include "commitwatch/agg.h"
 #include "commitwatch/analysis.h"
 #include "commitwatch/event.h"
+#include "commitwatch/map.h"
 #include "commitwatch/pipeline.h"
 #include "commitwatch/query.h"
 #include "commitwatch/stacks.h"
@@ -343,6 +346,371 @@ static int64_t count_procs(cw_store_t *s)
     return n;
 }
 
+/* ---- runs of folded instances (store_fold.c, schema/010_folded_runs) ---- */
+
+#define NREF 4000
+#define NGROUP 3
+
+/* What was put, in order: the reference the lists are checked against. */
+static cw_row_folded_t ref[NREF];
+static uint32_t nref;
+
+static bool inst_eq(const cw_folded_inst_t *a, const cw_folded_inst_t *b)
+{
+    return a->pid == b->pid && a->start_ns == b->start_ns && a->exit_ns == b->exit_ns &&
+           a->bytes == b->bytes;
+}
+
+static uint64_t rnd64(void)
+{
+    return test_rng_next();
+}
+
+/* Encoding: a round trip of random and extreme instances; every cut,
+ * a wrong count or format, and random damage give CW_EPARSE (or, for
+ * damage that still parses, instances), never a read past the data. */
+static void test_run_codec(void)
+{
+    enum { M = 200 };
+    cw_folded_inst_t v[M], *out = NULL;
+    size_t n = 0, cap = 0;
+    int64_t t = INT64_MIN;
+    for (int i = 0; i < M; i++) {
+        /* starts sorted from INT64_MIN, some equal; the last INT64_MAX */
+        t += i == 0 ? 0 : rnd(4) == 0 ? 0 : (int64_t)rnd(UINT64_C(1) << rnd(50));
+        int64_t life = rnd(8) == 0 ? (int64_t)rnd64() : (int64_t)rnd(5 * S);
+        uint64_t bytes = rnd(3) == 0 ? rnd64() : rnd(2) ? rnd(300) * 4096 : rnd(1 << 20);
+        v[i] = (cw_folded_inst_t){rnd(5) == 0 ? (uint32_t)rnd64() : 10000 + (uint32_t)rnd(40), t,
+                                  (int64_t)((uint64_t)t + (uint64_t)life), bytes};
+    }
+    v[M - 1].start_ns = INT64_MAX;
+    v[M - 2].bytes = UINT64_MAX;
+    v[M - 3].bytes = 0;
+    v[M - 4].pid = UINT32_MAX;
+    v[M - 5].pid = 0;
+    cw_buf_t b = {0};
+    ASSERT_OK(cw__fold_encode(&b, v, M));
+    size_t encoded = b.n;
+    const unsigned char *p = (const unsigned char *)b.p;
+    ASSERT_OK(cw__fold_decode(p, b.n, v[0].start_ns, M, &out, &n, &cap));
+    ASSERT_OK(cw__fold_decode(p, b.n, v[0].start_ns, M, &out, &n, &cap)); /* appends */
+    ASSERT_EQ((int64_t)n, 2 * M);
+    for (int i = 0; i < 2 * M; i++)
+        ASSERT_TRUE(inst_eq(&out[i], &v[i % M]));
+    /* cut anywhere, or counted wrong: an error, nothing added */
+    for (size_t len = 0; len < b.n; len++) {
+        unsigned char *cut = malloc(len ? len : 1); /* exactly len: ASan sees a read past it */
+        memcpy(cut, p, len);
+        ASSERT_EQ(cw__fold_decode(cut, len, v[0].start_ns, M, &out, &n, &cap), CW_EPARSE);
+        free(cut);
+    }
+    ASSERT_EQ(cw__fold_decode(p, b.n, v[0].start_ns, M - 1, &out, &n, &cap), CW_EPARSE);
+    ASSERT_EQ(cw__fold_decode(p, b.n, v[0].start_ns, M + 1, &out, &n, &cap), CW_EPARSE);
+    ASSERT_EQ(cw__fold_decode(NULL, 0, 0, 0, &out, &n, &cap), CW_EPARSE);
+    /* a start past INT64_MAX */
+    ASSERT_EQ(cw__fold_decode(p, b.n, v[0].start_ns + 1, M, &out, &n, &cap), CW_EPARSE);
+    b.p[0] = 2;
+    ASSERT_EQ(cw__fold_decode(p, b.n, v[0].start_ns, M, &out, &n, &cap), CW_EPARSE);
+    ASSERT_EQ((int64_t)n, 2 * M);
+    b.p[0] = 1;
+    int parsed = 0;
+    for (int k = 0; k < 2000; k++) {
+        unsigned char *bad = malloc(b.n);
+        memcpy(bad, p, b.n);
+        for (int j = 0; j < 1 + (int)rnd(3); j++)
+            bad[rnd(b.n)] ^= (unsigned char)(1 + rnd(255));
+        size_t before = n;
+        int rc = cw__fold_decode(bad, b.n, v[0].start_ns, M, &out, &n, &cap);
+        ASSERT_TRUE(rc == 0 || rc == CW_EPARSE);
+        ASSERT_EQ((int64_t)n, rc ? (int64_t)before : (int64_t)before + M);
+        parsed += rc == 0;
+        n = before;
+        free(bad);
+    }
+    /* an empty run */
+    b.n = 0;
+    ASSERT_OK(cw__fold_encode(&b, NULL, 0));
+    ASSERT_OK(cw__fold_decode((const unsigned char *)b.p, b.n, 0, 0, &out, &n, &cap));
+    free(b.p);
+    free(out);
+    printf("run codec: %d instances in %zu bytes; %d of 2000 damaged copies still parsed\n", M,
+           encoded, parsed);
+}
+
+/* The instances of group g alive in [from, to) as the table of one row
+ * per instance answered: the last put of each (start, pid), by (start,
+ * pid), the first `limit`. */
+static void ref_list(uint32_t g, int64_t from, int64_t to, size_t limit, cw_folded_list_t *want)
+{
+    static cw_folded_inst_t v[NREF];
+    size_t n = 0;
+    for (uint32_t i = 0; i < nref; i++) {
+        const cw_row_folded_t *r = &ref[i];
+        if (r->group != g) continue;
+        bool later = false;
+        for (uint32_t j = i + 1; j < nref && !later; j++)
+            later = ref[j].group == g && ref[j].start_ns == r->start_ns && ref[j].pid == r->pid;
+        if (later || r->start_ns >= to || r->exit_ns < from) continue;
+        size_t k = n++;
+        while (k > 0 && (v[k - 1].start_ns > r->start_ns ||
+                         (v[k - 1].start_ns == r->start_ns && v[k - 1].pid > r->pid))) {
+            v[k] = v[k - 1];
+            k--;
+        }
+        v[k] = (cw_folded_inst_t){r->pid, r->start_ns, r->exit_ns, r->bytes};
+    }
+    want->v = v;
+    want->total = n;
+    want->n = limit && n > limit ? limit : n;
+}
+
+static void same_lists(cw_store_t *s, int64_t lo, int64_t hi, int rounds)
+{
+    cw_diag_t d = {{0}};
+    static const size_t limits[] = {0, 1, 7, 100};
+    for (int k = 0; k < rounds; k++) {
+        uint32_t g = 1 + (uint32_t)rnd(NGROUP);
+        int64_t from = k == 0 ? INT64_MIN : lo + (int64_t)rnd((uint64_t)(hi - lo));
+        int64_t to = k == 0 ? INT64_MAX : from + (int64_t)rnd((uint64_t)(hi - lo) / 4 + 1);
+        size_t limit = limits[rnd(4)];
+        cw_folded_list_t got, want;
+        ASSERT_OK(cw_store_folded_list(s, g, from, to, limit, &got, &d));
+        ref_list(g, from, to, limit, &want);
+        ASSERT_U64_EQ(got.total, want.total);
+        ASSERT_EQ((int64_t)got.n, (int64_t)want.n);
+        for (size_t i = 0; i < got.n; i++)
+            ASSERT_TRUE(inst_eq(&got.v[i], &want.v[i]));
+        cw_folded_list_clear(&got);
+    }
+}
+
+/* Batches of folded instances of three groups, each batch's starting up
+ * to 3 s before its bucket (instances fold at their exits, not in the
+ * order they started), some at equal starts (40 at one, more than a
+ * run takes), one instance put again
+ * within a batch (the later wins) and one in a later batch with a later
+ * exit: every list equals the one-row-per-instance answer. */
+static void fill_runs(cw_store_t *s, int64_t t0)
+{
+    cw_diag_t d = {{0}};
+    cw_batch_t *b;
+    nref = 0;
+    for (int k = 0; k < 60; k++) {
+        int64_t bucket = t0 + k * S;
+        ASSERT_OK(cw_batch_create(bucket, S, &b));
+        if (k == 0)
+            for (uint32_t g = 1; g <= NGROUP; g++)
+                ASSERT_OK(cw_batch_add_proc(b, g, 0, t0, t0 + 70 * S, kid_names[g], NULL));
+        uint32_t m = (uint32_t)rnd(k % 7 == 0 ? 140 : 40);
+        for (uint32_t i = 0; i < m && nref < NREF - 44; i++) {
+            int64_t start = bucket - (int64_t)rnd(3 * S);
+            if (nref && rnd(10) == 0) start = ref[nref - 1].start_ns;
+            cw_row_folded_t r = {1 + (uint32_t)rnd(NGROUP), 20000 + (uint32_t)rnd(5000), start,
+                                 start + 1 + (int64_t)rnd(2 * S),
+                                 rnd(2) ? rnd(400) * 4096 : rnd(1 << 22)};
+            ref[nref++] = r;
+            ASSERT_OK(cw_batch_add_folded(b, &r));
+        }
+        for (uint32_t i = 0; k == 30 && i < 40; i++) { /* 40 starts at one instant */
+            cw_row_folded_t r = {1, 30000 + i, bucket - S, bucket - S + 1 + (int64_t)rnd(S),
+                                 rnd(400) * 4096};
+            ref[nref++] = r;
+            ASSERT_OK(cw_batch_add_folded(b, &r));
+        }
+        if (k == 20 || k == 40) { /* again, in this batch and in a later one */
+            cw_row_folded_t r = ref[nref - 1 - (k == 40 ? 50 : 0)];
+            r.exit_ns += 5 * S;
+            r.bytes += 1;
+            ref[nref++] = r;
+            ASSERT_OK(cw_batch_add_folded(b, &r));
+        }
+        ASSERT_OK(cw_store_write(s, b, &d));
+        cw_batch_free(b);
+    }
+}
+
+/* A map of n page-aligned ranges at at_ns, and its encoding (owned by the caller). */
+static void big_map(cw_map_t *m, uint32_t n, int64_t at_ns, unsigned char **blob, size_t *len)
+{
+    uint64_t addr = UINT64_C(0x7f0000000000);
+    memset(m, 0, sizeof *m);
+    m->at_ns = at_ns;
+    for (uint32_t i = 0; i < n; i++) {
+        addr += 4096 * rnd(64);
+        uint64_t size = 4096 * (1 + rnd(256));
+        ASSERT_OK(cw_map_push(m, addr, size, at_ns - (int64_t)rnd(600 * S), (uint32_t)rnd(40)));
+        addr += size;
+    }
+    ASSERT_OK(cw_map_encode(m, blob, len));
+}
+
+static void same_map(const cw_map_t *a, const cw_map_t *b)
+{
+    ASSERT_EQ(a->n, b->n);
+    ASSERT_EQ(a->nres, b->nres);
+    for (uint32_t i = 0; i < a->n && i < b->n; i++)
+        ASSERT_TRUE(a->v[i].addr == b->v[i].addr && a->v[i].size == b->v[i].size &&
+                    a->v[i].commit_ns == b->v[i].commit_ns && a->v[i].stack_id == b->v[i].stack_id);
+}
+
+static int64_t sql_one(cw_store_t *s, const char *sql)
+{
+    int64_t v;
+    cw_diag_t d = {{0}};
+    ASSERT_OK(cw__store_query_int(s, sql, &v, &d));
+    return v;
+}
+
+static void test_runs(const char *dir, int64_t t0)
+{
+    char path[300], path9[300], sql[800];
+    cw_store_t *s = NULL, *u = NULL, *r = NULL;
+    cw_diag_t d = {{0}};
+    cw_store_opts_t o = {{0, 0, 0}, 0};
+    snprintf(path, sizeof path, "%s/runs.db", dir);
+    ASSERT_OK(cw_store_open(path, &o, &s, &d));
+    fill_runs(s, t0);
+    same_lists(s, t0 - 4 * S, t0 + 64 * S, 400);
+    /* every put counted in its group's row, as one row per instance did */
+    for (uint32_t g = 1; g <= NGROUP; g++) {
+        int64_t puts = 0;
+        for (uint32_t i = 0; i < nref; i++)
+            puts += ref[i].group == g;
+        snprintf(sql, sizeof sql, "SELECT folded FROM processes WHERE id = %u", g);
+        ASSERT_EQ(sql_one(s, sql), puts);
+    }
+    /* runs of 32, more where instances share the last one's start (the
+     * 40 of one start in one run), all instances in them once */
+    ASSERT_TRUE(sql_one(s, "SELECT max(n) FROM folded") >= 40);
+    ASSERT_TRUE(sql_one(s, "SELECT max(n) FROM folded") <= 40 + 32);
+    ASSERT_EQ(sql_one(s, "SELECT sum(n) FROM folded"), (int64_t)nref - 2);
+    /* 70 of one start, after every other of group 2: one run, not runs
+     * that share their key (which would take each other in forever) */
+    cw_batch_t *b70;
+    ASSERT_OK(cw_batch_create(t0 + 61 * S, S, &b70));
+    for (uint32_t i = 0; i < 70; i++) {
+        cw_row_folded_t f = {2, 40000 + i, t0 + 61 * S, t0 + 61 * S + 1 + (int64_t)rnd(S), 4096};
+        ref[nref++] = f;
+        ASSERT_OK(cw_batch_add_folded(b70, &f));
+    }
+    ASSERT_OK(cw_store_write(s, b70, &d));
+    cw_batch_free(b70);
+    ASSERT_TRUE(sql_one(s, "SELECT max(n) FROM folded WHERE grp = 2") >= 70);
+    same_lists(s, t0 - 4 * S, t0 + 64 * S, 100);
+    int64_t runs = sql_one(s, "SELECT count(*) FROM folded");
+
+    /* Schema 9's rows of the same instances, converted when the writer
+     * opens the file: stopped after one group, readers refused, then
+     * whole; maps snapshots kept as they were. */
+    snprintf(path9, sizeof path9, "%s/runs9.db", dir);
+    ASSERT_OK(cw__store_create_at_version(path9, 9, &d));
+    sqlite3 *raw = NULL;
+    ASSERT_EQ(sqlite3_open(path9, &raw), SQLITE_OK);
+    snprintf(sql, sizeof sql,
+             "ATTACH '%s' AS a; INSERT INTO main.processes SELECT * FROM a.processes; DETACH a;"
+             "INSERT INTO map_snapshots VALUES (1, 5, 1, 4096, x'02010a01020a'),"
+             "(1, 9, 0, 0, x'0200'), (2, 7, 1, 8192, x'02010002030a')",
+             path);
+    ASSERT_EQ(sqlite3_exec(raw, sql, NULL, NULL, NULL), SQLITE_OK);
+    /* one snapshot of 3 - 4 KB (format 3): overflow pages in schema 9 */
+    cw_map_t big, got = {0};
+    unsigned char *blob;
+    size_t blen;
+    big_map(&big, 300, 11, &blob, &blen);
+    ASSERT_TRUE(blen > 3 * 900 && blen < 4 * 900);
+    sqlite3_stmt *ins = NULL;
+    ASSERT_EQ(sqlite3_prepare_v2(raw, "INSERT INTO map_snapshots VALUES (3, 11, 300, 0, ?1)", -1,
+                                 &ins, NULL),
+              SQLITE_OK);
+    sqlite3_bind_blob(ins, 1, blob, (int)blen, SQLITE_STATIC);
+    ASSERT_EQ(sqlite3_step(ins), SQLITE_DONE);
+    sqlite3_finalize(ins);
+    free(blob);
+    ASSERT_EQ(sqlite3_exec(raw, "BEGIN", NULL, NULL, NULL), SQLITE_OK);
+    ASSERT_EQ(sqlite3_prepare_v2(raw,
+                                 "INSERT INTO folded(grp, start_ns, pid, exit_ns, bytes) "
+                                 "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(grp, start_ns, pid) DO "
+                                 "UPDATE SET exit_ns = excluded.exit_ns, bytes = excluded.bytes",
+                                 -1, &ins, NULL),
+              SQLITE_OK);
+    for (uint32_t i = 0; i < nref; i++) {
+        const int64_t v[] = {ref[i].group, ref[i].start_ns, ref[i].pid, ref[i].exit_ns,
+                             (int64_t)ref[i].bytes};
+        for (int c = 0; c < 5; c++)
+            sqlite3_bind_int64(ins, c + 1, v[c]);
+        ASSERT_EQ(sqlite3_step(ins), SQLITE_DONE);
+        sqlite3_reset(ins);
+    }
+    sqlite3_finalize(ins);
+    ASSERT_EQ(sqlite3_exec(raw, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(raw);
+
+    cw__store_upgrade_stop_after = 1;
+    ASSERT_EQ(cw_store_open(path9, &o, &u, &d), CW_EIO);
+    ASSERT_TRUE(strstr(d.msg, "goes on at the next start") != NULL);
+    cw__store_upgrade_stop_after = 0;
+    ASSERT_EQ(cw_store_open_readonly(path9, &r, &d), CW_EDB);
+    ASSERT_TRUE(strstr(d.msg, "being converted") != NULL);
+    ASSERT_OK(cw_store_open(path9, &o, &u, &d));
+    ASSERT_EQ(sql_one(u, "SELECT count(*) FROM sqlite_schema WHERE name = 'v9_folded'"), 0);
+    ASSERT_EQ(sql_one(u, "SELECT sum(n) FROM folded"), (int64_t)nref - 2);
+    ASSERT_EQ(sql_one(u, "SELECT sum(folded) FROM processes"),
+              sql_one(s, "SELECT sum(folded) FROM processes"));
+    /* the one put again across batches lists its later exit, as the old rows did */
+    same_lists(u, t0 - 4 * S, t0 + 64 * S, 400);
+    ASSERT_EQ(sql_one(u, "SELECT count(*) FROM map_snapshots"), 4);
+    ASSERT_EQ(sql_one(u, "SELECT sum(bytes) FROM map_snapshots"), 12288);
+    cw_map_t m = {0};
+    ASSERT_OK(cw_store_map_at(u, 1, 8, &m, &d));
+    ASSERT_EQ((int64_t)m.n, 1);
+    ASSERT_EQ((int64_t)m.v[0].addr, 10);
+    ASSERT_EQ((int64_t)m.v[0].size, 1);
+    ASSERT_EQ(m.at_ns, 5);
+    ASSERT_OK(cw_store_map_at(u, 1, 9, &m, &d));
+    ASSERT_EQ((int64_t)m.n, 0);
+    ASSERT_EQ(m.at_ns, 9);
+    ASSERT_EQ(cw_store_map_at(u, 2, 6, &m, &d), CW_ENOENT);
+    cw_map_clear(&m);
+    /* the big one read back whole, from its table page */
+    ASSERT_EQ(sql_one(u, "SELECT count(*) FROM map_snapshots WHERE proc = 3"), 1);
+    ASSERT_OK(cw_store_map_at(u, 3, 12, &got, &d));
+    ASSERT_EQ(got.at_ns, 11);
+    same_map(&got, &big);
+    cw_map_clear(&big);
+    /* the writer's, then replaced at the same instant by a smaller one */
+    for (int k = 0; k < 2; k++) {
+        cw_batch_t *bt;
+        cw_row_map_t mr = {4, 0, 20 * S, 0, NULL, 0};
+        big_map(&big, k ? 10 : 150, 20 * S, &mr.blob, &mr.len);
+        mr.nranges = big.n;
+        ASSERT_TRUE(k ? mr.len < 900 : mr.len > 900 && mr.len < 1800);
+        ASSERT_OK(cw_batch_create((20 + k) * S, S, &bt));
+        ASSERT_OK(cw_batch_add_map(bt, &mr));
+        ASSERT_OK(cw_store_write(u, bt, &d));
+        cw_batch_free(bt);
+        ASSERT_EQ(sql_one(u, "SELECT count(*) FROM map_snapshots WHERE proc = 4"), 1);
+        ASSERT_OK(cw_store_map_at(u, 4, INT64_MAX, &got, &d));
+        same_map(&got, &big);
+        cw_map_clear(&big);
+    }
+    /* one cut short is an error that says so */
+    ASSERT_OK(cw__store_exec(u, "UPDATE map_snapshots SET ranges = substr(ranges, 1, 2000) "
+                             "WHERE proc = 3", "damaging", &d));
+    ASSERT_EQ(cw_store_map_at(u, 3, 12, &got, &d), CW_EPARSE);
+    ASSERT_TRUE(strstr(d.msg, "cut short") != NULL);
+    cw_map_clear(&got);
+    /* a damaged run is an error that says so */
+    ASSERT_OK(cw__store_exec(u, "UPDATE folded SET data = substr(data, 1, 5) WHERE grp = 2",
+                             "damaging", &d));
+    cw_folded_list_t l;
+    ASSERT_EQ(cw_store_folded_list(u, 2, INT64_MIN, INT64_MAX, 0, &l, &d), CW_EDB);
+    ASSERT_TRUE(strstr(d.msg, "damaged") != NULL);
+    ASSERT_TRUE(l.v == NULL && l.n == 0);
+    cw_store_close(u);
+    cw_store_close(s);
+    printf("runs: %u instances put, %lld runs\n", nref, (long long)runs);
+}
+
 int main(void)
 {
     char dir[256], path[300];
@@ -388,6 +756,9 @@ int main(void)
     for (uint32_t i = 0; i < nkids; i++)
         keep += !kids[i].folds;
     ASSERT_TRUE(folded_rows > keep && folded_rows <= keep + 8);
+
+    test_run_codec();
+    test_runs(dir, t0);
 
     ASSERT_OK(cw_test_rmtree(dir));
     printf("seed %llu: %u events, %u children, %lld process rows folded, %lld not, %u batches held at most\n",
