@@ -128,8 +128,8 @@ with Service(MTA, name="api") as svc:
     # what the trace made; the process's figures are real and ordered.
     m = h.get("memory", {})
     comps = ("perf_rings", "perf_queue", "perf_processes", "unwinder", "tracker", "stacks",
-             "alert_series", "store_rollups", "store_caches", "sqlite", "sqlite_peak", "heap_in_use", "heap_other", "resident",
-             "resident_peak")
+             "alert_series", "store_rollups", "store_caches", "heap_traces", "sqlite", "sqlite_peak",
+             "heap_in_use", "heap_other", "resident", "resident_peak")
     t.eq("health: memory has every component", sorted(m), sorted(comps))
     t.check("health: memory figures are non-negative integers",
             all(isinstance(m.get(k), int) and m[k] >= 0 for k in comps), json.dumps(m))

@@ -55,6 +55,7 @@ INVENTORY = {
     ("analyze", None): ("test_analyze.py", "the figures of a window"),
     ("analyze", "--source"): ("test_analyze.py", "exact figures from a trace"),
     ("analyze", "--db"): ("test_analyze.py", "figures from a database"),
+    ("analyze", "--layer"): ("test_heap_api_root.py", "the heap layer's figures from the file"),
     ("analyze", "--from"): ("test_analyze.py", "the window's start"),
     ("analyze", "--to"): ("test_analyze.py", "the window's end"),
     ("analyze", "--json"): ("test_analyze.py", "JSON instead of a table"),
