@@ -63,6 +63,20 @@ static cJSON *trace_json(const cw__http_req_t *r, const cw_heap_trace_row_t *t)
         cJSON *rep = cJSON_Parse(t->report);
         ok = rep && cJSON_AddItemToObject(o, "report", rep);
         if (!ok) cJSON_Delete(rep);
+        /* The trace's whole seconds in the store's heap layer (the
+         * window queries with layer=heap): up to the second of its last
+         * event, before the one where its end released what was live. */
+        const cJSON *f = ok ? cJSON_GetObjectItemCaseSensitive(rep, "from_ns") : NULL;
+        const cJSON *e = ok ? cJSON_GetObjectItemCaseSensitive(rep, "to_ns") : NULL;
+        if (ok && t->proc && cJSON_IsNumber(f) && cJSON_IsNumber(e) && e->valuedouble > 0) {
+            int64_t from = cw_floor_to((int64_t)f->valuedouble, CW_NS_PER_S);
+            int64_t to = cw_floor_to((int64_t)e->valuedouble + CW_NS_PER_S - 1, CW_NS_PER_S);
+            char lurl[160];
+            snprintf(lurl, sizeof lurl,
+                     "/api/processes/%" PRIu32 "/stacks?layer=heap&from=%" PRId64 "&to=%" PRId64,
+                     t->proc, from, to);
+            ok = cJSON_AddStringToObject(o, "layer_url", lurl) != NULL;
+        }
     }
     if (!ok) {
         cJSON_Delete(o);

@@ -91,12 +91,9 @@ try {
     if (!stored) await new Promise((r) => setTimeout(r, 100));
   }
   check('the trace is in the heap layer (the API)', stored > 0);
-  // The trace's whole seconds: the process page's window.
-  const tid = await page.evaluate(() => document.querySelector('#hreport').dataset.trace);
-  const tr = await (await fetch(`${URL}/api/heap-traces/${tid}`)).json();
-  const sec = 1000000000n, f0 = BigInt(Math.floor(tr.report.from_ns / 1e9)) * sec;
-  const f1 = BigInt(Math.ceil(tr.report.to_ns / 1e9)) * sec;
-  await page.goto(`${URL}/#/process/${process.env.CW_INST}?layer=heap&flame=1&from=${f0}&to=${f1}`);
+  // The report links the trace's whole seconds on the process page.
+  check('the report links the trace in the heap layer', await page.locator('#hlayer').count() === 1);
+  await page.locator('#hlayer').click();
   check('?layer=heap: the stacks are the heap layer\'s', await wait(() => {
     const t = document.querySelector('#tree');
     return t && t.dataset.layer === 'heap' && document.querySelector('#tree .trow:not(.thead)');
@@ -110,6 +107,7 @@ try {
   }, leakFn);
   check('... the leaking function with its bytes', layerRow.includes(fmtLeak), `${layerRow} / ${fmtLeak}`);
   check('... the downloads ask for the heap layer', (await page.locator('#dl-folded').getAttribute('href')).includes('layer=heap'));
+  await page.locator('#flamebtn').click();
   check('... and its flame graph is drawn', await wait(() => document.querySelector('#flame svg'), null, 20000));
   await page.locator('#layer').selectOption('');
   check('back to commits: the commit layer\'s stacks', await wait(() => document.querySelector('#tree').dataset.layer === 'commit'));

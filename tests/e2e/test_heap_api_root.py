@@ -199,6 +199,8 @@ def main():
         sec = 10**9
         w0 = int(rep["from_ns"]) // sec * sec if rep else 0
         w1 = -(-int(rep["to_ns"]) // sec) * sec if rep else 0
+        c.eq("the trace links its whole seconds in the heap layer (layer_url)", tr.get("layer_url"),
+             f"/api/processes/{inst}/stacks?layer=heap&from={w0}&to={w1}")
         q = f"/api/processes/{inst}/stacks?layer=heap&from={w0}&to={w1}&limit=100000&tree=0"
 
         last = {}

@@ -129,6 +129,7 @@ export function heapSection(el, info, h) {
         <label>Measure <select id="hmetric">${Object.entries(HEAP_METRICS).map(([k, m]) => `<option value="${k}">${m.label}</option>`).join('')}</select></label>
         <a href="/api/heap-traces/${id}?format=folded" download="heap-${id}.folded">folded</a>
         <a href="/api/heap-traces/${id}" download="heap-${id}.json">JSON</a>
+        ${layerLink(t)}
       </section>
       <div id="htree" class="tree"></div>
       <h3>Flame graph <small class="muted">outermost caller at the bottom; click a frame to zoom</small></h3>
@@ -171,6 +172,16 @@ export function heapSection(el, info, h) {
   };
   refresh().catch(fail);
   return { destroy() { gone = true; clearTimeout(timer); if (chart) chart.destroy(); } };
+}
+
+/** A link to the trace's whole seconds on the process page's heap layer
+ * (the API's layer_url, as a page), or nothing when the trace has none. */
+function layerLink(t) {
+  const u = t.layer_url && new URL(t.layer_url, location.href);
+  if (!u) return '';
+  const id = u.pathname.split('/')[3], q = u.searchParams;
+  return `<a id="hlayer" href="#/process/${esc(id)}?layer=heap&from=${esc(q.get('from'))}&to=${esc(q.get('to'))}"
+    title="Any window of the trace, types AIFI/AIFO/AOFI/AOFO, the diff: its seconds in the store's heap layer">In the heap layer</a>`;
 }
 
 /** The caller tree of a heap report (tree.js), of the chosen measure. */
