@@ -96,8 +96,8 @@ fi
 # signaled_count' failed"; tests/unit/test_http.c and
 # tests/e2e/cwservice.py say what sets it off), and its programs then
 # hang until their test's timeout. When the prefix's wineserver (the
-# process whose working folder is the prefix's server-DEV-INODE folder) is gone
-# while the program still runs, the watchdog says so on the program's
+# process whose working folder is the prefix's server-DEV-INODE folder) is gone,
+# at two looks a second apart, while the program still runs, the watchdog says so on the program's
 # standard error, with the end of the server's log, and ends the program
 # (exit status 137): a failure named at once, not after ctest's timeout.
 # It holds none of the program's outputs, so it never delays their end.
@@ -109,8 +109,12 @@ watchdog() {
     if server_alive "$server"; then
       seen=1
     elif ((seen)); then
+      # Gone at two looks a second apart: one look can miss a live server
+      # (pgrep or the readlink failing on a loaded machine; a CI run
+      # killed a program whose server was still there and said nothing).
       sleep 1
       running "$prog" || return 0
+      server_alive "$server" && continue
       {
         echo "wine_run: the prefix's wineserver ended while the program ran (it crashed); stopping the program"
         [[ -f $WINEPREFIX.wineserver.log ]] && tail -n 3 "$WINEPREFIX.wineserver.log"
