@@ -293,9 +293,9 @@ int cw_layerfeed_drain(cw_layerfeed_t *f, cw_stacks_t *stacks, cw_agg_t *agg)
         cw_mutex_unlock(f->mu);
         if (it->last) map_drop(f, it->src);
         /* A producer's batch that cannot be re-keyed (a frame never sent)
-         * is its own loss; memory and the aggregator's errors are the
-         * caller's. */
-        if (rc == CW_ENOMEM || (rc && rc != CW_EPARSE && rc != CW_EINVAL)) err = rc;
+         * or has no bucket to ride yet is its own loss; memory and the
+         * aggregator's errors are the caller's. */
+        if (rc && rc != CW_EPARSE && rc != CW_EINVAL) err = rc;
     }
     if (i < n) { /* put back what was not drained, ahead of newer pushes */
         cw_mutex_lock(f->mu);
