@@ -131,7 +131,7 @@ static int begin_request(struct mg_connection *conn)
  * begin_request) as our JSON shape too. */
 static int http_error(struct mg_connection *conn, int status, const char *msg)
 {
-    cw__http_req_t r = {.conn = conn};
+    cw__http_req_t r = {.conn = conn, .ctx = mg_get_user_data(mg_get_context(conn))};
     snprintf(r.err, sizeof r.err, "%s", msg && msg[0] ? msg : "bad request");
     cw__http_send_error(&r, status);
     return 0;
@@ -257,6 +257,11 @@ int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d)
     h->ctx.heap = o->heap;
     h->ctx.heap_ctx = o->heap_ctx;
     h->ctx.maps = o->maps;
+    /* Clients that read the hint (undici, node's fetch) stop reusing an
+     * idle connection before the server closes it, instead of sending a
+     * request into a connection closing at that moment. */
+    unsigned idle = o->idle_timeout_ms ? o->idle_timeout_ms : 2000;
+    snprintf(h->ctx.keep_alive, sizeof h->ctx.keep_alive, "timeout=%u", idle / 1000);
     if (!h->ctx.db_path || (o->token && o->token[0] && !h->ctx.token) ||
         cw_store_share_create(&h->ctx.share)) {
         rc = cw_diag_set(d, CW_ENOMEM, "out of memory starting the HTTP server");
@@ -286,7 +291,7 @@ int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d)
      * docs/RELIABILITY.md, "Hostile HTTP clients". */
     snprintf(threads, sizeof threads, "%u", nthreads);
     snprintf(req_ms, sizeof req_ms, "%u", o->request_timeout_ms ? o->request_timeout_ms : 5000);
-    snprintf(idle_ms, sizeof idle_ms, "%u", o->idle_timeout_ms ? o->idle_timeout_ms : 2000);
+    snprintf(idle_ms, sizeof idle_ms, "%u", idle);
     const char *options[40];
     int n = 0;
     options[n++] = "listening_ports";

@@ -66,6 +66,9 @@ typedef struct cw__http_ctx {
     struct cw__http_clients *clients; /* the per-client cap (http_clients.h; own locks) */
 
     struct cw_mapreq *maps; /* the core thread's live-map channel (map.h); NULL: none */
+    /* Every answer's Keep-Alive header, "timeout=N" (N: the idle
+     * keep-alive timeout in whole seconds). */
+    char keep_alive[32];
     const struct cw_http_heap_ops *heap; /* the service's heap traces (http.h); NULL: none */
     void *heap_ctx;
 } cw__http_ctx_t;

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The headers every static file carries, before the server's Keep-Alive. */
 static const char extra_headers[] =
     "X-Content-Type-Options: nosniff\r\n"
     "X-Frame-Options: DENY\r\n"
@@ -54,7 +55,9 @@ static bool try_send(cw__http_req_t *r, const char *root, const char *rel)
                            : dot && strcmp(dot, ".html") == 0 ? "text/html; charset=utf-8"
                            : dot && strcmp(dot, ".css") == 0  ? "text/css; charset=utf-8"
                                                               : NULL;
-        mg_send_mime_file2(r->conn, real, mime, extra_headers);
+        char headers[sizeof extra_headers + sizeof r->ctx->keep_alive + 16];
+        snprintf(headers, sizeof headers, "%sKeep-Alive: %s\r\n", extra_headers, r->ctx->keep_alive);
+        mg_send_mime_file2(r->conn, real, mime, headers);
     }
     free(real);
     return ok;

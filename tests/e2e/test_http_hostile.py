@@ -17,7 +17,8 @@ answers:
 - huge windows and steps (from/to/step extremes): 400;
 - concurrent writers (POST/DELETE silences) with, without and with a
   wrong token: 200 / 401, while the other client is answered;
-- no CORS headers; the dashboard with a Content-Security-Policy and
+- no CORS headers; every answer with Keep-Alive: timeout= the idle
+  timeout; the dashboard with a Content-Security-Policy and
   X-Content-Type-Options: nosniff;
 - a warning in the log when bound beyond loopback without a token.
 
@@ -313,6 +314,8 @@ with Service(MTA, name="hostile", args=["--token", TOKEN], config=CONFIG) as svc
         t.check(f"{path} with an Origin: no Access-Control-* header",
                 st in (200, 404) and not any(k.startswith("access-control-") for k in h), h)
         t.eq(f"{path}: X-Content-Type-Options: nosniff", h.get("x-content-type-options"), "nosniff")
+        # The idle timeout told to clients that pool connections (node's fetch).
+        t.eq(f"{path}: Keep-Alive: timeout= http_idle_timeout (1 s)", h.get("keep-alive"), "timeout=1")
         if path.startswith("/api/") or path == "/nope.js":
             t.eq(f"{path}: data, a CSP that allows nothing",
                  h.get("content-security-policy"), "default-src 'none'; frame-ancestors 'none'")

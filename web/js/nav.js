@@ -23,10 +23,11 @@ let cached = null;
  * replay, the end of the data: where tracking ended once its input has
  * ended; the same while the live source is down, so the pages show the
  * stored data rather than an empty last hour). Calls within a second
- * share one request. */
-export function health() {
+ * share one request, unless `fresh` asks for a new one (the Refresh
+ * button: what was stored up to the click). */
+export function health(fresh = false) {
   const now = Date.now();
-  if (cached && now - cached.at < 1000) return cached.p;
+  if (!fresh && cached && now - cached.at < 1000) return cached.p;
   const p = get('/api/health').then((h) => {
     const dataEnd = h.data_end_ns != null ? h.data_end_ns : h.last_bucket_end_ns;
     const sourceDown = h.source_state != null && h.source_state.up === false;

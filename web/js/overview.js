@@ -42,9 +42,9 @@ export async function overviewPage(main, params) {
   $('range').value = params.get('range') || '1h';
   let chart = null, sel = null, timer = null, win = null, gen = 0, tgen = 0, flame = null, flameKey = null;
 
-  async function load() {
+  async function load(fresh = false) {
     const my = ++gen;
-    const h = await health();
+    const h = await health(fresh);
     const range = RANGES.find(([k]) => k === $('range').value)[1];
     let from = h.end_ns - range;
     if (h.first_bucket_ns != null && from < h.first_bucket_ns) from = Math.floor(h.first_bucket_ns / 1e9) * 1e9;
@@ -117,9 +117,9 @@ export async function overviewPage(main, params) {
     flameKey = `${$('range').value} ${sel}`;
     flame.show(from, to);
   };
-  const reload = () => load().catch((e) => { $('chart').innerHTML = `<p class="error">${esc(e.message)}</p>`; });
+  const reload = (fresh = false) => load(fresh).catch((e) => { $('chart').innerHTML = `<p class="error">${esc(e.message)}</p>`; });
   $('range').onchange = () => { sel = null; setParams({ range: $('range').value }); reload(); };
-  $('refresh').onclick = reload;
+  $('refresh').onclick = () => reload(true);
   let typing = null;
   $('search').oninput = () => { clearTimeout(typing); typing = setTimeout(() => table().catch(() => {}), 250); };
   const tick = () => { if ($('live') && $('live').checked && !document.hidden) reload(); };
