@@ -352,7 +352,10 @@ int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d)
     int np = mg_get_server_ports(h->mg, 4, ports);
     h->port = np > 0 ? ports[0].port : 0;
     cw__http_clients_set_port(h->ctx.clients, h->port);
-    if (o->client_connections && cw_plat_tcp_list(h->port, ignore_conn, NULL) == CW_ENOSYS)
+    CW_LOGD("http: civetweb started on port %d with %u workers", h->port, nthreads);
+    int listed = o->client_connections ? cw_plat_tcp_list(h->port, ignore_conn, NULL) : 0;
+    if (o->client_connections) CW_LOGD("http: this process's connections listed: %s", cw_strerror(listed));
+    if (listed == CW_ENOSYS)
         CW_LOGW("http: http_client_connections = %u is not enforced on this platform (docs/"
                 "RELIABILITY.md, \"Hostile HTTP clients\")",
                 o->client_connections);

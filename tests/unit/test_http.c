@@ -8,8 +8,11 @@
  * routes). The API's figures are tested end to end in
  * tests/e2e/test_api.py. */
 #include <cjson/cJSON.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 
 #include "commitwatch/http.h"
+#include "commitwatch/log.h"
 #include "commitwatch/platform.h"
 #include "http/http_clients.h"
 #include "http/http_req.h"
@@ -494,10 +497,35 @@ static void test_openapi_routes(int port)
 
 /* Progress on stderr, so that a run that hangs (a timeout in ctest) says
  * in its output which step it was in. */
+/* The step under way, and when it began (monotonic ns): the watchdog's. */
+static const char *_Atomic step_name = "start";
+static _Atomic int64_t step_began;
+
 static void step(const char *what)
 {
     fprintf(stderr, "test_http: %s\n", what);
     fflush(stderr);
+    atomic_store(&step_began, cw_plat_mono_ns());
+    atomic_store(&step_name, what);
+}
+
+/* A step over STEP_MAX_S ends the test, naming it: under Wine a step has
+ * hung once in a loaded CI run (docs/WINDOWS.md), and ctest's timeout
+ * would say nothing more after 600 s. */
+#define STEP_MAX_S 180
+static void watchdog(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        cw_plat_sleep_ns(1000000000);
+        int64_t began = atomic_load(&step_began);
+        if (began && cw_plat_mono_ns() - began > (int64_t)STEP_MAX_S * 1000000000) {
+            fprintf(stderr, "test_http: step \"%s\" still running after %d s: hung\n",
+                    atomic_load(&step_name), STEP_MAX_S);
+            fflush(stderr);
+            _Exit(1);
+        }
+    }
 }
 
 static void test_server(void)
@@ -550,7 +578,9 @@ static void test_server(void)
     step("the state-changing routes");
     test_changes(o);
     step("slow clients");
+    cw_log_set_level(CW_LOG_DEBUG); /* the server's start, step by step */
     test_slow_clients(o);
+    cw_log_set_level(CW_LOG_INFO);
 
     o.listen = "127.0.0.1:notaport";
     ASSERT_EQ(cw_http_start(&o, &h, &d), CW_EINVAL);
@@ -619,6 +649,8 @@ int main(void)
     test_query();
     test_security();
     sock_init();
+    cw_thread_t *dog;
+    ASSERT_OK(cw_thread_start(&dog, watchdog, NULL)); /* never joined: it ends with the process */
     step("the server");
     test_server();
     step("the vendored packages");
