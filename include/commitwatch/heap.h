@@ -86,6 +86,21 @@ int cw_heap_model_end(cw_heap_model_t *m);
  * nor the heap layer's aggregator). O(snapshots). */
 size_t cw_heap_model_memory(const cw_heap_model_t *m);
 
+/* One trace reader's share of /api/health's heap_traces (memstat.h): its
+ * model and stacks table. Zero-initialized; owned by the reader's thread. */
+typedef struct cw_heap_account {
+    int64_t counted; /* bytes this reader has added */
+    int64_t next_ns; /* monotonic ns of the next refresh */
+} cw_heap_account_t;
+
+/* Sets the reader's share to m's and stacks' bytes when now_ns (monotonic)
+ * has reached the next refresh, at most every 100 ms (the stacks' figure
+ * walks their frames). */
+void cw_heap_account(cw_heap_account_t *a, const cw_heap_model_t *m, const cw_stacks_t *stacks,
+                     int64_t now_ns);
+/* Takes the reader's share back out (its trace ended). */
+void cw_heap_account_end(cw_heap_account_t *a);
+
 /* Marks a snapshot at ts (UMDH's, TraceHeap's): what every stack has
  * outstanding now, bytes and blocks, for a diff between two points
  * (cw_heap_diff_json). At most CW_HEAP_MAX_SNAPSHOTS; one past them is

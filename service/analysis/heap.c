@@ -28,6 +28,7 @@
 #include "commitwatch/common.h"
 #include "commitwatch/error.h"
 #include "commitwatch/keymap.h"
+#include "commitwatch/memstat.h"
 #include "commitwatch/report.h"
 #include "commitwatch/tagger.h"
 #include "commitwatch/tracker.h"
@@ -242,6 +243,22 @@ size_t cw_heap_model_memory(const cw_heap_model_t *m)
     for (uint32_t i = 0; i < m->nsnaps; i++)
         b += (size_t)m->snaps[i].n * sizeof *m->snaps[i].v;
     return b;
+}
+
+void cw_heap_account(cw_heap_account_t *a, const cw_heap_model_t *m, const cw_stacks_t *stacks,
+                     int64_t now_ns)
+{
+    if (now_ns < a->next_ns) return;
+    a->next_ns = now_ns + 100 * 1000000;
+    int64_t v = (int64_t)(cw_heap_model_memory(m) + cw_stacks_memory(stacks));
+    cw_mem_add(CW_MEM_HEAP_TRACES, v - a->counted);
+    a->counted = v;
+}
+
+void cw_heap_account_end(cw_heap_account_t *a)
+{
+    cw_mem_add(CW_MEM_HEAP_TRACES, -a->counted);
+    a->counted = 0;
 }
 
 void cw_heap_model_also(cw_heap_model_t *m, cw_agg_t *agg)

@@ -14,6 +14,7 @@
 
 #include "commitwatch/error.h"
 #include "commitwatch/heap.h"
+#include "commitwatch/memstat.h"
 #include "commitwatch/stacks.h"
 #include "test.h"
 
@@ -333,6 +334,31 @@ static void test_also_layer(void)
     now = 1000;
 }
 
+/* A reader's share of /api/health's heap_traces: its model and stacks,
+ * refreshed at most every 100 ms, taken back at the end. */
+static void test_account(void)
+{
+    const int64_t ms = 1000000;
+    cw_heap_model_t *m;
+    ASSERT_OK(cw_heap_model_create(now, &m));
+    ASSERT_OK(cw_heap_model_start(m, PID, now++, "truth", NULL));
+    int64_t before = cw_mem_get(CW_MEM_HEAP_TRACES);
+    cw_heap_account_t acc = {0};
+    cw_heap_account(&acc, m, stacks, 1000 * ms);
+    int64_t share = (int64_t)(cw_heap_model_memory(m) + cw_stacks_memory(stacks));
+    ASSERT_EQ(cw_mem_get(CW_MEM_HEAP_TRACES) - before, share);
+    ev(m, CW_HEAP_ALLOC, BASE, 1000, 0, S_LEAK);
+    int64_t grown = (int64_t)(cw_heap_model_memory(m) + cw_stacks_memory(stacks));
+    ASSERT_TRUE(grown > share);
+    cw_heap_account(&acc, m, stacks, 1099 * ms); /* within 100 ms: kept */
+    ASSERT_EQ(cw_mem_get(CW_MEM_HEAP_TRACES) - before, share);
+    cw_heap_account(&acc, m, stacks, 1100 * ms);
+    ASSERT_EQ(cw_mem_get(CW_MEM_HEAP_TRACES) - before, grown);
+    cw_heap_account_end(&acc);
+    ASSERT_EQ(cw_mem_get(CW_MEM_HEAP_TRACES), before);
+    cw_heap_model_destroy(m);
+}
+
 int main(void)
 {
     ASSERT_OK(cw_stacks_create(&stacks));
@@ -347,6 +373,7 @@ int main(void)
     test_snapshots_and_diff();
     test_bound();
     test_also_layer();
+    test_account();
     cw_stacks_destroy(stacks);
     TEST_DONE();
 }

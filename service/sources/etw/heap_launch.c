@@ -35,6 +35,8 @@ void cw_heap_launch_stop(void)
 typedef struct heap_trace {
     const cw_heap_launch_args_t *a;
     cw_heap_model_t *m;
+    cw_stacks_t *stacks;
+    cw_heap_account_t mem; /* what this trace adds to heap_traces (memstat.h) */
     HANDLE proc;   /* SYNCHRONIZE | PROCESS_QUERY_LIMITED_INFORMATION, or all access */
     HANDLE thread; /* launch mode: the program's first thread, suspended; else NULL */
     bool resumed;
@@ -69,7 +71,9 @@ static int on_heap(void *ctx, const cw_heap_ev_t *ev)
     if (ev->pid != t->pid) return 0;
     t->applied++;
     if (t->a->progress) atomic_store(t->a->progress, t->applied);
-    return cw_heap_model_apply(t->m, ev);
+    int rc = cw_heap_model_apply(t->m, ev);
+    cw_heap_account(&t->mem, t->m, t->stacks, cw_plat_mono_ns());
+    return rc;
 }
 
 /* Launch mode: the session is being read, the program may run. */
@@ -156,7 +160,7 @@ int cw_heap_launch(const cw_heap_launch_args_t *a, cw_stacks_t *stacks, cw_heap_
                    cw_heap_launch_result_t *res, cw_diag_t *d)
 {
     memset(res, 0, sizeof *res);
-    heap_trace_t t = {.a = a, .m = m};
+    heap_trace_t t = {.a = a, .m = m, .stacks = stacks};
     PROCESS_INFORMATION pi = {0};
     uint32_t pid = a->pid;
     if (!pid) {
@@ -208,5 +212,6 @@ out:
     }
     if (t.thread) CloseHandle(t.thread);
     CloseHandle(t.proc);
+    cw_heap_account_end(&t.mem);
     return rc;
 }

@@ -45,7 +45,6 @@
 
 #include "commitwatch/common.h"
 #include "commitwatch/log.h"
-#include "commitwatch/memstat.h"
 #include "commitwatch/platform.h"
 #include "sources/heap/heapring.h"
 #include "sources/heap/heapstacks.h"
@@ -236,20 +235,8 @@ typedef struct reader {
     int64_t snap_every, snap_next; /* periodic snapshots (monotonic ns); 0: none */
     atomic_bool *snap_now;         /* a snapshot asked for now, or NULL */
     uint64_t truncated; /* allocations whose stack had more frames than a record holds */
-    int64_t counted, mem_next; /* what this reader adds to heap_traces (memstat.h), and when next */
+    cw_heap_account_t mem; /* what this reader adds to heap_traces (memstat.h) */
 } reader_t;
-
-/* The reader's model and stacks in /api/health's heap_traces, at most
- * every 100 ms (the stacks' figure walks their frames). */
-static void count_memory(reader_t *r, bool force)
-{
-    int64_t now = cw_plat_mono_ns();
-    if (!force && now < r->mem_next) return;
-    r->mem_next = now + 100 * 1000000;
-    int64_t v = (int64_t)(cw_heap_model_memory(r->m) + cw_stacks_memory(r->stacks));
-    cw_mem_add(CW_MEM_HEAP_TRACES, v - r->counted);
-    r->counted = v;
-}
 
 /* (Re)reads pid's executable mappings into its address space. */
 static int read_maps(reader_t *r, tproc_t *p)
@@ -373,7 +360,7 @@ static int drain(reader_t *r, uint64_t *got)
     *got += n;
     r->applied += n;
     if (r->progress && n) atomic_store(r->progress, r->applied);
-    if (n) count_memory(r, false);
+    if (n) cw_heap_account(&r->mem, r->m, r->stacks, cw_plat_mono_ns());
     return rc;
 }
 
@@ -637,7 +624,7 @@ int cw_heap_launch(const cw_heap_launch_args_t *a, cw_stacks_t *stacks, cw_heap_
                          "nothing was traced",
                          prog);
 out:
-    cw_mem_add(CW_MEM_HEAP_TRACES, -r.counted);
+    cw_heap_account_end(&r.mem);
     reader_free(&r);
     if (mem != MAP_FAILED) munmap(mem, bytes);
     if (fd >= 0) close(fd);
