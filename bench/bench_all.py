@@ -13,7 +13,8 @@ table says which log to read and the exit status is 1.
 --quick: small sizes (a check that every benchmark runs and parses, in a
 few minutes; its figures are not the benchmark's). --root: adds the
 benchmarks that trace the machine with the perf source (as root): the
-source's overhead on other programs and the daemon's memory.
+source's overhead on other programs, the daemon's memory and the CPU its
+kept unwinding state saves.
 """
 import argparse
 import datetime
@@ -258,11 +259,31 @@ def bench_daemon_rss(t, b, out, quick):
         t.fail("daemon memory", "see daemon-rss.log")
 
 
+def bench_unwind_cpu(t, b, out, quick):
+    """What the kept unwinding state buys: the daemon's CPU with 12 busy
+    processes, 16 states kept (the default) against 8."""
+    secs = "5" if quick else "15"
+    cpu = {}
+    for keep in ("16", "8"):
+        text = run(f"unwind-cpu-{keep}", ["bash", os.path.join(ROOT, "bench", "unwind_cpu.sh"), keep,
+                                          "12", secs, os.path.join(b, "commitwatch")], out)
+        m = re.search(r"daemon CPU ([0-9.]+) s, VmHWM (\d+) MiB, (\d+) events stored", text or "")
+        if not m:
+            t.fail("unwinding state", f"see unwind-cpu-{keep}.log")
+            return
+        cpu[keep] = float(m.group(1))
+        t.add("unwinding state", f"12 busy processes, {keep} states kept: daemon CPU s, VmHWM MiB, events",
+              f"{m.group(1)}, {m.group(2)}, {m.group(3)}")
+    if cpu["16"] > 0:
+        t.add("unwinding state", "daemon CPU, 8 kept / 16 kept", f"{cpu['8'] / cpu['16']:.2f}x")
+
+
 STEPS = [("pipeline", bench_pipeline, False), ("etl", bench_etl, False),
          ("tagging", bench_tagging, False), ("alerts", bench_alerts, False),
          ("http", bench_http, False), ("pictures", bench_pictures, False),
          ("short", bench_short, False),
-         ("perf-overhead", bench_perf_overhead, True), ("daemon-rss", bench_daemon_rss, True)]
+         ("perf-overhead", bench_perf_overhead, True), ("daemon-rss", bench_daemon_rss, True),
+         ("unwind-cpu", bench_unwind_cpu, True)]
 
 
 def main():
