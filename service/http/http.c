@@ -354,7 +354,8 @@ int cw_http_start(const cw_http_opts_t *o, cw_http_t **out, cw_diag_t *d)
     cw__http_clients_set_port(h->ctx.clients, h->port);
     CW_LOGD("http: civetweb started on port %d with %u workers", h->port, nthreads);
     int listed = o->client_connections ? cw_plat_tcp_list(h->port, ignore_conn, NULL) : 0;
-    if (o->client_connections) CW_LOGD("http: this process's connections listed: %s", cw_strerror(listed));
+    if (o->client_connections)
+        CW_LOGD("http: this process's connections listed: %s", cw_strerror(listed));
     if (listed == CW_ENOSYS)
         CW_LOGW("http: http_client_connections = %u is not enforced on this platform (docs/"
                 "RELIABILITY.md, \"Hostile HTTP clients\")",

@@ -35,7 +35,8 @@ static int send_response(cw__http_req_t *r, int status, const char *ctype, const
                            "default-src 'none'; frame-ancestors 'none'", -1);
     if (status == 405)
         mg_response_header_add(r->conn, "Allow", r->allow ? r->allow : "GET, HEAD", -1);
-    if (r->ctx && r->ctx->keep_alive[0]) mg_response_header_add(r->conn, "Keep-Alive", r->ctx->keep_alive, -1);
+    if (r->ctx && r->ctx->keep_alive[0])
+        mg_response_header_add(r->conn, "Keep-Alive", r->ctx->keep_alive, -1);
     mg_response_header_send(r->conn);
     if (!r->head && len) mg_write(r->conn, body, len);
     return 0;

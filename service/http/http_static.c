@@ -56,7 +56,8 @@ static bool try_send(cw__http_req_t *r, const char *root, const char *rel)
                            : dot && strcmp(dot, ".css") == 0  ? "text/css; charset=utf-8"
                                                               : NULL;
         char headers[sizeof extra_headers + sizeof r->ctx->keep_alive + 16];
-        snprintf(headers, sizeof headers, "%sKeep-Alive: %s\r\n", extra_headers, r->ctx->keep_alive);
+        snprintf(headers, sizeof headers, "%sKeep-Alive: %s\r\n", extra_headers,
+                 r->ctx->keep_alive);
         mg_send_mime_file2(r->conn, real, mime, headers);
     }
     free(real);

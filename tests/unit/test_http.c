@@ -495,12 +495,12 @@ static void test_openapi_routes(int port)
     free(body);
 }
 
-/* Progress on stderr, so that a run that hangs (a timeout in ctest) says
- * in its output which step it was in. */
 /* The step under way, and when it began (monotonic ns): the watchdog's. */
 static const char *_Atomic step_name = "start";
 static _Atomic int64_t step_began;
 
+/* Progress on stderr, so that a run that hangs (a timeout in ctest) says
+ * in its output which step it was in. */
 static void step(const char *what)
 {
     fprintf(stderr, "test_http: %s\n", what);
@@ -509,9 +509,10 @@ static void step(const char *what)
     atomic_store(&step_name, what);
 }
 
-/* A step over STEP_MAX_S ends the test, naming it: under Wine a step has
- * hung once in a loaded CI run (docs/WINDOWS.md), and ctest's timeout
- * would say nothing more after 600 s. */
+/* A step over STEP_MAX_S ends the test, naming it, sooner than ctest's
+ * 600 s timeout (under Wine a crashed wineserver leaves a program hung:
+ * scripts/wine_run.sh ends it, docs/WINDOWS.md; this is for any other
+ * hang). */
 #define STEP_MAX_S 180
 static void watchdog(void *arg)
 {

@@ -37,8 +37,8 @@ typedef struct heap_trace {
     cw_heap_model_t *m;
     cw_stacks_t *stacks;
     cw_heap_account_t mem; /* what this trace adds to heap_traces (memstat.h) */
-    HANDLE proc;   /* SYNCHRONIZE | PROCESS_QUERY_LIMITED_INFORMATION, or all access */
-    HANDLE thread; /* launch mode: the program's first thread, suspended; else NULL */
+    HANDLE proc;           /* SYNCHRONIZE | PROCESS_QUERY_LIMITED_INFORMATION, or all access */
+    HANDLE thread;         /* launch mode: the program's first thread, suspended; else NULL */
     bool resumed;
     int64_t deadline; /* monotonic ns, or 0 */
     uint64_t applied;
