@@ -52,6 +52,8 @@ enum cw__stmt {
     CW__ST_Q_FIGS,
     CW__ST_Q_KEYS,
     CW__ST_Q_CELLS_OF,
+    CW__ST_Q_CELLS_AT,
+    CW__ST_Q_KEY_SUMS,
     CW__ST_Q_ACTIVITY,
     CW__ST_Q_TAIL_COMMITS,
     CW__ST_Q_TAIL_RELEASES,
@@ -151,6 +153,7 @@ enum cw__release {
     CW__REL_WRITER,                   /* store.c: the rollup sums */
     CW__REL_READERS,                  /* the first of the readers' slots */
     CW__REL_REPORT = CW__REL_READERS, /* store_report.c: report cache, raw tail */
+    CW__REL_KEYS,                     /* store_report_keys.c: per-process sums */
     CW__REL_SERIES,                   /* store_series.c: series cache */
     CW__REL_METRICS,                  /* store_query.c: /metrics cache */
     CW__REL__COUNT
@@ -164,6 +167,7 @@ typedef void cw__release_fn(cw_store_t *s);
 typedef struct cw__reader {
     struct cw__report_cache *report_cache;
     struct cw__raw_tail *raw_tail;
+    struct cw__keys_cache *keys_cache; /* store_report_keys.c, ranked reports */
     struct cw__series_cache *series_cache;
     struct cw__metrics_cache *metrics_cache; /* store_query.c, /metrics */
     struct cw_store_share *share;            /* borrowed (cw_store_set_share) */

@@ -319,6 +319,14 @@ static int check_batch(cw_store_t *s, const cw__tier_t *t, const cw_batch_t *b, 
                                "batch for bucket %" PRId64 " holds a commit row "
                                "of another bucket (%" PRId64 ")",
                                b->bucket_ns, b->commits.v[i].a);
+    /* An activity row is a bucket's events of its process: at least one
+     * (the ranked reports' keys cache tells activity by its events). */
+    for (uint32_t i = 0; i < b->activity.n; i++)
+        if (b->activity.v[i].events == 0)
+            return cw_diag_set(d, CW_EINVAL,
+                               "batch for bucket %" PRId64 " holds an activity row of instance "
+                               "%" PRIu32 " with no event",
+                               b->bucket_ns, b->activity.v[i].proc);
     return 0;
 }
 

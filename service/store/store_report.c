@@ -118,7 +118,7 @@ static int load_figs(cw_store_t *s, const cw__tier_t *t, build_t *b, const segme
     sums_t *v = NULL;
     uint32_t n = 0, n0 = b->r->nprocs;
     cw_proc_report_t *cur = NULL;
-    int err = only ? cw__report_load_sums_of(s, seg, nseg, p, only, &v, &n, d)
+    int err = only ? cw__report_load_sums_of(s, t, seg, nseg, p, only, &v, &n, d)
                    : cw__report_load_sums(s, t, seg, nseg, nback, p, &v, &n, d);
     for (uint32_t i = 0; i < n && !err; i++) {
 #define q(c) v[i].v[(c)-2] /* column c of SQL_Q_SEGMENT */
@@ -402,27 +402,28 @@ static int cmp_rank(const void *x, const void *y)
     return a->id < b->id ? -1 : a->id > b->id;
 }
 
-static int cmp_u32(const void *x, const void *y)
+/* The key of a process, from its keys k. */
+static int64_t rank_key(const cw__proc_keys_t *k, cw_rank_t key)
 {
-    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
-    return a < b ? -1 : a > b;
-}
-
-/* The key of process i (its cells' sums k, NULL when it has none). */
-static int64_t rank_key(const build_t *b, uint32_t i, const cw__proc_keys_t *k, cw_rank_t key)
-{
-    int64_t out0 = b->ps[i].out0, impacting = k ? k->cbw - k->rbw : 0;
+    int64_t impacting = k->cbw - k->rbw;
     switch (key) {
     case CW_RANK_IMPACTING:
         return impacting;
     case CW_RANK_SIZE:
-        return k ? k->cbw : 0;
+        return k->cbw;
     case CW_RANK_PEAK:
-        return (int64_t)b->r->procs[i].peak_bytes;
+        return k->peak;
     case CW_RANK_OUTSTANDING:
-        return out0 + impacting;
+        return k->cb0 - k->rb0 + impacting;
     }
     return 0;
+}
+
+/* By instance id. */
+static int cmp_rank_id(const void *x, const void *y)
+{
+    const rank_t *a = x, *b = y;
+    return a->id < b->id ? -1 : a->id > b->id;
 }
 
 /* "[id,id,...]" of v[0, n), malloc'd; NULL on ENOMEM. */
@@ -452,66 +453,77 @@ static int report_top(cw_store_t *s, const cw__tier_t *t, build_t *b, const segm
     cw__proc_keys_t *k = NULL;
     rank_t *rk = NULL;
     uint32_t *ids = NULL, nk = 0, nr = 0, m = 0;
-    bool *sel = NULL;
     char *json = NULL;
     cw_report_t *r = b->r;
     const cw__before_sums_t *bv = NULL;
     uint32_t bn = 0;
     segment_t rs[MAX_SEGMENTS];
     int rn = 0, rback = nback;
-    /* Before t0: the report cache's sums and the BEFORE rows, when it
-     * serves the window; else every backward segment's rows. */
-    int err = cw__report_before(s, t, seg, nback, q, &bv, &bn, d);
+    /* The keys from the keys cache when it serves (all but the peak, which
+     * the chosen processes' cells give: few, found by their keys), else
+     * from every cell. */
+    bool cached = false;
+    int err = 0;
+    if (top->key != CW_RANK_PEAK) err = cw__report_keys_cached(s, t, q, at, &k, &nk, &cached, d);
+    /* Before t0 otherwise: the report cache's sums and the BEFORE rows,
+     * when it serves the window; else every backward segment's rows. */
+    if (!err && !cached) err = cw__report_before(s, t, seg, nback, q, &bv, &bn, d);
     if (!err && bv) {
         rs[rn++] = (segment_t){seg[0].tier, INT64_MIN, INT64_MIN + 1};
         rback = 1;
     }
     for (int i = bv ? nback : 0; i < nseg; i++)
         rs[rn++] = seg[i];
-    if (!err) err = cw__report_load_keys(s, rs, rn, rback, q, at, bv, bn, &k, &nk, d);
+    if (!err && !cached) err = cw__report_load_keys(s, rs, rn, rback, q, at, bv, bn, &k, &nk, d);
+    if (!err && !(rk = malloc((nk ? nk : 1) * sizeof *rk))) err = CW_ENOMEM;
     for (uint32_t i = 0; i < nk && !err; i++) {
-        cw_proc_report_t *p;
-        if ((err = push_proc(b, k[i].proc, &p))) break;
-        b->ps[i] = (proc_state_t){k[i].cb0 - k[i].rb0, k[i].level, k[i].active};
-        p->events = (uint64_t)k[i].events;
-        p->peak_bytes = (uint64_t)k[i].peak;
-        p->peak_ns = k[i].peak_ns;
-    }
-    if (!err && (!(rk = malloc((r->nprocs ? r->nprocs : 1) * sizeof *rk)) ||
-                 !(sel = calloc(r->nprocs ? r->nprocs : 1, sizeof *sel))))
-        err = CW_ENOMEM;
-    for (uint32_t i = 0; i < r->nprocs && !err; i++) {
         /* finish()'s choice: activity in the window, or alive in it with
          * something outstanding at t0. */
-        bool keep = b->ps[i].active || b->ps[i].out0 > 0;
-        if (keep && !b->ps[i].active) {
+        bool keep = k[i].active || k[i].cb0 - k[i].rb0 > 0;
+        if (keep && !k[i].active) {
             cw_proc_info_t info;
             bool found;
-            if ((err = cw__store_proc_row(s, r->procs[i].id, &info, &found, d))) break;
+            if ((err = cw__store_proc_row(s, k[i].proc, &info, &found, d))) break;
             keep = info.start_ns < r->to_ns;
             cw_proc_info_clear(&info);
         }
-        if (keep)
-            rk[nr++] = (rank_t){rank_key(b, i, i < nk ? &k[i] : NULL, top->key), r->procs[i].id, i};
+        if (keep) rk[nr++] = (rank_t){rank_key(&k[i], top->key), k[i].proc, i};
     }
     top->total = nr;
     if (!err && nr > 1) qsort(rk, nr, sizeof *rk, cmp_rank);
     m = nr < top->limit ? nr : top->limit;
-    if (!err && m) {
-        if (!(ids = malloc(m * sizeof *ids))) err = CW_ENOMEM;
-        for (uint32_t j = 0; j < m && !err; j++) {
-            ids[j] = rk[j].id;
-            sel[rk[j].i] = true;
-        }
-        if (!err) qsort(ids, m, sizeof *ids, cmp_u32);
-        if (!err && !(json = ids_json(ids, m))) err = CW_ENOMEM;
-        cw__proc_set_t only = {ids, m, json, bv, bn};
-        if (!err) err = load_figs(s, t, b, rs, rn, rback, q, &only, d);
+    /* Only the chosen ones are listed, in id order, as stage 1 lists. */
+    if (!err && m > 1) qsort(rk, m, sizeof *rk, cmp_rank_id);
+    if (!err && m && !(ids = malloc(m * sizeof *ids))) err = CW_ENOMEM;
+    for (uint32_t j = 0; j < m && !err; j++)
+        ids[j] = rk[j].id;
+    for (uint32_t j = 0; j < m && !err; j++) {
+        const cw__proc_keys_t *x = &k[rk[j].i];
+        cw_proc_report_t *p;
+        if ((err = push_proc(b, x->proc, &p))) break;
+        b->ps[j] = (proc_state_t){x->cb0 - x->rb0, x->level, x->active};
+        p->events = (uint64_t)x->events;
+        p->peak_bytes = (uint64_t)x->peak;
+        p->peak_ns = x->peak_ns;
     }
-    /* finish() for the chosen ones; the others own nothing yet. */
+    if (!err && m) {
+        if (!(json = ids_json(ids, m))) err = CW_ENOMEM;
+        cw__proc_keys_t *ck = NULL; /* the chosen ones' keys, for their peak */
+        if (!err && cached && !(ck = malloc(m * sizeof *ck))) err = CW_ENOMEM;
+        for (uint32_t j = 0; ck && j < m; j++)
+            ck[j] = k[rk[j].i];
+        cw__proc_set_t only = {ids, m, json, bv, bn, ck};
+        if (!err) err = load_figs(s, t, b, rs, rn, rback, q, &only, d);
+        for (uint32_t j = 0; ck && j < m && !err; j++) {
+            r->procs[j].peak_bytes = (uint64_t)ck[j].peak;
+            r->procs[j].peak_ns = ck[j].peak_ns;
+        }
+        free(ck);
+    }
+    /* finish() for the chosen ones. */
     uint32_t kept = 0;
     for (uint32_t i = 0; i < r->nprocs; i++) {
-        bool keep = sel && sel[i] && !err;
+        bool keep = !err;
         if (keep && (err = fill_proc(s, &r->procs[i], with_frames, d))) keep = false;
         if (keep && r->procs[i].peak_ns < r->procs[i].start_ns)
             r->procs[i].peak_ns = r->procs[i].start_ns;
@@ -525,7 +537,6 @@ static int report_top(cw_store_t *s, const cw__tier_t *t, build_t *b, const segm
     cw__report_before_done(s);
     free(json);
     free(ids);
-    free(sel);
     free(rk);
     free(k);
     return err;

@@ -15,12 +15,18 @@
  * impacting. A cell's bytes and released are exactly its rows' sums
  * (cells.c), so one row per cell is read and nothing is decoded. Runs
  * inside the report's read transaction, on the thread that holds the
- * handle. */
+ * handle.
+ *
+ * The keys cache (below) spares a repeated window its cells: per process,
+ * the sums of every cell before x, kept for a few x; a window's keys are
+ * differences of its two ends' sums. It is the handle's, freed by its
+ * release slot CW__REL_KEYS. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "commitwatch/keymap.h"
+#include "commitwatch/memstat.h"
 #include "store/cells.h"
 #include "store/store_report_sums.h"
 
@@ -149,12 +155,29 @@ int cw__report_load_keys(cw_store_t *s, const segment_t *seg, int nseg, int nbac
     return 0;
 }
 
-/* The chosen processes' cells of tier ?1 with bucket in [?2, ?3). The
- * primary key (tier DESC, bucket, proc, layer) ranges over the buckets; the
- * other processes' rows are passed over without reading their data. */
+/* The chosen processes' cells of tier ?1 with bucket in [?2, ?3), in
+ * bucket order. The primary key (tier DESC, bucket, proc, layer) ranges
+ * over the buckets; the other processes' rows are passed over without
+ * reading their data. */
 static const char SQL_Q_CELLS_OF[] =
-    "SELECT bucket, proc, data FROM cells WHERE tier = ?1 AND layer = cw_layer() AND bucket >= ?2"
-    " AND bucket < ?3 AND proc IN (SELECT value FROM json_each(?4))";
+    "SELECT bucket, proc, data, events, delta, relpeak, peak_off FROM cells WHERE tier = ?1"
+    " AND layer = cw_layer() AND bucket >= ?2 AND bucket < ?3"
+    " AND proc IN (SELECT value FROM json_each(?4)) ORDER BY bucket";
+/* The same, found bucket by bucket (the buckets ?2, ?2 + ?5, ... below
+ * ?3), each process's cell by its key: for a segment of few buckets, the
+ * others' cells are not visited at all. CROSS JOIN keeps the buckets the
+ * outer loop (SEARCH c USING PRIMARY KEY (tier=? AND bucket=? AND
+ * proc=?...)); ordered by the cells' bucket, SQLite would scan the tier. */
+static const char SQL_Q_CELLS_AT[] =
+    "WITH RECURSIVE b(x) AS (VALUES(?2) UNION ALL SELECT x + ?5 FROM b WHERE x + ?5 < ?3)"
+    " SELECT c.bucket, c.proc, c.data, c.events, c.delta, c.relpeak, c.peak_off"
+    " FROM b CROSS JOIN cells c WHERE c.tier = ?1 AND c.bucket = b.x"
+    " AND c.proc IN (SELECT value FROM json_each(?4)) AND c.layer = cw_layer() ORDER BY b.x";
+
+/* Cell lookups a segment may take before it is read in key order instead
+ * (a lookup costs about as much as passing over ten cells; a busy
+ * machine's minute holds a cell per live process). */
+#define SEEKS_MAX 16384
 
 static int cmp_sums(const void *x, const void *y)
 {
@@ -179,8 +202,8 @@ static sums_t *sums_row(cw_keymap_t *m, sums_t **v, uint32_t *n, size_t *cap, ui
     return y;
 }
 
-/* Whether id is in only (ascending). */
-static bool has(const cw__proc_set_t *only, uint32_t id)
+/* The index of id in only (ascending), or UINT32_MAX. */
+static uint32_t find_id(const cw__proc_set_t *only, uint32_t id)
 {
     uint32_t lo = 0, hi = only->n;
     while (lo < hi) {
@@ -190,30 +213,46 @@ static bool has(const cw__proc_set_t *only, uint32_t id)
         else
             hi = mid;
     }
-    return lo < only->n && only->id[lo] == id;
+    return lo < only->n && only->id[lo] == id ? lo : UINT32_MAX;
 }
 
-int cw__report_load_sums_of(cw_store_t *s, const segment_t *seg, int nseg, const pick_t *p,
-                            const cw__proc_set_t *only, sums_t **out, uint32_t *nout, cw_diag_t *d)
+/* How segment x is read for m processes: bucket by bucket (true) or in
+ * key order; [*lo, *hi) what it can hold (x->lo INT64_MIN: BEFORE alone). */
+static bool seek_segment(const cw__tier_t *t, const segment_t *x, uint32_t m, int64_t *lo,
+                         int64_t *hi)
 {
-    sqlite3_stmt *st = NULL;
+    const cw__tier_t *k = &t[x->tier];
+    *lo = x->lo;
+    *hi = x->hi < t[0].end ? x->hi : t[0].end; /* nothing is stored after tier 0's end */
+    if (*hi <= *lo) return true;
+    uint64_t buckets = x->lo == INT64_MIN ? 1 : (uint64_t)((*hi - *lo) / k->width + 1);
+    return buckets * m <= SEEKS_MAX;
+}
+
+int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t *seg, int nseg,
+                            const pick_t *p, const cw__proc_set_t *only, sums_t **out,
+                            uint32_t *nout, cw_diag_t *d)
+{
+    sqlite3_stmt *scan = NULL, *at = NULL;
     sums_t *v = NULL;
     size_t cap = 0;
     uint32_t n = 0;
     cw_keymap_t map;
     cw__cell_rows_t rows = {0};
-    int err = cw__store_stmt(s, CW__ST_Q_CELLS_OF, SQL_Q_CELLS_OF, &st, d), rc = SQLITE_DONE;
+    int err = cw__store_stmt(s, CW__ST_Q_CELLS_OF, SQL_Q_CELLS_OF, &scan, d), rc = SQLITE_DONE;
+    if (!err) err = cw__store_stmt(s, CW__ST_Q_CELLS_AT, SQL_Q_CELLS_AT, &at, d);
     *out = NULL;
     *nout = 0;
     if (err) return err;
     if (cw_keymap_init(&map, 10) ||
-        sqlite3_bind_text(st, 4, only->json, -1, SQLITE_TRANSIENT) != SQLITE_OK) {
+        sqlite3_bind_text(scan, 4, only->json, -1, SQLITE_TRANSIENT) != SQLITE_OK ||
+        sqlite3_bind_text(at, 4, only->json, -1, SQLITE_TRANSIENT) != SQLITE_OK) {
         cw_keymap_free(&map);
         return cw_diag_set(d, CW_ENOMEM, "querying window figures: out of memory");
     }
     for (uint32_t j = 0; j < only->bn && !err; j++) {
         const cw__before_sums_t *x = &only->bv[j];
-        if (!has(only, x->proc)) continue;
+        if (find_id(only, x->proc) == UINT32_MAX) continue;
         sums_t *y = sums_row(&map, &v, &n, &cap, x->proc, x->stack);
         if (!y) {
             err = CW_ENOMEM;
@@ -224,12 +263,33 @@ int cw__report_load_sums_of(cw_store_t *s, const segment_t *seg, int nseg, const
         y->v[4] += x->rb;
         y->v[12] += x->rc;
     }
-    for (int i = 0; i < nseg && !err; i++) {
+    /* A segment with BEFORE is read as its BEFORE bucket and the rest. */
+    segment_t sv[2 * MAX_SEGMENTS];
+    int ns = 0;
+    for (int i = 0; i < nseg; i++) {
+        if (seg[i].lo == INT64_MIN) {
+            sv[ns++] = (segment_t){seg[i].tier, INT64_MIN, INT64_MIN + 1};
+            const cw__tier_t *k = &t[seg[i].tier];
+            int64_t first = k->horizon > k->start ? k->horizon : k->start;
+            if (first == INT64_MIN) continue; /* nothing stored but BEFORE */
+            first = cw_floor_to(first, k->width);
+            if (first < seg[i].hi) sv[ns++] = (segment_t){seg[i].tier, first, seg[i].hi};
+        } else {
+            sv[ns++] = seg[i];
+        }
+    }
+    for (int i = 0; i < ns && !err; i++) {
         /* As SQL_Q_SEGMENT: commits with bucket in [lo, min(hi, t1)),
          * releases with f in [lo, hi) and a < t1. */
-        sqlite3_bind_int(st, 1, seg[i].tier);
-        sqlite3_bind_int64(st, 2, seg[i].lo);
-        sqlite3_bind_int64(st, 3, seg[i].hi);
+        int64_t lo, hi;
+        bool seek = seek_segment(t, &sv[i], only->n, &lo, &hi);
+        sqlite3_stmt *st = seek ? at : scan;
+        if (lo >= hi) continue;
+        sqlite3_bind_int(st, 1, sv[i].tier);
+        sqlite3_bind_int64(st, 2, lo);
+        sqlite3_bind_int64(st, 3, hi);
+        if (seek) sqlite3_bind_int64(st, 5, lo == INT64_MIN ? 1 : t[sv[i].tier].width);
+        bool fwd = only->keys && sv[i].lo >= p->t0;
         while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
             int64_t bucket = sqlite3_column_int64(st, 0);
             uint32_t proc = (uint32_t)sqlite3_column_int64(st, 1);
@@ -243,6 +303,18 @@ int cw__report_load_sums_of(cw_store_t *s, const segment_t *seg, int nseg, const
                                 " is not readable",
                                 proc);
                 break;
+            }
+            uint32_t ki;
+            if (fwd && bucket < p->t1 && sqlite3_column_type(st, 3) != SQLITE_NULL &&
+                (ki = find_id(only, proc)) != UINT32_MAX) {
+                cw__proc_keys_t *k = &only->keys[ki];
+                /* An activity row, as cw__report_load_keys() applies it. */
+                int64_t cand = k->level + sqlite3_column_int64(st, 5);
+                if (cand > k->peak) {
+                    k->peak = cand;
+                    k->peak_ns = bucket + sqlite3_column_int64(st, 6);
+                }
+                k->level += sqlite3_column_int64(st, 4);
             }
             for (uint32_t j = 0; j < rows.c.n && !err && bucket < p->t1; j++) {
                 const cw_row_commit_t *x = &rows.c.v[j];
@@ -271,5 +343,294 @@ int cw__report_load_sums_of(cw_store_t *s, const segment_t *seg, int nseg, const
     if ((err = list_done(err, v, n, sizeof *v, cmp_sums, d))) return err;
     *out = v;
     *nout = n;
+    return 0;
+}
+
+/* ---- the handle's keys cache -------------------------------------------------
+ *
+ * A ranked report needs per process only sums of its cells' columns
+ * (bytes, released, events), and a sum over the
+ * window [t0, t1) is the sum of the cells before t1 less that before t0.
+ * So the handle keeps, for a few x, per process "the sums of every cell
+ * before x" without the BEFORE cells of the tier its staircase starts in
+ * (as the report cache, store_report_sums.c: every bucket before a tier's
+ * end is final, and only a fold, which moves that tier's start or
+ * horizon, rewrites old ones; rundown adds to BEFORE cells at any time, so
+ * those are read every time). A later x adds the cells of the buckets
+ * between (cw__report_delta_segments): a window polled every few seconds
+ * reads the seconds stored since at each of its ends, not every cell of
+ * the window (10,000 live processes: an hour holds 600,000 minute and raw
+ * cells). Unlike the report cache's, a process's sums are kept when they
+ * come to nothing: a window's Size and events are differences of gross
+ * sums, which an entry without them could not give. So an entry holds
+ * every process its cells name until retention prunes it
+ * (KEYS_CACHE_MAX_PROCS at most, about 90 bytes each with the map: a
+ * window that needs more is read from the cells, as a day of a machine
+ * starting tens of processes a second). Entries: the three ends of the
+ * dashboard's two windows (their ends are the same). A handle the pool
+ * leaves idle drops them (store_pool.c). Each handle is used by one
+ * thread at a time, so is its cache. */
+#define KEYS_CACHE_ENTRIES 3
+#define KEYS_CACHE_MAX_PROCS 16384u
+#define KEYS_CACHE_MAX_GAP (2 * INT64_C(3600000000000))
+
+/* A process's sums of cells before x. */
+typedef struct ksum {
+    uint32_t proc;
+    int64_t cb, rb, ev; /* bytes, released, events */
+} ksum_t;
+
+typedef struct kentry {
+    bool valid;
+    int tier; /* whose BEFORE cells are not in the sums */
+    int64_t start, horizon, x;
+    uint64_t used;
+    ksum_t *v; /* in the order first seen; map finds a process */
+    uint32_t n;
+    size_t cap;
+    cw_keymap_t map;
+} kentry_t;
+
+struct cw__keys_cache {
+    kentry_t e[KEYS_CACHE_ENTRIES];
+    uint64_t clock;
+};
+
+/* Per process, the columns of the cells of tier ?1 with bucket in [?2, ?3). */
+static const char SQL_Q_KEY_SUMS[] = "SELECT proc, bytes, released, events FROM cells"
+                                     " WHERE tier = ?1 AND layer = cw_layer() AND bucket >= ?2"
+                                     " AND bucket < ?3";
+
+static void kentry_drop(kentry_t *e)
+{
+    free(e->v);
+    cw_keymap_free(&e->map);
+    memset(e, 0, sizeof *e);
+}
+
+/* The handle's release slot CW__REL_KEYS. */
+static void keys_release(cw_store_t *s)
+{
+    struct cw__keys_cache *c = s->r.keys_cache;
+    for (int i = 0; c && i < KEYS_CACHE_ENTRIES; i++)
+        kentry_drop(&c->e[i]);
+    free(c);
+    s->r.keys_cache = NULL;
+    cw__report_caches_publish(s, false);
+}
+
+size_t cw__keys_cache_bytes(const cw_store_t *s)
+{
+    const struct cw__keys_cache *c = s->r.keys_cache;
+    size_t b = c ? sizeof *c : 0;
+    for (int i = 0; c && i < KEYS_CACHE_ENTRIES; i++)
+        b += c->e[i].cap * sizeof *c->e[i].v + cw_keymap_bytes(&c->e[i].map);
+    return b;
+}
+
+static uint32_t keys_cache_max(const cw_store_t *s)
+{
+    return s->test.read_cache_rows ? s->test.read_cache_rows : KEYS_CACHE_MAX_PROCS;
+}
+
+/* The sums of proc in e, zeroed when new; NULL on ENOMEM. */
+static ksum_t *ksum_row(kentry_t *e, uint32_t proc)
+{
+    int added = 0;
+    uint32_t i = cw_keymap_get(&e->map, proc, 0, &added);
+    if (i == UINT32_MAX || (added && CW_RESERVE(e->v, e->cap, e->n + 1u))) return NULL;
+    if (added) e->v[e->n++] = (ksum_t){.proc = proc};
+    return &e->v[i];
+}
+
+/* Adds the cells of tier k with bucket in [lo, hi) to e (its BEFORE cells
+ * when lo is INT64_MIN). 0, CW_ENOMEM, CW_EDB or CW_ERANGE (more
+ * processes than an entry holds). */
+static int kentry_add(cw_store_t *s, sqlite3_stmt *st, kentry_t *e, int k, int64_t lo, int64_t hi,
+                      cw_diag_t *d)
+{
+    int err = 0, rc;
+    uint32_t max = keys_cache_max(s);
+    sqlite3_bind_int(st, 1, k);
+    sqlite3_bind_int64(st, 2, lo);
+    sqlite3_bind_int64(st, 3, hi);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        ksum_t *x = ksum_row(e, (uint32_t)sqlite3_column_int64(st, 0));
+        if (!x) {
+            err = CW_ENOMEM;
+            break;
+        }
+        if (e->n > max) {
+            err = CW_ERANGE;
+            break;
+        }
+        x->cb += sqlite3_column_int64(st, 1);
+        x->rb += sqlite3_column_int64(st, 2);
+        x->ev += sqlite3_column_int64(st, 3); /* NULL: no activity row, 0 */
+    }
+    if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window figures", d);
+    sqlite3_reset(st);
+    return err;
+}
+
+/* The staircase of segments before x (cw__report_plan's backward part),
+ * into seg (*n). false when it is not made of final buckets from BEFORE on
+ * (then it cannot be kept). */
+static bool back_segments(const cw__tier_t *t, int64_t x, segment_t *seg, int *n)
+{
+    pick_t at = {.k = 0, .t0 = x, .t1 = x};
+    int nback;
+    cw__report_plan(t, &at, seg, &nback);
+    *n = nback;
+    if (nback == 0 || seg[0].lo != INT64_MIN || seg[nback - 1].hi != x) return false;
+    for (int i = 0; i < nback; i++)
+        if (seg[i].hi > t[seg[i].tier].end) return false;
+    return true;
+}
+
+/* The entry holding the sums before x, brought up to date, into *out
+ * (NULL when the cache cannot hold them): the entry nearest below x moves
+ * on to x (a polled window's ends move on), unless it is `pinned` (the
+ * request's other end) or too far behind; then the least recently used
+ * other entry takes a copy of it, or the staircase's cells afresh. 0,
+ * CW_ENOMEM or CW_EDB. */
+static int keys_at(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t, int64_t x,
+                   const kentry_t *pinned, kentry_t **out, cw_diag_t *d)
+{
+    struct cw__keys_cache *c = s->r.keys_cache;
+    segment_t seg[MAX_SEGMENTS], add[MAX_SEGMENTS];
+    int nseg = 0, nadd = 0;
+    *out = NULL;
+    if (!back_segments(t, x, seg, &nseg)) return 0;
+    int tier = seg[0].tier;
+    if (!c && !(c = s->r.keys_cache = calloc(1, sizeof *c))) return CW_ENOMEM;
+    cw__db_on_release(s, CW__REL_KEYS, keys_release);
+    kentry_t *e = NULL, *lru = NULL;
+    for (int i = 0; i < KEYS_CACHE_ENTRIES; i++) {
+        kentry_t *y = &c->e[i];
+        if (y->valid &&
+            (y->tier != tier || y->start != t[tier].start || y->horizon != t[tier].horizon))
+            kentry_drop(y); /* folded since */
+        if (y->valid && y->x <= x && (!e || y->x > e->x)) e = y;
+        if (y != pinned && (!lru || !y->valid || (lru->valid && y->used < lru->used))) lru = y;
+    }
+    if (e && e->x == x) {
+        e->used = ++c->clock;
+        *out = e;
+        return 0;
+    }
+    if (!e || x - e->x > KEYS_CACHE_MAX_GAP || !cw__report_delta_segments(t, e->x, x, add, &nadd)) {
+        e = NULL; /* afresh: the staircase without its BEFORE cells */
+        nadd = 0;
+        for (int i = 0; i < nseg; i++) {
+            add[nadd] = seg[i];
+            if (i == 0) add[nadd].lo = INT64_MIN + 1;
+            if (add[nadd].lo < add[nadd].hi) nadd++;
+        }
+    }
+    kentry_t *to = e && e != pinned ? e : lru;
+    if (to != e) {
+        kentry_drop(to);
+        if (cw_keymap_init(&to->map, 10)) return CW_ENOMEM;
+        for (uint32_t i = 0; e && i < e->n; i++) {
+            ksum_t *y = ksum_row(to, e->v[i].proc);
+            if (!y) {
+                kentry_drop(to);
+                return CW_ENOMEM;
+            }
+            *y = e->v[i];
+        }
+        to->tier = tier;
+        to->start = t[tier].start;
+        to->horizon = t[tier].horizon;
+    }
+    to->valid = false;
+    int err = 0;
+    for (int i = 0; i < nadd && !err; i++)
+        err = kentry_add(s, st, to, add[i].tier, add[i].lo, add[i].hi, d);
+    if (err) {
+        kentry_drop(to);
+        return err == CW_ERANGE ? 0 : err;
+    }
+    to->x = x;
+    to->valid = true;
+    to->used = ++c->clock;
+    *out = to;
+    return 0;
+}
+
+/* The sums of proc in e, or NULL. */
+static const ksum_t *ksum_find(const kentry_t *e, uint32_t proc)
+{
+    uint32_t i = cw_keymap_find(&e->map, proc, 0);
+    return i == UINT32_MAX ? NULL : &e->v[i];
+}
+
+int cw__report_keys_cached(cw_store_t *s, const cw__tier_t *t, const pick_t *p, int64_t at,
+                           cw__proc_keys_t **out, uint32_t *nout, bool *served, cw_diag_t *d)
+{
+    sqlite3_stmt *st = NULL;
+    kentry_t *k0 = NULL, *k1 = NULL, before = {0};
+    cw__proc_keys_t *v = NULL;
+    size_t cap = 0;
+    uint32_t n = 0;
+    *out = NULL;
+    *nout = 0;
+    *served = false;
+    if (s->test.read_cache_off) return 0;
+    int64_t x1 = p->t1 < t[0].end ? p->t1 : t[0].end;
+    if (x1 < p->t0) x1 = p->t0;
+    int err = cw__store_stmt(s, CW__ST_Q_KEY_SUMS, SQL_Q_KEY_SUMS, &st, d);
+    if (!err) err = keys_at(s, st, t, p->t0, NULL, &k0, d);
+    if (!err && k0) err = keys_at(s, st, t, x1, k0, &k1, d);
+    if (err || !k0 || !k1 || k0->tier != k1->tier) {
+        if (err == CW_ENOMEM) cw_diag_set(d, err, "querying window figures: out of memory");
+        return err;
+    }
+    /* The BEFORE cells of their first tier. */
+    if (cw_keymap_init(&before.map, 10)) err = CW_ENOMEM;
+    if (!err) err = kentry_add(s, st, &before, k0->tier, INT64_MIN, INT64_MIN + 1, d);
+    /* Every process of the three, once: k1's, then k0's and BEFORE's that
+     * the others lack. Only those the report lists are kept: activity in
+     * the window (an activity row counts at least one event: check_batch,
+     * store.c) or something outstanding at t0; the others rank nowhere
+     * (report_top, finish()), and an entry holds every process its cells
+     * name, ended ones too. */
+    const kentry_t *src[3] = {k1, k0, &before};
+    for (int j = 0; j < 3 && !err; j++)
+        for (uint32_t i = 0; i < src[j]->n; i++) {
+            uint32_t proc = src[j]->v[i].proc;
+            if ((j > 0 && ksum_find(k1, proc)) || (j > 1 && ksum_find(k0, proc))) continue;
+            static const ksum_t none;
+            const ksum_t *y1 = j == 0 ? &src[0]->v[i] : &none;
+            const ksum_t *y0 = j == 1 ? &src[1]->v[i] : j == 0 ? ksum_find(k0, proc) : &none;
+            const ksum_t *yb = j == 2 ? &src[2]->v[i] : ksum_find(&before, proc);
+            if (!y0) y0 = &none;
+            if (!yb) yb = &none;
+            cw__proc_keys_t x = {.proc = proc,
+                                 .cb0 = yb->cb + y0->cb,
+                                 .rb0 = yb->rb + y0->rb,
+                                 .cbw = y1->cb - y0->cb,
+                                 .rbw = y1->rb - y0->rb,
+                                 .events = y1->ev - y0->ev};
+            x.active = x.events > 0;
+            if (!x.active && x.cb0 - x.rb0 <= 0) continue;
+            start_window(&x, at);
+            if (CW_RESERVE(v, cap, n + 1u)) {
+                err = CW_ENOMEM;
+                break;
+            }
+            v[n++] = x;
+        }
+    kentry_drop(&before);
+    if (err == CW_ERANGE) { /* more processes than an entry holds */
+        free(v);
+        return 0;
+    }
+    if ((err = list_done(err, v, n, sizeof *v, cmp_keys, d))) return err;
+    *out = v;
+    *nout = n;
+    *served = true;
+    s->test.keys_served++;
     return 0;
 }

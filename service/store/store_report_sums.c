@@ -306,10 +306,7 @@ static int push_before(const rentry_t *e, sums_acc_t *a)
     return 0;
 }
 
-/* The rows of [x, y) as segments whose sums are totals (every row before
- * y): raw seconds to the next minute, the minute tier's whole minutes,
- * raw seconds after them. false when the raw tier does not hold them. */
-static bool delta_segments(const cw__tier_t *t, int64_t x, int64_t y, segment_t *seg, int *n)
+bool cw__report_delta_segments(const cw__tier_t *t, int64_t x, int64_t y, segment_t *seg, int *n)
 {
     int64_t w = t[1].width, m1 = ceil_to(x, w), m2 = cw_floor_to(y, w);
     *n = 0;
@@ -364,7 +361,8 @@ static int cached_before(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t,
     }
     segment_t seg[MAX_SEGMENTS];
     int nseg = 0;
-    if (!e || t0 - e->x > REPORT_CACHE_MAX_GAP || !delta_segments(t, e->x, t0, seg, &nseg)) {
+    if (!e || t0 - e->x > REPORT_CACHE_MAX_GAP ||
+        !cw__report_delta_segments(t, e->x, t0, seg, &nseg)) {
         e = e && e->x == t0 ? e : lru; /* afresh: the backward segments without BEFORE */
         e->valid = false;
         e->n = 0;
@@ -751,7 +749,7 @@ int cw__report_tail_activity(cw_store_t *s, const cw__tier_t *t, int64_t lo, int
     return 0;
 }
 
-/* Bytes of the handle's report cache and raw tail. */
+/* Bytes of the handle's report cache, raw tail and keys cache. */
 static size_t caches_bytes(const cw_store_t *s)
 {
     size_t b = 0;
@@ -762,6 +760,7 @@ static size_t caches_bytes(const cw_store_t *s)
         for (int i = 0; i < REPORT_CACHE_ENTRIES; i++)
             b += c->e[i].cap * sizeof *c->e[i].v;
     }
+    b += cw__keys_cache_bytes(s);
     if (t)
         b += sizeof *t + t->capc * sizeof *t->c + t->capr * sizeof *t->r + t->capa * sizeof *t->a;
     return b;

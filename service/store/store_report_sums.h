@@ -58,6 +58,12 @@ typedef struct cw__tail_act {
 pick_t cw__report_start_floor(const cw__tier_t *t, const pick_t *p);
 int cw__report_plan(const cw__tier_t *t, const pick_t *p, segment_t *seg, int *nback);
 
+/* The rows of [x, y) as segments whose sums are totals (every row before
+ * y): raw seconds to the next minute, the minute tier's whole minutes,
+ * raw seconds after them, into seg (3 at most, *n). false when the raw
+ * tier does not hold them. */
+bool cw__report_delta_segments(const cw__tier_t *t, int64_t x, int64_t y, segment_t *seg, int *n);
+
 /* What one stored row adds to its sums for window [t0, t1), as
  * SQL_Q_SEGMENT computes it (store_report_sums.c), for the readers that
  * add rows up in C: a commit row of bucket `bucket` (< t1), a release row
@@ -125,27 +131,36 @@ typedef struct cw__proc_set {
     const char *json;
     const cw__before_sums_t *bv; /* cached sums before t0 (cw__report_before), or NULL */
     uint32_t bn;
+    struct cw__proc_keys *keys; /* the keys of the processes of id, index for index, or NULL */
 } cw__proc_set_t;
 
 /* The same sums as cw__report_load_sums() for the processes of only
  * alone, from their cells decoded in C (store_report_keys.c): no other
  * process's cell is decoded; of only's cached sums before t0 (bv, from
- * cw__report_before), its processes' are added. The raw tail is not
- * used. 0, CW_ENOMEM or CW_EDB. */
-int cw__report_load_sums_of(cw_store_t *s, const segment_t *seg, int nseg, const pick_t *p,
-                            const cw__proc_set_t *only, sums_t **out, uint32_t *nout, cw_diag_t *d);
+ * cw__report_before), its processes' are added. A segment of few buckets
+ * for the processes asked is read bucket by bucket, each process's cell
+ * found by its key; a longer one is read in key order, the other
+ * processes' cells passed over. The raw tail is not used. With only->keys
+ * (the chosen processes' keys, ascending, their peak started at the
+ * window's start), the activity of the forward segments is applied to
+ * their peak as cw__report_load_keys() applies it. 0, CW_ENOMEM or
+ * CW_EDB. */
+int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t *seg, int nseg,
+                            const pick_t *p, const cw__proc_set_t *only, sums_t **out,
+                            uint32_t *nout, cw_diag_t *d);
 
 /* Per process, what ranks it in a window (cw_store_report_top), from the
  * cells' columns alone (no stack decoded): the sums of bytes and
  * released, and its activity as store_report.c's stage 2 applies it. */
-typedef struct cw__proc_keys {
+struct cw__proc_keys {
     uint32_t proc;
     bool active;      /* an activity row in the window */
     int64_t cb0, rb0; /* before t0: commit bytes, released bytes */
     int64_t cbw, rbw; /* from t0 to t1 */
     int64_t level;    /* outstanding as the activity rows are applied */
     int64_t events, peak, peak_ns;
-} cw__proc_keys_t;
+};
+typedef struct cw__proc_keys cw__proc_keys_t;
 
 /* cw__proc_keys_t over the cached sums bv (bn of them, cw__report_before;
  * NULL: none) and the segments (seg[0, nback) before t0; commits
@@ -157,6 +172,21 @@ typedef struct cw__proc_keys {
 int cw__report_load_keys(cw_store_t *s, const segment_t *seg, int nseg, int nback, const pick_t *p,
                          int64_t at, const cw__before_sums_t *bv, uint32_t bn,
                          cw__proc_keys_t **out, uint32_t *nout, cw_diag_t *d);
+
+/* The same keys as cw__report_load_keys() for window p, of the processes
+ * a report lists only (activity in the window, or something outstanding
+ * at t0), but peak and peak_ns, which are left at outstanding at t0 and
+ * `at` (the chosen processes' are applied by
+ * cw__report_load_sums_of()): from the handle's per-process sums of the
+ * rows before p->t0 and before the window's end (the keys cache), as
+ * differences, and the BEFORE rows of their first tier. *served false
+ * when the cache does not serve the window (caches off, too many
+ * processes, ends whose staircases start in different tiers). 0,
+ * CW_ENOMEM or CW_EDB (store_report_keys.c). */
+int cw__report_keys_cached(cw_store_t *s, const cw__tier_t *t, const pick_t *p, int64_t at,
+                           cw__proc_keys_t **out, uint32_t *nout, bool *served, cw_diag_t *d);
+/* Bytes of the handle's keys cache (its share of store_caches). */
+size_t cw__keys_cache_bytes(const cw_store_t *s);
 
 /* The raw tail's activity rows of [lo, *mid), per process in bucket
  * order, as pointers into the tail into *out (the caller frees the

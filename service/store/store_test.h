@@ -21,6 +21,7 @@ typedef struct cw__store_test {
     uint64_t metrics_reads;   /* /metrics: closed hours read by this handle */
     bool read_cache_off;      /* every query from the rows alone */
     uint32_t read_cache_rows; /* rows each read cache may hold (0: its default) */
+    uint64_t keys_served;     /* ranked reports whose keys the keys cache gave */
 } cw__store_test_t;
 
 /* Test hooks: whether the report cache holds sums (and for which tier and
@@ -30,6 +31,8 @@ bool cw__store_report_cache_key(const cw_store_t *s, int *tier, int64_t *horizon
 uint64_t cw__store_report_cache_closed(const cw_store_t *s);
 size_t cw__store_series_cache_rows(const cw_store_t *s);
 size_t cw__store_raw_tail_rows(const cw_store_t *s);
+/* Test hook: the bytes of the keys cache (store_report_keys.c). */
+size_t cw__keys_cache_bytes(const cw_store_t *s);
 
 /* Test hook: creates a new database at path holding only the first
  * `version` migrations (1 <= version <= cw_store_schema_version()), as an

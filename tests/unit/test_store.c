@@ -634,6 +634,17 @@ static void test_hand(void)
     ASSERT_EQ(cw_store_write(s, b, &d), CW_EINVAL);
     ASSERT_TRUE(strstr(d.msg, "time order") != NULL);
     cw_batch_free(b);
+    /* An activity row counts at least one event (the keys cache tells a
+     * window's activity by its events): one with none is refused, and
+     * nothing of its batch is stored. */
+    int64_t cells = sql_int(s, "SELECT count(*) FROM cells");
+    ASSERT_OK(cw_batch_create(15 * S, S, &b));
+    ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){1, 0, 15 * S, 4096, 1}));
+    ASSERT_OK(cw_batch_add_activity(b, &(cw_row_activity_t){1, 0, 4096, 4096, 15 * S}));
+    ASSERT_EQ(cw_store_write(s, b, &d), CW_EINVAL);
+    ASSERT_TRUE(strstr(d.msg, "with no event") != NULL);
+    ASSERT_EQ(sql_int(s, "SELECT count(*) FROM cells"), cells);
+    cw_batch_free(b);
     integrity_ok(s);
     cw_store_close(ro);
     cw_store_close(s);
