@@ -53,6 +53,7 @@ enum cw__stmt {
     CW__ST_Q_KEYS,
     CW__ST_Q_CELLS_OF,
     CW__ST_Q_CELLS_AT,
+    CW__ST_Q_CELLS_COUNT,
     CW__ST_Q_KEY_SUMS,
     CW__ST_Q_ACTIVITY,
     CW__ST_Q_TAIL_COMMITS,

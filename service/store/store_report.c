@@ -17,12 +17,17 @@
 #include <string.h>
 
 #include "commitwatch/event.h"
+#include "commitwatch/keymap.h"
 #include "commitwatch/store.h"
 #include "store/store_report_sums.h"
 
+/* The activity rows of tier ?1 with bucket in [?2, ?3) (the view activity's
+ * rows), in the cells' key order: each process's come in bucket order,
+ * and nothing is sorted. */
 static const char SQL_Q_ACTIVITY[] =
-    "SELECT proc, events, delta, relpeak, relpeak_ns FROM activity "
-    "WHERE tier = ?1 AND bucket >= ?2 AND bucket < ?3 ORDER BY proc, bucket";
+    "SELECT proc, events, delta, relpeak, bucket + peak_off FROM cells WHERE tier = ?1"
+    " AND layer = cw_layer() AND events IS NOT NULL AND bucket >= ?2 AND bucket < ?3"
+    " ORDER BY bucket";
 static const char SQL_Q_STACK[] = "SELECT frames, tag FROM stacks WHERE id = ?1";
 static const char SQL_Q_FRAME[] = "SELECT text FROM frames WHERE id = ?1";
 
@@ -121,7 +126,7 @@ static int load_figs(cw_store_t *s, const cw__tier_t *t, build_t *b, const segme
     int err = only ? cw__report_load_sums_of(s, t, seg, nseg, p, only, &v, &n, d)
                    : cw__report_load_sums(s, t, seg, nseg, nback, p, &v, &n, d);
     for (uint32_t i = 0; i < n && !err; i++) {
-#define q(c) v[i].v[(c)-2] /* column c of SQL_Q_SEGMENT */
+#define q(c) v[i].v[(c)-2] /* column c of sums_t (store_report_sums.h) */
         cw_figs_t f = {0};
         int64_t out0 = q(2) - q(6);
         f.size_bytes = (uint64_t)q(4);
@@ -316,7 +321,44 @@ int cw_store_stack_get(cw_store_t *s, uint32_t stack_id, bool with_frames, char 
     return 0;
 }
 
-static int fill_proc(cw_store_t *s, cw_proc_report_t *p, bool with_frames, cw_diag_t *d)
+/* The stack tags a report has read, by stack id (a report names the
+ * same stacks for many processes: 80,000 (process, stack) pairs of
+ * 10,000 processes name a few hundred stacks). */
+typedef struct tag_memo {
+    cw_keymap_t map;
+    char **tag; /* owned */
+    size_t cap;
+} tag_memo_t;
+
+static void tag_memo_free(tag_memo_t *m)
+{
+    for (uint32_t i = 0; i < m->map.count; i++)
+        free(m->tag[i]);
+    free(m->tag);
+    cw_keymap_free(&m->map);
+}
+
+/* sr's tag (and, with frames, its frames) as fill_stack() reads them,
+ * the tag read once per stack id when m is given. */
+static int fill_stack_memo(cw_store_t *s, tag_memo_t *m, cw_stack_report_t *sr, bool with_frames,
+                           cw_diag_t *d)
+{
+    if (!m || with_frames) return fill_stack(s, sr, with_frames, d);
+    int added = 0;
+    if (CW_RESERVE(m->tag, m->cap, m->map.count + 1u)) return CW_ENOMEM;
+    uint32_t i = cw_keymap_get(&m->map, sr->stack_id, 0, &added);
+    if (i == UINT32_MAX) return CW_ENOMEM;
+    if (added) {
+        cw_stack_report_t one = {.stack_id = sr->stack_id};
+        int err = fill_stack(s, &one, false, d);
+        m->tag[i] = one.tag; /* NULL after an error: the report fails */
+        if (err) return err;
+    }
+    return (sr->tag = strdup(m->tag[i])) ? 0 : CW_ENOMEM;
+}
+
+static int fill_proc(cw_store_t *s, tag_memo_t *m, cw_proc_report_t *p, bool with_frames,
+                     cw_diag_t *d)
 {
     cw_proc_info_t info;
     bool found;
@@ -339,7 +381,7 @@ static int fill_proc(cw_store_t *s, cw_proc_report_t *p, bool with_frames, cw_di
         if (!(p->name = strdup(buf))) err = CW_ENOMEM;
     }
     for (uint32_t i = 0; i < p->nstacks && !err; i++)
-        err = fill_stack(s, &p->stacks[i], with_frames, d);
+        err = fill_stack_memo(s, m, &p->stacks[i], with_frames, d);
     return err;
 }
 
@@ -364,10 +406,11 @@ static int finish(cw_store_t *s, build_t *b, bool with_frames, cw_diag_t *d)
 {
     cw_report_t *r = b->r;
     uint32_t kept = 0;
-    int err = 0;
+    tag_memo_t memo = {0};
+    int err = cw_keymap_init(&memo.map, 8) ? CW_ENOMEM : 0;
     for (uint32_t i = 0; i < r->nprocs; i++) {
         bool keep = b->ps[i].active || b->ps[i].out0 > 0;
-        if (keep && !err) err = fill_proc(s, &r->procs[i], with_frames, d);
+        if (keep && !err) err = fill_proc(s, &memo, &r->procs[i], with_frames, d);
         if (keep && !err && !b->ps[i].active && r->procs[i].start_ns >= r->to_ns) keep = false;
         /* The state at a bucket start is reached no earlier than the
          * instance (as in the trace analyzer). */
@@ -379,6 +422,7 @@ static int finish(cw_store_t *s, build_t *b, bool with_frames, cw_diag_t *d)
             free_proc(&r->procs[i]);
     }
     r->nprocs = kept;
+    tag_memo_free(&memo);
     return err;
 }
 
@@ -524,7 +568,7 @@ static int report_top(cw_store_t *s, const cw__tier_t *t, build_t *b, const segm
     uint32_t kept = 0;
     for (uint32_t i = 0; i < r->nprocs; i++) {
         bool keep = !err;
-        if (keep && (err = fill_proc(s, &r->procs[i], with_frames, d))) keep = false;
+        if (keep && (err = fill_proc(s, NULL, &r->procs[i], with_frames, d))) keep = false;
         if (keep && r->procs[i].peak_ns < r->procs[i].start_ns)
             r->procs[i].peak_ns = r->procs[i].start_ns;
         if (keep)

@@ -7,7 +7,7 @@
  * full report (store_report_sums.c).
  *
  * Why they are exact: a window's bytes figures are sums over stacks of
- * differences of the sums SQL_Q_SEGMENT gives, and none of them needs a
+ * differences of the sums of sums_t, and none of them needs a
  * release's commit time `a` once f is known: outstanding(t0) is the commit
  * bytes before t0 less the bytes released before t0 (a < f < t0), Size
  * the commit bytes in the window, impacting Size less the bytes released
@@ -174,33 +174,22 @@ static const char SQL_Q_CELLS_AT[] =
     " FROM b CROSS JOIN cells c WHERE c.tier = ?1 AND c.bucket = b.x"
     " AND c.proc IN (SELECT value FROM json_each(?4)) AND c.layer = cw_layer() ORDER BY b.x";
 
-/* Cell lookups a segment may take before it is read in key order instead
- * (a lookup costs about as much as passing over ten cells; a busy
- * machine's minute holds a cell per live process). */
+/* The cells of the raw tier with bucket in [?1, ?2): how many a raw
+ * second holds, near a segment's end. */
+static const char SQL_Q_CELLS_COUNT[] = "SELECT count(*) FROM cells WHERE tier = 0"
+                                        " AND layer = cw_layer() AND bucket >= ?1 AND bucket < ?2";
+
+/* Cell lookups a segment may take before it is read in key order
+ * instead. A minute or an hour holds a cell per live process, so a
+ * lookup saves passing over the others'. A raw second holds only the
+ * processes active in it (10,000 live processes: a tenth of them; the
+ * busy mix: a few hundred), so a raw segment is looked up only when its
+ * seconds, counted near its end, hold more than LOOKUP_CELLS cells per
+ * process asked (a lookup costs about as much as passing over that many
+ * cells in key order: 2026-12-05, read_latency.py on both databases). */
 #define SEEKS_MAX 16384
-
-static int cmp_sums(const void *x, const void *y)
-{
-    const sums_t *a = x, *b = y;
-    if (a->proc != b->proc) return a->proc < b->proc ? -1 : 1;
-    return a->stack < b->stack ? -1 : a->stack > b->stack;
-}
-
-/* The row of (proc, stack) in v (map m), zeroed when new; NULL on ENOMEM. */
-static sums_t *sums_row(cw_keymap_t *m, sums_t **v, uint32_t *n, size_t *cap, uint32_t proc,
-                        uint32_t stack)
-{
-    int added = 0;
-    uint32_t i = cw_keymap_get(m, proc, stack, &added);
-    if (i == UINT32_MAX) return NULL;
-    if (!added) return &(*v)[i];
-    if (CW_RESERVE(*v, *cap, *n + 1u)) return NULL;
-    sums_t *y = &(*v)[(*n)++];
-    memset(y, 0, sizeof *y);
-    y->proc = proc;
-    y->stack = stack;
-    return y;
-}
+#define LOOKUP_CELLS 4
+#define DENSITY_PROBE (5 * INT64_C(1000000000))
 
 /* The index of id in only (ascending), or UINT32_MAX. */
 static uint32_t find_id(const cw__proc_set_t *only, uint32_t id)
@@ -216,17 +205,32 @@ static uint32_t find_id(const cw__proc_set_t *only, uint32_t id)
     return lo < only->n && only->id[lo] == id ? lo : UINT32_MAX;
 }
 
-/* How segment x is read for m processes: bucket by bucket (true) or in
- * key order; [*lo, *hi) what it can hold (x->lo INT64_MIN: BEFORE alone). */
-static bool seek_segment(const cw__tier_t *t, const segment_t *x, uint32_t m, int64_t *lo,
-                         int64_t *hi)
+/* How segment x is read for m processes: bucket by bucket (*seek true)
+ * or in key order; [*lo, *hi) what it can hold (x->lo INT64_MIN: BEFORE
+ * alone). 0 or CW_EDB. */
+static int seek_segment(cw_store_t *s, const cw__tier_t *t, const segment_t *x, uint32_t m,
+                        int64_t *lo, int64_t *hi, bool *seek, cw_diag_t *d)
 {
     const cw__tier_t *k = &t[x->tier];
     *lo = x->lo;
     *hi = x->hi < t[0].end ? x->hi : t[0].end; /* nothing is stored after tier 0's end */
-    if (*hi <= *lo) return true;
+    *seek = true;
+    if (*hi <= *lo) return 0;
     uint64_t buckets = x->lo == INT64_MIN ? 1 : (uint64_t)((*hi - *lo) / k->width + 1);
-    return buckets * m <= SEEKS_MAX;
+    *seek = buckets * m <= SEEKS_MAX;
+    if (!*seek || x->tier != 0 || x->lo == INT64_MIN) return 0;
+    sqlite3_stmt *st = NULL;
+    int64_t from = *hi - DENSITY_PROBE > *lo ? *hi - DENSITY_PROBE : *lo;
+    int err = cw__store_stmt(s, CW__ST_Q_CELLS_COUNT, SQL_Q_CELLS_COUNT, &st, d);
+    if (err) return err;
+    sqlite3_bind_int64(st, 1, from);
+    sqlite3_bind_int64(st, 2, *hi);
+    if (sqlite3_step(st) != SQLITE_ROW) err = cw__store_dberr(s, "querying window figures", d);
+    int64_t n = err ? 0 : sqlite3_column_int64(st, 0),
+            secs = (*hi - from + k->width - 1) / k->width;
+    sqlite3_reset(st);
+    *seek = n > (int64_t)m * LOOKUP_CELLS * secs;
+    return err;
 }
 
 int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t *seg, int nseg,
@@ -234,26 +238,22 @@ int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t 
                             uint32_t *nout, cw_diag_t *d)
 {
     sqlite3_stmt *scan = NULL, *at = NULL;
-    sums_t *v = NULL;
-    size_t cap = 0;
-    uint32_t n = 0;
-    cw_keymap_t map;
-    cw__cell_rows_t rows = {0};
+    cw__sums_acc_t a;
     int err = cw__store_stmt(s, CW__ST_Q_CELLS_OF, SQL_Q_CELLS_OF, &scan, d), rc = SQLITE_DONE;
     if (!err) err = cw__store_stmt(s, CW__ST_Q_CELLS_AT, SQL_Q_CELLS_AT, &at, d);
     *out = NULL;
     *nout = 0;
     if (err) return err;
-    if (cw_keymap_init(&map, 10) ||
+    if (cw__sums_acc_init(&a) ||
         sqlite3_bind_text(scan, 4, only->json, -1, SQLITE_TRANSIENT) != SQLITE_OK ||
         sqlite3_bind_text(at, 4, only->json, -1, SQLITE_TRANSIENT) != SQLITE_OK) {
-        cw_keymap_free(&map);
+        cw__sums_acc_free(&a);
         return cw_diag_set(d, CW_ENOMEM, "querying window figures: out of memory");
     }
     for (uint32_t j = 0; j < only->bn && !err; j++) {
         const cw__before_sums_t *x = &only->bv[j];
         if (find_id(only, x->proc) == UINT32_MAX) continue;
-        sums_t *y = sums_row(&map, &v, &n, &cap, x->proc, x->stack);
+        sums_t *y = cw__sums_acc_row(&a, x->proc, x->stack);
         if (!y) {
             err = CW_ENOMEM;
             break;
@@ -279,10 +279,11 @@ int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t 
         }
     }
     for (int i = 0; i < ns && !err; i++) {
-        /* As SQL_Q_SEGMENT: commits with bucket in [lo, min(hi, t1)),
+        /* As cw__sums_add_cell: commits with bucket in [lo, min(hi, t1)),
          * releases with f in [lo, hi) and a < t1. */
         int64_t lo, hi;
-        bool seek = seek_segment(t, &sv[i], only->n, &lo, &hi);
+        bool seek;
+        if ((err = seek_segment(s, t, &sv[i], only->n, &lo, &hi, &seek, d))) break;
         sqlite3_stmt *st = seek ? at : scan;
         if (lo >= hi) continue;
         sqlite3_bind_int(st, 1, sv[i].tier);
@@ -292,23 +293,11 @@ int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t 
         bool fwd = only->keys && sv[i].lo >= p->t0;
         while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
             int64_t bucket = sqlite3_column_int64(st, 0);
-            uint32_t proc = (uint32_t)sqlite3_column_int64(st, 1);
-            const void *data = sqlite3_column_blob(st, 2);
-            rows.c.n = rows.r.n = 0;
-            if ((err = cw__cell_decode(data, (size_t)sqlite3_column_bytes(st, 2), bucket, proc,
-                                       &rows, NULL))) {
-                if (err == CW_EDB)
-                    cw_diag_set(d, err,
-                                "querying window figures: a cell of instance %" PRIu32
-                                " is not readable",
-                                proc);
-                break;
-            }
-            uint32_t ki;
+            uint32_t proc = (uint32_t)sqlite3_column_int64(st, 1), ki;
             if (fwd && bucket < p->t1 && sqlite3_column_type(st, 3) != SQLITE_NULL &&
                 (ki = find_id(only, proc)) != UINT32_MAX) {
-                cw__proc_keys_t *k = &only->keys[ki];
                 /* An activity row, as cw__report_load_keys() applies it. */
+                cw__proc_keys_t *k = &only->keys[ki];
                 int64_t cand = k->level + sqlite3_column_int64(st, 5);
                 if (cand > k->peak) {
                     k->peak = cand;
@@ -316,33 +305,19 @@ int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t 
                 }
                 k->level += sqlite3_column_int64(st, 4);
             }
-            for (uint32_t j = 0; j < rows.c.n && !err && bucket < p->t1; j++) {
-                const cw_row_commit_t *x = &rows.c.v[j];
-                sums_t *y = sums_row(&map, &v, &n, &cap, proc, x->stack);
-                if (!y)
-                    err = CW_ENOMEM;
-                else
-                    cw__sums_add_commit(y, bucket, (int64_t)x->bytes, (int64_t)x->events, p->t0);
-            }
-            for (uint32_t j = 0; j < rows.r.n && !err; j++) {
-                const cw_row_release_t *x = &rows.r.v[j];
-                if (x->a >= p->t1) continue;
-                sums_t *y = sums_row(&map, &v, &n, &cap, proc, x->stack);
-                if (!y)
-                    err = CW_ENOMEM;
-                else
-                    cw__sums_add_release(y, bucket, x->a, (int64_t)x->bytes, (int64_t)x->pieces,
-                                         (int64_t)x->closed, p->t0, p->t1);
-            }
+            err = cw__sums_add_cell(&a, sqlite3_column_blob(st, 2),
+                                    (size_t)sqlite3_column_bytes(st, 2), bucket, proc, p->t0, p->t1,
+                                    d);
         }
         if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window figures", d);
         sqlite3_reset(st);
     }
-    cw__cell_rows_free(&rows);
-    cw_keymap_free(&map);
-    if ((err = list_done(err, v, n, sizeof *v, cmp_sums, d))) return err;
-    *out = v;
-    *nout = n;
+    if (err) {
+        if (err == CW_ENOMEM) cw_diag_set(d, err, "querying window figures: out of memory");
+        cw__sums_acc_free(&a);
+        return err;
+    }
+    cw__sums_acc_finish(&a, out, nout);
     return 0;
 }
 
@@ -391,9 +366,16 @@ typedef struct kentry {
     cw_keymap_t map;
 } kentry_t;
 
+/* After a window whose cells named more processes than an entry holds,
+ * the next ranked reports of the handle read the cells without trying
+ * the cache (each try reads cells until it is too big): 1,024 of them (a
+ * dashboard polling every 5 s: 85 min), then it tries again. */
+#define KEYS_SKIP_AFTER_OVERSIZE 1024
+
 struct cw__keys_cache {
     kentry_t e[KEYS_CACHE_ENTRIES];
     uint64_t clock;
+    uint32_t skip; /* ranked reports left to answer without it */
 };
 
 /* Per process, the columns of the cells of tier ?1 with bucket in [?2, ?3). */
@@ -550,6 +532,7 @@ static int keys_at(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t, int64_t
         err = kentry_add(s, st, to, add[i].tier, add[i].lo, add[i].hi, d);
     if (err) {
         kentry_drop(to);
+        if (err == CW_ERANGE) c->skip = KEYS_SKIP_AFTER_OVERSIZE;
         return err == CW_ERANGE ? 0 : err;
     }
     to->x = x;
@@ -578,6 +561,10 @@ int cw__report_keys_cached(cw_store_t *s, const cw__tier_t *t, const pick_t *p, 
     *nout = 0;
     *served = false;
     if (s->test.read_cache_off) return 0;
+    if (s->r.keys_cache && s->r.keys_cache->skip) {
+        s->r.keys_cache->skip--;
+        return 0;
+    }
     int64_t x1 = p->t1 < t[0].end ? p->t1 : t[0].end;
     if (x1 < p->t0) x1 = p->t0;
     int err = cw__store_stmt(s, CW__ST_Q_KEY_SUMS, SQL_Q_KEY_SUMS, &st, d);
@@ -624,6 +611,7 @@ int cw__report_keys_cached(cw_store_t *s, const cw__tier_t *t, const pick_t *p, 
         }
     kentry_drop(&before);
     if (err == CW_ERANGE) { /* more processes than an entry holds */
+        s->r.keys_cache->skip = KEYS_SKIP_AFTER_OVERSIZE;
         free(v);
         return 0;
     }

@@ -6,35 +6,21 @@
  * raw tail), with their share of the store_caches figure. Runs inside the
  * report's read transaction, on the thread that holds the handle; each
  * handle's caches are its own (freed by its release slot CW__REL_REPORT). */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "commitwatch/memstat.h"
+#include "store/cells.h"
 #include "store/store_report_sums.h"
 
-/* Per (proc, stack), the sums the figures need for window [?2, ?3), from
- * the rows of tier ?1 in one segment of time: commits with bucket in
- * [?4, ?5) (?5 <= t1) and releases with f in [?4, ?6). Columns:
- *  2 C(<t0).bytes   3 C(<t0).events   4 C(W).bytes   5 C(W).events
- *  6 R(any,<t0).bytes   7,8 R(W,W) bytes, pieces   9 R(W,>=t1).pieces
- * 10 R(W,any).closed   11,12 R(<t0,W) bytes, pieces   13 R(<t0,>=t1).pieces
- * 14 R(<t0,any).closed. Commits after the window cannot matter (a commit
- * after t1 is released after t1 too); releases after it do, up to now. */
-static const char SQL_Q_SEGMENT[] =
-    "SELECT proc, stack, SUM(cpb), SUM(cpe), SUM(cwb), SUM(cwe), SUM(rfb), SUM(rwwb), "
-    "SUM(rwwp), SUM(rwop), SUM(rwc), SUM(rpwb), SUM(rpwp), SUM(rpop), SUM(rpc) FROM ("
-    " SELECT proc, stack, iif(bucket < ?2, bytes, 0) AS cpb, iif(bucket < ?2, events, 0) AS cpe,"
-    "  iif(bucket >= ?2, bytes, 0) AS cwb, iif(bucket >= ?2, events, 0) AS cwe, 0 AS rfb,"
-    "  0 AS rwwb, 0 AS rwwp, 0 AS rwop, 0 AS rwc, 0 AS rpwb, 0 AS rpwp, 0 AS rpop, 0 AS rpc"
-    "  FROM commits WHERE tier = ?1 AND bucket >= ?4 AND bucket < ?5"
-    " UNION ALL"
-    " SELECT proc, stack, 0, 0, 0, 0, iif(f < ?2, bytes, 0),"
-    "  iif(a >= ?2 AND f < ?3, bytes, 0), iif(a >= ?2 AND f < ?3, pieces, 0),"
-    "  iif(a >= ?2 AND f >= ?3, pieces, 0), iif(a >= ?2, closed, 0),"
-    "  iif(a < ?2 AND f >= ?2 AND f < ?3, bytes, 0), iif(a < ?2 AND f >= ?2 AND f < ?3, pieces, 0),"
-    "  iif(a < ?2 AND f >= ?3, pieces, 0), iif(a < ?2, closed, 0)"
-    "  FROM releases WHERE tier = ?1 AND f >= ?4 AND f < ?6 AND a < ?3"
-    ") GROUP BY proc, stack";
+/* The cells of tier ?1 with bucket in [?2, ?3): their rows are decoded
+ * in C (cells.c) and added to the sums of the window (cw__sums_add_cell).
+ * The same rows through the views commits and releases, grouped by SQL,
+ * cost 5 - 10 times as much (the decoding table-valued functions, then a
+ * sort of the rows by (proc, stack)). */
+static const char SQL_Q_CELLS[] = "SELECT bucket, proc, data FROM cells WHERE tier = ?1"
+                                  " AND layer = cw_layer() AND bucket >= ?2 AND bucket < ?3";
 /* The raw tier's rows of [?1, ?2), in time order (the raw tail below). */
 static const char SQL_Q_TAIL_COMMITS[] =
     "SELECT bucket, proc, stack, bytes, events FROM commits"
@@ -118,31 +104,20 @@ static int cmp_sums(const void *x, const void *y)
     return a->stack < b->stack ? -1 : a->stack > b->stack;
 }
 
-/* The sums being added up, one row per (proc, stack): a row is found by
- * the map and added to in place, so the rows are as many as the pairs,
- * not as the stored rows they come from (a busy hour of the raw tier has
- * a hundred times more rows than pairs). */
-typedef struct sums_acc {
-    sums_t *v;
-    uint32_t n;
-    size_t cap;
-    cw_keymap_t map;
-} sums_acc_t;
-
-static int acc_init(sums_acc_t *a)
+int cw__sums_acc_init(cw__sums_acc_t *a)
 {
     memset(a, 0, sizeof *a);
     return cw_keymap_init(&a->map, 10);
 }
 
-static void acc_free(sums_acc_t *a)
+void cw__sums_acc_free(cw__sums_acc_t *a)
 {
     free(a->v);
     cw_keymap_free(&a->map);
+    cw__cell_rows_free(&a->rows);
 }
 
-/* The row of (proc, stack), zeroed when new; NULL on ENOMEM. */
-static sums_t *acc_row(sums_acc_t *a, uint32_t proc, uint32_t stack)
+sums_t *cw__sums_acc_row(cw__sums_acc_t *a, uint32_t proc, uint32_t stack)
 {
     int added = 0;
     uint32_t i = cw_keymap_get(&a->map, proc, stack, &added);
@@ -156,48 +131,64 @@ static sums_t *acc_row(sums_acc_t *a, uint32_t proc, uint32_t stack)
     return y;
 }
 
-/* Adds the rows of one segment, [lo, hi) of tier, as sums for the
+int cw__sums_add_cell(cw__sums_acc_t *a, const void *data, size_t size, int64_t bucket,
+                      uint32_t proc, int64_t t0, int64_t t1, cw_diag_t *d)
+{
+    cw__cell_rows_t *rows = &a->rows;
+    rows->c.n = rows->r.n = 0;
+    int err = cw__cell_decode(data, size, bucket, proc, rows, NULL);
+    if (err == CW_EDB)
+        return cw_diag_set(
+            d, err, "querying window figures: a cell of instance %" PRIu32 " is not readable",
+            proc);
+    for (uint32_t j = 0; j < rows->c.n && !err && bucket < t1; j++) {
+        const cw_row_commit_t *x = &rows->c.v[j];
+        sums_t *y = cw__sums_acc_row(a, proc, x->stack);
+        if (!y) return CW_ENOMEM;
+        cw__sums_add_commit(y, bucket, (int64_t)x->bytes, (int64_t)x->events, t0);
+    }
+    for (uint32_t j = 0; j < rows->r.n && !err; j++) {
+        const cw_row_release_t *x = &rows->r.v[j];
+        if (x->a >= t1) continue;
+        sums_t *y = cw__sums_acc_row(a, proc, x->stack);
+        if (!y) return CW_ENOMEM;
+        cw__sums_add_release(y, bucket, x->a, (int64_t)x->bytes, (int64_t)x->pieces,
+                             (int64_t)x->closed, t0, t1);
+    }
+    return err;
+}
+
+/* Adds the cells of one segment, [lo, hi) of tier, as sums for the
  * window [t0, t1), to a. */
 static int run_segment(cw_store_t *s, sqlite3_stmt *st, int tier, int64_t t0, int64_t t1,
-                       int64_t lo, int64_t hi, sums_acc_t *a, cw_diag_t *d)
+                       int64_t lo, int64_t hi, cw__sums_acc_t *a, cw_diag_t *d)
 {
     int err = 0, rc;
     sqlite3_bind_int(st, 1, tier);
-    sqlite3_bind_int64(st, 2, t0);
-    sqlite3_bind_int64(st, 3, t1);
-    sqlite3_bind_int64(st, 4, lo);
-    sqlite3_bind_int64(st, 5, hi < t1 ? hi : t1);
-    sqlite3_bind_int64(st, 6, hi);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        sums_t *x = acc_row(a, (uint32_t)sqlite3_column_int64(st, 0),
-                            (uint32_t)sqlite3_column_int64(st, 1));
-        if (!x) {
-            err = CW_ENOMEM;
-            break;
-        }
-        for (int c = 0; c < 13; c++)
-            x->v[c] += sqlite3_column_int64(st, 2 + c);
-    }
+    sqlite3_bind_int64(st, 2, lo);
+    sqlite3_bind_int64(st, 3, hi);
+    while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW)
+        err = cw__sums_add_cell(a, sqlite3_column_blob(st, 2), (size_t)sqlite3_column_bytes(st, 2),
+                                sqlite3_column_int64(st, 0), (uint32_t)sqlite3_column_int64(st, 1),
+                                t0, t1, d);
     if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window figures", d);
     sqlite3_reset(st);
     return err;
 }
 
-/* The added-up rows, one per pair, sorted by (proc, stack): the array
- * passes to the caller (*v, *n), the map is freed. */
-static void acc_finish(sums_acc_t *a, sums_t **v, uint32_t *n)
+void cw__sums_acc_finish(cw__sums_acc_t *a, sums_t **v, uint32_t *n)
 {
     if (a->n > 1) qsort(a->v, a->n, sizeof *a->v, cmp_sums);
     *v = a->v;
     *n = a->n;
     a->v = NULL;
-    acc_free(a);
+    cw__sums_acc_free(a);
 }
 
 /* ---- the handle's cache of the sums before t0 -----------------------------------
  *
  * Rows before t0 give four sums per (proc, stack), whatever tier they come
- * from: commit bytes and events (columns 2, 3 of SQL_Q_SEGMENT), released
+ * from: commit bytes and events (columns 2, 3 of sums_t), released
  * bytes (6) and closed (14); a window only needs them for everything before
  * its t0. Every bucket before a tier's end is final (batches are written
  * once, in order; rollups add buckets from the end on), and only retention
@@ -291,12 +282,12 @@ static bool sums_closed(const sums_t *x)
     return x->v[0] == x->v[4] && x->v[1] == x->v[12];
 }
 
-/* Adds the cached sums of e to a, as SQL_Q_SEGMENT's columns. */
-static int push_before(const rentry_t *e, sums_acc_t *a)
+/* Adds the cached sums of e to a, as sums_t's columns. */
+static int push_before(const rentry_t *e, cw__sums_acc_t *a)
 {
     for (uint32_t i = 0; i < e->n; i++) {
         const before_sums_t *b = &e->v[i];
-        sums_t *x = acc_row(a, b->proc, b->stack);
+        sums_t *x = cw__sums_acc_row(a, b->proc, b->stack);
         if (!x) return CW_ENOMEM;
         x->v[0] += b->cb;
         x->v[1] += b->ce;
@@ -383,19 +374,19 @@ static int cached_before(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t,
         return 0;
     }
     /* The new rows, as sums before t0, added to the cached. */
-    sums_acc_t a;
+    cw__sums_acc_t a;
     sums_t *v = NULL;
     uint32_t n = 0;
-    int err = acc_init(&a) ? CW_ENOMEM : 0;
+    int err = cw__sums_acc_init(&a) ? CW_ENOMEM : 0;
     for (int i = 0; i < nseg && !err; i++)
         err = run_segment(s, st, seg[i].tier, t0, t0, seg[i].lo, seg[i].hi, &a, d);
     if (!err && e->valid) err = push_before(e, &a);
     if (err) {
-        acc_free(&a);
+        cw__sums_acc_free(&a);
         e->valid = false;
         return err;
     }
-    acc_finish(&a, &v, &n);
+    cw__sums_acc_finish(&a, &v, &n);
     /* The open sums kept, closed ones left out (above). */
     uint32_t m = 0;
     for (uint32_t i = 0; i < n; i++)
@@ -429,7 +420,7 @@ static int cached_before(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t,
  * they are (commits, releases, activity, in time order): a later window
  * starting at or after lo reads only the buckets from hi to the new end
  * from SQL, and the rest from memory, with the same per-row arithmetic as
- * SQL_Q_SEGMENT. Dropped when the raw tier's start or horizon change; at
+ * cw__sums_add_cell. Dropped when the raw tier's start or horizon change; at
  * most RAW_TAIL_MAX_ROWS rows (about 1.8 MB; a window needing more is
  * read from SQL, and so is any as long until a shorter one is asked), the
  * oldest dropped first when a later window no longer needs them. Used by one thread at a time, as
@@ -596,22 +587,22 @@ static int raw_tail(cw_store_t *s, const cw__tier_t *t, int64_t lo, struct cw__r
     return 0;
 }
 
-/* SQL_Q_SEGMENT's sums for window [t0, t1) of the tail's rows in [lo, hi)
+/* The sums (sums_t) for window [t0, t1) of the tail's rows in [lo, hi)
  * (commits: bucket < t1 as well; releases: a < t1), added to a. */
 static int tail_sums(const struct cw__raw_tail *c, int64_t t0, int64_t t1, int64_t lo, int64_t hi,
-                     sums_acc_t *a)
+                     cw__sums_acc_t *a)
 {
     for (size_t i = 0; i < c->nc; i++) {
         const t_commit_t *x = &c->c[i];
         if (x->bucket < lo || x->bucket >= hi || x->bucket >= t1) continue;
-        sums_t *y = acc_row(a, x->proc, x->stack);
+        sums_t *y = cw__sums_acc_row(a, x->proc, x->stack);
         if (!y) return CW_ENOMEM;
         cw__sums_add_commit(y, x->bucket, x->bytes, x->events, t0);
     }
     for (size_t i = 0; i < c->nr; i++) {
         const t_release_t *x = &c->r[i];
         if (x->f < lo || x->f >= hi || x->a >= t1) continue;
-        sums_t *y = acc_row(a, x->proc, x->stack);
+        sums_t *y = cw__sums_acc_row(a, x->proc, x->stack);
         if (!y) return CW_ENOMEM;
         cw__sums_add_release(y, x->f, x->a, x->bytes, x->pieces, x->closed, t0, t1);
     }
@@ -626,10 +617,11 @@ int cw__report_load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *se
                          int nback, const pick_t *p, sums_t **out, uint32_t *nout, cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;
-    sums_acc_t a;
+    cw__sums_acc_t a;
     int err = 0, first = 0;
-    if ((err = cw__store_stmt(s, CW__ST_Q_FIGS, SQL_Q_SEGMENT, &st, d))) return err;
-    if (acc_init(&a)) return cw_diag_set(d, CW_ENOMEM, "querying window figures: out of memory");
+    if ((err = cw__store_stmt(s, CW__ST_Q_FIGS, SQL_Q_CELLS, &st, d))) return err;
+    if (cw__sums_acc_init(&a))
+        return cw_diag_set(d, CW_ENOMEM, "querying window figures: out of memory");
     bool final = true; /* every backward row is in a closed bucket */
     for (int i = 0; i < nback; i++)
         final &= seg[i].hi <= t[seg[i].tier].end;
@@ -664,10 +656,10 @@ int cw__report_load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *se
     }
     if (err) {
         if (err == CW_ENOMEM) cw_diag_set(d, err, "querying window figures: out of memory");
-        acc_free(&a);
+        cw__sums_acc_free(&a);
         return err;
     }
-    acc_finish(&a, out, nout);
+    cw__sums_acc_finish(&a, out, nout);
     return 0;
 }
 
@@ -695,7 +687,7 @@ int cw__report_before(cw_store_t *s, const cw__tier_t *t, const segment_t *seg, 
         s->r.report_cache->top_skip--;
         return 0;
     }
-    int err = cw__store_stmt(s, CW__ST_Q_FIGS, SQL_Q_SEGMENT, &st, d);
+    int err = cw__store_stmt(s, CW__ST_Q_FIGS, SQL_Q_CELLS, &st, d);
     if (!err) err = cached_before(s, st, t, seg, nback, p->t0, &e, d);
     if (err == CW_ENOMEM) cw_diag_set(d, err, "querying window figures: out of memory");
     if (err) return err;

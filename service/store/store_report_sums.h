@@ -6,6 +6,8 @@
 #ifndef COMMITWATCH_STORE_REPORT_SUMS_H
 #define COMMITWATCH_STORE_REPORT_SUMS_H
 
+#include "commitwatch/keymap.h"
+#include "store/cells.h"
 #include "store/store_internal.h"
 
 /* How well tier k answers a window. */
@@ -39,11 +41,46 @@ typedef struct segment {
 
 #define MAX_SEGMENTS (2 * CW_TIERS)
 
-/* The 13 sums of one (proc, stack), as the columns of SQL_Q_SEGMENT. */
+/* The 13 sums of one (proc, stack) a window [t0, t1)'s figures come from
+ * (load_figs, store_report.c, names them by these numbers, "columns"
+ * 2 - 14): 2, 3 commit bytes and events before t0; 4, 5 in the window;
+ * 6 bytes released before t0; of releases of commits made in the window:
+ * 7, 8 bytes and pieces released in it, 9 pieces released after it, 10
+ * closed; of releases of commits made before t0: 11, 12 bytes and pieces
+ * released in the window, 13 pieces released after it, 14 closed. A
+ * commit after the window cannot matter (it is released after it too); a
+ * release after it does, up to now. */
 typedef struct sums {
     uint32_t proc, stack;
     int64_t v[13];
 } sums_t;
+
+/* Sums being added up, one row per (proc, stack): a row is found by the
+ * map and added to in place, so the rows are as many as the pairs, not
+ * as the stored rows they come from (a busy hour of the raw tier has a
+ * hundred times more rows than pairs). rows: the decoding buffer. */
+typedef struct cw__sums_acc {
+    sums_t *v;
+    uint32_t n;
+    size_t cap;
+    cw_keymap_t map;
+    cw__cell_rows_t rows;
+} cw__sums_acc_t;
+
+/* 0 or CW_ENOMEM. */
+int cw__sums_acc_init(cw__sums_acc_t *a);
+void cw__sums_acc_free(cw__sums_acc_t *a);
+/* The row of (proc, stack), zeroed when new; NULL on ENOMEM. */
+sums_t *cw__sums_acc_row(cw__sums_acc_t *a, uint32_t proc, uint32_t stack);
+/* The rows, sorted by (proc, stack), pass to the caller (*v, *n; the
+ * caller frees *v); a is freed. */
+void cw__sums_acc_finish(cw__sums_acc_t *a, sums_t **v, uint32_t *n);
+/* Adds the rows of one cell (data, size: its BLOB; bucket, proc: its key)
+ * to a, as sums for the window [t0, t1): commit rows of a bucket before
+ * t1, release rows of a commit before t1. 0, CW_ENOMEM or CW_EDB (a cell
+ * that is not one, d says which). */
+int cw__sums_add_cell(cw__sums_acc_t *a, const void *data, size_t size, int64_t bucket,
+                      uint32_t proc, int64_t t0, int64_t t1, cw_diag_t *d);
 
 /* An activity row of the raw tail. */
 typedef struct cw__tail_act {
@@ -64,10 +101,9 @@ int cw__report_plan(const cw__tier_t *t, const pick_t *p, segment_t *seg, int *n
  * tier does not hold them. */
 bool cw__report_delta_segments(const cw__tier_t *t, int64_t x, int64_t y, segment_t *seg, int *n);
 
-/* What one stored row adds to its sums for window [t0, t1), as
- * SQL_Q_SEGMENT computes it (store_report_sums.c), for the readers that
- * add rows up in C: a commit row of bucket `bucket` (< t1), a release row
- * released at f, committed at a (< t1). */
+/* What one stored row adds to its sums (sums_t) for window [t0, t1): a
+ * commit row of bucket `bucket` (< t1), a release row released at f,
+ * committed at a (< t1). */
 static inline void cw__sums_add_commit(sums_t *y, int64_t bucket, int64_t bytes, int64_t events,
                                        int64_t t0)
 {
@@ -102,7 +138,7 @@ int cw__report_load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *se
 
 /* The sums of one (proc, stack) over every row before a window's t0 but
  * the BEFORE rows of its first tier: commit bytes and events, released
- * bytes, closed pieces (SQL_Q_SEGMENT's columns 2, 3, 6, 14), as the
+ * bytes, closed pieces (sums_t's columns 2, 3, 6, 14), as the
  * handle's report cache keeps them (the open ones only). */
 typedef struct cw__before_sums {
     uint32_t proc, stack;
