@@ -5,7 +5,8 @@
 connection (the dashboard's overview polls this way), and prints per URL
 the median, p99 and maximum in ms and the answer's length. Windows are
 relative to the end of the data (`/api/health`'s `data_end_ns`, else the
-newest raw bucket): 1min, 1h, 1d and the whole database.
+newest raw bucket): 1min, 1h, 1d, and no window at all (`default`: the
+API's default, the hour before the end of the data).
 
 Every binary given serves the same database in turn, so one run compares
 builds (a before and an after) under the same load; --check compares
@@ -36,7 +37,7 @@ def urls(end):
         for lim in (20, 100):
             out.append((f"{win} limit={lim}",
                         f"/api/processes?from={end - span}&to={end}&limit={lim}"))
-    out.append(("whole limit=100", "/api/processes?limit=100"))
+    out.append(("default limit=100", "/api/processes?limit=100"))
     return out
 
 
