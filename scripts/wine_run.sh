@@ -34,9 +34,21 @@ unset DISPLAY WAYLAND_DISPLAY
 command -v wine >/dev/null || { echo "wine_run: wine not found (scripts/deps.sh --windows)" >&2; exit 127; }
 
 boot() {
+  local rc=0
   mkdir -p "$WINEPREFIX"
-  wine wineboot -i </dev/null >/dev/null 2>&1
+  # Wine's messages go to a file, shown when the boot fails: one boot of
+  # a private prefix, beside other tests, exited 53 within 1.5 s with its
+  # output discarded. 53 is the low byte of STATUS_DLL_NOT_FOUND
+  # (0xC0000135), which is what a boot exits with when a program it
+  # starts cannot load a DLL (docs/WINDOWS.md); the log names the DLL.
+  wine wineboot -i </dev/null >/dev/null 2>"$WINEPREFIX.boot.log" || rc=$?
+  if ((rc)); then
+    echo "wine_run: wineboot -i of $WINEPREFIX failed (exit $rc); Wine said:" >&2
+    tail -n 20 "$WINEPREFIX.boot.log" >&2
+    exit 1
+  fi
   wineserver -w
+  rm -f "$WINEPREFIX.boot.log"
   [[ -f $WINEPREFIX/system.reg ]] || { echo "wine_run: wineboot did not create $WINEPREFIX" >&2; exit 1; }
 }
 
