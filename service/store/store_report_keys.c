@@ -312,13 +312,7 @@ int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t 
         if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window figures", d);
         sqlite3_reset(st);
     }
-    if (err) {
-        if (err == CW_ENOMEM) cw_diag_set(d, err, "querying window figures: out of memory");
-        cw__sums_acc_free(&a);
-        return err;
-    }
-    cw__sums_acc_finish(&a, out, nout);
-    return 0;
+    return cw__sums_acc_done(&a, err, out, nout, d);
 }
 
 /* ---- the handle's keys cache -------------------------------------------------
@@ -334,7 +328,7 @@ int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t 
  * those are read every time). A later x adds the cells of the buckets
  * between (cw__report_delta_segments): a window polled every few seconds
  * reads the seconds stored since at each of its ends, not every cell of
- * the window (10,000 live processes: an hour holds 600,000 minute and raw
+ * the window (10,000 live processes: an hour holds 600,000 minute
  * cells). Unlike the report cache's, a process's sums are kept when they
  * come to nothing: a window's Size and events are differences of gross
  * sums, which an entry without them could not give. So an entry holds

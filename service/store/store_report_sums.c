@@ -185,6 +185,17 @@ void cw__sums_acc_finish(cw__sums_acc_t *a, sums_t **v, uint32_t *n)
     cw__sums_acc_free(a);
 }
 
+int cw__sums_acc_done(cw__sums_acc_t *a, int err, sums_t **v, uint32_t *n, cw_diag_t *d)
+{
+    if (err) {
+        if (err == CW_ENOMEM) cw_diag_set(d, err, "querying window figures: out of memory");
+        cw__sums_acc_free(a);
+        return err;
+    }
+    cw__sums_acc_finish(a, v, n);
+    return 0;
+}
+
 /* ---- the handle's cache of the sums before t0 -----------------------------------
  *
  * Rows before t0 give four sums per (proc, stack), whatever tier they come
@@ -654,13 +665,7 @@ int cw__report_load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *se
         }
         err = run_segment(s, st, k, p->t0, p->t1, seg[i].lo, hi, &a, d);
     }
-    if (err) {
-        if (err == CW_ENOMEM) cw_diag_set(d, err, "querying window figures: out of memory");
-        cw__sums_acc_free(&a);
-        return err;
-    }
-    cw__sums_acc_finish(&a, out, nout);
-    return 0;
+    return cw__sums_acc_done(&a, err, out, nout, d);
 }
 
 /* A ranked report whose sums before t0 were too many to keep refilled

@@ -75,6 +75,9 @@ sums_t *cw__sums_acc_row(cw__sums_acc_t *a, uint32_t proc, uint32_t stack);
 /* The rows, sorted by (proc, stack), pass to the caller (*v, *n; the
  * caller frees *v); a is freed. */
 void cw__sums_acc_finish(cw__sums_acc_t *a, sums_t **v, uint32_t *n);
+/* After adding up: on err (returned), a is freed (and ENOMEM named in
+ * d); else as cw__sums_acc_finish(), and 0. */
+int cw__sums_acc_done(cw__sums_acc_t *a, int err, sums_t **v, uint32_t *n, cw_diag_t *d);
 /* Adds the rows of one cell (data, size: its BLOB; bucket, proc: its key)
  * to a, as sums for the window [t0, t1): commit rows of a bucket before
  * t1, release rows of a commit before t1. 0, CW_ENOMEM or CW_EDB (a cell
