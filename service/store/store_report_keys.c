@@ -21,12 +21,10 @@
  * the sums of every cell before x, kept for a few x; a window's keys are
  * differences of its two ends' sums. It is the handle's, freed by its
  * release slot CW__REL_KEYS. */
-#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "commitwatch/keymap.h"
-#include "commitwatch/memstat.h"
 #include "store/cells.h"
 #include "store/store_report_sums.h"
 
