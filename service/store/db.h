@@ -55,7 +55,7 @@ enum cw__stmt {
     CW__ST_Q_CELLS_AT,
     CW__ST_Q_CELLS_COUNT,
     CW__ST_Q_KEY_SUMS,
-    CW__ST_Q_ACTIVITY,
+    CW__ST_Q_CELLS_ACT,
     CW__ST_Q_TAIL_COMMITS,
     CW__ST_Q_TAIL_RELEASES,
     CW__ST_Q_TAIL_ACTIVITY,

@@ -5,7 +5,8 @@
  * gives, per (proc, stack), the sums of commits and releases before and
  * inside the window and the releases after it; the four types, Size and
  * outstanding(t0) follow from them. Peak comes from the window's activity
- * rows on top of outstanding(t0).
+ * rows on top of outstanding(t0), read from the same cells in the same
+ * pass.
  *
  * Everything is read inside one read transaction, so a writer committing
  * meanwhile (WAL) never makes the tier state and the rows disagree. The
@@ -21,13 +22,6 @@
 #include "commitwatch/store.h"
 #include "store/store_report_sums.h"
 
-/* The activity rows of tier ?1 with bucket in [?2, ?3) (the view activity's
- * rows), in the cells' key order: each process's come in bucket order,
- * and nothing is sorted. */
-static const char SQL_Q_ACTIVITY[] =
-    "SELECT proc, events, delta, relpeak, bucket + peak_off FROM cells WHERE tier = ?1"
-    " AND layer = cw_layer() AND events IS NOT NULL AND bucket >= ?2 AND bucket < ?3"
-    " ORDER BY bucket";
 static const char SQL_Q_STACK[] = "SELECT frames, tag FROM stacks WHERE id = ?1";
 static const char SQL_Q_FRAME[] = "SELECT text FROM frames WHERE id = ?1";
 
@@ -67,9 +61,8 @@ static bool pick_tier(const cw__tier_t *t, int64_t from, int64_t to, pick_t *bes
 
 /* What the report under construction keeps per process, beside it. */
 typedef struct proc_state {
-    int64_t out0;  /* outstanding at the window's start */
-    int64_t level; /* outstanding as activity rows are applied */
-    bool active;   /* had activity in the window */
+    int64_t out0; /* outstanding at the window's start */
+    bool active;  /* had activity in the window */
 } proc_state_t;
 
 /* Report under construction: r->procs and their states, index for index. */
@@ -90,21 +83,19 @@ static int push_proc(build_t *b, uint32_t id, cw_proc_report_t **out)
     p->exit_ns = CW_TS_NEVER;
     p->tracking_ended_ns = CW_TS_NEVER;
     p->last_correction_ns = CW_TS_NEVER;
-    b->ps[r->nprocs] = (proc_state_t){0, 0, false};
+    b->ps[r->nprocs] = (proc_state_t){0, false};
     r->nprocs++;
     *out = p;
     return 0;
 }
 
-static int push_stack(cw_proc_report_t *p, uint32_t stack, const cw_figs_t *f)
+/* Adds a stack to p, whose stacks all come from one process's sums
+ * (cw__sums_proc_t): room, their number, is allocated at the first. */
+static int push_stack(cw_proc_report_t *p, uint32_t stack, const cw_figs_t *f, uint32_t room)
 {
-    /* Grows by doubling: capacity is the next power of two >= nstacks. */
     uint32_t n = p->nstacks;
-    if ((n & (n - 1)) == 0) {
-        cw_stack_report_t *ns = realloc(p->stacks, (n ? 2 * n : 1) * sizeof *ns);
-        if (!ns) return CW_ENOMEM;
-        p->stacks = ns;
-    }
+    if (n >= room) return CW_EDB; /* cannot be: a process's rows come once */
+    if (n == 0 && !(p->stacks = malloc(room * sizeof *p->stacks))) return CW_ENOMEM;
     memset(&p->stacks[n], 0, sizeof p->stacks[n]);
     p->stacks[n].stack_id = stack;
     p->stacks[n].figs = *f;
@@ -114,55 +105,81 @@ static int push_stack(cw_proc_report_t *p, uint32_t stack, const cw_figs_t *f)
 
 static int32_t find_proc(const cw_report_t *r, uint32_t n, uint32_t id);
 
-/* Stage 1: per (proc, stack) figures; processes in id order. With only
- * (a ranked report, report_top), the processes are already listed, with
- * their outstanding at t0: the stacks of only's are added to them. */
+/* Per (proc, stack) figures; processes in id order. Without only, each
+ * process's events and peak too: its peak starts at outstanding(t0), at
+ * `at` (the window's own t0, which p's may be floored from, see
+ * start_floor), and each activity row of the window, in bucket order,
+ * raises it to the level reached before it plus its relpeak
+ * (cw__sums_add_activity). With only (a ranked report, report_top), the
+ * processes are already listed, with their outstanding at t0 and their
+ * peak: the stacks of only's are added to them. */
 static int load_figs(cw_store_t *s, const cw__tier_t *t, build_t *b, const segment_t *seg, int nseg,
-                     int nback, const pick_t *p, const cw__proc_set_t *only, cw_diag_t *d)
+                     int nback, const pick_t *p, int64_t at, const cw__proc_set_t *only,
+                     cw_diag_t *d)
 {
-    sums_t *v = NULL;
-    uint32_t n = 0, n0 = b->r->nprocs;
-    cw_proc_report_t *cur = NULL;
-    int err = only ? cw__report_load_sums_of(s, t, seg, nseg, p, only, &v, &n, d)
-                   : cw__report_load_sums(s, t, seg, nseg, nback, p, &v, &n, d);
-    for (uint32_t i = 0; i < n && !err; i++) {
-#define q(c) v[i].v[(c)-2] /* column c of sums_t (store_report_sums.h) */
-        cw_figs_t f = {0};
-        int64_t out0 = q(2) - q(6);
-        f.size_bytes = (uint64_t)q(4);
-        f.commit_count = (uint64_t)q(5);
-        f.types[CW_AIFI].bytes = (uint64_t)q(7);
-        f.types[CW_AIFI].count = (uint64_t)q(8);
-        f.types[CW_AIFO].bytes = (uint64_t)(q(4) - q(7));
-        f.types[CW_AIFO].count = (uint64_t)(q(9) + q(5) - q(10));
-        f.types[CW_AOFI].bytes = (uint64_t)q(11);
-        f.types[CW_AOFI].count = (uint64_t)q(12);
-        f.types[CW_AOFO].bytes = (uint64_t)(out0 - q(11));
-        f.types[CW_AOFO].count = (uint64_t)(q(13) + q(3) - q(14));
-        if (only && (!cur || cur->id != v[i].proc)) {
-            int32_t k = find_proc(b->r, n0, v[i].proc);
+    cw__sums_acc_t a;
+    uint32_t n0 = b->r->nprocs;
+    int err = only ? cw__report_load_sums_of(s, t, seg, nseg, p, only, &a, d)
+                   : cw__report_load_sums(s, t, seg, nseg, nback, p, &a, d);
+    if (err) return err;
+    for (uint32_t i = 0; i < a.np && !err; i++) {
+        const cw__sums_proc_t *ap = &a.p[i];
+        cw_proc_report_t *cur = NULL;
+        if (only) {
+            int32_t k = find_proc(b->r, n0, ap->proc);
             for (uint32_t x = n0; k < 0 && x < b->r->nprocs; x++)
-                if (b->r->procs[x].id == v[i].proc) k = (int32_t)x;
+                if (b->r->procs[x].id == ap->proc) k = (int32_t)x;
             if (k < 0) { /* cannot be: only's processes come from b */
                 err = cw_diag_set(
-                    d, CW_EDB, "querying window figures: instance %" PRIu32 " unlisted", v[i].proc);
+                    d, CW_EDB, "querying window figures: instance %" PRIu32 " unlisted", ap->proc);
                 break;
             }
             cur = &b->r->procs[k];
-        } else if (!cur || cur->id != v[i].proc) {
-            if ((err = push_proc(b, v[i].proc, &cur))) break;
+        } else if ((err = push_proc(b, ap->proc, &cur))) {
+            break;
         }
-        if (!only) b->ps[b->r->nprocs - 1].out0 += out0;
-        bool any = f.size_bytes || f.commit_count;
-        for (int k = 0; k < CW_TYPE__COUNT; k++)
-            any |= f.types[k].bytes || f.types[k].count;
-        if (!any) continue;
-        if ((err = push_stack(cur, v[i].stack, &f))) break;
-        cw_figs_add(&cur->figs, &f);
-        cur->outstanding_end += f.types[CW_AIFO].bytes + f.types[CW_AOFO].bytes;
-    }
+        for (uint32_t j = 0; j < ap->n && !err; j++) {
+#define q(c) ap->v[j].v[(c)-2] /* column c of sums_t (store_report_sums.h) */
+            cw_figs_t f = {0};
+            int64_t out0 = q(2) - q(6);
+            f.size_bytes = (uint64_t)q(4);
+            f.commit_count = (uint64_t)q(5);
+            f.types[CW_AIFI].bytes = (uint64_t)q(7);
+            f.types[CW_AIFI].count = (uint64_t)q(8);
+            f.types[CW_AIFO].bytes = (uint64_t)(q(4) - q(7));
+            f.types[CW_AIFO].count = (uint64_t)(q(9) + q(5) - q(10));
+            f.types[CW_AOFI].bytes = (uint64_t)q(11);
+            f.types[CW_AOFI].count = (uint64_t)q(12);
+            f.types[CW_AOFO].bytes = (uint64_t)(out0 - q(11));
+            f.types[CW_AOFO].count = (uint64_t)(q(13) + q(3) - q(14));
 #undef q
-    free(v);
+            if (!only) b->ps[b->r->nprocs - 1].out0 += out0;
+            bool any = f.size_bytes || f.commit_count;
+            for (int k = 0; k < CW_TYPE__COUNT; k++)
+                any |= f.types[k].bytes || f.types[k].count;
+            if (!any) continue;
+            if ((err = push_stack(cur, ap->v[j].stack, &f, ap->n))) {
+                if (err == CW_EDB)
+                    cw_diag_set(d, err, "querying window figures: instance %" PRIu32 " twice",
+                                ap->proc);
+                break;
+            }
+            cw_figs_add(&cur->figs, &f);
+            cur->outstanding_end += f.types[CW_AIFO].bytes + f.types[CW_AOFO].bytes;
+        }
+        if (!only && !err) {
+            proc_state_t *ps = &b->ps[b->r->nprocs - 1];
+            cur->peak_bytes = ps->out0 > 0 ? (uint64_t)ps->out0 : 0;
+            cur->peak_ns = at;
+            if (ap->active && ps->out0 + ap->best > (int64_t)cur->peak_bytes) {
+                cur->peak_bytes = (uint64_t)(ps->out0 + ap->best);
+                cur->peak_ns = ap->best_ns;
+            }
+            cur->events = (uint64_t)ap->events;
+            ps->active = ap->active;
+        }
+    }
+    cw__sums_acc_free(&a);
     return err;
 }
 
@@ -177,91 +194,6 @@ static int32_t find_proc(const cw_report_t *r, uint32_t n, uint32_t id)
             hi = mid;
     }
     return lo < n && r->procs[lo].id == id ? (int32_t)lo : -1;
-}
-
-/* Stage 2: events and peak from the window's activity rows, in bucket
- * order per process, on top of outstanding(t0). The forward segments (in
- * time order) say which tier holds which part of the window; a peak at
- * the window's start is at `at` (the window's own t0, which p's may be
- * floored from, see start_floor). */
-/* One activity row of process proc (rows come per process in bucket
- * order): events, and the peak on top of the level reached so far. */
-static int activity_row(build_t *b, uint32_t n0, int32_t *cur, uint32_t proc, int64_t at,
-                        int64_t events, int64_t delta, int64_t relpeak, int64_t relpeak_ns)
-{
-    if (*cur < 0 || b->r->procs[*cur].id != proc) {
-        *cur = find_proc(b->r, n0, proc);
-        for (uint32_t x = n0; *cur < 0 && x < b->r->nprocs; x++)
-            if (b->r->procs[x].id == proc) *cur = (int32_t)x;
-        if (*cur < 0) { /* activity without stacks, nothing outstanding */
-            cw_proc_report_t *np;
-            int err = push_proc(b, proc, &np);
-            if (err) return err;
-            *cur = (int32_t)b->r->nprocs - 1;
-            np->peak_ns = at;
-        }
-        b->ps[*cur].active = true;
-    }
-    cw_proc_report_t *pr = &b->r->procs[*cur];
-    int64_t cand = b->ps[*cur].level + relpeak;
-    if (cand > (int64_t)pr->peak_bytes) {
-        pr->peak_bytes = (uint64_t)cand;
-        pr->peak_ns = relpeak_ns;
-    }
-    pr->events += (uint64_t)events;
-    b->ps[*cur].level += delta;
-    return 0;
-}
-
-/* The raw tail's activity rows of [lo, *mid), per process in bucket
- * order, applied; *mid: where the tail ends (lo: no tail). */
-static int tail_activity(cw_store_t *s, const cw__tier_t *t, build_t *b, uint32_t n0, int64_t lo,
-                         int64_t hi, int64_t at, int64_t *mid, cw_diag_t *d)
-{
-    const cw__tail_act_t **v = NULL;
-    size_t n = 0;
-    int err = cw__report_tail_activity(s, t, lo, hi, &v, &n, mid, d);
-    int32_t cur = -1;
-    for (size_t i = 0; i < n && !err; i++)
-        err = activity_row(b, n0, &cur, v[i]->proc, at, v[i]->events, v[i]->delta, v[i]->relpeak,
-                           v[i]->relpeak_ns);
-    free(v);
-    return err;
-}
-
-static int load_activity(cw_store_t *s, const cw__tier_t *t, build_t *b, const segment_t *seg,
-                         int nseg, const pick_t *p, int64_t at, cw_diag_t *d)
-{
-    sqlite3_stmt *st = NULL;
-    uint32_t n0 = b->r->nprocs;
-    int err = cw__store_stmt(s, CW__ST_Q_ACTIVITY, SQL_Q_ACTIVITY, &st, d), rc = SQLITE_DONE;
-    if (err) return err;
-    for (uint32_t i = 0; i < n0; i++) {
-        b->r->procs[i].peak_bytes = b->ps[i].out0 > 0 ? (uint64_t)b->ps[i].out0 : 0;
-        b->r->procs[i].peak_ns = at;
-        b->ps[i].level = b->ps[i].out0;
-    }
-    for (int i = 0; i < nseg && !err; i++) {
-        int64_t lo = seg[i].lo, hi = seg[i].hi < p->t1 ? seg[i].hi : p->t1;
-        int32_t cur = -1;
-        if (lo < p->t0 || lo >= hi) continue;
-        if (seg[i].tier == 0) { /* the raw tail's rows first (load_sums brought it up to date) */
-            int64_t mid;
-            if ((err = tail_activity(s, t, b, n0, lo, hi, at, &mid, d))) break;
-            lo = mid;
-            if (lo >= hi) continue;
-        }
-        sqlite3_bind_int(st, 1, seg[i].tier);
-        sqlite3_bind_int64(st, 2, lo);
-        sqlite3_bind_int64(st, 3, hi);
-        while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW)
-            err = activity_row(b, n0, &cur, (uint32_t)sqlite3_column_int64(st, 0), at,
-                               sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2),
-                               sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4));
-        if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window activity", d);
-        sqlite3_reset(st);
-    }
-    return err;
 }
 
 static int dup_text(sqlite3_stmt *st, int col, char **out)
@@ -485,8 +417,8 @@ static char *ids_json(const uint32_t *v, uint32_t n)
 /* A ranked report (cw_store_report_top): every process's outstanding at
  * t0, bytes figures, events and peak from its cells' columns
  * (store_report_keys.c, nothing decoded, one pass in key order), as
- * stages 1 and 2 give them; the processes finish() would keep are ranked
- * by top->key, and only the first top->limit get their stacks (stage 1
+ * load_figs() gives them; the processes finish() would keep are ranked
+ * by top->key, and only the first top->limit get their stacks (load_figs()
  * for them alone: their cells only are decoded) and their names. Each
  * figure of those is what report() gives, as a process's figures come
  * from its own rows only. */
@@ -536,7 +468,7 @@ static int report_top(cw_store_t *s, const cw__tier_t *t, build_t *b, const segm
     top->total = nr;
     if (!err && nr > 1) qsort(rk, nr, sizeof *rk, cmp_rank);
     m = nr < top->limit ? nr : top->limit;
-    /* Only the chosen ones are listed, in id order, as stage 1 lists. */
+    /* Only the chosen ones are listed, in id order, as load_figs() lists. */
     if (!err && m > 1) qsort(rk, m, sizeof *rk, cmp_rank_id);
     if (!err && m && !(ids = malloc(m * sizeof *ids))) err = CW_ENOMEM;
     for (uint32_t j = 0; j < m && !err; j++)
@@ -545,7 +477,7 @@ static int report_top(cw_store_t *s, const cw__tier_t *t, build_t *b, const segm
         const cw__proc_keys_t *x = &k[rk[j].i];
         cw_proc_report_t *p;
         if ((err = push_proc(b, x->proc, &p))) break;
-        b->ps[j] = (proc_state_t){x->cb0 - x->rb0, x->level, x->active};
+        b->ps[j] = (proc_state_t){x->cb0 - x->rb0, x->active};
         p->events = (uint64_t)x->events;
         p->peak_bytes = (uint64_t)x->peak;
         p->peak_ns = x->peak_ns;
@@ -557,7 +489,7 @@ static int report_top(cw_store_t *s, const cw__tier_t *t, build_t *b, const segm
         for (uint32_t j = 0; ck && j < m; j++)
             ck[j] = k[rk[j].i];
         cw__proc_set_t only = {ids, m, json, bv, bn, ck};
-        if (!err) err = load_figs(s, t, b, rs, rn, rback, q, &only, d);
+        if (!err) err = load_figs(s, t, b, rs, rn, rback, q, at, &only, d);
         for (uint32_t j = 0; ck && j < m && !err; j++) {
             r->procs[j].peak_bytes = (uint64_t)ck[j].peak;
             r->procs[j].peak_ns = ck[j].peak_ns;
@@ -704,8 +636,7 @@ static int report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_frame
     if (top) {
         if (!err) err = report_top(s, t, &b, seg, nseg, nback, &q, p.t0, with_frames, top, d);
     } else {
-        if (!err) err = load_figs(s, t, &b, seg, nseg, nback, &q, NULL, d);
-        if (!err) err = load_activity(s, t, &b, seg + nback, nseg - nback, &q, p.t0, d);
+        if (!err) err = load_figs(s, t, &b, seg, nseg, nback, &q, p.t0, NULL, d);
         if (!err) err = finish(s, &b, with_frames, d);
     }
     if (!err) cw_report_sort(b.r);

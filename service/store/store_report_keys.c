@@ -57,7 +57,7 @@ static int cmp_keys(const void *x, const void *y)
 }
 
 /* From the window's first forward segment on: outstanding at t0 is known,
- * the peak starts there (at `at`), as load_activity() starts it. */
+ * the peak starts there (at `at`), as load_figs() (store_report.c) starts it. */
 static void start_window(cw__proc_keys_t *k, int64_t at)
 {
     k->level = k->cb0 - k->rb0;
@@ -132,7 +132,7 @@ int cw__report_load_keys(cw_store_t *s, const segment_t *seg, int nseg, int nbac
             x->cbw += before ? 0 : I(2);
             x->rbw += before ? 0 : I(3);
             if (!fwd || sqlite3_column_type(st, 4) == SQLITE_NULL) continue;
-            /* An activity row, as load_activity() applies it. */
+            /* An activity row, as cw__sums_add_activity() applies it. */
             int64_t cand = x->level + I(6);
             if (cand > x->peak) {
                 x->peak = cand;
@@ -232,26 +232,25 @@ static int seek_segment(cw_store_t *s, const cw__tier_t *t, const segment_t *x, 
 }
 
 int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t *seg, int nseg,
-                            const pick_t *p, const cw__proc_set_t *only, sums_t **out,
-                            uint32_t *nout, cw_diag_t *d)
+                            const pick_t *p, const cw__proc_set_t *only, cw__sums_acc_t *out,
+                            cw_diag_t *d)
 {
     sqlite3_stmt *scan = NULL, *at = NULL;
-    cw__sums_acc_t a;
+    cw__sums_acc_t *a = out;
     int err = cw__store_stmt(s, CW__ST_Q_CELLS_OF, SQL_Q_CELLS_OF, &scan, d), rc = SQLITE_DONE;
     if (!err) err = cw__store_stmt(s, CW__ST_Q_CELLS_AT, SQL_Q_CELLS_AT, &at, d);
-    *out = NULL;
-    *nout = 0;
+    memset(a, 0, sizeof *a);
     if (err) return err;
-    if (cw__sums_acc_init(&a) ||
+    if (cw__sums_acc_init(a) ||
         sqlite3_bind_text(scan, 4, only->json, -1, SQLITE_TRANSIENT) != SQLITE_OK ||
         sqlite3_bind_text(at, 4, only->json, -1, SQLITE_TRANSIENT) != SQLITE_OK) {
-        cw__sums_acc_free(&a);
+        cw__sums_acc_free(a);
         return cw_diag_set(d, CW_ENOMEM, "querying window figures: out of memory");
     }
     for (uint32_t j = 0; j < only->bn && !err; j++) {
         const cw__before_sums_t *x = &only->bv[j];
         if (find_id(only, x->proc) == UINT32_MAX) continue;
-        sums_t *y = cw__sums_acc_row(&a, x->proc, x->stack);
+        sums_t *y = cw__sums_acc_row(a, x->proc, x->stack);
         if (!y) {
             err = CW_ENOMEM;
             break;
@@ -303,14 +302,14 @@ int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t 
                 }
                 k->level += sqlite3_column_int64(st, 4);
             }
-            err = cw__sums_add_cell(&a, sqlite3_column_blob(st, 2),
+            err = cw__sums_add_cell(a, sqlite3_column_blob(st, 2),
                                     (size_t)sqlite3_column_bytes(st, 2), bucket, proc, p->t0, p->t1,
                                     d);
         }
         if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window figures", d);
         sqlite3_reset(st);
     }
-    return cw__sums_acc_done(&a, err, out, nout, d);
+    return cw__sums_acc_done(a, err, d);
 }
 
 /* ---- the handle's keys cache -------------------------------------------------

@@ -21,6 +21,12 @@
  * sort of the rows by (proc, stack)). */
 static const char SQL_Q_CELLS[] = "SELECT bucket, proc, data FROM cells WHERE tier = ?1"
                                   " AND layer = cw_layer() AND bucket >= ?2 AND bucket < ?3";
+/* The same with the cells' activity rows (events NULL: none), for the
+ * segments of the window itself: each process's come in bucket order, so
+ * its peak is found in the same pass (cw__sums_add_activity). */
+static const char SQL_Q_CELLS_ACT[] =
+    "SELECT bucket, proc, data, events, delta, relpeak, bucket + peak_off FROM cells"
+    " WHERE tier = ?1 AND layer = cw_layer() AND bucket >= ?2 AND bucket < ?3";
 /* The raw tier's rows of [?1, ?2), in time order (the raw tail below). */
 static const char SQL_Q_TAIL_COMMITS[] =
     "SELECT bucket, proc, stack, bytes, events FROM commits"
@@ -107,28 +113,110 @@ static int cmp_sums(const void *x, const void *y)
 int cw__sums_acc_init(cw__sums_acc_t *a)
 {
     memset(a, 0, sizeof *a);
-    return cw_keymap_init(&a->map, 10);
+    return cw_keymap_init(&a->map, 64);
 }
 
 void cw__sums_acc_free(cw__sums_acc_t *a)
 {
-    free(a->v);
+    for (uint32_t i = 0; i < a->np; i++) {
+        free(a->p[i].v);
+        free(a->p[i].ids);
+        cw_keymap_free(&a->p[i].map);
+    }
+    free(a->p);
     cw_keymap_free(&a->map);
     cw__cell_rows_free(&a->rows);
+    memset(a, 0, sizeof *a);
+}
+
+/* A process's rows stay sorted up to this many; a row is then found in
+ * a few compares, and inserting one moves at most this many. */
+#define SUMS_SMALL 32
+
+static sums_t *proc_new_row(cw__sums_acc_t *a, cw__sums_proc_t *p, uint32_t at, uint32_t stack)
+{
+    if (p->n == p->cap) {
+        size_t cap = p->cap;
+        if (CW_RESERVE(p->v, cap, p->n + 1u)) return NULL;
+        uint32_t *ids = realloc(p->ids, cap * sizeof *ids);
+        if (!ids) return NULL;
+        p->ids = ids;
+        p->cap = cap;
+    }
+    if (at < p->n) {
+        memmove(&p->v[at + 1], &p->v[at], (p->n - at) * sizeof *p->v);
+        memmove(&p->ids[at + 1], &p->ids[at], (p->n - at) * sizeof *p->ids);
+    }
+    p->ids[at] = stack;
+    sums_t *y = &p->v[at];
+    memset(y, 0, sizeof *y);
+    y->proc = p->proc;
+    y->stack = stack;
+    p->n++;
+    a->n++;
+    return y;
+}
+
+static sums_t *proc_row(cw__sums_acc_t *a, cw__sums_proc_t *p, uint32_t stack)
+{
+    if (p->map.idx) {
+        int added = 0;
+        uint32_t i = cw_keymap_get(&p->map, stack, 0, &added);
+        if (i == UINT32_MAX) return NULL;
+        return added ? proc_new_row(a, p, p->n, stack) : &p->v[i];
+    }
+    const uint32_t *ids = p->ids;
+    uint32_t i = p->hint < p->n && ids[p->hint] <= stack ? p->hint : 0;
+    while (i < p->n && ids[i] < stack)
+        i++;
+    p->hint = i;
+    if (i < p->n && ids[i] == stack) return &p->v[i];
+    if (p->n == SUMS_SMALL) { /* many stacks: a map of its own from now on */
+        int added = 0;
+        if (cw_keymap_init(&p->map, 4 * SUMS_SMALL)) return NULL;
+        for (uint32_t j = 0; j < p->n; j++)
+            if (cw_keymap_get(&p->map, p->ids[j], 0, &added) == UINT32_MAX) return NULL;
+        return proc_row(a, p, stack);
+    }
+    return proc_new_row(a, p, i, stack);
+}
+
+/* proc's entry, new when it had none; NULL on ENOMEM. */
+static cw__sums_proc_t *acc_proc(cw__sums_acc_t *a, uint32_t proc)
+{
+    if (a->last >= a->np || a->p[a->last].proc != proc) {
+        int added = 0;
+        uint32_t i = cw_keymap_get(&a->map, proc, 0, &added);
+        if (i == UINT32_MAX) return NULL;
+        if (added) {
+            if (CW_RESERVE(a->p, a->pcap, a->np + 1u)) return NULL;
+            a->p[a->np++] = (cw__sums_proc_t){.proc = proc};
+        }
+        a->last = i;
+    }
+    return &a->p[a->last];
 }
 
 sums_t *cw__sums_acc_row(cw__sums_acc_t *a, uint32_t proc, uint32_t stack)
 {
-    int added = 0;
-    uint32_t i = cw_keymap_get(&a->map, proc, stack, &added);
-    if (i == UINT32_MAX) return NULL;
-    if (!added) return &a->v[i];
-    if (CW_RESERVE(a->v, a->cap, a->n + 1u)) return NULL;
-    sums_t *y = &a->v[a->n++];
-    memset(y, 0, sizeof *y);
-    y->proc = proc;
-    y->stack = stack;
-    return y;
+    cw__sums_proc_t *p = acc_proc(a, proc);
+    return p ? proc_row(a, p, stack) : NULL;
+}
+
+int cw__sums_add_activity(cw__sums_acc_t *a, uint32_t proc, int64_t events, int64_t delta,
+                          int64_t relpeak, int64_t relpeak_ns)
+{
+    cw__sums_proc_t *p = acc_proc(a, proc);
+    if (!p) return CW_ENOMEM;
+    int64_t cand = p->cum + relpeak;
+    if (!p->active || cand > p->best) { /* the first row that reaches it */
+        p->best = cand;
+        p->best_ns = relpeak_ns;
+    }
+    p->active = true;
+    p->events += events;
+    p->cum += delta;
+    return 0;
 }
 
 int cw__sums_add_cell(cw__sums_acc_t *a, const void *data, size_t size, int64_t bucket,
@@ -159,40 +247,52 @@ int cw__sums_add_cell(cw__sums_acc_t *a, const void *data, size_t size, int64_t 
 }
 
 /* Adds the cells of one segment, [lo, hi) of tier, as sums for the
- * window [t0, t1), to a. */
+ * window [t0, t1), to a; with act (st is SQL_Q_CELLS_ACT's), their
+ * activity rows in [t0, t1) too. */
 static int run_segment(cw_store_t *s, sqlite3_stmt *st, int tier, int64_t t0, int64_t t1,
-                       int64_t lo, int64_t hi, cw__sums_acc_t *a, cw_diag_t *d)
+                       int64_t lo, int64_t hi, bool act, cw__sums_acc_t *a, cw_diag_t *d)
 {
     int err = 0, rc;
     sqlite3_bind_int(st, 1, tier);
     sqlite3_bind_int64(st, 2, lo);
     sqlite3_bind_int64(st, 3, hi);
-    while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW)
+    while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t bucket = sqlite3_column_int64(st, 0);
+        uint32_t proc = (uint32_t)sqlite3_column_int64(st, 1);
         err = cw__sums_add_cell(a, sqlite3_column_blob(st, 2), (size_t)sqlite3_column_bytes(st, 2),
-                                sqlite3_column_int64(st, 0), (uint32_t)sqlite3_column_int64(st, 1),
-                                t0, t1, d);
+                                bucket, proc, t0, t1, d);
+        if (!err && act && bucket >= t0 && bucket < t1 && sqlite3_column_type(st, 3) != SQLITE_NULL)
+            err = cw__sums_add_activity(a, proc, sqlite3_column_int64(st, 3),
+                                        sqlite3_column_int64(st, 4), sqlite3_column_int64(st, 5),
+                                        sqlite3_column_int64(st, 6));
+    }
     if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window figures", d);
     sqlite3_reset(st);
     return err;
 }
 
-void cw__sums_acc_finish(cw__sums_acc_t *a, sums_t **v, uint32_t *n)
+static int cmp_sums_proc(const void *x, const void *y)
 {
-    if (a->n > 1) qsort(a->v, a->n, sizeof *a->v, cmp_sums);
-    *v = a->v;
-    *n = a->n;
-    a->v = NULL;
-    cw__sums_acc_free(a);
+    const cw__sums_proc_t *a = x, *b = y;
+    return a->proc < b->proc ? -1 : a->proc > b->proc;
 }
 
-int cw__sums_acc_done(cw__sums_acc_t *a, int err, sums_t **v, uint32_t *n, cw_diag_t *d)
+int cw__sums_acc_done(cw__sums_acc_t *a, int err, cw_diag_t *d)
 {
     if (err) {
         if (err == CW_ENOMEM) cw_diag_set(d, err, "querying window figures: out of memory");
         cw__sums_acc_free(a);
         return err;
     }
-    cw__sums_acc_finish(a, v, n);
+    if (a->np > 1) qsort(a->p, a->np, sizeof *a->p, cmp_sums_proc);
+    for (uint32_t i = 0; i < a->np; i++) {
+        cw__sums_proc_t *p = &a->p[i];
+        if (p->map.idx && p->n > 1) qsort(p->v, p->n, sizeof *p->v, cmp_sums);
+        cw_keymap_free(&p->map);
+        free(p->ids); /* no more rows are added */
+        p->ids = NULL;
+    }
+    cw_keymap_free(&a->map); /* no more rows */
     return 0;
 }
 
@@ -386,39 +486,46 @@ static int cached_before(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t,
     }
     /* The new rows, as sums before t0, added to the cached. */
     cw__sums_acc_t a;
-    sums_t *v = NULL;
-    uint32_t n = 0;
     int err = cw__sums_acc_init(&a) ? CW_ENOMEM : 0;
     for (int i = 0; i < nseg && !err; i++)
-        err = run_segment(s, st, seg[i].tier, t0, t0, seg[i].lo, seg[i].hi, &a, d);
+        err = run_segment(s, st, seg[i].tier, t0, t0, seg[i].lo, seg[i].hi, false, &a, d);
     if (!err && e->valid) err = push_before(e, &a);
-    if (err) {
-        cw__sums_acc_free(&a);
+    if ((err = cw__sums_acc_done(&a, err, d))) {
         e->valid = false;
         return err;
     }
-    cw__sums_acc_finish(&a, &v, &n);
     /* The open sums kept, closed ones left out (above). */
     uint32_t m = 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (!sums_closed(&v[i])) v[m++] = v[i];
-    c->closed_left_out += n - m;
+    for (uint32_t i = 0; i < a.np; i++)
+        for (uint32_t j = 0; j < a.p[i].n; j++)
+            m += !sums_closed(&a.p[i].v[j]);
+    c->closed_left_out += a.n - m;
     e->valid = false;
     CW_RESERVE_FIT(e->v, e->cap, m, 1024); /* far smaller now: give the room back */
     if (CW_RESERVE(e->v, e->cap, m)) {
-        free(v);
+        cw__sums_acc_free(&a);
         return CW_ENOMEM;
     }
-    for (uint32_t i = 0; i < m; i++)
-        e->v[i] =
-            (before_sums_t){v[i].proc, v[i].stack, v[i].v[0], v[i].v[1], v[i].v[4], v[i].v[12]};
-    free(v);
+    m = 0;
+    for (uint32_t i = 0; i < a.np; i++)
+        for (uint32_t j = 0; j < a.p[i].n; j++) {
+            const sums_t *x = &a.p[i].v[j];
+            if (!sums_closed(x))
+                e->v[m++] = (before_sums_t){x->proc, x->stack, x->v[0], x->v[1], x->v[4], x->v[12]};
+        }
+    cw__sums_acc_free(&a);
     e->n = m;
     e->x = t0;
     e->valid = true;
     *out = e;
     return 0;
 }
+
+/* An activity row of the raw tail. */
+typedef struct cw__tail_act {
+    int64_t bucket, events, delta, relpeak, relpeak_ns;
+    uint32_t proc;
+} cw__tail_act_t;
 
 /* ---- the handle's copy of the raw tier's newest rows --------------------------
  *
@@ -601,8 +708,14 @@ static int raw_tail(cw_store_t *s, const cw__tier_t *t, int64_t lo, struct cw__r
 /* The sums (sums_t) for window [t0, t1) of the tail's rows in [lo, hi)
  * (commits: bucket < t1 as well; releases: a < t1), added to a. */
 static int tail_sums(const struct cw__raw_tail *c, int64_t t0, int64_t t1, int64_t lo, int64_t hi,
-                     cw__sums_acc_t *a)
+                     bool act, cw__sums_acc_t *a)
 {
+    for (size_t i = 0; act && i < c->na; i++) { /* in bucket order */
+        const cw__tail_act_t *x = &c->a[i];
+        if (x->bucket < lo || x->bucket >= hi || x->bucket < t0 || x->bucket >= t1) continue;
+        int err = cw__sums_add_activity(a, x->proc, x->events, x->delta, x->relpeak, x->relpeak_ns);
+        if (err) return err;
+    }
     for (size_t i = 0; i < c->nc; i++) {
         const t_commit_t *x = &c->c[i];
         if (x->bucket < lo || x->bucket >= hi || x->bucket >= t1) continue;
@@ -625,14 +738,18 @@ static int tail_sums(const struct cw__raw_tail *c, int64_t t0, int64_t t1, int64
  * handle's cache of sums (above) and the first one's BEFORE rows; the raw
  * tier's from t0 on, from its raw tail as far as it reaches. */
 int cw__report_load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *seg, int nseg,
-                         int nback, const pick_t *p, sums_t **out, uint32_t *nout, cw_diag_t *d)
+                         int nback, const pick_t *p, cw__sums_acc_t *out, cw_diag_t *d)
 {
-    sqlite3_stmt *st = NULL;
-    cw__sums_acc_t a;
+    sqlite3_stmt *st = NULL, *sa = NULL;
+    cw__sums_acc_t *a = out;
     int err = 0, first = 0;
-    if ((err = cw__store_stmt(s, CW__ST_Q_FIGS, SQL_Q_CELLS, &st, d))) return err;
-    if (cw__sums_acc_init(&a))
+    if (cw__sums_acc_init(a))
         return cw_diag_set(d, CW_ENOMEM, "querying window figures: out of memory");
+    if ((err = cw__store_stmt(s, CW__ST_Q_FIGS, SQL_Q_CELLS, &st, d)) ||
+        (err = cw__store_stmt(s, CW__ST_Q_CELLS_ACT, SQL_Q_CELLS_ACT, &sa, d))) {
+        cw__sums_acc_free(a);
+        return err;
+    }
     bool final = true; /* every backward row is in a closed bucket */
     for (int i = 0; i < nback; i++)
         final &= seg[i].hi <= t[seg[i].tier].end;
@@ -640,15 +757,16 @@ int cw__report_load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *se
         seg[nback - 1].hi == p->t0) {
         /* Before t0: its tier's BEFORE rows, and the cached sums. */
         rentry_t *c = NULL;
-        err = run_segment(s, st, seg[0].tier, p->t0, p->t1, INT64_MIN, INT64_MIN + 1, &a, d);
+        err = run_segment(s, st, seg[0].tier, p->t0, p->t1, INT64_MIN, INT64_MIN + 1, false, a, d);
         if (!err) err = cached_before(s, st, t, seg, nback, p->t0, &c, d);
-        if (!err) err = push_before(c, &a);
+        if (!err) err = push_before(c, a);
         if (c && c->n > report_cache_max(s)) entry_drop(c); /* too big to keep */
         first = nback;
     }
     for (int i = first; i < nseg && !err; i++) {
         int k = seg[i].tier;
         int64_t hi = seg[i].hi;
+        bool act = i >= nback; /* the window's own */
         if (k == 0 && seg[i].lo >= p->t0) {
             /* From t0 on in the raw tier: the newest rows, from memory up
              * to the tail's end. */
@@ -657,15 +775,15 @@ int cw__report_load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *se
             if ((err = raw_tail(s, t, lo, &c, d))) break;
             if (c) {
                 int64_t mid = c->hi < hi ? c->hi : hi;
-                if ((err = tail_sums(c, p->t0, p->t1, lo, mid, &a))) break;
+                if ((err = tail_sums(c, p->t0, p->t1, lo, mid, act, a))) break;
                 lo = mid;
             }
-            if (lo < hi) err = run_segment(s, st, k, p->t0, p->t1, lo, hi, &a, d);
+            if (lo < hi) err = run_segment(s, act ? sa : st, k, p->t0, p->t1, lo, hi, act, a, d);
             continue;
         }
-        err = run_segment(s, st, k, p->t0, p->t1, seg[i].lo, hi, &a, d);
+        err = run_segment(s, act ? sa : st, k, p->t0, p->t1, seg[i].lo, hi, act, a, d);
     }
-    return cw__sums_acc_done(&a, err, out, nout, d);
+    return cw__sums_acc_done(a, err, d);
 }
 
 /* A ranked report whose sums before t0 were too many to keep refilled
@@ -710,40 +828,6 @@ void cw__report_before_done(cw_store_t *s)
             entry_drop(&c->e[i]);
             c->top_skip = TOP_SKIP_AFTER_OVERSIZE;
         }
-}
-
-static int cmp_tail_activity(const void *x, const void *y)
-{
-    const cw__tail_act_t *a = *(const cw__tail_act_t *const *)x,
-                         *b = *(const cw__tail_act_t *const *)y;
-    if (a->proc != b->proc) return a->proc < b->proc ? -1 : 1;
-    return a->bucket < b->bucket ? -1 : a->bucket > b->bucket;
-}
-
-int cw__report_tail_activity(cw_store_t *s, const cw__tier_t *t, int64_t lo, int64_t hi,
-                             const cw__tail_act_t ***out, size_t *nout, int64_t *mid, cw_diag_t *d)
-{
-    struct cw__raw_tail *c = NULL;
-    const cw__tail_act_t **v = NULL;
-    size_t n = 0, cap = 0;
-    *out = NULL;
-    *nout = 0;
-    *mid = lo;
-    int err = raw_tail(s, t, lo, &c, d);
-    if (err || !c) return err;
-    *mid = c->hi < hi ? c->hi : hi;
-    for (size_t i = 0; i < c->na; i++)
-        if (c->a[i].bucket >= lo && c->a[i].bucket < *mid) {
-            if (CW_RESERVE(v, cap, n + 1)) {
-                free(v);
-                return CW_ENOMEM;
-            }
-            v[n++] = &c->a[i];
-        }
-    if (n > 1) qsort(v, n, sizeof *v, cmp_tail_activity);
-    *out = v;
-    *nout = n;
-    return 0;
 }
 
 /* Bytes of the handle's report cache, raw tail and keys cache. */

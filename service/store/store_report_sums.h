@@ -55,14 +55,40 @@ typedef struct sums {
     int64_t v[13];
 } sums_t;
 
-/* Sums being added up, one row per (proc, stack): a row is found by the
- * map and added to in place, so the rows are as many as the pairs, not
- * as the stored rows they come from (a busy hour of the raw tier has a
- * hundred times more rows than pairs). rows: the decoding buffer. */
-typedef struct cw__sums_acc {
-    sums_t *v;
-    uint32_t n;
+/* One process's rows while they are added up: sorted by stack while
+ * they are few (a cell's rows come in stack order, so the next one is
+ * looked for from where the last one was found); past SUMS_SMALL, found
+ * through a map of their own and sorted when done. */
+typedef struct cw__sums_proc {
+    uint32_t proc;
+    uint32_t n, hint; /* rows; where the last row asked was */
     size_t cap;
+    sums_t *v;
+    uint32_t *ids;   /* v[i].stack, a cache line for a process's few rows */
+    cw_keymap_t map; /* stack -> index into v; idx NULL while v is sorted */
+    /* Its activity rows in the window (cw__sums_add_activity), in time
+     * order: their events, the sum of their deltas (cum), and the best of
+     * each row's deltas before it plus its relpeak (best, first reached
+     * at best_ns): its peak is outstanding(t0) plus best, if higher than
+     * outstanding(t0). active: it had a row. */
+    int64_t events, cum, best, best_ns;
+    bool active;
+} cw__sums_proc_t;
+
+/* Sums being added up, one row per (proc, stack), added to in place, so
+ * the rows are as many as the pairs, not as the stored rows they come
+ * from (a busy hour of the raw tier has a hundred times more rows than
+ * pairs). Rows are kept per process: the cells of a bucket come in
+ * process order, so a report walks each process's few rows in turn
+ * instead of probing one map of every pair at random (10,000 live
+ * processes, a minute segment of 100,000 cells into 89,000 pairs: half
+ * its time was that map's cache and page misses). map: (proc, 0) -> p;
+ * last: the process asked last; n: rows in all; rows: the decoding
+ * buffer. */
+typedef struct cw__sums_acc {
+    cw__sums_proc_t *p;
+    uint32_t np, last, n;
+    size_t pcap;
     cw_keymap_t map;
     cw__cell_rows_t rows;
 } cw__sums_acc_t;
@@ -72,24 +98,20 @@ int cw__sums_acc_init(cw__sums_acc_t *a);
 void cw__sums_acc_free(cw__sums_acc_t *a);
 /* The row of (proc, stack), zeroed when new; NULL on ENOMEM. */
 sums_t *cw__sums_acc_row(cw__sums_acc_t *a, uint32_t proc, uint32_t stack);
-/* The rows, sorted by (proc, stack), pass to the caller (*v, *n; the
- * caller frees *v); a is freed. */
-void cw__sums_acc_finish(cw__sums_acc_t *a, sums_t **v, uint32_t *n);
-/* After adding up: on err (returned), a is freed (and ENOMEM named in
- * d); else as cw__sums_acc_finish(), and 0. */
-int cw__sums_acc_done(cw__sums_acc_t *a, int err, sums_t **v, uint32_t *n, cw_diag_t *d);
+/* Adds an activity row of proc (rows of a process come in time order);
+ * 0 or CW_ENOMEM. */
+int cw__sums_add_activity(cw__sums_acc_t *a, uint32_t proc, int64_t events, int64_t delta,
+                          int64_t relpeak, int64_t relpeak_ns);
+/* After adding up: on err (returned; ENOMEM named in d) a is freed;
+ * else a->p is sorted by process and each a->p[i].v by stack, for the
+ * caller to read and free (cw__sums_acc_free); 0. */
+int cw__sums_acc_done(cw__sums_acc_t *a, int err, cw_diag_t *d);
 /* Adds the rows of one cell (data, size: its BLOB; bucket, proc: its key)
  * to a, as sums for the window [t0, t1): commit rows of a bucket before
  * t1, release rows of a commit before t1. 0, CW_ENOMEM or CW_EDB (a cell
  * that is not one, d says which). */
 int cw__sums_add_cell(cw__sums_acc_t *a, const void *data, size_t size, int64_t bucket,
                       uint32_t proc, int64_t t0, int64_t t1, cw_diag_t *d);
-
-/* An activity row of the raw tail. */
-typedef struct cw__tail_act {
-    int64_t bucket, events, delta, relpeak, relpeak_ns;
-    uint32_t proc;
-} cw__tail_act_t;
 
 /* The window p starting where the rows before it are cheapest to read
  * (see the function); the segments of tiers that window is read from, in
@@ -133,11 +155,14 @@ static inline void cw__sums_add_release(sums_t *y, int64_t f, int64_t a, int64_t
     }
 }
 
-/* Runs every segment and sums its rows per (proc, stack), sorted, into
- * *out (*nout rows; the caller frees it), from the report cache and the
- * raw tail where they hold the rows. 0, CW_ENOMEM or CW_EDB. */
+/* Runs every segment and sums its rows per (proc, stack) into *out
+ * (initialised here; on 0, sorted as cw__sums_acc_done() says, for the
+ * caller to free), from the report cache and the raw tail where they
+ * hold the rows; with them, per process, the activity rows of the
+ * forward segments (seg[nback, nseg)) in [p->t0, p->t1), read from the
+ * same cells. 0, CW_ENOMEM or CW_EDB. */
 int cw__report_load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *seg, int nseg,
-                         int nback, const pick_t *p, sums_t **out, uint32_t *nout, cw_diag_t *d);
+                         int nback, const pick_t *p, cw__sums_acc_t *out, cw_diag_t *d);
 
 /* The sums of one (proc, stack) over every row before a window's t0 but
  * the BEFORE rows of its first tier: commit bytes and events, released
@@ -185,8 +210,8 @@ typedef struct cw__proc_set {
  * their peak as cw__report_load_keys() applies it. 0, CW_ENOMEM or
  * CW_EDB. */
 int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t *seg, int nseg,
-                            const pick_t *p, const cw__proc_set_t *only, sums_t **out,
-                            uint32_t *nout, cw_diag_t *d);
+                            const pick_t *p, const cw__proc_set_t *only, cw__sums_acc_t *out,
+                            cw_diag_t *d);
 
 /* Per process, what ranks it in a window (cw_store_report_top), from the
  * cells' columns alone (no stack decoded): the sums of bytes and
@@ -226,13 +251,6 @@ int cw__report_keys_cached(cw_store_t *s, const cw__tier_t *t, const pick_t *p, 
                            cw__proc_keys_t **out, uint32_t *nout, bool *served, cw_diag_t *d);
 /* Bytes of the handle's keys cache (its share of store_caches). */
 size_t cw__keys_cache_bytes(const cw_store_t *s);
-
-/* The raw tail's activity rows of [lo, *mid), per process in bucket
- * order, as pointers into the tail into *out (the caller frees the
- * array, not the rows; valid until the next query on s); *mid: where the
- * tail ends, or lo when there is none. 0, CW_ENOMEM or CW_EDB. */
-int cw__report_tail_activity(cw_store_t *s, const cw__tier_t *t, int64_t lo, int64_t hi,
-                             const cw__tail_act_t ***out, size_t *nout, int64_t *mid, cw_diag_t *d);
 
 /* Publishes the bytes of this handle's report cache and raw tail as its
  * share of the store_caches component (memstat.h); closing: takes it back. */

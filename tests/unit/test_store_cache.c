@@ -14,7 +14,9 @@
  * re-tagging does, with a new meta rules_hash). The caches must have been
  * used, and refreshed after each fold. Every report is also asked ranked
  * (cw_store_report_top, by each key, cut to 1, 3 and all processes): the
- * processes it chooses and their figures must be the full report's. */
+ * processes it chooses and their figures must be the full report's.
+ * First, the report's accumulator alone against sums added one by one
+ * (acc_rows). */
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -28,6 +30,7 @@
 #include "report_check.h"
 #include "rng.h"
 #include "store/store_internal.h"
+#include "store/store_report_sums.h"
 #include "test.h"
 #include "test_port.h"
 
@@ -747,11 +750,113 @@ static void pooled(void)
     cw_store_close(w);
 }
 
+/* The report's accumulator (store_report_sums.c) on its own: rows of
+ * processes with few stacks (kept sorted) and with many (past
+ * SUMS_SMALL, through a map of their own), asked in a cell's ascending
+ * order or in any order, and activity rows: every (proc, stack) once,
+ * processes and their rows sorted, every sum and each process's peak as
+ * applying its rows one by one gives. */
+#define ACC_NP 12
+#define ACC_NS 90
+static void acc_rows(void)
+{
+    for (int round = 0; round < 20; round++) {
+        static int64_t ref[ACC_NP][ACC_NS];
+        static bool seen[ACC_NP][ACC_NS];
+        int64_t out0[ACC_NP], level[ACC_NP], peak[ACC_NP], peak_ns[ACC_NP], events[ACC_NP];
+        bool active[ACC_NP] = {false};
+        memset(ref, 0, sizeof ref);
+        memset(seen, 0, sizeof seen);
+        for (int i = 0; i < ACC_NP; i++) {
+            out0[i] = (int64_t)rnd(1000) - 100;
+            level[i] = out0[i];
+            peak[i] = out0[i] > 0 ? out0[i] : 0;
+            peak_ns[i] = -1;
+            events[i] = 0;
+        }
+        cw__sums_acc_t a;
+        ASSERT_EQ(cw__sums_acc_init(&a), 0);
+        for (int cell = 0; cell < 400; cell++) {
+            int pi = (int)rnd(ACC_NP);
+            uint32_t proc = 1000 - 37 * (uint32_t)pi; /* not in id order */
+            /* few stacks for the even processes, many for the odd */
+            int ns = pi % 2 ? ACC_NS : 6, nrow = 1 + (int)rnd(8);
+            int st = (int)rnd((uint64_t)ns);
+            bool any_order = rnd(4) == 0;
+            for (int r = 0; r < nrow; r++) {
+                int k = any_order ? (int)rnd((uint64_t)ns) : st;
+                if (!any_order && (st += 1 + (int)rnd(4)) >= ns) st = ns - 1;
+                sums_t *y = cw__sums_acc_row(&a, proc, 3 * (uint32_t)k + 1);
+                ASSERT_TRUE(y != NULL);
+                ASSERT_EQ(y->proc, proc);
+                ASSERT_EQ(y->stack, 3 * (uint32_t)k + 1);
+                int64_t v = (int64_t)rnd(1 << 20);
+                y->v[0] += v;
+                y->v[12] += 1;
+                ref[pi][k] += v;
+                seen[pi][k] = true;
+            }
+            if (rnd(3) == 0) { /* an activity row, as the old pass applied it */
+                int64_t ev = 1 + (int64_t)rnd(9), delta = (int64_t)rnd(200) - 100;
+                int64_t rel = (int64_t)rnd(300) - 50, ns_at = cell * 10 + 3;
+                ASSERT_EQ(cw__sums_add_activity(&a, proc, ev, delta, rel, ns_at), 0);
+                if (level[pi] + rel > peak[pi]) {
+                    peak[pi] = level[pi] + rel;
+                    peak_ns[pi] = ns_at;
+                }
+                level[pi] += delta;
+                events[pi] += ev;
+                active[pi] = true;
+            }
+        }
+        ASSERT_EQ(cw__sums_acc_done(&a, 0, NULL), 0);
+        uint32_t rows = 0, procs = 0;
+        for (int i = 0; i < ACC_NP; i++) {
+            bool any = active[i];
+            for (int k = 0; k < ACC_NS; k++) {
+                rows += seen[i][k];
+                any |= seen[i][k];
+            }
+            procs += any;
+        }
+        ASSERT_EQ(a.n, rows);
+        ASSERT_EQ(a.np, procs);
+        for (uint32_t i = 0; i < a.np; i++) {
+            const cw__sums_proc_t *p = &a.p[i];
+            int pi = (int)(1000 - p->proc) / 37;
+            ASSERT_TRUE(i == 0 || a.p[i - 1].proc < p->proc);
+            uint32_t n = 0;
+            for (int k = 0; k < ACC_NS; k++)
+                n += seen[pi][k];
+            ASSERT_EQ(p->n, n);
+            for (uint32_t j = 0; j < p->n; j++) {
+                const sums_t *y = &p->v[j];
+                ASSERT_TRUE(j == 0 || p->v[j - 1].stack < y->stack);
+                ASSERT_EQ(y->proc, p->proc);
+                ASSERT_EQ(y->v[0], ref[pi][(y->stack - 1) / 3]);
+                ASSERT_TRUE(y->v[12] > 0);
+            }
+            /* The peak as load_figs() makes it from out0 and best. */
+            ASSERT_EQ(p->active, active[pi]);
+            int64_t pk = out0[pi] > 0 ? out0[pi] : 0, pk_ns = -1;
+            if (p->active && out0[pi] + p->best > pk) {
+                pk = out0[pi] + p->best;
+                pk_ns = p->best_ns;
+            }
+            ASSERT_EQ(pk, peak[pi]);
+            ASSERT_EQ(pk_ns, peak_ns[pi]);
+            ASSERT_EQ(p->events, events[pi]);
+        }
+        cw__sums_acc_free(&a);
+    }
+}
+
 int main(void)
 {
     test_rng_seed(12, 0x5ca7e);
     snprintf(dir, sizeof dir, "%s/cw_test_store_cache_XXXXXX", cw_test_tmpdir());
     ASSERT_TRUE(cw_test_mkdtemp(dir) != NULL);
+    acc_rows();
     cw_store_opts_t keep = {{0, 0, 0}, 0};
     run("keep.db", &keep, 5 * HOUR, false, 0);
     /* Caches too small for some windows: those are read from SQL, the
