@@ -6,11 +6,14 @@ connection (the dashboard's overview polls this way), and prints per URL
 the median, p99 and maximum in ms and the answer's length. Windows are
 relative to the end of the data (`/api/health`'s `data_end_ns`, else the
 newest raw bucket): 1min, 1h, 1d, and no window at all (`default`: the
-API's default, the hour before the end of the data).
+API's default, the hour before the end of the data), and the day ranked
+by transient bytes (`1d transient`: the full report of every process,
+which that ranking needs).
 
-Every binary given serves the same database in turn, so one run compares
-builds (a before and an after) under the same load; --check compares
-their answers byte for byte.
+Every binary given serves the same database at once (ports --port,
+--port + 1, ...), each URL's requests alternating between them, so one
+run compares builds (a before and an after) under the same load;
+--check compares their answers byte for byte.
 
     python3 bench/read_latency.py --db busy.db [-n 50] [--check] BINARY [BINARY...]
 """
@@ -38,6 +41,10 @@ def urls(end):
             out.append((f"{win} limit={lim}",
                         f"/api/processes?from={end - span}&to={end}&limit={lim}"))
     out.append(("default limit=100", "/api/processes?limit=100"))
+    # Ranked by transient bytes, the list takes the full report (every
+    # process's stacks): the whole-day report through the API.
+    out.append(("1d transient", f"/api/processes?from={end - 86400 * S}&to={end}"
+                "&limit=20&sort=transient"))
     return out
 
 
@@ -67,34 +74,40 @@ def main():
     end = data_end(a.db)
     print(f"loadavg {' '.join(open('/proc/loadavg').read().split()[:3])}; db {a.db}; "
           f"{a.n} requests per URL")
-    answers = {}
-    for b in a.binaries:
-        p, c = serve(b, a.db, a.port)
-        try:
-            print(f"== {b}")
-            print(f"{'url':18} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'bytes':>8}")
-            for name, u in urls(end):
-                ts = []
-                for _ in range(a.n):
+    # Every binary serves at once, on its own port, and each URL's
+    # requests alternate between them: a drift of the shared machine's
+    # speed falls on all of them alike (one binary after the other, the
+    # second often came out slower whichever it was).
+    servers = [serve(b, a.db, a.port + i) for i, b in enumerate(a.binaries)]
+    rows = {b: [] for b in a.binaries}
+    try:
+        for name, u in urls(end):
+            ts = {b: [] for b in a.binaries}
+            body = {}
+            for _ in range(a.n):
+                for b, (_, c) in zip(a.binaries, servers):
                     t = time.perf_counter()
                     c.request("GET", u)
                     r = c.getresponse()
-                    body = r.read()
-                    ts.append((time.perf_counter() - t) * 1000)
+                    body[b] = r.read()
+                    ts[b].append((time.perf_counter() - t) * 1000)
                     if r.status != 200:
-                        raise SystemExit(f"{u}: {r.status} {body[:200]}")
-                ts.sort()
-                p99 = ts[min(len(ts) - 1, int(len(ts) * 0.99))]
-                print(f"{name:18} {statistics.median(ts):8.1f} {p99:8.1f} {ts[-1]:8.1f} "
-                      f"{len(body):8}")
-                if a.check:
-                    if name in answers and answers[name] != body:
-                        raise SystemExit(f"{name}: {b} answers differently")
-                    answers[name] = body
-        finally:
+                        raise SystemExit(f"{u}: {r.status} {body[b][:200]}")
+            for b in a.binaries:
+                v = sorted(ts[b])
+                p99 = v[min(len(v) - 1, int(len(v) * 0.99))]
+                rows[b].append(f"{name:18} {statistics.median(v):8.1f} {p99:8.1f} {v[-1]:8.1f} "
+                               f"{len(body[b]):8}")
+                if a.check and body[b] != body[a.binaries[0]]:
+                    raise SystemExit(f"{name}: {b} answers differently")
+    finally:
+        for p, c in servers:
             c.close()
             p.terminate()
             p.wait()
-
+    for b in a.binaries:
+        print(f"== {b}")
+        print(f"{'url':18} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'bytes':>8}")
+        print("\n".join(rows[b]))
 
 main()

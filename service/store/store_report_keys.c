@@ -21,6 +21,7 @@
  * the sums of every cell before x, kept for a few x; a window's keys are
  * differences of its two ends' sums. It is the handle's, freed by its
  * release slot CW__REL_KEYS. */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -231,6 +232,108 @@ static int seek_segment(cw_store_t *s, const cw__tier_t *t, const segment_t *x, 
     return err;
 }
 
+/* A window whose t0 is not on a minute (an hour "from now") is read from
+ * the raw tier from t0 on (cw__report_plan): a minute cell's release rows
+ * say only in which minute their commit was, and for the minute m0 that
+ * holds t0, that does not tell before t0 from after it. For the few
+ * processes of a ranked report, the minute tier can serve all the same:
+ * the raw tier's seconds [t0, m1) (m1 the next minute), then the minute
+ * tier's [m1, M), its release rows of commits made in m0 left out, then
+ * the raw tier from M on. The rows left out are taken from the raw
+ * tier instead, with their commit's own second: a cell's minute f and
+ * process are noted (fixes_t), and its raw seconds [f, f + 1 min) are
+ * read by key for their release rows of commits in m0 (they are what
+ * the minute's rows summed). The 10,000 live processes' hour from an
+ * unaligned t0: 3.6 M raw cells passed over -> 60 seconds and 60 minutes
+ * of the 100 processes shown, and a minute of seconds for each minute
+ * that released a commit of m0. */
+typedef struct fix {
+    int64_t f;
+    uint32_t proc;
+} fix_t;
+
+typedef struct fixes {
+    fix_t *v;
+    size_t n, cap;
+} fixes_t;
+
+static int fix_add(fixes_t *x, int64_t f, uint32_t proc)
+{
+    if (CW_RESERVE(x->v, x->cap, x->n + 1)) return CW_ENOMEM;
+    x->v[x->n++] = (fix_t){f, proc};
+    return 0;
+}
+
+static int cmp_fix(const void *x, const void *y)
+{
+    const fix_t *a = x, *b = y;
+    if (a->f != b->f) return a->f < b->f ? -1 : 1;
+    return a->proc < b->proc ? -1 : a->proc > b->proc;
+}
+
+/* The segments sv[0, *ns) with the raw tier's forward segment split as
+ * above, when the minute tier holds at least two whole minutes of it:
+ * the index of the minute segment, else -1 (sv unchanged). */
+static int minute_split(const cw__tier_t *t, const pick_t *p, segment_t *sv, int *ns)
+{
+    const cw__tier_t *m = &t[1];
+    int64_t w = m->width, m1 = cw_floor_to(p->t0, w) + w, end = m->end;
+    if (cw_floor_to(p->t0, w) == p->t0 || m->start == INT64_MIN || m->horizon > m1) return -1;
+    if (p->t1 < end && p->t1 < t[0].end) end = cw_floor_to(p->t1, w);
+    if (end < m1 + 2 * w) return -1;
+    for (int i = 0; i < *ns; i++) {
+        if (sv[i].tier != 0 || sv[i].lo != p->t0 || sv[i].hi < end) continue;
+        memmove(&sv[i + 3], &sv[i + 1], (size_t)(*ns - i - 1) * sizeof *sv);
+        int64_t hi = sv[i].hi;
+        sv[i] = (segment_t){0, p->t0, m1};
+        sv[i + 1] = (segment_t){1, m1, end};
+        sv[i + 2] = (segment_t){0, end, hi};
+        *ns += 2;
+        return i + 1;
+    }
+    return -1;
+}
+
+/* The release rows of commits in [m0, m0 + 1 min) from the raw seconds
+ * of each noted (minute, process), found by key with `at`
+ * (SQL_Q_CELLS_AT; its process list ?4 is left bound to the last
+ * minute's). */
+static int fix_run(cw_store_t *s, sqlite3_stmt *at, const cw__tier_t *t, const pick_t *p,
+                   int64_t m0, fixes_t *fx, cw__sums_acc_t *a, cw_diag_t *d)
+{
+    int err = 0, rc = SQLITE_DONE;
+    int64_t w = t[1].width;
+    if (fx->n > 1) qsort(fx->v, fx->n, sizeof *fx->v, cmp_fix);
+    cw_buf_t json = {0};
+    for (size_t i = 0, j; i < fx->n && !err; i = j) {
+        json.n = 0;
+        cw_buf_puts(&json, "[");
+        for (j = i; j < fx->n && fx->v[j].f == fx->v[i].f; j++)
+            cw_buf_printf(&json, "%s%" PRIu32, j > i ? "," : "", fx->v[j].proc);
+        cw_buf_puts(&json, "]");
+        if (json.failed ||
+            sqlite3_bind_text(at, 4, json.p, (int)json.n, SQLITE_TRANSIENT) != SQLITE_OK) {
+            err = CW_ENOMEM;
+            break;
+        }
+        sqlite3_bind_int(at, 1, 0);
+        sqlite3_bind_int64(at, 2, fx->v[i].f);
+        sqlite3_bind_int64(at, 3, fx->v[i].f + w);
+        sqlite3_bind_int64(at, 5, t[0].width);
+        while (!err && (rc = sqlite3_step(at)) == SQLITE_ROW)
+            err = cw__sums_add_cell_split(
+                a, sqlite3_column_blob(at, 2), (size_t)sqlite3_column_bytes(at, 2),
+                sqlite3_column_int64(at, 0), (uint32_t)sqlite3_column_int64(at, 1), p->t0, p->t1,
+                m0, m0 + w, true, NULL, d);
+        if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window figures", d);
+        sqlite3_reset(at);
+    }
+    free(json.p);
+    s->test.minute_fixes += fx->n;
+    if (err == CW_ENOMEM) cw_diag_set(d, err, "querying window figures: out of memory");
+    return err;
+}
+
 int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t *seg, int nseg,
                             const pick_t *p, const cw__proc_set_t *only, cw__sums_acc_t *out,
                             cw_diag_t *d)
@@ -261,7 +364,7 @@ int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t 
         y->v[12] += x->rc;
     }
     /* A segment with BEFORE is read as its BEFORE bucket and the rest. */
-    segment_t sv[2 * MAX_SEGMENTS];
+    segment_t sv[2 * MAX_SEGMENTS + 2]; /* + minute_split()'s two */
     int ns = 0;
     for (int i = 0; i < nseg; i++) {
         if (seg[i].lo == INT64_MIN) {
@@ -275,6 +378,9 @@ int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t 
             sv[ns++] = seg[i];
         }
     }
+    int mid = minute_split(t, p, sv, &ns);
+    int64_t m0 = cw_floor_to(p->t0, t[1].width);
+    fixes_t fx = {0};
     for (int i = 0; i < ns && !err; i++) {
         /* As cw__sums_add_cell: commits with bucket in [lo, min(hi, t1)),
          * releases with f in [lo, hi) and a < t1. */
@@ -302,13 +408,20 @@ int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t 
                 }
                 k->level += sqlite3_column_int64(st, 4);
             }
-            err = cw__sums_add_cell(a, sqlite3_column_blob(st, 2),
-                                    (size_t)sqlite3_column_bytes(st, 2), bucket, proc, p->t0, p->t1,
-                                    d);
+            bool skipped = false;
+            err = cw__sums_add_cell_split(a, sqlite3_column_blob(st, 2),
+                                          (size_t)sqlite3_column_bytes(st, 2), bucket, proc, p->t0,
+                                          p->t1, m0, i == mid ? m0 + 1 : m0, false, &skipped, d);
+            if (!err && skipped) err = fix_add(&fx, bucket, proc);
         }
         if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window figures", d);
         sqlite3_reset(st);
+        if (!err && i == mid) err = fix_run(s, at, t, p, m0, &fx, a, d);
+        if (!err && i == mid && sqlite3_bind_text(at, 4, only->json, -1, SQLITE_TRANSIENT))
+            err = cw_diag_set(d, CW_ENOMEM, "querying window figures: out of memory");
     }
+    free(fx.v);
+    if (!err && mid >= 0) s->test.minute_splits++;
     return cw__sums_acc_done(a, err, d);
 }
 

@@ -112,6 +112,13 @@ int cw__sums_acc_done(cw__sums_acc_t *a, int err, cw_diag_t *d);
  * that is not one, d says which). */
 int cw__sums_add_cell(cw__sums_acc_t *a, const void *data, size_t size, int64_t bucket,
                       uint32_t proc, int64_t t0, int64_t t1, cw_diag_t *d);
+/* As cw__sums_add_cell, but the release rows whose commit bucket `a` is
+ * in [alo, ahi) are left out (only false: *skipped, when not NULL, is set
+ * if there was one), or are all it adds (only true: no commit row, no
+ * other release row). */
+int cw__sums_add_cell_split(cw__sums_acc_t *a, const void *data, size_t size, int64_t bucket,
+                            uint32_t proc, int64_t t0, int64_t t1, int64_t alo, int64_t ahi,
+                            bool only, bool *skipped, cw_diag_t *d);
 
 /* The window p starting where the rows before it are cheapest to read
  * (see the function); the segments of tiers that window is read from, in

@@ -22,6 +22,8 @@ typedef struct cw__store_test {
     bool read_cache_off;      /* every query from the rows alone */
     uint32_t read_cache_rows; /* rows each read cache may hold (0: its default) */
     uint64_t keys_served;     /* ranked reports whose keys the keys cache gave */
+    uint64_t minute_splits;   /* ranked reports from an unaligned t0 through the minute tier */
+    uint64_t minute_fixes;    /* and the (minute, process) rows they took from raw seconds */
 } cw__store_test_t;
 
 /* Test hooks: whether the report cache holds sums (and for which tier and

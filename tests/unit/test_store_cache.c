@@ -14,9 +14,12 @@
  * re-tagging does, with a new meta rules_hash). The caches must have been
  * used, and refreshed after each fold. Every report is also asked ranked
  * (cw_store_report_top, by each key, cut to 1, 3 and all processes): the
- * processes it chooses and their figures must be the full report's.
- * First, the report's accumulator alone against sums added one by one
+ * processes it chooses and their figures must be the full report's
+ * (among them, windows from a t0 inside a minute that the ranked path
+ * reads through the minute tier: there must have been some, with rows
+ * taken from raw seconds). First, the report's accumulator alone against sums added one by one
  * (acc_rows). */
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -430,6 +433,12 @@ static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool e
            name, batches, nproc, nended, folds, closed, c->test.keys_served);
     ASSERT_TRUE(closed > 0);
     ASSERT_TRUE(c->test.keys_served > 0 && n->test.keys_served == 0);
+    printf("  minute tier from an unaligned t0: %" PRIu64 " ranked reports, %" PRIu64
+           " rows from raw seconds\n",
+           c->test.minute_splits + n->test.minute_splits,
+           c->test.minute_fixes + n->test.minute_fixes);
+    ASSERT_TRUE(c->test.minute_splits + n->test.minute_splits > 0);
+    ASSERT_TRUE(c->test.minute_fixes + n->test.minute_fixes > 0);
     cw_store_close(n);
     cw_store_close(c);
     cw_store_close(w);
