@@ -271,35 +271,83 @@ static int cmp_fix(const void *x, const void *y)
     return a->proc < b->proc ? -1 : a->proc > b->proc;
 }
 
+/* Most such rows need no raw second: when a process's stack committed
+ * in m0 only before t0, or only from t0 on, its rows of commits in m0
+ * are all on that side. So the raw seconds [m0, t0) are read as well
+ * (for their commit rows only, with [t0, m1)'s), and each (process,
+ * stack) that committed in m0 gets its sides (1 before t0, 2 from t0
+ * on); only the rows of a stack that committed on both sides are taken
+ * from raw seconds. The raw tier's horizon is on a minute, so where it
+ * holds t0 it holds m0; were it not to, every row would be taken from
+ * raw seconds. */
+typedef struct sides {
+    bool known;      /* [m0, t0) was read */
+    int64_t m0, t0;  /* the split minute and the window's start */
+    cw_keymap_t map; /* (proc, stack) -> f */
+    uint8_t *f;
+    size_t cap;
+    cw__cell_rows_t rows;
+} sides_t;
+
+/* Notes the sides of a raw cell of [m0, m1)'s commit rows. */
+static int sides_add(sides_t *x, const void *data, size_t size, int64_t bucket, uint32_t proc)
+{
+    x->rows.c.n = x->rows.r.n = 0;
+    int err = cw__cell_decode(data, size, bucket, proc, &x->rows, NULL);
+    for (uint32_t j = 0; j < x->rows.c.n && !err; j++) {
+        int added = 0;
+        uint32_t i = cw_keymap_get(&x->map, proc, x->rows.c.v[j].stack, &added);
+        if (i == UINT32_MAX || CW_RESERVE(x->f, x->cap, i + 1u)) return CW_ENOMEM;
+        if (added) x->f[i] = 0;
+        x->f[i] |= bucket < x->t0 ? 1 : 2;
+    }
+    return err;
+}
+
+/* cw__resolve_a_fn: a row of a commit in m0, as its stack's sides say. */
+static int64_t sides_resolve(void *ctx, uint32_t proc, uint32_t stack, int64_t a)
+{
+    const sides_t *x = ctx;
+    (void)a;
+    uint32_t i = x->known ? cw_keymap_find(&x->map, proc, stack) : UINT32_MAX;
+    if (i == UINT32_MAX || x->f[i] == 3) return CW__A_SKIP;
+    return x->f[i] == 1 ? x->m0 : x->t0; /* before t0, or from it on */
+}
+
 /* The segments sv[0, *ns) with the raw tier's forward segment split as
  * above, when the minute tier holds at least two whole minutes of it:
- * the index of the minute segment, else -1 (sv unchanged). */
-static int minute_split(const cw__tier_t *t, const pick_t *p, segment_t *sv, int *ns)
+ * the index of the minute segment (*head: of [m0, t0), read for the
+ * sides alone, or -1), else -1 (sv unchanged). */
+static int minute_split(const cw__tier_t *t, const pick_t *p, segment_t *sv, int *ns, int *head)
 {
     const cw__tier_t *m = &t[1];
-    int64_t w = m->width, m1 = cw_floor_to(p->t0, w) + w, end = m->end;
-    if (cw_floor_to(p->t0, w) == p->t0 || m->start == INT64_MIN || m->horizon > m1) return -1;
+    int64_t w = m->width, m0 = cw_floor_to(p->t0, w), m1 = m0 + w, end = m->end;
+    *head = -1;
+    if (m0 == p->t0 || m->start == INT64_MIN || m->horizon > m1) return -1;
     if (p->t1 < end && p->t1 < t[0].end) end = cw_floor_to(p->t1, w);
     if (end < m1 + 2 * w) return -1;
     for (int i = 0; i < *ns; i++) {
         if (sv[i].tier != 0 || sv[i].lo != p->t0 || sv[i].hi < end) continue;
-        memmove(&sv[i + 3], &sv[i + 1], (size_t)(*ns - i - 1) * sizeof *sv);
+        int h = t[0].horizon <= m0 ? 1 : 0;
+        memmove(&sv[i + 3 + h], &sv[i + 1], (size_t)(*ns - i - 1) * sizeof *sv);
         int64_t hi = sv[i].hi;
-        sv[i] = (segment_t){0, p->t0, m1};
-        sv[i + 1] = (segment_t){1, m1, end};
-        sv[i + 2] = (segment_t){0, end, hi};
-        *ns += 2;
-        return i + 1;
+        if (h) sv[i] = (segment_t){0, m0, p->t0};
+        sv[i + h] = (segment_t){0, p->t0, m1};
+        sv[i + h + 1] = (segment_t){1, m1, end};
+        sv[i + h + 2] = (segment_t){0, end, hi};
+        *ns += 2 + h;
+        *head = h ? i : -1;
+        return i + h + 1;
     }
     return -1;
 }
 
-/* The release rows of commits in [m0, m0 + 1 min) from the raw seconds
- * of each noted (minute, process), found by key with `at`
- * (SQL_Q_CELLS_AT; its process list ?4 is left bound to the last
- * minute's). */
+/* The release rows of commits in [m0, m0 + 1 min) that the minute cells
+ * left out (their stack's sides not known), from the raw seconds of each
+ * noted (minute, process), found by key with `at` (SQL_Q_CELLS_AT; its
+ * process list ?4 is left bound to the last minute's). */
 static int fix_run(cw_store_t *s, sqlite3_stmt *at, const cw__tier_t *t, const pick_t *p,
-                   int64_t m0, fixes_t *fx, cw__sums_acc_t *a, cw_diag_t *d)
+                   int64_t m0, fixes_t *fx, sides_t *sd, cw__sums_acc_t *a, cw_diag_t *d)
 {
     int err = 0, rc = SQLITE_DONE;
     int64_t w = t[1].width;
@@ -324,7 +372,7 @@ static int fix_run(cw_store_t *s, sqlite3_stmt *at, const cw__tier_t *t, const p
             err = cw__sums_add_cell_split(
                 a, sqlite3_column_blob(at, 2), (size_t)sqlite3_column_bytes(at, 2),
                 sqlite3_column_int64(at, 0), (uint32_t)sqlite3_column_int64(at, 1), p->t0, p->t1,
-                m0, m0 + w, true, NULL, d);
+                m0, m0 + w, true, sides_resolve, sd, NULL, d);
         if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window figures", d);
         sqlite3_reset(at);
     }
@@ -364,7 +412,7 @@ int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t 
         y->v[12] += x->rc;
     }
     /* A segment with BEFORE is read as its BEFORE bucket and the rest. */
-    segment_t sv[2 * MAX_SEGMENTS + 2]; /* + minute_split()'s two */
+    segment_t sv[2 * MAX_SEGMENTS + 3]; /* + minute_split()'s three */
     int ns = 0;
     for (int i = 0; i < nseg; i++) {
         if (seg[i].lo == INT64_MIN) {
@@ -378,9 +426,11 @@ int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t 
             sv[ns++] = seg[i];
         }
     }
-    int mid = minute_split(t, p, sv, &ns);
+    int head, mid = minute_split(t, p, sv, &ns, &head);
     int64_t m0 = cw_floor_to(p->t0, t[1].width);
     fixes_t fx = {0};
+    sides_t sd = {.known = head >= 0, .m0 = m0, .t0 = p->t0};
+    if (mid >= 0 && cw_keymap_init(&sd.map, 64)) err = CW_ENOMEM;
     for (int i = 0; i < ns && !err; i++) {
         /* As cw__sums_add_cell: commits with bucket in [lo, min(hi, t1)),
          * releases with f in [lo, hi) and a < t1. */
@@ -409,18 +459,33 @@ int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t 
                 k->level += sqlite3_column_int64(st, 4);
             }
             bool skipped = false;
-            err = cw__sums_add_cell_split(a, sqlite3_column_blob(st, 2),
-                                          (size_t)sqlite3_column_bytes(st, 2), bucket, proc, p->t0,
-                                          p->t1, m0, i == mid ? m0 + 1 : m0, false, &skipped, d);
+            const void *data = sqlite3_column_blob(st, 2);
+            size_t size = (size_t)sqlite3_column_bytes(st, 2);
+            if (sd.known && (i == head || i == head + 1) &&
+                (err = sides_add(&sd, data, size, bucket, proc))) {
+                if (err == CW_EDB)
+                    cw_diag_set(d, err,
+                                "querying window figures: a cell of instance %" PRIu32
+                                " is not readable",
+                                proc);
+                break;
+            }
+            if (i == head) continue; /* before t0: its sides only */
+            err = cw__sums_add_cell_split(a, data, size, bucket, proc, p->t0, p->t1, m0,
+                                          i == mid ? m0 + 1 : m0, false, sides_resolve, &sd,
+                                          &skipped, d);
             if (!err && skipped) err = fix_add(&fx, bucket, proc);
         }
         if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window figures", d);
         sqlite3_reset(st);
-        if (!err && i == mid) err = fix_run(s, at, t, p, m0, &fx, a, d);
+        if (!err && i == mid) err = fix_run(s, at, t, p, m0, &fx, &sd, a, d);
         if (!err && i == mid && sqlite3_bind_text(at, 4, only->json, -1, SQLITE_TRANSIENT))
             err = cw_diag_set(d, CW_ENOMEM, "querying window figures: out of memory");
     }
     free(fx.v);
+    cw_keymap_free(&sd.map);
+    free(sd.f);
+    cw__cell_rows_free(&sd.rows);
     if (!err && mid >= 0) s->test.minute_splits++;
     return cw__sums_acc_done(a, err, d);
 }

@@ -221,7 +221,8 @@ int cw__sums_add_activity(cw__sums_acc_t *a, uint32_t proc, int64_t events, int6
 
 int cw__sums_add_cell_split(cw__sums_acc_t *a, const void *data, size_t size, int64_t bucket,
                             uint32_t proc, int64_t t0, int64_t t1, int64_t alo, int64_t ahi,
-                            bool only, bool *skipped, cw_diag_t *d)
+                            bool left_out, cw__resolve_a_fn resolve, void *ctx, bool *skipped,
+                            cw_diag_t *d)
 {
     cw__cell_rows_t *rows = &a->rows;
     rows->c.n = rows->r.n = 0;
@@ -230,7 +231,7 @@ int cw__sums_add_cell_split(cw__sums_acc_t *a, const void *data, size_t size, in
         return cw_diag_set(
             d, err, "querying window figures: a cell of instance %" PRIu32 " is not readable",
             proc);
-    for (uint32_t j = 0; j < rows->c.n && !err && !only && bucket < t1; j++) {
+    for (uint32_t j = 0; j < rows->c.n && !err && !left_out && bucket < t1; j++) {
         const cw_row_commit_t *x = &rows->c.v[j];
         sums_t *y = cw__sums_acc_row(a, proc, x->stack);
         if (!y) return CW_ENOMEM;
@@ -238,14 +239,22 @@ int cw__sums_add_cell_split(cw__sums_acc_t *a, const void *data, size_t size, in
     }
     for (uint32_t j = 0; j < rows->r.n && !err; j++) {
         const cw_row_release_t *x = &rows->r.v[j];
-        if (x->a >= t1) continue;
-        if ((x->a >= alo && x->a < ahi) != only) {
-            if (skipped && !only) *skipped = true;
+        int64_t at = x->a;
+        if (at >= t1) continue;
+        if (at >= alo && at < ahi) {
+            int64_t r = resolve ? resolve(ctx, proc, x->stack, at) : CW__A_SKIP;
+            if (r == CW__A_SKIP && !left_out) {
+                if (skipped) *skipped = true;
+                continue;
+            }
+            if (r != CW__A_SKIP && left_out) continue;
+            if (!left_out) at = r;
+        } else if (left_out) {
             continue;
         }
         sums_t *y = cw__sums_acc_row(a, proc, x->stack);
         if (!y) return CW_ENOMEM;
-        cw__sums_add_release(y, bucket, x->a, (int64_t)x->bytes, (int64_t)x->pieces,
+        cw__sums_add_release(y, bucket, at, (int64_t)x->bytes, (int64_t)x->pieces,
                              (int64_t)x->closed, t0, t1);
     }
     return err;
@@ -254,7 +263,8 @@ int cw__sums_add_cell_split(cw__sums_acc_t *a, const void *data, size_t size, in
 int cw__sums_add_cell(cw__sums_acc_t *a, const void *data, size_t size, int64_t bucket,
                       uint32_t proc, int64_t t0, int64_t t1, cw_diag_t *d)
 {
-    return cw__sums_add_cell_split(a, data, size, bucket, proc, t0, t1, 0, 0, false, NULL, d);
+    return cw__sums_add_cell_split(a, data, size, bucket, proc, t0, t1, 0, 0, false, NULL, NULL,
+                                   NULL, d);
 }
 
 /* Adds the cells of one segment, [lo, hi) of tier, as sums for the

@@ -112,13 +112,23 @@ int cw__sums_acc_done(cw__sums_acc_t *a, int err, cw_diag_t *d);
  * that is not one, d says which). */
 int cw__sums_add_cell(cw__sums_acc_t *a, const void *data, size_t size, int64_t bucket,
                       uint32_t proc, int64_t t0, int64_t t1, cw_diag_t *d);
+/* What a release row whose commit bucket `a` is in a split range is
+ * counted as (cw__sums_add_cell_split): the commit time to classify it
+ * with, or CW__A_SKIP to leave it out. */
+#define CW__A_SKIP INT64_MAX
+typedef int64_t (*cw__resolve_a_fn)(void *ctx, uint32_t proc, uint32_t stack, int64_t a);
+
 /* As cw__sums_add_cell, but the release rows whose commit bucket `a` is
- * in [alo, ahi) are left out (only false: *skipped, when not NULL, is set
- * if there was one), or are all it adds (only true: no commit row, no
- * other release row). */
+ * in [alo, ahi) are classified with the `a` resolve gives, and left out
+ * where it gives CW__A_SKIP (or there is no resolve); *skipped (when not
+ * NULL) is set if one was. With left_out, the cell adds only the rows
+ * that would be left out, each with its own `a` (no commit row, no
+ * other release row): a split cell's rows are then added once, whether
+ * from its own cell or from finer ones. */
 int cw__sums_add_cell_split(cw__sums_acc_t *a, const void *data, size_t size, int64_t bucket,
                             uint32_t proc, int64_t t0, int64_t t1, int64_t alo, int64_t ahi,
-                            bool only, bool *skipped, cw_diag_t *d);
+                            bool left_out, cw__resolve_a_fn resolve, void *ctx, bool *skipped,
+                            cw_diag_t *d);
 
 /* The window p starting where the rows before it are cheapest to read
  * (see the function); the segments of tiers that window is read from, in

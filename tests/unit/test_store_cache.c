@@ -50,6 +50,7 @@ static const char *const tags[2][NSTACK] = {
 };
 
 static char dir[256];
+static uint64_t minute_fixes; /* rows the minute split took from raw seconds */
 
 static uint64_t rnd(uint64_t n)
 {
@@ -438,7 +439,7 @@ static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool e
            c->test.minute_splits + n->test.minute_splits,
            c->test.minute_fixes + n->test.minute_fixes);
     ASSERT_TRUE(c->test.minute_splits + n->test.minute_splits > 0);
-    ASSERT_TRUE(c->test.minute_fixes + n->test.minute_fixes > 0);
+    minute_fixes += c->test.minute_fixes + n->test.minute_fixes;
     cw_store_close(n);
     cw_store_close(c);
     cw_store_close(w);
@@ -885,6 +886,9 @@ int main(void)
     printf("%u reports, %u ranked reports and %u series compared\n", checks_report, checks_top,
            checks_series);
     ASSERT_TRUE(checks_report > 100 && checks_series > 100 && checks_top > 1000);
+    /* Some minute rows of commits on both sides of an unaligned t0 were
+     * taken from raw seconds. */
+    ASSERT_TRUE(minute_fixes > 0);
     ASSERT_EQ(cw_test_rmtree(dir), 0);
     TEST_DONE();
 }
