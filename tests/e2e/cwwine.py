@@ -34,6 +34,7 @@ Wine facts the tests rely on (../shared/WINDOWS.md, and checked here):
   requests stay in the shared prefix, whose processes it walks.
 """
 
+import atexit
 import os
 import re
 import shutil
@@ -235,3 +236,17 @@ class PrivatePrefix:
         if os.path.exists(self.services_log):
             os.remove(self.services_log)
         return False
+
+
+def own_prefix(name):
+    """Runs the rest of the calling test in a PrivatePrefix of its own: sets
+    WINEPREFIX for every later run(), cw(), spawn() and wmic_processes(),
+    and ends the prefix at exit. For a test that needs nothing of the
+    shared prefix: a Wine 8 wineserver abort there (WINDOWS.md, set off by
+    other tests' sockets) ends every program of the prefix, and a test
+    beside it then fails for nothing it did."""
+    px = PrivatePrefix(name)
+    px.__enter__()
+    os.environ.update(px.env)
+    atexit.register(px.__exit__, None, None, None)
+    return px

@@ -17,7 +17,8 @@
   left), exit 1 with the same message; a missing program is CreateProcess's
   error.
 
-Run by the Windows build's ctest (label wine); see cwwine.py.
+Run by the Windows build's ctest (label wine), in a prefix of its own
+(cwwine.own_prefix); see cwwine.py.
 """
 import json
 import os
@@ -120,6 +121,7 @@ def live(tmp):
 
 def main():
     cwwine.require_wine(GEN, MEMORYTESTAPP)
+    cwwine.own_prefix("heap")  # no sockets of its own: kept out of the shared prefix's
     with tempfile.TemporaryDirectory(prefix="cw-win-heap-", dir=BUILD) as tmp:
         etl(tmp)
         live(tmp)
