@@ -605,18 +605,28 @@ static void test_tcp(void)
     CloseHandle(wr);
 }
 
+/* Each step is named as it starts, so a run that hangs (ctest's timeout
+ * keeps what was printed) says where: one clean-clone run under Wine
+ * (2026-12-05) ran 600 s and printed nothing. */
+#define STEP(f)                                                                                    \
+    do {                                                                                           \
+        fprintf(stderr, "test_platform_win: %s\n", #f);                                            \
+        fflush(stderr);                                                                            \
+        f();                                                                                       \
+    } while (0)
+
 int main(int argc, char **argv)
 {
     if (argc > 2 && strcmp(argv[1], "ctrl-child") == 0) return ctrl_child(argv[2]);
-    test_tcp();
-    test_clocks();
-    test_threads();
-    test_utf16();
-    test_paths();
-    test_folders();
-    test_log_sinks();
-    test_ctrl_c();
-    test_file_private();
-    test_secure_dir();
+    STEP(test_tcp);
+    STEP(test_clocks);
+    STEP(test_threads);
+    STEP(test_utf16);
+    STEP(test_paths);
+    STEP(test_folders);
+    STEP(test_log_sinks);
+    STEP(test_ctrl_c);
+    STEP(test_file_private);
+    STEP(test_secure_dir);
     TEST_DONE();
 }
