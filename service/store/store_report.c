@@ -403,17 +403,6 @@ static int cmp_rank_id(const void *x, const void *y)
 }
 
 /* "[id,id,...]" of v[0, n), malloc'd; NULL on ENOMEM. */
-static char *ids_json(const uint32_t *v, uint32_t n)
-{
-    char *j = malloc(12 * (size_t)n + 3), *w = j;
-    if (!j) return NULL;
-    *w++ = '[';
-    for (uint32_t i = 0; i < n; i++)
-        w += sprintf(w, i ? ",%" PRIu32 : "%" PRIu32, v[i]);
-    memcpy(w, "]", 2);
-    return j;
-}
-
 /* A ranked report (cw_store_report_top): every process's outstanding at
  * t0, bytes figures, events and peak from its cells' columns
  * (store_report_keys.c, nothing decoded, one pass in key order), as
@@ -483,7 +472,7 @@ static int report_top(cw_store_t *s, const cw__tier_t *t, build_t *b, const segm
         p->peak_ns = x->peak_ns;
     }
     if (!err && m) {
-        if (!(json = ids_json(ids, m))) err = CW_ENOMEM;
+        if (!(json = cw__ids_json(ids, m))) err = CW_ENOMEM;
         cw__proc_keys_t *ck = NULL; /* the chosen ones' keys, for their peak */
         if (!err && cached && !(ck = malloc(m * sizeof *ck))) err = CW_ENOMEM;
         for (uint32_t j = 0; ck && j < m; j++)

@@ -22,6 +22,7 @@
  * differences of its two ends' sums. It is the handle's, freed by its
  * release slot CW__REL_KEYS. */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -190,6 +191,17 @@ static const char SQL_Q_CELLS_COUNT[] = "SELECT count(*) FROM cells WHERE tier =
 #define LOOKUP_CELLS 4
 #define DENSITY_PROBE (5 * INT64_C(1000000000))
 
+char *cw__ids_json(const uint32_t *v, uint32_t n)
+{
+    char *j = malloc(12 * (size_t)n + 3), *w = j;
+    if (!j) return NULL;
+    *w++ = '[';
+    for (uint32_t i = 0; i < n; i++)
+        w += sprintf(w, i ? ",%" PRIu32 : "%" PRIu32, v[i]);
+    memcpy(w, "]", 2);
+    return j;
+}
+
 /* The index of id in only (ascending), or UINT32_MAX. */
 static uint32_t find_id(const cw__proc_set_t *only, uint32_t id)
 {
@@ -237,16 +249,17 @@ static int seek_segment(cw_store_t *s, const cw__tier_t *t, const segment_t *x, 
  * say only in which minute their commit was, and for the minute m0 that
  * holds t0, that does not tell before t0 from after it. For the few
  * processes of a ranked report, the minute tier can serve all the same:
- * the raw tier's seconds [t0, m1) (m1 the next minute), then the minute
- * tier's [m1, M), its release rows of commits made in m0 left out, then
- * the raw tier from M on. The rows left out are taken from the raw
- * tier instead, with their commit's own second: a cell's minute f and
+ * the raw tier's seconds [m0, m1) (m1 the next minute; [m0, t0) for its
+ * commit rows only, see sides_t), then the minute tier's [m1, M), then
+ * the raw tier from M on. A minute cell's release rows of commits made
+ * in m0 are put on their side of t0 by their stack (sides_t); those of a
+ * stack that committed on both sides are left out and taken from the raw
+ * tier instead, with their commit's own second: the cell's minute f and
  * process are noted (fixes_t), and its raw seconds [f, f + 1 min) are
- * read by key for their release rows of commits in m0 (they are what
- * the minute's rows summed). The 10,000 live processes' hour from an
- * unaligned t0: 3.6 M raw cells passed over -> 60 seconds and 60 minutes
- * of the 100 processes shown, and a minute of seconds for each minute
- * that released a commit of m0. */
+ * read by key for those rows (they are what the minute's rows summed).
+ * The 10,000 live processes' hour from an unaligned t0: 3.6 M raw cells
+ * passed over -> 60 seconds and 60 minutes of the 100 processes shown,
+ * and a minute of seconds for each (minute, process) noted. */
 typedef struct fix {
     int64_t f;
     uint32_t proc;
@@ -271,13 +284,12 @@ static int cmp_fix(const void *x, const void *y)
     return a->proc < b->proc ? -1 : a->proc > b->proc;
 }
 
-/* Most such rows need no raw second: when a process's stack committed
- * in m0 only before t0, or only from t0 on, its rows of commits in m0
- * are all on that side. So the raw seconds [m0, t0) are read as well
- * (for their commit rows only, with [t0, m1)'s), and each (process,
- * stack) that committed in m0 gets its sides (1 before t0, 2 from t0
- * on); only the rows of a stack that committed on both sides are taken
- * from raw seconds. The raw tier's horizon is on a minute, so where it
+/* The sides: when a process's stack committed in m0 only before t0, or
+ * only from t0 on, its rows of commits in m0 are all on that side. The
+ * raw seconds [m0, m1)'s commit rows give each (process, stack) that
+ * committed in m0 its sides (1 before t0, 2 from t0 on); only the rows
+ * of a stack that committed on both sides are taken from raw seconds.
+ * The raw tier's horizon is on a minute, so where it
  * holds t0 it holds m0; were it not to, every row would be taken from
  * raw seconds. */
 typedef struct sides {
@@ -352,16 +364,15 @@ static int fix_run(cw_store_t *s, sqlite3_stmt *at, const cw__tier_t *t, const p
     int err = 0, rc = SQLITE_DONE;
     int64_t w = t[1].width;
     if (fx->n > 1) qsort(fx->v, fx->n, sizeof *fx->v, cmp_fix);
-    cw_buf_t json = {0};
+    uint32_t *ids = fx->n ? malloc(fx->n * sizeof *ids) : NULL;
+    if (fx->n && !ids) err = CW_ENOMEM;
     for (size_t i = 0, j; i < fx->n && !err; i = j) {
-        json.n = 0;
-        cw_buf_puts(&json, "[");
+        uint32_t m = 0; /* the minute's processes, ascending (one cell each) */
         for (j = i; j < fx->n && fx->v[j].f == fx->v[i].f; j++)
-            cw_buf_printf(&json, "%s%" PRIu32, j > i ? "," : "", fx->v[j].proc);
-        cw_buf_puts(&json, "]");
-        if (json.failed ||
-            sqlite3_bind_text(at, 4, json.p, (int)json.n, SQLITE_TRANSIENT) != SQLITE_OK) {
-            err = CW_ENOMEM;
+            ids[m++] = fx->v[j].proc;
+        char *json = cw__ids_json(ids, m);
+        if (!json || sqlite3_bind_text(at, 4, json, -1, free) != SQLITE_OK) {
+            err = CW_ENOMEM; /* sqlite3_bind_text frees json either way */
             break;
         }
         sqlite3_bind_int(at, 1, 0);
@@ -376,7 +387,7 @@ static int fix_run(cw_store_t *s, sqlite3_stmt *at, const cw__tier_t *t, const p
         if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window figures", d);
         sqlite3_reset(at);
     }
-    free(json.p);
+    free(ids);
     s->test.minute_fixes += fx->n;
     if (err == CW_ENOMEM) cw_diag_set(d, err, "querying window figures: out of memory");
     return err;

@@ -215,6 +215,10 @@ typedef struct cw__proc_set {
     struct cw__proc_keys *keys; /* the keys of the processes of id, index for index, or NULL */
 } cw__proc_set_t;
 
+/* v[0, n) as a JSON array ("[1,2,3]"), for cw__proc_set_t's json and
+ * SQL's json_each; the caller frees it. NULL on ENOMEM. */
+char *cw__ids_json(const uint32_t *v, uint32_t n);
+
 /* The same sums as cw__report_load_sums() for the processes of only
  * alone, from their cells decoded in C (store_report_keys.c): no other
  * process's cell is decoded; of only's cached sums before t0 (bv, from
