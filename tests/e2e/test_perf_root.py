@@ -303,6 +303,31 @@ def stacks_with(proc, frame):
 QUEUE = None  # --queue SIZE: the daemon's perf_queue_size (main)
 
 
+def check_files_mapped_once(daemon, db):
+    """The unwinder opens a file once for every process that maps it
+    (unwind.c): with four python3 processes being unwound, the daemon maps
+    the interpreter's executable once, not once per process."""
+    code = ("import mmap, sys, time\n"
+            "def grow():\n    m = mmap.mmap(-1, 1 << 20); m[0] = 1; return m\n"
+            "m = grow(); print('ok', flush=True); sys.stdin.read()")
+    kids = [subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True) for _ in range(4)]
+    try:
+        for k in kids:
+            k.stdout.readline()
+        grown = time.time_ns()
+        wait_until(lambda: stored_end(db) > grown, 120, "the python3 processes' calls are stored")
+        exe = os.path.realpath(sys.executable)
+        with open(f"/proc/{daemon}/maps") as f:
+            maps = [line for line in f if line.rstrip().endswith(" " + exe)]
+        check(len(maps) == 1, f"the daemon maps {exe}, which 4 processes it unwinds run, once "
+              f"({len(maps)} mappings)")
+    finally:
+        for k in kids:
+            k.stdin.close()
+            k.wait(timeout=30)
+
+
 def test_daemon(tmp):
     print("== (b) end to end: the daemon and the MemoryTestApp" +
           (f", perf_queue_size = {QUEUE}" if QUEUE else ""), flush=True)
@@ -354,6 +379,8 @@ def test_daemon(tmp):
         # machine the daemon may have a backlog in its queue to work off.
         wait_until(lambda: stored_end(db) > app_done, 300,
                    "the daemon stores the second the workload exited in")
+        if not QUEUE:
+            check_files_mapped_once(run.pid, db)
         rc, _ = stop(run)
     finally:
         if run.poll() is None:

@@ -10,14 +10,18 @@
  * when its mappings changed. Modules are shared by every process (one
  * entry per file: device + inode, else path), and the frame of each
  * (module, offset) is looked up once and cached for all processes.
+ * A module's file is opened and mapped once (libelf's Elf, reference
+ * counted): every Dwfl that reports it, the per-process ones and the
+ * module's symbols, gets that Elf from the find_elf callback, so 16 Dwfls
+ * of python3 processes map libpython once, not 16 times.
  *
  * Memory (docs/DESIGN.md, "Memory"): a process's Dwfl holds libdw's
- * parsed CFI of every module it maps, some 100 KiB to a few MiB; only the
- * max_live most recently used are kept (the others are made again when
- * their process samples again: the cost of a first sample), so 1,000
- * live processes cost what max_live do. A module's symbol table is
- * dropped when no address space maps it any more (its frames stay in the
- * frame cache).
+ * parsed CFI of the modules it unwound through (about 70 KiB for a
+ * python3 process; the files are the modules'); only the max_live most
+ * recently used are kept (the others are made again when their process
+ * samples again, which reads no file), so 1,000 live processes cost what
+ * max_live do. A module's symbol table and file are dropped when no
+ * address space maps it any more (its frames stay in the frame cache).
  *
  * Thread: the core thread only. */
 #include <elfutils/libdwfl.h>
@@ -27,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "commitwatch/error.h"
@@ -38,6 +43,11 @@ typedef struct module {
     uint64_t dev, ino;
     char *path;       /* as the process saw it; opened by libdw */
     const char *name; /* basename of path */
+    /* The file, opened on the first report of the module: our reference
+     * to the Elf each Dwfl shares (elf_begin on it counts one more). */
+    Elf *elf;
+    bool elf_tried, elf_exec;    /* elf_exec: ET_EXEC, at its link address */
+    uint64_t elf_vaddr, elf_end; /* first PT_LOAD's page, last PT_LOAD's end */
     /* Symbols: one Dwfl per module, shared by every process, loaded on
      * the first frame that needs it (with its separate debuginfo). */
     Dwfl *sym;
@@ -102,6 +112,22 @@ struct cw_perf__unwinder {
 };
 
 static char *debuginfo_path;
+
+/* libdwfl asks for a module's file on first use: the module's own Elf,
+ * one reference more (libdwfl ends it with the Dwfl). userdata is the
+ * module_t, set by report_module. */
+static int shared_elf(Dwfl_Module *dm, void **userdata, const char *modname, Dwarf_Addr base,
+                      char **file_name, Elf **elfp)
+{
+    (void)dm, (void)modname, (void)base;
+    const module_t *m = *userdata;
+    if (!m || !m->elf) return -1;
+    *file_name = strdup(m->path);
+    if (!*file_name) return -1;
+    *elfp = elf_begin(-1, ELF_C_READ_MMAP, m->elf);
+    return -1;
+}
+
 /* Unwinding uses .eh_frame (and .debug_frame of the file itself): never
  * the separate debuginfo, which would be loaded again for every process. */
 static int no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
@@ -114,14 +140,14 @@ static int no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, 
 }
 
 static const Dwfl_Callbacks dwfl_cbs = {
-    .find_elf = dwfl_linux_proc_find_elf,
+    .find_elf = shared_elf,
     .find_debuginfo = no_debuginfo,
     .debuginfo_path = &debuginfo_path,
 };
 
 /* Symbols: separate debuginfo (e.g. libc6-dbg's) welcome. */
 static const Dwfl_Callbacks sym_cbs = {
-    .find_elf = dwfl_linux_proc_find_elf,
+    .find_elf = shared_elf,
     .find_debuginfo = dwfl_standard_find_debuginfo,
     .debuginfo_path = &debuginfo_path,
 };
@@ -157,9 +183,73 @@ static void module_drop_syms(module_t *m)
     m->sym_tried = false;
 }
 
+/* Opens the module's file once (until no process maps it): mapped by
+ * libelf, the fd closed. NULL when it is not a regular ELF file with
+ * program headers (deleted, a device, another architecture's). Like
+ * dwfl_linux_proc_find_elf, only a regular file is opened: a device might
+ * hang on open. */
+static Elf *module_elf(module_t *m)
+{
+    if (m->elf_tried) return m->elf;
+    m->elf_tried = true;
+    struct stat st;
+    if (stat(m->path, &st) != 0 || !S_ISREG(st.st_mode)) return NULL;
+    int fd = open(m->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    if (e) elf_cntl(e, ELF_C_FDDONE); /* all of it is mapped */
+    close(fd);
+    GElf_Ehdr eh;
+    size_t phnum;
+    if (!e || !gelf_getehdr(e, &eh) || (eh.e_type != ET_EXEC && eh.e_type != ET_DYN) ||
+        elf_getphdrnum(e, &phnum) != 0)
+        goto bad;
+    /* The module's extent as dwfl_report_elf computes it: from the first
+     * PT_LOAD's page to the end of the last PT_LOAD. */
+    bool first = true;
+    m->elf_end = 0;
+    for (size_t i = 0; i < phnum; i++) {
+        GElf_Phdr ph;
+        if (!gelf_getphdr(e, (int)i, &ph)) goto bad;
+        if (ph.p_type != PT_LOAD) continue;
+        if (first) m->elf_vaddr = ph.p_vaddr & -ph.p_align;
+        first = false;
+        if (ph.p_vaddr + ph.p_memsz > 0) m->elf_end = ph.p_vaddr + ph.p_memsz;
+    }
+    if (first || m->elf_end <= m->elf_vaddr) goto bad;
+    m->elf_exec = eh.e_type == ET_EXEC;
+    m->elf = e;
+    return e;
+bad:
+    if (e) elf_end(e);
+    return NULL;
+}
+
+static void module_drop_elf(module_t *m)
+{
+    if (m->elf) elf_end(m->elf);
+    m->elf = NULL;
+    m->elf_tried = false;
+}
+
+/* Reports m to d as loaded at base (its load bias; an ET_EXEC file is at
+ * its link address whatever base says), as dwfl_report_elf would, with
+ * the module's shared Elf (shared_elf). */
+static Dwfl_Module *report_module(Dwfl *d, module_t *m, uint64_t base)
+{
+    if (!module_elf(m)) return NULL;
+    uint64_t start = m->elf_exec ? m->elf_vaddr : base;
+    uint64_t bias = m->elf_exec ? 0 : base - m->elf_vaddr;
+    Dwfl_Module *dm = dwfl_report_module(d, m->name, start, bias + m->elf_end);
+    void **ud;
+    if (dm && dwfl_module_info(dm, &ud, NULL, NULL, NULL, NULL, NULL, NULL)) *ud = m;
+    return dm;
+}
+
 static void module_free(module_t *m)
 {
     module_drop_syms(m);
+    module_drop_elf(m);
     free(m->path);
     free(m);
 }
@@ -167,7 +257,10 @@ static void module_free(module_t *m)
 /* One mapping of m less; its symbols go with the last. */
 static void module_unref(module_t *m)
 {
-    if (--m->refs == 0) module_drop_syms(m);
+    if (--m->refs == 0) {
+        module_drop_syms(m);
+        module_drop_elf(m);
+    }
 }
 
 /* ---- the live Dwfls, by last use -------------------------------------- */
@@ -468,7 +561,7 @@ static bool refresh(cw_perf__unwinder_t *u, cw_perf__aspace_t *as)
             if (i > 0 && as->m[i - 1].mod == m->mod &&
                 as->m[i - 1].start - as->m[i - 1].pgoff == m->start - m->pgoff)
                 continue;
-            dwfl_report_elf(as->dwfl, m->mod->name, m->mod->path, -1, m->start - m->pgoff, false);
+            report_module(as->dwfl, m->mod, m->start - m->pgoff);
         }
         dwfl_report_end(as->dwfl, NULL, NULL);
         as->dirty = false;
@@ -604,12 +697,9 @@ static int symbolize(cw_perf__unwinder_t *u, cw_perf__aspace_t *as, uint64_t pc,
         mod->sym = dwfl_begin(&sym_cbs);
         if (mod->sym) {
             dwfl_report_begin(mod->sym);
-            mod->sym_mod = dwfl_report_elf(mod->sym, mod->name, mod->path, -1, SYM_BASE, false);
+            mod->sym_mod = report_module(mod->sym, mod, SYM_BASE);
             dwfl_report_end(mod->sym, NULL, NULL);
-            GElf_Addr bias;
-            Elf *elf = mod->sym_mod ? dwfl_module_getelf(mod->sym_mod, &bias) : NULL;
-            GElf_Ehdr eh;
-            mod->sym_exec = elf && gelf_getehdr(elf, &eh) && eh.e_type == ET_EXEC;
+            mod->sym_exec = mod->elf_exec;
             load_fsyms(mod);
         }
     }
