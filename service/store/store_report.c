@@ -402,7 +402,6 @@ static int cmp_rank_id(const void *x, const void *y)
     return a->id < b->id ? -1 : a->id > b->id;
 }
 
-/* "[id,id,...]" of v[0, n), malloc'd; NULL on ENOMEM. */
 /* A ranked report (cw_store_report_top): every process's outstanding at
  * t0, bytes figures, events and peak from its cells' columns
  * (store_report_keys.c, nothing decoded, one pass in key order), as

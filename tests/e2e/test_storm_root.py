@@ -9,9 +9,7 @@ each keep some memory (a bytearray of 8 - 11 MiB, a touched 3 MiB mmap,
 and 64 KiB blocks kept as they go, up to 16 MiB) and, for 30 s, mmap
 1 MiB anonymous, touch its first page and munmap it, in a loop: as fast
 as Python goes, 3,000 - 7,000 rounds a second each here, more than the
-daemon unwinds through rings that small (touching every page made it
-130 rounds a second, of which a daemon that keeps up lost nothing).
-Then they sleep; they
+daemon unwinds through rings that small. Then they sleep; they
 are stopped (every thread) and their smaps read; once the daemon has
 stored the seconds after that and no resync is pending (/api/health's
 "losses"), for each of them:

@@ -52,7 +52,7 @@ typedef struct module {
      * the first frame that needs it (with its separate debuginfo). */
     Dwfl *sym;
     Dwfl_Module *sym_mod;
-    bool sym_tried, sym_exec; /* sym_exec: ET_EXEC, placed at its link address */
+    bool sym_tried;
     struct fsym *fsyms;       /* functions sorted by address (libdw's lookup is linear) */
     size_t nfsyms;
     size_t refs; /* mappings of live address spaces */
@@ -699,13 +699,12 @@ static int symbolize(cw_perf__unwinder_t *u, cw_perf__aspace_t *as, uint64_t pc,
             dwfl_report_begin(mod->sym);
             mod->sym_mod = report_module(mod->sym, mod, SYM_BASE);
             dwfl_report_end(mod->sym, NULL, NULL);
-            mod->sym_exec = mod->elf_exec;
             load_fsyms(mod);
         }
     }
     if (mod->nfsyms) {
         /* The same place in the module, wherever this process loaded it. */
-        uint64_t addr = (mod->sym_exec ? base : SYM_BASE) + off;
+        uint64_t addr = (mod->elf_exec ? base : SYM_BASE) + off;
         size_t lo = 0, hi = mod->nfsyms;
         while (lo < hi) { /* first symbol above addr */
             size_t mid = lo + (hi - lo) / 2;
