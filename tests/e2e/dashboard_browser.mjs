@@ -883,6 +883,10 @@ try {
   await page.click('#btform button[type=submit]');
   check('backtest: its transitions listed', await waitFor(() => document.querySelectorAll('#btresult tbody tr[data-key]').length > 0, null, 20000),
     await page.textContent('#btmsg'));
+  // The transitions are listed before the process's series is fetched and
+  // the chart drawn (alerts.js, backtest()): wait for the chart too.
+  await waitFor(() => document.querySelector('#btchart').dataset.bands !== undefined &&
+    Number(document.querySelector('#btchart').dataset.drawn) > 0, null, 20000);
   const bt = await page.evaluate(() => ({ rows: [...document.querySelectorAll('#btresult tbody tr[data-key]')].map((tr) => tr.cells[3].textContent),
     bands: (document.querySelector('#btchart')._bands || []).length, drawn: Number(document.querySelector('#btchart').dataset.drawn) }));
   check('backtest: the process fires', bt.rows.includes('firing'), JSON.stringify(bt.rows));
