@@ -71,7 +71,10 @@ SQLITE_DEFS=(-DSQLITE_THREADSAFE=1 -DSQLITE_SECURE_DELETE -DSQLITE_USE_URI=1 -DS
 # stays as on Linux: NO_CACHING would drop the static_file_max_age option
 # the service sets (service/http/http.c), and mg_start would refuse it
 # (64-bit MinGW has timegm as _mkgmtime, which is what NO_CACHING avoids).
-CIVETWEB_DEFS=(-DNO_SSL -DNO_CGI -DMUST_IMPLEMENT_CLOCK_GETTIME -DNDEBUG)
+# poll() is WSAPoll (cmake/civetweb_wsapoll.h says why), not civetweb's
+# emulation over select().
+CIVETWEB_POLL_H=$PWD/cmake/civetweb_wsapoll.h
+CIVETWEB_DEFS=(-DNO_SSL -DNO_CGI -DMUST_IMPLEMENT_CLOCK_GETTIME -DNDEBUG -DHAVE_POLL)
 # expat: static, with the hand-written configuration below.
 EXPAT_DEFS=(-DXML_STATIC -DHAVE_EXPAT_CONFIG_H)
 
@@ -205,13 +208,13 @@ build_sqlite() {
 
 # ---- civetweb ---------------------------------------------------------------
 build_civetweb() {
-  local stamp="${VERSION[civetweb]} $BASE_CFLAGS ${CIVETWEB_DEFS[*]}"
+  local stamp="${VERSION[civetweb]} $BASE_CFLAGS ${CIVETWEB_DEFS[*]} $(sha256sum <"$CIVETWEB_POLL_H")"
   stamp_ok civetweb "$stamp" && { log "civetweb ${VERSION[civetweb]}: up to date"; return; }
   fetch civetweb
   local dir
   dir=$(unpack civetweb)
   log "civetweb ${VERSION[civetweb]}: compiling with MinGW"
-  build_lib civetweb "$dir" "${CIVETWEB_DEFS[@]}" -I"$dir/include" -- "$dir/src/civetweb.c"
+  build_lib civetweb "$dir" "${CIVETWEB_DEFS[@]}" -include "$CIVETWEB_POLL_H" -I"$dir/include" -- "$dir/src/civetweb.c"
   cp "$dir/include/civetweb.h" "$PREFIX/include/"
   echo "$stamp" >"$PREFIX/stamps/civetweb"
 }

@@ -48,6 +48,12 @@ for d in $dlls; do
     *) echo "test_windows: $exe imports $d, which is not a system DLL (imports: $dlls)" >&2; exit 1 ;;
   esac
 done
+# Sockets are polled with WSAPoll: Wine 8's wineserver aborts on select()
+# calls that name a socket in two sets, as civetweb's poll() emulation did
+# (cmake/civetweb_wsapoll.h).
+ws2=$($HOST-objdump -p "$exe" | awk '/DLL Name:/ { d = tolower($3) } d == "ws2_32.dll" && /^\t[0-9a-f]+\t/ { print $NF }' | sort | xargs)
+[[ " $ws2 " == *" WSAPoll "* && " $ws2 " != *" select "* ]] ||
+  { echo "test_windows: $exe must import WSAPoll and not select from ws2_32.dll (imports: $ws2)" >&2; exit 1; }
 # Reproducible: linking again gives the same bytes (no time stamp).
 cp "$exe" "$BUILD/commitwatch.exe.first"
 rm "$exe"

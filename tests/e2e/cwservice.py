@@ -22,12 +22,12 @@ with SIGINT instead: Wine turns SIGINT to the wine process into Ctrl+C
 SIGTERM ends the process at once, with no console event (no clean stop
 to check). And its requests share one keep-alive connection (KeptClient):
 Wine 8's wineserver aborts (server/sock.c, complete_async_poll: "Assertion
-`output->count == signaled_count' failed") when a socket poll times out as
-an event arrives, which civetweb's close of each connection (it polls the
-closed connection for a second) sets off now and then: a client opening a
-connection per request brought the prefix's wineserver down after 322,
-555, 1273 and 2623 requests in four trials; one kept-alive connection made
-6000 requests twice without it.
+`output->count == signaled_count' failed") when a socket poll names a
+socket twice and a reset arrives between its checks of the two
+(docs/WINDOWS.md). civetweb's select() emulation of poll() does that; the
+Windows build has it poll with WSAPoll instead. The kept connection
+stays: it spares the prefix a connection's setup and teardown per
+request, and the tests make the same requests either way.
 """
 
 import http.client

@@ -15,10 +15,11 @@ version (platform/win/net.c) none was refused: all 16 waited for the
 deadline.
 
 Few connections and requests, in a Wine prefix of its own
-(cwwine.PrivatePrefix): Wine 8's wineserver can abort when a socket poll
-times out as an event arrives (cwservice.py), which civetweb's close of a
-refused connection can set off (bench/http_slowloris.py under Wine brought
-it down), and the shared prefix's other tests must not go down with it.
+(cwwine.PrivatePrefix): Wine 8's wineserver aborts when a socket poll
+names a socket twice and a reset arrives between its checks of the two
+(cwservice.py, docs/WINDOWS.md). commitwatch.exe's civetweb polls with
+WSAPoll, which names each socket once; should a server abort anyway, the
+shared prefix's other tests do not go down with it.
 """
 import os
 import socket
