@@ -480,7 +480,7 @@ class Soak:
         that no tier keeps a baseline of: retention must have pruned them."""
         con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True)
         try:
-            h = con.execute("SELECT min(horizon_ns) FROM tiers").fetchone()[0]
+            h = con.execute("SELECT min(horizon_ns) FROM tiers WHERE tier < 3").fetchone()[0]
             return con.execute(
                 "SELECT count(*) FROM processes p WHERE coalesce(exit_ns, tracking_ended_ns) < ? "
                 "AND NOT EXISTS (SELECT 1 FROM commit_cells c WHERE c.bucket = ? AND c.proc = p.id)",

@@ -305,6 +305,35 @@ int cw__store_read_tiers(cw_store_t *s, cw__tier_t t[CW_TIERS], cw_diag_t *d)
     return err;
 }
 
+int cw__store_read_open(cw_store_t *s, cw__tier_t t[CW__TIERS_READ], cw_diag_t *d)
+{
+    _Static_assert(CW__TIER_OPEN == 3, "the open hour's tier number is in its SQL");
+    static const char sql[] = "SELECT start_ns, end_ns FROM tiers WHERE tier = 3";
+    cw__tier_t *o = &t[CW__TIER_OPEN];
+    sqlite3_stmt *st = NULL;
+    *o = (cw__tier_t){t[2].width, INT64_MIN, INT64_MIN, INT64_MIN, 0};
+    int err = cw__store_stmt(s, CW__ST_OPEN_GET, sql, &st, d);
+    if (err) return err;
+    int64_t start = INT64_MIN, end = INT64_MIN;
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        start = sqlite3_column_int64(st, 0);
+        end = sqlite3_column_int64(st, 1);
+    } else if (rc != SQLITE_DONE) {
+        err = cw__store_dberr(s, "reading the tiers", d);
+    }
+    sqlite3_reset(st);
+    /* The writer keeps the row in step with the two tiers' ends (in the
+     * same transactions); a database written by a build without it holds
+     * none, and the heap layer has no minute tier. */
+    if (!err && start != INT64_MIN && start == t[2].end && end == t[1].end && start < end &&
+        s->layer == 0 && !s->test.read_cache_off) {
+        o->start = start;
+        o->end = end;
+    }
+    return err;
+}
+
 /* size_cap counts the WAL too. Without a cap SQLite checkpoints when the
  * WAL passes 1000 pages (4 MiB) and never shrinks the file. With a cap,
  * wal_hook (which replaces SQLite's automatic checkpoint) checkpoints

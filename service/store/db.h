@@ -37,6 +37,10 @@ enum cw__stmt {
     CW__ST_PROC_PUT,
     CW__ST_CELL_ADD,
     CW__ST_CELL_LAYER_ADD,
+    CW__ST_OPEN_ADD,
+    CW__ST_OPEN_DEL,
+    CW__ST_OPEN_MARK,
+    CW__ST_OPEN_UNMARK,
     CW__ST_CELL_INS,
     CW__ST_CELL_INS_N,
     CW__ST_TIER_PUT,
@@ -49,6 +53,7 @@ enum cw__stmt {
     CW__ST_FREELIST,
     /* store_report.c */
     CW__ST_TIERS_GET,
+    CW__ST_OPEN_GET,
     CW__ST_Q_FIGS,
     CW__ST_Q_KEYS,
     CW__ST_Q_CELLS_OF,
@@ -204,6 +209,20 @@ int cw__store_dberr(cw_store_t *s, const char *what, cw_diag_t *d);
 
 /* Reads the tiers table into t. 0 or CW_EDB. */
 int cw__store_read_tiers(cw_store_t *s, cw__tier_t t[CW_TIERS], cw_diag_t *d);
+
+/* The open hour (docs/DESIGN.md, "The open hour"): the cells of tier
+ * CW__TIER_OPEN hold, per process, the sums of the minute tier's cells of
+ * the hour the hour tier has not rolled up yet, [start, end) of the
+ * `tiers` row of that tier, kept by the writer as each minute is stored
+ * (store_tiers.c), so a window reads a cell a process where it would read
+ * a minute cell a process a minute. A reader's copy of the tier state has
+ * CW__TIERS_READ rows, the open hour's last; cw__store_read_open reads it
+ * after cw__store_read_tiers, in the same read transaction, and leaves
+ * its start and end INT64_MIN unless it holds every minute of
+ * [t[2].end, t[1].end) (the test hook read_cache_off reads without it). */
+#define CW__TIER_OPEN CW_TIERS
+#define CW__TIERS_READ (CW_TIERS + 1)
+int cw__store_read_open(cw_store_t *s, cw__tier_t t[CW__TIERS_READ], cw_diag_t *d);
 
 /* Opens path: a reader (readonly), a writer of the side tables on an
  * existing database at the current schema (side), or else the writer's

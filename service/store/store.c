@@ -101,6 +101,7 @@ static void writer_release(cw_store_t *s)
     cw__store_roll_reset(s, true);
     cw_mem_set(CW_MEM_STORE_ROLLUPS, 0);
     free(s->w->cellbuf.p);
+    free(s->w->open.rel.v);
     free(s->w);
     s->w = NULL;
 }
@@ -119,6 +120,7 @@ static int open_writer(const char *path, const cw_store_opts_t *opts, int target
     }
     s->w->pruned_to = INT64_MIN;
     s->w->heap_pruned_to = INT64_MIN;
+    s->w->open.mark_start = s->w->open.mark_end = INT64_MIN;
     cw__db_on_release(s, CW__REL_WRITER, writer_release);
     if (target == (int)cw__schema_count &&
         ((err = load_writer_state(s, d)) || (err = cw__store_upgrade_cells(s, d)) ||
@@ -126,6 +128,10 @@ static int open_writer(const char *path, const cw_store_opts_t *opts, int target
         cw_store_close(s);
         return err;
     }
+    /* The open hour's cells of an earlier run are not trusted: the first
+     * batch deletes them, and the hour the minute tier ends in is read
+     * from its minute cells. */
+    cw__store_open_reset(s, s->w->tiers[1].end);
     *out = s;
     return 0;
 }
@@ -377,7 +383,7 @@ int cw_store_write_many(cw_store_t *s, const cw_batch_t *const *b, size_t n, cw_
     for (size_t i = 0; i < n && !err; i++)
         err = write_one(s, t, b[i], &last_lost, &last_drift, d);
     if (err || (err = cw__store_enforce_cap(s, t, d)) || (err = cw__store_prune(s, t, d)) ||
-        (err = cw__store_prune_maps(s, t, d)))
+        (err = cw__store_prune_maps(s, t, d)) || (err = cw__store_open_sync(s, t, d)))
         goto fail;
     for (int k = 0; k < CW_TIERS && !err; k++)
         if (memcmp(&t[k], &s->w->tiers[k], sizeof t[k]) != 0) err = put_tier(s, k, &t[k], d);
@@ -396,6 +402,7 @@ fail:
     /* The sums hold rows that were rolled back: the buckets they were
      * for go by SQL from what the database holds. */
     cw__store_roll_reset(s, false);
+    cw__store_open_reset(s, s->w->tiers[1].end);
     cw_mem_set(CW_MEM_STORE_ROLLUPS, (int64_t)cw__store_roll_bytes(s));
     return err;
 }

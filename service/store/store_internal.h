@@ -25,6 +25,19 @@ typedef struct cw__roll {
     CW__VEC(cw_row_activity_t) activity;
 } cw__roll_t;
 
+/* The open hour's cells (tier CW__TIER_OPEN, store_tiers.c "The open
+ * hour"): the hour they sum (INT64_MIN: none), whether every minute row
+ * of it went into them (valid), the tier-1 end below which minute rows
+ * may exist that did not (known_end), whether the database may hold
+ * cells or a tiers row this state does not know (dirty: after a
+ * rollback, at opening; the next batch deletes them), and its tiers row
+ * as stored (mark_start INT64_MIN: none). Writer only. */
+typedef struct cw__open {
+    int64_t bucket, known_end, mark_start, mark_end;
+    bool valid, dirty;
+    CW__VEC(cw_row_release_t) rel; /* a minute's release rows, floored to the hour */
+} cw__open_t;
+
 /* The writer's state (store.c, store_tiers.c, store_rows.c, store_fold.c,
  * store_map.c): allocated by the writer's opening, freed by its release
  * slot; the writer thread only. */
@@ -40,6 +53,7 @@ typedef struct cw__writer {
     int64_t heap_pruned_to;        /* the heap layer's cells were pruned at this raw horizon */
     cw__roll_t sorted;             /* a batch's rows, sorted (vectors only) */
     cw_buf_t cellbuf;              /* the encoded cells of one insert (store_rows.c) */
+    cw__open_t open;
 } cw__writer_t;
 
 /* store_read.c (the readers' ground): where to split "everything before x" between tier k
@@ -122,6 +136,21 @@ int cw__store_put_raw(cw_store_t *s, cw__tier_t *t, const cw_batch_t *b, cw_diag
 int cw__store_retain(cw_store_t *s, cw__tier_t *t, int k, cw_diag_t *d);
 /* Forgets the in-memory sums (after a rollback; at close). */
 void cw__store_roll_reset(cw_store_t *s, bool free_memory);
+/* The open hour (store_tiers.c): open_reset forgets its state, given the
+ * minute tier's committed end (at opening, after a rollback): the next
+ * batch deletes its cells, and an hour holding minute rows before that
+ * end is not summed. open_sync, at the end of a batch's writes, deletes
+ * the cells of an hour the hour tier has rolled up and keeps the tiers
+ * row in step with the tiers t. */
+void cw__store_open_reset(cw_store_t *s, int64_t minute_end);
+int cw__store_open_sync(cw_store_t *s, const cw__tier_t *t, cw_diag_t *d);
+/* store_rows.c: adds a minute's rows (sorted by key, one row a key; the
+ * releases' a floored to the hour or BEFORE) to the cells of the open
+ * hour `bucket` of width w, a cell a process: rows summed per key
+ * (cw_cell_merge), activity combined in order as the hour's rollup does. */
+int cw__store_add_open(cw_store_t *s, int64_t bucket, int64_t w, const cw_row_commit_t *c,
+                       uint32_t nc, const cw_row_release_t *r, uint32_t nr,
+                       const cw_row_activity_t *a, uint32_t na, cw_diag_t *d);
 int cw__store_enforce_cap(cw_store_t *s, cw__tier_t *t, cw_diag_t *d);
 /* Deletes the processes rows of instances that ended before every tier's
  * horizon and have no baseline left in any tier, and a pruned folded

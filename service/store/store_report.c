@@ -433,7 +433,7 @@ static int report_top(cw_store_t *s, const cw__tier_t *t, build_t *b, const segm
      * when it serves the window; else every backward segment's rows. */
     if (!err && !cached) err = cw__report_before(s, t, seg, nback, q, &bv, &bn, d);
     if (!err && bv) {
-        rs[rn++] = (segment_t){seg[0].tier, INT64_MIN, INT64_MIN + 1};
+        rs[rn++] = (segment_t){.tier = seg[0].tier, .lo = INT64_MIN, .hi = INT64_MIN + 1};
         rback = 1;
     }
     for (int i = bv ? nback : 0; i < nseg; i++)
@@ -531,14 +531,14 @@ static int add_note(cw_report_t *r, const char *text)
 static int report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_frames, top_req_t *top,
                   cw_report_t **out, cw_diag_t *d)
 {
-    cw__tier_t t[CW_TIERS];
+    cw__tier_t t[CW__TIERS_READ];
     build_t b = {0};
     pick_t p = {0};
     bool began = false;
     int err;
     if (!(b.r = calloc(1, sizeof *b.r))) return CW_ENOMEM;
     if ((err = cw__store_read_begin(s, &began, d))) goto fail;
-    if ((err = cw__store_read_tiers(s, t, d))) goto end;
+    if ((err = cw__store_read_tiers(s, t, d)) || (err = cw__store_read_open(s, t, d))) goto end;
     int64_t data_end;
     bool ended;
     if ((err = cw__store_data_end(s, t, &data_end, &ended, d))) goto end;
@@ -621,6 +621,8 @@ static int report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_frame
     segment_t seg[MAX_SEGMENTS];
     pick_t q = cw__report_start_floor(t, &p);
     int nback, nseg = cw__report_plan(t, &q, seg, &nback);
+    for (int i = 0; i < nseg; i++)
+        s->test.open_segments += seg[i].tier == CW__TIER_OPEN;
     if (top) {
         if (!err) err = report_top(s, t, &b, seg, nseg, nback, &q, p.t0, with_frames, top, d);
     } else {

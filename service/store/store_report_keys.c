@@ -343,10 +343,10 @@ static int minute_split(const cw__tier_t *t, const pick_t *p, segment_t *sv, int
         int h = t[0].horizon <= m0 ? 1 : 0;
         memmove(&sv[i + 3 + h], &sv[i + 1], (size_t)(*ns - i - 1) * sizeof *sv);
         int64_t hi = sv[i].hi;
-        if (h) sv[i] = (segment_t){0, m0, p->t0};
-        sv[i + h] = (segment_t){0, p->t0, m1};
-        sv[i + h + 1] = (segment_t){1, m1, end};
-        sv[i + h + 2] = (segment_t){0, end, hi};
+        if (h) sv[i] = (segment_t){.tier = 0, .lo = m0, .hi = p->t0};
+        sv[i + h] = (segment_t){.tier = 0, .lo = p->t0, .hi = m1};
+        sv[i + h + 1] = (segment_t){.tier = 1, .lo = m1, .hi = end};
+        sv[i + h + 2] = (segment_t){.tier = 0, .lo = end, .hi = hi};
         *ns += 2 + h;
         *head = h ? i : -1;
         return i + h + 1;
@@ -427,12 +427,13 @@ int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t 
     int ns = 0;
     for (int i = 0; i < nseg; i++) {
         if (seg[i].lo == INT64_MIN) {
-            sv[ns++] = (segment_t){seg[i].tier, INT64_MIN, INT64_MIN + 1};
+            sv[ns++] = (segment_t){.tier = seg[i].tier, .lo = INT64_MIN, .hi = INT64_MIN + 1};
             const cw__tier_t *k = &t[seg[i].tier];
             int64_t first = k->horizon > k->start ? k->horizon : k->start;
             if (first == INT64_MIN) continue; /* nothing stored but BEFORE */
             first = cw_floor_to(first, k->width);
-            if (first < seg[i].hi) sv[ns++] = (segment_t){seg[i].tier, first, seg[i].hi};
+            if (first < seg[i].hi)
+                sv[ns++] = (segment_t){.tier = seg[i].tier, .lo = first, .hi = seg[i].hi};
         } else {
             sv[ns++] = seg[i];
         }
@@ -609,7 +610,7 @@ static ksum_t *ksum_row(kentry_t *e, uint32_t proc)
  * when lo is INT64_MIN). 0, CW_ENOMEM, CW_EDB or CW_ERANGE (more
  * processes than an entry holds). */
 static int kentry_add(cw_store_t *s, sqlite3_stmt *st, kentry_t *e, int k, int64_t lo, int64_t hi,
-                      cw_diag_t *d)
+                      int sign, cw_diag_t *d)
 {
     int err = 0, rc;
     uint32_t max = keys_cache_max(s);
@@ -626,9 +627,9 @@ static int kentry_add(cw_store_t *s, sqlite3_stmt *st, kentry_t *e, int k, int64
             err = CW_ERANGE;
             break;
         }
-        x->cb += sqlite3_column_int64(st, 1);
-        x->rb += sqlite3_column_int64(st, 2);
-        x->ev += sqlite3_column_int64(st, 3); /* NULL: no activity row, 0 */
+        x->cb += sign * sqlite3_column_int64(st, 1);
+        x->rb += sign * sqlite3_column_int64(st, 2);
+        x->ev += sign * sqlite3_column_int64(st, 3); /* NULL: no activity row, 0 */
     }
     if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window figures", d);
     sqlite3_reset(st);
@@ -648,6 +649,32 @@ static bool back_segments(const cw__tier_t *t, int64_t x, segment_t *seg, int *n
     for (int i = 0; i < nback; i++)
         if (seg[i].hi > t[seg[i].tier].end) return false;
     return true;
+}
+
+/* The staircase add[0, *n) before x (BEFORE left out), with the minutes
+ * of the open hour [H, f) (f: x's minute) read downwards when that reads
+ * fewer minutes: the open hour's cells [H, M) (db.h) less the minutes
+ * [c, M) and the raw seconds [x, c) (c: x rounded up to a minute). The
+ * sums are plain sums of the cells' columns, so taking some away is
+ * exact. x at 50 minutes past the hour, the minute tier ending at 59:
+ * the open hour's cells and 8 minutes instead of 50 minutes. */
+static void keys_down(cw_store_t *s, const cw__tier_t *t, int64_t x, segment_t *add, int *n)
+{
+    const cw__tier_t *o = &t[CW__TIER_OPEN];
+    int64_t w = t[1].width, f = cw_floor_to(x, w), c = ceil_to(x, w);
+    if (o->start == INT64_MIN || x <= o->start || c > o->end) return;
+    int i = 0;
+    while (i < *n && !(add[i].tier == 1 && add[i].lo == o->start && add[i].hi == f))
+        i++;
+    if (i == *n || (o->end - c) / w + 1 >= (f - o->start) / w) return;
+    /* add[i] is the staircase's minutes, and after it only the raw
+     * seconds [f, x) (when x is not on a minute). */
+    int m = 0;
+    add[i + m++] = (segment_t){.tier = CW__TIER_OPEN, .lo = o->start, .hi = o->end};
+    if (c < o->end) add[i + m++] = (segment_t){.tier = 1, .lo = c, .hi = o->end, .minus = true};
+    if (x < c) add[i + m++] = (segment_t){.tier = 0, .lo = x, .hi = c, .minus = true};
+    *n = i + m;
+    s->test.keys_down++;
 }
 
 /* The entry holding the sums before x, brought up to date, into *out
@@ -689,6 +716,7 @@ static int keys_at(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t, int64_t
             if (i == 0) add[nadd].lo = INT64_MIN + 1;
             if (add[nadd].lo < add[nadd].hi) nadd++;
         }
+        keys_down(s, t, x, add, &nadd);
     }
     kentry_t *to = e && e != pinned ? e : lru;
     if (to != e) {
@@ -709,7 +737,7 @@ static int keys_at(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t, int64_t
     to->valid = false;
     int err = 0;
     for (int i = 0; i < nadd && !err; i++)
-        err = kentry_add(s, st, to, add[i].tier, add[i].lo, add[i].hi, d);
+        err = kentry_add(s, st, to, add[i].tier, add[i].lo, add[i].hi, add[i].minus ? -1 : 1, d);
     if (err) {
         kentry_drop(to);
         if (err == CW_ERANGE) c->skip = KEYS_SKIP_AFTER_OVERSIZE;
@@ -756,7 +784,7 @@ int cw__report_keys_cached(cw_store_t *s, const cw__tier_t *t, const pick_t *p, 
     }
     /* The BEFORE cells of their first tier. */
     if (cw_keymap_init(&before.map, 10)) err = CW_ENOMEM;
-    if (!err) err = kentry_add(s, st, &before, k0->tier, INT64_MIN, INT64_MIN + 1, d);
+    if (!err) err = kentry_add(s, st, &before, k0->tier, INT64_MIN, INT64_MIN + 1, 1, d);
     /* Every process of the three, once: k1's, then k0's and BEFORE's that
      * the others lack. Only those the report lists are kept: activity in
      * the window (an activity row counts at least one event: check_batch,

@@ -76,7 +76,7 @@ int cw__report_plan(const cw__tier_t *t, const pick_t *p, segment_t *seg, int *n
         int64_t b = cw_floor_to(p->t0, t[k].width);
         if (cur != INT64_MIN && b <= cur) continue;
         if (!tier_holds(t, k, cur, b)) continue;
-        seg[n++] = (segment_t){k, cur, b};
+        seg[n++] = (segment_t){.tier = k, .lo = cur, .hi = b};
         cur = b;
     }
     /* From t0 on: the coarsest tier aligned to the window, then finer
@@ -91,15 +91,24 @@ int cw__report_plan(const cw__tier_t *t, const pick_t *p, segment_t *seg, int *n
          * with the window's own tier alone. */
         n = 0;
         j = p->k;
-        seg[n++] = (segment_t){j, INT64_MIN, p->t0};
+        seg[n++] = (segment_t){.tier = j, .lo = INT64_MIN, .hi = p->t0};
     }
     *nback = n;
     for (int64_t lo = p->t0; j >= 0; j--) {
         int64_t hi = j ? t[j].end : INT64_MAX;
         if (hi <= lo) continue;
-        seg[n++] = (segment_t){j, lo, hi};
+        seg[n++] = (segment_t){.tier = j, .lo = lo, .hi = hi};
         lo = hi;
     }
+    /* The open hour's cells for its minutes (db.h, CW__TIER_OPEN): before
+     * t0, where nothing but "before t0" matters; from t0 on, when their
+     * release rows' `a`, floored to the hour, still compare with t0 and
+     * t1 as the minutes' do (t0 on an hour, t1 at or past their end). */
+    const cw__tier_t *o = &t[CW__TIER_OPEN];
+    for (int i = 0; i < n && o->start != INT64_MIN; i++)
+        if (seg[i].tier == 1 && seg[i].lo == o->start && seg[i].hi == o->end &&
+            (i < *nback || (cw_floor_to(p->t0, o->width) == p->t0 && p->t1 >= o->end)))
+            seg[i].tier = CW__TIER_OPEN;
     return n;
 }
 
@@ -435,11 +444,11 @@ bool cw__report_delta_segments(const cw__tier_t *t, int64_t x, int64_t y, segmen
     *n = 0;
     if (!tier_holds(t, 0, x, y)) return false;
     if (m1 < m2 && tier_holds(t, 1, m1, m2)) {
-        if (x < m1) seg[(*n)++] = (segment_t){0, x, m1};
-        seg[(*n)++] = (segment_t){1, m1, m2};
-        if (m2 < y) seg[(*n)++] = (segment_t){0, m2, y};
+        if (x < m1) seg[(*n)++] = (segment_t){.tier = 0, .lo = x, .hi = m1};
+        seg[(*n)++] = (segment_t){.tier = 1, .lo = m1, .hi = m2};
+        if (m2 < y) seg[(*n)++] = (segment_t){.tier = 0, .lo = m2, .hi = y};
     } else {
-        seg[(*n)++] = (segment_t){0, x, y};
+        seg[(*n)++] = (segment_t){.tier = 0, .lo = x, .hi = y};
     }
     return true;
 }

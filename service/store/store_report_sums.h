@@ -37,6 +37,7 @@ static inline int64_t ceil_to(int64_t t, int64_t w)
 typedef struct segment {
     int tier;
     int64_t lo, hi; /* [lo, hi) in bucket / f; lo INT64_MIN includes BEFORE */
+    bool minus;     /* its sums are taken away (only the keys cache's fills) */
 } segment_t;
 
 #define MAX_SEGMENTS (2 * CW_TIERS)
@@ -133,7 +134,8 @@ int cw__sums_add_cell_split(cw__sums_acc_t *a, const void *data, size_t size, in
 /* The window p starting where the rows before it are cheapest to read
  * (see the function); the segments of tiers that window is read from, in
  * time order, into seg (MAX_SEGMENTS at most; *nback lie before t0);
- * returns how many. */
+ * returns how many. t has CW__TIERS_READ rows (db.h): a segment of the
+ * minute tier that the open hour's cells answer is read from them. */
 pick_t cw__report_start_floor(const cw__tier_t *t, const pick_t *p);
 int cw__report_plan(const cw__tier_t *t, const pick_t *p, segment_t *seg, int *nback);
 

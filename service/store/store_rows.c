@@ -55,6 +55,26 @@ typedef struct cell {
     size_t off, len;
 } cell_t;
 
+/* Binds a cell's activity row (act; NULLs when there is none), its sums
+ * and its data to parameters p .. p + 6 of st (events, delta, relpeak,
+ * peak_off, bytes, released, data), the peak's offset from bucket. */
+static void bind_cell(sqlite3_stmt *st, int p, int64_t bucket, const cw_row_activity_t *act,
+                      int64_t bytes, int64_t released, const void *data, size_t len)
+{
+    if (act) {
+        sqlite3_bind_int64(st, p, (int64_t)act->events);
+        sqlite3_bind_int64(st, p + 1, act->delta);
+        sqlite3_bind_int64(st, p + 2, act->relpeak);
+        sqlite3_bind_int64(st, p + 3, act->relpeak_ns - bucket);
+    } else {
+        for (int q = 0; q < 4; q++)
+            sqlite3_bind_null(st, p + q);
+    }
+    sqlite3_bind_int64(st, p + 4, bytes);
+    sqlite3_bind_int64(st, p + 5, released);
+    sqlite3_bind_blob(st, p + 6, data, (int)len, SQLITE_STATIC);
+}
+
 /* Stores cells[0..n) of (tier, bucket): their data is in buf. */
 static int ins_cells(cw_store_t *s, int tier, int64_t bucket, const cell_t *cells, uint32_t n,
                      const cw_buf_t *buf, cw_diag_t *d)
@@ -70,18 +90,7 @@ static int ins_cells(cw_store_t *s, int tier, int64_t bucket, const cell_t *cell
             const cell_t *c = &cells[i + (uint32_t)r];
             int p = 3 + r * OWN;
             sqlite3_bind_int64(st, p, c->proc);
-            if (c->act) {
-                sqlite3_bind_int64(st, p + 1, (int64_t)c->act->events);
-                sqlite3_bind_int64(st, p + 2, c->act->delta);
-                sqlite3_bind_int64(st, p + 3, c->act->relpeak);
-                sqlite3_bind_int64(st, p + 4, c->act->relpeak_ns - bucket);
-            } else {
-                for (int q = 1; q <= 4; q++)
-                    sqlite3_bind_null(st, p + q);
-            }
-            sqlite3_bind_int64(st, p + 5, c->bytes);
-            sqlite3_bind_int64(st, p + 6, c->released);
-            sqlite3_bind_blob(st, p + 7, buf->p + c->off, (int)c->len, SQLITE_STATIC);
+            bind_cell(st, p + 1, bucket, c->act, c->bytes, c->released, buf->p + c->off, c->len);
         }
         /* Every parameter is bound again next time: no clear_bindings. */
         if (sqlite3_step(st) != SQLITE_DONE) err = cw__store_dberr(s, "storing cells", d);
@@ -187,6 +196,56 @@ int cw__store_add_rows(cw_store_t *s, int tier, int64_t bucket, uint32_t proc,
     return err;
 }
 
+/* A minute's cell of process ?2 added to its cell of the open hour ?1
+ * (tier 3, CW__TIER_OPEN): rows per key (cw_cell_merge), and the activity
+ * as the hour's rollup combines it (store_tiers.c, roll_into): a new row
+ * starts at 0 reached at the hour's start, so its relative peak is the
+ * minute's when above 0 (else 0, at offset 0); an existing one takes
+ * its delta plus the minute's relative peak when that is higher (the
+ * stored minutes came first). ?3 - ?6 are the minute's activity (NULL:
+ * none), its peak's offset from the hour. */
+static const char SQL_OPEN_ADD[] =
+    "INSERT INTO cells(tier, bucket, proc, layer, events, delta, relpeak, peak_off, bytes, "
+    "released, data) VALUES (3, ?1, ?2, 0, ?3, ?4, max(?5, 0), "
+    "CASE WHEN ?3 IS NULL THEN NULL WHEN ?5 > 0 THEN ?6 ELSE 0 END, ?7, ?8, ?9) "
+    "ON CONFLICT(tier, bucket, proc, layer) DO UPDATE SET "
+    "events = CASE WHEN ?3 IS NULL THEN events ELSE coalesce(events, 0) + ?3 END, "
+    "delta = CASE WHEN ?3 IS NULL THEN delta ELSE coalesce(delta, 0) + ?4 END, "
+    "relpeak = CASE WHEN ?3 IS NULL THEN relpeak "
+    "WHEN coalesce(delta, 0) + ?5 > coalesce(relpeak, 0) THEN coalesce(delta, 0) + ?5 "
+    "ELSE coalesce(relpeak, 0) END, "
+    "peak_off = CASE WHEN ?3 IS NULL THEN peak_off "
+    "WHEN coalesce(delta, 0) + ?5 > coalesce(relpeak, 0) THEN ?6 ELSE coalesce(peak_off, 0) END, "
+    "bytes = bytes + excluded.bytes, released = released + excluded.released, "
+    "data = cw_cell_merge(data, excluded.data)";
+
+int cw__store_add_open(cw_store_t *s, int64_t bucket, int64_t w, const cw_row_commit_t *c,
+                       uint32_t nc, const cw_row_release_t *r, uint32_t nr,
+                       const cw_row_activity_t *a, uint32_t na, cw_diag_t *d)
+{
+    _Static_assert(CW__TIER_OPEN == 3, "the open hour's tier number is in its SQL");
+    cw_buf_t *buf = &s->w->cellbuf;
+    uint32_t ic = 0, ir = 0, ia = 0;
+    int err = 0;
+    while (!err && (ic < nc || ir < nr || ia < na)) {
+        uint32_t ec, er;
+        const cw_row_activity_t *act;
+        uint32_t proc = next_proc(c, nc, ic, &ec, r, nr, ir, &er, a, na, &ia, &act);
+        int64_t bytes, released;
+        sqlite3_stmt *st = NULL;
+        buf->n = 0;
+        err = cw__cell_encode(buf, bucket, w, c + ic, ec - ic, r + ir, er - ir, &bytes, &released);
+        if (!err && !(err = cw__store_stmt(s, CW__ST_OPEN_ADD, SQL_OPEN_ADD, &st, d))) {
+            sqlite3_bind_int64(st, 1, bucket);
+            sqlite3_bind_int64(st, 2, proc);
+            bind_cell(st, 3, bucket, act, bytes, released, buf->p, buf->n);
+            err = cw__store_step_done(s, st, "adding to a cell of the open hour", d);
+        }
+        ic = ec, ir = er;
+    }
+    return err;
+}
+
 /* A cell of the heap layer (layer ?3) at raw bucket ?1, summed into the
  * one there may be: rows per key (cw_cell_merge), activity in the order
  * the two happened (the stored one first: a later trace's second). */
@@ -244,17 +303,7 @@ int cw__store_put_layer(cw_store_t *s, const cw_batch_t *r, cw_diag_t *d)
             sqlite3_bind_int64(st, 1, r->bucket_ns);
             sqlite3_bind_int64(st, 2, proc);
             sqlite3_bind_int(st, 3, CW__LAYER_HEAP);
-            for (int q = 4; q <= 7; q++)
-                sqlite3_bind_null(st, q);
-            if (act) {
-                sqlite3_bind_int64(st, 4, (int64_t)act->events);
-                sqlite3_bind_int64(st, 5, act->delta);
-                sqlite3_bind_int64(st, 6, act->relpeak);
-                sqlite3_bind_int64(st, 7, act->relpeak_ns - r->bucket_ns);
-            }
-            sqlite3_bind_int64(st, 8, bytes);
-            sqlite3_bind_int64(st, 9, released);
-            sqlite3_bind_blob(st, 10, buf.p, (int)buf.n, SQLITE_STATIC);
+            bind_cell(st, 4, r->bucket_ns, act, bytes, released, buf.p, buf.n);
             err = cw__store_step_done(s, st, "storing a heap-layer cell", d);
         }
         ic = ec, ir = er;

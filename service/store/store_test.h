@@ -21,6 +21,8 @@ typedef struct cw__store_test {
     uint64_t metrics_reads;   /* /metrics: closed hours read by this handle */
     bool read_cache_off;      /* every query from the rows alone */
     uint32_t read_cache_rows; /* rows each read cache may hold (0: its default) */
+    uint64_t open_segments;   /* segments of reports read from the open hour's cells */
+    uint64_t keys_down;       /* keys cache fills that took minutes away from them */
     uint64_t keys_served;     /* ranked reports whose keys the keys cache gave */
     uint64_t minute_splits;   /* ranked reports from an unaligned t0 through the minute tier */
     uint64_t minute_fixes;    /* and the (minute, process) rows they took from raw seconds */

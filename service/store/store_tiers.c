@@ -266,6 +266,113 @@ static uint32_t drop_rundown(cw_row_commit_t *c, uint32_t n)
     return o;
 }
 
+/* ---- the open hour -----------------------------------------------------------
+ *
+ * The cells of tier CW__TIER_OPEN (db.h) sum, per process, the minute
+ * cells of the hour the hour tier has not rolled up yet: as each minute's
+ * rows are stored, they are added to their process's cell of the hour
+ * (cw__store_add_open: the releases' `a` floored to the hour, as the
+ * hour's rollup floors them), so at any time those cells hold what the
+ * hour's cells would hold if it closed now. The `tiers` row of that tier
+ * says which hour and up to which minute ([start, end)); readers use the
+ * cells only while that row matches the hour tier's end and the minute
+ * tier's (cw__store_read_open), so a database another build wrote, or an
+ * hour whose minutes did not all go through here, is read from its
+ * minute cells as before. Every minute row goes through here, whether
+ * rolled up from memory (put_level) or by SQL (flush_group), but an hour
+ * is summed only when none of its minute rows was stored before its
+ * first one went through here: not the hour a database is reopened in,
+ * nor the hour of a rolled-back batch. When the hour closes (the hour
+ * tier's end passes it) its cells are deleted: the hour tier holds the
+ * same sums. */
+
+static const char SQL_OPEN_DEL[] = "DELETE FROM cells WHERE tier = 3";
+static const char SQL_OPEN_MARK[] =
+    "INSERT OR REPLACE INTO tiers(tier, width_ns, start_ns, horizon_ns, end_ns, retention_ns) "
+    "VALUES (3, ?1, ?2, ?3, ?4, 0)";
+static const char SQL_OPEN_UNMARK[] = "DELETE FROM tiers WHERE tier = 3";
+
+void cw__store_open_reset(cw_store_t *s, int64_t minute_end)
+{
+    s->w->open.bucket = INT64_MIN;
+    s->w->open.valid = false;
+    s->w->open.dirty = true;
+    s->w->open.known_end = minute_end;
+}
+
+/* Deletes the open hour's cells and its tiers row. */
+static int open_clear(cw_store_t *s, cw_diag_t *d)
+{
+    _Static_assert(CW__TIER_OPEN == 3, "the open hour's tier number is in its SQL");
+    int err = cw__store_put_ints(s, CW__ST_OPEN_DEL, SQL_OPEN_DEL, NULL, 0,
+                                 "deleting the open hour's cells", d);
+    if (!err && (s->w->open.dirty || s->w->open.mark_start != INT64_MIN))
+        err = cw__store_put_ints(s, CW__ST_OPEN_UNMARK, SQL_OPEN_UNMARK, NULL, 0,
+                                 "saving the open hour's state", d);
+    if (!err) {
+        s->w->open.mark_start = s->w->open.mark_end = INT64_MIN;
+        s->w->open.dirty = false;
+    }
+    return err;
+}
+
+/* Adds the rows of minute x (sorted, one row a key) to the open hour. */
+static int open_add(cw_store_t *s, const cw__tier_t *t, int64_t x, const cw_row_commit_t *c,
+                    uint32_t nc, const cw_row_release_t *rl, uint32_t nr,
+                    const cw_row_activity_t *ac, uint32_t na, cw_diag_t *d)
+{
+    cw__open_t *o = &s->w->open;
+    int64_t w = t[2].width, h = cw_floor_to(x, w);
+    int err = 0;
+    if (o->bucket != h) {
+        if ((o->dirty || o->bucket != INT64_MIN) && (err = open_clear(s, d))) return err;
+        o->bucket = h;
+        o->valid = o->known_end == INT64_MIN || o->known_end <= h;
+    }
+    if (!o->valid) return 0;
+    if (CW_RESERVE(o->rel.v, o->rel.cap, nr ? nr : 1)) return CW_ENOMEM;
+    for (uint32_t i = 0; i < nr; i++) {
+        o->rel.v[i] = rl[i];
+        if (rl[i].a != CW_TS_BEFORE) o->rel.v[i].a = cw_floor_to(rl[i].a, w);
+    }
+    uint32_t n = cw_batch_merge_releases(o->rel.v, nr);
+    err = cw__store_add_open(s, h, w, c, nc, o->rel.v, n, ac, na, d);
+    if (o->rel.cap > CW__ROLL_KEEP_ROWS) { /* a burst's room is not kept */
+        free(o->rel.v);
+        memset(&o->rel, 0, sizeof o->rel);
+    }
+    return err;
+}
+
+int cw__store_open_sync(cw_store_t *s, const cw__tier_t *t, cw_diag_t *d)
+{
+    cw__open_t *o = &s->w->open;
+    int err = 0;
+    bool closed = o->bucket != INT64_MIN && t[2].end > o->bucket;
+    if ((o->dirty || closed) && (err = open_clear(s, d))) return err;
+    if (closed) {
+        o->bucket = INT64_MIN;
+        o->valid = false;
+    }
+    int64_t v[] = {t[2].width, INT64_MIN, INT64_MIN, INT64_MIN};
+    if (o->valid && o->bucket == t[2].end && t[1].end > o->bucket) {
+        v[1] = o->bucket;
+        v[3] = t[1].end;
+    }
+    if (v[1] == o->mark_start && v[3] == o->mark_end) return 0;
+    if (v[1] == INT64_MIN)
+        err = cw__store_put_ints(s, CW__ST_OPEN_UNMARK, SQL_OPEN_UNMARK, NULL, 0,
+                                 "saving the open hour's state", d);
+    else
+        err = cw__store_put_ints(s, CW__ST_OPEN_MARK, SQL_OPEN_MARK, v, CW_ARRAY_LEN(v),
+                                 "saving the open hour's state", d);
+    if (!err) {
+        o->mark_start = v[1];
+        o->mark_end = v[3];
+    }
+    return err;
+}
+
 /* Stores rows of tier k's bucket x (key order: appends to the b-tree),
  * after rolling up tier k + 1's buckets before x's, and adds them to the
  * open bucket of tier k + 1. Rows are sorted in place. */
@@ -282,7 +389,9 @@ static int put_level(cw_store_t *s, cw__tier_t *t, int k, int64_t x, cw_row_comm
     nc = drop_rundown(c, cw_batch_merge_commits(c, nc));
     nr = cw_batch_merge_releases(rl, nr);
     cw_batch_sort_activity(ac, na);
-    if ((err = cw__store_ins_rows(s, k, x, c, nc, rl, nr, ac, na, d)) || top) return err;
+    if ((err = cw__store_ins_rows(s, k, x, c, nc, rl, nr, ac, na, d))) return err;
+    if (k == 1 && (err = open_add(s, t, x, c, nc, rl, nr, ac, na, d))) return err;
+    if (top) return 0;
     roll_open(s, t, k, x, t[k].end);
     return roll_add(s, t, k, c, nc, rl, nr, ac, na);
 }
@@ -310,13 +419,17 @@ int cw__store_put_raw(cw_store_t *s, cw__tier_t *t, const cw_batch_t *b, cw_diag
 
 /* Stores the sums of one (coarse bucket, process) of a rollup from the
  * database (rollup_sql) in tier k + 1 and empties them. */
-static int flush_group(cw_store_t *s, int k, cw__roll_t *g, cw_diag_t *d)
+static int flush_group(cw_store_t *s, const cw__tier_t *t, int k, cw__roll_t *g, cw_diag_t *d)
 {
     if (!g->has) return 0;
     uint32_t nc = cw_batch_merge_commits(g->commits.v, g->commits.n);
     uint32_t nr = cw_batch_merge_releases(g->releases.v, g->releases.n);
     int err = cw__store_ins_rows(s, k + 1, g->bucket, g->commits.v, nc, g->releases.v, nr,
                                  g->activity.v, g->activity.n, d);
+    /* A minute's groups come in time order, so its hour's sums do too. */
+    if (!err && k == 0)
+        err = open_add(s, t, g->bucket, g->commits.v, nc, g->releases.v, nr, g->activity.v,
+                       g->activity.n, d);
     roll_clear(g);
     return err;
 }
@@ -340,7 +453,7 @@ static int rollup_sql(cw_store_t *s, cw__tier_t *t, int k, int64_t target, cw_di
     while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t fb = sqlite3_column_int64(st, 0), bucket = sqlite3_column_int64(st, 2);
         uint32_t p = (uint32_t)sqlite3_column_int64(st, 1);
-        if (g.has && (fb != g.bucket || p != proc) && (err = flush_group(s, k, &g, d))) break;
+        if (g.has && (fb != g.bucket || p != proc) && (err = flush_group(s, t, k, &g, d))) break;
         if (!g.has) {
             g.has = true;
             g.bucket = fb;
@@ -369,7 +482,7 @@ static int rollup_sql(cw_store_t *s, cw__tier_t *t, int k, int64_t target, cw_di
     }
     if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "reading cells to roll up", d);
     sqlite3_reset(st);
-    if (!err) err = flush_group(s, k, &g, d);
+    if (!err) err = flush_group(s, t, k, &g, d);
     roll_free(&g);
     cw__cell_rows_free(&rows);
     return err;

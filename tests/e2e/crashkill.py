@@ -122,11 +122,12 @@ def write_trace(path, evs):
 
 
 def tiers(db):
-    """{tier: (start, horizon, end)} of the file, read-only."""
+    """{tier: (start, horizon, end)} of the file's three tiers (not the
+    open hour's row, tier 3), read-only."""
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
     try:
         return {k: (s, h, e) for k, s, h, e in
-                con.execute("SELECT tier, start_ns, horizon_ns, end_ns FROM tiers")}
+                con.execute("SELECT tier, start_ns, horizon_ns, end_ns FROM tiers WHERE tier < 3")}
     except sqlite3.OperationalError as e:
         if "readonly" not in str(e):
             return None  # killed before the schema was committed
@@ -143,7 +144,7 @@ def tiers(db):
         con = sqlite3.connect(os.path.join(d, "c.db"), timeout=30)
         try:
             return {k: (s, h, e) for k, s, h, e in
-                    con.execute("SELECT tier, start_ns, horizon_ns, end_ns FROM tiers")}
+                    con.execute("SELECT tier, start_ns, horizon_ns, end_ns FROM tiers WHERE tier < 3")}
         except sqlite3.OperationalError:
             return None
         finally:

@@ -332,9 +332,11 @@ H = 3600 * S
 
 
 def tiers(db):
+    # The three tiers; a row of tier 3 is the open hour's state (no
+    # retention: docs/DESIGN.md, "The open hour").
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        return {k: (h, r) for k, h, r in con.execute("SELECT tier, horizon_ns, retention_ns FROM tiers")}
+        return {k: (h, r) for k, h, r in con.execute("SELECT tier, horizon_ns, retention_ns FROM tiers WHERE tier < 3")}
     finally:
         con.close()
 

@@ -1272,12 +1272,14 @@ static void test_end_open(void)
 static void dump_tiers(cw_store_t *s, cw_buf_t *out)
 {
     static const char *const q[] = {
-        "SELECT tier, bucket, proc, stack, bytes, events FROM commits ORDER BY 1, 2, 3, 4",
-        "SELECT tier, f, proc, stack, a, bytes, pieces, closed FROM releases "
+        "SELECT tier, bucket, proc, stack, bytes, events FROM commits WHERE tier < 3 "
+        "ORDER BY 1, 2, 3, 4",
+        "SELECT tier, f, proc, stack, a, bytes, pieces, closed FROM releases WHERE tier < 3 "
         "ORDER BY 1, 2, 3, 4, 5",
         "SELECT tier, bucket, proc, events, delta, relpeak, relpeak_ns FROM activity "
-        "ORDER BY 1, 2, 3",
-        "SELECT tier, width_ns, start_ns, horizon_ns, end_ns, retention_ns FROM tiers ORDER BY 1"};
+        "WHERE tier < 3 ORDER BY 1, 2, 3",
+        "SELECT tier, width_ns, start_ns, horizon_ns, end_ns, retention_ns FROM tiers "
+        "WHERE tier < 3 ORDER BY 1"};
     for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
         sqlite3_stmt *st = NULL;
         ASSERT_EQ(sqlite3_prepare_v2(s->db, q[i], -1, &st, NULL), SQLITE_OK);
@@ -1290,6 +1292,83 @@ static void dump_tiers(cw_store_t *s, cw_buf_t *out)
         cw_buf_puts(out, "--\n");
     }
     ASSERT_TRUE(!out->failed);
+}
+
+/* The open hour's cells (tier 3, store_tiers.c "The open hour") of the
+ * hour [H, M) its tiers row names hold the minute tier's rows of [H, M)
+ * summed as the hour's rollup sums them: commits per (process, stack),
+ * releases per (process, stack, a floored to the hour), events and
+ * deltas per process, and a relative peak no lower than any minute's
+ * cumulative one. 1 when there was such a row, else 0 (and no cell). */
+static int check_open(cw_store_t *s)
+{
+    int64_t h = INT64_MIN, m = INT64_MIN;
+    sqlite3_stmt *st = NULL;
+    ASSERT_EQ(sqlite3_prepare_v2(s->db, "SELECT start_ns, end_ns FROM tiers WHERE tier = 3", -1,
+                                 &st, NULL),
+              SQLITE_OK);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        h = sqlite3_column_int64(st, 0);
+        m = sqlite3_column_int64(st, 1);
+    }
+    sqlite3_finalize(st);
+    if (h == INT64_MIN) {
+        ASSERT_EQ(sql_int(s, "SELECT count(*) FROM cells WHERE tier = 3 AND bucket > "
+                             "(SELECT end_ns FROM tiers WHERE tier = 2)"),
+                  0);
+        return 0;
+    }
+    cw__tier_t t[CW__TIERS_READ];
+    cw_diag_t d = {{0}};
+    ASSERT_OK(cw__store_read_tiers(s, t, &d));
+    ASSERT_OK(cw__store_read_open(s, t, &d));
+    ASSERT_EQ(t[CW__TIER_OPEN].start, h); /* in step with the tiers */
+    ASSERT_EQ(t[CW__TIER_OPEN].end, m);
+    ASSERT_TRUE(h == t[2].end && m == t[1].end && cw_floor_to(h, HOUR) == h && m - h < HOUR);
+    static const char *const q[] = {
+        "SELECT proc, stack, sum(bytes), sum(events) FROM commits WHERE tier = 1 AND bucket >= ?1 "
+        "AND bucket < ?2 GROUP BY 1, 2",
+        "SELECT proc, stack, bytes, events FROM commits WHERE tier = 3 AND bucket = ?1",
+        "SELECT proc, stack, CASE WHEN a = -9223372036854775807 - 1 THEN a ELSE "
+        "a - ((a % 3600000000000) + 3600000000000) % 3600000000000 END, sum(bytes), sum(pieces), "
+        "sum(closed) FROM releases WHERE tier = 1 AND f >= ?1 AND f < ?2 GROUP BY 1, 2, 3",
+        "SELECT proc, stack, a, bytes, pieces, closed FROM releases WHERE tier = 3 AND f = ?1",
+        "SELECT proc, sum(events), sum(delta) FROM activity WHERE tier = 1 AND bucket >= ?1 "
+        "AND bucket < ?2 GROUP BY 1",
+        "SELECT proc, events, delta FROM activity WHERE tier = 3 AND bucket = ?1",
+    };
+    for (int i = 0; i < 6; i += 2) {
+        /* Each side EXCEPT the other is empty. */
+        for (int side = 0; side < 2; side++) {
+            char sql[1200];
+            snprintf(sql, sizeof sql, "SELECT count(*) FROM (%s EXCEPT %s)", q[i + side],
+                     q[i + 1 - side]);
+            ASSERT_EQ(sqlite3_prepare_v2(s->db, sql, -1, &st, NULL), SQLITE_OK);
+            sqlite3_bind_int64(st, 1, h);
+            sqlite3_bind_int64(st, 2, m);
+            ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+            ASSERT_EQ(sqlite3_column_int64(st, 0), 0);
+            sqlite3_finalize(st);
+        }
+    }
+    /* The peak: each minute's start level plus its relative peak is at
+     * most the hour's relative peak, which one of them reaches (or 0). */
+    ASSERT_EQ(
+        sqlite3_prepare_v2(
+            s->db,
+            "SELECT count(*) FROM activity o WHERE o.tier = 3 AND o.bucket = ?1 AND o.relpeak != "
+            "(SELECT max(0, max(coalesce((SELECT sum(delta) FROM activity p WHERE p.tier = 1 "
+            "AND p.proc = m.proc AND p.bucket >= ?1 AND p.bucket < m.bucket), 0) + m.relpeak)) "
+            "FROM activity m WHERE m.tier = 1 AND m.proc = o.proc AND m.bucket >= ?1 "
+            "AND m.bucket < ?2)",
+            -1, &st, NULL),
+        SQLITE_OK);
+    sqlite3_bind_int64(st, 1, h);
+    sqlite3_bind_int64(st, 2, m);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    ASSERT_EQ(sqlite3_column_int64(st, 0), 0);
+    sqlite3_finalize(st);
+    return 1;
 }
 
 /* Every tier of a holds the rows of b's (and more than a few). */
@@ -1322,13 +1401,16 @@ static void test_roll_memory(void)
     size_t nb = build_generated(gen_batches, sizeof gen_batches / sizeof gen_batches[0]);
     ASSERT_OK(cw_store_open(ps, &o, &sql, &d));
     cw__store_set_sql_rollups(sql, true);
-    for (size_t i = 0; i < nb; i++)
+    int sql_checked = 0;
+    for (size_t i = 0; i < nb; i++) {
         ASSERT_OK(cw_store_write(sql, gen_batches[i], &d));
+        sql_checked += check_open(sql);
+    }
     ASSERT_EQ(sql->test.roll_counts[0], 0);
 
     ASSERT_OK(cw_store_open(pm, &o, &mem, &d));
     uint64_t in_memory = 0, by_sql = 0;
-    int reopened = 0, failed = 0;
+    int reopened = 0, failed = 0, open_checked = 0;
     for (size_t i = 0; i < nb;) {
         size_t n = 1 + rnd(12);
         if (n > nb - i) n = nb - i;
@@ -1346,6 +1428,7 @@ static void test_roll_memory(void)
         }
         ASSERT_OK(cw_store_write_many(mem, (const cw_batch_t *const *)&gen_batches[i], n, &d));
         i += n;
+        open_checked += check_open(mem);
         if (i < nb && rnd(8) == 0) {
             in_memory += mem->test.roll_counts[0];
             by_sql += mem->test.roll_counts[1];
@@ -1361,6 +1444,11 @@ static void test_roll_memory(void)
            nb, reopened, (unsigned long long)in_memory, (unsigned long long)by_sql);
     ASSERT_TRUE(failed && reopened >= 2);
     ASSERT_TRUE(in_memory > 2 * by_sql && by_sql > 0);
+    /* The open hour's cells were checked against the minutes, whether
+     * those were rolled up from memory or by SQL. */
+    printf("roll_memory: the open hour's cells checked after %d and %d writes\n", open_checked,
+           sql_checked);
+    ASSERT_TRUE(open_checked > 10 && sql_checked > 100);
 
     same_tiers(mem, sql);
     integrity_ok(mem);
