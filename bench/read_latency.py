@@ -8,14 +8,18 @@ relative to the end of the data (`/api/health`'s `data_end_ns`, else the
 newest raw bucket): 1min, 1h, 1d, and no window at all (`default`: the
 API's default, the hour before the end of the data), and the day ranked
 by transient bytes (`1d transient`: the full report of every process,
-which that ranking needs).
+which that ranking needs). With --dashboard, the URLs are instead the
+overview's (web/js/overview.js): each range from the whole minute at or
+before `end - range` (the data's first second when that is earlier),
+ranked by impacting bytes with limit=500, and the same window's full
+report (`transient`).
 
 Every binary given serves the same database at once (ports --port,
 --port + 1, ...), each URL's requests alternating between them, so one
 run compares builds (a before and an after) under the same load;
 --check compares their answers byte for byte.
 
-    python3 bench/read_latency.py --db busy.db [-n 50] [--check] BINARY [BINARY...]
+    python3 bench/read_latency.py --db busy.db [-n 50] [--check] [--dashboard] BINARY [BINARY...]
 """
 import argparse
 import http.client
@@ -48,6 +52,22 @@ def urls(end):
     return out
 
 
+def dashboard_urls(db, end):
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    first = con.execute("SELECT min(bucket) FROM cells WHERE tier = 0").fetchone()[0]
+    con.close()
+    out = []
+    for win, span in (("1h", 3600 * S), ("2h", 7200 * S), ("6h", 6 * 3600 * S),
+                      ("24h", 86400 * S)):
+        frm = (end - span) // (60 * S) * (60 * S)
+        if frm < first:
+            frm = first // S * S
+        for sort, lim in (("impacting", 500), ("transient", 20)):
+            out.append((f"{win} {sort}", f"/api/processes?from={frm}&to={end}"
+                        f"&sort={sort}&limit={lim}"))
+    return out
+
+
 def serve(binary, db, port):
     p = subprocess.Popen([binary, "serve", "--db", db, "--listen", f"127.0.0.1:{port}"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -69,6 +89,8 @@ def main():
     ap.add_argument("-n", type=int, default=50, help="requests per URL")
     ap.add_argument("--port", type=int, default=18534)
     ap.add_argument("--check", action="store_true", help="answers identical across binaries")
+    ap.add_argument("--dashboard", action="store_true",
+                    help="the overview's windows, from a whole minute")
     ap.add_argument("binaries", nargs="+")
     a = ap.parse_args()
     end = data_end(a.db)
@@ -78,19 +100,30 @@ def main():
     # requests alternate between them: a drift of the shared machine's
     # speed falls on all of them alike (one binary after the other, the
     # second often came out slower whichever it was).
-    servers = [serve(b, a.db, a.port + i) for i, b in enumerate(a.binaries)]
+    servers = [list(serve(b, a.db, a.port + i)) + [time.monotonic()]
+               for i, b in enumerate(a.binaries)]
     rows = {b: [] for b in a.binaries}
     try:
-        for name, u in urls(end):
+        for name, u in dashboard_urls(a.db, end) if a.dashboard else urls(end):
             ts = {b: [] for b in a.binaries}
             body = {}
             for _ in range(a.n):
-                for b, (_, c) in zip(a.binaries, servers):
+                for i, b in enumerate(a.binaries):
+                    c = servers[i][1]
+                    # The server closes a connection idle for its
+                    # Keep-Alive timeout (2 s, as the response says): while
+                    # the other binaries answer slow requests, this one's
+                    # connection is opened anew, as a browser would.
+                    if time.monotonic() - servers[i][2] > 1.5:
+                        c.close()
+                        c = servers[i][1] = http.client.HTTPConnection(
+                            "127.0.0.1", a.port + i, timeout=60)
                     t = time.perf_counter()
                     c.request("GET", u)
                     r = c.getresponse()
                     body[b] = r.read()
                     ts[b].append((time.perf_counter() - t) * 1000)
+                    servers[i][2] = time.monotonic()
                     if r.status != 200:
                         raise SystemExit(f"{u}: {r.status} {body[b][:200]}")
             for b in a.binaries:
@@ -101,7 +134,7 @@ def main():
                 if a.check and body[b] != body[a.binaries[0]]:
                     raise SystemExit(f"{name}: {b} answers differently")
     finally:
-        for p, c in servers:
+        for p, c, _ in servers:
             c.close()
             p.terminate()
             p.wait()

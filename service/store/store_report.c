@@ -621,6 +621,11 @@ static int report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_frame
     segment_t seg[MAX_SEGMENTS];
     pick_t q = cw__report_start_floor(t, &p);
     int nback, nseg = cw__report_plan(t, &q, seg, &nback);
+    if (!s->test.read_cache_off) { /* the reference reads the minutes (store_test.h) */
+        int n = cw__report_hour_split(t, &q, seg, nseg, nback);
+        s->test.hour_splits += n != nseg;
+        nseg = n;
+    }
     for (int i = 0; i < nseg; i++)
         s->test.open_segments += seg[i].tier == CW__TIER_OPEN;
     if (top) {

@@ -113,7 +113,9 @@ int cw__report_load_keys(cw_store_t *s, const segment_t *seg, int nseg, int nbac
         /* Rows from t1 on add nothing (their commits and releases are
          * after the window). */
         int64_t hi = seg[i].hi < p->t1 ? seg[i].hi : p->t1;
-        if (seg[i].lo >= hi) continue;
+        /* The hour split's sides are for the stacks' figures alone:
+         * these sums need no commit time. */
+        if (seg[i].lo >= hi || seg[i].split == CW__SPLIT_SIDES) continue;
         sqlite3_bind_int(st, 1, seg[i].tier);
         sqlite3_bind_int64(st, 2, seg[i].lo);
         sqlite3_bind_int64(st, 3, hi);
@@ -155,25 +157,6 @@ int cw__report_load_keys(cw_store_t *s, const segment_t *seg, int nseg, int nbac
     return 0;
 }
 
-/* The chosen processes' cells of tier ?1 with bucket in [?2, ?3), in
- * bucket order. The primary key (tier DESC, bucket, proc, layer) ranges
- * over the buckets; the other processes' rows are passed over without
- * reading their data. */
-static const char SQL_Q_CELLS_OF[] =
-    "SELECT bucket, proc, data, events, delta, relpeak, peak_off FROM cells WHERE tier = ?1"
-    " AND layer = cw_layer() AND bucket >= ?2 AND bucket < ?3"
-    " AND proc IN (SELECT value FROM json_each(?4)) ORDER BY bucket";
-/* The same, found bucket by bucket (the buckets ?2, ?2 + ?5, ... below
- * ?3), each process's cell by its key: for a segment of few buckets, the
- * others' cells are not visited at all. CROSS JOIN keeps the buckets the
- * outer loop (SEARCH c USING PRIMARY KEY (tier=? AND bucket=? AND
- * proc=?...)); ordered by the cells' bucket, SQLite would scan the tier. */
-static const char SQL_Q_CELLS_AT[] =
-    "WITH RECURSIVE b(x) AS (VALUES(?2) UNION ALL SELECT x + ?5 FROM b WHERE x + ?5 < ?3)"
-    " SELECT c.bucket, c.proc, c.data, c.events, c.delta, c.relpeak, c.peak_off"
-    " FROM b CROSS JOIN cells c WHERE c.tier = ?1 AND c.bucket = b.x"
-    " AND c.proc IN (SELECT value FROM json_each(?4)) AND c.layer = cw_layer() ORDER BY b.x";
-
 /* The cells of the raw tier with bucket in [?1, ?2): how many a raw
  * second holds, near a segment's end. */
 static const char SQL_Q_CELLS_COUNT[] = "SELECT count(*) FROM cells WHERE tier = 0"
@@ -187,7 +170,6 @@ static const char SQL_Q_CELLS_COUNT[] = "SELECT count(*) FROM cells WHERE tier =
  * seconds, counted near its end, hold more than LOOKUP_CELLS cells per
  * process asked (a lookup costs about as much as passing over that many
  * cells in key order: 2026-12-05, read_latency.py on both databases). */
-#define SEEKS_MAX 16384
 #define LOOKUP_CELLS 4
 #define DENSITY_PROBE (5 * INT64_C(1000000000))
 
@@ -228,7 +210,7 @@ static int seek_segment(cw_store_t *s, const cw__tier_t *t, const segment_t *x, 
     *seek = true;
     if (*hi <= *lo) return 0;
     uint64_t buckets = x->lo == INT64_MIN ? 1 : (uint64_t)((*hi - *lo) / k->width + 1);
-    *seek = buckets * m <= SEEKS_MAX;
+    *seek = buckets * m <= cw__seeks_max(s);
     if (!*seek || x->tier != 0 || x->lo == INT64_MIN) return 0;
     sqlite3_stmt *st = NULL;
     int64_t from = *hi - DENSITY_PROBE > *lo ? *hi - DENSITY_PROBE : *lo;
@@ -255,35 +237,11 @@ static int seek_segment(cw_store_t *s, const cw__tier_t *t, const segment_t *x, 
  * in m0 are put on their side of t0 by their stack (sides_t); those of a
  * stack that committed on both sides are left out and taken from the raw
  * tier instead, with their commit's own second: the cell's minute f and
- * process are noted (fixes_t), and its raw seconds [f, f + 1 min) are
+ * process are noted (cw__fixes_t), and its raw seconds [f, f + 1 min) are
  * read by key for those rows (they are what the minute's rows summed).
  * The 10,000 live processes' hour from an unaligned t0: 3.6 M raw cells
  * passed over -> 60 seconds and 60 minutes of the 100 processes shown,
  * and a minute of seconds for each (minute, process) noted. */
-typedef struct fix {
-    int64_t f;
-    uint32_t proc;
-} fix_t;
-
-typedef struct fixes {
-    fix_t *v;
-    size_t n, cap;
-} fixes_t;
-
-static int fix_add(fixes_t *x, int64_t f, uint32_t proc)
-{
-    if (CW_RESERVE(x->v, x->cap, x->n + 1)) return CW_ENOMEM;
-    x->v[x->n++] = (fix_t){f, proc};
-    return 0;
-}
-
-static int cmp_fix(const void *x, const void *y)
-{
-    const fix_t *a = x, *b = y;
-    if (a->f != b->f) return a->f < b->f ? -1 : 1;
-    return a->proc < b->proc ? -1 : a->proc > b->proc;
-}
-
 /* The sides: when a process's stack committed in m0 only before t0, or
  * only from t0 on, its rows of commits in m0 are all on that side. The
  * raw seconds [m0, m1)'s commit rows give each (process, stack) that
@@ -354,53 +312,14 @@ static int minute_split(const cw__tier_t *t, const pick_t *p, segment_t *sv, int
     return -1;
 }
 
-/* The release rows of commits in [m0, m0 + 1 min) that the minute cells
- * left out (their stack's sides not known), from the raw seconds of each
- * noted (minute, process), found by key with `at` (SQL_Q_CELLS_AT; its
- * process list ?4 is left bound to the last minute's). */
-static int fix_run(cw_store_t *s, sqlite3_stmt *at, const cw__tier_t *t, const pick_t *p,
-                   int64_t m0, fixes_t *fx, sides_t *sd, cw__sums_acc_t *a, cw_diag_t *d)
-{
-    int err = 0, rc = SQLITE_DONE;
-    int64_t w = t[1].width;
-    if (fx->n > 1) qsort(fx->v, fx->n, sizeof *fx->v, cmp_fix);
-    uint32_t *ids = fx->n ? malloc(fx->n * sizeof *ids) : NULL;
-    if (fx->n && !ids) err = CW_ENOMEM;
-    for (size_t i = 0, j; i < fx->n && !err; i = j) {
-        uint32_t m = 0; /* the minute's processes, ascending (one cell each) */
-        for (j = i; j < fx->n && fx->v[j].f == fx->v[i].f; j++)
-            ids[m++] = fx->v[j].proc;
-        char *json = cw__ids_json(ids, m);
-        if (!json || sqlite3_bind_text(at, 4, json, -1, free) != SQLITE_OK) {
-            err = CW_ENOMEM; /* sqlite3_bind_text frees json either way */
-            break;
-        }
-        sqlite3_bind_int(at, 1, 0);
-        sqlite3_bind_int64(at, 2, fx->v[i].f);
-        sqlite3_bind_int64(at, 3, fx->v[i].f + w);
-        sqlite3_bind_int64(at, 5, t[0].width);
-        while (!err && (rc = sqlite3_step(at)) == SQLITE_ROW)
-            err = cw__sums_add_cell_split(
-                a, sqlite3_column_blob(at, 2), (size_t)sqlite3_column_bytes(at, 2),
-                sqlite3_column_int64(at, 0), (uint32_t)sqlite3_column_int64(at, 1), p->t0, p->t1,
-                m0, m0 + w, true, sides_resolve, sd, NULL, d);
-        if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window figures", d);
-        sqlite3_reset(at);
-    }
-    free(ids);
-    s->test.minute_fixes += fx->n;
-    if (err == CW_ENOMEM) cw_diag_set(d, err, "querying window figures: out of memory");
-    return err;
-}
-
 int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t *seg, int nseg,
                             const pick_t *p, const cw__proc_set_t *only, cw__sums_acc_t *out,
                             cw_diag_t *d)
 {
     sqlite3_stmt *scan = NULL, *at = NULL;
     cw__sums_acc_t *a = out;
-    int err = cw__store_stmt(s, CW__ST_Q_CELLS_OF, SQL_Q_CELLS_OF, &scan, d), rc = SQLITE_DONE;
-    if (!err) err = cw__store_stmt(s, CW__ST_Q_CELLS_AT, SQL_Q_CELLS_AT, &at, d);
+    int err = cw__report_stmt_of(s, &scan, d), rc = SQLITE_DONE;
+    if (!err) err = cw__report_stmt_at(s, &at, d);
     memset(a, 0, sizeof *a);
     if (err) return err;
     if (cw__sums_acc_init(a) ||
@@ -440,9 +359,14 @@ int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t 
     }
     int head, mid = minute_split(t, p, sv, &ns, &head);
     int64_t m0 = cw_floor_to(p->t0, t[1].width);
-    fixes_t fx = {0};
+    cw__fixes_t fx = {0};
     sides_t sd = {.known = head >= 0, .m0 = m0, .t0 = p->t0};
     if (mid >= 0 && cw_keymap_init(&sd.map, 64)) err = CW_ENOMEM;
+    bool hsplit = false; /* the hour split (cw__report_hour_split) */
+    for (int i = 0; i < ns; i++)
+        hsplit |= sv[i].split != CW__SPLIT_NONE;
+    cw__hsides_t hs;
+    if (cw__hsides_init(&hs, t, p)) err = CW_ENOMEM;
     for (int i = 0; i < ns && !err; i++) {
         /* As cw__sums_add_cell: commits with bucket in [lo, min(hi, t1)),
          * releases with f in [lo, hi) and a < t1. */
@@ -483,21 +407,41 @@ int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t 
                 break;
             }
             if (i == head) continue; /* before t0: its sides only */
+            if (hsplit) {
+                err = cw__hsides_add_cell(&hs, sv[i].split, a, data, size, bucket, proc, p, d);
+                continue;
+            }
             err = cw__sums_add_cell_split(a, data, size, bucket, proc, p->t0, p->t1, m0,
                                           i == mid ? m0 + 1 : m0, false, sides_resolve, &sd,
                                           &skipped, d);
-            if (!err && skipped) err = fix_add(&fx, bucket, proc);
+            if (!err && skipped) err = cw__fix_add(&fx, bucket, proc);
         }
         if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window figures", d);
         sqlite3_reset(st);
-        if (!err && i == mid) err = fix_run(s, at, t, p, m0, &fx, &sd, a, d);
-        if (!err && i == mid && sqlite3_bind_text(at, 4, only->json, -1, SQLITE_TRANSIENT))
+        if (!err && i == mid) {
+            /* The rows the minute cells left out (their stack's sides not
+             * known), from the raw seconds of each noted (minute, process). */
+            cw__fix_read_t r = {.tier = 0,
+                                .span = t[1].width,
+                                .step = t[0].width,
+                                .alo = m0,
+                                .ahi = m0 + t[1].width,
+                                .resolve = sides_resolve,
+                                .ctx = &sd};
+            err = cw__fixes_run(s, &r, p, &fx, a, d);
+            s->test.minute_fixes += fx.n;
+        }
+        if (!err && i == mid &&
+            (sqlite3_bind_text(at, 4, only->json, -1, SQLITE_TRANSIENT) != SQLITE_OK ||
+             sqlite3_bind_text(scan, 4, only->json, -1, SQLITE_TRANSIENT) != SQLITE_OK))
             err = cw_diag_set(d, CW_ENOMEM, "querying window figures: out of memory");
     }
+    if (!err && hsplit) err = cw__hsides_fix(s, t, &hs, p, a, d);
     free(fx.v);
     cw_keymap_free(&sd.map);
     free(sd.f);
     cw__cell_rows_free(&sd.rows);
+    cw__hsides_free(&hs);
     if (!err && mid >= 0) s->test.minute_splits++;
     return cw__sums_acc_done(a, err, d);
 }

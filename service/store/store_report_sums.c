@@ -112,6 +112,38 @@ int cw__report_plan(const cw__tier_t *t, const pick_t *p, segment_t *seg, int *n
     return n;
 }
 
+int cw__report_hour_split(const cw__tier_t *t, const pick_t *p, segment_t *seg, int n, int nback)
+{
+    const int64_t hw = t[2].width;
+    const cw__tier_t *o = &t[CW__TIER_OPEN];
+    int64_t h0 = cw_floor_to(p->t0, hw), h1 = h0 + hw;
+    if (h0 == p->t0) return n;
+    for (int i = nback; i < n; i++) {
+        if (seg[i].tier != 1 || seg[i].lo != p->t0) continue;
+        int64_t hi = seg[i].hi, hx = hi < t[2].end ? hi : t[2].end;
+        if (p->t1 < t[0].end && p->t1 < hx) hx = p->t1;
+        hx = cw_floor_to(hx, hw);
+        if (hx < h1 || !tier_holds(t, 2, h0, hx)) return n;
+        /* The open hour's cells after the hours, as cw__report_plan()
+         * takes them from t0 on: t1 at or past their end. */
+        bool hours = hx > h1, rest = hx < hi,
+             open = rest && o->start == hx && o->end == hi && p->t1 >= o->end;
+        int add = 1 + hours + rest;
+        if ((!hours && !open) || n + add > MAX_SEGMENTS) return n;
+        memmove(&seg[i + 1 + add], &seg[i + 1], (size_t)(n - i - 1) * sizeof *seg);
+        seg[i] = (segment_t){.tier = 2, .lo = h0, .hi = h1, .split = CW__SPLIT_SIDES};
+        seg[i + 1] = (segment_t){.tier = 1, .lo = p->t0, .hi = h1, .split = CW__SPLIT_NEAR};
+        int j = i + 2;
+        if (hours) seg[j++] = (segment_t){.tier = 2, .lo = h1, .hi = hx, .split = CW__SPLIT_FAR};
+        if (open)
+            seg[j] = (segment_t){.tier = CW__TIER_OPEN, .lo = hx, .hi = hi, .split = CW__SPLIT_FAR};
+        else if (rest)
+            seg[j] = (segment_t){.tier = 1, .lo = hx, .hi = hi};
+        return n + add;
+    }
+    return n;
+}
+
 static int cmp_sums(const void *x, const void *y)
 {
     const sums_t *a = x, *b = y;
@@ -277,21 +309,26 @@ int cw__sums_add_cell(cw__sums_acc_t *a, const void *data, size_t size, int64_t 
 }
 
 /* Adds the cells of one segment, [lo, hi) of tier, as sums for the
- * window [t0, t1), to a; with act (st is SQL_Q_CELLS_ACT's), their
- * activity rows in [t0, t1) too. */
-static int run_segment(cw_store_t *s, sqlite3_stmt *st, int tier, int64_t t0, int64_t t1,
-                       int64_t lo, int64_t hi, bool act, cw__sums_acc_t *a, cw_diag_t *d)
+ * window p, to a; with act (st is SQL_Q_CELLS_ACT's), their activity rows
+ * in [t0, t1) too; a segment of the hour split (split, hs) as it says. */
+static int run_segment(cw_store_t *s, sqlite3_stmt *st, int tier, const pick_t *p, int64_t lo,
+                       int64_t hi, bool act, int split, cw__hsides_t *hs, cw__sums_acc_t *a,
+                       cw_diag_t *d)
 {
     int err = 0, rc;
     sqlite3_bind_int(st, 1, tier);
     sqlite3_bind_int64(st, 2, lo);
     sqlite3_bind_int64(st, 3, hi);
+    act &= split != CW__SPLIT_SIDES;
     while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t bucket = sqlite3_column_int64(st, 0);
         uint32_t proc = (uint32_t)sqlite3_column_int64(st, 1);
-        err = cw__sums_add_cell(a, sqlite3_column_blob(st, 2), (size_t)sqlite3_column_bytes(st, 2),
-                                bucket, proc, t0, t1, d);
-        if (!err && act && bucket >= t0 && bucket < t1 && sqlite3_column_type(st, 3) != SQLITE_NULL)
+        const void *data = sqlite3_column_blob(st, 2);
+        size_t size = (size_t)sqlite3_column_bytes(st, 2);
+        err = split ? cw__hsides_add_cell(hs, split, a, data, size, bucket, proc, p, d)
+                    : cw__sums_add_cell(a, data, size, bucket, proc, p->t0, p->t1, d);
+        if (!err && act && bucket >= p->t0 && bucket < p->t1 &&
+            sqlite3_column_type(st, 3) != SQLITE_NULL)
             err = cw__sums_add_activity(a, proc, sqlite3_column_int64(st, 3),
                                         sqlite3_column_int64(st, 4), sqlite3_column_int64(st, 5),
                                         sqlite3_column_int64(st, 6));
@@ -516,9 +553,10 @@ static int cached_before(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t,
     }
     /* The new rows, as sums before t0, added to the cached. */
     cw__sums_acc_t a;
+    const pick_t at = {.t0 = t0, .t1 = t0};
     int err = cw__sums_acc_init(&a) ? CW_ENOMEM : 0;
     for (int i = 0; i < nseg && !err; i++)
-        err = run_segment(s, st, seg[i].tier, t0, t0, seg[i].lo, seg[i].hi, false, &a, d);
+        err = run_segment(s, st, seg[i].tier, &at, seg[i].lo, seg[i].hi, false, 0, NULL, &a, d);
     if (!err && e->valid) err = push_before(e, &a);
     if ((err = cw__sums_acc_done(&a, err, d))) {
         e->valid = false;
@@ -783,11 +821,16 @@ int cw__report_load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *se
     bool final = true; /* every backward row is in a closed bucket */
     for (int i = 0; i < nback; i++)
         final &= seg[i].hi <= t[seg[i].tier].end;
-    if (!s->test.read_cache_off && nback > 0 && seg[0].lo == INT64_MIN && final &&
+    bool hsplit = false; /* the hour split (cw__report_hour_split) */
+    for (int i = nback; i < nseg; i++)
+        hsplit |= seg[i].split != CW__SPLIT_NONE;
+    cw__hsides_t hs;
+    if (cw__hsides_init(&hs, t, p)) err = CW_ENOMEM;
+    if (!err && !s->test.read_cache_off && nback > 0 && seg[0].lo == INT64_MIN && final &&
         seg[nback - 1].hi == p->t0) {
         /* Before t0: its tier's BEFORE rows, and the cached sums. */
         rentry_t *c = NULL;
-        err = run_segment(s, st, seg[0].tier, p->t0, p->t1, INT64_MIN, INT64_MIN + 1, false, a, d);
+        err = run_segment(s, st, seg[0].tier, p, INT64_MIN, INT64_MIN + 1, false, 0, NULL, a, d);
         if (!err) err = cached_before(s, st, t, seg, nback, p->t0, &c, d);
         if (!err) err = push_before(c, a);
         if (c && c->n > report_cache_max(s)) entry_drop(c); /* too big to keep */
@@ -808,11 +851,13 @@ int cw__report_load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *se
                 if ((err = tail_sums(c, p->t0, p->t1, lo, mid, act, a))) break;
                 lo = mid;
             }
-            if (lo < hi) err = run_segment(s, act ? sa : st, k, p->t0, p->t1, lo, hi, act, a, d);
+            if (lo < hi) err = run_segment(s, act ? sa : st, k, p, lo, hi, act, 0, NULL, a, d);
             continue;
         }
-        err = run_segment(s, act ? sa : st, k, p->t0, p->t1, seg[i].lo, hi, act, a, d);
+        err = run_segment(s, act ? sa : st, k, p, seg[i].lo, hi, act, seg[i].split, &hs, a, d);
     }
+    if (!err && hsplit) err = cw__hsides_fix(s, t, &hs, p, a, d);
+    cw__hsides_free(&hs);
     return cw__sums_acc_done(a, err, d);
 }
 

@@ -38,9 +38,11 @@ typedef struct segment {
     int tier;
     int64_t lo, hi; /* [lo, hi) in bucket / f; lo INT64_MIN includes BEFORE */
     bool minus;     /* its sums are taken away (only the keys cache's fills) */
+    uint8_t split;  /* its part in the hour split (CW__SPLIT_*), or 0 */
 } segment_t;
 
-#define MAX_SEGMENTS (2 * CW_TIERS)
+/* + the hour split's three (cw__report_hour_split) */
+#define MAX_SEGMENTS (2 * CW_TIERS + 3)
 
 /* The 13 sums of one (proc, stack) a window [t0, t1)'s figures come from
  * (load_figs, store_report.c, names them by these numbers, "columns"
@@ -138,6 +140,115 @@ int cw__sums_add_cell_split(cw__sums_acc_t *a, const void *data, size_t size, in
  * minute tier that the open hour's cells answer is read from them. */
 pick_t cw__report_start_floor(const cw__tier_t *t, const pick_t *p);
 int cw__report_plan(const cw__tier_t *t, const pick_t *p, segment_t *seg, int *nback);
+
+/* The hour split. A window whose t0 is on a minute but not on an hour
+ * (the dashboard's ranges: "the last 24 h" from a whole minute) is read
+ * from the minute tier for its whole length by cw__report_plan: an hour
+ * cell's release rows say only in which hour their commit was, and for
+ * the hour h0 that holds t0 that does not tell before t0 from after it.
+ * 10,000 live processes over a day: 14.4 M minute cells, where the hour
+ * tier holds 240,000. The split reads the hours all the same:
+ *  - SIDES, the hour tier's [h0, h1) (h1 = h0 + 1 h): per (process,
+ *    stack), the commit bytes and events of h0, read for this alone;
+ *  - NEAR, the minute tier's [t0, h1), summed as ever, its commit rows
+ *    taken away from those of h0: a stack whose commits of h0 are all in
+ *    [t0, h1) committed only from t0 on, one with none there only
+ *    before t0 (cw__hsides_resolve);
+ *  - FAR, the hour tier's [h1, hx) (hx: the hour tier's end, or t1's
+ *    hour when t1 is inside the data), and the open hour's cells after
+ *    it where they answer (t1 at or past their end): their release rows
+ *    of commits in h0 are put on their side of t0 by their stack's
+ *    sides; those of a stack that committed on both sides (or of which
+ *    h0 holds no commit) are left out, the cell's (hour, process) noted,
+ *    and taken from that hour's minute cells instead, each with its
+ *    commit's minute (cw__hsides_fix);
+ *  - then the minute tier from hx on, as before.
+ * Only where the hour tier holds h0 and the window has a FAR part: a
+ * whole hour of the hour tier, or the open hour's cells. Returns the new
+ * count of segments in seg (n when nothing changed). */
+enum { CW__SPLIT_NONE, CW__SPLIT_SIDES, CW__SPLIT_NEAR, CW__SPLIT_FAR };
+int cw__report_hour_split(const cw__tier_t *t, const pick_t *p, segment_t *seg, int n, int nback);
+
+/* Rows left out of a split's coarse cells, to be read from finer ones:
+ * (bucket f, process) of each coarse cell that left one out. */
+typedef struct cw__fix {
+    int64_t f;
+    uint32_t proc;
+} cw__fix_t;
+
+typedef struct cw__fixes {
+    cw__fix_t *v;
+    size_t n, cap;
+} cw__fixes_t;
+
+/* 0 or CW_ENOMEM. */
+int cw__fix_add(cw__fixes_t *x, int64_t f, uint32_t proc);
+
+/* What the fixes read: for each noted (f, proc), the cells of `tier` in
+ * [f, f + span), every `step`, of that process; of their release rows
+ * only those whose commit bucket is in [alo, ahi) and that resolve (with
+ * ctx) leaves out, each classified with its own commit bucket. */
+typedef struct cw__fix_read {
+    int tier;
+    int64_t span, step, alo, ahi;
+    cw__resolve_a_fn resolve;
+    void *ctx;
+} cw__fix_read_t;
+
+/* The statements that read the cells of tier ?1 of the processes in the
+ * JSON array ?4: at the buckets ?2, ?2 + ?5, ... below ?3, each by key
+ * (SQL_Q_CELLS_AT), or with bucket in [?2, ?3) in key order
+ * (SQL_Q_CELLS_OF). Both give bucket, proc, data, events, delta,
+ * relpeak, peak_off. */
+int cw__report_stmt_at(cw_store_t *s, sqlite3_stmt **st, cw_diag_t *d);
+int cw__report_stmt_of(cw_store_t *s, sqlite3_stmt **st, cw_diag_t *d);
+
+/* Cell lookups one read may take before it is made in key order instead
+ * (store_report_keys.c says why). */
+#define CW__SEEKS_MAX 16384
+static inline uint64_t cw__seeks_max(const cw_store_t *s)
+{
+    return s->test.seeks_max ? s->test.seeks_max : CW__SEEKS_MAX;
+}
+
+/* Runs the fixes fx (sorted here), adding to a; a bucket's fixes are
+ * read by key, or in key order when they are many. Leaves ?4 of both
+ * statements above bound to the last bucket's processes. 0, CW_ENOMEM
+ * (named in d) or CW_EDB. */
+int cw__fixes_run(cw_store_t *s, const cw__fix_read_t *r, const pick_t *p, cw__fixes_t *fx,
+                  cw__sums_acc_t *a, cw_diag_t *d);
+
+/* The hour split's sides, while a window's segments are read (one
+ * report, the thread that holds the handle): per (process, stack), the
+ * commit bytes and events of h0 (hb, he) and of [t0, h1) (nb, ne); the
+ * fixes its FAR cells noted. */
+typedef struct cw__hside {
+    int64_t hb, he, nb, ne;
+} cw__hside_t;
+
+typedef struct cw__hsides {
+    int64_t h0, h1, t0;
+    cw_keymap_t map; /* (proc, stack) -> v */
+    cw__hside_t *v;
+    size_t cap;
+    cw__cell_rows_t rows;
+    cw__fixes_t fx;
+} cw__hsides_t;
+
+/* 0 or CW_ENOMEM; free with cw__hsides_free() either way. */
+int cw__hsides_init(cw__hsides_t *x, const cw__tier_t *t, const pick_t *p);
+void cw__hsides_free(cw__hsides_t *x);
+/* Adds one cell of a segment whose split part is `split` to a (sums for
+ * the window p) and to the sides, as the split says: SIDES only noted,
+ * NEAR summed and noted, FAR summed with its rows of commits in h0
+ * resolved (a fix noted for a row left out), any other summed as
+ * cw__sums_add_cell(). 0, CW_ENOMEM or CW_EDB (named in d). */
+int cw__hsides_add_cell(cw__hsides_t *x, int split, cw__sums_acc_t *a, const void *data,
+                        size_t size, int64_t bucket, uint32_t proc, const pick_t *p, cw_diag_t *d);
+/* After every segment: the rows the FAR cells left out, from the minute
+ * cells of each noted (hour, process). 0, CW_ENOMEM or CW_EDB. */
+int cw__hsides_fix(cw_store_t *s, const cw__tier_t *t, cw__hsides_t *x, const pick_t *p,
+                   cw__sums_acc_t *a, cw_diag_t *d);
 
 /* The rows of [x, y) as segments whose sums are totals (every row before
  * y): raw seconds to the next minute, the minute tier's whole minutes,

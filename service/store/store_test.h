@@ -19,13 +19,16 @@ typedef struct cw__store_test {
     uint64_t transactions;    /* writer: batch transactions committed */
     uint64_t pruned[2];       /* writer: processes rows, folded rows pruned since open */
     uint64_t metrics_reads;   /* /metrics: closed hours read by this handle */
-    bool read_cache_off;      /* every query from the rows alone */
+    bool read_cache_off;      /* every query from the rows alone, no hour split */
     uint32_t read_cache_rows; /* rows each read cache may hold (0: its default) */
+    uint32_t seeks_max;       /* cell lookups a read may take (0: CW__SEEKS_MAX) */
     uint64_t open_segments;   /* segments of reports read from the open hour's cells */
     uint64_t keys_down;       /* keys cache fills that took minutes away from them */
     uint64_t keys_served;     /* ranked reports whose keys the keys cache gave */
     uint64_t minute_splits;   /* ranked reports from an unaligned t0 through the minute tier */
     uint64_t minute_fixes;    /* and the (minute, process) rows they took from raw seconds */
+    uint64_t hour_splits;     /* reports from a minute not on an hour through the hour tier */
+    uint64_t hour_fixes;      /* and the (hour, process) cells they took from minutes */
 } cw__store_test_t;
 
 /* Test hooks: whether the report cache holds sums (and for which tier and

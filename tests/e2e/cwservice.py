@@ -238,6 +238,54 @@ def analyze_json(db, from_ns, to_ns, stacks=False, bin=None, prefix=None):
     return json.loads(out)
 
 
+def sql_one(db, sql):
+    """The first row of a query on a database file, opened read-only."""
+    import sqlite3
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return con.execute(sql).fetchone()
+    finally:
+        con.close()
+
+
+def live_db(checks, tmp, procs, minutes, period=5):
+    """`procs` live processes for `minutes` (the read-path benchmark's
+    generator, bench/busy_trace.py --live; each commits or releases every
+    `period` s on average) written to tmp/live.jsonl and replayed by `run`
+    into tmp/live.db: (trace, database)."""
+    trace, db = os.path.join(tmp, "live.jsonl"), os.path.join(tmp, "live.db")
+    with open(trace, "w") as f:
+        subprocess.run([sys.executable, os.path.join(SOURCE, "bench", "busy_trace.py"), "--live",
+                        str(procs), "-m", str(minutes), "--period", str(period)], stdout=f,
+                       check=True, timeout=600)
+    checks.cli("run", "--no-http", "--source", "replay:" + trace, "--db", db)
+    return trace, db
+
+
+def serve_db(path, log_path):
+    """`commitwatch serve --db path` on a free loopback port, its output
+    in log_path, once /api/health answers: (process, base URL). Stop it
+    with cwtest.stop()."""
+    port = free_port()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(PREFIX + [BIN, "serve", "--db", path, "--listen",
+                                          f"127.0.0.1:{port}"],
+                                stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+
+    def health():
+        if proc.poll() is not None:
+            raise RuntimeError(f"serve exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(base + "/api/health", timeout=10) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    wait_until(health, 60, f"serve {path}: /api/health answers")
+    return proc, base
+
+
 class Checks:
     """Counts checks and prints the closing line ctest output readers use.
 
@@ -266,6 +314,15 @@ class Checks:
             return self.check(name, False, f"keys missing: {missing}")
         diff = {k: (got[k], want[k]) for k in keys if got[k] != want[k]}
         return self.check(name, not diff, f"(got, want): {diff}")
+
+    def cli(self, *args, timeout=900):
+        """Runs the binary with args, checks that it exits 0 (its stderr's
+        end the detail), returns its stdout."""
+        p = subprocess.run(PREFIX + [BIN, *args], capture_output=True, text=True,
+                           timeout=timeout)
+        self.check(f"commitwatch {' '.join(args[:3])} exits 0", p.returncode == 0,
+                   p.stderr[-3000:])
+        return p.stdout
 
     def check(self, name, cond, detail=""):
         """Prints ok or FAIL (with detail) for name; returns cond."""

@@ -26,16 +26,14 @@ import json
 import os
 import shutil
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cwservice import BIN, Checks, free_port  # noqa: E402
-from cwtest import stop, wait_until  # noqa: E402
+from cwservice import Checks, live_db, serve_db, sql_one as one  # noqa: E402
+from cwtest import stop  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 S = 1_000_000_000
 H = 3600 * S
 t = Checks()
@@ -46,26 +44,10 @@ def check(cond, what, *context):
     return t.check(what, cond, " | ".join(str(c)[:1500] for c in context))
 
 
-def cli(*args):
-    p = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=600)
-    check(p.returncode == 0, f"commitwatch {' '.join(args[:3])} exits 0", p.stderr[-3000:])
-    return p.stdout
+cli = t.cli
 
 
-def one(db, sql):
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        return con.execute(sql).fetchone()
-    finally:
-        con.close()
-
-
-trace = os.path.join(TMP, "live.jsonl")
-with open(trace, "w") as f:
-    subprocess.run([sys.executable, os.path.join(ROOT, "bench", "busy_trace.py"), "--live", "300",
-                    "-m", "90", "--period", "5"], stdout=f, check=True, timeout=300)
-db = os.path.join(TMP, "open.db")
-cli("run", "--no-http", "--source", "replay:" + trace, "--db", db)
+trace, db = live_db(t, TMP, 300, 90)
 
 # ---- the state the writer left -------------------------------------------------
 row = one(db, "SELECT start_ns, end_ns FROM tiers WHERE tier = 3")
@@ -111,23 +93,7 @@ for w in windows:
 
 # ---- the HTTP lists ------------------------------------------------------------
 def serving(path):
-    port = free_port()
-    log = open(os.path.join(TMP, os.path.basename(path) + ".log"), "w")
-    proc = subprocess.Popen([BIN, "serve", "--db", path, "--listen", f"127.0.0.1:{port}"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-
-    def health():
-        if proc.poll() is not None:
-            raise RuntimeError(f"serve exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(base + "/api/health", timeout=10) as r:
-                return r.status == 200
-        except OSError:
-            return False
-
-    wait_until(health, 60, f"serve {path}: /api/health answers")
-    return proc, base
+    return serve_db(path, os.path.join(TMP, os.path.basename(path) + ".log"))
 
 
 def get(base, path):

@@ -52,6 +52,8 @@ static const char *const tags[2][NSTACK] = {
 static char dir[256];
 static uint64_t minute_fixes; /* rows the minute split took from raw seconds */
 static uint64_t keys_down;    /* keys cache fills from the open hour downwards */
+static uint64_t hour_splits;  /* reports through the hour split */
+static uint64_t hour_fixes;   /* (hour, process) cells it took from minutes */
 
 static uint64_t rnd(uint64_t n)
 {
@@ -243,6 +245,13 @@ static void compare(cw_store_t *c, cw_store_t *n)
         if (b > a) report_eq(c, n, a, b);
     }
     report_eq(c, n, INT64_MIN, INT64_MAX);
+    /* The dashboard's long ranges, from a whole minute: the hours between
+     * are read through the hour split, to the end or to a minute. */
+    int64_t a = end0 - 2 * HOUR - (int64_t)rnd(3 * HOUR), b = a + 2 * HOUR + (int64_t)rnd(HOUR);
+    a -= a % MIN;
+    a += a % HOUR ? 0 : MIN;
+    if (a >= (t[1].horizon != INT64_MIN ? t[1].horizon : t0))
+        report_eq(c, n, a, rnd(2) || b >= end0 ? end0 : b - b % MIN);
     /* A window of the last minutes with the caches empty: the keys cache
      * fills afresh, from the open hour's cells less the minutes after t0
      * where that reads fewer (keys_down, store_report_keys.c). */
@@ -380,7 +389,7 @@ static void retag(cw_store_t *w)
 }
 
 static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool expect_fold,
-                uint32_t cache_rows)
+                uint32_t cache_rows, uint32_t seeks_max)
 {
     char path[400];
     cw_store_t *w, *c, *n;
@@ -395,6 +404,7 @@ static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool e
     ASSERT_OK(cw_store_open_readonly(path, &n, &d));
     n->test.read_cache_off = true;
     c->test.read_cache_rows = cache_rows;
+    c->test.seeks_max = seeks_max;
     int64_t horizon[CW_TIERS] = {INT64_MIN, INT64_MIN, INT64_MIN};
     int folds = 0, batches = 0, reports_cached = 0;
     bool retagged = false;
@@ -456,6 +466,14 @@ static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool e
            c->test.minute_fixes + n->test.minute_fixes);
     ASSERT_TRUE(c->test.minute_splits + n->test.minute_splits > 0);
     minute_fixes += c->test.minute_fixes + n->test.minute_fixes;
+    /* The hour split answered some windows, and the handle with its
+     * caches off read those from the minute tier (store_test.h). */
+    printf("  hour tier from a minute not on an hour: %" PRIu64 " reports, %" PRIu64
+           " (hour, process) cells from minutes\n",
+           c->test.hour_splits, c->test.hour_fixes);
+    ASSERT_TRUE(n->test.hour_splits == 0);
+    hour_splits += c->test.hour_splits;
+    hour_fixes += c->test.hour_fixes;
     cw_store_close(n);
     cw_store_close(c);
     cw_store_close(w);
@@ -884,18 +902,21 @@ int main(void)
     ASSERT_TRUE(cw_test_mkdtemp(dir) != NULL);
     acc_rows();
     cw_store_opts_t keep = {{0, 0, 0}, 0};
-    run("keep.db", &keep, 5 * HOUR, false, 0);
+    run("keep.db", &keep, 5 * HOUR, false, 0, 0);
     /* Caches too small for some windows: those are read from SQL, the
      * others from the caches. */
-    run("small.db", &keep, 3 * HOUR, false, 300);
+    run("small.db", &keep, 3 * HOUR, false, 300, 0);
     cw_store_opts_t ret = {{HOUR, 2 * HOUR, 3 * HOUR}, 0};
-    run("retention.db", &ret, 7 * HOUR, true, 0);
+    run("retention.db", &ret, 7 * HOUR, true, 0, 0);
     /* Only the hour tier folds: cached sums outlive the raw tier's rows. */
     cw_store_opts_t hour = {{0, 0, 2 * HOUR}, 0};
-    run("hour.db", &hour, 6 * HOUR, true, 0);
+    /* Only the hour tier folds: cached sums outlive the raw tier's rows.
+     * Every read of cells in key order, the others' passed over, none
+     * looked up by key (as the reads of many processes are made). */
+    run("hour.db", &hour, 6 * HOUR, true, 0, 1);
     /* The size cap folds through the same retention (shortest 1 h raw). */
     cw_store_opts_t cap = {{0, 0, 0}, 64 * 1024};
-    run("cap.db", &cap, 3 * HOUR, true, 0);
+    run("cap.db", &cap, 3 * HOUR, true, 0, 0);
     closed_proc();
     burst_tail();
     pooled();
@@ -906,6 +927,7 @@ int main(void)
      * taken from raw seconds. */
     ASSERT_TRUE(minute_fixes > 0);
     ASSERT_TRUE(keys_down > 20);
+    ASSERT_TRUE(hour_splits > 20 && hour_fixes > 0);
     ASSERT_EQ(cw_test_rmtree(dir), 0);
     TEST_DONE();
 }

@@ -47,8 +47,8 @@ export async function overviewPage(main, params) {
     const h = await health(fresh);
     const range = RANGES.find(([k]) => k === $('range').value)[1];
     // The range starts on a whole minute (up to 59 s more than asked): the
-    // store answers a minute-aligned window from its minute tier, an
-    // unaligned one from every raw second of it (docs/DESIGN.md, "Dashboard").
+    // store answers a minute-aligned window from its hour and minute tiers,
+    // an unaligned one from every raw second of it (docs/DESIGN.md, "Dashboard").
     let from = Math.floor((h.end_ns - range) / 60e9) * 60e9;
     if (h.first_bucket_ns != null && from < h.first_bucket_ns) from = Math.floor(h.first_bucket_ns / 1e9) * 1e9;
     const to = h.end_ns;
