@@ -178,10 +178,19 @@ if [[ ${CW_WINE_CHILD:-} == 1 ]]; then
   prog=$!
   watchdog "$prog" "$mark" </dev/null >/dev/null 2>&1 &
   rc=0
+  t0=$SECONDS
   wait "$prog" || rc=$?
   if [[ -f $mark ]]; then
     rm -f "$mark"
     exit 77
+  fi
+  # A failure says how the program ended: a test .exe that fails within
+  # a fraction of a second with no output at all (a CI run's test_store,
+  # 0.12 s) did not reach main(), or crashed (WINEDEBUG=-all keeps Wine
+  # quiet); its exit status tells which (0xC0000005 & 255 = 5: an access
+  # violation; 53: a DLL not found).
+  if ((rc)); then
+    echo "wine_run: $1 exited with status $rc after $((SECONDS - t0)) s" >&2
   fi
   exit "$rc"
 fi

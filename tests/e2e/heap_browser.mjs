@@ -7,7 +7,9 @@
 //   CW_EXITED  the instance id of a process that has exited
 //   CW_LEAK    heap_truth's leaking function and its outstanding bytes, "fn:bytes"
 //   CW_SHOTS   folder for screenshots; CW_SOURCE the source tree
-// The test script sends heap_truth its "go" once the trace is attached.
+//   CW_SEEN    a file this page writes once it has seen the trace running
+// The test script sends heap_truth its "go" once the trace is attached
+// and CW_SEEN is written.
 // Checks: a process page opened while the overview still loads is shown
 // (the overview's late failures do not replace it); the "Trace heap" button starts a trace (the token from the
 // tab's session), the list shows it running with its progress, and once
@@ -15,6 +17,7 @@
 // the leaking function with its outstanding bytes, and the flame graph;
 // another measure redraws both; an exited process's button is disabled,
 // saying why. Prints "N passed, M failed"; non-zero exit on a failure.
+import fs from 'node:fs';
 import path from 'node:path';
 import { launch, waiter } from './cwbrowser.mjs';
 
@@ -57,7 +60,10 @@ try {
     return r && /running.*events so far/.test(r.textContent) && document.querySelector('#htrace').disabled;
   }, null, 15000), await page.locator('#hlist').innerText());
   await page.screenshot({ path: path.join(SHOTS, 'heap-running.png'), fullPage: true });
-  // The test script lets heap_truth run to its end once attached.
+  // The test script lets heap_truth run to its end once this page has
+  // seen the trace running (heap_truth's work takes less than a refresh
+  // of the list: a CI run's page first saw it done).
+  fs.writeFileSync(process.env.CW_SEEN, 'running\n');
   check('when the process ends, the report is shown', await wait(() => {
     const b = document.querySelector('#hreport');
     return b && b.dataset.trace && document.querySelector('#htree .trow:not(.thead)');

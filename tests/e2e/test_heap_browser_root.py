@@ -3,8 +3,9 @@
 browser (Debian's chromium through playwright-core; the checks are in
 heap_browser.mjs) against the service with the live perf source (root):
 a running tests/programs/heap_truth --attach is traced from its process
-page; this script lets it run to its end once the trace is attached, and
-the page then shows the report with the truth's leaking function.
+page; this script lets it run to its end once the trace is attached and
+the page has seen it running, and the page then shows the report with
+the truth's leaking function.
 
 Without root it fails, saying why (CI runs as root); a missing browser
 prerequisite fails in CI and skips elsewhere."""
@@ -59,8 +60,10 @@ def main():
         exited = wait_until(lambda: instance(gone.pid), 60, "the exited process is stored")
         wait_until(lambda: get(base, f"/api/processes/{exited}")["process"].get("exit_ns"), 60,
                    "its exit is stored")
+        seen = os.path.join(tmp, "seen-running")
         env = dict(os.environ, CW_URL=base, CW_TOKEN=TOKEN, CW_INST=str(inst),
-                   CW_EXITED=str(exited), CW_SHOTS=shots, CW_SOURCE=SOURCE, CW_CHROMIUM=chromium)
+                   CW_EXITED=str(exited), CW_SHOTS=shots, CW_SOURCE=SOURCE, CW_CHROMIUM=chromium,
+                   CW_SEEN=seen)
         # heap_truth writes its truth when it ends; its leak (function and
         # bytes) comes from its constants: read it from a launch-mode run.
         probe = subprocess.run([BIN, "heap", "--json", "--", TRUTH, os.path.join(tmp, "p.json")],
@@ -77,6 +80,10 @@ def main():
             ts = get(base, f"/api/heap-traces?process={inst}")["traces"]
             return any(x.get("attached") for x in ts)
         wait_until(attached, 60, "the page's trace attaches")
+        # heap_truth runs to its end once the page has seen its trace
+        # running too (the page writes `seen`; or once the page has ended).
+        wait_until(lambda: driver.poll() is not None or os.path.exists(seen), 120,
+                   "the page sees its trace running")
         t.stdin.write("go\n")
         t.stdin.close()
         t.wait(timeout=60)
