@@ -362,11 +362,8 @@ int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t 
     cw__fixes_t fx = {0};
     sides_t sd = {.known = head >= 0, .m0 = m0, .t0 = p->t0};
     if (mid >= 0 && cw_keymap_init(&sd.map, 64)) err = CW_ENOMEM;
-    bool hsplit = false; /* the hour split (cw__report_hour_split) */
-    for (int i = 0; i < ns; i++)
-        hsplit |= sv[i].split != CW__SPLIT_NONE;
-    cw__hsides_t hs;
-    if (cw__hsides_init(&hs, t, p)) err = CW_ENOMEM;
+    cw__hsides_t hs; /* the hour split (cw__report_hour_split) */
+    if (cw__hsides_init(&hs, t, p, sv, ns)) err = CW_ENOMEM;
     for (int i = 0; i < ns && !err; i++) {
         /* As cw__sums_add_cell: commits with bucket in [lo, min(hi, t1)),
          * releases with f in [lo, hi) and a < t1. */
@@ -407,7 +404,7 @@ int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t 
                 break;
             }
             if (i == head) continue; /* before t0: its sides only */
-            if (hsplit) {
+            if (hs.on) {
                 err = cw__hsides_add_cell(&hs, sv[i].split, a, data, size, bucket, proc, p, d);
                 continue;
             }
@@ -436,7 +433,7 @@ int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t 
              sqlite3_bind_text(scan, 4, only->json, -1, SQLITE_TRANSIENT) != SQLITE_OK))
             err = cw_diag_set(d, CW_ENOMEM, "querying window figures: out of memory");
     }
-    if (!err && hsplit) err = cw__hsides_fix(s, t, &hs, p, a, d);
+    if (!err) err = cw__hsides_fix(s, t, &hs, p, a, d);
     free(fx.v);
     cw_keymap_free(&sd.map);
     free(sd.f);

@@ -101,13 +101,16 @@ int cw__fixes_run(cw_store_t *s, const cw__fix_read_t *r, const pick_t *p, cw__f
 
 /* ---- the hour split's sides --------------------------------------------------- */
 
-int cw__hsides_init(cw__hsides_t *x, const cw__tier_t *t, const pick_t *p)
+int cw__hsides_init(cw__hsides_t *x, const cw__tier_t *t, const pick_t *p, const segment_t *seg,
+                    int nseg)
 {
     memset(x, 0, sizeof *x);
+    for (int i = 0; i < nseg; i++)
+        x->on |= seg[i].split != CW__SPLIT_NONE;
     x->h0 = cw_floor_to(p->t0, t[2].width);
     x->h1 = x->h0 + t[2].width;
     x->t0 = p->t0;
-    return cw_keymap_init(&x->map, 64);
+    return x->on ? cw_keymap_init(&x->map, 64) : 0;
 }
 
 void cw__hsides_free(cw__hsides_t *x)

@@ -821,11 +821,8 @@ int cw__report_load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *se
     bool final = true; /* every backward row is in a closed bucket */
     for (int i = 0; i < nback; i++)
         final &= seg[i].hi <= t[seg[i].tier].end;
-    bool hsplit = false; /* the hour split (cw__report_hour_split) */
-    for (int i = nback; i < nseg; i++)
-        hsplit |= seg[i].split != CW__SPLIT_NONE;
-    cw__hsides_t hs;
-    if (cw__hsides_init(&hs, t, p)) err = CW_ENOMEM;
+    cw__hsides_t hs; /* the hour split (cw__report_hour_split) */
+    if (cw__hsides_init(&hs, t, p, seg, nseg)) err = CW_ENOMEM;
     if (!err && !s->test.read_cache_off && nback > 0 && seg[0].lo == INT64_MIN && final &&
         seg[nback - 1].hi == p->t0) {
         /* Before t0: its tier's BEFORE rows, and the cached sums. */
@@ -856,7 +853,7 @@ int cw__report_load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *se
         }
         err = run_segment(s, act ? sa : st, k, p, seg[i].lo, hi, act, seg[i].split, &hs, a, d);
     }
-    if (!err && hsplit) err = cw__hsides_fix(s, t, &hs, p, a, d);
+    if (!err) err = cw__hsides_fix(s, t, &hs, p, a, d);
     cw__hsides_free(&hs);
     return cw__sums_acc_done(a, err, d);
 }

@@ -227,6 +227,7 @@ typedef struct cw__hside {
 } cw__hside_t;
 
 typedef struct cw__hsides {
+    bool on; /* the window is read through the split */
     int64_t h0, h1, t0;
     cw_keymap_t map; /* (proc, stack) -> v */
     cw__hside_t *v;
@@ -235,8 +236,12 @@ typedef struct cw__hsides {
     cw__fixes_t fx;
 } cw__hsides_t;
 
-/* 0 or CW_ENOMEM; free with cw__hsides_free() either way. */
-int cw__hsides_init(cw__hsides_t *x, const cw__tier_t *t, const pick_t *p);
+/* For the window p read from seg[0, nseg): x->on when one of them is
+ * a part of the hour split (and only then its map, so a report that
+ * does not split allocates nothing). 0 or CW_ENOMEM; free with
+ * cw__hsides_free() either way. */
+int cw__hsides_init(cw__hsides_t *x, const cw__tier_t *t, const pick_t *p, const segment_t *seg,
+                    int nseg);
 void cw__hsides_free(cw__hsides_t *x);
 /* Adds one cell of a segment whose split part is `split` to a (sums for
  * the window p) and to the sides, as the split says: SIDES only noted,
@@ -246,7 +251,8 @@ void cw__hsides_free(cw__hsides_t *x);
 int cw__hsides_add_cell(cw__hsides_t *x, int split, cw__sums_acc_t *a, const void *data,
                         size_t size, int64_t bucket, uint32_t proc, const pick_t *p, cw_diag_t *d);
 /* After every segment: the rows the FAR cells left out, from the minute
- * cells of each noted (hour, process). 0, CW_ENOMEM or CW_EDB. */
+ * cells of each noted (hour, process) (none when !x->on). 0, CW_ENOMEM or
+ * CW_EDB. */
 int cw__hsides_fix(cw_store_t *s, const cw__tier_t *t, cw__hsides_t *x, const pick_t *p,
                    cw__sums_acc_t *a, cw_diag_t *d);
 
