@@ -22,9 +22,12 @@
  * has a read pending on it (the I/O manager's file object lock): a pipe
  * read that way, as a service's control pipe may be, would hold the
  * sweep until that read ends. So the questions are asked on a thread of
- * their own, which the caller waits for at most PROBE_WAIT_MS; when it
- * has not finished, the handle it was asking is never asked again
- * (`stuck`) and the listing fails (CW_EIO: no cap this time).
+ * their own, which the caller watches: when that thread asked no further
+ * handle for STALL_MS, the handle it is asking is never asked again
+ * (`stuck`) and the listing fails (CW_EIO: no cap this time). A sweep that
+ * moves on is slow, not stuck (a loaded machine: a clean-clone run once
+ * took over 250 ms for 128 sockets), and is waited for up to LIST_MAX_MS
+ * in all, then fails with nothing marked.
  *
  * Thread: any; the listings are serialized (`list_lock`). */
 #include <winsock2.h>
@@ -39,7 +42,9 @@
 
 #include "commitwatch/platform.h"
 
-#define PROBE_WAIT_MS 250
+#define POLL_MS 250        /* the sweep is looked at this often */
+#define STALL_MS 1000      /* no further handle asked for this long: stuck */
+#define LIST_MAX_MS 5000   /* a listing that still moves on, at most */
 #define MAX_HANDLES 65536  /* handles looked at in one listing */
 #define MAX_STUCK 16       /* handles never asked again */
 #define GAP 1024           /* free handle values in a row that end a scan */
@@ -298,11 +303,24 @@ int cw_plat_tcp_list(int local_port,
         }
     }
     if (th) {
-        if (WaitForSingleObject(th, PROBE_WAIT_MS) != WAIT_OBJECT_0) {
-            /* Held by the handle it is asking: never ask that one again. */
-            HANDLE h = j->cand[InterlockedCompareExchange(&j->at, 0, 0)];
-            if (g.nstuck < MAX_STUCK && !is_stuck(h)) g.stuck[g.nstuck++] = h;
-            rc = CW_EIO;
+        LONG seen = -1;
+        DWORD still = 0; /* ms the sweep has been on handle `seen` */
+        for (DWORD waited = 0; WaitForSingleObject(th, POLL_MS) != WAIT_OBJECT_0;) {
+            LONG at = InterlockedCompareExchange(&j->at, 0, 0);
+            waited += POLL_MS;
+            still = at == seen ? still + POLL_MS : 0;
+            if (still >= STALL_MS) {
+                /* Held by the handle it is asking: never ask that one again. */
+                HANDLE h = j->cand[at];
+                if (g.nstuck < MAX_STUCK && !is_stuck(h)) g.stuck[g.nstuck++] = h;
+                rc = CW_EIO;
+                break;
+            }
+            if (waited >= LIST_MAX_MS) {
+                rc = CW_EIO;
+                break;
+            }
+            seen = at;
         }
         CloseHandle(th);
     }
