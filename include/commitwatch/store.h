@@ -211,8 +211,15 @@ int cw_store_report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_fra
 
 /* What cw_store_report_top() ranks a window's processes by, largest
  * first (ties: the lower instance id first): impacting bytes, Size,
- * peak outstanding, outstanding at the window's end. */
-typedef enum { CW_RANK_IMPACTING, CW_RANK_SIZE, CW_RANK_PEAK, CW_RANK_OUTSTANDING } cw_rank_t;
+ * peak outstanding, outstanding at the window's end, transient bytes
+ * (AIFI). */
+typedef enum {
+    CW_RANK_IMPACTING,
+    CW_RANK_SIZE,
+    CW_RANK_PEAK,
+    CW_RANK_OUTSTANDING,
+    CW_RANK_TRANSIENT
+} cw_rank_t;
 
 /* cw_store_report()'s report of [from, to) with only its first `limit`
  * processes by key (in cw_report_sort() order, not rank order): each
@@ -220,7 +227,9 @@ typedef enum { CW_RANK_IMPACTING, CW_RANK_SIZE, CW_RANK_PEAK, CW_RANK_OUTSTANDIN
  * and window the same; *total: how many processes cw_store_report()
  * lists. Costs one read of the window's cells' columns (nothing decoded)
  * plus the decoding of the chosen processes' cells, so a process list
- * costs with the rows shown more than with the instances stored. *out as
+ * costs with the rows shown more than with the instances stored; ranked
+ * by transient bytes, every process's cells are decoded (the full
+ * report's reads) but only the chosen ones get stacks and names. *out as
  * cw_store_report()'s. */
 int cw_store_report_top(cw_store_t *s, int64_t from_ns, int64_t to_ns, cw_rank_t key,
                         uint32_t limit, bool with_frames, cw_report_t **out, uint32_t *total,

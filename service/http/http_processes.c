@@ -6,8 +6,8 @@
  *
  * Every figure comes from cw_store_report() (the same code as `analyze
  * --db`), so the API and the CLI cannot disagree; the list, unless it is
- * filtered or sorted by transient bytes, from cw_store_report_top(): the
- * same figures of the processes shown only. Process objects are
+ * filtered, from cw_store_report_top(): the same figures of the
+ * processes shown only. Process objects are
  * cw_report_proc_json()'s, byte for byte those of `analyze --json`.
  * 64-bit integers are raw number text (DESIGN.md, "Integers in JSON"). */
 #include "http/http_resources.h"
@@ -109,11 +109,13 @@ int cw__http_processes(cw__http_req_t *r)
 
     cw_report_t *rep = NULL;
     uint32_t total = 0;
-    bool top = !name && !pids && sort != S_TRANSIENT && !cw__http_param(r, "layer");
+    bool top = !name && !pids && !cw__http_param(r, "layer");
     if (top) {
         /* Only the processes shown are decoded and named (the store ranks
-         * them from its cells' columns); the same answer as below. */
+         * them from its cells' columns; by transient bytes, from every
+         * cell decoded); the same answer as below. */
         static const cw_rank_t keys[] = {[S_IMPACTING] = CW_RANK_IMPACTING,
+                                         [S_TRANSIENT] = CW_RANK_TRANSIENT,
                                          [S_SIZE] = CW_RANK_SIZE,
                                          [S_PEAK] = CW_RANK_PEAK,
                                          [S_OUTSTANDING] = CW_RANK_OUTSTANDING};

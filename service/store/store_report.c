@@ -103,7 +103,40 @@ static int push_stack(cw_proc_report_t *p, uint32_t stack, const cw_figs_t *f, u
     return 0;
 }
 
+/* A ranked report's request (cw_store_report_top) and its total. */
+typedef struct top_req {
+    cw_rank_t key;
+    uint32_t limit;
+    uint32_t total; /* out: the processes the full report lists */
+} top_req_t;
+
 static int32_t find_proc(const cw_report_t *r, uint32_t n, uint32_t id);
+static int cut_figs(cw_store_t *s, build_t *b, top_req_t *cut, cw_diag_t *d);
+
+/* The figures of one (proc, stack) from its 13 sums (store_report_sums.h)
+ * into f, and its outstanding at t0 into *out0; false when every figure
+ * is 0 (the stack is not listed). */
+static bool pair_figs(const sums_t *y, cw_figs_t *f, int64_t *out0)
+{
+#define q(c) y->v[(c)-2] /* column c of sums_t */
+    *f = (cw_figs_t){0};
+    *out0 = q(2) - q(6);
+    f->size_bytes = (uint64_t)q(4);
+    f->commit_count = (uint64_t)q(5);
+    f->types[CW_AIFI].bytes = (uint64_t)q(7);
+    f->types[CW_AIFI].count = (uint64_t)q(8);
+    f->types[CW_AIFO].bytes = (uint64_t)(q(4) - q(7));
+    f->types[CW_AIFO].count = (uint64_t)(q(9) + q(5) - q(10));
+    f->types[CW_AOFI].bytes = (uint64_t)q(11);
+    f->types[CW_AOFI].count = (uint64_t)q(12);
+    f->types[CW_AOFO].bytes = (uint64_t)(*out0 - q(11));
+    f->types[CW_AOFO].count = (uint64_t)(q(13) + q(3) - q(14));
+#undef q
+    bool any = f->size_bytes || f->commit_count;
+    for (int k = 0; k < CW_TYPE__COUNT; k++)
+        any |= f->types[k].bytes || f->types[k].count;
+    return any;
+}
 
 /* Per (proc, stack) figures; processes in id order. Without only, each
  * process's events and peak too: its peak starts at outstanding(t0), at
@@ -112,15 +145,18 @@ static int32_t find_proc(const cw_report_t *r, uint32_t n, uint32_t id);
  * raises it to the level reached before it plus its relpeak
  * (cw__sums_add_activity). With only (a ranked report, report_top), the
  * processes are already listed, with their outstanding at t0 and their
- * peak: the stacks of only's are added to them. */
+ * peak: the stacks of only's are added to them. With cut (a ranked
+ * report by a key its cells' columns do not give), every process gets
+ * its figures from its stacks' sums added up (one row a process: no
+ * stack is listed), and only the first cut->limit stay (cut_figs). */
 static int load_figs(cw_store_t *s, const cw__tier_t *t, build_t *b, const segment_t *seg, int nseg,
                      int nback, const pick_t *p, int64_t at, const cw__proc_set_t *only,
-                     cw_diag_t *d)
+                     top_req_t *cut, cw_diag_t *d)
 {
     cw__sums_acc_t a;
     uint32_t n0 = b->r->nprocs;
     int err = only ? cw__report_load_sums_of(s, t, seg, nseg, p, only, &a, d)
-                   : cw__report_load_sums(s, t, seg, nseg, nback, p, &a, d);
+                   : cw__report_load_sums(s, t, seg, nseg, nback, p, cut != NULL, &a, d);
     if (err) return err;
     for (uint32_t i = 0; i < a.np && !err; i++) {
         const cw__sums_proc_t *ap = &a.p[i];
@@ -139,26 +175,12 @@ static int load_figs(cw_store_t *s, const cw__tier_t *t, build_t *b, const segme
             break;
         }
         for (uint32_t j = 0; j < ap->n && !err; j++) {
-#define q(c) ap->v[j].v[(c)-2] /* column c of sums_t (store_report_sums.h) */
-            cw_figs_t f = {0};
-            int64_t out0 = q(2) - q(6);
-            f.size_bytes = (uint64_t)q(4);
-            f.commit_count = (uint64_t)q(5);
-            f.types[CW_AIFI].bytes = (uint64_t)q(7);
-            f.types[CW_AIFI].count = (uint64_t)q(8);
-            f.types[CW_AIFO].bytes = (uint64_t)(q(4) - q(7));
-            f.types[CW_AIFO].count = (uint64_t)(q(9) + q(5) - q(10));
-            f.types[CW_AOFI].bytes = (uint64_t)q(11);
-            f.types[CW_AOFI].count = (uint64_t)q(12);
-            f.types[CW_AOFO].bytes = (uint64_t)(out0 - q(11));
-            f.types[CW_AOFO].count = (uint64_t)(q(13) + q(3) - q(14));
-#undef q
+            cw_figs_t f;
+            int64_t out0;
+            bool any = pair_figs(&ap->v[j], &f, &out0);
             if (!only) b->ps[b->r->nprocs - 1].out0 += out0;
-            bool any = f.size_bytes || f.commit_count;
-            for (int k = 0; k < CW_TYPE__COUNT; k++)
-                any |= f.types[k].bytes || f.types[k].count;
             if (!any) continue;
-            if ((err = push_stack(cur, ap->v[j].stack, &f, ap->n))) {
+            if (!cut && (err = push_stack(cur, ap->v[j].stack, &f, ap->n))) {
                 if (err == CW_EDB)
                     cw_diag_set(d, err, "querying window figures: instance %" PRIu32 " twice",
                                 ap->proc);
@@ -179,7 +201,81 @@ static int load_figs(cw_store_t *s, const cw__tier_t *t, build_t *b, const segme
             ps->active = ap->active;
         }
     }
+    if (cut && !err) err = cut_figs(s, b, cut, d);
     cw__sums_acc_free(&a);
+    return err;
+}
+
+typedef struct rank {
+    int64_t key;
+    uint32_t id, i; /* instance id; index in the build */
+} rank_t;
+
+static int cmp_rank(const void *x, const void *y);
+static int cmp_rank_id(const void *x, const void *y);
+
+/* load_figs()'s cut: of the processes every figure was added up for
+ * (b's, one sums row each, no stacks), those finish() would keep are
+ * ranked by cut->key (transient bytes: AIFI, which needs each release's
+ * commit time, so the cells' columns cannot rank by it), and only the
+ * first cut->limit stay, their figures emptied for cut_stacks() to add
+ * them again stack by stack; the rest are never named, nor their stacks
+ * made (10,000 live processes: 80,000 (process, stack) sums, entries and
+ * tags, most of a cold full report's fresh memory). cut->total: how many
+ * finish() would keep. */
+static int cut_figs(cw_store_t *s, build_t *b, top_req_t *cut, cw_diag_t *d)
+{
+    cw_report_t *r = b->r;
+    uint32_t nr = 0, m;
+    int err = 0;
+    rank_t *rk = malloc((r->nprocs ? r->nprocs : 1) * sizeof *rk);
+    if (!rk) return cw_diag_set(d, CW_ENOMEM, "querying window figures: out of memory");
+    for (uint32_t i = 0; i < r->nprocs && !err; i++) {
+        bool keep = b->ps[i].active || b->ps[i].out0 > 0;
+        if (keep && !b->ps[i].active) { /* finish()'s: alive in the window */
+            cw_proc_info_t info;
+            bool found;
+            if ((err = cw__store_proc_row(s, r->procs[i].id, &info, &found, d))) break;
+            keep = info.start_ns < r->to_ns;
+            cw_proc_info_clear(&info);
+        }
+        if (keep)
+            rk[nr++] = (rank_t){(int64_t)r->procs[i].figs.types[CW_AIFI].bytes, r->procs[i].id, i};
+    }
+    cut->total = nr;
+    if (!err && nr > 1) qsort(rk, nr, sizeof *rk, cmp_rank);
+    m = err ? 0 : nr < cut->limit ? nr : cut->limit;
+    if (m > 1) qsort(rk, m, sizeof *rk, cmp_rank_id); /* b's order, which is id order */
+    /* The others hold nothing of their own (push_proc): dropped. */
+    for (uint32_t j = 0; j < m; j++) {
+        r->procs[j] = r->procs[rk[j].i];
+        r->procs[j].figs = (cw_figs_t){0};
+        r->procs[j].outstanding_end = 0;
+        b->ps[j] = b->ps[rk[j].i];
+    }
+    r->nprocs = m;
+    free(rk);
+    return err;
+}
+
+/* The stacks of a cut report's processes (cut_figs), from their own
+ * cells (cw__report_load_sums_of: found by their keys), and with them
+ * their figures again, as load_figs() gives every process its own. */
+static int cut_stacks(cw_store_t *s, const cw__tier_t *t, build_t *b, const segment_t *seg,
+                      int nseg, int nback, const pick_t *q, int64_t at, cw_diag_t *d)
+{
+    cw_report_t *r = b->r;
+    uint32_t m = r->nprocs, *ids = malloc((m ? m : 1) * sizeof *ids);
+    char *json = NULL;
+    int err = ids ? 0 : CW_ENOMEM;
+    for (uint32_t j = 0; j < m && !err; j++)
+        ids[j] = r->procs[j].id;
+    if (!err && m && !(json = cw__ids_json(ids, m))) err = CW_ENOMEM;
+    if (err) cw_diag_set(d, err, "querying window figures: out of memory");
+    cw__proc_set_t only = {ids, m, json, NULL, 0, NULL};
+    if (!err && m) err = load_figs(s, t, b, seg, nseg, nback, q, at, &only, NULL, d);
+    free(json);
+    free(ids);
     return err;
 }
 
@@ -358,18 +454,6 @@ static int finish(cw_store_t *s, build_t *b, bool with_frames, cw_diag_t *d)
     return err;
 }
 
-/* A ranked report's request (cw_store_report_top) and its total. */
-typedef struct top_req {
-    cw_rank_t key;
-    uint32_t limit;
-    uint32_t total; /* out: the processes the full report lists */
-} top_req_t;
-
-typedef struct rank {
-    int64_t key;
-    uint32_t id, i; /* instance id; index in the build */
-} rank_t;
-
 /* Largest key first, then the lower id (as the HTTP list ranks). */
 static int cmp_rank(const void *x, const void *y)
 {
@@ -391,6 +475,8 @@ static int64_t rank_key(const cw__proc_keys_t *k, cw_rank_t key)
         return k->peak;
     case CW_RANK_OUTSTANDING:
         return k->cb0 - k->rb0 + impacting;
+    case CW_RANK_TRANSIENT: /* cannot be: load_figs' cut ranks by it */
+        break;
     }
     return 0;
 }
@@ -477,7 +563,7 @@ static int report_top(cw_store_t *s, const cw__tier_t *t, build_t *b, const segm
         for (uint32_t j = 0; ck && j < m; j++)
             ck[j] = k[rk[j].i];
         cw__proc_set_t only = {ids, m, json, bv, bn, ck};
-        if (!err) err = load_figs(s, t, b, rs, rn, rback, q, at, &only, d);
+        if (!err) err = load_figs(s, t, b, rs, rn, rback, q, at, &only, NULL, d);
         for (uint32_t j = 0; ck && j < m && !err; j++) {
             r->procs[j].peak_bytes = (uint64_t)ck[j].peak;
             r->procs[j].peak_ns = ck[j].peak_ns;
@@ -628,10 +714,11 @@ static int report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_frame
     }
     for (int i = 0; i < nseg; i++)
         s->test.open_segments += seg[i].tier == CW__TIER_OPEN;
-    if (top) {
+    if (top && top->key != CW_RANK_TRANSIENT) {
         if (!err) err = report_top(s, t, &b, seg, nseg, nback, &q, p.t0, with_frames, top, d);
     } else {
-        if (!err) err = load_figs(s, t, &b, seg, nseg, nback, &q, p.t0, NULL, d);
+        if (!err) err = load_figs(s, t, &b, seg, nseg, nback, &q, p.t0, NULL, top, d);
+        if (!err && top) err = cut_stacks(s, t, &b, seg, nseg, nback, &q, p.t0, d);
         if (!err) err = finish(s, &b, with_frames, d);
     }
     if (!err) cw_report_sort(b.r);

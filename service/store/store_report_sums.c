@@ -178,7 +178,12 @@ static sums_t *proc_new_row(cw__sums_acc_t *a, cw__sums_proc_t *p, uint32_t at, 
 {
     if (p->n == p->cap) {
         size_t cap = p->cap;
-        if (CW_RESERVE(p->v, cap, p->n + 1u)) return NULL;
+        if (a->by_proc) { /* its only row: room for 1, not CW_RESERVE's 8 */
+            if (!(p->v = malloc(sizeof *p->v))) return NULL;
+            cap = 1;
+        } else if (CW_RESERVE(p->v, cap, p->n + 1u)) {
+            return NULL;
+        }
         uint32_t *ids = realloc(p->ids, cap * sizeof *ids);
         if (!ids) return NULL;
         p->ids = ids;
@@ -241,7 +246,7 @@ static cw__sums_proc_t *acc_proc(cw__sums_acc_t *a, uint32_t proc)
 sums_t *cw__sums_acc_row(cw__sums_acc_t *a, uint32_t proc, uint32_t stack)
 {
     cw__sums_proc_t *p = acc_proc(a, proc);
-    return p ? proc_row(a, p, stack) : NULL;
+    return p ? proc_row(a, p, a->by_proc ? 0 : stack) : NULL;
 }
 
 int cw__sums_add_activity(cw__sums_acc_t *a, uint32_t proc, int64_t events, int64_t delta,
@@ -806,13 +811,15 @@ static int tail_sums(const struct cw__raw_tail *c, int64_t t0, int64_t t1, int64
  * handle's cache of sums (above) and the first one's BEFORE rows; the raw
  * tier's from t0 on, from its raw tail as far as it reaches. */
 int cw__report_load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *seg, int nseg,
-                         int nback, const pick_t *p, cw__sums_acc_t *out, cw_diag_t *d)
+                         int nback, const pick_t *p, bool by_proc, cw__sums_acc_t *out,
+                         cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL, *sa = NULL;
     cw__sums_acc_t *a = out;
     int err = 0, first = 0;
     if (cw__sums_acc_init(a))
         return cw_diag_set(d, CW_ENOMEM, "querying window figures: out of memory");
+    a->by_proc = by_proc;
     if ((err = cw__store_stmt(s, CW__ST_Q_FIGS, SQL_Q_CELLS, &st, d)) ||
         (err = cw__store_stmt(s, CW__ST_Q_CELLS_ACT, SQL_Q_CELLS_ACT, &sa, d))) {
         cw__sums_acc_free(a);

@@ -94,6 +94,7 @@ typedef struct cw__sums_acc {
     size_t pcap;
     cw_keymap_t map;
     cw__cell_rows_t rows;
+    bool by_proc; /* a process's rows all go to one, of stack 0 */
 } cw__sums_acc_t;
 
 /* 0 or CW_ENOMEM. */
@@ -296,9 +297,11 @@ static inline void cw__sums_add_release(sums_t *y, int64_t f, int64_t a, int64_t
  * caller to free), from the report cache and the raw tail where they
  * hold the rows; with them, per process, the activity rows of the
  * forward segments (seg[nback, nseg)) in [p->t0, p->t1), read from the
- * same cells. 0, CW_ENOMEM or CW_EDB. */
+ * same cells. by_proc: one row per process (the sums of its stacks, as
+ * stack 0; what a ranking by a figure needs). 0, CW_ENOMEM or CW_EDB. */
 int cw__report_load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *seg, int nseg,
-                         int nback, const pick_t *p, cw__sums_acc_t *out, cw_diag_t *d);
+                         int nback, const pick_t *p, bool by_proc, cw__sums_acc_t *out,
+                         cw_diag_t *d);
 
 /* The sums of one (proc, stack) over every row before a window's t0 but
  * the BEFORE rows of its first tier: commit bytes and events, released

@@ -106,6 +106,8 @@ static int64_t rank_key(const cw_proc_report_t *p, cw_rank_t k)
         return (int64_t)p->peak_bytes;
     case CW_RANK_OUTSTANDING:
         return (int64_t)p->outstanding_end;
+    case CW_RANK_TRANSIENT:
+        return (int64_t)p->figs.types[CW_AIFI].bytes;
     }
     return 0;
 }
@@ -125,7 +127,7 @@ static void top_eq(cw_store_t *h, const cw_report_t *x, int64_t from, int64_t to
 {
     static const uint32_t limits[] = {1, 3, 1000};
     cw_diag_t d = {{0}};
-    for (int k = CW_RANK_IMPACTING; k <= CW_RANK_OUTSTANDING; k++) {
+    for (int k = CW_RANK_IMPACTING; k <= CW_RANK_TRANSIENT; k++) {
         for (size_t l = 0; l < CW_ARRAY_LEN(limits); l++) {
             cw_report_t *z;
             uint32_t total;
