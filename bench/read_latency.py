@@ -6,9 +6,11 @@ connection (the dashboard's overview polls this way), and prints per URL
 the median, p99 and maximum in ms and the answer's length. Windows are
 relative to the end of the data (`/api/health`'s `data_end_ns`, else the
 newest raw bucket): 1min, 1h, 1d, and no window at all (`default`: the
-API's default, the hour before the end of the data), and the day ranked
-by transient bytes (`1d transient`: the full report of every process,
-which that ranking needs). With --dashboard, the URLs are instead the
+API's default, the hour before the end of the data), the day ranked
+by transient bytes (`1d transient`: every process's cells decoded, which
+that ranking needs), and the day's full report (`1d full`: every process
+with every stack, as `analyze --db` makes it; an empty `name` filter
+asks for it). With --dashboard, the URLs are instead the
 overview's (web/js/overview.js): each range from the whole minute at or
 before `end - range` (the data's first second when that is earlier),
 ranked by impacting bytes with limit=500, and the same window's full
@@ -45,10 +47,13 @@ def urls(end):
             out.append((f"{win} limit={lim}",
                         f"/api/processes?from={end - span}&to={end}&limit={lim}"))
     out.append(("default limit=100", "/api/processes?limit=100"))
-    # Ranked by transient bytes, the list takes the full report (every
-    # process's stacks): the whole-day report through the API.
+    # Ranked by transient bytes, the list decodes every process's cells;
+    # a name filter (empty: every name) takes the full report, every
+    # process with its stacks: the whole-day report through the API.
     out.append(("1d transient", f"/api/processes?from={end - 86400 * S}&to={end}"
                 "&limit=20&sort=transient"))
+    out.append(("1d full", f"/api/processes?from={end - 86400 * S}&to={end}"
+                "&limit=20&sort=transient&name="))
     return out
 
 

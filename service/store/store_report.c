@@ -159,7 +159,7 @@ static int load_figs(cw_store_t *s, const cw__tier_t *t, build_t *b, const segme
                    : cw__report_load_sums(s, t, seg, nseg, nback, p, cut != NULL, &a, d);
     if (err) return err;
     for (uint32_t i = 0; i < a.np && !err; i++) {
-        const cw__sums_proc_t *ap = &a.p[i];
+        cw__sums_proc_t *ap = &a.p[i];
         cw_proc_report_t *cur = NULL;
         if (only) {
             int32_t k = find_proc(b->r, n0, ap->proc);
@@ -200,6 +200,7 @@ static int load_figs(cw_store_t *s, const cw__tier_t *t, build_t *b, const segme
             cur->events = (uint64_t)ap->events;
             ps->active = ap->active;
         }
+        cw__sums_proc_free(ap); /* its memory goes to the next one's stacks */
     }
     if (cut && !err) err = cut_figs(s, b, cut, d);
     cw__sums_acc_free(&a);

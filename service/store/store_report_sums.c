@@ -157,13 +157,21 @@ int cw__sums_acc_init(cw__sums_acc_t *a)
     return cw_keymap_init(&a->map, 64);
 }
 
+void cw__sums_proc_free(cw__sums_proc_t *p)
+{
+    free(p->v);
+    free(p->ids);
+    cw_keymap_free(&p->map);
+    p->v = NULL;
+    p->ids = NULL;
+    p->n = 0;
+    p->cap = 0;
+}
+
 void cw__sums_acc_free(cw__sums_acc_t *a)
 {
-    for (uint32_t i = 0; i < a->np; i++) {
-        free(a->p[i].v);
-        free(a->p[i].ids);
-        cw_keymap_free(&a->p[i].map);
-    }
+    for (uint32_t i = 0; i < a->np; i++)
+        cw__sums_proc_free(&a->p[i]);
     free(a->p);
     cw_keymap_free(&a->map);
     cw__cell_rows_free(&a->rows);

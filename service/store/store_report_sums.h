@@ -100,6 +100,10 @@ typedef struct cw__sums_acc {
 /* 0 or CW_ENOMEM. */
 int cw__sums_acc_init(cw__sums_acc_t *a);
 void cw__sums_acc_free(cw__sums_acc_t *a);
+/* Frees one process's rows once read (n = 0), so that the next
+ * process's report entries reuse their memory instead of touching fresh
+ * pages (10,000 live processes: 80,000 rows, 10 MB). */
+void cw__sums_proc_free(cw__sums_proc_t *p);
 /* The row of (proc, stack), zeroed when new; NULL on ENOMEM. */
 sums_t *cw__sums_acc_row(cw__sums_acc_t *a, uint32_t proc, uint32_t stack);
 /* Adds an activity row of proc (rows of a process come in time order);
