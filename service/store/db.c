@@ -43,8 +43,9 @@ int cw__store_dberr(cw_store_t *s, const char *what, cw_diag_t *d)
     if (code == SQLITE_FULL) err = CW_ENOSPC;
     if (code == SQLITE_BUSY || code == SQLITE_LOCKED)
         return cw_diag_set(d, err,
-                           "%s failed on %s: %s; another process holds it (a second commitwatch "
-                           "service writing to the same database?)",
+                           "%s failed on %s: %s; another writer held it too long (this "
+                           "service's writer under a heavy load, or a second commitwatch service "
+                           "writing to the same database?)",
                            what, s->path, sqlite3_errmsg(s->db));
     if (code == SQLITE_FULL)
         return cw_diag_set(d, err,

@@ -22,6 +22,7 @@
 
 #include "commitwatch/common.h"
 #include "commitwatch/event.h"
+#include "commitwatch/platform.h"
 #include "store/store_internal.h"
 
 /* ---- SQL ---------------------------------------------------------------- */
@@ -421,6 +422,26 @@ static int meta_count(cw_store_t *s, const char *key, cw_diag_t *d)
     return cw_store_meta_set(s, key, buf, d);
 }
 
+/* How long a save waits for the write lock in all. The busy timeout (5 s,
+ * CW__STORE_BUSY_MS) is every connection's; the engine's thread can wait
+ * longer, and should: the writer's group commit of 32 seconds of 10,000
+ * live processes (a replay at full speed, the machine loaded) held the
+ * lock past 5 s, and the engine skipped that instant ("database is
+ * locked"). */
+#define SAVE_PATIENCE_NS (60 * CW_NS_PER_S)
+
+/* BEGIN IMMEDIATE, tried again while the lock is busy, up to
+ * SAVE_PATIENCE_NS. */
+static int begin_patient(cw_store_t *s, cw_diag_t *d)
+{
+    int64_t until = cw_plat_mono_ns() + SAVE_PATIENCE_NS;
+    for (;;) {
+        int err = cw__store_exec(s, "BEGIN IMMEDIATE", "starting to save alert state", d);
+        if (!err || (sqlite3_errcode(s->db) & 0xff) != SQLITE_BUSY || cw_plat_mono_ns() >= until)
+            return err;
+    }
+}
+
 int cw_store_alert_save(cw_store_t *s, cw_alert_row_t *rows, size_t nrows, cw_alert_tr_row_t *tr,
                         const size_t *tr_row, size_t ntr, int64_t eval_ns, cw_diag_t *d)
 {
@@ -432,7 +453,7 @@ int cw_store_alert_save(cw_store_t *s, cw_alert_row_t *rows, size_t nrows, cw_al
         ids[i] = rows[i].id;
     for (size_t i = 0; i < ntr; i++)
         ids[nrows + i] = tr[i].series;
-    if ((err = cw__store_exec(s, "BEGIN IMMEDIATE", "starting to save alert state", d))) goto out;
+    if ((err = begin_patient(s, d))) goto out;
     for (size_t i = 0; !err && i < nrows; i++)
         err = save_series(s, &rows[i], d);
     for (size_t i = 0; !err && i < ntr; i++) {
