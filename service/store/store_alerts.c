@@ -439,6 +439,7 @@ static int begin_patient(cw_store_t *s, cw_diag_t *d)
         int err = cw__store_exec(s, "BEGIN IMMEDIATE", "starting to save alert state", d);
         if (!err || (sqlite3_errcode(s->db) & 0xff) != SQLITE_BUSY || cw_plat_mono_ns() >= until)
             return err;
+        cw_plat_sleep_ns(CW_NS_PER_S / 1000); /* the busy handler waited already; never a spin */
     }
 }
 

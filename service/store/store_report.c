@@ -215,6 +215,23 @@ typedef struct rank {
 static int cmp_rank(const void *x, const void *y);
 static int cmp_rank_id(const void *x, const void *y);
 
+/* finish()'s choice, for a ranking made before the processes are named:
+ * activity in the window, or alive in it (started before its end, read
+ * from the instance's row) with something outstanding at t0. */
+static int in_window(cw_store_t *s, const cw_report_t *r, uint32_t id, bool active, int64_t out0,
+                     bool *keep, cw_diag_t *d)
+{
+    *keep = active || out0 > 0;
+    if (!*keep || active) return 0;
+    cw_proc_info_t info;
+    bool found;
+    int err = cw__store_proc_row(s, id, &info, &found, d);
+    if (err) return err;
+    *keep = info.start_ns < r->to_ns;
+    cw_proc_info_clear(&info);
+    return 0;
+}
+
 /* load_figs()'s cut: of the processes every figure was added up for
  * (b's, one sums row each, no stacks), those finish() would keep are
  * ranked by cut->key (transient bytes: AIFI, which needs each release's
@@ -232,15 +249,9 @@ static int cut_figs(cw_store_t *s, build_t *b, top_req_t *cut, cw_diag_t *d)
     rank_t *rk = malloc((r->nprocs ? r->nprocs : 1) * sizeof *rk);
     if (!rk) return cw_diag_set(d, CW_ENOMEM, "querying window figures: out of memory");
     for (uint32_t i = 0; i < r->nprocs && !err; i++) {
-        bool keep = b->ps[i].active || b->ps[i].out0 > 0;
-        if (keep && !b->ps[i].active) { /* finish()'s: alive in the window */
-            cw_proc_info_t info;
-            bool found;
-            if ((err = cw__store_proc_row(s, r->procs[i].id, &info, &found, d))) break;
-            keep = info.start_ns < r->to_ns;
-            cw_proc_info_clear(&info);
-        }
-        if (keep)
+        bool keep;
+        err = in_window(s, r, r->procs[i].id, b->ps[i].active, b->ps[i].out0, &keep, d);
+        if (keep && !err)
             rk[nr++] = (rank_t){(int64_t)r->procs[i].figs.types[CW_AIFI].bytes, r->procs[i].id, i};
     }
     cut->total = nr;
@@ -528,17 +539,9 @@ static int report_top(cw_store_t *s, const cw__tier_t *t, build_t *b, const segm
     if (!err && !cached) err = cw__report_load_keys(s, rs, rn, rback, q, at, bv, bn, &k, &nk, d);
     if (!err && !(rk = malloc((nk ? nk : 1) * sizeof *rk))) err = CW_ENOMEM;
     for (uint32_t i = 0; i < nk && !err; i++) {
-        /* finish()'s choice: activity in the window, or alive in it with
-         * something outstanding at t0. */
-        bool keep = k[i].active || k[i].cb0 - k[i].rb0 > 0;
-        if (keep && !k[i].active) {
-            cw_proc_info_t info;
-            bool found;
-            if ((err = cw__store_proc_row(s, k[i].proc, &info, &found, d))) break;
-            keep = info.start_ns < r->to_ns;
-            cw_proc_info_clear(&info);
-        }
-        if (keep) rk[nr++] = (rank_t){rank_key(&k[i], top->key), k[i].proc, i};
+        bool keep;
+        err = in_window(s, r, k[i].proc, k[i].active, k[i].cb0 - k[i].rb0, &keep, d);
+        if (keep && !err) rk[nr++] = (rank_t){rank_key(&k[i], top->key), k[i].proc, i};
     }
     top->total = nr;
     if (!err && nr > 1) qsort(rk, nr, sizeof *rk, cmp_rank);
