@@ -162,10 +162,10 @@ int cw__aeval_init(cw__aeval_t *e, const cw_alert_rules_t *rules, int64_t step)
     for (size_t i = 0; !err && i < e->rules.n; i++) {
         e->r[i].r = &e->rules.v[i];
         memcpy(e->r[i].hash, e->r[i].r->hash, sizeof e->r[i].hash);
-        if (cw_keymap_init(&e->r[i].map, 6)) err = CW_ENOMEM;
+        if (cw_keymap_init(&e->r[i].map, 16)) err = CW_ENOMEM;
     }
     if (!err) err = cw__aset_init(&e->set, step, cw__aeval_ring_len(rules, step));
-    if (!err && cw_keymap_init(&e->gmap, 10)) err = CW_ENOMEM;
+    if (!err && cw_keymap_init(&e->gmap, 16)) err = CW_ENOMEM;
     if (err) cw__aeval_free(e);
     return err;
 }
@@ -662,9 +662,7 @@ size_t cw__aeval_bytes(const cw__aeval_t *e)
                e->trcap * sizeof *e->tr + e->npoints_cap * (sizeof *e->points + sizeof *e->pts_t);
     for (size_t i = 0; i < CW_ARRAY_LEN(e->wsum); i++)
         b += e->wsum[i].cap * sizeof *e->wsum[i].v;
-    if (e->gmap.idx)
-        b += ((size_t)e->gmap.mask + 1) *
-             (sizeof *e->gmap.k1 + sizeof *e->gmap.k2 + sizeof *e->gmap.idx);
+    b += cw_keymap_bytes(&e->gmap);
     return b;
 }
 

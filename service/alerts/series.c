@@ -38,7 +38,7 @@ static uint64_t str_hash(const char *s)
 uint32_t cw__strtab_get(cw__strtab_t *t, const char *s)
 {
     uint64_t h = str_hash(s);
-    if (!t->map.idx && cw_keymap_init(&t->map, 6)) return UINT32_MAX;
+    if (!cw_keymap_ready(&t->map) && cw_keymap_init(&t->map, 16)) return UINT32_MAX;
     for (uint64_t k = 0;; k++) {
         int added = 0;
         uint32_t i = cw_keymap_get(&t->map, h, k, &added);
@@ -76,7 +76,7 @@ int cw__aset_init(cw__aset_t *a, int64_t step, uint32_t len)
     a->fed_to = INT64_MIN;
     a->pruned_at = INT64_MIN;
     a->evaluated_to = INT64_MIN;
-    if (cw_keymap_init(&a->procmap, 10) || cw_keymap_init(&a->basemap, 12)) {
+    if (cw_keymap_init(&a->procmap, 16) || cw_keymap_init(&a->basemap, 16)) {
         cw__aset_free(a);
         return CW_ENOMEM;
     }
@@ -450,7 +450,7 @@ static int compact(cw__aset_t *a, bool *keep_proc)
     cw_keymap_t am = {0};
     int err = CW_ENOMEM;
     size_t ncand = 0;
-    if (!cand || !first || !next || !aggs || cw_keymap_init(&am, 6)) goto out;
+    if (!cand || !first || !next || !aggs || cw_keymap_init(&am, 16)) goto out;
     for (size_t i = 0; i < np0; i++) {
         const cw__aproc_t *p = &a->procs[i];
         int64_t end = p->exit < p->ended ? p->exit : p->ended;

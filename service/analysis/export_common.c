@@ -100,7 +100,7 @@ int64_t cw_export_stack_value(const cw_figs_t *f, cw_export_value_t v)
 int cw__interner_init(cw__interner_t *in)
 {
     memset(in, 0, sizeof *in);
-    return cw_keymap_init(&in->map, 10);
+    return cw_keymap_init(&in->map, 16);
 }
 
 void cw__interner_free(cw__interner_t *in)

@@ -143,7 +143,7 @@ int cw_heap_model_create(int64_t from_ns, cw_heap_model_t **out)
     if (rc) goto fail;
     m->inner = cw_analysis_sink(m->analysis);
     rc = CW_ENOMEM;
-    if (cw_keymap_init(&m->peak_map, 10) != 0) goto fail;
+    if (cw_keymap_init(&m->peak_map, 16) != 0) goto fail;
     cw_tracker_sink_t sink = {m, s_start, s_event, s_commit, s_release, s_exit, s_live};
     rc = cw_tracker_create(&sink, 1, &m->tracker);
     if (rc) goto fail;

@@ -12,9 +12,11 @@ static inline uint32_t slot_of(const cw_keymap_t *m, uint64_t k1, uint64_t k2)
     return (uint32_t)cw_hash_combine(cw_hash_u64(k1), k2) & m->mask;
 }
 
-int cw_keymap_init(cw_keymap_t *m, uint32_t initial_pow2)
+int cw_keymap_init(cw_keymap_t *m, uint32_t capacity)
 {
-    uint32_t cap = initial_pow2 < 16 ? 16 : initial_pow2;
+    uint32_t cap = 16;
+    while (cap < capacity && cap <= UINT32_MAX / 4)
+        cap *= 2;
     memset(m, 0, sizeof *m);
     m->k1 = malloc(cap * sizeof *m->k1);
     m->k2 = malloc(cap * sizeof *m->k2);

@@ -447,7 +447,7 @@ static int finish(cw_store_t *s, build_t *b, bool with_frames, cw_diag_t *d)
     cw_report_t *r = b->r;
     uint32_t kept = 0;
     tag_memo_t memo = {0};
-    int err = cw_keymap_init(&memo.map, 8) ? CW_ENOMEM : 0;
+    int err = cw_keymap_init(&memo.map, 16) ? CW_ENOMEM : 0;
     for (uint32_t i = 0; i < r->nprocs; i++) {
         bool keep = b->ps[i].active || b->ps[i].out0 > 0;
         if (keep && !err) err = fill_proc(s, &memo, &r->procs[i], with_frames, d);

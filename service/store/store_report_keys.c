@@ -92,7 +92,7 @@ int cw__report_load_keys(cw_store_t *s, const segment_t *seg, int nseg, int nbac
     *out = NULL;
     *nout = 0;
     if (err) return err;
-    if (cw_keymap_init(&map, 10))
+    if (cw_keymap_init(&map, 16))
         return cw_diag_set(d, CW_ENOMEM, "querying window figures: out of memory");
     for (uint32_t j = 0; j < bn && !err; j++) {
         bool added;
@@ -662,7 +662,7 @@ static int keys_at(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t, int64_t
     kentry_t *to = e && e != pinned ? e : lru;
     if (to != e) {
         kentry_drop(to);
-        if (cw_keymap_init(&to->map, 10)) return CW_ENOMEM;
+        if (cw_keymap_init(&to->map, 16)) return CW_ENOMEM;
         for (uint32_t i = 0; e && i < e->n; i++) {
             ksum_t *y = ksum_row(to, e->v[i].proc);
             if (!y) {
@@ -724,7 +724,7 @@ int cw__report_keys_cached(cw_store_t *s, const cw__tier_t *t, const pick_t *p, 
         return err;
     }
     /* The BEFORE cells of their first tier. */
-    if (cw_keymap_init(&before.map, 10)) err = CW_ENOMEM;
+    if (cw_keymap_init(&before.map, 16)) err = CW_ENOMEM;
     if (!err) err = kentry_add(s, st, &before, k0->tier, INT64_MIN, INT64_MIN + 1, 1, d);
     /* Every process of the three, once: k1's, then k0's and BEFORE's that
      * the others lack. Only those the report lists are kept: activity in

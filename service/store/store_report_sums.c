@@ -213,7 +213,7 @@ static sums_t *proc_new_row(cw__sums_acc_t *a, cw__sums_proc_t *p, uint32_t at, 
 
 static sums_t *proc_row(cw__sums_acc_t *a, cw__sums_proc_t *p, uint32_t stack)
 {
-    if (p->map.idx) {
+    if (cw_keymap_ready(&p->map)) {
         int added = 0;
         uint32_t i = cw_keymap_get(&p->map, stack, 0, &added);
         if (i == UINT32_MAX) return NULL;
@@ -367,7 +367,7 @@ int cw__sums_acc_done(cw__sums_acc_t *a, int err, cw_diag_t *d)
     if (a->np > 1) qsort(a->p, a->np, sizeof *a->p, cmp_sums_proc);
     for (uint32_t i = 0; i < a->np; i++) {
         cw__sums_proc_t *p = &a->p[i];
-        if (p->map.idx && p->n > 1) qsort(p->v, p->n, sizeof *p->v, cmp_sums);
+        if (cw_keymap_ready(&p->map) && p->n > 1) qsort(p->v, p->n, sizeof *p->v, cmp_sums);
         cw_keymap_free(&p->map);
         free(p->ids); /* no more rows are added */
         p->ids = NULL;

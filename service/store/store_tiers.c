@@ -74,9 +74,9 @@ static int range_stmt(cw_store_t *s, int id, const char *sql, int tier, int64_t 
 
 static int keymaps_ready(cw__roll_t *r)
 {
-    if (r->cmap.idx) return 0;
-    if (cw_keymap_init(&r->cmap, 12) || cw_keymap_init(&r->rmap, 12) ||
-        cw_keymap_init(&r->amap, 10))
+    if (cw_keymap_ready(&r->cmap)) return 0;
+    if (cw_keymap_init(&r->cmap, 16) || cw_keymap_init(&r->rmap, 16) ||
+        cw_keymap_init(&r->amap, 16))
         return CW_ENOMEM;
     return 0;
 }
@@ -84,7 +84,7 @@ static int keymaps_ready(cw__roll_t *r)
 /* Frees the roll's sums (its bucket and flags stay). */
 static void roll_free(cw__roll_t *r)
 {
-    if (r->cmap.idx) {
+    if (cw_keymap_ready(&r->cmap)) {
         cw_keymap_free(&r->cmap);
         cw_keymap_free(&r->rmap);
         cw_keymap_free(&r->amap);
@@ -110,7 +110,7 @@ static void roll_clear(cw__roll_t *r)
     r->commits.n = r->releases.n = r->activity.n = 0;
     if (roll_rows_cap(r) > CW__ROLL_KEEP_ROWS) {
         roll_free(r);
-    } else if (r->cmap.idx) {
+    } else if (cw_keymap_ready(&r->cmap)) {
         cw_keymap_clear(&r->cmap);
         cw_keymap_clear(&r->rmap);
         cw_keymap_clear(&r->amap);

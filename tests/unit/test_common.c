@@ -340,14 +340,25 @@ static void test_status_config(void)
     ASSERT_STR_EQ(c.error, "a.conf:9: expected `key = value`");
 }
 
-/* The key map: dense indexes in insertion order, found after growth; a
- * clear with few keys (only their slots emptied) and one with many (the
- * whole table wiped) both forget every key; its bytes follow its tables. */
+/* The key map: its capacity a power of two of at least 16; dense indexes
+ * in insertion order, found after growth; a clear with few keys (only
+ * their slots emptied) and one with many (the whole table wiped) both
+ * forget every key; its bytes follow its tables. */
 static void test_keymap(void)
 {
-    cw_keymap_t m;
+    cw_keymap_t m = {0};
+    size_t slot = 8 + 8 + 4; /* k1, k2, idx */
+    ASSERT_TRUE(!cw_keymap_ready(&m));
+    const uint32_t asked[][2] = {{0, 16}, {6, 16}, {16, 16}, {17, 32}, {1000, 1024}};
+    for (size_t i = 0; i < sizeof asked / sizeof asked[0]; i++) {
+        ASSERT_EQ(cw_keymap_init(&m, asked[i][0]), 0);
+        ASSERT_TRUE(cw_keymap_ready(&m));
+        ASSERT_EQ(m.mask + 1, asked[i][1]);
+        cw_keymap_free(&m);
+        ASSERT_TRUE(!cw_keymap_ready(&m));
+    }
     ASSERT_EQ(cw_keymap_init(&m, 16), 0);
-    ASSERT_EQ(cw_keymap_bytes(&m), 16 * (8 + 8 + 4) + 8 * 4);
+    ASSERT_EQ(cw_keymap_bytes(&m), 16 * slot + 8 * 4);
     int added = 0;
     for (uint32_t round = 0; round < 3; round++) {
         uint32_t n = round == 1 ? 3 : 5000; /* round 1: a sparse clear follows */
@@ -362,7 +373,7 @@ static void test_keymap(void)
         ASSERT_EQ(cw_keymap_find(&m, 1, round), UINT32_MAX);
         ASSERT_EQ(m.count, n);
         size_t cap = (size_t)m.mask + 1;
-        ASSERT_EQ(cw_keymap_bytes(&m), cap * 20 + cap / 2 * 4);
+        ASSERT_EQ(cw_keymap_bytes(&m), cap * slot + cap / 2 * 4);
         cw_keymap_clear(&m);
         ASSERT_EQ(m.count, 0);
         for (uint32_t i = 0; i < n; i++)

@@ -669,8 +669,8 @@ int cw_etl__reader_open(cw_etl__reader_t *r, const char *path, cw_stacks_t *stac
     r->info = info;
     if (stacks && !(r->scache = calloc((size_t)1 << CW_ETL__SCACHE_BITS, sizeof *r->scache)))
         return oom(d);
-    if (cw_etl__space_init(&r->space) != 0 || cw_keymap_init(&r->counter_map, 6) != 0 ||
-        cw_keymap_init(&r->guids, 6) != 0)
+    if (cw_etl__space_init(&r->space) != 0 || cw_keymap_init(&r->counter_map, 16) != 0 ||
+        cw_keymap_init(&r->guids, 16) != 0)
         return oom(d);
     int rc = cw_etl_file_open(path, &r->file, d);
     if (rc) return rc;
@@ -781,8 +781,8 @@ int cw_etl__reader_open_live(cw_etl__reader_t *r, cw_stacks_t *stacks,
     r->stacks = stacks;
     if (!(r->scache = calloc((size_t)1 << CW_ETL__SCACHE_BITS, sizeof *r->scache)))
         return oom(d);
-    if (cw_etl__space_init(&r->space) != 0 || cw_keymap_init(&r->counter_map, 6) != 0 ||
-        cw_keymap_init(&r->guids, 6) != 0)
+    if (cw_etl__space_init(&r->space) != 0 || cw_keymap_init(&r->counter_map, 16) != 0 ||
+        cw_keymap_init(&r->guids, 16) != 0)
         return oom(d);
     r->clock = *clock;
     r->live = true;

@@ -16,8 +16,8 @@
 int cw_etl__space_init(cw_etl__space_t *s)
 {
     memset(s, 0, sizeof *s);
-    if (cw_keymap_init(&s->pids, 8) != 0 || cw_keymap_init(&s->tids, 10) != 0 ||
-        cw_keymap_init(&s->names, 8) != 0 ||
+    if (cw_keymap_init(&s->pids, 16) != 0 || cw_keymap_init(&s->tids, 16) != 0 ||
+        cw_keymap_init(&s->names, 16) != 0 ||
         !(s->fcache = calloc((size_t)1 << CW_ETL__FCACHE_BITS, sizeof *s->fcache))) {
         cw_etl__space_free(s);
         return CW_ENOMEM;
