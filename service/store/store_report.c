@@ -270,23 +270,33 @@ static int cut_figs(cw_store_t *s, build_t *b, top_req_t *cut, cw_diag_t *d)
     return err;
 }
 
-/* The stacks of a cut report's processes (cut_figs), from their own
- * cells (cw__report_load_sums_of: found by their keys), and with them
- * their figures again, as load_figs() gives every process its own. */
+/* load_figs() for the processes of `only` alone (a ranked report's
+ * chosen few: their own cells, found by their keys, through
+ * cw__report_load_sums_of), its json made here from its ids. */
+static int load_chosen(cw_store_t *s, const cw__tier_t *t, build_t *b, const segment_t *seg,
+                       int nseg, int nback, const pick_t *q, int64_t at, cw__proc_set_t only,
+                       cw_diag_t *d)
+{
+    if (!only.n) return 0;
+    char *json = cw__ids_json(only.id, only.n);
+    if (!json) return cw_diag_set(d, CW_ENOMEM, "querying window figures: out of memory");
+    only.json = json;
+    int err = load_figs(s, t, b, seg, nseg, nback, q, at, &only, NULL, d);
+    free(json);
+    return err;
+}
+
+/* The stacks of a cut report's processes (cut_figs), and with them their
+ * figures again, as load_figs() gives every process its own. */
 static int cut_stacks(cw_store_t *s, const cw__tier_t *t, build_t *b, const segment_t *seg,
                       int nseg, int nback, const pick_t *q, int64_t at, cw_diag_t *d)
 {
     cw_report_t *r = b->r;
     uint32_t m = r->nprocs, *ids = malloc((m ? m : 1) * sizeof *ids);
-    char *json = NULL;
-    int err = ids ? 0 : CW_ENOMEM;
-    for (uint32_t j = 0; j < m && !err; j++)
+    if (!ids) return cw_diag_set(d, CW_ENOMEM, "querying window figures: out of memory");
+    for (uint32_t j = 0; j < m; j++)
         ids[j] = r->procs[j].id;
-    if (!err && m && !(json = cw__ids_json(ids, m))) err = CW_ENOMEM;
-    if (err) cw_diag_set(d, err, "querying window figures: out of memory");
-    cw__proc_set_t only = {ids, m, json, NULL, 0, NULL};
-    if (!err && m) err = load_figs(s, t, b, seg, nseg, nback, q, at, &only, NULL, d);
-    free(json);
+    int err = load_chosen(s, t, b, seg, nseg, nback, q, at, (cw__proc_set_t){.id = ids, .n = m}, d);
     free(ids);
     return err;
 }
@@ -515,7 +525,6 @@ static int report_top(cw_store_t *s, const cw__tier_t *t, build_t *b, const segm
     cw__proc_keys_t *k = NULL;
     rank_t *rk = NULL;
     uint32_t *ids = NULL, nk = 0, nr = 0, m = 0;
-    char *json = NULL;
     cw_report_t *r = b->r;
     const cw__before_sums_t *bv = NULL;
     uint32_t bn = 0;
@@ -561,13 +570,12 @@ static int report_top(cw_store_t *s, const cw__tier_t *t, build_t *b, const segm
         p->peak_ns = x->peak_ns;
     }
     if (!err && m) {
-        if (!(json = cw__ids_json(ids, m))) err = CW_ENOMEM;
         cw__proc_keys_t *ck = NULL; /* the chosen ones' keys, for their peak */
-        if (!err && cached && !(ck = malloc(m * sizeof *ck))) err = CW_ENOMEM;
+        if (cached && !(ck = malloc(m * sizeof *ck))) err = CW_ENOMEM;
         for (uint32_t j = 0; ck && j < m; j++)
             ck[j] = k[rk[j].i];
-        cw__proc_set_t only = {ids, m, json, bv, bn, ck};
-        if (!err) err = load_figs(s, t, b, rs, rn, rback, q, at, &only, NULL, d);
+        cw__proc_set_t only = {ids, m, NULL, bv, bn, ck};
+        if (!err) err = load_chosen(s, t, b, rs, rn, rback, q, at, only, d);
         for (uint32_t j = 0; ck && j < m && !err; j++) {
             r->procs[j].peak_bytes = (uint64_t)ck[j].peak;
             r->procs[j].peak_ns = ck[j].peak_ns;
@@ -589,7 +597,6 @@ static int report_top(cw_store_t *s, const cw__tier_t *t, build_t *b, const segm
     r->nprocs = kept;
     if (err == CW_ENOMEM) cw_diag_set(d, err, "querying window figures: out of memory");
     cw__report_before_done(s);
-    free(json);
     free(ids);
     free(rk);
     free(k);
