@@ -17,6 +17,13 @@
 # finished (wineboot -i, then wineserver -w) before anything else starts in
 # a new prefix (../shared/WINDOWS.md).
 #
+# CW_WINE_OWN=1 (with CW_WINE_CHILD=1) makes the prefix the program's
+# alone: booted afresh before it, with a persistent wineserver whose
+# messages go to PREFIX.wineserver.log, and removed after it (the log too
+# when the program passed). tests/CMakeLists.txt gives one to each unit
+# test that opens sockets, so that a wineserver abort (below) skips that
+# test alone instead of ending every program of the shared prefix.
+#
 # CW_WINE_STDIN=keep passes the caller's standard input to the program
 # instead of /dev/null (a test holds a workload open through a pipe:
 # memorytestapp.exe --hold runs until its stdin closes). CW_WINE_CHILD=1
@@ -91,11 +98,25 @@ case "${1:-}" in
     exit 0
     ;;
   "" | -h | --help)
-    sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
 
+if [[ ${CW_WINE_OWN:-} == 1 ]]; then
+  [[ ${CW_WINE_CHILD:-} == 1 ]] || { echo "wine_run: CW_WINE_OWN=1 needs CW_WINE_CHILD=1" >&2; exit 2; }
+  rm -f "$WINEPREFIX.wineserver.log"
+  "$0" --init --persistent >/dev/null
+fi
+# The end of a prefix of the program's own (CW_WINE_OWN=1), with the
+# program's exit status rc.
+own_done() {
+  [[ ${CW_WINE_OWN:-} == 1 ]] || return 0
+  wineserver -k 2>/dev/null || true
+  rm -rf "$WINEPREFIX"
+  (($1 == 0)) && rm -f "$WINEPREFIX.wineserver.log"
+  return 0
+}
 if [[ ! -f $WINEPREFIX/system.reg ]]; then
   # Two programs starting at once in a new prefix boot it once.
   mkdir -p "$(dirname "$WINEPREFIX")"
@@ -182,6 +203,7 @@ if [[ ${CW_WINE_CHILD:-} == 1 ]]; then
   wait "$prog" || rc=$?
   if [[ -f $mark ]]; then
     rm -f "$mark"
+    own_done 77
     exit 77
   fi
   # A failure says how the program ended: a test .exe that fails within
@@ -192,6 +214,7 @@ if [[ ${CW_WINE_CHILD:-} == 1 ]]; then
   if ((rc)); then
     echo "wine_run: $1 exited with status $rc after $((SECONDS - t0)) s" >&2
   fi
+  own_done "$rc"
   exit "$rc"
 fi
 watchdog $$ "" </dev/null >/dev/null 2>&1 &
