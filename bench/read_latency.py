@@ -16,6 +16,11 @@ before `end - range` (the data's first second when that is earlier),
 ranked by impacting bytes with limit=500, and the same window's full
 report (`transient`).
 
+With --fresh, every request is the first of a fresh `serve` (started,
+asked `/api/health`, asked the URL, stopped): what a handle's first list
+costs with its read caches empty and its memory untouched, and the page
+faults the server took for it (minor faults from /proc, Linux only).
+
 Every binary given serves the same database at once (ports --port,
 --port + 1, ...), each URL's requests alternating between them, so one
 run compares builds (a before and an after) under the same load;
@@ -88,6 +93,55 @@ def serve(binary, db, port):
     raise SystemExit(f"{binary} serve did not answer on port {port}")
 
 
+def add_row(a, rows, name, b, ts, body, extra):
+    """One URL's line for binary b (p50, p99, max, length, extra); with
+    --check, the answer must be the first binary's."""
+    v = sorted(ts[b])
+    p99 = v[min(len(v) - 1, int(len(v) * 0.99))]
+    rows[b].append(f"{name:18} {statistics.median(v):8.1f} {p99:8.1f} {v[-1]:8.1f} "
+                   f"{len(body[b]):8}{extra}")
+    if a.check and body[b] != body[a.binaries[0]]:
+        raise SystemExit(f"{name}: {b} answers differently")
+
+
+def minflt(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[7])
+
+
+def fresh(a, todo):
+    """Each request on a fresh serve; rows per binary."""
+    rows = {b: [] for b in a.binaries}
+    for name, u in todo:
+        ts = {b: [] for b in a.binaries}
+        fl = {b: [] for b in a.binaries}
+        body = {}
+        for _ in range(a.n):
+            for i, b in enumerate(a.binaries):
+                p, c = serve(b, a.db, a.port + i)
+                try:
+                    f0 = minflt(p.pid)
+                    t = time.perf_counter()
+                    c.request("GET", u)
+                    r = c.getresponse()
+                    body[b] = r.read()
+                    ts[b].append((time.perf_counter() - t) * 1000)
+                    fl[b].append(minflt(p.pid) - f0)
+                    if r.status != 200:
+                        raise SystemExit(f"{u}: {r.status} {body[b][:200]}")
+                finally:
+                    c.close()
+                    p.terminate()
+                    p.wait()
+        for b in a.binaries:
+            add_row(a, rows, name, b, ts, body, f" {statistics.median(fl[b]):8.0f}")
+    for b in a.binaries:
+        print(f"== {b}")
+        print(f"{'url (fresh serve)':18} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'bytes':>8} "
+              f"{'faults':>8}")
+        print("\n".join(rows[b]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--db", required=True)
@@ -96,11 +150,16 @@ def main():
     ap.add_argument("--check", action="store_true", help="answers identical across binaries")
     ap.add_argument("--dashboard", action="store_true",
                     help="the overview's windows, from a whole minute")
+    ap.add_argument("--fresh", action="store_true",
+                    help="each request the first of a fresh serve; adds its page faults")
     ap.add_argument("binaries", nargs="+")
     a = ap.parse_args()
     end = data_end(a.db)
     print(f"loadavg {' '.join(open('/proc/loadavg').read().split()[:3])}; db {a.db}; "
           f"{a.n} requests per URL")
+    if a.fresh:
+        fresh(a, dashboard_urls(a.db, end) if a.dashboard else urls(end))
+        return
     # Every binary serves at once, on its own port, and each URL's
     # requests alternate between them: a drift of the shared machine's
     # speed falls on all of them alike (one binary after the other, the
@@ -132,12 +191,7 @@ def main():
                     if r.status != 200:
                         raise SystemExit(f"{u}: {r.status} {body[b][:200]}")
             for b in a.binaries:
-                v = sorted(ts[b])
-                p99 = v[min(len(v) - 1, int(len(v) * 0.99))]
-                rows[b].append(f"{name:18} {statistics.median(v):8.1f} {p99:8.1f} {v[-1]:8.1f} "
-                               f"{len(body[b]):8}")
-                if a.check and body[b] != body[a.binaries[0]]:
-                    raise SystemExit(f"{name}: {b} answers differently")
+                add_row(a, rows, name, b, ts, body, "")
     finally:
         for p, c, _ in servers:
             c.close()
