@@ -25,6 +25,7 @@ typedef struct cw__store_test {
     uint64_t open_segments;   /* segments of reports read from the open hour's cells */
     uint64_t keys_down;       /* keys cache fills that took minutes away from them */
     uint64_t keys_served;     /* ranked reports whose keys the keys cache gave */
+    uint64_t before_prunes;   /* report cache fills that left closed sums out midway */
     uint64_t minute_splits;   /* ranked reports from an unaligned t0 through the minute tier */
     uint64_t minute_fixes;    /* and the (minute, process) rows they took from raw seconds */
     uint64_t hour_splits;     /* reports from a minute not on an hour through the hour tier */
