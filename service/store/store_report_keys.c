@@ -22,6 +22,7 @@
  * differences of its two ends' sums. It is the handle's, freed by its
  * release slot CW__REL_KEYS. */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,25 +38,11 @@ static const char SQL_Q_KEYS[] =
     "SELECT bucket, proc, bytes, released, events, delta, relpeak, peak_off FROM cells"
     " WHERE tier = ?1 AND layer = cw_layer() AND bucket >= ?2 AND bucket < ?3 ORDER BY bucket";
 
-/* The end of reading a list of n rows (size bytes each) into v: after an
- * error v is freed (and ENOMEM named), else it is sorted by cmp (unless
- * NULL: already in order) for the caller. Returns err. */
-static int list_done(int err, void *v, uint32_t n, size_t size,
-                     int (*cmp)(const void *, const void *), cw_diag_t *d)
+/* err, with ENOMEM named in d. */
+static int list_done(int err, cw_diag_t *d)
 {
-    if (err) {
-        free(v);
-        if (err == CW_ENOMEM) cw_diag_set(d, err, "querying window figures: out of memory");
-        return err;
-    }
-    if (n > 1 && cmp) qsort(v, n, size, cmp);
-    return 0;
-}
-
-static int cmp_keys(const void *x, const void *y)
-{
-    const cw__proc_keys_t *a = x, *b = y;
-    return a->proc < b->proc ? -1 : a->proc > b->proc;
+    if (err == CW_ENOMEM) cw_diag_set(d, err, "querying window figures: out of memory");
+    return err;
 }
 
 /* From the window's first forward segment on: outstanding at t0 is known,
@@ -67,48 +54,138 @@ static void start_window(cw__proc_keys_t *k, int64_t at)
     k->peak_ns = at;
 }
 
-/* The entry of proc in v (map m), zeroed when new; NULL on ENOMEM. */
-static cw__proc_keys_t *keys_row(cw_keymap_t *m, cw__proc_keys_t **v, uint32_t *n, size_t *cap,
-                                 uint32_t proc, bool *added)
+/* Arrays sorted by process, of elements (`size` bytes) that begin with
+ * their process (a uint32_t): a ranked report's keys and the keys
+ * cache's sums. */
+static inline uint32_t proc_at(const void *v, size_t size, uint32_t i)
 {
-    int a = 0;
-    uint32_t k = cw_keymap_get(m, proc, 0, &a);
-    *added = a;
-    if (k == UINT32_MAX || (a && CW_RESERVE(*v, *cap, *n + 1u))) return NULL;
-    if (a) (*v)[(*n)++] = (cw__proc_keys_t){.proc = proc};
-    return &(*v)[k];
+    uint32_t p;
+    memcpy(&p, (const char *)v + (size_t)i * size, sizeof p);
+    return p;
 }
+
+/* The first index from i on whose process is at least proc (every one
+ * before i below it): a gallop from i, then a binary search, so a
+ * bucket's cells, in process order, walk v once. */
+static uint32_t proc_seek(const void *v, size_t size, uint32_t n, uint32_t i, uint32_t proc)
+{
+    uint32_t lo = i, hi = i, step = 1;
+    while (hi < n && proc_at(v, size, hi) < proc) {
+        lo = hi + 1;
+        hi = n - hi > step ? hi + step : n;
+        step *= 2;
+    }
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (proc_at(v, size, mid) < proc)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Puts the m elements that wait after v's n sorted ones (v[n, n + m),
+ * sorted, none of their processes among the n) into the sorted array:
+ * taken as they are when all are newer (processes are numbered as they
+ * start, so nearly always), else merged from the back through a copy.
+ * 0 or CW_ENOMEM. */
+static int proc_merge(void *v, size_t size, uint32_t n, uint32_t m)
+{
+    char *b = v;
+    if (m == 0 || n == 0 || proc_at(b, size, n - 1) < proc_at(b, size, n)) return 0;
+    char *add = malloc((size_t)m * size);
+    if (!add) return CW_ENOMEM;
+    memcpy(add, b + (size_t)n * size, (size_t)m * size);
+    uint32_t i = n, j = m, o = n + m;
+    while (j > 0 && i > 0) {
+        bool old = proc_at(b, size, i - 1) > proc_at(add, size, j - 1);
+        const char *from = old ? b + (size_t)--i * size : add + (size_t)--j * size;
+        memcpy(b + (size_t)--o * size, from, size);
+    }
+    memcpy(b, add, (size_t)j * size);
+    free(add);
+    return 0;
+}
+
+_Static_assert(offsetof(cw__proc_keys_t, proc) == 0, "proc_at reads the process first");
+
+/* The keys being added up: sorted by process, found as a bucket's cells
+ * come (in process order, so from where the previous one was); a
+ * process not above the one before starts the next bucket, and the
+ * entries new in a bucket wait after the sorted ones until then (within
+ * a bucket each process comes once). Any order would give the same sums,
+ * only slower. */
+typedef struct keys_acc {
+    cw__proc_keys_t *v;
+    uint32_t n, m; /* sorted; waiting after them */
+    size_t cap;
+    uint32_t cur, prev;
+    bool first;
+} keys_acc_t;
+
+/* The entry of proc, zeroed when new (*added); NULL on ENOMEM. */
+static cw__proc_keys_t *keys_row(keys_acc_t *k, uint32_t proc, bool *added)
+{
+    *added = false;
+    if (!k->first && proc <= k->prev) {
+        if (proc_merge(k->v, sizeof *k->v, k->n, k->m)) return NULL;
+        k->n += k->m;
+        k->m = k->cur = 0;
+    }
+    k->first = false;
+    k->prev = proc;
+    k->cur = proc_seek(k->v, sizeof *k->v, k->n, k->cur, proc);
+    if (k->cur < k->n && k->v[k->cur].proc == proc) return &k->v[k->cur];
+    if (CW_RESERVE(k->v, k->cap, (size_t)k->n + k->m + 1)) return NULL;
+    *added = true;
+    cw__proc_keys_t *x = &k->v[k->n + k->m++];
+    *x = (cw__proc_keys_t){.proc = proc};
+    return x;
+}
+
+/* Takes every waiting entry in (after each query). 0 or CW_ENOMEM. */
+static int keys_settle(keys_acc_t *k)
+{
+    if (proc_merge(k->v, sizeof *k->v, k->n, k->m)) return CW_ENOMEM;
+    k->n += k->m;
+    k->m = k->cur = 0;
+    k->first = true;
+    return 0;
+}
+
+static int keys_room(cw_store_t *s, cw__proc_keys_t **v, size_t *cap);
+static void keys_room_keep(cw_store_t *s, cw__proc_keys_t *v, size_t cap);
 
 int cw__report_load_keys(cw_store_t *s, const segment_t *seg, int nseg, int nback, const pick_t *p,
                          int64_t at, const cw__before_sums_t *bv, uint32_t bn,
                          cw__proc_keys_t **out, uint32_t *nout, cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;
-    cw__proc_keys_t *v = NULL;
-    size_t cap = 0;
-    uint32_t n = 0;
-    cw_keymap_t map;
+    keys_acc_t k = {.first = true};
     int err = cw__store_stmt(s, CW__ST_Q_KEYS, SQL_Q_KEYS, &st, d), rc = SQLITE_DONE;
     *out = NULL;
     *nout = 0;
-    if (err) return err;
-    if (cw_keymap_init(&map, 16))
-        return cw_diag_set(d, CW_ENOMEM, "querying window figures: out of memory");
+    if (!err) err = keys_room(s, &k.v, &k.cap);
+    if (err) return list_done(err, d);
+    /* bv is sorted by (process, stack): a process's sums come together. */
+    cw__proc_keys_t *y = NULL;
     for (uint32_t j = 0; j < bn && !err; j++) {
         bool added;
-        cw__proc_keys_t *x = keys_row(&map, &v, &n, &cap, bv[j].proc, &added);
-        if (!x) {
+        if (!y || y->proc != bv[j].proc) y = keys_row(&k, bv[j].proc, &added);
+        if (!y) {
             err = CW_ENOMEM;
             break;
         }
-        x->cb0 += bv[j].cb;
-        x->rb0 += bv[j].rb;
+        y->cb0 += bv[j].cb;
+        y->rb0 += bv[j].rb;
     }
+    if (!err) err = keys_settle(&k);
     for (int i = 0; i <= nseg && !err; i++) {
         bool fwd = i >= nback;
         if (i == nback)
-            for (uint32_t j = 0; j < n; j++)
-                start_window(&v[j], at);
+            for (uint32_t j = 0; j < k.n; j++)
+                start_window(&k.v[j], at);
         if (i == nseg) break;
         /* Rows from t1 on add nothing (their commits and releases are
          * after the window). */
@@ -124,7 +201,7 @@ int cw__report_load_keys(cw_store_t *s, const segment_t *seg, int nseg, int nbac
             int64_t bucket = I(0);
             uint32_t proc = (uint32_t)I(1);
             bool added;
-            cw__proc_keys_t *x = keys_row(&map, &v, &n, &cap, proc, &added);
+            cw__proc_keys_t *x = keys_row(&k, proc, &added);
             if (!x) {
                 err = CW_ENOMEM;
                 break;
@@ -148,12 +225,13 @@ int cw__report_load_keys(cw_store_t *s, const segment_t *seg, int nseg, int nbac
 #undef I
         }
         if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window figures", d);
+        if (!err) err = keys_settle(&k);
         sqlite3_reset(st);
     }
-    cw_keymap_free(&map);
-    if ((err = list_done(err, v, n, sizeof *v, cmp_keys, d))) return err;
-    *out = v;
-    *nout = n;
+    keys_room_keep(s, k.v, k.cap);
+    if ((err = list_done(err, d))) return err;
+    *out = k.v;
+    *nout = k.n;
     return 0;
 }
 
@@ -504,6 +582,14 @@ struct cw__keys_cache {
     kentry_t e[KEYS_CACHE_ENTRIES];
     uint64_t clock;
     uint32_t skip; /* ranked reports left to answer without it */
+    /* The room of a ranked report's keys (cw__report_load_keys,
+     * cw__report_keys_cached), the handle's: the keys they return are
+     * borrowed until the handle's next ranked report. Kept with the
+     * cache, so a list polled on a busy machine (71,564 processes: 5 MB
+     * of keys) writes into pages it already has instead of fresh ones
+     * (blocks of 256 KiB on are given back at free: service.c). */
+    cw__proc_keys_t *room;
+    size_t room_cap;
 };
 
 /* Per process, the columns of the cells of tier ?1 with bucket in [?2, ?3). */
@@ -523,6 +609,7 @@ static void keys_release(cw_store_t *s)
     struct cw__keys_cache *c = s->r.keys_cache;
     for (int i = 0; c && i < KEYS_CACHE_ENTRIES; i++)
         kentry_drop(&c->e[i]);
+    if (c) free(c->room);
     free(c);
     s->r.keys_cache = NULL;
     cw__report_caches_publish(s, false);
@@ -531,10 +618,40 @@ static void keys_release(cw_store_t *s)
 size_t cw__keys_cache_bytes(const cw_store_t *s)
 {
     const struct cw__keys_cache *c = s->r.keys_cache;
-    size_t b = c ? sizeof *c : 0;
+    size_t b = c ? sizeof *c + c->room_cap * sizeof *c->room : 0;
     for (int i = 0; c && i < KEYS_CACHE_ENTRIES; i++)
         b += c->e[i].cap * sizeof *c->e[i].v;
     return b;
+}
+
+/* The handle's keys cache, made when it has none; NULL on ENOMEM. */
+static struct cw__keys_cache *keys_cache(cw_store_t *s)
+{
+    struct cw__keys_cache *c = s->r.keys_cache;
+    if (!c && !(c = s->r.keys_cache = calloc(1, sizeof *c))) return NULL;
+    cw__db_on_release(s, CW__REL_KEYS, keys_release);
+    return c;
+}
+
+/* Takes the handle's room for keys (*v, *cap; NULL and 0 when it has
+ * none yet), to grow and give back with keys_room_keep. 0 or CW_ENOMEM. */
+static int keys_room(cw_store_t *s, cw__proc_keys_t **v, size_t *cap)
+{
+    struct cw__keys_cache *c = keys_cache(s);
+    if (!c) return CW_ENOMEM;
+    *v = c->room;
+    *cap = c->room_cap;
+    c->room = NULL;
+    c->room_cap = 0;
+    return 0;
+}
+
+/* Gives the room taken by keys_room back to the handle, grown. */
+static void keys_room_keep(cw_store_t *s, cw__proc_keys_t *v, size_t cap)
+{
+    struct cw__keys_cache *c = s->r.keys_cache; /* made by keys_room */
+    c->room = v;
+    c->room_cap = cap;
 }
 
 static uint32_t keys_cache_max(const cw_store_t *s)
@@ -542,48 +659,12 @@ static uint32_t keys_cache_max(const cw_store_t *s)
     return s->test.read_cache_rows ? s->test.read_cache_rows : KEYS_CACHE_MAX_PROCS;
 }
 
-/* The first index from i on whose process is at least proc (v sorted by
- * proc, every one before i below it): a gallop from i, then a binary
- * search, so a bucket's cells, in process order, walk v once. */
-static uint32_t ksum_seek(const ksum_t *v, uint32_t n, uint32_t i, uint32_t proc)
-{
-    uint32_t lo = i, hi = i, step = 1;
-    while (hi < n && v[hi].proc < proc) {
-        lo = hi + 1;
-        hi = n - hi > step ? hi + step : n;
-        step *= 2;
-    }
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (v[mid].proc < proc)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
+_Static_assert(offsetof(ksum_t, proc) == 0, "proc_at reads the process first");
 
-/* Puts the m processes new to e that wait after its n sorted ones (in
- * e->v[n, n + m), sorted, room for them reserved) into the sorted array:
- * taken as they are when all are newer (processes are numbered as they
- * start, so nearly always), else merged from the back through a copy. 0
- * or CW_ENOMEM. */
+/* Takes the m sums new to e that wait after its n sorted ones in. */
 static int kentry_merge(kentry_t *e, uint32_t m)
 {
-    ksum_t *v = e->v;
-    if (m == 0) return 0;
-    if (e->n == 0 || v[e->n - 1].proc < v[e->n].proc) {
-        e->n += m;
-        return 0;
-    }
-    ksum_t *add = malloc((size_t)m * sizeof *add);
-    if (!add) return CW_ENOMEM;
-    memcpy(add, v + e->n, (size_t)m * sizeof *add);
-    uint32_t i = e->n, j = m, o = e->n + m;
-    while (j > 0 && i > 0)
-        v[--o] = v[i - 1].proc > add[j - 1].proc ? v[--i] : add[--j];
-    memcpy(v, add, (size_t)j * sizeof *add);
-    free(add);
+    if (proc_merge(e->v, sizeof *e->v, e->n, m)) return CW_ENOMEM;
     e->n += m;
     return 0;
 }
@@ -614,7 +695,7 @@ static int kentry_add(cw_store_t *s, sqlite3_stmt *st, kentry_t *e, int k, int64
         }
         first = false;
         prev = proc;
-        cur = ksum_seek(e->v, e->n, cur, proc);
+        cur = proc_seek(e->v, sizeof *e->v, e->n, cur, proc);
         ksum_t *x = cur < e->n && e->v[cur].proc == proc ? &e->v[cur] : NULL;
         if (!x) {
             if (e->n + m >= max) {
@@ -694,8 +775,7 @@ static int keys_at(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t, int64_t
     *out = NULL;
     if (!back_segments(t, x, seg, &nseg)) return 0;
     int tier = seg[0].tier;
-    if (!c && !(c = s->r.keys_cache = calloc(1, sizeof *c))) return CW_ENOMEM;
-    cw__db_on_release(s, CW__REL_KEYS, keys_release);
+    if (!c && !(c = keys_cache(s))) return CW_ENOMEM;
     kentry_t *e = NULL, *lru = NULL;
     for (int i = 0; i < KEYS_CACHE_ENTRIES; i++) {
         kentry_t *y = &c->e[i];
@@ -783,6 +863,7 @@ int cw__report_keys_cached(cw_store_t *s, const cw__tier_t *t, const pick_t *p, 
     }
     /* The BEFORE cells of their first tier. */
     err = kentry_add(s, st, &before, k0->tier, INT64_MIN, INT64_MIN + 1, 1, d);
+    if (!err) err = keys_room(s, &v, &cap);
     /* Every process of the three, once, in process order (a join of the
      * three sorted arrays). Only those the report lists are kept: activity
      * in the window (an activity row counts at least one event:
@@ -813,12 +894,12 @@ int cw__report_keys_cached(cw_store_t *s, const cw__tier_t *t, const pick_t *p, 
         v[n++] = x;
     }
     kentry_drop(&before);
+    if (v) keys_room_keep(s, v, cap);
     if (err == CW_ERANGE) { /* more processes than an entry holds */
         s->r.keys_cache->skip = KEYS_SKIP_AFTER_OVERSIZE;
-        free(v);
         return 0;
     }
-    if ((err = list_done(err, v, n, sizeof *v, NULL, d))) return err; /* in order */
+    if ((err = list_done(err, d))) return err;
     *out = v;
     *nout = n;
     *served = true;

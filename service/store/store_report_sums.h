@@ -378,8 +378,9 @@ typedef struct cw__proc_keys cw__proc_keys_t;
  * before t1, releases with f before t1: what the bytes figures need;
  * activity of the forward segments, the peak starting at `at` from
  * outstanding at t0), by process in ascending order, into *out (*nout;
- * the caller frees it). One pass over the cells in key order: no sort.
- * 0, CW_ENOMEM or CW_EDB (store_report_keys.c). */
+ * the handle's, borrowed until its next ranked report: not freed). One
+ * pass over the cells in key order: no sort. 0, CW_ENOMEM or CW_EDB
+ * (store_report_keys.c). */
 int cw__report_load_keys(cw_store_t *s, const segment_t *seg, int nseg, int nback, const pick_t *p,
                          int64_t at, const cw__before_sums_t *bv, uint32_t bn,
                          cw__proc_keys_t **out, uint32_t *nout, cw_diag_t *d);
@@ -392,8 +393,9 @@ int cw__report_load_keys(cw_store_t *s, const segment_t *seg, int nseg, int nbac
  * rows before p->t0 and before the window's end (the keys cache), as
  * differences, and the BEFORE rows of their first tier. *served false
  * when the cache does not serve the window (caches off, too many
- * processes, ends whose staircases start in different tiers). 0,
- * CW_ENOMEM or CW_EDB (store_report_keys.c). */
+ * processes, ends whose staircases start in different tiers). *out is
+ * the handle's, as cw__report_load_keys()'s. 0, CW_ENOMEM or CW_EDB
+ * (store_report_keys.c). */
 int cw__report_keys_cached(cw_store_t *s, const cw__tier_t *t, const pick_t *p, int64_t at,
                            cw__proc_keys_t **out, uint32_t *nout, bool *served, cw_diag_t *d);
 /* Bytes of the handle's keys cache (its share of store_caches). */
