@@ -425,8 +425,8 @@ int cw__sums_acc_done(cw__sums_acc_t *a, int err, cw_diag_t *d)
  * bucket plus the few buckets since, not a sum for every (instance,
  * stack) the staircase names (30 minutes of the busy mix, 71,564
  * instances: 22,231 page faults and 480 ms for a fresh handle's first
- * list of the last minute, BENCHMARKS.md "A fresh handle on the busy
- * mix"). */
+ * list of the last minute, BENCHMARKS.md "Ranked lists on a busy
+ * machine"). */
 #define REPORT_CACHE_ENTRIES 2
 #define REPORT_CACHE_MAX_GAP (2 * INT64_C(3600000000000))
 #define REPORT_CACHE_MAX_ROWS 32768u
