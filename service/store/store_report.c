@@ -72,17 +72,23 @@ typedef struct build {
     size_t cap, pscap;
 } build_t;
 
+/* A process's report with nothing in it yet. */
+static void proc_init(cw_proc_report_t *p, uint32_t id)
+{
+    memset(p, 0, sizeof *p);
+    p->id = id;
+    p->exit_ns = CW_TS_NEVER;
+    p->tracking_ended_ns = CW_TS_NEVER;
+    p->last_correction_ns = CW_TS_NEVER;
+}
+
 static int push_proc(build_t *b, uint32_t id, cw_proc_report_t **out)
 {
     cw_report_t *r = b->r;
     if (CW_RESERVE(r->procs, b->cap, r->nprocs + 1u) || CW_RESERVE(b->ps, b->pscap, r->nprocs + 1u))
         return CW_ENOMEM;
     cw_proc_report_t *p = &r->procs[r->nprocs];
-    memset(p, 0, sizeof *p);
-    p->id = id;
-    p->exit_ns = CW_TS_NEVER;
-    p->tracking_ended_ns = CW_TS_NEVER;
-    p->last_correction_ns = CW_TS_NEVER;
+    proc_init(p, id);
     b->ps[r->nprocs] = (proc_state_t){0, false};
     r->nprocs++;
     *out = p;
@@ -111,7 +117,25 @@ typedef struct top_req {
 } top_req_t;
 
 static int32_t find_proc(const cw_report_t *r, uint32_t n, uint32_t id);
-static int cut_figs(cw_store_t *s, build_t *b, top_req_t *cut, cw_diag_t *d);
+
+/* load_figs()'s cut (cut_figs): the first cut->limit processes by
+ * transient bytes so far, each with its figures, as a heap of ranks
+ * whose i is the slot of its figures in p and ps. */
+typedef struct rank {
+    int64_t key;
+    uint32_t id, i; /* instance id; where its figures are */
+} rank_t;
+
+typedef struct cut_heap {
+    rank_t *rk;
+    cw_proc_report_t *p;
+    proc_state_t *ps;
+    uint32_t room, m, total;
+} cut_heap_t;
+
+static int cut_offer(cw_store_t *s, const build_t *b, cut_heap_t *h, const cw_proc_report_t *p,
+                     const proc_state_t *ps, cw_diag_t *d);
+static int cut_figs(build_t *b, cut_heap_t *h, top_req_t *cut);
 
 /* The figures of one (proc, stack) from its 13 sums (store_report_sums.h)
  * into f, and its outstanding at t0 into *out0; false when every figure
@@ -154,13 +178,23 @@ static int load_figs(cw_store_t *s, const cw__tier_t *t, build_t *b, const segme
                      top_req_t *cut, cw_diag_t *d)
 {
     cw__sums_acc_t a;
+    cut_heap_t h = {0};
     uint32_t n0 = b->r->nprocs;
     int err = only ? cw__report_load_sums_of(s, t, seg, nseg, p, only, &a, d)
                    : cw__report_load_sums(s, t, seg, nseg, nback, p, cut != NULL, &a, d);
     if (err) return err;
+    if (cut) {
+        h.room = cut->limit < a.np ? cut->limit : a.np;
+        size_t n = h.room ? h.room : 1;
+        h.rk = malloc(n * sizeof *h.rk);
+        h.p = malloc(n * sizeof *h.p);
+        h.ps = malloc(n * sizeof *h.ps);
+        if (!h.rk || !h.p || !h.ps) err = CW_ENOMEM;
+    }
     for (uint32_t i = 0; i < a.np && !err; i++) {
         cw__sums_proc_t *ap = &a.p[i];
-        cw_proc_report_t *cur = NULL;
+        cw_proc_report_t *cur = NULL, one;
+        proc_state_t *ps = NULL, one_ps = {0, false};
         if (only) {
             int32_t k = find_proc(b->r, n0, ap->proc);
             for (uint32_t x = n0; k < 0 && x < b->r->nprocs; x++)
@@ -171,14 +205,20 @@ static int load_figs(cw_store_t *s, const cw__tier_t *t, build_t *b, const segme
                 break;
             }
             cur = &b->r->procs[k];
+        } else if (cut) { /* not listed unless it ranks (cut_offer) */
+            proc_init(&one, ap->proc);
+            cur = &one;
+            ps = &one_ps;
         } else if ((err = push_proc(b, ap->proc, &cur))) {
             break;
+        } else {
+            ps = &b->ps[b->r->nprocs - 1];
         }
         for (uint32_t j = 0; j < ap->n && !err; j++) {
             cw_figs_t f;
             int64_t out0;
             bool any = pair_figs(&ap->v[j], &f, &out0);
-            if (!only) b->ps[b->r->nprocs - 1].out0 += out0;
+            if (ps) ps->out0 += out0;
             if (!any) continue;
             if (!cut && (err = push_stack(cur, ap->v[j].stack, &f, ap->n))) {
                 if (err == CW_EDB)
@@ -189,8 +229,7 @@ static int load_figs(cw_store_t *s, const cw__tier_t *t, build_t *b, const segme
             cw_figs_add(&cur->figs, &f);
             cur->outstanding_end += f.types[CW_AIFO].bytes + f.types[CW_AOFO].bytes;
         }
-        if (!only && !err) {
-            proc_state_t *ps = &b->ps[b->r->nprocs - 1];
+        if (ps && !err) {
             cur->peak_bytes = ps->out0 > 0 ? (uint64_t)ps->out0 : 0;
             cur->peak_ns = at;
             if (ap->active && ps->out0 + ap->best > (int64_t)cur->peak_bytes) {
@@ -200,17 +239,17 @@ static int load_figs(cw_store_t *s, const cw__tier_t *t, build_t *b, const segme
             cur->events = (uint64_t)ap->events;
             ps->active = ap->active;
         }
+        if (cut && !err) err = cut_offer(s, b, &h, cur, ps, d);
         cw__sums_proc_free(ap); /* its memory goes to the next one's stacks */
     }
-    if (cut && !err) err = cut_figs(s, b, cut, d);
+    if (cut && !err) err = cut_figs(b, &h, cut);
+    if (err == CW_ENOMEM) cw_diag_set(d, err, "querying window figures: out of memory");
+    free(h.rk);
+    free(h.p);
+    free(h.ps);
     cw__sums_acc_free(&a);
     return err;
 }
-
-typedef struct rank {
-    int64_t key;
-    uint32_t id, i; /* instance id; index in the build */
-} rank_t;
 
 static int cmp_rank(const void *x, const void *y);
 static int cmp_rank_id(const void *x, const void *y);
@@ -220,16 +259,16 @@ static int cmp_rank_id(const void *x, const void *y);
  * every rank would put first (the order is total: ties go by id), at
  * O(log m) an offer and with no array of every process (30 minutes of
  * the busy mix: 71,564 ranks sorted to list 20). */
-static void top_offer(rank_t *h, uint32_t m, uint32_t *n, rank_t x)
+static bool top_offer(rank_t *h, uint32_t m, uint32_t *n, rank_t x)
 {
     uint32_t i;
     if (*n < m) {
         for (i = (*n)++; i > 0 && cmp_rank(&h[(i - 1) / 2], &x) < 0; i = (i - 1) / 2)
             h[i] = h[(i - 1) / 2];
         h[i] = x;
-        return;
+        return true;
     }
-    if (m == 0 || cmp_rank(&x, &h[0]) >= 0) return;
+    if (m == 0 || cmp_rank(&x, &h[0]) >= 0) return false;
     for (i = 0;;) {
         uint32_t c = 2 * i + 1;
         if (c >= m) break;
@@ -239,6 +278,7 @@ static void top_offer(rank_t *h, uint32_t m, uint32_t *n, rank_t x)
         i = c;
     }
     h[i] = x;
+    return true;
 }
 
 /* finish()'s choice, for a ranking made before the processes are named:
@@ -258,44 +298,48 @@ static int in_window(cw_store_t *s, const cw_report_t *r, uint32_t id, bool acti
     return 0;
 }
 
-/* load_figs()'s cut: of the processes every figure was added up for
- * (b's, one sums row each, no stacks), those finish() would keep are
- * ranked by cut->key (transient bytes: AIFI, which needs each release's
- * commit time, so the cells' columns cannot rank by it), and only the
- * first cut->limit stay, their figures emptied for cut_stacks() to add
- * them again stack by stack; the rest are never named, nor their stacks
- * made (10,000 live processes: 80,000 (process, stack) sums, entries and
- * tags, most of a cold full report's fresh memory). cut->total: how many
- * finish() would keep. */
-static int cut_figs(cw_store_t *s, build_t *b, top_req_t *cut, cw_diag_t *d)
+/* load_figs()'s cut: of the processes every figure is added up for (one
+ * sums row each, no stacks), those finish() would keep are ranked by
+ * cut->key (transient bytes: AIFI, which needs each release's commit
+ * time, so the cells' columns cannot rank by it), as they come; only the
+ * first cut->limit are kept, in h, and listed (cut_figs), their figures
+ * emptied for cut_stacks() to add them again stack by stack. The rest are
+ * never listed, named, nor their stacks made (30 minutes of the busy mix:
+ * 71,564 processes, whose reports alone were 15 MB of fresh memory a
+ * request). */
+static int cut_offer(cw_store_t *s, const build_t *b, cut_heap_t *h, const cw_proc_report_t *p,
+                     const proc_state_t *ps, cw_diag_t *d)
 {
-    cw_report_t *r = b->r;
-    uint32_t nr = 0, m = 0, room = cut->limit < r->nprocs ? cut->limit : r->nprocs;
-    int err = 0;
-    rank_t *rk = malloc((room ? room : 1) * sizeof *rk);
-    if (!rk) return cw_diag_set(d, CW_ENOMEM, "querying window figures: out of memory");
-    for (uint32_t i = 0; i < r->nprocs && !err; i++) {
-        bool keep;
-        err = in_window(s, r, r->procs[i].id, b->ps[i].active, b->ps[i].out0, &keep, d);
-        if (keep && !err) {
-            nr++;
-            top_offer(rk, room, &m,
-                      (rank_t){(int64_t)r->procs[i].figs.types[CW_AIFI].bytes, r->procs[i].id, i});
-        }
+    bool keep;
+    int err = in_window(s, b->r, p->id, ps->active, ps->out0, &keep, d);
+    if (err || !keep) return err;
+    h->total++;
+    /* The slot of the rank it would put out, or the next free one. */
+    uint32_t slot = h->m < h->room ? h->m : h->rk[0].i;
+    rank_t x = {(int64_t)p->figs.types[CW_AIFI].bytes, p->id, slot};
+    if (top_offer(h->rk, h->room, &h->m, x)) {
+        h->p[slot] = *p;
+        h->ps[slot] = *ps;
     }
-    cut->total = nr;
-    if (err) m = 0;
-    if (m > 1) qsort(rk, m, sizeof *rk, cmp_rank_id); /* b's order, which is id order */
-    /* The others hold nothing of their own (push_proc): dropped. */
-    for (uint32_t j = 0; j < m; j++) {
-        r->procs[j] = r->procs[rk[j].i];
-        r->procs[j].figs = (cw_figs_t){0};
-        r->procs[j].outstanding_end = 0;
-        b->ps[j] = b->ps[rk[j].i];
+    return 0;
+}
+
+/* Lists the processes h kept, in id order (as load_figs() lists);
+ * cut->total: how many finish() would keep. 0 or CW_ENOMEM. */
+static int cut_figs(build_t *b, cut_heap_t *h, top_req_t *cut)
+{
+    cut->total = h->total;
+    if (h->m > 1) qsort(h->rk, h->m, sizeof *h->rk, cmp_rank_id);
+    for (uint32_t j = 0; j < h->m; j++) {
+        cw_proc_report_t *p;
+        int err = push_proc(b, h->rk[j].id, &p);
+        if (err) return err;
+        *p = h->p[h->rk[j].i];
+        p->figs = (cw_figs_t){0};
+        p->outstanding_end = 0;
+        b->ps[b->r->nprocs - 1] = h->ps[h->rk[j].i];
     }
-    r->nprocs = m;
-    free(rk);
-    return err;
+    return 0;
 }
 
 /* load_figs() for the processes of `only` alone (a ranked report's
