@@ -54,105 +54,7 @@ static void start_window(cw__proc_keys_t *k, int64_t at)
     k->peak_ns = at;
 }
 
-/* Arrays sorted by process, of elements (`size` bytes) that begin with
- * their process (a uint32_t): a ranked report's keys and the keys
- * cache's sums. */
-static inline uint32_t proc_at(const void *v, size_t size, uint32_t i)
-{
-    uint32_t p;
-    memcpy(&p, (const char *)v + (size_t)i * size, sizeof p);
-    return p;
-}
-
-/* The first index from i on whose process is at least proc (every one
- * before i below it): a gallop from i, then a binary search, so a
- * bucket's cells, in process order, walk v once. */
-static uint32_t proc_seek(const void *v, size_t size, uint32_t n, uint32_t i, uint32_t proc)
-{
-    uint32_t lo = i, hi = i, step = 1;
-    while (hi < n && proc_at(v, size, hi) < proc) {
-        lo = hi + 1;
-        hi = n - hi > step ? hi + step : n;
-        step *= 2;
-    }
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (proc_at(v, size, mid) < proc)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-/* Puts the m elements that wait after v's n sorted ones (v[n, n + m),
- * sorted, none of their processes among the n) into the sorted array:
- * taken as they are when all are newer (processes are numbered as they
- * start, so nearly always), else merged from the back through a copy.
- * 0 or CW_ENOMEM. */
-static int proc_merge(void *v, size_t size, uint32_t n, uint32_t m)
-{
-    char *b = v;
-    if (m == 0 || n == 0 || proc_at(b, size, n - 1) < proc_at(b, size, n)) return 0;
-    char *add = malloc((size_t)m * size);
-    if (!add) return CW_ENOMEM;
-    memcpy(add, b + (size_t)n * size, (size_t)m * size);
-    uint32_t i = n, j = m, o = n + m;
-    while (j > 0 && i > 0) {
-        bool old = proc_at(b, size, i - 1) > proc_at(add, size, j - 1);
-        const char *from = old ? b + (size_t)--i * size : add + (size_t)--j * size;
-        memcpy(b + (size_t)--o * size, from, size);
-    }
-    memcpy(b, add, (size_t)j * size);
-    free(add);
-    return 0;
-}
-
 _Static_assert(offsetof(cw__proc_keys_t, proc) == 0, "proc_at reads the process first");
-
-/* The keys being added up: sorted by process, found as a bucket's cells
- * come (in process order, so from where the previous one was); a
- * process not above the one before starts the next bucket, and the
- * entries new in a bucket wait after the sorted ones until then (within
- * a bucket each process comes once). Any order would give the same sums,
- * only slower. */
-typedef struct keys_acc {
-    cw__proc_keys_t *v;
-    uint32_t n, m; /* sorted; waiting after them */
-    size_t cap;
-    uint32_t cur, prev;
-    bool first;
-} keys_acc_t;
-
-/* The entry of proc, zeroed when new (*added); NULL on ENOMEM. */
-static cw__proc_keys_t *keys_row(keys_acc_t *k, uint32_t proc, bool *added)
-{
-    *added = false;
-    if (!k->first && proc <= k->prev) {
-        if (proc_merge(k->v, sizeof *k->v, k->n, k->m)) return NULL;
-        k->n += k->m;
-        k->m = k->cur = 0;
-    }
-    k->first = false;
-    k->prev = proc;
-    k->cur = proc_seek(k->v, sizeof *k->v, k->n, k->cur, proc);
-    if (k->cur < k->n && k->v[k->cur].proc == proc) return &k->v[k->cur];
-    if (CW_RESERVE(k->v, k->cap, (size_t)k->n + k->m + 1)) return NULL;
-    *added = true;
-    cw__proc_keys_t *x = &k->v[k->n + k->m++];
-    *x = (cw__proc_keys_t){.proc = proc};
-    return x;
-}
-
-/* Takes every waiting entry in (after each query). 0 or CW_ENOMEM. */
-static int keys_settle(keys_acc_t *k)
-{
-    if (proc_merge(k->v, sizeof *k->v, k->n, k->m)) return CW_ENOMEM;
-    k->n += k->m;
-    k->m = k->cur = 0;
-    k->first = true;
-    return 0;
-}
 
 static int keys_room(cw_store_t *s, cw__proc_keys_t **v, size_t *cap);
 static void keys_room_keep(cw_store_t *s, cw__proc_keys_t *v, size_t cap);
@@ -162,30 +64,32 @@ int cw__report_load_keys(cw_store_t *s, const segment_t *seg, int nseg, int nbac
                          cw__proc_keys_t **out, uint32_t *nout, cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL;
-    keys_acc_t k = {.first = true};
+    /* The keys, sorted by process (cw__proc_row). */
+    cw__proc_keys_t *k = NULL;
+    size_t cap = 0;
+    uint32_t n = 0;
+    cw__proc_run_t run = {0};
     int err = cw__store_stmt(s, CW__ST_Q_KEYS, SQL_Q_KEYS, &st, d), rc = SQLITE_DONE;
     *out = NULL;
     *nout = 0;
-    if (!err) err = keys_room(s, &k.v, &k.cap);
+    if (!err) err = keys_room(s, &k, &cap);
     if (err) return list_done(err, d);
     /* bv is sorted by (process, stack): a process's sums come together. */
     cw__proc_keys_t *y = NULL;
     for (uint32_t j = 0; j < bn && !err; j++) {
         bool added;
-        if (!y || y->proc != bv[j].proc) y = keys_row(&k, bv[j].proc, &added);
-        if (!y) {
-            err = CW_ENOMEM;
-            break;
-        }
+        if (!y || y->proc != bv[j].proc)
+            y = cw__proc_row(&run, &k, &cap, &n, sizeof *k, bv[j].proc, &added, &err);
+        if (!y) break;
         y->cb0 += bv[j].cb;
         y->rb0 += bv[j].rb;
     }
-    if (!err) err = keys_settle(&k);
+    if (!err) err = cw__proc_settle(&run, &k, &n, sizeof *k);
     for (int i = 0; i <= nseg && !err; i++) {
         bool fwd = i >= nback;
         if (i == nback)
-            for (uint32_t j = 0; j < k.n; j++)
-                start_window(&k.v[j], at);
+            for (uint32_t j = 0; j < n; j++)
+                start_window(&k[j], at);
         if (i == nseg) break;
         /* Rows from t1 on add nothing (their commits and releases are
          * after the window). */
@@ -201,11 +105,8 @@ int cw__report_load_keys(cw_store_t *s, const segment_t *seg, int nseg, int nbac
             int64_t bucket = I(0);
             uint32_t proc = (uint32_t)I(1);
             bool added;
-            cw__proc_keys_t *x = keys_row(&k, proc, &added);
-            if (!x) {
-                err = CW_ENOMEM;
-                break;
-            }
+            cw__proc_keys_t *x = cw__proc_row(&run, &k, &cap, &n, sizeof *k, proc, &added, &err);
+            if (!x) break;
             if (added && fwd) start_window(x, at);
             bool before = bucket < p->t0;
             x->cb0 += before ? I(2) : 0;
@@ -225,13 +126,13 @@ int cw__report_load_keys(cw_store_t *s, const segment_t *seg, int nseg, int nbac
 #undef I
         }
         if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window figures", d);
-        if (!err) err = keys_settle(&k);
+        if (!err) err = cw__proc_settle(&run, &k, &n, sizeof *k);
         sqlite3_reset(st);
     }
-    keys_room_keep(s, k.v, k.cap);
+    keys_room_keep(s, k, cap);
     if ((err = list_done(err, d))) return err;
-    *out = k.v;
-    *nout = k.n;
+    *out = k;
+    *nout = n;
     return 0;
 }
 
@@ -400,7 +301,7 @@ int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t 
     if (!err) err = cw__report_stmt_at(s, &at, d);
     memset(a, 0, sizeof *a);
     if (err) return err;
-    if (cw__sums_acc_init(a) ||
+    if (cw__sums_acc_init(a, NULL) || /* a few processes: no room */
         sqlite3_bind_text(scan, 4, only->json, -1, SQLITE_TRANSIENT) != SQLITE_OK ||
         sqlite3_bind_text(at, 4, only->json, -1, SQLITE_TRANSIENT) != SQLITE_OK) {
         cw__sums_acc_free(a);
@@ -661,60 +562,29 @@ static uint32_t keys_cache_max(const cw_store_t *s)
 
 _Static_assert(offsetof(ksum_t, proc) == 0, "proc_at reads the process first");
 
-/* Takes the m sums new to e that wait after its n sorted ones in. */
-static int kentry_merge(kentry_t *e, uint32_t m)
-{
-    if (proc_merge(e->v, sizeof *e->v, e->n, m)) return CW_ENOMEM;
-    e->n += m;
-    return 0;
-}
-
 /* Adds the cells of tier k with bucket in [lo, hi) to e (its BEFORE cells
- * when lo is INT64_MIN). The cells come in the primary key's order, so
- * processes rise within a bucket; a process not above the one before
- * starts the next bucket. A bucket's processes new to e wait after its
- * sorted ones and are put in when the bucket ends (kentry_merge: within a
- * bucket each process comes once, so one not yet in e is new). Any order
- * would give the same sums, only slower. 0, CW_ENOMEM, CW_EDB or
- * CW_ERANGE (more processes than an entry holds). */
+ * when lo is INT64_MIN): they come in the primary key's order, so
+ * processes rise within a bucket (cw__proc_row). 0, CW_ENOMEM, CW_EDB or
+ * CW_ERANGE (more processes than an entry holds: the caller drops e). */
 static int kentry_add(cw_store_t *s, sqlite3_stmt *st, kentry_t *e, int k, int64_t lo, int64_t hi,
                       int sign, cw_diag_t *d)
 {
     int err = 0, rc;
-    uint32_t max = keys_cache_max(s), cur = 0, prev = 0, m = 0;
-    bool first = true;
+    cw__proc_run_t run = {.max = keys_cache_max(s)};
     sqlite3_bind_int(st, 1, k);
     sqlite3_bind_int64(st, 2, lo);
     sqlite3_bind_int64(st, 3, hi);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        bool added;
         uint32_t proc = (uint32_t)sqlite3_column_int64(st, 0);
-        if (!first && proc <= prev) {
-            if ((err = kentry_merge(e, m))) break;
-            m = 0;
-            cur = 0;
-        }
-        first = false;
-        prev = proc;
-        cur = proc_seek(e->v, sizeof *e->v, e->n, cur, proc);
-        ksum_t *x = cur < e->n && e->v[cur].proc == proc ? &e->v[cur] : NULL;
-        if (!x) {
-            if (e->n + m >= max) {
-                err = CW_ERANGE;
-                break;
-            }
-            if (CW_RESERVE(e->v, e->cap, (size_t)e->n + m + 1)) {
-                err = CW_ENOMEM;
-                break;
-            }
-            x = &e->v[e->n + m++];
-            *x = (ksum_t){.proc = proc};
-        }
+        ksum_t *x = cw__proc_row(&run, &e->v, &e->cap, &e->n, sizeof *e->v, proc, &added, &err);
+        if (!x) break;
         x->cb += sign * sqlite3_column_int64(st, 1);
         x->rb += sign * sqlite3_column_int64(st, 2);
         x->ev += sign * sqlite3_column_int64(st, 3); /* NULL: no activity row, 0 */
     }
     if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window figures", d);
-    if (!err) err = kentry_merge(e, m);
+    if (!err) err = cw__proc_settle(&run, &e->v, &e->n, sizeof *e->v);
     sqlite3_reset(st);
     return err;
 }

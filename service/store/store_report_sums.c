@@ -7,6 +7,7 @@
  * report's read transaction, on the thread that holds the handle; each
  * handle's caches are its own (freed by its release slot CW__REL_REPORT). */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -151,17 +152,121 @@ static int cmp_sums(const void *x, const void *y)
     return a->stack < b->stack ? -1 : a->stack > b->stack;
 }
 
-int cw__sums_acc_init(cw__sums_acc_t *a)
+/* ---- arrays sorted by process (cw__proc_row) ---------------------------------- */
+
+static inline uint32_t proc_at(const void *v, size_t size, uint32_t i)
+{
+    uint32_t p;
+    memcpy(&p, (const char *)v + (size_t)i * size, sizeof p);
+    return p;
+}
+
+/* The first index from i on whose process is at least proc (every one
+ * before i below it): a gallop from i, then a binary search, so a run's
+ * processes walk v once. */
+static uint32_t proc_seek(const void *v, size_t size, uint32_t n, uint32_t i, uint32_t proc)
+{
+    uint32_t lo = i, hi = i, step = 1;
+    while (hi < n && proc_at(v, size, hi) < proc) {
+        lo = hi + 1;
+        hi = n - hi > step ? hi + step : n;
+        step *= 2;
+    }
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (proc_at(v, size, mid) < proc)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Puts the m elements that wait after v's n sorted ones (v[n, n + m),
+ * sorted, none of their processes among the n) into the sorted array:
+ * taken as they are when all are newer, else merged from the back
+ * through a copy. 0 or CW_ENOMEM. */
+static int proc_merge(void *v, size_t size, uint32_t n, uint32_t m)
+{
+    char *b = v;
+    if (m == 0 || n == 0 || proc_at(b, size, n - 1) < proc_at(b, size, n)) return 0;
+    char *add = malloc((size_t)m * size);
+    if (!add) return CW_ENOMEM;
+    memcpy(add, b + (size_t)n * size, (size_t)m * size);
+    uint32_t i = n, j = m, o = n + m;
+    while (j > 0 && i > 0) {
+        bool old = proc_at(b, size, i - 1) > proc_at(add, size, j - 1);
+        const char *from = old ? b + (size_t)--i * size : add + (size_t)--j * size;
+        memcpy(b + (size_t)--o * size, from, size);
+    }
+    memcpy(b, add, (size_t)j * size);
+    free(add);
+    return 0;
+}
+
+int cw__proc_settle(cw__proc_run_t *r, void *items, uint32_t *n, size_t size)
+{
+    void *v;
+    memcpy(&v, items, sizeof v);
+    if (proc_merge(v, size, *n, r->m)) return CW_ENOMEM;
+    *n += r->m;
+    r->m = r->cur = 0;
+    r->going = false;
+    return 0;
+}
+
+void *cw__proc_row(cw__proc_run_t *r, void *items, size_t *cap, uint32_t *n, size_t size,
+                   uint32_t proc, bool *added, int *err)
+{
+    char *v;
+    *added = false;
+    if (r->going && proc <= r->prev && (*err = cw__proc_settle(r, items, n, size))) return NULL;
+    memcpy(&v, items, sizeof v);
+    r->going = true;
+    r->prev = proc;
+    r->cur = proc_seek(v, size, *n, r->cur, proc);
+    if (r->cur < *n && proc_at(v, size, r->cur) == proc) return v + (size_t)r->cur * size;
+    uint32_t at = *n + r->m;
+    if (r->max && at >= r->max) {
+        *err = CW_ERANGE;
+        return NULL;
+    }
+    if ((size_t)at + 1 > *cap) {
+        if (cw_reserve(items, cap, (size_t)at + 1, size)) {
+            *err = CW_ENOMEM;
+            return NULL;
+        }
+        memcpy(&v, items, sizeof v);
+    }
+    char *x = v + (size_t)at * size;
+    memset(x, 0, size);
+    memcpy(x, &proc, sizeof proc);
+    r->m++;
+    *added = true;
+    return x;
+}
+
+/* ---- sums -------------------------------------------------------------------------- */
+
+_Static_assert(offsetof(cw__sums_proc_t, proc) == 0, "proc_at reads the process first");
+
+/* The handle's room for a sums' processes (cw__sums_acc_init), below. */
+static int sums_room_take(cw__sums_acc_t *a, cw_store_t *s);
+static void sums_room_give(cw__sums_acc_t *a);
+
+int cw__sums_acc_init(cw__sums_acc_t *a, cw_store_t *s)
 {
     memset(a, 0, sizeof *a);
-    return cw_keymap_init(&a->map, 64);
+    return s && !s->test.read_cache_off ? sums_room_take(a, s) : 0;
 }
 
 void cw__sums_proc_free(cw__sums_proc_t *p)
 {
     free(p->v);
     free(p->ids);
-    cw_keymap_free(&p->map);
+    if (p->map) cw_keymap_free(p->map);
+    free(p->map);
+    p->map = NULL;
     p->v = NULL;
     p->ids = NULL;
     p->n = 0;
@@ -170,10 +275,9 @@ void cw__sums_proc_free(cw__sums_proc_t *p)
 
 void cw__sums_acc_free(cw__sums_acc_t *a)
 {
-    for (uint32_t i = 0; i < a->np; i++)
+    for (uint32_t i = 0; i < a->np + a->run.m; i++)
         cw__sums_proc_free(&a->p[i]);
-    free(a->p);
-    cw_keymap_free(&a->map);
+    sums_room_give(a);
     cw__cell_rows_free(&a->rows);
     memset(a, 0, sizeof *a);
 }
@@ -195,7 +299,7 @@ static sums_t *proc_new_row(cw__sums_acc_t *a, cw__sums_proc_t *p, uint32_t at, 
         uint32_t *ids = realloc(p->ids, cap * sizeof *ids);
         if (!ids) return NULL;
         p->ids = ids;
-        p->cap = cap;
+        p->cap = (uint32_t)cap;
     }
     if (at < p->n) {
         memmove(&p->v[at + 1], &p->v[at], (p->n - at) * sizeof *p->v);
@@ -213,9 +317,9 @@ static sums_t *proc_new_row(cw__sums_acc_t *a, cw__sums_proc_t *p, uint32_t at, 
 
 static sums_t *proc_row(cw__sums_acc_t *a, cw__sums_proc_t *p, uint32_t stack)
 {
-    if (cw_keymap_ready(&p->map)) {
+    if (p->map) {
         int added = 0;
-        uint32_t i = cw_keymap_get(&p->map, stack, 0, &added);
+        uint32_t i = cw_keymap_get(p->map, stack, 0, &added);
         if (i == UINT32_MAX) return NULL;
         return added ? proc_new_row(a, p, p->n, stack) : &p->v[i];
     }
@@ -227,28 +331,30 @@ static sums_t *proc_row(cw__sums_acc_t *a, cw__sums_proc_t *p, uint32_t stack)
     if (i < p->n && ids[i] == stack) return &p->v[i];
     if (p->n == SUMS_SMALL) { /* many stacks: a map of its own from now on */
         int added = 0;
-        if (cw_keymap_init(&p->map, 4 * SUMS_SMALL)) return NULL;
+        if (!(p->map = calloc(1, sizeof *p->map))) return NULL;
+        if (cw_keymap_init(p->map, 4 * SUMS_SMALL)) {
+            free(p->map);
+            p->map = NULL;
+            return NULL;
+        }
         for (uint32_t j = 0; j < p->n; j++)
-            if (cw_keymap_get(&p->map, p->ids[j], 0, &added) == UINT32_MAX) return NULL;
+            if (cw_keymap_get(p->map, p->ids[j], 0, &added) == UINT32_MAX) return NULL;
         return proc_row(a, p, stack);
     }
     return proc_new_row(a, p, i, stack);
 }
 
-/* proc's entry, new when it had none; NULL on ENOMEM. */
+/* proc's entry, new when it had none; NULL on ENOMEM. A cell's rows
+ * are all of one process: the one asked last. */
 static cw__sums_proc_t *acc_proc(cw__sums_acc_t *a, uint32_t proc)
 {
-    if (a->last >= a->np || a->p[a->last].proc != proc) {
-        int added = 0;
-        uint32_t i = cw_keymap_get(&a->map, proc, 0, &added);
-        if (i == UINT32_MAX) return NULL;
-        if (added) {
-            if (CW_RESERVE(a->p, a->pcap, a->np + 1u)) return NULL;
-            a->p[a->np++] = (cw__sums_proc_t){.proc = proc};
-        }
-        a->last = i;
-    }
-    return &a->p[a->last];
+    if (a->last < a->np + a->run.m && a->p[a->last].proc == proc) return &a->p[a->last];
+    bool added;
+    int err = 0;
+    cw__sums_proc_t *p =
+        cw__proc_row(&a->run, &a->p, &a->pcap, &a->np, sizeof *a->p, proc, &added, &err);
+    if (p) a->last = (uint32_t)(p - a->p);
+    return p;
 }
 
 sums_t *cw__sums_acc_row(cw__sums_acc_t *a, uint32_t proc, uint32_t stack)
@@ -351,12 +457,6 @@ static int run_segment(cw_store_t *s, sqlite3_stmt *st, int tier, const pick_t *
     return err;
 }
 
-static int cmp_sums_proc(const void *x, const void *y)
-{
-    const cw__sums_proc_t *a = x, *b = y;
-    return a->proc < b->proc ? -1 : a->proc > b->proc;
-}
-
 int cw__sums_acc_done(cw__sums_acc_t *a, int err, cw_diag_t *d)
 {
     if (err) {
@@ -364,15 +464,17 @@ int cw__sums_acc_done(cw__sums_acc_t *a, int err, cw_diag_t *d)
         cw__sums_acc_free(a);
         return err;
     }
-    if (a->np > 1) qsort(a->p, a->np, sizeof *a->p, cmp_sums_proc);
+    if (cw__proc_settle(&a->run, &a->p, &a->np, sizeof *a->p))
+        return cw__sums_acc_done(a, CW_ENOMEM, d);
     for (uint32_t i = 0; i < a->np; i++) {
         cw__sums_proc_t *p = &a->p[i];
-        if (cw_keymap_ready(&p->map) && p->n > 1) qsort(p->v, p->n, sizeof *p->v, cmp_sums);
-        cw_keymap_free(&p->map);
+        if (p->map && p->n > 1) qsort(p->v, p->n, sizeof *p->v, cmp_sums);
+        if (p->map) cw_keymap_free(p->map);
+        free(p->map);
+        p->map = NULL;
         free(p->ids); /* no more rows are added */
         p->ids = NULL;
     }
-    cw_keymap_free(&a->map); /* no more rows */
     return 0;
 }
 
@@ -449,6 +551,8 @@ struct cw__report_cache {
     uint64_t clock;
     uint64_t closed_left_out; /* closed sums not kept (a test's count) */
     uint32_t top_skip;        /* ranked reports left to answer without it */
+    cw__sums_proc_t *room;    /* sums' processes, between reports (cw__sums_acc_init) */
+    size_t room_cap;
 };
 
 static void report_release(cw_store_t *s);
@@ -458,12 +562,63 @@ static void report_cache_free(struct cw__report_cache *c)
     if (!c) return;
     for (int i = 0; i < REPORT_CACHE_ENTRIES; i++)
         free(c->e[i].v);
+    free(c->room);
     free(c);
+}
+
+/* The handle's report cache, made when it has none; NULL on ENOMEM. */
+static struct cw__report_cache *report_cache(cw_store_t *s)
+{
+    struct cw__report_cache *c = s->r.report_cache;
+    if (!c && !(c = s->r.report_cache = calloc(1, sizeof *c))) return NULL;
+    cw__db_on_release(s, CW__REL_REPORT, report_release);
+    return c;
+}
+
+/* The most processes whose room a handle keeps between reports (16 MiB:
+ * 30 minutes of the busy mix name 71,564; a day of it, millions, whose
+ * room is freed with the report). */
+#define SUMS_ROOM_MAX ((16u << 20) / sizeof(cw__sums_proc_t))
+
+static int sums_room_take(cw__sums_acc_t *a, cw_store_t *s)
+{
+    struct cw__report_cache *c = report_cache(s);
+    if (!c) return CW_ENOMEM;
+    a->room = s;
+    a->p = c->room;
+    a->pcap = c->room_cap;
+    c->room = NULL;
+    c->room_cap = 0;
+    return 0;
+}
+
+/* The room kept, of two the larger, unless it held more than
+ * SUMS_ROOM_MAX processes (the read caches' bound when a test sets it);
+ * fitted when far larger than what it held (after a burst of
+ * short-lived processes, as the report cache's entries are). */
+static void sums_room_give(cw__sums_acc_t *a)
+{
+    struct cw__report_cache *c = a->room ? a->room->r.report_cache : NULL;
+    uint32_t n = a->np + a->run.m;
+    size_t max = c && a->room->test.read_cache_rows ? a->room->test.read_cache_rows : SUMS_ROOM_MAX;
+    if (c && n <= max && a->pcap > c->room_cap) {
+        CW_RESERVE_FIT(a->p, a->pcap, n, 1024);
+        free(c->room);
+        c->room = a->p;
+        c->room_cap = a->pcap;
+    } else {
+        free(a->p);
+    }
 }
 
 uint64_t cw__store_report_cache_closed(const cw_store_t *s)
 {
     return s->r.report_cache ? s->r.report_cache->closed_left_out : 0;
+}
+
+size_t cw__store_sums_room(const cw_store_t *s)
+{
+    return s->r.report_cache ? s->r.report_cache->room_cap : 0;
 }
 
 bool cw__store_report_cache_key(const cw_store_t *s, int *tier, int64_t *horizon)
@@ -486,13 +641,15 @@ static bool sums_closed(const sums_t *x)
 
 /* Leaves out of a (sums before a bucket, no activity) the sums that add
  * nothing to a later window and the processes left with none (above); a
- * process with a map of its own keeps its rows. 0 or CW_ENOMEM. */
-static int acc_prune_closed(cw__sums_acc_t *a)
+ * process with a map of its own keeps its rows. Adds the sums left out to
+ * *dropped. 0 or CW_ENOMEM. */
+static int acc_prune_closed(cw__sums_acc_t *a, uint64_t *dropped)
 {
-    uint32_t np = 0;
+    uint32_t np = 0, n0 = a->n;
+    if (cw__proc_settle(&a->run, &a->p, &a->np, sizeof *a->p)) return CW_ENOMEM;
     for (uint32_t i = 0; i < a->np; i++) {
         cw__sums_proc_t *p = &a->p[i];
-        if (!cw_keymap_ready(&p->map)) {
+        if (!p->map) {
             uint32_t m = 0;
             for (uint32_t j = 0; j < p->n; j++)
                 if (!sums_closed(&p->v[j])) {
@@ -509,13 +666,9 @@ static int acc_prune_closed(cw__sums_acc_t *a)
         }
         a->p[np++] = *p;
     }
-    a->np = np;
+    a->np = np; /* still sorted */
     a->last = 0;
-    cw_keymap_clear(&a->map);
-    for (uint32_t i = 0; i < np; i++) {
-        int added = 0;
-        if (cw_keymap_get(&a->map, a->p[i].proc, 0, &added) == UINT32_MAX) return CW_ENOMEM;
-    }
+    *dropped += n0 - a->n;
     return 0;
 }
 
@@ -583,11 +736,10 @@ static uint32_t report_cache_max(const cw_store_t *s)
 static int cached_before(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t,
                          const segment_t *back, int nback, int64_t t0, rentry_t **out, cw_diag_t *d)
 {
-    struct cw__report_cache *c = s->r.report_cache;
+    struct cw__report_cache *c = report_cache(s);
     int tier = back[0].tier;
     *out = NULL;
-    if (!c && !(c = s->r.report_cache = calloc(1, sizeof *c))) return CW_ENOMEM;
-    cw__db_on_release(s, CW__REL_REPORT, report_release);
+    if (!c) return CW_ENOMEM;
     /* The entry nearest below t0 for this key, else the least recent. */
     rentry_t *e = NULL, *lru = &c->e[0];
     for (int i = 0; i < REPORT_CACHE_ENTRIES; i++) {
@@ -624,14 +776,14 @@ static int cached_before(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t,
     /* The new rows, as sums before t0, added to the cached. */
     cw__sums_acc_t a;
     const pick_t at = {.t0 = t0, .t1 = t0};
-    int err = cw__sums_acc_init(&a) ? CW_ENOMEM : 0;
+    int err = cw__sums_acc_init(&a, s) ? CW_ENOMEM : 0;
     uint32_t kept = 0, slack = report_cache_max(s) / 8;
     for (int i = 0; i < nseg && !err; i++)
         for (int64_t lo = seg[i].lo, hi; lo < seg[i].hi && !err; lo = hi) {
             hi = piece_end(t, seg[i].tier, lo, seg[i].hi);
             err = run_segment(s, st, seg[i].tier, &at, lo, hi, false, 0, NULL, &a, d);
             if (!err && a.n > 2 * kept + slack) {
-                err = acc_prune_closed(&a);
+                err = acc_prune_closed(&a, &c->closed_left_out);
                 kept = a.n;
                 s->test.before_prunes++;
             }
@@ -891,7 +1043,7 @@ int cw__report_load_sums(cw_store_t *s, const cw__tier_t *t, const segment_t *se
     sqlite3_stmt *st = NULL, *sa = NULL;
     cw__sums_acc_t *a = out;
     int err = 0, first = 0;
-    if (cw__sums_acc_init(a))
+    if (cw__sums_acc_init(a, s))
         return cw_diag_set(d, CW_ENOMEM, "querying window figures: out of memory");
     a->by_proc = by_proc;
     if ((err = cw__store_stmt(s, CW__ST_Q_FIGS, SQL_Q_CELLS, &st, d)) ||
@@ -990,7 +1142,7 @@ static size_t caches_bytes(const cw_store_t *s)
     const struct cw__report_cache *c = s->r.report_cache;
     const struct cw__raw_tail *t = s->r.raw_tail;
     if (c) {
-        b += sizeof *c;
+        b += sizeof *c + c->room_cap * sizeof *c->room;
         for (int i = 0; i < REPORT_CACHE_ENTRIES; i++)
             b += c->e[i].cap * sizeof *c->e[i].v;
     }

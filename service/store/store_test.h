@@ -39,6 +39,8 @@ bool cw__store_report_cache_key(const cw_store_t *s, int *tier, int64_t *horizon
 uint64_t cw__store_report_cache_closed(const cw_store_t *s);
 size_t cw__store_series_cache_rows(const cw_store_t *s);
 size_t cw__store_raw_tail_rows(const cw_store_t *s);
+/* Test hook: the processes the room kept for a sums holds (store_report_sums.c). */
+size_t cw__store_sums_room(const cw_store_t *s);
 /* Test hook: the bytes of the keys cache (store_report_keys.c). */
 size_t cw__keys_cache_bytes(const cw_store_t *s);
 
