@@ -553,6 +553,7 @@ struct cw__report_cache {
     uint32_t top_skip;        /* ranked reports left to answer without it */
     cw__sums_proc_t *room;    /* sums' processes, between reports (cw__sums_acc_init) */
     size_t room_cap;
+    uint32_t room_spare; /* sums in a row that held less than half of it */
 };
 
 static void report_release(cw_store_t *s);
@@ -593,22 +594,30 @@ static int sums_room_take(cw__sums_acc_t *a, cw_store_t *s)
 }
 
 /* The room kept, of two the larger, unless it held more than
- * SUMS_ROOM_MAX processes (the read caches' bound when a test sets it);
- * fitted when far larger than what it held (after a burst of
- * short-lived processes, as the report cache's entries are). */
+ * SUMS_ROOM_MAX processes (the read caches' bound when a test sets it).
+ * Fitted once ROOM_FIT_AFTER sums in a row held less than half of it
+ * (a burst of short-lived processes is over), not at the first: a
+ * dashboard's lists of short and long windows alternate. */
+#define ROOM_FIT_AFTER 8
+
 static void sums_room_give(cw__sums_acc_t *a)
 {
     struct cw__report_cache *c = a->room ? a->room->r.report_cache : NULL;
     uint32_t n = a->np + a->run.m;
     size_t max = c && a->room->test.read_cache_rows ? a->room->test.read_cache_rows : SUMS_ROOM_MAX;
-    if (c && n <= max && a->pcap > c->room_cap) {
-        CW_RESERVE_FIT(a->p, a->pcap, n, 1024);
-        free(c->room);
-        c->room = a->p;
-        c->room_cap = a->pcap;
-    } else {
+    if (!c || n > max || a->pcap <= c->room_cap) {
         free(a->p);
+        return;
     }
+    if (2 * (size_t)n + 1024 >= a->pcap) {
+        c->room_spare = 0;
+    } else if (++c->room_spare >= ROOM_FIT_AFTER) {
+        CW_RESERVE_FIT(a->p, a->pcap, n, 1024);
+        c->room_spare = 0;
+    }
+    free(c->room);
+    c->room = a->p;
+    c->room_cap = a->pcap;
 }
 
 uint64_t cw__store_report_cache_closed(const cw_store_t *s)
@@ -776,7 +785,8 @@ static int cached_before(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t,
     /* The new rows, as sums before t0, added to the cached. */
     cw__sums_acc_t a;
     const pick_t at = {.t0 = t0, .t1 = t0};
-    int err = cw__sums_acc_init(&a, s) ? CW_ENOMEM : 0;
+    /* (no room: most fills add a few buckets' processes) */
+    int err = cw__sums_acc_init(&a, NULL) ? CW_ENOMEM : 0;
     uint32_t kept = 0, slack = report_cache_max(s) / 8;
     for (int i = 0; i < nseg && !err; i++)
         for (int64_t lo = seg[i].lo, hi; lo < seg[i].hi && !err; lo = hi) {
