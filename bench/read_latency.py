@@ -9,12 +9,13 @@ newest raw bucket): 1min, 1h, 1d, and no window at all (`default`: the
 API's default, the hour before the end of the data), the day ranked
 by transient bytes (`1d transient`: every process's cells decoded, which
 that ranking needs), and the day's full report (`1d full`: every process
-with every stack, as `analyze --db` makes it; an empty `name` filter
-asks for it). With --dashboard, the URLs are instead the
-overview's (web/js/overview.js): each range from the whole minute at or
-before `end - range` (the data's first second when that is earlier),
-ranked by impacting bytes with limit=500, and the same window's full
-report (`transient`).
+with every stack, as `analyze --db` makes it; a `layer` parameter
+asks for it), and the day's list of the processes whose name contains
+`a` (`1d name=a`: a filtered list, ranked as the others). With
+--dashboard, the URLs are instead the overview's (web/js/overview.js):
+each range from the whole minute at or before `end - range` (the data's
+first second when that is earlier), ranked by impacting bytes with
+limit=500, and the same window ranked by transient bytes (`transient`).
 
 With --fresh, every request is the first of a fresh `serve` (started,
 asked `/api/health`, asked the URL, stopped): what a handle's first list
@@ -53,12 +54,14 @@ def urls(end):
                         f"/api/processes?from={end - span}&to={end}&limit={lim}"))
     out.append(("default limit=100", "/api/processes?limit=100"))
     # Ranked by transient bytes, the list decodes every process's cells;
-    # a name filter (empty: every name) takes the full report, every
-    # process with its stacks: the whole-day report through the API.
+    # the layer parameter takes the full report, every process with its
+    # stacks: the whole-day report through the API.
     out.append(("1d transient", f"/api/processes?from={end - 86400 * S}&to={end}"
                 "&limit=20&sort=transient"))
     out.append(("1d full", f"/api/processes?from={end - 86400 * S}&to={end}"
-                "&limit=20&sort=transient&name="))
+                "&limit=20&sort=transient&layer=commit"))
+    out.append(("1d name=a", f"/api/processes?from={end - 86400 * S}&to={end}"
+                "&limit=100&name=a"))
     return out
 
 

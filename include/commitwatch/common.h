@@ -129,6 +129,10 @@ int cw_reserve_zeroed(void *items, size_t *cap, size_t need, size_t elem);
 #define CW_RESERVE_ZEROED(v, cap, need)                                                            \
     ((size_t)(need) <= (cap) ? 0 : cw_reserve_zeroed(&(v), &(cap), (need), sizeof *(v)))
 
+/* Whether hay contains needle, ASCII letters matched in either case (an
+ * empty needle: always). The process lists' name filter. */
+bool cw_contains_ci(const char *hay, const char *needle);
+
 /* Values of the configuration and of the alert rules (service/base/units.c).
  * "90s", "15m", "26h", "35d", "500ms" or plain nanoseconds -> ns. 0 or -1. */
 int cw_parse_duration(const char *s, int64_t *ns);

@@ -235,6 +235,24 @@ int cw_store_report_top(cw_store_t *s, int64_t from_ns, int64_t to_ns, cw_rank_t
                         uint32_t limit, bool with_frames, cw_report_t **out, uint32_t *total,
                         cw_diag_t *d);
 
+/* Which processes a filtered ranked report lists: those whose name
+ * contains `name` (cw_contains_ci; NULL: any name) and, with by_pid,
+ * whose pid is pid. */
+typedef struct cw_proc_match {
+    const char *name;
+    bool by_pid;
+    uint32_t pid;
+} cw_proc_match_t;
+
+/* cw_store_report_top() of the processes m keeps (NULL: all): the first
+ * `limit` of them by key, *total how many of them cw_store_report()
+ * lists. cw_store_report() cut to them, as the HTTP list filtered it,
+ * at the ranked report's cost plus a pass over the processes' names and
+ * pids. */
+int cw_store_report_match(cw_store_t *s, int64_t from_ns, int64_t to_ns, cw_rank_t key,
+                          uint32_t limit, const cw_proc_match_t *m, bool with_frames,
+                          cw_report_t **out, uint32_t *total, cw_diag_t *d);
+
 /* Key/value metadata (rules hash, counters). value is copied. */
 int cw_store_meta_set(cw_store_t *s, const char *key, const char *value, cw_diag_t *d);
 /* *out malloc'd, or NULL when absent. */

@@ -66,20 +66,6 @@ static int64_t proc_key(const cw_proc_report_t *p, proc_sort_t s)
     return 0;
 }
 
-/* Case-insensitive substring. */
-static bool contains_ci(const char *hay, const char *needle)
-{
-    size_t n = strlen(needle);
-    for (; *hay; hay++) {
-        size_t i = 0;
-        while (i < n && hay[i] &&
-               tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
-            i++;
-        if (i == n) return true;
-    }
-    return n == 0;
-}
-
 int cw__http_processes(cw__http_req_t *r)
 {
     int64_t from, to;
@@ -109,19 +95,21 @@ int cw__http_processes(cw__http_req_t *r)
 
     cw_report_t *rep = NULL;
     uint32_t total = 0;
-    bool top = !name && !pids && !cw__http_param(r, "layer");
+    bool top = !cw__http_param(r, "layer");
     if (top) {
         /* Only the processes shown are decoded and named (the store ranks
          * them from its cells' columns; by transient bytes, from every
-         * cell decoded); the same answer as below. */
+         * cell decoded), of those the filters keep; the same answer as
+         * below. */
+        const cw_proc_match_t m = {.name = name, .by_pid = pids != NULL, .pid = (uint32_t)pid};
         static const cw_rank_t keys[] = {[S_IMPACTING] = CW_RANK_IMPACTING,
                                          [S_TRANSIENT] = CW_RANK_TRANSIENT,
                                          [S_SIZE] = CW_RANK_SIZE,
                                          [S_PEAK] = CW_RANK_PEAK,
                                          [S_OUTSTANDING] = CW_RANK_OUTSTANDING};
         cw_diag_t d = {{0}};
-        rc = cw_store_report_top(r->store, from, to, keys[sort], (uint32_t)limit, false, &rep,
-                                 &total, &d);
+        rc = cw_store_report_match(r->store, from, to, keys[sort], (uint32_t)limit, &m, false, &rep,
+                                   &total, &d);
         if (rc)
             return cw__http_fail(r, 500, "query failed: %s", d.msg[0] ? d.msg : cw_strerror(rc));
         cw_report_sort(rep);
@@ -137,7 +125,7 @@ int cw__http_processes(cw__http_req_t *r)
     if (ok && rep->note) ok = cJSON_AddStringToObject(root, "note", rep->note) != NULL;
     for (uint32_t i = 0; ok && i < rep->nprocs; i++) {
         const cw_proc_report_t *p = &rep->procs[i];
-        if (name && !contains_ci(p->name ? p->name : "", name)) continue;
+        if (name && !cw_contains_ci(p->name ? p->name : "", name)) continue;
         if (pids && p->pid != pid) continue;
         ix[n++] = (cw__http_rank_t){proc_key(p, sort), p->id, i};
     }

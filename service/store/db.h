@@ -66,6 +66,7 @@ enum cw__stmt {
     CW__ST_Q_TAIL_ACTIVITY,
     CW__ST_Q_STACK,
     CW__ST_Q_FRAME,
+    CW__ST_Q_MATCH,
     /* store_query.c */
     CW__ST_READ_BEGIN,
     CW__ST_READ_END,

@@ -113,8 +113,53 @@ static int push_stack(cw_proc_report_t *p, uint32_t stack, const cw_figs_t *f, u
 typedef struct top_req {
     cw_rank_t key;
     uint32_t limit;
-    uint32_t total; /* out: the processes the full report lists */
+    uint32_t total;             /* out: the processes the full report lists */
+    const cw_proc_match_t *m;   /* the filter, or NULL */
+    uint32_t *ids, nids, idcap; /* the processes m keeps, ascending (match_ids) */
 } top_req_t;
+
+static const char SQL_Q_MATCH[] = "SELECT id, name, pid FROM processes ORDER BY id";
+
+/* The processes top->m keeps, into top->ids, ascending: their names and
+ * pids from the processes rows, in the report's read transaction. 0,
+ * CW_ENOMEM or CW_EDB. */
+static int match_ids(cw_store_t *s, top_req_t *top, cw_diag_t *d)
+{
+    sqlite3_stmt *st = NULL;
+    int err = cw__store_stmt(s, CW__ST_Q_MATCH, SQL_Q_MATCH, &st, d), rc = SQLITE_DONE;
+    if (err) return err;
+    const cw_proc_match_t *m = top->m;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 1);
+        if (m->by_pid && (uint64_t)sqlite3_column_int64(st, 2) != m->pid) continue;
+        if (m->name && !cw_contains_ci(name ? name : "", m->name)) continue;
+        size_t cap = top->idcap;
+        if (CW_RESERVE(top->ids, cap, top->nids + 1u)) {
+            err = cw_diag_set(d, CW_ENOMEM, "querying window figures: out of memory");
+            break;
+        }
+        top->idcap = (uint32_t)cap;
+        top->ids[top->nids++] = (uint32_t)sqlite3_column_int64(st, 0);
+    }
+    if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "reading the processes", d);
+    sqlite3_reset(st);
+    return err;
+}
+
+/* Whether top lists process id: every one without a filter. */
+static bool top_keeps(const top_req_t *top, uint32_t id)
+{
+    if (!top->m) return true;
+    uint32_t lo = 0, hi = top->nids;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (top->ids[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < top->nids && top->ids[lo] == id;
+}
 
 static int32_t find_proc(const cw_report_t *r, uint32_t n, uint32_t id);
 
@@ -127,6 +172,7 @@ typedef struct rank {
 } rank_t;
 
 typedef struct cut_heap {
+    const top_req_t *top;
     rank_t *rk;
     cw_proc_report_t *p;
     proc_state_t *ps;
@@ -184,6 +230,7 @@ static int load_figs(cw_store_t *s, const cw__tier_t *t, build_t *b, const segme
                    : cw__report_load_sums(s, t, seg, nseg, nback, p, cut != NULL, &a, d);
     if (err) return err;
     if (cut) {
+        h.top = cut;
         h.room = cut->limit < a.np ? cut->limit : a.np;
         size_t n = h.room ? h.room : 1;
         h.rk = malloc(n * sizeof *h.rk);
@@ -311,6 +358,7 @@ static int cut_offer(cw_store_t *s, const build_t *b, cut_heap_t *h, const cw_pr
                      const proc_state_t *ps, cw_diag_t *d)
 {
     bool keep;
+    if (!top_keeps(h->top, p->id)) return 0;
     int err = in_window(s, b->r, p->id, ps->active, ps->out0, &keep, d);
     if (err || !keep) return err;
     h->total++;
@@ -622,6 +670,7 @@ static int report_top(cw_store_t *s, const cw__tier_t *t, build_t *b, const segm
     if (!err && !(rk = malloc((room ? room : 1) * sizeof *rk))) err = CW_ENOMEM;
     for (uint32_t i = 0; i < nk && !err; i++) {
         bool keep;
+        if (!top_keeps(top, k[i].proc)) continue;
         err = in_window(s, r, k[i].proc, k[i].active, k[i].cb0 - k[i].rb0, &keep, d);
         if (keep && !err) {
             nr++;
@@ -798,6 +847,7 @@ static int report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_frame
     }
     for (int i = 0; i < nseg; i++)
         s->test.open_segments += seg[i].tier == CW__TIER_OPEN;
+    if (!err && top && top->m) err = match_ids(s, top, d);
     if (top && top->key != CW_RANK_TRANSIENT) {
         if (!err) err = report_top(s, t, &b, seg, nseg, nback, &q, p.t0, with_frames, top, d);
     } else {
@@ -826,13 +876,22 @@ int cw_store_report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_fra
     return err;
 }
 
+int cw_store_report_match(cw_store_t *s, int64_t from_ns, int64_t to_ns, cw_rank_t key,
+                          uint32_t limit, const cw_proc_match_t *m, bool with_frames,
+                          cw_report_t **out, uint32_t *total, cw_diag_t *d)
+{
+    /* No criteria: no filter, no pass over the processes. */
+    top_req_t top = {.key = key, .limit = limit, .m = m && (m->name || m->by_pid) ? m : NULL};
+    int err = report(s, from_ns, to_ns, with_frames, &top, out, d);
+    cw__report_caches_publish(s, false);
+    free(top.ids);
+    *total = err ? 0 : top.total;
+    return err;
+}
+
 int cw_store_report_top(cw_store_t *s, int64_t from_ns, int64_t to_ns, cw_rank_t key,
                         uint32_t limit, bool with_frames, cw_report_t **out, uint32_t *total,
                         cw_diag_t *d)
 {
-    top_req_t top = {key, limit, 0};
-    int err = report(s, from_ns, to_ns, with_frames, &top, out, d);
-    cw__report_caches_publish(s, false);
-    *total = err ? 0 : top.total;
-    return err;
+    return cw_store_report_match(s, from_ns, to_ns, key, limit, NULL, with_frames, out, total, d);
 }

@@ -254,6 +254,14 @@ with Service(MTA, name="api") as svc:
     st, r = svc.get(q("/api/processes", **{"from": first, "to": end, "pid": 5120}))
     t.eq("pid filter: both instances of a reused pid",
          sorted(p["name"] for p in r["processes"]), ["cmd.exe", "notepad.exe"])
+    # A filtered list is ranked from the cells (cw_store_report_match); the
+    # layer parameter takes the full report and filters it: the same list.
+    for sort in ("impacting", "transient", "peak"):
+        for filt in ({"name": "E"}, {"pid": 5120}, {"name": "no such"}):
+            args = {"from": first, "to": end, "sort": sort, "limit": 2, **filt}
+            st, a = svc.get(q("/api/processes", **args))
+            st2, b = svc.get(q("/api/processes", layer="commit", **args))
+            t.eq(f"sort={sort} {filt} limit=2: ranked = full report filtered", (st, a), (st2, b))
 
     # ---- one process, in windows where it is active, and one where it is not
     for name, f, to in [windows[0], ("[0s, 20s)", T0, T0 + 20 * S), ("[16s, 31s)", T0 + 16 * S,

@@ -117,6 +117,17 @@ static void test_strings(void)
     ASSERT_STR_EQ(d, "module");
     free(d);
     ASSERT_TRUE(cw_strdup(NULL) == NULL);
+
+    /* The process lists' name filter. */
+    ASSERT_TRUE(cw_contains_ci("MemoryTestApp.exe", "testapp"));
+    ASSERT_TRUE(cw_contains_ci("MemoryTestApp.exe", "MEMORY"));
+    ASSERT_TRUE(cw_contains_ci("MemoryTestApp.exe", ".EXE"));
+    ASSERT_TRUE(cw_contains_ci("anything", ""));
+    ASSERT_TRUE(cw_contains_ci("", ""));
+    ASSERT_TRUE(!cw_contains_ci("", "a"));
+    ASSERT_TRUE(!cw_contains_ci("python3", "python3.11"));
+    ASSERT_TRUE(!cw_contains_ci("gcc", "gcd"));
+    ASSERT_TRUE(cw_contains_ci("aab", "ab")); /* a restart one character on */
 }
 
 /* A row as the results have them: owned string and array members, one

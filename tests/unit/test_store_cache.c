@@ -19,6 +19,7 @@
  * reads through the minute tier: there must have been some, with rows
  * taken from raw seconds). First, the report's accumulator alone against sums added one by one
  * (acc_rows). */
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -72,7 +73,7 @@ static uint32_t npc, nproc, nended;
 static int64_t proc_start[MAXPROC + 1];
 static bool proc_ended[MAXPROC + 1];
 static int64_t t0, end0;
-static uint32_t checks_report, checks_series, checks_top;
+static uint32_t checks_report, checks_series, checks_top, checks_match;
 
 /* ---- comparing answers ------------------------------------------------------ */
 
@@ -168,6 +169,49 @@ static void top_eq(cw_store_t *h, const cw_report_t *x, int64_t from, int64_t to
     }
 }
 
+/* The ranked report filtered by m (cw_store_report_match) is x's
+ * processes that m keeps, cut to their first by each key, as the HTTP
+ * list filters the full report. */
+static void match_eq(cw_store_t *h, const cw_report_t *x, int64_t from, int64_t to,
+                     const cw_proc_match_t *m)
+{
+    static const uint32_t limits[] = {2, 1000};
+    cw_diag_t d = {{0}};
+    bool keeps[256];
+    uint32_t nkept = 0;
+    ASSERT_TRUE(x->nprocs <= CW_ARRAY_LEN(keeps));
+    for (uint32_t i = 0; i < x->nprocs; i++) {
+        const cw_proc_report_t *p = &x->procs[i];
+        keeps[i] = (!m->name || cw_contains_ci(p->name ? p->name : "", m->name)) &&
+                   (!m->by_pid || p->pid == m->pid);
+        nkept += keeps[i];
+    }
+    for (int k = CW_RANK_IMPACTING; k <= CW_RANK_TRANSIENT; k++)
+        for (size_t l = 0; l < CW_ARRAY_LEN(limits); l++) {
+            cw_report_t *z;
+            uint32_t total;
+            ASSERT_OK(cw_store_report_match(h, from, to, (cw_rank_t)k, limits[l], m, false, &z,
+                                            &total, &d));
+            ASSERT_EQ(total, nkept);
+            ASSERT_EQ(z->nprocs, nkept < limits[l] ? nkept : limits[l]);
+            for (uint32_t i = 0; i < x->nprocs; i++) {
+                uint32_t before = 0;
+                for (uint32_t j = 0; j < x->nprocs; j++)
+                    before += keeps[j] && ranks_before(x, j, i, (cw_rank_t)k);
+                const cw_proc_report_t *got = NULL, *want = &x->procs[i];
+                for (uint32_t q = 0; q < z->nprocs; q++)
+                    if (z->procs[q].id == want->id) got = &z->procs[q];
+                ASSERT_EQ(got != NULL, keeps[i] && before < limits[l]);
+                if (!got) continue;
+                test_proc_eq(got, want);
+                ASSERT_STR_EQ(got->name, want->name);
+                ASSERT_EQ(got->pid, want->pid);
+            }
+            cw_report_free(z);
+            checks_match++;
+        }
+}
+
 static void report_eq(cw_store_t *c, cw_store_t *n, int64_t from, int64_t to)
 {
     cw_report_t *x, *y;
@@ -178,6 +222,17 @@ static void report_eq(cw_store_t *c, cw_store_t *n, int64_t from, int64_t to)
     if (rx) return;
     reports_same(x, y, from, to);
     top_eq(c, y, from, to);
+    if (y->nprocs && y->nprocs <= 256 && checks_report % 7 == 0) {
+        /* A part of a listed name, in the other case; a listed pid; a
+         * name no process has. */
+        const cw_proc_report_t *p = &y->procs[(uint32_t)checks_report % y->nprocs];
+        char part[8] = {0};
+        for (size_t i = 0; i < 3 && p->name && p->name[i + 1]; i++)
+            part[i] = (char)toupper((unsigned char)p->name[i + 1]);
+        match_eq(c, y, from, to, &(cw_proc_match_t){.name = part});
+        match_eq(c, y, from, to, &(cw_proc_match_t){.by_pid = true, .pid = p->pid});
+        match_eq(c, y, from, to, &(cw_proc_match_t){.name = "no such name"});
+    }
     cw_report_free(x);
     cw_report_free(y);
     checks_report++;
@@ -932,6 +987,8 @@ int main(void)
     closed_proc();
     burst_tail();
     pooled();
+    printf("%u filtered ranked reports compared\n", checks_match);
+    ASSERT_TRUE(checks_match > 100);
     printf("%u reports, %u ranked reports and %u series compared\n", checks_report, checks_top,
            checks_series);
     ASSERT_TRUE(checks_report > 100 && checks_series > 100 && checks_top > 1000);
