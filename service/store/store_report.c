@@ -149,16 +149,7 @@ static int match_ids(cw_store_t *s, top_req_t *top, cw_diag_t *d)
 /* Whether top lists process id: every one without a filter. */
 static bool top_keeps(const top_req_t *top, uint32_t id)
 {
-    if (!top->m) return true;
-    uint32_t lo = 0, hi = top->nids;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (top->ids[mid] < id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < top->nids && top->ids[lo] == id;
+    return !top->m || cw__ids_find(top->ids, top->nids, id) != UINT32_MAX;
 }
 
 static int32_t find_proc(const cw_report_t *r, uint32_t n, uint32_t id);

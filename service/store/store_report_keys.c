@@ -163,18 +163,23 @@ char *cw__ids_json(const uint32_t *v, uint32_t n)
     return j;
 }
 
-/* The index of id in only (ascending), or UINT32_MAX. */
-static uint32_t find_id(const cw__proc_set_t *only, uint32_t id)
+uint32_t cw__ids_find(const uint32_t *v, uint32_t n, uint32_t id)
 {
-    uint32_t lo = 0, hi = only->n;
+    uint32_t lo = 0, hi = n;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
-        if (only->id[mid] < id)
+        if (v[mid] < id)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return lo < only->n && only->id[lo] == id ? lo : UINT32_MAX;
+    return lo < n && v[lo] == id ? lo : UINT32_MAX;
+}
+
+/* The index of id in only, or UINT32_MAX. */
+static uint32_t find_id(const cw__proc_set_t *only, uint32_t id)
+{
+    return cw__ids_find(only->id, only->n, id);
 }
 
 /* How segment x is read for m processes: bucket by bucket (*seek true)

@@ -379,6 +379,8 @@ typedef struct cw__proc_set {
 /* v[0, n) as a JSON array ("[1,2,3]"), for cw__proc_set_t's json and
  * SQL's json_each; the caller frees it. NULL on ENOMEM. */
 char *cw__ids_json(const uint32_t *v, uint32_t n);
+/* The index of id in v[0, n) (ascending), or UINT32_MAX. */
+uint32_t cw__ids_find(const uint32_t *v, uint32_t n, uint32_t id);
 
 /* The same sums as cw__report_load_sums() for the processes of only
  * alone, from their cells decoded in C (store_report_keys.c): no other
