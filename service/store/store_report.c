@@ -871,8 +871,10 @@ int cw_store_report_match(cw_store_t *s, int64_t from_ns, int64_t to_ns, cw_rank
                           uint32_t limit, const cw_proc_match_t *m, bool with_frames,
                           cw_report_t **out, uint32_t *total, cw_diag_t *d)
 {
-    /* No criteria: no filter, no pass over the processes. */
-    top_req_t top = {.key = key, .limit = limit, .m = m && (m->name || m->by_pid) ? m : NULL};
+    /* No criteria (an empty name is in every name): no filter, no pass
+     * over the processes. */
+    bool any = m && ((m->name && m->name[0]) || m->by_pid);
+    top_req_t top = {.key = key, .limit = limit, .m = any ? m : NULL};
     int err = report(s, from_ns, to_ns, with_frames, &top, out, d);
     cw__report_caches_publish(s, false);
     free(top.ids);
