@@ -262,8 +262,7 @@ int cw__sums_acc_init(cw__sums_acc_t *a, cw_store_t *s)
 
 void cw__sums_proc_free(cw__sums_proc_t *p)
 {
-    free(p->v);
-    free(p->ids);
+    free(p->v); /* and p->ids, in its block */
     if (p->map) cw_keymap_free(p->map);
     free(p->map);
     p->map = NULL;
@@ -289,16 +288,20 @@ void cw__sums_acc_free(cw__sums_acc_t *a)
 static sums_t *proc_new_row(cw__sums_acc_t *a, cw__sums_proc_t *p, uint32_t at, uint32_t stack)
 {
     if (p->n == p->cap) {
-        size_t cap = p->cap;
-        if (a->by_proc) { /* its only row: room for 1, not CW_RESERVE's 8 */
-            if (!(p->v = malloc(sizeof *p->v))) return NULL;
-            cap = 1;
-        } else if (CW_RESERVE(p->v, cap, p->n + 1u)) {
-            return NULL;
-        }
-        uint32_t *ids = realloc(p->ids, cap * sizeof *ids);
-        if (!ids) return NULL;
-        p->ids = ids;
+        /* Room for 1 row (by_proc: its only one), else 2, then twice as
+         * many: most processes have a few stacks, and a fill of the
+         * report cache holds rows of every instance of a few buckets
+         * (120 minutes of the busy mix: CW_RESERVE's first 8 were 900
+         * bytes an instance, and a fresh handle's first list spent 73 %
+         * of its 1.9 s growing the heap for them). The stack ids follow
+         * the rows in the same block: one allocation. */
+        if (p->cap > UINT32_MAX / 2) return NULL;
+        size_t cap = p->cap ? 2 * (size_t)p->cap : a->by_proc ? 1 : 2;
+        char *b = realloc(p->v, cap * (sizeof *p->v + sizeof *p->ids));
+        if (!b) return NULL;
+        memmove(b + cap * sizeof *p->v, b + p->cap * sizeof *p->v, p->n * sizeof *p->ids);
+        p->v = (sums_t *)(void *)b;
+        p->ids = (uint32_t *)(void *)(b + cap * sizeof *p->v);
         p->cap = (uint32_t)cap;
     }
     if (at < p->n) {
@@ -344,13 +347,24 @@ static sums_t *proc_row(cw__sums_acc_t *a, cw__sums_proc_t *p, uint32_t stack)
     return proc_new_row(a, p, i, stack);
 }
 
+static int acc_prune_closed(cw__sums_acc_t *a, uint64_t *dropped);
+
 /* proc's entry, new when it had none; NULL on ENOMEM. A cell's rows
- * are all of one process: the one asked last. */
+ * are all of one process: the one asked last. Another process's cell
+ * starts here, so a fill's closed sums are left out here (prune_over):
+ * every sum holds whole rows, and which bucket a process is at does not
+ * matter to a closed sum (the report cache, below: "Closed sums are not
+ * kept"). */
 static cw__sums_proc_t *acc_proc(cw__sums_acc_t *a, uint32_t proc)
 {
     if (a->last < a->np + a->run.m && a->p[a->last].proc == proc) return &a->p[a->last];
     bool added;
     int err = 0;
+    if (a->prune_over && a->n > a->prune_over) {
+        if (acc_prune_closed(a, a->pruned)) return NULL;
+        a->prune_over = 2 * a->n + a->prune_slack;
+        a->prunes++;
+    }
     cw__sums_proc_t *p =
         cw__proc_row(&a->run, &a->p, &a->pcap, &a->np, sizeof *a->p, proc, &added, &err);
     if (p) a->last = (uint32_t)(p - a->p);
@@ -472,8 +486,7 @@ int cw__sums_acc_done(cw__sums_acc_t *a, int err, cw_diag_t *d)
         if (p->map) cw_keymap_free(p->map);
         free(p->map);
         p->map = NULL;
-        free(p->ids); /* no more rows are added */
-        p->ids = NULL;
+        p->ids = NULL; /* (in v's block) no more rows are added */
     }
     return 0;
 }
@@ -520,19 +533,19 @@ int cw__sums_acc_done(cw__sums_acc_t *a, int err, cw_diag_t *d)
  * what the stored processes still hold, not every stack they ever
  * committed from (the soak's thousands of short-lived processes). For the
  * same reason they are left out while an entry is added up, not only at
- * its end: its segments are read PRUNE_BUCKETS buckets at a time, and
- * after a piece that grew the sums past twice what the last pruning kept
- * (plus an eighth of an entry's most), the closed sums go, and the
- * processes left with none; so filling an entry holds what was open at a
- * bucket plus the few buckets since, not a sum for every (instance,
- * stack) the staircase names (30 minutes of the busy mix, 71,564
- * instances: 22,231 page faults and 480 ms for a fresh handle's first
- * list of the last minute, BENCHMARKS.md "Ranked lists on a busy
- * machine"). */
+ * its end: whenever a process's cell starts and the sums have grown past
+ * twice what the last pruning kept (plus an eighth of an entry's most),
+ * the closed sums go, and the processes left with none (acc_proc); so
+ * filling an entry holds what is open plus the sums added since, not a
+ * sum for every (instance, stack) the staircase names (30 minutes of the
+ * busy mix, 71,564 instances: 22,231 page faults and 480 ms for a fresh
+ * handle's first list of the last minute, BENCHMARKS.md "Ranked lists on
+ * a busy machine"), nor every instance of an hour cell (2 hours of it:
+ * about 140,000 an hour). Every sum then holds whole rows, so where the
+ * pruning falls does not matter. */
 #define REPORT_CACHE_ENTRIES 2
 #define REPORT_CACHE_MAX_GAP (2 * INT64_C(3600000000000))
 #define REPORT_CACHE_MAX_ROWS 32768u
-#define PRUNE_BUCKETS 4
 
 typedef cw__before_sums_t before_sums_t;
 
@@ -648,7 +661,7 @@ static bool sums_closed(const sums_t *x)
     return x->v[0] == x->v[4] && x->v[1] == x->v[12];
 }
 
-/* Leaves out of a (sums before a bucket, no activity) the sums that add
+/* Leaves out of a (sums before t0, no activity) the sums that add
  * nothing to a later window and the processes left with none (above); a
  * process with a map of its own keeps its rows. Adds the sums left out to
  * *dropped. 0 or CW_ENOMEM. */
@@ -679,17 +692,6 @@ static int acc_prune_closed(cw__sums_acc_t *a, uint64_t *dropped)
     a->last = 0;
     *dropped += n0 - a->n;
     return 0;
-}
-
-/* The end of the piece of [lo, hi) of tier that starts at lo:
- * PRUNE_BUCKETS buckets on from lo, or from the tier's first bucket when
- * lo is before it (a staircase's first segment starts at INT64_MIN + 1). */
-static int64_t piece_end(const cw__tier_t *t, int tier, int64_t lo, int64_t hi)
-{
-    int64_t first = lo > t[tier].start ? lo : t[tier].start;
-    int64_t step = PRUNE_BUCKETS * t[tier].width;
-    if (first <= INT64_MIN + 1 || first >= hi || hi - first <= step) return hi;
-    return first + step;
 }
 
 /* Adds the cached sums of e to a, as sums_t's columns. */
@@ -787,17 +789,11 @@ static int cached_before(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t,
     const pick_t at = {.t0 = t0, .t1 = t0};
     /* (no room: most fills add a few buckets' processes) */
     int err = cw__sums_acc_init(&a, NULL) ? CW_ENOMEM : 0;
-    uint32_t kept = 0, slack = report_cache_max(s) / 8;
+    a.prune_over = a.prune_slack = report_cache_max(s) / 8;
+    a.pruned = &c->closed_left_out;
     for (int i = 0; i < nseg && !err; i++)
-        for (int64_t lo = seg[i].lo, hi; lo < seg[i].hi && !err; lo = hi) {
-            hi = piece_end(t, seg[i].tier, lo, seg[i].hi);
-            err = run_segment(s, st, seg[i].tier, &at, lo, hi, false, 0, NULL, &a, d);
-            if (!err && a.n > 2 * kept + slack) {
-                err = acc_prune_closed(&a, &c->closed_left_out);
-                kept = a.n;
-                s->test.before_prunes++;
-            }
-        }
+        err = run_segment(s, st, seg[i].tier, &at, seg[i].lo, seg[i].hi, false, 0, NULL, &a, d);
+    s->test.before_prunes += a.prunes;
     if (!err && e->valid) err = push_before(e, &a);
     if ((err = cw__sums_acc_done(&a, err, d))) {
         e->valid = false;

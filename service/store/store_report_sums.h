@@ -97,7 +97,7 @@ typedef struct cw__sums_proc {
     uint32_t n, hint; /* rows; where the last row asked was */
     uint32_t cap;
     sums_t *v;
-    uint32_t *ids;    /* v[i].stack, a cache line for a process's few rows */
+    uint32_t *ids;    /* v[i].stack, a cache line for a process's few rows (in v's block) */
     cw_keymap_t *map; /* stack -> index into v; NULL while v is sorted */
     /* Its activity rows in the window (cw__sums_add_activity), in time
      * order: their events, the sum of their deltas (cum), and the best of
@@ -124,6 +124,12 @@ typedef struct cw__sums_acc {
     size_t pcap;
     cw__proc_run_t run;
     cw_store_t *room; /* the handle whose room p is (cw__sums_acc_init), or NULL */
+    /* The report cache's fills (sums before t0, no activity): when a
+     * process's cell starts and there are more than prune_over sums, the
+     * closed ones are left out (added to *pruned, prunes counted) and
+     * prune_over becomes twice the sums kept plus prune_slack. 0: never. */
+    uint32_t prune_over, prune_slack;
+    uint64_t *pruned, prunes;
     cw__cell_rows_t rows;
     bool by_proc; /* a process's rows all go to one, of stack 0 */
 } cw__sums_acc_t;
