@@ -5,15 +5,14 @@
  * and the diff share: the window's report and one instance in it.
  *
  * Every figure comes from cw_store_report() (the same code as `analyze
- * --db`), so the API and the CLI cannot disagree; the list, unless it is
- * filtered, from cw_store_report_top(): the same figures of the
- * processes shown only. Process objects are
+ * --db`), so the API and the CLI cannot disagree; the list, filtered or
+ * not, from cw_store_report_match() (unless a layer is named): the same
+ * figures of the processes shown only. Process objects are
  * cw_report_proc_json()'s, byte for byte those of `analyze --json`.
  * 64-bit integers are raw number text (DESIGN.md, "Integers in JSON"). */
 #include "http/http_resources.h"
 
 #include <cjson/cJSON.h>
-#include <ctype.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
