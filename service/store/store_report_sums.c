@@ -260,12 +260,18 @@ int cw__sums_acc_init(cw__sums_acc_t *a, cw_store_t *s)
     return s && !s->test.read_cache_off ? sums_room_take(a, s) : 0;
 }
 
-void cw__sums_proc_free(cw__sums_proc_t *p)
+/* Frees p's own stack map, if it has one. */
+static void proc_map_free(cw__sums_proc_t *p)
 {
-    free(p->v); /* and p->ids, in its block */
     if (p->map) cw_keymap_free(p->map);
     free(p->map);
     p->map = NULL;
+}
+
+void cw__sums_proc_free(cw__sums_proc_t *p)
+{
+    free(p->v); /* and p->ids, in its block */
+    proc_map_free(p);
     p->v = NULL;
     p->ids = NULL;
     p->n = 0;
@@ -289,12 +295,11 @@ static sums_t *proc_new_row(cw__sums_acc_t *a, cw__sums_proc_t *p, uint32_t at, 
 {
     if (p->n == p->cap) {
         /* Room for 1 row (by_proc: its only one), else 2, then twice as
-         * many: most processes have a few stacks, and a fill of the
-         * report cache holds rows of every instance of a few buckets
-         * (120 minutes of the busy mix: CW_RESERVE's first 8 were 900
-         * bytes an instance, and a fresh handle's first list spent 73 %
-         * of its 1.9 s growing the heap for them). The stack ids follow
-         * the rows in the same block: one allocation. */
+         * many: most processes have a few stacks, and a report cache
+         * fill holds rows of every instance its cells name (an hour
+         * cell of 2 hours of the busy mix: about 140,000), so room for 8
+         * would be 900 bytes an instance. The stack ids follow the rows
+         * in the same block: one allocation. */
         if (p->cap > UINT32_MAX / 2) return NULL;
         size_t cap = p->cap ? 2 * (size_t)p->cap : a->by_proc ? 1 : 2;
         char *b = realloc(p->v, cap * (sizeof *p->v + sizeof *p->ids));
@@ -483,9 +488,7 @@ int cw__sums_acc_done(cw__sums_acc_t *a, int err, cw_diag_t *d)
     for (uint32_t i = 0; i < a->np; i++) {
         cw__sums_proc_t *p = &a->p[i];
         if (p->map && p->n > 1) qsort(p->v, p->n, sizeof *p->v, cmp_sums);
-        if (p->map) cw_keymap_free(p->map);
-        free(p->map);
-        p->map = NULL;
+        proc_map_free(p);
         p->ids = NULL; /* (in v's block) no more rows are added */
     }
     return 0;
