@@ -24,10 +24,17 @@ faults the server took for it (minor faults from /proc, Linux only).
 
 Every binary given serves the same database at once (ports --port,
 --port + 1, ...), each URL's requests alternating between them, so one
-run compares builds (a before and an after) under the same load;
---check compares their answers byte for byte.
+run compares builds (a before and an after) under the same load; the
+binary asked first moves round each time (the first of a pair ran up
+to 10 ms slower, whichever build it was); --check compares their
+answers byte for byte.
 
-    python3 bench/read_latency.py --db busy.db [-n 50] [--check] [--dashboard] BINARY [BINARY...]
+A binary given as BINARY@FILE serves FILE instead (a copy of the
+database at the schema that build reads: a build refuses an older or
+newer schema, so a before and an after across a migration each serve
+their own copy of the same data).
+
+    python3 bench/read_latency.py --db busy.db [-n 50] [--check] [--dashboard] BINARY[@FILE]...
 """
 import argparse
 import http.client
@@ -82,7 +89,8 @@ def dashboard_urls(db, end):
 
 
 def serve(binary, db, port):
-    p = subprocess.Popen([binary, "serve", "--db", db, "--listen", f"127.0.0.1:{port}"],
+    binary, _, own = binary.partition("@")
+    p = subprocess.Popen([binary, "serve", "--db", own or db, "--listen", f"127.0.0.1:{port}"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(200):
         try:
@@ -107,6 +115,11 @@ def add_row(a, rows, name, b, ts, body, extra):
         raise SystemExit(f"{name}: {b} answers differently")
 
 
+def rotated(n, r):
+    """The indexes 0 .. n-1 starting at r mod n: round r's order."""
+    return [(r + i) % n for i in range(n)]
+
+
 def minflt(pid):
     with open(f"/proc/{pid}/stat") as f:
         return int(f.read().rsplit(")", 1)[1].split()[7])
@@ -119,8 +132,9 @@ def fresh(a, todo):
         ts = {b: [] for b in a.binaries}
         fl = {b: [] for b in a.binaries}
         body = {}
-        for _ in range(a.n):
-            for i, b in enumerate(a.binaries):
+        for r in range(a.n):
+            for i in rotated(len(a.binaries), r):
+                b = a.binaries[i]
                 p, c = serve(b, a.db, a.port + i)
                 try:
                     f0 = minflt(p.pid)
@@ -174,8 +188,9 @@ def main():
         for name, u in dashboard_urls(a.db, end) if a.dashboard else urls(end):
             ts = {b: [] for b in a.binaries}
             body = {}
-            for _ in range(a.n):
-                for i, b in enumerate(a.binaries):
+            for r in range(a.n):
+                for i in rotated(len(a.binaries), r):
+                    b = a.binaries[i]
                     c = servers[i][1]
                     # The server closes a connection idle for its
                     # Keep-Alive timeout (2 s, as the response says): while
