@@ -124,8 +124,9 @@ int cw__http_processes(cw__http_req_t *r)
     if (ok && rep->note) ok = cJSON_AddStringToObject(root, "note", rep->note) != NULL;
     for (uint32_t i = 0; ok && i < rep->nprocs; i++) {
         const cw_proc_report_t *p = &rep->procs[i];
-        if (name && !cw_contains_ci(p->name ? p->name : "", name)) continue;
-        if (pids && p->pid != pid) continue;
+        /* The ranked report holds only what the filters keep. */
+        if (!top && name && !cw_contains_ci(p->name ? p->name : "", name)) continue;
+        if (!top && pids && p->pid != pid) continue;
         ix[n++] = (cw__http_rank_t){proc_key(p, sort), p->id, i};
     }
     if (ok && n > 1) qsort(ix, n, sizeof *ix, cw__http_rank_cmp);
