@@ -52,6 +52,17 @@ static int check_push_buffer(const cw_config_t *c, const char *v, cw_diag_t *d)
     return 0;
 }
 
+/* Groups of folded instances are settled two hours after their latest
+ * exit (store_report_keys.c, GROUP_OPEN_NS): a group's members start
+ * within its hour and exit within fold_lifetime of their start. */
+static int check_fold_lifetime(const cw_config_t *c, const char *v, cw_diag_t *d)
+{
+    (void)v;
+    if (c->fold_lifetime_ns > 3600 * CW_NS_PER_S)
+        return cw_diag_set(d, CW_EINVAL, "at most 1h (a short-lived process lives seconds)");
+    return 0;
+}
+
 /* One row per key, alike by design: the table is the configuration's one
  * description (parsing, defaults, `commitwatch config --help`). */
 static const key_def_t keys[] = {
@@ -72,7 +83,8 @@ static const key_def_t keys[] = {
      "Linux)"},
     {"access_log", T_STRING, OFF(access_log), 0, NULL, "HTTP access log file"},
     {"web_root", T_STRING, OFF(web_root), 0, NULL, "folder of the dashboard's files"},
-    {"stacktags", T_LIST, OFF(stacktags), OFF(nstacktags), NULL, "a stack-tag rule file (repeatable)"},
+    {"stacktags", T_LIST, OFF(stacktags), OFF(nstacktags), NULL,
+     "a stack-tag rule file (repeatable)"},
     {"images", T_STRING, OFF(images), 0, NULL,
      "etl source: a folder of copies of the trace's DLLs/EXEs whose exports name frames"},
     {"symbol_path", T_STRING, OFF(symbol_path), 0, NULL,
@@ -84,10 +96,11 @@ static const key_def_t keys[] = {
      "how long 1 min buckets are kept"},
     {"retention_hour", T_DURATION, OFF(store.retention_ns[2]), 0, "400d",
      "how long 1 h buckets are kept (0 = forever)"},
-    {"size_cap", T_SIZE, OFF(store.size_cap_bytes), 0, "2GiB", "largest database file (0 = no cap)"},
+    {"size_cap", T_SIZE, OFF(store.size_cap_bytes), 0, "2GiB",
+     "largest database file (0 = no cap)"},
     {"fold_lifetime", T_DURATION, OFF(fold_lifetime_ns), 0, "2s",
      "instances that exit sooner than this, committing less than fold_size, are stored folded "
-     "per name (0 = never)"},
+     "per name (0 = never; at most 1h)"},
     {"fold_size", T_SIZE, OFF(fold_size_bytes), 0, "4MiB",
      "instances that commit this much in all are never folded (0 = never fold)"},
     {"perf_ring_size", T_SIZE, OFF(perf_ring_bytes), 0, "16MiB",
@@ -147,9 +160,8 @@ static const struct {
     const char *key;
     int (*check)(const cw_config_t *c, const char *v, cw_diag_t *d);
 } checks[] = {
-    {"profile_push_url", check_push_url},
-    {"profile_push_period", check_push_period},
-    {"profile_push_labels", check_push_labels},
+    {"fold_lifetime", check_fold_lifetime},     {"profile_push_url", check_push_url},
+    {"profile_push_period", check_push_period}, {"profile_push_labels", check_push_labels},
     {"profile_push_buffer", check_push_buffer},
 };
 

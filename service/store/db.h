@@ -60,6 +60,8 @@ enum cw__stmt {
     CW__ST_Q_CELLS_AT,
     CW__ST_Q_CELLS_COUNT,
     CW__ST_Q_KEY_SUMS,
+    CW__ST_Q_EXITED,
+    CW__ST_Q_EXITED_COUNT,
     CW__ST_Q_CELLS_ACT,
     CW__ST_Q_TAIL_COMMITS,
     CW__ST_Q_TAIL_RELEASES,

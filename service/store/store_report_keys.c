@@ -442,12 +442,25 @@ int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t 
  * reads the seconds stored since at each of its ends, not every cell of
  * the window (10,000 live processes: an hour holds 600,000 minute
  * cells). Unlike the report cache's, a process's sums are kept when they
- * come to nothing: a window's Size and events are differences of gross
- * sums, which an entry without them could not give. So an entry holds
- * every process its cells name until retention prunes it
- * (KEYS_CACHE_MAX_PROCS at most, 32 bytes each: a window that needs more
- * is read from the cells, as a day of a machine starting tens of
- * processes a second). An entry's sums are one array sorted by process,
+ * come to nothing while the process may still have cells: a window's
+ * Size and events are differences of gross sums, which an entry without
+ * them could not give. A process *settled* before σ (keys_exited: it
+ * exited before σ, or, a group of folded instances, GROUP_OPEN_NS after
+ * its latest exit; no BEFORE cell; its sums came to nothing, bytes equal
+ * to released) has no cell from σ on, so any window from σ on gets from
+ * it no activity and nothing outstanding at t0: it ranks nowhere. Every
+ * entry of the handle leaves out the processes settled before the same
+ * σ, the lowest x of its entries (keys_settle; kentry_t.settled), so a
+ * window's two ends left out the same ones with the same sums, and their
+ * differences are exact. An entry then holds the processes alive at σ
+ * and those that ended after it: a dashboard polling the last hour of a
+ * machine starting 40 processes a second keeps an hour of them, not
+ * every one its cells name since the start (KEYS_CACHE_MAX_PROCS at most,
+ * 32 bytes each; a window that needs more is read from the cells). A
+ * window below σ builds its entry afresh and drops the others (they left
+ * out processes it must hold); an afresh fill leaves settled processes
+ * out as it goes, at a bucket's start, when it holds more than half
+ * of KEYS_CACHE_MAX_PROCS. An entry's sums are one array sorted by process,
  * with no map: a bucket's cells come in process order, so each is found
  * from where the previous one was (a gallop, then a binary search), and
  * the processes new to the entry, nearly always newer than all it holds,
@@ -459,8 +472,14 @@ int cw__report_load_sums_of(cw_store_t *s, const cw__tier_t *t, const segment_t 
  * leaves idle drops them (store_pool.c). Each handle is used by one
  * thread at a time, so is its cache. */
 #define KEYS_CACHE_ENTRIES 3
-#define KEYS_CACHE_MAX_PROCS 16384u
+#define KEYS_CACHE_MAX_PROCS 262144u
 #define KEYS_CACHE_MAX_GAP (2 * INT64_C(3600000000000))
+/* How long after its latest stored exit a group of folded instances
+ * (DESIGN.md, "Short-lived processes") may still gain a member: members
+ * start within the group's hour and exit within fold_lifetime (at most
+ * an hour, config.c) of their start, and the latest exit is not before
+ * the group's start. */
+#define GROUP_OPEN_NS (2 * INT64_C(3600000000000))
 
 /* A process's sums of cells before x. */
 typedef struct ksum {
@@ -472,6 +491,7 @@ typedef struct kentry {
     bool valid;
     int tier; /* whose BEFORE cells are not in the sums */
     int64_t start, horizon, x;
+    int64_t settled; /* the processes settled before it are left out (INT64_MIN: none) */
     uint64_t used;
     ksum_t *v; /* sorted by proc */
     uint32_t n;
@@ -499,14 +519,168 @@ struct cw__keys_cache {
 };
 
 /* Per process, the columns of the cells of tier ?1 with bucket in [?2, ?3). */
-static const char SQL_Q_KEY_SUMS[] = "SELECT proc, bytes, released, events FROM cells"
+static const char SQL_Q_KEY_SUMS[] = "SELECT proc, bytes, released, events, bucket FROM cells"
                                      " WHERE tier = ?1 AND layer = cw_layer() AND bucket >= ?2"
                                      " AND bucket < ?3";
+
+/* The instances that exited in [?1, ?2), and whether each is a group of
+ * folded ones: from the index processes_exit (exit_ns, folded) alone
+ * (schema/011_exit_index.sql). */
+static const char SQL_Q_EXITED[] = "SELECT id, exit_ns, folded IS NOT NULL FROM processes"
+                                   " WHERE exit_ns >= ?1 AND exit_ns < ?2";
+
+/* The instances that exited in [?1, ?2), up to ?3: a lower bound of the
+ * processes an entry at ?2 holds when every entry leaves out those
+ * settled before ?1. */
+static const char SQL_Q_EXITED_COUNT[] =
+    "SELECT count(*) FROM (SELECT 1 FROM processes WHERE exit_ns >= ?1 AND exit_ns < ?2 LIMIT ?3)";
 
 static void kentry_drop(kentry_t *e)
 {
     free(e->v);
     memset(e, 0, sizeof *e);
+    e->settled = INT64_MIN;
+}
+
+/* A process settled at `at` (keys_exited). */
+typedef struct settled {
+    uint32_t proc;
+    int64_t at;
+} settled_t;
+
+typedef struct settled_set {
+    settled_t *v; /* in the order of their exits */
+    uint32_t n;
+    size_t cap;
+} settled_set_t;
+
+/* The index of the first of the sorted sums v[0, n) not below proc,
+ * searched from i (a gallop, then a binary search): a settled set's
+ * processes come in the order of their exits, nearly the order of their
+ * numbers (they are numbered as they start). */
+static uint32_t ksums_seek(const ksum_t *v, uint32_t n, uint32_t i, uint32_t proc)
+{
+    uint32_t lo, hi, step = 1;
+    if (i > n) i = n;
+    if (i < n && v[i].proc < proc) { /* forwards: the answer is above i */
+        lo = i + 1;
+        while (lo + step <= n && v[lo + step - 1].proc < proc) {
+            lo += step;
+            step *= 2;
+        }
+        hi = lo + step <= n ? lo + step - 1 : n;
+    } else { /* backwards: the answer is at i or below */
+        hi = i;
+        while (hi >= step && v[hi - step].proc >= proc) {
+            hi -= step;
+            step *= 2;
+        }
+        lo = hi >= step ? hi - step + 1 : 0;
+    }
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (v[mid].proc < proc)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Whether the sorted sums v[0, n) name proc. */
+static bool ksums_have(const ksum_t *v, uint32_t n, uint32_t proc)
+{
+    uint32_t i = ksums_seek(v, n, n / 2, proc);
+    return i < n && v[i].proc == proc;
+}
+
+/* Adds to *out the instances exited in [a, b) that settled in [lo, hi)
+ * and have no BEFORE cell (bf: the BEFORE cells' processes). */
+static int exited_scan(cw_store_t *s, sqlite3_stmt *st, int64_t a, int64_t b, int64_t lo,
+                       int64_t hi, const kentry_t *bf, settled_set_t *out, cw_diag_t *d)
+{
+    int rc, err = 0;
+    sqlite3_bind_int64(st, 1, a);
+    sqlite3_bind_int64(st, 2, b);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t exit = sqlite3_column_int64(st, 1);
+        bool group = sqlite3_column_int(st, 2) != 0;
+        int64_t at =
+            group ? (exit > INT64_MAX - GROUP_OPEN_NS ? INT64_MAX : exit + GROUP_OPEN_NS) : exit;
+        uint32_t proc = (uint32_t)sqlite3_column_int64(st, 0);
+        if (at < lo || at >= hi || ksums_have(bf->v, bf->n, proc)) continue;
+        if (CW_RESERVE(out->v, out->cap, out->n + 1u)) {
+            err = cw_diag_set(d, CW_ENOMEM, "querying window figures: out of memory");
+            break;
+        }
+        out->v[out->n++] = (settled_t){proc, at};
+    }
+    if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "reading the processes' exits", d);
+    sqlite3_reset(st);
+    return err;
+}
+
+/* The processes settled in [lo, hi) (lo < hi), into *out: the exits of
+ * [lo, hi), and the groups' of [lo, hi) less GROUP_OPEN_NS (one scan when
+ * the two ranges meet). 0, CW_ENOMEM or CW_EDB. */
+static int keys_exited(cw_store_t *s, int64_t lo, int64_t hi, const kentry_t *bf,
+                       settled_set_t *out, cw_diag_t *d)
+{
+    sqlite3_stmt *st = NULL;
+    int err = cw__store_stmt(s, CW__ST_Q_EXITED, SQL_Q_EXITED, &st, d);
+    out->n = 0;
+    if (err) return err;
+    if (lo == INT64_MIN || hi - lo >= GROUP_OPEN_NS) {
+        int64_t a = lo < INT64_MIN + GROUP_OPEN_NS ? INT64_MIN : lo - GROUP_OPEN_NS;
+        err = exited_scan(s, st, a, hi, lo, hi, bf, out, d);
+    } else {
+        err = exited_scan(s, st, lo, hi, lo, hi, bf, out, d);
+        if (!err)
+            err = exited_scan(s, st, lo - GROUP_OPEN_NS, hi - GROUP_OPEN_NS, lo, hi, bf, out, d);
+    }
+    return err;
+}
+
+/* Leaves out of e the processes of set settled from e->settled on (all
+ * settled before `to`) whose sums came to nothing; e->settled = to. e's
+ * sums are sorted (no run waiting), and every cell before `to` is in
+ * them. Each one left out is marked (its events -1: a sum of events is
+ * never negative), then the others are moved together. */
+static void kentry_settle(cw_store_t *s, kentry_t *e, const settled_set_t *set, int64_t to)
+{
+    uint32_t i = 0, marked = 0;
+    for (uint32_t j = 0; j < set->n; j++) {
+        if (set->v[j].at < e->settled) continue;
+        i = ksums_seek(e->v, e->n, i, set->v[j].proc);
+        ksum_t *x = &e->v[i];
+        if (i < e->n && x->proc == set->v[j].proc && x->cb == x->rb && x->ev != -1) {
+            x->ev = -1;
+            marked++;
+        }
+    }
+    uint32_t w = 0;
+    for (uint32_t k = 0; marked && k < e->n; k++)
+        if (e->v[k].ev != -1) e->v[w++] = e->v[k];
+    if (marked) e->n = w;
+    s->test.keys_settled += marked;
+    e->settled = to;
+}
+
+/* Brings each entry of es[0, n) (NULL ones skipped) to leave out the
+ * processes settled before `to`, which is at most each one's x. */
+static int keys_settle(cw_store_t *s, kentry_t *const *es, int n, const kentry_t *bf, int64_t to,
+                       cw_diag_t *d)
+{
+    int64_t lo = to;
+    for (int i = 0; i < n; i++)
+        if (es[i] && es[i]->settled < lo) lo = es[i]->settled;
+    if (lo >= to) return 0;
+    settled_set_t set = {0};
+    int err = keys_exited(s, lo, to, bf, &set, d);
+    for (int i = 0; i < n && !err; i++)
+        if (es[i] && es[i]->settled < to) kentry_settle(s, es[i], &set, to);
+    free(set.v);
+    return err;
 }
 
 /* The handle's release slot CW__REL_KEYS. */
@@ -567,21 +741,45 @@ static uint32_t keys_cache_max(const cw_store_t *s)
 
 _Static_assert(offsetof(ksum_t, proc) == 0, "proc_at reads the process first");
 
+/* What an afresh fill may leave out as it goes (kentry_add): the
+ * processes settled before the bucket it comes to, up to `to`. */
+typedef struct settle_ctx {
+    const kentry_t *bf; /* the BEFORE cells' sums */
+    int64_t to;
+} settle_ctx_t;
+
 /* Adds the cells of tier k with bucket in [lo, hi) to e (its BEFORE cells
  * when lo is INT64_MIN): they come in the primary key's order, so
- * processes rise within a bucket (cw__proc_row). 0, CW_ENOMEM, CW_EDB or
- * CW_ERANGE (more processes than an entry holds: the caller drops e). */
+ * processes rise within a bucket (cw__proc_row). With sc (an afresh fill
+ * whose cells so far are every cell before lo), at a bucket's start, when
+ * e holds more than half it may, the processes settled before it
+ * (and sc->to) are left out. 0, CW_ENOMEM, CW_EDB or CW_ERANGE (more
+ * processes than an entry holds: the caller drops e). */
 static int kentry_add(cw_store_t *s, sqlite3_stmt *st, kentry_t *e, int k, int64_t lo, int64_t hi,
-                      int sign, cw_diag_t *d)
+                      int sign, const settle_ctx_t *sc, cw_diag_t *d)
 {
     int err = 0, rc;
-    cw__proc_run_t run = {.max = keys_cache_max(s)};
+    uint32_t max = keys_cache_max(s);
+    uint32_t settle_over = s->test.keys_settle_over ? s->test.keys_settle_over : max / 2;
+    cw__proc_run_t run = {.max = max};
+    int64_t last = INT64_MIN;
     sqlite3_bind_int(st, 1, k);
     sqlite3_bind_int64(st, 2, lo);
     sqlite3_bind_int64(st, 3, hi);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         bool added;
         uint32_t proc = (uint32_t)sqlite3_column_int64(st, 0);
+        int64_t bucket = sqlite3_column_int64(st, 4);
+        if (sc && bucket != last && e->n + run.m > settle_over) {
+            int64_t to = bucket < sc->to ? bucket : sc->to;
+            kentry_t *one = e;
+            if (to > e->settled && !(err = cw__proc_settle(&run, &e->v, &e->n, sizeof *e->v))) {
+                err = keys_settle(s, &one, 1, sc->bf, to, d);
+                s->test.keys_settle_fills++;
+            }
+            if (err) break;
+        }
+        last = bucket;
         ksum_t *x = cw__proc_row(&run, &e->v, &e->cap, &e->n, sizeof *e->v, proc, &added, &err);
         if (!x) break;
         x->cb += sign * sqlite3_column_int64(st, 1);
@@ -635,6 +833,32 @@ static void keys_down(cw_store_t *s, const cw__tier_t *t, int64_t x, segment_t *
     s->test.keys_down++;
 }
 
+/* *fit false when more instances exited in [lo, hi) than an entry
+ * holds: an entry at hi leaving out those settled before lo would hold
+ * them all, so a fill is not tried (the day of a busy machine is read
+ * from the cells). Unlike a fill that turned out too big, this does not
+ * keep the handle's next ranked reports from trying the cache: a count
+ * of the index costs little, and the dashboard's shorter windows, asked
+ * in turn with the day, fit. 0 or CW_EDB. */
+static int keys_fit(cw_store_t *s, int64_t lo, int64_t hi, bool *fit, cw_diag_t *d)
+{
+    sqlite3_stmt *q = NULL;
+    int err = cw__store_stmt(s, CW__ST_Q_EXITED_COUNT, SQL_Q_EXITED_COUNT, &q, d);
+    *fit = true;
+    if (err) return err;
+    sqlite3_bind_int64(q, 1, lo);
+    sqlite3_bind_int64(q, 2, hi);
+    sqlite3_bind_int64(q, 3, (int64_t)keys_cache_max(s) + 1);
+    if (sqlite3_step(q) != SQLITE_ROW) err = cw__store_dberr(s, "querying window figures", d);
+    int64_t n = err ? 0 : sqlite3_column_int64(q, 0);
+    sqlite3_reset(q);
+    if (!err && n > (int64_t)keys_cache_max(s)) {
+        *fit = false;
+        s->test.keys_too_many++;
+    }
+    return err;
+}
+
 /* The entry holding the sums before x, brought up to date, into *out
  * (NULL when the cache cannot hold them): the entry nearest below x moves
  * on to x (a polled window's ends move on), unless it is `pinned` (the
@@ -642,7 +866,7 @@ static void keys_down(cw_store_t *s, const cw__tier_t *t, int64_t x, segment_t *
  * other entry takes a copy of it, or the staircase's cells afresh. 0,
  * CW_ENOMEM or CW_EDB. */
 static int keys_at(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t, int64_t x,
-                   const kentry_t *pinned, kentry_t **out, cw_diag_t *d)
+                   const kentry_t *pinned, const settle_ctx_t *sc, kentry_t **out, cw_diag_t *d)
 {
     struct cw__keys_cache *c = s->r.keys_cache;
     segment_t seg[MAX_SEGMENTS], add[MAX_SEGMENTS];
@@ -665,7 +889,14 @@ static int keys_at(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t, int64_t
         *out = e;
         return 0;
     }
-    if (!e || x - e->x > KEYS_CACHE_MAX_GAP || !cw__report_delta_segments(t, e->x, x, add, &nadd)) {
+    bool afresh =
+        !e || x - e->x > KEYS_CACHE_MAX_GAP || !cw__report_delta_segments(t, e->x, x, add, &nadd);
+    if (afresh && sc) {
+        bool fit;
+        int err = keys_fit(s, sc->to, x, &fit, d);
+        if (err || !fit) return err;
+    }
+    if (afresh) {
         e = NULL; /* afresh: the staircase without its BEFORE cells */
         nadd = 0;
         for (int i = 0; i < nseg; i++) {
@@ -686,11 +917,16 @@ static int keys_at(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t, int64_t
         to->tier = tier;
         to->start = t[tier].start;
         to->horizon = t[tier].horizon;
+        to->settled = e ? e->settled : INT64_MIN;
     }
     to->valid = false;
     int err = 0;
+    /* An afresh fill's segments rise from the tier's start, the minutes
+     * taken away last (keys_down): before those, its sums at a bucket's
+     * start are every cell before it. */
     for (int i = 0; i < nadd && !err; i++)
-        err = kentry_add(s, st, to, add[i].tier, add[i].lo, add[i].hi, add[i].minus ? -1 : 1, d);
+        err = kentry_add(s, st, to, add[i].tier, add[i].lo, add[i].hi, add[i].minus ? -1 : 1,
+                         afresh && !add[i].minus ? sc : NULL, d);
     if (err) {
         kentry_drop(to);
         if (err == CW_ERANGE) c->skip = KEYS_SKIP_AFTER_OVERSIZE;
@@ -701,6 +937,22 @@ static int keys_at(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t, int64_t
     to->used = ++c->clock;
     *out = to;
     return 0;
+}
+
+/* Whether c has a valid entry at or below x. */
+static bool keys_below(const struct cw__keys_cache *c, int64_t x)
+{
+    for (int i = 0; i < KEYS_CACHE_ENTRIES; i++)
+        if (c->e[i].valid && c->e[i].x <= x) return true;
+    return false;
+}
+
+/* The lowest x of c's valid entries, and x. */
+static int64_t keys_low(const struct cw__keys_cache *c, int64_t x)
+{
+    for (int i = 0; i < KEYS_CACHE_ENTRIES; i++)
+        if (c->e[i].valid && c->e[i].x < x) x = c->e[i].x;
+    return x;
 }
 
 /* The sums of the lowest process at e's index *i, taken (++*i), when it
@@ -729,22 +981,51 @@ int cw__report_keys_cached(cw_store_t *s, const cw__tier_t *t, const pick_t *p, 
     }
     int64_t x1 = p->t1 < t[0].end ? p->t1 : t[0].end;
     if (x1 < p->t0) x1 = p->t0;
+    segment_t seg[MAX_SEGMENTS];
+    int nseg = 0;
+    if (!back_segments(t, p->t0, seg, &nseg)) return 0;
+    struct cw__keys_cache *c = keys_cache(s);
+    if (!c) return list_done(CW_ENOMEM, d);
     int err = cw__store_stmt(s, CW__ST_Q_KEY_SUMS, SQL_Q_KEY_SUMS, &st, d);
-    if (!err) err = keys_at(s, st, t, p->t0, NULL, &k0, d);
-    if (!err && k0) err = keys_at(s, st, t, x1, k0, &k1, d);
-    if (err || !k0 || !k1 || k0->tier != k1->tier) {
-        if (err == CW_ENOMEM) cw_diag_set(d, err, "querying window figures: out of memory");
-        return err;
+    /* The BEFORE cells of the first tier of t0's staircase (keys_at's). */
+    before.settled = INT64_MIN;
+    if (!err) err = kentry_add(s, st, &before, seg[0].tier, INT64_MIN, INT64_MIN + 1, 1, NULL, d);
+    /* Every entry leaves out the processes settled before the lowest x
+     * of them (keys_settle): t0's, or a lower one's. */
+    settle_ctx_t sc = {.bf = &before, .to = keys_low(c, p->t0)};
+    /* No entry to start t0's from: the window's end is checked before
+     * t0's fill, not after it. */
+    bool fit = true;
+    if (!err && !keys_below(c, p->t0)) err = keys_fit(s, sc.to, x1, &fit, d);
+    if (!err && fit) err = keys_at(s, st, t, p->t0, NULL, &sc, &k0, d);
+    if (!err && k0) {
+        /* A new lowest entry: the others left out processes it holds. */
+        int64_t low = keys_low(c, p->t0);
+        for (int i = 0; i < KEYS_CACHE_ENTRIES; i++)
+            if (&c->e[i] != k0 && c->e[i].valid && c->e[i].settled > low) kentry_drop(&c->e[i]);
+        err = keys_at(s, st, t, x1, k0, &sc, &k1, d);
     }
-    /* The BEFORE cells of their first tier. */
-    err = kentry_add(s, st, &before, k0->tier, INT64_MIN, INT64_MIN + 1, 1, d);
-    if (!err) err = keys_room(s, &v, &cap);
+    if (!err && k0 && k1 && k0->tier == k1->tier) {
+        kentry_t *es[KEYS_CACHE_ENTRIES];
+        for (int i = 0; i < KEYS_CACHE_ENTRIES; i++)
+            es[i] = c->e[i].valid && c->e[i].tier == k0->tier ? &c->e[i] : NULL;
+        err = keys_settle(s, es, KEYS_CACHE_ENTRIES, &before, keys_low(c, p->t0), d);
+    }
+    if (err || !k0 || !k1 || k0->tier != k1->tier || k0->settled != k1->settled) {
+        kentry_drop(&before);
+        if (err == CW_ERANGE) { /* more processes than an entry holds */
+            c->skip = KEYS_SKIP_AFTER_OVERSIZE;
+            return 0;
+        }
+        return list_done(err, d);
+    }
+    err = keys_room(s, &v, &cap);
     /* Every process of the three, once, in process order (a join of the
      * three sorted arrays). Only those the report lists are kept: activity
      * in the window (an activity row counts at least one event:
      * check_batch, store.c) or something outstanding at t0; the others
      * rank nowhere (report_top, finish()), and an entry holds every
-     * process its cells name, ended ones too. */
+     * process its cells name but the settled ones, ended ones too. */
     uint32_t i1 = 0, i0 = 0, ib = 0;
     while (!err && (i1 < k1->n || i0 < k0->n || ib < before.n)) {
         uint32_t proc = UINT32_MAX;

@@ -25,6 +25,10 @@ typedef struct cw__store_test {
     uint64_t open_segments;   /* segments of reports read from the open hour's cells */
     uint64_t keys_down;       /* keys cache fills that took minutes away from them */
     uint64_t keys_served;     /* ranked reports whose keys the keys cache gave */
+    uint64_t keys_settled;    /* processes the keys cache's entries left out as settled */
+    uint32_t keys_settle_over;  /* an afresh keys fill settles past this many (0: its default) */
+    uint64_t keys_settle_fills; /* and how many times one did, at a bucket's start */
+    uint64_t keys_too_many;     /* keys fills not tried: more exits in the window than it holds */
     uint64_t before_prunes;   /* report cache fills that left closed sums out midway */
     uint64_t minute_splits;   /* ranked reports from an unaligned t0 through the minute tier */
     uint64_t minute_fixes;    /* and the (minute, process) rows they took from raw seconds */

@@ -59,6 +59,18 @@ int main(void)
     fclose(f);
     ASSERT_EQ(cw_config_load(&c, path, NULL, &d), CW_EPARSE);
     ASSERT_TRUE(strstr(d.msg, ":2: bad value 'soon' for retention_raw") != NULL);
+    /* fold_lifetime is at most an hour (the keys cache settles a group
+     * of folded instances two hours after its latest exit). */
+    f = fopen(path, "w");
+    fputs("fold_lifetime = 1h\n", f);
+    fclose(f);
+    ASSERT_OK(cw_config_load(&c, path, NULL, &d));
+    ASSERT_EQ(c.fold_lifetime_ns, 3600 * 1000000000LL);
+    f = fopen(path, "w");
+    fputs("db = x\nfold_lifetime = 61m\n", f);
+    fclose(f);
+    ASSERT_EQ(cw_config_load(&c, path, NULL, &d), CW_EPARSE);
+    ASSERT_TRUE(strstr(d.msg, ":2:") != NULL && strstr(d.msg, "at most 1h") != NULL);
     f = fopen(path, "w");
     fputs("just words\n", f);
     fclose(f);
