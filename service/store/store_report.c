@@ -116,6 +116,7 @@ typedef struct top_req {
     uint32_t total;             /* out: the processes the full report lists */
     const cw_proc_match_t *m;   /* the filter, or NULL */
     uint32_t *ids, nids, idcap; /* the processes m keeps, ascending (match_ids) */
+    bool cut;                   /* out: report_top left the list to load_figs' cut */
 } top_req_t;
 
 static const char SQL_Q_MATCH[] = "SELECT id, name, pid FROM processes ORDER BY id";
@@ -291,6 +292,7 @@ static int load_figs(cw_store_t *s, const cw__tier_t *t, build_t *b, const segme
 
 static int cmp_rank(const void *x, const void *y);
 static int cmp_rank_id(const void *x, const void *y);
+static int cmp_rank_slot(const void *x, const void *y);
 
 /* Offers x to h, a heap of the *n (at most m) first ranks offered so far
  * by cmp_rank's order, the last of them at its root: the same m a sort of
@@ -608,9 +610,67 @@ static int64_t rank_key(const cw__proc_keys_t *k, cw_rank_t key)
         return k->peak;
     case CW_RANK_OUTSTANDING:
         return k->cb0 - k->rb0 + impacting;
-    case CW_RANK_TRANSIENT: /* cannot be: load_figs' cut ranks by it */
+    case CW_RANK_TRANSIENT: /* cannot be: ranked by its bounds (aifi_lower, aifi_upper) */
         break;
     }
+    return 0;
+}
+
+/* A list by transient bytes (AIFI, which needs each release's commit
+ * time: the cells' columns do not give it) is ranked from bounds the
+ * keys give. AIFI is at most Size and at most the bytes released in the
+ * window; it is at least Size less what is outstanding at the end (AIFO
+ * is part of it), and the bytes released less what was outstanding at
+ * t0 (AOFI is part of that). A process whose upper bound is below the
+ * limit-th largest lower bound has less than `limit` others: it cannot
+ * be listed. The others, the candidates, are decoded (their own cells,
+ * by key) and cut to the first `limit`. On the busy mix most processes
+ * live inside the window with nothing outstanding at either end, so
+ * their bounds meet. When the candidates are more than this, every
+ * process's cells are decoded instead (load_figs' cut), which then
+ * costs less than finding theirs by key. */
+#define TRANSIENT_CANDS_MAX(limit) (8 * (uint64_t)(limit) + 256)
+
+static int64_t aifi_upper(const cw__proc_keys_t *k)
+{
+    return k->cbw < k->rbw ? k->cbw : k->rbw;
+}
+
+static int64_t aifi_lower(const cw__proc_keys_t *k)
+{
+    int64_t out0 = k->cb0 - k->rb0, out1 = out0 + k->cbw - k->rbw;
+    int64_t a = k->cbw - (out1 > 0 ? out1 : 0), b = k->rbw - (out0 > 0 ? out0 : 0);
+    int64_t lb = a > b ? a : b;
+    return lb > 0 ? lb : 0;
+}
+
+/* Of b's processes (in id order, with their states), the first `limit`
+ * by transient bytes stay, in id order; the others are freed. */
+static int cut_transient(build_t *b, uint32_t limit)
+{
+    cw_report_t *r = b->r;
+    uint32_t n = r->nprocs;
+    if (n <= limit) return 0;
+    rank_t *ex = malloc(n * sizeof *ex);
+    if (!ex) return CW_ENOMEM;
+    for (uint32_t j = 0; j < n; j++)
+        ex[j] = (rank_t){(int64_t)r->procs[j].figs.types[CW_AIFI].bytes, r->procs[j].id, j};
+    qsort(ex, n, sizeof *ex, cmp_rank);
+    /* The kept ones' slots, back in id order (slots are in id order). */
+    qsort(ex, limit, sizeof *ex, cmp_rank_slot);
+    uint32_t w = 0, next = 0;
+    for (uint32_t j = 0; j < n; j++) {
+        if (next < limit && ex[next].i == j) {
+            r->procs[w] = r->procs[j];
+            b->ps[w] = b->ps[j];
+            w++;
+            next++;
+        } else {
+            free_proc(&r->procs[j]);
+        }
+    }
+    r->nprocs = w;
+    free(ex);
     return 0;
 }
 
@@ -619,6 +679,13 @@ static int cmp_rank_id(const void *x, const void *y)
 {
     const rank_t *a = x, *b = y;
     return a->id < b->id ? -1 : a->id > b->id;
+}
+
+/* By where its figures are. */
+static int cmp_rank_slot(const void *x, const void *y)
+{
+    const rank_t *a = x, *b = y;
+    return a->i < b->i ? -1 : a->i > b->i;
 }
 
 /* A ranked report (cw_store_report_top): every process's outstanding at
@@ -657,20 +724,49 @@ static int report_top(cw_store_t *s, const cw__tier_t *t, build_t *b, const segm
     for (int i = bv ? nback : 0; i < nseg; i++)
         rs[rn++] = seg[i];
     if (!err && !cached) err = cw__report_load_keys(s, rs, rn, rback, q, at, bv, bn, &k, &nk, d);
-    uint32_t room = top->limit < nk ? top->limit : nk;
+    bool transient = top->key == CW_RANK_TRANSIENT;
+    uint32_t room = top->limit < nk ? top->limit : nk, *kv = NULL;
     if (!err && !(rk = malloc((room ? room : 1) * sizeof *rk))) err = CW_ENOMEM;
+    if (!err && transient && !(kv = malloc((nk ? nk : 1) * sizeof *kv))) err = CW_ENOMEM;
     for (uint32_t i = 0; i < nk && !err; i++) {
         bool keep;
         if (!top_keeps(top, k[i].proc)) continue;
         err = in_window(s, r, k[i].proc, k[i].active, k[i].cb0 - k[i].rb0, &keep, d);
         if (keep && !err) {
+            int64_t key = transient ? aifi_lower(&k[i]) : rank_key(&k[i], top->key);
+            if (transient) kv[nr] = i;
             nr++;
-            top_offer(rk, room, &m, (rank_t){rank_key(&k[i], top->key), k[i].proc, i});
+            top_offer(rk, room, &m, (rank_t){key, k[i].proc, i});
         }
     }
     top->total = nr;
-    /* Only the chosen ones are listed, in id order, as load_figs() lists. */
-    if (!err && m > 1) qsort(rk, m, sizeof *rk, cmp_rank_id);
+    if (!err && transient) {
+        /* The candidates (above), in id order as k is: every one kept
+         * whose upper bound reaches the limit-th largest lower bound (the
+         * heap's root when it holds `limit`). */
+        int64_t v = top->limit && m == top->limit ? rk[0].key : INT64_MIN;
+        uint64_t nc = 0;
+        for (uint32_t j = 0; j < nr; j++)
+            nc += aifi_upper(&k[kv[j]]) >= v;
+        uint64_t most = s->test.transient_cands_max ? s->test.transient_cands_max - 1
+                                                    : TRANSIENT_CANDS_MAX(top->limit);
+        if (nc > most) {
+            top->cut = true; /* report() takes every process's cells */
+            m = 0;
+        } else {
+            rank_t *c = nc > room ? realloc(rk, nc * sizeof *rk) : rk;
+            if (!c) err = CW_ENOMEM;
+            if (c) rk = c;
+            m = 0;
+            for (uint32_t j = 0; j < nr && !err; j++)
+                if (aifi_upper(&k[kv[j]]) >= v) rk[m++] = (rank_t){0, k[kv[j]].proc, kv[j]};
+            s->test.transient_cands += m;
+        }
+    }
+    free(kv);
+    /* Only the chosen ones are listed, in id order, as load_figs() lists
+     * (a transient list's candidates are already). */
+    if (!err && m > 1 && !transient) qsort(rk, m, sizeof *rk, cmp_rank_id);
     if (!err && m && !(ids = malloc(m * sizeof *ids))) err = CW_ENOMEM;
     for (uint32_t j = 0; j < m && !err; j++)
         ids[j] = rk[j].id;
@@ -695,6 +791,7 @@ static int report_top(cw_store_t *s, const cw__tier_t *t, build_t *b, const segm
             r->procs[j].peak_ns = ck[j].peak_ns;
         }
         free(ck);
+        if (!err && transient) err = cut_transient(b, top->limit);
     }
     /* finish() for the chosen ones. */
     uint32_t kept = 0;
@@ -839,9 +936,8 @@ static int report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_frame
     for (int i = 0; i < nseg; i++)
         s->test.open_segments += seg[i].tier == CW__TIER_OPEN;
     if (!err && top && top->m) err = match_ids(s, top, d);
-    if (top && top->key != CW_RANK_TRANSIENT) {
-        if (!err) err = report_top(s, t, &b, seg, nseg, nback, &q, p.t0, with_frames, top, d);
-    } else {
+    if (top && !err) err = report_top(s, t, &b, seg, nseg, nback, &q, p.t0, with_frames, top, d);
+    if (!top || (!err && top->cut)) {
         if (!err) err = load_figs(s, t, &b, seg, nseg, nback, &q, p.t0, NULL, top, d);
         if (!err && top) err = cut_stacks(s, t, &b, seg, nseg, nback, &q, p.t0, d);
         if (!err) err = finish(s, &b, with_frames, d);

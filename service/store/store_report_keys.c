@@ -508,6 +508,9 @@ struct cw__keys_cache {
     kentry_t e[KEYS_CACHE_ENTRIES];
     uint64_t clock;
     uint32_t skip; /* ranked reports left to answer without it */
+    /* The last window keys_fit found too big: at least nf_n exits in
+     * [nf_lo, nf_hi), counted while tier 0's horizon was nf_horizon. */
+    int64_t nf_lo, nf_hi, nf_n, nf_horizon;
     /* The room of a ranked report's keys (cw__report_load_keys,
      * cw__report_keys_cached), the handle's: the keys they return are
      * borrowed until the handle's next ranked report. Kept with the
@@ -833,30 +836,63 @@ static void keys_down(cw_store_t *s, const cw__tier_t *t, int64_t x, segment_t *
     s->test.keys_down++;
 }
 
+/* The instances that exited in [lo, hi), up to `most`, into *n. */
+static int exited_count(cw_store_t *s, int64_t lo, int64_t hi, int64_t most, int64_t *n,
+                        cw_diag_t *d)
+{
+    sqlite3_stmt *q = NULL;
+    int err = cw__store_stmt(s, CW__ST_Q_EXITED_COUNT, SQL_Q_EXITED_COUNT, &q, d);
+    *n = 0;
+    if (err) return err;
+    sqlite3_bind_int64(q, 1, lo);
+    sqlite3_bind_int64(q, 2, hi);
+    sqlite3_bind_int64(q, 3, most);
+    if (sqlite3_step(q) != SQLITE_ROW) err = cw__store_dberr(s, "querying window figures", d);
+    if (!err) *n = sqlite3_column_int64(q, 0);
+    sqlite3_reset(q);
+    return err;
+}
+
+/* Counted past an entry's room, so a window polled after it is known too
+ * big from the exits since its start alone. */
+#define KEYS_FIT_SLACK 65536
+
 /* *fit false when more instances exited in [lo, hi) than an entry
  * holds: an entry at hi leaving out those settled before lo would hold
  * them all, so a fill is not tried (the day of a busy machine is read
  * from the cells). Unlike a fill that turned out too big, this does not
- * keep the handle's next ranked reports from trying the cache: a count
- * of the index costs little, and the dashboard's shorter windows, asked
- * in turn with the day, fit. 0 or CW_EDB. */
-static int keys_fit(cw_store_t *s, int64_t lo, int64_t hi, bool *fit, cw_diag_t *d)
+ * keep the handle's next ranked reports from trying the cache: the
+ * dashboard's shorter windows, asked in turn with the day, fit. The
+ * count (of the index, up to the room and KEYS_FIT_SLACK more) is kept:
+ * a later window [lo', hi') with lo' >= lo and hi' >= hi has at least
+ * that many less those that exited in [lo, lo'), so a day polled every
+ * few seconds counts the exits of those seconds only. 0 or CW_EDB. */
+static int keys_fit(cw_store_t *s, const cw__tier_t *t, int64_t lo, int64_t hi, bool *fit,
+                    cw_diag_t *d)
 {
-    sqlite3_stmt *q = NULL;
-    int err = cw__store_stmt(s, CW__ST_Q_EXITED_COUNT, SQL_Q_EXITED_COUNT, &q, d);
+    struct cw__keys_cache *c = s->r.keys_cache;
+    int64_t max = keys_cache_max(s), n, gone;
+    int err = 0;
     *fit = true;
-    if (err) return err;
-    sqlite3_bind_int64(q, 1, lo);
-    sqlite3_bind_int64(q, 2, hi);
-    sqlite3_bind_int64(q, 3, (int64_t)keys_cache_max(s) + 1);
-    if (sqlite3_step(q) != SQLITE_ROW) err = cw__store_dberr(s, "querying window figures", d);
-    int64_t n = err ? 0 : sqlite3_column_int64(q, 0);
-    sqlite3_reset(q);
-    if (!err && n > (int64_t)keys_cache_max(s)) {
-        *fit = false;
-        s->test.keys_too_many++;
+    if (c->nf_n > max && lo >= c->nf_lo && hi >= c->nf_hi && c->nf_horizon == t[0].horizon) {
+        if ((err = exited_count(s, c->nf_lo, lo, c->nf_n, &gone, d))) return err;
+        if (c->nf_n - gone > max) {
+            *fit = false;
+            s->test.keys_too_many++;
+            return 0;
+        }
     }
-    return err;
+    if ((err = exited_count(s, lo, hi, max + 1 + KEYS_FIT_SLACK, &n, d))) return err;
+    if (n > max) {
+        *fit = false;
+        c->nf_lo = lo;
+        c->nf_hi = hi;
+        c->nf_n = n;
+        c->nf_horizon = t[0].horizon;
+        s->test.keys_too_many++;
+        s->test.keys_fit_counts++;
+    }
+    return 0;
 }
 
 /* The entry holding the sums before x, brought up to date, into *out
@@ -893,7 +929,7 @@ static int keys_at(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t, int64_t
         !e || x - e->x > KEYS_CACHE_MAX_GAP || !cw__report_delta_segments(t, e->x, x, add, &nadd);
     if (afresh && sc) {
         bool fit;
-        int err = keys_fit(s, sc->to, x, &fit, d);
+        int err = keys_fit(s, t, sc->to, x, &fit, d);
         if (err || !fit) return err;
     }
     if (afresh) {
@@ -996,7 +1032,7 @@ int cw__report_keys_cached(cw_store_t *s, const cw__tier_t *t, const pick_t *p, 
     /* No entry to start t0's from: the window's end is checked before
      * t0's fill, not after it. */
     bool fit = true;
-    if (!err && !keys_below(c, p->t0)) err = keys_fit(s, sc.to, x1, &fit, d);
+    if (!err && !keys_below(c, p->t0)) err = keys_fit(s, t, sc.to, x1, &fit, d);
     if (!err && fit) err = keys_at(s, st, t, p->t0, NULL, &sc, &k0, d);
     if (!err && k0) {
         /* A new lowest entry: the others left out processes it holds. */

@@ -29,6 +29,10 @@ typedef struct cw__store_test {
     uint32_t keys_settle_over;  /* an afresh keys fill settles past this many (0: its default) */
     uint64_t keys_settle_fills; /* and how many times one did, at a bucket's start */
     uint64_t keys_too_many;     /* keys fills not tried: more exits in the window than it holds */
+    uint64_t keys_fit_counts;   /* and how many of those counted the window's exits */
+    uint32_t
+        transient_cands_max;  /* lists by transient bytes from every cell past N-1 (0: default) */
+    uint64_t transient_cands; /* the processes such lists decoded as candidates */
     uint64_t before_prunes;   /* report cache fills that left closed sums out midway */
     uint64_t minute_splits;   /* ranked reports from an unaligned t0 through the minute tier */
     uint64_t minute_fixes;    /* and the (minute, process) rows they took from raw seconds */
