@@ -557,43 +557,10 @@ typedef struct settled_set {
     size_t cap;
 } settled_set_t;
 
-/* The index of the first of the sorted sums v[0, n) not below proc,
- * searched from i (a gallop, then a binary search): a settled set's
- * processes come in the order of their exits, nearly the order of their
- * numbers (they are numbered as they start). */
-static uint32_t ksums_seek(const ksum_t *v, uint32_t n, uint32_t i, uint32_t proc)
-{
-    uint32_t lo, hi, step = 1;
-    if (i > n) i = n;
-    if (i < n && v[i].proc < proc) { /* forwards: the answer is above i */
-        lo = i + 1;
-        while (lo + step <= n && v[lo + step - 1].proc < proc) {
-            lo += step;
-            step *= 2;
-        }
-        hi = lo + step <= n ? lo + step - 1 : n;
-    } else { /* backwards: the answer is at i or below */
-        hi = i;
-        while (hi >= step && v[hi - step].proc >= proc) {
-            hi -= step;
-            step *= 2;
-        }
-        lo = hi >= step ? hi - step + 1 : 0;
-    }
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (v[mid].proc < proc)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* Whether the sorted sums v[0, n) name proc. */
 static bool ksums_have(const ksum_t *v, uint32_t n, uint32_t proc)
 {
-    uint32_t i = ksums_seek(v, n, n / 2, proc);
+    uint32_t i = cw__proc_seek(v, sizeof *v, n, 0, proc);
     return i < n && v[i].proc == proc;
 }
 
@@ -654,7 +621,11 @@ static void kentry_settle(cw_store_t *s, kentry_t *e, const settled_set_t *set, 
     uint32_t i = 0, marked = 0;
     for (uint32_t j = 0; j < set->n; j++) {
         if (set->v[j].at < e->settled) continue;
-        i = ksums_seek(e->v, e->n, i, set->v[j].proc);
+        /* Exits come nearly in the order of the processes' numbers
+         * (numbered as they start): one below the last found is sought
+         * from the start. */
+        if (i > 0 && i <= e->n && e->v[i - 1].proc >= set->v[j].proc) i = 0;
+        i = cw__proc_seek(e->v, sizeof *e->v, e->n, i, set->v[j].proc);
         ksum_t *x = &e->v[i];
         if (i < e->n && x->proc == set->v[j].proc && x->cb == x->rb && x->ev != -1) {
             x->ev = -1;
@@ -749,6 +720,7 @@ _Static_assert(offsetof(ksum_t, proc) == 0, "proc_at reads the process first");
 typedef struct settle_ctx {
     const kentry_t *bf; /* the BEFORE cells' sums */
     int64_t to;
+    int64_t fit_to; /* keys_fit found [to, fit_to) fits: no fill up to it counts again */
 } settle_ctx_t;
 
 /* Adds the cells of tier k with bucket in [lo, hi) to e (its BEFORE cells
@@ -927,7 +899,7 @@ static int keys_at(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t, int64_t
     }
     bool afresh =
         !e || x - e->x > KEYS_CACHE_MAX_GAP || !cw__report_delta_segments(t, e->x, x, add, &nadd);
-    if (afresh && sc) {
+    if (afresh && sc && x > sc->fit_to) {
         bool fit;
         int err = keys_fit(s, t, sc->to, x, &fit, d);
         if (err || !fit) return err;
@@ -1028,11 +1000,12 @@ int cw__report_keys_cached(cw_store_t *s, const cw__tier_t *t, const pick_t *p, 
     if (!err) err = kentry_add(s, st, &before, seg[0].tier, INT64_MIN, INT64_MIN + 1, 1, NULL, d);
     /* Every entry leaves out the processes settled before the lowest x
      * of them (keys_settle): t0's, or a lower one's. */
-    settle_ctx_t sc = {.bf = &before, .to = keys_low(c, p->t0)};
+    settle_ctx_t sc = {.bf = &before, .to = keys_low(c, p->t0), .fit_to = INT64_MIN};
     /* No entry to start t0's from: the window's end is checked before
      * t0's fill, not after it. */
     bool fit = true;
-    if (!err && !keys_below(c, p->t0)) err = keys_fit(s, t, sc.to, x1, &fit, d);
+    if (!err && !keys_below(c, p->t0) && !(err = keys_fit(s, t, sc.to, x1, &fit, d)) && fit)
+        sc.fit_to = x1;
     if (!err && fit) err = keys_at(s, st, t, p->t0, NULL, &sc, &k0, d);
     if (!err && k0) {
         /* A new lowest entry: the others left out processes it holds. */

@@ -161,10 +161,7 @@ static inline uint32_t proc_at(const void *v, size_t size, uint32_t i)
     return p;
 }
 
-/* The first index from i on whose process is at least proc (every one
- * before i below it): a gallop from i, then a binary search, so a run's
- * processes walk v once. */
-static uint32_t proc_seek(const void *v, size_t size, uint32_t n, uint32_t i, uint32_t proc)
+uint32_t cw__proc_seek(const void *v, size_t size, uint32_t n, uint32_t i, uint32_t proc)
 {
     uint32_t lo = i, hi = i, step = 1;
     while (hi < n && proc_at(v, size, hi) < proc) {
@@ -224,7 +221,7 @@ void *cw__proc_row(cw__proc_run_t *r, void *items, size_t *cap, uint32_t *n, siz
     memcpy(&v, items, sizeof v);
     r->going = true;
     r->prev = proc;
-    r->cur = proc_seek(v, size, *n, r->cur, proc);
+    r->cur = cw__proc_seek(v, size, *n, r->cur, proc);
     if (r->cur < *n && proc_at(v, size, r->cur) == proc) return v + (size_t)r->cur * size;
     uint32_t at = *n + r->m;
     if (r->max && at >= r->max) {

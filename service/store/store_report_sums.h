@@ -84,6 +84,10 @@ typedef struct cw__proc_run {
  * CW_ERANGE when it would pass r->max. */
 void *cw__proc_row(cw__proc_run_t *r, void *items, size_t *cap, uint32_t *n, size_t size,
                    uint32_t proc, bool *added, int *err);
+/* The first index from i on whose process is at least proc, in the
+ * sorted v[0, n) (every one before i below it): a gallop from i, then a
+ * binary search, so a run's processes walk v once. */
+uint32_t cw__proc_seek(const void *v, size_t size, uint32_t n, uint32_t i, uint32_t proc);
 /* Takes every waiting element in (*n grows): then the array is sorted,
  * and the next element asked starts a run. 0 or CW_ENOMEM. */
 int cw__proc_settle(cw__proc_run_t *r, void *items, uint32_t *n, size_t size);
