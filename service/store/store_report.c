@@ -688,6 +688,50 @@ static int cmp_rank_slot(const void *x, const void *y)
     return a->i < b->i ? -1 : a->i > b->i;
 }
 
+/* The test hook keys_check: the keys cache's keys (*k, nk) against those
+ * of every cell (cw__report_load_keys, which takes the handle's room: *k
+ * becomes a copy, *own, for the caller to free). Every process either
+ * lists (activity in the window, or something outstanding at t0) is in
+ * both with the same sums; the outstanding at t0 is compared as a
+ * difference (the report cache leaves out closed sums). Mismatches are
+ * counted in s->test.keys_mismatch. 0, CW_ENOMEM or CW_EDB. */
+static int check_keys(cw_store_t *s, const cw__tier_t *t, const segment_t *seg, int nseg, int nback,
+                      const pick_t *q, int64_t at, cw__proc_keys_t **k, uint32_t nk,
+                      cw__proc_keys_t **own, cw_diag_t *d)
+{
+    const cw__before_sums_t *bv = NULL;
+    cw__proc_keys_t *u = NULL, *kc = malloc((nk ? nk : 1) * sizeof *kc);
+    uint32_t bn = 0, nu = 0, j = 0;
+    segment_t rs[MAX_SEGMENTS];
+    int rn = 0;
+    if (!kc) return CW_ENOMEM;
+    if (nk) memcpy(kc, *k, nk * sizeof *kc);
+    *k = *own = kc;
+    int err = cw__report_before(s, t, seg, nback, q, &bv, &bn, d);
+    if (!err && bv)
+        rs[rn++] = (segment_t){.tier = seg[0].tier, .lo = INT64_MIN, .hi = INT64_MIN + 1};
+    for (int i = bv ? nback : 0; i < nseg; i++)
+        rs[rn++] = seg[i];
+    if (!err) err = cw__report_load_keys(s, rs, rn, bv ? 1 : nback, q, at, bv, bn, &u, &nu, d);
+    for (uint32_t i = 0; i < nu && !err; i++) {
+        const cw__proc_keys_t *x = &u[i];
+        for (; j < nk && kc[j].proc < x->proc; j++)
+            s->test.keys_mismatch++; /* cached only */
+        if (j == nk || kc[j].proc != x->proc) {
+            s->test.keys_mismatch += x->active || x->cb0 - x->rb0 > 0;
+            continue;
+        }
+        const cw__proc_keys_t *y = &kc[j++];
+        s->test.keys_mismatch += y->cb0 - y->rb0 != x->cb0 - x->rb0 || y->cbw != x->cbw ||
+                                 y->rbw != x->rbw || y->events != x->events ||
+                                 y->active != x->active;
+        s->test.keys_checked++;
+    }
+    if (!err) s->test.keys_mismatch += nk - j;
+    cw__report_before_done(s);
+    return err;
+}
+
 /* A ranked report (cw_store_report_top): every process's outstanding at
  * t0, bytes figures, events and peak from its cells' columns
  * (store_report_keys.c, nothing decoded, one pass in key order), as
@@ -714,6 +758,9 @@ static int report_top(cw_store_t *s, const cw__tier_t *t, build_t *b, const segm
     bool cached = false;
     int err = 0;
     if (top->key != CW_RANK_PEAK) err = cw__report_keys_cached(s, t, q, at, &k, &nk, &cached, d);
+    cw__proc_keys_t *own = NULL;
+    if (!err && cached && s->test.keys_check)
+        err = check_keys(s, t, seg, nseg, nback, q, at, &k, nk, &own, d);
     /* Before t0 otherwise: the report cache's sums and the BEFORE rows,
      * when it serves the window; else every backward segment's rows. */
     if (!err && !cached) err = cw__report_before(s, t, seg, nback, q, &bv, &bn, d);
@@ -810,7 +857,8 @@ static int report_top(cw_store_t *s, const cw__tier_t *t, build_t *b, const segm
     cw__report_before_done(s);
     free(ids);
     free(rk);
-    return err; /* k is the handle's (store_report_keys.c) */
+    free(own);
+    return err; /* k is the handle's (store_report_keys.c), but own */
 }
 
 static int set_note(cw_report_t *r, const char *fmt, int64_t a, int64_t b, const char *tier)

@@ -24,6 +24,11 @@ typedef struct cw__store_test {
     uint32_t seeks_max;       /* cell lookups a read may take (0: CW__SEEKS_MAX) */
     uint64_t open_segments;   /* segments of reports read from the open hour's cells */
     uint64_t keys_down;       /* keys cache fills that took minutes away from them */
+    uint64_t keys_open;       /* keys cache minute segments read as the open hour's cells */
+    uint64_t keys_hours;      /* keys cache minute segments read as the hour tier's cells */
+    bool keys_check;          /* the keys cache's keys checked against every cell's */
+    uint64_t keys_checked;    /* processes so checked */
+    uint64_t keys_mismatch;   /* and those whose keys differed (cached or not: 0) */
     uint64_t keys_served;     /* ranked reports whose keys the keys cache gave */
     uint64_t keys_settled;    /* processes the keys cache's entries left out as settled */
     uint32_t keys_settle_over;  /* an afresh keys fill settles past this many (0: its default) */

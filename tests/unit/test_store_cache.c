@@ -53,6 +53,17 @@ static const char *const tags[2][NSTACK] = {
 static char dir[256];
 static uint64_t minute_fixes; /* rows the minute split took from raw seconds */
 static uint64_t keys_down;    /* keys cache fills from the open hour downwards */
+static uint64_t keys_open;    /* keys cache minute segments read as the open hour's cells */
+static uint64_t keys_hours;   /* keys cache minute segments read as the hour tier's cells */
+static uint64_t keys_checked; /* processes whose cached keys were checked against the cells' */
+static uint64_t closed_dropped; /* closed sums the report cache had left out when dropped */
+
+/* Drops c's read caches, keeping the count of closed sums left out. */
+static void drop_caches(cw_store_t *c)
+{
+    closed_dropped += cw__store_report_cache_closed(c);
+    cw_store_drop_read_caches(c);
+}
 static uint64_t hour_splits;  /* reports through the hour split */
 static uint64_t hour_fixes;   /* (hour, process) cells it took from minutes */
 static uint64_t prunes;       /* report cache fills that left closed sums out midway */
@@ -314,8 +325,26 @@ static void compare(cw_store_t *c, cw_store_t *n)
      * fills afresh, from the open hour's cells less the minutes after t0
      * where that reads fewer (keys_down, store_report_keys.c). */
     if (rnd(4) == 0) {
-        cw_store_drop_read_caches(c);
+        drop_caches(c);
         report_eq(c, n, end0 - (int64_t)rnd(20 * MIN), end0);
+    }
+    /* The last hour or two with the caches empty: t1's entry moves on
+     * from t0's over the closed hours and the open one, read as their
+     * cells where that reads fewer minutes (keys_hours, keys_open); then
+     * a window from inside the open hour whose end moves on from its
+     * start's entry, the minutes before it taken away from the open
+     * hour's cells. The keys the cache gives are checked against every
+     * cell's (keys_check). */
+    if (checks_report % 5 == 1) { /* (the random stream left as the other checks draw it) */
+        int64_t h = end0 - end0 % HOUR, r = (int64_t)(checks_report * 7919u) % 3600 * S;
+        drop_caches(c);
+        c->test.keys_check = true;
+        report_eq(c, n, end0 - HOUR - r, end0);
+        if (end0 - h > 6 * MIN) {
+            drop_caches(c);
+            report_eq(c, n, h + r % ((end0 - h) / 4), end0);
+        }
+        c->test.keys_check = false;
     }
     /* Series: the machine and a process, over windows read from the
      * minute and hour tiers and the raw tail. */
@@ -507,7 +536,8 @@ static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool e
     if (expect_fold) ASSERT_TRUE(folds > 1);
     /* Sums of (process, stack) whose pieces were all closed were left out
      * of the cached entries, and the answers above still agreed. */
-    uint64_t closed = cw__store_report_cache_closed(c);
+    uint64_t closed = closed_dropped + cw__store_report_cache_closed(c);
+    closed_dropped = 0;
     printf("%s: %d batches, %u processes (%u ended), %d fold(s) seen, %" PRIu64
            " closed sums left out, %" PRIu64 " ranked reports keyed from the keys cache\n",
            name, batches, nproc, nended, folds, closed, c->test.keys_served);
@@ -530,6 +560,12 @@ static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool e
     ASSERT_TRUE(c->test.open_segments > 0 && n->test.open_segments == 0);
     ASSERT_TRUE(n->test.keys_down == 0);
     keys_down += c->test.keys_down;
+    ASSERT_TRUE(n->test.keys_open == 0 && n->test.keys_hours == 0);
+    keys_open += c->test.keys_open;
+    keys_hours += c->test.keys_hours;
+    /* ... and the keys it gave then were every cell's. */
+    ASSERT_EQ(c->test.keys_mismatch, 0);
+    keys_checked += c->test.keys_checked;
     printf("  minute tier from an unaligned t0: %" PRIu64 " ranked reports, %" PRIu64
            " rows from raw seconds\n",
            c->test.minute_splits + n->test.minute_splits,
@@ -749,6 +785,9 @@ static void settled_procs(void)
          * before it exit in it */
         uint64_t k = rnd(100);
         bk += k < 75 ? S : k < 98 ? S * (int64_t)(1 + rnd(40)) : MIN * (int64_t)(1 + rnd(30));
+        /* and hours at once, if the clock has not yet gone that far,
+         * so g's late window below comes */
+        if (i == 420 && bk + S - fixed <= 5 * HOUR / 2) bk = fixed + 5 * HOUR / 2;
         for (uint32_t j = 0; j < nlive; j++)
             if (live[j].exit < bk) live[j].exit = bk;
         bool late_now = i > 121 && end - fixed > 5 * HOUR / 2 && !late;
@@ -1160,6 +1199,11 @@ int main(void)
      * taken from raw seconds. */
     ASSERT_TRUE(minute_fixes > 0);
     ASSERT_TRUE(keys_down > 20);
+    printf("%" PRIu64 " keys cache minute segments read as the open hour's cells, %" PRIu64
+           " as the hour tier's\n",
+           keys_open, keys_hours);
+    printf("%" PRIu64 " processes' cached keys checked against the cells'\n", keys_checked);
+    ASSERT_TRUE(keys_open > 10 && keys_hours > 10 && keys_checked > 100);
     ASSERT_TRUE(prunes > 10);
     ASSERT_TRUE(hour_splits > 20 && hour_fixes > 0);
     ASSERT_EQ(cw_test_rmtree(dir), 0);
