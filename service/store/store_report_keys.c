@@ -519,6 +519,10 @@ struct cw__keys_cache {
      * (blocks of 256 KiB on are given back at free: service.c). */
     cw__proc_keys_t *room;
     size_t room_cap;
+    /* Cells read and buckets they span, of the minute (1) and hour (2)
+     * tiers, by this handle's fills: what a bucket of each holds on this
+     * machine (keys_cost). */
+    uint64_t rows[3], buckets[3];
 };
 
 /* Per process, the columns of the cells of tier ?1 with bucket in [?2, ?3). */
@@ -731,7 +735,7 @@ typedef struct settle_ctx {
  * (and sc->to) are left out. 0, CW_ENOMEM, CW_EDB or CW_ERANGE (more
  * processes than an entry holds: the caller drops e). */
 static int kentry_add(cw_store_t *s, sqlite3_stmt *st, kentry_t *e, int k, int64_t lo, int64_t hi,
-                      int sign, const settle_ctx_t *sc, cw_diag_t *d)
+                      int sign, const settle_ctx_t *sc, uint64_t *rows, cw_diag_t *d)
 {
     int err = 0, rc;
     uint32_t max = keys_cache_max(s);
@@ -755,6 +759,7 @@ static int kentry_add(cw_store_t *s, sqlite3_stmt *st, kentry_t *e, int k, int64
             if (err) break;
         }
         last = bucket;
+        if (rows) ++*rows;
         ksum_t *x = cw__proc_row(&run, &e->v, &e->cap, &e->n, sizeof *e->v, proc, &added, &err);
         if (!x) break;
         x->cb += sign * sqlite3_column_int64(st, 1);
@@ -782,9 +787,40 @@ static bool back_segments(const cw__tier_t *t, int64_t x, segment_t *seg, int *n
     return true;
 }
 
+/* The buckets of tier k (1 or 2) in [lo, hi) that it holds cells of
+ * (none before its start or horizon). */
+static int64_t buckets_in(const cw__tier_t *t, int k, int64_t lo, int64_t hi)
+{
+    int64_t from = t[k].start > t[k].horizon ? t[k].start : t[k].horizon;
+    if (lo < from) lo = from;
+    return hi > lo ? (hi - lo) / t[k].width : 0;
+}
+
+/* About the cells a fill reads for `minutes` minutes of the minute tier
+ * and `hours` hours of the hour tier (hours -1: the open hour's cells),
+ * from the cells a minute and an hour held in this handle's fills so
+ * far. With long-lived processes an hour holds about a minute's cells,
+ * one a process; on a busy machine whose processes live seconds, each
+ * is in one or two minutes, and an hour holds about its minutes' cells
+ * together (the busy mix's open hour: 70,417 cells for 29 minutes of
+ * 78,049), so taking minutes away from it costs more than it saves.
+ * Before the handle has read an hour, an hour is taken for a minute.
+ * The open hour's cells are an hour's at most, and its minutes' at
+ * most. */
+static int64_t keys_cost(const struct cw__keys_cache *c, const cw__tier_t *t, int64_t minutes,
+                         int hours)
+{
+    int64_t dm = c->buckets[1] ? (int64_t)(c->rows[1] / c->buckets[1]) + 1 : 1;
+    int64_t dh = c->buckets[2] ? (int64_t)(c->rows[2] / c->buckets[2]) + 1 : dm;
+    if (hours >= 0) return minutes * dm + hours * dh;
+    const cw__tier_t *o = &t[CW__TIER_OPEN];
+    int64_t open = (o->end - o->start) / t[1].width * dm;
+    return minutes * dm + (dh < open ? dh : open);
+}
+
 /* The staircase add[0, *n) before x (BEFORE left out), with the minutes
  * of the open hour [H, f) (f: x's minute) read downwards when that reads
- * fewer minutes: the open hour's cells [H, M) (db.h) less the minutes
+ * fewer cells (keys_cost): the open hour's cells [H, M) (db.h) less the minutes
  * [c, M) and the raw seconds [x, c) (c: x rounded up to a minute). The
  * sums are plain sums of the cells' columns, so taking some away is
  * exact. x at 50 minutes past the hour, the minute tier ending at 59:
@@ -797,7 +833,9 @@ static void keys_down(cw_store_t *s, const cw__tier_t *t, int64_t x, segment_t *
     int i = 0;
     while (i < *n && !(add[i].tier == 1 && add[i].lo == o->start && add[i].hi == f))
         i++;
-    if (i == *n || (o->end - c) / w + 1 >= (f - o->start) / w) return;
+    if (i == *n || keys_cost(s->r.keys_cache, t, (o->end - c) / w, -1) >=
+                       keys_cost(s->r.keys_cache, t, buckets_in(t, 1, o->start, f), 0))
+        return;
     /* add[i] is the staircase's minutes, and after it only the raw
      * seconds [f, x) (when x is not on a minute). */
     int m = 0;
@@ -808,22 +846,14 @@ static void keys_down(cw_store_t *s, const cw__tier_t *t, int64_t x, segment_t *
     s->test.keys_down++;
 }
 
-/* The minutes of [lo, hi) that the minute tier holds cells of (none
- * before its start or horizon). */
-static int64_t minutes_in(const cw__tier_t *t, int64_t lo, int64_t hi)
-{
-    int64_t from = t[1].start > t[1].horizon ? t[1].start : t[1].horizon;
-    if (lo < from) lo = from;
-    return hi > lo ? (hi - lo) / t[1].width : 0;
-}
-
 /* The closed hours in the minute stretches of add[0, *n), read as the
  * hour tier's cells: a window's end moving on from its start's entry an
  * hour or more back read every minute between. A stretch [lo, hi) reads
  * the hours [h, h1) (h1: the last hour it, and the hour tier, holds
  * whole) as their cells, and the minutes before h and from h1 as
  * minutes; when lo is inside an hour h0, that hour is read too, less the
- * minutes [h0, lo), where that reads fewer minutes than [lo, h0 + 1 h).
+ * minutes [h0, lo), where that reads fewer cells than the minutes
+ * [lo, h0 + 1 h) (keys_cost).
  * An hour's cells are one a process that has any in the hour, so never
  * more than its minutes' (each such process has at least one); the sums
  * are sums of columns, so taking some away is exact, and the minus
@@ -832,6 +862,7 @@ static int64_t minutes_in(const cw__tier_t *t, int64_t lo, int64_t hi)
  * 33 minutes of the hour before (330,000 cells) -> its 10,000 cells. */
 static void keys_hours(cw_store_t *s, const cw__tier_t *t, segment_t *add, int *n)
 {
+    const struct cw__keys_cache *c = s->r.keys_cache;
     const int64_t hw = t[2].width;
     if (t[2].start == INT64_MIN) return;
     for (int i = 0; i < *n; i++) {
@@ -841,7 +872,8 @@ static void keys_hours(cw_store_t *s, const cw__tier_t *t, segment_t *add, int *
         if (x.tier != 1 || x.minus || x.lo < t[2].start) continue;
         int64_t h0 = cw_floor_to(x.lo, hw), h1 = cw_floor_to(x.hi < t[2].end ? x.hi : t[2].end, hw);
         int64_t h = x.lo > h0 ? h0 + hw : h0;
-        bool head = x.lo > h0 && 1 + minutes_in(t, h0, x.lo) < minutes_in(t, x.lo, h);
+        bool head = x.lo > h0 && keys_cost(c, t, buckets_in(t, 1, h0, x.lo), 1) <
+                                     keys_cost(c, t, buckets_in(t, 1, x.lo, h), 0);
         if (head) h = h0;
         if (h1 <= h || (t[2].horizon != INT64_MIN && h < t[2].horizon)) continue;
         segment_t r[4];
@@ -860,9 +892,9 @@ static void keys_hours(cw_store_t *s, const cw__tier_t *t, segment_t *add, int *
 }
 
 /* The minutes of add[0, *n) that overlap the open hour [H, M), read as
- * its cells where that reads fewer: a minute segment [lo, hi) whose part
- * [a, b) inside the hour is more minutes than the open hour's cells and
- * the minutes [H, a) and [b, M) taken away from them (no minute segment
+ * its cells where that reads fewer (keys_cost): a minute segment [lo, hi)
+ * whose part [a, b) inside the hour has more cells than the open hour's
+ * and the minutes [H, a) and [b, M) taken away from them (no minute segment
  * goes past M, the minute tier's end: db.h). As in keys_down the
  * sums are plain sums of the cells' columns, so it is exact; the minus
  * segments come right after the open hour's, so an afresh fill's sums at
@@ -872,6 +904,7 @@ static void keys_hours(cw_store_t *s, const cw__tier_t *t, segment_t *add, int *
  * every minute of it. */
 static void keys_open(cw_store_t *s, const cw__tier_t *t, segment_t *add, int *n)
 {
+    const struct cw__keys_cache *c = s->r.keys_cache;
     const cw__tier_t *o = &t[CW__TIER_OPEN];
     int64_t w = t[1].width;
     if (o->start == INT64_MIN || o->end - o->start < 2 * w) return;
@@ -879,7 +912,9 @@ static void keys_open(cw_store_t *s, const cw__tier_t *t, segment_t *add, int *n
         segment_t x = add[i];
         if (x.tier != 1 || x.minus) continue;
         int64_t a = x.lo > o->start ? x.lo : o->start, b = x.hi < o->end ? x.hi : o->end;
-        if (b - a <= w || 1 + (a - o->start) / w + (o->end - b) / w >= (b - a) / w) continue;
+        if (b - a <= w || keys_cost(c, t, buckets_in(t, 1, o->start, a) + (o->end - b) / w, -1) >=
+                              keys_cost(c, t, buckets_in(t, 1, a, b), 0))
+            continue;
         segment_t r[4];
         int m = 0;
         if (x.lo < a) r[m++] = (segment_t){.tier = 1, .lo = x.lo, .hi = a};
@@ -1021,9 +1056,16 @@ static int keys_at(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t, int64_t
     /* An afresh fill's segments rise from the tier's start, the minutes
      * taken away last (keys_down): before those, its sums at a bucket's
      * start are every cell before it. */
-    for (int i = 0; i < nadd && !err; i++)
+    for (int i = 0; i < nadd && !err; i++) {
+        uint64_t rows = 0;
         err = kentry_add(s, st, to, add[i].tier, add[i].lo, add[i].hi, add[i].minus ? -1 : 1,
-                         afresh && !add[i].minus ? sc : NULL, d);
+                         afresh && !add[i].minus ? sc : NULL, &rows, d);
+        int k = add[i].tier;
+        if (k == 1 || k == 2) {
+            c->rows[k] += rows;
+            c->buckets[k] += (uint64_t)buckets_in(t, k, add[i].lo, add[i].hi);
+        }
+    }
     if (err) {
         kentry_drop(to);
         if (err == CW_ERANGE) c->skip = KEYS_SKIP_AFTER_OVERSIZE;
@@ -1086,7 +1128,8 @@ int cw__report_keys_cached(cw_store_t *s, const cw__tier_t *t, const pick_t *p, 
     int err = cw__store_stmt(s, CW__ST_Q_KEY_SUMS, SQL_Q_KEY_SUMS, &st, d);
     /* The BEFORE cells of the first tier of t0's staircase (keys_at's). */
     before.settled = INT64_MIN;
-    if (!err) err = kentry_add(s, st, &before, seg[0].tier, INT64_MIN, INT64_MIN + 1, 1, NULL, d);
+    if (!err)
+        err = kentry_add(s, st, &before, seg[0].tier, INT64_MIN, INT64_MIN + 1, 1, NULL, NULL, d);
     /* Every entry leaves out the processes settled before the lowest x
      * of them (keys_settle): t0's, or a lower one's. */
     settle_ctx_t sc = {.bf = &before, .to = keys_low(c, p->t0), .fit_to = INT64_MIN};
