@@ -69,6 +69,16 @@ summary() {
 }
 
 stage deps scripts/deps.sh --test || summary
+# The root-only tests trace the machine through its tracefs, which a fresh
+# machine may not have mounted yet (the service mounts it when it starts
+# tracing, but test_degraded_perf_root points the service elsewhere first
+# and needs the machine's to be there). A mount that fails is a failed
+# stage; the tests that need tracefs then say what is missing.
+tracefs() {
+  [[ -e /sys/kernel/tracing/events || -e /sys/kernel/debug/tracing/events ]] ||
+    mount -t tracefs nodev /sys/kernel/tracing
+}
+if ((full)) && [[ $EUID == 0 ]]; then stage tracefs tracefs || true; fi
 stage deps-windows scripts/deps.sh --windows || summary
 
 # ---- the sanitizer build: the unit, end-to-end and fuzz-replay tests ----
