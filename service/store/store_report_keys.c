@@ -846,6 +846,17 @@ static void keys_down(cw_store_t *s, const cw__tier_t *t, int64_t x, segment_t *
     s->test.keys_down++;
 }
 
+/* Puts r[0, m) in place of add[i] (add holds *n); false, add as it was,
+ * when MAX_SEGMENTS would not hold them. */
+static bool splice(segment_t *add, int *n, int i, const segment_t *r, int m)
+{
+    if (*n - 1 + m > MAX_SEGMENTS) return false;
+    memmove(&add[i + m], &add[i + 1], (size_t)(*n - i - 1) * sizeof *add);
+    memcpy(&add[i], r, (size_t)m * sizeof *r);
+    *n += m - 1;
+    return true;
+}
+
 /* The closed hours in the minute stretches of add[0, *n), read as the
  * hour tier's cells: a window's end moving on from its start's entry an
  * hour or more back read every minute between. A stretch [lo, hi) reads
@@ -882,10 +893,7 @@ static void keys_hours(cw_store_t *s, const cw__tier_t *t, segment_t *add, int *
         r[m++] = (segment_t){.tier = 2, .lo = h, .hi = h1};
         if (head) r[m++] = (segment_t){.tier = 1, .lo = h0, .hi = x.lo, .minus = true};
         if (h1 < x.hi) r[m++] = (segment_t){.tier = 1, .lo = h1, .hi = x.hi};
-        if (*n - 1 + m > MAX_SEGMENTS) return;
-        memmove(&add[i + m], &add[i + 1], (size_t)(*n - i - 1) * sizeof *add);
-        memcpy(&add[i], r, (size_t)m * sizeof *r);
-        *n += m - 1;
+        if (!splice(add, n, i, r, m)) return;
         i += m - 1;
         s->test.keys_hours++;
     }
@@ -921,10 +929,7 @@ static void keys_open(cw_store_t *s, const cw__tier_t *t, segment_t *add, int *n
         r[m++] = (segment_t){.tier = CW__TIER_OPEN, .lo = o->start, .hi = o->end};
         if (o->start < a) r[m++] = (segment_t){.tier = 1, .lo = o->start, .hi = a, .minus = true};
         if (b < o->end) r[m++] = (segment_t){.tier = 1, .lo = b, .hi = o->end, .minus = true};
-        if (*n - 1 + m > MAX_SEGMENTS) return;
-        memmove(&add[i + m], &add[i + 1], (size_t)(*n - i - 1) * sizeof *add);
-        memcpy(&add[i], r, (size_t)m * sizeof *r);
-        *n += m - 1;
+        if (!splice(add, n, i, r, m)) return;
         i += m - 1;
         s->test.keys_open++;
     }
