@@ -858,45 +858,70 @@ static bool splice(segment_t *add, int *n, int i, const segment_t *r, int m)
 }
 
 /* The closed hours in the minute stretches of add[0, *n), read as the
- * hour tier's cells: a window's end moving on from its start's entry an
- * hour or more back read every minute between. A stretch [lo, hi) reads
- * the hours [h, h1) (h1: the last hour it, and the hour tier, holds
- * whole) as their cells, and the minutes before h and from h1 as
- * minutes; when lo is inside an hour h0, that hour is read too, less the
- * minutes [h0, lo), where that reads fewer cells than the minutes
- * [lo, h0 + 1 h) (keys_cost).
+ * hour tier's cells; returns how many stretches it so read. A window's
+ * end moving on from its start's entry an hour or more back read every
+ * minute between. A stretch [lo, hi) reads the hours [hs, he) as their
+ * cells and the rest as minutes: [lo, hs) and [he, hi) added when hs is
+ * lo rounded up to an hour and he hi rounded down, [hs, lo) and [hi, he)
+ * taken away when they are rounded the other way. The whole hours inside
+ * it are always so read; rounding an end the other way is taken where
+ * that reads fewer cells (keys_cost): 20 minutes into an hour, the
+ * stretch [h, h + 20 min) is read as 20 minutes, 40 minutes into it as the
+ * hour less the 20 minutes after. The minutes taken away must be in the
+ * minute tier and the hours in the hour tier.
  * An hour's cells are one a process that has any in the hour, so never
  * more than its minutes' (each such process has at least one); the sums
  * are sums of columns, so taking some away is exact, and the minus
- * segment comes right after the hour's, as in keys_open. 10,000 live
- * processes, the last hour's first list at 26 minutes past the hour:
- * 33 minutes of the hour before (330,000 cells) -> its 10,000 cells. */
-static void keys_hours(cw_store_t *s, const cw__tier_t *t, segment_t *add, int *n)
+ * segments come right after the hours', as in keys_open: before them an
+ * afresh fill's sums at a bucket's start are every cell before it, or
+ * before lo for processes with no cell in [hs, lo) (a process settled
+ * before hs has none). 10,000 live processes, the last hour's first list
+ * at 26 minutes past the hour: 33 minutes of the hour before (330,000
+ * cells) -> its 10,000 cells and 26 minutes. */
+static int keys_hours(const struct cw__keys_cache *c, const cw__tier_t *t, segment_t *add, int *n)
 {
-    const struct cw__keys_cache *c = s->r.keys_cache;
     const int64_t hw = t[2].width;
-    if (t[2].start == INT64_MIN) return;
+    int done = 0;
+    if (t[2].start == INT64_MIN) return 0;
+    int64_t from2 = t[2].horizon > t[2].start ? t[2].horizon : t[2].start;
+    int64_t from1 = t[1].horizon > t[1].start ? t[1].horizon : t[1].start;
     for (int i = 0; i < *n; i++) {
         segment_t x = add[i];
         /* (from before the hour tier's start: no hour to read; an afresh
          * fill's first stretch starts at INT64_MIN + 1) */
         if (x.tier != 1 || x.minus || x.lo < t[2].start) continue;
-        int64_t h0 = cw_floor_to(x.lo, hw), h1 = cw_floor_to(x.hi < t[2].end ? x.hi : t[2].end, hw);
-        int64_t h = x.lo > h0 ? h0 + hw : h0;
-        bool head = x.lo > h0 && keys_cost(c, t, buckets_in(t, 1, h0, x.lo), 1) <
-                                     keys_cost(c, t, buckets_in(t, 1, x.lo, h), 0);
-        if (head) h = h0;
-        if (h1 <= h || (t[2].horizon != INT64_MIN && h < t[2].horizon)) continue;
-        segment_t r[4];
+        const int64_t los[2] = {ceil_to(x.lo, hw), cw_floor_to(x.lo, hw)};
+        int64_t hc = x.hi < t[2].end ? x.hi : t[2].end; /* (the rest may be the open hour's) */
+        const int64_t his[2] = {cw_floor_to(hc, hw), ceil_to(hc, hw)};
+        /* hs == he: the minutes as they are */
+        int64_t hs = 0, he = 0, best = keys_cost(c, t, buckets_in(t, 1, x.lo, x.hi), 0);
+        for (int j = 0; j < 4; j++) {
+            int64_t a = los[j >> 1], b = his[j & 1];
+            if (a >= b || a < from2 || b > t[2].end || (a < x.lo && a < from1) ||
+                (b > x.hi && b > t[1].end))
+                continue;
+            int64_t lm = a < x.lo ? buckets_in(t, 1, a, x.lo) : buckets_in(t, 1, x.lo, a);
+            int64_t hm = b > x.hi ? buckets_in(t, 1, x.hi, b) : buckets_in(t, 1, b, x.hi);
+            int64_t cost = keys_cost(c, t, lm + hm, (int)((b - a) / hw));
+            if (j == 0 || cost < best) { /* (j 0: the whole hours, always read as hours) */
+                best = cost;
+                hs = a;
+                he = b;
+            }
+        }
+        if (hs == he) continue;
+        segment_t r[5];
         int m = 0;
-        if (x.lo < h) r[m++] = (segment_t){.tier = 1, .lo = x.lo, .hi = h};
-        r[m++] = (segment_t){.tier = 2, .lo = h, .hi = h1};
-        if (head) r[m++] = (segment_t){.tier = 1, .lo = h0, .hi = x.lo, .minus = true};
-        if (h1 < x.hi) r[m++] = (segment_t){.tier = 1, .lo = h1, .hi = x.hi};
-        if (!splice(add, n, i, r, m)) return;
+        if (x.lo < hs) r[m++] = (segment_t){.tier = 1, .lo = x.lo, .hi = hs};
+        r[m++] = (segment_t){.tier = 2, .lo = hs, .hi = he};
+        if (hs < x.lo) r[m++] = (segment_t){.tier = 1, .lo = hs, .hi = x.lo, .minus = true};
+        if (x.hi < he) r[m++] = (segment_t){.tier = 1, .lo = x.hi, .hi = he, .minus = true};
+        if (he < x.hi) r[m++] = (segment_t){.tier = 1, .lo = he, .hi = x.hi};
+        if (!splice(add, n, i, r, m)) return done;
         i += m - 1;
-        s->test.keys_hours++;
+        done++;
     }
+    return done;
 }
 
 /* The minutes of add[0, *n) that overlap the open hour [H, M), read as
@@ -910,12 +935,12 @@ static void keys_hours(cw_store_t *s, const cw__tier_t *t, segment_t *add, int *
  * end moving from the previous hour to the open one (a first list of the
  * last hour reads its t1 from t0's entry): the open hour's cells, not
  * every minute of it. */
-static void keys_open(cw_store_t *s, const cw__tier_t *t, segment_t *add, int *n)
+static int keys_open(const struct cw__keys_cache *c, const cw__tier_t *t, segment_t *add, int *n)
 {
-    const struct cw__keys_cache *c = s->r.keys_cache;
     const cw__tier_t *o = &t[CW__TIER_OPEN];
     int64_t w = t[1].width;
-    if (o->start == INT64_MIN || o->end - o->start < 2 * w) return;
+    int done = 0;
+    if (o->start == INT64_MIN || o->end - o->start < 2 * w) return 0;
     for (int i = 0; i < *n; i++) {
         segment_t x = add[i];
         if (x.tier != 1 || x.minus) continue;
@@ -929,10 +954,11 @@ static void keys_open(cw_store_t *s, const cw__tier_t *t, segment_t *add, int *n
         r[m++] = (segment_t){.tier = CW__TIER_OPEN, .lo = o->start, .hi = o->end};
         if (o->start < a) r[m++] = (segment_t){.tier = 1, .lo = o->start, .hi = a, .minus = true};
         if (b < o->end) r[m++] = (segment_t){.tier = 1, .lo = b, .hi = o->end, .minus = true};
-        if (!splice(add, n, i, r, m)) return;
+        if (!splice(add, n, i, r, m)) return done;
         i += m - 1;
-        s->test.keys_open++;
+        done++;
     }
+    return done;
 }
 
 /* The instances that exited in [lo, hi), up to `most`, into *n. */
@@ -994,18 +1020,80 @@ static int keys_fit(cw_store_t *s, const cw__tier_t *t, int64_t lo, int64_t hi, 
     return 0;
 }
 
+/* About the cells add[0, n) reads (keys_cost); raw seconds as a minute's
+ * cells for each minute they span, and one more. */
+static int64_t plan_cost(const struct cw__keys_cache *c, const cw__tier_t *t, const segment_t *add,
+                         int n)
+{
+    int64_t w = t[1].width, cost = 0;
+    for (int i = 0; i < n; i++) {
+        const segment_t *g = &add[i];
+        if (g->tier == CW__TIER_OPEN)
+            cost += keys_cost(c, t, 0, -1);
+        else if (g->tier == 2)
+            cost += keys_cost(c, t, 0, (int)buckets_in(t, 2, g->lo, g->hi));
+        else if (g->tier == 1)
+            cost += keys_cost(c, t, buckets_in(t, 1, g->lo, g->hi), 0);
+        else
+            cost += keys_cost(c, t, (g->hi - g->lo) / w + 1, 0);
+    }
+    return cost;
+}
+
+/* Where an afresh fill add[0, n) to x may leave a copy of its sums: after
+ * its last coarse segment (the hour tier's, the open hour's) before
+ * which every segment adds, each from where the one before ended, so
+ * the sums there are every cell before its end. The index of that
+ * segment, or -1. A first list of the last hour fills t0's entry from
+ * the hours before t0's hour, then that hour's minutes to t0 (or the hour
+ * less the minutes after t0): its end moves on from the copy (that hour's
+ * cells, the open hour's) instead of from t0 (t0's hour's minutes again,
+ * taken away from the hour's cells). */
+static int snap_at(const segment_t *add, int n, int64_t x)
+{
+    int snap = -1;
+    for (int i = 0; i + 1 < n; i++) {
+        if (add[i].minus || (i > 0 && add[i].lo != add[i - 1].hi)) break;
+        if (add[i].tier >= 2 && add[i].hi != x) snap = i;
+    }
+    return snap;
+}
+
+/* A copy of e's sums as they stand into sn, an entry at x; false (sn
+ * invalid) without the room. */
+static bool kentry_copy(kentry_t *sn, const kentry_t *e, int64_t x, uint64_t used)
+{
+    kentry_drop(sn);
+    if (e->n && CW_RESERVE(sn->v, sn->cap, e->n)) {
+        kentry_drop(sn);
+        return false;
+    }
+    if (e->n) memcpy(sn->v, e->v, (size_t)e->n * sizeof *e->v);
+    sn->n = e->n;
+    sn->tier = e->tier;
+    sn->start = e->start;
+    sn->horizon = e->horizon;
+    sn->settled = e->settled;
+    sn->x = x;
+    sn->used = used;
+    sn->valid = true;
+    return true;
+}
+
 /* The entry holding the sums before x, brought up to date, into *out
- * (NULL when the cache cannot hold them): the entry nearest below x moves
- * on to x (a polled window's ends move on), unless it is `pinned` (the
- * request's other end) or too far behind; then the least recently used
- * other entry takes a copy of it, or the staircase's cells afresh. 0,
- * CW_ENOMEM or CW_EDB. */
+ * (NULL when the cache cannot hold them): of the entries below x, the
+ * one whose move on to x reads the fewest cells (plan_cost: a polled
+ * window's ends move on from where they were) moves on, unless it is
+ * `pinned` (the request's other end) or too far behind; then the least
+ * recently used other entry takes a copy of it, or the staircase's cells
+ * afresh (then, with nothing pinned, an invalid entry also takes a copy
+ * of its sums where snap_at says). 0, CW_ENOMEM or CW_EDB. */
 static int keys_at(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t, int64_t x,
                    const kentry_t *pinned, const settle_ctx_t *sc, kentry_t **out, cw_diag_t *d)
 {
     struct cw__keys_cache *c = s->r.keys_cache;
     segment_t seg[MAX_SEGMENTS], add[MAX_SEGMENTS];
-    int nseg = 0, nadd = 0;
+    int nseg = 0, nadd = 0, nhours = 0, nopen = 0;
     *out = NULL;
     if (!back_segments(t, x, seg, &nseg)) return 0;
     int tier = seg[0].tier;
@@ -1016,63 +1104,87 @@ static int keys_at(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t, int64_t
         if (y->valid &&
             (y->tier != tier || y->start != t[tier].start || y->horizon != t[tier].horizon))
             kentry_drop(y); /* folded since */
-        if (y->valid && y->x <= x && (!e || y->x > e->x)) e = y;
+        if (y->valid && y->x == x) {
+            y->used = ++c->clock;
+            *out = y;
+            return 0;
+        }
         if (y != pinned && (!lru || !y->valid || (lru->valid && y->used < lru->used))) lru = y;
     }
-    if (e && e->x == x) {
-        e->used = ++c->clock;
-        *out = e;
-        return 0;
+    int64_t best = INT64_MAX;
+    for (int i = 0; i < KEYS_CACHE_ENTRIES; i++) {
+        kentry_t *y = &c->e[i];
+        segment_t a[MAX_SEGMENTS];
+        int na = 0;
+        if (!y->valid || y->x > x || x - y->x > KEYS_CACHE_MAX_GAP ||
+            !cw__report_delta_segments(t, y->x, x, a, &na))
+            continue;
+        int h = keys_hours(c, t, a, &na), o = keys_open(c, t, a, &na);
+        int64_t cost = plan_cost(c, t, a, na);
+        if (cost < best || (cost == best && y->x > e->x)) {
+            best = cost;
+            e = y;
+            memcpy(add, a, (size_t)na * sizeof *a);
+            nadd = na;
+            nhours = h;
+            nopen = o;
+        }
     }
-    bool afresh =
-        !e || x - e->x > KEYS_CACHE_MAX_GAP || !cw__report_delta_segments(t, e->x, x, add, &nadd);
+    bool afresh = !e;
     if (afresh && sc && x > sc->fit_to) {
         bool fit;
         int err = keys_fit(s, t, sc->to, x, &fit, d);
         if (err || !fit) return err;
     }
+    int snap = -1;
+    kentry_t *sn = NULL;
+    settle_ctx_t scs = sc ? *sc : (settle_ctx_t){0};
     if (afresh) {
-        e = NULL; /* afresh: the staircase without its BEFORE cells */
-        nadd = 0;
-        for (int i = 0; i < nseg; i++) {
+        for (int i = 0; i < nseg; i++) { /* the staircase without its BEFORE cells */
             add[nadd] = seg[i];
             if (i == 0) add[nadd].lo = INT64_MIN + 1;
             if (add[nadd].lo < add[nadd].hi) nadd++;
         }
         keys_down(s, t, x, add, &nadd);
+        nhours = keys_hours(c, t, add, &nadd);
+        nopen = keys_open(c, t, add, &nadd);
+        /* (a request's first end: its other end may move on from the copy) */
+        for (int i = 0; i < KEYS_CACHE_ENTRIES && !sn && !pinned; i++)
+            if (!c->e[i].valid && &c->e[i] != lru) sn = &c->e[i];
+        if (sn) snap = snap_at(add, nadd, x);
+        /* the copy settles nothing past its x */
+        if (snap >= 0 && add[snap].hi < scs.to) scs.to = add[snap].hi;
     }
-    keys_hours(s, t, add, &nadd);
-    keys_open(s, t, add, &nadd);
+    s->test.keys_hours += (uint64_t)nhours;
+    s->test.keys_open += (uint64_t)nopen;
     kentry_t *to = e && e != pinned ? e : lru;
-    if (to != e) {
+    if (to != e && e && !kentry_copy(to, e, e->x, 0)) return CW_ENOMEM;
+    if (!e) {
         kentry_drop(to);
-        if (e && e->n) {
-            if (CW_RESERVE(to->v, to->cap, e->n)) return CW_ENOMEM;
-            memcpy(to->v, e->v, (size_t)e->n * sizeof *e->v);
-            to->n = e->n;
-        }
         to->tier = tier;
         to->start = t[tier].start;
         to->horizon = t[tier].horizon;
-        to->settled = e ? e->settled : INT64_MIN;
     }
     to->valid = false;
     int err = 0;
     /* An afresh fill's segments rise from the tier's start, the minutes
-     * taken away last (keys_down): before those, its sums at a bucket's
+     * taken away last (keys_down) or right after the hours they are taken
+     * from (keys_hours, keys_open): before those, its sums at a bucket's
      * start are every cell before it. */
     for (int i = 0; i < nadd && !err; i++) {
         uint64_t rows = 0;
         err = kentry_add(s, st, to, add[i].tier, add[i].lo, add[i].hi, add[i].minus ? -1 : 1,
-                         afresh && !add[i].minus ? sc : NULL, &rows, d);
+                         afresh && sc && !add[i].minus ? &scs : NULL, &rows, d);
         int k = add[i].tier;
         if (k == 1 || k == 2) {
             c->rows[k] += rows;
             c->buckets[k] += (uint64_t)buckets_in(t, k, add[i].lo, add[i].hi);
         }
+        if (!err && i == snap && kentry_copy(sn, to, add[i].hi, ++c->clock)) s->test.keys_snaps++;
     }
     if (err) {
         kentry_drop(to);
+        if (sn) kentry_drop(sn);
         if (err == CW_ERANGE) c->skip = KEYS_SKIP_AFTER_OVERSIZE;
         return err == CW_ERANGE ? 0 : err;
     }
@@ -1149,6 +1261,7 @@ int cw__report_keys_cached(cw_store_t *s, const cw__tier_t *t, const pick_t *p, 
         int64_t low = keys_low(c, p->t0);
         for (int i = 0; i < KEYS_CACHE_ENTRIES; i++)
             if (&c->e[i] != k0 && c->e[i].valid && c->e[i].settled > low) kentry_drop(&c->e[i]);
+        sc.to = low; /* (lower than before when t0's fill left a copy below t0) */
         err = keys_at(s, st, t, x1, k0, &sc, &k1, d);
     }
     if (!err && k0 && k1 && k0->tier == k1->tier) {

@@ -26,6 +26,7 @@ typedef struct cw__store_test {
     uint64_t keys_down;       /* keys cache fills that took minutes away from them */
     uint64_t keys_open;       /* keys cache minute segments read as the open hour's cells */
     uint64_t keys_hours;      /* keys cache minute segments read as the hour tier's cells */
+    uint64_t keys_snaps;      /* keys cache afresh fills that left a copy at their coarse end */
     bool keys_check;          /* the keys cache's keys checked against every cell's */
     uint64_t keys_checked;    /* processes so checked */
     uint64_t keys_mismatch;   /* and those whose keys differed (cached or not: 0) */

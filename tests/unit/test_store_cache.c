@@ -55,6 +55,7 @@ static uint64_t minute_fixes; /* rows the minute split took from raw seconds */
 static uint64_t keys_down;    /* keys cache fills from the open hour downwards */
 static uint64_t keys_open;    /* keys cache minute segments read as the open hour's cells */
 static uint64_t keys_hours;   /* keys cache minute segments read as the hour tier's cells */
+static uint64_t keys_snaps;   /* keys cache afresh fills that left a copy at their coarse end */
 static uint64_t keys_checked; /* processes whose cached keys were checked against the cells' */
 static uint64_t closed_dropped; /* closed sums the report cache had left out when dropped */
 
@@ -563,6 +564,8 @@ static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool e
     ASSERT_TRUE(n->test.keys_open == 0 && n->test.keys_hours == 0);
     keys_open += c->test.keys_open;
     keys_hours += c->test.keys_hours;
+    ASSERT_TRUE(n->test.keys_snaps == 0);
+    keys_snaps += c->test.keys_snaps;
     /* ... and the keys it gave then were every cell's. */
     ASSERT_EQ(c->test.keys_mismatch, 0);
     keys_checked += c->test.keys_checked;
@@ -1202,8 +1205,10 @@ int main(void)
     printf("%" PRIu64 " keys cache minute segments read as the open hour's cells, %" PRIu64
            " as the hour tier's\n",
            keys_open, keys_hours);
-    printf("%" PRIu64 " processes' cached keys checked against the cells'\n", keys_checked);
-    ASSERT_TRUE(keys_open > 10 && keys_hours > 10 && keys_checked > 100);
+    printf("%" PRIu64 " processes' cached keys checked against the cells', %" PRIu64
+           " afresh fills left a copy at their coarse end\n",
+           keys_checked, keys_snaps);
+    ASSERT_TRUE(keys_open > 10 && keys_hours > 10 && keys_checked > 100 && keys_snaps > 10);
     ASSERT_TRUE(prunes > 10);
     ASSERT_TRUE(hour_splits > 20 && hour_fixes > 0);
     ASSERT_EQ(cw_test_rmtree(dir), 0);
