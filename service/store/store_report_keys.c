@@ -1060,14 +1060,11 @@ static int snap_at(const segment_t *add, int n, int64_t x)
 }
 
 /* A copy of e's sums as they stand into sn, an entry at x; false (sn
- * invalid) without the room. */
+ * invalid and empty: CW_RESERVE leaves it as it was) without the room. */
 static bool kentry_copy(kentry_t *sn, const kentry_t *e, int64_t x, uint64_t used)
 {
     kentry_drop(sn);
-    if (e->n && CW_RESERVE(sn->v, sn->cap, e->n)) {
-        kentry_drop(sn);
-        return false;
-    }
+    if (e->n && CW_RESERVE(sn->v, sn->cap, e->n)) return false;
     if (e->n) memcpy(sn->v, e->v, (size_t)e->n * sizeof *e->v);
     sn->n = e->n;
     sn->tier = e->tier;
