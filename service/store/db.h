@@ -49,6 +49,9 @@ enum cw__stmt {
     CW__ST_FOLD_CELLS,
     CW__ST_DEL_CELLS,
     CW__ST_DEL_EMPTY_BASE,
+    CW__ST_SUMS_CELLS,
+    CW__ST_SUMS_PUT,
+    CW__ST_SUMS_DEL,
     CW__ST_PAGE_COUNT,
     CW__ST_FREELIST,
     /* store_report.c */
@@ -60,6 +63,7 @@ enum cw__stmt {
     CW__ST_Q_CELLS_AT,
     CW__ST_Q_CELLS_COUNT,
     CW__ST_Q_KEY_SUMS,
+    CW__ST_Q_MINUTE_SUMS,
     CW__ST_Q_EXITED,
     CW__ST_Q_EXITED_COUNT,
     CW__ST_Q_CELLS_ACT,

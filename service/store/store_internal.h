@@ -53,6 +53,9 @@ typedef struct cw__writer {
     int64_t heap_pruned_to;        /* the heap layer's cells were pruned at this raw horizon */
     cw__roll_t sorted;             /* a batch's rows, sorted (vectors only) */
     cw_buf_t cellbuf;              /* the encoded cells of one insert (store_rows.c) */
+    int64_t sums_low;              /* minutes below it may have no minute sums (INT64_MIN: none) */
+    uint64_t sums_done;            /* minutes whose sums the backfill wrote, since sums_t0 (ns) */
+    int64_t sums_t0;
     cw__open_t open;
 } cw__writer_t;
 
@@ -144,6 +147,12 @@ void cw__store_roll_reset(cw_store_t *s, bool free_memory);
  * row in step with the tiers t. */
 void cw__store_open_reset(cw_store_t *s, int64_t minute_end);
 int cw__store_open_sync(cw_store_t *s, const cw__tier_t *t, cw_diag_t *d);
+/* Minute sums (store_tiers.c, schema/012_minute_sums.sql): sums_start
+ * finds, at the writer's opening, the minutes stored before the table
+ * (sums_low); sums_backfill writes the rows of some of them, inside a
+ * batch's transaction, moving *low (the caller's copy) down. */
+int cw__store_sums_start(cw_store_t *s, cw_diag_t *d);
+int cw__store_sums_backfill(cw_store_t *s, const cw__tier_t *t, int64_t *low, cw_diag_t *d);
 /* store_rows.c: adds a minute's rows (sorted by key, one row a key; the
  * releases' a floored to the hour or BEFORE) to the cells of the open
  * hour `bucket` of width w, a cell a process: rows summed per key

@@ -727,48 +727,150 @@ typedef struct settle_ctx {
     int64_t fit_to; /* keys_fit found [to, fit_to) fits: no fill up to it counts again */
 } settle_ctx_t;
 
-/* Adds the cells of tier k with bucket in [lo, hi) to e (its BEFORE cells
- * when lo is INT64_MIN): they come in the primary key's order, so
- * processes rise within a bucket (cw__proc_row). With sc (an afresh fill
- * whose cells so far are every cell before lo), at a bucket's start, when
- * e holds more than half it may, the processes settled before it
- * (and sc->to) are left out. 0, CW_ENOMEM, CW_EDB or CW_ERANGE (more
- * processes than an entry holds: the caller drops e). */
-static int kentry_add(cw_store_t *s, sqlite3_stmt *st, kentry_t *e, int k, int64_t lo, int64_t hi,
-                      int sign, const settle_ctx_t *sc, uint64_t *rows, cw_diag_t *d)
+/* One fill's adding of rows to an entry (kentry_add). */
+typedef struct kadd {
+    cw_store_t *s;
+    kentry_t *e;
+    const settle_ctx_t *sc;
+    int sign;
+    uint32_t settle_over;
+    cw__proc_run_t run;
+    int64_t last; /* the bucket of the last row added */
+    uint64_t *rows;
+} kadd_t;
+
+/* Adds one cell's sums (process proc, bucket) to the entry; rows come in
+ * (bucket, process) order. With sc (an afresh fill whose cells so far are
+ * every cell before this one's bucket), at a bucket's start, when the entry
+ * holds more than half it may, the processes settled before it (and
+ * sc->to) are left out. */
+static int kadd_row(kadd_t *a, uint32_t proc, int64_t bucket, int64_t cb, int64_t rb, int64_t ev,
+                    cw_diag_t *d)
+{
+    kentry_t *e = a->e;
+    int err = 0;
+    bool added;
+    if (a->sc && bucket != a->last && e->n + a->run.m > a->settle_over) {
+        int64_t to = bucket < a->sc->to ? bucket : a->sc->to;
+        kentry_t *one = e;
+        if (to > e->settled && !(err = cw__proc_settle(&a->run, &e->v, &e->n, sizeof *e->v))) {
+            err = keys_settle(a->s, &one, 1, a->sc->bf, to, d);
+            a->s->test.keys_settle_fills++;
+        }
+        if (err) return err;
+    }
+    a->last = bucket;
+    if (a->rows) ++*a->rows;
+    ksum_t *x = cw__proc_row(&a->run, &e->v, &e->cap, &e->n, sizeof *e->v, proc, &added, &err);
+    if (!x) return err ? err : CW_ENOMEM;
+    x->cb += a->sign * cb;
+    x->rb += a->sign * rb;
+    x->ev += a->sign * ev;
+    return 0;
+}
+
+/* Adds the cells of tier k with bucket in [lo, hi), read by st
+ * (SQL_Q_KEY_SUMS): they come in the primary key's order, so processes
+ * rise within a bucket (cw__proc_row). */
+static int kadd_cells(kadd_t *a, sqlite3_stmt *st, int k, int64_t lo, int64_t hi, cw_diag_t *d)
 {
     int err = 0, rc;
-    uint32_t max = keys_cache_max(s);
-    uint32_t settle_over = s->test.keys_settle_over ? s->test.keys_settle_over : max / 2;
-    cw__proc_run_t run = {.max = max};
-    int64_t last = INT64_MIN;
     sqlite3_bind_int(st, 1, k);
     sqlite3_bind_int64(st, 2, lo);
     sqlite3_bind_int64(st, 3, hi);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        bool added;
-        uint32_t proc = (uint32_t)sqlite3_column_int64(st, 0);
-        int64_t bucket = sqlite3_column_int64(st, 4);
-        if (sc && bucket != last && e->n + run.m > settle_over) {
-            int64_t to = bucket < sc->to ? bucket : sc->to;
-            kentry_t *one = e;
-            if (to > e->settled && !(err = cw__proc_settle(&run, &e->v, &e->n, sizeof *e->v))) {
-                err = keys_settle(s, &one, 1, sc->bf, to, d);
-                s->test.keys_settle_fills++;
-            }
-            if (err) break;
-        }
-        last = bucket;
-        if (rows) ++*rows;
-        ksum_t *x = cw__proc_row(&run, &e->v, &e->cap, &e->n, sizeof *e->v, proc, &added, &err);
-        if (!x) break;
-        x->cb += sign * sqlite3_column_int64(st, 1);
-        x->rb += sign * sqlite3_column_int64(st, 2);
-        x->ev += sign * sqlite3_column_int64(st, 3); /* NULL: no activity row, 0 */
-    }
-    if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "querying window figures", d);
-    if (!err) err = cw__proc_settle(&run, &e->v, &e->n, sizeof *e->v);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW &&
+           !(err = kadd_row(a, (uint32_t)sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 4),
+                            sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2),
+                            sqlite3_column_int64(st, 3) /* NULL: no activity row, 0 */, d)))
+        ;
+    if (!err && rc != SQLITE_DONE) err = cw__store_dberr(a->s, "querying window figures", d);
     sqlite3_reset(st);
+    return err;
+}
+
+/* A minute's row of minute_sums (schema/012_minute_sums.sql), decoded
+ * into the entry as its cells would be. */
+static int kadd_sums(kadd_t *a, int64_t bucket, const unsigned char *p, size_t n, int64_t procs,
+                     cw_diag_t *d)
+{
+    size_t pos = 0;
+    uint64_t proc = 0;
+    for (int64_t i = 0; i < procs; i++) {
+        uint64_t v[4];
+        for (int j = 0; j < 4; j++)
+            if (cw_varint_read(p, n, &pos, &v[j]))
+                return cw_diag_set(d, CW_EDB, "%s: the minute sums of %" PRId64 " are damaged",
+                                   a->s->path, bucket);
+        proc += v[0];
+        if (proc > UINT32_MAX)
+            return cw_diag_set(d, CW_EDB, "%s: the minute sums of %" PRId64 " are damaged",
+                               a->s->path, bucket);
+        int err = kadd_row(a, (uint32_t)proc, bucket, cw_unzigzag(v[1]), cw_unzigzag(v[2]),
+                           cw_unzigzag(v[3]), d);
+        if (err) return err;
+    }
+    if (pos != n)
+        return cw_diag_set(d, CW_EDB, "%s: the minute sums of %" PRId64 " are damaged", a->s->path,
+                           bucket);
+    a->s->test.keys_minute_sums++;
+    return 0;
+}
+
+/* The minutes of the commit layer in [lo, hi): a row of minute_sums for
+ * each minute that has one, the cells of those between (minutes stored
+ * before schema 12). */
+static const char SQL_Q_MINUTE_SUMS[] =
+    "SELECT bucket, procs, data FROM minute_sums WHERE bucket >= ?1 AND bucket < ?2";
+
+static int kadd_minutes(kadd_t *a, sqlite3_stmt *st, int64_t width, int64_t lo, int64_t hi,
+                        cw_diag_t *d)
+{
+    sqlite3_stmt *ms = NULL;
+    int64_t at = lo;
+    int rc, err = cw__store_stmt(a->s, CW__ST_Q_MINUTE_SUMS, SQL_Q_MINUTE_SUMS, &ms, d);
+    if (err) return err;
+    sqlite3_bind_int64(ms, 1, lo);
+    sqlite3_bind_int64(ms, 2, hi);
+    while (!err && (rc = sqlite3_step(ms)) == SQLITE_ROW) {
+        int64_t b = sqlite3_column_int64(ms, 0);
+        if (b > at) err = kadd_cells(a, st, 1, at, b, d);
+        if (!err)
+            err = kadd_sums(a, b, sqlite3_column_blob(ms, 2), (size_t)sqlite3_column_bytes(ms, 2),
+                            sqlite3_column_int64(ms, 1), d);
+        at = b + width;
+    }
+    if (!err && rc != SQLITE_DONE) err = cw__store_dberr(a->s, "querying minute sums", d);
+    cw__store_stmt_done(ms);
+    if (!err && at < hi) err = kadd_cells(a, st, 1, at, hi, d);
+    return err;
+}
+
+/* Adds the cells of tier k with bucket in [lo, hi) to e (its BEFORE cells
+ * when lo is INT64_MIN), the minute tier's commit cells from their minute
+ * sums. With sc (an afresh fill whose cells so far are every cell before
+ * lo), at a bucket's start, when e holds more than half it may, the
+ * processes settled before it (and sc->to) are left out (kadd_row). 0,
+ * CW_ENOMEM, CW_EDB or CW_ERANGE (more processes than an entry holds: the
+ * caller drops e). */
+static int kentry_add(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t, kentry_t *e, int k,
+                      int64_t lo, int64_t hi, int sign, const settle_ctx_t *sc, uint64_t *rows,
+                      cw_diag_t *d)
+{
+    uint32_t max = keys_cache_max(s);
+    kadd_t a = {
+        .s = s,
+        .e = e,
+        .sc = sc,
+        .sign = sign,
+        .settle_over = s->test.keys_settle_over ? s->test.keys_settle_over : max / 2,
+        .run = {.max = max},
+        .last = INT64_MIN,
+        .rows = rows,
+    };
+    int err = k == 1 && s->layer == 0 && lo != INT64_MIN && !s->test.minute_sums_off
+                  ? kadd_minutes(&a, st, t[1].width, lo, hi, d)
+                  : kadd_cells(&a, st, k, lo, hi, d);
+    if (!err) err = cw__proc_settle(&a.run, &e->v, &e->n, sizeof *e->v);
     return err;
 }
 
@@ -1170,7 +1272,7 @@ static int keys_at(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t, int64_t
      * start are every cell before it. */
     for (int i = 0; i < nadd && !err; i++) {
         uint64_t rows = 0;
-        err = kentry_add(s, st, to, add[i].tier, add[i].lo, add[i].hi, add[i].minus ? -1 : 1,
+        err = kentry_add(s, st, t, to, add[i].tier, add[i].lo, add[i].hi, add[i].minus ? -1 : 1,
                          afresh && sc && !add[i].minus ? &scs : NULL, &rows, d);
         int k = add[i].tier;
         if (k == 1 || k == 2) {
@@ -1243,7 +1345,8 @@ int cw__report_keys_cached(cw_store_t *s, const cw__tier_t *t, const pick_t *p, 
     /* The BEFORE cells of the first tier of t0's staircase (keys_at's). */
     before.settled = INT64_MIN;
     if (!err)
-        err = kentry_add(s, st, &before, seg[0].tier, INT64_MIN, INT64_MIN + 1, 1, NULL, NULL, d);
+        err =
+            kentry_add(s, st, t, &before, seg[0].tier, INT64_MIN, INT64_MIN + 1, 1, NULL, NULL, d);
     /* Every entry leaves out the processes settled before the lowest x
      * of them (keys_settle): t0's, or a lower one's. */
     settle_ctx_t sc = {.bf = &before, .to = keys_low(c, p->t0), .fit_to = INT64_MIN};

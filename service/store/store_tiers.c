@@ -20,6 +20,7 @@
 
 #include "commitwatch/event.h"
 #include "commitwatch/log.h"
+#include "commitwatch/platform.h"
 #include "store/cells.h"
 #include "store/store_internal.h"
 
@@ -58,6 +59,105 @@ static int range_stmt(cw_store_t *s, int id, const char *sql, int tier, int64_t 
     sqlite3_bind_int64(*out, 3, hi);
     if (sqlite3_bind_parameter_count(*out) >= 4) sqlite3_bind_int64(*out, 4, w);
     return 0;
+}
+
+/* ---- minute sums --------------------------------------------------------------
+ *
+ * A row of minute_sums (schema/012_minute_sums.sql) holds the columns
+ * bytes, released and events of every commit-layer cell of one minute,
+ * which a ranked list's keys read (store_report_keys.c): read back from
+ * the minute's cells once they are stored, in the same transaction, so
+ * it says what they say whichever path stored them. Retention deletes
+ * it with them. A minute's cells are stored once (a rollup of a closed
+ * minute); only BEFORE cells are added to later, and they have no row. */
+static const char SQL_SUMS_CELLS[] = "SELECT proc, bytes, released, events FROM cells"
+                                     " WHERE tier = 1 AND bucket = ?1 AND layer = 0";
+static const char SQL_SUMS_PUT[] =
+    "INSERT OR REPLACE INTO minute_sums(bucket, procs, data) VALUES (?1, ?2, ?3)";
+static const char SQL_SUMS_DEL[] = "DELETE FROM minute_sums WHERE bucket >= ?1 AND bucket < ?2";
+
+static int put_minute_sums(cw_store_t *s, int64_t bucket, cw_diag_t *d)
+{
+    cw_buf_t buf = {0};
+    sqlite3_stmt *st = NULL;
+    int64_t procs = 0;
+    uint32_t last = 0;
+    int rc, err = cw__store_stmt(s, CW__ST_SUMS_CELLS, SQL_SUMS_CELLS, &st, d);
+    if (err) return err;
+    sqlite3_bind_int64(st, 1, bucket);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        uint32_t proc = (uint32_t)sqlite3_column_int64(st, 0);
+        cw_buf_varint(&buf, proc - last);
+        cw_buf_varint(&buf, cw_zigzag(sqlite3_column_int64(st, 1)));
+        cw_buf_varint(&buf, cw_zigzag(sqlite3_column_int64(st, 2)));
+        cw_buf_varint(&buf, cw_zigzag(sqlite3_column_int64(st, 3))); /* NULL: 0 */
+        last = proc;
+        procs++;
+    }
+    if (rc != SQLITE_DONE) err = cw__store_dberr(s, "reading a minute's cells to sum", d);
+    cw__store_stmt_done(st);
+    if (!err && buf.failed) err = cw_diag_set(d, CW_ENOMEM, "summing a minute: out of memory");
+    if (!err && !(err = cw__store_stmt(s, CW__ST_SUMS_PUT, SQL_SUMS_PUT, &st, d))) {
+        sqlite3_bind_int64(st, 1, bucket);
+        sqlite3_bind_int64(st, 2, procs);
+        sqlite3_bind_blob(st, 3, buf.n ? buf.p : "", (int)buf.n, SQLITE_STATIC);
+        err = cw__store_step_done(s, st, "storing a minute's sums", d);
+    }
+    free(buf.p);
+    return err;
+}
+
+/* Minutes stored before schema 12 have no row (the migration creates the
+ * table empty): the writer writes theirs, downwards from the lowest row
+ * there is, SUMS_BACKFILL_MINUTES a batch, so a database of weeks of
+ * minutes gets them over its first batches without holding one up.
+ * Until then those minutes are read from their cells. */
+#define SUMS_BACKFILL_MINUTES 10
+static const char SQL_SUMS_LOW[] = "SELECT min(bucket) FROM minute_sums";
+
+int cw__store_sums_start(cw_store_t *s, cw_diag_t *d)
+{
+    const cw__tier_t *m = &s->w->tiers[1];
+    int64_t low = INT64_MIN;
+    s->w->sums_low = INT64_MIN;
+    if (m->start == INT64_MIN || m->end == INT64_MIN) return 0;
+    int err = cw__store_query_int(s, SQL_SUMS_LOW, &low, d);
+    if (err) return err;
+    /* (min() of no rows is NULL, read as 0: the table is empty) */
+    int64_t n = 0;
+    if ((err = cw__store_query_int(s, "SELECT count(*) FROM (SELECT 1 FROM minute_sums LIMIT 1)",
+                                   &n, d)))
+        return err;
+    s->w->sums_low = n ? low : m->end;
+    s->w->sums_done = 0;
+    return 0;
+}
+
+int cw__store_sums_backfill(cw_store_t *s, const cw__tier_t *t, int64_t *low, cw_diag_t *d)
+{
+    int64_t from = t[1].start > t[1].horizon ? t[1].start : t[1].horizon;
+    if (*low == INT64_MIN) return 0;
+    if (*low <= from || t[1].start == INT64_MIN) {
+        if (s->w->sums_done)
+            CW_LOGI("%s: wrote the minute sums of %" PRIu64 " minutes stored before schema "
+                    "version 12 in %.2f s",
+                    s->path, s->w->sums_done, (double)(cw_plat_mono_ns() - s->w->sums_t0) / 1e9);
+        *low = INT64_MIN;
+        return 0;
+    }
+    if (!s->w->sums_done) {
+        s->w->sums_t0 = cw_plat_mono_ns();
+        CW_LOGI("%s: writing the minute sums of the %" PRId64 " minutes stored before schema "
+                "version 12, %d a batch; until then they are read from their cells",
+                s->path, (*low - from) / t[1].width, SUMS_BACKFILL_MINUTES);
+    }
+    int err = 0;
+    for (int i = 0; i<SUMS_BACKFILL_MINUTES && * low> from && !err; i++) {
+        *low -= t[1].width;
+        err = put_minute_sums(s, *low, d);
+        s->w->sums_done++;
+    }
+    return err;
 }
 
 /* ---- in-memory rollups ------------------------------------------------------
@@ -390,7 +490,9 @@ static int put_level(cw_store_t *s, cw__tier_t *t, int k, int64_t x, cw_row_comm
     nr = cw_batch_merge_releases(rl, nr);
     cw_batch_sort_activity(ac, na);
     if ((err = cw__store_ins_rows(s, k, x, c, nc, rl, nr, ac, na, d))) return err;
-    if (k == 1 && (err = open_add(s, t, x, c, nc, rl, nr, ac, na, d))) return err;
+    if (k == 1 &&
+        ((err = put_minute_sums(s, x, d)) || (err = open_add(s, t, x, c, nc, rl, nr, ac, na, d))))
+        return err;
     if (top) return 0;
     roll_open(s, t, k, x, t[k].end);
     return roll_add(s, t, k, c, nc, rl, nr, ac, na);
@@ -453,7 +555,11 @@ static int rollup_sql(cw_store_t *s, cw__tier_t *t, int k, int64_t target, cw_di
     while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t fb = sqlite3_column_int64(st, 0), bucket = sqlite3_column_int64(st, 2);
         uint32_t p = (uint32_t)sqlite3_column_int64(st, 1);
-        if (g.has && (fb != g.bucket || p != proc) && (err = flush_group(s, t, k, &g, d))) break;
+        if (g.has && (fb != g.bucket || p != proc)) {
+            int64_t was = g.bucket;
+            if ((err = flush_group(s, t, k, &g, d))) break;
+            if (k == 0 && fb != was && (err = put_minute_sums(s, was, d))) break;
+        }
         if (!g.has) {
             g.has = true;
             g.bucket = fb;
@@ -482,7 +588,10 @@ static int rollup_sql(cw_store_t *s, cw__tier_t *t, int k, int64_t target, cw_di
     }
     if (!err && rc != SQLITE_DONE) err = cw__store_dberr(s, "reading cells to roll up", d);
     sqlite3_reset(st);
-    if (!err) err = flush_group(s, t, k, &g, d);
+    if (!err && g.has) {
+        int64_t was = g.bucket;
+        if (!(err = flush_group(s, t, k, &g, d)) && k == 0) err = put_minute_sums(s, was, d);
+    }
     roll_free(&g);
     cw__cell_rows_free(&rows);
     return err;
@@ -607,6 +716,11 @@ int cw__store_retain(cw_store_t *s, cw__tier_t *t, int k, cw_diag_t *d)
     sqlite3_stmt *st = NULL;
     if (!err && !(err = range_stmt(s, CW__ST_DEL_CELLS, SQL_DEL_CELLS, k, lo, h, 0, &st, d)))
         err = cw__store_step_done(s, st, "deleting folded cells", d);
+    if (!err && k == 1) {
+        int64_t v[] = {lo, h};
+        err = cw__store_put_ints(s, CW__ST_SUMS_DEL, SQL_SUMS_DEL, v, 2,
+                                 "deleting folded minutes' sums", d);
+    }
     if (!err && !(err = cw__store_stmt(s, CW__ST_DEL_EMPTY_BASE, SQL_DEL_EMPTY_BASE, &st, d))) {
         sqlite3_bind_int(st, 1, k);
         sqlite3_bind_int64(st, 2, CW_TS_BEFORE);

@@ -56,6 +56,8 @@ static uint64_t keys_down;    /* keys cache fills from the open hour downwards *
 static uint64_t keys_open;    /* keys cache minute segments read as the open hour's cells */
 static uint64_t keys_hours;   /* keys cache minute segments read as the hour tier's cells */
 static uint64_t keys_snaps;   /* keys cache afresh fills that left a copy at their coarse end */
+static uint64_t keys_minute_sums; /* keys cache minutes read from their row of minute_sums */
+static uint64_t sums_checked;     /* rows of minute_sums checked against their minute's cells */
 static uint64_t keys_checked; /* processes whose cached keys were checked against the cells' */
 static uint64_t closed_dropped; /* closed sums the report cache had left out when dropped */
 
@@ -358,6 +360,69 @@ static void compare(cw_store_t *c, cw_store_t *n)
     }
 }
 
+/* Every row of minute_sums holds its minute's commit cells' columns
+ * (schema/012_minute_sums.sql); none is left below the minute tier's
+ * horizon; every minute of the tier that has cells has one, but for
+ * those whose rows were deleted by hand (buckets below thinned, every
+ * third minute). */
+static void minute_sums_eq(cw_store_t *n, int64_t thinned)
+{
+    cw__tier_t t[CW_TIERS];
+    cw_diag_t d = {{0}};
+    sqlite3_stmt *rows, *cells;
+    ASSERT_OK(cw__store_read_tiers(n, t, &d));
+    ASSERT_EQ(
+        sqlite3_prepare_v2(n->db, "SELECT bucket, procs, data FROM minute_sums", -1, &rows, NULL),
+        SQLITE_OK);
+    ASSERT_EQ(sqlite3_prepare_v2(n->db,
+                                 "SELECT proc, bytes, released, coalesce(events, 0) FROM cells "
+                                 "WHERE tier = 1 AND bucket = ?1 AND layer = 0",
+                                 -1, &cells, NULL),
+              SQLITE_OK);
+    uint64_t nrows = 0;
+    while (sqlite3_step(rows) == SQLITE_ROW) {
+        int64_t b = sqlite3_column_int64(rows, 0), procs = sqlite3_column_int64(rows, 1);
+        const unsigned char *p = sqlite3_column_blob(rows, 2);
+        size_t len = (size_t)sqlite3_column_bytes(rows, 2), pos = 0;
+        uint64_t proc = 0;
+        ASSERT_TRUE(t[1].horizon == INT64_MIN || b >= t[1].horizon);
+        ASSERT_TRUE(b < t[1].end && b % MIN == 0);
+        sqlite3_bind_int64(cells, 1, b);
+        int64_t seen = 0;
+        while (sqlite3_step(cells) == SQLITE_ROW) {
+            uint64_t v[4];
+            for (int j = 0; j < 4; j++)
+                ASSERT_EQ(cw_varint_read(p, len, &pos, &v[j]), 0);
+            proc += v[0];
+            ASSERT_EQ(proc, (uint64_t)sqlite3_column_int64(cells, 0));
+            for (int j = 1; j < 4; j++)
+                ASSERT_EQ(cw_unzigzag(v[j]), sqlite3_column_int64(cells, j));
+            seen++;
+        }
+        sqlite3_reset(cells);
+        ASSERT_EQ(pos, len);
+        ASSERT_EQ(seen, procs);
+        nrows++;
+    }
+    sqlite3_finalize(rows);
+    sqlite3_finalize(cells);
+    /* The minutes with cells and no row: only the thinned ones. */
+    ASSERT_EQ(
+        sqlite3_prepare_v2(n->db,
+                           "SELECT DISTINCT bucket FROM cells WHERE tier = 1 AND layer = 0 "
+                           "AND bucket > ?1 AND bucket NOT IN (SELECT bucket FROM minute_sums)",
+                           -1, &rows, NULL),
+        SQLITE_OK);
+    sqlite3_bind_int64(rows, 1, INT64_MIN);
+    while (sqlite3_step(rows) == SQLITE_ROW) {
+        int64_t b = sqlite3_column_int64(rows, 0);
+        ASSERT_TRUE(b < thinned && b / MIN % 3 == 0);
+    }
+    sqlite3_finalize(rows);
+    ASSERT_TRUE(nrows > 0);
+    sums_checked += nrows;
+}
+
 /* ---- the history -------------------------------------------------------------- */
 
 /* A new instance, with rundown (commits from before tracking) at `at`, or
@@ -499,6 +564,7 @@ static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool e
     int64_t horizon[CW_TIERS] = {INT64_MIN, INT64_MIN, INT64_MIN};
     int folds = 0, batches = 0, reports_cached = 0;
     bool retagged = false;
+    int64_t thinned = INT64_MIN;
     while (bk < t0 + span) {
         uint64_t k = rnd(100);
         bk += k < 70 ? S : k < 98 ? S * (int64_t)(1 + rnd(40)) : MIN * (int64_t)(1 + rnd(30));
@@ -525,8 +591,19 @@ static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool e
             retagged = true;
             compare(c, n);
         }
+        /* A third of the minutes' rows of minute_sums deleted by hand:
+         * the keys cache reads those minutes from their cells. */
+        if (thinned == INT64_MIN && bk > t0 + span / 3) {
+            ASSERT_EQ(sqlite3_exec(w->db,
+                                   "DELETE FROM minute_sums WHERE bucket / 60000000000 % 3 = 0",
+                                   NULL, NULL, NULL),
+                      SQLITE_OK);
+            thinned = bk;
+            compare(c, n);
+        }
     }
     compare(c, n);
+    minute_sums_eq(n, thinned);
     /* The caches were used (not every answer from the rows). */
     ASSERT_TRUE(reports_cached > batches / 80);
     if (!cache_rows) ASSERT_TRUE(cw__store_series_cache_rows(c) > 0);
@@ -566,6 +643,8 @@ static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool e
     keys_hours += c->test.keys_hours;
     ASSERT_TRUE(n->test.keys_snaps == 0);
     keys_snaps += c->test.keys_snaps;
+    ASSERT_TRUE(n->test.keys_minute_sums == 0);
+    keys_minute_sums += c->test.keys_minute_sums;
     /* ... and the keys it gave then were every cell's. */
     ASSERT_EQ(c->test.keys_mismatch, 0);
     keys_checked += c->test.keys_checked;
@@ -590,6 +669,41 @@ static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool e
     hour_fixes += c->test.hour_fixes;
     cw_store_close(n);
     cw_store_close(c);
+    cw_store_close(w);
+}
+
+/* ---- minute sums of a database from before them -----------------------------------
+ *
+ * The database run() just wrote, its minute sums deleted as if it had
+ * been stored before schema 12: the writer's next batches write them,
+ * SUMS_BACKFILL_MINUTES a batch (store_tiers.c), and then every minute
+ * has its row, each equal to its cells. */
+static void backfill(const char *name, const cw_store_opts_t *o)
+{
+    char path[400];
+    cw_store_t *w, *n;
+    cw_diag_t d = {{0}};
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    ASSERT_OK(cw_store_open(path, o, &w, &d));
+    ASSERT_EQ(sqlite3_exec(w->db, "DELETE FROM minute_sums", NULL, NULL, NULL), SQLITE_OK);
+    cw_store_close(w);
+    ASSERT_OK(cw_store_open(path, o, &w, &d));
+    ASSERT_TRUE(w->w->sums_low != INT64_MIN);
+    int batches = 0;
+    int64_t bk = end0;
+    uint64_t rng = test_rng_state; /* (the runs after draw as they did without these batches) */
+    while (w->w->sums_low != INT64_MIN) {
+        ASSERT_TRUE(batches < 1000);
+        write_batch(w, bk, false);
+        bk += S;
+        batches++;
+    }
+    test_rng_state = rng;
+    ASSERT_OK(cw_store_open_readonly(path, &n, &d));
+    minute_sums_eq(n, INT64_MIN);
+    printf("%s: the minute sums of its minutes written again in %d batches\n", name, batches);
+    ASSERT_TRUE(batches > 5);
+    cw_store_close(n);
     cw_store_close(w);
 }
 
@@ -1174,12 +1288,14 @@ int main(void)
     acc_rows();
     cw_store_opts_t keep = {{0, 0, 0}, 0};
     run("keep.db", &keep, 5 * HOUR, false, 0, 0, false);
+    backfill("keep.db", &keep);
     /* Caches too small for some windows: those are read from SQL, the
      * others from the caches; lists by transient bytes from every
      * process's cells. */
     run("small.db", &keep, 3 * HOUR, false, 300, 0, true);
     cw_store_opts_t ret = {{HOUR, 2 * HOUR, 3 * HOUR}, 0};
     run("retention.db", &ret, 7 * HOUR, true, 0, 0, false);
+    backfill("retention.db", &ret);
     /* Only the hour tier folds: cached sums outlive the raw tier's rows. */
     cw_store_opts_t hour = {{0, 0, 2 * HOUR}, 0};
     /* Only the hour tier folds: cached sums outlive the raw tier's rows.
@@ -1209,6 +1325,10 @@ int main(void)
            " afresh fills left a copy at their coarse end\n",
            keys_checked, keys_snaps);
     ASSERT_TRUE(keys_open > 10 && keys_hours > 10 && keys_checked > 100 && keys_snaps > 10);
+    printf("%" PRIu64 " minutes read from their minute sums by the keys cache, %" PRIu64
+           " rows of minute sums checked against their cells\n",
+           keys_minute_sums, sums_checked);
+    ASSERT_TRUE(keys_minute_sums > 100 && sums_checked > 100);
     ASSERT_TRUE(prunes > 10);
     ASSERT_TRUE(hour_splits > 20 && hour_fixes > 0);
     ASSERT_EQ(cw_test_rmtree(dir), 0);
