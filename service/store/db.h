@@ -52,6 +52,9 @@ enum cw__stmt {
     CW__ST_SUMS_CELLS,
     CW__ST_SUMS_PUT,
     CW__ST_SUMS_DEL,
+    CW__ST_SUMS_LOW,
+    CW__ST_SECOND_PUT,
+    CW__ST_SECOND_DEL,
     CW__ST_PAGE_COUNT,
     CW__ST_FREELIST,
     /* store_report.c */
@@ -64,6 +67,7 @@ enum cw__stmt {
     CW__ST_Q_CELLS_COUNT,
     CW__ST_Q_KEY_SUMS,
     CW__ST_Q_MINUTE_SUMS,
+    CW__ST_Q_SECOND_SUMS,
     CW__ST_Q_EXITED,
     CW__ST_Q_EXITED_COUNT,
     CW__ST_Q_CELLS_ACT,

@@ -101,6 +101,7 @@ static void writer_release(cw_store_t *s)
     cw__store_roll_reset(s, true);
     cw_mem_set(CW_MEM_STORE_ROLLUPS, 0);
     free(s->w->cellbuf.p);
+    free(s->w->second.v);
     free(s->w->open.rel.v);
     free(s->w);
     s->w = NULL;
@@ -360,6 +361,7 @@ static int write_one(cw_store_t *s, cw__tier_t *t, const cw_batch_t *b, uint64_t
     if ((err = cw__store_rollup(s, t, 0, cw_floor_to(t[0].end, t[1].width), d))) return err;
     for (int k = 0; k < CW_TIERS && !err; k++)
         err = cw__store_retain(s, t, k, d);
+    if (!err) err = cw__store_sums_prune(s, t, d);
     if (err || (err = put_losses(s, b, *last_lost, *last_drift, d))) return err;
     *last_lost = b->events_lost;
     *last_drift = b->drift_bytes;

@@ -38,6 +38,19 @@ typedef struct cw__open {
     CW__VEC(cw_row_release_t) rel; /* a minute's release rows, floored to the hour */
 } cw__open_t;
 
+/* A bucket's row of second_sums or minute_sums being built
+ * (schema/012_bucket_sums.sql, store_tiers.c): its cells' columns, in
+ * process order. */
+typedef struct cw__sums_cell {
+    uint32_t proc;
+    int64_t bytes, released, events;
+} cw__sums_cell_t;
+typedef struct cw__sums_out {
+    cw__sums_cell_t *v;
+    size_t n, cap;
+    bool failed; /* out of memory appending */
+} cw__sums_out_t;
+
 /* The writer's state (store.c, store_tiers.c, store_rows.c, store_fold.c,
  * store_map.c): allocated by the writer's opening, freed by its release
  * slot; the writer thread only. */
@@ -53,6 +66,7 @@ typedef struct cw__writer {
     int64_t heap_pruned_to;        /* the heap layer's cells were pruned at this raw horizon */
     cw__roll_t sorted;             /* a batch's rows, sorted (vectors only) */
     cw_buf_t cellbuf;              /* the encoded cells of one insert (store_rows.c) */
+    cw__sums_out_t second;         /* a raw second's row of second_sums (store_tiers.c) */
     int64_t sums_low;              /* minutes below it may have no minute sums (INT64_MIN: none) */
     uint64_t sums_done;            /* minutes whose sums the backfill wrote, since sums_t0 (ns) */
     int64_t sums_t0;
@@ -97,9 +111,10 @@ int cw__store_rules_hash(cw_store_t *s, char **out, cw_diag_t *d);
  * one row a key (cw_batch_merge_*); commit rows' a is ignored (the
  * caller leaves rundown rows out). */
 #define CW__STORE_MULTI 32
+/* (sums, when not NULL, gets the cells stored appended) */
 int cw__store_ins_rows(cw_store_t *s, int tier, int64_t bucket, const cw_row_commit_t *c,
                        uint32_t nc, const cw_row_release_t *r, uint32_t nr,
-                       const cw_row_activity_t *a, uint32_t na, cw_diag_t *d);
+                       const cw_row_activity_t *a, uint32_t na, cw__sums_out_t *sums, cw_diag_t *d);
 /* store_rows.c: adds the rows of one process (sorted and merged as above)
  * to its cell of (tier, bucket), or stores them as a new cell: rundown
  * and retention into the BEFORE baselines. */
@@ -147,12 +162,16 @@ void cw__store_roll_reset(cw_store_t *s, bool free_memory);
  * row in step with the tiers t. */
 void cw__store_open_reset(cw_store_t *s, int64_t minute_end);
 int cw__store_open_sync(cw_store_t *s, const cw__tier_t *t, cw_diag_t *d);
-/* Minute sums (store_tiers.c, schema/012_minute_sums.sql): sums_start
+/* Minute sums (store_tiers.c, schema/012_bucket_sums.sql): sums_start
  * finds, at the writer's opening, the minutes stored before the table
  * (sums_low); sums_backfill writes the rows of some of them, inside a
  * batch's transaction, moving *low (the caller's copy) down. */
 int cw__store_sums_start(cw_store_t *s, cw_diag_t *d);
 int cw__store_sums_backfill(cw_store_t *s, const cw__tier_t *t, int64_t *low, cw_diag_t *d);
+/* Deletes the rows of second_sums older than CW__SECOND_SUMS_KEEP_NS
+ * before the raw tier's end or below its horizon. */
+#define CW__SECOND_SUMS_KEEP_NS (INT64_C(3900) * 1000000000)
+int cw__store_sums_prune(cw_store_t *s, const cw__tier_t *t, cw_diag_t *d);
 /* store_rows.c: adds a minute's rows (sorted by key, one row a key; the
  * releases' a floored to the hour or BEFORE) to the cells of the open
  * hour `bucket` of width w, a cell a process: rows summed per key

@@ -788,68 +788,75 @@ static int kadd_cells(kadd_t *a, sqlite3_stmt *st, int k, int64_t lo, int64_t hi
     return err;
 }
 
-/* A minute's row of minute_sums (schema/012_minute_sums.sql), decoded
- * into the entry as its cells would be. */
-static int kadd_sums(kadd_t *a, int64_t bucket, const unsigned char *p, size_t n, int64_t procs,
-                     cw_diag_t *d)
+/* A bucket's row of second_sums (k 0) or minute_sums (k 1)
+ * (schema/012_bucket_sums.sql), decoded into the entry as its cells
+ * would be. */
+static int kadd_sums(kadd_t *a, int k, int64_t bucket, const unsigned char *p, size_t n,
+                     int64_t procs, cw_diag_t *d)
 {
     size_t pos = 0;
-    uint64_t proc = 0;
+    uint64_t proc = 0, flags;
+    if (cw_varint_read(p, n, &pos, &flags) || flags > 1) goto damaged;
+    int64_t unit = flags ? 4096 : 1; /* (whole pages) */
     for (int64_t i = 0; i < procs; i++) {
         uint64_t v[4];
         for (int j = 0; j < 4; j++)
-            if (cw_varint_read(p, n, &pos, &v[j]))
-                return cw_diag_set(d, CW_EDB, "%s: the minute sums of %" PRId64 " are damaged",
-                                   a->s->path, bucket);
+            if (cw_varint_read(p, n, &pos, &v[j])) goto damaged;
         proc += v[0];
-        if (proc > UINT32_MAX)
-            return cw_diag_set(d, CW_EDB, "%s: the minute sums of %" PRId64 " are damaged",
-                               a->s->path, bucket);
-        int err = kadd_row(a, (uint32_t)proc, bucket, cw_unzigzag(v[1]), cw_unzigzag(v[2]),
-                           cw_unzigzag(v[3]), d);
+        if (proc > UINT32_MAX) goto damaged;
+        int err = kadd_row(a, (uint32_t)proc, bucket, cw_unzigzag(v[1]) * unit,
+                           cw_unzigzag(v[2]) * unit, cw_unzigzag(v[3]), d);
         if (err) return err;
     }
-    if (pos != n)
-        return cw_diag_set(d, CW_EDB, "%s: the minute sums of %" PRId64 " are damaged", a->s->path,
-                           bucket);
-    a->s->test.keys_minute_sums++;
+    if (pos != n) goto damaged;
+    if (k == 0)
+        a->s->test.keys_second_sums++;
+    else
+        a->s->test.keys_minute_sums++;
     return 0;
+damaged:
+    return cw_diag_set(d, CW_EDB, "%s: the row of %s of bucket %" PRId64 " is damaged", a->s->path,
+                       k ? "minute_sums" : "second_sums", bucket);
 }
 
-/* The minutes of the commit layer in [lo, hi): a row of minute_sums for
- * each minute that has one, the cells of those between (minutes stored
- * before schema 12). */
+/* The buckets of tier k (0 or 1) of the commit layer in [lo, hi): a row of
+ * second_sums or minute_sums for each that has one, the cells of those
+ * between (older seconds; minutes stored before schema 12). */
+static const char SQL_Q_SECOND_SUMS[] =
+    "SELECT bucket, procs, data FROM second_sums WHERE bucket >= ?1 AND bucket < ?2";
 static const char SQL_Q_MINUTE_SUMS[] =
     "SELECT bucket, procs, data FROM minute_sums WHERE bucket >= ?1 AND bucket < ?2";
 
-static int kadd_minutes(kadd_t *a, sqlite3_stmt *st, int64_t width, int64_t lo, int64_t hi,
-                        cw_diag_t *d)
+static int kadd_sum_rows(kadd_t *a, sqlite3_stmt *st, int k, int64_t width, int64_t lo, int64_t hi,
+                         cw_diag_t *d)
 {
     sqlite3_stmt *ms = NULL;
     int64_t at = lo;
-    int rc, err = cw__store_stmt(a->s, CW__ST_Q_MINUTE_SUMS, SQL_Q_MINUTE_SUMS, &ms, d);
+    int rc, err = k ? cw__store_stmt(a->s, CW__ST_Q_MINUTE_SUMS, SQL_Q_MINUTE_SUMS, &ms, d)
+                    : cw__store_stmt(a->s, CW__ST_Q_SECOND_SUMS, SQL_Q_SECOND_SUMS, &ms, d);
     if (err) return err;
     sqlite3_bind_int64(ms, 1, lo);
     sqlite3_bind_int64(ms, 2, hi);
     while (!err && (rc = sqlite3_step(ms)) == SQLITE_ROW) {
         int64_t b = sqlite3_column_int64(ms, 0);
-        if (b > at) err = kadd_cells(a, st, 1, at, b, d);
+        if (b > at) err = kadd_cells(a, st, k, at, b, d);
         if (!err)
-            err = kadd_sums(a, b, sqlite3_column_blob(ms, 2), (size_t)sqlite3_column_bytes(ms, 2),
-                            sqlite3_column_int64(ms, 1), d);
+            err = kadd_sums(a, k, b, sqlite3_column_blob(ms, 2),
+                            (size_t)sqlite3_column_bytes(ms, 2), sqlite3_column_int64(ms, 1), d);
         at = b + width;
     }
-    if (!err && rc != SQLITE_DONE) err = cw__store_dberr(a->s, "querying minute sums", d);
+    if (!err && rc != SQLITE_DONE) err = cw__store_dberr(a->s, "querying bucket sums", d);
     cw__store_stmt_done(ms);
-    if (!err && at < hi) err = kadd_cells(a, st, 1, at, hi, d);
+    if (!err && at < hi) err = kadd_cells(a, st, k, at, hi, d);
     return err;
 }
 
 /* Adds the cells of tier k with bucket in [lo, hi) to e (its BEFORE cells
- * when lo is INT64_MIN), the minute tier's commit cells from their minute
- * sums. With sc (an afresh fill whose cells so far are every cell before
- * lo), at a bucket's start, when e holds more than half it may, the
- * processes settled before it (and sc->to) are left out (kadd_row). 0,
+ * when lo is INT64_MIN), the raw and minute tiers' commit cells from
+ * their rows of bucket sums. With sc (an afresh fill whose cells so far
+ * are every cell before lo), at a bucket's start, when e holds more than
+ * half it may, the processes settled before it (and sc->to) are left out
+ * (kadd_row). 0,
  * CW_ENOMEM, CW_EDB or CW_ERANGE (more processes than an entry holds: the
  * caller drops e). */
 static int kentry_add(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t, kentry_t *e, int k,
@@ -867,8 +874,8 @@ static int kentry_add(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t, kent
         .last = INT64_MIN,
         .rows = rows,
     };
-    int err = k == 1 && s->layer == 0 && lo != INT64_MIN && !s->test.minute_sums_off
-                  ? kadd_minutes(&a, st, t[1].width, lo, hi, d)
+    int err = (k == 0 || k == 1) && s->layer == 0 && lo != INT64_MIN
+                  ? kadd_sum_rows(&a, st, k, t[k].width, lo, hi, d)
                   : kadd_cells(&a, st, k, lo, hi, d);
     if (!err) err = cw__proc_settle(&a.run, &e->v, &e->n, sizeof *e->v);
     return err;

@@ -128,7 +128,7 @@ static uint32_t next_proc(const cw_row_commit_t *c, uint32_t nc, uint32_t ic, ui
 
 int cw__store_ins_rows(cw_store_t *s, int tier, int64_t bucket, const cw_row_commit_t *c,
                        uint32_t nc, const cw_row_release_t *r, uint32_t nr,
-                       const cw_row_activity_t *a, uint32_t na, cw_diag_t *d)
+                       const cw_row_activity_t *a, uint32_t na, cw__sums_out_t *sums, cw_diag_t *d)
 {
     cell_t cells[MULTI];
     cw_buf_t *buf = &s->w->cellbuf;
@@ -147,6 +147,14 @@ int cw__store_ins_rows(cw_store_t *s, int tier, int64_t bucket, const cw_row_com
             err = cw_diag_set(d, CW_EINVAL, "release rows in the BEFORE bucket (proc %" PRIu32 ")",
                               cl->proc);
         cl->len = buf->n - cl->off;
+        if (sums && !sums->failed) {
+            if (CW_RESERVE(sums->v, sums->cap, sums->n + 1)) {
+                sums->failed = true;
+            } else {
+                sums->v[sums->n++] = (cw__sums_cell_t){cl->proc, cl->bytes, cl->released,
+                                                       cl->act ? (int64_t)cl->act->events : 0};
+            }
+        }
         ic = ec, ir = er;
         if (!err && n == MULTI) {
             err = ins_cells(s, tier, bucket, cells, n, buf, d);

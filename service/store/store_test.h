@@ -28,7 +28,7 @@ typedef struct cw__store_test {
     uint64_t keys_hours;      /* keys cache minute segments read as the hour tier's cells */
     uint64_t keys_snaps;      /* keys cache afresh fills that left a copy at their coarse end */
     uint64_t keys_minute_sums; /* keys cache minutes read from their row of minute_sums */
-    bool minute_sums_off;      /* the keys cache reads every minute from its cells */
+    uint64_t keys_second_sums; /* and raw seconds from theirs of second_sums */
     bool keys_check;          /* the keys cache's keys checked against every cell's */
     uint64_t keys_checked;    /* processes so checked */
     uint64_t keys_mismatch;   /* and those whose keys differed (cached or not: 0) */

@@ -61,76 +61,135 @@ static int range_stmt(cw_store_t *s, int id, const char *sql, int tier, int64_t 
     return 0;
 }
 
-/* ---- minute sums --------------------------------------------------------------
+/* ---- bucket sums --------------------------------------------------------------
  *
- * A row of minute_sums (schema/012_minute_sums.sql) holds the columns
- * bytes, released and events of every commit-layer cell of one minute,
- * which a ranked list's keys read (store_report_keys.c): read back from
- * the minute's cells once they are stored, in the same transaction, so
- * it says what they say whichever path stored them. Retention deletes
- * it with them. A minute's cells are stored once (a rollup of a closed
- * minute); only BEFORE cells are added to later, and they have no row. */
+ * A row of second_sums or minute_sums (schema/012_bucket_sums.sql) holds
+ * the columns bytes, released and events of every commit-layer cell of
+ * one raw second or minute, which a ranked list's keys read
+ * (store_report_keys.c). A second's row is built as its cells are encoded
+ * (cw__store_ins_rows) and kept CW__SECOND_SUMS_KEEP_NS; a minute's is
+ * read back from its cells once they are stored, so it says what they
+ * say whichever rollup stored them (from memory, or by SQL a process at
+ * a time). Both are written in the transaction that stores the cells. A
+ * bucket's cells are stored once; only BEFORE cells (no row) are added
+ * to later, and retention deletes the rows with their cells. */
 static const char SQL_SUMS_CELLS[] = "SELECT proc, bytes, released, events FROM cells"
                                      " WHERE tier = 1 AND bucket = ?1 AND layer = 0";
 static const char SQL_SUMS_PUT[] =
     "INSERT OR REPLACE INTO minute_sums(bucket, procs, data) VALUES (?1, ?2, ?3)";
 static const char SQL_SUMS_DEL[] = "DELETE FROM minute_sums WHERE bucket >= ?1 AND bucket < ?2";
+static const char SQL_SECOND_PUT[] =
+    "INSERT OR REPLACE INTO second_sums(bucket, procs, data) VALUES (?1, ?2, ?3)";
+static const char SQL_SECOND_DEL[] = "DELETE FROM second_sums WHERE bucket < ?1";
+
+static void sums_out_reset(cw__sums_out_t *o)
+{
+    o->n = 0;
+    o->failed = false;
+}
+
+/* Encodes o as a row's data: a varint of flags (1: the byte figures are
+ * in 4 KiB pages, as they are when every one is a whole page), then per
+ * cell the process less the last one's, bytes, released and events
+ * (zigzag), all varints. */
+static void sums_encode(const cw__sums_out_t *o, cw_buf_t *b)
+{
+    bool pages = true;
+    for (size_t i = 0; i < o->n && pages; i++)
+        pages = o->v[i].bytes % 4096 == 0 && o->v[i].released % 4096 == 0;
+    int64_t unit = pages ? 4096 : 1;
+    uint32_t last = 0;
+    cw_buf_varint(b, pages ? 1 : 0);
+    for (size_t i = 0; i < o->n; i++) {
+        const cw__sums_cell_t *c = &o->v[i];
+        cw_buf_varint(b, c->proc - last);
+        cw_buf_varint(b, cw_zigzag(c->bytes / unit));
+        cw_buf_varint(b, cw_zigzag(c->released / unit));
+        cw_buf_varint(b, cw_zigzag(c->events));
+        last = c->proc;
+    }
+}
+
+static int put_sums_row(cw_store_t *s, int id, const char *sql, int64_t bucket,
+                        const cw__sums_out_t *o, cw_diag_t *d)
+{
+    cw_buf_t b = {0};
+    sqlite3_stmt *st = NULL;
+    int err = 0;
+    if (!o->failed) sums_encode(o, &b);
+    if (o->failed || b.failed)
+        err = cw_diag_set(d, CW_ENOMEM, "summing a bucket's cells: out of memory");
+    if (!err && !(err = cw__store_stmt(s, id, sql, &st, d))) {
+        sqlite3_bind_int64(st, 1, bucket);
+        sqlite3_bind_int64(st, 2, (int64_t)o->n);
+        sqlite3_bind_blob(st, 3, b.p, (int)b.n, SQLITE_STATIC);
+        err = cw__store_step_done(s, st, "storing a bucket's sums", d);
+    }
+    free(b.p);
+    return err;
+}
 
 static int put_minute_sums(cw_store_t *s, int64_t bucket, cw_diag_t *d)
 {
-    cw_buf_t buf = {0};
+    cw__sums_out_t o = {0};
     sqlite3_stmt *st = NULL;
-    int64_t procs = 0;
-    uint32_t last = 0;
     int rc, err = cw__store_stmt(s, CW__ST_SUMS_CELLS, SQL_SUMS_CELLS, &st, d);
     if (err) return err;
     sqlite3_bind_int64(st, 1, bucket);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        uint32_t proc = (uint32_t)sqlite3_column_int64(st, 0);
-        cw_buf_varint(&buf, proc - last);
-        cw_buf_varint(&buf, cw_zigzag(sqlite3_column_int64(st, 1)));
-        cw_buf_varint(&buf, cw_zigzag(sqlite3_column_int64(st, 2)));
-        cw_buf_varint(&buf, cw_zigzag(sqlite3_column_int64(st, 3))); /* NULL: 0 */
-        last = proc;
-        procs++;
+        if (CW_RESERVE(o.v, o.cap, o.n + 1)) {
+            o.failed = true;
+            break;
+        }
+        o.v[o.n++] = (cw__sums_cell_t){(uint32_t)sqlite3_column_int64(st, 0),
+                                       sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2),
+                                       sqlite3_column_int64(st, 3) /* NULL: 0 */};
     }
-    if (rc != SQLITE_DONE) err = cw__store_dberr(s, "reading a minute's cells to sum", d);
+    if (!o.failed && rc != SQLITE_DONE)
+        err = cw__store_dberr(s, "reading a minute's cells to sum", d);
     cw__store_stmt_done(st);
-    if (!err && buf.failed) err = cw_diag_set(d, CW_ENOMEM, "summing a minute: out of memory");
-    if (!err && !(err = cw__store_stmt(s, CW__ST_SUMS_PUT, SQL_SUMS_PUT, &st, d))) {
-        sqlite3_bind_int64(st, 1, bucket);
-        sqlite3_bind_int64(st, 2, procs);
-        sqlite3_bind_blob(st, 3, buf.n ? buf.p : "", (int)buf.n, SQLITE_STATIC);
-        err = cw__store_step_done(s, st, "storing a minute's sums", d);
-    }
-    free(buf.p);
+    if (!err) err = put_sums_row(s, CW__ST_SUMS_PUT, SQL_SUMS_PUT, bucket, &o, d);
+    free(o.v);
     return err;
 }
 
-/* Minutes stored before schema 12 have no row (the migration creates the
- * table empty): the writer writes theirs, downwards from the lowest row
- * there is, SUMS_BACKFILL_MINUTES a batch, so a database of weeks of
- * minutes gets them over its first batches without holding one up.
- * Until then those minutes are read from their cells. */
+int cw__store_sums_prune(cw_store_t *s, const cw__tier_t *t, cw_diag_t *d)
+{
+    if (t[0].end == INT64_MIN) return 0;
+    int64_t v = t[0].end - CW__SECOND_SUMS_KEEP_NS;
+    if (t[0].horizon > v) v = t[0].horizon;
+    return cw__store_put_ints(s, CW__ST_SECOND_DEL, SQL_SECOND_DEL, &v, 1,
+                              "deleting old seconds' sums", d);
+}
+
+/* Minutes stored before schema 12 have no row: the migration creates the
+ * table empty and notes the minute tier's end then in meta
+ * (SUMS_META_KEY). The writer writes theirs downwards from the lowest row
+ * below that end (or the end), SUMS_BACKFILL_MINUTES a batch, so a
+ * database of weeks of minutes gets them over its first batches without
+ * holding one up, and deletes the key when it reaches the tier's first
+ * minute. Until then those minutes are read from their cells. */
 #define SUMS_BACKFILL_MINUTES 10
-static const char SQL_SUMS_LOW[] = "SELECT min(bucket) FROM minute_sums";
+#define SUMS_META_KEY "minute_sums_below"
+static const char SQL_SUMS_LOW[] =
+    "SELECT count(*), min(bucket) FROM minute_sums WHERE bucket < ?1";
 
 int cw__store_sums_start(cw_store_t *s, cw_diag_t *d)
 {
-    const cw__tier_t *m = &s->w->tiers[1];
-    int64_t low = INT64_MIN;
+    char *v = NULL;
+    sqlite3_stmt *st = NULL;
     s->w->sums_low = INT64_MIN;
-    if (m->start == INT64_MIN || m->end == INT64_MIN) return 0;
-    int err = cw__store_query_int(s, SQL_SUMS_LOW, &low, d);
-    if (err) return err;
-    /* (min() of no rows is NULL, read as 0: the table is empty) */
-    int64_t n = 0;
-    if ((err = cw__store_query_int(s, "SELECT count(*) FROM (SELECT 1 FROM minute_sums LIMIT 1)",
-                                   &n, d)))
-        return err;
-    s->w->sums_low = n ? low : m->end;
     s->w->sums_done = 0;
-    return 0;
+    int err = cw_store_meta_get(s, SUMS_META_KEY, &v, d);
+    if (err || !v) return err;
+    int64_t below = strtoll(v, NULL, 10);
+    free(v);
+    if ((err = cw__store_stmt(s, CW__ST_SUMS_LOW, SQL_SUMS_LOW, &st, d))) return err;
+    sqlite3_bind_int64(st, 1, below);
+    if (sqlite3_step(st) != SQLITE_ROW) err = cw__store_dberr(s, "reading the minute sums", d);
+    s->w->sums_low = !err && sqlite3_column_int64(st, 0) ? sqlite3_column_int64(st, 1) : below;
+    cw__store_stmt_done(st);
+    return err;
 }
 
 int cw__store_sums_backfill(cw_store_t *s, const cw__tier_t *t, int64_t *low, cw_diag_t *d)
@@ -138,6 +197,9 @@ int cw__store_sums_backfill(cw_store_t *s, const cw__tier_t *t, int64_t *low, cw
     int64_t from = t[1].start > t[1].horizon ? t[1].start : t[1].horizon;
     if (*low == INT64_MIN) return 0;
     if (*low <= from || t[1].start == INT64_MIN) {
+        static const char del[] = "DELETE FROM meta WHERE key = '" SUMS_META_KEY "'";
+        int err = cw__store_exec(s, del, "noting the minute sums written", d);
+        if (err) return err;
         if (s->w->sums_done)
             CW_LOGI("%s: wrote the minute sums of %" PRIu64 " minutes stored before schema "
                     "version 12 in %.2f s",
@@ -226,7 +288,8 @@ static size_t roll_bytes(const cw__roll_t *r)
 
 size_t cw__store_roll_bytes(const cw_store_t *s)
 {
-    size_t b = roll_bytes(&s->w->sorted) + s->w->cellbuf.cap;
+    size_t b =
+        roll_bytes(&s->w->sorted) + s->w->cellbuf.cap + s->w->second.cap * sizeof *s->w->second.v;
     for (int k = 0; k + 1 < CW_TIERS; k++)
         b += roll_bytes(&s->w->roll[k]);
     return b;
@@ -489,7 +552,15 @@ static int put_level(cw_store_t *s, cw__tier_t *t, int k, int64_t x, cw_row_comm
     nc = drop_rundown(c, cw_batch_merge_commits(c, nc));
     nr = cw_batch_merge_releases(rl, nr);
     cw_batch_sort_activity(ac, na);
-    if ((err = cw__store_ins_rows(s, k, x, c, nc, rl, nr, ac, na, d))) return err;
+    cw__sums_out_t *so = k == 0 ? &s->w->second : NULL;
+    if (so) sums_out_reset(so);
+    if ((err = cw__store_ins_rows(s, k, x, c, nc, rl, nr, ac, na, so, d))) return err;
+    if (so && (err = put_sums_row(s, CW__ST_SECOND_PUT, SQL_SECOND_PUT, x, so, d))) return err;
+    /* A burst's room is not kept. */
+    if (so && so->cap > CW__SCRATCH_KEEP_ROWS) {
+        free(so->v);
+        memset(so, 0, sizeof *so);
+    }
     if (k == 1 &&
         ((err = put_minute_sums(s, x, d)) || (err = open_add(s, t, x, c, nc, rl, nr, ac, na, d))))
         return err;
@@ -527,7 +598,7 @@ static int flush_group(cw_store_t *s, const cw__tier_t *t, int k, cw__roll_t *g,
     uint32_t nc = cw_batch_merge_commits(g->commits.v, g->commits.n);
     uint32_t nr = cw_batch_merge_releases(g->releases.v, g->releases.n);
     int err = cw__store_ins_rows(s, k + 1, g->bucket, g->commits.v, nc, g->releases.v, nr,
-                                 g->activity.v, g->activity.n, d);
+                                 g->activity.v, g->activity.n, NULL, d);
     /* A minute's groups come in time order, so its hour's sums do too. */
     if (!err && k == 0)
         err = open_add(s, t, g->bucket, g->commits.v, nc, g->releases.v, nr, g->activity.v,

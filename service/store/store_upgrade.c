@@ -137,7 +137,7 @@ static int put_range(cw_store_t *s, int tier, range_rows_t *rr, uint64_t *cells,
         while (ea < rr->a.n && rr->ab[ea] == b)
             ea++;
         err = cw__store_ins_rows(s, tier, b, rr->c.v + ic, ec - ic, rr->r.v + ir, er - ir,
-                                 rr->a.v + ia, ea - ia, d);
+                                 rr->a.v + ia, ea - ia, NULL, d);
         *cells += 1;
         ic = ec, ir = er, ia = ea;
     }

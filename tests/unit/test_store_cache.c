@@ -57,7 +57,8 @@ static uint64_t keys_open;    /* keys cache minute segments read as the open hou
 static uint64_t keys_hours;   /* keys cache minute segments read as the hour tier's cells */
 static uint64_t keys_snaps;   /* keys cache afresh fills that left a copy at their coarse end */
 static uint64_t keys_minute_sums; /* keys cache minutes read from their row of minute_sums */
-static uint64_t sums_checked;     /* rows of minute_sums checked against their minute's cells */
+static uint64_t keys_second_sums; /* and raw seconds from theirs of second_sums */
+static uint64_t sums_checked;     /* rows of bucket sums checked against their bucket's cells */
 static uint64_t keys_checked; /* processes whose cached keys were checked against the cells' */
 static uint64_t closed_dropped; /* closed sums the report cache had left out when dropped */
 
@@ -360,34 +361,42 @@ static void compare(cw_store_t *c, cw_store_t *n)
     }
 }
 
-/* Every row of minute_sums holds its minute's commit cells' columns
- * (schema/012_minute_sums.sql); none is left below the minute tier's
- * horizon; every minute of the tier that has cells has one, but for
- * those whose rows were deleted by hand (buckets below thinned, every
- * third minute). */
-static void minute_sums_eq(cw_store_t *n, int64_t thinned)
+/* Every row of second_sums (tier 0) or minute_sums (tier 1) holds its
+ * bucket's commit cells' columns (schema/012_bucket_sums.sql); none is
+ * left below the tier's horizon, nor (seconds) more than
+ * CW__SECOND_SUMS_KEEP_NS before its end; every bucket of the tier above
+ * those that has cells has one, but for those whose rows were deleted
+ * by hand (buckets below thinned, every third one). */
+static void sums_eq(cw_store_t *n, int k, int64_t thinned)
 {
+    static const char *const table[] = {"second_sums", "minute_sums"};
+    static const int64_t width[] = {S, MIN};
     cw__tier_t t[CW_TIERS];
     cw_diag_t d = {{0}};
     sqlite3_stmt *rows, *cells;
+    char sql[200];
     ASSERT_OK(cw__store_read_tiers(n, t, &d));
-    ASSERT_EQ(
-        sqlite3_prepare_v2(n->db, "SELECT bucket, procs, data FROM minute_sums", -1, &rows, NULL),
-        SQLITE_OK);
+    int64_t low = t[k].horizon;
+    if (k == 0 && t[0].end - CW__SECOND_SUMS_KEEP_NS > low)
+        low = t[0].end - CW__SECOND_SUMS_KEEP_NS;
+    snprintf(sql, sizeof sql, "SELECT bucket, procs, data FROM %s", table[k]);
+    ASSERT_EQ(sqlite3_prepare_v2(n->db, sql, -1, &rows, NULL), SQLITE_OK);
     ASSERT_EQ(sqlite3_prepare_v2(n->db,
                                  "SELECT proc, bytes, released, coalesce(events, 0) FROM cells "
-                                 "WHERE tier = 1 AND bucket = ?1 AND layer = 0",
+                                 "WHERE tier = ?1 AND bucket = ?2 AND layer = 0",
                                  -1, &cells, NULL),
               SQLITE_OK);
+    sqlite3_bind_int(cells, 1, k);
     uint64_t nrows = 0;
     while (sqlite3_step(rows) == SQLITE_ROW) {
         int64_t b = sqlite3_column_int64(rows, 0), procs = sqlite3_column_int64(rows, 1);
         const unsigned char *p = sqlite3_column_blob(rows, 2);
         size_t len = (size_t)sqlite3_column_bytes(rows, 2), pos = 0;
-        uint64_t proc = 0;
-        ASSERT_TRUE(t[1].horizon == INT64_MIN || b >= t[1].horizon);
-        ASSERT_TRUE(b < t[1].end && b % MIN == 0);
-        sqlite3_bind_int64(cells, 1, b);
+        uint64_t proc = 0, flags;
+        ASSERT_TRUE(b >= low && b < t[k].end && b % width[k] == 0);
+        ASSERT_EQ(cw_varint_read(p, len, &pos, &flags), 0);
+        ASSERT_TRUE(flags <= 1);
+        sqlite3_bind_int64(cells, 2, b);
         int64_t seen = 0;
         while (sqlite3_step(cells) == SQLITE_ROW) {
             uint64_t v[4];
@@ -396,7 +405,8 @@ static void minute_sums_eq(cw_store_t *n, int64_t thinned)
             proc += v[0];
             ASSERT_EQ(proc, (uint64_t)sqlite3_column_int64(cells, 0));
             for (int j = 1; j < 4; j++)
-                ASSERT_EQ(cw_unzigzag(v[j]), sqlite3_column_int64(cells, j));
+                ASSERT_EQ(cw_unzigzag(v[j]) * (flags && j < 3 ? 4096 : 1),
+                          sqlite3_column_int64(cells, j));
             seen++;
         }
         sqlite3_reset(cells);
@@ -406,17 +416,17 @@ static void minute_sums_eq(cw_store_t *n, int64_t thinned)
     }
     sqlite3_finalize(rows);
     sqlite3_finalize(cells);
-    /* The minutes with cells and no row: only the thinned ones. */
-    ASSERT_EQ(
-        sqlite3_prepare_v2(n->db,
-                           "SELECT DISTINCT bucket FROM cells WHERE tier = 1 AND layer = 0 "
-                           "AND bucket > ?1 AND bucket NOT IN (SELECT bucket FROM minute_sums)",
-                           -1, &rows, NULL),
-        SQLITE_OK);
-    sqlite3_bind_int64(rows, 1, INT64_MIN);
+    /* The buckets with cells and no row: only the thinned ones. */
+    snprintf(sql, sizeof sql,
+             "SELECT DISTINCT bucket FROM cells WHERE tier = ?1 AND layer = 0 AND bucket >= ?2 "
+             "AND bucket NOT IN (SELECT bucket FROM %s)",
+             table[k]);
+    ASSERT_EQ(sqlite3_prepare_v2(n->db, sql, -1, &rows, NULL), SQLITE_OK);
+    sqlite3_bind_int(rows, 1, k);
+    sqlite3_bind_int64(rows, 2, low == INT64_MIN ? INT64_MIN + 1 : low);
     while (sqlite3_step(rows) == SQLITE_ROW) {
         int64_t b = sqlite3_column_int64(rows, 0);
-        ASSERT_TRUE(b < thinned && b / MIN % 3 == 0);
+        ASSERT_TRUE(b < thinned && b / width[k] % 3 == 0);
     }
     sqlite3_finalize(rows);
     ASSERT_TRUE(nrows > 0);
@@ -595,7 +605,8 @@ static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool e
          * the keys cache reads those minutes from their cells. */
         if (thinned == INT64_MIN && bk > t0 + span / 3) {
             ASSERT_EQ(sqlite3_exec(w->db,
-                                   "DELETE FROM minute_sums WHERE bucket / 60000000000 % 3 = 0",
+                                   "DELETE FROM minute_sums WHERE bucket / 60000000000 % 3 = 0;"
+                                   "DELETE FROM second_sums WHERE bucket / 1000000000 % 3 = 0",
                                    NULL, NULL, NULL),
                       SQLITE_OK);
             thinned = bk;
@@ -603,7 +614,8 @@ static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool e
         }
     }
     compare(c, n);
-    minute_sums_eq(n, thinned);
+    sums_eq(n, 0, thinned);
+    sums_eq(n, 1, thinned);
     /* The caches were used (not every answer from the rows). */
     ASSERT_TRUE(reports_cached > batches / 80);
     if (!cache_rows) ASSERT_TRUE(cw__store_series_cache_rows(c) > 0);
@@ -645,6 +657,8 @@ static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool e
     keys_snaps += c->test.keys_snaps;
     ASSERT_TRUE(n->test.keys_minute_sums == 0);
     keys_minute_sums += c->test.keys_minute_sums;
+    ASSERT_TRUE(n->test.keys_second_sums == 0);
+    keys_second_sums += c->test.keys_second_sums;
     /* ... and the keys it gave then were every cell's. */
     ASSERT_EQ(c->test.keys_mismatch, 0);
     keys_checked += c->test.keys_checked;
@@ -685,7 +699,12 @@ static void backfill(const char *name, const cw_store_opts_t *o)
     cw_diag_t d = {{0}};
     snprintf(path, sizeof path, "%s/%s", dir, name);
     ASSERT_OK(cw_store_open(path, o, &w, &d));
-    ASSERT_EQ(sqlite3_exec(w->db, "DELETE FROM minute_sums", NULL, NULL, NULL), SQLITE_OK);
+    /* (what migration 012 does on a database holding minutes) */
+    ASSERT_EQ(sqlite3_exec(w->db,
+                           "DELETE FROM minute_sums; INSERT INTO meta(key, value) SELECT "
+                           "'minute_sums_below', end_ns FROM tiers WHERE tier = 1",
+                           NULL, NULL, NULL),
+              SQLITE_OK);
     cw_store_close(w);
     ASSERT_OK(cw_store_open(path, o, &w, &d));
     ASSERT_TRUE(w->w->sums_low != INT64_MIN);
@@ -699,8 +718,11 @@ static void backfill(const char *name, const cw_store_opts_t *o)
         batches++;
     }
     test_rng_state = rng;
+    char *v = NULL;
+    ASSERT_OK(cw_store_meta_get(w, "minute_sums_below", &v, &d));
+    ASSERT_TRUE(v == NULL);
     ASSERT_OK(cw_store_open_readonly(path, &n, &d));
-    minute_sums_eq(n, INT64_MIN);
+    sums_eq(n, 1, INT64_MIN);
     printf("%s: the minute sums of its minutes written again in %d batches\n", name, batches);
     ASSERT_TRUE(batches > 5);
     cw_store_close(n);
@@ -1325,10 +1347,10 @@ int main(void)
            " afresh fills left a copy at their coarse end\n",
            keys_checked, keys_snaps);
     ASSERT_TRUE(keys_open > 10 && keys_hours > 10 && keys_checked > 100 && keys_snaps > 10);
-    printf("%" PRIu64 " minutes read from their minute sums by the keys cache, %" PRIu64
-           " rows of minute sums checked against their cells\n",
-           keys_minute_sums, sums_checked);
-    ASSERT_TRUE(keys_minute_sums > 100 && sums_checked > 100);
+    printf("%" PRIu64 " minutes and %" PRIu64 " seconds read from their bucket sums by the keys "
+           "cache, %" PRIu64 " rows of bucket sums checked against their cells\n",
+           keys_minute_sums, keys_second_sums, sums_checked);
+    ASSERT_TRUE(keys_minute_sums > 100 && keys_second_sums > 100 && sums_checked > 100);
     ASSERT_TRUE(prunes > 10);
     ASSERT_TRUE(hour_splits > 20 && hour_fixes > 0);
     ASSERT_EQ(cw_test_rmtree(dir), 0);
