@@ -228,7 +228,12 @@ for name in "${names[@]}"; do
   # first.
   rm -f "$BUILD"/Testing/Temporary/CTestCostData.txt "$BUILD"/Testing/Temporary/LastTestsFailed*.log
   rc=0
-  (cd "$BUILD" && CW_CHECKS_QUIET=1 CW_TIER=fast CW_RANDOM_TRACES=500 nice ctest -L 'unit|integration|fuzz-replay' -j"$JOBS" --timeout 600 \
+  # e2e_test_design_tree is left out: it compares docs/DESIGN.md's tree
+  # with the folders git knows, and the copy is not a git checkout, so as
+  # root or in CI (where a missing prerequisite fails) it failed whatever
+  # the mutant, and a mutant no other test caught counted as caught.
+  (cd "$BUILD" && CW_CHECKS_QUIET=1 CW_TIER=fast CW_RANDOM_TRACES=500 nice ctest -L 'unit|integration|fuzz-replay' \
+    -E '^e2e_test_design_tree$' -j"$JOBS" --timeout 600 \
     --stop-on-failure --output-on-failure >"$log.ctest.log" 2>&1) || rc=$?
   restore "${files[@]}"
   mutated=()

@@ -1257,7 +1257,7 @@ static int keys_at(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t, int64_t
         /* (a request's first end: its other end may move on from the copy) */
         for (int i = 0; i < KEYS_CACHE_ENTRIES && !sn && !pinned; i++)
             if (!c->e[i].valid && &c->e[i] != lru) sn = &c->e[i];
-        if (sn) snap = snap_at(add, nadd, x);
+        if (sn && !s->test.keys_no_snap) snap = snap_at(add, nadd, x);
         /* the copy settles nothing past its x */
         if (snap >= 0 && add[snap].hi < scs.to) scs.to = add[snap].hi;
     }

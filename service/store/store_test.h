@@ -27,6 +27,7 @@ typedef struct cw__store_test {
     uint64_t keys_open;       /* keys cache minute segments read as the open hour's cells */
     uint64_t keys_hours;      /* keys cache minute segments read as the hour tier's cells */
     uint64_t keys_snaps;      /* keys cache afresh fills that left a copy at their coarse end */
+    bool keys_no_snap;        /* and none does */
     uint64_t keys_minute_sums; /* keys cache minutes read from their row of minute_sums */
     uint64_t keys_second_sums; /* and raw seconds from theirs of second_sums */
     bool keys_check;          /* the keys cache's keys checked against every cell's */
