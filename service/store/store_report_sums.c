@@ -407,11 +407,16 @@ int cw__sums_add_cell_split(cw__sums_acc_t *a, const void *data, size_t size, in
         return cw_diag_set(
             d, err, "querying window figures: a cell of instance %" PRIu32 " is not readable",
             proc);
+    bool sub = bucket >= a->sub_lo && bucket < a->sub_hi;
     for (uint32_t j = 0; j < rows->c.n && !err && !left_out && bucket < t1; j++) {
         const cw_row_commit_t *x = &rows->c.v[j];
         sums_t *y = cw__sums_acc_row(a, proc, x->stack);
         if (!y) return CW_ENOMEM;
         cw__sums_add_commit(y, bucket, (int64_t)x->bytes, (int64_t)x->events, t0);
+        if (sub) {
+            y->v[0] -= (int64_t)x->bytes;
+            y->v[1] -= (int64_t)x->events;
+        }
     }
     for (uint32_t j = 0; j < rows->r.n && !err; j++) {
         const cw_row_release_t *x = &rows->r.v[j];
@@ -432,6 +437,10 @@ int cw__sums_add_cell_split(cw__sums_acc_t *a, const void *data, size_t size, in
         if (!y) return CW_ENOMEM;
         cw__sums_add_release(y, bucket, at, (int64_t)x->bytes, (int64_t)x->pieces,
                              (int64_t)x->closed, t0, t1);
+        if (sub) {
+            y->v[4] -= (int64_t)x->bytes;
+            y->v[12] -= (int64_t)x->closed;
+        }
     }
     return err;
 }

@@ -136,6 +136,10 @@ typedef struct cw__sums_acc {
     uint64_t *pruned, prunes;
     cw__cell_rows_t rows;
     bool by_proc; /* a process's rows all go to one, of stack 0 */
+    /* The rows of a bucket in [sub_lo, sub_hi) are also taken away from
+     * the sums before t0 (a ranked report's before_whole,
+     * store_report_keys.c); an empty range (0, 0): none. */
+    int64_t sub_lo, sub_hi;
 } cw__sums_acc_t;
 
 /* An empty a. Its processes' array is the room that s (when not NULL,
@@ -177,7 +181,9 @@ typedef int64_t (*cw__resolve_a_fn)(void *ctx, uint32_t proc, uint32_t stack, in
  * NULL) is set if one was. With left_out, the cell adds only the rows
  * that would be left out, each with its own `a` (no commit row, no
  * other release row): a split cell's rows are then added once, whether
- * from its own cell or from finer ones. */
+ * from its own cell or from finer ones. A cell of a bucket in
+ * [a->sub_lo, a->sub_hi) also takes the rows it adds away from the sums
+ * before t0 (columns 2, 3, 6 and 14). */
 int cw__sums_add_cell_split(cw__sums_acc_t *a, const void *data, size_t size, int64_t bucket,
                             uint32_t proc, int64_t t0, int64_t t1, int64_t alo, int64_t ahi,
                             bool left_out, cw__resolve_a_fn resolve, void *ctx, bool *skipped,

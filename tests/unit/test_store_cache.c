@@ -52,6 +52,8 @@ static const char *const tags[2][NSTACK] = {
 
 static char dir[256];
 static uint64_t minute_fixes; /* rows the minute split took from raw seconds */
+static uint64_t before_whole; /* ranked reports before t0 from t0's hour's cell, less [t0, c1) */
+static uint64_t before_whole_open; /* and of those, from the open hour's cell */
 static uint64_t keys_down;    /* keys cache fills from the open hour downwards */
 static uint64_t keys_open;    /* keys cache minute segments read as the open hour's cells */
 static uint64_t keys_hours;   /* keys cache minute segments read as the hour tier's cells */
@@ -668,6 +670,12 @@ static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool e
            c->test.minute_fixes + n->test.minute_fixes);
     ASSERT_TRUE(c->test.minute_splits + n->test.minute_splits > 0);
     minute_fixes += c->test.minute_fixes + n->test.minute_fixes;
+    /* Some ranked reports took their sums before t0 from t0's hour's
+     * cell less the rows after t0; the handle with its caches off read
+     * them from the minutes and seconds before t0 (store_test.h). */
+    ASSERT_TRUE(n->test.before_whole == 0);
+    before_whole += c->test.before_whole;
+    before_whole_open += c->test.before_whole_open;
     /* The hour split answered some windows, and the handle with its
      * caches off read those from the minute tier (store_test.h). */
     printf("  hour tier from a minute not on an hour: %" PRIu64 " reports, %" PRIu64
@@ -1350,6 +1358,10 @@ int main(void)
     /* Some minute rows of commits on both sides of an unaligned t0 were
      * taken from raw seconds. */
     ASSERT_TRUE(minute_fixes > 0);
+    printf("%" PRIu64 " ranked reports took the sums before t0 from a whole hour's cells, %" PRIu64
+           " of them the open hour's\n",
+           before_whole, before_whole_open);
+    ASSERT_TRUE(before_whole_open > 10 && before_whole - before_whole_open > 10);
     ASSERT_TRUE(keys_down > 20);
     printf("%" PRIu64 " keys cache minute segments read as the open hour's cells, %" PRIu64
            " as the hour tier's\n",
