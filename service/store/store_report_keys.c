@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "commitwatch/keymap.h"
+#include "commitwatch/log.h"
 #include "store/cells.h"
 #include "store/store_report_sums.h"
 
@@ -558,6 +559,9 @@ struct cw__keys_cache {
     kentry_t e[KEYS_CACHE_ENTRIES];
     uint64_t clock;
     uint32_t skip; /* ranked reports left to answer without it */
+    /* A row of bucket sums was found damaged (kadd_sums): this handle's
+     * fills read the cells those rows sum from then on. */
+    bool sums_damaged;
     /* The last window keys_fit found too big: at least nf_n exits in
      * [nf_lo, nf_hi), counted while tier 0's horizon was nf_horizon. */
     int64_t nf_lo, nf_hi, nf_n, nf_horizon;
@@ -865,6 +869,16 @@ static int kadd_sums(kadd_t *a, int k, int64_t bucket, const unsigned char *p, s
         a->s->test.keys_minute_sums++;
     return 0;
 damaged:
+    /* The rows are derived from the cells (store_tiers.c): the fill is
+     * dropped, its list read from every cell (cw__report_keys_cached),
+     * and this handle's later fills read the cells. Logged once a handle. */
+    if (a->s->r.keys_cache && !a->s->r.keys_cache->sums_damaged) {
+        a->s->r.keys_cache->sums_damaged = true;
+        CW_LOGW("%s: the row of %s of bucket %" PRId64 " is damaged: reading the cells it sums "
+                "instead (run `PRAGMA integrity_check` on a copy of the file)",
+                a->s->path, k ? "minute_sums" : "second_sums", bucket);
+    }
+    a->s->test.keys_sums_damaged++;
     return cw_diag_set(d, CW_EDB, "%s: the row of %s of bucket %" PRId64 " is damaged", a->s->path,
                        k ? "minute_sums" : "second_sums", bucket);
 }
@@ -924,7 +938,8 @@ static int kentry_add(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t, kent
         .last = INT64_MIN,
         .rows = rows,
     };
-    int err = (k == 0 || k == 1) && s->layer == 0 && lo != INT64_MIN
+    bool rows_ok = !(s->r.keys_cache && s->r.keys_cache->sums_damaged);
+    int err = (k == 0 || k == 1) && s->layer == 0 && lo != INT64_MIN && rows_ok
                   ? kadd_sum_rows(&a, st, k, t[k].width, lo, hi, d)
                   : kadd_cells(&a, st, k, lo, hi, d);
     if (!err) err = cw__proc_settle(&a.run, &e->v, &e->n, sizeof *e->v);
@@ -1398,6 +1413,7 @@ int cw__report_keys_cached(cw_store_t *s, const cw__tier_t *t, const pick_t *p, 
     if (!back_segments(t, p->t0, seg, &nseg)) return 0;
     struct cw__keys_cache *c = keys_cache(s);
     if (!c) return list_done(CW_ENOMEM, d);
+    bool damaged = c->sums_damaged;
     int err = cw__store_stmt(s, CW__ST_Q_KEY_SUMS, SQL_Q_KEY_SUMS, &st, d);
     /* The BEFORE cells of the first tier of t0's staircase (keys_at's). */
     before.settled = INT64_MIN;
@@ -1433,6 +1449,7 @@ int cw__report_keys_cached(cw_store_t *s, const cw__tier_t *t, const pick_t *p, 
             c->skip = KEYS_SKIP_AFTER_OVERSIZE;
             return 0;
         }
+        if (err == CW_EDB && c->sums_damaged && !damaged) return 0; /* (kadd_sums) */
         return list_done(err, d);
     }
     err = keys_room(s, &v, &cap);

@@ -737,6 +737,38 @@ static void backfill(const char *name, const cw_store_opts_t *o)
     cw_store_close(w);
 }
 
+/* Every row of minute_sums of the finished database dir/name damaged: a
+ * keys fill that meets one drops itself and the list is read from every
+ * cell, then that handle's fills read the minutes' cells; every answer
+ * is still the reference handle's. */
+static void damaged_sums(const char *name, const cw_store_opts_t *o)
+{
+    char path[400];
+    cw_store_t *w, *c, *n;
+    cw_diag_t d = {{0}};
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    ASSERT_OK(cw_store_open(path, o, &w, &d));
+    ASSERT_EQ(sqlite3_exec(w->db, "UPDATE minute_sums SET data = x'05'", NULL, NULL, NULL),
+              SQLITE_OK);
+    ASSERT_TRUE(sqlite3_changes(w->db) > 10);
+    cw_store_close(w);
+    ASSERT_OK(cw_store_open_readonly(path, &c, &d));
+    ASSERT_OK(cw_store_open_readonly(path, &n, &d));
+    n->test.read_cache_off = true;
+    for (int i = 0; i < 6; i++) {
+        int64_t from = end0 - HOUR - (int64_t)(i * 7 * MIN) + (int64_t)(i * 13 * S);
+        report_eq(c, n, from, end0);
+    }
+    printf("%s, its minutes' sums damaged: %" PRIu64 " found, %" PRIu64
+           " ranked reports keyed from the cache after, %" PRIu64 " minutes read from sums\n",
+           name, c->test.keys_sums_damaged, c->test.keys_served, c->test.keys_minute_sums);
+    ASSERT_EQ(c->test.keys_sums_damaged, 1);
+    ASSERT_EQ(c->test.keys_minute_sums, 0);
+    ASSERT_TRUE(c->test.keys_served > 10);
+    cw_store_close(c);
+    cw_store_close(n);
+}
+
 /* A database keeping every row at dir/name (into path[400]), for the
  * small cases below. */
 static cw_store_t *small_db(const char *name, char *path)
@@ -1330,6 +1362,7 @@ int main(void)
     cw_store_opts_t keep = {{0, 0, 0}, 0};
     run("keep.db", &keep, 5 * HOUR, false, 0, 0, false);
     backfill("keep.db", &keep);
+    damaged_sums("keep.db", &keep);
     /* Caches too small for some windows: those are read from SQL, the
      * others from the caches; lists by transient bytes from every
      * process's cells. */
@@ -1337,7 +1370,6 @@ int main(void)
     cw_store_opts_t ret = {{HOUR, 2 * HOUR, 3 * HOUR}, 0};
     run("retention.db", &ret, 7 * HOUR, true, 0, 0, false);
     backfill("retention.db", &ret);
-    /* Only the hour tier folds: cached sums outlive the raw tier's rows. */
     cw_store_opts_t hour = {{0, 0, 2 * HOUR}, 0};
     /* Only the hour tier folds: cached sums outlive the raw tier's rows.
      * Every read of cells in key order, the others' passed over, none
