@@ -380,20 +380,20 @@ int cw_store_write_many(cw_store_t *s, const cw_batch_t *const *b, size_t n, cw_
                            s->path);
     uint64_t last_lost = s->w->last_lost;
     int64_t last_drift = s->w->last_drift;
-    int64_t sums_low = s->w->sums_low;
+    int64_t sums_low[2] = {s->w->sums_low[0], s->w->sums_low[1]};
     memcpy(t, s->w->tiers, sizeof t);
     if ((err = cw__store_exec(s, "BEGIN IMMEDIATE", "starting a transaction", d))) return err;
     for (size_t i = 0; i < n && !err; i++)
         err = write_one(s, t, b[i], &last_lost, &last_drift, d);
     if (err || (err = cw__store_enforce_cap(s, t, d)) || (err = cw__store_prune(s, t, d)) ||
         (err = cw__store_prune_maps(s, t, d)) || (err = cw__store_open_sync(s, t, d)) ||
-        (err = cw__store_sums_backfill(s, t, &sums_low, d)))
+        (err = cw__store_sums_backfill(s, t, sums_low, d)))
         goto fail;
     for (int k = 0; k < CW_TIERS && !err; k++)
         if (memcmp(&t[k], &s->w->tiers[k], sizeof t[k]) != 0) err = put_tier(s, k, &t[k], d);
     if (err || (err = cw__store_exec(s, "COMMIT", "committing a batch", d))) goto fail;
     memcpy(s->w->tiers, t, sizeof t);
-    s->w->sums_low = sums_low;
+    memcpy(s->w->sums_low, sums_low, sizeof sums_low);
     s->test.transactions++;
     s->w->last_total = b[n - 1]->events_total;
     s->w->last_lost = last_lost;

@@ -67,9 +67,12 @@ typedef struct cw__writer {
     cw__roll_t sorted;             /* a batch's rows, sorted (vectors only) */
     cw_buf_t cellbuf;              /* the encoded cells of one insert (store_rows.c) */
     cw__sums_out_t second;         /* a raw second's row of second_sums (store_tiers.c) */
-    int64_t sums_low;              /* minutes below it may have no minute sums (INT64_MIN: none) */
-    uint64_t sums_done;            /* minutes whose sums the backfill wrote, since sums_t0 (ns) */
-    int64_t sums_t0;
+    /* [0] minutes, [1] hours: buckets below sums_low may have no row of
+     * minute_sums / hour_sums (INT64_MIN: none); sums_done, those whose
+     * rows the backfill wrote since sums_t0 (ns). */
+    int64_t sums_low[2];
+    uint64_t sums_done[2];
+    int64_t sums_t0[2];
     cw__open_t open;
 } cw__writer_t;
 
@@ -162,12 +165,13 @@ void cw__store_roll_reset(cw_store_t *s, bool free_memory);
  * row in step with the tiers t. */
 void cw__store_open_reset(cw_store_t *s, int64_t minute_end);
 int cw__store_open_sync(cw_store_t *s, const cw__tier_t *t, cw_diag_t *d);
-/* Minute sums (store_tiers.c, schema/012_bucket_sums.sql): sums_start
- * finds, at the writer's opening, the minutes stored before the table
- * (sums_low); sums_backfill writes the rows of some of them, inside a
- * batch's transaction, moving *low (the caller's copy) down. */
+/* Minute and hour sums (store_tiers.c, schema/012_bucket_sums.sql,
+ * 013_hour_sums.sql): sums_start finds, at the writer's opening, the
+ * minutes and hours stored before their table (sums_low); sums_backfill
+ * writes the rows of some of them, inside a batch's transaction, moving
+ * low[0] (minutes) and low[1] (hours), the caller's copy, down. */
 int cw__store_sums_start(cw_store_t *s, cw_diag_t *d);
-int cw__store_sums_backfill(cw_store_t *s, const cw__tier_t *t, int64_t *low, cw_diag_t *d);
+int cw__store_sums_backfill(cw_store_t *s, const cw__tier_t *t, int64_t low[2], cw_diag_t *d);
 /* Deletes the rows of second_sums older than CW__SECOND_SUMS_KEEP_NS
  * before the raw tier's end or below its horizon. */
 #define CW__SECOND_SUMS_KEEP_NS (INT64_C(3900) * 1000000000)

@@ -842,9 +842,11 @@ static int kadd_cells(kadd_t *a, sqlite3_stmt *st, int k, int64_t lo, int64_t hi
     return err;
 }
 
-/* A bucket's row of second_sums (k 0) or minute_sums (k 1)
- * (schema/012_bucket_sums.sql), decoded into the entry as its cells
- * would be. */
+static const char *const sums_table[CW_TIERS] = {"second_sums", "minute_sums", "hour_sums"};
+
+/* A bucket's row of second_sums (k 0), minute_sums (k 1) or hour_sums
+ * (k 2) (schema/012_bucket_sums.sql, 013_hour_sums.sql), decoded into the
+ * entry as its cells would be. */
 static int kadd_sums(kadd_t *a, int k, int64_t bucket, const unsigned char *p, size_t n,
                      int64_t procs, cw_diag_t *d)
 {
@@ -865,8 +867,10 @@ static int kadd_sums(kadd_t *a, int k, int64_t bucket, const unsigned char *p, s
     if (pos != n) goto damaged;
     if (k == 0)
         a->s->test.keys_second_sums++;
-    else
+    else if (k == 1)
         a->s->test.keys_minute_sums++;
+    else
+        a->s->test.keys_hour_sums++;
     return 0;
 damaged:
     /* The rows are derived from the cells (store_tiers.c): the fill is
@@ -876,28 +880,32 @@ damaged:
         a->s->r.keys_cache->sums_damaged = true;
         CW_LOGW("%s: the row of %s of bucket %" PRId64 " is damaged: reading the cells it sums "
                 "instead (run `PRAGMA integrity_check` on a copy of the file)",
-                a->s->path, k ? "minute_sums" : "second_sums", bucket);
+                a->s->path, sums_table[k], bucket);
     }
     a->s->test.keys_sums_damaged++;
     return cw_diag_set(d, CW_EDB, "%s: the row of %s of bucket %" PRId64 " is damaged", a->s->path,
-                       k ? "minute_sums" : "second_sums", bucket);
+                       sums_table[k], bucket);
 }
 
-/* The buckets of tier k (0 or 1) of the commit layer in [lo, hi): a row of
- * second_sums or minute_sums for each that has one, the cells of those
- * between (older seconds; minutes stored before schema 12). */
+/* The buckets of tier k (0, 1 or 2) of the commit layer in [lo, hi): a
+ * row of second_sums, minute_sums or hour_sums for each that has one, the
+ * cells of those between (older seconds; minutes and hours whose rows the
+ * writer has not written yet after an upgrade). */
 static const char SQL_Q_SECOND_SUMS[] =
     "SELECT bucket, procs, data FROM second_sums WHERE bucket >= ?1 AND bucket < ?2";
 static const char SQL_Q_MINUTE_SUMS[] =
     "SELECT bucket, procs, data FROM minute_sums WHERE bucket >= ?1 AND bucket < ?2";
+static const char SQL_Q_HOUR_SUMS[] =
+    "SELECT bucket, procs, data FROM hour_sums WHERE bucket >= ?1 AND bucket < ?2";
 
 static int kadd_sum_rows(kadd_t *a, sqlite3_stmt *st, int k, int64_t width, int64_t lo, int64_t hi,
                          cw_diag_t *d)
 {
     sqlite3_stmt *ms = NULL;
     int64_t at = lo;
-    int rc, err = k ? cw__store_stmt(a->s, CW__ST_Q_MINUTE_SUMS, SQL_Q_MINUTE_SUMS, &ms, d)
-                    : cw__store_stmt(a->s, CW__ST_Q_SECOND_SUMS, SQL_Q_SECOND_SUMS, &ms, d);
+    int rc, err = k == 2   ? cw__store_stmt(a->s, CW__ST_Q_HOUR_SUMS, SQL_Q_HOUR_SUMS, &ms, d)
+                  : k == 1 ? cw__store_stmt(a->s, CW__ST_Q_MINUTE_SUMS, SQL_Q_MINUTE_SUMS, &ms, d)
+                           : cw__store_stmt(a->s, CW__ST_Q_SECOND_SUMS, SQL_Q_SECOND_SUMS, &ms, d);
     if (err) return err;
     sqlite3_bind_int64(ms, 1, lo);
     sqlite3_bind_int64(ms, 2, hi);
@@ -939,7 +947,7 @@ static int kentry_add(cw_store_t *s, sqlite3_stmt *st, const cw__tier_t *t, kent
         .rows = rows,
     };
     bool rows_ok = !(s->r.keys_cache && s->r.keys_cache->sums_damaged);
-    int err = (k == 0 || k == 1) && s->layer == 0 && lo != INT64_MIN && rows_ok
+    int err = k >= 0 && k < CW_TIERS && s->layer == 0 && lo != INT64_MIN && rows_ok
                   ? kadd_sum_rows(&a, st, k, t[k].width, lo, hi, d)
                   : kadd_cells(&a, st, k, lo, hi, d);
     if (!err) err = cw__proc_settle(&a.run, &e->v, &e->n, sizeof *e->v);

@@ -45,6 +45,7 @@ typedef struct cw__store_test {
     uint64_t before_prunes;   /* report cache fills that left closed sums out midway */
     uint64_t minute_splits;   /* ranked reports from an unaligned t0 through the minute tier */
     uint64_t minute_fixes;    /* and the (minute, process) rows they took from raw seconds */
+    uint64_t keys_hour_sums;  /* and hours from theirs of hour_sums */
     uint64_t keys_sums_damaged; /* rows of bucket sums a keys fill found damaged */
     uint64_t before_whole;    /* ranked reports before t0 from t0's hour's cell, less [t0, c1) */
     uint64_t before_whole_open; /* and of those, from the open hour's cell */

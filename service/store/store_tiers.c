@@ -63,21 +63,25 @@ static int range_stmt(cw_store_t *s, int id, const char *sql, int tier, int64_t 
 
 /* ---- bucket sums --------------------------------------------------------------
  *
- * A row of second_sums or minute_sums (schema/012_bucket_sums.sql) holds
- * the columns bytes, released and events of every commit-layer cell of
- * one raw second or minute, which a ranked list's keys read
- * (store_report_keys.c). A second's row is built as its cells are encoded
- * (cw__store_ins_rows) and kept CW__SECOND_SUMS_KEEP_NS; a minute's is
- * read back from its cells once they are stored, so it says what they
- * say whichever rollup stored them (from memory, or by SQL a process at
- * a time). Both are written in the transaction that stores the cells. A
- * bucket's cells are stored once; only BEFORE cells (no row) are added
- * to later, and retention deletes the rows with their cells. */
+ * A row of second_sums, minute_sums or hour_sums (schema/012_bucket_sums.sql,
+ * 013_hour_sums.sql) holds the columns bytes, released and events of every
+ * commit-layer cell of one raw second, minute or hour, which a ranked
+ * list's keys read (store_report_keys.c). A second's row is built as its
+ * cells are encoded (cw__store_ins_rows) and kept CW__SECOND_SUMS_KEEP_NS;
+ * a minute's or an hour's is read back from its cells once they are
+ * stored, so it says what they say whichever rollup stored them (from
+ * memory, or by SQL a process at a time). All are written in the
+ * transaction that stores the cells. A bucket's cells are stored once;
+ * only BEFORE cells (no row) are added to later, and retention deletes
+ * the rows with their cells. */
 static const char SQL_SUMS_CELLS[] = "SELECT proc, bytes, released, events FROM cells"
-                                     " WHERE tier = 1 AND bucket = ?1 AND layer = 0";
+                                     " WHERE tier = ?2 AND bucket = ?1 AND layer = 0";
 static const char SQL_SUMS_PUT[] =
     "INSERT OR REPLACE INTO minute_sums(bucket, procs, data) VALUES (?1, ?2, ?3)";
 static const char SQL_SUMS_DEL[] = "DELETE FROM minute_sums WHERE bucket >= ?1 AND bucket < ?2";
+static const char SQL_HSUMS_PUT[] =
+    "INSERT OR REPLACE INTO hour_sums(bucket, procs, data) VALUES (?1, ?2, ?3)";
+static const char SQL_HSUMS_DEL[] = "DELETE FROM hour_sums WHERE bucket >= ?1 AND bucket < ?2";
 static const char SQL_SECOND_PUT[] =
     "INSERT OR REPLACE INTO second_sums(bucket, procs, data) VALUES (?1, ?2, ?3)";
 static const char SQL_SECOND_DEL[] = "DELETE FROM second_sums WHERE bucket < ?1";
@@ -129,13 +133,16 @@ static int put_sums_row(cw_store_t *s, int id, const char *sql, int64_t bucket,
     return err;
 }
 
-static int put_minute_sums(cw_store_t *s, int64_t bucket, cw_diag_t *d)
+/* The row of minute_sums (k 1) or hour_sums (k 2) of bucket, from its
+ * stored cells. */
+static int put_tier_sums(cw_store_t *s, int k, int64_t bucket, cw_diag_t *d)
 {
     cw__sums_out_t o = {0};
     sqlite3_stmt *st = NULL;
     int rc, err = cw__store_stmt(s, CW__ST_SUMS_CELLS, SQL_SUMS_CELLS, &st, d);
     if (err) return err;
     sqlite3_bind_int64(st, 1, bucket);
+    sqlite3_bind_int(st, 2, k);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (CW_RESERVE(o.v, o.cap, o.n + 1)) {
             o.failed = true;
@@ -146,9 +153,11 @@ static int put_minute_sums(cw_store_t *s, int64_t bucket, cw_diag_t *d)
                                        sqlite3_column_int64(st, 3) /* NULL: 0 */};
     }
     if (!o.failed && rc != SQLITE_DONE)
-        err = cw__store_dberr(s, "reading a minute's cells to sum", d);
+        err = cw__store_dberr(s, "reading a bucket's cells to sum", d);
     cw__store_stmt_done(st);
-    if (!err) err = put_sums_row(s, CW__ST_SUMS_PUT, SQL_SUMS_PUT, bucket, &o, d);
+    if (!err)
+        err = k == 1 ? put_sums_row(s, CW__ST_SUMS_PUT, SQL_SUMS_PUT, bucket, &o, d)
+                     : put_sums_row(s, CW__ST_HSUMS_PUT, SQL_HSUMS_PUT, bucket, &o, d);
     free(o.v);
     return err;
 }
@@ -162,64 +171,84 @@ int cw__store_sums_prune(cw_store_t *s, const cw__tier_t *t, cw_diag_t *d)
                               "deleting old seconds' sums", d);
 }
 
-/* Minutes stored before schema 12 have no row: the migration creates the
- * table empty and notes the minute tier's end then in meta
- * (SUMS_META_KEY). The writer writes theirs downwards from the lowest row
- * below that end (or the end), SUMS_BACKFILL_MINUTES a batch, so a
- * database of weeks of minutes gets them over its first batches without
- * holding one up, and deletes the key when it reaches the tier's first
- * minute. Until then those minutes are read from their cells. */
-#define SUMS_BACKFILL_MINUTES 10
-#define SUMS_META_KEY "minute_sums_below"
+/* Minutes stored before schema 12, and hours before schema 13, have no
+ * row: the migration creates the table empty and notes the tier's end
+ * then in meta (sums_meta). The writer writes theirs downwards from the
+ * lowest row below that end (or the end), SUMS_BACKFILL_BUCKETS a batch
+ * and tier, so a database of weeks gets them over its first batches
+ * without holding one up, and deletes the key when it reaches the tier's
+ * first bucket. Until then those buckets are read from their cells.
+ * Index j: 0 minutes (tier 1), 1 hours (tier 2). */
+#define SUMS_BACKFILL_BUCKETS 10
+static const char *const sums_meta[2] = {"minute_sums_below", "hour_sums_below"};
+static const char *const sums_what[2] = {"minute", "hour"};
+static const int sums_schema[2] = {12, 13};
 static const char SQL_SUMS_LOW[] =
     "SELECT count(*), min(bucket) FROM minute_sums WHERE bucket < ?1";
+static const char SQL_HSUMS_LOW[] = "SELECT count(*), min(bucket) FROM hour_sums WHERE bucket < ?1";
 
 int cw__store_sums_start(cw_store_t *s, cw_diag_t *d)
 {
-    char *v = NULL;
-    sqlite3_stmt *st = NULL;
-    s->w->sums_low = INT64_MIN;
-    s->w->sums_done = 0;
-    int err = cw_store_meta_get(s, SUMS_META_KEY, &v, d);
-    if (err || !v) return err;
-    int64_t below = strtoll(v, NULL, 10);
-    free(v);
-    if ((err = cw__store_stmt(s, CW__ST_SUMS_LOW, SQL_SUMS_LOW, &st, d))) return err;
-    sqlite3_bind_int64(st, 1, below);
-    if (sqlite3_step(st) != SQLITE_ROW) err = cw__store_dberr(s, "reading the minute sums", d);
-    s->w->sums_low = !err && sqlite3_column_int64(st, 0) ? sqlite3_column_int64(st, 1) : below;
-    cw__store_stmt_done(st);
+    int err = 0;
+    for (int j = 0; j < 2 && !err; j++) {
+        char *v = NULL;
+        sqlite3_stmt *st = NULL;
+        s->w->sums_low[j] = INT64_MIN;
+        s->w->sums_done[j] = 0;
+        if ((err = cw_store_meta_get(s, sums_meta[j], &v, d)) || !v) continue;
+        int64_t below = strtoll(v, NULL, 10);
+        free(v);
+        if ((err = j ? cw__store_stmt(s, CW__ST_HSUMS_LOW, SQL_HSUMS_LOW, &st, d)
+                     : cw__store_stmt(s, CW__ST_SUMS_LOW, SQL_SUMS_LOW, &st, d)))
+            break;
+        sqlite3_bind_int64(st, 1, below);
+        if (sqlite3_step(st) != SQLITE_ROW) err = cw__store_dberr(s, "reading the bucket sums", d);
+        s->w->sums_low[j] =
+            !err && sqlite3_column_int64(st, 0) ? sqlite3_column_int64(st, 1) : below;
+        cw__store_stmt_done(st);
+    }
     return err;
 }
 
-int cw__store_sums_backfill(cw_store_t *s, const cw__tier_t *t, int64_t *low, cw_diag_t *d)
+/* One tier's part of cw__store_sums_backfill (j as above). */
+static int sums_backfill(cw_store_t *s, const cw__tier_t *t, int j, int64_t *low, cw_diag_t *d)
 {
-    int64_t from = t[1].start > t[1].horizon ? t[1].start : t[1].horizon;
+    const cw__tier_t *k = &t[j + 1];
+    int64_t from = k->start > k->horizon ? k->start : k->horizon;
     if (*low == INT64_MIN) return 0;
-    if (*low <= from || t[1].start == INT64_MIN) {
-        static const char del[] = "DELETE FROM meta WHERE key = '" SUMS_META_KEY "'";
-        int err = cw__store_exec(s, del, "noting the minute sums written", d);
+    if (*low <= from || k->start == INT64_MIN) {
+        char del[80];
+        snprintf(del, sizeof del, "DELETE FROM meta WHERE key = '%s'", sums_meta[j]);
+        int err = cw__store_exec(s, del, "noting the bucket sums written", d);
         if (err) return err;
-        if (s->w->sums_done)
-            CW_LOGI("%s: wrote the minute sums of %" PRIu64 " minutes stored before schema "
-                    "version 12 in %.2f s",
-                    s->path, s->w->sums_done, (double)(cw_plat_mono_ns() - s->w->sums_t0) / 1e9);
+        if (s->w->sums_done[j])
+            CW_LOGI("%s: wrote the %s sums of %" PRIu64 " %ss stored before schema version %d "
+                    "in %.2f s",
+                    s->path, sums_what[j], s->w->sums_done[j], sums_what[j], sums_schema[j],
+                    (double)(cw_plat_mono_ns() - s->w->sums_t0[j]) / 1e9);
         *low = INT64_MIN;
         return 0;
     }
-    if (!s->w->sums_done) {
-        s->w->sums_t0 = cw_plat_mono_ns();
-        CW_LOGI("%s: writing the minute sums of the %" PRId64 " minutes stored before schema "
-                "version 12, %d a batch; until then they are read from their cells",
-                s->path, (*low - from) / t[1].width, SUMS_BACKFILL_MINUTES);
+    if (!s->w->sums_done[j]) {
+        s->w->sums_t0[j] = cw_plat_mono_ns();
+        CW_LOGI("%s: writing the %s sums of the %" PRId64 " %ss stored before schema version "
+                "%d, %d a batch; until then they are read from their cells",
+                s->path, sums_what[j], (*low - from) / k->width, sums_what[j], sums_schema[j],
+                SUMS_BACKFILL_BUCKETS);
     }
     int err = 0;
-    for (int i = 0; i<SUMS_BACKFILL_MINUTES && * low> from && !err; i++) {
-        *low -= t[1].width;
-        err = put_minute_sums(s, *low, d);
-        s->w->sums_done++;
+    for (int i = 0; i<SUMS_BACKFILL_BUCKETS && * low> from && !err; i++) {
+        *low -= k->width;
+        err = put_tier_sums(s, j + 1, *low, d);
+        s->w->sums_done[j]++;
     }
     return err;
+}
+
+int cw__store_sums_backfill(cw_store_t *s, const cw__tier_t *t, int64_t low[2], cw_diag_t *d)
+{
+    int err = sums_backfill(s, t, 0, &low[0], d);
+    return err ? err : sums_backfill(s, t, 1, &low[1], d);
 }
 
 /* ---- in-memory rollups ------------------------------------------------------
@@ -562,8 +591,9 @@ static int put_level(cw_store_t *s, cw__tier_t *t, int k, int64_t x, cw_row_comm
         memset(so, 0, sizeof *so);
     }
     if (k == 1 &&
-        ((err = put_minute_sums(s, x, d)) || (err = open_add(s, t, x, c, nc, rl, nr, ac, na, d))))
+        ((err = put_tier_sums(s, 1, x, d)) || (err = open_add(s, t, x, c, nc, rl, nr, ac, na, d))))
         return err;
+    if (k == 2 && (err = put_tier_sums(s, 2, x, d))) return err;
     if (top) return 0;
     roll_open(s, t, k, x, t[k].end);
     return roll_add(s, t, k, c, nc, rl, nr, ac, na);
@@ -629,7 +659,7 @@ static int rollup_sql(cw_store_t *s, cw__tier_t *t, int k, int64_t target, cw_di
         if (g.has && (fb != g.bucket || p != proc)) {
             int64_t was = g.bucket;
             if ((err = flush_group(s, t, k, &g, d))) break;
-            if (k == 0 && fb != was && (err = put_minute_sums(s, was, d))) break;
+            if (k <= 1 && fb != was && (err = put_tier_sums(s, k + 1, was, d))) break;
         }
         if (!g.has) {
             g.has = true;
@@ -661,7 +691,7 @@ static int rollup_sql(cw_store_t *s, cw__tier_t *t, int k, int64_t target, cw_di
     sqlite3_reset(st);
     if (!err && g.has) {
         int64_t was = g.bucket;
-        if (!(err = flush_group(s, t, k, &g, d)) && k == 0) err = put_minute_sums(s, was, d);
+        if (!(err = flush_group(s, t, k, &g, d)) && k <= 1) err = put_tier_sums(s, k + 1, was, d);
     }
     roll_free(&g);
     cw__cell_rows_free(&rows);
@@ -791,6 +821,11 @@ int cw__store_retain(cw_store_t *s, cw__tier_t *t, int k, cw_diag_t *d)
         int64_t v[] = {lo, h};
         err = cw__store_put_ints(s, CW__ST_SUMS_DEL, SQL_SUMS_DEL, v, 2,
                                  "deleting folded minutes' sums", d);
+    }
+    if (!err && k == 2) {
+        int64_t v[] = {lo, h};
+        err = cw__store_put_ints(s, CW__ST_HSUMS_DEL, SQL_HSUMS_DEL, v, 2,
+                                 "deleting folded hours' sums", d);
     }
     if (!err && !(err = cw__store_stmt(s, CW__ST_DEL_EMPTY_BASE, SQL_DEL_EMPTY_BASE, &st, d))) {
         sqlite3_bind_int(st, 1, k);

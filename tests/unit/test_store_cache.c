@@ -60,6 +60,7 @@ static uint64_t keys_hours;   /* keys cache minute segments read as the hour tie
 static uint64_t keys_snaps;   /* keys cache afresh fills that left a copy at their coarse end */
 static uint64_t keys_minute_sums; /* keys cache minutes read from their row of minute_sums */
 static uint64_t keys_second_sums; /* and raw seconds from theirs of second_sums */
+static uint64_t keys_hour_sums;   /* and hours from theirs of hour_sums */
 static uint64_t sums_checked;     /* rows of bucket sums checked against their bucket's cells */
 static uint64_t keys_checked; /* processes whose cached keys were checked against the cells' */
 static uint64_t closed_dropped; /* closed sums the report cache had left out when dropped */
@@ -363,16 +364,17 @@ static void compare(cw_store_t *c, cw_store_t *n)
     }
 }
 
-/* Every row of second_sums (tier 0) or minute_sums (tier 1) holds its
- * bucket's commit cells' columns (schema/012_bucket_sums.sql); none is
+/* Every row of second_sums (tier 0), minute_sums (tier 1) or hour_sums
+ * (tier 2) holds its bucket's commit cells' columns
+ * (schema/012_bucket_sums.sql, 013_hour_sums.sql); none is
  * left below the tier's horizon, nor (seconds) more than
  * CW__SECOND_SUMS_KEEP_NS before its end; every bucket of the tier above
  * those that has cells has one, but for those whose rows were deleted
  * by hand (buckets below thinned, every third one). */
 static void sums_eq(cw_store_t *n, int k, int64_t thinned)
 {
-    static const char *const table[] = {"second_sums", "minute_sums"};
-    static const int64_t width[] = {S, MIN};
+    static const char *const table[] = {"second_sums", "minute_sums", "hour_sums"};
+    static const int64_t width[] = {S, MIN, HOUR};
     cw__tier_t t[CW_TIERS];
     cw_diag_t d = {{0}};
     sqlite3_stmt *rows, *cells;
@@ -603,11 +605,12 @@ static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool e
             retagged = true;
             compare(c, n);
         }
-        /* A third of the minutes' rows of minute_sums deleted by hand:
-         * the keys cache reads those minutes from their cells. */
+        /* A third of the rows of bucket sums deleted by hand: the keys
+         * cache reads those buckets from their cells. */
         if (thinned == INT64_MIN && bk > t0 + span / 3) {
             ASSERT_EQ(sqlite3_exec(w->db,
                                    "DELETE FROM minute_sums WHERE bucket / 60000000000 % 3 = 0;"
+                                   "DELETE FROM hour_sums WHERE bucket / 3600000000000 % 3 = 0;"
                                    "DELETE FROM second_sums WHERE bucket / 1000000000 % 3 = 0",
                                    NULL, NULL, NULL),
                       SQLITE_OK);
@@ -618,6 +621,7 @@ static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool e
     compare(c, n);
     sums_eq(n, 0, thinned);
     sums_eq(n, 1, thinned);
+    sums_eq(n, 2, thinned);
     /* The caches were used (not every answer from the rows). */
     ASSERT_TRUE(reports_cached > batches / 80);
     if (!cache_rows) ASSERT_TRUE(cw__store_series_cache_rows(c) > 0);
@@ -661,6 +665,8 @@ static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool e
     keys_minute_sums += c->test.keys_minute_sums;
     ASSERT_TRUE(n->test.keys_second_sums == 0);
     keys_second_sums += c->test.keys_second_sums;
+    ASSERT_TRUE(n->test.keys_hour_sums == 0);
+    keys_hour_sums += c->test.keys_hour_sums;
     /* ... and the keys it gave then were every cell's. */
     ASSERT_EQ(c->test.keys_mismatch, 0);
     keys_checked += c->test.keys_checked;
@@ -694,12 +700,12 @@ static void run(const char *name, const cw_store_opts_t *o, int64_t span, bool e
     cw_store_close(w);
 }
 
-/* ---- minute sums of a database from before them -----------------------------------
+/* ---- minute and hour sums of a database from before them --------------------------
  *
- * The database run() just wrote, its minute sums deleted as if it had
- * been stored before schema 12: the writer's next batches write them,
- * SUMS_BACKFILL_MINUTES a batch (store_tiers.c), and then every minute
- * has its row, each equal to its cells. */
+ * The database run() just wrote, its minute and hour sums deleted as if
+ * it had been stored before schemas 12 and 13: the writer's next batches
+ * write them, SUMS_BACKFILL_BUCKETS a batch and tier (store_tiers.c), and
+ * then every minute and hour has its row, each equal to its cells. */
 static void backfill(const char *name, const cw_store_opts_t *o)
 {
     char path[400];
@@ -707,19 +713,21 @@ static void backfill(const char *name, const cw_store_opts_t *o)
     cw_diag_t d = {{0}};
     snprintf(path, sizeof path, "%s/%s", dir, name);
     ASSERT_OK(cw_store_open(path, o, &w, &d));
-    /* (what migration 012 does on a database holding minutes) */
+    /* (what migrations 012 and 013 do on a database holding minutes and hours) */
     ASSERT_EQ(sqlite3_exec(w->db,
                            "DELETE FROM minute_sums; INSERT INTO meta(key, value) SELECT "
-                           "'minute_sums_below', end_ns FROM tiers WHERE tier = 1",
+                           "'minute_sums_below', end_ns FROM tiers WHERE tier = 1;"
+                           "DELETE FROM hour_sums; INSERT INTO meta(key, value) SELECT "
+                           "'hour_sums_below', end_ns FROM tiers WHERE tier = 2",
                            NULL, NULL, NULL),
               SQLITE_OK);
     cw_store_close(w);
     ASSERT_OK(cw_store_open(path, o, &w, &d));
-    ASSERT_TRUE(w->w->sums_low != INT64_MIN);
+    ASSERT_TRUE(w->w->sums_low[0] != INT64_MIN && w->w->sums_low[1] != INT64_MIN);
     int batches = 0;
     int64_t bk = end0;
     uint64_t rng = test_rng_state; /* (the runs after draw as they did without these batches) */
-    while (w->w->sums_low != INT64_MIN) {
+    while (w->w->sums_low[0] != INT64_MIN || w->w->sums_low[1] != INT64_MIN) {
         ASSERT_TRUE(batches < 1000);
         write_batch(w, bk, false);
         bk += S;
@@ -729,9 +737,13 @@ static void backfill(const char *name, const cw_store_opts_t *o)
     char *v = NULL;
     ASSERT_OK(cw_store_meta_get(w, "minute_sums_below", &v, &d));
     ASSERT_TRUE(v == NULL);
+    ASSERT_OK(cw_store_meta_get(w, "hour_sums_below", &v, &d));
+    ASSERT_TRUE(v == NULL);
     ASSERT_OK(cw_store_open_readonly(path, &n, &d));
     sums_eq(n, 1, INT64_MIN);
-    printf("%s: the minute sums of its minutes written again in %d batches\n", name, batches);
+    sums_eq(n, 2, INT64_MIN);
+    printf("%s: the minute and hour sums of its minutes and hours written again in %d batches\n",
+           name, batches);
     ASSERT_TRUE(batches > 5);
     cw_store_close(n);
     cw_store_close(w);
@@ -1405,7 +1417,9 @@ int main(void)
     printf("%" PRIu64 " minutes and %" PRIu64 " seconds read from their bucket sums by the keys "
            "cache, %" PRIu64 " rows of bucket sums checked against their cells\n",
            keys_minute_sums, keys_second_sums, sums_checked);
+    printf("%" PRIu64 " hours read from their bucket sums by the keys cache\n", keys_hour_sums);
     ASSERT_TRUE(keys_minute_sums > 100 && keys_second_sums > 100 && sums_checked > 100);
+    ASSERT_TRUE(keys_hour_sums > 100);
     ASSERT_TRUE(prunes > 10);
     ASSERT_TRUE(hour_splits > 20 && hour_fixes > 0);
     ASSERT_EQ(cw_test_rmtree(dir), 0);
