@@ -318,7 +318,7 @@ static int before_whole(const cw__tier_t *t, const pick_t *p, segment_t *sv, int
     int64_t h0 = cw_floor_to(p->t0, h->width), end = h0 + h->width;
     int tier = 2, first = -1, last = -1;
     if (h0 == p->t0) return -1;
-    if (h->start == INT64_MIN || h->horizon > h0 || end > h->end) {
+    if (h->start == INT64_MIN || h0 < h->start || h->horizon > h0 || end > h->end) {
         if (o->start != h0 || o->end <= p->t0) return -1;
         tier = CW__TIER_OPEN;
         end = o->end;
