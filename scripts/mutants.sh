@@ -91,7 +91,7 @@ done
 
 if ((list)); then
   for n in "${names[@]}"; do
-    desc=$(sed -n '/^--- /q; s/^# \{0,1\}//p' "$MUT_DIR/$n.patch" | head -n 1)
+    desc=$(sed -n '/^--- /q; s/^# \{0,1\}//p' "$MUT_DIR/$n.patch" | sed -n 1p)
     printf '%-22s %-36s %s\n' "$n" "$(patch_files "$MUT_DIR/$n.patch" | paste -sd ' ')" "$desc"
   done
   exit 0
@@ -261,10 +261,12 @@ for name in "${names[@]}"; do
   echo "mutant $name: caught by $test ($secs s)"
   # Its output (--output-on-failure prints it after its line; the tests
   # print what failed first: the unit tests' assertions, the end-to-end
-  # checks with CW_CHECKS_QUIET=1): its first lines.
+  # checks with CW_CHECKS_QUIET=1): its first lines. (Not `head`: it
+  # stops reading, the sed before it dies of SIGPIPE, and under pipefail
+  # the assignment's failure ended the script after a long test output.)
   why=$(sed -E -n "/Test +#[0-9]+: $test /,/^ *([0-9]+\/[0-9]+ Test |Start +[0-9]+:|[0-9]+% tests)/p" \
     "$log.ctest.log" | sed -E '1d; /^ *([0-9]+\/[0-9]+ Test |Start +[0-9]+:|[0-9]+% tests)/d; /^\s*$/d' |
-    head -n 4 | cut -c1-300)
+    sed -n 1,4p | cut -c1-300)
   echo "    $how: ${why//$'\n'/$'\n'    }"
   caught=$((caught + 1))
 done
