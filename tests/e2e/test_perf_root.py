@@ -181,6 +181,15 @@ def stop(proc):
     return proc.returncode, err
 
 
+# Three images of bash within a few ms, each forking (a command
+# substitution) and growing its heap (a glob) right after its exec, the
+# last one exec'ing sleep: the exec snapshot read after the first exec
+# shows a later image, and must wait for its time (procs.c, pend_apply;
+# a fork applied it early, and the first image's brk() then committed the
+# distance between two images' heaps, hundreds of GB).
+CHAIN = ("x=$(echo 1); y=(/usr/lib/*/*); exec bash -c 'x=$(echo 2); y=(/usr/lib/*/*); "
+         "exec bash -c \"x=\\$(echo 3); y=(/usr/lib/*/*); exec sleep $0\"' ")
+
 PY_CHILD = r"""
 import ctypes, mmap, os, sys, threading, time
 libc = ctypes.CDLL(None, use_errno=True)
@@ -225,20 +234,29 @@ def test_oracle(tmp):
         child = int(py.stdout.readline())
         slp = subprocess.Popen(["sleep", "300"])
         procs.append(slp)
+        chains = [subprocess.Popen(["bash", "-c", CHAIN + "0"]) for _ in range(8)]
+        for c in chains:
+            c.wait()
+        chain = subprocess.Popen(["bash", "-c", CHAIN + "300"])
+        procs.append(chain)
+        wait_until(lambda: file_text(f"/proc/{chain.pid}/comm").strip() == "sleep", 60,
+                   "the exec chain reached its last image")
         # Quiescent: the workload stopped itself at its pause, the others
         # sleep in nanosleep (their last memory calls are made); then they
         # are stopped, every thread of them, so that nothing of theirs
         # changes while smaps is read (Python's threads wait on a futex,
         # not in nanosleep: stopped, they cannot wake).
         wait_until(lambda: proc_stopped(app.pid) and
-                   all(asleep(p) for p in (py.pid, child, slp.pid)), 60,
+                   all(asleep(p) for p in (py.pid, child, slp.pid, chain.pid)), 60,
                    "the workload is paused and the other processes sleep")
-        for p in (py.pid, child, slp.pid):
+        for p in (py.pid, child, slp.pid, chain.pid):
             os.kill(p, signal.SIGSTOP)
-        wait_until(lambda: all(proc_stopped(p) for p in (app.pid, py.pid, child, slp.pid)), 60,
+        wait_until(lambda: all(proc_stopped(p)
+                               for p in (app.pid, py.pid, child, slp.pid, chain.pid)), 60,
                    "every thread of the test's processes is stopped")
         pids = {"memorytestapp (paused)": app.pid, "python (threads, mremap, mprotect)": py.pid,
-                "python's forked child": child, "sleep": slp.pid}
+                "python's forked child": child, "sleep": slp.pid,
+                "an exec chain's last image (sleep)": chain.pid}
         want = {k: smaps_charged(p) for k, p in pids.items()}
         # Every other process with a user address space (kernel threads
         # have none): the source sees them all. Their smaps is not read:
@@ -272,6 +290,17 @@ def test_oracle(tmp):
                     e = json.loads(ln)
                     if e["pid"] == os.getpid() and e.get("stack") == ["(before trace)"]:
                         mine.append(e)
+        # No commit of the exec chains is larger than a shell's memory.
+        chain_pids = {c.pid for c in chains} | {chain.pid}
+        huge = []
+        with open(trace) as f:
+            for ln in f:
+                if '"commit"' in ln:
+                    e = json.loads(ln)
+                    if e.get("op") == "commit" and e["pid"] in chain_pids and e["size"] > 256 * MB:
+                        huge.append((e["pid"], e["size"], e.get("stack", [])[-2:]))
+        check(not huge, f"the exec chains commit no range over 256 MB (got {huge[:3]}, "
+              f"{len(huge)} in all)")
         check(mine and all("rundown" not in e for e in mine),
               f"the rundown reserves this test's uncharged mappings ({len(mine)} ranges, "
               f"{sum(e['size'] for e in mine)} bytes), not flagged rundown")

@@ -6,6 +6,8 @@
  * past a record still to come (ticks and exec snapshots wait for it). And
  * the sweep of the process and thread tables (cw_perf__sweep, procs.c):
  * entries of tasks that are gone without an exit record are forgotten.
+ * And an exec snapshot that shows a later image waits for its time, a
+ * fork before it notwithstanding (procs.c, pend_apply).
  * And the smaps reader (smaps.c) against the test's own mappings. */
 #include <signal.h>
 #include <stdio.h>
@@ -294,18 +296,38 @@ static cw_perf__rec_t *sc_rec(uint16_t type, uint32_t pid, int64_t ts, const uin
     return r;
 }
 
+/* A source with one syscall traced, sc, its tracepoints' ids enter and
+ * enter + 1 (the records sc_rec makes), and no newtask tracepoint. */
+static void sc_src_init(cw_perf__t *s, int sc, uint16_t enter)
+{
+    memset(s, 0, sizeof *s);
+    for (int i = 0; i < CW__SC_N; i++)
+        s->ev.sc_enter_id[i] = s->ev.sc_exit_id[i] = -1;
+    s->ev.sc_enter_id[sc] = enter;
+    s->ev.sc_exit_id[sc] = enter + 1;
+    s->ev.newtask_id = -1;
+}
+
+/* Frees the thread table's entries and both tables. */
+static void sc_src_free(cw_perf__t *s)
+{
+    for (size_t i = 0; i < s->thrs.cap; i++)
+        if (s->thrs.vals[i]) {
+            cw_perf__thr_t *t = s->thrs.vals[i];
+            free(t->stk);
+            free(t);
+        }
+    cw_perf__pmap_free(&s->thrs);
+    cw_perf__pmap_free(&s->procs);
+}
+
 /* A call whose other half was lost: an exit with no enter before it, an
  * enter replaced by the thread's next one. Each is counted as unpaired
  * (the resync is the LOST record's, in the ring that lost the half). */
 static void test_unpaired(void)
 {
     cw_perf__t s;
-    memset(&s, 0, sizeof s);
-    for (int i = 0; i < CW__SC_N; i++)
-        s.ev.sc_enter_id[i] = s.ev.sc_exit_id[i] = -1;
-    s.ev.sc_enter_id[CW__SC_MUNMAP] = 40;
-    s.ev.sc_exit_id[CW__SC_MUNMAP] = 41;
-    s.ev.newtask_id = -1;
+    sc_src_init(&s, CW__SC_MUNMAP, 40);
     uint64_t args[6] = {0x10000, 4096, 0, 0, 0, 0}, err[6] = {(uint64_t)-22, 0, 0, 0, 0, 0};
     cw_perf__rec_t *recs[4] = {sc_rec(41, 77, 1 * MS, err),  /* exit, enter never seen */
                                sc_rec(40, 77, 2 * MS, args), /* enter */
@@ -322,13 +344,7 @@ static void test_unpaired(void)
     ASSERT_EQ(s.n_exit, 1);
     for (int i = 0; i < 4; i++)
         free(recs[i]);
-    for (size_t i = 0; i < s.thrs.cap; i++)
-        if (s.thrs.vals[i]) {
-            cw_perf__thr_t *t = s.thrs.vals[i];
-            free(t->stk);
-            free(t);
-        }
-    cw_perf__pmap_free(&s.thrs);
+    sc_src_free(&s);
 }
 
 /* ---- the sweep ------------------------------------------------------------ */
@@ -378,6 +394,132 @@ static void add_thr(cw_perf__t *s, uint32_t tid)
     t->stk = malloc(64);
     t->stk_len = 64;
     ASSERT_OK(cw_perf__pmap_put(&s->thrs, tid, t));
+}
+
+/* ---- an exec snapshot and a fork before its time ----------------------------- */
+
+static int ncommits, nstarts;
+static uint64_t commit_bytes, commit_max;
+
+static int sink_commits(void *ctx, const cw_event_t *ev)
+{
+    (void)ctx;
+    if (ev->op == CW_OP_COMMIT) {
+        ncommits++;
+        commit_bytes += ev->size;
+        if (ev->size > commit_max) commit_max = ev->size;
+    } else if (ev->op == CW_OP_PROCESS_START) {
+        nstarts++;
+    }
+    return 0;
+}
+
+/* A brk() pair of pid: enter at ts, exit at ts + 0.5 ms returning ret. */
+static void brk_call(cw_perf__t *s, uint32_t pid, int64_t ts, uint64_t ret)
+{
+    uint64_t args[6] = {ret, 0, 0, 0, 0, 0};
+    cw_perf__rec_t *in = sc_rec(42, pid, ts, args), *out = sc_rec(43, pid, ts + MS / 2, args);
+    ASSERT_OK(cw_perf__process_rec(s, in));
+    ASSERT_OK(cw_perf__process_rec(s, out));
+    free(in);
+    free(out);
+}
+
+/* A record of type with body (n bytes) at ts, as the merge hands it over. */
+static void side_rec(cw_perf__t *s, uint32_t type, uint16_t misc, const void *body, size_t n,
+                     int64_t ts)
+{
+    size_t size = sizeof(struct perf_event_header) + n + 24; /* + sample_id */
+    cw_perf__rec_t *r = calloc(1, sizeof *r + n + 24);
+    ASSERT_TRUE(r != NULL);
+    r->ts = ts;
+    r->h = (struct perf_event_header){type, misc, (uint16_t)size};
+    memcpy(&r->h + 1, body, n);
+    ASSERT_OK(cw_perf__process_rec(s, r));
+    free(r);
+}
+
+static void free_proc(cw_perf__t *s, uint32_t pid)
+{
+    cw_perf__proc_t *p = cw_perf__pmap_get(&s->procs, pid);
+    ASSERT_TRUE(p != NULL);
+    cw_perf__shadow_free(&p->sh);
+    cw_perf__snapshot_free(&p->pend);
+    cw_perf__aspace_free(p->as);
+    free(p);
+}
+
+/* A shell exec'd, then two more images within 30 ms: the snapshot read
+ * after the first exec (at 10 ms) shows the last image (procs.c,
+ * pend_apply). The first image forks at 5 ms and grows its heap at 6 ms:
+ * the fork leaves the snapshot waiting (the child, gone, gets the
+ * parent's shadow), the brk() moves the first image's break (applied
+ * over the snapshot, it moved the last image's: 660 GB). At 10 ms the
+ * snapshot is applied; a call of before it processed after it is in it
+ * (marked); one after it moves the last image's break. */
+static void test_exec_snapshot_waits(void)
+{
+    cw_perf__t s;
+    sc_src_init(&s, CW__SC_BRK, 42);
+    cw_source_sink_t sink = {NULL, sink_commits, NULL, NULL, NULL, NULL};
+    s.sink = &sink;
+    cw_perf__procs_env(&s, false);
+    /* Above pid_max (2^22): no /proc entry, as a child already gone. */
+    const uint32_t pid = 99999901, child = 99999902;
+    const uint64_t old_heap = 0x55f4b83dc000, new_heap = 0x555b2c2f8000;
+    add_proc(&s, pid, 0);
+    cw_perf__proc_t *p = cw_perf__pmap_get(&s.procs, pid);
+    /* The first image: its break learnt, then grown by 132 KiB. */
+    brk_call(&s, pid, 1 * MS, old_heap);
+    brk_call(&s, pid, 2 * MS, old_heap + 0x21000);
+    ASSERT_EQ(ncommits, 1);
+    ASSERT_EQ(commit_bytes, 0x21000);
+    /* The snapshot read at 10 ms: the last image's heap and break. */
+    cw_perf__seg_t *heap = malloc(sizeof *heap);
+    ASSERT_TRUE(heap != NULL);
+    *heap = (cw_perf__seg_t){new_heap, new_heap + 0x21000,
+                             CW__SEG_ACCT | CW__SEG_WRITE | CW__SEG_ANON | CW__SEG_HEAP, 0};
+    p->pend = (cw_perf__snapshot_t){.seg = heap, .n = 1, .cap = 1, .brk = new_heap + 0x21000};
+    p->has_pend = true;
+    p->pend_at = 10 * MS;
+    s.pend = malloc(sizeof *s.pend);
+    ASSERT_TRUE(s.pend != NULL);
+    s.pend[0] = pid;
+    s.npend = s.pend_cap = 1;
+    s.pend_min = 10 * MS;
+    /* The fork at 5 ms: the snapshot waits; the child has the first
+     * image's heap. */
+    uint32_t fork_body[6] = {child, pid, child, pid, 0, 0};
+    side_rec(&s, PERF_RECORD_FORK, 0, fork_body, sizeof fork_body, 5 * MS);
+    ASSERT_TRUE(p->has_pend);
+    ASSERT_EQ(nstarts, 1);
+    ASSERT_EQ(s.n_fork_unread, 1);
+    ASSERT_EQ(ncommits, 2);
+    ASSERT_EQ(commit_bytes, 2 * 0x21000);
+    /* The first image's brk() at 6 ms: 132 KiB more of its heap. */
+    brk_call(&s, pid, 6 * MS, old_heap + 0x42000);
+    ASSERT_EQ(s.n_marked, 0);
+    ASSERT_EQ(ncommits, 3);
+    ASSERT_EQ(commit_bytes, 3 * 0x21000);
+    /* 10 ms: the last image's heap (exec image), the first's decommitted. */
+    ASSERT_OK(cw_perf__pend_due(&s, 11 * MS));
+    ASSERT_TRUE(!p->has_pend);
+    ASSERT_EQ(ncommits, 4);
+    ASSERT_EQ(commit_bytes, 4 * 0x21000);
+    /* A call of 9 ms processed now: in the snapshot. */
+    brk_call(&s, pid, 9 * MS, old_heap + 0x63000);
+    ASSERT_EQ(s.n_marked, 1);
+    ASSERT_EQ(ncommits, 4);
+    /* The last image's brk() at 12 ms: 4 KiB more of its heap. */
+    brk_call(&s, pid, 12 * MS, new_heap + 0x22000);
+    ASSERT_EQ(ncommits, 5);
+    ASSERT_EQ(commit_bytes, 4 * 0x21000 + 0x1000);
+    ASSERT_EQ(commit_max, 0x21000);
+    free_proc(&s, pid);
+    free_proc(&s, child);
+    sc_src_free(&s);
+    cw_perf__pmap_free(&s.newtask);
+    free(s.pend);
 }
 
 /* A process and a CLONE_VM child whose exits were lost, threads likewise,
@@ -609,6 +751,7 @@ int main(void)
     test_live();
     test_drops_counted();
     test_unpaired();
+    test_exec_snapshot_waits();
     test_sweep();
     TEST_DONE();
 }

@@ -20,7 +20,8 @@
  * window of time at a time (cw_perf__merge_pass).
  *
  * Snapshots and the mark. /proc/PID/smaps is read at the rundown, after an
- * exec, for a process seen for the first time, and after lost records. A
+ * exec, for a process seen for the first time, for a child forked before
+ * its parent's exec snapshot was applied, and after lost records. A
  * snapshot shows the state at the time it was read, later than the
  * records being processed; so the process remembers that time (its mark)
  * and syscall exits at or before the mark are not applied again: they are
@@ -677,11 +678,12 @@ static int perf_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
             (unsigned long long)s->n_swept_procs, (unsigned long long)s->n_swept_thrs,
             (unsigned long long)s->acct.queries, (unsigned long long)s->acct.reads);
     CW_LOGD("perf: %llu records, %llu enters, %llu exits (%llu without enter), %llu applied, "
-            "%llu already in a snapshot, %llu of unknown processes",
+            "%llu already in a snapshot, %llu of unknown processes; %llu forks of an image "
+            "not yet read, their child gone",
             (unsigned long long)s->seen, (unsigned long long)s->n_enter,
             (unsigned long long)s->n_exit, (unsigned long long)s->orphans,
             (unsigned long long)s->n_applied, (unsigned long long)s->n_marked,
-            (unsigned long long)s->n_unknown);
+            (unsigned long long)s->n_unknown, (unsigned long long)s->n_fork_unread);
     if (s->n_foreign)
         CW_LOGI("perf: %llu records of tasks outside this PID namespace dropped (pid 0: no "
                 "/proc entry here)",

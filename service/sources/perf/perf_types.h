@@ -406,6 +406,9 @@ typedef struct cw_perf__perf {
     uint32_t st_before, st_exec, st_fork, st_resync;
     uint64_t seen, lost, orphans;
     uint64_t n_enter, n_exit, n_applied, n_marked, n_unknown;
+    /* Forks of a process whose exec snapshot waited, the child gone before
+     * it could be read (fork_resolve, procs.c). */
+    uint64_t n_fork_unread;
     uint64_t n_foreign; /* records of tasks outside our PID namespace (pid 0), dropped */
     /* Losses the source sees itself (docs/LINUX.md, "Losses and drift"):
      * calls whose other half was lost (an exit without its enter, an enter

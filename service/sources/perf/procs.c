@@ -166,10 +166,18 @@ static cw_perf__proc_t *mem_owner(cw_perf__t *s, uint32_t pid)
  * when processing reaches the time it was read: by then the shadow holds
  * the calls the program made since the exec, with their stacks, and the
  * sync commits only what the kernel made without a call (the image's
- * segments), as `(exec image)`. */
+ * segments), as `(exec image)`. Never before that time: the snapshot
+ * may show a later image than the calls still to come (a shell exec'd
+ * three images within 30 ms, and the snapshot read after the first exec
+ * showed the last), and a break is relative: the first image's brk()
+ * applied over it moved the last image's break, committing the distance
+ * between the two heaps (660 GB; a fork applied it early, fork_resolve
+ * no longer does). Its time becomes the process's mark, as any
+ * snapshot's (perf.c, "Snapshots and the mark"). */
 static int pend_apply(cw_perf__t *s, cw_perf__proc_t *p)
 {
     p->has_pend = false;
+    if (p->pend_at > p->mark) p->mark = p->pend_at;
     cw_perf__call_t c = {p->pend_at, 0, 0};
     uint64_t drift = 0;
     int rc = cw_perf__shadow_sync(&p->sh, &s->env, &c, p->pend.seg, p->pend.n, p->pend.brk,
@@ -213,9 +221,19 @@ static int fork_resolve(cw_perf__t *s, cw_perf__proc_t *p, bool shares_vm, int64
         p->alias = pp->pid;
         return 0;
     }
-    /* The child gets the image too: the parent's snapshot cannot wait. */
-    int rc = pp->has_pend ? pend_apply(s, pp) : 0;
-    if (!rc) rc = cw_perf__shadow_copy(&p->sh, &pp->sh);
+    /* The parent's exec snapshot waits for its time (pend_apply), and the
+     * image the kernel made (what only it shows) is not in the parent's
+     * shadow yet: the child's memory is read instead. Gone already (a
+     * command substitution's subshell lives a few ms) or not readable,
+     * it gets the parent's calls since the exec, without the image's
+     * segments. */
+    if (pp->has_pend) {
+        uint64_t drift = 0;
+        int rc = cw_perf__proc_snapshot(s, p, ts, s->st_fork, false, &drift);
+        if (rc == 0 || rc == CW_ENOMEM) return rc;
+        s->n_fork_unread++;
+    }
+    int rc = cw_perf__shadow_copy(&p->sh, &pp->sh);
     if (!rc) rc = cw_perf__aspace_copy(p->as, pp->as);
     if (rc) return rc;
     cw_perf__call_t c = {ts, p->pid, 0};
