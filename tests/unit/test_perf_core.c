@@ -398,7 +398,7 @@ static void add_thr(cw_perf__t *s, uint32_t tid)
 
 /* ---- an exec snapshot and a fork before its time ----------------------------- */
 
-static int ncommits, nstarts;
+static int ncommits, nstarts, nends;
 static uint64_t commit_bytes, commit_max;
 
 static int sink_commits(void *ctx, const cw_event_t *ev)
@@ -410,6 +410,8 @@ static int sink_commits(void *ctx, const cw_event_t *ev)
         if (ev->size > commit_max) commit_max = ev->size;
     } else if (ev->op == CW_OP_PROCESS_START) {
         nstarts++;
+    } else if (ev->op == CW_OP_PROCESS_EXIT) {
+        nends++;
     }
     return 0;
 }
@@ -456,7 +458,8 @@ static void free_proc(cw_perf__t *s, uint32_t pid)
  * parent's shadow), the brk() moves the first image's break (applied
  * over the snapshot, it moved the last image's: 660 GB). At 10 ms the
  * snapshot is applied; a call of before it processed after it is in it
- * (marked); one after it moves the last image's break. */
+ * (marked), an exec still ends the instance (the next one holds the
+ * snapshot's memory); a call after it moves the last image's break. */
 static void test_exec_snapshot_waits(void)
 {
     cw_perf__t s;
@@ -510,10 +513,23 @@ static void test_exec_snapshot_waits(void)
     brk_call(&s, pid, 9 * MS, old_heap + 0x63000);
     ASSERT_EQ(s.n_marked, 1);
     ASSERT_EQ(ncommits, 4);
+    /* An exec of 9.5 ms processed now: the instance (begun at 0) ends,
+     * the next one holds the snapshot's heap. */
+    uint8_t comm_body[24] = {0};
+    memcpy(comm_body, &pid, 4);
+    memcpy(comm_body + 4, &pid, 4);
+    memcpy(comm_body + 8, "pyenv-exec", 10);
+    side_rec(&s, PERF_RECORD_COMM, PERF_RECORD_MISC_COMM_EXEC, comm_body, sizeof comm_body,
+             9 * MS + MS / 2);
+    ASSERT_EQ(nstarts, 2);
+    ASSERT_EQ(nends, 1);
+    ASSERT_EQ(strcmp(p->name, "pyenv-exec"), 0);
+    ASSERT_EQ(ncommits, 5);
+    ASSERT_EQ(commit_bytes, 5 * 0x21000);
     /* The last image's brk() at 12 ms: 4 KiB more of its heap. */
     brk_call(&s, pid, 12 * MS, new_heap + 0x22000);
-    ASSERT_EQ(ncommits, 5);
-    ASSERT_EQ(commit_bytes, 4 * 0x21000 + 0x1000);
+    ASSERT_EQ(ncommits, 6);
+    ASSERT_EQ(commit_bytes, 5 * 0x21000 + 0x1000);
     ASSERT_EQ(commit_max, 0x21000);
     free_proc(&s, pid);
     free_proc(&s, child);

@@ -20,8 +20,9 @@
  * window of time at a time (cw_perf__merge_pass).
  *
  * Snapshots and the mark. /proc/PID/smaps is read at the rundown, after an
- * exec, for a process seen for the first time, for a child forked before
- * its parent's exec snapshot was applied, and after lost records. A
+ * exec (and for a child forked before its parent's exec snapshot was
+ * applied), for a process seen for the first time, and after lost
+ * records. A
  * snapshot shows the state at the time it was read, later than the
  * records being processed; so the process remembers that time (its mark)
  * and syscall exits at or before the mark are not applied again: they are

@@ -139,6 +139,7 @@ cw_perf__proc_t *cw_perf__proc_adopt(cw_perf__t *s, uint32_t pid, int64_t ts, ui
         return NULL;
     }
     p->started = true;
+    p->born = ts;
     rc = cw_perf__emit_proc(s, CW_OP_PROCESS_START, pid, ts, p->name[0] ? p->name : "?", cmd);
     if (!rc) {
         uint64_t drift = 0;
@@ -162,18 +163,19 @@ static cw_perf__proc_t *mem_owner(cw_perf__t *s, uint32_t pid)
     return p;
 }
 
-/* An exec snapshot, read when the exec record was processed, is applied
- * when processing reaches the time it was read: by then the shadow holds
- * the calls the program made since the exec, with their stacks, and the
- * sync commits only what the kernel made without a call (the image's
- * segments), as `(exec image)`. Never before that time: the snapshot
- * may show a later image than the calls still to come (a shell exec'd
- * three images within 30 ms, and the snapshot read after the first exec
- * showed the last), and a break is relative: the first image's brk()
- * applied over it moved the last image's break, committing the distance
- * between the two heaps (660 GB; a fork applied it early, fork_resolve
- * no longer does). Its time becomes the process's mark, as any
- * snapshot's (perf.c, "Snapshots and the mark"). */
+/* An exec snapshot, read when the exec record was processed (or a
+ * child's, forked before its parent's was applied: fork_resolve), is
+ * applied when processing reaches the time it was read: by then the
+ * shadow holds the calls the program made since, with their stacks, and
+ * the sync commits only what the kernel made without a call (the image's
+ * segments), as `(exec image)`. Never before that time: the snapshot may
+ * show a later image than the calls still to come (a shell exec'd three
+ * images within 30 ms, and the snapshot read after the first exec showed
+ * the last), and a break is relative: the first image's brk() applied
+ * over it moved the last image's break, committing the distance between
+ * the two heaps (660 GB, when a fork applied it early). Its time becomes
+ * the process's mark, as any snapshot's (perf.c, "Snapshots and the
+ * mark"). */
 static int pend_apply(cw_perf__t *s, cw_perf__proc_t *p)
 {
     p->has_pend = false;
@@ -184,6 +186,24 @@ static int pend_apply(cw_perf__t *s, cw_perf__proc_t *p)
                                   s->st_exec, false, &drift);
     cw_perf__snapshot_free(&p->pend);
     return rc;
+}
+
+/* Reads p's smaps now, to be applied when processing reaches now
+ * (pend_apply), in place of a snapshot waiting already. 0, CW_ENOENT
+ * (gone), CW_EPERM or CW_ENOMEM. */
+static int pend_read(cw_perf__t *s, cw_perf__proc_t *p)
+{
+    if (p->has_pend) cw_perf__snapshot_free(&p->pend);
+    p->has_pend = false;
+    int64_t at = cw_plat_mono_ns();
+    int rc = cw_perf__smaps_read(p->pid, &p->pend);
+    if (rc) return rc;
+    if (CW_RESERVE(s->pend, s->pend_cap, s->npend + 1)) return CW_ENOMEM;
+    s->pend[s->npend++] = p->pid;
+    p->has_pend = true;
+    p->pend_at = at;
+    if (s->npend == 1 || at < s->pend_min) s->pend_min = at;
+    return 0;
 }
 
 /* Applies the pending snapshots read at or before upto. */
@@ -221,23 +241,21 @@ static int fork_resolve(cw_perf__t *s, cw_perf__proc_t *p, bool shares_vm, int64
         p->alias = pp->pid;
         return 0;
     }
-    /* The parent's exec snapshot waits for its time (pend_apply), and the
-     * image the kernel made (what only it shows) is not in the parent's
-     * shadow yet: the child's memory is read instead. Gone already (a
-     * command substitution's subshell lives a few ms) or not readable,
-     * it gets the parent's calls since the exec, without the image's
-     * segments. */
-    if (pp->has_pend) {
-        uint64_t drift = 0;
-        int rc = cw_perf__proc_snapshot(s, p, ts, s->st_fork, false, &drift);
-        if (rc == 0 || rc == CW_ENOMEM) return rc;
-        s->n_fork_unread++;
-    }
     int rc = cw_perf__shadow_copy(&p->sh, &pp->sh);
     if (!rc) rc = cw_perf__aspace_copy(p->as, pp->as);
     if (rc) return rc;
     cw_perf__call_t c = {ts, p->pid, 0};
-    return cw_perf__shadow_commit_all(&p->sh, &s->env, &c, s->st_fork);
+    rc = cw_perf__shadow_commit_all(&p->sh, &s->env, &c, s->st_fork);
+    /* The parent's exec snapshot waits for its time (pend_apply), so the
+     * image the kernel made, which only it shows, is in neither shadow
+     * yet: the child's own memory is read now and applied at its time,
+     * as an exec's. Gone already (a command substitution's subshell
+     * lives a few ms) or not readable, the child has the copy alone. */
+    if (!rc && pp->has_pend && (rc = pend_read(s, p)) != CW_ENOMEM && rc) {
+        s->n_fork_unread++;
+        rc = 0;
+    }
+    return rc;
 }
 
 static cw_perf__proc_t *proc_ready(cw_perf__t *s, uint32_t pid, int64_t ts)
@@ -318,6 +336,7 @@ static int on_fork(cw_perf__t *s, const uint32_t *b, int64_t ts)
     cw_strlcpy(p->name, pp->name, sizeof p->name);
     p->started = true;
     p->fork_parent = ppid;
+    p->born = ts;
     int rc = cw_perf__emit_proc(s, CW_OP_PROCESS_START, pid, ts, p->name, NULL);
     if (rc) return rc;
     uintptr_t flags = (uintptr_t)cw_perf__pmap_get(&s->newtask, pid);
@@ -361,6 +380,22 @@ static int on_exit_rec(cw_perf__t *s, const uint32_t *b, int64_t ts)
     return p ? cw_perf__proc_exit(s, p, ts) : 0;
 }
 
+/* An exec of p at ts that its shadow, synced to a later snapshot,
+ * already holds (on_comm). */
+static int exec_in_snapshot(cw_perf__t *s, cw_perf__proc_t *p, const char *comm, int64_t ts)
+{
+    char cmd[1024], dummy[64];
+    int rc = cw_perf__emit_proc(s, CW_OP_PROCESS_EXIT, p->pid, ts, NULL, NULL);
+    if (rc) return rc;
+    cw_perf__proc_names(p->pid, dummy, sizeof dummy, cmd, sizeof cmd);
+    cw_strlcpy(p->name, comm, sizeof p->name);
+    p->alias = p->fork_parent = 0;
+    p->born = ts;
+    rc = cw_perf__emit_proc(s, CW_OP_PROCESS_START, p->pid, ts, p->name, cmd);
+    cw_perf__call_t c = {ts, 0, 0};
+    return rc ? rc : cw_perf__shadow_commit_all(&p->sh, &s->env, &c, s->st_exec);
+}
+
 static int on_comm(cw_perf__t *s, const uint8_t *b, uint16_t misc, int64_t ts)
 {
     uint32_t pid, tid;
@@ -372,7 +407,14 @@ static int on_comm(cw_perf__t *s, const uint8_t *b, uint16_t misc, int64_t ts)
         if (p && pid == tid) cw_strlcpy(p->name, comm, sizeof p->name);
         return 0;
     }
-    if (p && p->mark >= ts) return 0; /* its snapshot already shows the new image */
+    if (p && p->mark >= ts) {
+        /* Its snapshot already shows the new image. An exec after the
+         * instance began (a child read at its fork, or a snapshot applied
+         * at its time, with this record coming after it) still ends it:
+         * the next one holds what the snapshot shows, as its image. */
+        if (!p->started || ts <= p->born) return 0;
+        return exec_in_snapshot(s, p, comm, ts);
+    }
     int rc = 0;
     if (p && p->started) rc = cw_perf__emit_proc(s, CW_OP_PROCESS_EXIT, pid, ts, NULL, NULL);
     if (rc) return rc;
@@ -385,29 +427,20 @@ static int on_comm(cw_perf__t *s, const uint8_t *b, uint16_t misc, int64_t ts)
     cw_perf__proc_names(pid, dummy, sizeof dummy, cmd, sizeof cmd);
     cw_strlcpy(p->name, comm, sizeof p->name);
     p->started = true;
+    p->born = ts;
     rc = cw_perf__emit_proc(s, CW_OP_PROCESS_START, pid, ts, p->name, cmd);
     if (rc) return rc;
-    /* The kernel mapped the image without mmap calls: read what it made,
-     * to be applied when processing reaches now (pend_apply). */
-    if (p->has_pend) cw_perf__snapshot_free(&p->pend);
-    p->has_pend = false;
-    int64_t at = cw_plat_mono_ns();
-    rc = cw_perf__smaps_read(pid, &p->pend);
+    /* The kernel mapped the image without mmap calls: read what it made. */
+    rc = pend_read(s, p);
     if (rc) return rc == CW_ENOENT ? 0 : rc; /* gone already: its exit follows */
-    if (CW_RESERVE(s->pend, s->pend_cap, s->npend + 1)) return CW_ENOMEM;
-    s->pend[s->npend++] = pid;
     /* Its executable mappings now, whichever order the kernel reported the
      * image's mmap2 records and this exec in (the clear above). */
-    for (size_t i = 0; i < p->pend.nx; i++) {
+    for (size_t i = 0; i < p->pend.nx && !rc; i++) {
         const cw_perf__xmap_t *x = &p->pend.x[i];
         rc = cw_perf__aspace_map(s->unw, p->as, x->start, x->end - x->start, x->pgoff, x->dev,
                                  x->ino, x->path);
-        if (rc) return rc;
     }
-    p->has_pend = true;
-    p->pend_at = at;
-    if (s->npend == 1 || at < s->pend_min) s->pend_min = at;
-    return 0;
+    return rc;
 }
 
 static int on_mmap2(cw_perf__t *s, const uint8_t *b)
