@@ -366,7 +366,7 @@ typedef struct proc {
     uint32_t alias;       /* CLONE_VM child: its memory is this pid's */
     uint32_t fork_parent; /* fork seen, clone flags not yet */
     int64_t mark;         /* see DESIGN */
-    int64_t born;         /* its instance's process_start */
+    int64_t born;         /* its instance's process_start (adopted: its snapshot's time) */
     bool started;
     bool gone;     /* the last sweep found no such process (cw_perf__sweep) */
     bool has_pend; /* an exec snapshot waiting for its time (see on_comm) */

@@ -145,6 +145,9 @@ cw_perf__proc_t *cw_perf__proc_adopt(cw_perf__t *s, uint32_t pid, int64_t ts, ui
         uint64_t drift = 0;
         rc = cw_perf__proc_snapshot(s, p, ts, pseudo, rundown, &drift);
         if (rc == CW_ENOENT) rc = 0; /* exited meanwhile: its exit record follows */
+        /* It is the image its name and snapshot show: an exec before the
+         * snapshot is not one of its (on_comm). */
+        p->born = p->mark;
     }
     if (rc) s->err = rc;
     return rc ? NULL : p;
@@ -409,9 +412,9 @@ static int on_comm(cw_perf__t *s, const uint8_t *b, uint16_t misc, int64_t ts)
     }
     if (p && p->mark >= ts) {
         /* Its snapshot already shows the new image. An exec after the
-         * instance began (a child read at its fork, or a snapshot applied
-         * at its time, with this record coming after it) still ends it:
-         * the next one holds what the snapshot shows, as its image. */
+         * instance began (a resync's snapshot, or one applied at its time
+         * with this record coming after it) still ends it: the next one
+         * holds what the snapshot shows, as its image. */
         if (!p->started || ts <= p->born) return 0;
         return exec_in_snapshot(s, p, comm, ts);
     }
