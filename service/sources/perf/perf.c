@@ -680,7 +680,7 @@ static int perf_run(void *impl, const cw_source_sink_t *sink, cw_diag_t *d)
             (unsigned long long)s->acct.queries, (unsigned long long)s->acct.reads);
     CW_LOGD("perf: %llu records, %llu enters, %llu exits (%llu without enter), %llu applied, "
             "%llu already in a snapshot, %llu of unknown processes; %llu forks of an image "
-            "not yet read, their child gone",
+            "not yet read, their child gone or not readable",
             (unsigned long long)s->seen, (unsigned long long)s->n_enter,
             (unsigned long long)s->n_exit, (unsigned long long)s->orphans,
             (unsigned long long)s->n_applied, (unsigned long long)s->n_marked,

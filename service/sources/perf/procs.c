@@ -254,11 +254,11 @@ static int fork_resolve(cw_perf__t *s, cw_perf__proc_t *p, bool shares_vm, int64
      * yet: the child's own memory is read now and applied at its time,
      * as an exec's. Gone already (a command substitution's subshell
      * lives a few ms) or not readable, the child has the copy alone. */
-    if (!rc && pp->has_pend && (rc = pend_read(s, p)) != CW_ENOMEM && rc) {
-        s->n_fork_unread++;
-        rc = 0;
-    }
-    return rc;
+    if (rc || !pp->has_pend) return rc;
+    rc = pend_read(s, p);
+    if (rc == CW_ENOMEM) return rc;
+    if (rc) s->n_fork_unread++;
+    return 0;
 }
 
 static cw_perf__proc_t *proc_ready(cw_perf__t *s, uint32_t pid, int64_t ts)
@@ -383,20 +383,19 @@ static int on_exit_rec(cw_perf__t *s, const uint32_t *b, int64_t ts)
     return p ? cw_perf__proc_exit(s, p, ts) : 0;
 }
 
-/* An exec of p at ts that its shadow, synced to a later snapshot,
- * already holds (on_comm). */
-static int exec_in_snapshot(cw_perf__t *s, cw_perf__proc_t *p, const char *comm, int64_t ts)
+/* An exec of p at ts: its instance (if any) ends, a new one named comm
+ * begins, no longer an alias or a fork waiting for its flags (on_comm). */
+static int exec_instance(cw_perf__t *s, cw_perf__proc_t *p, const char *comm, int64_t ts)
 {
     char cmd[1024], dummy[64];
-    int rc = cw_perf__emit_proc(s, CW_OP_PROCESS_EXIT, p->pid, ts, NULL, NULL);
+    int rc = p->started ? cw_perf__emit_proc(s, CW_OP_PROCESS_EXIT, p->pid, ts, NULL, NULL) : 0;
     if (rc) return rc;
+    p->alias = p->fork_parent = 0;
     cw_perf__proc_names(p->pid, dummy, sizeof dummy, cmd, sizeof cmd);
     cw_strlcpy(p->name, comm, sizeof p->name);
-    p->alias = p->fork_parent = 0;
+    p->started = true;
     p->born = ts;
-    rc = cw_perf__emit_proc(s, CW_OP_PROCESS_START, p->pid, ts, p->name, cmd);
-    cw_perf__call_t c = {ts, 0, 0};
-    return rc ? rc : cw_perf__shadow_commit_all(&p->sh, &s->env, &c, s->st_exec);
+    return cw_perf__emit_proc(s, CW_OP_PROCESS_START, p->pid, ts, p->name, cmd);
 }
 
 static int on_comm(cw_perf__t *s, const uint8_t *b, uint16_t misc, int64_t ts)
@@ -416,23 +415,16 @@ static int on_comm(cw_perf__t *s, const uint8_t *b, uint16_t misc, int64_t ts)
          * with this record coming after it) still ends it: the next one
          * holds what the snapshot shows, as its image. */
         if (!p->started || ts <= p->born) return 0;
-        return exec_in_snapshot(s, p, comm, ts);
+        cw_perf__call_t c = {ts, 0, 0};
+        int rc = exec_instance(s, p, comm, ts);
+        return rc ? rc : cw_perf__shadow_commit_all(&p->sh, &s->env, &c, s->st_exec);
     }
-    int rc = 0;
-    if (p && p->started) rc = cw_perf__emit_proc(s, CW_OP_PROCESS_EXIT, pid, ts, NULL, NULL);
-    if (rc) return rc;
     if (!p && !(p = proc_new(s, pid))) return CW_ENOMEM;
     /* exec: a new instance with nothing of the old image. */
-    p->alias = p->fork_parent = 0;
+    int rc = exec_instance(s, p, comm, ts);
+    if (rc) return rc;
     cw_perf__shadow_clear(&p->sh);
     cw_perf__aspace_clear(p->as);
-    char cmd[1024], dummy[64];
-    cw_perf__proc_names(pid, dummy, sizeof dummy, cmd, sizeof cmd);
-    cw_strlcpy(p->name, comm, sizeof p->name);
-    p->started = true;
-    p->born = ts;
-    rc = cw_perf__emit_proc(s, CW_OP_PROCESS_START, pid, ts, p->name, cmd);
-    if (rc) return rc;
     /* The kernel mapped the image without mmap calls: read what it made. */
     rc = pend_read(s, p);
     if (rc) return rc == CW_ENOENT ? 0 : rc; /* gone already: its exit follows */
