@@ -110,8 +110,8 @@ static void say_end(const cw_heap_launch_result_t *res, const char *prog)
         fprintf(stderr, "commitwatch heap: %s exited with status %d\n", prog, res->exit_status);
     if (res->losses.dropped)
         fprintf(stderr,
-                "commitwatch heap: %llu events dropped (the ring was full: the report's "
-                "figures miss them)\n",
+                "commitwatch heap: %llu events dropped (the ring was full and the reader "
+                "stalled: the report's figures miss them)\n",
                 (unsigned long long)res->losses.dropped);
     if (res->losses.truncated)
         fprintf(stderr,

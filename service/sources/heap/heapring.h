@@ -14,10 +14,14 @@
  * (perf record), for stacks that repeat.
  *
  * Writing: a writer claims a record's slots by a compare-and-swap on
- * `head` (never past `tail` + nslots: when the ring has no room it counts
- * the event in `dropped` and returns at once, so a slow reader never
- * blocks the program and nothing is lost silently), fills them, and
- * publishes the record by storing its first slot's sequence number (its
+ * `head` (never past `tail` + nslots: when the ring has no room it waits,
+ * napping, until the reader has taken half of it, as a program traced
+ * through a pipe waits for its reader; when the reader has not moved
+ * `tail` for CW_HEAPRING_STALL_NAPS naps (stopped, hung, gone) it counts
+ * the event in `dropped`, marks that tail `stalled`, and every writer
+ * then drops at once until the tail moves: a stalled reader never
+ * blocks the program for long, and nothing is lost silently), fills
+ * them, and publishes the record by storing its first slot's sequence number (its
  * position + 1) with release order. Reading: the reader takes the record
  * at its position once its sequence says it is published, copies it, and
  * stores its position in `tail` with release order (so a writer's acquire
@@ -51,15 +55,21 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #define CW_HEAPRING_MAGIC 0x31474e4952504843ull /* "CHPRING1" */
-#define CW_HEAPRING_VERSION 2
+#define CW_HEAPRING_VERSION 3
 #define CW_HEAPRING_FRAMES 57 /* return addresses an event's stack holds at most */
 #define CW_HEAPRING_HDR 4096  /* the header's bytes; the slots follow */
 #define CW_HEAPRING_ENV "CW_HEAP_RING_FD"
 #define CW_HEAPRING_BATCH 64 /* slots the reader takes between its stores to tail */
 #define CW_HEAPRING_AHEAD 8  /* slots ahead of its claim a writer prefetches */
 #define CW_HEAPRING_WORDS 7  /* words a continuation slot carries */
+/* A writer's nap while the ring is full (100 us), and the naps without
+ * the tail moving after which the reader is taken as stalled (0.1 s or
+ * more). */
+#define CW_HEAPRING_NAP_NS 100000
+#define CW_HEAPRING_STALL_NAPS 1000
 /* The continuation slots a record of n words (frames, a name) needs. */
 #define CW_HEAPRING_CONTS(n) (((n) + CW_HEAPRING_WORDS - 1) / CW_HEAPRING_WORDS)
 /* A continuation slot's seq: its position + 1 with this bit, so it is
@@ -148,6 +158,7 @@ typedef struct cw_heapring_hdr {
     _Alignas(64) _Atomic uint64_t head; /* next position to claim */
     _Alignas(64) _Atomic uint64_t tail; /* next position to read */
     _Alignas(64) _Atomic uint64_t dropped;
+    _Atomic uint64_t stalled; /* 1 + the tail at which a writer found the reader stalled */
 } cw_heapring_hdr_t;
 _Static_assert(sizeof(cw_heapring_hdr_t) <= CW_HEAPRING_HDR, "the header fits its page");
 
@@ -156,9 +167,35 @@ static inline cw_heapring_slot_t *cw_heapring_slots(cw_heapring_hdr_t *h)
     return (cw_heapring_slot_t *)(void *)((char *)h + CW_HEAPRING_HDR);
 }
 
-/* Writer: claims 1 + conts consecutive slots (conts <= 255); NULL when
- * the ring has no room for them (the event counted in `dropped`) or is
- * closed (not counted: tracing ended). *pos gets the first slot's
+/* Writer: the ring had no room for need slots with the tail at *seen.
+ * Waits for the reader to take half of the ring (and room for need)
+ * while it moves the tail; 1 when there is room now (*seen the tail
+ * read), 0 when the reader stalled (the tail marked `stalled`, or found
+ * marked) or the ring was closed. */
+static inline int cw_heapring__wait(cw_heapring_hdr_t *h, uint64_t *seen, uint64_t need)
+{
+    uint64_t want = h->nslots - need < h->nslots / 2 ? h->nslots - need : h->nslots / 2;
+    uint64_t tail = *seen;
+    if (atomic_load_explicit(&h->stalled, memory_order_relaxed) == tail + 1) return 0;
+    struct timespec nap = {0, CW_HEAPRING_NAP_NS};
+    for (unsigned still = 0;;) {
+        if (atomic_load_explicit(&h->closed, memory_order_relaxed)) return 0;
+        nanosleep(&nap, NULL);
+        uint64_t t = atomic_load_explicit(&h->tail, memory_order_acquire);
+        if (t != tail) tail = t, still = 0;
+        *seen = tail;
+        if (atomic_load_explicit(&h->head, memory_order_relaxed) - tail <= want) return 1;
+        if (++still == CW_HEAPRING_STALL_NAPS) {
+            atomic_store_explicit(&h->stalled, tail + 1, memory_order_relaxed);
+            return 0;
+        }
+    }
+}
+
+/* Writer: claims 1 + conts consecutive slots (conts <= 255), waiting
+ * while the ring is full and its reader reads (cw_heapring__wait); NULL
+ * when the reader stalled with no room (the event counted in `dropped`)
+ * or the ring is closed (not counted: tracing ended). *pos gets the first slot's
  * position for cw_heapring_put_words and cw_heapring_publish. seen_tail
  * (NULL: none) is the writer thread's own copy of `tail`, kept between
  * calls for this ring only; it is read again when it says the ring is
@@ -177,8 +214,13 @@ static inline cw_heapring_slot_t *cw_heapring_claim(cw_heapring_hdr_t *h, uint64
         if (head - *seen > h->nslots - need) {
             *seen = atomic_load_explicit(&h->tail, memory_order_acquire);
             if (head - *seen > h->nslots - need) {
-                atomic_fetch_add_explicit(&h->dropped, 1, memory_order_relaxed);
-                return NULL;
+                if (!cw_heapring__wait(h, seen, need)) {
+                    if (atomic_load_explicit(&h->closed, memory_order_relaxed)) return NULL;
+                    atomic_fetch_add_explicit(&h->dropped, 1, memory_order_relaxed);
+                    return NULL;
+                }
+                head = atomic_load_explicit(&h->head, memory_order_relaxed);
+                continue;
             }
         }
         if (atomic_compare_exchange_weak_explicit(&h->head, &head, head + need,

@@ -31,9 +31,9 @@
  *   (never freed; a free or realloc of it is recognised by its address).
  * - no ring (the variable unset, or a ring of another layout): every call
  *   goes straight through, nothing recorded.
- * - a full ring: the event is counted in the ring's drop counter and the
- *   call returns at once (heapring.h): the program never waits for
- *   commitwatch.
+ * - a full ring: the call waits for commitwatch to read (heapring.h), as
+ *   long as it reads; a reader stalled for 0.1 s gets the event counted
+ *   in the ring's drop counter instead, and the call returns at once.
  *
  * Threads: any thread of the traced program calls the hooks; the state
  * written at load (the real functions, the ring, the text range) is read
