@@ -27,8 +27,13 @@ cost to processes that are not traced (goal <= 1.02).
 commitwatch's own memory and CPU during a long trace: bench/heap_rss.py.
 
 Ratios are to `none` measured in the same rounds (the machine is shared);
-the `other, beside attach` row's is to `other, beside untraced`.
+the `other, beside attach` row's is to `other, beside untraced`. For
+commitwatch's modes, `dropped` is the most events its report said were
+dropped in a round (the ring full and the reader stalled: a run that drops
+is faster than one that records everything, so the two are not alike).
 """
+import json
+import re
 
 import argparse
 import os
@@ -74,7 +79,16 @@ def run_plain(cmd, wrap=None):
     p = subprocess.Popen((wrap or []) + cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL, env=env(), text=True)
     out, _ = p.communicate("go\n", timeout=1800)
-    return elapsed(out, p.returncode, (wrap or []) + cmd)
+    return elapsed(out, p.returncode, (wrap or []) + cmd), dropped(out)
+
+
+DROPPED = re.compile(r'"dropped_events"\s*:\s*(\d+)')
+
+
+def dropped(text):
+    """The dropped events a commitwatch --json report in text names, or None."""
+    m = DROPPED.search(text or "")
+    return int(m.group(1)) if m else None
 
 
 def elapsed(out, rc, cmd):
@@ -113,7 +127,8 @@ def run_attached(cmd, attach, settle=2.0, beside=None):
     except subprocess.TimeoutExpired:
         tool.terminate()
         tool.wait(timeout=30)
-    return elapsed(out, p.returncode, cmd), other
+    report = tool.stdout.read() if tool.stdout else None
+    return elapsed(out, p.returncode, cmd), other, dropped(report)
 
 
 def main():
@@ -130,58 +145,66 @@ def main():
     with open(script, "w") as f:
         f.write(WORK)
     cmd = python_cmd(script, a.work)
+    # Each mode: a function returning (seconds, dropped events or None).
+    def cw_attach(binary):
+        return lambda pid: subprocess.Popen([binary, "heap", "--pid", str(pid), "--json"],
+                                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                            text=True)
+
+    def attached(attach, **kw):
+        r = run_attached(cmd, attach, **kw)
+        return (r[1] if "beside" in kw else r[0]), r[2]
+
     modes = {"none": lambda: run_plain(cmd)}
     modes["commitwatch launch"] = lambda: run_plain(cmd, [cw, "heap", "--json", "--"])
-    modes["commitwatch attach"] = lambda: run_attached(cmd, lambda pid: subprocess.Popen(
-        [cw, "heap", "--pid", str(pid), "--json"], stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL))[0]
+    modes["commitwatch attach"] = lambda: attached(cw_attach(cw))
     if a.before:
         old = os.path.join(os.path.abspath(a.before), "commitwatch")
         modes["commitwatch launch (before)"] = lambda: run_plain(cmd, [old, "heap", "--json",
                                                                      "--"])
-        modes["commitwatch attach (before)"] = lambda: run_attached(
-            cmd, lambda pid: subprocess.Popen([old, "heap", "--pid", str(pid), "--json"],
-                                              stdout=subprocess.DEVNULL,
-                                              stderr=subprocess.DEVNULL))[0]
+        modes["commitwatch attach (before)"] = lambda: attached(cw_attach(old))
     # Another process, not traced, beside the traced one: its own time with
     # the trace running, against beside an untraced copy.
-    modes["other, beside untraced"] = lambda: run_attached(
-        cmd, lambda pid: subprocess.Popen(["sleep", "3600"]), beside=cmd)[1]
-    modes["other, beside attach"] = lambda: run_attached(cmd, lambda pid: subprocess.Popen(
-        [cw, "heap", "--pid", str(pid), "--json"], stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL), beside=cmd)[1]
+    modes["other, beside untraced"] = lambda: attached(
+        lambda pid: subprocess.Popen(["sleep", "3600"]), beside=cmd)
+    modes["other, beside attach"] = lambda: attached(cw_attach(cw), beside=cmd)
     if shutil.which("heaptrack"):
         modes["heaptrack launch"] = lambda: run_plain(
             cmd, ["heaptrack", "-o", os.path.join(tmp, "ht-launch")])
-        modes["heaptrack attach"] = lambda: run_attached(cmd, lambda pid: subprocess.Popen(
+        modes["heaptrack attach"] = lambda: attached(lambda pid: subprocess.Popen(
             ["heaptrack", "-o", os.path.join(tmp, "ht-attach"), "-p", str(pid)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), settle=8.0)[0]
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), settle=8.0)
     if shutil.which("memleak-bpfcc"):
-        modes["memleak attach"] = lambda: run_attached(cmd, lambda pid: subprocess.Popen(
+        modes["memleak attach"] = lambda: attached(lambda pid: subprocess.Popen(
             ["memleak-bpfcc", "-p", str(pid)], stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, text=True), settle=15.0)[0]
+            stderr=subprocess.PIPE, text=True), settle=15.0)
     res = {m: [] for m in modes}
+    drops = {m: [] for m in modes}
     failed = {}
     for r in range(a.rounds):
         for m, fn in modes.items():
             if m in failed:
                 continue
             try:
-                res[m].append(fn())
+                secs, lost = fn()
+                res[m].append(secs)
+                if lost is not None:
+                    drops[m].append(lost)
             except Exception as e:  # a tool that does not run here: say so, go on
                 failed[m] = str(e)
     base = statistics.median(res["none"])
     print(f"python3 PYTHONMALLOC=malloc, {a.work} iterations, {a.rounds} rounds, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    print(f"{'mode':24} {'median s':>10} {'ratio':>9}")
+    print(f"{'mode':28} {'median s':>10} {'ratio':>9} {'dropped':>10}")
     for m in modes:
         if m in failed:
-            print(f"{m:24} {'-':>10} {'-':>9}  ({failed[m][:100]})")
+            print(f"{m:28} {'-':>10} {'-':>9}  ({failed[m][:100]})")
             continue
         med = statistics.median(res[m])
         ref = statistics.median(res["other, beside untraced"]) if m == "other, beside attach" \
             else base
-        print(f"{m:24} {med:10.3f} {med / ref:8.2f}x")
+        lost = f"{max(drops[m]):>10}" if drops[m] else f"{'':>10}"
+        print(f"{m:28} {med:10.3f} {med / ref:8.2f}x {lost}")
     shutil.rmtree(tmp, ignore_errors=True)
 
 
