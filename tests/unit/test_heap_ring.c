@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "commitwatch/error.h"
+#include "commitwatch/platform.h"
 #include "sources/heap/heapring.h"
 #include "test.h"
 
@@ -152,27 +153,35 @@ static void test_order_full_torn(void)
     free(m);
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-/* A writer of count one-slot events on a thread of its own. */
-typedef struct solo {
+/* A writer on a thread of its own: count events, 1 to count, of thread
+ * id, with (words) i % 20 words each, or none. */
+typedef struct writer {
     cw_heapring_hdr_t *h;
-    uint64_t count, written;
+    uint32_t id;
+    uint64_t count;
+    bool words;
+    uint64_t written;
     _Atomic int done;
-} solo_t;
+} writer_t;
 
-static void *solo_write(void *arg)
+static void *write_events(void *arg)
 {
-    solo_t *w = arg;
+    writer_t *w = arg;
     for (uint64_t i = 1; i <= w->count; i++)
-        w->written += (uint64_t)put(w->h, CW_HEAPREC_ALLOC, 1, i, 0);
+        w->written +=
+            (uint64_t)put(w->h, CW_HEAPREC_ALLOC, w->id, i, w->words ? (uint16_t)(i % 20) : 0);
     atomic_store(&w->done, 1);
     return NULL;
+}
+
+/* A ring of nslots, full: events 1 to nslots, one slot each, not read. */
+static void *full_ring(cw_heapring_t *r, uint64_t nslots)
+{
+    void *m = ring_mem(nslots);
+    ASSERT_OK(cw_heapring_init(r, m, nslots));
+    for (uint64_t i = 1; i <= nslots; i++)
+        ASSERT_EQ(put(r->h, CW_HEAPREC_ALLOC, 1, i, 0), 1);
+    return m;
 }
 
 /* A full ring and a reader that reads slowly: the writer waits for it,
@@ -182,9 +191,9 @@ static void test_waits_for_reader(void)
     void *m = ring_mem(64);
     cw_heapring_t r;
     ASSERT_OK(cw_heapring_init(&r, m, 64));
-    solo_t w = {r.h, 64 * 20, 0, 0};
+    writer_t w = {.h = r.h, .id = 1, .count = 64 * 20};
     pthread_t t;
-    ASSERT_EQ(pthread_create(&t, NULL, solo_write, &w), 0);
+    ASSERT_EQ(pthread_create(&t, NULL, write_events, &w), 0);
     cw_heapring_rec_t out;
     uint64_t got = 0, last = 0;
     bool ordered = true;
@@ -214,20 +223,17 @@ static void test_waits_for_reader(void)
  * once the reader reads, writers wait for it again. */
 static void test_stalled_reader(void)
 {
-    void *m = ring_mem(8);
     cw_heapring_t r;
-    ASSERT_OK(cw_heapring_init(&r, m, 8));
-    for (uint64_t i = 1; i <= 8; i++)
-        ASSERT_EQ(put(r.h, CW_HEAPREC_ALLOC, 1, i, 0), 1);
-    double t0 = now_s();
+    void *m = full_ring(&r, 8);
+    int64_t t0 = cw_plat_mono_ns();
     ASSERT_EQ(put(r.h, CW_HEAPREC_ALLOC, 1, 9, 0), 0);
-    double waited = now_s() - t0;
-    ASSERT_TRUE(waited >= CW_HEAPRING_STALL_NAPS * (CW_HEAPRING_NAP_NS / 1e9));
+    int64_t waited = cw_plat_mono_ns() - t0;
+    ASSERT_TRUE(waited >= (int64_t)CW_HEAPRING_STALL_NAPS * CW_HEAPRING_NAP_NS);
     ASSERT_U64_EQ(cw_heapring_dropped(&r), 1);
-    t0 = now_s();
+    t0 = cw_plat_mono_ns();
     for (int i = 0; i < 5; i++)
         ASSERT_EQ(put(r.h, CW_HEAPREC_ALLOC, 1, 10, 0), 0);
-    ASSERT_TRUE(now_s() - t0 < waited / 2); /* not another wait each */
+    ASSERT_TRUE(cw_plat_mono_ns() - t0 < waited / 2); /* not another wait each */
     ASSERT_U64_EQ(cw_heapring_dropped(&r), 6);
     /* The reader takes every record: the tail moves, room again. */
     cw_heapring_rec_t out;
@@ -240,9 +246,9 @@ static void test_stalled_reader(void)
         ASSERT_EQ(put(r.h, CW_HEAPREC_ALLOC, 1, i, 0), 1);
     /* Full again at another tail, a reader that reads slowly: the writer
      * waits for it (the mark of the stall before does not hold). */
-    solo_t w = {r.h, 8, 0, 0};
+    writer_t w = {.h = r.h, .id = 1, .count = 8};
     pthread_t t;
-    ASSERT_EQ(pthread_create(&t, NULL, solo_write, &w), 0);
+    ASSERT_EQ(pthread_create(&t, NULL, write_events, &w), 0);
     struct timespec nap = {0, 20000000};
     nanosleep(&nap, NULL);
     while (!atomic_load(&w.done) || cw_heapring_pending(&r)) {
@@ -266,16 +272,13 @@ static void *close_later(void *arg)
  * once, nothing counted. */
 static void test_closed_while_waiting(void)
 {
-    void *m = ring_mem(4);
     cw_heapring_t r;
-    ASSERT_OK(cw_heapring_init(&r, m, 4));
-    for (uint64_t i = 1; i <= 4; i++)
-        ASSERT_EQ(put(r.h, CW_HEAPREC_ALLOC, 1, i, 0), 1);
+    void *m = full_ring(&r, 4);
     pthread_t t;
     ASSERT_EQ(pthread_create(&t, NULL, close_later, &r), 0);
-    double t0 = now_s();
+    int64_t t0 = cw_plat_mono_ns();
     ASSERT_EQ(put(r.h, CW_HEAPREC_ALLOC, 1, 5, 0), 0);
-    ASSERT_TRUE(now_s() - t0 < CW_HEAPRING_STALL_NAPS * (CW_HEAPRING_NAP_NS / 1e9));
+    ASSERT_TRUE(cw_plat_mono_ns() - t0 < (int64_t)CW_HEAPRING_STALL_NAPS * CW_HEAPRING_NAP_NS);
     pthread_join(t, NULL);
     ASSERT_U64_EQ(cw_heapring_dropped(&r), 0);
     free(m);
@@ -286,20 +289,6 @@ static void test_closed_while_waiting(void)
 #define WRITERS 3
 #define PER_WRITER 20000
 
-typedef struct writer {
-    cw_heapring_hdr_t *h;
-    uint32_t id;
-    uint64_t written;
-} writer_t;
-
-static void *write_events(void *arg)
-{
-    writer_t *w = arg;
-    for (uint64_t i = 1; i <= PER_WRITER; i++)
-        w->written += (uint64_t)put(w->h, CW_HEAPREC_ALLOC, w->id, i, (uint16_t)(i % 20));
-    return NULL;
-}
-
 static void test_threads(void)
 {
     void *m = ring_mem(64);
@@ -308,7 +297,7 @@ static void test_threads(void)
     pthread_t t[WRITERS];
     writer_t w[WRITERS];
     for (uint32_t i = 0; i < WRITERS; i++) {
-        w[i] = (writer_t){r.h, i, 0};
+        w[i] = (writer_t){.h = r.h, .id = i, .count = PER_WRITER, .words = true};
         ASSERT_EQ(pthread_create(&t[i], NULL, write_events, &w[i]), 0);
     }
     uint64_t last[WRITERS] = {0}, read = 0;

@@ -21,8 +21,8 @@
  * the event in `dropped`, marks that tail `stalled`, and every writer
  * then drops at once until the tail moves: a stalled reader never
  * blocks the program for long, and nothing is lost silently), fills
- * them, and publishes the record by storing its first slot's sequence number (its
- * position + 1) with release order. Reading: the reader takes the record
+ * them, and publishes the record by storing its first slot's sequence
+ * number (its position + 1) with release order. Reading: the reader takes the record
  * at its position once its sequence says it is published, copies it, and
  * stores its position in `tail` with release order (so a writer's acquire
  * load of `tail` sees the slots free only after the copy) every
@@ -195,12 +195,12 @@ static inline int cw_heapring__wait(cw_heapring_hdr_t *h, uint64_t *seen, uint64
 /* Writer: claims 1 + conts consecutive slots (conts <= 255), waiting
  * while the ring is full and its reader reads (cw_heapring__wait); NULL
  * when the reader stalled with no room (the event counted in `dropped`)
- * or the ring is closed (not counted: tracing ended). *pos gets the first slot's
- * position for cw_heapring_put_words and cw_heapring_publish. seen_tail
- * (NULL: none) is the writer thread's own copy of `tail`, kept between
- * calls for this ring only; it is read again when it says the ring is
- * full, or is ahead of `head` (a copy from an earlier ring at the same
- * address). */
+ * or the ring is closed (not counted: tracing ended). *pos gets the
+ * first slot's position for cw_heapring_put_words and
+ * cw_heapring_publish. seen_tail (NULL: none) is the writer thread's own
+ * copy of `tail`, kept between calls for this ring only; it is read again
+ * when it says the ring is full, or is ahead of `head` (a copy from an
+ * earlier ring at the same address). */
 static inline cw_heapring_slot_t *cw_heapring_claim(cw_heapring_hdr_t *h, uint64_t *seen_tail,
                                                     unsigned conts, uint64_t *pos)
 {
