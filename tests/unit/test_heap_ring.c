@@ -304,7 +304,12 @@ static void test_threads(void)
     bool ordered = true;
     int done = 0;
     cw_heapring_rec_t out;
+    /* Nothing to read: a nap, as the service's reader takes (a reader
+     * spinning instead held valgrind's one running thread while the
+     * writers it waited for napped, for tens of minutes). */
+    struct timespec nap = {0, 50000};
     while (done < 2) { /* one more pass after the writers are joined */
+        if (!cw_heapring_pending(&r)) nanosleep(&nap, NULL);
         while (cw_heapring_next(&r, &out)) {
             ASSERT_TRUE(out.tid < WRITERS);
             ordered &= out.addr > last[out.tid] && out.nwords == out.addr % 20 &&
