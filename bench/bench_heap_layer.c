@@ -1,7 +1,7 @@
 /* bench_heap_layer.c - what the heap layer's aggregation costs a heap
  * trace's thread (docs/BENCHMARKS.md, "The heap layer in the store").
  *
- *   bench_heap_layer [--events N] [--stacks K] [--live W] [--rounds R]
+ *   bench_heap_layer [--events N] [--stacks K] [--live W] [--rounds R] [--trace FILE]
  *
  * Applies the same N heap events (allocations from K stacks and frees
  * that keep about W blocks live, at 1 M allocations a second of event
@@ -9,7 +9,11 @@
  * aggregator (cw_heap_model_also: 1 s buckets, the batches counted and
  * freed as the feed would take them), R rounds of each alternated, and
  * prints the CPU time per event of each, their ratio, and the rows the
- * aggregator emitted per event. */
+ * aggregator emitted per event. With --trace, the events are FILE's
+ * instead: cw_heap_ev_t records as this build lays them out, a real
+ * program's stream (its addresses reused as its allocator reuses them,
+ * where the generated ones only grow), written by a reader built with
+ * CW_HEAP_EV_DUMP (bench/heap_reader.sh). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,13 +52,62 @@ static double run(const cw_heap_ev_t *ev, size_t n, cw_stacks_t *stacks, bool la
     }
     double t0 = bench_cpu_s(CLOCK_THREAD_CPUTIME_ID);
     if (cw_heap_model_start(m, ev[0].pid, ev[0].ts, "load", NULL) != 0) exit(1);
-    for (size_t i = 0; i < n; i++)
+    uint32_t seen[64] = {ev[0].pid}, nseen = 1, last = ev[0].pid;
+    for (size_t i = 0; i < n; i++) {
+        /* A recorded stream may name other processes (a forked child):
+         * each begins where it is first seen, as the reader announces it. */
+        if (ev[i].pid != last) {
+            uint32_t j = 0;
+            while (j < nseen && seen[j] != ev[i].pid)
+                j++;
+            if (j == nseen) {
+                if (nseen == 64 || cw_heap_model_start(m, ev[i].pid, ev[i].ts, "child", NULL))
+                    exit(1);
+                seen[nseen++] = ev[i].pid;
+            }
+            last = ev[i].pid;
+        }
         if (cw_heap_model_apply(m, &ev[i]) != 0) exit(1);
+    }
     if (layer && cw_heap_model_end(m) != 0) exit(1);
     double t = bench_cpu_s(CLOCK_THREAD_CPUTIME_ID) - t0;
     cw_heap_model_destroy(m);
     cw_agg_destroy(agg);
     return t;
+}
+
+/* --trace FILE: the recorded events, R rounds of the model alone. */
+static int replay(const char *path, int rounds)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "bench_heap_layer: %s: cannot open\n", path);
+        return 1;
+    }
+    fseek(f, 0, SEEK_END);
+    long bytes = ftell(f);
+    rewind(f);
+    size_t n = bytes > 0 ? (size_t)bytes / sizeof(cw_heap_ev_t) : 0;
+    cw_heap_ev_t *ev = n ? malloc(n * sizeof *ev) : NULL;
+    if (n < 2 || !ev || fread(ev, sizeof *ev, n, f) != n) {
+        fprintf(stderr, "bench_heap_layer: %s: not a recorded stream of this build\n", path);
+        fclose(f);
+        free(ev);
+        return 1;
+    }
+    fclose(f);
+    cw_stacks_t *stacks;
+    if (cw_stacks_create(&stacks) != 0) return 1;
+    double best = 1e9;
+    for (int r = 0; r < rounds; r++) {
+        double t = run(ev, n, stacks, false);
+        if (t < best) best = t;
+    }
+    printf("bench_heap_layer: %zu recorded events (%s), best of %d\n", n, path, rounds);
+    printf("  model alone: %.1f ns an event\n", best * 1e9 / (double)n);
+    cw_stacks_destroy(stacks);
+    free(ev);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -67,6 +120,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_heap_layer: bad arguments\n");
         return 2;
     }
+    const char *trace = NULL;
+    for (int a = 1; a + 1 < argc; a++)
+        if (strcmp(argv[a], "--trace") == 0) trace = argv[a + 1];
+    if (trace) return replay(trace, rounds);
     cw_stacks_t *stacks;
     uint32_t *sid = calloc(k, sizeof *sid);
     cw_heap_ev_t *ev = calloc(n, sizeof *ev);

@@ -34,6 +34,7 @@
 typedef struct entry {
     uint32_t proc, stack;
     cw_figs_t figs;
+    cw_analysis_held_t held; /* the window's own commits still held (analysis.h) */
 } entry_t;
 
 typedef struct inst {
@@ -107,7 +108,7 @@ static inst_t *inst_of(cw_analysis_t *a, const cw_proc_t *p)
     return in;
 }
 
-static cw_figs_t *figs_of(cw_analysis_t *a, uint32_t proc, uint32_t stack)
+static entry_t *entry_of(cw_analysis_t *a, uint32_t proc, uint32_t stack)
 {
     int added;
     uint32_t i = cw_keymap_get(&a->map, proc, stack, &added);
@@ -119,29 +120,31 @@ static cw_figs_t *figs_of(cw_analysis_t *a, uint32_t proc, uint32_t stack)
         e->proc = proc;
         e->stack = stack;
     }
-    return &a->entries[i].figs;
+    return &a->entries[i];
 oom:
     a->oom = 1;
     return NULL;
 }
 
-/* Classifies one piece of `bytes`, committed at ca, released at f. */
-static void classify(cw_analysis_t *a, const cw_proc_t *p, const cw_commit_t *c, uint64_t bytes,
-                     int64_t f)
+/* Classifies one piece of `bytes`, committed at ca, released at f; the
+ * entry it went to (NULL: none, or out of memory). */
+static entry_t *classify(cw_analysis_t *a, const cw_proc_t *p, const cw_commit_t *c, uint64_t bytes,
+                         int64_t f)
 {
     int type;
     int64_t ca = c->ts;
-    if (ca >= a->t1) return;
+    if (ca >= a->t1) return NULL;
     if (ca >= a->t0)
         type = f < a->t1 ? CW_AIFI : CW_AIFO;
     else if (f < a->t0)
-        return;
+        return NULL;
     else
         type = f < a->t1 ? CW_AOFI : CW_AOFO;
-    cw_figs_t *fg = figs_of(a, p->id, c->stack_id);
-    if (!fg || !inst_of(a, p)) return;
-    fg->types[type].bytes += bytes;
-    fg->types[type].count++;
+    entry_t *e = entry_of(a, p->id, c->stack_id);
+    if (!e || !inst_of(a, p)) return NULL;
+    e->figs.types[type].bytes += bytes;
+    e->figs.types[type].count++;
+    return e;
 }
 
 static void on_start(void *ctx, const cw_proc_t *p, int64_t ts)
@@ -166,19 +169,30 @@ static void on_commit(void *ctx, const cw_proc_t *p, const cw_commit_t *c, int64
 {
     cw_analysis_t *a = ctx;
     if (c->ts == CW_TS_BEFORE || !in_window(a, ts)) return;
-    cw_figs_t *fg = figs_of(a, p->id, c->stack_id);
+    entry_t *e = entry_of(a, p->id, c->stack_id);
     inst_t *in = inst_of(a, p);
-    if (!fg || !in) return;
-    fg->size_bytes += c->bytes;
-    fg->commit_count++;
+    if (!e || !in) return;
+    e->figs.size_bytes += c->bytes;
+    e->figs.commit_count++;
     in->bal.delta += (int64_t)c->bytes;
+    cw_analysis_held_t *h = &e->held;
+    h->bytes += c->bytes;
+    h->count++;
+    if (h->bytes > h->peak) h->peak = h->bytes;
 }
 
 static void on_release(void *ctx, const cw_proc_t *p, const cw_commit_t *c, uint64_t bytes,
                        int64_t ts)
 {
     cw_analysis_t *a = ctx;
-    classify(a, p, c, bytes, ts);
+    entry_t *e = classify(a, p, c, bytes, ts);
+    /* A release of a commit of the window (so in it too): out of `held`,
+     * a record at its last byte. */
+    if (e && c->ts >= a->t0 && in_window(a, ts)) {
+        cw_analysis_held_t *h = &e->held;
+        h->bytes -= bytes < h->bytes ? bytes : h->bytes;
+        if (h->count && c->remaining == 0) h->count--;
+    }
     if (in_window(a, ts)) {
         inst_t *in = inst_of(a, p);
         if (in) in->bal.delta -= (int64_t)bytes;
@@ -193,7 +207,35 @@ static void on_exit_(void *ctx, const cw_proc_t *p, int64_t ts)
 
 static void on_live(void *ctx, const cw_proc_t *p, const cw_commit_t *c)
 {
-    classify(ctx, p, c, c->remaining, CW_TS_NEVER);
+    (void)classify(ctx, p, c, c->remaining, CW_TS_NEVER);
+}
+
+int cw_analysis_held(const cw_analysis_t *a, uint32_t proc, uint32_t stack, cw_analysis_held_t *out)
+{
+    uint32_t i = cw_keymap_find(&a->map, proc, stack);
+    if (i == UINT32_MAX) return CW_ENOENT;
+    *out = a->entries[i].held;
+    return 0;
+}
+
+int cw_analysis_each_held(const cw_analysis_t *a,
+                          int (*cb)(void *ctx, uint32_t pid, uint32_t stack,
+                                    const cw_analysis_held_t *h),
+                          void *ctx)
+{
+    for (uint32_t i = 0; i < a->nentries; i++) {
+        const entry_t *e = &a->entries[i];
+        if (!e->held.count) continue;
+        int rc = cb(ctx, a->insts[e->proc].pid, e->stack, &e->held);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+size_t cw_analysis_memory(const cw_analysis_t *a)
+{
+    return sizeof *a + a->cap * sizeof *a->entries + a->ninsts * sizeof *a->insts +
+           cw_keymap_bytes(&a->map);
 }
 
 cw_tracker_sink_t cw_analysis_sink(cw_analysis_t *a)

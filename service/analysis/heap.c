@@ -1,9 +1,10 @@
 /* heap.c - the heap layer's model and report (see heap.h).
  *
  * Events go to a tracker whose sink is a small wrapper around the window
- * analyzer: the wrapper forwards every callback and keeps, per (instance,
- * stack), the bytes outstanding now and their peak, which the analyzer
- * has per instance only. The window is [from, CW_TS_NEVER): every block
+ * analyzer: the wrapper forwards every callback (to the heap layer's
+ * aggregator too, when there is one). The analyzer's held figures give,
+ * per (instance, stack), the bytes and blocks outstanding now and the
+ * bytes' peak (cw_analysis_held). The window is [from, CW_TS_NEVER): every block
  * is allocated in it, a block freed by the end is AIFI, one still live
  * AIFO, so outstanding = AIFO, freed = AIFI (+ AOFI, 0 here), allocated =
  * size and count. A free names its address only: the block's size is the
@@ -12,8 +13,8 @@
  *
  * Memory: the tracker's pools (one piece and one record per live block,
  * at most max_live blocks: CW_HEAP_DEFAULT_MAX_BLOCKS unless
- * cw_heap_model_limit says otherwise), the analyzer's figures per
- * (instance, stack) and the peaks beside them.
+ * cw_heap_model_limit says otherwise) and the analyzer's figures per
+ * (instance, stack).
  * Thread: the caller's only. */
 #include "commitwatch/heap.h"
 
@@ -27,17 +28,10 @@
 #include "commitwatch/analysis.h"
 #include "commitwatch/common.h"
 #include "commitwatch/error.h"
-#include "commitwatch/keymap.h"
 #include "commitwatch/memstat.h"
 #include "commitwatch/report.h"
 #include "commitwatch/tagger.h"
 #include "commitwatch/tracker.h"
-
-typedef struct peak {
-    uint32_t pid, stack_id;
-    uint64_t cur, peak;
-    uint64_t cur_count; /* blocks outstanding now */
-} peak_t;
 
 /* A snapshot as taken: (pid, stack) -> outstanding now, named at the report. */
 typedef struct snap_ent {
@@ -56,9 +50,6 @@ struct cw_heap_model {
     cw_tracker_sink_t inner; /* the analyzer's sink, which ours forwards to */
     cw_agg_t *also;          /* the heap layer's aggregator (cw_heap_model_also), or NULL */
     cw_tracker_sink_t also_sink;
-    cw_keymap_t peak_map;    /* (instance id, stack) -> peaks[] */
-    peak_t *peaks;
-    size_t npeaks, peaks_cap;
     int64_t from_ns, last_ts;
     uint64_t events, unknown_frees, zero_allocs, reused;
     snap_t snaps[CW_HEAP_MAX_SNAPSHOTS];
@@ -69,22 +60,7 @@ struct cw_heap_model {
     bool oom;
 };
 
-static peak_t *peak_of(cw_heap_model_t *m, const cw_proc_t *p, uint32_t stack_id)
-{
-    int added;
-    uint32_t i = cw_keymap_get(&m->peak_map, p->id, stack_id, &added);
-    if (i == UINT32_MAX) goto oom;
-    if (added) {
-        if (CW_RESERVE(m->peaks, m->peaks_cap, m->npeaks + 1)) goto oom;
-        m->peaks[m->npeaks++] = (peak_t){p->pid, stack_id, 0, 0, 0};
-    }
-    return &m->peaks[i];
-oom:
-    m->oom = true;
-    return NULL;
-}
-
-/* ---- the sink: the analyzer's, plus the peaks ---- */
+/* ---- the sink: the analyzer's, and the heap layer's ---- */
 
 static void s_start(void *ctx, const cw_proc_t *p, int64_t ts)
 {
@@ -103,11 +79,6 @@ static void s_commit(void *ctx, const cw_proc_t *p, const cw_commit_t *c, int64_
     cw_heap_model_t *m = ctx;
     m->inner.on_commit(m->inner.ctx, p, c, ts);
     if (m->also) m->also_sink.on_commit(m->also_sink.ctx, p, c, ts);
-    peak_t *k = peak_of(m, p, c->stack_id);
-    if (!k) return;
-    k->cur += c->bytes;
-    k->cur_count++;
-    if (k->cur > k->peak) k->peak = k->cur;
 }
 static void s_release(void *ctx, const cw_proc_t *p, const cw_commit_t *c, uint64_t bytes,
                       int64_t ts)
@@ -115,10 +86,6 @@ static void s_release(void *ctx, const cw_proc_t *p, const cw_commit_t *c, uint6
     cw_heap_model_t *m = ctx;
     m->inner.on_release(m->inner.ctx, p, c, bytes, ts);
     if (m->also) m->also_sink.on_release(m->also_sink.ctx, p, c, bytes, ts);
-    peak_t *k = peak_of(m, p, c->stack_id);
-    if (!k) return;
-    k->cur -= bytes < k->cur ? bytes : k->cur;
-    if (k->cur_count) k->cur_count--;
 }
 static void s_exit(void *ctx, const cw_proc_t *p, int64_t ts)
 {
@@ -142,8 +109,6 @@ int cw_heap_model_create(int64_t from_ns, cw_heap_model_t **out)
     int rc = cw_analysis_create(from_ns, CW_TS_NEVER, &m->analysis);
     if (rc) goto fail;
     m->inner = cw_analysis_sink(m->analysis);
-    rc = CW_ENOMEM;
-    if (cw_keymap_init(&m->peak_map, 16) != 0) goto fail;
     cw_tracker_sink_t sink = {m, s_start, s_event, s_commit, s_release, s_exit, s_live};
     rc = cw_tracker_create(&sink, 1, &m->tracker);
     if (rc) goto fail;
@@ -159,8 +124,6 @@ void cw_heap_model_destroy(cw_heap_model_t *m)
     if (!m) return;
     cw_tracker_destroy(m->tracker);
     cw_analysis_destroy(m->analysis);
-    cw_keymap_free(&m->peak_map);
-    free(m->peaks);
     for (uint32_t i = 0; i < m->nsnaps; i++)
         free(m->snaps[i].v);
     free(m);
@@ -238,8 +201,7 @@ void cw_heap_model_limit(cw_heap_model_t *m, uint64_t max_blocks)
 
 size_t cw_heap_model_memory(const cw_heap_model_t *m)
 {
-    size_t b = sizeof *m + cw_tracker_memory(m->tracker) + m->peaks_cap * sizeof *m->peaks +
-               cw_keymap_bytes(&m->peak_map);
+    size_t b = sizeof *m + cw_tracker_memory(m->tracker) + cw_analysis_memory(m->analysis);
     for (uint32_t i = 0; i < m->nsnaps; i++)
         b += (size_t)m->snaps[i].n * sizeof *m->snaps[i].v;
     return b;
@@ -325,6 +287,20 @@ int cw_heap_model_apply(cw_heap_model_t *m, const cw_heap_ev_t *ev)
     return CW_EINVAL;
 }
 
+/* cw_analysis_each_held callbacks: count the pairs, then copy them. */
+static int held_count(void *ctx, uint32_t pid, uint32_t stack, const cw_analysis_held_t *h)
+{
+    (void)pid, (void)stack, (void)h;
+    ++*(uint32_t *)ctx;
+    return 0;
+}
+static int held_copy(void *ctx, uint32_t pid, uint32_t stack, const cw_analysis_held_t *h)
+{
+    snap_t *sn = ctx;
+    sn->v[sn->n++] = (snap_ent_t){pid, stack, h->bytes, h->count};
+    return 0;
+}
+
 int cw_heap_model_snapshot(cw_heap_model_t *m, int64_t ts)
 {
     if (m->nsnaps == CW_HEAP_MAX_SNAPSHOTS) {
@@ -333,16 +309,12 @@ int cw_heap_model_snapshot(cw_heap_model_t *m, int64_t ts)
     }
     snap_t *sn = &m->snaps[m->nsnaps];
     uint32_t n = 0;
-    for (size_t i = 0; i < m->npeaks; i++)
-        n += m->peaks[i].cur_count > 0;
+    (void)cw_analysis_each_held(m->analysis, held_count, &n);
     sn->ts = ordered(m, ts);
     sn->n = 0;
     sn->v = n ? malloc(n * sizeof *sn->v) : NULL;
     if (n && !sn->v) return CW_ENOMEM;
-    for (size_t i = 0; i < m->npeaks; i++) {
-        const peak_t *k = &m->peaks[i];
-        if (k->cur_count) sn->v[sn->n++] = (snap_ent_t){k->pid, k->stack_id, k->cur, k->cur_count};
-    }
+    (void)cw_analysis_each_held(m->analysis, held_copy, sn);
     m->nsnaps++;
     return 0;
 }
@@ -468,8 +440,9 @@ static void take_proc(cw_heap_model_t *m, cw_proc_report_t *src, cw_heap_proc_re
         in->frames = NULL;
         in->nframes = 0;
         o->figs = from_commit(&in->figs);
-        uint32_t k = cw_keymap_find(&m->peak_map, src->id, in->stack_id);
-        if (k != UINT32_MAX) o->figs.peak_bytes = m->peaks[k].peak;
+        cw_analysis_held_t h;
+        if (cw_analysis_held(m->analysis, src->id, in->stack_id, &h) == 0)
+            o->figs.peak_bytes = h.peak;
         figs_add(&p->totals, &o->figs);
     }
     if (p->nstacks > 1) qsort(p->stacks, p->nstacks, sizeof *p->stacks, cmp_stack);

@@ -858,6 +858,125 @@ static void test_commit_block(void)
     cw_tracker_destroy(t);
 }
 
+/* The held figures per (instance, stack): the window's own commits still
+ * held, their records not wholly released, and the bytes' peak. */
+static int count_held(void *ctx, uint32_t pid, uint32_t stack, const cw_analysis_held_t *h)
+{
+    ASSERT_EQ(pid, 7);
+    ASSERT_EQ(stack, S1);
+    ASSERT_U64_EQ(h->bytes, 1 * P);
+    ++*(int *)ctx;
+    return 0;
+}
+
+static void test_held(void)
+{
+    cw_analysis_t *a;
+    ASSERT_OK(cw_analysis_create(100, 200, &a));
+    cw_tracker_sink_t s = cw_analysis_sink(a);
+    cw_tracker_t *t;
+    ASSERT_OK(cw_tracker_create(&s, 1, &t));
+    apply(t, START(10, 7, "app.exe"));
+    apply(t, E(50, CW_OP_COMMIT, 7, BASE, 1 * P, S1));           /* before t0: not held */
+    apply(t, E(110, CW_OP_COMMIT, 7, BASE + 8 * P, 2 * P, S1));  /* held 2 */
+    apply(t, E(120, CW_OP_COMMIT, 7, BASE + 16 * P, 1 * P, S1)); /* held 3: the peak */
+    apply(t, E(130, CW_OP_DECOMMIT, 7, BASE + 8 * P, 1 * P, 0)); /* half a record: 2 of 2 */
+    apply(t, E(140, CW_OP_RELEASE, 7, BASE, 1 * P, 0));          /* before t0's: no change */
+    apply(t, E(150, CW_OP_RELEASE, 7, BASE + 16 * P, 1 * P, 0)); /* 1 of 1 */
+    apply(t, E(250, CW_OP_COMMIT, 7, BASE + 32 * P, 4 * P, S1)); /* after t1: not held */
+    apply(t, E(260, CW_OP_DECOMMIT, 7, BASE + 9 * P, 1 * P, 0)); /* after t1: still held */
+    cw_analysis_held_t h;
+    const cw_proc_t *p = cw_tracker_find(t, 7);
+    ASSERT_OK(cw_analysis_held(a, p->id, S1, &h));
+    ASSERT_U64_EQ(h.bytes, 1 * P);
+    ASSERT_U64_EQ(h.count, 1);
+    ASSERT_U64_EQ(h.peak, 3 * P);
+    ASSERT_EQ(cw_analysis_held(a, p->id, S2, &h), CW_ENOENT);
+    int n = 0;
+    ASSERT_OK(cw_analysis_each_held(a, count_held, &n));
+    ASSERT_EQ(n, 1);
+    ASSERT_TRUE(cw_analysis_memory(a) > sizeof(cw_analysis_held_t));
+    cw_tracker_destroy(t);
+    cw_analysis_destroy(a);
+}
+
+/* A block committed between others, in a leaf with room, and in a full
+ * one: each piece where an address lookup finds it, none lost. */
+static void test_commit_between(void)
+{
+    cw_tracker_t *t = new_recorder();
+    apply(t, START(10, 7, "app.exe"));
+    /* 24 blocks of a page, two pages apart: a full leaf (16) and one
+     * with room (8). */
+    for (int i = 0; i < 24; i++)
+        apply(t, E(20 + i, CW_OP_COMMIT, 7, BASE + (uint64_t)i * 2 * P, P, S1));
+    /* Into the gaps, from the top down (never after the last piece). */
+    for (int i = 22; i >= 0; i--) {
+        bool occupied;
+        cw_event_t ev = E(100 + i, CW_OP_COMMIT, 7, BASE + (uint64_t)i * 2 * P + P, P, S2);
+        ASSERT_OK(cw_tracker_commit_block(t, &ev, &occupied));
+        ASSERT_TRUE(!occupied);
+    }
+    ASSERT_U64_EQ(cw_tracker_piece_count(t, 7), 47);
+    for (int i = 0; i < 47; i++) {
+        uint64_t size;
+        ASSERT_OK(cw_tracker_block_at(t, 7, BASE + (uint64_t)i * P, &size));
+        ASSERT_U64_EQ(size, P);
+    }
+    for (int i = 0; i < 47; i++) {
+        uint64_t size;
+        cw_event_t ev = E(300 + i, CW_OP_RELEASE, 7, BASE + (uint64_t)i * P, 0, 0);
+        ASSERT_OK(cw_tracker_release_block(t, &ev, &size));
+        ASSERT_U64_EQ(size, P);
+    }
+    ASSERT_U64_EQ(cw_tracker_piece_count(t, 7), 0);
+    ASSERT_U64_EQ(cw_tracker_find(t, 7)->outstanding, 0);
+    cw_tracker_destroy(t);
+}
+
+/* A deep tree's leaf hints (tracker.c): a lookup finds its piece through
+ * them; a leaf emptied and freed, then taken by another process's tree,
+ * is never found through a hint again. */
+static void test_hints_after_free(void)
+{
+    cw_tracker_t *t = new_recorder();
+    uint64_t size;
+    bool occupied;
+    /* 600 blocks of a page, two pages apart: 38 leaves, two inner levels. */
+    for (int i = 0; i < 600; i++) {
+        cw_event_t ev = E(20, CW_OP_COMMIT, 7, BASE + (uint64_t)i * 2 * P, P, S1);
+        ASSERT_OK(cw_tracker_commit_block(t, &ev, &occupied));
+        ncalls = 0;
+    }
+    /* Lookups in blocks 160 - 175 (a leaf of its own: 16 a leaf, from 0)
+     * and in the gaps beside them: each slot's hint is that leaf. */
+    for (int i = 160; i < 176; i++) {
+        ASSERT_OK(cw_tracker_block_at(t, 7, BASE + (uint64_t)i * 2 * P, &size));
+        ASSERT_U64_EQ(size, P);
+        ASSERT_EQ(cw_tracker_block_at(t, 7, BASE + (uint64_t)i * 2 * P + P, &size), CW_ENOENT);
+        ASSERT_OK(cw_tracker_block_at(t, 7, BASE + (uint64_t)i * 2 * P, &size)); /* hinted */
+    }
+    /* The leaf emptied: freed. */
+    for (int i = 160; i < 176; i++) {
+        cw_event_t ev = E(30, CW_OP_RELEASE, 7, BASE + (uint64_t)i * 2 * P, 0, 0);
+        ASSERT_OK(cw_tracker_release_block(t, &ev, &size));
+        ncalls = 0;
+    }
+    ASSERT_U64_EQ(cw_tracker_piece_count(t, 7), 584);
+    /* Another process's first leaf is the freed one (the pool's last
+     * freed), with a block just below an address looked up above. */
+    cw_event_t ev = E(40, CW_OP_COMMIT, 8, BASE + 170 * 2 * P - P, P, S2);
+    ASSERT_OK(cw_tracker_commit_block(t, &ev, &occupied));
+    ncalls = 0;
+    for (int i = 160; i < 176; i++) {
+        ASSERT_EQ(cw_tracker_block_at(t, 7, BASE + (uint64_t)i * 2 * P, &size), CW_ENOENT);
+        ASSERT_EQ(cw_tracker_block_at(t, 7, BASE + (uint64_t)i * 2 * P + P, &size), CW_ENOENT);
+    }
+    ASSERT_OK(cw_tracker_block_at(t, 7, BASE + 176 * 2 * P, &size));
+    ASSERT_OK(cw_tracker_block_at(t, 8, BASE + 170 * 2 * P - P, &size));
+    cw_tracker_destroy(t);
+}
+
 int main(void)
 {
     ASSERT_OK(cw_stacks_create(&stacks));
@@ -888,6 +1007,9 @@ int main(void)
     test_block_at();
     test_release_block();
     test_commit_block();
+    test_held();
+    test_commit_between();
+    test_hints_after_free();
 
     cw_tagger_destroy(tagger);
     cw_stacks_destroy(stacks);

@@ -314,6 +314,31 @@ static int proc_of(reader_t *r, uint32_t pid, tproc_t **out, bool *fresh)
     return 0;
 }
 
+#ifdef CW_HEAP_EV_DUMP
+/* Bench builds only (bench/heap_reader.sh): every event the model is
+ * given, appended as cw_heap_ev_t bytes to the file $CW_HEAP_EV_DUMP
+ * names, for bench_heap_layer --trace to apply again. Reader thread. */
+static void dump_ev(const cw_heap_ev_t *ev)
+{
+    static FILE *f;
+    static bool tried;
+    if (!tried) {
+        tried = true;
+        const char *path = getenv("CW_HEAP_EV_DUMP");
+        if (path && !(f = fopen(path, "wb")))
+            cw_log(CW_LOG_WARN, "CW_HEAP_EV_DUMP: %s: cannot write", path);
+    }
+    /* Buffered; exit() flushes it. */
+    if (f && fwrite(ev, sizeof *ev, 1, f) != 1) {
+        cw_log(CW_LOG_WARN, "CW_HEAP_EV_DUMP: write failed: events from here on are not in it");
+        fclose(f);
+        f = NULL;
+    }
+}
+#else
+#define dump_ev(ev) ((void)(ev))
+#endif
+
 static int apply_rec(reader_t *r, const cw_heapring_rec_t *rec)
 {
     cw_heapstk_t *e;
@@ -342,6 +367,7 @@ static int apply_rec(reader_t *r, const cw_heapring_rec_t *rec)
     } else if (rec->kind != CW_HEAPREC_FREE) {
         ev.stack_id = r->early; /* allocated before the interposer could unwind */
     }
+    dump_ev(&ev);
     return cw_heap_model_apply(r->m, &ev);
 }
 
