@@ -113,7 +113,24 @@ void cw_buf_printf(cw_buf_t *b, const char *fmt, ...) CW_PRINTF(2, 3);
 #define CW_VARINT_MAX 10
 size_t cw_varint_write(unsigned char *out, uint64_t v);
 void cw_buf_varint(cw_buf_t *b, uint64_t v);
-int cw_varint_read(const unsigned char *buf, size_t len, size_t *pos, uint64_t *out);
+int cw_varint_read_long(const unsigned char *buf, size_t len, size_t *pos, uint64_t *out);
+/* A varint of one or two bytes (under 16,384: most of a cell's figures)
+ * is read here, inline; a longer one by cw_varint_read_long. */
+static inline int cw_varint_read(const unsigned char *buf, size_t len, size_t *pos, uint64_t *out)
+{
+    size_t i = *pos;
+    if (i < len && buf[i] < 0x80) {
+        *out = buf[i];
+        *pos = i + 1;
+        return 0;
+    }
+    if (i + 1 < len && buf[i + 1] < 0x80) {
+        *out = (uint64_t)(buf[i] & 0x7f) | (uint64_t)buf[i + 1] << 7;
+        *pos = i + 2;
+        return 0;
+    }
+    return cw_varint_read_long(buf, len, pos, out);
+}
 static inline uint64_t cw_zigzag(int64_t v)
 {
     return ((uint64_t)v << 1) ^ (uint64_t)(v < 0 ? -1 : 0);

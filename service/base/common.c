@@ -99,7 +99,7 @@ void cw_buf_varint(cw_buf_t *b, uint64_t v)
     cw_buf_put(b, tmp, cw_varint_write(tmp, v));
 }
 
-int cw_varint_read(const unsigned char *buf, size_t len, size_t *pos, uint64_t *out)
+int cw_varint_read_long(const unsigned char *buf, size_t len, size_t *pos, uint64_t *out)
 {
     uint64_t v = 0;
     for (unsigned shift = 0; shift < 64; shift += 7) {

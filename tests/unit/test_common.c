@@ -394,6 +394,55 @@ static void test_keymap(void)
     ASSERT_EQ(cw_keymap_bytes(&m), 0);
 }
 
+/* Varints: every length read back (the inline one- and two-byte paths
+ * and the long one), at the end of a buffer and inside one; a varint cut
+ * short at any byte, and one of more than 64 bits, refused. */
+static void test_varint(void)
+{
+    static const uint64_t vals[] = {0,          1,          127,        128,
+                                    255,        16383,      16384,      (1u << 21) - 1,
+                                    1u << 21,   UINT32_MAX, 1ull << 35, (1ull << 63) - 1,
+                                    1ull << 63, UINT64_MAX};
+    for (size_t i = 0; i < sizeof vals / sizeof *vals; i++) {
+        unsigned char b[CW_VARINT_MAX + 1];
+        size_t n = cw_varint_write(b, vals[i]), pos = 0;
+        uint64_t v = 0;
+        size_t want = 1;
+        for (uint64_t x = vals[i]; x >= 128; x >>= 7)
+            want++;
+        ASSERT_EQ(n, want);
+        ASSERT_EQ(cw_varint_read(b, n, &pos, &v), 0); /* ends the buffer */
+        ASSERT_TRUE(v == vals[i] && pos == n);
+        b[n] = 0x05; /* and followed by a byte */
+        pos = 0;
+        ASSERT_EQ(cw_varint_read(b, n + 1, &pos, &v), 0);
+        ASSERT_TRUE(v == vals[i] && pos == n);
+        ASSERT_EQ(cw_varint_read(b, n + 1, &pos, &v), 0);
+        ASSERT_TRUE(v == 5 && pos == n + 1);
+        for (size_t cut = 0; cut < n; cut++) { /* cut short */
+            pos = 0;
+            ASSERT_EQ(cw_varint_read(b, cut, &pos, &v), -1);
+        }
+    }
+    /* 2^64 (a tenth byte of 2) and an eleventh byte: more than 64 bits */
+    unsigned char big[11];
+    memset(big, 0x80, sizeof big);
+    big[9] = 0x02;
+    size_t pos = 0;
+    uint64_t v;
+    ASSERT_EQ(cw_varint_read(big, 10, &pos, &v), -1);
+    big[9] = 0x81;
+    big[10] = 0x01;
+    pos = 0;
+    ASSERT_EQ(cw_varint_read(big, 11, &pos, &v), -1);
+    /* a read at an offset: the two-byte path reads from *pos */
+    unsigned char two[] = {0x7f, 0x81, 0x01, 0xff};
+    pos = 1;
+    ASSERT_EQ(cw_varint_read(two, sizeof two, &pos, &v), 0);
+    ASSERT_TRUE(v == 129 && pos == 3);
+    ASSERT_EQ(cw_varint_read(two, sizeof two, &pos, &v), -1); /* 0xff, then the end */
+}
+
 int main(void)
 {
     test_status_config();
@@ -403,6 +452,7 @@ int main(void)
     test_pool_bytes();
     test_reserve();
     test_buf();
+    test_varint();
     test_utc_text();
     test_reserve_zeroed();
     test_reserve_fit();
