@@ -205,7 +205,8 @@ int cw_store_set_layer(cw_store_t *s, cw_layer_t layer);
 /* Figures of [from, to) from the finest tier that covers the window and
  * is aligned to it; a window aligned to no available tier is widened to
  * the nearest buckets and r->note says so. from == INT64_MIN / to ==
- * INT64_MAX mean the first / last stored bucket. */
+ * INT64_MAX mean the first / last stored bucket. *out is sorted as
+ * cw_report_sort() sorts. */
 int cw_store_report(cw_store_t *s, int64_t from_ns, int64_t to_ns, bool with_frames,
                     cw_report_t **out, cw_diag_t *d);
 

@@ -103,6 +103,22 @@ int cw__store_col_dup(sqlite3_stmt *st, int col, const char *dflt, char **out);
  * for id, exit_ns and tracking_ended_ns (CW_TS_NEVER), when there is no such row. 0,
  * CW_ENOMEM or CW_EDB (*out holds nothing to free). */
 int cw__store_proc_row(cw_store_t *s, uint32_t id, cw_proc_info_t *out, bool *found, cw_diag_t *d);
+/* store_read.c: processes rows read in id order by one statement, for a
+ * report that names most of a range of instances (cw__store_proc_row
+ * looks each up from the table's root). Ids are asked in increasing
+ * order; what each gives is cw__store_proc_row's. The scan holds a
+ * statement of the handle until cw__proc_scan_end. */
+typedef struct cw__proc_scan {
+    cw_store_t *s;
+    sqlite3_stmt *st;
+    int64_t at;   /* the row's id the statement is on (-1: none yet) */
+    int64_t last; /* the last id asked */
+    bool done;
+} cw__proc_scan_t;
+int cw__proc_scan_begin(cw_store_t *s, cw__proc_scan_t *c, uint32_t from, cw_diag_t *d);
+int cw__proc_scan_get(cw__proc_scan_t *c, uint32_t id, cw_proc_info_t *out, bool *found,
+                      cw_diag_t *d);
+void cw__proc_scan_end(cw__proc_scan_t *c);
 /* store_read.c: the stack-tag rules' hash into *out (NULL when none
  * stored; re-tagging sets it with the new tags). 0, CW_ENOMEM or CW_EDB. */
 int cw__store_rules_hash(cw_store_t *s, char **out, cw_diag_t *d);

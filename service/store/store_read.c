@@ -5,6 +5,7 @@
  * a process instance's row, and the stack-tag rules' hash the read caches
  * are keyed on. Each runs inside the caller's read transaction, on the
  * thread that holds the handle. */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,11 @@
 static const char SQL_Q_PROC[] =
     "SELECT pid, start_ns, exit_ns, name, cmdline, tracking_ended_ns, folded, corrections, "
     "corrected_committed, corrected_decommitted, last_correction_ns FROM processes WHERE id = ?1";
+/* The same rows in id order from ?1 on (cw__proc_scan_t). */
+static const char SQL_Q_PROC_SCAN[] =
+    "SELECT pid, start_ns, exit_ns, name, cmdline, tracking_ended_ns, folded, corrections, "
+    "corrected_committed, corrected_decommitted, last_correction_ns, id FROM processes "
+    "WHERE id >= ?1 ORDER BY id";
 /* The newest end of tracking (schema/003's partial index answers it). */
 static const char SQL_LAST_ENDED[] =
     "SELECT MAX(tracking_ended_ns) FROM processes WHERE tracking_ended_ns IS NOT NULL";
@@ -73,40 +79,97 @@ void cw__store_tiers_clip(cw__tier_t t[CW_TIERS], int64_t end)
     }
 }
 
-int cw__store_proc_row(cw_store_t *s, uint32_t id, cw_proc_info_t *out, bool *found, cw_diag_t *d)
+/* What a process lookup leaves in *out before its row is read. */
+static void proc_info_none(cw_proc_info_t *out, uint32_t id)
 {
-    sqlite3_stmt *st = NULL;
-    int err = cw__store_stmt(s, CW__ST_Q_PROC, SQL_Q_PROC, &st, d), rc;
     memset(out, 0, sizeof *out);
     out->id = id;
     out->exit_ns = CW_TS_NEVER;
     out->tracking_ended_ns = CW_TS_NEVER;
     out->last_correction_ns = CW_TS_NEVER;
+}
+
+/* The columns SQL_Q_PROC and SQL_Q_PROC_SCAN share (0 - 10) into *out. */
+static int proc_cols(sqlite3_stmt *st, cw_proc_info_t *out)
+{
+    out->pid = (uint32_t)sqlite3_column_int64(st, 0);
+    out->start_ns = sqlite3_column_int64(st, 1);
+    if (sqlite3_column_type(st, 2) != SQLITE_NULL) out->exit_ns = sqlite3_column_int64(st, 2);
+    if (sqlite3_column_type(st, 5) != SQLITE_NULL)
+        out->tracking_ended_ns = sqlite3_column_int64(st, 5);
+    out->folded = (uint32_t)sqlite3_column_int64(st, 6);
+    out->corrections = (uint32_t)sqlite3_column_int64(st, 7);
+    out->corrected_committed = (uint64_t)sqlite3_column_int64(st, 8);
+    out->corrected_decommitted = (uint64_t)sqlite3_column_int64(st, 9);
+    if (sqlite3_column_type(st, 10) != SQLITE_NULL)
+        out->last_correction_ns = sqlite3_column_int64(st, 10);
+    int err = cw__store_col_dup(st, 3, NULL, &out->name);
+    if (!err) err = cw__store_col_dup(st, 4, NULL, &out->cmdline);
+    return err;
+}
+
+int cw__store_proc_row(cw_store_t *s, uint32_t id, cw_proc_info_t *out, bool *found, cw_diag_t *d)
+{
+    sqlite3_stmt *st = NULL;
+    int err = cw__store_stmt(s, CW__ST_Q_PROC, SQL_Q_PROC, &st, d), rc;
+    proc_info_none(out, id);
     *found = false;
     if (err) return err;
     sqlite3_bind_int64(st, 1, id);
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         *found = true;
-        out->pid = (uint32_t)sqlite3_column_int64(st, 0);
-        out->start_ns = sqlite3_column_int64(st, 1);
-        if (sqlite3_column_type(st, 2) != SQLITE_NULL) out->exit_ns = sqlite3_column_int64(st, 2);
-        if (sqlite3_column_type(st, 5) != SQLITE_NULL)
-            out->tracking_ended_ns = sqlite3_column_int64(st, 5);
-        out->folded = (uint32_t)sqlite3_column_int64(st, 6);
-        out->corrections = (uint32_t)sqlite3_column_int64(st, 7);
-        out->corrected_committed = (uint64_t)sqlite3_column_int64(st, 8);
-        out->corrected_decommitted = (uint64_t)sqlite3_column_int64(st, 9);
-        if (sqlite3_column_type(st, 10) != SQLITE_NULL)
-            out->last_correction_ns = sqlite3_column_int64(st, 10);
-        err = cw__store_col_dup(st, 3, NULL, &out->name);
-        if (!err) err = cw__store_col_dup(st, 4, NULL, &out->cmdline);
+        err = proc_cols(st, out);
     } else if (rc != SQLITE_DONE) {
         err = cw__store_dberr(s, "reading a process", d);
     }
     cw__store_stmt_done(st);
     if (err) cw_proc_info_clear(out);
     return err;
+}
+
+int cw__proc_scan_begin(cw_store_t *s, cw__proc_scan_t *c, uint32_t from, cw_diag_t *d)
+{
+    memset(c, 0, sizeof *c);
+    int err = cw__store_stmt(s, CW__ST_Q_PROC_SCAN, SQL_Q_PROC_SCAN, &c->st, d);
+    if (err) return err;
+    sqlite3_bind_int64(c->st, 1, from);
+    c->s = s;
+    c->at = -1; /* no row read yet */
+    return 0;
+}
+
+int cw__proc_scan_get(cw__proc_scan_t *c, uint32_t id, cw_proc_info_t *out, bool *found,
+                      cw_diag_t *d)
+{
+    proc_info_none(out, id);
+    *found = false;
+    if (!c->st) return cw_diag_set(d, CW_EINVAL, "reading processes: the scan is over");
+    if ((int64_t)id < c->last)
+        return cw_diag_set(d, CW_EINVAL, "reading processes: instance %" PRIu32 " out of order",
+                           id);
+    c->last = id;
+    while (!c->done && c->at < (int64_t)id) {
+        int rc = sqlite3_step(c->st);
+        if (rc == SQLITE_DONE) {
+            c->done = true;
+        } else if (rc == SQLITE_ROW) {
+            c->at = sqlite3_column_int64(c->st, 11);
+        } else {
+            return cw__store_dberr(c->s, "reading processes", d);
+        }
+    }
+    if (c->done || c->at != (int64_t)id) return 0;
+    *found = true;
+    int err = proc_cols(c->st, out);
+    if (err) cw_proc_info_clear(out);
+    return err;
+}
+
+void cw__proc_scan_end(cw__proc_scan_t *c)
+{
+    if (c->st) cw__store_stmt_done(c->st);
+    memset(c, 0, sizeof *c);
 }
 
 void cw_proc_info_clear(cw_proc_info_t *p)

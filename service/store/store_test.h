@@ -21,6 +21,7 @@ typedef struct cw__store_test {
     uint64_t metrics_reads;   /* /metrics: closed hours read by this handle */
     bool read_cache_off;      /* every query from the rows alone, no hour split */
     uint32_t read_cache_rows; /* rows each read cache may hold (0: its default) */
+    uint64_t tails_counted_out; /* raw tails not read: more cells than rows they may hold */
     uint32_t seeks_max;       /* cell lookups a read may take (0: CW__SEEKS_MAX) */
     uint64_t open_segments;   /* segments of reports read from the open hour's cells */
     uint64_t keys_down;       /* keys cache fills that took minutes away from them */

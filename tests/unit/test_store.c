@@ -1950,6 +1950,75 @@ static void test_layer(void)
     cw_store_close(s);
 }
 
+/* ---- naming a report's processes ------------------------------------------ */
+
+/* A report naming 300 instances of ids 1 - 399 (every fourth left out)
+ * reads their rows in one pass (finish(): cw__proc_scan_t), each its own
+ * row's name, pid, start and exit (other tests' reports name fewer, each
+ * looked up). The scan answers ids asked in order, without a row too. */
+static void test_proc_scan(void)
+{
+    cw_store_t *s = NULL;
+    cw_report_t *r;
+    cw_diag_t d = {{0}};
+    cw_batch_t *b;
+    const char *p = tpath("scan.db");
+    rm_db(p);
+    ASSERT_OK(cw_store_open(p, NULL, &s, &d));
+    ASSERT_OK(cw_batch_create(10 * S, S, &b));
+    dictionary(b);
+    for (uint32_t id = 1; id < 400; id++) {
+        if (id % 4 == 0) continue;
+        char name[32];
+        snprintf(name, sizeof name, "p%u.exe", id);
+        int64_t exit_ns = id % 3 == 0 ? 10 * S + (int64_t)id : CW_TS_NEVER;
+        ASSERT_OK(cw_batch_add_proc(b, id, 1000 + id, 10 * S - (int64_t)id, exit_ns, name, NULL));
+        ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){id, 1, 10 * S, 4096u * id, 1}));
+        ASSERT_OK(
+            cw_batch_add_activity(b, &(cw_row_activity_t){id, 1, 4096 * id, 4096 * id, 10 * S}));
+    }
+    ASSERT_OK(cw_store_write(s, b, &d));
+    cw_batch_free(b);
+    ASSERT_OK(cw_store_report(s, INT64_MIN, INT64_MAX, false, &r, &d));
+    ASSERT_EQ(r->nprocs, 300);
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        const cw_proc_report_t *x = &r->procs[i];
+        char name[32];
+        snprintf(name, sizeof name, "p%u.exe", x->id);
+        ASSERT_TRUE(x->id % 4 != 0 && x->name && strcmp(x->name, name) == 0);
+        ASSERT_EQ(x->pid, 1000 + x->id);
+        ASSERT_EQ(x->start_ns, 10 * S - (int64_t)x->id);
+        ASSERT_EQ(x->exit_ns, x->id % 3 == 0 ? 10 * S + (int64_t)x->id : CW_TS_NEVER);
+        ASSERT_U64_EQ(x->figs.size_bytes, 4096u * x->id);
+    }
+    cw_report_free(r);
+    /* The scan itself: ids in order, one without a row, one past the last. */
+    cw__proc_scan_t c;
+    cw_proc_info_t info;
+    bool found;
+    bool began = false;
+    ASSERT_OK(cw__store_read_begin(s, &began, &d));
+    ASSERT_OK(cw__proc_scan_begin(s, &c, 3, &d));
+    ASSERT_OK(cw__proc_scan_get(&c, 3, &info, &found, &d));
+    ASSERT_TRUE(found && info.pid == 1003 && strcmp(info.name, "p3.exe") == 0);
+    cw_proc_info_clear(&info);
+    ASSERT_OK(cw__proc_scan_get(&c, 8, &info, &found, &d)); /* no row */
+    ASSERT_TRUE(!found && info.id == 8 && info.name == NULL && info.exit_ns == CW_TS_NEVER);
+    ASSERT_OK(cw__proc_scan_get(&c, 9, &info, &found, &d));
+    ASSERT_TRUE(found && info.pid == 1009 && info.exit_ns == 10 * S + 9);
+    cw_proc_info_clear(&info);
+    ASSERT_EQ(cw__proc_scan_get(&c, 5, &info, &found, &d), CW_EINVAL); /* backwards */
+    ASSERT_TRUE(!found && strstr(d.msg, "out of order") != NULL);
+    ASSERT_OK(cw__proc_scan_get(&c, 399, &info, &found, &d));
+    ASSERT_TRUE(found && info.pid == 1399);
+    cw_proc_info_clear(&info);
+    ASSERT_OK(cw__proc_scan_get(&c, 500, &info, &found, &d)); /* past the last row */
+    ASSERT_TRUE(!found);
+    cw__proc_scan_end(&c);
+    cw__store_read_end(s, began);
+    cw_store_close(s);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "%s/cw_test_store_XXXXXX", cw_test_tmpdir());
@@ -1966,6 +2035,7 @@ int main(void)
     test_prune();
     test_upgrade();
     test_layer();
+    test_proc_scan();
     if (getenv("CW_BENCH")) bench();
     ASSERT_OK(cw_test_rmtree(dir));
     TEST_DONE();
