@@ -255,12 +255,15 @@ int cw_analysis_report(cw_analysis_t *a, cw_stacks_t *stacks, cw_tagger_t *tagge
     cw_report_t *r = calloc(1, sizeof *r);
     uint32_t *slot = NULL; /* instance id -> report index + 1 */
     uint32_t *nst = NULL;
+    const char **tags = NULL; /* tag id -> the report's text */
+    uint32_t ntags = cw_tagger_tag_count(tagger);
     if (!r || a->oom) goto oom;
     r->from_ns = a->t0;
     r->to_ns = a->t1;
     slot = calloc(a->ninsts + 1, sizeof *slot);
     nst = calloc(a->ninsts + 1, sizeof *nst);
-    if (!slot || !nst) goto oom;
+    tags = calloc(ntags ? ntags : 1, sizeof *tags);
+    if (!slot || !nst || !tags) goto oom;
 
     /* outstanding(t0) per instance decides, with events, who is reported. */
     uint64_t *out_t0 = calloc(a->ninsts + 1, sizeof *out_t0);
@@ -312,7 +315,12 @@ int cw_analysis_report(cw_analysis_t *a, cw_stacks_t *stacks, cw_tagger_t *tagge
         cw_stack_report_t *s = &p->stacks[p->nstacks++];
         s->stack_id = e->stack;
         s->figs = e->figs;
-        s->tag = strdup(cw_tagger_tag_name(tagger, cw_tagger_tag(tagger, stacks, e->stack)));
+        uint32_t tag = cw_tagger_tag(tagger, stacks, e->stack);
+        const char *name = cw_tagger_tag_name(tagger, tag);
+        if (tag >= ntags) /* (not one of the tagger's: a text each) */
+            s->tag = cw_report_add_tag(r, name);
+        else
+            s->tag = tags[tag] ? tags[tag] : (tags[tag] = cw_report_add_tag(r, name));
         if (!s->tag) goto oom;
         cw_figs_add(&p->figs, &e->figs);
         if (with_frames) {
@@ -333,12 +341,14 @@ int cw_analysis_report(cw_analysis_t *a, cw_stacks_t *stacks, cw_tagger_t *tagge
     }
     free(slot);
     free(nst);
+    free(tags);
     cw_report_sort(r);
     *out = r;
     return 0;
 oom:
     free(slot);
     free(nst);
+    free(tags);
     cw_report_free(r);
     return CW_ENOMEM;
 }

@@ -32,8 +32,8 @@ void cw_figs_add(cw_figs_t *acc, const cw_figs_t *f)
     }
 }
 
-/* What a process of the report owns; its stacks' frames and tags are freed
- * before it. */
+/* What a process of the report owns; its stacks' frames are freed before
+ * it (their tags are the report's). */
 static const size_t proc_owned[] = {offsetof(cw_proc_report_t, stacks),
                                     offsetof(cw_proc_report_t, name),
                                     offsetof(cw_proc_report_t, cmdline)};
@@ -43,14 +43,21 @@ void cw_report_free(cw_report_t *r)
     if (!r) return;
     for (uint32_t i = 0; i < r->nprocs; i++) {
         cw_proc_report_t *p = &r->procs[i];
-        for (uint32_t j = 0; j < p->nstacks; j++) {
+        for (uint32_t j = 0; j < p->nstacks; j++)
             cw_free_strv(p->stacks[j].frames, p->stacks[j].nframes);
-            free(p->stacks[j].tag);
-        }
     }
     cw_free_rows(r->procs, r->nprocs, sizeof *r->procs, proc_owned, CW_ARRAY_LEN(proc_owned));
+    cw_free_strv(r->tags, r->ntags);
     free(r->note);
     free(r);
+}
+
+const char *cw_report_add_tag(cw_report_t *r, const char *text)
+{
+    if (CW_RESERVE(r->tags, r->tags_cap, (size_t)r->ntags + 1)) return NULL;
+    char *t = strdup(text);
+    if (t) r->tags[r->ntags++] = t;
+    return t;
 }
 
 static int cmp_i64_desc(int64_t a, int64_t b)
@@ -81,12 +88,32 @@ static int cmp_stack(const void *x, const void *y)
     return c;
 }
 
+/* A process's stacks are few (10,000 live processes: 9 each), where an
+ * insertion sort costs a third of qsort's; cmp_stack is a total order
+ * (stack ids are a process's once), so both give the same order. */
+#define STACKS_INSERTION_MAX 16
+
+static void sort_stacks(cw_stack_report_t *v, uint32_t n)
+{
+    if (n > STACKS_INSERTION_MAX) {
+        qsort(v, n, sizeof *v, cmp_stack);
+        return;
+    }
+    for (uint32_t i = 1; i < n; i++) {
+        if (cmp_stack(&v[i - 1], &v[i]) <= 0) continue;
+        cw_stack_report_t x = v[i];
+        uint32_t j = i;
+        for (; j > 0 && cmp_stack(&v[j - 1], &x) > 0; j--)
+            v[j] = v[j - 1];
+        v[j] = x;
+    }
+}
+
 void cw_report_sort(cw_report_t *r)
 {
     if (r->nprocs > 1) qsort(r->procs, r->nprocs, sizeof *r->procs, cmp_proc);
     for (uint32_t i = 0; i < r->nprocs; i++)
-        if (r->procs[i].nstacks > 1)
-            qsort(r->procs[i].stacks, r->procs[i].nstacks, sizeof *r->procs[i].stacks, cmp_stack);
+        sort_stacks(r->procs[i].stacks, r->procs[i].nstacks);
 }
 
 /* Adds name: exact integer. Returns the item or NULL. */

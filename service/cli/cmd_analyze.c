@@ -145,13 +145,13 @@ static int retag_report(cw_store_t *st, cw_report_t *r, const analyze_args_t *ar
             if ((rc = cw_stacks_intern_strings(stacks, (const char *const *)s->frames, s->nframes,
                                                &id)) != 0)
                 break;
-            char *tag = strdup(cw_tagger_tag_name(tagger, cw_tagger_tag(tagger, stacks, id)));
-            if (!tag) {
+            /* (the old text stays the report's until it is freed) */
+            s->tag =
+                cw_report_add_tag(r, cw_tagger_tag_name(tagger, cw_tagger_tag(tagger, stacks, id)));
+            if (!s->tag) {
                 rc = CW_ENOMEM;
                 break;
             }
-            free(s->tag);
-            s->tag = tag;
         }
     if (rc == CW_ENOMEM) cw_diag_set(d, rc, "out of memory");
 done:
@@ -270,8 +270,7 @@ int cw_cmd_analyze(int argc, char **argv)
     free(a.rules);
     a.rules = NULL;
     if (rc != 0) return cw_cli_exit("analyze", rc, &d);
-    if (a.format) {
-        cw_report_sort(r);
+    if (a.format) { /* (r comes sorted, and tags do not order it) */
         rc = write_export(r, &eo, a.source ? a.source : a.db, a.output);
         cw_report_free(r);
         return rc;

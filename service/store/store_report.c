@@ -435,26 +435,29 @@ static int dup_text(sqlite3_stmt *st, int col, char **out)
     return (*out = strdup(v)) ? 0 : CW_ENOMEM;
 }
 
-static int fill_stack(cw_store_t *s, cw_stack_report_t *sr, bool with_frames, cw_diag_t *d)
+int cw_store_stack_get(cw_store_t *s, uint32_t stack_id, bool with_frames, char **tag,
+                       char ***frames, uint32_t *nframes, cw_diag_t *d)
 {
     sqlite3_stmt *st = NULL, *fst = NULL;
+    char *t = NULL, **fr = NULL;
+    uint32_t nf = 0;
     int err = cw__store_stmt(s, CW__ST_Q_STACK, SQL_Q_STACK, &st, d), rc;
     if (err) return err;
-    sqlite3_bind_int64(st, 1, sr->stack_id);
+    sqlite3_bind_int64(st, 1, stack_id);
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         const unsigned char *blob = sqlite3_column_blob(st, 0);
         uint32_t n = (uint32_t)sqlite3_column_bytes(st, 0) / 4;
-        err = dup_text(st, 1, &sr->tag);
+        err = dup_text(st, 1, &t);
         if (!err && with_frames && n) {
-            if (!(sr->frames = calloc(n, sizeof *sr->frames))) err = CW_ENOMEM;
+            if (!(fr = calloc(n, sizeof *fr))) err = CW_ENOMEM;
             if (!err) err = cw__store_stmt(s, CW__ST_Q_FRAME, SQL_Q_FRAME, &fst, d);
-            for (uint32_t i = 0; i < n && !err; i++, sr->nframes++) {
+            for (uint32_t i = 0; i < n && !err; i++, nf++) {
                 uint32_t fid = (uint32_t)blob[4 * i] | (uint32_t)blob[4 * i + 1] << 8 |
                                (uint32_t)blob[4 * i + 2] << 16 | (uint32_t)blob[4 * i + 3] << 24;
                 sqlite3_bind_int64(fst, 1, fid);
-                if (sqlite3_step(fst) == SQLITE_ROW) err = dup_text(fst, 0, &sr->frames[i]);
-                if (!err && !sr->frames[i] && !(sr->frames[i] = strdup("?"))) err = CW_ENOMEM;
+                if (sqlite3_step(fst) == SQLITE_ROW) err = dup_text(fst, 0, &fr[i]);
+                if (!err && !fr[i] && !(fr[i] = strdup("?"))) err = CW_ENOMEM;
                 sqlite3_reset(fst);
             }
         }
@@ -462,67 +465,59 @@ static int fill_stack(cw_store_t *s, cw_stack_report_t *sr, bool with_frames, cw
         err = cw__store_dberr(s, "reading a stack", d);
     }
     sqlite3_reset(st);
-    if (!err && !sr->tag && !(sr->tag = strdup("Other"))) err = CW_ENOMEM;
-    return err;
-}
-
-int cw_store_stack_get(cw_store_t *s, uint32_t stack_id, bool with_frames, char **tag,
-                       char ***frames, uint32_t *nframes, cw_diag_t *d)
-{
-    cw_stack_report_t sr = {.stack_id = stack_id};
-    int err = fill_stack(s, &sr, with_frames, d);
+    if (!err && !t && !(t = strdup("Other"))) err = CW_ENOMEM;
     if (err) {
-        for (uint32_t i = 0; i < sr.nframes; i++)
-            free(sr.frames[i]);
-        free(sr.frames);
-        free(sr.tag);
+        cw_free_strv(fr, nf);
+        free(t);
         return err;
     }
-    *tag = sr.tag;
-    *frames = sr.frames;
-    *nframes = sr.nframes;
+    *tag = t;
+    *frames = fr;
+    *nframes = nf;
     return 0;
 }
 
-/* The stack tags a report has read, by stack id (a report names the
- * same stacks for many processes: 80,000 (process, stack) pairs of
- * 10,000 processes name a few hundred stacks). */
+/* The tags a report has read, by stack id (a report names the same
+ * stacks for many processes: 80,000 (process, stack) pairs of 10,000
+ * processes name a few hundred stacks): texts of the report's own
+ * (cw_report_add_tag), one a stack id. */
 typedef struct tag_memo {
     cw_keymap_t map;
-    char **tag; /* owned */
+    const char **tag; /* borrowed from the report */
     size_t cap;
 } tag_memo_t;
 
 static void tag_memo_free(tag_memo_t *m)
 {
-    for (uint32_t i = 0; i < m->map.count; i++)
-        free(m->tag[i]);
     free(m->tag);
     cw_keymap_free(&m->map);
 }
 
-/* sr's tag (and, with frames, its frames) as fill_stack() reads them,
- * the tag read once per stack id when m is given. */
-static int fill_stack_memo(cw_store_t *s, tag_memo_t *m, cw_stack_report_t *sr, bool with_frames,
-                           cw_diag_t *d)
+/* sr's tag, read once per stack id (m), and with frames its frames. */
+static int fill_stack(cw_store_t *s, cw_report_t *r, tag_memo_t *m, cw_stack_report_t *sr,
+                      bool with_frames, cw_diag_t *d)
 {
-    if (!m || with_frames) return fill_stack(s, sr, with_frames, d);
     int added = 0;
     if (CW_RESERVE(m->tag, m->cap, m->map.count + 1u)) return CW_ENOMEM;
     uint32_t i = cw_keymap_get(&m->map, sr->stack_id, 0, &added);
     if (i == UINT32_MAX) return CW_ENOMEM;
-    if (added) {
-        cw_stack_report_t one = {.stack_id = sr->stack_id};
-        int err = fill_stack(s, &one, false, d);
-        m->tag[i] = one.tag; /* NULL after an error: the report fails */
-        if (err) return err;
+    if (added) m->tag[i] = NULL; /* still NULL after an error: the report fails */
+    if (!added && !with_frames) {
+        sr->tag = m->tag[i];
+        return 0;
     }
-    return (sr->tag = strdup(m->tag[i])) ? 0 : CW_ENOMEM;
+    char *tag;
+    int err = cw_store_stack_get(s, sr->stack_id, with_frames, &tag, &sr->frames, &sr->nframes, d);
+    if (err) return err;
+    if (added && !(m->tag[i] = cw_report_add_tag(r, tag))) err = CW_ENOMEM;
+    free(tag);
+    sr->tag = m->tag[i];
+    return err;
 }
 
 /* p's process row (through scan when given) and its stacks' tags. */
-static int fill_proc(cw_store_t *s, tag_memo_t *m, cw__proc_scan_t *scan, cw_proc_report_t *p,
-                     bool with_frames, cw_diag_t *d)
+static int fill_proc(cw_store_t *s, cw_report_t *r, tag_memo_t *m, cw__proc_scan_t *scan,
+                     cw_proc_report_t *p, bool with_frames, cw_diag_t *d)
 {
     cw_proc_info_t info;
     bool found;
@@ -546,18 +541,14 @@ static int fill_proc(cw_store_t *s, tag_memo_t *m, cw__proc_scan_t *scan, cw_pro
         if (!(p->name = strdup(buf))) err = CW_ENOMEM;
     }
     for (uint32_t i = 0; i < p->nstacks && !err; i++)
-        err = fill_stack_memo(s, m, &p->stacks[i], with_frames, d);
+        err = fill_stack(s, r, m, &p->stacks[i], with_frames, d);
     return err;
 }
 
 static void free_proc(cw_proc_report_t *p)
 {
-    for (uint32_t j = 0; j < p->nstacks; j++) {
-        for (uint32_t k = 0; k < p->stacks[j].nframes; k++)
-            free(p->stacks[j].frames[k]);
-        free(p->stacks[j].frames);
-        free(p->stacks[j].tag);
-    }
+    for (uint32_t j = 0; j < p->nstacks; j++)
+        cw_free_strv(p->stacks[j].frames, p->stacks[j].nframes);
     free(p->stacks);
     free(p->name);
     free(p->cmdline);
@@ -588,7 +579,7 @@ static int finish(cw_store_t *s, build_t *b, bool with_frames, cw_diag_t *d)
     for (uint32_t i = 0; i < r->nprocs; i++) {
         bool keep = b->ps[i].active || b->ps[i].out0 > 0;
         if (keep && !err)
-            err = fill_proc(s, &memo, scanned ? &scan : NULL, &r->procs[i], with_frames, d);
+            err = fill_proc(s, r, &memo, scanned ? &scan : NULL, &r->procs[i], with_frames, d);
         if (keep && !err && !b->ps[i].active && r->procs[i].start_ns >= r->to_ns) keep = false;
         /* The state at a bucket start is reached no earlier than the
          * instance (as in the trace analyzer). */
@@ -858,9 +849,12 @@ static int report_top(cw_store_t *s, const cw__tier_t *t, build_t *b, const segm
     }
     /* finish() for the chosen ones. */
     uint32_t kept = 0;
+    tag_memo_t memo = {0};
+    if (!err && cw_keymap_init(&memo.map, 16)) err = CW_ENOMEM;
     for (uint32_t i = 0; i < r->nprocs; i++) {
         bool keep = !err;
-        if (keep && (err = fill_proc(s, NULL, NULL, &r->procs[i], with_frames, d))) keep = false;
+        if (keep && (err = fill_proc(s, r, &memo, NULL, &r->procs[i], with_frames, d)))
+            keep = false;
         if (keep && r->procs[i].peak_ns < r->procs[i].start_ns)
             r->procs[i].peak_ns = r->procs[i].start_ns;
         if (keep)
@@ -869,6 +863,7 @@ static int report_top(cw_store_t *s, const cw__tier_t *t, build_t *b, const segm
             free_proc(&r->procs[i]);
     }
     r->nprocs = kept;
+    tag_memo_free(&memo);
     if (err == CW_ENOMEM) cw_diag_set(d, err, "querying window figures: out of memory");
     cw__report_before_done(s);
     free(ids);

@@ -19,12 +19,13 @@ static char *xdup(const char *s)
 }
 
 /* A stack with frames fr[0..n) (outermost first) and figures. */
-static void set_stack(cw_stack_report_t *s, uint32_t id, const char *tag, const char *const *fr,
-                      uint32_t n, uint64_t aifi, uint64_t aifo, uint64_t aofi, uint64_t commits)
+static void set_stack(cw_report_t *r, cw_stack_report_t *s, uint32_t id, const char *tag,
+                      const char *const *fr, uint32_t n, uint64_t aifi, uint64_t aifo,
+                      uint64_t aofi, uint64_t commits)
 {
     memset(s, 0, sizeof *s);
     s->stack_id = id;
-    s->tag = xdup(tag);
+    if (!(s->tag = cw_report_add_tag(r, tag))) CW_FAIL("out of memory");
     s->nframes = n;
     s->frames = calloc(n ? n : 1, sizeof *s->frames);
     for (uint32_t i = 0; i < n; i++)
@@ -57,9 +58,9 @@ static cw_report_t *make_report(void)
     static const char *const s1[] = {"main", "grow", "VirtualAlloc"};
     static const char *const s2[] = {"main", "tmp;buf\nx", "VirtualAlloc"};
     static const char *const s3[] = {"main", "shrink"};
-    set_stack(&a->stacks[0], 1, "Heap", s1, 3, 0, 4096, 0, 2);
-    set_stack(&a->stacks[1], 2, "Temp\\Buffers", s2, 3, 8192, 0, 0, 3);
-    set_stack(&a->stacks[2], 3, "Other", s3, 2, 0, 0, 12288, 0);
+    set_stack(r, &a->stacks[0], 1, "Heap", s1, 3, 0, 4096, 0, 2);
+    set_stack(r, &a->stacks[1], 2, "Temp\\Buffers", s2, 3, 8192, 0, 0, 3);
+    set_stack(r, &a->stacks[2], 3, "Other", s3, 2, 0, 0, 12288, 0);
     b->id = 9;
     b->pid = 0;
     b->folded = 3;
@@ -67,7 +68,7 @@ static cw_report_t *make_report(void)
     b->exit_ns = b->tracking_ended_ns = CW_TS_NEVER;
     b->nstacks = 1;
     b->stacks = calloc(1, sizeof *b->stacks);
-    set_stack(&b->stacks[0], 4, "Other", NULL, 0, 100, 200, 0, 1);
+    set_stack(r, &b->stacks[0], 4, "Other", NULL, 0, 100, 200, 0, 1);
     for (uint32_t i = 0; i < 2; i++)
         for (uint32_t j = 0; j < r->procs[i].nstacks; j++)
             cw_figs_add(&r->procs[i].figs, &r->procs[i].stacks[j].figs);
