@@ -110,7 +110,6 @@ int cw__http_processes(cw__http_req_t *r)
                                    &total, &d);
         if (rc)
             return cw__http_fail(r, 500, "query failed: %s", d.msg[0] ? d.msg : cw_strerror(rc));
-        cw_report_sort(rep);
     } else if ((rc = cw__http_window_report(r, from, to, false, &rep))) {
         return rc;
     }

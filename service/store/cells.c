@@ -44,11 +44,6 @@ static inline uint64_t fig(bool plain, int64_t v)
     return plain ? (uint64_t)v : cw_zigzag(v);
 }
 
-static inline int64_t unfig(bool plain, uint64_t v)
-{
-    return plain ? (int64_t)v : cw_unzigzag(v);
-}
-
 /* bucket - a, in two's complement (a may be anything but BEFORE). */
 static inline int64_t back(int64_t bucket, int64_t a)
 {
@@ -116,75 +111,44 @@ int cw__cell_encode(cw_buf_t *out, int64_t bucket, int64_t unit, const cw_row_co
     return 0;
 }
 
-/* Reads the header: the byte unit and the time unit. -1 when it is not
- * one. */
-static int get_header(const unsigned char *p, size_t n, size_t *pos, uint64_t *pu, int64_t *u,
-                      bool *plain)
+int cw__cell_read_begin(cw__cell_reader_t *c, const void *data, size_t n, int64_t bucket)
 {
     uint64_t h;
-    if (cw_varint_read(p, n, pos, &h)) return -1;
-    *pu = h & 1 ? PAGE : 1;
-    *plain = h & 4;
+    *c = (cw__cell_reader_t){.p = data, .n = n, .bucket = bucket};
+    if (cw_varint_read(c->p, n, &c->pos, &h)) return -1;
+    c->pu = h & 1 ? PAGE : 1;
+    c->plain = h & 4;
     uint64_t v = h >> 3;
     if (!v || v > (uint64_t)INT64_MAX / (uint64_t)CW_NS_PER_S) return -1;
-    *u = h & 2 ? (int64_t)v * CW_NS_PER_S : (int64_t)v;
-    return 0;
-}
-
-/* Reads k varints at *pos into v: 0, or -1 when the cell ends first. */
-static int get_figs(const unsigned char *p, size_t n, size_t *pos, uint64_t *v, int k)
-{
-    for (int i = 0; i < k; i++)
-        if (cw_varint_read(p, n, pos, &v[i])) return -1;
+    c->u = h & 2 ? (int64_t)v * CW_NS_PER_S : (int64_t)v;
     return 0;
 }
 
 int cw__cell_decode(const void *data, size_t n, int64_t bucket, uint32_t proc, cw__cell_rows_t *out,
                     int64_t *unit)
 {
-    const unsigned char *p = data;
-    size_t pos = 0;
-    uint64_t pu;
-    int64_t u;
-    uint32_t stack = 0;
-    bool plain;
-    if (get_header(p, n, &pos, &pu, &u, &plain)) return CW_EDB;
-    if (unit) *unit = u;
-    while (pos < n) {
-        uint64_t d, k, v[2];
-        if (cw_varint_read(p, n, &pos, &d) || cw_varint_read(p, n, &pos, &k) || d > UINT32_MAX)
-            return CW_EDB;
-        stack += (uint32_t)d;
-        uint64_t nrel = k >> 1;
-        if (nrel > (n - pos) / 4) return CW_EDB; /* a release row takes 4 bytes at least */
-        if (k & 1) {
-            if (get_figs(p, n, &pos, v, 2)) return CW_EDB;
+    cw__cell_reader_t c;
+    bool has_c;
+    uint64_t bytes, events, nrel;
+    int rc;
+    if (cw__cell_read_begin(&c, data, n, bucket)) return CW_EDB;
+    if (unit) *unit = c.u;
+    while (!(rc = cw__cell_read_entry(&c, &has_c, &bytes, &events, &nrel))) {
+        if (has_c) {
             if (CW_RESERVE(out->c.v, out->c.cap, (size_t)out->c.n + 1)) return CW_ENOMEM;
             out->c.v[out->c.n++] = (cw_row_commit_t){
-                .proc = proc,
-                .stack = stack,
-                .a = bucket,
-                .bytes = (uint64_t)unfig(plain, v[0]) * pu,
-                .events = (uint64_t)unfig(plain, v[1]),
-            };
+                .proc = proc, .stack = c.stack, .a = bucket, .bytes = bytes, .events = events};
         }
         if (nrel && CW_RESERVE(out->r.v, out->r.cap, (size_t)out->r.n + nrel)) return CW_ENOMEM;
         for (uint64_t e = 0; e < nrel; e++) {
-            uint64_t w[4]; /* the code of a, bytes, pieces, closed */
-            if (get_figs(p, n, &pos, w, 4)) return CW_EDB;
             cw_row_release_t *rr = &out->r.v[out->r.n++];
             rr->proc = proc;
-            rr->stack = stack;
-            rr->a =
-                w[0] == 0
-                    ? CW_TS_BEFORE
-                    : (int64_t)((uint64_t)bucket - (uint64_t)unfig(plain, w[0] - 1) * (uint64_t)u);
-            rr->bytes = (uint64_t)unfig(plain, w[1]) * pu;
-            rr->pieces = (uint64_t)unfig(plain, w[2]);
-            rr->closed = (uint64_t)unfig(plain, w[3]);
+            rr->stack = c.stack;
+            if (cw__cell_read_release(&c, &rr->a, &rr->bytes, &rr->pieces, &rr->closed))
+                return CW_EDB;
         }
     }
-    return 0;
+    return rc < 0 ? CW_EDB : 0;
 }
 
 void cw__cell_rows_free(cw__cell_rows_t *rows)
@@ -239,16 +203,13 @@ static void fn_merge(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 static void fn_empty(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     (void)argc;
-    const unsigned char *p = sqlite3_value_blob(argv[0]);
-    size_t n = (size_t)sqlite3_value_bytes(argv[0]), pos = 0;
-    uint64_t pu;
-    int64_t u;
-    bool plain;
-    if (get_header(p, n, &pos, &pu, &u, &plain)) {
+    cw__cell_reader_t c;
+    if (cw__cell_read_begin(&c, sqlite3_value_blob(argv[0]), (size_t)sqlite3_value_bytes(argv[0]),
+                            0)) {
         sqlite3_result_error(ctx, "cw_cell_empty: not a cell", -1);
         return;
     }
-    sqlite3_result_int(ctx, pos == n);
+    sqlite3_result_int(ctx, c.pos == c.n);
 }
 
 /* ---- the table-valued functions ----------------------------------------------

@@ -177,9 +177,10 @@ int cw__hsides_add_cell(cw__hsides_t *x, int split, cw__sums_acc_t *a, const voi
     }
     if (split != CW__SPLIT_FAR) {
         err = cw__sums_add_cell(a, data, size, bucket, proc, p->t0, p->t1, d);
-        /* a->rows: the cell just added */
-        if (!err && split == CW__SPLIT_NEAR) err = note_commits(x, &a->rows, proc, true);
-        return err;
+        if (err || split != CW__SPLIT_NEAR) return err;
+        x->rows.c.n = x->rows.r.n = 0; /* (the cell read twice: h0's cells before t0, few) */
+        if ((err = cw__cell_decode(data, size, bucket, proc, &x->rows, NULL))) return err;
+        return note_commits(x, &x->rows, proc, true);
     }
     bool skipped = false;
     err = cw__sums_add_cell_split(a, data, size, bucket, proc, p->t0, p->t1, x->h0, x->h1, false,

@@ -280,7 +280,6 @@ void cw__sums_acc_free(cw__sums_acc_t *a)
     for (uint32_t i = 0; i < a->np + a->run.m; i++)
         cw__sums_proc_free(&a->p[i]);
     sums_room_give(a);
-    cw__cell_rows_free(&a->rows);
     memset(a, 0, sizeof *a);
 }
 
@@ -380,12 +379,6 @@ static cw__sums_proc_t *acc_proc(cw__sums_acc_t *a, uint32_t proc)
     return p;
 }
 
-sums_t *cw__sums_acc_row(cw__sums_acc_t *a, uint32_t proc, uint32_t stack)
-{
-    cw__sums_proc_t *p = acc_proc(a, proc);
-    return p ? proc_row(a, p, a->by_proc ? 0 : stack) : NULL;
-}
-
 int cw__sums_add_activity(cw__sums_acc_t *a, uint32_t proc, int64_t events, int64_t delta,
                           int64_t relpeak, int64_t relpeak_ns)
 {
@@ -411,55 +404,66 @@ static inline sums_t *cell_row(cw__sums_acc_t *a, cw__sums_proc_t **pp, uint32_t
     return proc_row(a, *pp, a->by_proc ? 0 : stack);
 }
 
+sums_t *cw__sums_acc_row(cw__sums_acc_t *a, uint32_t proc, uint32_t stack)
+{
+    cw__sums_proc_t *p = NULL;
+    return cell_row(a, &p, proc, stack);
+}
+
 int cw__sums_add_cell_split(cw__sums_acc_t *a, const void *data, size_t size, int64_t bucket,
                             uint32_t proc, int64_t t0, int64_t t1, int64_t alo, int64_t ahi,
                             bool left_out, cw__resolve_a_fn resolve, void *ctx, bool *skipped,
                             cw_diag_t *d)
 {
-    cw__cell_rows_t *rows = &a->rows;
-    rows->c.n = rows->r.n = 0;
-    int err = cw__cell_decode(data, size, bucket, proc, rows, NULL);
-    if (err == CW_EDB)
-        return cw_diag_set(
-            d, err, "querying window figures: a cell of instance %" PRIu32 " is not readable",
-            proc);
+    /* Each row added as it is read (a cell that turns out not to be one
+     * fails the report, and its accumulator with it). */
+    cw__cell_reader_t c;
     bool sub = bucket >= a->sub_lo && bucket < a->sub_hi;
+    bool commits = !left_out && bucket < t1;
     cw__sums_proc_t *pp = NULL; /* proc's entry, looked up at its first row */
-    for (uint32_t j = 0; j < rows->c.n && !err && !left_out && bucket < t1; j++) {
-        const cw_row_commit_t *x = &rows->c.v[j];
-        sums_t *y = cell_row(a, &pp, proc, x->stack);
-        if (!y) return CW_ENOMEM;
-        cw__sums_add_commit(y, bucket, (int64_t)x->bytes, (int64_t)x->events, t0);
-        if (sub) {
-            y->v[0] -= (int64_t)x->bytes;
-            y->v[1] -= (int64_t)x->events;
+    bool has_c;
+    uint64_t bytes, events, nrel, pieces, closed;
+    int rc = cw__cell_read_begin(&c, data, size, bucket);
+    while (!rc && !(rc = cw__cell_read_entry(&c, &has_c, &bytes, &events, &nrel))) {
+        if (has_c && commits) {
+            sums_t *y = cell_row(a, &pp, proc, c.stack);
+            if (!y) return CW_ENOMEM;
+            cw__sums_add_commit(y, bucket, (int64_t)bytes, (int64_t)events, t0);
+            if (sub) {
+                y->v[0] -= (int64_t)bytes;
+                y->v[1] -= (int64_t)events;
+            }
         }
-    }
-    for (uint32_t j = 0; j < rows->r.n && !err; j++) {
-        const cw_row_release_t *x = &rows->r.v[j];
-        int64_t at = x->a;
-        if (at >= t1) continue;
-        if (at >= alo && at < ahi) {
-            int64_t r = resolve ? resolve(ctx, proc, x->stack, at) : CW__A_SKIP;
-            if (r == CW__A_SKIP && !left_out) {
-                if (skipped) *skipped = true;
+        for (uint64_t e = 0; e < nrel; e++) {
+            int64_t at;
+            if ((rc = cw__cell_read_release(&c, &at, &bytes, &pieces, &closed))) break;
+            if (at >= t1) continue;
+            if (at >= alo && at < ahi) {
+                int64_t r = resolve ? resolve(ctx, proc, c.stack, at) : CW__A_SKIP;
+                if (r == CW__A_SKIP && !left_out) {
+                    if (skipped) *skipped = true;
+                    continue;
+                }
+                if (r != CW__A_SKIP && left_out) continue;
+                if (!left_out) at = r;
+            } else if (left_out) {
                 continue;
             }
-            if (r != CW__A_SKIP && left_out) continue;
-            if (!left_out) at = r;
-        } else if (left_out) {
-            continue;
-        }
-        sums_t *y = cell_row(a, &pp, proc, x->stack);
-        if (!y) return CW_ENOMEM;
-        cw__sums_add_release(y, bucket, at, (int64_t)x->bytes, (int64_t)x->pieces,
-                             (int64_t)x->closed, t0, t1);
-        if (sub) {
-            y->v[4] -= (int64_t)x->bytes;
-            y->v[12] -= (int64_t)x->closed;
+            sums_t *y = cell_row(a, &pp, proc, c.stack);
+            if (!y) return CW_ENOMEM;
+            cw__sums_add_release(y, bucket, at, (int64_t)bytes, (int64_t)pieces, (int64_t)closed,
+                                 t0, t1);
+            if (sub) {
+                y->v[4] -= (int64_t)bytes;
+                y->v[12] -= (int64_t)closed;
+            }
         }
     }
-    return err;
+    if (rc < 0)
+        return cw_diag_set(
+            d, CW_EDB, "querying window figures: a cell of instance %" PRIu32 " is not readable",
+            proc);
+    return 0;
 }
 
 int cw__sums_add_cell(cw__sums_acc_t *a, const void *data, size_t size, int64_t bucket,
@@ -934,37 +938,43 @@ size_t cw__store_raw_tail_rows(const cw_store_t *s)
 
 enum { TAIL_OVERSIZE = -1 };
 
-/* Appends the raw rows of [lo, hi) to c: the tier's cells in time order,
- * each decoded in C into its commit and release rows and its activity row
- * (through the commits, releases and activity views, a third of the
- * instructions of a whole-day report of 10,000 live processes went to
- * filling a tail that did not fit). A span with more cells than the tail
- * has room for rows is not read (each cell gives one row at least: 40 s
- * of those processes are 48,000 cells, 79,000 rows); one that passes the
- * bound midway stops at the cell that does. 0, TAIL_OVERSIZE, CW_ENOMEM
- * or CW_EDB. */
-static int tail_extend(cw_store_t *s, struct cw__raw_tail *c, int64_t lo, int64_t hi, cw_diag_t *d)
+/* Whether the raw cells of [lo, hi) may fit c beside what it holds:
+ * TAIL_OVERSIZE when they alone pass the bound max (each cell gives one
+ * row at least: 40 s of 10,000 live processes are 48,000 cells, 79,000
+ * rows), else 0 (or an error). */
+static int tail_fits(cw_store_t *s, const struct cw__raw_tail *c, int64_t lo, int64_t hi,
+                     size_t max, cw_diag_t *d)
 {
-    const size_t max = s->test.read_cache_rows ? s->test.read_cache_rows : RAW_TAIL_MAX_ROWS;
-    sqlite3_stmt *st = NULL;
-    cw__cell_rows_t rows = {0};
-    int err = cw__store_stmt(s, CW__ST_Q_TAIL_CELLS, SQL_Q_TAIL_CELLS, &st, d), rc = SQLITE_DONE;
-    if (err) return err;
-    /* A span whose cells alone pass the bound is not read at all (the
-     * count walks the primary key's entries, not the cells' data). */
     sqlite3_stmt *sc = NULL;
-    if ((err = cw__store_stmt(s, CW__ST_Q_TAIL_COUNT, SQL_Q_TAIL_COUNT, &sc, d))) return err;
+    int err = cw__store_stmt(s, CW__ST_Q_TAIL_COUNT, SQL_Q_TAIL_COUNT, &sc, d);
+    if (err) return err;
     sqlite3_bind_int64(sc, 1, lo);
     sqlite3_bind_int64(sc, 2, hi);
-    if ((rc = sqlite3_step(sc)) != SQLITE_ROW)
+    if (sqlite3_step(sc) != SQLITE_ROW) {
         err = cw__store_dberr(s, "counting the newest cells", d);
-    else if (c->nc + c->nr + c->na + (uint64_t)sqlite3_column_int64(sc, 0) > max) {
+    } else if (c->nc + c->nr + c->na + (uint64_t)sqlite3_column_int64(sc, 0) > max) {
         err = TAIL_OVERSIZE;
         s->test.tails_counted_out++;
     }
     sqlite3_reset(sc);
+    return err;
+}
+
+/* Appends the raw rows of [lo, hi) to c: the tier's cells in time order,
+ * each decoded in C into its commit and release rows and its activity
+ * row. A span tail_fits() refuses is not read; one that passes the bound
+ * midway stops at the cell that does. 0, TAIL_OVERSIZE, CW_ENOMEM or
+ * CW_EDB. */
+static int tail_extend(cw_store_t *s, struct cw__raw_tail *c, int64_t lo, int64_t hi, cw_diag_t *d)
+{
+    const size_t max = s->test.read_cache_rows ? s->test.read_cache_rows : RAW_TAIL_MAX_ROWS;
+    /* A span whose cells alone pass the bound is not read at all (the
+     * count walks the primary key's entries, not the cells' data). */
+    int err = tail_fits(s, c, lo, hi, max, d), rc = SQLITE_DONE;
+    sqlite3_stmt *st = NULL;
+    cw__cell_rows_t rows = {0};
+    if (!err) err = cw__store_stmt(s, CW__ST_Q_TAIL_CELLS, SQL_Q_TAIL_CELLS, &st, d);
     if (err) return err;
-    rc = SQLITE_DONE;
     sqlite3_bind_int64(st, 1, lo);
     sqlite3_bind_int64(st, 2, hi);
     while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {

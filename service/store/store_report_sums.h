@@ -134,7 +134,6 @@ typedef struct cw__sums_acc {
      * prune_over becomes twice the sums kept plus prune_slack. 0: never. */
     uint32_t prune_over, prune_slack;
     uint64_t *pruned, prunes;
-    cw__cell_rows_t rows;
     bool by_proc; /* a process's rows all go to one, of stack 0 */
     /* The rows of a bucket in [sub_lo, sub_hi) are also taken away from
      * the sums before t0 (a ranked report's before_whole,

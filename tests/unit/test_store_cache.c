@@ -1118,6 +1118,107 @@ static void burst_tail(void)
     cw_store_close(w);
 }
 
+/* ---- a damaged cell ---------------------------------------------------------------
+ *
+ * A cell that is not one fails the report with an error naming its
+ * process, whichever way it is read: a raw second's into the raw tail or
+ * by a segment, a minute's by a segment. A segment adds each row to the
+ * sums as it reads it, so it finds a cell cut short after adding the
+ * rows before the cut; once the cell is mended, the caching handle agrees
+ * with one that caches nothing: no half-read cell stayed behind in its
+ * caches. report_fails' what: how the message begins (which read met
+ * the cell). */
+static void report_fails(cw_store_t *h, int64_t from, int64_t to, const char *what)
+{
+    cw_report_t *r = NULL;
+    cw_diag_t d = {{0}};
+    uint32_t total;
+    ASSERT_EQ(cw_store_report(h, from, to, false, &r, &d), CW_EDB);
+    ASSERT_TRUE(r == NULL && strstr(d.msg, "a cell of instance 2 is not readable"));
+    ASSERT_TRUE(strncmp(d.msg, what, strlen(what)) == 0);
+    memset(&d, 0, sizeof d);
+    ASSERT_EQ(cw_store_report_top(h, from, to, CW_RANK_IMPACTING, 2, false, &r, &total, &d),
+              CW_EDB);
+    ASSERT_TRUE(r == NULL && strstr(d.msg, "a cell of instance 2 is not readable"));
+}
+
+static void damaged_cells(void)
+{
+    char path[400];
+    cw_store_t *w = small_db("damaged.db", path), *c, *n;
+    cw_diag_t d = {{0}};
+    int64_t base = INT64_C(470011) * HOUR, end = base + 150 * S;
+    for (int64_t k = 0; k < 150; k++) {
+        int64_t bk = base + k * S;
+        cw_batch_t *b = small_batch(bk, k == 0, "steady.exe");
+        if (k == 0) ASSERT_OK(cw_batch_add_proc(b, 2, 1002, bk, CW_TS_NEVER, "other.exe", NULL));
+        for (uint32_t p = 1; p <= 2; p++) {
+            uint64_t bytes = 4096 * p;
+            ASSERT_OK(cw_batch_add_commit(b, &(cw_row_commit_t){p, p - 1, bk, bytes, 1}));
+            bool rel = k % 3 == 2; /* the commit of 2 s before freed */
+            if (rel)
+                ASSERT_OK(cw_batch_add_release(
+                    b, &(cw_row_release_t){p, p - 1, bk - 2 * S, bytes, 1, 1}));
+            ASSERT_OK(cw_batch_add_activity(b, &(cw_row_activity_t){p, rel ? 2 : 1,
+                                                                    rel ? 0 : (int64_t)bytes,
+                                                                    (int64_t)bytes, bk + 5}));
+        }
+        ASSERT_OK(cw_store_write(w, b, &d));
+        cw_batch_free(b);
+    }
+    ASSERT_OK(cw_store_open_readonly(path, &c, &d));
+    ASSERT_OK(cw_store_open_readonly(path, &n, &d));
+    n->test.read_cache_off = true;
+    /* A raw second's cell, then a minute's, of process 2, and windows
+     * whose figures need it (from inside the raw seconds: the raw tail,
+     * unaligned; from the data's start or the minute: a segment). */
+    static const struct {
+        int tier;
+        int64_t at, from[2]; /* ms after base */
+        const char *cached;  /* which read meets it with the caches on */
+    } cells[] = {{0, 140, {125500, 0}, "reading the newest rows"},
+                 {1, 60, {60000, 60000}, "querying window figures"}};
+    for (size_t i = 0; i < CW_ARRAY_LEN(cells); i++) {
+        char sql[400], where[160];
+        snprintf(where, sizeof where,
+                 "WHERE tier = %d AND bucket = %" PRId64 " AND proc = 2 AND layer = 0",
+                 cells[i].tier, base + cells[i].at * S);
+        sqlite3_stmt *st;
+        snprintf(sql, sizeof sql, "SELECT hex(data) FROM cells %s", where);
+        ASSERT_EQ(sqlite3_prepare_v2(w->db, sql, -1, &st, NULL), SQLITE_OK);
+        ASSERT_EQ(sqlite3_step(st), SQLITE_ROW); /* it is there */
+        char *hex = cw_strdup((const char *)sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+        /* Its last byte cut: its last row is not whole, the rows before
+         * it are. */
+        snprintf(sql, sizeof sql, "UPDATE cells SET data = substr(data, 1, length(data) - 1) %s",
+                 where);
+        ASSERT_EQ(sqlite3_exec(w->db, sql, NULL, NULL, NULL), SQLITE_OK);
+        ASSERT_EQ(sqlite3_changes(w->db), 1);
+        for (int j = 0; j < 2; j++) {
+            int64_t from = base + cells[i].from[j] * (S / 1000);
+            report_fails(c, from, end, cells[i].cached);
+            report_fails(n, from, end, "querying window figures");
+        }
+        snprintf(sql, sizeof sql, "UPDATE cells SET data = x'%s' %s", hex, where);
+        ASSERT_EQ(sqlite3_exec(w->db, sql, NULL, NULL, NULL), SQLITE_OK);
+        free(hex);
+        for (int64_t from = base; from < end; from += 17 * S + S / 3) {
+            cw_report_t *x, *y;
+            ASSERT_OK(cw_store_report(c, from, end, false, &x, &d));
+            ASSERT_OK(cw_store_report(n, from, end, false, &y, &d));
+            ASSERT_EQ(y->nprocs, 2);
+            reports_same(x, y, from, end);
+            cw_report_free(x);
+            cw_report_free(y);
+        }
+    }
+    printf("damaged cells: a raw second's and a minute's refused with their process named\n");
+    cw_store_close(n);
+    cw_store_close(c);
+    cw_store_close(w);
+}
+
 /* ---- shared handles (store_pool.c) ------------------------------------------------ */
 
 #define NPQ 6      /* queries per round */
@@ -1396,6 +1497,7 @@ int main(void)
     closed_proc();
     settled_procs();
     burst_tail();
+    damaged_cells();
     pooled();
     printf("%u filtered ranked reports compared\n", checks_match);
     ASSERT_TRUE(checks_match > 100);
